@@ -1,0 +1,39 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both create .venv on first use.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+
+.PHONY: demo test bench soak clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch==2.13.0 first: on these machines it is a CPU build already on disk, and the project's own range
+# (torch>=2.3,<3) is then satisfied without pulling a multi-GB CUDA build.
+$(VENV)/.torch: | $(BIN)/python
+	$(PIP) install --quiet torch==2.13.0
+	touch $@
+
+$(VENV)/.demo: pyproject.toml $(VENV)/.torch
+	$(PIP) install --quiet -e '.[torch]'
+	touch $@
+
+$(VENV)/.dev: pyproject.toml $(VENV)/.torch
+	$(PIP) install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.demo
+	$(BIN)/yieldgate demo
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest --durations=20 -q
+
+bench: $(VENV)/.dev
+	$(BIN)/python benchmarks/bench_ledger.py
+
+soak: $(VENV)/.dev
+	$(BIN)/python -m pytest -q -m soak --durations=20
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis
