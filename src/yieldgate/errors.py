@@ -1,0 +1,40 @@
+"""yieldgate's exceptions: one root, a few named leaves.
+
+Every message carries the offending value and, where there is one, the fix. The CLI prints the message
+as one line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "YieldgateError",
+    "InputError",
+    "ManifestError",
+    "LedgerError",
+    "SchemaVersionError",
+    "RunNotFound",
+]
+
+
+class YieldgateError(Exception):
+    """Root of every error yieldgate raises on purpose."""
+
+
+class InputError(YieldgateError):
+    """A file or value handed to yieldgate is missing, unreadable or malformed."""
+
+
+class ManifestError(InputError):
+    """A manifest (or one of its parts) does not validate; the message names the field."""
+
+
+class LedgerError(YieldgateError):
+    """The ledger cannot be opened, read or written."""
+
+
+class SchemaVersionError(LedgerError):
+    """The ledger was written by a newer yieldgate whose schema this version does not know."""
+
+
+class RunNotFound(LedgerError):
+    """No run of that name is in the ledger."""

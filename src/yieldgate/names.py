@@ -1,0 +1,92 @@
+"""Canonical names of the data contract (DESIGN.md, "The data contract"), with their units.
+
+This module is the code's half of the names table in README.md; `tests/test_names.py` checks that the two
+agree. Importers map onto these names, exporters and the report read them: nothing else defines a second
+spelling.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CORE_STEP_COLUMNS",
+    "STEP_VALUE_COLUMNS",
+    "EXTRA_KEYS",
+    "EXTRA_PREFIXES",
+    "RUN_STATUSES",
+    "EVENT_KINDS",
+    "EVENT_STATES",
+    "VAL_TASK",
+    "LOSS_METRIC",
+    "BPB_METRIC",
+    "is_extra_key",
+    "split_eval_key",
+]
+
+# Core step columns: name -> unit. Stored in the wide core step table; `step` is the key.
+CORE_STEP_COLUMNS: Final[dict[str, str]] = {
+    "step": "optimizer steps",
+    "tokens": "tokens (accepted, cumulative)",
+    "samples": "samples (cumulative)",
+    "wall_s": "s (cumulative wall clock)",
+    "step_s": "s",
+    "data_wait_s": "s",
+    "loss": "nats/token (training)",
+    "lr": "learning rate",
+    "grad_norm": "L2 norm (global, pre-clipping)",
+    "clipped": "0/1",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction of peak (0-1)",
+    "energy_j": "J (cumulative)",
+    "cost_usd": "USD (cumulative)",
+}
+
+# The value columns of the core table: every core column except the key.
+STEP_VALUE_COLUMNS: Final[tuple[str, ...]] = tuple(c for c in CORE_STEP_COLUMNS if c != "step")
+
+# Namespaced extras, stored in the long table (run, step, key, value). A `<...>` segment is a
+# placeholder: `signals/grad_norm/<layer>` stands for `signals/grad_norm/blocks.0.attn`, etc.
+EXTRA_KEYS: Final[dict[str, str]] = {
+    "signals/gns": "samples (B_simple, global)",
+    "signals/gns/<layer>": "samples (B_simple, one layer)",
+    "signals/grad_norm/<layer>": "L2 norm",
+    "signals/update_ratio/<layer>": "|update| / |weight|",
+    "signals/act_entropy/<layer>": "nats",
+    "signals/loss_scale": "mixed-precision loss scale",
+    "signals/skipped_steps": "steps (cumulative)",
+    "signals/loss_var": "nats^2 (per-batch loss variance over a window)",
+    "tokens/<source>": "tokens (cumulative, per data source)",
+    "stream/repeat_rate": "fraction of samples seen before in the window",
+}
+
+# The namespaces the contract defines. Any other namespaced key (an imported `train/perplexity`, say) is
+# stored as an extra too: real logs carry metrics nobody planned for.
+EXTRA_PREFIXES: Final[tuple[str, ...]] = tuple(sorted({k.split("/")[0] for k in EXTRA_KEYS}))
+
+RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed", "imported")
+EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault")
+EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
+
+# "The validation loss" of a run: task `val`, metric `loss` (per source: task `val/<source>`).
+VAL_TASK: Final = "val"
+LOSS_METRIC: Final = "loss"
+BPB_METRIC: Final = "bpb"
+
+
+def is_extra_key(key: str) -> bool:
+    """True when `key` is namespaced (`signals/gns`, `tokens/web`): non-empty segments joined by `/`."""
+    parts = key.split("/")
+    return len(parts) >= 2 and all(parts)
+
+
+def split_eval_key(key: str) -> tuple[str, str]:
+    """Split a flat eval key into (task, metric): the last segment is the metric.
+
+    `val/loss` -> ("val", "loss"); `val/code/loss` -> ("val/code", "loss");
+    `lambada_openai/acc` -> ("lambada_openai", "acc").
+    """
+    task, sep, metric = key.rpartition("/")
+    if not sep or not task or not metric:
+        raise ValueError(f"eval key {key!r} must be '<task>/<metric>', e.g. 'val/loss'")
+    return task, metric

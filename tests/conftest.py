@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from yieldgate.cli import app
+from yieldgate.ledger import Ledger
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Path:
+    return tmp_path / "yieldgate.db"
+
+
+@pytest.fixture
+def ledger(ledger_path: Path):
+    with Ledger(ledger_path) as led:
+        yield led
+
+
+class Cli:
+    """Drives the `yieldgate` command as a user would, against one ledger file."""
+
+    def __init__(self, ledger_path: Path) -> None:
+        self.ledger_path = ledger_path
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, code: int = 0) -> Any:
+        result = self.runner.invoke(app, ["--ledger", str(self.ledger_path), *args])
+        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "--json").stdout)
+
+
+@pytest.fixture
+def cli(ledger_path: Path) -> Cli:
+    return Cli(ledger_path)
