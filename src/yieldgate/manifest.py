@@ -1,0 +1,428 @@
+"""The manifest: what a run consumed and how, as pydantic models shared by every part of yieldgate.
+
+A manifest is loaded from YAML or JSON, validated with messages that name the field
+(`data.sources[2].weight: must be >= 0, got -0.5`), content-hashed (stable across key order and
+formatting) and diffed field by field: the diff of two runs' manifests is the list of confounders of
+their comparison. The models here are reused everywhere (recipes, probes, importers); none is redefined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from yieldgate.errors import InputError, ManifestError
+
+__all__ = [
+    "Source",
+    "Filter",
+    "DedupPolicy",
+    "CurriculumStage",
+    "Curriculum",
+    "Tokenizer",
+    "Recipe",
+    "ModelConfig",
+    "Optimisation",
+    "Hardware",
+    "EvalPortfolio",
+    "Manifest",
+    "Difference",
+    "load_manifest",
+    "parse_manifest",
+    "read_structured_file",
+    "format_validation_error",
+    "diff",
+]
+
+
+class _Model(BaseModel):
+    # Unknown fields are errors: a typo (`sequnce_length`) must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class Source(_Model):
+    """One data source of a recipe."""
+
+    name: str = Field(min_length=1)
+    """Short unique name, used in per-source keys (`tokens/<name>`, task `val/<name>`)."""
+    weight: float = Field(default=1.0, ge=0)
+    """Sampling weight in the mixture; weights are normalised over the recipe's sources."""
+    path: str | None = None
+    """Where the documents come from (file, folder, URL or built-in corpus name)."""
+    domain: str | None = None
+    """What kind of text it is (`prose`, `code`, ...), for reports."""
+    unique_tokens: int | None = Field(default=None, ge=0)
+    """Distinct tokens the source holds after filters and dedup (for epochs and data exhaustion)."""
+    accepted_tokens: int | None = Field(default=None, ge=0)
+    """Tokens of this source the run accepted into training."""
+
+
+class Filter(_Model):
+    """One document filter of a recipe (length, character mix, quality, ...)."""
+
+    kind: str = Field(min_length=1)
+    """Filter name, e.g. `min_chars`, `max_symbol_ratio`."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The filter's parameters, e.g. `{"min": 200}`."""
+
+
+class DedupPolicy(_Model):
+    """How duplicates are removed; the policy is recorded so that its effect can be audited."""
+
+    kind: Literal["none", "exact", "near"] = "none"
+    """`none`, `exact` (normalised text hashed) or `near` (MinHash with LSH)."""
+    shingle: str = "word:5"
+    """Shingles for near dedup: `word:N` or `char:N`."""
+    permutations: int = Field(default=128, ge=1)
+    """MinHash permutations."""
+    bands: int | None = Field(default=None, ge=1)
+    """LSH bands; bands x rows must equal permutations."""
+    rows: int | None = Field(default=None, ge=1)
+    """LSH rows per band."""
+    threshold: float = Field(default=0.8, gt=0, le=1)
+    """Estimated Jaccard similarity at or above which two documents are duplicates."""
+
+    @model_validator(mode="after")
+    def _check(self) -> DedupPolicy:
+        unit, _, size = self.shingle.partition(":")
+        if unit not in ("word", "char") or not size.isdigit() or int(size) < 1:
+            raise ValueError(f"shingle must be 'word:N' or 'char:N' with N >= 1, got {self.shingle!r}")
+        if (self.bands is None) != (self.rows is None):
+            raise ValueError("bands and rows go together: give both or neither")
+        if self.bands is not None and self.rows is not None and self.bands * self.rows != self.permutations:
+            raise ValueError(
+                f"bands x rows must equal permutations: {self.bands} x {self.rows} != {self.permutations}"
+            )
+        return self
+
+
+class CurriculumStage(_Model):
+    """One stage of a staged curriculum: source weights that hold until `until_tokens`."""
+
+    until_tokens: int = Field(gt=0)
+    """Accepted tokens at which this stage ends."""
+    weights: dict[str, float]
+    """Source name -> weight during this stage."""
+
+    @model_validator(mode="after")
+    def _check(self) -> CurriculumStage:
+        for name, w in self.weights.items():
+            if w < 0:
+                raise ValueError(f"weights.{name}: must be >= 0, got {w}")
+        return self
+
+
+class Curriculum(_Model):
+    """The order in which data is presented."""
+
+    kind: Literal["shuffled", "ordered_by_source", "staged"] = "shuffled"
+    """`shuffled` (i.i.d.), `ordered_by_source` (one source after another) or `staged` (weights by stage)."""
+    stages: list[CurriculumStage] = Field(default_factory=list)
+    """Stages of a `staged` curriculum, in increasing `until_tokens`."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Curriculum:
+        if self.kind == "staged" and not self.stages:
+            raise ValueError("a staged curriculum needs at least one stage")
+        ends = [s.until_tokens for s in self.stages]
+        if ends != sorted(set(ends)):
+            raise ValueError(f"stages must have strictly increasing until_tokens, got {ends}")
+        return self
+
+
+class Tokenizer(_Model):
+    """The tokenizer, identified by content so that a retrained one is never mistaken for the old."""
+
+    name: str = Field(min_length=1)
+    """Human name, e.g. `bpe-4k`."""
+    content_hash: str | None = None
+    """Hash of the tokenizer's serialised content (vocabulary and merges)."""
+    vocab_size: int | None = Field(default=None, ge=1)
+    """Vocabulary size."""
+    bytes_per_token: float | None = Field(default=None, gt=0)
+    """Mean UTF-8 bytes per token on the training data: converts per-token loss to bits per byte."""
+
+
+class Recipe(_Model):
+    """A data recipe: sources and weights, filters, dedup, curriculum, tokenizer, sequence length."""
+
+    sources: list[Source] = Field(min_length=1)
+    """The sources and their mixture weights."""
+    filters: list[Filter] = Field(default_factory=list)
+    """Document filters, applied in order."""
+    dedup: DedupPolicy = Field(default_factory=DedupPolicy)
+    """Dedup policy."""
+    curriculum: Curriculum = Field(default_factory=Curriculum)
+    """Order of presentation."""
+    tokenizer: Tokenizer | None = None
+    """Tokenizer."""
+    sequence_length: int | None = Field(default=None, ge=1)
+    """Tokens per training sequence."""
+    accepted_tokens: int | None = Field(default=None, ge=0)
+    """Total tokens accepted into training (all sources)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Recipe:
+        names = [s.name for s in self.sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique, repeated: {', '.join(dupes)}")
+        if sum(s.weight for s in self.sources) <= 0:
+            raise ValueError("at least one source needs a weight > 0")
+        for i, stage in enumerate(self.curriculum.stages):
+            unknown = sorted(set(stage.weights) - set(names))
+            if unknown:
+                raise ValueError(f"curriculum.stages[{i}] names unknown sources: {', '.join(unknown)}")
+        return self
+
+
+class ModelConfig(_Model):
+    """The model's size and shape: what FLOPs per token and tokens per parameter are computed from."""
+
+    name: str | None = None
+    """Model name, e.g. `gpt-1m`."""
+    architecture: str = "decoder_transformer"
+    """Architecture family; MFU from 6N + 12·L·H·Q·T is only defined for `decoder_transformer`."""
+    params: int | None = Field(default=None, ge=1)
+    """Total parameters."""
+    non_embedding_params: int | None = Field(default=None, ge=1)
+    """Parameters outside the embeddings (N in 6N + 12·L·H·Q·T)."""
+    layers: int | None = Field(default=None, ge=1)
+    """Transformer layers (L)."""
+    width: int | None = Field(default=None, ge=1)
+    """Model width (d_model)."""
+    heads: int | None = Field(default=None, ge=1)
+    """Attention heads (H)."""
+    head_dim: int | None = Field(default=None, ge=1)
+    """Size of one attention head (Q); H·Q need not equal the width."""
+    context: int | None = Field(default=None, ge=1)
+    """Context length in tokens (T)."""
+    vocab_size: int | None = Field(default=None, ge=1)
+    """Vocabulary size."""
+    flops_per_token: float | None = Field(default=None, gt=0)
+    """Training FLOPs per token, when given instead of derived."""
+
+
+class Optimisation(_Model):
+    """How the model is optimised: the knobs a throughput change tends to touch."""
+
+    optimizer: str | None = None
+    """Optimizer, e.g. `adamw`."""
+    lr: float | None = Field(default=None, gt=0)
+    """Peak learning rate."""
+    schedule: str | None = None
+    """Schedule, e.g. `wsd` (warmup-stable-decay), `cosine`, `constant`."""
+    warmup_steps: int | None = Field(default=None, ge=0)
+    """Warm-up steps."""
+    batch_size: int | None = Field(default=None, ge=1)
+    """Sequences per optimizer step (all microbatches and ranks together)."""
+    microbatch_size: int | None = Field(default=None, ge=1)
+    """Sequences per forward/backward pass on one device."""
+    grad_accumulation: int = Field(default=1, ge=1)
+    """Microbatches accumulated per optimizer step."""
+    precision: str = "fp32"
+    """Compute precision: `fp32`, `tf32`, `bf16`, `fp16`, `fp8`."""
+    weight_decay: float | None = Field(default=None, ge=0)
+    """Weight decay."""
+    grad_clip: float | None = Field(default=None, gt=0)
+    """Gradient-norm clipping threshold."""
+
+
+class Hardware(_Model):
+    """Where the run ran, what a device-hour costs, and how the work is laid out across devices."""
+
+    device_kind: str | None = None
+    """Device name, e.g. `H100-SXM`, `cpu`."""
+    device_count: int = Field(default=1, ge=1)
+    """Devices used by the run."""
+    peak_flops: float | None = Field(default=None, gt=0)
+    """Peak FLOP/s of one device at the run's precision (overrides the built-in table)."""
+    price_per_device_hour: float | None = Field(default=None, ge=0)
+    """Price of one device-hour in USD."""
+    data_parallel: int = Field(default=1, ge=1)
+    """Data-parallel degree."""
+    tensor_parallel: int = Field(default=1, ge=1)
+    """Tensor-parallel degree."""
+    pipeline_parallel: int = Field(default=1, ge=1)
+    """Pipeline-parallel degree."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Hardware:
+        layout = self.data_parallel * self.tensor_parallel * self.pipeline_parallel
+        if layout > 1 and layout != self.device_count:
+            raise ValueError(
+                f"data x tensor x pipeline parallel = {layout} must equal device_count = {self.device_count}"
+            )
+        return self
+
+
+class EvalPortfolio(_Model):
+    """A named, versioned set of evaluation tasks; capability yields are only compared within a version."""
+
+    name: str = Field(min_length=1)
+    """Portfolio name."""
+    version: str = Field(min_length=1)
+    """Portfolio version: a changed task set or metric gets a new version."""
+    tasks: list[str] = Field(default_factory=list)
+    """Tasks, as `<task>/<metric>` keys (e.g. `val/loss`, `lambada_openai/acc`)."""
+
+
+class Manifest(_Model):
+    """Everything a run consumed and how. Content-hashed; two manifests can be diffed."""
+
+    name: str | None = None
+    """Optional label for the manifest itself."""
+    data: Recipe | None = None
+    """The data recipe."""
+    model: ModelConfig | None = None
+    """Model size and shape."""
+    optimisation: Optimisation | None = None
+    """Optimisation settings."""
+    hardware: Hardware | None = None
+    """Hardware and price."""
+    evals: EvalPortfolio | None = None
+    """Evaluation portfolio."""
+    code_version: str | None = None
+    """Version of the training code (git commit or tag)."""
+    library_versions: dict[str, str] = Field(default_factory=dict)
+    """Versions of the libraries that matter (torch, transformers, ...)."""
+    seed: int | None = None
+    """Random seed."""
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON form: the same for any key order or file format."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def to_json(self) -> str:
+        """Compact JSON, the form the ledger stores."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+
+# -- loading -------------------------------------------------------------------------------------------
+
+
+def read_structured_file(path: str | Path) -> Any:
+    """Read a YAML or JSON file (YAML only through safe loading) into plain Python data."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a YAML or JSON file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise InputError(f"{where}: malformed YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _describe(err: Any) -> str:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+    if kind in bounds:
+        bound = next(iter(ctx.values()))
+        return f"must be {bounds[kind]} {bound}, got {value!r}"
+    if kind == "missing":
+        return "required, but missing"
+    if kind == "extra_forbidden":
+        return "unknown field (check the spelling against the manifest reference in README.md)"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}, got {value!r}"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    if kind in ("too_short", "string_too_short"):
+        return f"{err['msg'].lower()}, got {value!r}"
+    return f"{err['msg'].lower()}, got {value!r}"
+
+
+def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> str:
+    """One line naming each failing field: `data.sources[2].weight: must be >= 0, got -0.5`."""
+    parts = []
+    for err in exc.errors():
+        # Model-level validators report at the model's own location, with no trailing field.
+        loc = _loc(tuple(p for p in err["loc"] if p != "__root__"))
+        where = ".".join(x for x in (prefix, loc) if x)
+        parts.append(f"{where}: {_describe(err)}" if where else _describe(err))
+    return "; ".join(parts)
+
+
+def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
+    """Validate plain data as a Manifest; errors name `origin` and the field."""
+    if data is None:
+        raise ManifestError(f"{origin}: empty; a manifest is a mapping such as 'data: {{sources: [...]}}'")
+    if not isinstance(data, dict):
+        raise ManifestError(f"{origin}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return Manifest.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ManifestError(f"{origin}: {format_validation_error(exc)}") from None
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Load and validate a manifest from a YAML or JSON file."""
+    return parse_manifest(read_structured_file(path), origin=str(path))
+
+
+# -- diff ----------------------------------------------------------------------------------------------
+
+
+class Difference(BaseModel):
+    """One field that differs between two manifests (None: absent on that side)."""
+
+    field: str
+    a: Any = None
+    b: Any = None
+
+
+def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        if not value and path:
+            out[path] = {}
+        for key in sorted(value):
+            _flatten(value[key], f"{path}.{key}" if path else str(key), out)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
+        # Lists of named items (sources) are keyed by name, so reordering is not a difference.
+        for item in value:
+            _flatten({k: v for k, v in item.items() if k != "name"}, f"{path}[{item['name']}]", out)
+    else:
+        out[path] = value
+
+
+def diff(a: Manifest, b: Manifest) -> list[Difference]:
+    """Fields whose values differ, as dotted paths (`data.sources[web].weight`), sorted by path."""
+    fa: dict[str, Any] = {}
+    fb: dict[str, Any] = {}
+    _flatten(a.model_dump(mode="json"), "", fa)
+    _flatten(b.model_dump(mode="json"), "", fb)
+    return [
+        Difference(field=k, a=fa.get(k), b=fb.get(k))
+        for k in sorted(set(fa) | set(fb))
+        if fa.get(k) != fb.get(k)
+    ]
