@@ -1,0 +1,734 @@
+"""The ledger: every run with its manifest, step records, eval records, events and decisions.
+
+SQLite by default (WAL: several processes may write different runs at once, and readers see a consistent
+snapshot while a run is being written). Writes are batched in transactions; reads return DataFrames.
+
+Step records follow the data contract of DESIGN.md: the core columns (`yieldgate.names.CORE_STEP_COLUMNS`)
+live in a wide table stored as column blocks of consecutive steps, the namespaced extras in a long table
+(run, step, key, value). Reading a run's core columns never touches the long table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from yieldgate import migrations
+from yieldgate.errors import InputError, LedgerError, RunNotFound
+from yieldgate.manifest import Manifest, parse_manifest
+from yieldgate.names import (
+    CORE_STEP_COLUMNS,
+    EVENT_KINDS,
+    EVENT_STATES,
+    RUN_STATUSES,
+    STEP_VALUE_COLUMNS,
+    is_extra_key,
+)
+
+__all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "higher_is_better"]
+
+DEFAULT_LEDGER = "yieldgate.db"
+
+# Bulk appends are cut into blocks of BLOCK_ROWS steps. Small appends (a tracker flushing every second)
+# are merged into the run's last block while it holds fewer than TAIL_MERGE_ROWS steps, so a long run
+# ends up in ~1k-row blocks without rewriting more than ~100 kB per flush.
+BLOCK_ROWS = 8192
+TAIL_MERGE_ROWS = 1024
+
+# Metrics where lower is better; every other metric is taken as higher-is-better unless a record says.
+_LOWER_IS_BETTER = {"loss", "bpb", "bits_per_byte", "nll", "ppl", "perplexity", "word_perplexity",
+                    "byte_perplexity", "error", "err", "wer", "cer"}
+
+
+def higher_is_better(metric: str) -> bool:
+    """Default direction of a metric: False for losses, perplexities and error rates."""
+    return metric.split(",")[0].lower() not in _LOWER_IS_BETTER
+
+
+def default_location() -> str:
+    """The ledger a user gets without `--ledger`: $YIELDGATE_LEDGER, else ./yieldgate.db."""
+    return os.environ.get("YIELDGATE_LEDGER") or DEFAULT_LEDGER
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalRecord:
+    """One evaluation result at a point of a run (data contract: task, metric, value, direction)."""
+
+    step: int
+    """Optimizer step the evaluation was taken at."""
+    task: str
+    """Task, e.g. `val`, `val/code`, `lambada_openai`."""
+    metric: str
+    """Metric, e.g. `loss`, `bpb`, `acc`."""
+    value: float
+    """The score (NaN is kept as NaN)."""
+    tokens: float | None = None
+    """Accepted tokens at that step, when known."""
+    wall_s: float | None = None
+    """Cumulative wall-clock seconds at that step, when known."""
+    higher_is_better: bool | None = None
+    """Direction; None takes the metric's default (`higher_is_better(metric)`)."""
+    portfolio: str = ""
+    """Eval portfolio name."""
+    portfolio_version: str = ""
+    """Eval portfolio version."""
+
+
+def _check_run_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"run name must be a non-empty string, got {name!r}")
+    if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name) > 200:
+        raise InputError(
+            f"run name {name!r} is not allowed: use up to 200 printable characters, no control characters "
+            "or surrounding spaces"
+        )
+    return name
+
+
+# -- step columns ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Columns:
+    """Step records in column form: sorted unique steps, and per column (values, missing mask)."""
+
+    steps: np.ndarray
+    values: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+def _column_values(seq: Any, n: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 values, missing mask) from a column; None / pandas NA / masked entries are missing."""
+    if isinstance(seq, pd.Series):
+        missing = seq.isna().to_numpy()
+        if isinstance(seq.dtype, pd.api.extensions.ExtensionDtype) and seq.dtype.kind == "f":
+            # Nullable floats keep NaN apart from NA: only NA is missing.
+            missing = seq.array._mask.copy()  # noqa: SLF001 - the public API has no mask accessor
+            values = seq.array._data.astype(np.float64)  # noqa: SLF001
+            return values, missing
+        values = pd.to_numeric(seq, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        return values, missing
+    if isinstance(seq, np.ma.MaskedArray):
+        return np.ma.getdata(seq).astype(np.float64), np.ma.getmaskarray(seq).copy()
+    if isinstance(seq, np.ndarray) and seq.dtype.kind in "fiub":
+        return seq.astype(np.float64), np.zeros(n, dtype=bool)
+    values = np.empty(n, dtype=np.float64)
+    missing = np.zeros(n, dtype=bool)
+    for i, v in enumerate(seq):
+        if v is None or v is pd.NA:
+            missing[i] = True
+            values[i] = np.nan
+        else:
+            try:
+                values[i] = float(v)  # numpy scalars and 0-d tensors too; NaN and inf kept
+            except (TypeError, ValueError):
+                raise InputError(f"column {name!r}, row {i}: expected a number, got {v!r}") from None
+    return values, missing
+
+
+def _collapse(steps: np.ndarray, values: dict[str, tuple[np.ndarray, np.ndarray]]) -> _Columns:
+    """Sort by step and merge repeated steps: per column, the last recorded value wins."""
+    if len(steps) == 0 or bool(np.all(np.diff(steps) > 0)):
+        return _Columns(steps, values)
+    order = np.argsort(steps, kind="stable")
+    uniq, inverse = np.unique(steps[order], return_inverse=True)
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, (vals, miss) in values.items():
+        vals, miss = vals[order], miss[order]
+        # Index of the last recorded row of each step (-1: none). np.maximum.at is order-independent,
+        # unlike fancy assignment with repeated indices.
+        last = np.full(len(uniq), -1, dtype=np.int64)
+        present = np.nonzero(~miss)[0]
+        np.maximum.at(last, inverse[present], present)
+        got = last >= 0
+        merged = np.full(len(uniq), np.nan)
+        merged[got] = vals[last[got]]
+        out[name] = (merged, ~got)
+    return _Columns(uniq, out)
+
+
+def _concat(parts: list[_Columns]) -> _Columns:
+    names = sorted({name for p in parts for name in p.values})
+    steps = np.concatenate([p.steps for p in parts])
+    values = {}
+    for name in names:
+        vals, miss = [], []
+        for p in parts:
+            v, m = p.values.get(name, (np.full(len(p), np.nan), np.ones(len(p), dtype=bool)))
+            vals.append(v)
+            miss.append(m)
+        values[name] = (np.concatenate(vals), np.concatenate(miss))
+    return _Columns(steps, values)
+
+
+def _encode(cols: _Columns) -> tuple[str, bytes, bytes | None]:
+    names = list(cols.values)
+    data = b"".join([cols.steps.astype("<i8").tobytes()] + [cols.values[n][0].astype("<f8").tobytes() for n in names])
+    if not names:
+        return "", data, None
+    missing = np.stack([cols.values[n][1] for n in names])
+    packed = np.packbits(missing, axis=1).tobytes() if missing.any() else None
+    return ",".join(names), data, packed
+
+
+def _decode(n: int, columns: str, data: bytes, missing: bytes | None, want: Sequence[str] | None) -> _Columns:
+    names = columns.split(",") if columns else []
+    steps = np.frombuffer(data, dtype="<i8", count=n)
+    mask = (
+        np.unpackbits(np.frombuffer(missing, dtype=np.uint8).reshape(len(names), -1), axis=1, count=n).astype(bool)
+        if missing is not None
+        else None
+    )
+    values = {}
+    for i, name in enumerate(names):
+        if want is not None and name not in want:
+            continue
+        vals = np.frombuffer(data, dtype="<f8", count=n, offset=8 * n * (i + 1))
+        values[name] = (vals, mask[i] if mask is not None else np.zeros(n, dtype=bool))
+    return _Columns(steps, values)
+
+
+# -- the ledger -----------------------------------------------------------------------------------------
+
+
+class Ledger:
+    """A run ledger in one SQLite file (WAL). One instance per thread; processes may share the file."""
+
+    def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
+        location = os.fspath(location) if location is not None else default_location()
+        if location.startswith(("postgresql://", "postgres://")):
+            raise LedgerError(f"{location}: PostgreSQL ledgers are not supported yet; use a SQLite file path")
+        if location.startswith("sqlite:///"):
+            location = location[len("sqlite:///") - 1 :] if location.startswith("sqlite:////") else location[10:]
+        self.location = location
+        self.readonly = readonly
+        self._depth = 0
+        self._db = self._connect(location, readonly)
+
+    def _connect(self, location: str, readonly: bool) -> sqlite3.Connection:
+        path = Path(location)
+        try:
+            if location == ":memory:" or (readonly and not path.exists()):
+                # Nothing stored yet: an empty ledger, without creating a file for a read.
+                db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                migrations.migrate(db, location)
+                return db
+            if path.is_dir():
+                raise LedgerError(f"{location}: is a directory; --ledger takes a file path such as ./yieldgate.db")
+            if readonly:
+                db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+                                     timeout=30, check_same_thread=False)
+                db.execute("PRAGMA busy_timeout = 30000")
+                if migrations.check(db, location):
+                    raise LedgerError(f"{location}: needs a schema upgrade; run any writing command once")
+                return db
+            if not path.parent.exists():
+                raise LedgerError(f"{location}: folder {path.parent} does not exist; create it first")
+            db = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
+            db.execute("PRAGMA busy_timeout = 30000")
+            migrations.check(db, location)  # refuse a newer schema before changing anything
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute("PRAGMA foreign_keys = ON")
+            migrations.migrate(db, location)
+            return db
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); point --ledger at another file") from None
+
+    # -- plumbing -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction; nested calls join the outer one (an import is all or nothing)."""
+        if self.readonly:
+            raise LedgerError(f"{self.location}: opened read-only")
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise LedgerError(f"{self.location}: cannot start a write ({exc})") from None
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            self._db.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._db.execute("ROLLBACK")
+            raise LedgerError(f"{self.location}: write failed ({exc})") from None
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"{self.location}: read failed ({exc})") from None
+
+    # -- runs -----------------------------------------------------------------------------------------
+
+    def _put_manifest(self, manifest: Manifest) -> str:
+        digest = manifest.content_hash()
+        self._db.execute(
+            "INSERT OR IGNORE INTO manifests (hash, body, created_at) VALUES (?, ?, ?)",
+            (digest, manifest.to_json(), time.time()),
+        )
+        return digest
+
+    def create_run(
+        self,
+        name: str,
+        *,
+        manifest: Manifest | None = None,
+        status: str = "running",
+        source: str = "api",
+        if_exists: Literal["error", "reuse", "replace"] = "error",
+    ) -> int:
+        """Add a run and return its id.
+
+        `if_exists`: `error` (default), `reuse` (keep the run and its records: a resumed run), or
+        `replace` (drop its records first: a re-import).
+        """
+        _check_run_name(name)
+        if status not in RUN_STATUSES:
+            raise InputError(f"run status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+        with self.transaction():
+            digest = self._put_manifest(manifest) if manifest is not None else None
+            row = self._db.execute("SELECT id FROM runs WHERE name = ?", (name,)).fetchone()
+            now = time.time()
+            if row is not None:
+                if if_exists == "error":
+                    raise InputError(f"run {name!r} already exists in {self.location}; pick another name")
+                run_id = int(row[0])
+                if if_exists == "replace":
+                    for table in ("step_blocks", "extra_blocks", "evals", "events"):
+                        self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                self._db.execute(
+                    "UPDATE runs SET status = ?, manifest_hash = COALESCE(?, manifest_hash), source = ?, "
+                    "updated_at = ? WHERE id = ?",
+                    (status, digest, source, now, run_id),
+                )
+                return run_id
+            cur = self._db.execute(
+                "INSERT INTO runs (name, status, manifest_hash, source, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (name, status, digest, source, now, now),
+            )
+            return int(cur.lastrowid)
+
+    def run_id(self, run: str) -> int:
+        row = self._query("SELECT id FROM runs WHERE name = ?", (run,))
+        if not row:
+            raise RunNotFound(f"no run named {run!r} in {self.location}; `yieldgate runs` lists them")
+        return int(row[0][0])
+
+    def set_status(self, run: str, status: str) -> None:
+        if status not in RUN_STATUSES:
+            raise InputError(f"run status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+        with self.transaction():
+            self._db.execute(
+                "UPDATE runs SET status = ?, updated_at = ? WHERE id = ?", (status, time.time(), self.run_id(run))
+            )
+
+    def set_manifest(self, run: str, manifest: Manifest) -> str:
+        with self.transaction():
+            digest = self._put_manifest(manifest)
+            self._db.execute(
+                "UPDATE runs SET manifest_hash = ?, updated_at = ? WHERE id = ?",
+                (digest, time.time(), self.run_id(run)),
+            )
+        return digest
+
+    def manifest(self, run: str) -> Manifest | None:
+        """The run's manifest, or None when it has none."""
+        rows = self._query(
+            "SELECT m.body FROM runs r JOIN manifests m ON m.hash = r.manifest_hash WHERE r.id = ?",
+            (self.run_id(run),),
+        )
+        return parse_manifest(json.loads(rows[0][0]), origin=f"manifest of run {run!r}") if rows else None
+
+    def runs(self) -> pd.DataFrame:
+        """One row per run: name, status, source, manifest_hash, steps, last_step, tokens, last eval."""
+        rows = self._query(
+            """
+            SELECT r.name, r.status, r.source, r.manifest_hash, r.created_at, r.updated_at,
+                   COALESCE(b.steps, 0), b.last_step, b.tokens,
+                   e.task, e.metric, e.value, e.step
+            FROM runs r
+            LEFT JOIN (SELECT run_id, SUM(n) AS steps, MAX(last_step) AS last_step, MAX(tokens_max) AS tokens
+                       FROM step_blocks GROUP BY run_id) b ON b.run_id = r.id
+            LEFT JOIN (SELECT run_id, task, metric, value, step,
+                              ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY step DESC,
+                                                 (task = 'val' AND metric = 'loss') DESC, id DESC) AS k
+                       FROM evals) e ON e.run_id = r.id AND e.k = 1
+            ORDER BY r.created_at, r.id
+            """
+        )
+        columns = ["name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps",
+                   "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step"]
+        return pd.DataFrame(rows, columns=columns)
+
+    def run_info(self, run: str) -> dict[str, Any]:
+        """The `runs()` row of one run, as a dict."""
+        self.run_id(run)
+        table = self.runs()
+        return table[table["name"] == run].iloc[0].to_dict()
+
+    # -- steps ----------------------------------------------------------------------------------------
+
+    def _normalise_steps(
+        self, rows: pd.DataFrame | Mapping[str, Any] | Iterable[Mapping[str, Any]]
+    ) -> tuple[_Columns, dict[str, _Columns]]:
+        if isinstance(rows, pd.DataFrame):
+            table: Mapping[str, Any] = {c: rows[c] for c in rows.columns}
+        elif isinstance(rows, Mapping):
+            table = rows
+        else:
+            records = list(rows)
+            keys: dict[str, None] = {}
+            for r in records:
+                keys.update(dict.fromkeys(r))
+            table = {k: [r.get(k) for r in records] for k in keys}
+        if "step" not in table:
+            raise InputError("step records need a 'step' column")
+        n = len(table["step"])
+        step_vals, step_missing = _column_values(table["step"], n, "step")
+        if step_missing.any() or not np.all(np.isfinite(step_vals)):
+            raise InputError(f"step records: 'step' is missing or not finite in row {int(np.argmax(step_missing | ~np.isfinite(step_vals)))}")
+        steps = step_vals.astype(np.int64)
+        if not np.array_equal(steps, step_vals):
+            bad = int(np.argmax(steps != step_vals))
+            raise InputError(f"step records: 'step' must be a whole number, got {step_vals[bad]} in row {bad}")
+        core, extras = {}, {}
+        for key, seq in table.items():
+            if key == "step":
+                continue
+            if len(seq) != n:
+                raise InputError(f"step records: column {key!r} has {len(seq)} values, 'step' has {n}")
+            if key in CORE_STEP_COLUMNS:
+                core[key] = _column_values(seq, n, key)
+            elif is_extra_key(key):
+                extras[key] = _column_values(seq, n, key)
+            else:
+                raise InputError(
+                    f"step records: unknown column {key!r}; core columns are {', '.join(STEP_VALUE_COLUMNS)}, "
+                    f"anything else needs a namespace (e.g. 'signals/{key}')"
+                )
+        series = {}
+        for key, (vals, miss) in extras.items():
+            keep = ~miss
+            series[key] = _collapse(steps[keep], {"value": (vals[keep], miss[keep])})
+        return _collapse(steps, core), series
+
+    def append_steps(self, run: str, rows: pd.DataFrame | Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> int:
+        """Add step records (a DataFrame, a dict of columns or a list of row dicts); return rows given.
+
+        Core columns go to the core table, namespaced keys to the extras table. A step that is already
+        stored is merged: each column takes the newly recorded value, and keeps the old one where the new
+        record has none. Missing: None / pandas NA (and NaN in a plain float DataFrame column); a NaN given
+        as a Python float or a numpy array value is recorded as NaN.
+        """
+        core, extras = self._normalise_steps(rows)
+        if not len(core):
+            return 0
+        with self.transaction():
+            run_id = self.run_id(run)
+            if core.values or not extras:
+                self._write_blocks("step_blocks", {"run_id": run_id}, core)
+            ids = self._key_ids(extras) if extras else {}
+            for key, series in extras.items():
+                if len(series):
+                    self._write_blocks("extra_blocks", {"run_id": run_id, "key_id": ids[key]}, series)
+            self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
+        return len(core)
+
+    def _write_blocks(self, table: str, scope: dict[str, int], new: _Columns) -> None:
+        """Write step records into `table` (step_blocks or extra_blocks) for one scope (run, key).
+
+        Blocks the new steps overlap or precede (a resumed run re-logging steps) are merged and rewritten;
+        otherwise a small last block absorbs the new rows. Blocks never overlap and stay in step order.
+        """
+        where = " AND ".join(f"{k} = ?" for k in scope)
+        params = list(scope.values())
+        affected = self._db.execute(
+            f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} AND last_step >= ? ORDER BY first_step",
+            (*params, int(new.steps[0])),
+        ).fetchall()
+        if not affected:
+            tail = self._db.execute(
+                f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} ORDER BY first_step DESC LIMIT 1",
+                params,
+            ).fetchall()
+            affected = [t for t in tail if t[1] < TAIL_MERGE_ROWS]
+        if affected:
+            merged = _concat([_decode(n, c, d, m, None) for _, n, c, d, m in affected] + [new])
+            new = _collapse(merged.steps, merged.values)
+            self._db.executemany(f"DELETE FROM {table} WHERE id = ?", [(a[0],) for a in affected])
+        rows = []
+        for start in range(0, len(new), BLOCK_ROWS):
+            cut = slice(start, start + BLOCK_ROWS)
+            part = _Columns(new.steps[cut], {k: (v[cut], m[cut]) for k, (v, m) in new.values.items()})
+            tokens_max = None
+            if "tokens" in part.values:
+                v, m = part.values["tokens"]
+                ok = ~m & np.isfinite(v)
+                tokens_max = float(v[ok].max()) if ok.any() else None
+            rows.append((*params, int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *_encode(part)))
+        self._db.executemany(
+            f"INSERT INTO {table} ({', '.join(scope)}, first_step, last_step, n, tokens_max, columns, data, missing) "
+            f"VALUES ({', '.join('?' * (len(scope) + 7))})",
+            rows,
+        )
+
+    def _key_ids(self, keys: Iterable[str]) -> dict[str, int]:
+        keys = list(keys)
+        self._db.executemany("INSERT OR IGNORE INTO extra_keys (key) VALUES (?)", [(k,) for k in keys])
+        found = self._db.execute(
+            f"SELECT key, id FROM extra_keys WHERE key IN ({','.join('?' * len(keys))})", keys
+        ).fetchall()
+        return dict(found)
+
+    def steps(self, run: str, columns: Sequence[str] | None = None, *, nullable: bool = False) -> pd.DataFrame:
+        """A run's core step records, one row per step in step order.
+
+        `columns` picks core columns (default: all). Missing values are NaN; with `nullable=True` the
+        columns are pandas nullable floats, where <NA> is "not recorded" and NaN is a recorded NaN.
+        """
+        want = list(STEP_VALUE_COLUMNS) if columns is None else [c for c in columns if c != "step"]
+        unknown = [c for c in want if c not in STEP_VALUE_COLUMNS]
+        if unknown:
+            raise InputError(f"unknown core column {unknown[0]!r}; core columns are {', '.join(STEP_VALUE_COLUMNS)}")
+        blocks = self._query(
+            "SELECT n, columns, data, missing FROM step_blocks WHERE run_id = ? ORDER BY first_step",
+            (self.run_id(run),),
+        )
+        parts = [_decode(n, c, d, m, want) for n, c, d, m in blocks]
+        steps = np.concatenate([p.steps for p in parts]) if parts else np.empty(0, dtype=np.int64)
+        out: dict[str, Any] = {"step": steps.astype(np.int64)}
+        for name in want:
+            vals = np.empty(len(steps))
+            miss = np.ones(len(steps), dtype=bool)
+            at = 0
+            for p in parts:
+                if name in p.values:
+                    v, m = p.values[name]
+                    vals[at : at + len(p)] = v
+                    miss[at : at + len(p)] = m
+                at += len(p)
+            if nullable:
+                out[name] = pd.arrays.FloatingArray(np.where(miss, 0.0, vals), miss)
+            else:
+                vals[miss] = np.nan
+                out[name] = vals
+        return pd.DataFrame(out)
+
+    def extras(self, run: str, keys: Sequence[str] | None = None) -> pd.DataFrame:
+        """A run's namespaced extras in long form: columns step, key, value (a recorded NaN is NaN)."""
+        sql = ("SELECT k.key, b.n, b.columns, b.data, b.missing FROM extra_blocks b "
+               "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ?")
+        params: list[Any] = [self.run_id(run)]
+        if keys is not None:
+            sql += f" AND k.key IN ({','.join('?' * len(keys))})"
+            params += list(keys)
+        parts = [(key, _decode(n, c, d, m, None)) for key, n, c, d, m in self._query(sql + " ORDER BY k.key, b.first_step", params)]
+        if not parts:
+            return pd.DataFrame({"step": np.empty(0, np.int64), "key": np.empty(0, object), "value": np.empty(0)})
+        return pd.DataFrame({
+            "step": np.concatenate([p.steps for _, p in parts]),
+            "key": np.repeat([k for k, _ in parts], [len(p) for _, p in parts]),
+            "value": np.concatenate([p.values["value"][0] for _, p in parts]),
+        })
+
+    def extra_keys(self, run: str) -> list[str]:
+        rows = self._query(
+            "SELECT DISTINCT k.key FROM extra_blocks b JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ? "
+            "ORDER BY k.key",
+            (self.run_id(run),),
+        )
+        return [r[0] for r in rows]
+
+    # -- evals ----------------------------------------------------------------------------------------
+
+    def append_evals(self, run: str, records: Iterable[EvalRecord | Mapping[str, Any]]) -> int:
+        """Add eval records; a record for the same (step, portfolio, task, metric) replaces the old one."""
+        rows = []
+        for i, rec in enumerate(records):
+            try:
+                r = rec if isinstance(rec, EvalRecord) else EvalRecord(**rec)
+            except TypeError as exc:
+                raise InputError(f"eval record {i}: {exc}") from None
+            hib = higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)
+            if not r.task or not r.metric:
+                raise InputError(f"eval record {i}: task and metric must be non-empty, got {r.task!r}/{r.metric!r}")
+            rows.append((int(r.step), None if r.tokens is None else float(r.tokens),
+                         None if r.wall_s is None else float(r.wall_s), r.portfolio, r.portfolio_version,
+                         r.task, r.metric, float(r.value), int(hib)))
+        with self.transaction():
+            run_id = self.run_id(run)
+            self._db.executemany(
+                "INSERT OR REPLACE INTO evals (run_id, step, tokens, wall_s, portfolio, portfolio_version, task, "
+                "metric, value, higher_is_better) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, *r) for r in rows],
+            )
+            self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
+        return len(rows)
+
+    def evals(self, run: str) -> pd.DataFrame:
+        """A run's eval records: step, tokens, wall_s, portfolio, portfolio_version, task, metric, value,
+        higher_is_better; ordered by task, metric, step."""
+        rows = self._query(
+            "SELECT step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, higher_is_better "
+            "FROM evals WHERE run_id = ? ORDER BY task, metric, step",
+            (self.run_id(run),),
+        )
+        frame = pd.DataFrame(rows, columns=["step", "tokens", "wall_s", "portfolio", "portfolio_version",
+                                            "task", "metric", "value", "higher_is_better"])
+        for c in ("tokens", "wall_s", "value"):
+            frame[c] = frame[c].astype(np.float64)
+        frame["higher_is_better"] = frame["higher_is_better"].astype(bool)
+        return frame
+
+    # -- events and decisions -------------------------------------------------------------------------
+
+    def add_event(
+        self,
+        run: str | None,
+        kind: str,
+        body: Mapping[str, Any],
+        *,
+        start_step: int | None = None,
+        end_step: int | None = None,
+        state: str = "open",
+    ) -> int:
+        """Record an event (a diagnosis finding, a gate note, a warning, a fault); return its id."""
+        if kind not in EVENT_KINDS:
+            raise InputError(f"event kind must be one of {', '.join(EVENT_KINDS)}, got {kind!r}")
+        if state not in EVENT_STATES:
+            raise InputError(f"event state must be one of {', '.join(EVENT_STATES)}, got {state!r}")
+        text = _json(body, "event body")
+        with self.transaction():
+            run_id = self.run_id(run) if run is not None else None
+            cur = self._db.execute(
+                "INSERT INTO events (run_id, kind, start_step, end_step, body, state, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, kind, start_step, end_step, text, state, time.time()),
+            )
+            return int(cur.lastrowid)
+
+    def resolve_event(self, event_id: int) -> None:
+        with self.transaction():
+            cur = self._db.execute(
+                "UPDATE events SET state = 'resolved', resolved_at = ? WHERE id = ?", (time.time(), event_id)
+            )
+            if cur.rowcount == 0:
+                raise InputError(f"no event with id {event_id} in {self.location}")
+
+    def events(self, run: str | None = None, *, kind: str | None = None, state: str | None = None) -> pd.DataFrame:
+        """Events, oldest first: id, run, kind, start_step, end_step, body (dict), state, created_at."""
+        sql = ("SELECT e.id, r.name, e.kind, e.start_step, e.end_step, e.body, e.state, e.created_at, e.resolved_at "
+               "FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE 1 = 1")
+        params: list[Any] = []
+        if run is not None:
+            sql += " AND e.run_id = ?"
+            params.append(self.run_id(run))
+        for column, value in (("kind", kind), ("state", state)):
+            if value is not None:
+                sql += f" AND e.{column} = ?"
+                params.append(value)
+        rows = self._query(sql + " ORDER BY e.id", params)
+        frame = pd.DataFrame(rows, columns=["id", "run", "kind", "start_step", "end_step", "body", "state",
+                                            "created_at", "resolved_at"])
+        frame["body"] = [json.loads(b) for b in frame["body"]]
+        return frame
+
+    def add_decision(
+        self,
+        target: str,
+        decision: Literal["approve", "hold", "reject"],
+        *,
+        evidence: Mapping[str, Any],
+        rationale: str,
+        run: str | None = None,
+        stage: str | None = None,
+        policy: Mapping[str, Any] | None = None,
+        policy_hash: str | None = None,
+    ) -> int:
+        """Record a gate decision with its evidence, policy and one-line rationale; return its id."""
+        if decision not in ("approve", "hold", "reject"):
+            raise InputError(f"decision must be approve, hold or reject, got {decision!r}")
+        with self.transaction():
+            run_id = self.run_id(run) if run is not None else None
+            cur = self._db.execute(
+                "INSERT INTO decisions (target, run_id, stage, decision, policy_hash, policy, evidence, rationale, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (target, run_id, stage, decision, policy_hash,
+                 None if policy is None else _json(policy, "policy"), _json(evidence, "evidence"), rationale,
+                 time.time()),
+            )
+            return int(cur.lastrowid)
+
+    def decisions(self, target: str | None = None) -> pd.DataFrame:
+        """Gate decisions, oldest first: the audit trail."""
+        sql = ("SELECT id, target, stage, decision, policy_hash, policy, evidence, rationale, created_at "
+               "FROM decisions")
+        params: list[Any] = []
+        if target is not None:
+            sql += " WHERE target = ?"
+            params.append(target)
+        rows = self._query(sql + " ORDER BY id", params)
+        frame = pd.DataFrame(rows, columns=["id", "target", "stage", "decision", "policy_hash", "policy",
+                                            "evidence", "rationale", "created_at"])
+        frame["policy"] = [None if p is None else json.loads(p) for p in frame["policy"]]
+        frame["evidence"] = [json.loads(e) for e in frame["evidence"]]
+        return frame
+
+
+def _json(value: Mapping[str, Any], what: str) -> str:
+    """JSON for stored bodies. NaN and inf are not JSON: they are written as strings, not lost."""
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        if isinstance(v, Mapping):
+            return {str(k): fix(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [fix(x) for x in v]
+        if isinstance(v, np.generic):
+            return fix(v.item())
+        return v
+
+    try:
+        return json.dumps(fix(value), allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} is not JSON-serialisable: {exc}") from None
+

@@ -1,0 +1,179 @@
+"""Named schema migrations of the ledger, each applied in its own transaction and recorded in a table.
+
+A ledger that records a migration this version does not know was written by a newer yieldgate: it is
+refused (SchemaVersionError) rather than read with a schema we would misunderstand, and never changed.
+Add a migration by appending to MIGRATIONS; never edit or reorder one that has shipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+from yieldgate.errors import SchemaVersionError
+from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES
+
+__all__ = ["MIGRATIONS", "migrate", "applied_migrations"]
+
+
+def _sql_list(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def _initial(db: sqlite3.Connection) -> None:
+    statements = [
+        """CREATE TABLE manifests (
+            hash TEXT PRIMARY KEY,
+            body TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+        f"""CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            status TEXT NOT NULL CHECK (status IN ({_sql_list(RUN_STATUSES)})),
+            manifest_hash TEXT REFERENCES manifests(hash),
+            source TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )""",
+        # The wide core step table, stored as blocks of consecutive steps: `data` holds int64 steps[n]
+        # then float64 values[n] for each name in `columns`; `missing` is a packed bit matrix
+        # [len(columns), n] with 1 where nothing was recorded (so a recorded NaN stays a NaN, which a
+        # REAL column could not keep: SQLite stores NaN as NULL). Blocks of a run never overlap and are
+        # ordered by first_step. Reading a run's core columns is a handful of BLOB reads, not a million
+        # Python rows (see benchmarks/bench_ledger.py).
+        """CREATE TABLE step_blocks (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            first_step INTEGER NOT NULL,
+            last_step INTEGER NOT NULL,
+            n INTEGER NOT NULL,
+            tokens_max REAL,
+            columns TEXT NOT NULL,
+            data BLOB NOT NULL,
+            missing BLOB,
+            UNIQUE (run_id, first_step)
+        )""",
+        "CREATE TABLE extra_keys (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE)",
+        # The long table of namespaced extras: one record per (run, key) and block of steps, in the same
+        # block form as step_blocks with the single column `value` (a recorded NaN stays NaN; a step with
+        # no record for a key is simply absent). Per-key blocks keep an import of a million scalars at
+        # millions of values/s and make one key's series a few BLOB reads.
+        """CREATE TABLE extra_blocks (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            key_id INTEGER NOT NULL REFERENCES extra_keys(id),
+            first_step INTEGER NOT NULL,
+            last_step INTEGER NOT NULL,
+            n INTEGER NOT NULL,
+            tokens_max REAL,
+            columns TEXT NOT NULL,
+            data BLOB NOT NULL,
+            missing BLOB,
+            UNIQUE (run_id, key_id, first_step)
+        )""",
+        """CREATE TABLE evals (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            step INTEGER NOT NULL,
+            tokens REAL,
+            wall_s REAL,
+            portfolio TEXT NOT NULL DEFAULT '',
+            portfolio_version TEXT NOT NULL DEFAULT '',
+            task TEXT NOT NULL,
+            metric TEXT NOT NULL,
+            value REAL,
+            higher_is_better INTEGER NOT NULL,
+            UNIQUE (run_id, step, portfolio, portfolio_version, task, metric)
+        )""",
+        f"""CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL CHECK (kind IN ({_sql_list(EVENT_KINDS)})),
+            start_step INTEGER,
+            end_step INTEGER,
+            body TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ({_sql_list(EVENT_STATES)})),
+            created_at REAL NOT NULL,
+            resolved_at REAL
+        )""",
+        """CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY,
+            target TEXT NOT NULL,
+            run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+            stage TEXT,
+            decision TEXT NOT NULL CHECK (decision IN ('approve', 'hold', 'reject')),
+            policy_hash TEXT,
+            policy TEXT,
+            evidence TEXT NOT NULL,
+            rationale TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE INDEX evals_by_run ON evals (run_id, task, metric, step)",
+        "CREATE INDEX events_by_run ON events (run_id, kind, state)",
+        "CREATE INDEX decisions_by_target ON decisions (target, created_at)",
+    ]
+    for statement in statements:
+        db.execute(statement)
+
+
+# (name, function). Names are permanent: they are what a ledger records.
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
+    ("0001_initial", _initial),
+]
+
+
+def applied_migrations(db: sqlite3.Connection) -> list[str]:
+    """Names of the migrations recorded in the ledger, oldest first ([] for a new file)."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if not exists:
+        return []
+    return [row[0] for row in db.execute("SELECT name FROM schema_migrations ORDER BY applied_at, name")]
+
+
+def _refuse_newer(applied: list[str], where: str) -> None:
+    known = {name for name, _ in MIGRATIONS}
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise SchemaVersionError(
+            f"{where}: written by a newer yieldgate (schema migration {unknown[0]!r} is unknown to this "
+            f"version); upgrade yieldgate to read it"
+        )
+
+
+def check(db: sqlite3.Connection, where: str) -> list[str]:
+    """Refuse a ledger from a newer schema; return the migrations not yet applied to it."""
+    applied = applied_migrations(db)
+    _refuse_newer(applied, where)
+    return [name for name, _ in MIGRATIONS if name not in applied]
+
+
+def migrate(db: sqlite3.Connection, where: str) -> None:
+    """Apply pending migrations, each in its own transaction (the connection must be in autocommit)."""
+    if not check(db, where):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    for name, apply in MIGRATIONS:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read inside the write lock: another process may have migrated since we looked.
+            applied = applied_migrations(db)
+            _refuse_newer(applied, where)
+            if name not in applied:
+                apply(db)
+                db.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
