@@ -1,0 +1,273 @@
+"""The `yieldgate` command: parses, calls the library, renders.
+
+Every command that prints a table takes `--json` and then prints JSON only. Our errors are one line on
+stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from yieldgate import __version__
+from yieldgate.errors import RunNotFound, YieldgateError
+from yieldgate.ledger import DEFAULT_LEDGER, Ledger
+from yieldgate.manifest import Manifest, diff, load_manifest
+
+console = Console()
+
+
+class _Group(TyperGroup):
+    """Maps yieldgate's errors to one line on stderr and exit status 2, for every (sub)command."""
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except YieldgateError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    help="Measure how much training runs learn for what they spend, and gate the next stage of compute.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+manifest_app = typer.Typer(cls=_Group, help="Validate and diff manifests.", no_args_is_help=True)
+app.add_typer(manifest_app, name="manifest")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"yieldgate {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    ledger: Annotated[
+        str,
+        typer.Option(
+            "--ledger",
+            envvar="YIELDGATE_LEDGER",
+            help="Ledger file (SQLite) or URL.",
+            show_default=True,
+        ),
+    ] = DEFAULT_LEDGER,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    ctx.obj = {"ledger": ledger}
+
+
+def _ledger(ctx: typer.Context, *, readonly: bool = True) -> Ledger:
+    return Ledger(ctx.find_root().obj["ledger"], readonly=readonly)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(_clean(value), indent=2) + "\n")
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    value = _clean(value)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value.is_integer() or abs(value) >= 1e4:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _run_record(row: dict[str, Any]) -> dict[str, Any]:
+    last_eval = None
+    if row["last_eval_task"] is not None:
+        last_eval = {"task": row["last_eval_task"], "metric": row["last_eval_metric"],
+                     "value": row["last_eval_value"], "step": row["last_eval_step"]}
+    return _clean({
+        "name": row["name"], "status": row["status"], "source": row["source"],
+        "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],
+        "last_eval": last_eval, "manifest_hash": row["manifest_hash"],
+        "created_at": _when(row["created_at"]), "updated_at": _when(row["updated_at"]),
+    })
+
+
+@app.command()
+def runs(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List the runs in the ledger: status, tokens, steps, last eval, manifest hash.
+
+    Example: yieldgate --ledger runs.db runs --json
+    """
+    with _ledger(ctx) as ledger:
+        records = [_run_record(r) for r in ledger.runs().to_dict("records")]
+    if as_json:
+        _print_json(records)
+        return
+    if not records:
+        console.print(f"No runs in {ctx.find_root().obj['ledger']}.")
+        return
+    table = Table()
+    table.add_column("run", no_wrap=True)
+    for header in ("status", "tokens", "steps", "last eval", "manifest"):
+        table.add_column(header)
+    for r in records:
+        ev = r["last_eval"]
+        last = f"{ev['task']}/{ev['metric']} {_fmt(ev['value'])} @{ev['step']}" if ev else "-"
+        table.add_row(r["name"], r["status"], _fmt(r["tokens"]), _fmt(r["steps"]), last,
+                      (r["manifest_hash"] or "-")[:8])
+    console.print(table)
+
+
+@app.command()
+def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False) -> None:
+    """Show one run: summary, step columns recorded, extras, evals, events and manifest.
+
+    Example: yieldgate show bs64-fp16 --json
+    """
+    with _ledger(ctx) as ledger:
+        info = _run_record(ledger.run_info(run))
+        steps = ledger.steps(run)
+        evals = ledger.evals(run)
+        events = ledger.events(run)
+        manifest = ledger.manifest(run)
+        extra_keys = ledger.extra_keys(run)
+    columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
+    eval_summary = [
+        {"task": task, "metric": metric, "count": len(g), "last_step": int(g["step"].iloc[-1]),
+         "last_value": g["value"].iloc[-1], "higher_is_better": bool(g["higher_is_better"].iloc[-1])}
+        for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
+    ]
+    result = {
+        "run": info,
+        "step_columns": columns,
+        "extras": extra_keys,
+        "evals": eval_summary,
+        "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
+        "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
+    }
+    if as_json:
+        _print_json(result)
+        return
+    console.print(f"[bold]{info['name']}[/bold]  status {info['status']}  source {info['source']}  "
+                  f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  manifest {info['manifest_hash'] or '-'}",
+                  markup=True, highlight=False)
+    table = Table("step column", "rows recorded")
+    for c, count in columns.items():
+        table.add_row(c, f"{count:,}")
+    console.print(table)
+    if extra_keys:
+        console.print("extras: " + ", ".join(extra_keys), markup=False)
+    if eval_summary:
+        table = Table("eval", "evaluations", "last step", "last value")
+        for e in eval_summary:
+            table.add_row(f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]))
+        console.print(table)
+    console.print(f"events: {result['events']['open']} open, {result['events']['resolved']} resolved")
+
+
+def _manifest_of(ctx: typer.Context, ref: str) -> Manifest:
+    """A manifest file if `ref` is a path that exists, else the manifest of the run named `ref`."""
+    if Path(ref).is_file():
+        return load_manifest(ref)
+    with _ledger(ctx) as ledger:
+        try:
+            manifest = ledger.manifest(ref)
+        except RunNotFound:
+            raise RunNotFound(f"{ref}: neither a manifest file nor a run in {ledger.location}") from None
+    if manifest is None:
+        raise YieldgateError(f"run {ref!r} has no manifest; attach one when recording or importing it")
+    return manifest
+
+
+@manifest_app.command("validate")
+def manifest_validate(
+    path: Annotated[Path, typer.Argument(help="Manifest file (YAML or JSON).")], as_json: JsonOption = False
+) -> None:
+    """Validate a manifest file and print its content hash.
+
+    Example: yieldgate manifest validate manifest.yaml
+    """
+    manifest = load_manifest(path)
+    if as_json:
+        _print_json({"file": str(path), "valid": True, "hash": manifest.content_hash()})
+    else:
+        console.print(f"{path}: valid, hash {manifest.content_hash()}", markup=False, highlight=False)
+
+
+@manifest_app.command("diff")
+def manifest_diff(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(help="Manifest file or run name.")],
+    b: Annotated[str, typer.Argument(help="Manifest file or run name.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Print the fields in which two manifests differ: the confounders of a comparison.
+
+    Example: yieldgate manifest diff baseline.yaml bs64-fp16
+    """
+    ma, mb = _manifest_of(ctx, a), _manifest_of(ctx, b)
+    differences = diff(ma, mb)
+    if as_json:
+        _print_json({"a": a, "b": b, "hash_a": ma.content_hash(), "hash_b": mb.content_hash(),
+                     "differences": [d.model_dump() for d in differences]})
+        return
+    if not differences:
+        console.print(f"{a} and {b}: identical manifests", markup=False)
+        return
+    table = Table("field", a, b)
+    for d in differences:
+        table.add_row(d.field, json.dumps(d.a), json.dumps(d.b))
+    console.print(table)
+
+
+@app.command()
+def demo(
+    ctx: typer.Context,
+    quick: Annotated[bool, typer.Option("--quick", help="A smaller, faster version (about a minute).")] = False,
+) -> None:
+    """Train two small real models that differ only in batch size, record both, and compare them.
+
+    Example: yieldgate --ledger demo.db demo --quick
+    """
+    from yieldgate.demo import run_demo
+
+    run_demo(ctx.find_root().obj["ledger"], quick=quick, console=console)
+
+
+def main() -> None:
+    """Entry point of the `yieldgate` console script."""
+    app()

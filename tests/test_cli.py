@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from yieldgate.cli import app
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.manifest import parse_manifest
+
+from .test_manifest import BASE
+
+
+def test_runs_json_on_an_empty_ledger_is_an_empty_list(cli, ledger_path):
+    assert cli.json("runs") == []
+    assert not ledger_path.exists()  # listing does not create a ledger
+
+
+def test_runs_lists_a_run_written_through_the_api(cli, ledger_path):
+    with Ledger(ledger_path) as led:
+        led.create_run("bs64-fp16", manifest=parse_manifest(BASE))
+        led.append_steps("bs64-fp16", {"step": [1, 2, 3], "tokens": [2048.0, 4096.0, 6144.0], "loss": [3, 2.5, 2.2]})
+        led.append_evals("bs64-fp16", [EvalRecord(step=3, tokens=6144, task="val", metric="loss", value=2.4)])
+    (run,) = cli.json("runs")
+    assert run["name"] == "bs64-fp16"
+    assert run["tokens"] == 6144
+    assert run["steps"] == 3
+    assert run["status"] == "running"
+    assert run["last_eval"] == {"task": "val", "metric": "loss", "value": 2.4, "step": 3}
+    assert run["manifest_hash"] == parse_manifest(BASE).content_hash()
+    table = cli("runs").stdout
+    assert "bs64-fp16" in table and "6,144" in table and "val/loss 2.4 @3" in table
+
+
+def test_show(cli, ledger_path):
+    with Ledger(ledger_path) as led:
+        led.create_run("r", manifest=parse_manifest(BASE))
+        led.append_steps("r", [{"step": 1, "tokens": 10, "loss": 2.0, "signals/gns": 5.0}, {"step": 2, "tokens": 20}])
+        led.append_evals("r", [EvalRecord(step=2, task="val", metric="loss", value=1.5)])
+        led.add_event("r", "warning", {"message": "x"})
+    shown = cli.json("show", "r")
+    assert shown["run"]["name"] == "r"
+    assert shown["step_columns"] == {"tokens": 2, "loss": 1}
+    assert shown["extras"] == ["signals/gns"]
+    assert shown["evals"][0]["task"] == "val" and shown["evals"][0]["last_value"] == 1.5
+    assert shown["events"] == {"open": 1, "resolved": 0}
+    assert shown["manifest"]["seed"] == 3
+    assert "signals/gns" in cli("show", "r").stdout
+
+
+def test_manifest_validate_and_diff(cli, tmp_path, ledger_path):
+    a = tmp_path / "a.yaml"
+    a.write_text(yaml.safe_dump(BASE))
+    changed = json.loads(json.dumps(BASE))
+    changed["optimisation"]["batch_size"] = 256
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(changed))
+    assert cli.json("manifest", "validate", str(a)) == {
+        "file": str(a), "valid": True, "hash": parse_manifest(BASE).content_hash()}
+    out = cli.json("manifest", "diff", str(a), str(b))
+    assert out["differences"] == [{"field": "optimisation.batch_size", "a": 64, "b": 256}]
+    with Ledger(ledger_path) as led:
+        led.create_run("run-b", manifest=parse_manifest(changed))
+    assert cli.json("manifest", "diff", str(a), "run-b")["differences"] == out["differences"]
+    assert cli.json("manifest", "diff", str(a), str(a))["differences"] == []
+    assert "optimisation.batch_size" in cli("manifest", "diff", str(a), str(b)).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["show", "missing-run"], "no run named 'missing-run'"),
+        (["manifest", "validate", "nope.yaml"], "nope.yaml: no such file"),
+        (["manifest", "diff", "nope.yaml", "other"], "neither a manifest file nor a run"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli, args, message):
+    result = cli(*args, code=2)
+    assert result.stderr.count("\n") == 1 and message in result.stderr and result.stderr.startswith("error: ")
+    assert result.stdout == ""
+
+
+def test_malformed_manifest_and_corrupt_ledger(cli, tmp_path, ledger_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data:\n  sources:\n    - name: web\n      weight: -0.5\n")
+    result = cli("manifest", "validate", str(bad), code=2)
+    assert result.stderr == f"error: {bad}: data.sources[0].weight: must be >= 0.0, got -0.5\n"
+    ledger_path.write_bytes(b"\x00not sqlite" * 50)
+    result = cli("runs", code=2)
+    assert "not a usable yieldgate ledger" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_newer_ledger_is_refused_by_every_reader(cli, ledger_path):
+    with Ledger(ledger_path) as led:
+        led.create_run("r")
+    db = sqlite3.connect(ledger_path)
+    db.execute("INSERT INTO schema_migrations VALUES ('0099_future', 0)")
+    db.commit()
+    db.close()
+    for args in (["runs"], ["show", "r"]):
+        assert "newer yieldgate" in cli(*args, code=2).stderr
+
+
+def test_ledger_from_environment(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    path = tmp_path / "env.db"
+    with Ledger(path) as led:
+        led.create_run("from-env")
+    monkeypatch.setenv("YIELDGATE_LEDGER", str(path))
+    result = CliRunner().invoke(app, ["runs", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["name"] == "from-env"
+
+
+# The public command surface: a new command or flag is a decision, made here.
+COMMANDS = {
+    "runs": {"--json"},
+    "show": {"--json"},
+    "manifest validate": {"--json"},
+    "manifest diff": {"--json"},
+    "demo": {"--quick"},
+}
+
+
+def _commands(group, prefix=""):
+    for name, command in group.commands.items():
+        full = f"{prefix}{name}"
+        if hasattr(command, "commands"):
+            yield from _commands(command, full + " ")
+        else:
+            yield full, command
+
+
+def test_command_surface_is_deliberate():
+    import typer
+
+    root = typer.main.get_command(app)
+    found = {name: {o for p in cmd.params for o in p.opts if o.startswith("--")} for name, cmd in _commands(root)}
+    assert found == COMMANDS
+    assert {o for p in root.params for o in p.opts} == {"--ledger", "--version"}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_help_with_an_example(cli, command):
+    out = cli(*command.split(), "--help").stdout
+    assert "Example: yieldgate" in out
+
+
+def test_console_script_runs_as_a_process(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "yieldgate", "--ledger", str(tmp_path / "x.db"), "runs", "--json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+    result = subprocess.run([sys.executable, "-m", "yieldgate", "show", "x", "--json"], capture_output=True,
+                            text=True, check=False, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith("error: no run named 'x'")
+    assert "Traceback" not in result.stderr
