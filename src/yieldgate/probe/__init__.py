@@ -1,0 +1,1 @@
+"""Probes: the reference GPT and its trainer (small real trainings that tell which data is worth scaling)."""
