@@ -369,6 +369,18 @@ class Ledger:
             )
         return digest
 
+    def set_meta(self, run: str, key: str, value: Any) -> None:
+        """Record how the run's figures were measured under `key` (e.g. `mfu`: formula, peak, dtype)."""
+        with self.transaction():
+            run_id = self.run_id(run)
+            meta = json.loads(self._db.execute("SELECT meta FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
+            meta[key] = value
+            self._db.execute("UPDATE runs SET meta = ? WHERE id = ?", (_json(meta, "run meta"), run_id))
+
+    def meta(self, run: str) -> dict[str, Any]:
+        """What `set_meta` recorded for the run."""
+        return json.loads(self._query("SELECT meta FROM runs WHERE id = ?", (self.run_id(run),))[0][0])
+
     def manifest(self, run: str) -> Manifest | None:
         """The run's manifest, or None when it has none."""
         rows = self._query(

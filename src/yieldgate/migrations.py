@@ -118,9 +118,15 @@ def _initial(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+def _run_meta(db: sqlite3.Connection) -> None:
+    # How a run's figures were measured (MFU formula, peak used, telemetry sources): a JSON object.
+    db.execute("ALTER TABLE runs ADD COLUMN meta TEXT NOT NULL DEFAULT '{}'")
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _initial),
+    ("0002_run_meta", _run_meta),
 ]
 
 

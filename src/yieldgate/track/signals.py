@@ -1,0 +1,253 @@
+"""Learning signals, computed on the device without host syncs: per-layer gradient norms, update-to-weight
+ratios, the gradient noise scale, activation entropy; and host-side loss variance.
+
+Which failure each one reveals:
+- per-layer gradient norms: exploding or vanishing layers, a damaged update (a spike in one layer first);
+- update/weight ratio: a learning rate too high (ratios far above ~1e-3) or too low, a layer that stopped
+  learning (ratio collapsing toward 0);
+- gradient noise scale B_simple (McCandlish et al. 2018): the batch size beyond which more samples per step
+  buy little; a batch far above it wastes tokens, one falling over training is an early warning;
+- activation entropy: collapse of a layer's representation (memorising instead of learning);
+- loss scale and skipped steps: mixed-precision overflow, a loss scale collapsing;
+- per-batch loss variance: a non-i.i.d. stream (workers not sharing the shuffle, source-ordered data).
+
+Nothing here calls `.item()`, `.cpu()` or `.tolist()`: values stay device tensors until the Tracker moves
+them to the host at log steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy", "loss_variance"]
+
+
+def layer_groups(model: nn.Module) -> tuple[list[str], list[nn.Parameter], list[int]]:
+    """(layer names, trainable parameters, layer index of each parameter).
+
+    A layer is a module path (`blocks.0.attn.qkv`): the parameter name without its last segment. A
+    parameter shared by two modules (tied embeddings) is counted once, under its first name.
+    """
+    names: list[str] = []
+    index: dict[str, int] = {}
+    params: list[nn.Parameter] = []
+    layer_of: list[int] = []
+    seen: set[int] = set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        layer = name.rsplit(".", 1)[0] if "." in name else name
+        if layer not in index:
+            index[layer] = len(names)
+            names.append(layer)
+        params.append(p)
+        layer_of.append(index[layer])
+    return names, params, layer_of
+
+
+@dataclass(frozen=True)
+class GNSEstimate:
+    """Unbiased estimates of |G|^2 and tr(Σ) from one step (McCandlish et al. 2018, appendix A)."""
+
+    g2: torch.Tensor
+    """|G|^2 per layer, then global (last entry)."""
+    trace: torch.Tensor
+    """tr(Σ) per layer, then global (last entry), in the unit of b and B."""
+
+
+def gns_estimate(small_sq: torch.Tensor, big_sq: torch.Tensor, b: float, big_b: float) -> GNSEstimate:
+    """From squared gradient norms at two batch sizes b < B:
+
+    |G|^2 ≈ (B|g_B|^2 − b|g_b|^2)/(B − b),   tr(Σ) ≈ (|g_b|^2 − |g_B|^2)/(1/b − 1/B).
+    """
+    if not big_b > b > 0:
+        raise ValueError(f"need 0 < b < B, got b={b}, B={big_b}")
+    g2 = (big_b * big_sq - b * small_sq) / (big_b - b)
+    trace = (small_sq - big_sq) / (1.0 / b - 1.0 / big_b)
+    return GNSEstimate(g2=g2, trace=trace)
+
+
+@dataclass
+class _StepState:
+    small: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    microbatches: int = 0
+    big: torch.Tensor | None = None
+    update_ratio: torch.Tensor | None = None
+    before: list[torch.Tensor] | None = None
+    optimizer_steps: int = 0
+
+
+class GradientSignals:
+    """Hooks that measure gradients without an extra forward or backward pass.
+
+    - a hook on every parameter sees each microbatch's own gradient before it is accumulated: the
+      small-batch squared norms |g_b|^2, per layer (with DDP, the local gradient before the all-reduce);
+    - an optimizer pre-step hook reads the accumulated (and all-reduced) gradient: |g_B|^2 per layer, and
+      on update-ratio steps snapshots the weights; a post-step hook measures |ΔW| / |W| per layer.
+
+    The optimizer sees clipped gradients; `collect(grad_norm=...)` undoes the clipping with the pre-clip
+    global norm (clipping scales every gradient by one factor), so norms and GNS use pre-clipping values.
+    `loss_scale()` returns the current mixed-precision scale tensor (or None), to unscale hook gradients.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+        *,
+        loss_averaged: bool = True,
+        loss_scale: Callable[[], torch.Tensor | None] = lambda: None,
+    ) -> None:
+        self.names, self.params, self.layer_of = layer_groups(model)
+        self.loss_averaged = loss_averaged
+        self.loss_scale = loss_scale
+        self._state = _StepState()
+        self._want_update_ratio = False
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self._layer_index = torch.tensor(self.layer_of, device=device)
+        self._handles: list[Any] = []
+        # The first parameter's hook counts microbatches (every backward reaches every trainable parameter
+        # of a dense model; the count is checked against the other parameters' hooks at collect time).
+        for i, p in enumerate(self.params):
+            self._handles.append(p.register_hook(self._grad_hook(i)))
+        if optimizer is not None:
+            self._handles.append(optimizer.register_step_pre_hook(self._pre_step))
+            self._handles.append(optimizer.register_step_post_hook(self._post_step))
+
+    def _grad_hook(self, i: int) -> Callable[[torch.Tensor], None]:
+        layer = self.layer_of[i]
+
+        def hook(grad: torch.Tensor) -> None:
+            if i == 0:
+                self._state.microbatches += 1
+            scale = self.loss_scale()
+            sq = torch.linalg.vector_norm(grad.detach(), dtype=torch.float32).square()
+            if scale is not None:
+                sq = sq / scale.float().square()
+            self._state.small.append((layer, sq))
+
+        return hook
+
+    def want_update_ratio(self, flag: bool) -> None:
+        """Measure |ΔW| / |W| at the next optimizer step (a weight snapshot costs one copy of the weights)."""
+        self._want_update_ratio = flag
+
+    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        grads = [p.grad for p in self.params]
+        if any(g is None for g in grads):
+            present = [(i, g) for i, g in enumerate(grads) if g is not None]
+            idx = torch.tensor([self.layer_of[i] for i, _ in present], device=self._layer_index.device)
+            norms = torch._foreach_norm([g.float() for _, g in present]) if present else []
+        else:
+            idx = self._layer_index
+            norms = torch._foreach_norm([g.float() for g in grads])  # type: ignore[union-attr]
+        big = torch.zeros(len(self.names), device=idx.device)
+        if len(norms):
+            big.index_add_(0, idx, torch.stack(norms).square())
+        self._state.big = big
+        self._state.optimizer_steps += 1
+        if self._want_update_ratio:
+            self._state.before = [p.detach().clone() for p in self.params]
+
+    def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        before = self._state.before
+        if before is None:
+            return
+        delta = torch._foreach_sub([p.detach() for p in self.params], before)
+        d = torch.zeros(len(self.names), device=self._layer_index.device)
+        w = torch.zeros_like(d)
+        d.index_add_(0, self._layer_index, torch.stack(torch._foreach_norm(delta)).float().square())
+        w.index_add_(0, self._layer_index, torch.stack(torch._foreach_norm(before)).float().square())
+        self._state.update_ratio = d.sqrt() / w.sqrt().clamp_min(1e-30)
+        self._state.before = None
+
+    def collect(self, grad_norm: torch.Tensor | float | None = None) -> dict[str, Any]:
+        """End of an optimizer step: per-layer tensors, and reset for the next step.
+
+        Returns `microbatches` (int), `small_sq` (mean |g_b|^2 per layer, or None), `big_sq` (|g_B|^2 per
+        layer, pre-clip, or None when no optimizer step ran: a skipped mixed-precision step),
+        `update_ratio` (or None), `skipped` (bool).
+        """
+        st, self._state = self._state, _StepState()
+        k = st.microbatches
+        out: dict[str, Any] = {"microbatches": k, "small_sq": None, "big_sq": None,
+                               "update_ratio": st.update_ratio, "skipped": st.optimizer_steps == 0}
+        big = st.big
+        if big is not None and grad_norm is not None:
+            # Clipping scaled every gradient by one factor c = post/pre: undo it with the pre-clip norm.
+            post = big.sum()
+            pre = torch.as_tensor(grad_norm, dtype=torch.float32, device=big.device).square()
+            big = big * torch.where(post > 0, pre / post.clamp_min(1e-30), torch.ones_like(post))
+        out["big_sq"] = big
+        if k >= 1 and st.small:
+            small = torch.zeros(len(self.names), device=self._layer_index.device)
+            small.index_add_(0, torch.tensor([l for l, _ in st.small], device=small.device), torch.stack([s for _, s in st.small]))
+            # A microbatch's loss divided by k makes its gradient g_b / k: scale the squares back by k^2.
+            factor = float(k * k) if self.loss_averaged else 1.0
+            out["small_sq"] = small * (factor / k)  # mean over the k microbatches
+        return out
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+def _entropy_hook(store: list[torch.Tensor]) -> Callable[..., None]:
+    def hook(module: nn.Module, args: Any, output: Any) -> None:
+        out = output[0] if isinstance(output, tuple) else output
+        if not isinstance(out, torch.Tensor) or out.dim() < 2 or not out.is_floating_point():
+            return
+        with torch.no_grad():
+            logp = torch.log_softmax(out.detach().float(), dim=-1)  # (..., features)
+            store.append(-(logp.exp() * logp).sum(-1).mean())
+
+    return hook
+
+
+@contextmanager
+def activation_entropy(modules: dict[str, nn.Module]) -> Iterator[dict[str, list[torch.Tensor]]]:
+    """Forward hooks that record, for each module, the mean entropy (nats) of the softmax over its output
+    features; removed on exit. A falling entropy is a collapsing representation."""
+    stores: dict[str, list[torch.Tensor]] = {name: [] for name in modules}
+    handles = [m.register_forward_hook(_entropy_hook(stores[name])) for name, m in modules.items()]
+    try:
+        yield stores
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def sample_layers(model: nn.Module, count: int) -> dict[str, nn.Module]:
+    """Up to `count` layers, evenly spread: the blocks of the first ModuleList, else leaf modules."""
+    blocks = next((m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) > 0), None)
+    if blocks is not None:
+        prefix = next(name for name, m in model.named_modules() if m is blocks)
+        candidates = [(f"{prefix}.{i}", m) for i, m in enumerate(blocks)]
+    else:
+        candidates = [(n, m) for n, m in model.named_modules() if n and not list(m.children())]
+    if not candidates:
+        return {}
+    picks = np.unique(np.linspace(0, len(candidates) - 1, num=min(count, len(candidates))).round().astype(int))
+    return dict(candidates[i] for i in picks)
+
+
+def loss_variance(losses: np.ndarray) -> float:
+    """Per-batch loss variance over a window, with the slow trend removed: var(diff(loss)) / 2.
+
+    For i.i.d. batches around a smooth curve, consecutive differences carry twice the batch noise; a stream
+    whose batches are not i.i.d. (source-ordered, workers not sharing the shuffle) shows far more.
+    """
+    finite = losses[np.isfinite(losses)]
+    if len(finite) < 3:
+        return math.nan
+    return float(np.var(np.diff(finite)) / 2.0)

@@ -1,0 +1,546 @@
+"""`Tracker`: the one object a training loop uses to record throughput and learning on one timeline.
+
+    with Tracker("bs64-fp16", manifest="manifest.yaml", model=model, optimizer=opt, signals="full") as tr:
+        for batch in tr.batches(loader):              # times the wait for data
+            ...forward / backward / optimizer step...
+            tr.step(tokens=n_tokens, samples=n, loss=loss, grad_norm=gn, sources={"web": n_web})
+            if tr.due(every_tokens=5_000_000):
+                tr.eval({"val/loss": v})
+
+The training thread does as little as possible: it reads the clock, keeps host counters, and holds on to
+device tensors (loss, gradient norms, signals) without moving them to the host. Every `log_every_steps`
+steps (or `log_every_s` seconds, single process only) it starts one non-blocking copy of the stacked
+tensors and hands the packet to a background writer (`writer.py`). No `.item()`, `.cpu()`, `.tolist()` or
+collective runs in the per-step path.
+
+The Tracker never raises into training once it runs: an error inside it is reported once (logging, with the
+cause), counted in `faults`, and the run goes on. Configuration errors (a malformed manifest, a run name
+already taken) are raised by the constructor, before the first step.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger, default_location
+from yieldgate.manifest import Manifest, load_manifest, parse_manifest
+from yieldgate.track import hardware
+from yieldgate.track.signals import GradientSignals, activation_entropy, gns_estimate, sample_layers
+from yieldgate.track.throughput import flops_per_token, mfu
+from yieldgate.track.writer import Packet, StepRow, TensorRef, Writer, WriterSettings
+
+__all__ = ["Tracker", "TrackerConfig"]
+
+log = logging.getLogger("yieldgate.track")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackerConfig:
+    """Cadences and windows. The defaults are DESIGN.md's; the overhead targets hold at these."""
+
+    log_every_steps: int = 10
+    """Steps between host transfers of buffered device values."""
+    log_every_s: float = 1.0
+    """Seconds between host transfers (single process; distributed runs transfer on steps only)."""
+    flush_every_s: float = 1.0
+    """Seconds between ledger writes."""
+    layer_every: int = 10
+    """Steps between per-layer gradient norms and update/weight ratios (signals="full")."""
+    entropy_every: int = 100
+    """Steps between activation-entropy samples (signals="full")."""
+    entropy_layers: int = 4
+    """Layers sampled for activation entropy."""
+    gns_ema: float = 0.95
+    """EMA decay for the GNS numerator and denominator (smoothed separately, DESIGN.md)."""
+    throughput_window: int = 20
+    """Steps in the tokens/s window."""
+    throughput_skip: int = 2
+    """Warm-up steps left out of tokens/s."""
+    loss_var_window: int = 50
+    """Steps in the per-batch loss-variance window."""
+    repeat_window: int = 100_000
+    """Samples remembered by the stream-duplicate counter."""
+    queue_size: int = 256
+    """Packets the writer queue holds before dropping (and counting) new ones."""
+    loss_averaged: bool = True
+    """Whether each microbatch's loss is divided by the accumulation count (the common practice)."""
+    dist_timeout_s: float = 120.0
+    """Timeout of the tracker's own cross-rank reductions: a dead rank is reported, not waited on."""
+
+    def __post_init__(self) -> None:
+        for name in ("log_every_steps", "layer_every", "entropy_every", "throughput_window", "loss_var_window",
+                     "repeat_window", "queue_size"):
+            if getattr(self, name) < 1:
+                raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("log_every_s", "flush_every_s", "dist_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"TrackerConfig.{name} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.gns_ema < 1:
+            raise InputError(f"TrackerConfig.gns_ema must be in [0, 1), got {self.gns_ema}")
+
+
+def _contained(method: Any) -> Any:
+    """Run a Tracker method so that an error inside the tracker never reaches the training loop."""
+
+    @functools.wraps(method)
+    def wrapper(self: Tracker, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - contained by design: reported once and counted
+            self._fault(method.__name__, exc)
+            return None
+
+    return wrapper
+
+
+def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str, Any]:
+    """N, L, H, Q, T for 6N + 12·L·H·Q·T, from the manifest first, then the model's own config."""
+    shape: dict[str, Any] = {}
+    mc = manifest.model if manifest else None
+    if mc is not None:
+        shape = {"flops_per_token": mc.flops_per_token, "n": mc.non_embedding_params, "layers": mc.layers,
+                 "heads": mc.heads, "head_dim": mc.head_dim or (mc.width // mc.heads if mc.width and mc.heads else None),
+                 "context": mc.context, "architecture": mc.architecture}
+    if model is not None:
+        cfg = getattr(model, "cfg", None) or getattr(model, "config", None)
+        get = lambda *names: next((getattr(cfg, k) for k in names if getattr(cfg, k, None) is not None), None)  # noqa: E731
+        if cfg is not None:
+            width = get("width", "hidden_size", "n_embd", "d_model")
+            shape["layers"] = shape.get("layers") or get("layers", "num_hidden_layers", "n_layer", "num_layers")
+            shape["heads"] = shape.get("heads") or get("heads", "num_attention_heads", "n_head")
+            if not shape.get("head_dim") and width and shape["heads"]:
+                shape["head_dim"] = width // shape["heads"]
+            shape["context"] = shape.get("context") or get("context", "max_position_embeddings", "n_positions", "n_ctx")
+        if not shape.get("n"):
+            embed = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Embedding))
+            shape["n"] = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()) - embed
+    shape.setdefault("architecture", "decoder_transformer")
+    return shape
+
+
+def _to_host(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to("cpu", non_blocking=True) if tensor.device.type == "cuda" else tensor
+
+
+class Tracker:
+    """Records a run's steps, learning signals and evals into the ledger from inside a training loop."""
+
+    def __init__(
+        self,
+        run: str,
+        *,
+        manifest: Manifest | str | Path | Mapping[str, Any] | None = None,
+        ledger: str | Path | None = None,
+        signals: Literal["throughput", "full"] = "throughput",
+        model: nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        scaler: Any = None,
+        config: TrackerConfig | None = None,
+        resume: bool = False,
+        device: str | torch.device | None = None,
+    ) -> None:
+        if signals not in ("throughput", "full"):
+            raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
+        self.run = run
+        self.config = config or TrackerConfig()
+        self.signals = signals
+        self.location = str(ledger) if ledger is not None else default_location()
+        if isinstance(manifest, (str, Path)):
+            manifest = load_manifest(manifest)
+        elif isinstance(manifest, Mapping):
+            manifest = parse_manifest(dict(manifest), origin="Tracker(manifest=...)")
+        self.manifest: Manifest | None = manifest
+        self.faults = 0
+        self._reported: set[tuple[str, str]] = set()
+        self._scaler = scaler
+        self._closed = False
+
+        self.rank, self.world = 0, 1
+        self._group = None
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            self.rank, self.world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+            # Our own gloo group with a short timeout: a dead rank fails our reduction, reported, instead of
+            # hanging the run for the default 30 minutes.
+            self._group = torch.distributed.new_group(
+                backend="gloo", timeout=timedelta(seconds=self.config.dist_timeout_s))
+
+        param = next(iter(model.parameters()), None) if model is not None else None
+        self.device = torch.device(device) if device is not None else (param.device if param is not None else torch.device("cpu"))
+        base = {"step": 0, "tokens": 0.0, "samples": 0.0, "wall_s": 0.0}
+        if self.rank == 0:
+            base = self._open_run(resume)
+        self._step = int(base["step"])
+        self._tokens_local = 0.0
+
+        mfu_of, mfu_meta = self._mfu_setup(model)
+        hw = manifest.hardware if manifest else None
+        telemetry = hardware.Telemetry([self.device.index or 0] if self.device.type == "cuda" else None)
+        if self.rank == 0:
+            self._meta("mfu", mfu_meta)
+            self._meta("telemetry", {"sources": telemetry.sources, "device": hardware.device_name(self.device)})
+
+        self._grad: GradientSignals | None = None
+        self._optimizer = optimizer
+        self._timer_events: list[tuple[int, str, Any, Any]] = []
+        self._opt_start: Any = None
+        layer_names: tuple[str, ...] = ()
+        if signals == "full" and model is not None:
+            self._grad = GradientSignals(model, optimizer, loss_averaged=self.config.loss_averaged,
+                                         loss_scale=self._scale_tensor)
+            layer_names = tuple(self._grad.names)
+            self._entropy_layers = sample_layers(model, self.config.entropy_layers)
+        self._model = model
+        if optimizer is not None:
+            # Registered after the signal hooks' pre-step hook and before their post-step hook, so the timer
+            # covers the optimizer's own work only (hooks run in registration order).
+            optimizer.register_step_pre_hook(self._opt_pre)
+            optimizer.register_step_post_hook(self._opt_post)
+
+        self._writer = Writer(
+            WriterSettings(
+                location=self.location, run=self.run if self.rank == 0 else None,
+                base_tokens=base["tokens"], base_samples=base["samples"], base_wall=base["wall_s"],
+                t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
+                throughput_window=self.config.throughput_window, throughput_skip=self.config.throughput_skip,
+                loss_var_window=self.config.loss_var_window, repeat_window=self.config.repeat_window,
+                grad_clip=manifest.optimisation.grad_clip if manifest and manifest.optimisation else None,
+                price_per_device_hour=hw.price_per_device_hour if hw else None,
+                devices=hw.device_count if hw and hw.device_count > 1 else self.world,
+                layer_names=layer_names, full_signals=signals == "full", mfu=mfu_of,
+                portfolio=(manifest.evals.name, manifest.evals.version) if manifest and manifest.evals else ("", ""),
+                reduce=self._gather if self._group is not None else None,
+            ),
+            telemetry if self.rank == 0 else None,
+            self._fault,
+        )
+        self._t0 = self._writer.s.t0
+        self._last_step_t = self._t0
+        self._last_ship_t = self._t0
+        self._wait = 0.0
+        self._rows: list[StepRow] = []
+        self._tensors: dict[str, tuple[list[int], list[torch.Tensor]]] = {}
+        self._evals: list[tuple[int, dict[str, Any]]] = []
+        self._eval_tensors: dict[str, torch.Tensor] = {}
+        self._gns_state: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._entropy_ctx: Any = None
+        self._entropy_store: dict[str, list[torch.Tensor]] | None = None
+        self._due_marks: dict[tuple[str, int], int] = {}
+        self._writer.start()
+
+    # -- setup ----------------------------------------------------------------------------------------
+
+    def _open_run(self, resume: bool) -> dict[str, float]:
+        base = {"step": 0, "tokens": 0.0, "samples": 0.0, "wall_s": 0.0}
+        try:
+            with Ledger(self.location) as ledger:
+                exists = ledger.runs()["name"].eq(self.run).any()
+                if exists and not resume:
+                    raise InputError(f"run {self.run!r} already exists in {self.location}; pass resume=True to "
+                                     "continue it, or pick another name")
+                ledger.create_run(self.run, manifest=self.manifest, status="running", source="tracker",
+                                  if_exists="reuse")
+                if exists:
+                    last = ledger.steps(self.run, ["tokens", "samples", "wall_s"]).tail(1)
+                    if len(last):
+                        row = last.iloc[0]
+                        base = {"step": int(row["step"]), **{k: float(np.nan_to_num(row[k])) for k in
+                                                              ("tokens", "samples", "wall_s")}}
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
+            self._fault("opening the run", exc)
+        return base
+
+    def _meta(self, key: str, value: Any) -> None:
+        try:
+            with Ledger(self.location) as ledger:
+                ledger.set_meta(self.run, key, value)
+        except Exception as exc:  # noqa: BLE001 - contained: the run goes on without the note
+            self._fault("recording run meta", exc)
+
+    def _mfu_setup(self, model: nn.Module | None) -> tuple[Any, dict[str, Any]]:
+        shape = _model_shape(model, self.manifest)
+        fpt = shape.get("flops_per_token")
+        if fpt is None and all(shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")):
+            fpt = flops_per_token(non_embedding_params=shape["n"], layers=shape["layers"], heads=shape["heads"],
+                                  head_dim=shape["head_dim"], context=shape["context"])
+        hw = self.manifest.hardware if self.manifest else None
+        precision = self.manifest.optimisation.precision if self.manifest and self.manifest.optimisation else None
+        if precision is None or (precision == "fp32" and model is not None):
+            dtype = next(iter(model.parameters())).dtype if model is not None else torch.float32
+            tf32 = self.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
+            precision = hardware.dtype_name(dtype, tf32=tf32)
+        name = (hw.device_kind if hw and hw.device_kind else None) or hardware.device_name(self.device)
+        peak = hardware.peak_flops(name, precision, override=hw.peak_flops if hw else None)
+        devices = (hw.device_count if hw and hw.device_count > 1 else self.world)
+        probe = mfu(tokens_per_s=0.0, flops_per_token=fpt, peak_flops=peak.flops if peak else None, devices=devices,
+                    dtype=precision, architecture=shape["architecture"])
+        meta = {"formula": probe.formula, "attention": probe.attention, "flops_per_token": fpt, "dtype": precision,
+                "device": name, "devices": devices, "peak_flops": peak.flops if peak else None,
+                "peak_source": peak.source if peak else None, "flag": probe.flag, "shape": {
+                    k: shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")}}
+        if probe.flag != "ok":
+            log.warning("yieldgate: MFU not recorded for run %r (%s: device %r, dtype %s, FLOPs/token %s); give "
+                        "hardware.peak_flops or model shape in the manifest to record it", self.run, probe.flag,
+                        name, precision, fpt)
+            return (lambda rate: None), meta
+        impossible = [False]
+
+        def of(rate: float) -> float | None:
+            value = mfu(tokens_per_s=rate, flops_per_token=fpt, peak_flops=peak.flops, devices=devices,
+                        dtype=precision).value
+            if value is None and not impossible[0]:
+                impossible[0] = True
+                log.warning("yieldgate: MFU above 100%% for run %r (tokens/s %.3g); check the peak or the model "
+                            "shape; such values are left out", self.run, rate)
+            return value
+
+        return of, meta
+
+    # -- the per-step path ----------------------------------------------------------------------------
+
+    def batches(self, iterable: Iterable[T]) -> Iterator[T]:
+        """Yield from `iterable`, timing each wait for the next batch (the step's `data_wait_s`)."""
+        it = iter(iterable)
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            self._wait += time.perf_counter() - start
+            yield batch
+
+    def _scale_tensor(self) -> torch.Tensor | None:
+        # GradScaler keeps its scale as a device tensor; get_scale() would call .item() (a sync).
+        return getattr(self._scaler, "_scale", None) if self._scaler is not None else None
+
+    def _opt_pre(self, *_: Any) -> None:
+        self._opt_start = self._clock()
+
+    def _opt_post(self, *_: Any) -> None:
+        if self._opt_start is not None:
+            self._timer_events.append((len(self._rows), "time/optimizer_s", self._opt_start, self._clock()))
+            self._opt_start = None
+
+    def _clock(self) -> Any:
+        if self.device.type == "cuda":
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def _keep(self, name: str, index: int, value: torch.Tensor) -> None:
+        idx, values = self._tensors.setdefault(name, ([], []))
+        idx.append(index)
+        values.append(value.detach())
+
+    @_contained
+    def step(
+        self,
+        *,
+        tokens: int,
+        samples: int | None = None,
+        loss: torch.Tensor | float | None = None,
+        lr: float | None = None,
+        grad_norm: torch.Tensor | float | None = None,
+        clipped: bool | None = None,
+        sources: Mapping[str, int] | None = None,
+        sample_ids: Any = None,
+        extras: Mapping[str, float | torch.Tensor] | None = None,
+    ) -> None:
+        """Record one optimizer step: `tokens` and `samples` accepted in this step (on this rank), the loss,
+        learning rate (default: the optimizer's first group), gradient norm (pre-clipping), per-source token
+        counts and the ids (or content hashes) of the samples, for the stream-duplicate counter."""
+        now = time.perf_counter()
+        self._step += 1
+        i = len(self._rows)
+        if lr is None and self._optimizer is not None:
+            lr = self._optimizer.param_groups[0]["lr"]
+        if isinstance(lr, torch.Tensor):
+            self._keep("lr", i, lr)
+            lr = None
+        row = StepRow(step=self._step, tokens=float(tokens), samples=float(samples if samples is not None else 0),
+                      t_end=now, step_s=now - self._last_step_t, data_wait_s=self._wait, lr=lr,
+                      clipped=None if clipped is None else float(clipped), sources=dict(sources) if sources else None,
+                      sample_ids=sample_ids)
+        self._tokens_local += float(tokens)
+        for name, value in (("loss", loss), ("grad_norm", grad_norm)):
+            if isinstance(value, torch.Tensor):
+                self._keep(name, i, value)
+            elif value is not None:
+                row.values = {**(row.values or {}), name: float(value)}
+        if extras:
+            for key, value in extras.items():
+                if isinstance(value, torch.Tensor):
+                    self._keep(key, i, value)
+                else:
+                    row.values = {**(row.values or {}), key: float(value)}
+        scale = self._scale_tensor()
+        if scale is not None:
+            self._keep("signals/loss_scale", i, scale.float().reshape(()).clone())
+        self._rows.append(row)
+        if self._grad is not None:
+            self._learning_signals(i, grad_norm, tokens)
+        self._wait = 0.0
+        due = len(self._rows) >= self.config.log_every_steps
+        if not due and self._group is None:
+            due = now - self._last_ship_t >= self.config.log_every_s
+        if due:
+            self._ship()
+        self._last_step_t = time.perf_counter()
+
+    def _learning_signals(self, i: int, grad_norm: Any, tokens: int) -> None:
+        assert self._grad is not None
+        cfg = self.config
+        sig = self._grad.collect(grad_norm if isinstance(grad_norm, (torch.Tensor, float, int)) else None)
+        k, small, big = sig["microbatches"], sig["small_sq"], sig["big_sq"]
+        # b: tokens of one microbatch on this rank; B: tokens of the whole step over all ranks (per-rank tokens
+        # x world size: GNS needs the batch the gradient was averaged over, not the accepted-token count).
+        b, big_b = float(tokens) / max(k, 1), float(tokens) * self.world
+        if small is not None and big is not None and big_b > b > 0:
+            layers = torch.cat([small, small.sum().reshape(1)]), torch.cat([big, big.sum().reshape(1)])
+            est = gns_estimate(layers[0], layers[1], b, big_b)
+            beta = cfg.gns_ema
+            if self._gns_state is None:
+                self._gns_state = (est.g2, est.trace)
+            else:
+                g2, tr = self._gns_state
+                self._gns_state = (beta * g2 + (1 - beta) * est.g2, beta * tr + (1 - beta) * est.trace)
+            g2, tr = self._gns_state
+            # B_simple = tr(Σ)/|G|^2 from separately smoothed parts; NaN while |G|^2 is not yet positive.
+            bsimple = torch.where(g2 > 0, tr / g2.clamp_min(1e-30), torch.full_like(g2, float("nan")))
+            self._keep("signals/gns", i, bsimple[-1])
+            if self._step % cfg.layer_every == 0:
+                self._keep("layers:signals/gns", i, bsimple[:-1])
+        if big is not None and self._step % cfg.layer_every == 0:
+            self._keep("layers:signals/grad_norm", i, big.sqrt())
+        if sig["update_ratio"] is not None:
+            self._keep("layers:signals/update_ratio", i, sig["update_ratio"])
+        # Arm the weight snapshot for the next step when that step is an update-ratio step.
+        self._grad.want_update_ratio((self._step + 1) % cfg.layer_every == 0)
+        if self._entropy_ctx is not None:
+            self._entropy_ctx.__exit__(None, None, None)
+            for name, values in (self._entropy_store or {}).items():
+                if values:
+                    self._keep(f"entropy:{name}", i, torch.stack(values).mean())
+            self._entropy_ctx = self._entropy_store = None
+        if (self._step + 1) % cfg.entropy_every == 0 and self._entropy_layers:
+            self._entropy_ctx = activation_entropy(self._entropy_layers)
+            self._entropy_store = self._entropy_ctx.__enter__()
+
+    def _ship(self) -> None:
+        """Start the host copy of buffered tensors and hand the packet to the writer."""
+        packet = Packet(rows=self._rows, timers=self._timer_events, evals=self._evals)
+        # Non-blocking copies: the writer thread waits for them, the training thread never does.
+        for name, (idx, values) in self._tensors.items():
+            packet.tensors[name] = (idx, _to_host(torch.stack(values)))
+        if self._eval_tensors:
+            names = list(self._eval_tensors)
+            stacked = _to_host(torch.stack([self._eval_tensors[n] for n in names]))
+            packet.eval_tensors = {n: stacked[j] for j, n in enumerate(names)}
+        if self.device.type == "cuda" and (packet.tensors or packet.eval_tensors):
+            packet.event = torch.cuda.Event()
+            packet.event.record()
+        self._rows, self._tensors, self._timer_events, self._evals, self._eval_tensors = [], {}, [], [], {}
+        self._last_ship_t = time.perf_counter()
+        if packet.rows or packet.evals:
+            self._writer.submit(packet)
+
+    def _gather(self, local: np.ndarray) -> np.ndarray:
+        """All-gather this rank's [fields, rows] counters on the tracker's gloo group (writer thread)."""
+        tensor = torch.from_numpy(local)
+        out = [torch.empty_like(tensor) for _ in range(self.world)]
+        torch.distributed.all_gather(out, tensor, group=self._group)
+        return torch.stack(out).numpy()
+
+    @_contained
+    def due(self, *, every_tokens: float | None = None, every_steps: int | None = None) -> bool:
+        """True once each time this rank's tokens (x world size) or the step count pass a multiple of the
+        interval: the place to evaluate. All ranks agree when their token counts are equal."""
+        if every_steps is not None:
+            return self._step % every_steps == 0
+        if every_tokens is None or every_tokens <= 0:
+            raise InputError(f"due() needs every_tokens > 0 or every_steps, got {every_tokens}")
+        mark = int(self._tokens_local * self.world // every_tokens)
+        key = ("tokens", int(every_tokens))
+        if mark > self._due_marks.get(key, 0):
+            self._due_marks[key] = mark
+            return True
+        return False
+
+    @_contained
+    def eval(self, metrics: Mapping[str, float | torch.Tensor], *, step: int | None = None) -> None:
+        """Record eval results at the current step (`<task>/<metric>` keys: `val/loss`, `val/code/loss`,
+        `lambada_openai/acc`). Tensors are moved to the host off the training thread."""
+        at = self._step if step is None else int(step)
+        values: dict[str, Any] = {}
+        for key, value in metrics.items():
+            task, _, metric = key.rpartition("/")
+            if not task or not metric:
+                raise InputError(f"eval key {key!r} must be '<task>/<metric>', e.g. 'val/loss'")
+            if isinstance(value, torch.Tensor):
+                name = f"{len(self._evals)}:{key}"
+                self._eval_tensors[name] = value.detach().float().reshape(())
+                values[key] = TensorRef(name)
+            else:
+                values[key] = value
+        self._evals.append((at, values))
+        self._ship()
+
+    def _fault(self, where: str, exc: BaseException) -> None:
+        self.faults += 1
+        key = (where, type(exc).__name__)
+        if key not in self._reported:
+            self._reported.add(key)
+            log.warning("yieldgate tracker: %s failed (%s: %s); training goes on, further errors of this kind are "
+                        "counted, not repeated", where, type(exc).__name__, exc)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Faults contained, rows written and rows dropped so far."""
+        return {"faults": self.faults, "written_rows": self._writer.written_rows,
+                "dropped_rows": self._writer.dropped_rows}
+
+    def close(self, status: str = "finished") -> None:
+        """Flush everything, stop the writer and record the run's status."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._ship()
+        except Exception as exc:  # noqa: BLE001 - contained
+            self._fault("close", exc)
+        self._writer.close()
+        if self._grad is not None:
+            self._grad.remove()
+        if self.rank == 0:
+            try:
+                with Ledger(self.location) as ledger:
+                    ledger.set_status(self.run, status)
+            except Exception as exc:  # noqa: BLE001 - contained
+                self._fault("recording the run's status", exc)
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close("finished")
+        else:
+            self.close("killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
