@@ -55,7 +55,7 @@ def stdlib_corpus(max_bytes: int) -> tuple[np.ndarray, np.ndarray, int]:
         (held if bucket == 0 else train).append(np.frombuffer(data, dtype=np.uint8))
         total += len(data)
         used += 1
-        if total >= max_bytes:
+        if total >= max_bytes and held and train:
             break
     return np.concatenate(train), np.concatenate(held), used
 

@@ -192,7 +192,8 @@ class ModelConfig(_Model):
     params: int | None = Field(default=None, ge=1)
     """Total parameters."""
     non_embedding_params: int | None = Field(default=None, ge=1)
-    """Parameters outside the embeddings (N in 6N + 12·L·H·Q·T)."""
+    """N in 6N + 12·L·H·Q·T: parameters whose matmuls run for every token (a lookup-only embedding does
+    not count; an embedding tied to the output projection counts once)."""
     layers: int | None = Field(default=None, ge=1)
     """Transformer layers (L)."""
     width: int | None = Field(default=None, ge=1)

@@ -83,10 +83,9 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def non_embedding_params(self) -> int:
-        """N of 6N + 12·L·H·Q·T: parameters outside the token and position embeddings (the tied head
-        shares the token embedding's weight and is not counted twice)."""
-        embed = self.tok.weight.numel() + self.pos.weight.numel()
-        return sum(p.numel() for p in self.parameters()) - embed
+        """N of 6N + 12·L·H·Q·T: every parameter but the position embedding. The token embedding is tied
+        to the output projection, whose matmul runs for every token, so it counts (once), as in PaLM's N."""
+        return sum(p.numel() for p in self.parameters()) - self.pos.weight.numel()
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, t = idx.shape  # (batch, time) token ids

@@ -41,7 +41,7 @@ from yieldgate.track.signals import GradientSignals, activation_entropy, gns_est
 from yieldgate.track.throughput import flops_per_token, mfu
 from yieldgate.track.writer import Packet, StepRow, TensorRef, Writer, WriterSettings
 
-__all__ = ["Tracker", "TrackerConfig"]
+__all__ = ["Tracker", "TrackerConfig", "matmul_params"]
 
 log = logging.getLogger("yieldgate.track")
 T = TypeVar("T")
@@ -106,6 +106,16 @@ def _contained(method: Any) -> Any:
     return wrapper
 
 
+def matmul_params(model: nn.Module) -> int:
+    """N of 6N: unique parameters, less embedding tables used only as lookups. An embedding tied to an
+    output projection (a Linear sharing its weight) counts once, since that matmul runs for every token."""
+    linear_weights = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    lookups = {id(m.weight): m.weight.numel() for m in model.modules()
+               if isinstance(m, nn.Embedding) and id(m.weight) not in linear_weights}
+    unique = {id(p): p.numel() for p in model.parameters()}
+    return sum(n for pid, n in unique.items() if pid not in lookups)
+
+
 def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str, Any]:
     """N, L, H, Q, T for 6N + 12·L·H·Q·T, from the manifest first, then the model's own config."""
     shape: dict[str, Any] = {}
@@ -125,8 +135,7 @@ def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str
                 shape["head_dim"] = width // shape["heads"]
             shape["context"] = shape.get("context") or get("context", "max_position_embeddings", "n_positions", "n_ctx")
         if not shape.get("n"):
-            embed = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Embedding))
-            shape["n"] = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()) - embed
+            shape["n"] = matmul_params(model)
     shape.setdefault("architecture", "decoder_transformer")
     return shape
 

@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from yieldgate.demo import stdlib_corpus
+from yieldgate.ledger import Ledger
+from yieldgate.probe.model import GPT, GPTConfig
+from yieldgate.track import Tracker, TrackerConfig
+from yieldgate.track.signals import (
+    GradientSignals,
+    activation_entropy,
+    gns_estimate,
+    layer_groups,
+    loss_variance,
+    sample_layers,
+)
+from yieldgate.track.tracker import matmul_params
+
+CFG = GPTConfig(vocab_size=256, context=32, layers=2, width=64, heads=4)
+
+
+@pytest.fixture(scope="module")
+def text() -> np.ndarray:
+    train, _, _ = stdlib_corpus(600_000)
+    return train
+
+
+def batch(text: np.ndarray, rng: np.random.Generator, n: int, t: int = CFG.context) -> tuple[torch.Tensor, torch.Tensor]:
+    starts = rng.integers(0, len(text) - t - 1, size=n)
+    x = np.stack([text[s : s + t] for s in starts]).astype(np.int64)
+    y = np.stack([text[s + 1 : s + t + 1] for s in starts]).astype(np.int64)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def test_gns_formulas_exactly():
+    est = gns_estimate(torch.tensor([5.0]), torch.tensor([2.0]), b=1.0, big_b=4.0)
+    # |G|^2 = (4*2 - 1*5)/3 = 1; tr(Σ) = (5 - 2)/(1 - 1/4) = 4
+    assert est.g2.tolist() == [1.0] and est.trace.tolist() == [4.0]
+    with pytest.raises(ValueError, match="0 < b < B"):
+        gns_estimate(torch.tensor(1.0), torch.tensor(1.0), b=4.0, big_b=4.0)
+
+
+def test_layers_group_parameters_and_tied_weights_count_once():
+    model = GPT(CFG)
+    names, params, layer_of = layer_groups(model)
+    assert names[0] == "tok" and "head" not in names  # the head's weight is the token embedding's
+    assert len(params) == len({id(p) for p in model.parameters()})
+    assert max(layer_of) == len(names) - 1
+    assert matmul_params(model) == model.non_embedding_params()
+
+
+def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sig = GradientSignals(model, opt)
+    rng = np.random.default_rng(0)
+    micro = [batch(text, rng, 4) for _ in range(3)]
+    grads = []
+    for x, y in micro:  # each microbatch's own gradient, by hand
+        model.zero_grad()
+        model(x, y)[1].backward()
+        grads.append([p.grad.clone() for p in sig.params])
+    sig.collect()  # discard what the hooks saw during the manual pass
+    model.zero_grad()
+    for x, y in micro:
+        (model(x, y)[1] / 3).backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)  # clips hard
+    sig.want_update_ratio(True)
+    before = [p.detach().clone() for p in sig.params]
+    opt.step()
+    out = sig.collect(grad_norm=total)
+    assert out["microbatches"] == 3 and not out["skipped"]
+    idx = torch.tensor(sig.layer_of)
+    small = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack(
+        [sum(g[i].square().sum() for g in grads) / 3 for i in range(len(sig.params))]))
+    mean_grad = [sum(g[i] for g in grads) / 3 for i in range(len(sig.params))]
+    big = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([g.square().sum() for g in mean_grad]))
+    torch.testing.assert_close(out["small_sq"], small, rtol=1e-4, atol=1e-10)
+    torch.testing.assert_close(out["big_sq"], big, rtol=1e-3, atol=1e-10)  # pre-clip, though clipped 100x
+    delta = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack(
+        [(p.detach() - b).square().sum() for p, b in zip(sig.params, before)]))
+    weight = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([b.square().sum() for b in before]))
+    torch.testing.assert_close(out["update_ratio"], delta.sqrt() / weight.sqrt(), rtol=1e-4, atol=1e-12)
+    sig.remove()
+
+
+def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path):
+    """B_simple from 4 microbatches per step, EMA-smoothed, vs the sample mean and variance of many
+    independent small-batch gradients at the same weights (McCandlish et al. 2018)."""
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    model = GPT(CFG)
+    rng = np.random.default_rng(0)
+    warm = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(60):  # a real, partly trained state, not the random init
+        x, y = batch(text, rng, 16)
+        warm.zero_grad()
+        model(x, y)[1].backward()
+        warm.step()
+    seqs = 4
+    b_tokens = seqs * CFG.context
+    params = [p for p in model.parameters()]
+    flat = []
+    for _ in range(600):
+        x, y = batch(text, rng, seqs)
+        model.zero_grad()
+        model(x, y)[1].backward()
+        flat.append(torch.cat([p.grad.flatten() for p in params]).double())
+    g = torch.stack(flat)
+    mean, var = g.mean(0), g.var(0)
+    trace_cov = var.sum().item()  # tr Cov(g_b) = tr(Σ)/b
+    g2 = mean.square().sum().item() - trace_cov / len(flat)  # unbiased |G|^2
+    brute = b_tokens * trace_cov / g2
+
+    frozen = torch.optim.SGD(model.parameters(), lr=0.0)
+    path = tmp_path / "gns.db"
+    with Tracker("gns", ledger=path, signals="full", model=model, optimizer=frozen,
+                 config=TrackerConfig(gns_ema=0.99)) as tr:
+        for _ in range(300):
+            frozen.zero_grad()
+            for _ in range(4):
+                x, y = batch(text, rng, seqs)
+                (model(x, y)[1] / 4).backward()
+            frozen.step()
+            tr.step(tokens=4 * b_tokens, samples=4 * seqs)
+    with Ledger(path, readonly=True) as led:
+        gns = led.extras("gns", ["signals/gns"])["value"].to_numpy()
+    assert len(gns) == 300
+    assert abs(gns[-1] / brute - 1) < 0.25, (gns[-1], brute)
+
+
+def test_activation_entropy_hooks_are_removed(text):
+    model = GPT(CFG)
+    layers = sample_layers(model, 4)
+    assert list(layers) == ["blocks.0", "blocks.1"]
+    x, y = batch(text, np.random.default_rng(0), 2)
+    with activation_entropy(layers) as stores:
+        model(x, y)
+    assert all(len(v) == 1 for v in stores.values())
+    value = stores["blocks.0"][0].item()
+    assert 0 < value <= math.log(CFG.width) + 1e-6
+    assert all(not m._forward_hooks for m in layers.values())
+
+
+def test_sample_layers_without_blocks():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    assert list(sample_layers(model, 2)) == ["0", "2"]
+
+
+def test_loss_variance_removes_the_trend():
+    t = np.arange(200, dtype=float)
+    smooth = 5 - 0.01 * t
+    assert loss_variance(smooth) == pytest.approx(0.0, abs=1e-20)
+    noisy = smooth + np.random.default_rng(0).normal(0, 0.1, size=200)
+    assert loss_variance(noisy) == pytest.approx(0.01, rel=0.25)
+    assert math.isnan(loss_variance(np.array([1.0, np.nan])))

@@ -1,0 +1,228 @@
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
+from yieldgate.probe.model import GPT, GPTConfig
+from yieldgate.track import Tracker, TrackerConfig
+from yieldgate.track.throughput import flops_per_token
+from yieldgate.track.tracker import matmul_params
+
+from .test_signals import CFG, batch, text  # noqa: F401 - the fixture
+
+
+def train(tr: Tracker | None, model, opt, text, steps: int, *, micro: int = 1, seqs: int = 8, seed: int = 0,
+          record=None, scaler=None, bad_step: int | None = None):
+    rng = np.random.default_rng(seed)
+    loader = (tr.batches if tr else iter)(range(steps))
+    for i in loader:
+        opt.zero_grad(set_to_none=True)
+        for _ in range(micro):
+            x, y = batch(text, rng, seqs)
+            loss = model(x, y)[1]
+            if bad_step == i:
+                loss = loss * float("nan")
+            ((scaler.scale(loss) if scaler else loss) / micro).backward()
+        if scaler:
+            scaler.unscale_(opt)
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        (scaler.step(opt), scaler.update()) if scaler else opt.step()
+        if record is not None:
+            record.append((loss.detach().clone(), gn.detach().clone(), opt.param_groups[0]["lr"]))
+        if tr is not None:
+            tr.step(tokens=micro * seqs * CFG.context, samples=micro * seqs, loss=loss, grad_norm=gn,
+                    sources={"stdlib": micro * seqs * CFG.context}, sample_ids=[i % 7])
+
+
+def test_ledger_rows_equal_the_loop_row_for_row(text, tmp_path):
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    record: list = []
+    path = tmp_path / "l.db"
+    with Tracker("run", ledger=path, model=model, optimizer=opt, manifest={"optimisation": {"grad_clip": 1.0}}) as tr:
+        train(tr, model, opt, text, 53, record=record)
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("run")
+        assert led.run_info("run")["status"] == "finished"
+        extras = led.extras("run")
+    assert steps["step"].tolist() == list(range(1, 54))
+    tokens = 8 * CFG.context
+    assert steps["tokens"].tolist() == [tokens * (i + 1) for i in range(53)]
+    assert steps["samples"].tolist() == [8.0 * (i + 1) for i in range(53)]
+    assert steps["loss"].tolist() == [float(l) for l, _, _ in record]
+    assert steps["grad_norm"].tolist() == [float(g) for _, g, _ in record]
+    assert steps["clipped"].tolist() == [float(float(g) > 1.0) for _, g, _ in record]
+    assert steps["lr"].tolist() == [lr for _, _, lr in record]
+    assert (steps["wall_s"].diff().dropna() > 0).all() and (steps["step_s"] > 0).all()
+    assert steps["tokens_per_s"].iloc[:3].isna().all() and (steps["tokens_per_s"].iloc[5:] > 0).all()
+    source = extras[extras.key == "tokens/stdlib"]["value"].tolist()
+    assert source == steps["tokens"].tolist()
+    repeat = extras[extras.key == "stream/repeat_rate"]["value"].tolist()
+    assert repeat[:7] == [0.0] * 7 and repeat[7:] == [1.0] * 46  # ids cycle through 7 values
+
+
+def _count_host_syncs(monkeypatch) -> dict[str, int]:
+    counts = {"item": 0, "tolist": 0, "cpu": 0, "__float__": 0, "numpy": 0}
+    main = threading.main_thread()
+    for name in counts:
+        original = getattr(torch.Tensor, name)
+
+        def wrapper(self, *args, _name=name, _original=original, **kwargs):
+            if threading.current_thread() is main:
+                counts[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, wrapper)
+    return counts
+
+
+def test_the_step_path_moves_nothing_to_the_host(text, tmp_path, monkeypatch):
+    """No .item(), .tolist(), .cpu(), float() or .numpy() on tensors from the training thread: the loop with
+    the Tracker (full signals, 4 microbatches, evals) makes exactly as many as the same loop without it."""
+    results = []
+    for tracked in (False, True):
+        torch.manual_seed(0)
+        model = GPT(CFG)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+        with monkeypatch.context() as m:
+            counts = _count_host_syncs(m)
+            if tracked:
+                with Tracker("sync", ledger=tmp_path / "s.db", signals="full", model=model, optimizer=opt,
+                             config=TrackerConfig(entropy_every=7)) as tr:
+                    for step in range(3):
+                        train(tr, model, opt, text, 10, micro=4, seqs=2, seed=step)
+                        tr.eval({"val/loss": torch.tensor(1.0)})
+            else:
+                for step in range(3):
+                    train(None, model, opt, text, 10, micro=4, seqs=2, seed=step)
+            results.append(dict(counts))
+    assert results[1] == results[0]
+    with Ledger(tmp_path / "s.db", readonly=True) as led:
+        assert len(led.steps("sync")) == 30 and len(led.evals("sync")) == 3
+        keys = set(led.extras("sync")["key"])
+    assert {"signals/gns", "signals/grad_norm/blocks.0.qkv", "signals/update_ratio/blocks.1.mlp.0",
+            "signals/act_entropy/blocks.0", "signals/loss_var"} - keys == {"signals/loss_var"}  # 30 < window
+
+
+def test_nan_is_recorded_and_faults_are_contained(text, tmp_path, caplog):
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    path = tmp_path / "n.db"
+    with Tracker("nan", ledger=path, model=model, optimizer=opt) as tr:
+        train(tr, model, opt, text, 5, bad_step=2)
+        tr.step(tokens="many")  # a bad value: reported, counted, never raised
+        tr.step(tokens="many")
+        assert tr.stats["faults"] == 2
+    assert sum("tr" in r.message and "failed" in r.message for r in caplog.records) == 1
+    with Ledger(path, readonly=True) as led:
+        loss = led.steps("nan", ["loss"], nullable=True)["loss"].array
+    assert np.isnan(loss._data[2]) and not loss._mask[2]
+
+
+def test_an_unwritable_ledger_never_stops_training(text, tmp_path):
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    with Tracker("lost", ledger=tmp_path / "missing-dir" / "x.db", model=model, optimizer=opt,
+                 config=TrackerConfig(flush_every_s=0.05)) as tr:
+        train(tr, model, opt, text, 12)
+    assert tr.stats["faults"] >= 1 and tr.stats["written_rows"] == 0
+
+
+def test_resume_continues_steps_and_tokens(text, tmp_path):
+    path = tmp_path / "r.db"
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    with Tracker("r", ledger=path) as tr:
+        train(tr, model, opt, text, 5)
+    with pytest.raises(InputError, match="already exists.*resume=True"):
+        Tracker("r", ledger=path)
+    with Tracker("r", ledger=path, resume=True) as tr:
+        train(tr, model, opt, text, 3)
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("r")
+    assert steps["step"].tolist() == list(range(1, 9))
+    assert steps["tokens"].iloc[-1] == 8 * 8 * CFG.context
+    assert steps["wall_s"].is_monotonic_increasing
+
+
+def test_mfu_and_cost_with_a_peak_override(text, tmp_path):
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    path = tmp_path / "m.db"
+    manifest = {"hardware": {"device_kind": "cpu", "peak_flops": 1e12, "price_per_device_hour": 3.6}}
+    with Tracker("m", ledger=path, model=model, optimizer=opt, manifest=manifest) as tr:
+        train(tr, model, opt, text, 30)
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("m")
+        meta = led.meta("m")["mfu"]
+    fpt = flops_per_token(non_embedding_params=matmul_params(model), layers=2, heads=4, head_dim=16, context=32)
+    assert meta["flops_per_token"] == fpt and meta["peak_flops"] == 1e12 and meta["flag"] == "ok"
+    assert "override" in meta["peak_source"] and meta["dtype"] == "fp32"
+    ok = steps["tokens_per_s"].notna()
+    np.testing.assert_allclose(steps.loc[ok, "mfu"], steps.loc[ok, "tokens_per_s"] * fpt / 1e12)
+    np.testing.assert_allclose(steps["cost_usd"], steps["wall_s"] / 3600 * 3.6)
+
+
+def test_unknown_device_records_no_mfu_and_says_why(tmp_path, caplog):
+    model = GPT(CFG)
+    with Tracker("u", ledger=tmp_path / "u.db", model=model) as tr:
+        tr.step(tokens=10)
+    assert "MFU not recorded" in caplog.text
+    with Ledger(tmp_path / "u.db", readonly=True) as led:
+        assert led.meta("u")["mfu"]["flag"] == "unknown_device"
+        assert led.steps("u")["mfu"].isna().all()
+
+
+def test_flops_per_token_matches_torch_flop_counter():
+    """6N + 12·L·H·Q·T against torch.utils.flop_counter on the reference model. On CPU the counter does not
+    see inside scaled_dot_product_attention, so the attention matmuls are counted on an explicit version."""
+    cfg = GPTConfig(vocab_size=256, context=64, layers=3, width=96, heads=6)
+    model = GPT(cfg)
+    b, t, q = 2, cfg.context, cfg.width // cfg.heads
+    x = torch.randint(0, cfg.vocab_size, (b, t))
+    with FlopCounterMode(display=False) as counter:
+        model(x, x)[1].backward()
+    qk = torch.randn(b, cfg.heads, t, q, requires_grad=True)
+    v = torch.randn(b, cfg.heads, t, q, requires_grad=True)
+    with FlopCounterMode(display=False) as attn:
+        (torch.softmax(qk @ qk.transpose(-1, -2), -1) @ v).sum().backward()
+    counted = (counter.get_total_flops() + cfg.layers * attn.get_total_flops()) / (b * t)
+    formula = flops_per_token(non_embedding_params=matmul_params(model), layers=cfg.layers, heads=cfg.heads,
+                              head_dim=q, context=t)
+    # N also holds biases and LayerNorm weights, which the counter (matmuls only) leaves out.
+    assert abs(formula / counted - 1) < 0.03, (formula, counted)
+
+
+def test_loss_scale_and_skipped_steps(text, tmp_path):
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    path = tmp_path / "amp.db"
+    with Tracker("amp", ledger=path, model=model, optimizer=opt, scaler=scaler, signals="full") as tr:
+        train(tr, model, opt, text, 8, scaler=scaler, bad_step=3)
+    with Ledger(path, readonly=True) as led:
+        ex = led.extras("amp", ["signals/loss_scale", "signals/skipped_steps"])
+    scale = ex[ex.key == "signals/loss_scale"]["value"].tolist()
+    skipped = ex[ex.key == "signals/skipped_steps"]["value"].tolist()
+    assert scale[:3] == [1024.0] * 3 and scale[3:] == [512.0] * 5
+    assert skipped == [0, 0, 0, 1, 1, 1, 1, 1]
+
+
+def test_config_is_validated_with_the_field_name():
+    with pytest.raises(InputError, match="TrackerConfig.log_every_steps must be >= 1, got 0"):
+        TrackerConfig(log_every_steps=0)
+    with pytest.raises(InputError, match="signals must be"):
+        Tracker("x", ledger=":memory:", signals="some")
