@@ -23,14 +23,19 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.torch
 	$(PIP) install --quiet -e '.[dev]'
 	touch $@
 
+$(VENV)/.bench: pyproject.toml $(VENV)/.torch
+	$(PIP) install --quiet -e '.[bench]'
+	touch $@
+
 demo: $(VENV)/.demo
 	$(BIN)/yieldgate demo
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest --durations=20 -q
 
-bench: $(VENV)/.dev
+bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_ledger.py
+	$(BIN)/python benchmarks/bench_tracker.py
 
 soak: $(VENV)/.dev
 	$(BIN)/python -m pytest -q -m soak --durations=20

@@ -18,6 +18,7 @@ them to the host at log steps.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +28,24 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy", "loss_variance"]
+__all__ = ["Busy", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy", "loss_variance"]
+
+
+class Busy:
+    """Seconds spent in our hooks on the training thread: the Tracker's own cost, reported beside step time."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return timed
 
 
 def layer_groups(model: nn.Module) -> tuple[list[str], list[nn.Parameter], list[int]]:
@@ -106,8 +124,10 @@ class GradientSignals:
         *,
         loss_averaged: bool = True,
         loss_scale: Callable[[], torch.Tensor | None] = lambda: None,
+        busy: Busy | None = None,
     ) -> None:
         self.names, self.params, self.layer_of = layer_groups(model)
+        self.busy = busy or Busy()
         self.loss_averaged = loss_averaged
         self.loss_scale = loss_scale
         self._state = _StepState()
@@ -118,10 +138,10 @@ class GradientSignals:
         # The first parameter's hook counts microbatches (every backward reaches every trainable parameter
         # of a dense model; the count is checked against the other parameters' hooks at collect time).
         for i, p in enumerate(self.params):
-            self._handles.append(p.register_hook(self._grad_hook(i)))
+            self._handles.append(p.register_hook(self.busy.wrap(self._grad_hook(i))))
         if optimizer is not None:
-            self._handles.append(optimizer.register_step_pre_hook(self._pre_step))
-            self._handles.append(optimizer.register_step_post_hook(self._post_step))
+            self._handles.append(optimizer.register_step_pre_hook(self.busy.wrap(self._pre_step)))
+            self._handles.append(optimizer.register_step_post_hook(self.busy.wrap(self._post_step)))
 
     def _grad_hook(self, i: int) -> Callable[[torch.Tensor], None]:
         layer = self.layer_of[i]
@@ -215,11 +235,12 @@ def _entropy_hook(store: list[torch.Tensor]) -> Callable[..., None]:
 
 
 @contextmanager
-def activation_entropy(modules: dict[str, nn.Module]) -> Iterator[dict[str, list[torch.Tensor]]]:
+def activation_entropy(modules: dict[str, nn.Module], busy: Busy | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
     """Forward hooks that record, for each module, the mean entropy (nats) of the softmax over its output
     features; removed on exit. A falling entropy is a collapsing representation."""
+    busy = busy or Busy()
     stores: dict[str, list[torch.Tensor]] = {name: [] for name in modules}
-    handles = [m.register_forward_hook(_entropy_hook(stores[name])) for name, m in modules.items()]
+    handles = [m.register_forward_hook(busy.wrap(_entropy_hook(stores[name]))) for name, m in modules.items()]
     try:
         yield stores
     finally:

@@ -37,7 +37,7 @@ from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest
 from yieldgate.track import hardware
-from yieldgate.track.signals import GradientSignals, activation_entropy, gns_estimate, sample_layers
+from yieldgate.track.signals import Busy, GradientSignals, activation_entropy, gns_estimate, sample_layers
 from yieldgate.track.throughput import flops_per_token, mfu
 from yieldgate.track.writer import Packet, StepRow, TensorRef, Writer, WriterSettings
 
@@ -93,15 +93,19 @@ class TrackerConfig:
 
 
 def _contained(method: Any) -> Any:
-    """Run a Tracker method so that an error inside the tracker never reaches the training loop."""
+    """Run a Tracker method so that an error inside the tracker never reaches the training loop, and count
+    the time it takes as the Tracker's own cost."""
 
     @functools.wraps(method)
     def wrapper(self: Tracker, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - contained by design: reported once and counted
             self._fault(method.__name__, exc)
             return None
+        finally:
+            self.busy.seconds += time.perf_counter() - start
 
     return wrapper
 
@@ -173,6 +177,8 @@ class Tracker:
             manifest = parse_manifest(dict(manifest), origin="Tracker(manifest=...)")
         self.manifest: Manifest | None = manifest
         self.faults = 0
+        self.busy = Busy()
+        """Seconds the Tracker spent on the training thread (its calls and hooks), for overhead reports."""
         self._reported: set[tuple[str, str]] = set()
         self._scaler = scaler
         self._closed = False
@@ -208,15 +214,15 @@ class Tracker:
         layer_names: tuple[str, ...] = ()
         if signals == "full" and model is not None:
             self._grad = GradientSignals(model, optimizer, loss_averaged=self.config.loss_averaged,
-                                         loss_scale=self._scale_tensor)
+                                         loss_scale=self._scale_tensor, busy=self.busy)
             layer_names = tuple(self._grad.names)
             self._entropy_layers = sample_layers(model, self.config.entropy_layers)
         self._model = model
         if optimizer is not None:
             # Registered after the signal hooks' pre-step hook and before their post-step hook, so the timer
             # covers the optimizer's own work only (hooks run in registration order).
-            optimizer.register_step_pre_hook(self._opt_pre)
-            optimizer.register_step_post_hook(self._opt_post)
+            optimizer.register_step_pre_hook(self.busy.wrap(self._opt_pre))
+            optimizer.register_step_post_hook(self.busy.wrap(self._opt_post))
 
         self._writer = Writer(
             WriterSettings(
@@ -448,7 +454,7 @@ class Tracker:
                     self._keep(f"entropy:{name}", i, torch.stack(values).mean())
             self._entropy_ctx = self._entropy_store = None
         if (self._step + 1) % cfg.entropy_every == 0 and self._entropy_layers:
-            self._entropy_ctx = activation_entropy(self._entropy_layers)
+            self._entropy_ctx = activation_entropy(self._entropy_layers, self.busy)
             self._entropy_store = self._entropy_ctx.__enter__()
 
     def _ship(self) -> None:
@@ -521,10 +527,10 @@ class Tracker:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     @property
-    def stats(self) -> dict[str, int]:
-        """Faults contained, rows written and rows dropped so far."""
+    def stats(self) -> dict[str, float]:
+        """Faults contained, rows written and dropped so far, and seconds spent on the training thread."""
         return {"faults": self.faults, "written_rows": self._writer.written_rows,
-                "dropped_rows": self._writer.dropped_rows}
+                "dropped_rows": self._writer.dropped_rows, "busy_s": self.busy.seconds}
 
     def close(self, status: str = "finished") -> None:
         """Flush everything, stop the writer and record the run's status."""
