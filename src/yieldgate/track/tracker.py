@@ -514,7 +514,10 @@ class Tracker:
             else:
                 values[key] = value
         self._evals.append((at, values))
-        self._ship()
+        if self._group is None:
+            self._ship()
+        # Distributed: the eval goes with the next regular packet, so that every rank ships the same packets
+        # (their counters are gathered packet by packet) even when only rank 0 evaluates.
 
     def _fault(self, where: str, exc: BaseException) -> None:
         self.faults += 1

@@ -125,6 +125,7 @@ class Writer(threading.Thread):
         self._skipped = 0
         self._at: dict[int, tuple[float, float]] = {}
         self._last_flush = time.monotonic()
+        self._reduce_failed = False
 
     def submit(self, packet: Packet) -> None:
         try:
@@ -201,8 +202,14 @@ class Writer(threading.Thread):
                           [r.step_s for r in packet.rows]], dtype=np.float64)
         tokens, samples = local[0], local[1]
         spread: dict[str, np.ndarray] = {}
-        if self.s.reduce is not None:
-            gathered = self.s.reduce(local)  # [ranks, fields, rows]
+        gathered = None
+        if self.s.reduce is not None and not self._reduce_failed and n:
+            try:
+                gathered = self.s.reduce(local)  # [ranks, fields, rows]
+            except RuntimeError as exc:  # a rank died or timed out: go on with this rank's own counters
+                self._reduce_failed = True
+                self.on_fault("reducing counters across ranks (now recording this rank's counters only)", exc)
+        if gathered is not None:
             tokens, samples = gathered[:, 0].sum(0), gathered[:, 1].sum(0)
             rates = gathered[:, 0] / np.maximum(gathered[:, 2], 1e-12)  # per-rank tokens/s of each step
             spread = {"dist/tokens_per_s/min": rates.min(0), "dist/tokens_per_s/max": rates.max(0),
