@@ -47,4 +47,5 @@ def test_telemetry_on_a_cpu_machine_samples_without_failing():
     tel.sample()
     sample = tel.sample()
     assert "device/cpu_util" in sample and sample["device/cpu_util"] >= 0
+    assert 0 < sample["device/rss_gib"] < 64
     assert ("energy_j" in sample) == ("rapl" in tel.sources)

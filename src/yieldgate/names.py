@@ -58,6 +58,21 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "signals/loss_var": "nats^2 (per-batch loss variance over a window)",
     "tokens/<source>": "tokens (cumulative, per data source)",
     "stream/repeat_rate": "fraction of samples seen before in the window",
+    "time/optimizer_s": "s (optimizer step, host or CUDA-event time)",
+    "device/cpu_util": "% of one core (this process)",
+    "device/rss_gib": "GiB (this process's resident host memory)",
+    "device/mem_peak_gib": "GiB (peak allocated by torch on this process's GPU)",
+    "device/gpu_util": "% (mean over this process's GPUs)",
+    "device/power_w": "W (sum over this process's GPUs)",
+    "device/mem_used_gib": "GiB (sum over this process's GPUs)",
+    "device/sm_clock_mhz": "MHz (lowest GPU)",
+    "device/temp_c": "°C (hottest GPU)",
+    "device/throttle_reasons": "NVML clock-throttle reason bits (OR over GPUs)",
+    "device/pcie_tx_mb_s": "MB/s",
+    "device/pcie_rx_mb_s": "MB/s",
+    "dist/tokens_per_s/min": "tokens/s (slowest rank)",
+    "dist/tokens_per_s/max": "tokens/s (fastest rank)",
+    "dist/step_s/max": "s (slowest rank's step)",
 }
 
 # The namespaces the contract defines. Any other namespaced key (an imported `train/perplexity`, say) is

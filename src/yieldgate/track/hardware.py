@@ -85,6 +85,7 @@ class Telemetry:
     """
 
     def __init__(self, gpu_indices: list[int] | None = None) -> None:
+        self._cuda = gpu_indices[0] if gpu_indices else None
         self._nvml: Any = None
         self._handles: list[Any] = []
         self._energy0: list[float] = []
@@ -142,6 +143,16 @@ class Telemetry:
                 self._rapl_last[i] = now
             total = self._rapl_total
             out["energy_j"] = out.get("energy_j", 0.0) + total
+        try:
+            # resident pages x page size: this process's host memory
+            out["device/rss_gib"] = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+        except (OSError, ValueError, IndexError):
+            pass
+        if self._cuda is not None:
+            import torch
+
+            # The caching allocator's own counters: host-side, no device sync.
+            out["device/mem_peak_gib"] = torch.cuda.max_memory_allocated(self._cuda) / 2**30
         cpu = os.times()
         now = time.monotonic()
         busy = cpu.user + cpu.system
