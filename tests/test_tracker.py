@@ -179,10 +179,14 @@ def test_unknown_device_records_no_mfu_and_says_why(tmp_path, caplog):
     model = GPT(CFG)
     with Tracker("u", ledger=tmp_path / "u.db", model=model) as tr:
         tr.step(tokens=10)
+        tr.step(tokens=10, step=7, data_wait_s=0.25)
     assert "MFU not recorded" in caplog.text
     with Ledger(tmp_path / "u.db", readonly=True) as led:
         assert led.meta("u")["mfu"]["flag"] == "unknown_device"
-        assert led.steps("u")["mfu"].isna().all()
+        steps = led.steps("u")
+    assert steps["mfu"].isna().all()
+    # Without batches() the wait for data is unknown, not zero; a framework may number steps itself.
+    assert steps["step"].tolist() == [1, 7] and np.isnan(steps["data_wait_s"][0]) and steps["data_wait_s"][1] == 0.25
 
 
 def test_flops_per_token_matches_torch_flop_counter():

@@ -245,6 +245,7 @@ class Tracker:
         self._last_step_t = self._t0
         self._last_ship_t = self._t0
         self._wait = 0.0
+        self._batches_used = False
         self._rows: list[StepRow] = []
         self._tensors: dict[str, tuple[list[int], list[torch.Tensor]]] = {}
         self._evals: list[tuple[int, dict[str, Any]]] = []
@@ -329,6 +330,7 @@ class Tracker:
 
     def batches(self, iterable: Iterable[T]) -> Iterator[T]:
         """Yield from `iterable`, timing each wait for the next batch (the step's `data_wait_s`)."""
+        self._batches_used = True
         it = iter(iterable)
         while True:
             start = time.perf_counter()
@@ -376,12 +378,19 @@ class Tracker:
         sources: Mapping[str, int] | None = None,
         sample_ids: Any = None,
         extras: Mapping[str, float | torch.Tensor] | None = None,
+        step: int | None = None,
+        data_wait_s: float | None = None,
     ) -> None:
         """Record one optimizer step: `tokens` and `samples` accepted in this step (on this rank), the loss,
         learning rate (default: the optimizer's first group), gradient norm (pre-clipping), per-source token
-        counts and the ids (or content hashes) of the samples, for the stream-duplicate counter."""
+        counts and the ids (or content hashes) of the samples, for the stream-duplicate counter.
+
+        `step` numbers the step as the framework does (default: one more than the last); `data_wait_s` gives
+        the wait for data when the loop does not iterate through `batches()` (otherwise it stays unrecorded)."""
         now = time.perf_counter()
-        self._step += 1
+        self._step = self._step + 1 if step is None else int(step)
+        if data_wait_s is None and self._batches_used:
+            data_wait_s = self._wait
         i = len(self._rows)
         if lr is None and self._optimizer is not None:
             lr = self._optimizer.param_groups[0]["lr"]
@@ -389,7 +398,7 @@ class Tracker:
             self._keep("lr", i, lr)
             lr = None
         row = StepRow(step=self._step, tokens=float(tokens), samples=float(samples if samples is not None else 0),
-                      t_end=now, step_s=now - self._last_step_t, data_wait_s=self._wait, lr=lr,
+                      t_end=now, step_s=now - self._last_step_t, data_wait_s=data_wait_s, lr=lr,
                       clipped=None if clipped is None else float(clipped), sources=dict(sources) if sources else None,
                       sample_ids=sample_ids)
         self._tokens_local += float(tokens)

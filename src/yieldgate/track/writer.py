@@ -43,7 +43,7 @@ class StepRow:
     samples: float
     t_end: float
     step_s: float
-    data_wait_s: float
+    data_wait_s: float | None
     lr: float | None = None
     clipped: float | None = None
     sources: dict[str, Any] | None = None
