@@ -41,3 +41,9 @@ class Cli:
 @pytest.fixture
 def cli(ledger_path: Path) -> Cli:
     return Cli(ledger_path)
+
+
+@pytest.fixture
+def cli_for():
+    """A `Cli` for any ledger file."""
+    return Cli

@@ -123,6 +123,9 @@ COMMANDS = {
     "manifest validate": {"--json"},
     "manifest diff": {"--json"},
     "demo": {"--quick"},
+    "yield": {"--json", "--tranche-tokens", "--metric", "--per"},
+    "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
+    "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},
 }
 
 

@@ -19,6 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from yieldgate import __version__
+from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
 from yieldgate.errors import RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger
 from yieldgate.manifest import Manifest, diff, load_manifest
@@ -252,6 +253,127 @@ def manifest_diff(
     for d in differences:
         table.add_row(d.field, json.dumps(d.a), json.dumps(d.b))
     console.print(table)
+
+
+MetricOption = Annotated[str, typer.Option("--metric", help="Eval key <task>/<metric> the yields follow.")]
+PerOption = Annotated[str, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token).")]
+
+
+@app.command("yield")
+def yield_(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run name.")],
+    tranche_tokens: Annotated[
+        float | None, typer.Option("--tranche-tokens", help="Merge evaluations into tranches of at least N tokens.")
+    ] = None,
+    metric: MetricOption = "val/loss",
+    per: PerOption = "token",
+    as_json: JsonOption = False,
+) -> None:
+    """Data yield per tranche: validation-loss improvement per billion tokens, device-hour, dollar and kWh,
+    with per-source and capability yields over the same spans.
+
+    Example: yieldgate yield bs64-fp16 --tranche-tokens 50000000 --json
+    """
+    with _ledger(ctx) as ledger:
+        report = yield_report(ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per)
+    if as_json:
+        _print_json(report.to_dict()["tranches"])
+        return
+    console.print(f"{run}: yield of {report.task}/{report.metric} ({report.unit})", markup=False, highlight=False)
+    table = Table("tokens", f"{report.metric} start", "end", "per B tokens", "per device-h", "per $", "per kWh")
+    for t in report.tranches:
+        table.add_row(f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}", _fmt(t.loss_start), _fmt(t.loss_end),
+                      _fmt(t.yield_per_btok), _fmt(t.yield_per_device_hour), _fmt(t.yield_per_dollar),
+                      _fmt(t.yield_per_kwh))
+    console.print(table)
+    for t in report.tranches:
+        for d in t.disagreements:
+            console.print(f"steps {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
+    for what, why in report.missing.items():
+        console.print(f"{what}: unknown ({why})", markup=False, highlight=False)
+
+
+@app.command()
+def compare(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(help="Run name or glob (a seed group), side A (the reference).")],
+    b: Annotated[str, typer.Argument(help="Run name or glob, side B.")],
+    at: Annotated[str, typer.Option("--at", help="Align on tokens, time, compute or cost.")] = "tokens",
+    target_loss: Annotated[float | None, typer.Option("--target-loss", help="Loss for time-to-target.")] = None,
+    primary: Annotated[str, typer.Option("--primary", help="learning or throughput.")] = "learning",
+    metric: MetricOption = "val/loss",
+    per: PerOption = "token",
+    as_json: JsonOption = False,
+) -> None:
+    """Compare two runs or seed groups at equal tokens/time/compute/cost, with the speedup split into
+    throughput x sample efficiency and the manifest diff as confounders.
+
+    Example: yieldgate compare 'baseline-seed*' 'bs256-seed*' --at tokens --json
+    """
+    if primary not in ("learning", "throughput"):
+        raise YieldgateError(f"--primary must be learning or throughput, got {primary!r}")
+    with _ledger(ctx) as ledger:
+        result = compare_groups(ledger, a, b, at=at, target_loss=target_loss, metric=metric,  # type: ignore[arg-type]
+                                primary=primary, per=per)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    table = Table(result.aligned_on, f"{a}", f"{b}", "B - A", "interval", "within noise")
+    for p in result.points:
+        interval = "-" if p["interval"] is None else f"[{_fmt(p['interval'][0])}, {_fmt(p['interval'][1])}]"
+        noise = "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")
+        table.add_row(_fmt(p[result.aligned_on]), _fmt(p["a"]), _fmt(p["b"]), _fmt(p["diff"]), interval, noise)
+    console.print(table)
+    s = result.speedup
+    console.print(f"target {result.metric} {_fmt(result.target_loss)}: tokens {_fmt(result.tokens_to_target[a])} vs "
+                  f"{_fmt(result.tokens_to_target[b])}, time {_fmt(result.time_to_target_s[a])} s vs "
+                  f"{_fmt(result.time_to_target_s[b])} s", markup=False, highlight=False)
+    console.print(f"speedup (B over A): time {_fmt(s['time'])} = throughput {_fmt(s['throughput'])} x sample "
+                  f"efficiency {_fmt(s['sample_efficiency'])}; effective token multiplier "
+                  f"{_fmt(result.effective_token_multiplier)}", markup=False, highlight=False)
+    for c in result.confounders:
+        console.print(f"confounder: {c['field']}: {json.dumps(c['a'])} vs {json.dumps(c['b'])}", markup=False,
+                      highlight=False)
+    for line in result.warnings + result.notes:
+        console.print(f"note: {line}", markup=False, highlight=False)
+    console.print(result.verdict, markup=False, highlight=False)
+
+
+@app.command()
+def forecast(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run name.")],
+    next_tokens: Annotated[float, typer.Option("--next-tokens", help="Size of the next tranche in tokens.")],
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for.")
+    ] = None,
+    level: Annotated[float, typer.Option("--level", help="Coverage of the bootstrap interval.")] = 0.8,
+    metric: MetricOption = "val/loss",
+    as_json: JsonOption = False,
+) -> None:
+    """Fit loss = E + B * tokens^-beta on the run's stable-LR evaluations and forecast what the next tranche
+    buys, with a bootstrap interval.
+
+    Example: yieldgate forecast bs64-fp16 --next-tokens 1e9 --threshold 0.01
+    """
+    with _ledger(ctx) as ledger:
+        result = forecast_run(ledger, run, next_tokens=next_tokens, threshold_per_btok=threshold, metric=metric,
+                              level=level)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    f = result.fit
+    console.print(f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * tokens^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, "
+                  f"{len(f.tokens)} evaluations)", markup=False, highlight=False)
+    console.print(f"next {_fmt(result.next_tokens)} tokens after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
+                  f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval), "
+                  f"{_fmt(result.yield_per_btok)} per billion tokens", markup=False, highlight=False)
+    if result.threshold_tokens is not None:
+        console.print(f"marginal yield falls below {_fmt(threshold)} per billion tokens at "
+                      f"{_fmt(result.threshold_tokens)} tokens", markup=False, highlight=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 @app.command()

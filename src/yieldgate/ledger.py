@@ -229,11 +229,15 @@ class Ledger:
             if path.is_dir():
                 raise LedgerError(f"{location}: is a directory; --ledger takes a file path such as ./yieldgate.db")
             if readonly:
-                db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
-                                     timeout=30, check_same_thread=False)
-                db.execute("PRAGMA busy_timeout = 30000")
+                db = self._open_readonly(path)
                 if migrations.check(db, location):
-                    raise LedgerError(f"{location}: needs a schema upgrade; run any writing command once")
+                    # An older schema: upgrade it once (migrations only add), then read as asked.
+                    db.close()
+                    if not os.access(path, os.W_OK):
+                        raise LedgerError(f"{location}: written by an older yieldgate and read-only here; "
+                                          "open it once where it is writable to upgrade it")
+                    Ledger(path).close()
+                    db = self._open_readonly(path)
                 return db
             if not path.parent.exists():
                 raise LedgerError(f"{location}: folder {path.parent} does not exist; create it first")
@@ -247,6 +251,13 @@ class Ledger:
             return db
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); point --ledger at another file") from None
+
+    @staticmethod
+    def _open_readonly(path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=30,
+                             check_same_thread=False)
+        db.execute("PRAGMA busy_timeout = 30000")
+        return db
 
     # -- plumbing -------------------------------------------------------------------------------------
 

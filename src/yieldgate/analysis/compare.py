@@ -1,0 +1,279 @@
+"""Honest comparison of two runs or two seed groups: aligned at equal tokens, time, compute or cost, with an
+interval from the seeds, and the speedup taken apart.
+
+Time-to-target decomposition (DESIGN.md, "speedups multiply"):
+    speedup.time              = time_to_target(A) / time_to_target(B)
+    speedup.throughput        = (tokens_to_target(B) / time_to_target(B)) / (tokens_to_target(A) / time_to_target(A))
+    speedup.sample_efficiency = tokens_to_target(A) / tokens_to_target(B)
+so that time = throughput x sample_efficiency exactly. This is what tells "faster" from "learns more per token".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from yieldgate.analysis.yields import eval_points
+from yieldgate.errors import InputError
+from yieldgate.manifest import Manifest, diff
+from yieldgate.names import LOSS_METRIC, VAL_TASK
+
+__all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing"]
+
+Axis = Literal["tokens", "time", "compute", "cost"]
+AXIS_COLUMN = {"tokens": "tokens", "time": "wall_s", "compute": "flops", "cost": "cost_usd"}
+
+
+@dataclass
+class RunData:
+    """What the comparison needs of one run, read from the ledger by the caller."""
+
+    name: str
+    steps: pd.DataFrame
+    evals: pd.DataFrame
+    manifest: Manifest | None = None
+    flops_per_token: float | None = None
+
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    aligned_on: str
+    metric: str
+    target_loss: float | None
+    tokens_to_target: dict[str, float | None]
+    time_to_target_s: dict[str, float | None]
+    speedup: dict[str, float | None]
+    effective_token_multiplier: float | None
+    points: list[dict[str, Any]]
+    confounders: list[dict[str, Any]]
+    warnings: list[str]
+    notes: list[str]
+    seeds: dict[str, int]
+    primary: str
+    verdict: str
+    runs: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> pd.DataFrame:
+    """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (NaN where the
+    run lacks it), in step order."""
+    points = eval_points(run.evals, run.steps, task, metric)
+    steps = run.steps.set_index("step") if len(run.steps) else pd.DataFrame()
+    out = points.rename(columns={"value": "loss"})
+    for column in ("wall_s", "cost_usd"):
+        from_steps = steps[column].reindex(points["step"]).to_numpy(dtype=float) if column in steps else np.nan
+        out[column] = from_steps
+    if "wall_s" in run.evals:
+        recorded = run.evals[(run.evals.task == task) & (run.evals.metric == metric)].drop_duplicates("step", keep="last")
+        by_step = recorded.set_index("step")["wall_s"].reindex(points["step"]).to_numpy(dtype=float)
+        out["wall_s"] = np.where(np.isnan(by_step), out["wall_s"], by_step)
+    out["flops"] = out["tokens"] * run.flops_per_token if run.flops_per_token else np.nan
+    return out.reset_index(drop=True)
+
+
+def crossing(x: np.ndarray, y: np.ndarray, target: float) -> float | None:
+    """First x at which the curve y(x), linear between points, reaches `target` (y <= target), or None."""
+    ok = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[ok], y[ok]
+    hits = np.nonzero(y <= target)[0]
+    if len(hits) == 0:
+        return None
+    i = hits[0]
+    if i == 0:
+        return float(x[0])
+    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
+    return float(x0 + (y0 - target) / (y0 - y1) * (x1 - x0))
+
+
+def _time_at_tokens(run: RunData, curve: pd.DataFrame, tokens: float) -> float | None:
+    """Wall time when the run had accepted `tokens`: from its step rows (dense), else its eval points."""
+    for frame in (run.steps, curve):
+        if "wall_s" not in frame or "tokens" not in frame:
+            continue
+        sub = frame[["tokens", "wall_s"]].dropna().sort_values("tokens")
+        if len(sub) >= 2 and sub["tokens"].iloc[0] <= tokens <= sub["tokens"].iloc[-1]:
+            return float(np.interp(tokens, sub["tokens"], sub["wall_s"]))
+    return None
+
+
+def _interval(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Half-width of a Welch t-interval for mean(b) - mean(a), and the pooled seed spread (noise floor)."""
+    na, nb = len(a), len(b)
+    if na < 2 and nb < 2:
+        return None, None
+    va = a.var(ddof=1) if na >= 2 else b.var(ddof=1)  # one seed on a side: borrow the other side's spread
+    vb = b.var(ddof=1) if nb >= 2 else a.var(ddof=1)
+    se = math.sqrt(va / na + vb / nb)
+    dof_num = (va / na + vb / nb) ** 2
+    dof_den = (va / na) ** 2 / max(na - 1, 1) + (vb / nb) ** 2 / max(nb - 1, 1)
+    dof = dof_num / dof_den if dof_den > 0 else max(na + nb - 2, 1)
+    half = float(stats.t.ppf(0.5 + level / 2, dof) * se) if se > 0 else 0.0
+    return half, math.sqrt((va + vb) / 2)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return float(np.mean(values)) if values and all(v is not None for v in values) else None
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den not in (None, 0) else None
+
+
+_SECTIONS = {"data": "data", "model": "model", "optimisation": "optimisation", "hardware": "hardware",
+             "evals": "eval portfolio", "library_versions": "library versions", "code_version": "code version"}
+
+
+def _confounders(a: list[RunData], b: list[RunData]) -> tuple[list[dict[str, Any]], list[str]]:
+    warnings = []
+    ma, mb = a[0].manifest, b[0].manifest
+    if ma is None or mb is None:
+        missing = [r.name for r in (a[0], b[0]) if r.manifest is None]
+        return [], [f"no manifest for {', '.join(missing)}: the confounders of this comparison are unknown"]
+    fields = [d.model_dump() for d in diff(ma, mb) if d.field not in ("seed", "name")]
+    sections = sorted({_SECTIONS.get(f["field"].split(".")[0].split("[")[0], f["field"]) for f in fields})
+    if len(sections) > 1:
+        warnings.append(f"the sides differ in {', '.join(sections)}: more than the one thing under test, so the "
+                        "difference mixes their effects")
+    if len(a) != len(b):
+        warnings.append(f"the sides have different seed counts ({len(a)} vs {len(b)})")
+    return fields, warnings
+
+
+def compare(
+    a: list[RunData],
+    b: list[RunData],
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    at: Axis = "tokens",
+    target_loss: float | None = None,
+    task: str = VAL_TASK,
+    metric: str = LOSS_METRIC,
+    primary: Literal["learning", "throughput"] = "learning",
+    n_points: int = 6,
+) -> Comparison:
+    """Compare group A with group B (each a list of seeds of one configuration); see the module docstring."""
+    if not a or not b:
+        raise InputError("compare needs at least one run on each side")
+    if at not in AXIS_COLUMN:
+        raise InputError(f"--at must be one of {', '.join(AXIS_COLUMN)}, got {at!r}")
+    curves = {id(r): run_curve(r, task, metric) for r in a + b}
+    notes: list[str] = []
+    warnings: list[str] = []
+    for r in a + b:
+        c = curves[id(r)]
+        if c["loss"].isna().all() or len(c) < 2:
+            raise InputError(f"run {r.name!r} has fewer than two evaluations of {task}/{metric}: nothing to align")
+
+    # -- aligned points ---------------------------------------------------------------------------------
+    column = AXIS_COLUMN[at]
+    points: list[dict[str, Any]] = []
+    usable = [r for r in a + b if curves[id(r)][column].notna().sum() >= 2]
+    if len(usable) < len(a + b):
+        lacking = [r.name for r in a + b if r not in usable]
+        reason = {"time": "wall-clock time", "compute": "FLOPs per token (model shape in the manifest)",
+                  "cost": "cost (cost_usd, or a price per device-hour)"}.get(at, "token counts")
+        warnings.append(f"no aligned points at equal {at}: {', '.join(lacking)} lack {reason}")
+    else:
+        lo = max(float(curves[id(r)][column].min()) for r in a + b)
+        hi = min(float(curves[id(r)][column].max()) for r in a + b)
+        grid = np.linspace(lo, hi, n_points) if hi > lo else np.array([lo])
+        exact = all(set(np.round(grid, 6)) <= set(np.round(curves[id(r)][column].dropna(), 6)) for r in a + b)
+        if not exact:
+            notes.append(f"losses at equal {at} are interpolated linearly between each run's evaluations")
+        for x in grid:
+            va = np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in a])
+            vb = np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in b])
+            half, noise = _interval(va, vb)
+            delta = float(vb.mean() - va.mean())
+            points.append({at: float(x), "a": float(va.mean()), "b": float(vb.mean()), "diff": delta,
+                           "interval": None if half is None else [delta - half, delta + half],
+                           "noise_floor": noise,
+                           "within_noise": None if half is None else bool(abs(delta) <= half)})
+    if len(a) < 2 and len(b) < 2:
+        notes.append("one seed per side: no noise floor is known, so no difference can be called real")
+
+    # -- time to target ---------------------------------------------------------------------------------
+    if target_loss is None:
+        # The worst best loss across all runs: every run reaches it, so every side has a time to target.
+        target_loss = max(float(curves[id(r)]["loss"].min()) for r in a + b)
+        notes.append(f"target loss {target_loss:.6g}: the worst best loss across runs (every run reaches it)")
+    to_target: dict[str, dict[str, float | None]] = {}
+    for side, group in zip(names, (a, b), strict=True):
+        tokens = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), target_loss) for r in group]
+        times = [None if t is None else _time_at_tokens(r, curves[id(r)], t) for r, t in zip(group, tokens, strict=True)]
+        if any(t is None for t in tokens):
+            warnings.append(f"{side} does not reach the target loss {target_loss:.6g} in every run")
+        elif any(t is None for t in times):
+            warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")
+        to_target[side] = {"tokens": _mean(tokens), "time": _mean(times)}
+    ta, tb = to_target[names[0]], to_target[names[1]]
+    speedup = {
+        "time": _ratio(ta["time"], tb["time"]),
+        "throughput": _ratio(_ratio(tb["tokens"], tb["time"]), _ratio(ta["tokens"], ta["time"])),
+        "sample_efficiency": _ratio(ta["tokens"], tb["tokens"]),
+    }
+
+    # -- effective token multiplier ---------------------------------------------------------------------
+    b_last = [curves[id(r)].dropna(subset=["tokens", "loss"]).iloc[-1] for r in b]
+    b_loss, b_tokens = float(np.mean([p["loss"] for p in b_last])), float(np.mean([p["tokens"] for p in b_last]))
+    a_need = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), b_loss) for r in a]
+    multiplier = _ratio(_mean(a_need), b_tokens)
+    if multiplier is None:
+        notes.append(f"{names[0]} never reaches {names[1]}'s last loss ({b_loss:.6g}): no effective token multiplier")
+
+    confounders, confound_warnings = _confounders(a, b)
+    warnings += confound_warnings
+    verdict = _verdict(names, primary, speedup, points, at, len(a), len(b))
+    return Comparison(
+        a=names[0], b=names[1], aligned_on=at, metric=f"{task}/{metric}", target_loss=target_loss,
+        tokens_to_target={names[0]: ta["tokens"], names[1]: tb["tokens"]},
+        time_to_target_s={names[0]: ta["time"], names[1]: tb["time"]},
+        speedup=speedup, effective_token_multiplier=multiplier, points=points, confounders=confounders,
+        warnings=warnings, notes=notes, seeds={names[0]: len(a), names[1]: len(b)}, primary=primary,
+        verdict=verdict, runs={names[0]: [r.name for r in a], names[1]: [r.name for r in b]},
+    )
+
+
+def _xy(curve: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    sub = curve[[column, "loss"]].dropna().sort_values(column)
+    return sub[column].to_numpy(), sub["loss"].to_numpy()
+
+
+def _side(value: float | None, names: tuple[str, str]) -> str | None:
+    """Which side a speedup ratio (A over B) favours: > 1 favours B."""
+    if value is None or math.isclose(value, 1.0, rel_tol=1e-9):
+        return None
+    return names[1] if value > 1 else names[0]
+
+
+def _verdict(names: tuple[str, str], primary: str, speedup: dict[str, float | None], points: list[dict[str, Any]],
+             at: str, na: int, nb: int) -> str:
+    learn, fast = _side(speedup["sample_efficiency"], names), _side(speedup["throughput"], names)
+    if learn is None and fast is None and all(p["diff"] == 0 for p in points):
+        return "no difference: the two sides learn the same per token and move tokens at the same rate"
+    se, tp = speedup["sample_efficiency"], speedup["throughput"]
+    learning = (f"{learn} learns more per token ({max(se, 1 / se):.3g}x fewer tokens to target)" if learn and se
+                else "neither side learns more per token" if se else "learning per token is unknown")
+    throughput = (f"{fast} moves tokens faster ({max(tp, 1 / tp):.3g}x tokens/s)" if fast and tp
+                  else "neither side is faster" if tp else "throughput is unknown (no wall-clock time)")
+    if na < 2 and nb < 2:
+        noise = "with one seed per side no noise floor is known"
+    elif points and all(p["within_noise"] for p in points):
+        noise = f"the loss difference at equal {at} is within the seed noise"
+    elif points:
+        beyond = sum(not p["within_noise"] for p in points)
+        noise = f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(points)} points"
+    else:
+        noise = f"no points at equal {at} could be aligned"
+    first, second = (learning, throughput) if primary == "learning" else (throughput, learning)
+    return f"On {primary} (primary): {first}; {second}; {noise}."

@@ -1,0 +1,203 @@
+"""Loss-vs-tokens fits and forecasts of the next tranche's marginal yield, with bootstrap intervals.
+
+    loss(D) = E + B * D^(-beta)        (D: accepted tokens)
+
+fitted robustly (scipy least squares, then a Cauchy loss at the residuals' own scale, so one broken
+evaluation does not drag the curve).
+A within-run fit on a decaying learning rate mixes data yield with annealing (DESIGN.md): fit the
+constant-LR phase of a warmup-stable-decay run, or the final losses of runs at three or more budgets.
+`stable_phase` finds the evaluations before the decay starts; a fit asked to span a decay says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from yieldgate.errors import InputError
+
+__all__ = ["PowerLaw", "fit_power_law", "Forecast", "forecast", "stable_phase", "tokens_at_marginal_yield"]
+
+BILLION = 1e9
+
+
+@dataclass
+class PowerLaw:
+    """A fitted loss(D) = E + B * D^(-beta), with its quality and the points it used."""
+
+    E: float
+    B: float
+    beta: float
+    r2: float
+    rmse: float
+    tokens: list[float]
+    losses: list[float]
+    poor: str | None = None
+    """Why the fit should not be trusted, or None."""
+
+    def __call__(self, tokens: np.ndarray | float) -> np.ndarray | float:
+        return self.E + self.B * np.power(np.asarray(tokens, dtype=float), -self.beta)
+
+    def marginal_yield(self, tokens: float) -> float:
+        """-dLoss/dD per billion tokens at D = `tokens`."""
+        return self.B * self.beta * tokens ** (-self.beta - 1) * BILLION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"E": self.E, "B": self.B, "beta": self.beta, "r2": self.r2, "rmse": self.rmse,
+                "points": len(self.tokens), "poor": self.poor}
+
+
+def _fit(tokens: np.ndarray, losses: np.ndarray) -> tuple[float, float, float]:
+    # Work in units of the first token count, so B and beta are well scaled for the solver.
+    scale = tokens[0]
+    x = tokens / scale
+    lo = float(losses.min())
+    # A rough L = c * x^-beta guess through the first and last point sets the starting values.
+    beta0 = 0.3
+    e0 = max(0.0, lo - 0.5 * (losses[0] - lo) - 1e-3)
+    b0 = max(losses[0] - e0, 1e-6)
+
+    def residuals(p: np.ndarray) -> np.ndarray:
+        e, b, beta = p
+        return e + b * np.power(x, -beta) - losses
+
+    bounds = ([0.0, 0.0, 1e-4], [lo, np.inf, 5.0])
+    first = least_squares(residuals, x0=[e0, b0, beta0], bounds=bounds)
+    # Second pass: a Cauchy loss at the scale of the typical residual (1.4826 x MAD ~ sigma), so that an
+    # evaluation far off the curve (a broken eval) counts for little instead of quadratically.
+    r = residuals(first.x)
+    sigma = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+    floor = 1e-6 * (float(losses.max() - losses.min()) or 1.0)
+    result = least_squares(residuals, x0=first.x, bounds=bounds, loss="cauchy", f_scale=max(sigma, floor))
+    e, b, beta = result.x
+    return float(e), float(b * scale**beta), float(beta)
+
+
+def fit_power_law(tokens: np.ndarray | list[float], losses: np.ndarray | list[float]) -> PowerLaw:
+    """Fit loss(D) = E + B * D^(-beta) to evaluation points (tokens > 0); report when the fit is poor."""
+    d = np.asarray(tokens, dtype=float)
+    y = np.asarray(losses, dtype=float)
+    ok = np.isfinite(d) & np.isfinite(y) & (d > 0)
+    d, y = d[ok], y[ok]
+    order = np.argsort(d)
+    d, y = d[order], y[order]
+    if len(d) < 3:
+        raise InputError(f"a loss-vs-tokens fit needs at least 3 evaluations after the first token, got {len(d)}")
+    e, b, beta = _fit(d, y)
+    law = PowerLaw(E=e, B=b, beta=beta, r2=math.nan, rmse=math.nan, tokens=d.tolist(), losses=y.tolist())
+    pred = law(d)
+    ss_res = float(np.sum((y - pred) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    law.rmse = math.sqrt(ss_res / len(d))
+    law.r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else math.nan
+    if len(d) < 4:
+        law.poor = f"only {len(d)} evaluations: too few to judge the fit"
+    elif not law.r2 >= 0.9:
+        law.poor = f"the curve explains little of the variation (R^2 = {law.r2:.2f})"
+    elif beta >= 4.99 or beta <= 1e-3:
+        law.poor = f"the exponent ran to its bound (beta = {beta:.3g})"
+    return law
+
+
+@dataclass
+class Forecast:
+    """The improvement the next `next_tokens` will buy after `at_tokens`, with a bootstrap interval."""
+
+    at_tokens: float
+    next_tokens: float
+    gain: float
+    interval: tuple[float, float]
+    level: float
+    yield_per_btok: float
+    yield_interval: tuple[float, float]
+    fit: PowerLaw
+    threshold_tokens: float | None = None
+    """Tokens at which the marginal yield falls below the requested threshold (None: not asked)."""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["fit"] = self.fit.to_dict()
+        return out
+
+
+def tokens_at_marginal_yield(law: PowerLaw, threshold_per_btok: float) -> float:
+    """D at which -dLoss/dD per billion tokens falls to `threshold_per_btok`."""
+    if threshold_per_btok <= 0:
+        raise InputError(f"the marginal-yield threshold must be > 0, got {threshold_per_btok}")
+    return float((law.B * law.beta * BILLION / threshold_per_btok) ** (1.0 / (law.beta + 1.0)))
+
+
+def forecast(
+    tokens: np.ndarray | list[float],
+    losses: np.ndarray | list[float],
+    *,
+    next_tokens: float,
+    at_tokens: float | None = None,
+    level: float = 0.8,
+    boots: int = 400,
+    threshold_per_btok: float | None = None,
+    seed: int = 0,
+) -> Forecast:
+    """Fit, then forecast loss(at) - loss(at + next_tokens) with a bootstrap interval over evaluations
+    (resampled with replacement, refitted; `level` is the interval's coverage)."""
+    law = fit_power_law(tokens, losses)
+    at = float(at_tokens if at_tokens is not None else law.tokens[-1])
+    if next_tokens <= 0:
+        raise InputError(f"--next-tokens must be > 0, got {next_tokens}")
+    gain = float(law(at) - law(at + next_tokens))
+    rng = np.random.default_rng(seed)
+    d, y = np.array(law.tokens), np.array(law.losses)
+    gains = []
+    for _ in range(boots):
+        pick = np.sort(rng.integers(0, len(d), size=len(d)))
+        if len(np.unique(d[pick])) < 3:
+            continue
+        try:
+            e, b, beta = _fit(d[pick], y[pick])
+        except (ValueError, np.linalg.LinAlgError):
+            continue
+        gains.append(b * (at**-beta - (at + next_tokens) ** -beta))
+    notes = []
+    if len(gains) < boots // 2:
+        notes.append(f"only {len(gains)} of {boots} bootstrap refits succeeded: the interval is rough")
+    tail = (1 - level) / 2
+    lo, hi = (np.quantile(gains, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
+    per = BILLION / next_tokens
+    if law.poor:
+        notes.append(f"poor fit: {law.poor}")
+    return Forecast(at_tokens=at, next_tokens=float(next_tokens), gain=gain, interval=(lo, hi), level=level,
+                    yield_per_btok=gain * per, yield_interval=(lo * per, hi * per), fit=law,
+                    threshold_tokens=None if threshold_per_btok is None else tokens_at_marginal_yield(law, threshold_per_btok),
+                    notes=notes)
+
+
+def stable_phase(steps: pd.DataFrame, eval_steps: np.ndarray, drop: float = 0.9) -> tuple[np.ndarray, str | None]:
+    """Mask of evaluations taken before the learning rate starts to decay, and a note.
+
+    The decay starts at the first step after the LR's peak where it falls below `drop` x the peak. A run
+    without recorded LR gives all evaluations and says the phase is unknown; a schedule that decays from
+    its peak on (cosine) leaves no stable phase, and the note says the fit mixes data yield with annealing.
+    """
+    if "lr" not in steps or steps["lr"].isna().all():
+        return np.ones(len(eval_steps), dtype=bool), "no learning rate recorded: cannot tell the stable phase from a decay"
+    lr = steps.dropna(subset=["lr"])
+    peak_at = int(lr["lr"].to_numpy().argmax())
+    peak = float(lr["lr"].iloc[peak_at])
+    after = lr.iloc[peak_at:]
+    decayed = after[after["lr"] < drop * peak]
+    if decayed.empty:
+        return np.ones(len(eval_steps), dtype=bool), None
+    start = int(decayed["step"].iloc[0])
+    mask = eval_steps < start
+    stable = int(mask.sum())
+    note = f"learning rate decays from step {start}: the fit uses the {stable} evaluations before it"
+    if stable < 3:
+        note = (f"learning rate decays from step {start}, leaving {stable} evaluations before it: a fit across the "
+                "decay mixes data yield with annealing; fit the final losses of runs at three or more budgets instead")
+    return mask, note

@@ -1,0 +1,200 @@
+"""Data yield and capability yield per tranche of accepted tokens.
+
+A tranche is the span of accepted tokens between two evaluations. Its data yield is the validation-loss
+improvement it bought per billion tokens, per device-hour, per dollar and per kWh; its capability yield is
+the change of each eval task's score per billion tokens. Yields are never interpolated between evaluations;
+a negative yield (learning went backwards) is reported as negative; a figure whose inputs a run lacks is
+None with the reason, never estimated.
+
+Functions take plain DataFrames (the ledger's `steps` and `evals` frames) and return plain data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.errors import InputError
+from yieldgate.names import LOSS_METRIC, VAL_TASK
+
+__all__ = ["Tranche", "YieldReport", "tranche_yields", "eval_points", "to_per_byte"]
+
+BILLION = 1e9
+J_PER_KWH = 3.6e6
+
+
+@dataclass
+class Tranche:
+    """One tranche: its span, the loss at both ends, and the yields it bought."""
+
+    start_step: int
+    end_step: int
+    start_tokens: float
+    end_tokens: float
+    loss_start: float
+    loss_end: float
+    yield_per_btok: float | None
+    yield_per_device_hour: float | None
+    yield_per_dollar: float | None
+    yield_per_kwh: float | None
+    per_source: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    capability: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    disagreements: list[str] = field(default_factory=list)
+
+
+@dataclass
+class YieldReport:
+    """The tranches of one run, and why any figure is missing."""
+
+    run: str
+    task: str
+    metric: str
+    unit: str
+    tranches: list[Tranche]
+    missing: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "task": self.task, "metric": self.metric, "unit": self.unit,
+                "missing": self.missing, "tranches": [t.__dict__ for t in self.tranches]}
+
+
+def _at_steps(steps: pd.DataFrame, column: str, at: np.ndarray) -> np.ndarray:
+    """Values of a cumulative step column at exactly these steps (NaN where that step has no value)."""
+    if column not in steps or steps[column].isna().all():
+        return np.full(len(at), np.nan)
+    s = steps.set_index("step")[column]
+    return s.reindex(at).to_numpy(dtype=float)
+
+
+def eval_points(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
+    """One task/metric's evaluations in step order, with tokens (from the record, else the step table)."""
+    ev = evals[(evals["task"] == task) & (evals["metric"] == metric)].sort_values("step")
+    ev = ev.drop_duplicates("step", keep="last")
+    tokens = ev["tokens"].to_numpy(dtype=float)
+    from_steps = _at_steps(steps, "tokens", ev["step"].to_numpy())
+    tokens = np.where(np.isnan(tokens), from_steps, tokens)
+    return pd.DataFrame({"step": ev["step"].to_numpy(), "tokens": tokens, "value": ev["value"].to_numpy(dtype=float),
+                         "higher_is_better": ev["higher_is_better"].to_numpy(dtype=bool)})
+
+
+def _merge_points(points: pd.DataFrame, min_tokens: float | None) -> pd.DataFrame:
+    """Keep evaluation points so that consecutive kept points are at least `min_tokens` apart."""
+    if not min_tokens:
+        return points
+    keep = [0]
+    for i in range(1, len(points)):
+        if points["tokens"].iloc[i] - points["tokens"].iloc[keep[-1]] >= min_tokens:
+            keep.append(i)
+    if keep[-1] != len(points) - 1 and len(keep) > 1:
+        keep[-1] = len(points) - 1  # the last, short remainder joins the previous tranche
+    return points.iloc[keep].reset_index(drop=True)
+
+
+def _improvement(start: float, end: float, higher_is_better: bool) -> float:
+    return end - start if higher_is_better else start - end
+
+
+def _per(value: float, amount: float) -> float | None:
+    return value / amount if amount and math.isfinite(amount) and amount > 0 and math.isfinite(value) else None
+
+
+def tranche_yields(
+    run: str,
+    steps: pd.DataFrame,
+    evals: pd.DataFrame,
+    *,
+    task: str = VAL_TASK,
+    metric: str = LOSS_METRIC,
+    tranche_tokens: float | None = None,
+    devices: int = 1,
+    price_per_device_hour: float | None = None,
+) -> YieldReport:
+    """Yields of each tranche between consecutive evaluations of `task`/`metric` (merged to at least
+    `tranche_tokens` tokens when given), with per-source losses (`<task>/<source>`) and capability yields
+    (every other task of the run) over the same spans."""
+    points = eval_points(evals, steps, task, metric)
+    if points.empty:
+        known = sorted({f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True)})
+        raise InputError(f"run {run!r} has no evaluations of {task}/{metric}; it has: {', '.join(known) or 'none'}")
+    missing: dict[str, str] = {}
+    if points["tokens"].isna().any():
+        missing["yield_per_btok"] = "some evaluations have no token count (neither in the eval record nor the steps)"
+    points = _merge_points(points.dropna(subset=["tokens"]), tranche_tokens)
+    at = points["step"].to_numpy()
+    wall = _at_steps(steps, "wall_s", at)
+    cost = _at_steps(steps, "cost_usd", at)
+    energy = _at_steps(steps, "energy_j", at)
+    if np.isnan(wall).all():
+        missing["yield_per_device_hour"] = "no wall-clock time recorded at the evaluation steps"
+    if np.isnan(cost).all():
+        if price_per_device_hour is not None and not np.isnan(wall).all():
+            cost = wall / 3600.0 * devices * price_per_device_hour
+        else:
+            missing["yield_per_dollar"] = "no cost recorded and no price per device-hour in the manifest"
+    if np.isnan(energy).all():
+        missing["yield_per_kwh"] = "no energy recorded (needs NVML or RAPL)"
+    hib = bool(points["higher_is_better"].iloc[0])
+    others = _other_series(evals, steps, task, metric)
+    tranches = []
+    for i in range(1, len(points)):
+        a, b = points.iloc[i - 1], points.iloc[i]
+        gain = _improvement(a["value"], b["value"], hib)
+        tranche = Tranche(
+            start_step=int(a["step"]), end_step=int(b["step"]), start_tokens=float(a["tokens"]),
+            end_tokens=float(b["tokens"]), loss_start=float(a["value"]), loss_end=float(b["value"]),
+            yield_per_btok=_per(gain, (b["tokens"] - a["tokens"]) / BILLION),
+            yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * devices),
+            yield_per_dollar=_per(gain, cost[i] - cost[i - 1]),
+            yield_per_kwh=_per(gain, (energy[i] - energy[i - 1]) / J_PER_KWH),
+        )
+        for key, series in others.items():
+            s = series.set_index("step")
+            if a["step"] not in s.index or b["step"] not in s.index:
+                continue  # not evaluated at both ends of this tranche: no figure, never interpolated
+            start, end = float(s.loc[a["step"], "value"]), float(s.loc[b["step"], "value"])
+            change = _improvement(start, end, bool(s["higher_is_better"].iloc[0]))
+            entry = {"start": start, "end": end,
+                     "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION)}
+            sub_task = key.rpartition("/")[0]
+            if key.endswith(f"/{metric}") and sub_task.startswith(f"{task}/"):
+                tranche.per_source[sub_task.removeprefix(f"{task}/")] = entry
+            else:
+                tranche.capability[key] = entry
+                if math.isfinite(gain) and math.isfinite(change) and gain * change < 0:
+                    tranche.disagreements.append(
+                        f"{task}/{metric} {'improved' if gain > 0 else 'worsened'} while {key} "
+                        f"{'improved' if change > 0 else 'worsened'}")
+        tranches.append(tranche)
+    unit = "nats/token" if metric == LOSS_METRIC else metric
+    return YieldReport(run=run, task=task, metric=metric, unit=unit, tranches=tranches, missing=missing)
+
+
+def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> dict[str, pd.DataFrame]:
+    out = {}
+    for (t, m), _ in evals.groupby(["task", "metric"], sort=True):
+        if (t, m) != (task, metric):
+            out[f"{t}/{m}"] = eval_points(evals, steps, t, m)
+    return out
+
+
+def to_per_byte(evals: pd.DataFrame, steps: pd.DataFrame, bytes_per_token: float | None, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Express losses in bits per byte and token counts in bytes, so runs with different tokenizers compare.
+
+    loss (nats/token) / ln 2 / bytes-per-token = bits per byte; tokens x bytes-per-token = bytes.
+    """
+    if not bytes_per_token:
+        raise InputError(f"run {run!r}: --per byte needs data.tokenizer.bytes_per_token in the run's manifest")
+    converted = evals.loc[evals["metric"] == LOSS_METRIC, "task"].unique()
+    # A recorded bpb of a task whose loss is converted would be a second, possibly different, figure.
+    evals = evals[~((evals["metric"] == "bpb") & evals["task"].isin(converted))].copy()
+    is_loss = evals["metric"] == LOSS_METRIC
+    evals.loc[is_loss, "value"] = evals.loc[is_loss, "value"] / math.log(2) / bytes_per_token
+    evals.loc[is_loss, "metric"] = "bpb"
+    evals["tokens"] = evals["tokens"] * bytes_per_token
+    steps = steps.copy()
+    steps["tokens"] = steps["tokens"] * bytes_per_token
+    return evals, steps

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from yieldgate.analysis.compare import RunData, compare, crossing
+from yieldgate.ledger import Ledger
+from yieldgate.manifest import parse_manifest
+from yieldgate.probe.model import GPT
+from yieldgate.track import Tracker
+
+from .test_signals import CFG, batch, text  # noqa: F401 - the fixture
+
+
+def linear_run(name: str, slope: float, rate: float, *, offset: float = 0.0, points: int = 11,
+               span: float = 10_000, manifest: dict | None = None) -> RunData:
+    """loss = 10 - slope * tokens / 1000 (+ offset), tokens at `rate` tokens/s."""
+    tokens = np.linspace(0, span, points)
+    steps = pd.DataFrame({"step": np.arange(points), "tokens": tokens, "wall_s": tokens / rate})
+    evals = pd.DataFrame({"step": np.arange(points), "tokens": tokens, "task": "val", "metric": "loss",
+                          "value": 10 - slope * tokens / 1000 + offset, "higher_is_better": False})
+    return RunData(name=name, steps=steps, evals=evals,
+                   manifest=parse_manifest(manifest) if manifest is not None else None)
+
+
+def test_half_the_tokens_at_0_8x_the_throughput():
+    a = linear_run("a", slope=1.0, rate=100.0)
+    b = linear_run("b", slope=2.0, rate=80.0)
+    result = compare([a], [b], target_loss=5.0)
+    assert result.tokens_to_target == {"a": pytest.approx(5000), "b": pytest.approx(2500)}
+    assert result.time_to_target_s == {"a": pytest.approx(50.0), "b": pytest.approx(31.25)}
+    assert result.speedup == {"time": pytest.approx(1.6), "sample_efficiency": pytest.approx(2.0),
+                              "throughput": pytest.approx(0.8)}
+    # B reaches 10 - 2*10 = -10 at its end; A never gets there.
+    assert result.effective_token_multiplier is None
+    assert "b learns more per token" in result.verdict and "a moves tokens faster" in result.verdict
+    assert "no noise floor" in result.verdict
+
+
+def test_effective_token_multiplier():
+    a = linear_run("a", slope=1.0, rate=100.0)
+    b = linear_run("b", slope=1.0, rate=100.0, offset=-1.0, span=5000)  # B is 1 nat ahead
+    result = compare([a], [b])
+    # B ends at tokens 5000 with loss 4.0; A reaches 4.0 at 6000 tokens.
+    assert result.effective_token_multiplier == pytest.approx(6000 / 5000)
+
+
+def test_seed_groups_give_intervals_and_noise_floors():
+    rng = np.random.default_rng(0)
+    same_a = [linear_run(f"a{i}", 1.0, 100.0, offset=rng.normal(0, 0.1)) for i in range(4)]
+    same_b = [linear_run(f"b{i}", 1.0, 100.0, offset=rng.normal(0, 0.1)) for i in range(4)]
+    close = compare(same_a, same_b)
+    assert all(p["within_noise"] for p in close.points) and "within the seed noise" in close.verdict
+    far_b = [linear_run(f"c{i}", 1.0, 100.0, offset=-1.0 + rng.normal(0, 0.1)) for i in range(4)]
+    far = compare(same_a, far_b)
+    assert not any(p["within_noise"] for p in far.points) and "beyond the seed noise" in far.verdict
+    assert all(p["interval"][1] < 0 for p in far.points) and far.seeds == {"a": 4, "b": 4}
+
+
+def test_aligning_on_time_interpolates_and_says_so():
+    a = linear_run("a", 1.0, 100.0)
+    b = linear_run("b", 1.0, 50.0, points=7)
+    result = compare([a], [b], at="time")
+    assert result.aligned_on == "time" and any("interpolated" in n for n in result.notes)
+    # At equal time B has seen half the tokens: its loss is higher by slope * t * (rate_a - rate_b) / 1000.
+    for p in result.points:
+        assert p["diff"] == pytest.approx(p["time"] * 50 / 1000)
+
+
+def test_missing_wall_time_is_null_with_the_reason():
+    a = linear_run("a", 1.0, 100.0)
+    b = linear_run("b", 2.0, 100.0)
+    b.steps = b.steps.drop(columns="wall_s")
+    result = compare([a], [b])
+    assert result.time_to_target_s["b"] is None and result.speedup["time"] is None
+    assert result.speedup["sample_efficiency"] is not None
+    assert any("lacks wall-clock" in w for w in result.warnings)
+    by_time = compare([a], [b], at="time")
+    assert by_time.points == [] and any("lack wall-clock time" in w for w in by_time.warnings)
+
+
+def test_confounders_and_warnings():
+    base = {"data": {"sources": [{"name": "web"}]}, "optimisation": {"batch_size": 64}, "seed": 1}
+    other = {"data": {"sources": [{"name": "web"}]}, "optimisation": {"batch_size": 256}, "seed": 2,
+             "hardware": {"device_kind": "H100-SXM"}}
+    result = compare([linear_run("a", 1, 100, manifest=base)], [linear_run("b", 1, 100, manifest=other)])
+    fields = {c["field"] for c in result.confounders}
+    assert {"optimisation.batch_size", "hardware.device_kind"} <= fields and "seed" not in fields
+    assert any("differ in hardware, optimisation" in w for w in result.warnings)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    slope_a=st.floats(0.1, 5), slope_b=st.floats(0.1, 5), rate_a=st.floats(1, 1e6), rate_b=st.floats(1, 1e6),
+)
+def test_time_is_throughput_times_sample_efficiency(slope_a, slope_b, rate_a, rate_b):
+    a = linear_run("a", slope_a, rate_a)
+    b = linear_run("b", slope_b, rate_b)
+    s = compare([a], [b]).speedup
+    assert s["time"] == pytest.approx(s["throughput"] * s["sample_efficiency"], rel=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(slope=st.floats(0.1, 5), rate=st.floats(1, 1e6), points=st.integers(2, 20))
+def test_a_run_compared_with_itself(slope, rate, points):
+    run = linear_run("a", slope, rate, points=points)
+    result = compare([run], [run], names=("a", "a"))
+    assert result.speedup == {"time": 1.0, "throughput": 1.0, "sample_efficiency": 1.0}
+    assert result.effective_token_multiplier == pytest.approx(1.0)
+    assert result.verdict.startswith("no difference")
+
+
+def test_crossing():
+    assert crossing(np.array([0, 10, 20.0]), np.array([5, 3, 1.0]), 2.0) == 15.0
+    assert crossing(np.array([0, 10.0]), np.array([5, 3.0]), 2.0) is None
+    assert crossing(np.array([0, 10.0]), np.array([1, 0.5]), 2.0) == 0.0
+
+
+def test_end_to_end_on_two_tracked_runs_differing_in_batch_size(text, tmp_path, cli_for):
+    """Two real runs recorded by the Tracker; `yieldgate compare --json` agrees with a direct numpy calculation
+    from the raw step and eval rows."""
+    path = tmp_path / "e2e.db"
+    for name, seqs in (("bs4", 4), ("bs16", 16)):
+        torch.manual_seed(0)
+        model = GPT(CFG)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        rng = np.random.default_rng(0)
+        held = batch(text[-100_000:], np.random.default_rng(9), 32)
+        manifest = {"optimisation": {"batch_size": seqs, "lr": 3e-3}, "seed": 0}
+        with Tracker(name, ledger=path, model=model, optimizer=opt, manifest=manifest) as tr:
+            steps = 40_960 // (seqs * CFG.context)
+            for step in range(1, steps + 1):
+                x, y = batch(text[:-100_000], rng, seqs)
+                loss = model(x, y)[1]
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tr.step(tokens=seqs * CFG.context, samples=seqs, loss=loss)
+                if step % max(1, steps // 8) == 0 or step == steps:
+                    with torch.no_grad():
+                        tr.eval({"val/loss": model(*held)[1]})
+    out = json.loads(cli_for(path)("compare", "bs4", "bs16", "--json").stdout)
+
+    with Ledger(path, readonly=True) as led:
+        raw = {n: (led.steps(n), led.evals(n)) for n in ("bs4", "bs16")}
+    target = max(ev["value"].min() for _, ev in raw.values())
+    direct = {}
+    for name, (steps, ev) in raw.items():
+        tok, loss = ev["tokens"].to_numpy(), ev["value"].to_numpy()
+        i = int(np.argmax(loss <= target))
+        t_hit = tok[i] if i == 0 else tok[i - 1] + (loss[i - 1] - target) / (loss[i - 1] - loss[i]) * (tok[i] - tok[i - 1])
+        direct[name] = (t_hit, float(np.interp(t_hit, steps["tokens"], steps["wall_s"])))
+    (ka, ta), (kb, tb) = direct["bs4"], direct["bs16"]
+    assert out["target_loss"] == pytest.approx(target)
+    assert out["tokens_to_target"] == {"bs4": pytest.approx(ka), "bs16": pytest.approx(kb)}
+    assert out["speedup"]["time"] == pytest.approx(ta / tb)
+    assert out["speedup"]["sample_efficiency"] == pytest.approx(ka / kb)
+    assert out["speedup"]["throughput"] == pytest.approx((kb / tb) / (ka / ta))
+    assert [c["field"] for c in out["confounders"]] == ["optimisation.batch_size"]
+    assert all(v > 0 for v in out["speedup"].values())

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yieldgate.analysis.fit import fit_power_law, forecast, stable_phase, tokens_at_marginal_yield
+
+
+def curve(tokens, e=2.0, b=40.0, beta=0.3):
+    return e + b * np.power(tokens, -beta)
+
+
+def test_fit_recovers_a_clean_power_law():
+    d = np.geomspace(1e6, 1e9, 12)
+    law = fit_power_law(d, curve(d))
+    assert law.E == pytest.approx(2.0, rel=1e-3) and law.beta == pytest.approx(0.3, rel=1e-3)
+    assert law.poor is None and law.r2 > 0.999
+
+
+def test_one_wild_evaluation_does_not_drag_the_fit():
+    d = np.geomspace(1e6, 1e9, 12)
+    y = curve(d)
+    y[5] += 1.0  # one broken eval
+    law = fit_power_law(d, y)
+    assert law.beta == pytest.approx(0.3, rel=0.05)
+
+
+def test_poor_fits_say_so():
+    d = np.geomspace(1e6, 1e9, 8)
+    noise = np.random.default_rng(0).normal(0, 1.0, size=8)
+    assert "R^2" in fit_power_law(d, 3 + noise).poor
+    assert "too few" in fit_power_law(d[:3], curve(d[:3])).poor
+
+
+def test_forecast_interval_contains_the_next_tranche_and_threshold_inverts():
+    rng = np.random.default_rng(1)
+    d = np.geomspace(1e6, 5e8, 15)
+    y = curve(d) + rng.normal(0, 0.003, size=len(d))
+    result = forecast(d, y, next_tokens=5e8, threshold_per_btok=0.05, level=0.95)
+    truth = curve(5e8) - curve(1e9)
+    assert result.interval[0] <= truth <= result.interval[1]
+    assert result.gain == pytest.approx(truth, rel=0.1)
+    assert result.fit.marginal_yield(result.threshold_tokens) == pytest.approx(0.05)
+    assert tokens_at_marginal_yield(result.fit, 0.05) == result.threshold_tokens
+
+
+def test_stable_phase_of_wsd_and_cosine():
+    steps = pd.DataFrame({"step": np.arange(1, 1001)})
+    wsd = np.minimum(np.arange(1, 1001) / 100, 1.0)
+    wsd[900:] = np.linspace(1.0, 0.0, 100)
+    steps["lr"] = wsd
+    mask, note = stable_phase(steps, np.array([100, 300, 500, 800, 950, 1000]))
+    assert mask.tolist() == [True, True, True, True, False, False] and "decays from step" in note
+    steps["lr"] = np.cos(np.linspace(0, np.pi / 2, 1000))
+    mask, note = stable_phase(steps, np.array([100, 300, 500, 800]))
+    assert "mixes data yield with annealing" in note
+    steps["lr"] = np.nan
+    assert "no learning rate" in stable_phase(steps, np.array([1]))[1]
+
+
+def test_forecast_intervals_are_calibrated():
+    """80% intervals contain the next tranche's true gain about 80% of the time (noisy synthetic curves)."""
+    hits = 0
+    for seed in range(20):
+        d = np.geomspace(1e6, 5e8, 12)
+        y = curve(d) + np.random.default_rng(seed).normal(0, 0.004, size=len(d))
+        result = forecast(d, y, next_tokens=5e8, boots=150)
+        hits += result.interval[0] <= curve(5e8) - curve(1e9) <= result.interval[1]
+    assert 13 <= hits <= 20

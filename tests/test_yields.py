@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yieldgate.analysis.yields import to_per_byte, tranche_yields
+from yieldgate.errors import InputError
+
+
+def frames(losses, *, tokens=(0, 1e9, 2e9, 3e9), wall=True, cost=False, energy=False, extra=None):
+    steps = pd.DataFrame({"step": [0, 100, 200, 300], "tokens": list(tokens)})
+    if wall:
+        steps["wall_s"] = [0.0, 3600.0, 7200.0, 14400.0]
+    if cost:
+        steps["cost_usd"] = [0.0, 10.0, 20.0, 40.0]
+    if energy:
+        steps["energy_j"] = [0.0, 3.6e6, 7.2e6, 10.8e6]
+    rows = [{"step": s, "tokens": np.nan, "task": "val", "metric": "loss", "value": v, "higher_is_better": False}
+            for s, v in zip(steps["step"], losses)]
+    for key, values, hib in extra or []:
+        task, _, metric = key.rpartition("/")
+        rows += [{"step": s, "tokens": np.nan, "task": task, "metric": metric, "value": v, "higher_is_better": hib}
+                 for s, v in zip(steps["step"], values) if v is not None]
+    return steps, pd.DataFrame(rows)
+
+
+def test_yields_per_tranche_exactly():
+    steps, evals = frames([3.0, 2.5, 2.3, 2.4], cost=True, energy=True)
+    report = tranche_yields("r", steps, evals, devices=8)
+    t = report.tranches
+    assert [(x.start_tokens, x.end_tokens) for x in t] == [(0, 1e9), (1e9, 2e9), (2e9, 3e9)]
+    assert [x.yield_per_btok for x in t] == pytest.approx([0.5, 0.2, -0.1])  # negative: learning went backwards
+    assert t[0].yield_per_device_hour == pytest.approx(0.5 / 8)
+    assert t[2].yield_per_device_hour == pytest.approx(-0.1 / 16)
+    assert [x.yield_per_dollar for x in t] == pytest.approx([0.05, 0.02, -0.005])
+    assert [x.yield_per_kwh for x in t] == pytest.approx([0.5, 0.2, -0.1])
+    assert report.missing == {}
+
+
+def test_missing_inputs_are_null_with_the_reason_and_price_fills_cost():
+    steps, evals = frames([3.0, 2.5, 2.3, 2.2], wall=False)
+    report = tranche_yields("r", steps, evals)
+    assert all(x.yield_per_device_hour is None and x.yield_per_dollar is None for x in report.tranches)
+    assert "wall-clock" in report.missing["yield_per_device_hour"] and "price" in report.missing["yield_per_dollar"]
+    steps, evals = frames([3.0, 2.5, 2.3, 2.2])
+    priced = tranche_yields("r", steps, evals, devices=2, price_per_device_hour=5.0)
+    assert priced.tranches[0].yield_per_dollar == pytest.approx(0.5 / 10.0)
+
+
+def test_capability_and_per_source_yields_and_disagreement():
+    steps, evals = frames([3.0, 2.5, 2.3, 2.2], extra=[
+        ("val/code/loss", [4.0, 3.0, 2.9, 2.95], False),
+        ("lambada_openai/acc", [0.20, 0.25, 0.24, None], True),
+    ])
+    t = tranche_yields("r", steps, evals).tranches
+    assert t[0].per_source["code"]["yield_per_btok"] == pytest.approx(1.0)
+    assert t[2].per_source["code"]["yield_per_btok"] == pytest.approx(-0.05)
+    assert t[0].capability["lambada_openai/acc"]["yield_per_btok"] == pytest.approx(0.05)
+    assert t[1].capability["lambada_openai/acc"]["yield_per_btok"] == pytest.approx(-0.01)
+    assert "lambada_openai/acc" not in t[2].capability  # not evaluated at the tranche's end: no figure
+    assert t[0].disagreements == [] and t[1].disagreements == ["val/loss improved while lambada_openai/acc worsened"]
+
+
+def test_tranche_tokens_merges_evaluations():
+    steps, evals = frames([3.0, 2.5, 2.3, 2.2])
+    t = tranche_yields("r", steps, evals, tranche_tokens=2e9).tranches
+    assert [(x.start_tokens, x.end_tokens) for x in t] == [(0, 3e9)]
+    assert t[0].yield_per_btok == pytest.approx(0.8 / 3)
+
+
+def test_no_such_metric_names_what_there_is():
+    steps, evals = frames([3.0, 2.5, 2.3, 2.2])
+    with pytest.raises(InputError, match="no evaluations of val/bpb; it has: val/loss"):
+        tranche_yields("r", steps, evals, metric="bpb")
+
+
+def test_per_byte_converts_loss_and_tokens():
+    steps, evals = frames([3.0, 2.5, 2.3, 2.2])
+    ev, st = to_per_byte(evals, steps, 4.0, "r")
+    assert ev["metric"].unique().tolist() == ["bpb"]
+    assert ev["value"].iloc[0] == pytest.approx(3.0 / math.log(2) / 4.0)
+    assert st["tokens"].iloc[-1] == 12e9
+    with pytest.raises(InputError, match="bytes_per_token"):
+        to_per_byte(evals, steps, None, "r")
