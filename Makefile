@@ -36,6 +36,7 @@ test: $(VENV)/.dev
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_ledger.py
 	$(BIN)/python benchmarks/bench_tracker.py
+	$(BIN)/python benchmarks/bench_compare.py
 
 soak: $(VENV)/.dev
 	$(BIN)/python -m pytest -q -m soak --durations=20
