@@ -126,6 +126,7 @@ COMMANDS = {
     "yield": {"--json", "--tranche-tokens", "--metric", "--per"},
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},
+    "train": {"--json", "--tokens", "--seed", "--run"},
 }
 
 

@@ -377,6 +377,43 @@ def forecast(
 
 
 @app.command()
+def train(
+    ctx: typer.Context,
+    recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML or JSON): sources, filters, dedup, tokenizer.")],
+    tokens: Annotated[int, typer.Option("--tokens", help="Token budget of the probe.")],
+    seed: Annotated[int, typer.Option("--seed", help="Seed of model, sampler and eval draw.")] = 0,
+    run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger.
+
+    Example: yieldgate train recipes/shakespeare.yaml --tokens 1000000 --seed 1
+    """
+    from rich.progress import Progress
+
+    from yieldgate.data.recipe import resolve
+    from yieldgate.manifest import load_recipe
+    from yieldgate.probe.trainer import ProbeConfig, train_probe
+
+    parsed = load_recipe(recipe)
+    name = run or f"{recipe.stem}/s{seed}/t{tokens}"
+    cfg = ProbeConfig(tokens=tokens, seed=seed)
+    with Progress(console=Console(stderr=True), disable=as_json) as bar:
+        task = bar.add_task(f"{name}: preparing data", total=None)
+        data = resolve(parsed, seed=seed)
+        bar.update(task, description=f"{name}: training")
+        final = train_probe(data, cfg, run=name, ledger=ctx.find_root().obj["ledger"],
+                            progress=lambda step, steps: bar.update(task, completed=step, total=steps))
+    if as_json:
+        _print_json({"run": name, "final": final})
+        return
+    table = Table("eval", "value", title=f"{name}: final evaluation")
+    for key, value in final.items():
+        table.add_row(key, _fmt(value))
+    console.print(table)
+
+
+@app.command()
 def demo(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="A smaller, faster version (about a minute).")] = False,

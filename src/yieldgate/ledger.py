@@ -503,16 +503,22 @@ class Ledger:
         """
         where = " AND ".join(f"{k} = ?" for k in scope)
         params = list(scope.values())
-        affected = self._db.execute(
-            f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} AND last_step >= ? ORDER BY first_step",
-            (*params, int(new.steps[0])),
+        first = int(new.steps[0])
+        # The common case, a run growing at its end, needs only the last block (an index lookup).
+        tail = self._db.execute(
+            f"SELECT id, n, columns, data, missing, last_step FROM {table} WHERE {where} "
+            "ORDER BY first_step DESC LIMIT 1",
+            params,
         ).fetchall()
-        if not affected:
-            tail = self._db.execute(
-                f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} ORDER BY first_step DESC LIMIT 1",
-                params,
+        if tail and tail[0][5] >= first:
+            # Re-logged or out-of-order steps: every block from the one holding `first` on is merged.
+            affected = self._db.execute(
+                f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} AND first_step >= COALESCE("
+                f"(SELECT MAX(first_step) FROM {table} WHERE {where} AND first_step <= ?), ?) ORDER BY first_step",
+                (*params, *params, first, first),
             ).fetchall()
-            affected = [t for t in tail if t[1] < TAIL_MERGE_ROWS]
+        else:
+            affected = [t[:5] for t in tail if t[1] < TAIL_MERGE_ROWS]
         if affected:
             merged = _concat([_decode(n, c, d, m, None) for _, n, c, d, m in affected] + [new])
             new = _collapse(merged.steps, merged.values)

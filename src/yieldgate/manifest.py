@@ -34,6 +34,7 @@ __all__ = [
     "Manifest",
     "Difference",
     "load_manifest",
+    "load_recipe",
     "parse_manifest",
     "read_structured_file",
     "format_validation_error",
@@ -389,6 +390,17 @@ def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
 def load_manifest(path: str | Path) -> Manifest:
     """Load and validate a manifest from a YAML or JSON file."""
     return parse_manifest(read_structured_file(path), origin=str(path))
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Load and validate a data recipe (the `data` part of a manifest) from a YAML or JSON file."""
+    data = read_structured_file(path)
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: expected a mapping with 'sources: [...]', got {type(data).__name__}")
+    try:
+        return Recipe.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ManifestError(f"{path}: {format_validation_error(exc)}") from None
 
 
 # -- diff ----------------------------------------------------------------------------------------------

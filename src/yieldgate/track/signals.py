@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.autograd.graph import register_multi_grad_hook
 
 __all__ = ["Busy", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy", "loss_variance"]
 
@@ -96,7 +97,7 @@ def gns_estimate(small_sq: torch.Tensor, big_sq: torch.Tensor, b: float, big_b: 
 
 @dataclass
 class _StepState:
-    small: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    small: list[torch.Tensor] = field(default_factory=list)
     microbatches: int = 0
     big: torch.Tensor | None = None
     update_ratio: torch.Tensor | None = None
@@ -107,8 +108,9 @@ class _StepState:
 class GradientSignals:
     """Hooks that measure gradients without an extra forward or backward pass.
 
-    - a hook on every parameter sees each microbatch's own gradient before it is accumulated: the
-      small-batch squared norms |g_b|^2, per layer (with DDP, the local gradient before the all-reduce);
+    - one multi-gradient hook per backward pass sees the microbatch's own gradients, before they are
+      accumulated into `.grad` (with DDP, the local gradients before the all-reduce): the small-batch squared
+      norms |g_b|^2 per layer, all parameters in one fused norm;
     - an optimizer pre-step hook reads the accumulated (and all-reduced) gradient: |g_B|^2 per layer, and
       on update-ratio steps snapshots the weights; a post-step hook measures |ΔW| / |W| per layer.
 
@@ -135,45 +137,40 @@ class GradientSignals:
         device = self.params[0].device if self.params else torch.device("cpu")
         self._layer_index = torch.tensor(self.layer_of, device=device)
         self._handles: list[Any] = []
-        # The first parameter's hook counts microbatches (every backward reaches every trainable parameter
-        # of a dense model; the count is checked against the other parameters' hooks at collect time).
-        for i, p in enumerate(self.params):
-            self._handles.append(p.register_hook(self.busy.wrap(self._grad_hook(i))))
+        if self.params:
+            self._handles.append(register_multi_grad_hook(self.params, self.busy.wrap(self._on_backward), mode="all"))
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(self.busy.wrap(self._pre_step)))
             self._handles.append(optimizer.register_step_post_hook(self.busy.wrap(self._post_step)))
 
-    def _grad_hook(self, i: int) -> Callable[[torch.Tensor], None]:
-        layer = self.layer_of[i]
+    def _layer_sq(self, tensors: list[torch.Tensor | None]) -> torch.Tensor:
+        """Squared norms per layer of one tensor per parameter (None: absent), in one fused pass."""
+        if all(t is not None for t in tensors):
+            idx, present = self._layer_index, tensors
+        else:
+            keep = [i for i, t in enumerate(tensors) if t is not None]
+            idx = self._layer_index[keep]
+            present = [tensors[i] for i in keep]
+        out = torch.zeros(len(self.names), device=self._layer_index.device)
+        if present:
+            norms = torch._foreach_norm([t.detach() for t in present])  # type: ignore[union-attr]
+            out.index_add_(0, idx, torch.stack(norms).float().square())
+        return out
 
-        def hook(grad: torch.Tensor) -> None:
-            if i == 0:
-                self._state.microbatches += 1
-            scale = self.loss_scale()
-            sq = torch.linalg.vector_norm(grad.detach(), dtype=torch.float32).square()
-            if scale is not None:
-                sq = sq / scale.float().square()
-            self._state.small.append((layer, sq))
-
-        return hook
+    def _on_backward(self, grads: tuple[torch.Tensor | None, ...]) -> None:
+        sq = self._layer_sq(list(grads))
+        scale = self.loss_scale()
+        if scale is not None:
+            sq = sq / scale.float().square()
+        self._state.small.append(sq)
+        self._state.microbatches += 1
 
     def want_update_ratio(self, flag: bool) -> None:
         """Measure |ΔW| / |W| at the next optimizer step (a weight snapshot costs one copy of the weights)."""
         self._want_update_ratio = flag
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        grads = [p.grad for p in self.params]
-        if any(g is None for g in grads):
-            present = [(i, g) for i, g in enumerate(grads) if g is not None]
-            idx = torch.tensor([self.layer_of[i] for i, _ in present], device=self._layer_index.device)
-            norms = torch._foreach_norm([g.float() for _, g in present]) if present else []
-        else:
-            idx = self._layer_index
-            norms = torch._foreach_norm([g.float() for g in grads])  # type: ignore[union-attr]
-        big = torch.zeros(len(self.names), device=idx.device)
-        if len(norms):
-            big.index_add_(0, idx, torch.stack(norms).square())
-        self._state.big = big
+        self._state.big = self._layer_sq([p.grad for p in self.params])
         self._state.optimizer_steps += 1
         if self._want_update_ratio:
             self._state.before = [p.detach().clone() for p in self.params]
@@ -182,12 +179,9 @@ class GradientSignals:
         before = self._state.before
         if before is None:
             return
-        delta = torch._foreach_sub([p.detach() for p in self.params], before)
-        d = torch.zeros(len(self.names), device=self._layer_index.device)
-        w = torch.zeros_like(d)
-        d.index_add_(0, self._layer_index, torch.stack(torch._foreach_norm(delta)).float().square())
-        w.index_add_(0, self._layer_index, torch.stack(torch._foreach_norm(before)).float().square())
-        self._state.update_ratio = d.sqrt() / w.sqrt().clamp_min(1e-30)
+        delta = self._layer_sq(torch._foreach_sub([p.detach() for p in self.params], before))
+        weight = self._layer_sq(before)
+        self._state.update_ratio = delta.sqrt() / weight.sqrt().clamp_min(1e-30)
         self._state.before = None
 
     def collect(self, grad_norm: torch.Tensor | float | None = None) -> dict[str, Any]:
@@ -208,12 +202,10 @@ class GradientSignals:
             pre = torch.as_tensor(grad_norm, dtype=torch.float32, device=big.device).square()
             big = big * torch.where(post > 0, pre / post.clamp_min(1e-30), torch.ones_like(post))
         out["big_sq"] = big
-        if k >= 1 and st.small:
-            small = torch.zeros(len(self.names), device=self._layer_index.device)
-            small.index_add_(0, torch.tensor([l for l, _ in st.small], device=small.device), torch.stack([s for _, s in st.small]))
+        if k >= 1:
             # A microbatch's loss divided by k makes its gradient g_b / k: scale the squares back by k^2.
             factor = float(k * k) if self.loss_averaged else 1.0
-            out["small_sq"] = small * (factor / k)  # mean over the k microbatches
+            out["small_sq"] = torch.stack(st.small).sum(0) * (factor / k)  # mean over the k microbatches
         return out
 
     def remove(self) -> None:

@@ -79,6 +79,8 @@ class TrackerConfig:
     """Whether each microbatch's loss is divided by the accumulation count (the common practice)."""
     dist_timeout_s: float = 120.0
     """Timeout of the tracker's own cross-rank reductions: a dead rank is reported, not waited on."""
+    optimizer_timing: bool | None = None
+    """Time the optimizer step (`time/optimizer_s`) with step hooks; None: on with signals="full"."""
 
     def __post_init__(self) -> None:
         for name in ("log_every_steps", "layer_every", "entropy_every", "throughput_window", "loss_var_window",
@@ -218,7 +220,8 @@ class Tracker:
             layer_names = tuple(self._grad.names)
             self._entropy_layers = sample_layers(model, self.config.entropy_layers)
         self._model = model
-        if optimizer is not None:
+        timing = self.config.optimizer_timing if self.config.optimizer_timing is not None else signals == "full"
+        if optimizer is not None and timing:
             # Registered after the signal hooks' pre-step hook and before their post-step hook, so the timer
             # covers the optimizer's own work only (hooks run in registration order).
             optimizer.register_step_pre_hook(self.busy.wrap(self._opt_pre))
@@ -227,7 +230,8 @@ class Tracker:
         self._writer = Writer(
             WriterSettings(
                 location=self.location, run=self.run if self.rank == 0 else None,
-                base_tokens=base["tokens"], base_samples=base["samples"], base_wall=base["wall_s"],
+                base_step=int(base["step"]), base_tokens=base["tokens"], base_samples=base["samples"],
+                base_wall=base["wall_s"],
                 t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
                 throughput_window=self.config.throughput_window, throughput_skip=self.config.throughput_skip,
                 loss_var_window=self.config.loss_var_window, repeat_window=self.config.repeat_window,

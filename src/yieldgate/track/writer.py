@@ -82,6 +82,7 @@ class WriterSettings:
     location: str
     run: str | None
     """Run name; None on ranks other than 0 (they reduce, they do not write)."""
+    base_step: int = 0
     base_tokens: float = 0.0
     base_samples: float = 0.0
     base_wall: float = 0.0
@@ -123,7 +124,8 @@ class Writer(threading.Thread):
         self._repeats = RepeatCounter(settings.repeat_window)
         self._last_scale: float | None = None
         self._skipped = 0
-        self._at: dict[int, tuple[float, float]] = {}
+        # tokens and wall time at each recent step, for evals; the run's starting point is known exactly
+        self._at: dict[int, tuple[float, float]] = {settings.base_step: (settings.base_tokens, settings.base_wall)}
         self._last_flush = time.monotonic()
         self._reduce_failed = False
 

@@ -1,0 +1,220 @@
+"""Resolve a `Recipe` (manifest.py) into token streams: sources -> works -> held-out split by work ->
+documents -> filters -> dedup -> tokenizer -> per-source token arrays, and the statistics of each stage.
+
+The result feeds the probe trainer: training windows per source, held-out sequences per source for the eval
+portfolio, and the manifest's accounting (accepted and unique tokens per source, tokenizer hash, bytes per
+token, what filters and dedup removed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yieldgate.data import corpus
+from yieldgate.errors import InputError
+from yieldgate.manifest import Filter, Recipe, Source, Tokenizer
+
+__all__ = ["ResolvedRecipe", "SourceData", "resolve", "train_tokenizer", "FILTERS"]
+
+
+def _symbol_ratio(text: str) -> float:
+    if not text:
+        return 0.0
+    return sum(1 for c in text if not (c.isalnum() or c.isspace())) / len(text)
+
+
+# Document filters by kind: (text, params) -> keep? Each names its parameters in the error when misused.
+FILTERS: dict[str, Callable[[str, dict[str, Any]], bool]] = {
+    "min_chars": lambda text, p: len(text) >= p["min"],
+    "max_chars": lambda text, p: len(text) <= p["max"],
+    "max_symbol_ratio": lambda text, p: _symbol_ratio(text) <= p["max"],
+    "min_alpha_ratio": lambda text, p: (sum(c.isalpha() for c in text) / max(len(text), 1)) >= p["min"],
+}
+
+
+def _normalise(text: str) -> str:
+    """For exact dedup: NFKC, lower case, whitespace runs collapsed."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
+
+
+@dataclass
+class SourceData:
+    """One source after resolution."""
+
+    name: str
+    weight: float
+    train: np.ndarray
+    """Training token ids, documents concatenated (int32)."""
+    held_out: list[np.ndarray]
+    """Held-out documents' token ids."""
+    held_out_bytes: list[int]
+    """UTF-8 bytes of each held-out document (for bits per byte)."""
+    held_out_tags: list[frozenset[str]]
+    """Tags of each held-out document's work (e.g. `folio`)."""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ResolvedRecipe:
+    recipe: Recipe
+    """The recipe with its accounting filled in (accepted tokens, unique tokens, tokenizer identity)."""
+    sources: dict[str, SourceData]
+    tokenizer: Any
+    bytes_per_token: float
+    stats: dict[str, Any]
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
+    """A byte-level BPE trained with the `tokenizers` library (deterministic for the same texts)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) -> list[corpus.Work]:
+    ref = (source.path or source.name).removeprefix("builtin:")
+    if ref in works_by_source:
+        return works_by_source[ref]
+    path = Path(ref)
+    if path.exists():
+        files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+        if not files:
+            raise InputError(f"source {source.name!r}: no .txt files under {path}")
+        return [corpus.Work(id=f"{source.name}/{f.stem}", title=f.stem, author="", domain=source.domain or "text",
+                            source=source.name, edition="", group=f"{source.name}/{f.stem}", path=str(f),
+                            text=f.read_text(encoding="utf-8", errors="replace"), tags=frozenset())
+                for f in files]
+    known = ", ".join(sorted(works_by_source))
+    raise InputError(f"source {source.name!r}: {ref!r} is neither a built-in source ({known}) nor a file or folder")
+
+
+def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars: int = 2000,
+            cache_dir: str | Path | None = None, stdlib_bytes: int = 2_000_000,
+            max_chars_per_source: int | None = None) -> ResolvedRecipe:
+    """Resolve `recipe` into per-source token arrays; see the module docstring.
+
+    The held-out split is one call over all the recipe's works, so the modern and Folio editions of a play
+    (different sources, one group) always fall on the same side. `max_chars_per_source` keeps a deterministic
+    prefix of each source's training documents (small probes and tests)."""
+    works_by_source = corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
+    kept: dict[str, tuple[list[str], list[tuple[str, frozenset[str]]]]] = {}
+    stats: dict[str, Any] = {"filters": {}, "dedup": {"kind": recipe.dedup.kind, "removed_docs": 0}}
+    seen: set[str] = set()
+    if recipe.dedup.kind == "near":
+        raise InputError("dedup kind 'near' is not available yet (it arrives with the data audit); use 'exact' or 'none'")
+    works = {source.name: _works_for(source, works_by_source) for source in recipe.sources}
+    train_all, eval_all = corpus.split_by_work([w for ws in works.values() for w in ws], held_out=held_out, seed=seed)
+    train_ids, eval_ids = {w.id for w in train_all}, {w.id for w in eval_all}
+    for source in recipe.sources:
+        train_works = [w for w in works[source.name] if w.id in train_ids]
+        eval_works = [w for w in works[source.name] if w.id in eval_ids]
+        docs = [text for _, text in corpus.documents(train_works, chunk_chars=chunk_chars)]
+        if max_chars_per_source is not None:
+            docs = _prefix(docs, max_chars_per_source)
+        for f in recipe.filters:
+            docs = _apply_filter(f, docs, stats["filters"])
+        if recipe.dedup.kind == "exact":
+            unique = []
+            for text in docs:
+                digest = hashlib.blake2b(_normalise(text).encode(), digest_size=16).hexdigest()
+                if digest not in seen:
+                    seen.add(digest)
+                    unique.append(text)
+            stats["dedup"]["removed_docs"] += len(docs) - len(unique)
+            docs = unique
+        held = [(text, w.tags | {w.edition} - {""}) for w in eval_works
+                for _, text in corpus.documents([w], chunk_chars=chunk_chars)]
+        kept[source.name] = (docs, held)
+    all_train = [d for docs, _ in kept.values() for d in docs]
+    if not all_train:
+        raise InputError("the recipe's filters and dedup left no training documents")
+    tok_cfg = recipe.tokenizer or Tokenizer(name="bpe-1k", vocab_size=1024)
+    tokenizer = _cached_tokenizer(all_train, tok_cfg.vocab_size or 1024, cache_dir)
+    content = tokenizer.to_str()
+    sources: dict[str, SourceData] = {}
+    total_bytes = total_tokens = 0
+    for source in recipe.sources:
+        docs, held = kept[source.name]
+        ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch(docs)] if docs else []
+        train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
+        total_tokens += len(train)
+        total_bytes += sum(len(d.encode()) for d in docs)
+        held_ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held])] if held else []
+        sources[source.name] = SourceData(
+            name=source.name, weight=source.weight, train=train, held_out=held_ids,
+            held_out_bytes=[len(t.encode()) for t, _ in held], held_out_tags=[tags for _, tags in held],
+            stats={"train_docs": len(docs), "train_tokens": int(len(train)), "held_out_docs": len(held)},
+        )
+    bytes_per_token = total_bytes / max(total_tokens, 1)
+    tokenizer_model = Tokenizer(name=tok_cfg.name, content_hash=hashlib.sha256(content.encode()).hexdigest(),
+                                vocab_size=tokenizer.get_vocab_size(), bytes_per_token=bytes_per_token)
+    resolved = recipe.model_copy(deep=True)
+    resolved.tokenizer = tokenizer_model
+    for s in resolved.sources:
+        s.unique_tokens = sources[s.name].stats["train_tokens"]
+    stats["sources"] = {name: s.stats for name, s in sources.items()}
+    return ResolvedRecipe(recipe=resolved, sources=sources, tokenizer=tokenizer, bytes_per_token=bytes_per_token,
+                          stats=json.loads(json.dumps(stats)))
+
+
+def _prefix(docs: list[str], max_chars: int) -> list[str]:
+    out, total = [], 0
+    for d in docs:
+        if total >= max_chars:
+            break
+        out.append(d)
+        total += len(d)
+    return out
+
+
+def _cached_tokenizer(texts: list[str], vocab_size: int, cache_dir: str | Path | None) -> Any:
+    """Train once per (training text, vocabulary size); later resolutions load the saved tokenizer."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    digest = hashlib.sha256(str(vocab_size).encode())
+    for t in texts:
+        digest.update(hashlib.blake2b(t.encode(), digest_size=16).digest())
+    path = corpus.cache_root(cache_dir) / "tokenizers" / f"bpe-{vocab_size}-{digest.hexdigest()[:24]}.json"
+    if path.exists():
+        try:
+            return HFTokenizer.from_file(str(path))
+        except Exception:  # noqa: BLE001 - a damaged cache entry is retrained, not fatal
+            path.unlink(missing_ok=True)
+    tokenizer = train_tokenizer(texts, vocab_size)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tokenizer.save(str(tmp))
+        tmp.replace(path)
+    except OSError:
+        pass  # an unwritable cache only costs a retrain next time
+    return tokenizer
+
+
+def _apply_filter(f: Filter, docs: list[str], stats: dict[str, Any]) -> list[str]:
+    if f.kind not in FILTERS:
+        raise InputError(f"filter kind {f.kind!r} is unknown; known kinds: {', '.join(sorted(FILTERS))}")
+    try:
+        kept = [d for d in docs if FILTERS[f.kind](d, f.params)]
+    except KeyError as exc:
+        raise InputError(f"filter {f.kind!r} needs parameter {exc.args[0]!r} in params") from None
+    key = f"{f.kind}({json.dumps(f.params, sort_keys=True)})"
+    entry = stats.setdefault(key, {"in": 0, "dropped": 0})
+    entry["in"] += len(docs)
+    entry["dropped"] += len(docs) - len(kept)
+    return kept

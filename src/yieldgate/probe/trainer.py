@@ -1,0 +1,298 @@
+"""The probe trainer: a small real training of the reference GPT on a resolved recipe, into the ledger.
+
+Warmup-stable-decay schedule (constant learning rate, then a short cooldown: within-run yields stay
+readable), the Tracker with full learning signals, fixed seeds (deterministic for a seed and thread count),
+and a versioned eval portfolio: per source held-out loss, bits per byte and next-token accuracy, and two
+hard slices, the held-out sequences of rarest tokens (top decile by mean token rarity) and the Folio-spelling
+passages, because the first thing a faster pipeline breaks is the tail.
+
+Fault hooks for the diagnosis work (all off by default) live in `Faults`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from yieldgate.data.recipe import ResolvedRecipe
+from yieldgate.errors import InputError
+from yieldgate.manifest import EvalPortfolio, Hardware, Manifest, ModelConfig, Optimisation
+from yieldgate.probe.model import GPT, GPTConfig
+from yieldgate.track import Tracker, TrackerConfig
+
+__all__ = ["Faults", "ProbeConfig", "train_probe", "PORTFOLIO"]
+
+PORTFOLIO = ("probe", "1")  # name, version: bump the version when a task or metric changes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Faults:
+    """Injected faults, each off by default (for the diagnosis fault-injection suite)."""
+
+    lr_multiplier: float = 1.0
+    """Multiply the learning rate (x30: too high; /100: too low)."""
+    no_warmup: bool = False
+    """Start at the peak learning rate."""
+    nan_at_step: int | None = None
+    """Make this step's gradients NaN (the trainer skips the update, as a guarded trainer does)."""
+    sleep_loader_s: float = 0.0
+    """Seconds the data loader sleeps before each batch (an infrastructure stall)."""
+    unshuffled: bool = False
+    """Present each source's windows in order, sources one after another (a non-i.i.d. stream)."""
+    loop_examples: int | None = None
+    """Sample only the first N windows, looping (the 'same 200 examples' failure)."""
+    repeat_source: tuple[str, float] | None = None
+    """(source, epochs): keep only as many of the source's windows as the budget passes `epochs` times."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeConfig:
+    """One probe: budget, model, optimisation and seed."""
+
+    tokens: int
+    """Token budget."""
+    seed: int = 0
+    """Seed of the model init, the sampler and the eval draw."""
+    batch_size: int = 16
+    """Sequences per step."""
+    microbatches: int = 2
+    """Accumulation microbatches per step (two batch sizes per step: what the gradient noise scale needs)."""
+    context: int = 64
+    """Tokens per sequence."""
+    layers: int = 2
+    width: int = 64
+    heads: int = 4
+    lr: float = 3e-3
+    """Peak learning rate."""
+    warmup_frac: float = 0.05
+    """Share of steps warming up."""
+    decay_frac: float = 0.2
+    """Share of steps in the final linear cooldown (to 10% of the peak)."""
+    evals: int = 8
+    """Evaluations over the budget (plus one at step 0)."""
+    eval_sequences: int = 32
+    """Held-out sequences per source per evaluation."""
+    threads: int | None = None
+    """torch threads (None: leave as is)."""
+    faults: Faults = field(default_factory=Faults)
+
+    def __post_init__(self) -> None:
+        for name in ("tokens", "batch_size", "microbatches", "context", "layers", "width", "heads", "evals",
+                     "eval_sequences"):
+            if getattr(self, name) < 1:
+                raise InputError(f"probe.{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_size % self.microbatches:
+            raise InputError(f"probe.batch_size ({self.batch_size}) must be a multiple of microbatches "
+                             f"({self.microbatches})")
+        if not 0 <= self.warmup_frac + self.decay_frac <= 1:
+            raise InputError(f"probe.warmup_frac + decay_frac must be within [0, 1], got "
+                             f"{self.warmup_frac} + {self.decay_frac}")
+
+
+def wsd(step: int, steps: int, cfg: ProbeConfig) -> float:
+    """Warmup-stable-decay learning rate at `step` (1-based) of `steps`."""
+    warm = 0 if cfg.faults.no_warmup else max(1, round(cfg.warmup_frac * steps))
+    decay = round(cfg.decay_frac * steps)
+    peak = cfg.lr * cfg.faults.lr_multiplier
+    if step <= warm:
+        return peak * step / warm
+    if step > steps - decay:
+        frac = (step - (steps - decay)) / max(decay, 1)
+        return peak * (1.0 - 0.9 * frac)
+    return peak
+
+
+class _Sampler:
+    """Windows of context + 1 tokens at fixed offsets of each source; sources drawn by weight."""
+
+    def __init__(self, data: ResolvedRecipe, cfg: ProbeConfig, steps: int) -> None:
+        self.cfg = cfg
+        self.rng = np.random.default_rng(cfg.seed)
+        self.names = [n for n, s in data.sources.items() if len(s.train) > cfg.context + 1]
+        if not self.names:
+            raise InputError(f"no source has more than {cfg.context + 1} training tokens")
+        self.tokens = {n: data.sources[n].train for n in self.names}
+        weights = np.array([data.sources[n].weight for n in self.names], dtype=float)
+        self.p = weights / weights.sum()
+        self.windows: dict[str, np.ndarray] = {}
+        for n in self.names:
+            count = (len(self.tokens[n]) - 1) // cfg.context
+            order = np.arange(count) if cfg.faults.unshuffled else self.rng.permutation(count)
+            self.windows[n] = order
+        if cfg.faults.repeat_source is not None:
+            name, epochs = cfg.faults.repeat_source
+            if name not in self.windows:
+                raise InputError(f"faults.repeat_source names unknown source {name!r}; sources: {', '.join(self.names)}")
+            share = self.p[self.names.index(name)]
+            needed = max(1, int(steps * cfg.batch_size * share / epochs))
+            self.windows[name] = self.windows[name][:needed]
+        self.cursor = dict.fromkeys(self.names, 0)
+        self.total = steps * cfg.batch_size
+        self.drawn = 0
+
+    def _source(self) -> int:
+        if self.cfg.faults.unshuffled:  # sources one after another, each for its share of the budget
+            edges = np.cumsum(self.p) * self.total
+            return int(min(np.searchsorted(edges, self.drawn, side="right"), len(self.names) - 1))
+        return int(self.rng.choice(len(self.names), p=self.p))
+
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, int], list[int]]:
+        t = self.cfg.context
+        rows, counts, ids = [], dict.fromkeys(self.names, 0), []
+        for _ in range(self.cfg.batch_size):
+            k = self._source()
+            name = self.names[k]
+            order = self.windows[name]
+            limit = min(len(order), self.cfg.faults.loop_examples or len(order))
+            w = int(order[self.cursor[name] % limit])
+            self.cursor[name] += 1
+            self.drawn += 1
+            rows.append(self.tokens[name][w * t : w * t + t + 1])
+            counts[name] += t
+            ids.append(k << 32 | w)
+        arr = torch.from_numpy(np.stack(rows).astype(np.int64))
+        return arr[:, :-1], arr[:, 1:], counts, ids
+
+
+class _Portfolio:
+    """The eval portfolio's fixed held-out sequences, drawn once per probe."""
+
+    def __init__(self, data: ResolvedRecipe, cfg: ProbeConfig) -> None:
+        rng = np.random.default_rng(10_000 + cfg.seed)
+        t = cfg.context
+        vocab = data.tokenizer.get_vocab_size()
+        counts = np.bincount(np.concatenate([s.train for s in data.sources.values()]), minlength=vocab) + 1
+        rarity = -np.log(counts / counts.sum())
+        self.sets: dict[str, list[tuple[np.ndarray, float, bool]]] = {}
+        for name, src in data.sources.items():
+            seqs = []
+            for doc, nbytes, tags in zip(src.held_out, src.held_out_bytes, src.held_out_tags, strict=True):
+                bpt = nbytes / max(len(doc), 1)
+                for w in range((len(doc) - 1) // t):
+                    seqs.append((doc[w * t : w * t + t + 1], bpt, "folio" in tags))
+            if not seqs:
+                continue
+            pick = rng.permutation(len(seqs))[: cfg.eval_sequences]
+            self.sets[name] = [seqs[i] for i in sorted(pick)]
+        everything = [s for seqs in self.sets.values() for s in seqs]
+        if not everything:
+            raise InputError("no held-out sequences: the recipe's sources need more held-out text than one context")
+        score = np.array([rarity[s[0][1:]].mean() for s in everything])
+        cut = np.quantile(score, 0.9)
+        self.hard = {"rare": [s for s, r in zip(everything, score, strict=True) if r >= cut],
+                     "folio": [s for s in everything if s[2]]}
+
+    def tasks(self) -> list[str]:
+        keys = ["val/loss", "val/bpb"] + [f"val/{n}/{m}" for n in self.sets for m in ("loss", "bpb", "acc")]
+        return keys + [f"hard/{h}/{m}" for h, seqs in self.hard.items() if seqs for m in ("loss", "bpb")]
+
+    @torch.no_grad()
+    def evaluate(self, model: GPT) -> dict[str, float]:
+        model.eval()
+        out: dict[str, float] = {}
+        total_nll = total_tok = total_bits_bytes = 0.0
+
+        def score(seqs: list[tuple[np.ndarray, float, bool]]) -> tuple[float, float, float, int, float]:
+            arr = torch.from_numpy(np.stack([s[0] for s in seqs]).astype(np.int64))
+            logits, _ = model(arr[:, :-1])
+            nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), arr[:, 1:], reduction="none")  # (n, t)
+            acc = (logits.argmax(-1) == arr[:, 1:]).float().mean().item()
+            nbytes = sum(s[1] * (len(s[0]) - 1) for s in seqs)
+            return nll.sum().item(), acc, nbytes, nll.numel(), nll.mean().item()
+
+        for name, seqs in self.sets.items():
+            nll, acc, nbytes, n, mean = score(seqs)
+            out[f"val/{name}/loss"] = mean
+            out[f"val/{name}/bpb"] = nll / math.log(2) / nbytes
+            out[f"val/{name}/acc"] = acc
+            total_nll, total_tok, total_bits_bytes = total_nll + nll, total_tok + n, total_bits_bytes + nbytes
+        out["val/loss"] = total_nll / total_tok
+        out["val/bpb"] = total_nll / math.log(2) / total_bits_bytes
+        for hard, seqs in self.hard.items():
+            if seqs:
+                nll, _, nbytes, _, mean = score(seqs)
+                out[f"hard/{hard}/loss"] = mean
+                out[f"hard/{hard}/bpb"] = nll / math.log(2) / nbytes
+        model.train()
+        return out
+
+
+def probe_manifest(data: ResolvedRecipe, cfg: ProbeConfig, model: GPT, portfolio: _Portfolio) -> Manifest:
+    recipe = data.recipe.model_copy(deep=True)
+    recipe.sequence_length = cfg.context
+    return Manifest(
+        data=recipe,
+        model=ModelConfig(name="probe-gpt", params=sum(p.numel() for p in model.parameters()),
+                          non_embedding_params=model.non_embedding_params(), layers=cfg.layers, width=cfg.width,
+                          heads=cfg.heads, head_dim=cfg.width // cfg.heads, context=cfg.context,
+                          vocab_size=model.cfg.vocab_size),
+        optimisation=Optimisation(optimizer="adamw", lr=cfg.lr, schedule="wsd", batch_size=cfg.batch_size,
+                                  microbatch_size=cfg.batch_size // cfg.microbatches,
+                                  grad_accumulation=cfg.microbatches, grad_clip=1.0, precision="fp32"),
+        hardware=Hardware(device_kind="cpu", device_count=1),
+        evals=EvalPortfolio(name=PORTFOLIO[0], version=PORTFOLIO[1], tasks=portfolio.tasks()),
+        library_versions={"torch": torch.__version__, "python": sys.version.split()[0]},
+        seed=cfg.seed,
+    )
+
+
+def train_probe(
+    data: ResolvedRecipe,
+    cfg: ProbeConfig,
+    *,
+    run: str,
+    ledger: str,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Train one probe into the ledger as `run`; return its final evaluation."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    steps = math.ceil(cfg.tokens / (cfg.batch_size * cfg.context))
+    model = GPT(GPTConfig(vocab_size=data.tokenizer.get_vocab_size(), context=cfg.context, layers=cfg.layers,
+                          width=cfg.width, heads=cfg.heads))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    sampler = _Sampler(data, cfg, steps)
+    portfolio = _Portfolio(data, cfg)
+    manifest = probe_manifest(data, cfg, model, portfolio)
+    eval_at = set(np.linspace(0, steps, cfg.evals + 1).round().astype(int).tolist())
+    final: dict[str, Any] = {}
+    with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, signals="full",
+                 config=TrackerConfig(log_every_s=5.0)) as tr:
+        tr.eval(portfolio.evaluate(model), step=0)
+        for step in range(1, steps + 1):
+            start = time.perf_counter()
+            if cfg.faults.sleep_loader_s:
+                time.sleep(cfg.faults.sleep_loader_s)
+            x, y, counts, ids = sampler.batch()
+            wait = time.perf_counter() - start
+            for group in opt.param_groups:
+                group["lr"] = wsd(step, steps, cfg)
+            opt.zero_grad(set_to_none=True)
+            loss = torch.zeros(())
+            for xm, ym in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches), strict=True):
+                _, part = model(xm, ym)
+                (part / cfg.microbatches).backward()
+                loss += part.detach() / cfg.microbatches
+            if cfg.faults.nan_at_step == step:
+                for p in model.parameters():
+                    p.grad.fill_(float("nan"))
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            # A guarded trainer skips a non-finite update. This is a host sync on purpose: probes are small.
+            if torch.isfinite(grad_norm):
+                opt.step()
+            tr.step(tokens=cfg.batch_size * cfg.context, samples=cfg.batch_size, loss=loss, grad_norm=grad_norm,
+                    sources=counts, sample_ids=ids, data_wait_s=wait)
+            if step in eval_at:
+                final = portfolio.evaluate(model)
+                tr.eval(final)
+            if progress is not None:
+                progress(step, steps)
+    return final

@@ -1,0 +1,119 @@
+"""The probe trainer on the built-in corpus: a real (small) training into the ledger."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from yieldgate.data import corpus
+from yieldgate.data.recipe import resolve
+from yieldgate.ledger import Ledger
+from yieldgate.manifest import parse_manifest
+from yieldgate.probe.trainer import Faults, ProbeConfig, train_probe, wsd
+
+RECIPE = {
+    "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "shakespeare-folio", "weight": 0.3},
+                {"name": "milton", "weight": 0.2}],
+    "filters": [{"kind": "min_chars", "params": {"min": 200}}],
+    "dedup": {"kind": "exact"},
+    "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+}
+
+
+@pytest.fixture(scope="module")
+def data():
+    recipe = parse_manifest({"data": RECIPE}).data
+    return resolve(recipe, seed=0, max_chars_per_source=400_000)
+
+
+def probe(data, ledger, run, **kw):
+    cfg = ProbeConfig(tokens=24_576, batch_size=8, context=64, evals=4, eval_sequences=16, threads=2, **kw)
+    return train_probe(data, cfg, run=run, ledger=str(ledger))
+
+
+def test_resolution_accounts_for_sources_tokenizer_and_dedup(data):
+    recipe = data.recipe
+    assert recipe.tokenizer.content_hash and recipe.tokenizer.vocab_size == 512
+    assert 1.5 < data.bytes_per_token < 6.0
+    assert all(s.unique_tokens and s.unique_tokens > 0 for s in recipe.sources)
+    assert data.stats["dedup"]["kind"] == "exact"
+    # Milton's byte-identical second copies are removed by exact dedup.
+    assert data.stats["dedup"]["removed_docs"] > 0
+    assert all(len(s.held_out) > 0 for s in data.sources.values())
+
+
+def test_held_out_plays_are_held_out_in_both_editions(data):
+    works = corpus.load_corpus(stdlib_bytes=0)
+    train, held = corpus.split_by_work([w for w in works if w.source != "python-stdlib"], seed=0)
+    train_groups, held_groups = {w.group for w in train}, {w.group for w in held}
+    assert not train_groups & held_groups
+    for group in held_groups:
+        if group.startswith("shakespeare/"):
+            editions = {w.edition for w in works if w.group == group}
+            assert {w.edition for w in held if w.group == group} == editions
+
+
+def test_a_probe_records_steps_sources_evals_manifest_and_signals(data, tmp_path):
+    path = tmp_path / "p.db"
+    final = probe(data, path, "p")
+    with Ledger(path, readonly=True) as led:
+        steps, evals, extras, manifest = led.steps("p"), led.evals("p"), led.extras("p"), led.manifest("p")
+        status = led.run_info("p")["status"]
+    assert status == "finished" and len(steps) == 48
+    assert steps["tokens"].iloc[-1] == 24_576
+    keys = set(extras["key"])
+    assert {"tokens/shakespeare-modern", "tokens/shakespeare-folio", "tokens/milton"} <= keys
+    assert {"signals/gns", "stream/repeat_rate", "signals/update_ratio/blocks.0.qkv"} <= keys
+    got = {f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"])}
+    assert set(manifest.evals.tasks) == got
+    assert {"hard/rare/bpb", "hard/folio/bpb", "val/milton/acc", "val/shakespeare-folio/bpb"} <= got
+    assert evals["portfolio"].unique().tolist() == ["probe"]
+    assert manifest.data.tokenizer.content_hash == data.recipe.tokenizer.content_hash
+    assert manifest.optimisation.schedule == "wsd"
+    val = evals[(evals.task == "val") & (evals.metric == "loss")].sort_values("step")["value"].to_numpy()
+    assert val[-1] < val[0] - 0.5, "a real probe learns"
+    assert final["val/loss"] == pytest.approx(val[-1])
+    lr = steps["lr"].to_numpy()
+    assert lr[0] < lr[10] and lr[-1] < lr[20]  # warmup, stable, decay
+
+
+def test_same_seed_same_losses_other_seed_differs(data, tmp_path):
+    path = tmp_path / "d.db"
+    probe(data, path, "a", seed=3)
+    probe(data, path, "b", seed=3)
+    probe(data, path, "c", seed=4)
+    with Ledger(path, readonly=True) as led:
+        a, b, c = (led.steps(n)["loss"].to_numpy() for n in "abc")
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_faults_are_off_by_default_and_change_the_run(data, tmp_path):
+    cfg = ProbeConfig(tokens=10_000)
+    assert cfg.faults == Faults()
+    assert wsd(1, 100, cfg) < wsd(50, 100, cfg) == cfg.lr > wsd(100, 100, cfg)
+    no_warm = ProbeConfig(tokens=10_000, faults=Faults(no_warmup=True, lr_multiplier=30))
+    assert wsd(1, 100, no_warm) == 30 * cfg.lr
+    path = tmp_path / "f.db"
+    probe(data, path, "loop", faults=Faults(loop_examples=20, nan_at_step=5))
+    with Ledger(path, readonly=True) as led:
+        repeat = led.extras("loop", ["stream/repeat_rate"])["value"].to_numpy()
+        loss = led.steps("loop", ["grad_norm"])["grad_norm"].to_numpy()
+    assert repeat[-1] == 1.0 and repeat[0] == 0.0
+    assert np.isnan(loss[4]) and np.isfinite(loss[5])  # the NaN step was skipped, training went on
+
+
+def test_train_command(tmp_path, cli):
+    recipe = tmp_path / "milton.yaml"
+    recipe.write_text("sources:\n  - {name: milton}\n  - {name: shakespeare-folio, weight: 0.5}\n"
+                      "tokenizer: {name: bpe-256, vocab_size: 300}\n")
+    out = cli.json("train", str(recipe), "--tokens", "4096", "--seed", "1")
+    assert out["run"] == "milton/s1/t4096" and out["final"]["val/loss"] > 0
+    listed = cli.json("runs")
+    assert listed[0]["name"] == "milton/s1/t4096" and listed[0]["tokens"] == 4096
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sources:\n  - {name: milton, weight: -1}\n")
+    assert "sources[0].weight: must be >= 0" in cli("train", str(bad), "--tokens", "10", code=2).stderr
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("sources:\n  - {name: wikipedia}\n")
+    assert "neither a built-in source" in cli("train", str(unknown), "--tokens", "10", code=2).stderr
