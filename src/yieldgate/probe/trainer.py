@@ -136,12 +136,25 @@ class _Sampler:
         self.cursor = dict.fromkeys(self.names, 0)
         self.total = steps * cfg.batch_size
         self.drawn = 0
+        curriculum = data.recipe.curriculum
+        self.ordered = cfg.faults.unshuffled or curriculum.kind == "ordered_by_source"
+        # Staged curriculum: (sequences drawn at which the stage ends, source probabilities of the stage).
+        self.stages = []
+        for stage in curriculum.stages if curriculum.kind == "staged" else []:
+            w = np.array([stage.weights.get(n, 0.0) for n in self.names], dtype=float)
+            if w.sum() <= 0:
+                raise InputError(f"curriculum stage ending at {stage.until_tokens} tokens gives no weight to any "
+                                 f"source with data ({', '.join(self.names)})")
+            self.stages.append((stage.until_tokens / cfg.context, w / w.sum()))
 
     def _source(self) -> int:
-        if self.cfg.faults.unshuffled:  # sources one after another, each for its share of the budget
+        if self.ordered:  # sources one after another, each for its share of the budget
             edges = np.cumsum(self.p) * self.total
             return int(min(np.searchsorted(edges, self.drawn, side="right"), len(self.names) - 1))
-        return int(self.rng.choice(len(self.names), p=self.p))
+        p = self.p
+        if self.stages:  # the stage the stream is in; the last one holds after its end
+            p = next((w for end, w in self.stages if self.drawn < end), self.stages[-1][1])
+        return int(self.rng.choice(len(self.names), p=p))
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, int], list[int]]:
         t = self.cfg.context

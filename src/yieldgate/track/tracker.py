@@ -65,6 +65,10 @@ class TrackerConfig:
     """Layers sampled for activation entropy."""
     gns_ema: float = 0.95
     """EMA decay for the GNS numerator and denominator (smoothed separately, DESIGN.md)."""
+    gns_microbatches: int | None = None
+    """Microbatches per step whose gradient norms feed the small-batch side of the GNS (None: all). Fewer cost
+    less; each is an unbiased sample, but the estimate gets noisier (one of four: ~35% off the brute-force
+    value where all four are within 10%, on tests/test_signals.py's check)."""
     throughput_window: int = 20
     """Steps in the tokens/s window."""
     throughput_skip: int = 2
@@ -90,6 +94,8 @@ class TrackerConfig:
         for name in ("log_every_s", "flush_every_s", "dist_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InputError(f"TrackerConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.gns_microbatches is not None and self.gns_microbatches < 1:
+            raise InputError(f"TrackerConfig.gns_microbatches must be >= 1 or None, got {self.gns_microbatches}")
         if not 0 <= self.gns_ema < 1:
             raise InputError(f"TrackerConfig.gns_ema must be in [0, 1), got {self.gns_ema}")
 
@@ -216,7 +222,8 @@ class Tracker:
         layer_names: tuple[str, ...] = ()
         if signals == "full" and model is not None:
             self._grad = GradientSignals(model, optimizer, loss_averaged=self.config.loss_averaged,
-                                         loss_scale=self._scale_tensor, busy=self.busy)
+                                         loss_scale=self._scale_tensor, busy=self.busy,
+                                         sampled_microbatches=self.config.gns_microbatches or 1 << 30)
             layer_names = tuple(self._grad.names)
             self._entropy_layers = sample_layers(model, self.config.entropy_layers)
         self._model = model
@@ -254,7 +261,7 @@ class Tracker:
         self._tensors: dict[str, tuple[list[int], list[torch.Tensor]]] = {}
         self._evals: list[tuple[int, dict[str, Any]]] = []
         self._eval_tensors: dict[str, torch.Tensor] = {}
-        self._gns_state: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._gns_state: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._entropy_ctx: Any = None
         self._entropy_store: dict[str, list[torch.Tensor]] | None = None
         self._due_marks: dict[tuple[str, int], int] = {}
@@ -365,9 +372,11 @@ class Tracker:
         return time.perf_counter()
 
     def _keep(self, name: str, index: int, value: torch.Tensor) -> None:
-        idx, values = self._tensors.setdefault(name, ([], []))
-        idx.append(index)
-        values.append(value.detach())
+        kept = self._tensors.get(name)
+        if kept is None:
+            kept = self._tensors[name] = ([], [])
+        kept[0].append(index)
+        kept[1].append(value.detach())
 
     @_contained
     def step(
@@ -401,16 +410,18 @@ class Tracker:
         if isinstance(lr, torch.Tensor):
             self._keep("lr", i, lr)
             lr = None
-        row = StepRow(step=self._step, tokens=float(tokens), samples=float(samples if samples is not None else 0),
-                      t_end=now, step_s=now - self._last_step_t, data_wait_s=data_wait_s, lr=lr,
-                      clipped=None if clipped is None else float(clipped), sources=dict(sources) if sources else None,
-                      sample_ids=sample_ids)
-        self._tokens_local += float(tokens)
-        for name, value in (("loss", loss), ("grad_norm", grad_norm)):
-            if isinstance(value, torch.Tensor):
-                self._keep(name, i, value)
-            elif value is not None:
-                row.values = {**(row.values or {}), name: float(value)}
+        row = StepRow(self._step, float(tokens), float(samples if samples is not None else 0), now,
+                      now - self._last_step_t, data_wait_s, lr, None if clipped is None else float(clipped),
+                      dict(sources) if sources else None, sample_ids)
+        self._tokens_local += row.tokens
+        if isinstance(loss, torch.Tensor):
+            self._keep("loss", i, loss)
+        elif loss is not None:
+            row.values = {"loss": float(loss)}
+        if isinstance(grad_norm, torch.Tensor):
+            self._keep("grad_norm", i, grad_norm)
+        elif grad_norm is not None:
+            row.values = {**(row.values or {}), "grad_norm": float(grad_norm)}
         if extras:
             for key, value in extras.items():
                 if isinstance(value, torch.Tensor):
@@ -434,32 +445,27 @@ class Tracker:
     def _learning_signals(self, i: int, grad_norm: Any, tokens: int) -> None:
         assert self._grad is not None
         cfg = self.config
-        sig = self._grad.collect(grad_norm if isinstance(grad_norm, (torch.Tensor, float, int)) else None)
+        norm = grad_norm if isinstance(grad_norm, (torch.Tensor, float, int)) else None
+        sig = self._grad.collect(norm)
         k, small, big = sig["microbatches"], sig["small_sq"], sig["big_sq"]
         # b: tokens of one microbatch on this rank; B: tokens of the whole step over all ranks (per-rank tokens
         # x world size: GNS needs the batch the gradient was averaged over, not the accepted-token count).
         b, big_b = float(tokens) / max(k, 1), float(tokens) * self.world
-        if small is not None and big is not None and big_b > b > 0:
-            layers = torch.cat([small, small.sum().reshape(1)]), torch.cat([big, big.sum().reshape(1)])
-            est = gns_estimate(layers[0], layers[1], b, big_b)
-            beta = cfg.gns_ema
-            if self._gns_state is None:
-                self._gns_state = (est.g2, est.trace)
-            else:
-                g2, tr = self._gns_state
-                self._gns_state = (beta * g2 + (1 - beta) * est.g2, beta * tr + (1 - beta) * est.trace)
-            g2, tr = self._gns_state
-            # B_simple = tr(Σ)/|G|^2 from separately smoothed parts; NaN while |G|^2 is not yet positive.
-            bsimple = torch.where(g2 > 0, tr / g2.clamp_min(1e-30), torch.full_like(g2, float("nan")))
-            self._keep("signals/gns", i, bsimple[-1])
-            if self._step % cfg.layer_every == 0:
-                self._keep("layers:signals/gns", i, bsimple[:-1])
-        if big is not None and self._step % cfg.layer_every == 0:
+        if small is not None and sig["big_total"] is not None and big_b > b > 0:
+            self._keep("signals/gns", i, self._smoothed_gns("global", small.sum(), sig["big_total"], b, big_b))
+            if big is not None:
+                # Per-layer parts are measured on layer steps only, and smoothed over those steps.
+                self._keep("layers:signals/gns", i, self._smoothed_gns("layers", small, big, b, big_b))
+        if big is not None:
             self._keep("layers:signals/grad_norm", i, big.sqrt())
         if sig["update_ratio"] is not None:
             self._keep("layers:signals/update_ratio", i, sig["update_ratio"])
-        # Arm the weight snapshot for the next step when that step is an update-ratio step.
-        self._grad.want_update_ratio((self._step + 1) % cfg.layer_every == 0)
+        # Arm the next step: weight snapshot and per-layer norms on layer steps; off them, |g_B|^2 comes from
+        # the pre-clip norm the loop passes (no extra pass over the gradients).
+        layer_step = (self._step + 1) % cfg.layer_every == 0
+        self._grad.want_update_ratio(layer_step)
+        self._grad.layers_due = layer_step
+        self._grad.total_from_norm = norm is not None
         if self._entropy_ctx is not None:
             self._entropy_ctx.__exit__(None, None, None)
             for name, values in (self._entropy_store or {}).items():
@@ -469,6 +475,19 @@ class Tracker:
         if (self._step + 1) % cfg.entropy_every == 0 and self._entropy_layers:
             self._entropy_ctx = activation_entropy(self._entropy_layers, self.busy)
             self._entropy_store = self._entropy_ctx.__enter__()
+
+    def _smoothed_gns(self, key: str, small: torch.Tensor, big: torch.Tensor, b: float, big_b: float) -> torch.Tensor:
+        """B_simple = tr(Σ)/|G|^2 from EMAs of numerator and denominator kept apart (DESIGN.md); NaN while the
+        smoothed |G|^2 is not positive. Device tensors throughout."""
+        est = gns_estimate(small, big, b, big_b)
+        beta = self.config.gns_ema
+        if key not in self._gns_state:
+            self._gns_state[key] = (est.g2, est.trace)
+        else:
+            g2, tr = self._gns_state[key]
+            self._gns_state[key] = (beta * g2 + (1 - beta) * est.g2, beta * tr + (1 - beta) * est.trace)
+        g2, tr = self._gns_state[key]
+        return torch.where(g2 > 0, tr / g2.clamp_min(1e-30), torch.full_like(g2, float("nan")))
 
     def _ship(self) -> None:
         """Start the host copy of buffered tensors and hand the packet to the writer."""
