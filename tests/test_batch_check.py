@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from yieldgate.errors import InputError
+from yieldgate.probe.model import GPT
+from yieldgate.track.batch_check import BatchConfig, batch_size_check
+
+from .test_signals import CFG, batch, text  # noqa: F401 - the fixture
+
+
+def _check(text, candidate: BatchConfig, tokens: int = 24_576):
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    model = GPT(CFG)
+    held = batch(text[-200_000:], np.random.default_rng(99), 64)
+    return batch_size_check(
+        model,
+        make_optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
+        sample=lambda rng, n: batch(text[:-200_000], rng, n),
+        loss_fn=lambda m, x, y: m(x, y)[1],
+        eval_batch=held,
+        baseline=BatchConfig(batch_size=4),
+        candidate=candidate,
+        tokens=tokens,
+        lr=3e-3,
+        seeds=3,
+    )
+
+
+def test_a_much_bigger_batch_at_the_same_lr_is_flagged(text):
+    result = _check(text, BatchConfig(batch_size=96))
+    assert result.altered, result.verdict
+    assert result.relative_loss > 0.15
+    assert "altered learning" in result.verdict
+    # Raw squared norms fall with batch size; the noise-corrected |G|^2 explains both within the model.
+    norms = result.grad_norms
+    assert norms["raw_sq_b"] > norms["raw_sq_B"]
+    assert norms["expected_raw_sq_b"] == pytest.approx(norms["raw_sq_b"], rel=1e-6)
+
+
+def test_accumulation_to_the_same_batch_is_not_flagged(text):
+    result = _check(text, BatchConfig(batch_size=4, accumulation=2))
+    assert not result.altered, result.verdict
+    assert abs(result.relative_loss) < 0.15
+
+
+def test_config_validation():
+    with pytest.raises(InputError, match="multiple of accumulation"):
+        BatchConfig(batch_size=6, accumulation=4)
