@@ -8,7 +8,6 @@ from the runs just made. The campaign-and-gate demo of the probe issue replaces 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
 import sysconfig
@@ -22,6 +21,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from yieldgate.data import corpus
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import (
     EvalPortfolio,
@@ -42,22 +42,11 @@ LOG_EVERY = 10  # steps per ledger write
 
 
 def stdlib_corpus(max_bytes: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bytes of the standard library's .py files: (train, held-out, files used).
-
-    Files are assigned to held-out by a hash of their path (about 1 in 10), so no file straddles the split.
-    """
-    root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in root.rglob("*.py") if "test" not in p.parts and "site-packages" not in p.parts)
-    train, held, total, used = [], [], 0, 0
-    for path in files:
-        data = path.read_bytes()
-        bucket = hashlib.sha256(str(path.relative_to(root)).encode()).digest()[0] % 10
-        (held if bucket == 0 else train).append(np.frombuffer(data, dtype=np.uint8))
-        total += len(data)
-        used += 1
-        if total >= max_bytes and held and train:
-            break
-    return np.concatenate(train), np.concatenate(held), used
+    """Bytes of the standard library's modules: (train, held-out, modules used), split by module."""
+    works = corpus.stdlib_works(max_bytes)
+    train, held = corpus.split_by_work(works, held_out=0.1, seed=0)
+    as_bytes = lambda ws: np.frombuffer("\n".join(w.text for w in ws).encode(), dtype=np.uint8)  # noqa: E731
+    return as_bytes(train), as_bytes(held), len(works)
 
 
 @dataclass(frozen=True)

