@@ -58,7 +58,7 @@ def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
     torch.manual_seed(0)
     model = GPT(CFG)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    sig = GradientSignals(model, opt)
+    sig = GradientSignals(model, opt, sampled_microbatches=3)
     rng = np.random.default_rng(0)
     micro = [batch(text, rng, 4) for _ in range(3)]
     grads = []
@@ -87,6 +87,16 @@ def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
         [(p.detach() - b).square().sum() for p, b in zip(sig.params, before)]))
     weight = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([b.square().sum() for b in before]))
     torch.testing.assert_close(out["update_ratio"], delta.sqrt() / weight.sqrt(), rtol=1e-4, atol=1e-12)
+    # Measuring one microbatch of three: the first one's squared norms, unscaled by k^2.
+    sig.sampled_microbatches = 1
+    model.zero_grad()
+    model(*micro[0])[1].backward()
+    first = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([p.grad.square().sum() for p in sig.params]))
+    sig.collect()
+    model.zero_grad()
+    for x, y in micro:
+        (model(x, y)[1] / 3).backward()
+    torch.testing.assert_close(sig.collect()["small_sq"], first, rtol=1e-4, atol=1e-10)
     sig.remove()
 
 

@@ -127,13 +127,21 @@ class GradientSignals:
         loss_averaged: bool = True,
         loss_scale: Callable[[], torch.Tensor | None] = lambda: None,
         busy: Busy | None = None,
+        sampled_microbatches: int = 1 << 30,
     ) -> None:
         self.names, self.params, self.layer_of = layer_groups(model)
         self.busy = busy or Busy()
+        self.sampled_microbatches = sampled_microbatches
+        """Microbatches per step whose norms are measured (the rest are only counted): each is an unbiased
+        sample of E|g_b|^2; measuring fewer costs less and gives a noisier estimate."""
         self.loss_averaged = loss_averaged
         self.loss_scale = loss_scale
         self._state = _StepState()
         self._want_update_ratio = False
+        self.layers_due = True
+        """Measure |g_B|^2 per layer at the next optimizer step."""
+        self.total_from_norm = False
+        """The caller passes the pre-clip global norm: off-cadence steps take |g_B|^2 from it, no gradient pass."""
         device = self.params[0].device if self.params else torch.device("cpu")
         self._layer_index = torch.tensor(self.layer_of, device=device)
         self._handles: list[Any] = []
@@ -158,19 +166,22 @@ class GradientSignals:
         return out
 
     def _on_backward(self, grads: tuple[torch.Tensor | None, ...]) -> None:
+        self._state.microbatches += 1
+        if len(self._state.small) >= self.sampled_microbatches:
+            return  # counted, not measured: each microbatch is an unbiased sample of E|g_b|^2
         sq = self._layer_sq(list(grads))
         scale = self.loss_scale()
         if scale is not None:
             sq = sq / scale.float().square()
         self._state.small.append(sq)
-        self._state.microbatches += 1
 
     def want_update_ratio(self, flag: bool) -> None:
         """Measure |ΔW| / |W| at the next optimizer step (a weight snapshot costs one copy of the weights)."""
         self._want_update_ratio = flag
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self._state.big = self._layer_sq([p.grad for p in self.params])
+        if self.layers_due or not self.total_from_norm:
+            self._state.big = self._layer_sq([p.grad for p in self.params])
         self._state.optimizer_steps += 1
         if self._want_update_ratio:
             self._state.before = [p.detach().clone() for p in self.params]
@@ -188,24 +199,27 @@ class GradientSignals:
         """End of an optimizer step: per-layer tensors, and reset for the next step.
 
         Returns `microbatches` (int), `small_sq` (mean |g_b|^2 per layer, or None), `big_sq` (|g_B|^2 per
-        layer, pre-clip, or None when no optimizer step ran: a skipped mixed-precision step),
-        `update_ratio` (or None), `skipped` (bool).
+        layer, pre-clip, or None: not a layer step, or no optimizer step ran, as in a skipped mixed-precision
+        step), `big_total` (|g_B|^2 of all layers, or None), `update_ratio` (or None), `skipped` (bool).
         """
         st, self._state = self._state, _StepState()
         k = st.microbatches
-        out: dict[str, Any] = {"microbatches": k, "small_sq": None, "big_sq": None,
+        out: dict[str, Any] = {"microbatches": k, "small_sq": None, "big_sq": None, "big_total": None,
                                "update_ratio": st.update_ratio, "skipped": st.optimizer_steps == 0}
         big = st.big
-        if big is not None and grad_norm is not None:
+        pre = None
+        if grad_norm is not None and st.optimizer_steps:
+            pre = torch.as_tensor(grad_norm, dtype=torch.float32, device=self._layer_index.device).square()
+        if big is not None and pre is not None:
             # Clipping scaled every gradient by one factor c = post/pre: undo it with the pre-clip norm.
             post = big.sum()
-            pre = torch.as_tensor(grad_norm, dtype=torch.float32, device=big.device).square()
             big = big * torch.where(post > 0, pre / post.clamp_min(1e-30), torch.ones_like(post))
         out["big_sq"] = big
-        if k >= 1:
+        out["big_total"] = big.sum() if big is not None else pre
+        if k >= 1 and st.small:
             # A microbatch's loss divided by k makes its gradient g_b / k: scale the squares back by k^2.
             factor = float(k * k) if self.loss_averaged else 1.0
-            out["small_sq"] = torch.stack(st.small).sum(0) * (factor / k)  # mean over the k microbatches
+            out["small_sq"] = torch.stack(st.small).mean(0) * factor  # mean over the measured microbatches
         return out
 
     def remove(self) -> None:
