@@ -42,7 +42,7 @@ def works() -> list[Work]:
 @pytest.fixture(scope="session")
 def root(works) -> Path:
     """The default cache's `corpus` folder (the `works` fixture has filled it)."""
-    return corpus._cache_root(None) / "corpus"
+    return corpus.cache_root(None) / "corpus"
 
 
 @pytest.fixture

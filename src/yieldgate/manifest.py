@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pydantic
 import yaml
@@ -37,6 +37,7 @@ __all__ = [
     "load_recipe",
     "parse_manifest",
     "read_structured_file",
+    "validate",
     "format_validation_error",
     "diff",
 ]
@@ -375,16 +376,27 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> 
     return "; ".join(parts)
 
 
-def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
-    """Validate plain data as a Manifest; errors name `origin` and the field."""
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(model: type[M], data: Any, origin: str, example: str) -> M:
+    """Validate plain data as `model`; errors are one line naming `origin` and the field.
+
+    Every file-backed model (manifests, recipes, and later campaigns and policies) goes through here."""
     if data is None:
-        raise ManifestError(f"{origin}: empty; a manifest is a mapping such as 'data: {{sources: [...]}}'")
+        raise ManifestError(f"{origin}: empty; expected a mapping such as {example}")
     if not isinstance(data, dict):
-        raise ManifestError(f"{origin}: expected a mapping at the top level, got {type(data).__name__}")
+        raise ManifestError(f"{origin}: expected a mapping at the top level (such as {example}), got "
+                            f"{type(data).__name__}")
     try:
-        return Manifest.model_validate(data)
+        return model.model_validate(data)
     except pydantic.ValidationError as exc:
         raise ManifestError(f"{origin}: {format_validation_error(exc)}") from None
+
+
+def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
+    """Validate plain data as a Manifest; errors name `origin` and the field."""
+    return validate(Manifest, data, origin, "'data: {sources: [...]}'")
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -394,13 +406,7 @@ def load_manifest(path: str | Path) -> Manifest:
 
 def load_recipe(path: str | Path) -> Recipe:
     """Load and validate a data recipe (the `data` part of a manifest) from a YAML or JSON file."""
-    data = read_structured_file(path)
-    if not isinstance(data, dict):
-        raise ManifestError(f"{path}: expected a mapping with 'sources: [...]', got {type(data).__name__}")
-    try:
-        return Recipe.model_validate(data)
-    except pydantic.ValidationError as exc:
-        raise ManifestError(f"{path}: {format_validation_error(exc)}") from None
+    return validate(Recipe, read_structured_file(path), str(path), "'sources: [{name: milton}]'")
 
 
 # -- diff ----------------------------------------------------------------------------------------------
