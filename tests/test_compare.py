@@ -164,3 +164,9 @@ def test_end_to_end_on_two_tracked_runs_differing_in_batch_size(text, tmp_path, 
     assert out["speedup"]["throughput"] == pytest.approx((kb / tb) / (ka / ta))
     assert [c["field"] for c in out["confounders"]] == ["optimisation.batch_size"]
     assert all(v > 0 for v in out["speedup"].values())
+
+
+def test_different_tokenizers_ask_for_bits_per_byte():
+    a = linear_run("a", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "x"}}})
+    b = linear_run("b", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "y"}}})
+    assert any("--per byte" in w for w in compare([a], [b]).warnings)

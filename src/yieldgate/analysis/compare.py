@@ -133,7 +133,7 @@ _SECTIONS = {"data": "data", "model": "model", "optimisation": "optimisation", "
              "evals": "eval portfolio", "library_versions": "library versions", "code_version": "code version"}
 
 
-def _confounders(a: list[RunData], b: list[RunData]) -> tuple[list[dict[str, Any]], list[str]]:
+def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[dict[str, Any]], list[str]]:
     warnings = []
     ma, mb = a[0].manifest, b[0].manifest
     if ma is None or mb is None:
@@ -146,6 +146,10 @@ def _confounders(a: list[RunData], b: list[RunData]) -> tuple[list[dict[str, Any
                         "difference mixes their effects")
     if len(a) != len(b):
         warnings.append(f"the sides have different seed counts ({len(a)} vs {len(b)})")
+    tokenizers = [m.data.tokenizer.content_hash if m.data and m.data.tokenizer else None for m in (ma, mb)]
+    if tokenizers[0] != tokenizers[1] and metric != "bpb":
+        warnings.append("the sides use different tokenizers, so per-token losses and token counts do not compare: "
+                        "use --per byte (bits per byte)")
     return fields, warnings
 
 
@@ -231,7 +235,7 @@ def compare(
     if multiplier is None:
         notes.append(f"{names[0]} never reaches {names[1]}'s last loss ({b_loss:.6g}): no effective token multiplier")
 
-    confounders, confound_warnings = _confounders(a, b)
+    confounders, confound_warnings = _confounders(a, b, metric)
     warnings += confound_warnings
     verdict = _verdict(names, primary, speedup, points, at, len(a), len(b))
     return Comparison(

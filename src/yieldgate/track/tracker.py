@@ -225,6 +225,7 @@ class Tracker:
                                          loss_scale=self._scale_tensor, busy=self.busy,
                                          sampled_microbatches=self.config.gns_microbatches or 1 << 30)
             layer_names = tuple(self._grad.names)
+            self._grad.layers_due = (self._step + 1) % self.config.layer_every == 0
             self._entropy_layers = sample_layers(model, self.config.entropy_layers)
         self._model = model
         timing = self.config.optimizer_timing if self.config.optimizer_timing is not None else signals == "full"
@@ -451,13 +452,15 @@ class Tracker:
         # b: tokens of one microbatch on this rank; B: tokens of the whole step over all ranks (per-rank tokens
         # x world size: GNS needs the batch the gradient was averaged over, not the accepted-token count).
         b, big_b = float(tokens) / max(k, 1), float(tokens) * self.world
+        # Per-layer values are kept on layer steps only (and per-layer GNS smoothed over those steps); off them
+        # the per-layer norms may exist (no pre-clip norm was passed) but are not recorded.
+        layers = big if self._step % cfg.layer_every == 0 else None
         if small is not None and sig["big_total"] is not None and big_b > b > 0:
             self._keep("signals/gns", i, self._smoothed_gns("global", small.sum(), sig["big_total"], b, big_b))
-            if big is not None:
-                # Per-layer parts are measured on layer steps only, and smoothed over those steps.
-                self._keep("layers:signals/gns", i, self._smoothed_gns("layers", small, big, b, big_b))
-        if big is not None:
-            self._keep("layers:signals/grad_norm", i, big.sqrt())
+            if layers is not None:
+                self._keep("layers:signals/gns", i, self._smoothed_gns("layers", small, layers, b, big_b))
+        if layers is not None:
+            self._keep("layers:signals/grad_norm", i, layers.sqrt())
         if sig["update_ratio"] is not None:
             self._keep("layers:signals/update_ratio", i, sig["update_ratio"])
         # Arm the next step: weight snapshot and per-layer norms on layer steps; off them, |g_B|^2 comes from
