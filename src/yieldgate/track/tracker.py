@@ -580,6 +580,14 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001 - contained
             self._fault("close", exc)
         self._writer.close()
+        if self._group is not None:
+            # Our gloo group goes now, not at interpreter exit, where destroying it with its threads still
+            # joinable aborts the process ("terminate called without an active exception").
+            try:
+                torch.distributed.destroy_process_group(self._group)
+            except (RuntimeError, ValueError) as exc:
+                self._fault("closing the tracker's process group", exc)
+            self._group = None
         if self._grad is not None:
             self._grad.remove()
         if self.rank == 0:
