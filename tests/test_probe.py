@@ -37,8 +37,12 @@ def test_resolution_accounts_for_sources_tokenizer_and_dedup(data):
     assert 1.5 < data.bytes_per_token < 6.0
     assert all(s.unique_tokens and s.unique_tokens > 0 for s in recipe.sources)
     assert data.stats["dedup"]["kind"] == "exact"
-    # Milton's byte-identical second copies are removed by exact dedup.
+    # Milton's byte-identical second copies are removed by exact dedup: accepted (past the filters) exceeds
+    # unique (past dedup) for Milton, and equals it where nothing repeats.
     assert data.stats["dedup"]["removed_docs"] > 0
+    milton = next(s for s in recipe.sources if s.name == "milton")
+    assert milton.accepted_tokens > milton.unique_tokens
+    assert recipe.accepted_tokens == sum(s.accepted_tokens for s in recipe.sources)
     assert all(len(s.held_out) > 0 for s in data.sources.values())
 
 
@@ -70,6 +74,8 @@ def test_a_probe_records_steps_sources_evals_manifest_and_signals(data, tmp_path
     assert evals["portfolio"].unique().tolist() == ["probe"]
     assert manifest.data.tokenizer.content_hash == data.recipe.tokenizer.content_hash
     assert manifest.optimisation.schedule == "wsd"
+    with Ledger(path, readonly=True) as led:
+        assert led.meta("p")["recipe"]["dedup"]["removed_docs"] == data.stats["dedup"]["removed_docs"]
     val = evals[(evals.task == "val") & (evals.metric == "loss")].sort_values("step")["value"].to_numpy()
     assert val[-1] < val[0] - 0.5, "a real probe learns"
     assert final["val/loss"] == pytest.approx(val[-1])

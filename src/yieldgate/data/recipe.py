@@ -112,7 +112,7 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     (different sources, one group) always fall on the same side. `max_chars_per_source` keeps a deterministic
     prefix of each source's training documents (small probes and tests)."""
     works_by_source = corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
-    kept: dict[str, tuple[list[str], list[tuple[str, frozenset[str]]]]] = {}
+    kept: dict[str, tuple[list[str], list[tuple[str, frozenset[str]]], list[str]]] = {}
     stats: dict[str, Any] = {"filters": {}, "dedup": {"kind": recipe.dedup.kind, "removed_docs": 0}}
     seen: set[str] = set()
     if recipe.dedup.kind == "near":
@@ -128,6 +128,7 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
             docs = _prefix(docs, max_chars_per_source)
         for f in recipe.filters:
             docs = _apply_filter(f, docs, stats["filters"])
+        removed: list[str] = []
         if recipe.dedup.kind == "exact":
             unique = []
             for text in docs:
@@ -135,12 +136,14 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
                 if digest not in seen:
                     seen.add(digest)
                     unique.append(text)
-            stats["dedup"]["removed_docs"] += len(docs) - len(unique)
+                else:
+                    removed.append(text)
+            stats["dedup"]["removed_docs"] += len(removed)
             docs = unique
         held = [(text, w.tags | {w.edition} - {""}) for w in eval_works
                 for _, text in corpus.documents([w], chunk_chars=chunk_chars)]
-        kept[source.name] = (docs, held)
-    all_train = [d for docs, _ in kept.values() for d in docs]
+        kept[source.name] = (docs, held, removed)
+    all_train = [d for docs, _, _ in kept.values() for d in docs]
     if not all_train:
         raise InputError("the recipe's filters and dedup left no training documents")
     tok_cfg = recipe.tokenizer or Tokenizer(name="bpe-1k", vocab_size=1024)
@@ -149,8 +152,9 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     sources: dict[str, SourceData] = {}
     total_bytes = total_tokens = 0
     for source in recipe.sources:
-        docs, held = kept[source.name]
+        docs, held, removed = kept[source.name]
         ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch(docs)] if docs else []
+        duplicate_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(removed)) if removed else 0
         train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
         total_tokens += len(train)
         total_bytes += sum(len(d.encode()) for d in docs)
@@ -158,7 +162,8 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
         sources[source.name] = SourceData(
             name=source.name, weight=source.weight, train=train, held_out=held_ids,
             held_out_bytes=[len(t.encode()) for t, _ in held], held_out_tags=[tags for _, tags in held],
-            stats={"train_docs": len(docs), "train_tokens": int(len(train)), "held_out_docs": len(held)},
+            stats={"train_docs": len(docs), "train_tokens": int(len(train)), "held_out_docs": len(held),
+                   "dedup_removed_docs": len(removed), "dedup_removed_tokens": duplicate_tokens},
         )
     bytes_per_token = total_bytes / max(total_tokens, 1)
     tokenizer_model = Tokenizer(name=tok_cfg.name, content_hash=hashlib.sha256(content.encode()).hexdigest(),
@@ -166,7 +171,11 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     resolved = recipe.model_copy(deep=True)
     resolved.tokenizer = tokenizer_model
     for s in resolved.sources:
-        s.unique_tokens = sources[s.name].stats["train_tokens"]
+        # accepted: what passed the filters; unique: what is left after dedup (the stream's distinct data)
+        st = sources[s.name].stats
+        s.unique_tokens = st["train_tokens"]
+        s.accepted_tokens = st["train_tokens"] + st["dedup_removed_tokens"]
+    resolved.accepted_tokens = sum(s.accepted_tokens or 0 for s in resolved.sources)
     stats["sources"] = {name: s.stats for name, s in sources.items()}
     return ResolvedRecipe(recipe=resolved, sources=sources, tokenizer=tokenizer, bytes_per_token=bytes_per_token,
                           stats=json.loads(json.dumps(stats)))

@@ -279,6 +279,7 @@ def train_probe(
     final: dict[str, Any] = {}
     with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, signals="full",
                  config=TrackerConfig(log_every_s=5.0)) as tr:
+        tr.note("recipe", data.stats)  # what filters and dedup removed, per source
         tr.eval(portfolio.evaluate(model), step=0)
         for step in range(1, steps + 1):
             start = time.perf_counter()

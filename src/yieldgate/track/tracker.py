@@ -292,6 +292,11 @@ class Tracker:
             self._fault("opening the run", exc)
         return base
 
+    def note(self, key: str, value: Any) -> None:
+        """Record how the run was made under `key` (a JSON value): `Ledger.meta(run)[key]` (rank 0 only)."""
+        if self.rank == 0:
+            self._meta(key, value)
+
     def _meta(self, key: str, value: Any) -> None:
         try:
             with Ledger(self.location) as ledger:
