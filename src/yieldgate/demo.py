@@ -13,7 +13,6 @@ import sys
 import sysconfig
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -13,11 +13,32 @@ optimizer step's microbatches without making the host wait for the device.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 import torch
 
-__all__ = ["TokenCounter", "batch_counts"]
+from yieldgate.manifest import Manifest
+from yieldgate.track.tracker import Tracker, TrackerConfig
+
+__all__ = ["TokenCounter", "TrackerArgs", "batch_counts"]
+
+
+@dataclass
+class TrackerArgs:
+    """What an adapter hands to the Tracker it opens when training starts (the callbacks' own arguments)."""
+
+    run: str
+    ledger: str | Path | None = None
+    manifest: Manifest | str | Path | Mapping[str, Any] | None = None
+    signals: Literal["throughput", "full"] = "throughput"
+    config: TrackerConfig | None = None
+    resume: bool = False
+
+    def open(self, *, model: torch.nn.Module | None, optimizer: Any, scaler: Any) -> Tracker:
+        return Tracker(self.run, ledger=self.ledger, manifest=self.manifest, signals=self.signals, model=model,
+                       optimizer=optimizer, scaler=scaler, config=self.config, resume=self.resume)
 
 
 def batch_counts(batch: Any, main: str = "input_ids") -> tuple[int | torch.Tensor, int] | None:

@@ -49,7 +49,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from transformers.trainer_utils import IntervalStrategy
 
 from yieldgate.manifest import Manifest
-from yieldgate.track.integrations import TokenCounter, batch_counts
+from yieldgate.track.integrations import TokenCounter, TrackerArgs, batch_counts
 from yieldgate.track.tracker import Tracker, TrackerConfig
 
 __all__ = ["YieldgateCallback", "eval_metrics"]
@@ -99,12 +99,7 @@ class YieldgateCallback(TrainerCallback):
         config: TrackerConfig | None = None,
         resume: bool = False,
     ) -> None:
-        self.run = run
-        self.ledger = ledger
-        self.manifest = manifest
-        self.signals = signals
-        self.config = config
-        self.resume = resume
+        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume)
         self.tracker: Tracker | None = None
         self._tokens = TokenCounter()
         self._samples = 0
@@ -125,9 +120,7 @@ class YieldgateCallback(TrainerCallback):
         if isinstance(optimizer, AcceleratedOptimizer):
             optimizer, scaler = optimizer.optimizer, optimizer.scaler
         self._optimizer = optimizer
-        self.tracker = Tracker(self.run, ledger=self.ledger, manifest=self.manifest, signals=self.signals,
-                               model=model, optimizer=optimizer, scaler=scaler, config=self.config,
-                               resume=self.resume)
+        self.tracker = self.args.open(model=model, optimizer=optimizer, scaler=scaler)
         if model is not None:
             self._main = getattr(model, "main_input_name", "input_ids")
             # compiler.disable: under torch.compile the hook runs eagerly ahead of the graph, not traced into it.

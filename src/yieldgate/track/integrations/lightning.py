@@ -48,7 +48,7 @@ from typing import Any, Literal
 import torch
 
 from yieldgate.manifest import Manifest
-from yieldgate.track.integrations import TokenCounter, batch_counts
+from yieldgate.track.integrations import TokenCounter, TrackerArgs, batch_counts
 from yieldgate.track.tracker import Tracker, TrackerConfig
 
 __all__ = ["YieldgateCallback", "val_metrics"]
@@ -113,12 +113,7 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
         counts: Callable[[Any], tuple[int | torch.Tensor, int] | None] = batch_counts,
         grad_norm: bool = True,
     ) -> None:
-        self.run = run
-        self.ledger = ledger
-        self.manifest = manifest
-        self.signals = signals
-        self.config = config
-        self.resume = resume
+        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume)
         self.counts = counts
         self.grad_norm = grad_norm
         self.tracker: Tracker | None = None
@@ -135,9 +130,7 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         scaler = getattr(trainer.precision_plugin, "scaler", None)  # a GradScaler with 16-mixed, else None
-        self.tracker = Tracker(self.run, ledger=self.ledger, manifest=self.manifest, signals=self.signals,
-                               model=pl_module, optimizer=optimizer, scaler=scaler, config=self.config,
-                               resume=self.resume)
+        self.tracker = self.args.open(model=pl_module, optimizer=optimizer, scaler=scaler)
         self._last_step = trainer.global_step
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
