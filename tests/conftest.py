@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -47,3 +48,12 @@ def cli(ledger_path: Path) -> Cli:
 def cli_for():
     """A `Cli` for any ledger file."""
     return Cli
+
+
+@pytest.fixture(scope="session")
+def text() -> np.ndarray:
+    """About 540 kB of real text (Python's standard library, training side of a split by module) as bytes."""
+    from yieldgate.demo import stdlib_corpus
+
+    train, _, _ = stdlib_corpus(600_000)
+    return train

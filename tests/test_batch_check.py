@@ -8,7 +8,7 @@ from yieldgate.errors import InputError
 from yieldgate.probe.model import GPT
 from yieldgate.track.batch_check import BatchConfig, batch_size_check
 
-from .test_signals import CFG, batch, text  # noqa: F401 - the fixture
+from .helpers import CFG, batch
 
 
 def _check(text, candidate: BatchConfig, tokens: int = 24_576):

@@ -15,7 +15,7 @@ from yieldgate.manifest import parse_manifest
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
 
-from .test_signals import CFG, batch, text  # noqa: F401 - the fixture
+from .helpers import CFG, batch
 
 
 def linear_run(name: str, slope: float, rate: float, *, offset: float = 0.0, points: int = 11,

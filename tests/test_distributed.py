@@ -18,7 +18,7 @@ from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
 
-from .test_signals import CFG, batch
+from .helpers import CFG, batch
 
 SEQS = {0: 8, 1: 4}  # uneven ranks: counted as they are, not as rank 0 x world size
 

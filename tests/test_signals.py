@@ -7,9 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from yieldgate.demo import stdlib_corpus
 from yieldgate.ledger import Ledger
-from yieldgate.probe.model import GPT, GPTConfig
+from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
 from yieldgate.track.signals import (
     GradientSignals,
@@ -21,21 +20,7 @@ from yieldgate.track.signals import (
 )
 from yieldgate.track.tracker import matmul_params
 
-CFG = GPTConfig(vocab_size=256, context=32, layers=2, width=64, heads=4)
-
-
-@pytest.fixture(scope="module")
-def text() -> np.ndarray:
-    train, _, _ = stdlib_corpus(600_000)
-    return train
-
-
-def batch(text: np.ndarray, rng: np.random.Generator, n: int, t: int = CFG.context) -> tuple[torch.Tensor, torch.Tensor]:
-    starts = rng.integers(0, len(text) - t - 1, size=n)
-    x = np.stack([text[s : s + t] for s in starts]).astype(np.int64)
-    y = np.stack([text[s + 1 : s + t + 1] for s in starts]).astype(np.int64)
-    return torch.from_numpy(x), torch.from_numpy(y)
-
+from .helpers import CFG, batch
 
 def test_gns_formulas_exactly():
     est = gns_estimate(torch.tensor([5.0]), torch.tensor([2.0]), b=1.0, big_b=4.0)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from yieldgate.track import Tracker, TrackerConfig
 from yieldgate.track.throughput import flops_per_token
 from yieldgate.track.tracker import matmul_params
 
-from .test_signals import CFG, batch, text  # noqa: F401 - the fixture
+from .helpers import CFG, batch
 
 
 def train(tr: Tracker | None, model, opt, text, steps: int, *, micro: int = 1, seqs: int = 8, seed: int = 0,
