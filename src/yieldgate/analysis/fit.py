@@ -189,14 +189,20 @@ def stable_phase(steps: pd.DataFrame, eval_steps: np.ndarray, drop: float = 0.9)
     lr = steps.dropna(subset=["lr"])
     peak_at = int(lr["lr"].to_numpy().argmax())
     peak = float(lr["lr"].iloc[peak_at])
+    # The stable phase starts once warm-up has brought the LR near its peak: learning per token is lower
+    # while it ramps, which would bend the fit.
+    warm_end = int(lr["step"].iloc[int(np.argmax(lr["lr"].to_numpy() >= drop * peak))])
     after = lr.iloc[peak_at:]
     decayed = after[after["lr"] < drop * peak]
     if decayed.empty:
-        return np.ones(len(eval_steps), dtype=bool), None
+        mask = eval_steps >= warm_end
+        return mask, (f"warm-up ends at step {warm_end}: the fit uses the {int(mask.sum())} evaluations after it"
+                      if not mask.all() else None)
     start = int(decayed["step"].iloc[0])
-    mask = eval_steps < start
+    mask = (eval_steps >= warm_end) & (eval_steps < start)
     stable = int(mask.sum())
-    note = f"learning rate decays from step {start}: the fit uses the {stable} evaluations before it"
+    note = (f"learning rate is stable from step {warm_end} to {start}: the fit uses the {stable} evaluations "
+            "in between")
     if stable < 3:
         note = (f"learning rate decays from step {start}, leaving {stable} evaluations before it: a fit across the "
                 "decay mixes data yield with annealing; fit the final losses of runs at three or more budgets instead")
