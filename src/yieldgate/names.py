@@ -13,7 +13,6 @@ __all__ = [
     "CORE_STEP_COLUMNS",
     "STEP_VALUE_COLUMNS",
     "EXTRA_KEYS",
-    "EXTRA_PREFIXES",
     "RUN_STATUSES",
     "EVENT_KINDS",
     "EVENT_STATES",
@@ -75,10 +74,6 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "dist/step_s/max": "s (slowest rank's step)",
 }
 
-# The namespaces the contract defines. Any other namespaced key (an imported `train/perplexity`, say) is
-# stored as an extra too: real logs carry metrics nobody planned for.
-EXTRA_PREFIXES: Final[tuple[str, ...]] = tuple(sorted({k.split("/")[0] for k in EXTRA_KEYS}))
-
 RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed", "imported")
 EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault")
 EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
@@ -90,7 +85,9 @@ BPB_METRIC: Final = "bpb"
 
 
 def is_extra_key(key: str) -> bool:
-    """True when `key` is namespaced (`signals/gns`, `tokens/web`): non-empty segments joined by `/`."""
+    """True when `key` is namespaced (`signals/gns`, `tokens/web`): non-empty segments joined by `/`.
+
+    Not only the namespaces of EXTRA_KEYS: real logs carry metrics nobody planned for (`train/perplexity`)."""
     parts = key.split("/")
     return len(parts) >= 2 and all(parts)
 

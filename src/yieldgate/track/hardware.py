@@ -132,7 +132,6 @@ class Telemetry:
         if self._nvml is not None:
             out.update(self._sample_nvml())
         if self._rapl:
-            total = 0.0
             for i, (path, wrap) in enumerate(self._rapl):
                 try:
                     now = int(path.read_text())
@@ -141,8 +140,7 @@ class Telemetry:
                 delta = now - self._rapl_last[i]
                 self._rapl_total += (delta if delta >= 0 else delta + wrap) / 1e6  # counter wraps
                 self._rapl_last[i] = now
-            total = self._rapl_total
-            out["energy_j"] = out.get("energy_j", 0.0) + total
+            out["energy_j"] = out.get("energy_j", 0.0) + self._rapl_total
         try:
             # resident pages x page size: this process's host memory
             out["device/rss_gib"] = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
