@@ -85,3 +85,16 @@ def test_per_byte_converts_loss_and_tokens():
     assert st["tokens"].iloc[-1] == 12e9
     with pytest.raises(InputError, match="bytes_per_token"):
         to_per_byte(evals, steps, None, "r")
+
+
+def test_energy_sampled_between_evaluations_is_read_at_them():
+    """The Tracker records cumulative energy once per flush, rarely at an eval step: it is read between
+    the nearest readings (a cumulative counter), and never beyond them."""
+    steps, evals = frames([3.0, 2.5, 2.3, 2.2])
+    steps = pd.concat([steps, pd.DataFrame({"step": [50, 150, 250], "tokens": [5e8, 1.5e9, 2.5e9],
+                                            "energy_j": [0.0, 3.6e6, 7.2e6]})]).sort_values("step")
+    t = tranche_yields("r", steps, evals).tranches
+    # energy at steps 100 and 200 is 1.8e6 and 5.4e6 J: 1 kWh in the middle tranche; steps 0 and 300 lie
+    # outside the readings, so the first and last tranches have no figure.
+    assert t[1].yield_per_kwh == pytest.approx(0.2)
+    assert t[0].yield_per_kwh is None and t[2].yield_per_kwh is None

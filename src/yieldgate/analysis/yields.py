@@ -70,6 +70,17 @@ def _at_steps(steps: pd.DataFrame, column: str, at: np.ndarray) -> np.ndarray:
     return s.reindex(at).to_numpy(dtype=float)
 
 
+def _sampled_at_steps(steps: pd.DataFrame, column: str, at: np.ndarray) -> np.ndarray:
+    """A cumulative counter read only now and then (energy: sampled once per ledger flush, ~1 s), at these
+    steps: exact where read, linear between the two nearest readings, NaN outside the read range."""
+    if column not in steps or steps[column].isna().all():
+        return np.full(len(at), np.nan)
+    read = steps[["step", column]].dropna()
+    x, y = read["step"].to_numpy(dtype=float), read[column].to_numpy(dtype=float)
+    inside = (at >= x[0]) & (at <= x[-1])
+    return np.where(inside, np.interp(at, x, y), np.nan)
+
+
 def eval_points(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
     """One task/metric's evaluations in step order, with tokens (from the record, else the step table)."""
     ev = evals[(evals["task"] == task) & (evals["metric"] == metric)].sort_values("step")
@@ -127,7 +138,7 @@ def tranche_yields(
     at = points["step"].to_numpy()
     wall = _at_steps(steps, "wall_s", at)
     cost = _at_steps(steps, "cost_usd", at)
-    energy = _at_steps(steps, "energy_j", at)
+    energy = _sampled_at_steps(steps, "energy_j", at)
     if np.isnan(wall).all():
         missing["yield_per_device_hour"] = "no wall-clock time recorded at the evaluation steps"
     if np.isnan(cost).all():
