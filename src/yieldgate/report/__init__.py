@@ -1,0 +1,1 @@
+"""Rendering: the self-contained HTML report and exporters to TensorBoard, MLflow, W&B and tables."""
