@@ -367,8 +367,10 @@ def forecast(
     console.print(f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * tokens^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, "
                   f"{len(f.tokens)} evaluations)", markup=False, highlight=False)
     console.print(f"next {_fmt(result.next_tokens)} tokens after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
-                  f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval), "
-                  f"{_fmt(result.yield_per_btok)} per billion tokens", markup=False, highlight=False)
+                  f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval, with "
+                  f"evaluation noise {_fmt(result.eval_noise)}; the curve alone [{_fmt(result.fit_interval[0])}, "
+                  f"{_fmt(result.fit_interval[1])}]), {_fmt(result.yield_per_btok)} per billion tokens",
+                  markup=False, highlight=False)
     if result.threshold_tokens is not None:
         console.print(f"marginal yield falls below {_fmt(threshold)} per billion tokens at "
                       f"{_fmt(result.threshold_tokens)} tokens", markup=False, highlight=False)

@@ -106,15 +106,23 @@ def fit_power_law(tokens: np.ndarray | list[float], losses: np.ndarray | list[fl
 
 @dataclass
 class Forecast:
-    """The improvement the next `next_tokens` will buy after `at_tokens`, with a bootstrap interval."""
+    """The improvement the next `next_tokens` will buy after `at_tokens`, with bootstrap intervals.
+
+    `interval` is where the gain measured between two evaluations (at `at_tokens` and `at_tokens +
+    next_tokens`) should fall: the fit's uncertainty plus the evaluations' own noise, which is what a
+    measured tranche shows. `fit_interval` is the fit's uncertainty alone (the gain of the smooth curve)."""
 
     at_tokens: float
     next_tokens: float
     gain: float
     interval: tuple[float, float]
     level: float
+    fit_interval: tuple[float, float]
+    eval_noise: float
+    """Standard deviation of one evaluation around the curve, from the fit's residuals."""
     yield_per_btok: float
     yield_interval: tuple[float, float]
+    """The curve's marginal yield over the tranche, per billion tokens, with `fit_interval`'s uncertainty."""
     fit: PowerLaw
     threshold_tokens: float | None = None
     """Tokens at which the marginal yield falls below the requested threshold (None: not asked)."""
@@ -144,8 +152,10 @@ def forecast(
     threshold_per_btok: float | None = None,
     seed: int = 0,
 ) -> Forecast:
-    """Fit, then forecast loss(at) - loss(at + next_tokens) with a bootstrap interval over evaluations
-    (resampled with replacement, refitted; `level` is the interval's coverage)."""
+    """Fit, then forecast loss(at) - loss(at + next_tokens) with bootstrap intervals over evaluations
+    (resampled with replacement, refitted; `level` is each interval's coverage). The measured gain is a
+    difference of two noisy evaluations, so `interval` adds two draws of the evaluation noise (normal, at
+    the residuals' standard deviation with 3 parameters fitted) to each refit's gain."""
     law = fit_power_law(tokens, losses)
     at = float(at_tokens if at_tokens is not None else law.tokens[-1])
     if next_tokens <= 0:
@@ -153,6 +163,8 @@ def forecast(
     gain = float(law(at) - law(at + next_tokens))
     rng = np.random.default_rng(seed)
     d, y = np.array(law.tokens), np.array(law.losses)
+    dof = len(d) - 3
+    noise = math.sqrt(sum((np.asarray(y) - law(d)) ** 2) / dof) if dof > 0 else law.rmse
     gains = []
     for _ in range(boots):
         pick = np.sort(rng.integers(0, len(d), size=len(d)))
@@ -167,12 +179,15 @@ def forecast(
     if len(gains) < boots // 2:
         notes.append(f"only {len(gains)} of {boots} bootstrap refits succeeded: the interval is rough")
     tail = (1 - level) / 2
-    lo, hi = (np.quantile(gains, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
+    fit_lo, fit_hi = (np.quantile(gains, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
+    measured = np.asarray(gains) + rng.normal(0.0, noise * math.sqrt(2.0), size=len(gains))
+    lo, hi = (np.quantile(measured, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
     per = BILLION / next_tokens
     if law.poor:
         notes.append(f"poor fit: {law.poor}")
     return Forecast(at_tokens=at, next_tokens=float(next_tokens), gain=gain, interval=(lo, hi), level=level,
-                    yield_per_btok=gain * per, yield_interval=(lo * per, hi * per), fit=law,
+                    fit_interval=(fit_lo, fit_hi), eval_noise=noise,
+                    yield_per_btok=gain * per, yield_interval=(fit_lo * per, fit_hi * per), fit=law,
                     threshold_tokens=None if threshold_per_btok is None else tokens_at_marginal_yield(law, threshold_per_btok),
                     notes=notes)
 

@@ -584,7 +584,7 @@ class Tracker:
             self._ship()
         except Exception as exc:  # noqa: BLE001 - contained
             self._fault("close", exc)
-        self._writer.close()
+        self._writer.close(status if self.rank == 0 else None)
         if self._group is not None:
             # Our gloo group goes now, not at interpreter exit, where destroying it with its threads still
             # joinable aborts the process ("terminate called without an active exception").
@@ -595,12 +595,6 @@ class Tracker:
             self._group = None
         if self._grad is not None:
             self._grad.remove()
-        if self.rank == 0:
-            try:
-                with Ledger(self.location) as ledger:
-                    ledger.set_status(self.run, status)
-            except Exception as exc:  # noqa: BLE001 - contained
-                self._fault("recording the run's status", exc)
 
     def __enter__(self) -> Tracker:
         return self

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 import threading
 import time
 from collections import deque
@@ -105,16 +104,65 @@ class WriterSettings:
     """Distributed: all-gather a [fields, rows] array from every rank -> [ranks, fields, rows]."""
 
 
+class _Frame:
+    """Step records of one packet in column form: per key (float64 values, missing mask), built column by
+    column with numpy where the values come as arrays and entry by entry where they come per step."""
+
+    def __init__(self, steps: np.ndarray) -> None:
+        self.steps = steps
+        self.n = len(steps)
+        self.columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def put(self, key: str, values: np.ndarray, missing: np.ndarray | None = None) -> None:
+        values = np.asarray(values, dtype=np.float64)
+        self.columns[key] = (values, np.zeros(self.n, dtype=bool) if missing is None else missing)
+
+    def put_optional(self, key: str, values: list[float | None]) -> None:
+        """A column given as per-step values, None where the step has none (left out when all are None)."""
+        missing = np.fromiter((v is None for v in values), dtype=bool, count=self.n)
+        if not missing.all():
+            self.put(key, np.array([math.nan if v is None else v for v in values], dtype=np.float64), missing)
+
+    def set(self, key: str, i: int, value: float) -> None:
+        column = self.columns.get(key)
+        if column is None:
+            column = self.columns[key] = (np.full(self.n, math.nan), np.ones(self.n, dtype=bool))
+        column[0][i] = value
+        column[1][i] = False
+
+    def get(self, key: str) -> np.ndarray | None:
+        """Values of `key` with NaN where missing, or None."""
+        column = self.columns.get(key)
+        return None if column is None else np.where(column[1], math.nan, column[0])
+
+
+def _joined(frames: list[_Frame]) -> dict[str, Any]:
+    """One dict of columns for `Ledger.append_steps`: `step` and a masked array per key."""
+    keys = dict.fromkeys(k for f in frames for k in f.columns)
+    out: dict[str, Any] = {"step": np.concatenate([f.steps for f in frames])}
+    for key in keys:
+        parts = [f.columns.get(key, (np.full(f.n, math.nan), np.ones(f.n, dtype=bool))) for f in frames]
+        out[key] = np.ma.masked_array(np.concatenate([v for v, _ in parts]), np.concatenate([m for _, m in parts]))
+    return out
+
+
 class Writer(threading.Thread):
+    """The background thread. The training thread appends packets to an inbox (a deque: no lock, no
+    wake-up) and the writer collects them once per flush interval, so the training thread never hands the
+    interpreter over to this thread from inside a Tracker call."""
+
     def __init__(self, settings: WriterSettings, telemetry: Telemetry | None, on_fault: Callable[[str, BaseException], None]):
         super().__init__(name="yieldgate-writer", daemon=True)
         self.s = settings
         self.telemetry = telemetry
         self.on_fault = on_fault
-        self.queue: queue.Queue[Packet | None] = queue.Queue(maxsize=settings.queue_size)
+        self._inbox: deque[Packet] = deque()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._status: str | None = None
         self.dropped_rows = 0
         self.written_rows = 0
-        self._rows: list[dict[str, Any]] = []
+        self._frames: list[_Frame] = []
         self._evals: list[EvalRecord] = []
         self._tokens = settings.base_tokens
         self._samples = settings.base_samples
@@ -129,15 +177,25 @@ class Writer(threading.Thread):
         self._last_flush = time.monotonic()
         self._reduce_failed = False
 
+    @property
+    def buffered_rows(self) -> int:
+        return sum(f.n for f in self._frames)
+
     def submit(self, packet: Packet) -> None:
-        try:
-            self.queue.put_nowait(packet)
-        except queue.Full:
+        """Called on the training thread: append, or drop and count when the inbox is full."""
+        if len(self._inbox) >= self.s.queue_size:
             self.dropped_rows += len(packet.rows)
             self.on_fault("writer queue full: step records dropped", RuntimeError(f"{self.dropped_rows} rows dropped"))
+            return
+        self._inbox.append(packet)
+        if len(self._inbox) == self.s.queue_size // 2:
+            self._wake.set()  # a very fast loop: collect before the inbox fills, not at the next interval
 
-    def close(self, timeout: float = 60.0) -> None:
-        self.queue.put(None)
+    def close(self, status: str | None = None, timeout: float = 60.0) -> None:
+        """Write what is left, record the run's `status` (rank 0) and stop."""
+        self._status = status
+        self._stopping = True
+        self._wake.set()
         self.join(timeout)
 
     # -- the thread -----------------------------------------------------------------------------------
@@ -150,58 +208,63 @@ class Writer(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - reported; rows stay buffered and are retried
                 self.on_fault("opening the ledger", exc)
         while True:
-            try:
-                item = self.queue.get(timeout=self.s.flush_every_s)
-            except queue.Empty:
-                item = "tick"
-            if item is None:
-                break
-            if isinstance(item, Packet):
+            self._wake.wait(self.s.flush_every_s)
+            self._wake.clear()
+            stopping = self._stopping  # read before draining: every packet submitted before close is drained
+            while self._inbox:
                 try:
-                    self._process(item)
+                    self._process(self._inbox.popleft())
                 except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
                     self.on_fault("processing step records", exc)
-            if time.monotonic() - self._last_flush >= self.s.flush_every_s:
+            if stopping or time.monotonic() - self._last_flush >= self.s.flush_every_s:
                 ledger = self._flush(ledger)
-        self._flush(ledger)
+            if stopping:
+                break
         if ledger is not None:
+            if self._status is not None:
+                try:
+                    ledger.set_status(self.s.run, self._status)
+                except Exception as exc:  # noqa: BLE001 - contained
+                    self.on_fault("recording the run's status", exc)
             ledger.close()
+        elif self.s.run is not None and self._status is not None:
+            self.on_fault("recording the run's status", RuntimeError(f"the ledger {self.s.location} is not open"))
 
     def _flush(self, ledger: Ledger | None) -> Ledger | None:
         self._last_flush = time.monotonic()
-        if self.s.run is None or not (self._rows or self._evals):
+        if self.s.run is None or not (self._frames or self._evals):
             return ledger
-        if self.telemetry is not None and self._rows:
+        if self.telemetry is not None and self._frames:
             try:
-                self._rows[-1].update(self.telemetry.sample())
+                last = self._frames[-1]
+                for key, value in self.telemetry.sample().items():
+                    last.set(key, last.n - 1, value)
             except OSError as exc:
                 self.on_fault("reading device telemetry", exc)
         try:
             if ledger is None:
                 ledger = Ledger(self.s.location)
             with ledger.transaction():
-                if self._rows:
-                    ledger.append_steps(self.s.run, self._rows)
+                if self._frames:
+                    ledger.append_steps(self.s.run, _joined(self._frames))
                 if self._evals:
                     ledger.append_evals(self.s.run, self._evals)
         except Exception as exc:  # noqa: BLE001 - the ledger may be locked, full or gone: keep the rows
             self.on_fault("writing to the ledger", exc)
-            excess = len(self._rows) - self.s.max_buffered_rows
-            if excess > 0:
-                self.dropped_rows += excess
-                del self._rows[:excess]
+            while self.buffered_rows > self.s.max_buffered_rows and len(self._frames) > 1:
+                self.dropped_rows += self._frames.pop(0).n
             return ledger
-        self.written_rows += len(self._rows)
-        self._rows, self._evals = [], []
+        self.written_rows += self.buffered_rows
+        self._frames, self._evals = [], []
         return ledger
 
     def _process(self, packet: Packet) -> None:
         if packet.event is not None:
             packet.event.synchronize()  # waits on this thread only: the copies were queued non-blocking
-        host = {name: (idx, t.tolist()) for name, (idx, t) in packet.tensors.items()}
-        n = len(packet.rows)
-        local = np.array([[r.tokens for r in packet.rows], [r.samples for r in packet.rows],
-                          [r.step_s for r in packet.rows]], dtype=np.float64)
+        rows = packet.rows
+        n = len(rows)
+        local = np.array([[r.tokens for r in rows], [r.samples for r in rows], [r.step_s for r in rows]],
+                         dtype=np.float64).reshape(3, n)
         tokens, samples = local[0], local[1]
         spread: dict[str, np.ndarray] = {}
         gathered = None
@@ -218,60 +281,8 @@ class Writer(threading.Thread):
                       "dist/step_s/max": gathered[:, 2].max(0)}
         if self.s.run is None or n == 0 and not packet.evals:
             return
-        columns: dict[str, list[Any]] = {}
-        for name, (idx, values) in host.items():
-            col: list[Any] = [None] * n
-            for i, v in zip(idx, values, strict=True):
-                col[i] = v
-            columns[name] = col
-        timers = {}
-        for i, name, start, end in packet.timers:
-            timers.setdefault(name, [None] * n)[i] = start.elapsed_time(end) / 1e3 if hasattr(start, "elapsed_time") else end - start
-        for i, r in enumerate(packet.rows):
-            self._tokens += tokens[i]
-            self._samples += samples[i]
-            wall = self.s.base_wall + (r.t_end - self.s.t0)
-            self._throughput.update(time=wall, tokens=self._tokens, samples=self._samples)
-            rate = self._throughput.compute().get("tokens_per_s")
-            row: dict[str, Any] = {"step": r.step, "tokens": self._tokens, "samples": self._samples, "wall_s": wall,
-                                   "step_s": r.step_s, "data_wait_s": r.data_wait_s, "lr": r.lr,
-                                   "tokens_per_s": rate, "mfu": None if rate is None else self.s.mfu(rate)}
-            if self.s.price_per_device_hour is not None:
-                row["cost_usd"] = wall / 3600.0 * self.s.devices * self.s.price_per_device_hour
-            for name, col in columns.items():
-                self._place(row, name, col[i])
-            for name, col in timers.items():
-                row[name] = col[i]
-            for name, values in spread.items():
-                row[name] = float(values[i])
-            grad_norm = row.get("grad_norm")
-            if r.clipped is not None:
-                row["clipped"] = r.clipped
-            elif self.s.grad_clip is not None and grad_norm is not None:
-                row["clipped"] = float(grad_norm > self.s.grad_clip)
-            if r.sources:
-                for source, count in r.sources.items():
-                    count = float(count)
-                    self._sources[source] = self._sources.get(source, 0.0) + count
-                    row[f"tokens/{source}"] = self._sources[source]
-            if r.sample_ids is not None:
-                ids = r.sample_ids.tolist() if hasattr(r.sample_ids, "tolist") else list(r.sample_ids)
-                row["stream/repeat_rate"] = self._repeats.update(ids)
-            if r.values:
-                row.update(r.values)
-            scale = row.get("signals/loss_scale")
-            if scale is not None:
-                # GradScaler lowers the scale exactly when it skips a step for inf/NaN gradients.
-                if self._last_scale is not None and scale < self._last_scale:
-                    self._skipped += 1
-                self._last_scale = scale
-                row["signals/skipped_steps"] = float(self._skipped)
-            if self.s.full_signals and row.get("loss") is not None:
-                self._losses.append(row["loss"])
-                if len(self._losses) == self._losses.maxlen:
-                    row["signals/loss_var"] = loss_variance(np.fromiter(self._losses, dtype=np.float64))
-            self._at[r.step] = (self._tokens, wall)
-            self._rows.append(row)
+        if n:
+            self._frames.append(self._frame(packet, local[2], tokens, samples, spread))
         eval_values = {name: float(t) for name, t in packet.eval_tensors.items()}  # host tensors: no device sync
         for step, metrics in packet.evals:
             self._record_evals(step, metrics, eval_values)
@@ -279,17 +290,100 @@ class Writer(threading.Thread):
             for step in sorted(self._at)[:-1024]:
                 del self._at[step]
 
-    def _place(self, row: dict[str, Any], name: str, value: Any) -> None:
-        if value is None:
+    def _frame(self, packet: Packet, step_s: np.ndarray, tokens: np.ndarray, samples: np.ndarray,
+               spread: dict[str, np.ndarray]) -> _Frame:
+        rows = packet.rows
+        n = len(rows)
+        frame = _Frame(np.fromiter((r.step for r in rows), dtype=np.int64, count=n))
+        tok = self._tokens + np.cumsum(tokens)
+        smp = self._samples + np.cumsum(samples)
+        self._tokens, self._samples = float(tok[-1]), float(smp[-1])
+        wall = self.s.base_wall + (np.fromiter((r.t_end for r in rows), dtype=np.float64, count=n) - self.s.t0)
+        rate = self._throughput.update_many(time=wall, tokens=tok, samples=smp)["tokens_per_s"]
+        frame.put("tokens", tok)
+        frame.put("samples", smp)
+        frame.put("wall_s", wall)
+        frame.put("step_s", step_s)
+        frame.put_optional("data_wait_s", [r.data_wait_s for r in rows])
+        frame.put_optional("lr", [r.lr for r in rows])
+        frame.put("tokens_per_s", rate, np.isnan(rate))
+        frame.put_optional("mfu", [None if math.isnan(x) else self.s.mfu(x) for x in rate.tolist()])
+        if self.s.price_per_device_hour is not None:
+            frame.put("cost_usd", wall / 3600.0 * self.s.devices * self.s.price_per_device_hour)
+        for name, (idx, values) in packet.tensors.items():
+            self._place(frame, name, np.asarray(idx), values.float().numpy())
+        for i, name, start, end in packet.timers:
+            frame.set(name, i, start.elapsed_time(end) / 1e3 if hasattr(start, "elapsed_time") else end - start)
+        for name, values in spread.items():
+            frame.put(name, values)
+        for i, r in enumerate(rows):
+            if r.values:
+                for key, value in r.values.items():
+                    frame.set(key, i, value)
+            if r.sources:
+                for source, count in r.sources.items():
+                    self._sources[source] = self._sources.get(source, 0.0) + float(count)
+                    frame.set(f"tokens/{source}", i, self._sources[source])
+            if r.sample_ids is not None:
+                ids = r.sample_ids.tolist() if hasattr(r.sample_ids, "tolist") else list(r.sample_ids)
+                frame.set("stream/repeat_rate", i, self._repeats.update(ids))
+        frame.put_optional("clipped", self._clipped(rows, frame.get("grad_norm")))
+        self._skipped_steps(frame)
+        if self.s.full_signals:
+            self._loss_variance(frame)
+        self._at.update(zip(frame.steps.tolist(), zip(tok.tolist(), wall.tolist(), strict=True), strict=True))
+        return frame
+
+    def _clipped(self, rows: list[StepRow], grad_norm: np.ndarray | None) -> list[float | None]:
+        """Given per step, or else known from the pre-clip gradient norm and the manifest's clip threshold."""
+        clip = self.s.grad_clip
+        out: list[float | None] = [r.clipped for r in rows]
+        if clip is not None and grad_norm is not None:
+            for i, g in enumerate(grad_norm.tolist()):
+                if out[i] is None and not math.isnan(g):
+                    out[i] = float(g > clip)
+        return out
+
+    def _skipped_steps(self, frame: _Frame) -> None:
+        """GradScaler lowers its scale exactly when it skips a step for inf/NaN gradients: count the drops."""
+        scale = frame.get("signals/loss_scale")
+        if scale is None:
             return
+        for i, value in enumerate(scale.tolist()):
+            if math.isnan(value):
+                continue
+            if self._last_scale is not None and value < self._last_scale:
+                self._skipped += 1
+            self._last_scale = value
+            frame.set("signals/skipped_steps", i, float(self._skipped))
+
+    def _loss_variance(self, frame: _Frame) -> None:
+        if "loss" not in frame.columns:
+            return
+        values, missing = frame.columns["loss"]
+        for i in np.flatnonzero(~missing).tolist():  # a NaN loss is recorded, and counts
+            self._losses.append(float(values[i]))
+            if len(self._losses) == self._losses.maxlen:
+                frame.set("signals/loss_var", i, loss_variance(np.fromiter(self._losses, dtype=np.float64)))
+
+    def _place(self, frame: _Frame, name: str, idx: np.ndarray, values: np.ndarray) -> None:
+        """Spread a shipped tensor's rows (`idx`) into the frame's columns: per-layer values are [rows, layers]."""
         if name.startswith("layers:"):
             key = name.removeprefix("layers:")
-            for layer, v in zip(self.s.layer_names, value, strict=True):
-                row[f"{key}/{layer}"] = v
+            for j, layer in enumerate(self.s.layer_names):
+                self._scatter(frame, f"{key}/{layer}", idx, values[:, j])
         elif name.startswith("entropy:"):
-            row[f"signals/act_entropy/{name.removeprefix('entropy:')}"] = value
+            self._scatter(frame, f"signals/act_entropy/{name.removeprefix('entropy:')}", idx, values)
         else:
-            row[name] = value
+            self._scatter(frame, name, idx, values)
+
+    @staticmethod
+    def _scatter(frame: _Frame, key: str, idx: np.ndarray, values: np.ndarray) -> None:
+        column = np.full(frame.n, math.nan)
+        missing = np.ones(frame.n, dtype=bool)
+        column[idx] = values.reshape(len(idx))
+        missing[idx] = False
+        frame.put(key, column, missing)
 
     def _record_evals(self, step: int, metrics: dict[str, Any], tensors: dict[str, float]) -> None:
         tokens, wall = self._at.get(step, (None, None))
