@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test bench soak clean
+.PHONY: demo test bench soak clean reliability-table
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_ledger.py
 	$(BIN)/python benchmarks/bench_tracker.py
 	$(BIN)/python benchmarks/bench_compare.py
+
+# Rewrites the README's Reliability table from what tests/test_reliability.py measures.
+reliability-table: $(VENV)/.dev
+	YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_reliability.py
 
 soak: $(VENV)/.dev
 	$(BIN)/python -m pytest -q -m soak --durations=20

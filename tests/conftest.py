@@ -57,3 +57,10 @@ def text() -> np.ndarray:
 
     train, _, _ = stdlib_corpus(600_000)
     return train
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests import reliability
+
+    if reliability.WRITE and reliability.measured:
+        reliability.write_table()

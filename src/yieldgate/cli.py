@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 from yieldgate import __version__
 from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
-from yieldgate.errors import RunNotFound, YieldgateError
+from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger
 from yieldgate.manifest import Manifest, diff, load_manifest
 
@@ -413,6 +413,32 @@ def train(
     for key, value in final.items():
         table.add_row(key, _fmt(value))
     console.print(table)
+
+
+@app.command()
+def merge(
+    ctx: typer.Context,
+    source: Annotated[Path, typer.Argument(help="Another ledger file: a Tracker's spill file, another node's ledger.")],
+    run: Annotated[list[str] | None, typer.Option("--run", help="Merge only this run (repeatable).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Merge runs of another ledger file into this one (steps, extras, evals; one transaction per run).
+
+    A Tracker that could not write its ledger (locked, read-only, disk full) keeps the rows in a spill file
+    and names it; this brings them in. Merging twice changes nothing.
+
+    Example: yieldgate --ledger yieldgate.db merge /tmp/yieldgate-spill-bs64-1234.db
+    """
+    if not source.is_file():
+        raise InputError(f"{source}: no such ledger file; give the path the Tracker reported")
+    with Ledger(source, readonly=True) as side, _ledger(ctx, readonly=False) as ledger:
+        names = list(run) if run else side.runs()["name"].tolist()
+        copied = {name: ledger.copy_run(side, name) for name in names}
+    if as_json:
+        _print_json({"source": str(source), "runs": copied})
+        return
+    for name, rows in copied.items():
+        console.print(f"{name}: {rows} step records merged from {source}", markup=False, highlight=False)
 
 
 @app.command()

@@ -208,7 +208,10 @@ def _decode(n: int, columns: str, data: bytes, missing: bytes | None, want: Sequ
 class Ledger:
     """A run ledger in one SQLite file (WAL). One instance per thread; processes may share the file."""
 
-    def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
+    def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False,
+                 busy_timeout_s: float = 30.0) -> None:
+        """`busy_timeout_s`: how long a write waits for another process's lock before failing (the Tracker's
+        writer waits briefly and retries at its next flush, so it keeps collecting rows meanwhile)."""
         location = os.fspath(location) if location is not None else default_location()
         if location.startswith(("postgresql://", "postgres://")):
             raise LedgerError(f"{location}: PostgreSQL ledgers are not supported yet; use a SQLite file path")
@@ -217,6 +220,7 @@ class Ledger:
         self.location = location
         self.readonly = readonly
         self._depth = 0
+        self._busy_ms = int(busy_timeout_s * 1000)
         self._db = self._connect(location, readonly)
 
     def _connect(self, location: str, readonly: bool) -> sqlite3.Connection:
@@ -242,14 +246,16 @@ class Ledger:
                 return db
             if not path.parent.exists():
                 raise LedgerError(f"{location}: folder {path.parent} does not exist; create it first")
-            db = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
-            db.execute("PRAGMA busy_timeout = 30000")
+            db = sqlite3.connect(path, isolation_level=None, timeout=self._busy_ms / 1000, check_same_thread=False)
+            db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             migrations.check(db, location)  # refuse a newer schema before changing anything
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
             migrations.migrate(db, location)
             return db
+        except sqlite3.OperationalError as exc:  # the file may be fine: locked, unwritable, a full disk
+            raise LedgerError(f"{location}: cannot open the ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); point --ledger at another file") from None
 
@@ -292,13 +298,15 @@ class Ledger:
             yield
         except BaseException:
             self._depth = 0
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+                self._db.execute("ROLLBACK")
             raise
         self._depth = 0
         try:
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise LedgerError(f"{self.location}: write failed ({exc})") from None
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -632,6 +640,27 @@ class Ledger:
             )
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return len(rows)
+
+    def copy_run(self, source: Ledger, run: str) -> int:
+        """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into this one:
+        steps, extras and evals, one transaction; the run is created (with its manifest and status) if this
+        ledger lacks it, and steps already here are merged as `append_steps` merges. Returns step rows copied."""
+        info = source.run_info(run)
+        steps = source.steps(run, nullable=True)
+        extras = source.extras(run)
+        evals = source.evals(run)
+        with self.transaction():
+            if self._db.execute("SELECT 1 FROM runs WHERE name = ?", (run,)).fetchone() is None:
+                self.create_run(run, manifest=source.manifest(run), status=info["status"], source=info["source"])
+            for key, value in source.meta(run).items():
+                self.set_meta(run, key, value)
+            if len(steps):
+                self.append_steps(run, steps)
+            for key, part in extras.groupby("key", sort=False):
+                self.append_steps(run, {"step": part["step"].to_numpy(), str(key): part["value"].to_numpy()})
+            if len(evals):
+                self.append_evals(run, evals.to_dict("records"))
+        return len(steps)
 
     def evals(self, run: str) -> pd.DataFrame:
         """A run's eval records: step, tokens, wall_s, portfolio, portfolio_version, task, metric, value,

@@ -168,7 +168,8 @@ def migrate(db: sqlite3.Connection, where: str) -> None:
         )
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+            db.execute("ROLLBACK")
         raise
     for name, apply in MIGRATIONS:
         db.execute("BEGIN IMMEDIATE")
@@ -181,5 +182,6 @@ def migrate(db: sqlite3.Connection, where: str) -> None:
                 db.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise

@@ -20,10 +20,15 @@ already taken) are raised by the constructor, before the first step.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
+import os
+import signal
+import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -79,6 +84,11 @@ class TrackerConfig:
     """Samples remembered by the stream-duplicate counter."""
     queue_size: int = 256
     """Packets the writer queue holds before dropping (and counting) new ones."""
+    spill_rows: int = 10_000
+    """Rows kept in memory while the ledger cannot be written (locked, read-only, disk full, removed); beyond
+    them, rows go to a spill file that moves into the ledger once it is writable again."""
+    spill_dir: str | None = None
+    """Folder for spill files (None: the ledger's folder when writable, else the system's temp folder)."""
     loss_averaged: bool = True
     """Whether each microbatch's loss is divided by the accumulation count (the common practice)."""
     dist_timeout_s: float = 120.0
@@ -88,7 +98,7 @@ class TrackerConfig:
 
     def __post_init__(self) -> None:
         for name in ("log_every_steps", "layer_every", "entropy_every", "throughput_window", "loss_var_window",
-                     "repeat_window", "queue_size"):
+                     "repeat_window", "queue_size", "spill_rows"):
             if getattr(self, name) < 1:
                 raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("log_every_s", "flush_every_s", "dist_timeout_s"):
@@ -98,6 +108,49 @@ class TrackerConfig:
             raise InputError(f"TrackerConfig.gns_microbatches must be >= 1 or None, got {self.gns_microbatches}")
         if not 0 <= self.gns_ema < 1:
             raise InputError(f"TrackerConfig.gns_ema must be in [0, 1), got {self.gns_ema}")
+
+
+_live: weakref.WeakSet[Tracker] = weakref.WeakSet()
+"""Trackers not yet closed: flushed at interpreter exit and on SIGTERM."""
+_sigterm_installed = False
+
+
+def _close_live(status: str) -> None:
+    for tracker in list(_live):
+        tracker.close(status)
+
+
+@atexit.register
+def _at_exit() -> None:
+    # The writer is a daemon thread: without this, rows still buffered at exit would be lost. No clean close
+    # was recorded, so the run is `killed` (the data contract's name for it).
+    _close_live("killed")
+
+
+def _on_sigterm(previous: Any) -> Callable[[int, Any], None]:
+    def handler(signum: int, frame: Any) -> None:
+        _close_live("killed")
+        if callable(previous):
+            previous(signum, frame)
+        else:  # the default action: restore it and let the signal end the process as it would have
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    return handler
+
+
+def _install_sigterm() -> None:
+    """Flush every live Tracker on SIGTERM (schedulers send it before killing a job), then do what the
+    process would have done: the previous Python handler, or the default action. Main thread only; a
+    process that ignores SIGTERM keeps ignoring it."""
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN or previous is None:
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm(previous))
+    _sigterm_installed = True
 
 
 def _contained(method: Any) -> Any:
@@ -241,6 +294,7 @@ class Tracker:
                 base_step=int(base["step"]), base_tokens=base["tokens"], base_samples=base["samples"],
                 base_wall=base["wall_s"],
                 t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
+                spill_rows=self.config.spill_rows, spill_dir=self.config.spill_dir, manifest=manifest,
                 throughput_window=self.config.throughput_window, throughput_skip=self.config.throughput_skip,
                 loss_var_window=self.config.loss_var_window, repeat_window=self.config.repeat_window,
                 grad_clip=manifest.optimisation.grad_clip if manifest and manifest.optimisation else None,
@@ -267,6 +321,8 @@ class Tracker:
         self._entropy_store: dict[str, list[torch.Tensor]] | None = None
         self._due_marks: dict[tuple[str, int], int] = {}
         self._writer.start()
+        _live.add(self)
+        _install_sigterm()
 
     # -- setup ----------------------------------------------------------------------------------------
 
@@ -570,16 +626,19 @@ class Tracker:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     @property
-    def stats(self) -> dict[str, float]:
-        """Faults contained, rows written and dropped so far, and seconds spent on the training thread."""
+    def stats(self) -> dict[str, Any]:
+        """Faults contained; rows written, dropped and waiting in a spill file (and its path); seconds spent
+        on the training thread."""
         return {"faults": self.faults, "written_rows": self._writer.written_rows,
-                "dropped_rows": self._writer.dropped_rows, "busy_s": self.busy.seconds}
+                "dropped_rows": self._writer.dropped_rows, "spilled_rows": self._writer.spilled_rows,
+                "spill_path": self._writer.spill_path, "busy_s": self.busy.seconds}
 
     def close(self, status: str = "finished") -> None:
         """Flush everything, stop the writer and record the run's status."""
         if self._closed:
             return
         self._closed = True
+        _live.discard(self)
         try:
             self._ship()
         except Exception as exc:  # noqa: BLE001 - contained

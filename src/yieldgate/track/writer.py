@@ -10,19 +10,24 @@ rate, loss variance, GNS) and rows are written to the ledger about once a second
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from yieldgate.data.stream import RepeatCounter
+from yieldgate.errors import LedgerError
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
@@ -88,7 +93,16 @@ class WriterSettings:
     t0: float
     flush_every_s: float = 1.0
     queue_size: int = 256
+    spill_rows: int = 10_000
+    """Rows kept in memory while the ledger cannot be written; beyond them, rows go to a spill file."""
+    spill_dir: str | None = None
+    """Folder of spill files (None: the ledger's folder when writable, else the system's temp folder)."""
     max_buffered_rows: int = 1_000_000
+    """Rows kept in memory when even the spill file cannot be written; the oldest beyond are dropped."""
+    manifest: Any = None
+    """The run's manifest, to create the run again in a ledger file that was removed mid-run."""
+    busy_timeout_s: float = 1.0
+    """How long a flush waits for another process's lock on the ledger before retrying at the next one."""
     throughput_window: int = 20
     throughput_skip: int = 2
     loss_var_window: int = 50
@@ -146,6 +160,12 @@ def _joined(frames: list[_Frame]) -> dict[str, Any]:
     return out
 
 
+def _remove_ledger_file(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.remove(path + suffix)
+
+
 class Writer(threading.Thread):
     """The background thread. The training thread appends packets to an inbox (a deque: no lock, no
     wake-up) and the writer collects them once per flush interval, so the training thread never hands the
@@ -176,6 +196,10 @@ class Writer(threading.Thread):
         self._at: dict[int, tuple[float, float]] = {settings.base_step: (settings.base_tokens, settings.base_wall)}
         self._last_flush = time.monotonic()
         self._reduce_failed = False
+        self._inode: int | None = None
+        self.spill_path: str | None = None
+        """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
+        self.spilled_rows = 0
 
     @property
     def buffered_rows(self) -> int:
@@ -204,7 +228,7 @@ class Writer(threading.Thread):
         ledger = None
         if self.s.run is not None:
             try:
-                ledger = Ledger(self.s.location)
+                ledger = self._open()
             except Exception as exc:  # noqa: BLE001 - reported; rows stay buffered and are retried
                 self.on_fault("opening the ledger", exc)
         while True:
@@ -217,22 +241,35 @@ class Writer(threading.Thread):
                 except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
                     self.on_fault("processing step records", exc)
             if stopping or time.monotonic() - self._last_flush >= self.s.flush_every_s:
-                ledger = self._flush(ledger)
+                ledger = self._flush(ledger, final=stopping)
             if stopping:
                 break
+        if self._frames:  # neither the ledger nor a spill file took them: say so, count them
+            self.dropped_rows += self.buffered_rows
+            self.on_fault("closing with step records nothing could take", RuntimeError(
+                f"{self.buffered_rows} step records lost: the ledger {self.s.location} and every spill folder "
+                "refused them"))
+        if self.s.run is not None and self._status is not None:
+            self._record_status(ledger, self._status)
         if ledger is not None:
-            if self._status is not None:
-                try:
-                    ledger.set_status(self.s.run, self._status)
-                except Exception as exc:  # noqa: BLE001 - contained
-                    self.on_fault("recording the run's status", exc)
             ledger.close()
-        elif self.s.run is not None and self._status is not None:
-            self.on_fault("recording the run's status", RuntimeError(f"the ledger {self.s.location} is not open"))
 
-    def _flush(self, ledger: Ledger | None) -> Ledger | None:
+    def _record_status(self, ledger: Ledger | None, status: str) -> None:
+        """In the ledger; where the rows ended in a spill file, there too, so a merge carries it."""
+        assert self.s.run is not None
+        try:
+            if self.spill_path is not None:
+                with Ledger(self.spill_path) as side:
+                    side.set_status(self.s.run, status)
+            if ledger is None:
+                raise LedgerError(f"the ledger {self.s.location} could not be opened")
+            ledger.set_status(self.s.run, status)
+        except Exception as exc:  # noqa: BLE001 - contained
+            self.on_fault("recording the run's status", exc)
+
+    def _flush(self, ledger: Ledger | None, *, final: bool = False) -> Ledger | None:
         self._last_flush = time.monotonic()
-        if self.s.run is None or not (self._frames or self._evals):
+        if self.s.run is None or not (self._frames or self._evals or self.spill_path):
             return ledger
         if self.telemetry is not None and self._frames:
             try:
@@ -242,21 +279,102 @@ class Writer(threading.Thread):
             except OSError as exc:
                 self.on_fault("reading device telemetry", exc)
         try:
+            if ledger is not None and self._removed():
+                self.on_fault("writing to the ledger", FileNotFoundError(
+                    f"{self.s.location} was removed while the run was writing to it; a new ledger is made there "
+                    "and the run goes on in it (rows already written went with the removed file)"))
+                ledger.close()
+                ledger = None
             if ledger is None:
-                ledger = Ledger(self.s.location)
+                ledger = self._open()
             with ledger.transaction():
                 if self._frames:
                     ledger.append_steps(self.s.run, _joined(self._frames))
                 if self._evals:
                     ledger.append_evals(self.s.run, self._evals)
-        except Exception as exc:  # noqa: BLE001 - the ledger may be locked, full or gone: keep the rows
+        except Exception as exc:  # noqa: BLE001 - the ledger may be locked, full, read-only or gone: keep the rows
             self.on_fault("writing to the ledger", exc)
+            if final or self.buffered_rows >= self.s.spill_rows:
+                self._spill()
             while self.buffered_rows > self.s.max_buffered_rows and len(self._frames) > 1:
                 self.dropped_rows += self._frames.pop(0).n
             return ledger
         self.written_rows += self.buffered_rows
         self._frames, self._evals = [], []
+        if self.spill_path is not None:
+            self._unspill(ledger)
         return ledger
+
+    def _open(self) -> Ledger:
+        """Open the ledger, the run in it (made again if missing) and remember which file it is."""
+        ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s)
+        try:
+            if self.s.run is not None:
+                ledger.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
+                                  if_exists="reuse")
+            self._inode = os.stat(self.s.location).st_ino if self.s.location != ":memory:" else None
+        except BaseException:
+            ledger.close()
+            raise
+        return ledger
+
+    def _removed(self) -> bool:
+        """The ledger file is gone or replaced: SQLite would go on writing into the unlinked file, unseen."""
+        if self._inode is None:
+            return False
+        try:
+            return os.stat(self.s.location).st_ino != self._inode
+        except FileNotFoundError:
+            return True
+
+    def _spill_files(self) -> list[str]:
+        """Where a spill file may go, in order: the configured folder or the ledger's, then the temp folder."""
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.s.run or "run")
+        folders = [self.s.spill_dir or (str(Path(self.s.location).parent) if self.s.location != ":memory:" else None),
+                   tempfile.gettempdir()]
+        return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
+
+    def _spill(self) -> None:
+        """Move buffered rows into a spill file (a ledger of its own) so memory stays bounded."""
+        rows = self.buffered_rows
+        for path in [self.spill_path] if self.spill_path else self._spill_files():
+            fresh = not os.path.exists(path)
+            try:
+                with Ledger(path) as side, side.transaction():
+                    side.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
+                                    if_exists="reuse")
+                    if self._frames:
+                        side.append_steps(self.s.run, _joined(self._frames))
+                    if self._evals:
+                        side.append_evals(self.s.run, self._evals)
+            except Exception as exc:  # noqa: BLE001 - try the next folder; else rows stay in memory, bounded
+                self.on_fault("spilling step records to a side file", exc)
+                if fresh:
+                    _remove_ledger_file(path)
+                continue
+            if self.spill_path is None:
+                log.warning("yieldgate tracker: the ledger %s cannot take step records now; they are kept in %s "
+                            "and move into the ledger when it is writable again (or run: yieldgate --ledger %s "
+                            "merge %s)", self.s.location, path, self.s.location, path)
+            self.spill_path = path
+            self.spilled_rows += rows
+            self._frames, self._evals = [], []
+            return
+
+    def _unspill(self, ledger: Ledger) -> None:
+        """The ledger is writable again: move the spilled rows into it and remove the spill file."""
+        path = self.spill_path
+        assert path is not None and self.s.run is not None
+        try:
+            with Ledger(path) as side:
+                ledger.copy_run(side, self.s.run)
+        except Exception as exc:  # noqa: BLE001 - the spill file stays; retried at the next flush
+            self.on_fault("moving spilled step records into the ledger", exc)
+            return
+        self.written_rows += self.spilled_rows
+        self.spilled_rows = 0
+        self.spill_path = None
+        _remove_ledger_file(path)
 
     def _process(self, packet: Packet) -> None:
         if packet.event is not None:

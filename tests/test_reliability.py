@@ -1,0 +1,192 @@
+"""Faults of real clusters, tried on the Tracker and the ledger; each test keeps its README row true
+(tests/reliability.py: the table is the tests' own results)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.reliability import check
+from yieldgate.ledger import Ledger
+from yieldgate.track.tracker import Tracker, TrackerConfig
+
+# A child process: a training loop of cheap steps under the Tracker, printing "step wall-time" after each
+# step returns, so the parent knows exactly which steps the loop completed and when.
+CHILD = """
+import os, resource, signal, sys, time
+from yieldgate.track.tracker import Tracker, TrackerConfig
+ledger, steps, close = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "close"
+tr = Tracker("child", ledger=ledger, config=TrackerConfig(log_every_steps=10, flush_every_s=0.5, spill_rows=200))
+{setup}
+for i in range(1, steps + 1):
+    tr.step(tokens=128, samples=1, loss=1.0 / i, extras={{"signals/pad": float(i)}})
+    print(i, time.time(), flush=True)
+    {each}
+    time.sleep(0.004)
+if close:
+    tr.close()
+    print("stats", tr.stats["faults"], tr.stats["dropped_rows"], tr.stats["spilled_rows"], flush=True)
+"""
+
+
+def child(tmp_path: Path, ledger: Path, steps: int, *, close: bool = False, setup: str = "", each: str = "") -> subprocess.Popen:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(setup=textwrap.indent(setup, "").strip(), each=each.strip()))
+    return subprocess.Popen([sys.executable, str(script), str(ledger), str(steps), "close" if close else "open"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def printed(lines: list[str]) -> dict[int, float]:
+    return {int(a): float(b) for a, b in (line.split() for line in lines if line[:1].isdigit())}
+
+
+def stored_steps(path: Path) -> tuple[set[int], str]:
+    with Ledger(path, readonly=True) as led:
+        return set(led.steps("child")["step"].tolist()), led.run_info("child")["status"]
+
+
+def wait_for_steps(proc: subprocess.Popen, n: int) -> list[str]:
+    lines = []
+    while len(lines) < n:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        lines.append(line)
+    return lines
+
+
+def test_sigkill_mid_write_loses_at_most_the_last_flush_interval(tmp_path):
+    path = tmp_path / "k.db"
+    proc = child(tmp_path, path, 100_000)
+    lines = wait_for_steps(proc, 600)
+    proc.send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    out, _ = proc.communicate()
+    done = printed(lines + out.splitlines())
+    stored, status = stored_steps(path)  # opens cleanly
+    missing = set(done) - stored
+    assert stored <= set(done) | {max(done) + 1}
+    oldest_missing = min((done[s] for s in missing), default=killed_at)
+    assert killed_at - oldest_missing <= 2.0, f"{len(missing)} steps missing, the oldest from {killed_at - oldest_missing:.2f} s before the kill"
+    assert status == "running"  # nothing runs at SIGKILL; the run shows no clean close
+    check("training process killed (SIGKILL) mid-write", "ledger opens cleanly; rows of the last flush interval missing",
+          "≤ 2 s of steps")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "exit without close"])
+def test_sigterm_and_exit_without_close_flush_everything(tmp_path, how):
+    path = tmp_path / "t.db"
+    proc = child(tmp_path, path, 400 if how == "exit without close" else 100_000)
+    if how == "SIGTERM":
+        lines = wait_for_steps(proc, 300)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == -signal.SIGTERM, err  # the process ends as SIGTERM would have ended it
+    else:
+        out, err = proc.communicate(timeout=120)
+        lines = []
+        assert proc.returncode == 0, err
+    done = printed(lines + out.splitlines())
+    stored, status = stored_steps(path)
+    assert set(done) <= stored and len(stored - set(done)) <= 1  # a step interrupted after recording, not printing
+    assert status == "killed"
+    check(f"training process ends by {how}", "every recorded step flushed; run status `killed`", "0")
+
+
+def test_disk_full_spills_and_the_rows_arrive_when_space_returns(tmp_path):
+    path = tmp_path / "full.db"
+    # The file-size limit stands in for a full disk: writes past it fail (EFBIG; SQLite says "disk I/O
+    # error"). Once the Tracker has spilled rows, the limit is lifted, as when space is freed.
+    setup = """
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, hard))
+"""
+    each = "if tr.stats['spilled_rows'] or i == 2500: resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))"
+    proc = child(tmp_path, path, 3000, close=True, setup=setup, each=each)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    faults, dropped, spilled = map(int, out.splitlines()[-1].split()[1:])
+    stored, status = stored_steps(path)
+    assert stored == set(range(1, 3001)) and dropped == 0 and status == "finished"
+    assert faults >= 1 and "write failed (disk I/O error)" in err and "they are kept in" in err, err
+    assert not list(tmp_path.glob("yieldgate-spill-*"))  # moved into the ledger and removed
+    check("disk full (file-size limit) mid-run", "training goes on; rows spill to a side file, reach the ledger when space returns",
+          "0")
+
+
+@pytest.mark.parametrize("hold", [3.0, pytest.param(30.0, marks=pytest.mark.soak)])
+def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, hold):
+    path = tmp_path / "lock.db"
+    Ledger(path).close()
+    locker = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sqlite3, sys, time
+        db = sqlite3.connect({str(path)!r}, isolation_level=None)
+        db.execute("BEGIN EXCLUSIVE")
+        print("locked", flush=True)
+        time.sleep({hold})
+        db.execute("COMMIT")
+        """)], stdout=subprocess.PIPE, text=True)
+    assert locker.stdout.readline().strip() == "locked"
+    start = time.perf_counter()
+    slowest = 0.0
+    steps = 0
+    with Tracker("locked", ledger=path, config=TrackerConfig(flush_every_s=0.2)) as tr:
+        while time.perf_counter() - start < hold + 1.5:
+            t = time.perf_counter()
+            tr.step(tokens=128, samples=1, loss=1.0)
+            slowest = max(slowest, time.perf_counter() - t)
+            steps += 1
+            time.sleep(0.002)
+    locker.wait(timeout=30)
+    with Ledger(path, readonly=True) as led:
+        assert len(led.steps("locked")) == steps
+    assert slowest < 0.05, f"a Tracker call took {slowest * 1e3:.1f} ms while the ledger was locked"
+    check("ledger locked by another process (3 s here, 30 s in `make soak`)",
+          "no Tracker call slowed (each < 50 ms); rows written once the lock clears", "0")
+
+
+def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli):
+    ledger = "/proc/yieldgate-readonly-test.db"  # a folder no process may create files in, root included
+    with Tracker("ro", ledger=ledger, config=TrackerConfig(flush_every_s=0.1, log_every_steps=5)) as tr:
+        for i in range(40):
+            tr.step(tokens=128, samples=1, loss=1.0 / (i + 1))
+    spill = tr.stats["spill_path"]
+    try:
+        assert spill and tr.stats["spilled_rows"] == 40 and tr.stats["dropped_rows"] == 0
+        out = cli.json("merge", spill)
+        assert out["runs"] == {"ro": 40}
+        assert cli.json("merge", spill)["runs"] == {"ro": 40}  # twice: nothing doubles
+        with Ledger(cli.ledger_path, readonly=True) as led:
+            assert led.steps("ro")["step"].tolist() == list(range(1, 41))
+            assert led.run_info("ro")["status"] == "finished"
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            if spill and os.path.exists(spill + suffix):
+                os.remove(spill + suffix)
+    check("ledger on a read-only path", "training goes on; rows kept in a spill file, brought in by `yieldgate merge`", "0")
+
+
+def test_a_ledger_removed_mid_run_is_made_again(tmp_path):
+    path = tmp_path / "gone.db"
+    with Tracker("gone", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=5)) as tr:
+        for i in range(20):
+            tr.step(tokens=128, samples=1, loss=1.0)
+        time.sleep(0.3)
+        written = tr.stats["written_rows"]
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+        for i in range(20):
+            tr.step(tokens=128, samples=1, loss=1.0)
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("gone")["step"].tolist()
+    assert written == 20 and steps == list(range(21, 41))
+    check("ledger file removed mid-run", "a new ledger is made in its place and the run goes on in it",
+          "0 of the rows not yet written (the removed file's rows go with it)")
