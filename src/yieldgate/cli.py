@@ -398,8 +398,10 @@ def report(
     if as_json:
         _print_json({"path": result.path, "runs": result.runs, "figures": result.figures, "pngs": result.pngs})
         return
-    console.print(f"wrote {result.path}: {len(result.runs)} runs, {len(result.figures)} plots"
-                  + (f", {len(result.pngs)} PNG files in {png}" if result.pngs else ""), markup=False, highlight=False)
+    n = len(result.runs)
+    console.print(f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
+                  + (f", {len(result.pngs)} PNG files in {png}" if result.pngs else ""), markup=False, highlight=False,
+                  soft_wrap=True)
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
