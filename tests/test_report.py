@@ -216,3 +216,14 @@ def test_report_command_prints_where_it_wrote(cli_for, runs_db, tmp_path):
     assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 4 plots")
     assert json.loads(cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "two.html"), "--json").stdout)[
         "figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning"]
+
+
+def test_a_run_without_evaluations_still_gets_a_page_that_says_so(cli, ledger_path, tmp_path):
+    with Ledger(ledger_path) as led:
+        led.create_run("bare")
+        led.append_steps("bare", {"step": [1, 2, 3], "tokens": [10.0, 20.0, 30.0], "wall_s": [1.0, 2.0, 3.0],
+                                  "tokens_per_s": [10.0, 10.0, 10.0]})
+    result = cli.json("report", "bare", "-o", str(tmp_path / "bare.html"))
+    assert result["figures"] == ["throughput-learning"]
+    page = (tmp_path / "bare.html").read_text()
+    assert "run &#x27;bare&#x27; has 0 evaluation(s) of val/loss" in page

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
@@ -26,7 +27,7 @@ from yieldgate import __version__
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.report.figures import Figure, build_figures
-from yieldgate.report.sections import ReportData, collect, compact_json, tokens_at_steps
+from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
 __all__ = ["ReportResult", "write_report", "render_html", "write_pngs"]
 
@@ -76,6 +77,11 @@ def _num(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def _compact_json(value: Any) -> str:
+    """A stored body (evidence, policy) as one line of JSON for a table cell."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _cell(value: Any) -> str:
     """One table cell: numbers right-aligned, structures as compact JSON, text escaped."""
     if isinstance(value, _Raw):
@@ -83,7 +89,7 @@ def _cell(value: Any) -> str:
     if value is None or isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return f'<td class="num">{_num(value)}</td>'
     if isinstance(value, (dict, list)):
-        return f'<td class="json">{escape(compact_json(value))}</td>'
+        return f'<td class="json">{escape(_compact_json(value))}</td>'
     return f"<td>{escape(str(value))}</td>"
 
 
@@ -102,7 +108,7 @@ def _runs_section(data: ReportData) -> str:
     for v in data.runs:
         steps, curve = v.data.steps, v.curve
         final = curve["loss"].dropna()
-        tps = steps["tokens_per_s"].dropna() if "tokens_per_s" in steps else []
+        tps = steps["tokens_per_s"].dropna()
         manifest = v.data.manifest
         rows.append([v.name, int(len(steps)), float(steps["tokens"].max()) if len(steps) else None,
                      float(final.iloc[-1]) if len(final) else None, float(np.median(tps)) if len(tps) else None,
@@ -142,27 +148,27 @@ def _comparison_section(data: ReportData) -> str:
     return "".join(parts)
 
 
+def _span(values: list[Any], fmt: Any) -> str:
+    """`a-b`, or `a` when both ends are equal, or `-` when none is recorded."""
+    return "-".join(dict.fromkeys(fmt(v) for v in values)) or "-"
+
+
 def _diagnoses_section(data: ReportData) -> str:
+    """One row per diagnosis event; bodies are rendered generically (cause, confidence, evidence, advice), and
+    a body without an `evidence` field shows its remaining fields as the evidence."""
     rows = []
     for v in data.runs:
         for _, e in v.diagnoses.iterrows():
             body = e["body"] if isinstance(e["body"], dict) else {"body": e["body"]}
-            span = [s for s in (e["start_step"], e["end_step"]) if s is not None and not _isnan(s)]
-            tokens = tokens_at_steps(v.data.steps, span) if span else []
-            rows.append([v.name, body.get("cause", "-"),
-                         "-" if not span else "-".join(str(int(s)) for s in dict.fromkeys(span)),
-                         "-" if not len(tokens) else "-".join(_num(float(t)) for t in dict.fromkeys(tokens)),
-                         body.get("confidence"), e["state"],
-                         body.get("evidence", {k: x for k, x in body.items() if k not in ("cause", "confidence")}),
-                         body.get("advice", "-")])
+            steps = [int(s) for s in (e["start_step"], e["end_step"]) if pd.notna(s)]
+            tokens = tokens_at_steps(v.data.steps, steps) if steps else []
+            evidence = body.get("evidence", {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
+            rows.append([v.name, body.get("cause", "-"), _span(steps, str), _span(list(tokens), _num),
+                         body.get("confidence"), e["state"], evidence, body.get("advice", "-")])
     if not rows:
         return ""
     return "<h2>Diagnoses</h2>" + _table(
         ["run", "cause", "steps", "tokens", "confidence", "state", "evidence", "advice"], rows, "diagnoses")
-
-
-def _isnan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
 
 
 def _decisions_section(data: ReportData) -> str:

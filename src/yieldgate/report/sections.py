@@ -7,7 +7,6 @@ what it returns. Nothing here writes to the ledger.
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,7 +141,3 @@ def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss") ->
                       decisions=_decisions(ledger, patterns, list(seen)), manifest_diff=_manifest_diff(runs, notes),
                       notes=notes)
 
-
-def compact_json(value: Any) -> str:
-    """A stored body (evidence, policy) as one line of JSON for a table cell."""
-    return json.dumps(value, sort_keys=True, default=str)
