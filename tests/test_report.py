@@ -66,8 +66,8 @@ def runs_db(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def written(runs_db, tmp_path_factory):
-    """`yieldgate report` run once as a user runs it, with --png."""
+def written(runs_db, chromium, tmp_path_factory):
+    """`yieldgate report` run once as a user runs it, with --png (kaleido draws with the same Chromium)."""
     from .conftest import Cli
 
     out = tmp_path_factory.mktemp("out")
@@ -75,7 +75,8 @@ def written(runs_db, tmp_path_factory):
     return out, result
 
 
-def _chromium() -> str:
+@pytest.fixture(scope="module")
+def chromium() -> str:
     """The system Chromium; installed with apt-get when missing and we are root (the test setup of issue #7)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
@@ -133,7 +134,7 @@ def test_report_json_and_png_files(written):
         assert width == 1100 and height >= 320
 
 
-def test_the_page_in_headless_chromium(written, runs_db, tmp_path):
+def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     from playwright.sync_api import sync_playwright
 
     page_path = written[0] / "report.html"
@@ -141,7 +142,7 @@ def test_the_page_in_headless_chromium(written, runs_db, tmp_path):
     assert EVIL not in source and EVIDENCE_HTML not in source  # escaped in tables, plots and JSON alike
     errors, dialogs, requests = [], [], []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1300, "height": 900})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
