@@ -128,6 +128,7 @@ COMMANDS = {
     "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run"},
     "merge": {"--json", "--run"},
+    "report": {"--json", "--output", "--png", "--metric"},
 }
 
 

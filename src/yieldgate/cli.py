@@ -379,6 +379,36 @@ def forecast(
 
 
 @app.command()
+def report(
+    ctx: typer.Context,
+    patterns: Annotated[list[str], typer.Argument(help="Run names or globs; each is a group, later ones are "
+                                                       "compared with the first.")],
+    out: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write.")] = Path("report.html"),
+    png: Annotated[Path | None, typer.Option("--png", help="Also write the main plots as PNG files here.")] = None,
+    metric: MetricOption = "val/loss",
+    as_json: JsonOption = False,
+) -> None:
+    """Write one self-contained HTML report (opens with no network): loss against tokens, time and cost,
+    throughput beside learning, yields, the comparison, learning signals, diagnoses, decisions, manifest diff.
+
+    Example: yieldgate report baseline 'bs256-seed*' -o report.html --png figures/
+    """
+    from yieldgate.report.html import write_report
+
+    with _ledger(ctx) as ledger:
+        result = write_report(ledger, patterns, out, metric=metric, png_dir=png)
+    if as_json:
+        _print_json({"path": result.path, "runs": result.runs, "figures": result.figures, "pngs": result.pngs})
+        return
+    n = len(result.runs)
+    console.print(f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
+                  + (f", {len(result.pngs)} PNG files in {png}" if result.pngs else ""), markup=False, highlight=False,
+                  soft_wrap=True)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+
+
+@app.command()
 def train(
     ctx: typer.Context,
     recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML or JSON): sources, filters, dedup, tokenizer.")],

@@ -1,0 +1,225 @@
+"""The report's plots, built from `sections.ReportData` as plotly figures.
+
+One trace per run per plot (per panel, in the faceted ones), named after the run, in one colour per run
+across every figure. Every user string that plotly draws (run, source and task names, diagnosis causes) is
+HTML-escaped first: plotly renders a subset of HTML in trace names and annotations, and a run named
+`<b>x</b>` must show those characters, not bold text. Each trace carries `meta.series`, the ledger series
+it plots, so a reader (the report test) can check the points against the ledger.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
+
+__all__ = ["Figure", "build_figures", "thin", "MAX_POINTS"]
+
+MAX_POINTS = 2000
+"""Step-level series (tokens/s, signals) are thinned to at most this many points per trace: a million-step
+run would otherwise put tens of MB of JSON into the page. Evaluations are never thinned."""
+
+PALETTE = qualitative.Plotly + qualitative.D3
+FACET_COLUMNS = 3
+
+
+@dataclass
+class Figure:
+    """One plot of the report: its div id (and PNG file stem), heading, plotly figure and notes."""
+
+    id: str
+    title: str
+    figure: go.Figure
+    notes: list[str] = field(default_factory=list)
+    main: bool = True
+    """Written by `--png` (the figures for slides and issues)."""
+
+
+def thin(frame: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """At most `max_points` rows, evenly spaced, keeping the first and the last."""
+    if len(frame) <= max_points:
+        return frame
+    keep = np.unique(np.linspace(0, len(frame) - 1, max_points).round().astype(int))
+    return frame.iloc[keep]
+
+
+def _esc(text: str) -> str:
+    return html.escape(str(text))
+
+
+class _Style:
+    """Colour per run, and a legend entry only at a run's first trace in a figure."""
+
+    def __init__(self, runs: list[RunView]) -> None:
+        self.colour = {v.name: PALETTE[i % len(PALETTE)] for i, v in enumerate(runs)}
+
+    def trace(self, run: str, x: np.ndarray, y: np.ndarray, series: str, *, first: bool = True,
+              mode: str = "lines+markers") -> go.Scatter:
+        return go.Scatter(x=x, y=y, name=_esc(run), legendgroup=_esc(run), showlegend=first, mode=mode,
+                          line={"color": self.colour[run]}, marker={"size": 5}, meta={"series": series})
+
+
+def _layout(fig: go.Figure, x: str, y: str, *, height: int = 420) -> go.Figure:
+    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50}, legend_title_text="run",
+                      template="plotly_white", hovermode="closest")
+    fig.update_xaxes(title_text=x)
+    fig.update_yaxes(title_text=y)
+    return fig
+
+
+def _loss_range(runs: list[RunView]) -> list[float] | None:
+    values = np.concatenate([v.curve["loss"].dropna().to_numpy(dtype=float) for v in runs] or [np.empty(0)])
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return None
+    lo, hi = float(values.min()), float(values.max())
+    pad = 0.05 * (hi - lo) or 0.05 * abs(hi) or 0.1
+    return [lo - pad, hi + pad]
+
+
+def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
+    """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause."""
+    for _, event in view.diagnoses.iterrows():
+        if pd.isna(event["start_step"]):
+            continue
+        end = event["start_step"] if pd.isna(event["end_step"]) else event["end_step"]
+        x0, x1 = tokens_at_steps(view.data.steps, [event["start_step"], end])
+        if not (math.isfinite(x0) and math.isfinite(x1)):
+            continue
+        cause = _esc(event["body"].get("cause", "diagnosis")) if isinstance(event["body"], dict) else "diagnosis"
+        fig.add_vrect(x0=x0, x1=max(x1, x0), fillcolor=style.colour[view.name], opacity=0.15, line_width=1,
+                      line_color=style.colour[view.name], annotation_text=cause, annotation_position="top left")
+
+
+def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
+    y_range, out = _loss_range(data.runs), []
+    axes = (("tokens", "loss-tokens", "accepted tokens", "tokens"),
+            ("wall_s", "loss-time", "wall-clock (s)", "wall-clock time"),
+            ("cost_usd", "loss-cost", "cost (USD)", "cost"))
+    for column, fig_id, x_title, what in axes:
+        fig = go.Figure()
+        lacking = []
+        for v in data.runs:
+            points = v.curve[[column, "loss"]].dropna()
+            if len(points) == 0:
+                lacking.append(v.name)
+                continue
+            fig.add_trace(style.trace(v.name, points[column].to_numpy(), points["loss"].to_numpy(),
+                                      f"{data.metric}@{column}"))
+            if column == "tokens":
+                _diagnosis_spans(fig, style, v)
+        if not fig.data:
+            continue
+        _layout(fig, x_title, _esc(data.metric)).update_yaxes(range=y_range)
+        notes = [f"not drawn, no {what} recorded: {', '.join(lacking)}"] if lacking else []
+        if column == "tokens" and any(len(v.diagnoses) for v in data.runs):
+            notes.append("shaded: the step spans of diagnoses (table below)")
+        out.append(Figure(fig_id, f"{data.metric} vs {what}", fig, notes))
+    return out
+
+
+def _throughput_learning(data: ReportData, style: _Style) -> Figure | None:
+    """Throughput over time beside learning over time: two axes, never folded into one number."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s", "learning: yield per billion tokens"))
+    for v in data.runs:
+        steps = v.data.steps
+        tps = thin(steps[["wall_s", "tokens_per_s"]].dropna())
+        first = True
+        if len(tps):
+            fig.add_trace(style.trace(v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s",
+                                      mode="lines"), row=1, col=1)
+            first = False
+        if v.yields is None:
+            continue
+        wall = steps.set_index("step")["wall_s"]
+        points = [(wall.get(t.end_step, np.nan), t.yield_per_btok) for t in v.yields.tranches]
+        points = [(x, y) for x, y in points if y is not None and math.isfinite(x)]
+        if points:
+            x, y = zip(*points, strict=True)
+            fig.add_trace(style.trace(v.name, np.array(x), np.array(y), f"yield_per_btok:{data.metric}", first=first),
+                          row=1, col=2)
+    if not fig.data:
+        return None
+    _layout(fig, "wall-clock (s)", "")
+    fig.update_yaxes(title_text="tokens/s", row=1, col=1)
+    fig.update_yaxes(title_text=f"{_esc(data.metric)} gain per B tokens", row=1, col=2)
+    return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig,
+                  [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion tokens, "
+                   "at the tranche's end"])
+
+
+def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str) -> Figure | None:
+    """One panel per source (`per_source`) or per eval task (`capability`), one trace per run."""
+    series: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    for v in data.runs:
+        for t in v.yields.tranches if v.yields else []:
+            for key, entry in getattr(t, kind).items():
+                if entry["yield_per_btok"] is not None:
+                    xs, ys = series.setdefault(key, {}).setdefault(v.name, ([], []))
+                    xs.append(t.end_tokens)
+                    ys.append(entry["yield_per_btok"])
+    if not series:
+        return None
+    keys = sorted(series)
+    cols = min(len(keys), FACET_COLUMNS)
+    rows = math.ceil(len(keys) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_esc(k) for k in keys], vertical_spacing=0.3 / rows)
+    shown: set[str] = set()
+    for i, key in enumerate(keys):
+        for run, (xs, ys) in series[key].items():
+            fig.add_trace(style.trace(run, np.array(xs), np.array(ys), f"{kind}:{key}", first=run not in shown),
+                          row=i // cols + 1, col=i % cols + 1)
+            shown.add(run)
+    _layout(fig, "", "", height=max(320, 280 * rows))
+    fig.update_xaxes(title_text="accepted tokens", row=rows)
+    fig.update_yaxes(title_text="gain per B tokens", col=1)
+    return Figure(fig_id, title, fig, ["each point: one tranche (between two evaluations), at its end; "
+                                       "a negative value means that score got worse"])
+
+
+def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
+    gns, ratio = go.Figure(), go.Figure()
+    layers: set[str] = set()
+    for v in data.runs:
+        sig = v.signals.dropna(subset=["value"])
+        g = thin(sig[sig["key"] == "signals/gns"].sort_values("step"))
+        if len(g):
+            gns.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, g["step"]), g["value"].to_numpy(),
+                                      "signals/gns", mode="lines"))
+        u = sig[sig["key"].str.startswith("signals/update_ratio/")]
+        layers.update(u["key"])
+        # The median over layers per logged step: one line per run; a layer gone quiet shows in its table.
+        med = thin(u.groupby("step", as_index=False)["value"].median())
+        if len(med):
+            ratio.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, med["step"]), med["value"].to_numpy(),
+                                        "signals/update_ratio/<median>", mode="lines+markers"))
+    out = []
+    if gns.data:
+        _layout(gns, "accepted tokens", "B_simple (samples)").update_yaxes(type="log")
+        out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
+    if ratio.data:
+        _layout(ratio, "accepted tokens", "|update| / |weight|").update_yaxes(type="log")
+        out.append(Figure("signals-update-ratio", "update/weight ratio, median over layers", ratio,
+                          [f"median over the {len(layers)} recorded layer keys (signals/update_ratio/<layer>) "
+                           "at each logged step"], main=False))
+    return out
+
+
+def build_figures(data: ReportData) -> list[Figure]:
+    """Every plot of the report, in page order; a plot no run has data for is left out."""
+    style = _Style(data.runs)
+    figures = _loss_figures(data, style)
+    extra = [_throughput_learning(data, style),
+             _facets(data, style, "yield-per-source", "tranche yield per source (validation loss of each source)",
+                     "per_source"),
+             _facets(data, style, "yield-capability", "capability yield per task", "capability")]
+    figures += [f for f in extra if f is not None]
+    return figures + _signal_figures(data, style)

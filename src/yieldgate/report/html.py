@@ -1,0 +1,280 @@
+"""`yieldgate report`: one self-contained HTML file (plotly.js inlined once, no network needed to open it).
+
+`collect` (sections.py) reads the ledger, `build_figures` (figures.py) turns that into plots, and this module
+renders the page. Every user string that goes into the page's HTML — run names, patterns, sources, tasks,
+diagnosis and decision bodies, manifest values — passes through `html.escape`; the plots escape their own
+(see figures.py). `--png DIR` writes the main plots as PNG files with kaleido, which drives a local
+Chrome/Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from yieldgate import __version__
+from yieldgate.errors import InputError, YieldgateError
+from yieldgate.ledger import Ledger
+from yieldgate.report.figures import Figure, build_figures
+from yieldgate.report.sections import ReportData, collect, tokens_at_steps
+
+__all__ = ["ReportResult", "write_report", "render_html", "write_pngs"]
+
+PNG_WIDTH = 1100
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1200px; color: #222; }
+h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2rem; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+code, td.json { font-family: ui-monospace, monospace; font-size: 0.8rem; word-break: break-all; }
+.note { color: #555; font-size: 0.9rem; margin: 0.2rem 0; } .muted { color: #777; }
+.approve { color: #1a7f37; font-weight: bold; } .hold { color: #9a6700; font-weight: bold; }
+.reject { color: #cf222e; font-weight: bold; }
+"""
+
+
+@dataclass
+class ReportResult:
+    """What `write_report` wrote: the file, the runs it covers, its plots, and any PNG files."""
+
+    path: str
+    runs: list[str]
+    figures: list[str]
+    pngs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Raw(str):
+    """A table cell this module wrote itself (no user text inside): inserted as HTML, not escaped."""
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def _compact_json(value: Any) -> str:
+    """A stored body (evidence, policy) as one line of JSON for a table cell."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _cell(value: Any) -> str:
+    """One table cell: numbers right-aligned, structures as compact JSON, text escaped."""
+    if isinstance(value, _Raw):
+        return str(value)
+    if value is None or isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return f'<td class="num">{_num(value)}</td>'
+    if isinstance(value, (dict, list)):
+        return f'<td class="json">{escape(_compact_json(value))}</td>'
+    return f"<td>{escape(str(value))}</td>"
+
+
+def _table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _notes(lines: list[str]) -> str:
+    return "".join(f'<p class="note">{escape(line)}</p>' for line in lines)
+
+
+def _runs_section(data: ReportData) -> str:
+    rows = []
+    for v in data.runs:
+        steps, curve = v.data.steps, v.curve
+        final = curve["loss"].dropna()
+        tps = steps["tokens_per_s"].dropna()
+        manifest = v.data.manifest
+        rows.append([v.name, int(len(steps)), float(steps["tokens"].max()) if len(steps) else None,
+                     float(final.iloc[-1]) if len(final) else None, float(np.median(tps)) if len(tps) else None,
+                     int(len(v.diagnoses)), manifest.content_hash()[:12] if manifest else "-"])
+    return "<h2>Runs</h2>" + _table(
+        ["run", "steps", "tokens", f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows)
+
+
+def _comparison_section(data: ReportData) -> str:
+    if not data.comparisons:
+        return ""
+    parts = ["<h2>Comparison</h2>",
+             '<p class="note">Each later pattern against the first. Speedup (B over A) at the target loss: '
+             "time = throughput &times; sample efficiency.</p>"]
+    for c in data.comparisons:
+        a, b = c.a, c.b
+        parts.append(f"<h3>{escape(a)} (A) vs {escape(b)} (B)</h3>")
+        parts.append(_table(
+            ["", "A", "B", "B over A"],
+            [["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
+             ["tokens to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
+             ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
+             ["throughput (tokens/s to target)", "", "", c.speedup["throughput"]],
+             ["effective token multiplier", "", "", c.effective_token_multiplier]]))
+        parts.append(f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
+                     f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
+                     f"efficiency {_num(c.speedup['sample_efficiency'])}</p>")
+        if c.points:
+            parts.append(_table(
+                [c.aligned_on, f"{c.metric} A", "B", "B - A", "interval", "within noise"],
+                [[p[c.aligned_on], p["a"], p["b"], p["diff"],
+                  "-" if p["interval"] is None else f"[{_num(p['interval'][0])}, {_num(p['interval'][1])}]",
+                  "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")] for p in c.points]))
+        parts.append(f"<p><strong>{escape(c.verdict)}</strong></p>")
+        parts.append(_notes([f"confounder: {d['field']}: {json.dumps(d['a'])} vs {json.dumps(d['b'])}"
+                             for d in c.confounders] + c.warnings + c.notes))
+    return "".join(parts)
+
+
+def _span(values: list[Any], fmt: Any) -> str:
+    """`a-b`, or `a` when both ends are equal, or `-` when none is recorded."""
+    return "-".join(dict.fromkeys(fmt(v) for v in values)) or "-"
+
+
+def _diagnoses_section(data: ReportData) -> str:
+    """One row per diagnosis event; bodies are rendered generically (cause, confidence, evidence, advice), and
+    a body without an `evidence` field shows its remaining fields as the evidence."""
+    rows = []
+    for v in data.runs:
+        for _, e in v.diagnoses.iterrows():
+            body = e["body"] if isinstance(e["body"], dict) else {"body": e["body"]}
+            steps = [int(s) for s in (e["start_step"], e["end_step"]) if pd.notna(s)]
+            tokens = tokens_at_steps(v.data.steps, steps) if steps else []
+            evidence = body.get("evidence", {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
+            rows.append([v.name, body.get("cause", "-"), _span(steps, str), _span(list(tokens), _num),
+                         body.get("confidence"), e["state"], evidence, body.get("advice", "-")])
+    if not rows:
+        return ""
+    return "<h2>Diagnoses</h2>" + _table(
+        ["run", "cause", "steps", "tokens", "confidence", "state", "evidence", "advice"], rows, "diagnoses")
+
+
+def _decisions_section(data: ReportData) -> str:
+    frame = data.decisions
+    if frame is None or frame.empty:
+        return ""
+    rows = []
+    for _, d in frame.iterrows():
+        # The ledger only stores approve / hold / reject, so the class name is ours, not user text.
+        verdict = _Raw(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
+        rows.append([d["target"], d["stage"] or "-", verdict, d["rationale"], d["evidence"],
+                     (d["policy_hash"] or "-")[:12],
+                     datetime.fromtimestamp(d["created_at"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")])
+    return "<h2>Gate decisions</h2>" + _table(
+        ["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions")
+
+
+def _manifest_section(data: ReportData) -> str:
+    names = [v.name for v in data.runs if v.data.manifest is not None]
+    if len(names) < 2:
+        return ""
+    if not data.manifest_diff:
+        return f'<h2>Manifest diff</h2><p class="note">The {len(names)} manifests are identical.</p>'
+    rows = [[d["field"], *[json.dumps(d["values"][n]) for n in names]] for d in data.manifest_diff]
+    return ("<h2>Manifest diff</h2><p class=\"note\">Fields in which any run's manifest differs from the first's "
+            "(the confounders of any comparison between them).</p>" + _table(["field", *names], rows, "manifest"))
+
+
+def _figure_html(fig: Figure) -> str:
+    plot = pio.to_html(fig.figure, include_plotlyjs=False, full_html=False, div_id=fig.id, config=PLOT_CONFIG)
+    return f"<h3>{escape(fig.title)}</h3>{plot}{_notes(fig.notes)}"
+
+
+def render_html(data: ReportData, figures: list[Figure]) -> str:
+    """The whole page: plotly.js once in the head, then the sections; every user string escaped."""
+    by_id = {f.id: f for f in figures}
+
+    def plots(*ids: str) -> str:
+        return "".join(_figure_html(by_id[i]) for i in ids if i in by_id)
+
+    generated = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = "".join([
+        "<h1>yieldgate report</h1>",
+        f'<p class="muted">{escape(" ".join(data.patterns))} &middot; metric {escape(data.metric)} &middot; '
+        f"generated {generated} by yieldgate {escape(__version__)}</p>",
+        _notes(data.notes),
+        _runs_section(data),
+        "<h2>Learning against tokens, time and cost</h2>", plots("loss-tokens", "loss-time", "loss-cost"),
+        "<h2>Throughput and learning</h2>", plots("throughput-learning"),
+        _comparison_section(data),
+        "<h2>Yields</h2>", plots("yield-per-source", "yield-capability"),
+        "<h2>Learning signals</h2>" if any(f.id.startswith("signals-") for f in figures) else "",
+        plots("signals-gns", "signals-update-ratio"),
+        _diagnoses_section(data), _decisions_section(data), _manifest_section(data),
+    ])
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>yieldgate report: {escape(' '.join(data.patterns))}</title>"
+            f"<style>{CSS}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head>"
+            f"<body>{body}</body></html>\n")
+
+
+def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list[str]:
+    """Write the main figures as `<id>.png` into `directory` (created if missing) with kaleido."""
+    try:
+        import kaleido  # noqa: F401  (optional: the `report` extra; plotly's static export runs through it)
+        from choreographer.errors import ChromeNotFoundError
+    except ImportError:
+        raise YieldgateError("--png needs kaleido >= 1: pip install 'yieldgate[report]'") from None
+
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--png {directory}: cannot create the folder ({exc.strerror}); pick a writable path") from None
+    main = [f for f in figures if f.main]
+    paths = [str(out / f"{f.id}.png") for f in main]
+    try:
+        pio.write_images([f.figure for f in main], paths, width=PNG_WIDTH,
+                         height=[f.figure.layout.height or 450 for f in main])
+    except ChromeNotFoundError:
+        raise YieldgateError("--png needs Chrome or Chromium to draw the figures: install it (Debian: "
+                             "`apt-get install chromium`) or run `plotly_get_chrome`") from None
+    return paths
+
+
+def _check_writable(path: Path) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK) or (
+            path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"-o {path}: cannot write the report there (not a writable file in an existing folder); "
+                         "pick another path")
+
+
+def write_report(ledger: Ledger, patterns: list[str], out: str | os.PathLike[str], *, metric: str = "val/loss",
+                 png_dir: str | os.PathLike[str] | None = None) -> ReportResult:
+    """Write the HTML report of the runs matching `patterns` to `out` (and the main plots as PNG files into
+    `png_dir`). Each pattern is a group of seeds; every later group is compared with the first."""
+    path = Path(out)
+    _check_writable(path)
+    data = collect(ledger, patterns, metric=metric)
+    figures = build_figures(data)
+    page = render_html(data, figures)
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"-o {path}: cannot write the report ({exc.strerror}); pick another path") from None
+    pngs = write_pngs(figures, png_dir) if png_dir is not None else []
+    return ReportResult(path=str(path), runs=[v.name for v in data.runs], figures=[f.id for f in figures],
+                        pngs=pngs, notes=data.notes)
