@@ -137,3 +137,21 @@ def test_near_dedup_finds_editions_and_copies_on_a_real_subset(works):
                                    DedupPolicy(kind="near", shingle="word:3", threshold=threshold))
     s = dedup_eval.score(found, truth, ignore)
     assert s.truth == 6 and s.recall >= 0.9 and s.precision >= 0.95
+
+
+def test_cli_dedup_json_and_bad_input(cli, tmp_path):
+    base = " ".join(f"w{i}" for i in range(400))
+    (tmp_path / "a.txt").write_text(base)
+    (tmp_path / "b.txt").write_text(base.replace("w10 ", "x "))
+    (tmp_path / "c.txt").write_text("something else entirely\n" * 30)
+    (tmp_path / "d.txt").write_text(base)
+    exact = cli.json("dedup", str(tmp_path))
+    assert exact["documents"] == 4 and exact["duplicate_share"] == pytest.approx(400 / (400 * 3 + 90))
+    assert [c["members"] for c in exact["clusters"]] == [[str(tmp_path / "a.txt"), str(tmp_path / "d.txt")]]
+    near = cli.json("dedup", str(tmp_path), "--near", "0.8", "--shingle", "word:2")
+    assert [len(c["members"]) for c in near["clusters"]] == [3] and near["policy"]["shingle"] == "word:2"
+    chunked = cli.json("dedup", str(tmp_path / "c.txt"), "--chunk-chars", "100")
+    assert chunked["documents"] == 8 and chunked["clusters"][0]["members"][0] == f"{tmp_path / 'c.txt'}#0"
+    assert "a.txt" in cli("dedup", str(tmp_path)).stdout
+    result = cli("dedup", str(tmp_path), "--near", "1.5", code=2)
+    assert result.stderr.startswith("error: dedup policy: threshold") and result.stderr.count("\n") == 1

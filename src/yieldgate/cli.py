@@ -413,6 +413,35 @@ def train(
     console.print(table)
 
 
+@app.command("dedup")
+def dedup_(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (walked); each file is one document.")],
+    near: Annotated[float | None, typer.Option("--near", help="Near dedup at estimated Jaccard >= THRESHOLD "
+                                                               "(MinHash + LSH); exact dedup without it.")] = None,
+    shingle: Annotated[str, typer.Option("--shingle", help="Shingles for --near: word:N or char:N.")] = "word:3",
+    chunk_chars: Annotated[int | None, typer.Option("--chunk-chars", help="Cut each file into chunks of about N "
+                                                                          "characters (at line breaks).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find exact or near-duplicate documents among files: clusters, similarity, and the share of tokens
+    that dedup would remove.
+
+    Example: yieldgate dedup corpus/ --near 0.15 --shingle word:3 --chunk-chars 2000 --json
+    """
+    from yieldgate.data.dedup import dedup_paths
+
+    result = dedup_paths(paths, near=near, shingle=shingle, chunk_chars=chunk_chars)
+    out = result.to_dict()
+    if as_json:
+        _print_json(out)
+        return
+    table = Table("cluster", "members", "similarity", title=f"{out['documents']:,} documents, "
+                  f"{len(out['clusters']):,} clusters, {out['duplicate_share']:.1%} of tokens duplicate")
+    for n, c in enumerate(out["clusters"], start=1):
+        table.add_row(str(n), "\n".join(c["members"]), _fmt(c["similarity"]))
+    console.print(table)
+
+
 @app.command()
 def demo(
     ctx: typer.Context,

@@ -45,7 +45,7 @@ from scipy.sparse.csgraph import connected_components
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy
 
-__all__ = ["DedupResult", "Shingled", "dedup", "estimated_jaccard", "exact_keys", "lsh_params",
+__all__ = ["DedupResult", "Shingled", "dedup", "dedup_paths", "estimated_jaccard", "exact_keys", "lsh_params",
            "near_pairs", "normalise", "read_documents", "shingle", "signatures"]
 
 _U64 = np.uint64
@@ -356,6 +356,23 @@ def dedup(docs: Sequence[tuple[str, str]], policy: DedupPolicy) -> DedupResult:
         keep[c[1:]] = False
     return DedupResult(ids=ids, policy=policy, clusters=clusters, similarity=similarity, keep=keep,
                        tokens=np.asarray(tokens), pairs=(i, j, sim))
+
+
+def dedup_paths(paths: Iterable[str | os.PathLike[str]], *, near: float | None = None, shingle: str = "word:3",
+                chunk_chars: int | None = None, permutations: int = 128) -> DedupResult:
+    """`yieldgate dedup`: the files under `paths` (`read_documents`), exact dedup, or near dedup at
+    estimated Jaccard >= `near`. `word:3` is the default shingling because it separated the corpus's
+    editions from other plays best (README, "Data audit and dedup")."""
+    import pydantic
+
+    from yieldgate.manifest import format_validation_error
+
+    try:
+        policy = DedupPolicy(kind="exact" if near is None else "near", shingle=shingle,
+                             permutations=permutations, threshold=near if near is not None else 1.0)
+    except pydantic.ValidationError as exc:
+        raise InputError(f"dedup policy: {format_validation_error(exc)}") from None
+    return dedup(read_documents(paths, chunk_chars), policy)
 
 
 def read_documents(paths: Iterable[str | os.PathLike[str]], chunk_chars: int | None = None) -> list[tuple[str, str]]:
