@@ -435,8 +435,11 @@ def dedup_(
     if as_json:
         _print_json(out)
         return
-    table = Table("cluster", "members", "similarity", title=f"{out['documents']:,} documents, "
-                  f"{len(out['clusters']):,} clusters, {out['duplicate_share']:.1%} of tokens duplicate")
+    table = Table(title=f"{out['documents']:,} documents, {len(out['clusters']):,} clusters, "
+                        f"{out['duplicate_share']:.1%} of tokens duplicate")
+    table.add_column("cluster")
+    table.add_column("members", overflow="fold")  # paths in full: they are what the user acts on
+    table.add_column("similarity")
     for n, c in enumerate(out["clusters"], start=1):
         table.add_row(str(n), "\n".join(c["members"]), _fmt(c["similarity"]))
     console.print(table)
