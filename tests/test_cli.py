@@ -128,6 +128,7 @@ COMMANDS = {
     "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
+    "audit": {"--json", "--run"},
 }
 
 

@@ -446,6 +446,43 @@ def dedup_(
 
 
 @app.command()
+def audit(
+    ctx: typer.Context,
+    pipeline: Annotated[Path, typer.Argument(help="Pipeline file (YAML or JSON): input, tag rule, stages.")],
+    run: Annotated[str | None, typer.Option("--run", help="Record the audit into this run (created if absent).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a data pipeline stage by stage and account for each: documents, bytes and tokens in and out,
+    drop reasons, throughput, and the retention of the tagged slice beside the retention of everything.
+
+    Example: yieldgate audit pipeline.yaml --run audit-1 --json
+    """
+    from yieldgate.data.pipeline import audit_file
+
+    result = audit_file(pipeline, ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
+    if as_json:
+        _print_json(result)
+        return
+    table = Table("stage", "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
+    for s in result["stages"]:
+        flag = " !" if s["drops_tagged_slice"] else ""
+        table.add_row(s["stage"], _fmt(s["docs_in"]), _fmt(s["docs_out"]), _rate(s["docs_per_s"]),
+                      _rate(s["mb_per_s"]), _pct(s["retention"]), _pct(s["tagged_retention"]) + flag,
+                      ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-")
+    console.print(table)
+    if any(s["drops_tagged_slice"] for s in result["stages"]):
+        console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+@app.command()
 def demo(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="A smaller, faster version (about a minute).")] = False,

@@ -30,7 +30,6 @@ normalising, shingling and hashing are a few passes over uint8/uint64 arrays. Th
 from __future__ import annotations
 
 import os
-import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -72,7 +71,7 @@ _TABLE = _byte_table()
 
 def normalise(text: str) -> str:
     """The exact-dedup normal form: NFKC, lower case, whitespace runs collapsed to one space, stripped."""
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())  # split(): runs of Unicode whitespace
 
 
 def exact_keys(texts: Iterable[str]) -> list[bytes]:
