@@ -464,6 +464,7 @@ def audit(
         _print_json(result)
         return
     table = Table("stage", "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
+    table.columns[0].no_wrap = True
     for s in result["stages"]:
         flag = " !" if s["drops_tagged_slice"] else ""
         table.add_row(s["stage"], _fmt(s["docs_in"]), _fmt(s["docs_out"]), _rate(s["docs_per_s"]),
