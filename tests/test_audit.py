@@ -17,7 +17,7 @@ def _docs():
 def test_stage_accounts_for_filters_drops_and_maps_in_call_order():
     audit = Audit(tag="rare", text="text", tokens="n", batch=4)
     docs = audit.stage("drop-rare", lambda d: Drop("rare") if d["rare"] and d["n"] > 0 else True, _docs())
-    docs = audit.stage("upper", lambda d: {**d, "text": d["text"].upper()}, docs)
+    docs = audit.map("upper", lambda d: {**d, "text": d["text"].upper()}, docs)
     docs = audit.whole("short", lambda ds: [len(d["text"]) < 18 for d in ds], docs)
     assert [d["n"] for d in docs] == [0, 1, 2, 4, 5, 7]
     first, second, third = (s.to_dict() for s in audit.stages)
@@ -35,6 +35,7 @@ def test_stage_accounts_for_filters_drops_and_maps_in_call_order():
 def test_stage_names_are_unique_and_whole_must_answer_every_document():
     audit = Audit()
     list(audit.stage("a", bool, ["x", ""]))
+    assert list(audit.map("m", lambda d: d or None, ["x", "", "y"])) == ["x", "y"]
     with pytest.raises(InputError, match="repeated"):
         audit.stage("a", bool, [])
     with pytest.raises(InputError, match="returned 1 results for 2"):

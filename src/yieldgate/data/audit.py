@@ -12,8 +12,9 @@ one `perf_counter` pair per batch, and the counting is C-level passes over the b
 `list.count`), not Python code per document. `benchmarks/bench_dedup.py` measures the cost beside the
 bare stage at >= 100,000 documents/s.
 
-A stage function returns, per document: `True` (keep), `False` or `None` (drop, reason `rejected`),
-`Drop("reason")` (drop with that reason), or any other value (the document, transformed: a map).
+A filter stage (`stage`, `whole`) returns, per document, a truthy value to keep it, or `False`, `None`
+(reason `rejected`) or `Drop("reason")` to drop it; a map stage (`map`) returns the document to pass on,
+or `None` or `Drop("reason")`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse, islice
-from operator import itemgetter
+from itertools import chain, compress, filterfalse, islice
+from operator import itemgetter, not_
 from typing import Any
 
 from yieldgate.errors import InputError
@@ -33,9 +34,13 @@ __all__ = ["Audit", "Drop", "StageStats"]
 
 @dataclass(frozen=True)
 class Drop:
-    """A stage's verdict that drops the document, with the reason (shown in the table)."""
+    """A stage's verdict that drops the document, with the reason (shown in the table). It is falsy, so a
+    batch's verdicts select the kept documents in one C-level pass."""
 
     reason: str
+
+    def __bool__(self) -> bool:
+        return False
 
 
 @dataclass
@@ -82,12 +87,6 @@ class StageStats:
         return r is not None and t is not None and t < 0.5 * r
 
 
-def _utf8_bytes(texts: list[str]) -> int:
-    # len() of an ASCII str is its UTF-8 size; only the rest is encoded (isascii is O(1) in CPython).
-    other = list(filterfalse(str.isascii, texts))
-    return sum(map(len, texts)) + sum(len(t.encode("utf-8", "surrogatepass")) for t in other) - sum(map(len, other))
-
-
 class Audit:
     """Accounts for every stage run through it; `table()` and `to_dict()` report, `record()` stores.
 
@@ -107,14 +106,30 @@ class Audit:
         self.notes: dict[str, Any] = {}
         """Stage-specific records (a dedup stage's policy and statistics), by stage name."""
 
-    def _count(self, stats: StageStats, docs: list[Any], side: str) -> None:
+    def _measure(self, docs: list[Any]) -> tuple[int, int, int, int]:
+        """(documents, UTF-8 bytes, tokens, tagged) of `docs`, in C-level passes over the batch."""
+        if not docs:
+            return 0, 0, 0, 0
         texts = docs if self._text is None else list(map(self._text, docs))
-        setattr(stats, f"docs_{side}", getattr(stats, f"docs_{side}") + len(docs))
-        setattr(stats, f"bytes_{side}", getattr(stats, f"bytes_{side}") + _utf8_bytes(texts))
+        size = sum(map(len, texts))
+        # len() of an ASCII str is its UTF-8 size, and isascii() is O(1) in CPython: encode only the rest.
+        if not all(map(str.isascii, texts)):
+            size += sum(len(t.encode("utf-8", "surrogatepass")) - len(t) for t in filterfalse(str.isascii, texts))
+        tokens = sum(map(self._tokens, docs)) if self._tokens is not None else 0
+        tagged = len(list(filter(None, map(self._tag, docs)))) if self._tag is not None else 0  # truthiness in C
+        return len(docs), size, tokens, tagged
+
+    def _add(self, stats: StageStats, inside: tuple[int, int, int, int], outside: tuple[int, int, int, int]) -> None:
+        stats.docs_in += inside[0]
+        stats.bytes_in += inside[1]
+        stats.docs_out += outside[0]
+        stats.bytes_out += outside[1]
         if self._tokens is not None:
-            setattr(stats, f"tokens_{side}", (getattr(stats, f"tokens_{side}") or 0) + sum(map(self._tokens, docs)))
+            stats.tokens_in = (stats.tokens_in or 0) + inside[2]
+            stats.tokens_out = (stats.tokens_out or 0) + outside[2]
         if self._tag is not None:
-            setattr(stats, f"tagged_{side}", (getattr(stats, f"tagged_{side}") or 0) + sum(map(bool, map(self._tag, docs))))
+            stats.tagged_in = (stats.tagged_in or 0) + inside[3]
+            stats.tagged_out = (stats.tagged_out or 0) + outside[3]
 
     def _new(self, name: str) -> StageStats:
         if any(s.name == name for s in self.stages):
@@ -127,57 +142,65 @@ class Audit:
         self.stages.append(stats)
         return stats
 
-    def _apply(self, stats: StageStats, docs: list[Any], results: Sequence[Any]) -> list[Any]:
-        kept = results.count(True) if isinstance(results, list) else sum(1 for r in results if r is True)
-        rejected = results.count(False) + results.count(None) if isinstance(results, list) else 0
-        if kept + rejected == len(docs):  # a pure filter: no Python code per document
-            out = list(compress(docs, results))
-            if rejected:
-                stats.drops["rejected"] += rejected
+    def _drops(self, stats: StageStats, results: list[Any]) -> None:
+        for r in filterfalse(None, results):  # only the drops, picked in C
+            stats.drops[r.reason if isinstance(r, Drop) else "rejected"] += 1
+
+    def _filter(self, stats: StageStats, docs: list[Any], results: list[Any]) -> list[Any]:
+        out = list(compress(docs, results))
+        inside = self._measure(docs)
+        if len(out) == len(docs):
+            self._add(stats, inside, inside)
             return out
-        out = []
-        for doc, r in zip(docs, results):
-            if r is True:
-                out.append(doc)
-            elif r is False or r is None:
-                stats.drops["rejected"] += 1
-            elif isinstance(r, Drop):
-                stats.drops[r.reason] += 1
-            else:
-                out.append(r)
+        # The out side is the in side less the drops, usually far fewer than the kept documents.
+        dropped = self._measure(list(compress(docs, map(not_, results))))
+        self._add(stats, inside, tuple(i - d for i, d in zip(inside, dropped)))  # type: ignore[arg-type]
+        self._drops(stats, results)
         return out
 
-    def stage(self, name: str, fn: Callable[[Any], Any], docs: Iterable[Any]) -> Iterator[Any]:
-        """Run `fn` on each document of `docs` lazily, in batches, accounting for it as stage `name`.
+    def _map(self, stats: StageStats, docs: list[Any], results: list[Any]) -> list[Any]:
+        out = list(filter(None, results))
+        self._add(stats, self._measure(docs), self._measure(out))
+        if len(out) < len(docs):
+            self._drops(stats, results)
+        return out
 
-        The stage takes its place in the table now, in call order, though it runs as it is consumed."""
-        return self._run(self._new(name), fn, iter(docs))
-
-    def _run(self, stats: StageStats, fn: Callable[[Any], Any], it: Iterator[Any]) -> Iterator[Any]:
-        clock = time.perf_counter
-        while batch := list(islice(it, self.batch)):
-            self._count(stats, batch, "in")
+    def _run(self, stats: StageStats, fn: Callable[[Any], Any], docs: Iterable[Any],
+             apply: Callable[[StageStats, list[Any], list[Any]], list[Any]]) -> Iterator[list[Any]]:
+        clock, size = time.perf_counter, self.batch
+        if isinstance(docs, list):  # slicing a list copies pointers; islice steps an iterator per document
+            batches: Iterable[list[Any]] = (docs[i:i + size] for i in range(0, len(docs), size))
+        else:
+            it = iter(docs)
+            batches = iter(lambda: list(islice(it, size)), [])
+        for batch in batches:
             start = clock()
             results = list(map(fn, batch))
             stats.seconds += clock() - start
-            out = self._apply(stats, batch, results)
-            self._count(stats, out, "out")
-            yield from out
+            yield apply(stats, batch, results)
+
+    def stage(self, name: str, fn: Callable[[Any], Any], docs: Iterable[Any]) -> Iterator[Any]:
+        """A filter stage, run lazily in batches: `fn(doc)` is truthy to keep the document, and False,
+        None or `Drop(reason)` to drop it. The stage takes its place in the table now, in call order."""
+        # chain walks each batch's output in C; a `yield` per document would cost more than the counting.
+        return chain.from_iterable(self._run(self._new(name), fn, docs, self._filter))
+
+    def map(self, name: str, fn: Callable[[Any], Any], docs: Iterable[Any]) -> Iterator[Any]:
+        """A map stage, run lazily in batches: `fn(doc)` returns the document to pass on, or None or
+        `Drop(reason)` to drop it."""
+        return chain.from_iterable(self._run(self._new(name), fn, docs, self._map))
 
     def whole(self, name: str, fn: Callable[[list[Any]], Sequence[Any]], docs: Iterable[Any]) -> list[Any]:
-        """Run a stage that needs every document at once (dedup): `fn(list)` returns one result per
+        """A filter stage that needs every document at once (dedup): `fn(list)` returns one result per
         document, with `stage`'s meanings."""
         stats = self._new(name)
         docs = list(docs)
-        self._count(stats, docs, "in")
         start = time.perf_counter()
         results = list(fn(docs))
         stats.seconds += time.perf_counter() - start
         if len(results) != len(docs):
             raise InputError(f"stage {name!r} returned {len(results)} results for {len(docs)} documents")
-        out = self._apply(stats, docs, results)
-        self._count(stats, out, "out")
-        return out
+        return self._filter(stats, docs, results)
 
     def to_dict(self) -> dict[str, Any]:
         """Every stage's figures in order, and the stages' notes."""
