@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yieldgate.data import corpus, dedup, dedup_eval
+from yieldgate.data import corpus, dedup, dedup_eval, pipeline
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy
 
@@ -97,7 +97,7 @@ def test_bad_shingle_and_paths(tmp_path):
     with pytest.raises(InputError, match="word:N"):
         dedup.shingle(["x"], "token:3")
     with pytest.raises(InputError, match="no such file"):
-        dedup.read_documents([tmp_path / "missing"])
+        pipeline.read_documents([tmp_path / "missing"])
 
 
 def test_read_documents_walks_folders_and_chunks(tmp_path):
@@ -105,8 +105,8 @@ def test_read_documents_walks_folders_and_chunks(tmp_path):
     (tmp_path / "sub" / "b.txt").write_text("line one\nline two\n")
     (tmp_path / "a.txt").write_text("alpha\n")
     (tmp_path / ".hidden").write_text("skip\n")
-    assert [d for d, _ in dedup.read_documents([tmp_path])] == [str(tmp_path / "a.txt"), str(tmp_path / "sub" / "b.txt")]
-    chunks = dedup.read_documents([tmp_path / "sub" / "b.txt"], chunk_chars=10)
+    assert [d for d, _ in pipeline.read_documents([tmp_path])] == [str(tmp_path / "a.txt"), str(tmp_path / "sub" / "b.txt")]
+    chunks = pipeline.read_documents([tmp_path / "sub" / "b.txt"], chunk_chars=10)
     assert [d for d, _ in chunks] == [f"{tmp_path / 'sub' / 'b.txt'}#0", f"{tmp_path / 'sub' / 'b.txt'}#1"]
 
 
@@ -155,3 +155,12 @@ def test_cli_dedup_json_and_bad_input(cli, tmp_path):
     assert "a.txt" in cli("dedup", str(tmp_path)).stdout
     result = cli("dedup", str(tmp_path), "--near", "1.5", code=2)
     assert result.stderr.startswith("error: dedup policy: threshold") and result.stderr.count("\n") == 1
+
+
+def test_a_text_repeated_many_times_is_one_cluster_linked_to_its_first():
+    base = " ".join(f"t{i}" for i in range(200))
+    docs = [(str(k), base) for k in range(3000)] + [("edit", base.replace("t5 ", "x ")), ("other", "a b c d e f")]
+    result = dedup.dedup(docs, DedupPolicy(kind="near", shingle="word:3", threshold=0.8))
+    assert result.clusters == [list(range(3001))] and result.keep.sum() == 2
+    i, j, _ = result.pairs
+    assert len(i) <= (dedup._MAX_GAP + 1) * 3001  # a star and short runs, not all 4.5 million pairs

@@ -428,7 +428,7 @@ def dedup_(
 
     Example: yieldgate dedup corpus/ --near 0.15 --shingle word:3 --chunk-chars 2000 --json
     """
-    from yieldgate.data.dedup import dedup_paths
+    from yieldgate.data.pipeline import dedup_paths
 
     result = dedup_paths(paths, near=near, shingle=shingle, chunk_chars=chunk_chars)
     out = result.to_dict()

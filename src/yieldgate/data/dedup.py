@@ -13,8 +13,9 @@ normalising, shingling and hashing are a few passes over uint8/uint64 arrays. Th
 - Normalisation (near): ASCII letters lower-cased, every other ASCII byte that is not a letter or digit
   becomes a space, whitespace runs collapse to one space; bytes >= 128 (UTF-8 of non-ASCII letters) stay.
 - Shingles: `char:N` (N consecutive bytes of the normalised text) or `word:N` (N consecutive words),
-  each hashed to 64 bits with a polynomial hash mod 2^64 (computed from prefix sums, so every shingle of
-  the buffer is hashed in a few array passes) and the murmur3 finaliser (fmix64) to spread its bits.
+  hashed to 64 bits: a slice's bytes are loaded 8 at a time as uint64 (a strided view of the buffer) and
+  chained through the murmur3 finaliser (fmix64); a word shingle weighs its words' hashes by powers of
+  an odd constant (mod 2^64), so word order counts, and is finalised again.
 - Signatures: one-permutation MinHash (Li, Owen & Zhang, "One permutation hashing", NeurIPS 2012): one
   hash per shingle, its high bits choosing one of `permutations` bins and its low 32 bits competing for
   the bin's minimum; empty bins are filled by rotation densification (Shrivastava & Li, ICML 2014). The
@@ -29,29 +30,25 @@ normalising, shingling and hashing are a few passes over uint8/uint64 arrays. Th
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy
 
-__all__ = ["DedupResult", "Shingled", "dedup", "dedup_paths", "estimated_jaccard", "exact_keys", "lsh_params",
-           "near_pairs", "normalise", "read_documents", "shingle", "signatures"]
+__all__ = ["DedupResult", "Shingled", "dedup", "estimated_jaccard", "exact_keys", "lsh_params",
+           "near_pairs", "normalise", "shingle", "signatures"]
 
 _U64 = np.uint64
 _MAX32 = np.uint32(0xFFFFFFFF)
-# Odd 64-bit constants: the polynomial base (and its inverse mod 2^64), fmix64's multipliers (murmur3).
-_BASE = 0x100000001B3  # the FNV-64 prime: odd, so invertible mod 2^64
-_BASE_INV = pow(_BASE, -1, 2**64)
+# Odd 64-bit constants: the base that weighs a word shingle's words, fmix64's multipliers (murmur3).
+_BASE = 0x100000001B3  # the FNV-64 prime
 _FMIX1, _FMIX2 = _U64(0xFF51AFD7ED558CCD), _U64(0xC4CEB9FE1A85EC53)
 _MASKS = np.array([(1 << (8 * r)) - 1 for r in range(9)], dtype=_U64)  # the low r bytes of a uint64
 
@@ -76,6 +73,10 @@ def normalise(text: str) -> str:
 
 def exact_keys(texts: Iterable[str]) -> list[bytes]:
     """xxh3-128 digest of each text's normal form (`normalise`): equal keys are exact duplicates."""
+    try:
+        import xxhash
+    except ImportError:
+        raise InputError("exact dedup needs xxhash: pip install 'yieldgate[data]'") from None
     return [xxhash.xxh3_128_digest(normalise(t).encode()) for t in texts]
 
 
@@ -187,12 +188,13 @@ def shingle(texts: Sequence[str], spec: str = "word:5") -> Shingled:
     return Shingled(hashes=h, offsets=shingle_offsets, words=words)
 
 
-def signatures(sh: Shingled, permutations: int = 128) -> np.ndarray:
+def signatures(sh: Shingled, permutations: int = 128, seed: int = 0) -> np.ndarray:
     """One-permutation MinHash signatures, (documents, permutations) uint32, densified by rotation.
 
-    A document without shingles gets all-max values (and is never verified as a near duplicate)."""
+    `seed` picks another random permutation (0: the shingle hashes as they are). A document without
+    shingles gets all-max values (and is never verified as a near duplicate)."""
     k, docs = permutations, len(sh.offsets) - 1
-    h = sh.hashes
+    h = sh.hashes if not seed else _fmix64(sh.hashes ^ _fmix64(np.array([seed], dtype=_U64))[0])
     owner = np.repeat(np.arange(docs, dtype=np.int64), sh.counts())
     # The bin from the high 32 bits by multiply-shift (any k, not only powers of two); the low 32 compete.
     bins = (((h >> _U64(32)) * _U64(k)) >> _U64(32)).astype(np.int64)
@@ -245,30 +247,50 @@ def estimated_jaccard(sig: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarr
     return out
 
 
+_MAX_GAP = 32
+"""Within one LSH bucket, each member is paired with the next `_MAX_GAP` members and with the first:
+every pair when a bucket is small, linear cost (a star) when it is not."""
+
+
+def _row_keys(rows: np.ndarray) -> np.ndarray:
+    weights = _fmix64(np.arange(1, rows.shape[1] + 1, dtype=_U64)) | _U64(1)
+    return _fmix64((rows.astype(_U64) * weights).sum(axis=1, dtype=_U64))
+
+
+def _bucket_pairs(key: np.ndarray, members: np.ndarray, docs: int) -> list[np.ndarray]:
+    """Pair codes (i * docs + j, i < j) of members sharing a key."""
+    order = np.argsort(key, kind="stable")
+    key, members = key[order], members[order]
+    new = np.concatenate(([True], key[1:] != key[:-1]))
+    first = members[np.flatnonzero(new)[np.cumsum(new) - 1]]  # each member's bucket's first member
+    codes = [np.minimum(first, members) * docs + np.maximum(first, members)]
+    for gap in range(1, min(_MAX_GAP, len(key))):
+        pos = np.flatnonzero(key[:-gap] == key[gap:])
+        if not len(pos):
+            break
+        a, c = members[pos], members[pos + gap]
+        codes.append(np.minimum(a, c) * docs + np.maximum(a, c))
+    return codes
+
+
 def near_pairs(sig: np.ndarray, bands: int, rows: int, threshold: float,
                valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs (i < j) that share an LSH band and whose estimated Jaccard is >= threshold, with it."""
+    """Pairs (i < j) that share an LSH band and whose estimated Jaccard is >= threshold, with it.
+
+    Documents with identical signatures are linked to the first of them and only that one goes through
+    the bands, so a text repeated thousands of times costs one bucket, not thousands of pairs per band."""
     docs = len(sig)
     ids = np.flatnonzero(valid) if valid is not None else np.arange(docs)
-    weights = _fmix64(np.arange(1, rows + 1, dtype=_U64)) | _U64(1)
-    codes: list[np.ndarray] = []
+    whole = _row_keys(sig[ids])
+    codes = _bucket_pairs(whole, ids, docs)
+    _, first = np.unique(whole, return_index=True)
+    reps = ids[np.sort(first)]
     for b in range(bands):
-        band = sig[ids, b * rows:(b + 1) * rows].astype(_U64)
-        key = _fmix64((band * weights).sum(axis=1, dtype=_U64))
-        order = np.argsort(key, kind="stable")
-        key, members = key[order], ids[order]
-        start = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        size = np.diff(np.append(start, len(key)))
-        for gap in range(1, int(size.max(initial=1))):  # pair each member with the gap-th after it in its run
-            pos = np.arange(len(key) - gap)
-            pos = pos[key[pos] == key[pos + gap]]
-            a, c = members[pos], members[pos + gap]
-            codes.append(np.minimum(a, c) * docs + np.maximum(a, c))
-    if not codes:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, np.empty(0)
+        codes += _bucket_pairs(_row_keys(sig[reps, b * rows:(b + 1) * rows]), reps, docs)
     pair = np.unique(np.concatenate(codes))
     i, j = pair // docs, pair % docs
+    ok = i != j
+    i, j = i[ok], j[ok]
     sim = estimated_jaccard(sig, i, j)
     ok = sim >= threshold
     return i[ok], j[ok], sim[ok]
@@ -324,11 +346,12 @@ def _clusters(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray) -> tuple[li
     return out, [float(lowest[label[g[0]]]) for g in out]
 
 
-def dedup(docs: Sequence[tuple[str, str]], policy: DedupPolicy) -> DedupResult:
+def dedup(docs: Sequence[tuple[str, str]], policy: DedupPolicy, *, seed: int = 0) -> DedupResult:
     """Find duplicates among (id, text) documents under `policy`; the first member of each cluster is kept.
 
     `exact`: equal `exact_keys`. `near`: MinHash + LSH as the module docstring says; `policy.bands` and
-    `policy.rows` are chosen by `lsh_params` when absent and recorded in the result's policy."""
+    `policy.rows` are chosen by `lsh_params` when absent and recorded in the result's policy; `seed`
+    picks the MinHash permutation."""
     ids, texts = [d[0] for d in docs], [d[1] for d in docs]
     n = len(texts)
     if policy.kind == "near":
@@ -336,7 +359,7 @@ def dedup(docs: Sequence[tuple[str, str]], policy: DedupPolicy) -> DedupResult:
             bands, rows = lsh_params(policy.threshold, policy.permutations)
             policy = policy.model_copy(update={"bands": bands, "rows": rows})
         sh = shingle(texts, policy.shingle)
-        sig = signatures(sh, policy.permutations)
+        sig = signatures(sh, policy.permutations, seed)
         i, j, sim = near_pairs(sig, policy.bands, policy.rows, policy.threshold, valid=sh.counts() > 0)  # type: ignore[arg-type]
         tokens = sh.words
     else:
@@ -355,53 +378,3 @@ def dedup(docs: Sequence[tuple[str, str]], policy: DedupPolicy) -> DedupResult:
         keep[c[1:]] = False
     return DedupResult(ids=ids, policy=policy, clusters=clusters, similarity=similarity, keep=keep,
                        tokens=np.asarray(tokens), pairs=(i, j, sim))
-
-
-def dedup_paths(paths: Iterable[str | os.PathLike[str]], *, near: float | None = None, shingle: str = "word:3",
-                chunk_chars: int | None = None, permutations: int = 128) -> DedupResult:
-    """`yieldgate dedup`: the files under `paths` (`read_documents`), exact dedup, or near dedup at
-    estimated Jaccard >= `near`. `word:3` is the default shingling because it separated the corpus's
-    editions from other plays best (README, "Data audit and dedup")."""
-    import pydantic
-
-    from yieldgate.manifest import format_validation_error
-
-    try:
-        policy = DedupPolicy(kind="exact" if near is None else "near", shingle=shingle,
-                             permutations=permutations, threshold=near if near is not None else 1.0)
-    except pydantic.ValidationError as exc:
-        raise InputError(f"dedup policy: {format_validation_error(exc)}") from None
-    return dedup(read_documents(paths, chunk_chars), policy)
-
-
-def read_documents(paths: Iterable[str | os.PathLike[str]], chunk_chars: int | None = None) -> list[tuple[str, str]]:
-    """(id, text) for each file under `paths` (a folder is walked, hidden entries skipped, in sorted order).
-
-    Each file is one document, id its path; with `chunk_chars` it is cut into chunks that end at a line break
-    (`corpus.documents`), ids `path#i`. Text is read as UTF-8 (undecodable bytes replaced)."""
-    from yieldgate.data.corpus import Work, documents
-
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.is_file()
-                                and not any(part.startswith(".") for part in f.relative_to(p).parts)))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise InputError(f"{p}: no such file or folder")
-    if chunk_chars is not None and chunk_chars < 1:
-        raise InputError(f"--chunk-chars must be >= 1, got {chunk_chars}")
-    out: list[tuple[str, str]] = []
-    for f in files:
-        try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"{f}: cannot read ({exc.strerror})") from None
-        if chunk_chars is None:
-            out.append((str(f), text))
-        else:
-            work = Work(id=str(f), title=f.name, author="", domain="text", source="", edition="", group=str(f),
-                        path=str(f), text=text)
-            out.extend(documents([work], chunk_chars=chunk_chars))
-    return out

@@ -1,4 +1,5 @@
-"""`yieldgate audit PIPELINE.yaml`: a data pipeline described in YAML, run through `Audit`.
+"""`yieldgate audit PIPELINE.yaml`: a data pipeline described in YAML, run through `Audit`; and the
+documents of files and folders (`read_documents`) that it and `yieldgate dedup` read.
 
 ```yaml
 input:
@@ -20,8 +21,10 @@ document). A document is `{"id", "text", "source", "tokens"}`; tokens are whites
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,12 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from yieldgate.data import corpus
 from yieldgate.data.audit import Audit, Drop
-from yieldgate.data.dedup import dedup, read_documents
+from yieldgate.data.dedup import DedupResult, dedup
 from yieldgate.data.recipe import FILTERS
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy, Manifest, Recipe, Source, read_structured_file, validate
 
-__all__ = ["InputSpec", "Pipeline", "StageSpec", "TagRule", "audit_file", "load_pipeline", "manifest_for", "run_pipeline"]
+__all__ = ["InputSpec", "Pipeline", "StageSpec", "TagRule", "audit_file", "dedup_paths", "load_pipeline", "manifest_for",
+           "read_documents", "run_pipeline"]
 
 
 class _Model(BaseModel):
@@ -216,3 +220,51 @@ def audit_file(path: str | Path, *, ledger: str | None = None, run: str | None =
                 led.create_run(run, manifest=manifest_for(pipeline), status="finished", source="audit")
             audit.record(led, run)
     return audit
+
+
+def dedup_paths(paths: Iterable[str | os.PathLike[str]], *, near: float | None = None, shingle: str = "word:3",
+                chunk_chars: int | None = None, permutations: int = 128) -> DedupResult:
+    """`yieldgate dedup`: the files under `paths` (`read_documents`), exact dedup, or near dedup at
+    estimated Jaccard >= `near`. `word:3` is the default shingling because it separated the corpus's
+    editions from other plays best (README, "Data audit and dedup")."""
+    import pydantic
+
+    from yieldgate.manifest import format_validation_error
+
+    try:
+        policy = DedupPolicy(kind="exact" if near is None else "near", shingle=shingle,
+                             permutations=permutations, threshold=near if near is not None else 1.0)
+    except pydantic.ValidationError as exc:
+        raise InputError(f"dedup policy: {format_validation_error(exc)}") from None
+    return dedup(read_documents(paths, chunk_chars), policy)
+
+
+def read_documents(paths: Iterable[str | os.PathLike[str]], chunk_chars: int | None = None) -> list[tuple[str, str]]:
+    """(id, text) for each file under `paths` (a folder is walked, hidden entries skipped, in sorted order).
+
+    Each file is one document, id its path; with `chunk_chars` it is cut into chunks that end at a line break
+    (`corpus.documents`), ids `path#i`. Text is read as UTF-8 (undecodable bytes replaced)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*") if f.is_file()
+                                and not any(part.startswith(".") for part in f.relative_to(p).parts)))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise InputError(f"{p}: no such file or folder")
+    if chunk_chars is not None and chunk_chars < 1:
+        raise InputError(f"--chunk-chars must be >= 1, got {chunk_chars}")
+    out: list[tuple[str, str]] = []
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"{f}: cannot read ({exc.strerror})") from None
+        if chunk_chars is None:
+            out.append((str(f), text))
+        else:
+            work = corpus.Work(id=str(f), title=f.name, author="", domain="text", source="", edition="", group=str(f),
+                        path=str(f), text=text)
+            out.extend(corpus.documents([work], chunk_chars=chunk_chars))
+    return out
