@@ -29,6 +29,7 @@ def test_stage_accounts_for_filters_drops_and_maps_in_call_order():
     assert first["retention"] == 0.7 and first["drops_tagged_slice"]  # 25% of the rare vs 70% of all
     assert second["docs_out"] == 7 and second["drops"] == {} and not second["drops_tagged_slice"]
     assert third["drops"] == {"rejected": 1} and third["docs_out"] == 6
+    assert audit.table()["stage"].tolist() == ["drop-rare", "upper", "short"]
     assert all(s["seconds"] >= 0 and s["docs_per_s"] is None or s["docs_per_s"] > 0 for s in (first, second, third))
 
 

@@ -186,8 +186,8 @@ class Audit:
         return chain.from_iterable(self._run(self._new(name), fn, docs, self._filter))
 
     def map(self, name: str, fn: Callable[[Any], Any], docs: Iterable[Any]) -> Iterator[Any]:
-        """A map stage, run lazily in batches: `fn(doc)` returns the document to pass on, or None or
-        `Drop(reason)` to drop it."""
+        """A map stage, run lazily in batches: `fn(doc)` returns the document to pass on, or a falsy value
+        (None, `Drop(reason)`) to drop it."""
         return chain.from_iterable(self._run(self._new(name), fn, docs, self._map))
 
     def whole(self, name: str, fn: Callable[[list[Any]], Sequence[Any]], docs: Iterable[Any]) -> list[Any]:
@@ -202,17 +202,26 @@ class Audit:
             raise InputError(f"stage {name!r} returned {len(results)} results for {len(docs)} documents")
         return self._filter(stats, docs, results)
 
+    def table(self) -> Any:
+        """One row per stage, in order (a pandas DataFrame): counts, docs/s and MB/s beside the retention
+        of everything and of the tagged slice."""
+        import pandas as pd
+
+        return pd.DataFrame([s.to_dict() for s in self.stages])
+
     def to_dict(self) -> dict[str, Any]:
         """Every stage's figures in order, and the stages' notes."""
         return {"stages": [s.to_dict() for s in self.stages], "notes": self.notes}
 
     def record(self, ledger: Any, run: str) -> None:
         """Store the audit in the run's meta (`audit`) and, where the run's manifest has a data recipe, the
-        final stage's accepted tokens per source and the dedup policy applied; all in one transaction."""
+        accepted tokens per source (`notes["accepted_tokens"]`: source -> tokens, set by `run_pipeline` or
+        by you) and the last dedup policy noted (`notes[stage]["policy"]`); all in one transaction."""
         with ledger.transaction():
             ledger.set_meta(run, "audit", self.to_dict())
             manifest = ledger.manifest(run)
-            policy = next((n["policy"] for n in reversed(list(self.notes.values())) if isinstance(n, dict) and "policy" in n), None)
+            noted = [n["policy"] for n in self.notes.values() if isinstance(n, dict) and "policy" in n]
+            policy = noted[-1] if noted else None
             accepted = self.notes.get("accepted_tokens")
             if manifest is not None and manifest.data is not None and (policy or accepted):
                 manifest = manifest.model_copy(deep=True)

@@ -262,8 +262,10 @@ def _bucket_pairs(key: np.ndarray, members: np.ndarray, docs: int) -> list[np.nd
     order = np.argsort(key, kind="stable")
     key, members = key[order], members[order]
     new = np.concatenate(([True], key[1:] != key[:-1]))
-    first = members[np.flatnonzero(new)[np.cumsum(new) - 1]]  # each member's bucket's first member
-    codes = [np.minimum(first, members) * docs + np.maximum(first, members)]
+    bucket = np.cumsum(new) - 1
+    big = np.bincount(bucket)[bucket] > _MAX_GAP  # members of buckets the runs below do not cover
+    first = members[np.flatnonzero(new)[bucket[big]]]
+    codes = [np.minimum(first, members[big]) * docs + np.maximum(first, members[big])]
     for gap in range(1, min(_MAX_GAP, len(key))):
         pos = np.flatnonzero(key[:-gap] == key[gap:])
         if not len(pos):
