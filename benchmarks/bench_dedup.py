@@ -61,34 +61,38 @@ def _clusters(n: int, pairs: list[tuple[int, int]]) -> list[list[int]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
-def datasketch_pipeline(texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1) -> tuple[list[list[int]], set]:
-    from datasketch import MinHash, MinHashLSH
-
-    lsh = MinHashLSH(threshold=threshold, num_perm=PERMUTATIONS, params=(bands, rows))
+def _peer(texts: list[str], threshold: float, lsh: Any, minhash: Callable[[list[str]], Any]) -> tuple[list[list[int]], set]:
+    """A peer library's pipeline: Python shingles -> `minhash` -> its LSH -> verified pairs -> clusters."""
     sigs = []
     for k, text in enumerate(texts):
-        m = MinHash(num_perm=PERMUTATIONS, seed=seed)
-        m.update_batch([s.encode() for s in _python_shingles(text, 3)])
+        m = minhash(_python_shingles(text, 3))
         sigs.append(m)
         lsh.insert(k, m)
     pairs = {(min(k, c), max(k, c)) for k, m in enumerate(sigs) for c in lsh.query(m)
              if c != k and m.jaccard(sigs[c]) >= threshold}
     return _clusters(len(texts), sorted(pairs)), pairs
+
+
+def datasketch_pipeline(texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1) -> tuple[list[list[int]], set]:
+    from datasketch import MinHash, MinHashLSH
+
+    def minhash(shingles: list[str]) -> MinHash:
+        m = MinHash(num_perm=PERMUTATIONS, seed=seed)
+        m.update_batch([s.encode() for s in shingles])
+        return m
+
+    return _peer(texts, threshold, MinHashLSH(threshold=threshold, num_perm=PERMUTATIONS, params=(bands, rows)), minhash)
 
 
 def rensa_pipeline(texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1) -> tuple[list[list[int]], set]:
     from rensa import RMinHash, RMinHashLSH
 
-    lsh = RMinHashLSH(threshold=threshold, num_perm=PERMUTATIONS, num_bands=bands)
-    sigs = []
-    for k, text in enumerate(texts):
+    def minhash(shingles: list[str]) -> RMinHash:
         m = RMinHash(num_perm=PERMUTATIONS, seed=seed)
-        m.update(_python_shingles(text, 3))
-        sigs.append(m)
-        lsh.insert(k, m)
-    pairs = {(min(k, c), max(k, c)) for k, m in enumerate(sigs) for c in lsh.query(m)
-             if c != k and m.jaccard(sigs[c]) >= threshold}
-    return _clusters(len(texts), sorted(pairs)), pairs
+        m.update(shingles)
+        return m
+
+    return _peer(texts, threshold, RMinHashLSH(threshold=threshold, num_perm=PERMUTATIONS, num_bands=bands), minhash)
 
 
 def ours_pipeline(texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1) -> tuple[list[list[int]], set]:
