@@ -22,10 +22,11 @@ import numpy as np
 from scipy import sparse
 
 from yieldgate.data import corpus
-from yieldgate.data.dedup import Shingled, estimated_jaccard, near_pairs, shingle, signatures
+from yieldgate.data.dedup import Shingled, estimated_jaccard, lsh_params, near_pairs, shingle, signatures
 from yieldgate.manifest import DedupPolicy
 
-__all__ = ["Score", "choose_threshold", "exact_jaccard_pairs", "known_pairs", "score", "work_similarities"]
+__all__ = ["Score", "choose_threshold", "exact_jaccard_pairs", "found_pairs", "known_pairs", "score", "work_level",
+           "work_similarities"]
 
 Pair = tuple[str, str]
 
@@ -96,8 +97,6 @@ def choose_threshold(similarities: dict[Pair, float], truth: set[Pair], ignore: 
 
 def found_pairs(ids: Sequence[str], texts: Sequence[str], policy: DedupPolicy) -> dict[Pair, float]:
     """The pairs the near-dedup pipeline (MinHash + LSH + verification) reports, with their estimates."""
-    from yieldgate.data.dedup import lsh_params
-
     bands, rows = (policy.bands, policy.rows) if policy.bands else lsh_params(policy.threshold, policy.permutations)
     sh = shingle(texts, policy.shingle)
     i, j, sim = near_pairs(signatures(sh, policy.permutations), bands, rows, policy.threshold,  # type: ignore[arg-type]
@@ -135,7 +134,7 @@ def exact_jaccard_pairs(sh: Shingled, threshold: float, dense_df: int = 64) -> t
 
 
 TUNE_GENRES = ("comedy",)
-"""The threshold is chosen on these genres' works..."""
+"""The threshold is chosen on these genres' works (genres of the First Folio's catalogue, `corpus._SHAKESPEARE`)..."""
 TEST_GENRES = ("tragedy", "history")
 """...and scored on these."""
 
