@@ -129,6 +129,8 @@ COMMANDS = {
     "train": {"--json", "--tokens", "--seed", "--run"},
     "merge": {"--json", "--run"},
     "report": {"--json", "--output", "--png", "--metric"},
+    "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
+    "audit": {"--json", "--run"},
 }
 
 

@@ -445,6 +445,76 @@ def train(
     console.print(table)
 
 
+@app.command("dedup")
+def dedup_(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (walked); each file is one document.")],
+    near: Annotated[float | None, typer.Option("--near", help="Near dedup at estimated Jaccard >= THRESHOLD "
+                                                               "(MinHash + LSH); exact dedup without it.")] = None,
+    shingle: Annotated[str, typer.Option("--shingle", help="Shingles for --near: word:N or char:N.")] = "word:3",
+    chunk_chars: Annotated[int | None, typer.Option("--chunk-chars", help="Cut each file into chunks of about N "
+                                                                          "characters (at line breaks).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find exact or near-duplicate documents among files: clusters, similarity, and the share of tokens
+    that dedup would remove.
+
+    Example: yieldgate dedup corpus/ --near 0.15 --shingle word:3 --chunk-chars 2000 --json
+    """
+    from yieldgate.data.pipeline import dedup_paths
+
+    result = dedup_paths(paths, near=near, shingle=shingle, chunk_chars=chunk_chars)
+    out = result.to_dict()
+    if as_json:
+        _print_json(out)
+        return
+    table = Table(title=f"{out['documents']:,} documents, {len(out['clusters']):,} clusters, "
+                        f"{out['duplicate_share']:.1%} of tokens duplicate")
+    table.add_column("cluster")
+    table.add_column("members", overflow="fold")  # paths in full: they are what the user acts on
+    table.add_column("similarity")
+    for n, c in enumerate(out["clusters"], start=1):
+        table.add_row(str(n), "\n".join(c["members"]), _fmt(c["similarity"]))
+    console.print(table)
+
+
+@app.command()
+def audit(
+    ctx: typer.Context,
+    pipeline: Annotated[Path, typer.Argument(help="Pipeline file (YAML or JSON): input, tag rule, stages.")],
+    run: Annotated[str | None, typer.Option("--run", help="Record the audit into this run (created if absent).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a data pipeline stage by stage and account for each: documents, bytes and tokens in and out,
+    drop reasons, throughput, and the retention of the tagged slice beside the retention of everything.
+
+    Example: yieldgate audit pipeline.yaml --run audit-1 --json
+    """
+    from yieldgate.data.pipeline import audit_file
+
+    result = audit_file(pipeline, ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
+    if as_json:
+        _print_json(result)
+        return
+    table = Table("stage", "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
+    table.columns[0].no_wrap = True
+    for s in result["stages"]:
+        flag = " !" if s["drops_tagged_slice"] else ""
+        table.add_row(s["stage"], _fmt(s["docs_in"]), _fmt(s["docs_out"]), _rate(s["docs_per_s"]),
+                      _rate(s["mb_per_s"]), _pct(s["retention"]), _pct(s["tagged_retention"]) + flag,
+                      ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-")
+    console.print(table)
+    if any(s["drops_tagged_slice"] for s in result["stages"]):
+        console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 @app.command()
 def merge(
     ctx: typer.Context,

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from yieldgate.data import corpus
+from yieldgate.data import corpus, dedup
 from yieldgate.errors import InputError
 from yieldgate.manifest import Filter, Recipe, Source, Tokenizer
 
@@ -39,11 +37,6 @@ FILTERS: dict[str, Callable[[str, dict[str, Any]], bool]] = {
     "max_symbol_ratio": lambda text, p: _symbol_ratio(text) <= p["max"],
     "min_alpha_ratio": lambda text, p: (sum(c.isalpha() for c in text) / max(len(text), 1)) >= p["min"],
 }
-
-
-def _normalise(text: str) -> str:
-    """For exact dedup: NFKC, lower case, whitespace runs collapsed."""
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
 
 
 @dataclass
@@ -112,14 +105,12 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     (different sources, one group) always fall on the same side. `max_chars_per_source` keeps a deterministic
     prefix of each source's training documents (small probes and tests)."""
     works_by_source = corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
-    kept: dict[str, tuple[list[str], list[tuple[str, frozenset[str]]], list[str]]] = {}
     stats: dict[str, Any] = {"filters": {}, "dedup": {"kind": recipe.dedup.kind, "removed_docs": 0}}
-    seen: set[str] = set()
-    if recipe.dedup.kind == "near":
-        raise InputError("dedup kind 'near' is not available yet (it arrives with the data audit); use 'exact' or 'none'")
     works = {source.name: _works_for(source, works_by_source) for source in recipe.sources}
     train_all, eval_all = corpus.split_by_work([w for ws in works.values() for w in ws], held_out=held_out, seed=seed)
     train_ids, eval_ids = {w.id for w in train_all}, {w.id for w in eval_all}
+    filtered: dict[str, list[str]] = {}
+    held: dict[str, list[tuple[str, frozenset[str]]]] = {}
     for source in recipe.sources:
         train_works = [w for w in works[source.name] if w.id in train_ids]
         eval_works = [w for w in works[source.name] if w.id in eval_ids]
@@ -128,21 +119,25 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
             docs = _prefix(docs, max_chars_per_source)
         for f in recipe.filters:
             docs = _apply_filter(f, docs, stats["filters"])
-        removed: list[str] = []
-        if recipe.dedup.kind == "exact":
-            unique = []
-            for text in docs:
-                digest = hashlib.blake2b(_normalise(text).encode(), digest_size=16).hexdigest()
-                if digest not in seen:
-                    seen.add(digest)
-                    unique.append(text)
-                else:
-                    removed.append(text)
-            stats["dedup"]["removed_docs"] += len(removed)
-            docs = unique
-        held = [(text, w.tags | {w.edition} - {""}) for w in eval_works
-                for _, text in corpus.documents([w], chunk_chars=chunk_chars)]
-        kept[source.name] = (docs, held, removed)
+        filtered[source.name] = docs
+        held[source.name] = [(text, w.tags | {w.edition} - {""}) for w in eval_works
+                             for _, text in corpus.documents([w], chunk_chars=chunk_chars)]
+    # Dedup runs once over every source's training documents, in recipe order: a document duplicating one
+    # of an earlier source (a Folio chunk of a modern play) is removed from the later source.
+    keep: np.ndarray | None = None
+    if recipe.dedup.kind != "none":
+        result = dedup.dedup([(name, d) for name, docs in filtered.items() for d in docs], recipe.dedup)
+        keep, recipe_dedup = result.keep, result.policy
+        stats["dedup"] = {**recipe_dedup.model_dump(mode="json"), **result.stats(),
+                          "removed_docs": int((~result.keep).sum())}
+    else:
+        recipe_dedup = recipe.dedup
+    kept: dict[str, tuple[list[str], list[tuple[str, frozenset[str]]], list[str]]] = {}
+    at = 0
+    for name, docs in filtered.items():
+        mask = keep[at:at + len(docs)] if keep is not None else np.ones(len(docs), dtype=bool)
+        at += len(docs)
+        kept[name] = ([d for d, k in zip(docs, mask) if k], held[name], [d for d, k in zip(docs, mask) if not k])
     all_train = [d for docs, _, _ in kept.values() for d in docs]
     if not all_train:
         raise InputError("the recipe's filters and dedup left no training documents")
@@ -170,6 +165,7 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
                                 vocab_size=tokenizer.get_vocab_size(), bytes_per_token=bytes_per_token)
     resolved = recipe.model_copy(deep=True)
     resolved.tokenizer = tokenizer_model
+    resolved.dedup = recipe_dedup  # bands and rows as applied
     for s in resolved.sources:
         # accepted: what passed the filters; unique: what is left after dedup (the stream's distinct data)
         st = sources[s.name].stats
