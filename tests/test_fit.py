@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yieldgate.analysis.fit import fit_power_law, forecast, stable_phase, tokens_at_marginal_yield
+from yieldgate.analysis.fit import eval_noise, fit_power_law, forecast, stable_phase, tokens_at_marginal_yield
 
 
 def curve(tokens, e=2.0, b=40.0, beta=0.3):
@@ -69,3 +69,14 @@ def test_forecast_intervals_are_calibrated():
         result = forecast(d, y, next_tokens=5e8, boots=150)
         hits += result.interval[0] <= curve(5e8) - curve(1e9) <= result.interval[1]
     assert 13 <= hits <= 20
+
+
+def test_eval_noise_sees_the_noise_and_not_a_misshapen_curve():
+    rng = np.random.default_rng(3)
+    d = np.linspace(1e6, 2e7, 60)
+    assert eval_noise(d, curve(d) + rng.normal(0, 0.02, size=len(d))) == pytest.approx(0.02, rel=0.25)
+    # A loss that drops slowly first, then faster (a small model leaving its plateau), without noise: a power
+    # law fits it badly, yet no evaluation is noisy, and the estimate says so.
+    x = np.linspace(1.5e4, 1.35e5, 9)
+    y = 5.5 - 0.9 / (1 + np.exp(-(x - 7e4) / 2e4))
+    assert fit_power_law(x, y).rmse > 5 * eval_noise(x, y)

@@ -21,7 +21,7 @@ from scipy.optimize import least_squares
 
 from yieldgate.errors import InputError
 
-__all__ = ["PowerLaw", "fit_power_law", "Forecast", "forecast", "stable_phase", "tokens_at_marginal_yield"]
+__all__ = ["PowerLaw", "fit_power_law", "Forecast", "forecast", "eval_noise", "stable_phase", "tokens_at_marginal_yield"]
 
 BILLION = 1e9
 
@@ -134,6 +134,24 @@ class Forecast:
         return out
 
 
+def eval_noise(tokens: np.ndarray, losses: np.ndarray) -> float:
+    """Standard deviation of one evaluation around the smooth curve, from the evaluations alone.
+
+    Difference-based (Gasser, Sroka & Jennen-Steinmetz 1986): each interior point is compared with the
+    straight line through its two neighbours, e_i = a_i*y_{i-1} + b_i*y_{i+1} - y_i, and
+    sigma^2 = mean(e_i^2 / (a_i^2 + b_i^2 + 1)). Unlike the fit's residuals it does not grow when the power
+    law is the wrong shape for the early points (a small model's loss often drops slowly at first, then
+    faster), which would otherwise pass for evaluation noise.
+    """
+    x, y = np.asarray(tokens, dtype=float), np.asarray(losses, dtype=float)
+    if len(x) < 3:
+        return math.nan
+    a = (x[2:] - x[1:-1]) / (x[2:] - x[:-2])
+    b = (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
+    e = a * y[:-2] + b * y[2:] - y[1:-1]
+    return float(math.sqrt(np.mean(e**2 / (a**2 + b**2 + 1.0))))
+
+
 def tokens_at_marginal_yield(law: PowerLaw, threshold_per_btok: float) -> float:
     """D at which -dLoss/dD per billion tokens falls to `threshold_per_btok`."""
     if threshold_per_btok <= 0:
@@ -155,7 +173,7 @@ def forecast(
     """Fit, then forecast loss(at) - loss(at + next_tokens) with bootstrap intervals over evaluations
     (resampled with replacement, refitted; `level` is each interval's coverage). The measured gain is a
     difference of two noisy evaluations, so `interval` adds two draws of the evaluation noise (normal, at
-    the residuals' standard deviation with 3 parameters fitted) to each refit's gain."""
+    `eval_noise`'s standard deviation) to each refit's gain."""
     law = fit_power_law(tokens, losses)
     at = float(at_tokens if at_tokens is not None else law.tokens[-1])
     if next_tokens <= 0:
@@ -163,8 +181,7 @@ def forecast(
     gain = float(law(at) - law(at + next_tokens))
     rng = np.random.default_rng(seed)
     d, y = np.array(law.tokens), np.array(law.losses)
-    dof = len(d) - 3
-    noise = math.sqrt(sum((np.asarray(y) - law(d)) ** 2) / dof) if dof > 0 else law.rmse
+    noise = eval_noise(d, y)
     gains = []
     for _ in range(boots):
         pick = np.sort(rng.integers(0, len(d), size=len(d)))

@@ -15,7 +15,7 @@ from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger
 from yieldgate.names import split_eval_key
 
-__all__ = ["load_run", "match_runs", "yield_report", "compare_groups", "forecast_run"]
+__all__ = ["load_run", "match_runs", "yield_report", "compare_groups", "forecast_run", "forecast_check"]
 
 
 def match_runs(ledger: Ledger, pattern: str) -> list[str]:
@@ -82,3 +82,25 @@ def forecast_run(ledger: Ledger, run: str, *, next_tokens: float, threshold_per_
     if note:
         result.notes.insert(1, note)
     return result
+
+
+def forecast_check(ledger: Ledger, run: str, *, fraction: float = 0.6, metric: str = "val/loss",
+                   level: float = 0.8) -> dict[str, float | bool]:
+    """Check a forecast against what the run then measured: fit the first `fraction` of its stable-phase
+    evaluations, forecast the next tranche (up to the following stable-phase evaluation) and say whether the
+    `level` interval holds the gain measured there."""
+    data = load_run(ledger, run)
+    task, name = _metric(metric, "token")
+    points = eval_points(data.evals, data.steps, task, name).dropna(subset=["tokens"])
+    points = points[points["tokens"] > 0]
+    stable = points[stable_phase(data.steps, points["step"].to_numpy())[0]]
+    n = int(len(stable) * fraction)
+    if n < 3 or n >= len(stable):
+        raise InputError(f"run {run!r}: {len(stable)} stable-phase evaluations leave no tranche to check a fit "
+                         f"on {fraction:.0%} of them against")
+    x, y = stable["tokens"].to_numpy(), stable["value"].to_numpy()
+    result = forecast(x[:n], y[:n], next_tokens=float(x[n] - x[n - 1]), at_tokens=float(x[n - 1]), level=level)
+    measured = float(y[n - 1] - y[n])  # a loss: the gain is its decrease
+    lo, hi = result.interval
+    return {"fitted": n, "stable": len(stable), "at_tokens": float(x[n - 1]), "next_tokens": float(x[n] - x[n - 1]),
+            "forecast": result.gain, "low": lo, "high": hi, "measured": measured, "held": bool(lo <= measured <= hi)}
