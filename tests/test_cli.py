@@ -127,6 +127,8 @@ COMMANDS = {
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run"},
+    "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--pattern", "--step-pattern",
+               "--experiment", "--tracking-uri"},
 }
 
 

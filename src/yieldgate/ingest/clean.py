@@ -1,0 +1,173 @@
+"""Cleaning a run's rows as read from a real log: the one place every importer sends its data through.
+
+Real logs are messy. What each case becomes (the README's "Importing existing runs" lists the same):
+
+- **A truncated last line** (a writer killed mid-line: the file does not end with a line end): skipped, with
+  a warning naming the line. A file that merely lacks its final newline loses its last row the same way;
+  the warning says so.
+- **Repeated rows** (the same step with the same values again, e.g. a log appended twice): the repeats are
+  dropped, one warning with the count and the first repeat's line.
+- **A step logged again with other values** (a run resumed from an earlier checkpoint re-logs its steps):
+  the later values win, column by column, one warning per step (first few, then a count).
+- **`nan` / `inf`**: kept as NaN / inf (a diverged loss is data), one warning per column with the count.
+- **A cumulative clock that goes backwards** (a timer reset after warm-up, a resumed run restarting its
+  clock): the later values are offset so the clock keeps counting from where it was, one warning per reset
+  with the line and both values.
+- **A metric present only on some rows**: absent where it is absent (not NaN, not zero).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from yieldgate.errors import InputError
+
+__all__ = ["Rows", "Warnings", "read_lines", "clean", "CLOCK_COLUMNS"]
+
+# Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
+CLOCK_COLUMNS = ("wall_s",)
+
+# Warnings of one kind past this many are counted, not listed: a 1M-line log with a bad column must not
+# print a million lines.
+_LISTED = 5
+
+
+@dataclass
+class Warnings:
+    """What an import found and did about it: one line each, the first few of each kind, then a count."""
+
+    lines: list[str] = field(default_factory=list)
+    _counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, kind: str, message: str) -> None:
+        """Record one finding of `kind`; beyond the first few of a kind only the count grows."""
+        self._counts[kind] += 1
+        if self._counts[kind] <= _LISTED:
+            self.lines.append(message)
+
+    def summary(self) -> list[str]:
+        """The listed warnings, plus one line per kind that had more than could be listed."""
+        more = [f"... and {n - _LISTED} more of the same kind ({kind})" for kind, n in self._counts.items()
+                if n > _LISTED]
+        return self.lines + more
+
+
+@dataclass
+class Rows:
+    """A run's records in file order, before mapping: one row per log line / record.
+
+    `values[name]` holds floats and `present[name]` says where the source had the metric at all, so a
+    recorded NaN stays apart from "not logged on this line".
+    """
+
+    source: str
+    """The file (or store) read, for messages."""
+    step: np.ndarray
+    """int64 step of each row."""
+    where: list[str]
+    """Where each row came from (`train.log:17`, `events...:offset 1024`), for warnings."""
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    present: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def take(self, keep: np.ndarray) -> Rows:
+        """The rows where `keep` (a bool mask or index array) selects."""
+        where = [self.where[i] for i in np.arange(len(self))[keep]]
+        return Rows(self.source, self.step[keep], where, {k: v[keep] for k, v in self.values.items()},
+                    {k: p[keep] for k, p in self.present.items()})
+
+
+def read_lines(path: Path, warnings: Warnings) -> list[str]:
+    """A text file's lines; a last line without a line end is treated as truncated: skipped, with a warning."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        warnings.add("truncated", f"{path}:{len(lines)}: last line has no line end (truncated write?); skipped: "
+                                  f"{lines[-1][:60]!r}")
+        lines = lines[:-1]
+    return [line.rstrip("\r\n") for line in lines]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
+    """Drop rows equal to an earlier row of the same step (same columns present, same values)."""
+    if len(rows) < 2:
+        return rows
+    names = sorted(rows.values)
+    # Rows that can be repeats: same step as a neighbour once sorted by step (stable: file order kept).
+    order = np.argsort(rows.step, kind="stable")
+    same_step = rows.step[order][1:] == rows.step[order][:-1]
+    if not same_step.any():
+        return rows
+    # Same columns present (the same kind of line) and the same values: a repeat.
+    same_kind, same_values = same_step.copy(), np.ones(len(same_step), dtype=bool)
+    for n in names:
+        p, v = rows.present[n][order], rows.values[n][order]
+        same_kind &= p[1:] == p[:-1]
+        same_values &= ~p[1:] | _same(v[1:], v[:-1])
+    repeat = same_kind & same_values
+    drop = np.zeros(len(rows), dtype=bool)
+    drop[order[1:][repeat]] = True
+    if drop.any():
+        first = rows.where[int(np.argmax(drop))]
+        warnings.add("repeat", f"{first}: {int(drop.sum())} repeated row(s) (same step, same values) dropped")
+    # The same kind of line for a step again with other values (a run resumed from an earlier checkpoint):
+    # the later values win (the ledger merges column by column). A train line and a validation line of one
+    # step differ in kind, and are merged without a word.
+    for i in np.nonzero(same_kind & ~same_values)[0]:
+        a, b = order[i], order[i + 1]
+        n = next(n for n in names if rows.present[n][b] and not _same(rows.values[n][a:a + 1], rows.values[n][b:b + 1])[0])
+        warnings.add("relogged", f"{rows.where[b]}: step {rows.step[b]} logged again with {n} {rows.values[n][b]:g} "
+                                 f"(was {rows.values[n][a]:g}); the later values are kept")
+    return rows.take(~drop)
+
+
+def _fix_clock(rows: Rows, name: str, warnings: Warnings) -> None:
+    """Offset a cumulative clock after each point where it goes backwards, so it keeps counting."""
+    present = rows.present.get(name)
+    if present is None or not present.any():
+        return
+    at = np.nonzero(present & np.isfinite(rows.values[name]))[0]
+    vals = rows.values[name][at]
+    back = np.nonzero(np.diff(vals) < 0)[0]
+    if not len(back):
+        return
+    offset = np.zeros(len(at))
+    for i in back:
+        delta = vals[i] - vals[i + 1]
+        offset[i + 1 :] += delta
+        warnings.add("clock", f"{rows.where[at[i + 1]]}: {name} went back from {vals[i]:g} to {vals[i + 1]:g} "
+                              f"(timer reset or resumed run); later values offset by {delta:g}")
+    rows.values[name][at] = vals + offset
+
+
+def _report_nonfinite(rows: Rows, warnings: Warnings) -> None:
+    for name in sorted(rows.values):
+        bad = rows.present[name] & ~np.isfinite(rows.values[name])
+        if bad.any():
+            warnings.add("nan", f"{rows.where[int(np.argmax(bad))]}: {name} is nan/inf on {int(bad.sum())} row(s); "
+                                "kept as recorded")
+
+
+def clean(rows: Rows, warnings: Warnings, clocks: tuple[str, ...] = CLOCK_COLUMNS) -> Rows:
+    """Rows fit for the ledger: repeats dropped, clocks made monotone, non-finite values reported (and kept).
+
+    `clocks` are the cumulative-clock columns, by their mapped (canonical) names.
+    """
+    rows = _drop_repeats(rows, warnings)
+    for name in clocks:
+        _fix_clock(rows, name, warnings)
+    _report_nonfinite(rows, warnings)
+    return rows
