@@ -12,7 +12,7 @@ from pathlib import Path
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings
-from yieldgate.ingest.core import ImportResult, Mapped, data_digest, map_rows, write_import
+from yieldgate.ingest.core import ImportResult, Mapped, map_rows, write_import
 from yieldgate.ingest.mapping import parse_map_options
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import load_manifest
@@ -48,8 +48,6 @@ class Read:
 
     source: str
     """What was read (paths, or `mlflow:<uri>#<run id>`), as stored in the run's meta."""
-    digest: str | None
-    """sha256 of the source's bytes; None: computed from the mapped records."""
     rows: Rows | None = None
     """Step-indexed metrics under the source's names (None for eval-only sources)."""
     evals: list[EvalRecord] = field(default_factory=list)
@@ -59,21 +57,19 @@ class Read:
 
 
 def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
-    from yieldgate.ingest.core import file_digest
     from yieldgate.ingest.tables import read_table
 
     paths = [Path(s) for s in sources]
     rows = read_table(paths, warnings, parse_map_options(opts.map))
-    return [Read(", ".join(sources), file_digest(paths), rows)]
+    return [Read(", ".join(sources), rows)]
 
 
 def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
-    from yieldgate.ingest.core import file_digest
     from yieldgate.ingest.tables import read_textlog
 
     paths = [Path(s) for s in sources]
     rows = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map))
-    return [Read(", ".join(sources), file_digest(paths), rows)]
+    return [Read(", ".join(sources), rows)]
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]:
@@ -122,8 +118,8 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
         run = opts.run if read.suffix is None else f"{opts.run}/{read.suffix}"
         planned.append((run, read, mapped))
     with ledger.transaction():
-        return [write_import(ledger, run, mapped, kind=kind, source=read.source,
-                             digest=read.digest or data_digest(mapped), warnings=warnings, manifest=manifest)
+        return [write_import(ledger, run, mapped, kind=kind, source=read.source, warnings=warnings,
+                             manifest=manifest)
                 for run, read, mapped in planned]
 
 

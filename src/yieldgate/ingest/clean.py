@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from yieldgate.errors import InputError
 
@@ -106,27 +107,22 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
     if len(rows) < 2:
         return rows
     names = sorted(rows.values)
-    # Rows that can be repeats: same step as a neighbour once sorted by step (stable: file order kept).
-    order = np.argsort(rows.step, kind="stable")
-    same_step = rows.step[order][1:] == rows.step[order][:-1]
-    if not same_step.any():
-        return rows
-    # Same columns present (the same kind of line) and the same values: a repeat.
-    same_kind, same_values = same_step.copy(), np.ones(len(same_step), dtype=bool)
-    for n in names:
-        p, v = rows.present[n][order], rows.values[n][order]
-        same_kind &= p[1:] == p[:-1]
-        same_values &= ~p[1:] | _same(v[1:], v[:-1])
-    repeat = same_kind & same_values
-    drop = np.zeros(len(rows), dtype=bool)
-    drop[order[1:][repeat]] = True
+    # A row's kind: which columns it has (a train line, a validation line, ...), as one integer code.
+    kind = pd.DataFrame({n: rows.present[n] for n in names}).groupby(names, sort=False).ngroup().to_numpy() \
+        if names else np.zeros(len(rows), dtype=np.int64)
+    table = pd.DataFrame({"step": rows.step, "kind": kind,
+                          **{n: np.where(rows.present[n], rows.values[n], np.nan) for n in names}})
+    drop = table.duplicated(keep="first").to_numpy()  # NaN equals NaN here
     if drop.any():
         first = rows.where[int(np.argmax(drop))]
         warnings.add("repeat", f"{first}: {int(drop.sum())} repeated row(s) (same step, same values) dropped")
     # The same kind of line for a step again with other values (a run resumed from an earlier checkpoint):
     # the later values win (the ledger merges column by column). A train line and a validation line of one
     # step differ in kind, and are merged without a word.
-    for i in np.nonzero(same_kind & ~same_values)[0]:
+    kept = np.nonzero(~drop)[0]
+    order = kept[np.lexsort((kept, kind[kept], rows.step[kept]))]
+    again = (rows.step[order][1:] == rows.step[order][:-1]) & (kind[order][1:] == kind[order][:-1])
+    for i in np.nonzero(again)[0]:
         a, b = order[i], order[i + 1]
         n = next(n for n in names if rows.present[n][b] and not _same(rows.values[n][a:a + 1], rows.values[n][b:b + 1])[0])
         warnings.add("relogged", f"{rows.where[b]}: step {rows.step[b]} logged again with {n} {rows.values[n][b]:g} "

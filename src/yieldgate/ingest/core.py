@@ -11,7 +11,6 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import Manifest
 from yieldgate.names import split_eval_key
 
-__all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "file_digest"]
+__all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "data_digest"]
 
 
 @dataclass
@@ -131,29 +130,18 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
     return Mapped(frame, evals, mapping)
 
 
-def file_digest(paths: Iterable[Path]) -> str:
-    """sha256 over the files' bytes (in the order given): the identity of an imported source."""
-    h = hashlib.sha256()
-    for p in paths:
-        try:
-            with open(p, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-        except OSError as exc:
-            raise InputError(f"{p}: cannot read ({exc.strerror})") from None
-    return h.hexdigest()
-
-
-def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source: str, digest: str,
-                 warnings: Warnings, manifest: Manifest | None = None) -> ImportResult:
-    """Write one imported run in one transaction; a source already imported into `run` writes nothing.
+def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source: str, warnings: Warnings,
+                 manifest: Manifest | None = None) -> ImportResult:
+    """Write one imported run in one transaction; the same records from the same source again write nothing.
 
     The run is created if needed (status `imported`); importing into an existing run merges step by step
     (several files of one resumed run, telemetry joined later). Each import is listed in the run's meta
     under `imports` with its source, content hash, mapping and warnings.
     """
     lines = warnings.summary()
-    result = ImportResult(kind=kind, source=source, run=run, steps=len(mapped.steps), evals=len(mapped.evals),
+    digest = data_digest(mapped)
+    result = ImportResult(kind=kind, source=source, run=run, steps=int(mapped.steps["step"].nunique()),
+                          evals=len(mapped.evals),
                           mapping=mapped.mapping, warnings=lines)
     with ledger.transaction():
         exists = run in set(ledger.runs()["name"])
@@ -178,7 +166,7 @@ def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source:
 
 
 def data_digest(mapped: Mapped) -> str:
-    """sha256 of mapped records, for sources that are not files (an MLflow or W&B store)."""
+    """sha256 of the mapped records: what makes an import the same import (same source, same options)."""
     h = hashlib.sha256()
     h.update(pd.util.hash_pandas_object(mapped.steps.fillna(-1.2345e300), index=False).to_numpy().tobytes())
     h.update(json.dumps([asdict(e) for e in mapped.evals], default=str).encode())
