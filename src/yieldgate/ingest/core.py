@@ -8,7 +8,6 @@ module does the rest, so every format treats messy logs the same way (`yieldgate
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -169,5 +168,7 @@ def data_digest(mapped: Mapped) -> str:
     """sha256 of the mapped records: what makes an import the same import (same source, same options)."""
     h = hashlib.sha256()
     h.update(pd.util.hash_pandas_object(mapped.steps.fillna(-1.2345e300), index=False).to_numpy().tobytes())
-    h.update(json.dumps([asdict(e) for e in mapped.evals], default=str).encode())
+    evals = pd.DataFrame([(e.step, e.task, e.metric, e.value, e.tokens, e.wall_s) for e in mapped.evals],
+                         columns=["step", "task", "metric", "value", "tokens", "wall_s"])
+    h.update(pd.util.hash_pandas_object(evals, index=False).to_numpy().tobytes())
     return h.hexdigest()

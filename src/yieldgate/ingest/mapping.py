@@ -83,8 +83,9 @@ def _imported(name: str) -> Target:
 def guess(name: str) -> Target:
     """The canonical target of a source metric name (an `imported/<name>` extra when nothing fits)."""
     norm = _normal(name)
-    if norm in _ALIASES:
-        return Target("core", _ALIASES[norm])
+    for prefix in ("", "train/", "train_", "training/", "trainer/"):
+        if norm.startswith(prefix) and norm[len(prefix):] in _ALIASES:
+            return Target("core", _ALIASES[norm[len(prefix):]])
     base, scale = _unit(norm)
     if scale != 1.0 or base != norm:
         for candidate in (base + "_s", base):
