@@ -27,7 +27,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 
-__all__ = ["Rows", "Warnings", "read_lines", "clean", "CLOCK_COLUMNS"]
+__all__ = ["Rows", "Warnings", "read_lines", "concat", "clean", "CLOCK_COLUMNS"]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -82,6 +82,17 @@ class Rows:
         where = [self.where[i] for i in np.arange(len(self))[keep]]
         return Rows(self.source, self.step[keep], where, {k: v[keep] for k, v in self.values.items()},
                     {k: p[keep] for k, p in self.present.items()})
+
+
+def concat(parts: list[Rows]) -> Rows:
+    """Rows of several files of one run, one after the other (a column missing from a file is absent there)."""
+    names = list(dict.fromkeys(n for p in parts for n in p.values))
+    rows = Rows(", ".join(p.source for p in parts), np.concatenate([p.step for p in parts]),
+                [w for p in parts for w in p.where])
+    for n in names:
+        rows.values[n] = np.concatenate([p.values.get(n, np.full(len(p), np.nan)) for p in parts])
+        rows.present[n] = np.concatenate([p.present.get(n, np.zeros(len(p), dtype=bool)) for p in parts])
+    return rows
 
 
 def read_lines(path: Path, warnings: Warnings) -> list[str]:

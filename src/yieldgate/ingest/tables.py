@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, read_lines
+from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines
 from yieldgate.ingest.core import pick_step
 
 __all__ = ["read_table", "read_textlog", "rows_from_columns"]
@@ -145,17 +145,7 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
         parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
     if not parts:
         raise InputError(f"{', '.join(map(str, paths))}: no rows to import")
-    return _concat(parts)
-
-
-def _concat(parts: list[Rows]) -> Rows:
-    names = list(dict.fromkeys(n for p in parts for n in p.values))
-    rows = Rows(", ".join(p.source for p in parts), np.concatenate([p.step for p in parts]),
-                [w for p in parts for w in p.where])
-    for n in names:
-        rows.values[n] = np.concatenate([p.values.get(n, np.full(len(p), np.nan)) for p in parts])
-        rows.present[n] = np.concatenate([p.present.get(n, np.zeros(len(p), dtype=bool)) for p in parts])
-    return rows
+    return concat(parts)
 
 
 def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
@@ -206,4 +196,4 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
         parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
     if not parts:
         raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern")
-    return _concat(parts)
+    return concat(parts)
