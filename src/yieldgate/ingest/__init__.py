@@ -10,6 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings
 from yieldgate.ingest.core import ImportResult, Mapped, map_rows, write_import
@@ -113,7 +116,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
         if read.rows is not None:
             mapped = map_rows(read.rows, warnings, overrides=overrides, tokens_per_step=opts.tokens_per_step)
         else:
-            mapped = Mapped(map_rows(Rows(read.source, _empty(), []), warnings).steps, [])
+            mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
         mapped.evals.extend(read.evals)
         run = opts.run if read.suffix is None else f"{opts.run}/{read.suffix}"
         planned.append((run, read, mapped))
@@ -122,8 +125,3 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
                              manifest=manifest)
                 for run, read, mapped in planned]
 
-
-def _empty():
-    import numpy as np
-
-    return np.empty(0, dtype=np.int64)
