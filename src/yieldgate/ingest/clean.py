@@ -19,6 +19,7 @@ Real logs are messy. What each case becomes (the README's "Importing existing ru
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 
-__all__ = ["Rows", "Warnings", "read_lines", "concat", "clean", "CLOCK_COLUMNS"]
+__all__ = ["Rows", "Warnings", "read_lines", "concat", "pivot", "clean", "CLOCK_COLUMNS"]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -92,6 +93,45 @@ def concat(parts: list[Rows]) -> Rows:
     for n in names:
         rows.values[n] = np.concatenate([p.values.get(n, np.full(len(p), np.nan)) for p in parts])
         rows.present[n] = np.concatenate([p.present.get(n, np.zeros(len(p), dtype=bool)) for p in parts])
+    return rows
+
+
+def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str], value: np.ndarray,
+          wall_time: np.ndarray, where: Callable[[int], str], warnings: Warnings) -> Rows:
+    """Rows from long-form scalars (one value of one metric each): one row per (group, step), in order of
+    first appearance, plus `wall_time` (the row's latest Unix time, counted from the earliest).
+
+    `group` tells apart rows of one step that are separate records (an events file of a resumed run); within
+    a row, a metric logged twice keeps its last value, with a warning. `where(i)` names the i-th value's
+    origin (built only for the values a row or a warning points at: there may be millions).
+    """
+    if len(step) == 0:
+        return Rows(source, np.empty(0, dtype=np.int64), [])
+    key = group.astype(np.int64) << 40 | step.astype(np.int64)
+    row, _ = pd.factorize(key, sort=False)
+    col, names = pd.factorize(pd.Series(name, dtype=object), sort=False)
+    n_rows, n_cols = int(row.max()) + 1, len(names)
+    flat = row.astype(np.int64) * n_cols + col
+    last = np.full(n_rows * n_cols, -1, dtype=np.int64)
+    np.maximum.at(last, flat, np.arange(len(flat)))
+    repeated = np.bincount(flat, minlength=n_rows * n_cols) > 1
+    if repeated.any():
+        i = int(last[np.argmax(repeated)])
+        warnings.add("relogged", f"{where(i)}: {int(repeated.sum())} value(s) logged more than once at one step; "
+                                 "the last kept")
+    wall = np.full(n_rows, -np.inf)
+    np.maximum.at(wall, row, wall_time)
+    first = np.full(n_rows, len(step), dtype=np.int64)
+    np.minimum.at(first, row, np.arange(len(step)))
+    rows = Rows(source, step[first].astype(np.int64), [where(int(i)) for i in first])
+    rows.values["wall_time"] = wall - wall.min()
+    rows.present["wall_time"] = np.ones(n_rows, dtype=bool)
+    grid = last.reshape(n_rows, n_cols)
+    for j, n in enumerate(names):
+        got = grid[:, j] >= 0
+        values = np.full(n_rows, np.nan)
+        values[got] = value[grid[got, j]]
+        rows.values[str(n)], rows.present[str(n)] = values, got
     return rows
 
 

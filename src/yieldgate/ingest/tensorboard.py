@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings
+from yieldgate.ingest.clean import Warnings, pivot
 
 __all__ = ["read", "read_scalars", "event_files"]
 
@@ -132,40 +132,6 @@ def read_scalars(files: Sequence[Path], warnings: Warnings) -> pd.DataFrame:
                          "tag": tags, "value": np.array(values, dtype=np.float64)})
 
 
-def _rows(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warnings) -> Rows:
-    """One row per (events file, step): each tag's value there, and the step's latest wall time."""
-    key = scalars["file"].to_numpy() << 40 | scalars["step"].to_numpy()
-    row, _ = pd.factorize(key, sort=False)  # rows in order of first appearance
-    tag, names = pd.factorize(scalars["tag"], sort=False)
-    n_rows, n_tags = int(row.max()) + 1, len(names)
-    flat = row.astype(np.int64) * n_tags + tag
-    # The last value of a tag logged twice at one step of one file wins (the order of the records).
-    last = np.full(n_rows * n_tags, -1, dtype=np.int64)
-    np.maximum.at(last, flat, np.arange(len(flat)))
-    repeated = np.bincount(flat, minlength=n_rows * n_tags) > 1
-    if repeated.any():
-        i = int(last[np.argmax(repeated)])
-        warnings.add("relogged", f"{files[scalars['file'].iat[i]]}: offset {scalars['offset'].iat[i]}: "
-                                 f"{int(repeated.sum())} tag(s) logged more than once at one step; the last kept")
-    value = scalars["value"].to_numpy()
-    wall = np.full(n_rows, -np.inf)
-    np.maximum.at(wall, row, scalars["wall_time"].to_numpy())
-    first = np.full(n_rows, len(scalars), dtype=np.int64)
-    np.minimum.at(first, row, np.arange(len(scalars)))
-    where = [f"{files[f]}: offset {o}" for f, o in zip(scalars["file"].to_numpy()[first],
-                                                       scalars["offset"].to_numpy()[first], strict=True)]
-    rows = Rows(", ".join(map(str, files)), scalars["step"].to_numpy()[first], where)
-    rows.values["wall_time"] = wall - wall.min()
-    rows.present["wall_time"] = np.ones(n_rows, dtype=bool)
-    grid = last.reshape(n_rows, n_tags)
-    for j, name in enumerate(names):
-        got = grid[:, j] >= 0
-        col = np.full(n_rows, np.nan)
-        col[got] = value[grid[got, j]]
-        rows.values[str(name)], rows.present[str(name)] = col, got
-    return rows
-
-
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     """Importer entry point: one run from event directories or files."""
     from yieldgate.ingest import Read
@@ -174,4 +140,8 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     scalars = read_scalars(files, warnings)
     if scalars.empty:
         raise InputError(f"{', '.join(sources)}: no scalar summaries in {len(files)} event file(s)")
-    return [Read(", ".join(sources), _rows(files, scalars, warnings))]
+    file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()
+    rows = pivot(", ".join(map(str, files)), scalars["file"].to_numpy(), scalars["step"].to_numpy(),
+                 scalars["tag"], scalars["value"].to_numpy(), scalars["wall_time"].to_numpy(),
+                 lambda i: f"{files[file_of[i]]}: offset {offset[i]}", warnings)
+    return [Read(", ".join(sources), rows)]
