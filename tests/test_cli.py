@@ -129,6 +129,7 @@ COMMANDS = {
     "train": {"--json", "--tokens", "--seed", "--run"},
     "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--pattern", "--step-pattern",
                "--experiment", "--tracking-uri"},
+    "export": {"--json", "--to"},
 }
 
 

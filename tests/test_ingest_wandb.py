@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import time
 
 import pandas as pd
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ingest.clean import Warnings
-from yieldgate.ingest.wandb import read_log, run_logs
+from yieldgate.ingest.wandb import finished, read_log, run_logs
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,11 @@ def offline_run(tmp_path_factory):
     run.finish()
     mp.undo()
     (folder,) = (tmp / "wandb").glob("offline-run-*")
+    (log,) = run_logs(folder)
+    for _ in range(600):  # wandb's core process finishes writing the log after finish() returns
+        if finished(log):
+            break
+        time.sleep(0.05)
     return folder
 
 

@@ -460,6 +460,34 @@ def import_(
 
 
 @app.command()
+def export(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run name.")],
+    dest: Annotated[str, typer.Argument(help="table: a .csv or .parquet file; tensorboard, wandb: a folder; "
+                                             "mlflow: a store folder, .db file or tracking URI.")],
+    to: Annotated[str, typer.Option("--to", help="tensorboard, mlflow, wandb or table.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Write a run's records, yields and diagnoses to TensorBoard, MLflow, W&B (offline) or a CSV/Parquet table,
+    with tokens as the x-axis where the tool has one.
+
+    Example: yieldgate export bs64-fp16 runs/tb --to tensorboard
+    """
+    from yieldgate.report.export import export_run
+
+    with _ledger(ctx) as ledger:
+        result = export_run(ledger, run, to, dest)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    console.print(f"{run}: {result.rows:,} rows, {len(result.columns) - 1} columns, {result.yields} yields, "
+                  f"{result.diagnoses} diagnoses -> {result.to} {result.dest} (x-axis: {result.x_axis})",
+                  markup=False, highlight=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+
+
+@app.command()
 def demo(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="A smaller, faster version (about a minute).")] = False,

@@ -46,6 +46,12 @@ _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in name
 _VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$")
 _VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
 
+# Metric names of eval keys `<task>/<metric>` (lm-eval's among them): such a key is an eval, not an extra.
+_EVAL_METRICS = _VAL_METRICS | {"acc_norm", "exact_match", "em", "f1", "mcc", "bleu", "rouge1", "rouge2",
+                                "rougeL", "ter", "chrf", "word_perplexity", "byte_perplexity", "mc1", "mc2",
+                                "pass@1", "pass@10", "brier_score"}
+_TRAIN_PREFIXES = {"train", "training", "trainer"}
+
 # Namespaces whose keys are stored as extras when named by --map (everything else with a `/` is an eval key).
 _EXTRA_NAMESPACES = {k.split("/")[0] for k in EXTRA_KEYS}
 
@@ -80,8 +86,24 @@ def _imported(name: str) -> Target:
     return Target("extra", "/".join([IMPORTED, *parts]) if parts else f"{IMPORTED}/unnamed")
 
 
+def _canonical(name: str) -> Target | None:
+    """A name already canonical — what yieldgate's own table export writes — maps to itself."""
+    if name in CORE_STEP_COLUMNS and name != "step":
+        return Target("core", name)
+    parts = name.split("/")
+    if is_extra_key(name) and parts[0] in _EXTRA_NAMESPACES | {IMPORTED}:
+        return Target("extra", name)
+    metric = parts[-1].split(",")[0].removesuffix("_stderr")
+    if is_extra_key(name) and parts[0] not in _TRAIN_PREFIXES and (metric in _EVAL_METRICS or "," in parts[-1]):
+        return Target("eval", name)
+    return None
+
+
 def guess(name: str) -> Target:
     """The canonical target of a source metric name (an `imported/<name>` extra when nothing fits)."""
+    canonical = _canonical(name)
+    if canonical is not None and canonical.kind != "eval":
+        return canonical
     norm = _normal(name)
     for prefix in ("", "train/", "train_", "training/", "trainer/"):
         if norm.startswith(prefix) and norm[len(prefix):] in _ALIASES:
@@ -97,7 +119,7 @@ def guess(name: str) -> Target:
         task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
         metric = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl"}.get(m["metric"], m["metric"])
         return Target("eval", f"{task}/{metric}")
-    return _imported(name)
+    return canonical or _imported(name)
 
 
 def _target_of(key: str) -> Target:

@@ -20,18 +20,29 @@ import numpy as np
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, pivot
 
-__all__ = ["read", "read_run"]
+__all__ = ["read", "read_run", "store_uri"]
 
 
-def _store(source: str) -> str:
-    if "://" in source or source.startswith("file:"):
-        return source
+def store_uri(source: str, *, create: bool = False) -> str:
+    """The tracking URI of a store given as a URI, a folder (`./mlruns`) or a `.db` file.
+
+    With `create`, a folder that does not exist yet is made (an export's destination).
+    """
     path = Path(source)
-    if path.is_file() and path.suffix in (".db", ".sqlite"):
-        return f"sqlite:///{path.resolve()}"
-    if path.is_dir():
-        return path.resolve().as_uri()
-    raise InputError(f"{source}: no such MLflow store; give a folder (./mlruns), a .db file or a tracking URI")
+    if "://" in source or source.startswith("file:"):
+        uri = source
+    elif path.suffix in (".db", ".sqlite") and (path.is_file() or create):
+        uri = f"sqlite:///{path.resolve()}"
+    elif path.is_dir() or create:
+        path.mkdir(parents=True, exist_ok=True)
+        uri = path.resolve().as_uri()
+    else:
+        raise InputError(f"{source}: no such MLflow store; give a folder (./mlruns), a .db file or a tracking URI")
+    os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+    if uri.startswith("file:"):
+        # MLflow 3 refuses folder stores unless told otherwise; months of runs live in them.
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    return uri
 
 
 def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows]:
@@ -77,16 +88,12 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     from yieldgate.ingest import Read
 
     if opts.tracking_uri:
-        uri, ids = opts.tracking_uri, list(sources)
+        uri, ids = store_uri(opts.tracking_uri), list(sources)
     else:
-        uri, ids = _store(sources[0]), list(sources[1:])
+        uri, ids = store_uri(sources[0]), list(sources[1:])
     if not ids:
         raise InputError("mlflow: give the store and then a run id (or, with --experiment, an experiment name): "
                          "yieldgate import mlflow ./mlruns RUN_ID --run NAME")
-    os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
-    if uri.startswith("file:"):
-        # MLflow 3 refuses folder stores unless told otherwise; months of runs live in them, and we only read.
-        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     client = MlflowClient(tracking_uri=uri)
     if opts.experiment:
         ids = [r for ref in ids for r in _runs_of_experiment(client, ref)]

@@ -31,7 +31,7 @@ import numpy as np
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, concat
 
-__all__ = ["read", "read_log", "run_logs"]
+__all__ = ["read", "read_log", "run_logs", "finished"]
 
 _MAGIC = b":W&B\xe1\xbe\x00"  # ":W&B", magic 0xBEE1 (little-endian), version 0
 _BLOCK = 32 * 1024
@@ -91,6 +91,17 @@ def _payloads(path: Path, warnings: Warnings):
         at += _RECORD.size + length
     if start is not None:
         warnings.add("truncated", f"{path}: offset {start}: last record incomplete; records before it kept")
+
+
+def finished(path: Path) -> bool:
+    """True when the log holds its run's `exit` record (wandb's core process writes it after `finish()`
+    returns, so a reader in the same process waits for it)."""
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    try:
+        return any(Record.FromString(p).WhichOneof("record_type") == "exit" for _, p in _payloads(path, Warnings()))
+    except (InputError, OSError):
+        return False
 
 
 def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
