@@ -128,7 +128,7 @@ COMMANDS = {
     "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run"},
     "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--pattern", "--step-pattern",
-               "--experiment", "--tracking-uri"},
+               "--experiment", "--tracking-uri", "--join-on"},
     "export": {"--json", "--to"},
 }
 

@@ -68,5 +68,5 @@ def test_pivot_makes_one_row_per_group_and_step():
                  lambda i: f"v{i}", w)
     assert rows.step.tolist() == [1, 2, 2] and rows.where == ["v0", "v2", "v3"]
     assert rows.values["a"].tolist() == [1.0, 3.0, 5.0] and rows.present["b"].tolist() == [True, False, False]
-    assert rows.values["wall_time"].tolist() == [0.0, 1.0, 100.0]  # each row's latest time, from the first row's
+    assert rows.values["wall_time"].tolist() == [1.0, 2.0, 101.0]  # each row's latest time, from the earliest
     assert w.summary() == ["v4: 1 value(s) logged more than once at one step; the last kept"]

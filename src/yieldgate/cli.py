@@ -432,6 +432,8 @@ def import_(
                                                                   "each of its runs.")] = False,
     tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the "
                                                                             "store.")] = None,
+    join_on: Annotated[str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an "
+                                                           "existing run by wall clock).")] = "step",
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -442,7 +444,7 @@ def import_(
 
     opts = ImportOptions(run=run, map=map_ or (), manifest=manifest, tokens_per_step=tokens_per_step,
                          patterns=pattern or (), step_pattern=step_pattern, experiment=experiment,
-                         tracking_uri=tracking_uri)
+                         tracking_uri=tracking_uri, join_on=join_on)
     with _ledger(ctx, readonly=False) as ledger:
         results = import_run(ledger, kind, sources, opts)
     if as_json:

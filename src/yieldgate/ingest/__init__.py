@@ -43,6 +43,8 @@ class ImportOptions:
     """mlflow: SOURCE names an experiment (name or id), not a run id: import each of its runs."""
     tracking_uri: str | None = None
     """mlflow: tracking URI (`file:...`, `sqlite:///...`, `http://...`); default: the SOURCE itself."""
+    join_on: str = "step"
+    """table: `step` (rows carry the run's step), or `time`: telemetry joined onto an existing run by wall clock."""
 
 
 @dataclass
@@ -57,6 +59,8 @@ class Read:
     """Eval records read as such (lm-eval)."""
     suffix: str | None = None
     """For several runs from one source: the part after `PREFIX/` of the run's name."""
+    start_unix: float | None = None
+    """Unix time the run started, when the source has absolute times (kept for `--join-on time`)."""
 
 
 def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
@@ -110,6 +114,10 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
     overrides = parse_map_options(opts.map)
     warnings = Warnings()
+    if opts.join_on not in ("step", "time"):
+        raise InputError(f"--join-on must be step or time, got {opts.join_on!r}")
+    if opts.join_on == "time":
+        return [_join_telemetry(ledger, kind, sources, opts, warnings, manifest)]
     reads = KINDS[kind](sources, opts, warnings)
     planned: list[tuple[str, Read, Mapped]] = []
     for read in reads:
@@ -122,6 +130,28 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
         planned.append((run, read, mapped))
     with ledger.transaction():
         return [write_import(ledger, run, mapped, kind=kind, source=read.source, warnings=warnings,
-                             manifest=manifest)
+                             manifest=manifest, start_unix=read.start_unix)
                 for run, read, mapped in planned]
+
+
+def _join_telemetry(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions, warnings: Warnings,
+                    manifest) -> ImportResult:
+    """`--join-on time`: telemetry tables onto the existing run `opts.run`, by wall clock."""
+    from yieldgate.ingest.telemetry import join_on_time
+
+    if kind != "table":
+        raise InputError(f"--join-on time joins telemetry tables (kind table), not {kind}")
+    paths = [Path(s) for s in sources]
+    for p in paths:
+        if not p.is_file():
+            raise InputError(f"{p}: no such file; expected a telemetry CSV (nvidia-smi, dmon or timestamped)")
+    frame = join_on_time(ledger, opts.run, paths, warnings)
+    steps = pd.DataFrame({"step": frame["step"].to_numpy(dtype=np.int64)})
+    for col in frame.columns.drop("step"):
+        values = frame[col].to_numpy(dtype=float)
+        steps[col] = pd.arrays.FloatingArray(np.nan_to_num(values), np.isnan(values))
+    mapped = Mapped(steps, [], {c: c for c in frame.columns if c != "step"})
+    with ledger.transaction():
+        return write_import(ledger, opts.run, mapped, kind="telemetry", source=", ".join(sources),
+                            warnings=warnings, manifest=manifest, attach=True)
 

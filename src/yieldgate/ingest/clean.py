@@ -99,7 +99,7 @@ def concat(parts: list[Rows]) -> Rows:
 def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str], value: np.ndarray,
           wall_time: np.ndarray, where: Callable[[int], str], warnings: Warnings) -> Rows:
     """Rows from long-form scalars (one value of one metric each): one row per (group, step), in order of
-    first appearance, plus `wall_time` (the row's latest Unix time, counted from the earliest).
+    first appearance, plus `wall_time` (the row's latest Unix time, counted from the earliest value's).
 
     `group` tells apart rows of one step that are separate records (an events file of a resumed run); within
     a row, a metric logged twice keeps its last value, with a warning. `where(i)` names the i-th value's
@@ -124,7 +124,7 @@ def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str],
     first = np.full(n_rows, len(step), dtype=np.int64)
     np.minimum.at(first, row, np.arange(len(step)))
     rows = Rows(source, step[first].astype(np.int64), [where(int(i)) for i in first])
-    rows.values["wall_time"] = wall - wall.min()
+    rows.values["wall_time"] = wall - wall_time.min()
     rows.present["wall_time"] = np.ones(n_rows, dtype=bool)
     grid = last.reshape(n_rows, n_cols)
     for j, n in enumerate(names):

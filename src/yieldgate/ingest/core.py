@@ -130,12 +130,14 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
 
 
 def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source: str, warnings: Warnings,
-                 manifest: Manifest | None = None) -> ImportResult:
+                 manifest: Manifest | None = None, start_unix: float | None = None,
+                 attach: bool = False) -> ImportResult:
     """Write one imported run in one transaction; the same records from the same source again write nothing.
 
     The run is created if needed (status `imported`); importing into an existing run merges step by step
     (several files of one resumed run, telemetry joined later). Each import is listed in the run's meta
-    under `imports` with its source, content hash, mapping and warnings.
+    under `imports` with its source, content hash, mapping and warnings. `attach`: add to an existing run
+    (telemetry) and leave its status and source alone.
     """
     lines = warnings.summary()
     digest = data_digest(mapped)
@@ -149,7 +151,8 @@ def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source:
             if any(d.get("source") == source and d.get("sha256") == digest for d in done):
                 result.unchanged = True
                 return result
-        ledger.create_run(run, manifest=manifest, status="imported", source=f"import:{kind}", if_exists="reuse")
+        if not attach:
+            ledger.create_run(run, manifest=manifest, status="imported", source=f"import:{kind}", if_exists="reuse")
         if manifest is not None and exists:
             ledger.set_manifest(run, manifest)
         if len(mapped.steps):
@@ -160,7 +163,10 @@ def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source:
         done.append({"kind": kind, "source": source, "sha256": digest, "steps": result.steps, "evals": result.evals,
                      "mapping": mapped.mapping, "warnings": lines})
         ledger.set_meta(run, "imports", done)
-        ledger.set_status(run, "imported")
+        if start_unix is not None and "start_unix" not in ledger.meta(run):
+            ledger.set_meta(run, "start_unix", start_unix)
+        if not attach:
+            ledger.set_status(run, "imported")
     return result
 
 

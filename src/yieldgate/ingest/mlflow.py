@@ -45,8 +45,8 @@ def store_uri(source: str, *, create: bool = False) -> str:
     return uri
 
 
-def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows]:
-    """(the run's MLflow name, its metrics as rows)."""
+def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float | None]:
+    """(the run's MLflow name, its metrics as rows, the Unix time of its first value)."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -66,7 +66,7 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows]:
     rows = pivot(f"mlflow run {run_id}", np.zeros(len(step), dtype=np.int64), step, [names[i] for i in order],
                  np.array(values, dtype=np.float64)[order], np.array(times, dtype=np.float64)[order],
                  lambda i: label[i], warnings)
-    return run.info.run_name or run_id, rows
+    return run.info.run_name or run_id, rows, (min(times) if times else None)
 
 
 def _runs_of_experiment(client, ref: str) -> list[str]:
@@ -99,10 +99,10 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
         ids = [r for ref in ids for r in _runs_of_experiment(client, ref)]
     out = []
     for run_id in ids:
-        name, rows = read_run(client, run_id, warnings)
+        name, rows, start = read_run(client, run_id, warnings)
         if not len(rows):
             warnings.add("empty", f"mlflow run {run_id}: no metrics logged")
-        out.append(Read(f"mlflow:{uri}#{run_id}", rows, suffix=name if opts.experiment else None))
+        out.append(Read(f"mlflow:{uri}#{run_id}", rows, suffix=name if opts.experiment else None, start_unix=start))
     if not opts.experiment and len(out) > 1:
         raise InputError("mlflow: several run ids go to several runs; import them one by one, or use --experiment")
     return out

@@ -144,4 +144,4 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     rows = pivot(", ".join(map(str, files)), scalars["file"].to_numpy(), scalars["step"].to_numpy(),
                  scalars["tag"], scalars["value"].to_numpy(), scalars["wall_time"].to_numpy(),
                  lambda i: f"{files[file_of[i]]}: offset {offset[i]}", warnings)
-    return [Read(", ".join(sources), rows)]
+    return [Read(", ".join(sources), rows, start_unix=float(scalars["wall_time"].min()))]
