@@ -11,7 +11,6 @@ import pytest
 
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
-from yieldgate.ledger import Ledger
 
 
 def _lightning_csv(root, name="run", steps=range(0, 60, 10), val_every=20, start=0):
@@ -31,8 +30,7 @@ def test_lightning_csvlogger_sparse_rows_become_steps_and_evals(ledger, cli, tmp
     path = _lightning_csv(tmp_path)
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="lit", tokens_per_step=1000))
     assert res.mapping == {"lr-AdamW": "lr", "train_loss": "loss", "val_loss": "val/loss (eval)",
-                           "epoch": "imported/epoch"} or set(res.mapping.items()) == {
-        ("lr-AdamW", "lr"), ("train_loss", "loss"), ("val_loss", "val/loss (eval)"), ("epoch", "imported/epoch")}
+                           "epoch": "imported/epoch"}
     steps = ledger.steps("lit")
     assert steps["step"].tolist() == [0, 10, 20, 30, 40, 50]
     assert steps["loss"].tolist() == pytest.approx([4.0, 3.9, 3.8, 3.7, 3.6, 3.5])

@@ -18,6 +18,7 @@ Real logs are messy. What each case becomes (the README's "Importing existing ru
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 
-__all__ = ["Rows", "Warnings", "read_lines", "concat", "pivot", "clean", "CLOCK_COLUMNS"]
+__all__ = ["Rows", "Warnings", "read_json", "read_lines", "concat", "pivot", "clean", "CLOCK_COLUMNS"]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -133,6 +134,18 @@ def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str],
         values[got] = value[grid[got, j]]
         rows.values[str(n)], rows.present[str(n)] = values, got
     return rows
+
+
+def read_json(path: Path, expected: str) -> object:
+    """A JSON document; unreadable, non-UTF-8 or invalid JSON is one InputError naming file and line."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: byte {exc.start}: not UTF-8 text; expected {expected}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}); expected {expected}") from None
 
 
 def read_lines(path: Path, warnings: Warnings) -> list[str]:

@@ -73,11 +73,10 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> pd.arrays.FloatingArra
 
 
 def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
-             tokens_per_step: float | None = None, has_step: bool = True) -> Mapped:
+             tokens_per_step: float | None = None) -> Mapped:
     """Rename `rows`' metrics to canonical names, clean them (`clean.clean`), and split steps from evals.
 
-    `has_step`: the rows' own `step` is the format's step counter (TensorBoard, MLflow), so no source
-    column is taken as the step.
+    `rows.step` is already the step (readers take it from the source's step column or counter).
     """
     overrides = {src: key for src, key in (overrides or {}).items() if key != "step"}
     targets: dict[str, Target] = resolve_mapping(rows.values, overrides, None)
@@ -121,10 +120,9 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
     any_step = np.zeros(len(canon), dtype=bool)
     for p in canon.present.values():
         any_step |= p
-    keep = any_step
-    frame = pd.DataFrame({"step": canon.step[keep]})
+    frame = pd.DataFrame({"step": canon.step[any_step]})
     for key in sorted(canon.values):
-        frame[key] = _nullable(canon.values[key][keep], canon.present[key][keep])
+        frame[key] = _nullable(canon.values[key][any_step], canon.present[key][any_step])
     mapping = {name: t.describe() for name, t in targets.items()}
     return Mapped(frame, evals, mapping)
 

@@ -10,7 +10,6 @@ entries: that one is the run's wall clock, `wall_s`.)
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, concat
+from yieldgate.ingest.clean import Rows, Warnings, concat, read_json
 
 __all__ = ["read", "read_state"]
 
@@ -34,11 +33,7 @@ def _state_file(source: Path) -> Path:
 
 def read_state(path: Path, warnings: Warnings) -> Rows:
     """One row per `log_history` entry, under the Trainer's own names (summary keys as `summary/<key>`)."""
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}); expected a Trainer's "
-                         "trainer_state.json") from None
+    state = read_json(path, "a Trainer's trainer_state.json")
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise InputError(f"{path}: no 'log_history' list; expected a Trainer's trainer_state.json")

@@ -13,7 +13,6 @@ The step of a file: `--step-pattern REGEX` searched in the file's path (its firs
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings
+from yieldgate.ingest.clean import Warnings, read_json
 from yieldgate.ledger import EvalRecord
 
 __all__ = ["read", "read_results", "metric_name"]
@@ -61,13 +60,7 @@ def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None) 
 def read_results(path: Path, pattern: re.Pattern[str] | None, tokens_per_step: float | None,
                  warnings: Warnings) -> list[EvalRecord]:
     """The eval records of one results file."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}); expected an "
-                         "lm-evaluation-harness results file") from None
+    doc = read_json(path, "an lm-evaluation-harness results file")
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
         raise InputError(f"{path}: no 'results' object; expected an lm-evaluation-harness results file")
     step = _step(path, doc, pattern)
