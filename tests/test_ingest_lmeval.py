@@ -1,8 +1,10 @@
 """The lm-eval importer.
 
-The files are written here in lm-evaluation-harness 0.4's published results format (the layout of its
-`results_<date>.json`: `results` with `"<metric>,<filter>"` keys, `versions`, `n-shot`, `higher_is_better`,
-`config`), not by the harness itself: running the harness needs a model and task data from the hub.
+`test_harness_written_results` runs the harness itself offline (`lm_eval.simple_evaluate` with its `dummy`
+model on a local multiple-choice task) and saves with its own `EvaluationTracker`. The other tests write
+files in the harness's published results format (the layout of `results_<date>.json`: `results` with
+`"<metric>,<filter>"` keys, `versions`, `n-shot`, `higher_is_better`, `config`), to pin exact values,
+several filters and stderrs that a dummy model cannot produce.
 """
 
 from __future__ import annotations
@@ -83,3 +85,39 @@ def test_step_from_model_args_and_errors(ledger, tmp_path):
     with pytest.raises(InputError, match=r"results.gsm8k.exact_match,strict-match: expected a number, got 'oops'"):
         import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern="(1)"))
     assert set(ledger.runs()["name"]) == {"p"}
+
+
+def test_harness_written_results(ledger, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.tasks import TaskManager
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{a}+{a}=", "choices": [str(2 * a), str(2 * a + 1)], "answer": 0}) + "\n"
+                            for a in range(8)))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "yg_sums.yaml").write_text(
+        "task: yg_sums\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    test: {data}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{q}}'\ndoc_to_choice: '{{choices}}'\n"
+        "doc_to_target: '{{answer}}'\nmetric_list:\n  - metric: acc\n    aggregation: mean\n"
+        "    higher_is_better: true\nmetadata:\n  version: 1.0\n")
+    manager = TaskManager(include_path=str(tmp_path / "tasks"), include_defaults=False)
+    written = {}
+    for step, seed in ((500, 1), (1000, 2)):  # two "checkpoints": the dummy model answers at random
+        results = lm_eval.simple_evaluate(model="dummy", tasks=["yg_sums"], task_manager=manager, random_seed=seed,
+                                          numpy_random_seed=seed, torch_random_seed=seed)
+        EvaluationTracker(output_path=str(tmp_path / "out" / f"step{step}")).save_results_aggregated(
+            results=results, samples=None)
+        written[step] = results["results"]["yg_sums"]
+    (res,) = import_run(ledger, "lm-eval", [str(tmp_path / "out")], ImportOptions(run="h", step_pattern=r"step(\d+)"))
+    evals = ledger.evals("h")
+    acc = evals.query("metric == 'acc'")
+    assert acc["step"].tolist() == [500, 1000] and set(acc["task"]) == {"yg_sums"}
+    assert acc["value"].tolist() == [written[500]["acc,none"], written[1000]["acc,none"]]
+    assert acc["higher_is_better"].all()
+    assert set(evals["metric"]) == {"acc", "acc_stderr"}  # `name`, `alias`, `sample_len` are not metrics
+    assert set(evals["portfolio_version"]) == {lm_eval.__version__}

@@ -8,7 +8,8 @@ each metric comes from the file's own `higher_is_better` table when it has one.
 
 The step of a file: `--step-pattern REGEX` searched in the file's path (its first group, or the group named
 `step`); else a top-level `step` field; else `step<digits>` in `config.model_args` (Pythia-style
-`revision=step143000`). The portfolio is `lm-eval`, its version the harness version that wrote the file.
+`revision=step143000`). The portfolio is `lm-eval`, its version the harness version that wrote the file
+(`lm_eval_version`).
 """
 
 from __future__ import annotations
