@@ -48,13 +48,16 @@ def test_one_run_by_id_then_yield(ledger, cli, store):
     assert tranche["yield_per_btok"] == pytest.approx(0.3 / 3000 * 1e9)
 
 
-def test_whole_experiment_becomes_prefixed_runs_once(ledger, store):
+def test_whole_experiment_becomes_prefixed_runs_once(ledger, cli, store):
     folder, ids = store
     results = import_run(ledger, "mlflow", [folder.as_uri(), "sweep"], ImportOptions(run="sweep", experiment=True))
     assert sorted(r.run for r in results) == ["sweep/lr-large", "sweep/lr-small"]
     assert ledger.evals("sweep/lr-small")["value"].tolist() == pytest.approx([4.07, 4.04])
     again = import_run(ledger, "mlflow", [folder.as_uri(), "sweep"], ImportOptions(run="sweep", experiment=True))
     assert all(r.unchanged for r in again) and len(ledger.steps("sweep/lr-small")) == 6
+    # The imported runs compare as tracked ones do.
+    result = cli.json("compare", "sweep/lr-small", "sweep/lr-large", "--target-loss", "4.05")
+    assert result["tokens_to_target"] == {"sweep/lr-small": 5000.0, "sweep/lr-large": 3000.0}  # interpolated
 
 
 def test_errors_name_the_run_or_store(ledger, store, tmp_path):

@@ -79,6 +79,16 @@ class Rows:
     def __len__(self) -> int:
         return len(self.step)
 
+    @classmethod
+    def from_records(cls, source: str, steps: Sequence[int], where: Sequence[str],
+                     records: Sequence[dict[str, float]]) -> Rows:
+        """Rows from one {metric: value} dict per record (a metric missing from a dict is absent there)."""
+        rows = cls(source, np.array(steps, dtype=np.int64), list(where))
+        for name in dict.fromkeys(k for r in records for k in r):
+            rows.present[name] = np.array([name in r for r in records], dtype=bool)
+            rows.values[name] = np.array([r.get(name, np.nan) for r in records], dtype=np.float64)
+        return rows
+
     def take(self, keep: np.ndarray) -> Rows:
         """The rows where `keep` (a bool mask or index array) selects."""
         where = [self.where[i] for i in np.arange(len(self))[keep]]

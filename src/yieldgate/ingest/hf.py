@@ -10,11 +10,9 @@ entries: that one is the run's wall clock, `wall_s`.)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, concat, read_json
@@ -53,12 +51,7 @@ def read_state(path: Path, warnings: Warnings) -> Rows:
         entries.append(values)
     if not entries:
         raise InputError(f"{path}: log_history is empty; the Trainer logged nothing yet")
-    names = list(dict.fromkeys(k for e in entries for k in e))
-    rows = Rows(str(path), np.array(steps, dtype=np.int64), where)
-    for name in names:
-        rows.present[name] = np.array([name in e for e in entries], dtype=bool)
-        rows.values[name] = np.array([e.get(name, math.nan) for e in entries], dtype=np.float64)
-    return rows
+    return Rows.from_records(str(path), steps, where, entries)
 
 
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:

@@ -26,7 +26,6 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, concat
@@ -137,12 +136,7 @@ def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
         steps.append(int(step))
         where.append(f"{path}: offset {offset}")
         entries.append({k: v for k, v in values.items() if k not in _SKIP and k != step_key})
-    names = list(dict.fromkeys(k for e in entries for k in e))
-    rows = Rows(str(path), np.array(steps, dtype=np.int64), where)
-    for name in names:
-        rows.present[name] = np.array([name in e for e in entries], dtype=bool)
-        rows.values[name] = np.array([e.get(name, math.nan) for e in entries], dtype=np.float64)
-    return rows
+    return Rows.from_records(str(path), steps, where, entries)
 
 
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
