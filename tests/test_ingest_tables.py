@@ -84,8 +84,8 @@ def test_a_bad_cell_is_one_error_naming_file_line_and_column_and_nothing_is_writ
     path = _lightning_csv(tmp_path)
     lines = path.read_text().splitlines(keepends=True)
     lines[3] = lines[3].replace("3.8", "3.8x", 1)
-    path.write_text("".join(lines))
-    with pytest.raises(InputError, match=rf"{path}:4: column 'train_loss': expected a number, got '3.8x'"):
+    path.write_text("".join(lines[:2] + ["\n"] + lines[2:]))  # a blank line is skipped, the numbering kept
+    with pytest.raises(InputError, match=rf"{path}:5: column 'train_loss': expected a number, got '3.8x'"):
         import_run(ledger, "table", [str(path)], ImportOptions(run="bad"))
     assert ledger.runs().empty
 

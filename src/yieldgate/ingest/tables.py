@@ -73,8 +73,10 @@ def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
                             skip_blank_lines=False)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a CSV table ({str(exc).strip()})") from None
-    # One row per line after the header (the files we read have no quoted line breaks).
-    return frame, [f"{path}:{i + 2}" for i in range(len(frame))]
+    # One row per line after the header (the files we read have no quoted line breaks); blank lines go.
+    where = [f"{path}:{i + 2}" for i in range(len(frame))]
+    blank = (frame == "").all(axis=1).to_numpy() if len(frame.columns) else np.zeros(len(frame), dtype=bool)
+    return frame[~blank].reset_index(drop=True), [w for w, b in zip(where, blank, strict=True) if not b]
 
 
 def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
