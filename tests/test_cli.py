@@ -131,6 +131,9 @@ COMMANDS = {
     "report": {"--json", "--output", "--png", "--metric"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
     "audit": {"--json", "--run"},
+    "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--pattern", "--step-pattern",
+               "--experiment", "--tracking-uri", "--join-on"},
+    "export": {"--json", "--to"},
 }
 
 

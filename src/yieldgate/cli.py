@@ -539,6 +539,80 @@ def merge(
         return
     for name, rows in copied.items():
         console.print(f"{name}: {rows} step records merged from {source}", markup=False, highlight=False)
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    kind: Annotated[str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table or textlog.")],
+    sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
+    run: Annotated[str, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")],
+    map_: Annotated[list[str] | None, typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto "
+                                                                 "a canonical key (repeatable).")] = None,
+    manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
+    tokens_per_step: Annotated[float | None, typer.Option("--tokens-per-step",
+                                                          help="Derive tokens = step x N where none are logged.")] = None,
+    pattern: Annotated[list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups "
+                                                                        "(repeatable).")] = None,
+    step_pattern: Annotated[str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the "
+                                                                            "step from the file name.")] = None,
+    experiment: Annotated[bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import "
+                                                                  "each of its runs.")] = False,
+    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the "
+                                                                            "store.")] = None,
+    join_on: Annotated[str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an "
+                                                           "existing run by wall clock).")] = "step",
+    as_json: JsonOption = False,
+) -> None:
+    """Import a run logged by another tool, mapped onto yieldgate's canonical names.
+
+    Example: yieldgate import tensorboard runs/exp1 --run exp1 --tokens-per-step 524288
+    """
+    from yieldgate.ingest import ImportOptions, import_run
+
+    opts = ImportOptions(run=run, map=map_ or (), manifest=manifest, tokens_per_step=tokens_per_step,
+                         patterns=pattern or (), step_pattern=step_pattern, experiment=experiment,
+                         tracking_uri=tracking_uri, join_on=join_on)
+    with _ledger(ctx, readonly=False) as ledger:
+        results = import_run(ledger, kind, sources, opts)
+    if as_json:
+        _print_json([r.to_dict() for r in results])
+        return
+    for r in results:
+        what = "already imported, nothing changed" if r.unchanged else f"{r.steps:,} step rows, {r.evals:,} evals"
+        console.print(f"{r.run}: {what} from {r.source}", markup=False, highlight=False)
+        table = Table("source metric", "imported as")
+        for name, target in r.mapping.items():
+            table.add_row(name, target)
+        console.print(table)
+    for line in results[0].warnings if results else []:
+        console.print(f"warning: {line}", markup=False, highlight=False)
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run name.")],
+    dest: Annotated[str, typer.Argument(help="table: a .csv or .parquet file; tensorboard, wandb: a folder; "
+                                             "mlflow: a store folder, .db file or tracking URI.")],
+    to: Annotated[str, typer.Option("--to", help="tensorboard, mlflow, wandb or table.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Write a run's records, yields and diagnoses to TensorBoard, MLflow, W&B (offline) or a CSV/Parquet table,
+    with tokens as the x-axis where the tool has one.
+
+    Example: yieldgate export bs64-fp16 runs/tb --to tensorboard
+    """
+    from yieldgate.report.export import export_run
+
+    with _ledger(ctx) as ledger:
+        result = export_run(ledger, run, to, dest)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    console.print(f"{run}: {result.rows:,} rows, {len(result.columns) - 1} columns, {result.yields} yields, "
+                  f"{result.diagnoses} diagnoses -> {result.to} {result.dest} (x-axis: {result.x_axis})",
+                  markup=False, highlight=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 @app.command()

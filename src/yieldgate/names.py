@@ -72,6 +72,7 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "dist/tokens_per_s/min": "tokens/s (slowest rank)",
     "dist/tokens_per_s/max": "tokens/s (fastest rank)",
     "dist/step_s/max": "s (slowest rank's step)",
+    "imported/<name>": "as logged (an imported metric with no canonical name, under its source name)",
 }
 
 RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed", "imported")

@@ -1,1 +1,157 @@
-"""Importers: existing runs (TensorBoard, MLflow, W&B, lm-eval, HF trainer state, tables, text logs) into the ledger. They translate; they do not analyse."""
+"""Importers: runs already logged by TensorBoard, MLflow, W&B, lm-evaluation-harness, the Hugging Face
+Trainer, tables and plain-text logs, translated onto yieldgate's canonical names and written into the ledger.
+
+They translate, they do not analyse. `import_run` is the one entry point (the CLI's `yieldgate import`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.errors import InputError
+from yieldgate.ingest.clean import Rows, Warnings
+from yieldgate.ingest.core import ImportResult, Mapped, map_rows, write_import
+from yieldgate.ingest.mapping import parse_map_options
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.manifest import load_manifest
+
+__all__ = ["ImportOptions", "Read", "import_run", "KINDS"]
+
+
+@dataclass(kw_only=True)
+class ImportOptions:
+    """How to read a source; each option is ignored by the kinds it does not concern."""
+
+    run: str
+    """Run name; for several runs from one source (an MLflow experiment) the prefix of `PREFIX/<name>`."""
+    map: Sequence[str] = ()
+    """`KEY=SOURCE_NAME` overrides of the guessed mapping (`val/loss=eval/ce`, `step=iteration`)."""
+    manifest: Path | None = None
+    """Manifest file (YAML or JSON) to attach to the run."""
+    tokens_per_step: float | None = None
+    """Tokens per optimizer step, for logs that record only steps: tokens = step x N where none is logged."""
+    patterns: Sequence[str] = ()
+    """textlog: regular expressions with named groups, tried in order on each line."""
+    step_pattern: str | None = None
+    """lm-eval: regex with one group that takes the step from a results file's name."""
+    experiment: bool = False
+    """mlflow: SOURCE names an experiment (name or id), not a run id: import each of its runs."""
+    tracking_uri: str | None = None
+    """mlflow: tracking URI (`file:...`, `sqlite:///...`, `http://...`); default: the SOURCE itself."""
+    join_on: str = "step"
+    """table: `step` (rows carry the run's step), or `time`: telemetry joined onto an existing run by wall clock."""
+
+
+@dataclass
+class Read:
+    """One run as read from a source, before mapping."""
+
+    source: str
+    """What was read (paths, or `mlflow:<uri>#<run id>`), as stored in the run's meta."""
+    rows: Rows | None = None
+    """Step-indexed metrics under the source's names (None for eval-only sources)."""
+    evals: list[EvalRecord] = field(default_factory=list)
+    """Eval records read as such (lm-eval)."""
+    suffix: str | None = None
+    """For several runs from one source: the part after `PREFIX/` of the run's name."""
+    start_unix: float | None = None
+    """Unix time the run started, when the source has absolute times (kept for `--join-on time`)."""
+
+
+def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
+    from yieldgate.ingest.tables import read_table
+
+    paths = [Path(s) for s in sources]
+    rows = read_table(paths, warnings, parse_map_options(opts.map))
+    return [Read(", ".join(sources), rows)]
+
+
+def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
+    from yieldgate.ingest.tables import read_textlog
+
+    paths = [Path(s) for s in sources]
+    rows = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map))
+    return [Read(", ".join(sources), rows)]
+
+
+def _lazy(module: str, name: str) -> Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]:
+    def read(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
+        import importlib
+
+        return getattr(importlib.import_module(f"yieldgate.ingest.{module}"), name)(sources, opts, warnings)
+
+    return read
+
+
+# Kind -> reader. Readers of ecosystems import their library only when used.
+KINDS: dict[str, Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]] = {
+    "tensorboard": _lazy("tensorboard", "read"),
+    "mlflow": _lazy("mlflow", "read"),
+    "wandb": _lazy("wandb", "read"),
+    "lm-eval": _lazy("lmeval", "read"),
+    "hf-trainer": _lazy("hf", "read"),
+    "table": _table,
+    "textlog": _textlog,
+}
+
+
+def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions) -> list[ImportResult]:
+    """Import `sources` of `kind` into the ledger as run `opts.run` (or runs `opts.run/<name>`).
+
+    Everything is read and mapped before the ledger is touched, then written in one transaction: a source
+    that does not parse leaves the ledger as it was. Importing the same source into the same run again
+    writes nothing (`ImportResult.unchanged`).
+    """
+    if kind not in KINDS:
+        raise InputError(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
+    if not sources:
+        raise InputError(f"yieldgate import {kind} needs at least one SOURCE")
+    manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
+    overrides = parse_map_options(opts.map)
+    warnings = Warnings()
+    if opts.join_on not in ("step", "time"):
+        raise InputError(f"--join-on must be step or time, got {opts.join_on!r}")
+    if opts.join_on == "time":
+        return [_join_telemetry(ledger, kind, sources, opts, warnings, manifest)]
+    reads = KINDS[kind](sources, opts, warnings)
+    planned: list[tuple[str, Read, Mapped]] = []
+    for read in reads:
+        if read.rows is not None:
+            mapped = map_rows(read.rows, warnings, overrides=overrides, tokens_per_step=opts.tokens_per_step)
+        else:
+            mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
+        mapped.evals.extend(read.evals)
+        run = opts.run if read.suffix is None else f"{opts.run}/{read.suffix}"
+        planned.append((run, read, mapped))
+    with ledger.transaction():
+        return [write_import(ledger, run, mapped, kind=kind, source=read.source, warnings=warnings,
+                             manifest=manifest, start_unix=read.start_unix)
+                for run, read, mapped in planned]
+
+
+def _join_telemetry(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions, warnings: Warnings,
+                    manifest) -> ImportResult:
+    """`--join-on time`: telemetry tables onto the existing run `opts.run`, by wall clock."""
+    from yieldgate.ingest.telemetry import join_on_time
+
+    if kind != "table":
+        raise InputError(f"--join-on time joins telemetry tables (kind table), not {kind}")
+    paths = [Path(s) for s in sources]
+    for p in paths:
+        if not p.is_file():
+            raise InputError(f"{p}: no such file; expected a telemetry CSV (nvidia-smi, dmon or timestamped)")
+    frame = join_on_time(ledger, opts.run, paths, warnings)
+    steps = pd.DataFrame({"step": frame["step"].to_numpy(dtype=np.int64)})
+    for col in frame.columns.drop("step"):
+        values = frame[col].to_numpy(dtype=float)
+        steps[col] = pd.arrays.FloatingArray(np.nan_to_num(values), np.isnan(values))
+    mapped = Mapped(steps, [], {c: c for c in frame.columns if c != "step"})
+    with ledger.transaction():
+        return write_import(ledger, opts.run, mapped, kind="telemetry", source=", ".join(sources),
+                            warnings=warnings, manifest=manifest, attach=True)
+

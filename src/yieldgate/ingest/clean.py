@@ -1,0 +1,243 @@
+"""Cleaning a run's rows as read from a real log: the one place every importer sends its data through.
+
+Real logs are messy. What each case becomes (the README's "Importing existing runs" lists the same):
+
+- **A truncated last line** (a writer killed mid-line: the file does not end with a line end): skipped, with
+  a warning naming the line. A file that merely lacks its final newline loses its last row the same way;
+  the warning says so.
+- **Repeated rows** (the same step with the same values again, e.g. a log appended twice): the repeats are
+  dropped, one warning with the count and the first repeat's line.
+- **A step logged again with other values** (a run resumed from an earlier checkpoint re-logs its steps):
+  the later values win, column by column, one warning per step (first few, then a count).
+- **`nan` / `inf`**: kept as NaN / inf (a diverged loss is data), one warning per column with the count.
+- **A cumulative clock that goes backwards** (a timer reset after warm-up, a resumed run restarting its
+  clock): the later values are offset so the clock keeps counting from where it was, one warning per reset
+  with the line and both values.
+- **A metric present only on some rows**: absent where it is absent (not NaN, not zero).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.errors import InputError
+
+__all__ = ["Rows", "Warnings", "read_json", "read_lines", "concat", "pivot", "clean", "CLOCK_COLUMNS"]
+
+# Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
+CLOCK_COLUMNS = ("wall_s",)
+
+# Warnings of one kind past this many are counted, not listed: a 1M-line log with a bad column must not
+# print a million lines.
+_LISTED = 5
+
+
+@dataclass
+class Warnings:
+    """What an import found and did about it: one line each, the first few of each kind, then a count."""
+
+    lines: list[str] = field(default_factory=list)
+    _counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, kind: str, message: str) -> None:
+        """Record one finding of `kind`; beyond the first few of a kind only the count grows."""
+        self._counts[kind] += 1
+        if self._counts[kind] <= _LISTED:
+            self.lines.append(message)
+
+    def summary(self) -> list[str]:
+        """The listed warnings, plus one line per kind that had more than could be listed."""
+        more = [f"... and {n - _LISTED} more of the same kind ({kind})" for kind, n in self._counts.items()
+                if n > _LISTED]
+        return self.lines + more
+
+
+@dataclass
+class Rows:
+    """A run's records in file order, before mapping: one row per log line / record.
+
+    `values[name]` holds floats and `present[name]` says where the source had the metric at all, so a
+    recorded NaN stays apart from "not logged on this line".
+    """
+
+    source: str
+    """The file (or store) read, for messages."""
+    step: np.ndarray
+    """int64 step of each row."""
+    where: list[str]
+    """Where each row came from (`train.log:17`, `events...:offset 1024`), for warnings."""
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    present: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    @classmethod
+    def from_records(cls, source: str, steps: Sequence[int], where: Sequence[str],
+                     records: Sequence[dict[str, float]]) -> Rows:
+        """Rows from one {metric: value} dict per record (a metric missing from a dict is absent there)."""
+        rows = cls(source, np.array(steps, dtype=np.int64), list(where))
+        for name in dict.fromkeys(k for r in records for k in r):
+            rows.present[name] = np.array([name in r for r in records], dtype=bool)
+            rows.values[name] = np.array([r.get(name, np.nan) for r in records], dtype=np.float64)
+        return rows
+
+    def take(self, keep: np.ndarray) -> Rows:
+        """The rows where `keep` (a bool mask or index array) selects."""
+        where = [self.where[i] for i in np.arange(len(self))[keep]]
+        return Rows(self.source, self.step[keep], where, {k: v[keep] for k, v in self.values.items()},
+                    {k: p[keep] for k, p in self.present.items()})
+
+
+def concat(parts: list[Rows]) -> Rows:
+    """Rows of several files of one run, one after the other (a column missing from a file is absent there)."""
+    names = list(dict.fromkeys(n for p in parts for n in p.values))
+    rows = Rows(", ".join(p.source for p in parts), np.concatenate([p.step for p in parts]),
+                [w for p in parts for w in p.where])
+    for n in names:
+        rows.values[n] = np.concatenate([p.values.get(n, np.full(len(p), np.nan)) for p in parts])
+        rows.present[n] = np.concatenate([p.present.get(n, np.zeros(len(p), dtype=bool)) for p in parts])
+    return rows
+
+
+def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str], value: np.ndarray,
+          wall_time: np.ndarray, where: Callable[[int], str], warnings: Warnings) -> Rows:
+    """Rows from long-form scalars (one value of one metric each): one row per (group, step), in order of
+    first appearance, plus `wall_time` (the row's latest Unix time, counted from the earliest value's).
+
+    `group` tells apart rows of one step that are separate records (an events file of a resumed run); within
+    a row, a metric logged twice keeps its last value, with a warning. `where(i)` names the i-th value's
+    origin (built only for the values a row or a warning points at: there may be millions).
+    """
+    if len(step) == 0:
+        return Rows(source, np.empty(0, dtype=np.int64), [])
+    key = group.astype(np.int64) << 40 | step.astype(np.int64)
+    row, _ = pd.factorize(key, sort=False)
+    col, names = pd.factorize(pd.Series(name, dtype=object), sort=False)
+    n_rows, n_cols = int(row.max()) + 1, len(names)
+    flat = row.astype(np.int64) * n_cols + col
+    last = np.full(n_rows * n_cols, -1, dtype=np.int64)
+    np.maximum.at(last, flat, np.arange(len(flat)))
+    repeated = np.bincount(flat, minlength=n_rows * n_cols) > 1
+    if repeated.any():
+        i = int(last[np.argmax(repeated)])
+        warnings.add("relogged", f"{where(i)}: {int(repeated.sum())} value(s) logged more than once at one step; "
+                                 "the last kept")
+    wall = np.full(n_rows, -np.inf)
+    np.maximum.at(wall, row, wall_time)
+    first = np.full(n_rows, len(step), dtype=np.int64)
+    np.minimum.at(first, row, np.arange(len(step)))
+    rows = Rows(source, step[first].astype(np.int64), [where(int(i)) for i in first])
+    rows.values["wall_time"] = wall - wall_time.min()
+    rows.present["wall_time"] = np.ones(n_rows, dtype=bool)
+    grid = last.reshape(n_rows, n_cols)
+    for j, n in enumerate(names):
+        got = grid[:, j] >= 0
+        values = np.full(n_rows, np.nan)
+        values[got] = value[grid[got, j]]
+        rows.values[str(n)], rows.present[str(n)] = values, got
+    return rows
+
+
+def read_json(path: Path, expected: str) -> object:
+    """A JSON document; unreadable, non-UTF-8 or invalid JSON is one InputError naming file and line."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: byte {exc.start}: not UTF-8 text; expected {expected}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}); expected {expected}") from None
+
+
+def read_lines(path: Path, warnings: Warnings) -> list[str]:
+    """A text file's lines; a last line without a line end is treated as truncated: skipped, with a warning."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        warnings.add("truncated", f"{path}:{len(lines)}: last line has no line end (truncated write?); skipped: "
+                                  f"{lines[-1][:60]!r}")
+        lines = lines[:-1]
+    return [line.rstrip("\r\n") for line in lines]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
+    """Drop rows equal to an earlier row of the same step (same columns present, same values)."""
+    if len(rows) < 2:
+        return rows
+    names = sorted(rows.values)
+    # A row's kind: which columns it has (a train line, a validation line, ...), as one integer code.
+    kind = pd.DataFrame({n: rows.present[n] for n in names}).groupby(names, sort=False).ngroup().to_numpy() \
+        if names else np.zeros(len(rows), dtype=np.int64)
+    table = pd.DataFrame({"step": rows.step, "kind": kind,
+                          **{n: np.where(rows.present[n], rows.values[n], np.nan) for n in names}})
+    drop = table.duplicated(keep="first").to_numpy()  # NaN equals NaN here
+    if drop.any():
+        first = rows.where[int(np.argmax(drop))]
+        warnings.add("repeat", f"{first}: {int(drop.sum())} repeated row(s) (same step, same values) dropped")
+    # The same kind of line for a step again with other values (a run resumed from an earlier checkpoint):
+    # the later values win (the ledger merges column by column). A train line and a validation line of one
+    # step differ in kind, and are merged without a word.
+    kept = np.nonzero(~drop)[0]
+    order = kept[np.lexsort((kept, kind[kept], rows.step[kept]))]
+    again = (rows.step[order][1:] == rows.step[order][:-1]) & (kind[order][1:] == kind[order][:-1])
+    for i in np.nonzero(again)[0]:
+        a, b = order[i], order[i + 1]
+        n = next(n for n in names if rows.present[n][b] and not _same(rows.values[n][a:a + 1], rows.values[n][b:b + 1])[0])
+        warnings.add("relogged", f"{rows.where[b]}: step {rows.step[b]} logged again with {n} {rows.values[n][b]:g} "
+                                 f"(was {rows.values[n][a]:g}); the later values are kept")
+    return rows.take(~drop)
+
+
+def _fix_clock(rows: Rows, name: str, warnings: Warnings) -> None:
+    """Offset a cumulative clock after each point where it goes backwards, so it keeps counting."""
+    present = rows.present.get(name)
+    if present is None or not present.any():
+        return
+    at = np.nonzero(present & np.isfinite(rows.values[name]))[0]
+    vals = rows.values[name][at]
+    back = np.nonzero(np.diff(vals) < 0)[0]
+    if not len(back):
+        return
+    offset = np.zeros(len(at))
+    for i in back:
+        delta = vals[i] - vals[i + 1]
+        offset[i + 1 :] += delta
+        warnings.add("clock", f"{rows.where[at[i + 1]]}: {name} went back from {vals[i]:g} to {vals[i + 1]:g} "
+                              f"(timer reset or resumed run); later values offset by {delta:g}")
+    rows.values[name][at] = vals + offset
+
+
+def _report_nonfinite(rows: Rows, warnings: Warnings) -> None:
+    for name in sorted(rows.values):
+        bad = rows.present[name] & ~np.isfinite(rows.values[name])
+        if bad.any():
+            warnings.add("nan", f"{rows.where[int(np.argmax(bad))]}: {name} is nan/inf on {int(bad.sum())} row(s); "
+                                "kept as recorded")
+
+
+def clean(rows: Rows, warnings: Warnings, clocks: tuple[str, ...] = CLOCK_COLUMNS) -> Rows:
+    """Rows fit for the ledger: repeats dropped, clocks made monotone, non-finite values reported (and kept).
+
+    `clocks` are the cumulative-clock columns, by their mapped (canonical) names.
+    """
+    rows = _drop_repeats(rows, warnings)
+    for name in clocks:
+        _fix_clock(rows, name, warnings)
+    _report_nonfinite(rows, warnings)
+    return rows

@@ -1,0 +1,178 @@
+"""What every importer shares: mapping a source's rows onto canonical names, cleaning them, and writing
+them into the ledger in one transaction, idempotently.
+
+An importer only reads its format into `Rows` (source metric names, file order) or eval records; this
+module does the rest, so every format treats messy logs the same way (`yieldgate.ingest.clean`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.errors import InputError
+from yieldgate.ingest.clean import Rows, Warnings, clean
+from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.manifest import Manifest
+from yieldgate.names import split_eval_key
+
+__all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "data_digest"]
+
+
+@dataclass
+class Mapped:
+    """A run's records on canonical names, ready for the ledger."""
+
+    steps: pd.DataFrame
+    """`step` plus core columns and extras, as nullable floats (<NA>: not logged; NaN: logged as nan)."""
+    evals: list[EvalRecord]
+    mapping: dict[str, str] = field(default_factory=dict)
+    """Source name -> where it went (`loss`, `val/loss (eval)`, `imported/epoch`)."""
+
+
+@dataclass
+class ImportResult:
+    """What one import did: per run, rows and evals written, the mapping used and the warnings."""
+
+    kind: str
+    source: str
+    run: str
+    steps: int
+    evals: int
+    mapping: dict[str, str]
+    warnings: list[str]
+    unchanged: bool = False
+    """True when this very source was already imported into the run: nothing was written."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str) -> str:
+    """The source column that holds the step: `--map step=NAME`, else the first of STEP_NAMES present."""
+    names = list(names)
+    for src, key in overrides.items():
+        if key == "step":
+            return src
+    lowered = {n.lower(): n for n in names}
+    for candidate in STEP_NAMES:
+        if candidate in lowered:
+            return lowered[candidate]
+    raise InputError(f"{source}: no step column among {', '.join(names[:20]) or 'no columns'}; name it with "
+                     "--map step=COLUMN")
+
+
+def _nullable(values: np.ndarray, present: np.ndarray) -> pd.arrays.FloatingArray:
+    return pd.arrays.FloatingArray(np.where(present, values, 0.0), ~present)
+
+
+def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
+             tokens_per_step: float | None = None) -> Mapped:
+    """Rename `rows`' metrics to canonical names, clean them (`clean.clean`), and split steps from evals.
+
+    `rows.step` is already the step (readers take it from the source's step column or counter).
+    """
+    overrides = {src: key for src, key in (overrides or {}).items() if key != "step"}
+    targets: dict[str, Target] = resolve_mapping(rows.values, overrides, None)
+    canon = Rows(rows.source, rows.step, rows.where)
+    for name, target in targets.items():
+        if target.kind == "step":
+            continue  # the caller already took the step from it
+        if target.key in canon.values:
+            # Two names onto one key (an override and a guess): merge, the override's values first.
+            p = rows.present[name] & ~canon.present[target.key]
+            canon.values[target.key][p] = rows.values[name][p] * target.scale
+            canon.present[target.key] |= p
+            continue
+        canon.values[target.key] = rows.values[name] * target.scale
+        canon.present[target.key] = rows.present[name].copy()
+    if tokens_per_step is not None:
+        if tokens_per_step <= 0:
+            raise InputError(f"--tokens-per-step must be > 0, got {tokens_per_step:g}")
+        have = canon.present.get("tokens", np.zeros(len(canon), dtype=bool))
+        tokens = canon.values.get("tokens", np.full(len(canon), np.nan)).copy()
+        tokens[~have] = canon.step[~have] * float(tokens_per_step)
+        canon.values["tokens"], canon.present["tokens"] = tokens, np.ones(len(canon), dtype=bool)
+    canon = clean(canon, warnings)
+    kinds = {t.key: t.kind for t in targets.values()}
+    evals: list[EvalRecord] = []
+    for key, kind in kinds.items():
+        if kind != "eval":
+            continue
+        task, metric = split_eval_key(key)
+        present = canon.present.pop(key)
+        values = canon.values.pop(key)
+        wall = canon.values.get("wall_s")
+        wall_ok = canon.present.get("wall_s")
+        tokens, tokens_ok = canon.values.get("tokens"), canon.present.get("tokens")
+        for i in np.nonzero(present)[0]:
+            evals.append(EvalRecord(
+                step=int(canon.step[i]), task=task, metric=metric, value=float(values[i]),
+                tokens=float(tokens[i]) if tokens_ok is not None and tokens_ok[i] else None,
+                wall_s=float(wall[i]) if wall_ok is not None and wall_ok[i] else None))
+    # Rows that only carried eval values are not step records.
+    any_step = np.zeros(len(canon), dtype=bool)
+    for p in canon.present.values():
+        any_step |= p
+    frame = pd.DataFrame({"step": canon.step[any_step]})
+    for key in sorted(canon.values):
+        frame[key] = _nullable(canon.values[key][any_step], canon.present[key][any_step])
+    mapping = {name: t.describe() for name, t in targets.items()}
+    return Mapped(frame, evals, mapping)
+
+
+def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source: str, warnings: Warnings,
+                 manifest: Manifest | None = None, start_unix: float | None = None,
+                 attach: bool = False) -> ImportResult:
+    """Write one imported run in one transaction; the same records from the same source again write nothing.
+
+    The run is created if needed (status `imported`); importing into an existing run merges step by step
+    (several files of one resumed run, telemetry joined later). Each import is listed in the run's meta
+    under `imports` with its source, content hash, mapping and warnings. `attach`: add to an existing run
+    (telemetry) and leave its status and source alone.
+    """
+    lines = warnings.summary()
+    digest = data_digest(mapped)
+    result = ImportResult(kind=kind, source=source, run=run, steps=int(mapped.steps["step"].nunique()),
+                          evals=len(mapped.evals),
+                          mapping=mapped.mapping, warnings=lines)
+    with ledger.transaction():
+        exists = run in set(ledger.runs()["name"])
+        if exists:
+            done = ledger.meta(run).get("imports", [])
+            if any(d.get("source") == source and d.get("sha256") == digest for d in done):
+                result.unchanged = True
+                return result
+        if not attach:
+            ledger.create_run(run, manifest=manifest, status="imported", source=f"import:{kind}", if_exists="reuse")
+        if manifest is not None and exists:
+            ledger.set_manifest(run, manifest)
+        if len(mapped.steps):
+            ledger.append_steps(run, mapped.steps)
+        if mapped.evals:
+            ledger.append_evals(run, mapped.evals)
+        done = ledger.meta(run).get("imports", [])
+        done.append({"kind": kind, "source": source, "sha256": digest, "steps": result.steps, "evals": result.evals,
+                     "mapping": mapped.mapping, "warnings": lines})
+        ledger.set_meta(run, "imports", done)
+        if start_unix is not None and "start_unix" not in ledger.meta(run):
+            ledger.set_meta(run, "start_unix", start_unix)
+        if not attach:
+            ledger.set_status(run, "imported")
+    return result
+
+
+def data_digest(mapped: Mapped) -> str:
+    """sha256 of the mapped records: what makes an import the same import (same source, same options)."""
+    h = hashlib.sha256()
+    h.update(pd.util.hash_pandas_object(mapped.steps.fillna(-1.2345e300), index=False).to_numpy().tobytes())
+    evals = pd.DataFrame([(e.step, e.task, e.metric, e.value, e.tokens, e.wall_s) for e in mapped.evals],
+                         columns=["step", "task", "metric", "value", "tokens", "wall_s"])
+    h.update(pd.util.hash_pandas_object(evals, index=False).to_numpy().tobytes())
+    return h.hexdigest()

@@ -1,0 +1,183 @@
+"""From a source's metric names to yieldgate's canonical names (`yieldgate.names`).
+
+A name maps to one of: a core step column (`loss`, `lr`, ...), an eval key `<task>/<metric>` (the
+validation loss is `val/loss`), or, when nothing fits, the extra `imported/<name>` — kept, never dropped.
+A unit suffix `_ms`, `_s`, `_min` or `_h` is read off first (`wall_ms` is `wall_s` in milliseconds).
+`--map KEY=SOURCE_NAME` overrides the guess for one name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from yieldgate.errors import InputError
+from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key
+
+__all__ = ["Target", "guess", "resolve_mapping", "parse_map_options", "STEP_NAMES", "IMPORTED"]
+
+IMPORTED = "imported"
+
+# Candidate names of the step counter, most specific first (W&B's own `_step` counts log calls, so last).
+STEP_NAMES = ("step", "global_step", "trainer/global_step", "train/global_step", "iteration", "iter", "_step")
+
+# Seconds per unit of a name's suffix.
+_UNITS = {"_ms": 1e-3, "_s": 1.0, "_sec": 1.0, "_min": 60.0, "_h": 3600.0}
+
+# Source spellings of the core step columns (compared after lower-casing and `-`/`.`/space -> `_`).
+_CORE_ALIASES = {
+    "tokens": ["tokens", "num_tokens", "tokens_seen", "num_input_tokens_seen", "consumed_tokens", "train/tokens",
+               "total_tokens", "ntokens"],
+    "samples": ["samples", "num_samples", "consumed_samples", "train/samples"],
+    "wall_s": ["wall_s", "wall", "wall_time", "wallclock", "elapsed", "elapsed_time", "time", "train_time",
+               "total_time", "_runtime", "runtime"],
+    "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt"],
+    "loss": ["loss", "train_loss", "train/loss", "training_loss", "loss/train", "train_loss_step", "trn_loss"],
+    "lr": ["lr", "learning_rate", "train/lr", "train/learning_rate", "lr_adamw", "lr_adam", "lr_sgd"],
+    "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm"],
+    "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s",
+                     "throughput/tokens_per_s", "train/tokens_per_s", "tps"],
+    "mfu": ["mfu", "throughput/mfu"],
+}
+_ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in names}
+
+# Validation metrics: `<prefix><sep>[<source>/]<metric>` with one of these prefixes.
+_VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$")
+_VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
+
+# Metric names of eval keys `<task>/<metric>` (lm-eval's among them): such a key is an eval, not an extra.
+_EVAL_METRICS = _VAL_METRICS | {"acc_norm", "exact_match", "em", "f1", "mcc", "bleu", "rouge1", "rouge2",
+                                "rougeL", "ter", "chrf", "word_perplexity", "byte_perplexity", "mc1", "mc2",
+                                "pass@1", "pass@10", "brier_score"}
+_TRAIN_PREFIXES = {"train", "training", "trainer"}
+
+# Namespaces whose keys are stored as extras when named by --map (everything else with a `/` is an eval key).
+_EXTRA_NAMESPACES = {k.split("/")[0] for k in EXTRA_KEYS}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one source metric goes: `kind` is `step`, `core`, `eval` or `extra`; `scale` converts units."""
+
+    kind: str
+    key: str
+    scale: float = 1.0
+
+    def describe(self) -> str:
+        """`loss`, `val/loss (eval)`, `wall_s (x0.001)` — for the mapping recorded in the run's meta."""
+        text = self.key + (" (eval)" if self.kind == "eval" else "")
+        return text + (f" (x{self.scale:g})" if self.scale != 1.0 else "")
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-. ]", "_", name.strip().lower())
+
+
+def _unit(name: str) -> tuple[str, float]:
+    for suffix, scale in _UNITS.items():
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], scale
+    return name, 1.0
+
+
+def _imported(name: str) -> Target:
+    parts = [p for p in re.split(r"/+", name.strip()) if p]
+    return Target("extra", "/".join([IMPORTED, *parts]) if parts else f"{IMPORTED}/unnamed")
+
+
+def _canonical(name: str) -> Target | None:
+    """A name already canonical — what yieldgate's own table export writes — maps to itself."""
+    if name in CORE_STEP_COLUMNS and name != "step":
+        return Target("core", name)
+    parts = name.split("/")
+    if is_extra_key(name) and parts[0] in _EXTRA_NAMESPACES | {IMPORTED}:
+        return Target("extra", name)
+    metric = parts[-1].split(",")[0].removesuffix("_stderr")
+    if is_extra_key(name) and parts[0] not in _TRAIN_PREFIXES and (metric in _EVAL_METRICS or "," in parts[-1]):
+        return Target("eval", name)
+    return None
+
+
+def guess(name: str) -> Target:
+    """The canonical target of a source metric name (an `imported/<name>` extra when nothing fits)."""
+    canonical = _canonical(name)
+    if canonical is not None and canonical.kind != "eval":
+        return canonical
+    norm = _normal(name)
+    for prefix in ("", "train/", "train_", "training/", "trainer/"):
+        if norm.startswith(prefix) and norm[len(prefix):] in _ALIASES:
+            return Target("core", _ALIASES[norm[len(prefix):]])
+    base, scale = _unit(norm)
+    if scale != 1.0 or base != norm:
+        for candidate in (base + "_s", base):
+            col = _ALIASES.get(candidate)
+            if col in ("wall_s", "step_s"):
+                return Target("core", col, scale)
+    m = _VAL_PREFIX.match(norm)
+    if m and m["metric"] in _VAL_METRICS:
+        task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
+        metric = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl"}.get(m["metric"], m["metric"])
+        return Target("eval", f"{task}/{metric}")
+    return canonical or _imported(name)
+
+
+def _target_of(key: str) -> Target:
+    """The target named by the KEY of `--map KEY=SOURCE`."""
+    base, scale = _unit(key)
+    if key in CORE_STEP_COLUMNS:
+        return Target("step" if key == "step" else "core", key)
+    if base + "_s" in ("wall_s", "step_s") and scale != 1.0:
+        return Target("core", base + "_s", scale)
+    if is_extra_key(key):
+        if key.split("/")[0] in _EXTRA_NAMESPACES | {IMPORTED}:
+            return Target("extra", key)
+        return Target("eval", key)
+    raise InputError(f"--map {key}=...: {key!r} is neither a core column ({', '.join(CORE_STEP_COLUMNS)}), an "
+                     "eval key such as val/loss, nor a namespaced extra such as signals/gns")
+
+
+def parse_map_options(options: Iterable[str]) -> dict[str, str]:
+    """`["val/loss=eval_ce", ...]` -> {source name: canonical key}."""
+    out = {}
+    for opt in options:
+        key, sep, source = opt.partition("=")
+        if not sep or not key or not source:
+            raise InputError(f"--map {opt!r}: expected KEY=SOURCE_NAME, e.g. --map val/loss=eval/ce_loss")
+        _target_of(key)
+        out[source] = key
+    return out
+
+
+def resolve_mapping(names: Iterable[str], overrides: Mapping[str, str] | None = None,
+                    step_name: str | None = None) -> dict[str, Target]:
+    """The target of every source name: `overrides` ({source: key}) first, then the guess.
+
+    `step_name` is the source column holding the step (None when the format has its own step counter).
+    Two source names guessed onto one core column or eval key: the first keeps it, the others become
+    `imported/<name>` extras, so no value is silently overwritten.
+    """
+    overrides = dict(overrides or {})
+    out: dict[str, Target] = {}
+    taken: set[str] = set()
+    names = list(names)
+    missing = [s for s in overrides if s not in names]
+    if missing:
+        raise InputError(f"--map ...={missing[0]}: no metric {missing[0]!r} in the source; it has "
+                         f"{', '.join(sorted(names)[:20])}")
+    for name in names:
+        if name in overrides:
+            out[name] = _target_of(overrides[name])
+            taken.add(out[name].key)
+    for name in names:
+        if name in out:
+            continue
+        if name == step_name:
+            out[name] = Target("step", "step")
+            continue
+        target = guess(name)
+        if target.kind != "extra" and (target.key in taken or target.key == "step"):
+            target = _imported(name)
+        out[name] = target
+        taken.add(target.key)
+    return out

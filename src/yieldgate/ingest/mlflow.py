@@ -1,0 +1,108 @@
+"""MLflow runs, read through MLflow's own client (`MlflowClient.get_metric_history`), from a local store or
+any tracking URI.
+
+SOURCE: the store (a folder such as `./mlruns`, or a URI: `file:...`, `sqlite:///...`, `http://...`) and then
+run ids; with `--tracking-uri`, every SOURCE is a run id. With `--experiment`, the ids are experiment
+names (or ids) and each of their runs becomes run `PREFIX/<its MLflow run name>`.
+
+Each metric's history is (step, value, timestamp); values of one step form one row, and the timestamps
+(ms) become `wall_s`, counted from the run's first logged value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from yieldgate.errors import InputError
+from yieldgate.ingest.clean import Rows, Warnings, pivot
+
+__all__ = ["read", "read_run", "store_uri"]
+
+
+def store_uri(source: str, *, create: bool = False) -> str:
+    """The tracking URI of a store given as a URI, a folder (`./mlruns`) or a `.db` file.
+
+    With `create`, a folder that does not exist yet is made (an export's destination).
+    """
+    path = Path(source)
+    if "://" in source or source.startswith("file:"):
+        uri = source
+    elif path.suffix in (".db", ".sqlite") and (path.is_file() or create):
+        uri = f"sqlite:///{path.resolve()}"
+    elif path.is_dir() or create:
+        path.mkdir(parents=True, exist_ok=True)
+        uri = path.resolve().as_uri()
+    else:
+        raise InputError(f"{source}: no such MLflow store; give a folder (./mlruns), a .db file or a tracking URI")
+    os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+    if uri.startswith("file:"):
+        # MLflow 3 refuses folder stores unless told otherwise; months of runs live in them.
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    return uri
+
+
+def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float | None]:
+    """(the run's MLflow name, its metrics as rows, the Unix time of its first value)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as exc:
+        raise InputError(f"mlflow run {run_id!r}: {exc.message.splitlines()[0]}") from None
+    steps, names, values, times = [], [], [], []
+    for key in sorted(run.data.metrics):
+        for m in client.get_metric_history(run_id, key):
+            steps.append(m.step)
+            names.append(key)
+            values.append(m.value)
+            times.append(m.timestamp / 1000.0)
+    order = np.lexsort((np.array(steps), np.array(times))) if steps else np.empty(0, dtype=np.int64)
+    step = np.array(steps, dtype=np.int64)[order]
+    label = [f"mlflow run {run_id} step {steps[i]}" for i in order]
+    rows = pivot(f"mlflow run {run_id}", np.zeros(len(step), dtype=np.int64), step, [names[i] for i in order],
+                 np.array(values, dtype=np.float64)[order], np.array(times, dtype=np.float64)[order],
+                 lambda i: label[i], warnings)
+    return run.info.run_name or run_id, rows, (min(times) if times else None)
+
+
+def _runs_of_experiment(client, ref: str) -> list[str]:
+    exp = client.get_experiment_by_name(ref)
+    if exp is None and ref.isdigit():
+        exp = client.get_experiment(ref)
+    if exp is None:
+        raise InputError(f"mlflow experiment {ref!r}: not found; give its name or id")
+    runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+    if not runs:
+        raise InputError(f"mlflow experiment {ref!r}: has no runs")
+    return [r.info.run_id for r in runs]
+
+
+def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
+    """Importer entry point: one run per MLflow run id (or per run of each experiment)."""
+    from mlflow.tracking import MlflowClient
+
+    from yieldgate.ingest import Read
+
+    if opts.tracking_uri:
+        uri, ids = store_uri(opts.tracking_uri), list(sources)
+    else:
+        uri, ids = store_uri(sources[0]), list(sources[1:])
+    if not ids:
+        raise InputError("mlflow: give the store and then a run id (or, with --experiment, an experiment name): "
+                         "yieldgate import mlflow ./mlruns RUN_ID --run NAME")
+    client = MlflowClient(tracking_uri=uri)
+    if opts.experiment:
+        ids = [r for ref in ids for r in _runs_of_experiment(client, ref)]
+    out = []
+    for run_id in ids:
+        name, rows, start = read_run(client, run_id, warnings)
+        if not len(rows):
+            warnings.add("empty", f"mlflow run {run_id}: no metrics logged")
+        out.append(Read(f"mlflow:{uri}#{run_id}", rows, suffix=name if opts.experiment else None, start_unix=start))
+    if not opts.experiment and len(out) > 1:
+        raise InputError("mlflow: several run ids go to several runs; import them one by one, or use --experiment")
+    return out

@@ -1,0 +1,201 @@
+"""Readers of row-per-step files: tables (CSV, JSONL, Parquet — Lightning's CSVLogger among them) and plain
+text training logs read with named-group regular expressions.
+
+Each returns `Rows` under the source's own metric names; `yieldgate.ingest.core` maps and cleans them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.errors import InputError
+from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines
+from yieldgate.ingest.core import pick_step
+
+__all__ = ["read_table", "read_textlog", "rows_from_columns"]
+
+_NONFINITE = {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"}
+
+
+def rows_from_columns(source: str, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str],
+                      step_name: str) -> Rows:
+    """`Rows` from {name: (float values, present)}, the step taken from `step_name` (rows without one are
+    errors: a table row must say which step it is)."""
+    values, present = columns[step_name]
+    bad = ~present | ~np.isfinite(values) | (values != np.round(values))
+    if bad.any():
+        i = int(np.argmax(bad))
+        got = "nothing" if not present[i] else f"{values[i]!r}"
+        raise InputError(f"{where[i]}: expected a whole step number in {step_name!r}, got {got}")
+    rows = Rows(source, values.astype(np.int64), list(where))
+    for name, (v, p) in columns.items():
+        if name != step_name:
+            rows.values[name], rows.present[name] = v, p
+    return rows
+
+
+def _numeric(name: str, cells: pd.Series, where: Sequence[str], warnings: Warnings, source: str
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, present) of a column of strings; None for a column with no numbers at all (not a metric)."""
+    text = cells.fillna("").astype(str).str.strip()
+    present = (text != "").to_numpy()
+    values = pd.to_numeric(text.where(present), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan).copy()
+    bad = present & np.isnan(values) & ~text.str.lower().isin(_NONFINITE).to_numpy()
+    if not present.any():
+        return None
+    if bad[present].all():
+        warnings.add("column", f"{source}: column {name!r} holds no numbers; not imported")
+        return None
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"{where[i]}: column {name!r}: expected a number, got {text.iloc[i]!r}")
+    lowered = text.str.lower()
+    values[(lowered.isin(["inf", "+inf", "infinity", "+infinity"])).to_numpy()] = np.inf
+    values[(lowered.isin(["-inf", "-infinity"])).to_numpy()] = -np.inf
+    return values, present
+
+
+def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
+    lines = read_lines(path, warnings)
+    if not lines:
+        raise InputError(f"{path}: empty file; expected a CSV header line and rows")
+    try:
+        frame = pd.read_csv(io.StringIO("\n".join(lines) + "\n"), dtype=str, keep_default_na=False,
+                            skip_blank_lines=False)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a CSV table ({str(exc).strip()})") from None
+    # One row per line after the header (the files we read have no quoted line breaks); blank lines go.
+    where = [f"{path}:{i + 2}" for i in range(len(frame))]
+    blank = (frame == "").all(axis=1).to_numpy() if len(frame.columns) else np.zeros(len(frame), dtype=bool)
+    return frame[~blank].reset_index(drop=True), [w for w, b in zip(where, blank, strict=True) if not b]
+
+
+def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
+    records, where = [], []
+    for i, line in enumerate(read_lines(path, warnings), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{i}: expected one JSON object per line ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{path}:{i}: expected a JSON object, got {type(rec).__name__}")
+        records.append({k: _cell(v) for k, v in rec.items()})
+        where.append(f"{path}:{i}")
+    return pd.DataFrame.from_records(records).fillna("") if records else pd.DataFrame(), where
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)  # 'nan', 'inf', '-inf'
+    return str(v) if not isinstance(v, (dict, list)) else "<nested>"
+
+
+def _read_parquet(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a Parquet file ({exc})") from None
+    out = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)):
+            warnings.add("column", f"{path}: column {name!r} is {col.type}, not numbers; not imported")
+            continue
+        present = ~pc.is_null(col, nan_is_null=False).to_numpy(zero_copy_only=False)
+        values = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+        out[name] = (np.asarray(values, dtype=np.float64), np.asarray(present, dtype=bool))
+    return out, [f"{path}:row {i}" for i in range(table.num_rows)]
+
+
+def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str, str]) -> Rows:
+    """Rows of one or more CSV / JSONL / Parquet files (several files of one resumed run, in order)."""
+    parts: list[Rows] = []
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"{path}: no such file; expected a CSV, JSONL or Parquet table")
+        suffix = path.suffix.lower()
+        if suffix == ".parquet":
+            columns, where = _read_parquet(path, warnings)
+        elif suffix in (".csv", ".jsonl", ".ndjson", ".tsv"):
+            frame, where = (_read_jsonl if suffix in (".jsonl", ".ndjson") else _read_csv)(path, warnings)
+            columns = {}
+            for name in frame.columns:
+                col = _numeric(str(name), frame[name], where, warnings, str(path))
+                if col is not None:
+                    columns[str(name)] = col
+        else:
+            raise InputError(f"{path}: unknown table format {suffix or '(no extension)'}; use .csv, .jsonl or .parquet")
+        if not where:
+            warnings.add("empty", f"{path}: no rows")
+            continue
+        parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
+    if not parts:
+        raise InputError(f"{', '.join(map(str, paths))}: no rows to import")
+    return concat(parts)
+
+
+def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
+                 overrides: Mapping[str, str]) -> Rows:
+    """Rows of plain-text logs: each line is searched with each pattern in turn; the first that matches
+    gives the row, its named groups the metrics (a group that took no part in the match is absent).
+    Lines that match nothing are skipped and counted."""
+    if not patterns:
+        raise InputError("textlog needs at least one --pattern REGEX with named groups, e.g. "
+                         r"'step:(?P<step>\d+) .*loss:(?P<loss>[\d.]+)'")
+    compiled = []
+    for p in patterns:
+        try:
+            rx = re.compile(p)
+        except re.error as exc:
+            raise InputError(f"--pattern {p!r}: not a regular expression ({exc})") from None
+        if not rx.groupindex:
+            raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
+        compiled.append(rx)
+    parts = []
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"{path}: no such file; expected a plain-text training log")
+        records: list[dict[str, str]] = []
+        where: list[str] = []
+        unmatched, first_unmatched = 0, None
+        for i, line in enumerate(read_lines(path, warnings), start=1):
+            for rx in compiled:
+                m = rx.search(line)
+                if m:
+                    records.append({k: v for k, v in m.groupdict().items() if v is not None})
+                    where.append(f"{path}:{i}")
+                    break
+            else:
+                unmatched += 1
+                first_unmatched = first_unmatched or i
+        if unmatched:
+            warnings.add("unmatched", f"{path}: {unmatched} line(s) matched no pattern and were skipped "
+                                      f"(first: line {first_unmatched})")
+        if not records:
+            continue
+        frame = pd.DataFrame.from_records(records).fillna("")
+        columns = {}
+        for name in frame.columns:
+            col = _numeric(name, frame[name], where, warnings, str(path))
+            if col is not None:
+                columns[name] = col
+        parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
+    if not parts:
+        raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern")
+    return concat(parts)

@@ -1,0 +1,123 @@
+"""The lm-eval importer.
+
+`test_harness_written_results` runs the harness itself offline (`lm_eval.simple_evaluate` with its `dummy`
+model on a local multiple-choice task) and saves with its own `EvaluationTracker`. The other tests write
+files in the harness's published results format (the layout of `results_<date>.json`: `results` with
+`"<metric>,<filter>"` keys, `versions`, `n-shot`, `higher_is_better`, `config`), to pin exact values,
+several filters and stderrs that a dummy model cannot produce.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from yieldgate.errors import InputError
+from yieldgate.ingest import ImportOptions, import_run
+
+
+def _results(step: int, acc: float, ppl: float, with_step_in_args: bool = False) -> dict:
+    revision = f",revision=step{step}" if with_step_in_args else ""
+    return {
+        "results": {
+            "lambada_openai": {"alias": "lambada_openai", "perplexity,none": ppl, "perplexity_stderr,none": 0.5,
+                               "acc,none": acc, "acc_stderr,none": 0.007},
+            "gsm8k": {"alias": "gsm8k", "exact_match,strict-match": acc / 10, "exact_match_stderr,strict-match": "N/A",
+                      "exact_match,flexible-extract": acc / 5, "exact_match_stderr,flexible-extract": 0.002},
+        },
+        "group_subtasks": {"lambada_openai": [], "gsm8k": []},
+        "configs": {"lambada_openai": {"task": "lambada_openai", "output_type": "loglikelihood"}},
+        "versions": {"lambada_openai": 1.0, "gsm8k": 3.0},
+        "n-shot": {"lambada_openai": 0, "gsm8k": 5},
+        "higher_is_better": {"lambada_openai": {"perplexity": False, "acc": True},
+                             "gsm8k": {"exact_match": True}},
+        "n-samples": {"lambada_openai": {"original": 5153, "effective": 5153}},
+        "config": {"model": "hf", "model_args": f"pretrained=EleutherAI/pythia-160m{revision}", "batch_size": 8},
+        "git_hash": "a1b2c3d", "date": 1714560000.0, "lm_eval_version": "0.4.2",
+    }
+
+
+def _write(folder, step, acc, ppl, **kw):
+    path = folder / f"step{step}" / "results_2024-05-01T12-00-00.123456.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(_results(step, acc, ppl, **kw), indent=2))
+    return path
+
+
+def test_results_per_checkpoint_become_eval_records_and_capability_yield(ledger, cli, tmp_path):
+    for step, acc, ppl in ((1000, 0.30, 40.0), (2000, 0.40, 20.0), (3000, 0.45, 15.0)):
+        _write(tmp_path, step, acc, ppl)
+    (res,) = import_run(ledger, "lm-eval", [str(tmp_path)],
+                        ImportOptions(run="pythia", step_pattern=r"step(\d+)", tokens_per_step=2_097_152))
+    assert res.evals == 3 * 7 and res.steps == 0
+    evals = ledger.evals("pythia")
+    acc = evals.query("task == 'lambada_openai' and metric == 'acc'")
+    assert acc["step"].tolist() == [1000, 2000, 3000] and acc["value"].tolist() == [0.30, 0.40, 0.45]
+    assert acc["tokens"].tolist() == [2_097_152_000.0, 4_194_304_000.0, 6_291_456_000.0]
+    assert set(evals["metric"]) == {"acc", "acc_stderr", "perplexity", "perplexity_stderr", "exact_match,strict-match",
+                                    "exact_match,flexible-extract", "exact_match_stderr,flexible-extract"}
+    direction = evals.drop_duplicates(["task", "metric"]).set_index(["task", "metric"])["higher_is_better"]
+    assert not direction[("lambada_openai", "perplexity")]
+    assert direction[("lambada_openai", "acc")] and direction[("gsm8k", "exact_match,strict-match")]
+    assert not direction[("lambada_openai", "acc_stderr")]
+    assert set(evals["portfolio"]) == {"lm-eval"} and set(evals["portfolio_version"]) == {"0.4.2"}
+    tranches = cli.json("yield", "pythia", "--metric", "lambada_openai/acc")
+    assert [t["yield_per_btok"] for t in tranches] == pytest.approx([0.10 / 2.097152, 0.05 / 2.097152])
+
+
+def test_step_from_model_args_and_errors(ledger, tmp_path):
+    path = _write(tmp_path, 143000, 0.5, 10.0, with_step_in_args=True)
+    (res,) = import_run(ledger, "lm-eval", [str(path)], ImportOptions(run="p"))
+    assert set(ledger.evals("p")["step"]) == {143000}
+    plain = tmp_path / "results.json"
+    plain.write_text(json.dumps(_results(1, 0.5, 10.0)))
+    with pytest.raises(InputError, match="no step: .* give --step-pattern"):
+        import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q"))
+    with pytest.raises(InputError, match="does not match the file's path"):
+        import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern=r"ckpt-(\d+)"))
+    plain.write_text(json.dumps(_results(1, 0.5, 10.0))[:-40])
+    with pytest.raises(InputError, match=rf"{plain}: line 1: not valid JSON"):
+        import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern="(1)"))
+    doc = _results(1, 0.5, 10.0)
+    doc["results"]["gsm8k"]["exact_match,strict-match"] = "oops"
+    plain.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"results.gsm8k.exact_match,strict-match: expected a number, got 'oops'"):
+        import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern="(1)"))
+    assert set(ledger.runs()["name"]) == {"p"}
+
+
+def test_harness_written_results(ledger, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.tasks import TaskManager
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{a}+{a}=", "choices": [str(2 * a), str(2 * a + 1)], "answer": 0}) + "\n"
+                            for a in range(8)))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "yg_sums.yaml").write_text(
+        "task: yg_sums\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    test: {data}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{q}}'\ndoc_to_choice: '{{choices}}'\n"
+        "doc_to_target: '{{answer}}'\nmetric_list:\n  - metric: acc\n    aggregation: mean\n"
+        "    higher_is_better: true\nmetadata:\n  version: 1.0\n")
+    manager = TaskManager(include_path=str(tmp_path / "tasks"), include_defaults=False)
+    written = {}
+    for step, seed in ((500, 1), (1000, 2)):  # two "checkpoints": the dummy model answers at random
+        results = lm_eval.simple_evaluate(model="dummy", tasks=["yg_sums"], task_manager=manager, random_seed=seed,
+                                          numpy_random_seed=seed, torch_random_seed=seed)
+        EvaluationTracker(output_path=str(tmp_path / "out" / f"step{step}")).save_results_aggregated(
+            results=results, samples=None)
+        written[step] = results["results"]["yg_sums"]
+    (res,) = import_run(ledger, "lm-eval", [str(tmp_path / "out")], ImportOptions(run="h", step_pattern=r"step(\d+)"))
+    evals = ledger.evals("h")
+    acc = evals.query("metric == 'acc'")
+    assert acc["step"].tolist() == [500, 1000] and set(acc["task"]) == {"yg_sums"}
+    assert acc["value"].tolist() == [written[500]["acc,none"], written[1000]["acc,none"]]
+    assert acc["higher_is_better"].all()
+    assert set(evals["metric"]) == {"acc", "acc_stderr"}  # `name`, `alias`, `sample_len` are not metrics
+    assert set(evals["portfolio_version"]) == {lm_eval.__version__}

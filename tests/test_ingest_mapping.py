@@ -1,0 +1,59 @@
+"""Source metric names onto canonical names: the guess, units, overrides and collisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from yieldgate.errors import InputError
+from yieldgate.ingest.mapping import Target, guess, parse_map_options, resolve_mapping
+
+
+@pytest.mark.parametrize(("name", "kind", "key", "scale"), [
+    ("loss", "core", "loss", 1.0),
+    ("train/loss", "core", "loss", 1.0),
+    ("train_loss", "core", "loss", 1.0),
+    ("learning_rate", "core", "lr", 1.0),
+    ("lr-AdamW", "core", "lr", 1.0),
+    ("train/grad_norm", "core", "grad_norm", 1.0),
+    ("num_input_tokens_seen", "core", "tokens", 1.0),
+    ("train_tokens_per_second", "core", "tokens_per_s", 1.0),
+    ("_runtime", "core", "wall_s", 1.0),
+    ("wall_ms", "core", "wall_s", 1e-3),
+    ("train_time_ms", "core", "wall_s", 1e-3),
+    ("time_h", "core", "wall_s", 3600.0),
+    ("step_ms", "core", "step_s", 1e-3),
+    ("energy_j", "core", "energy_j", 1.0),
+    ("eval_loss", "eval", "val/loss", 1.0),
+    ("val_loss", "eval", "val/loss", 1.0),
+    ("validation/loss", "eval", "val/loss", 1.0),
+    ("val/code/loss", "eval", "val/code/loss", 1.0),
+    ("eval_accuracy", "eval", "val/acc", 1.0),
+    ("lambada_openai/acc", "eval", "lambada_openai/acc", 1.0),
+    ("gsm8k/exact_match,strict-match", "eval", "gsm8k/exact_match,strict-match", 1.0),
+    ("signals/gns", "extra", "signals/gns", 1.0),
+    ("imported/epoch", "extra", "imported/epoch", 1.0),
+    ("epoch", "extra", "imported/epoch", 1.0),
+    ("eval_runtime", "extra", "imported/eval_runtime", 1.0),
+    ("train/perplexity", "extra", "imported/train/perplexity", 1.0),
+    ("//odd//name", "extra", "imported/odd/name", 1.0),
+])
+def test_guess(name, kind, key, scale):
+    assert guess(name) == Target(kind, key, scale)
+
+
+def test_overrides_win_and_collisions_never_overwrite():
+    mapping = resolve_mapping(["loss", "train_loss", "ce"], {"ce": "val/loss"})
+    assert mapping == {"ce": Target("eval", "val/loss"), "loss": Target("core", "loss"),
+                       "train_loss": Target("extra", "imported/train_loss")}
+    assert resolve_mapping(["a"], {"a": "signals/gns"})["a"] == Target("extra", "signals/gns")
+    assert resolve_mapping(["ms"], {"ms": "wall_ms"})["ms"] == Target("core", "wall_s", 1e-3)
+
+
+def test_map_options_are_checked():
+    assert parse_map_options(["val/loss=eval/ce", "step=iteration"]) == {"eval/ce": "val/loss", "iteration": "step"}
+    with pytest.raises(InputError, match="expected KEY=SOURCE_NAME"):
+        parse_map_options(["val/loss"])
+    with pytest.raises(InputError, match="neither a core column"):
+        parse_map_options(["lossy=x"])
+    with pytest.raises(InputError, match="no metric 'x' in the source"):
+        resolve_mapping(["a"], {"x": "loss"})

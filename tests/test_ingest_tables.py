@@ -1,0 +1,192 @@
+"""Table and text-log importers, on files written by the tools that write them (Lightning's CSVLogger,
+pandas/pyarrow) and on a training log in modded-nanogpt's print format, mutated the ways real logs are."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yieldgate.errors import InputError
+from yieldgate.ingest import ImportOptions, import_run
+
+
+def _lightning_csv(root, name="run", steps=range(0, 60, 10), val_every=20, start=0):
+    """A metrics.csv written by Lightning's own CSVLogger: train rows and sparse val/epoch rows."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    logger = CSVLogger(root, name=name, version=0)
+    for s in steps:
+        logger.log_metrics({"train_loss": 4.0 - s / 100, "lr-AdamW": 1e-3}, step=s)
+        if s % val_every == 0 and s > 0:
+            logger.log_metrics({"val_loss": 4.1 - s / 100, "epoch": s // val_every}, step=s)
+    logger.save()
+    return root / name / "version_0" / "metrics.csv"
+
+
+def test_lightning_csvlogger_sparse_rows_become_steps_and_evals(ledger, cli, tmp_path):
+    path = _lightning_csv(tmp_path)
+    (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="lit", tokens_per_step=1000))
+    assert res.mapping == {"lr-AdamW": "lr", "train_loss": "loss", "val_loss": "val/loss (eval)",
+                           "epoch": "imported/epoch"}
+    steps = ledger.steps("lit")
+    assert steps["step"].tolist() == [0, 10, 20, 30, 40, 50]
+    assert steps["loss"].tolist() == pytest.approx([4.0, 3.9, 3.8, 3.7, 3.6, 3.5])
+    assert steps["tokens"].tolist() == [0, 10000, 20000, 30000, 40000, 50000]
+    assert (steps["lr"] == 1e-3).all()
+    evals = ledger.evals("lit")
+    assert evals["step"].tolist() == [20, 40] and evals["value"].tolist() == pytest.approx([3.9, 3.7])
+    assert set(evals["task"]) == {"val"} and set(evals["metric"]) == {"loss"}
+    extras = ledger.extras("lit")
+    assert extras["key"].unique().tolist() == ["imported/epoch"] and extras["value"].tolist() == [1.0, 2.0]
+    assert ledger.run_info("lit")["status"] == "imported"
+    assert res.warnings == []
+    # The analysis works on the imported run as on a tracked one.
+    (tranche,) = cli.json("yield", "lit")
+    assert tranche["start_tokens"] == 20000 and tranche["end_tokens"] == 40000
+    assert tranche["yield_per_btok"] == pytest.approx(0.2 / 20000 * 1e9)
+
+
+def test_files_of_a_resumed_run_are_joined_on_step(ledger, tmp_path):
+    first = _lightning_csv(tmp_path / "a", steps=range(0, 40, 10))
+    # Resumed from step 20: steps 20 and 30 are logged again (the same values), then it goes on.
+    second = _lightning_csv(tmp_path / "b", steps=range(20, 70, 10))
+    (res,) = import_run(ledger, "table", [str(first), str(second)], ImportOptions(run="r"))
+    assert ledger.steps("r")["step"].tolist() == [0, 10, 20, 30, 40, 50, 60]
+    assert ledger.evals("r")["step"].tolist() == [20, 40, 60]
+    assert res.warnings == [f"{second}:2: 3 repeated row(s) (same step, same values) dropped"]
+
+
+def test_jsonl_and_parquet_keep_nan_apart_from_absent(ledger, tmp_path):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # pandas writes NaN as null in both formats; pyarrow and json keep a NaN a NaN, as a diverged run logs it.
+    columns = {"global_step": [1, 2, 3], "loss": [3.0, float("nan"), 2.5], "grad_norm": [1.0, None, 0.5]}
+    pq.write_table(pa.table({k: pa.array(v, from_pandas=False) for k, v in columns.items()}), tmp_path / "m.parquet")
+    (tmp_path / "m.jsonl").write_text("".join(
+        json.dumps({k: v[i] for k, v in columns.items() if v[i] is not None}) + "\n" for i in range(3)))
+    for kind, name in (("parquet", "m.parquet"), ("jsonl", "m.jsonl")):
+        (res,) = import_run(ledger, "table", [str(tmp_path / name)], ImportOptions(run=kind))
+        steps = ledger.steps(kind, ["loss", "grad_norm"], nullable=True)
+        assert steps["step"].tolist() == [1, 2, 3]
+        assert math.isnan(steps["loss"].array._data[1]) and not steps["loss"].isna().iloc[1]
+        assert steps["grad_norm"].isna().tolist() == [False, True, False]
+        assert res.warnings == [f"{tmp_path / name}:{'row 1' if kind == 'parquet' else 2}: loss is nan/inf on 1 "
+                                "row(s); kept as recorded"]
+
+
+def test_a_bad_cell_is_one_error_naming_file_line_and_column_and_nothing_is_written(ledger, tmp_path):
+    path = _lightning_csv(tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace("3.8", "3.8x", 1)
+    path.write_text("".join(lines[:2] + ["\n"] + lines[2:]))  # a blank line is skipped, the numbering kept
+    with pytest.raises(InputError, match=rf"{path}:5: column 'train_loss': expected a number, got '3.8x'"):
+        import_run(ledger, "table", [str(path)], ImportOptions(run="bad"))
+    assert ledger.runs().empty
+
+
+def test_reimporting_the_same_file_changes_nothing(ledger, tmp_path):
+    path = _lightning_csv(tmp_path)
+    first = import_run(ledger, "table", [str(path)], ImportOptions(run="r"))[0]
+    again = import_run(ledger, "table", [str(path)], ImportOptions(run="r"))[0]
+    assert not first.unchanged and again.unchanged
+    assert len(ledger.steps("r")) == 6 and len(ledger.evals("r")) == 2
+    assert len(ledger.meta("r")["imports"]) == 1
+
+
+def test_map_overrides_the_guess(ledger, tmp_path):
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"iteration": [1, 2], "ce": [2.0, 1.5], "seen": [10, 20]}).to_csv(path, index=False)
+    (res,) = import_run(ledger, "table", [str(path)],
+                        ImportOptions(run="m", map=["step=iteration", "val/loss=ce", "tokens=seen"]))
+    assert res.mapping == {"ce": "val/loss (eval)", "seen": "tokens"}
+    assert ledger.evals("m")["value"].tolist() == [2.0, 1.5]
+    assert ledger.evals("m")["tokens"].tolist() == [10.0, 20.0]
+    with pytest.raises(InputError, match="no metric 'nope'"):
+        import_run(ledger, "table", [str(path)], ImportOptions(run="m2", map=["step=iteration", "loss=nope"]))
+
+
+# A training log in modded-nanogpt's format: train lines, and validation lines every 2 steps.
+LOG = """\
+running with 8 GPUs
+step:0/6 val_loss:10.8258 train_time:0ms step_avg:nanms
+step:1/6 train_loss:10.8251 train_time:310ms step_avg:nanms
+step:2/6 train_loss:9.1234 train_time:620ms step_avg:nanms
+step:2/6 val_loss:9.2001 train_time:621ms step_avg:310.50ms
+step:3/6 train_loss:8.5000 train_time:930ms step_avg:310.00ms
+step:4/6 train_loss:8.0000 train_time:1240ms step_avg:310.00ms
+step:4/6 val_loss:8.1000 train_time:1241ms step_avg:310.25ms
+"""
+PATTERN = r"step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>\S+) )?(?:train_loss:(?P<loss>\S+) )?train_time:(?P<wall_ms>\d+)ms"
+
+
+def _textlog(ledger, tmp_path, text, run="log"):
+    path = tmp_path / "train.log"
+    path.write_text(text)
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run=run, patterns=[PATTERN], tokens_per_step=100))
+    return path, res, ledger.steps(run, nullable=True), ledger.evals(run)
+
+
+def test_textlog_reads_train_and_validation_lines_with_one_pattern(ledger, tmp_path):
+    path, res, steps, evals = _textlog(ledger, tmp_path, LOG)
+    assert res.mapping == {"val_loss": "val/loss (eval)", "wall_ms": "wall_s (x0.001)", "loss": "loss"}
+    assert steps["step"].tolist() == [0, 1, 2, 3, 4]
+    assert steps["wall_s"].tolist() == [0.0, 0.31, 0.621, 0.93, 1.241]
+    assert steps["loss"].isna().tolist() == [True, False, False, False, False]
+    assert evals["step"].tolist() == [0, 2, 4] and evals["value"].tolist() == [10.8258, 9.2001, 8.1]
+    assert evals["wall_s"].tolist() == [0.0, 0.621, 1.241]
+    assert res.warnings == [f"{path}: 1 line(s) matched no pattern and were skipped (first: line 1)"]
+
+
+def test_textlog_messy_lines_are_kept_sound_and_reported(ledger, tmp_path):
+    lines = LOG.splitlines(keepends=True)
+    # A timer reset (the clock restarts after warm-up), a nan loss, a repeated line, a truncated last line.
+    lines[5] = "step:3/6 train_loss:nan train_time:30ms step_avg:310.00ms\n"
+    lines[6] = lines[6].replace("1240ms", "340ms")
+    lines[7] = lines[7].replace("1241ms", "341ms")
+    messy = "".join(lines[:4] + [lines[3]] + lines[4:]) + "step:5/6 train_loss:7.9 train_ti"
+    path, res, steps, evals = _textlog(ledger, tmp_path, messy)
+    assert steps["step"].tolist() == [0, 1, 2, 3, 4]
+    assert steps["wall_s"].tolist() == pytest.approx([0.0, 0.31, 0.621, 0.621, 0.621 + 0.311])
+    # (after the reset the clock counts on from 0.621 s: 30 ms -> 0.621, 341 ms -> 0.932)
+    assert math.isnan(steps["loss"].array._data[3]) and not steps["loss"].isna().iloc[3]
+    assert steps["tokens"].tolist() == [0, 100, 200, 300, 400]
+    assert evals["value"].tolist() == [10.8258, 9.2001, 8.1]
+    assert res.warnings == [
+        f"{path}:10: last line has no line end (truncated write?); skipped: 'step:5/6 train_loss:7.9 train_ti'",
+        f"{path}: 1 line(s) matched no pattern and were skipped (first: line 1)",
+        f"{path}:5: 1 repeated row(s) (same step, same values) dropped",
+        f"{path}:7: wall_s went back from 0.621 to 0.03 (timer reset or resumed run); later values offset by 0.591",
+        f"{path}:7: loss is nan/inf on 1 row(s); kept as recorded",
+    ]
+
+
+def test_textlog_errors_are_one_line(ledger, tmp_path):
+    path = tmp_path / "x.log"
+    path.write_text("loss 3\n")
+    with pytest.raises(InputError, match="no named groups"):
+        import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"loss (\d+)"]))
+    with pytest.raises(InputError, match="not a regular expression"):
+        import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"(?P<loss"]))
+    with pytest.raises(InputError, match="no line matched any --pattern"):
+        import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"step (?P<step>\d+)"]))
+    with pytest.raises(InputError, match="no step column"):
+        import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"loss (?P<loss>\d+)"]))
+    assert ledger.runs().empty
+
+
+def test_cli_import_prints_mapping_and_warnings(cli, tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text(LOG)
+    out = cli("import", "textlog", str(path), "--run", "t", "--pattern", PATTERN, "--tokens-per-step", "100").stdout
+    assert "t: 5 step rows, 3 evals" in out and "val/loss (eval)" in out and "matched no pattern" in out
+    again = cli.json("import", "textlog", str(path), "--run", "t", "--pattern", PATTERN, "--tokens-per-step", "100")
+    assert again[0]["unchanged"] is True
+    bad = cli("import", "table", str(tmp_path / "none.csv"), "--run", "x", code=2)
+    assert "none.csv: no such file" in bad.stderr
+    assert np.isfinite(cli.json("yield", "t")[0]["yield_per_btok"])

@@ -1,0 +1,105 @@
+"""The TensorBoard importer, on event files written by torch's own SummaryWriter (both scalar encodings)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from yieldgate.errors import InputError
+from yieldgate.ingest import ImportOptions, import_run
+from yieldgate.ingest.clean import Warnings
+from yieldgate.ingest.tensorboard import event_files, read_scalars
+
+
+def _write(log, steps=range(1, 11), new_style=False, evals_every=5):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log)
+    for s in steps:
+        writer.add_scalar("train/loss", 4.0 - s / 10, s, new_style=new_style)
+        writer.add_scalar("train/learning_rate", 1e-3, s, new_style=new_style)
+        writer.add_scalar("train/num_input_tokens_seen", 512 * s, s, new_style=new_style)
+        if s % evals_every == 0:
+            writer.add_scalar("eval/loss", 4.2 - s / 10, s, new_style=new_style)
+    writer.add_histogram("weights", np.array([1.0, 2.0, 3.0]), 1)  # not a scalar: skipped
+    writer.add_text("note", "hello", 1)
+    writer.close()
+    return log
+
+
+@pytest.mark.parametrize("new_style", [False, True], ids=["simple_value", "tensor"])
+def test_summarywriter_log_imports_with_mapping_and_yield(ledger, cli, tmp_path, new_style):
+    log = _write(tmp_path / "tb", new_style=new_style)
+    (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="tb"))
+    assert res.mapping == {"wall_time": "wall_s", "train/loss": "loss", "train/learning_rate": "lr",
+                           "train/num_input_tokens_seen": "tokens", "eval/loss": "val/loss (eval)"}
+    steps = ledger.steps("tb")
+    assert steps["step"].tolist() == list(range(1, 11))
+    assert steps["loss"].tolist() == pytest.approx([4.0 - s / 10 for s in range(1, 11)], rel=1e-6)
+    assert (steps["wall_s"].diff().dropna() >= 0).all() and 0 <= steps["wall_s"].iloc[0] < 1
+    start = ledger.meta("tb")["start_unix"]  # the first event's Unix time: telemetry joins on it
+    assert abs(start - log.stat().st_mtime) < 60
+    evals = ledger.evals("tb")
+    assert evals["step"].tolist() == [5, 10] and evals["value"].tolist() == pytest.approx([3.7, 3.2], rel=1e-6)
+    assert res.warnings == []
+
+
+def test_token_column_and_yield(ledger, cli, tmp_path):
+    log = _write(tmp_path / "tb")
+    import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="tb"))
+    assert ledger.steps("tb")["tokens"].tolist() == [512.0 * s for s in range(1, 11)]
+    (tranche,) = cli.json("yield", "tb")
+    assert tranche["start_tokens"] == 2560 and tranche["end_tokens"] == 5120
+    assert tranche["yield_per_btok"] == pytest.approx(0.5 / 2560 * 1e9, rel=1e-5)
+
+
+def test_resumed_run_in_a_second_events_file(ledger, tmp_path):
+    import time
+
+    log = _write(tmp_path / "tb", steps=range(1, 8))
+    time.sleep(1.1)  # event file names carry the second they were opened
+    _write(log, steps=range(6, 11))  # resumed from step 5's checkpoint: steps 6 and 7 again
+    assert len(event_files(log)) == 2
+    (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="tb"))
+    assert ledger.steps("tb")["step"].tolist() == list(range(1, 11))
+    assert ledger.evals("tb")["step"].tolist() == [5, 10]
+    # Steps 6 and 7 repeat every value but the wall time: logged again, the later kept (one warning each).
+    second = event_files(log)[1]
+    assert [w.split(" with ")[0] for w in res.warnings] == [
+        f"{second}: offset 88: step 6 logged again", f"{second}: offset 258: step 7 logged again"]
+    assert all(w.endswith("the later values are kept") for w in res.warnings)
+
+
+def test_truncated_tail_keeps_the_records_before_it(ledger, tmp_path):
+    log = _write(tmp_path / "tb")
+    (path,) = event_files(log)
+    whole = read_scalars([path], Warnings())
+    data = path.read_bytes()
+    path.write_bytes(data[:-7])  # the last record (the text summary) loses its tail
+    warnings = Warnings()
+    cut = read_scalars([path], warnings)
+    assert len(cut) == len(whole)  # the cut record was the text summary, not a scalar
+    (line,) = warnings.summary()
+    assert line.startswith(f"{path}: offset ") and "last record cut off" in line
+    path.write_bytes(data[: len(data) // 2])
+    warnings = Warnings()
+    half = read_scalars([path], warnings)
+    assert 0 < len(half) < len(whole) and "cut off" in warnings.summary()[0]
+    assert half.equals(whole.iloc[: len(half)].reset_index(drop=True))
+
+
+def test_damaged_bytes_are_one_error_with_offset_and_nothing_is_written(ledger, tmp_path):
+    log = _write(tmp_path / "tb")
+    (path,) = event_files(log)
+    data = bytearray(path.read_bytes())
+    data[200] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=rf"{path}: offset \d+: record (payload|length) fails its CRC"):
+        import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="tb"))
+    path.write_bytes(b"this is not an event file at all\n" * 3)
+    with pytest.raises(InputError, match="offset 0: record length fails its CRC"):
+        import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="tb"))
+    with pytest.raises(InputError, match="no TensorBoard event files"):
+        (tmp_path / "empty").mkdir()
+        import_run(ledger, "tensorboard", [str(tmp_path / "empty")], ImportOptions(run="tb"))
+    assert ledger.runs().empty
