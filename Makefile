@@ -37,6 +37,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_ledger.py
 	$(BIN)/python benchmarks/bench_tracker.py
 	$(BIN)/python benchmarks/bench_compare.py
+	$(BIN)/python benchmarks/bench_forecast.py
 	$(BIN)/python benchmarks/bench_dedup.py
 
 # Rewrites the README's Reliability table from what tests/test_reliability.py measures.

@@ -80,3 +80,27 @@ def test_eval_noise_sees_the_noise_and_not_a_misshapen_curve():
     x = np.linspace(1.5e4, 1.35e5, 9)
     y = 5.5 - 0.9 / (1 + np.exp(-(x - 7e4) / 2e4))
     assert fit_power_law(x, y).rmse > 5 * eval_noise(x, y)
+
+
+def test_forecast_check_on_a_real_probe(tmp_path):
+    """The fast variant of benchmarks/bench_forecast.py (10 seeds, >= 8 must hold): one of its probes, seed 6,
+    whose measured gain sits inside the interval there, checked end to end."""
+    import logging
+
+    from yieldgate.analysis.runs import forecast_check
+    from yieldgate.data.recipe import resolve
+    from yieldgate.ledger import Ledger
+    from yieldgate.manifest import parse_manifest
+    from yieldgate.probe.trainer import ProbeConfig, train_probe
+
+    logging.getLogger("yieldgate").setLevel(logging.ERROR)
+    recipe = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
+              "tokenizer": {"name": "bpe-512", "vocab_size": 512}}
+    data = resolve(parse_manifest({"data": recipe}).data, seed=0, max_chars_per_source=1_500_000)
+    db = str(tmp_path / "f.db")
+    train_probe(data, ProbeConfig(tokens=300_000, seed=6, evals=20, eval_sequences=64, threads=2), run="p", ledger=db)
+    with Ledger(db, readonly=True) as ledger:
+        check = forecast_check(ledger, "p")
+    assert check["fitted"] == 9 and check["stable"] == 16
+    assert check["held"], check
+    assert 0 < check["forecast"] and check["high"] - check["low"] < 0.15  # an interval that says something
