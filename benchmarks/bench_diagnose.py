@@ -11,7 +11,6 @@ rate, the clean runs' false alarms and the spike-localisation error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -95,3 +94,67 @@ def run_condition(name: str, seed: int, folder: str) -> dict[str, Any]:
     train_probe(_data(), probe_config(seed, cond.faults(seed, at)), run=run, ledger=ledger)
     report = diagnose_run(ledger, run)
     return {"condition": name, "seed": seed, "at": at, "ledger": ledger, "run": run, **report.to_dict()}
+
+
+def _job(args: tuple[str, int, str]) -> dict[str, Any]:
+    return run_condition(*args)
+
+
+def score(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Confusion matrix (fault -> top cause above low confidence, or none), hit rates and spike localisation."""
+    from yieldgate.analysis.detectors import LOW_CONFIDENCE
+
+    matrix: dict[str, Counter[str]] = {name: Counter() for name in CONDITIONS}
+    localisation: list[int] = []
+    for r in results:
+        top = next((f for f in r["findings"] if f["confidence"] > LOW_CONFIDENCE), None)
+        matrix[r["condition"]][top["cause"] if top else "none"] += 1
+        if r["condition"] in ("nan_grad", "corrupt_batch", "inf_skipped"):
+            near = [f for f in r["findings"] if f["cause"] == "damaged_update" and f["confidence"] > LOW_CONFIDENCE]
+            localisation.append(min((abs(f["start_step"] - r["at"]) for f in near), default=10**6))
+    hits = {name: matrix[name][c.cause or "none"] / max(sum(matrix[name].values()), 1) for name, c in CONDITIONS.items()}
+    return {"matrix": matrix, "hits": hits, "localisation": localisation}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="*", help="seeds to run (default: 100-109, clean 100-119)")
+    parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS), help="conditions to run")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    jobs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.conditions:
+            seeds = args.seeds if args.seeds is not None else list(range(100, 120 if name == "clean" else 110))
+            jobs += [(name, seed, folder) for seed in seeds]
+        start = time.perf_counter()
+        _data()  # resolve (and cache the tokenizer) once before the workers start
+        with ProcessPoolExecutor(args.workers) as pool:
+            results = list(pool.map(_job, jobs))
+        elapsed = time.perf_counter() - start
+    s = score(results)
+    causes = sorted({c for row in s["matrix"].values() for c in row} | {c.cause or "none" for c in CONDITIONS.values()})
+    width = max(len(c) for c in causes)
+    print(f"{len(results)} real probe runs in {elapsed:.0f} s ({args.workers} workers)\n")
+    print("injected fault".ljust(18) + "expected".ljust(22) + " ".join(c[:width].rjust(6) for c in causes))
+    print("columns: " + ", ".join(f"{c[:6]}={c}" for c in causes))
+    for name, row in s["matrix"].items():
+        if not sum(row.values()):
+            continue
+        expected = CONDITIONS[name].cause or "none"
+        print(name.ljust(18) + expected.ljust(22) + " ".join(str(row.get(c, 0)).rjust(6) for c in causes)
+              + f"   {sum(row.values()) * s['hits'][name]:.0f}/{sum(row.values())}")
+    loc = s["localisation"]
+    if loc:
+        within = sum(d <= 10 for d in loc)
+        print(f"\nspike localisation: {within}/{len(loc)} within 10 steps of the injection; errors {sorted(loc)}")
+    for r in results:
+        top = next((f for f in r["findings"] if f["confidence"] > 0.3), None)
+        expected = CONDITIONS[r["condition"]].cause
+        if (top["cause"] if top else None) != expected:
+            print(f"miss: {r['run']}: " + "; ".join(f"{f['cause']}/{f['detector']} {f['confidence']}@{f['start_step']}"
+                                                  for f in r["findings"]), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -127,6 +127,7 @@ COMMANDS = {
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run"},
+    "diagnose": {"--json"},
 }
 
 

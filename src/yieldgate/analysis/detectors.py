@@ -289,24 +289,28 @@ def stall(sig: RunSignals) -> list[Finding]:
         raise NotRun(f"{n} steps recorded; a stall needs at least {4 * STALL_MIN_STEPS}")
     early = slice(2, max(n // 5, STALL_MIN_STEPS + 2))
     bad = np.zeros(n, dtype=bool)
+    raw = np.zeros(n, dtype=bool)  # the per-step condition, to find the onset the rolling median lags behind
     ev: dict[str, Any] = {}
     if has_wait:
         frac = (s["data_wait_s"] / s["step_s"]).to_numpy(dtype=float)
         rolling = pd.Series(frac).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
         base = float(np.nanmedian(frac[early]))
         bad |= (rolling > WAIT_FRACTION) & (rolling > base + WAIT_RISE)
+        raw |= (frac > WAIT_FRACTION) & (frac > base + WAIT_RISE)
         ev |= {"wait_fraction_early": round(base, 4)}
     if has_rate:
         rate = s["tokens_per_s"].to_numpy(dtype=float)
         rolling_rate = pd.Series(rate).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
         base_rate = float(np.nanmedian(rate[early]))
         bad |= rolling_rate < THROUGHPUT_DROP * base_rate
+        raw |= rate < THROUGHPUT_DROP * base_rate
         ev |= {"tokens_per_s_early": round(base_rate, 1)}
     idx = np.flatnonzero(bad)
     if not len(idx):
         return []
-    # The rolling median flags a stall STALL_MIN_STEPS/2 steps after it starts: step back to its onset.
-    first, last = max(int(idx[0]) - STALL_MIN_STEPS // 2, 0), n - 1 if bad[-1] else int(idx[-1])
+    first, last = int(idx[0]), n - 1 if bad[-1] else int(idx[-1])
+    while first > 0 and raw[first - 1]:  # the rolling median flags a stall about half a window after its onset
+        first -= 1
     steps = s.index.to_numpy()
     span = slice(first, last + 1)
     if has_wait:
