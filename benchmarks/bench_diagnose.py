@@ -134,10 +134,9 @@ def main() -> None:
         elapsed = time.perf_counter() - start
     s = score(results)
     causes = sorted({c for row in s["matrix"].values() for c in row} | {c.cause or "none" for c in CONDITIONS.values()})
-    width = max(len(c) for c in causes)
-    print(f"{len(results)} real probe runs in {elapsed:.0f} s ({args.workers} workers)\n")
-    print("injected fault".ljust(18) + "expected".ljust(22) + " ".join(c[:width].rjust(6) for c in causes))
-    print("columns: " + ", ".join(f"{c[:6]}={c}" for c in causes))
+    print(f"{len(results)} real probe runs in {elapsed:.0f} s ({args.workers} workers)")
+    print("columns: the top cause found above low confidence: " + ", ".join(f"{c[:6]}={c}" for c in causes) + "\n")
+    print("injected fault".ljust(18) + "expected".ljust(22) + " ".join(c[:6].rjust(6) for c in causes) + "   hits")
     for name, row in s["matrix"].items():
         if not sum(row.values()):
             continue

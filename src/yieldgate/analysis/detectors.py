@@ -100,6 +100,10 @@ class Finding:
     advice: str
     detector: str
 
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(f"finding cause must be one of {', '.join(CAUSES)}, got {self.cause!r}")
+
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "start_step": self.start_step, "end_step": self.end_step,
                 "confidence": round(self.confidence, 3), "evidence": self.evidence, "advice": self.advice,

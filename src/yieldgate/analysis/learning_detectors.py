@@ -5,7 +5,6 @@ throughput change that altered learning, and early warnings in the learning sign
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,7 +55,7 @@ def schedule(sig: RunSignals) -> list[Finding]:
               "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3)}
         found.append(Finding(
             cause="schedule", start_step=int(lr.index[0]), end_step=int(lr.index[min(n // 10, n - 1)]),
-            confidence=0.85 if unstable or (clip == clip and clip > 0.5) else 0.6, detector="no_warmup", evidence=ev,
+            confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6, detector="no_warmup", evidence=ev,
             advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps"))
     # Peak-LR phase: steps at >= 95% of the peak, its first tenth skipped (the end of warm-up's descent).
     at_peak = lr.index[lr.to_numpy() >= 0.95 * peak]
