@@ -112,6 +112,16 @@ def test_nonfinite_and_stall_on_a_window_as_the_tracker_would_run_them():
         nonfinite_and_skipped(RunSignals(steps=_steps(n, tokens=np.ones(n))))
 
 
+def test_skipped_steps_and_the_loss_scale_they_cost():
+    n = 30
+    skipped = np.r_[np.zeros(10), [1, 2, 3], np.full(n - 13, 3.0)]
+    scale = 65536.0 / 2.0 ** skipped
+    (f,) = nonfinite_and_skipped(RunSignals(steps=_steps(n, **{"signals/skipped_steps": skipped,
+                                                              "signals/loss_scale": scale})))
+    assert (f.cause, f.start_step, f.end_step) == ("damaged_update", 11, 13)
+    assert f.evidence == {"skipped_steps": 3, "loss_scale_before": 65536.0, "loss_scale_after": 8192.0}
+
+
 # -- the ledger, events and the CLI -----------------------------------------------------------------------
 
 

@@ -243,10 +243,12 @@ def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
         rises = skipped.index[np.diff(skipped.to_numpy(), prepend=skipped.iloc[0]) > 0].to_numpy()
         scale = s["signals/loss_scale"].dropna() if "signals/loss_scale" in have else None
         for start, end in _runs(rises, gap=5):
-            ev: dict[str, Any] = {"skipped_steps": int(skipped.loc[start:end].iloc[-1] - skipped.loc[:start].iloc[0] + 1)}
-            if scale is not None and len(scale):
-                ev["loss_scale_before"] = float(scale.loc[:start].iloc[0] if len(scale.loc[:start - 1]) == 0 else scale.loc[:start - 1].iloc[-1])
-                ev["loss_scale_after"] = float(scale.loc[end:].iloc[0]) if len(scale.loc[end:]) else None
+            before = skipped.loc[:start - 1]
+            ev: dict[str, Any] = {"skipped_steps": int(skipped.loc[end] - (before.iloc[-1] if len(before) else 0.0))}
+            if scale is not None:
+                scale_before, scale_after = scale.loc[:start - 1], scale.loc[end:]
+                ev["loss_scale_before"] = float(scale_before.iloc[-1]) if len(scale_before) else None
+                ev["loss_scale_after"] = float(scale_after.iloc[0]) if len(scale_after) else None
             found.append(Finding(cause="damaged_update", start_step=int(start), end_step=int(end),
                                  confidence=_clip(0.6 + 0.1 * ev["skipped_steps"]), detector="skipped_steps", evidence=ev,
                                  advice="the loss scaler skipped steps on inf/NaN gradients and backed its scale off: find "
