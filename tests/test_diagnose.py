@@ -104,7 +104,7 @@ def test_nonfinite_and_stall_on_a_window_as_the_tracker_would_run_them():
                     tokens=np.arange(1, n + 1) * 100.0)
     found = online_findings(window)
     assert [(f.cause, f.detector, f.start_step, f.end_step) for f in found] == [
-        ("damaged_update", "nonfinite_grad_norm", 31, 31), ("infrastructure_stall", "stall", 31, 60)]
+        ("damaged_update", "nonfinite_grad_norm", 31, 31), ("infrastructure_stall", "stall_data_wait", 31, 60)]
     assert found[1].evidence["wait_fraction_during"] == 0.8 and found[1].evidence["wait_fraction_early"] == 0.01
     with pytest.raises(NotRun, match="no timing"):
         stall(RunSignals(steps=_steps(n, loss=np.ones(n))))

@@ -294,49 +294,57 @@ def stall(sig: RunSignals) -> list[Finding]:
     if n < 4 * STALL_MIN_STEPS:
         raise NotRun(f"{n} steps recorded; a stall needs at least {4 * STALL_MIN_STEPS}")
     early = slice(2, max(n // 5, STALL_MIN_STEPS + 2))
-    bad = np.zeros(n, dtype=bool)
-    raw = np.zeros(n, dtype=bool)  # the per-step condition, to find the onset the rolling median lags behind
+    steps = s.index.to_numpy()
+    masks: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # kind -> (rolling condition, per-step condition)
     ev: dict[str, Any] = {}
     if has_wait:
         frac = (s["data_wait_s"] / s["step_s"]).to_numpy(dtype=float)
         rolling = pd.Series(frac).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
         base = float(np.nanmedian(frac[early]))
-        bad |= (rolling > WAIT_FRACTION) & (rolling > base + WAIT_RISE)
-        raw |= (frac > WAIT_FRACTION) & (frac > base + WAIT_RISE)
+        masks["data_wait"] = ((rolling > WAIT_FRACTION) & (rolling > base + WAIT_RISE),
+                              (frac > WAIT_FRACTION) & (frac > base + WAIT_RISE))
         ev |= {"wait_fraction_early": round(base, 4)}
     if has_rate:
         rate = s["tokens_per_s"].to_numpy(dtype=float)
         rolling_rate = pd.Series(rate).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
         base_rate = float(np.nanmedian(rate[early]))
-        bad |= rolling_rate < THROUGHPUT_DROP * base_rate
-        raw |= rate < THROUGHPUT_DROP * base_rate
+        masks["throughput"] = (rolling_rate < THROUGHPUT_DROP * base_rate, rate < THROUGHPUT_DROP * base_rate)
         ev |= {"tokens_per_s_early": round(base_rate, 1)}
-    idx = np.flatnonzero(bad)
-    if not len(idx):
-        return []
-    first, last = int(idx[0]), n - 1 if bad[-1] else int(idx[-1])
-    while first > 0 and raw[first - 1]:  # the rolling median flags a stall about half a window after its onset
-        first -= 1
-    steps = s.index.to_numpy()
-    span = slice(first, last + 1)
-    if has_wait:
-        ev["wait_fraction_during"] = round(float(np.nanmedian(frac[span])), 4)
-    if has_rate:
-        ev["tokens_per_s_during"] = round(float(np.nanmedian(rate[span])), 1)
-    ev["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
-    if has_wait and ev.get("wait_fraction_during", 0) > WAIT_FRACTION:
-        confidence = 0.9
-    else:
-        # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
-        # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
-        # unless the device says it throttled.
-        throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[first:last + 1] > 0).any())
-        confidence = 0.8 if throttled else LOW_CONFIDENCE
-        ev["device_throttled"] = throttled
-    return [Finding(cause="infrastructure_stall", start_step=int(steps[first]), end_step=int(steps[last]),
-                    confidence=confidence, detector="stall", evidence=ev,
-                    advice="the input pipeline or the machine stalled, not learning: add loader workers/prefetch, check "
-                           "storage and host load; changing the data or the schedule will not help")]
+    found: list[Finding] = []
+    covered = np.zeros(n, dtype=bool)
+    # A data-wait stall first; a tokens/s drop is reported apart, over the steps the wait does not explain.
+    for kind in ("data_wait", "throughput"):
+        if kind not in masks:
+            continue
+        flagged, raw = masks[kind]
+        idx = np.flatnonzero(flagged & ~covered)
+        if not len(idx):
+            continue
+        first, last = int(idx[0]), n - 1 if flagged[-1] else int(idx[-1])
+        while first > 0 and raw[first - 1]:  # the rolling median flags a stall about half a window after its onset
+            first -= 1
+        span = slice(first, last + 1)
+        covered[span] = True
+        here = dict(ev, signal=kind)
+        if has_wait:
+            here["wait_fraction_during"] = round(float(np.nanmedian(frac[span])), 4)
+        if has_rate:
+            here["tokens_per_s_during"] = round(float(np.nanmedian(rate[span])), 1)
+        here["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
+        if kind == "data_wait":
+            confidence = 0.9
+        else:
+            # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
+            # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
+            # unless the device says it throttled.
+            throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[span] > 0).any())
+            confidence = 0.8 if throttled else LOW_CONFIDENCE
+            here["device_throttled"] = throttled
+        found.append(Finding(cause="infrastructure_stall", start_step=int(steps[first]), end_step=int(steps[last]),
+                             confidence=confidence, detector=f"stall_{kind}", evidence=here,
+                             advice="the input pipeline or the machine stalled, not learning: add loader workers/prefetch, "
+                                    "check storage and host load; changing the data or the schedule will not help"))
+    return found
 
 
 def _learning_ratio(sig: RunSignals, at: int) -> float | None:
