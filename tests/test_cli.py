@@ -134,6 +134,7 @@ COMMANDS = {
     "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--pattern", "--step-pattern",
                "--experiment", "--tracking-uri", "--join-on"},
     "export": {"--json", "--to"},
+    "diagnose": {"--json"},
 }
 
 

@@ -406,6 +406,31 @@ def report(
                   soft_wrap=True)
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+def diagnose(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False) -> None:
+    """Diagnose a run: data exhaustion, a duplicated or non-i.i.d. stream, mixture drift, the schedule, a damaged
+    update, an infrastructure stall, undertraining, with the evidence of each; findings are kept as open events.
+
+    Example: yieldgate diagnose bs64-fp16 --json
+    """
+    from yieldgate.analysis.diagnose import diagnose as diagnose_run
+
+    with _ledger(ctx) as ledger:
+        ledger.run_id(run)  # a missing run fails here, before a ledger file is created for the write
+    with _ledger(ctx, readonly=False) as ledger:
+        result = diagnose_run(ledger, run)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    if result.findings:
+        table = Table("cause", "steps", "confidence", "advice", "evidence", title=f"{run}: diagnosis")
+        for f in result.findings:
+            table.add_row(f.cause, f"{f.start_step}-{f.end_step}", f"{f.confidence:.2f}", f.advice,
+                          json.dumps(_clean(f.evidence))[:200])
+        console.print(table)
+    else:
+        console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)
+    for entry in result.not_run:
+        console.print(f"not run: {entry['detector']}: {entry['reason']}", markup=False, highlight=False)
 
 
 @app.command()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +44,22 @@ class Faults:
     """Make this step's gradients NaN (the trainer skips the update, as a guarded trainer does)."""
     sleep_loader_s: float = 0.0
     """Seconds the data loader sleeps before each batch (an infrastructure stall)."""
+    sleep_from_step: int = 1
+    """First step whose batch the loader sleeps before (a stall that starts mid-run)."""
     unshuffled: bool = False
     """Present each source's windows in order, sources one after another (a non-i.i.d. stream)."""
     loop_examples: int | None = None
     """Sample only the first N windows, looping (the 'same 200 examples' failure)."""
     repeat_source: tuple[str, float] | None = None
-    """(source, epochs): keep only as many of the source's windows as the budget passes `epochs` times."""
+    """(source, epochs): keep only as many of the source's windows as the budget passes `epochs` times. The
+    manifest records the source's unique tokens as the windows kept: the run declares its small source."""
+    corrupt_at_step: int | None = None
+    """Replace this step's batch with uniformly random token ids (a corrupted shard)."""
+    inf_at_steps: tuple[int, ...] = ()
+    """Make these steps' gradients inf; with `ProbeConfig.loss_scaler` the scaler skips them and backs off."""
+    drift_to: Mapping[str, float] | None = None
+    """Source weights the mixture creeps to by the end of the run, linearly from the recipe's weights; the
+    manifest keeps the recipe's weights (a pipeline letting drift through)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +91,9 @@ class ProbeConfig:
     """Held-out sequences per source per evaluation."""
     threads: int | None = None
     """torch threads (None: leave as is)."""
+    loss_scaler: bool = False
+    """Train through a dynamic loss scaler (torch.amp.GradScaler), as fp16 training does: a step with inf or
+    NaN gradients is skipped and the scale backs off (recorded as `signals/loss_scale`, `signals/skipped_steps`)."""
     faults: Faults = field(default_factory=Faults)
 
     def __post_init__(self) -> None:
@@ -121,6 +134,13 @@ class _Sampler:
         self.tokens = {n: data.sources[n].train for n in self.names}
         weights = np.array([data.sources[n].weight for n in self.names], dtype=float)
         self.p = weights / weights.sum()
+        self.p_end = self.p
+        if cfg.faults.drift_to is not None:
+            unknown = sorted(set(cfg.faults.drift_to) - set(self.names))
+            if unknown:
+                raise InputError(f"faults.drift_to names unknown sources {', '.join(unknown)}; sources: {', '.join(self.names)}")
+            end = np.array([cfg.faults.drift_to.get(n, 0.0) for n in self.names], dtype=float)
+            self.p_end = end / end.sum()
         self.windows: dict[str, np.ndarray] = {}
         for n in self.names:
             count = (len(self.tokens[n]) - 1) // cfg.context
@@ -151,7 +171,8 @@ class _Sampler:
         if self.ordered:  # sources one after another, each for its share of the budget
             edges = np.cumsum(self.p) * self.total
             return int(min(np.searchsorted(edges, self.drawn, side="right"), len(self.names) - 1))
-        p = self.p
+        frac = self.drawn / self.total
+        p = (1.0 - frac) * self.p + frac * self.p_end  # the recipe's weights, unless a drift fault creeps away
         if self.stages:  # the stage the stream is in; the last one holds after its end
             p = next((w for end, w in self.stages if self.drawn < end), self.stages[-1][1])
         return int(self.rng.choice(len(self.names), p=p))
@@ -275,32 +296,48 @@ def train_probe(
     sampler = _Sampler(data, cfg, steps)
     portfolio = _Portfolio(data, cfg)
     manifest = probe_manifest(data, cfg, model, portfolio)
+    if cfg.faults.repeat_source is not None:
+        name = cfg.faults.repeat_source[0]
+        source = next(s for s in manifest.data.sources if s.name == name)
+        source.unique_tokens = len(sampler.windows[name]) * cfg.context
+    scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
+    vocab = model.cfg.vocab_size
     eval_at = set(np.linspace(0, steps, cfg.evals + 1).round().astype(int).tolist())
     final: dict[str, Any] = {}
-    with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, signals="full",
+    with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, scaler=scaler, signals="full",
                  config=TrackerConfig(log_every_s=5.0)) as tr:
         tr.note("recipe", data.stats)  # what filters and dedup removed, per source
         tr.eval(portfolio.evaluate(model), step=0)
         for step in range(1, steps + 1):
             start = time.perf_counter()
-            if cfg.faults.sleep_loader_s:
+            if cfg.faults.sleep_loader_s and step >= cfg.faults.sleep_from_step:
                 time.sleep(cfg.faults.sleep_loader_s)
             x, y, counts, ids = sampler.batch()
             wait = time.perf_counter() - start
+            if cfg.faults.corrupt_at_step == step:
+                noise = torch.randint(0, vocab, (x.shape[0], x.shape[1] + 1), generator=torch.Generator().manual_seed(step))
+                x, y = noise[:, :-1], noise[:, 1:]
             for group in opt.param_groups:
                 group["lr"] = wsd(step, steps, cfg)
             opt.zero_grad(set_to_none=True)
             loss = torch.zeros(())
             for xm, ym in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches), strict=True):
                 _, part = model(xm, ym)
-                (part / cfg.microbatches).backward()
+                part_loss = part / cfg.microbatches
+                (scaler.scale(part_loss) if scaler else part_loss).backward()
                 loss += part.detach() / cfg.microbatches
-            if cfg.faults.nan_at_step == step:
+            bad = float("nan") if cfg.faults.nan_at_step == step else float("inf") if step in cfg.faults.inf_at_steps else None
+            if bad is not None:
                 for p in model.parameters():
-                    p.grad.fill_(float("nan"))
+                    p.grad.fill_(bad)
+            if scaler:
+                scaler.unscale_(opt)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if scaler:  # skips the step on inf/NaN gradients and backs the scale off
+                scaler.step(opt)
+                scaler.update()
             # A guarded trainer skips a non-finite update. This is a host sync on purpose: probes are small.
-            if torch.isfinite(grad_norm):
+            elif torch.isfinite(grad_norm):
                 opt.step()
             tr.step(tokens=cfg.batch_size * cfg.context, samples=cfg.batch_size, loss=loss, grad_norm=grad_norm,
                     sources=counts, sample_ids=ids, data_wait_s=wait)

@@ -1,0 +1,362 @@
+"""Cause detectors of `yieldgate diagnose`: pure functions over one run's plain data, each returning findings.
+
+Every detector takes a `RunSignals` (step records with extras as columns, eval records, the manifest, the
+run's measurement notes) and returns a list of `Finding`s, or raises `NotRun` naming the signal it lacks:
+a detector never reports "no problem found" for a signal it did not see.
+
+The thresholds are named constants. They were set on the calibration seeds 0-2 of the fault-injection suite
+(`benchmarks/bench_diagnose.py --seeds 0 1 2`) and frozen before the suite was scored on fresh seeds
+(100 and up); each comment says what separated the faulted runs from the clean ones there.
+
+The cheap detectors (`loss_spikes`, `nonfinite_and_skipped`, `stall`) need only the trailing window of
+core step columns: the Tracker can run them online through `diagnose.online_findings`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.manifest import Manifest
+
+__all__ = ["CAUSES", "Finding", "NotRun", "RunSignals", "loss_spikes", "nonfinite_and_skipped", "stall", "repeat_worth",
+           "spike_steps"]
+
+CAUSES = ("data_exhaustion", "duplicated_stream", "non_iid_stream", "schedule", "damaged_update",
+          "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning")
+
+# -- frozen thresholds ------------------------------------------------------------------------------------
+SPIKE_WINDOW = 128
+"""Trailing steps of the spike baseline (OLMo-core's loss-spike window)."""
+SPIKE_SIGMA = 6.0
+"""A spike is above mean + 6σ of the trailing window (OLMo-core's k). Calibration: corrupted batches reach
+z > 20 on the loss; clean runs never passed z = 6 on loss or gradient norm."""
+SPIKE_MIN_HISTORY = 20
+"""Steps of history a spike test needs."""
+SPIKE_LEVEL = 16
+"""Trailing steps whose mean is the local level a spike is measured from."""
+GRAD_SPIKE_SIGMA = 25.0
+"""k for the gradient norm, which is heavy-tailed at probe scale: clean calibration runs reached z = 18, the
+corrupted batches 54-344 (their loss: 78-100 against k = 6)."""
+RECURRING_SPIKES = 3
+"""This many separate spikes in a run are an unstable schedule, not one damaged update."""
+R_STAR = 15.4
+"""Muennighoff et al. (2023): repeated-data decay constant."""
+EPOCHS_FRESH = 4.0
+"""Up to ~4 epochs a repeated token is worth ~0.82 of a fresh one: below this, repetition is not a finding."""
+REPEAT_EXCESS = 0.05
+"""Repeat rate above what the declared unique data explains (trailing mean). Calibration: clean 0.0 (no
+source passes one epoch), looping sampler 1.0, a source at 40 epochs ~0.0 once its epochs are subtracted."""
+PURE_BATCH_EXCESS = 0.3
+"""Share of single-source batches above what i.i.d. draws from the realised mixture give. Calibration:
+clean ~0.0, source-ordered stream ~1.0, drifting mixture < 0.05."""
+AUTOCORR_LAG1 = 0.45
+"""Lag-1 autocorrelation of the detrended training loss, alone enough to call a stream non-i.i.d.
+Calibration: clean 0.13-0.18, source-ordered 0.27-0.32, drifting 0.09-0.23: the loss alone separates
+poorly at probe scale, so this only fires on a strong signal."""
+WAIT_FRACTION = 0.25
+"""Data-wait share of step time (trailing median) that makes a stall. Calibration: clean <= 0.07, a loader
+sleeping 10 ms per step 0.48-0.70."""
+WAIT_RISE = 0.15
+"""...and by how much it must exceed the run's early share."""
+THROUGHPUT_DROP = 0.5
+"""Tokens/s below this fraction of the early rate, sustained, is a stall even without data wait."""
+STALL_MIN_STEPS = 10
+"""Consecutive steps a stall must last."""
+WARMUP_START = 0.5
+"""A first-step LR at or above half the peak means no warm-up (calibration: WSD warm-up starts at 1/12)."""
+ENTROPY_COLLAPSE = 0.25
+"""Activation entropy below this share of its maximum, ln(width): activations saturated into a few features, the
+high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16), LR x30 <= 0.004."""
+PLATEAU_RATIO = 0.05
+"""Peak-LR phase progress below 5% of the progress before it: learning stalled at the peak LR (too high).
+Calibration: clean 0.2-0.4, LR x30 <= 0.01."""
+SLOW_DROP = 0.10
+"""Loss fell by less than 10% of its start over the whole run while still falling: LR too low.
+Calibration: clean 31-35%, LR /100 2.5%."""
+TOKENS_PER_PARAM = 20.0
+"""Chinchilla: ~20 tokens per parameter is compute-optimal."""
+UNDERTRAINED_FACTOR = 2.0
+"""'Far below' 20 tokens per parameter: under 20 / 2 = 10."""
+DRIFT_Z = 6.0
+"""Whole-run share of a source this many binomial standard errors from its weight is drift (clean max ~2.5)."""
+LOW_CONFIDENCE = 0.3
+"""Findings at or below this confidence are notes, not alarms (the clean-run target counts those above)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One diagnosis: a cause over a step span, with a confidence, the numbers behind it and one line of advice."""
+
+    cause: str
+    start_step: int
+    end_step: int
+    confidence: float
+    evidence: dict[str, Any]
+    advice: str
+    detector: str
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(f"finding cause must be one of {', '.join(CAUSES)}, got {self.cause!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cause": self.cause, "start_step": self.start_step, "end_step": self.end_step,
+                "confidence": round(self.confidence, 3), "evidence": self.evidence, "advice": self.advice,
+                "detector": self.detector}
+
+
+class NotRun(Exception):
+    """A detector could not run: the message says which signal is missing."""
+
+
+@dataclass
+class RunSignals:
+    """One run's data, as the detectors read it."""
+
+    steps: pd.DataFrame
+    """One row per step: `step`, core columns, and extras (`signals/...`, `tokens/<source>`, ...) as columns."""
+    evals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Eval records as `Ledger.evals` returns them."""
+    manifest: Manifest | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    recorded_nan: dict[str, np.ndarray] = field(default_factory=dict)
+    """Steps where a core column holds a recorded NaN (`steps` cannot tell it from a missing value)."""
+
+    def column(self, name: str, why: str) -> pd.Series:
+        """A recorded column indexed by step (non-recorded rows dropped), or NotRun."""
+        if name not in self.steps or not self.steps[name].notna().any():
+            raise NotRun(f"no {name!r} recorded ({why})")
+        return self.steps.set_index("step")[name].dropna()
+
+    def prefixed(self, prefix: str) -> list[str]:
+        return [c for c in self.steps.columns if c.startswith(prefix) and self.steps[c].notna().any()]
+
+    def val_loss(self, task: str = "val") -> pd.Series:
+        e = self.evals
+        if e.empty:
+            return pd.Series(dtype=float)
+        sel = e[(e["task"] == task) & (e["metric"] == "loss")].sort_values("step")
+        return pd.Series(sel["value"].to_numpy(), index=sel["step"].astype(int).to_numpy())
+
+
+def _clip(x: float) -> float:
+    return float(min(1.0, max(0.0, x)))
+
+
+def spike_steps(values: np.ndarray, window: int = SPIKE_WINDOW, k: float = SPIKE_SIGMA) -> list[tuple[int, float]]:
+    """Indices (and z-scores) of finite values above mean + k·σ of the trailing window.
+
+    The mean is that of the last SPIKE_LEVEL values (the local level) and σ the step-to-step noise of the
+    trailing `window` values, std(diff)/√2: a short run's loss falls fast, and a plain σ over 128 steps would
+    be mostly trend. A spike does not enter the baseline of the steps after it. Pure and cheap: online use is
+    the same call on the trailing window."""
+    out: list[tuple[int, float]] = []
+    history: list[float] = []
+    for i, v in enumerate(values):
+        if not math.isfinite(v):
+            continue
+        if len(history) >= SPIKE_MIN_HISTORY:
+            base = np.asarray(history[-window:])
+            mu = float(base[-SPIKE_LEVEL:].mean())
+            sd = float(np.diff(base).std() / math.sqrt(2.0))
+            z = (v - mu) / sd if sd > 0 else math.inf if v > mu else 0.0
+            if z > k:
+                out.append((i, z))
+                continue
+        history.append(float(v))
+    return out
+
+
+def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
+    """Value of the next repeated token relative to a fresh one after `epochs` epochs: e^(−R/R*), R = epochs − 1
+    repetitions (the derivative of D' = U + U·R*·(1 − e^(−R/R*)), Muennighoff et al. 2023)."""
+    return math.exp(-max(epochs - 1.0, 0.0) / r_star)
+
+
+# -- damaged update -----------------------------------------------------------------------------------------
+
+
+def loss_spikes(sig: RunSignals) -> list[Finding]:
+    """Loss spikes above the trailing window's level + 6σ, with any gradient-norm spike at the same step as
+    evidence. One or two are damaged updates; RECURRING_SPIKES or more, at separate steps, are an unstable (too
+    high) learning rate. A gradient-norm spike without a loss spike is only a note: at probe scale the norm is
+    heavy-tailed (clean calibration runs reached z = 72 early on) and clipping bounds the update it makes."""
+    loss = sig.column("loss", "a log without training loss")
+    spikes: list[tuple[int, str, float, float]] = []  # (step, signal, value, z)
+    series = {"loss": loss}
+    if "grad_norm" in sig.steps and sig.steps["grad_norm"].notna().any():
+        series["grad_norm"] = sig.steps.set_index("step")["grad_norm"].dropna()
+    for name, values in series.items():
+        steps, v = values.index.to_numpy(), values.to_numpy(dtype=float)
+        k = SPIKE_SIGMA if name == "loss" else GRAD_SPIKE_SIGMA
+        spikes += [(int(steps[i]), name, float(v[i]), round(float(z), 2)) for i, z in spike_steps(v, k=k)]
+    if not spikes:
+        return []
+    spikes.sort()
+    as_json = lambda hits: [{"step": st, "signal": n, "value": v, "z": z} for st, n, v, z in hits]  # noqa: E731
+    events = _runs(np.array([sp[0] for sp in spikes]), gap=2)
+    with_loss = [(a, b) for a, b in events if any(a <= sp[0] <= b and sp[1] == "loss" for sp in spikes)]
+    if len(with_loss) >= RECURRING_SPIKES:
+        return [Finding(cause="schedule", start_step=with_loss[0][0], end_step=with_loss[-1][1], confidence=0.8,
+                        detector="recurring_spikes",
+                        evidence={"spikes": as_json(spikes[:20]), "count": len(with_loss), "window": SPIKE_WINDOW,
+                                  "k": SPIKE_SIGMA},
+                        advice="recurring loss spikes: the update is unstable at this LR; lower the peak LR, lengthen "
+                               "warm-up or tighten clipping")]
+    found = []
+    for start, end in events:
+        hits = [sp for sp in spikes if start <= sp[0] <= end]
+        loss_z = max((h[3] for h in hits if h[1] == "loss"), default=None)
+        confidence = LOW_CONFIDENCE if loss_z is None else _clip(0.6 + (loss_z - SPIKE_SIGMA) / 20)
+        found.append(Finding(
+            cause="damaged_update", start_step=start, end_step=end, confidence=confidence,
+            detector="spike" if loss_z is not None else "grad_norm_spike",
+            evidence={"spikes": as_json(hits), "window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA},
+            advice=f"a spike at step {start}: inspect that step's batch (corrupted or extreme data) and skip it; if it "
+                   "recurs, lower the LR or tighten clipping"))
+    return found
+
+
+def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
+    """NaN/Inf loss or gradient norm, mixed-precision skipped steps and loss-scale collapse, vanishing gradients."""
+    s = sig.steps.set_index("step")
+    have = [c for c in ("loss", "grad_norm", "signals/skipped_steps", "signals/loss_scale") if c in s and s[c].notna().any()]
+    if not have:
+        raise NotRun("no loss, grad_norm or loss-scale columns recorded")
+    found = []
+    for name in ("loss", "grad_norm"):
+        if name in have:
+            values = s[name].to_numpy(dtype=float)
+            bad = np.union1d(s.index[np.isinf(values)].to_numpy(), sig.recorded_nan.get(name, np.empty(0, np.int64)))
+            for start, end in _runs(bad):
+                found.append(Finding(cause="damaged_update", start_step=start, end_step=end, confidence=0.95,
+                                     detector=f"nonfinite_{name}", evidence={"signal": name, "nonfinite_steps": end - start + 1},
+                                     advice=f"non-finite {name} at steps {start}-{end}: find the batch or layer that overflowed; "
+                                            "guard the update (skip it) and check precision and LR"))
+    if "signals/skipped_steps" in have:
+        skipped = s["signals/skipped_steps"].dropna()
+        rises = skipped.index[np.diff(skipped.to_numpy(), prepend=skipped.iloc[0]) > 0].to_numpy()
+        scale = s["signals/loss_scale"].dropna() if "signals/loss_scale" in have else None
+        for start, end in _runs(rises, gap=5):
+            before = skipped.loc[:start - 1]
+            ev: dict[str, Any] = {"skipped_steps": int(skipped.loc[end] - (before.iloc[-1] if len(before) else 0.0))}
+            if scale is not None:
+                scale_before, scale_after = scale.loc[:start - 1], scale.loc[end:]
+                ev["loss_scale_before"] = float(scale_before.iloc[-1]) if len(scale_before) else None
+                ev["loss_scale_after"] = float(scale_after.iloc[0]) if len(scale_after) else None
+            found.append(Finding(cause="damaged_update", start_step=int(start), end_step=int(end),
+                                 confidence=_clip(0.6 + 0.1 * ev["skipped_steps"]), detector="skipped_steps", evidence=ev,
+                                 advice="the loss scaler skipped steps on inf/NaN gradients and backed its scale off: find "
+                                        "the overflowing layer; bf16 or a lower LR avoids fp16 overflow"))
+    if "grad_norm" in have and sig.manifest and sig.manifest.model and sig.manifest.model.params:
+        rms = s["grad_norm"].to_numpy(dtype=float) / math.sqrt(sig.manifest.model.params)
+        tiny = s.index[np.isfinite(rms) & (rms < 1e-7)].to_numpy()  # within ~10x of Adam's epsilon (1e-8)
+        if len(tiny) >= STALL_MIN_STEPS:
+            found.append(Finding(cause="damaged_update", start_step=int(tiny[0]), end_step=int(tiny[-1]),
+                                 confidence=0.7, detector="vanishing_gradients",
+                                 evidence={"grad_rms_min": float(np.nanmin(rms)), "steps": len(tiny)},
+                                 advice="gradients vanish toward the optimizer's epsilon: updates are noise; check the "
+                                        "loss scale, initialisation and normalisation"))
+    return found
+
+
+def _runs(steps: np.ndarray, gap: int = 1) -> list[tuple[int, int]]:
+    """Consecutive runs of sorted step numbers, merging gaps up to `gap`."""
+    out: list[tuple[int, int]] = []
+    for st in steps.astype(int).tolist():
+        if out and st - out[-1][1] <= gap:
+            out[-1] = (out[-1][0], st)
+        else:
+            out.append((st, st))
+    return out
+
+
+# -- infrastructure stall ------------------------------------------------------------------------------------
+
+
+def stall(sig: RunSignals) -> list[Finding]:
+    """Data-wait share of step time rising, or tokens/s dropping, while learning per token is unchanged."""
+    s = sig.steps.set_index("step")
+    has_wait = all(c in s and s[c].notna().any() for c in ("data_wait_s", "step_s"))
+    has_rate = "tokens_per_s" in s and s["tokens_per_s"].notna().any()
+    if all(c in s and s[c].notna().any() for c in ("tokens", "step_s")):
+        # Per-step rate: the windowed tokens_per_s column smears one slow step (an eval) over its window.
+        s = s.assign(tokens_per_s=s["tokens"].diff() / s["step_s"])
+        has_rate = True
+    if not has_wait and not has_rate:
+        raise NotRun("no timing recorded (step_s with data_wait_s, or tokens_per_s)")
+    n = len(s)
+    if n < 4 * STALL_MIN_STEPS:
+        raise NotRun(f"{n} steps recorded; a stall needs at least {4 * STALL_MIN_STEPS}")
+    early = slice(2, max(n // 5, STALL_MIN_STEPS + 2))
+    steps = s.index.to_numpy()
+    masks: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # kind -> (rolling condition, per-step condition)
+    ev: dict[str, Any] = {}
+    if has_wait:
+        frac = (s["data_wait_s"] / s["step_s"]).to_numpy(dtype=float)
+        rolling = pd.Series(frac).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
+        base = float(np.nanmedian(frac[early]))
+        masks["data_wait"] = ((rolling > WAIT_FRACTION) & (rolling > base + WAIT_RISE),
+                              (frac > WAIT_FRACTION) & (frac > base + WAIT_RISE))
+        ev |= {"wait_fraction_early": round(base, 4)}
+    if has_rate:
+        rate = s["tokens_per_s"].to_numpy(dtype=float)
+        rolling_rate = pd.Series(rate).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
+        base_rate = float(np.nanmedian(rate[early]))
+        masks["throughput"] = (rolling_rate < THROUGHPUT_DROP * base_rate, rate < THROUGHPUT_DROP * base_rate)
+        ev |= {"tokens_per_s_early": round(base_rate, 1)}
+    found: list[Finding] = []
+    covered = np.zeros(n, dtype=bool)
+    # A data-wait stall first; a tokens/s drop is reported apart, over the steps the wait does not explain.
+    for kind in ("data_wait", "throughput"):
+        if kind not in masks:
+            continue
+        flagged, raw = masks[kind]
+        idx = np.flatnonzero(flagged & ~covered)
+        if not len(idx):
+            continue
+        first, last = int(idx[0]), n - 1 if flagged[-1] else int(idx[-1])
+        while first > 0 and raw[first - 1]:  # the rolling median flags a stall about half a window after its onset
+            first -= 1
+        span = slice(first, last + 1)
+        covered[span] = True
+        here = dict(ev, signal=kind)
+        if has_wait:
+            here["wait_fraction_during"] = round(float(np.nanmedian(frac[span])), 4)
+        if has_rate:
+            here["tokens_per_s_during"] = round(float(np.nanmedian(rate[span])), 1)
+        here["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
+        if kind == "data_wait":
+            confidence = 0.9
+        else:
+            # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
+            # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
+            # unless the device says it throttled.
+            throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[span] > 0).any())
+            confidence = 0.8 if throttled else LOW_CONFIDENCE
+            here["device_throttled"] = throttled
+        found.append(Finding(cause="infrastructure_stall", start_step=int(steps[first]), end_step=int(steps[last]),
+                             confidence=confidence, detector=f"stall_{kind}", evidence=here,
+                             advice="the input pipeline or the machine stalled, not learning: add loader workers/prefetch, "
+                                    "check storage and host load; changing the data or the schedule will not help"))
+    return found
+
+
+def _learning_ratio(sig: RunSignals, at: int) -> float | None:
+    """Validation-loss decrease per token after `at` over before it (None: too few evaluations)."""
+    val = sig.val_loss()
+    if len(val) < 4 or "tokens" not in sig.steps:
+        return None
+    tokens = sig.steps.set_index("step")["tokens"]
+    tok = pd.Series([float(tokens.get(st, 0.0)) if st else 0.0 for st in val.index], index=val.index)
+    before, after = val[val.index <= at], val[val.index >= at]
+    if len(before) < 2 or len(after) < 2:
+        return None
+    rate = lambda v: (v.iloc[0] - v.iloc[-1]) / max(tok[v.index[-1]] - tok[v.index[0]], 1.0)  # noqa: E731
+    r0 = rate(before)
+    return round(float(rate(after) / r0), 3) if r0 > 0 else None

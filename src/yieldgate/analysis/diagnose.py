@@ -1,0 +1,160 @@
+"""`yieldgate diagnose`: tell data exhaustion apart from a bad schedule, a damaged update or an infrastructure
+stall, with evidence.
+
+`diagnose(ledger, run)` reads the run (tracked or imported), runs every detector of `DETECTORS` on it,
+records which could not run and why, and stores the findings as open `diagnosis` events (re-running
+replaces what changed and leaves identical open findings alone, so nothing is duplicated). The detectors
+are pure functions over plain data (`detectors.py`, `data_detectors.py`, `learning_detectors.py`).
+
+Online use (the Tracker): `online_findings(window)` runs the cheap detectors (spikes, non-finite values and
+skipped steps, stalls) on a trailing window of step records, a DataFrame with `step` and the core columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.analysis.data_detectors import data_exhaustion, duplicated_stream, mixture_drift, non_iid_stream
+from yieldgate.analysis.detectors import (
+    CAUSES,
+    LOW_CONFIDENCE,
+    Finding,
+    NotRun,
+    RunSignals,
+    loss_spikes,
+    nonfinite_and_skipped,
+    stall,
+)
+from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
+from yieldgate.ledger import Ledger
+
+__all__ = ["DETECTORS", "ONLINE_DETECTORS", "Diagnosis", "diagnose", "diagnose_run", "load_signals", "online_findings",
+           "run_detectors", "CAUSES", "Finding", "LOW_CONFIDENCE"]
+
+Detector = Callable[[RunSignals], list[Finding]]
+
+DETECTORS: dict[str, Detector] = {
+    "loss_spikes": loss_spikes,
+    "nonfinite_and_skipped": nonfinite_and_skipped,
+    "stall": stall,
+    "schedule": schedule,
+    "data_exhaustion": data_exhaustion,
+    "duplicated_stream": duplicated_stream,
+    "non_iid_stream": non_iid_stream,
+    "mixture_drift": mixture_drift,
+    "undertrained": undertrained,
+    "throughput_altered_learning": throughput_altered_learning,
+    "early_warnings": early_warnings,
+}
+"""Every detector, by name (the name `not_run` entries use)."""
+
+ONLINE_DETECTORS = ("loss_spikes", "nonfinite_and_skipped", "stall")
+"""Cheap detectors that need only a trailing window of core step columns."""
+
+MERGE_GAP = 10
+"""Findings of one cause whose spans lie within this many steps are one finding (a NaN step and the skipped step
+the loss scaler records for it)."""
+
+
+@dataclass
+class Diagnosis:
+    """What `diagnose` found: findings (most confident first) and the detectors that could not run."""
+
+    run: str
+    findings: list[Finding] = field(default_factory=list)
+    not_run: list[dict[str, str]] = field(default_factory=list)
+
+    def top(self, above: float = LOW_CONFIDENCE) -> Finding | None:
+        """The most confident finding above `above` (default: above low confidence), or None."""
+        return next((f for f in self.findings if f.confidence > above), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"findings": [f.to_dict() for f in self.findings], "not_run": list(self.not_run)}
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One finding per cause and nearby span: the most confident one's advice, every detector's evidence."""
+    out: list[Finding] = []
+    for f in sorted(findings, key=lambda f: (f.cause, f.start_step)):
+        last = out[-1] if out else None
+        if last is not None and last.cause == f.cause and f.start_step - last.end_step <= MERGE_GAP:
+            lead, other = (last, f) if last.confidence >= f.confidence else (f, last)
+            evidence = {**({lead.detector: lead.evidence} if "+" not in lead.detector else lead.evidence),
+                        **({other.detector: other.evidence} if "+" not in other.detector else other.evidence)}
+            out[-1] = Finding(cause=f.cause, start_step=min(last.start_step, f.start_step),
+                              end_step=max(last.end_step, f.end_step), confidence=lead.confidence,
+                              evidence=evidence, advice=lead.advice, detector=f"{lead.detector}+{other.detector}")
+        else:
+            out.append(f)
+    return sorted(out, key=lambda f: (-f.confidence, f.start_step))
+
+
+def run_detectors(sig: RunSignals, names: tuple[str, ...] | None = None, *, run: str = "") -> Diagnosis:
+    """Run the named detectors (default: all) on plain data; pure (nothing is read or written)."""
+    result = Diagnosis(run=run)
+    found: list[Finding] = []
+    for name in names or tuple(DETECTORS):
+        try:
+            found += DETECTORS[name](sig)
+        except NotRun as why:
+            result.not_run.append({"detector": name, "reason": str(why)})
+    result.findings = _merge(found)
+    return result
+
+
+def online_findings(window: pd.DataFrame) -> list[Finding]:
+    """The cheap detectors on a trailing window of step records (`step` and core columns such as loss,
+    grad_norm, step_s, data_wait_s, tokens_per_s): what the Tracker can check while the run is going."""
+    return run_detectors(RunSignals(steps=window.reset_index(drop=True)), ONLINE_DETECTORS).findings
+
+
+def load_signals(ledger: Ledger, run: str) -> RunSignals:
+    """A run's steps (extras pivoted into columns), evals, manifest and notes."""
+    nullable = ledger.steps(run, nullable=True)
+    # A recorded NaN (a NaN gradient norm) is a finding; a value never recorded is not: keep them apart.
+    recorded_nan = {c: nullable["step"].to_numpy()[np.isnan(nullable[c].to_numpy(dtype=float, na_value=0.0))]
+                    for c in ("loss", "grad_norm") if c in nullable}
+    steps = nullable.astype({c: float for c in nullable.columns if c != "step"})
+    extras = ledger.extras(run)
+    if len(extras):
+        wide = extras.pivot_table(index="step", columns="key", values="value", aggfunc="last", dropna=False)
+        steps = steps.merge(wide.reset_index(), on="step", how="outer").sort_values("step", ignore_index=True)
+    return RunSignals(steps=steps, evals=ledger.evals(run), manifest=ledger.manifest(run), meta=ledger.meta(run),
+                      recorded_nan=recorded_nan)
+
+
+def _key(body: dict[str, Any], start: Any, end: Any) -> tuple[Any, ...]:
+    return (body.get("cause"), body.get("detector"), body.get("confidence"), None if start is None else int(start),
+            None if end is None else int(end))
+
+
+def diagnose(ledger: Ledger, run: str, *, store: bool = True) -> Diagnosis:
+    """Diagnose `run` and (with `store`) keep its findings as open `diagnosis` events: an open finding that is
+    found again is left as it is, one no longer found is resolved, a new one is added."""
+    result = run_detectors(load_signals(ledger, run), run=run)
+    if not store:
+        return result
+    with ledger.transaction():
+        events = ledger.events(run, kind="diagnosis", state="open")
+        open_by_key = {_key(b, s, e): int(i) for i, b, s, e in zip(events["id"], events["body"], events["start_step"],
+                                                                       events["end_step"], strict=True)
+                       if b.get("source") == "diagnose"}
+        for f in result.findings:
+            body = {"source": "diagnose", **f.to_dict()}
+            key = _key(body, f.start_step, f.end_step)
+            if open_by_key.pop(key, None) is None:
+                ledger.add_event(run, "diagnosis", body, start_step=f.start_step, end_step=f.end_step)
+        for event_id in open_by_key.values():
+            ledger.resolve_event(event_id)
+    return result
+
+
+def diagnose_run(location: str, run: str, *, store: bool = True) -> Diagnosis:
+    """`diagnose` on the ledger at `location`."""
+    with Ledger(location) as ledger:
+        return diagnose(ledger, run, store=store)

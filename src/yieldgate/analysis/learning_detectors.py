@@ -1,0 +1,200 @@
+"""Detectors of how the run learns: the schedule (LR too high, too low, no warm-up), an undertrained model, a
+throughput change that altered learning, and early warnings in the learning signals. Pure functions over
+`RunSignals` (see `detectors.py` for the contract and the thresholds).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.analysis.detectors import (
+    ENTROPY_COLLAPSE,
+    PLATEAU_RATIO,
+    SLOW_DROP,
+    TOKENS_PER_PARAM,
+    UNDERTRAINED_FACTOR,
+    WARMUP_START,
+    Finding,
+    NotRun,
+    RunSignals,
+    _clip,
+)
+
+__all__ = ["schedule", "undertrained", "throughput_altered_learning", "early_warnings"]
+
+
+def _median_update_ratio(sig: RunSignals) -> float | None:
+    cols = sig.prefixed("signals/update_ratio/")
+    if not cols:
+        return None
+    return float(np.nanmedian(sig.steps[cols].to_numpy(dtype=float)))
+
+
+def schedule(sig: RunSignals) -> list[Finding]:
+    """Learning rate too high (a plateau or a rise at the peak LR), too low (a slow, steady descent), or a
+    missing warm-up (the first step at the peak LR), from the lr and loss columns."""
+    loss = sig.column("loss", "a log without training loss")
+    lr = sig.column("lr", "a log without the learning rate")
+    found = []
+    n = len(loss)
+    if n < 40:
+        raise NotRun(f"{n} steps with a loss: the schedule needs at least 40")
+    values = loss.to_numpy(dtype=float)
+    finite = np.isfinite(values)
+    peak = float(lr.max())
+    early = pd.Series(values[finite][:max(n // 10, 5)])
+    ev_common = {"peak_lr": peak}
+    # Missing warm-up: the schedule itself says so; early instability raises the confidence.
+    first_lr = float(lr.iloc[0])
+    if first_lr >= WARMUP_START * peak:
+        unstable = bool((early.diff() > 3 * early.diff().abs().median()).any()) if len(early) > 3 else False
+        clip = sig.steps["clipped"].iloc[: max(n // 10, 5)].mean() if "clipped" in sig.steps else np.nan
+        ev = {**ev_common, "first_lr": first_lr, "early_loss_jump": unstable,
+              "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3)}
+        found.append(Finding(
+            cause="schedule", start_step=int(lr.index[0]), end_step=int(lr.index[min(n // 10, n - 1)]),
+            confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6, detector="no_warmup", evidence=ev,
+            advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps"))
+    # Peak-LR phase: steps at >= 95% of the peak, its first tenth skipped (the end of warm-up's descent).
+    at_peak = lr.index[lr.to_numpy() >= 0.95 * peak]
+    phase = loss.loc[at_peak[0]:at_peak[-1]] if len(at_peak) else loss.iloc[:0]
+    phase = phase[np.isfinite(phase.to_numpy(dtype=float))]
+    start_loss = float(np.nanmean(values[:5]))
+    collapsed = _entropy_collapse(sig)
+    if len(phase) >= 40:
+        phase = phase.iloc[len(phase) // 10:]
+        q = np.array_split(phase.to_numpy(dtype=float), 4)
+        first_q, last_q = float(q[0].mean()), float(q[-1].mean())
+        noise = float(np.std(np.diff(phase.to_numpy(dtype=float)))) / np.sqrt(2 * len(q[0]))
+        before = start_loss - first_q  # what the run learned before the peak phase settled
+        progress = first_q - last_q
+        ratio = progress / before if before > 0 else np.nan
+        ev = {**ev_common, "loss_start": round(start_loss, 4), "peak_phase_first_quarter": round(first_q, 4),
+              "peak_phase_last_quarter": round(last_q, 4), "progress_ratio": round(float(ratio), 4)}
+        if progress < -3 * noise and progress < -0.01 * abs(first_q):
+            found.append(Finding(cause="schedule", start_step=int(phase.index[0]), end_step=int(phase.index[-1]),
+                                 confidence=0.9, detector="lr_too_high", evidence={**ev, "diverging": True},
+                                 advice="LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)"))
+        elif before > 0 and (ratio < PLATEAU_RATIO or collapsed is not None):
+            found.append(Finding(cause="schedule", start_step=int(phase.index[0]), end_step=int(phase.index[-1]),
+                                 confidence=0.9 if collapsed is not None else _clip(0.7 + (PLATEAU_RATIO - ratio) * 4),
+                                 detector="lr_too_high", evidence={**ev, "act_entropy_share": collapsed},
+                                 advice="LR too high: learning stalled early at the peak LR (a plateau at the noise floor "
+                                        "the LR sets); lower the peak LR (try /3-/10) and compare a short probe"))
+    end_loss = float(np.nanmean(values[-max(n // 10, 5):]))
+    drop = (start_loss - end_loss) / start_loss if start_loss > 0 else np.nan
+    tail = values[finite][-n // 4:]
+    slope = np.polyfit(np.arange(len(tail)), tail, 1)[0] if len(tail) > 5 else 0.0
+    ratio_u = _median_update_ratio(sig)
+    if 0 <= drop < SLOW_DROP and slope < 0:
+        ev = {**ev_common, "relative_loss_drop": round(float(drop), 4), "tail_slope_per_step": float(slope),
+              "update_ratio_median": ratio_u}
+        confidence = 0.75 + (0.15 if ratio_u is not None and ratio_u < 2e-3 else 0.0)
+        found.append(Finding(cause="schedule", start_step=int(loss.index[0]), end_step=int(loss.index[-1]),
+                             confidence=confidence, detector="lr_too_low", evidence=ev,
+                             advice="LR too low: the loss falls slowly and steadily, far from where it could be; raise "
+                                    "the peak LR (try x3-x10) and compare a short probe"))
+    return found
+
+
+def _entropy_collapse(sig: RunSignals) -> float | None:
+    """Median activation entropy as a share of its maximum ln(width), when below ENTROPY_COLLAPSE; else None."""
+    cols = sig.prefixed("signals/act_entropy/")
+    width = sig.manifest.model.width if sig.manifest and sig.manifest.model else None
+    if not cols or not width or width < 2:
+        return None
+    share = float(np.nanmedian(sig.steps[cols].to_numpy(dtype=float))) / float(np.log(width))
+    return round(share, 4) if share < ENTROPY_COLLAPSE else None
+
+
+def undertrained(sig: RunSignals) -> list[Finding]:
+    """Tokens per parameter far below Chinchilla's ~20 at the end of the run."""
+    m = sig.manifest.model if sig.manifest else None
+    if m is None or not m.params:
+        raise NotRun("the manifest gives no parameter count (model.params)")
+    tokens = sig.column("tokens", "accepted tokens per step")
+    per_param = float(tokens.iloc[-1]) / m.params
+    if per_param >= TOKENS_PER_PARAM / UNDERTRAINED_FACTOR:
+        return []
+    return [Finding(cause="undertrained", start_step=int(tokens.index[0]), end_step=int(tokens.index[-1]),
+                    confidence=_clip(0.4 + 0.5 * (1 - per_param * UNDERTRAINED_FACTOR / TOKENS_PER_PARAM)),
+                    detector="tokens_per_param",
+                    evidence={"tokens": float(tokens.iloc[-1]), "params": m.params, "tokens_per_param": round(per_param, 2)},
+                    advice=f"{per_param:.1f} tokens per parameter, far below ~{TOKENS_PER_PARAM:.0f}: train longer or use "
+                           "a smaller model before reading its loss as the data's limit")]
+
+
+def throughput_altered_learning(sig: RunSignals) -> list[Finding]:
+    """The small-batch baseline check's verdict (`track.batch_check`), when one is recorded as run meta
+    `batch_check` (the fields of `BatchCheckResult`)."""
+    check = sig.meta.get("batch_check")
+    if not isinstance(check, dict) or "altered" not in check:
+        raise NotRun("no small-batch baseline check recorded for this run (run meta 'batch_check', the fields of "
+                     "track.batch_check.BatchCheckResult)")
+    if not check["altered"]:
+        return []
+    steps = sig.steps["step"]
+    ev = {k: check.get(k) for k in ("relative_loss", "standard_error", "baseline_learning_per_token",
+                                    "candidate_learning_per_token", "tokens")}
+    return [Finding(cause="throughput_altered_learning", start_step=int(steps.min()) if len(steps) else 0,
+                    end_step=int(steps.max()) if len(steps) else 0, confidence=0.9, detector="batch_check", evidence=ev,
+                    advice="the throughput change costs learning per token beyond noise: keep the small-batch setting, "
+                           "or retune LR for the new batch before trusting its tokens/s")]
+
+
+def _first_cross(series: pd.Series, level: float, below: bool) -> int | None:
+    hit = series[series < level] if below else series[series > level]
+    return int(hit.index[0]) if len(hit) else None
+
+
+def early_warnings(sig: RunSignals) -> list[Finding]:
+    """Learning signals that move before the validation loss does: gradient noise scale falling, activation
+    entropy collapsing, update/weight ratios collapsing, a rising share of clipped steps. Each is compared
+    between the second and the last quarter of the run, with its lead over the validation loss when that moved."""
+    s = sig.steps.set_index("step")
+    signals: dict[str, pd.Series] = {}
+    if "signals/gns" in s and s["signals/gns"].notna().sum() >= 8:
+        signals["gns"] = s["signals/gns"].dropna()
+    for prefix, name in (("signals/act_entropy/", "act_entropy"), ("signals/update_ratio/", "update_ratio")):
+        cols = [c for c in s.columns if c.startswith(prefix)]
+        if cols and s[cols].notna().any(axis=1).sum() >= 8:
+            series = s[cols].median(axis=1).dropna()
+            if name == "update_ratio" and "lr" in s:
+                # Per unit of LR: a schedule's cooldown lowers the ratio by design, a stalled layer does not follow it.
+                series = (series / s["lr"].reindex(series.index)).dropna()
+            signals[name] = series
+    if "clipped" in s and s["clipped"].notna().sum() >= 40:
+        signals["clipped_share"] = s["clipped"].dropna().rolling(20, min_periods=10).mean().dropna()
+    if not signals:
+        raise NotRun("no learning signals recorded (signals/gns, act_entropy, update_ratio, clipped)")
+    val = sig.val_loss()
+    val_turn = None
+    if len(val) >= 3:
+        # The validation loss "turns" where it first rises 1% above its best so far (eval noise stays below that).
+        best = np.minimum.accumulate(val.to_numpy())
+        rising = val.index[val.to_numpy() > 1.01 * best]
+        val_turn = int(rising[0]) if len(rising) else None
+    found = []
+    for name, series in signals.items():
+        quarters = np.array_split(series.to_numpy(dtype=float), 4)
+        mid, last = float(np.nanmedian(quarters[1])), float(np.nanmedian(quarters[-1]))
+        falling = name != "clipped_share"
+        if falling:
+            moved = mid > 0 and last < 0.5 * mid  # collapsed to under half of its mid-run level
+            at = _first_cross(series, 0.5 * mid, below=True) if moved else None
+        else:
+            moved = last > max(0.2, 2 * mid)
+            at = _first_cross(series, max(0.2, 2 * mid), below=False) if moved else None
+        if not moved or at is None:
+            continue
+        lead = (val_turn - at) if val_turn is not None else None
+        found.append(Finding(cause="early_warning", start_step=at, end_step=int(series.index[-1]),
+                             confidence=0.45 if lead is not None and lead > 0 else 0.25, detector=f"early_{name}",
+                             evidence={"signal": name, "mid_run": mid, "last_quarter": last,
+                                       "val_loss_turned_at": val_turn, "lead_steps": lead},
+                             advice=f"{name} {'collapsed' if falling else 'rose'} from step {at}"
+                                    + (f", {lead} steps before the validation loss turned" if lead is not None else
+                                       "; the validation loss has not turned yet: watch it")))
+    return found

@@ -1,0 +1,188 @@
+"""`yieldgate diagnose`: detectors as pure functions with exact values, `not_run` on a run without the signals,
+events kept without duplicates, the CLI, and a fast subset of the fault-injection suite on real probe runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yieldgate.analysis.data_detectors import _expected_repeat, duplicated_stream, mixture_drift
+from yieldgate.analysis.detectors import (
+    LOW_CONFIDENCE,
+    NotRun,
+    RunSignals,
+    nonfinite_and_skipped,
+    repeat_worth,
+    spike_steps,
+    stall,
+)
+from yieldgate.analysis.diagnose import DETECTORS, diagnose, online_findings
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.manifest import parse_manifest
+
+_spec = importlib.util.spec_from_file_location("bench_diagnose", Path(__file__).parents[1] / "benchmarks" / "bench_diagnose.py")
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["bench_diagnose"] = bench  # dataclasses look their module up while the class is made
+_spec.loader.exec_module(bench)
+
+MANIFEST = parse_manifest({"data": {"sources": [{"name": "a", "weight": 3, "unique_tokens": 100_000},
+                                                {"name": "b", "weight": 1, "unique_tokens": 100}],
+                                    "sequence_length": 10}})
+
+
+# -- pure functions ---------------------------------------------------------------------------------------
+
+
+def test_spike_is_measured_from_the_local_level_and_the_step_noise():
+    history = [0.0, 1.0] * 16  # diffs: sixteen +1 and fifteen -1
+    sd = math.sqrt(1 - 1 / 31**2) / math.sqrt(2)
+    values = np.array(history + [0.5 + 7 * sd, 0.5 + 5 * sd])
+    ((index, z),) = spike_steps(values, k=6)
+    assert index == 32 and z == pytest.approx(7.0)
+    # A flat history: any rise is a spike (z = inf); NaN is skipped, not a spike.
+    assert spike_steps(np.array([2.0] * 25 + [math.nan, 2.0, 3.0])) == [(27, math.inf)]
+
+
+def test_repeated_token_worth_follows_muennighoff():
+    assert repeat_worth(1.0) == 1.0
+    assert repeat_worth(4.0) == pytest.approx(math.exp(-3 / 15.4))
+    assert round(repeat_worth(4.0), 2) == 0.82 and round(repeat_worth(16.0), 2) == 0.38
+
+
+def test_expected_repeats_come_from_sources_past_one_epoch():
+    tokens = pd.DataFrame({"a": [30.0, 60.0, 90.0, 120.0], "b": [10.0, 60.0, 110.0, 160.0]})
+    # b passes its 100 unique tokens after step 2: from step 3 its 50 of 80 tokens per step are repeats.
+    assert _expected_repeat(tokens, {"a": 1000.0, "b": 100.0}).tolist() == [0.0, 0.0, 0.0, 50 / 80]
+
+
+def _steps(n: int, **columns) -> pd.DataFrame:
+    return pd.DataFrame({"step": np.arange(1, n + 1), **columns})
+
+
+def test_duplicated_stream_counts_only_repeats_the_declared_data_does_not_explain():
+    n = 50
+    a = np.cumsum(np.full(n, 30.0))
+    b = np.cumsum(np.full(n, 10.0))
+    looping = RunSignals(steps=_steps(n, **{"tokens/a": a, "tokens/b": b, "stream/repeat_rate": np.full(n, 0.75)}),
+                         manifest=MANIFEST)
+    (f,) = duplicated_stream(looping)
+    # b (100 unique tokens) passes one epoch after step 10: a quarter of each later batch is an expected repeat.
+    assert f.cause == "duplicated_stream" and f.start_step == 1
+    assert f.evidence["explained_by_epochs"] == 0.25 and f.evidence["excess"] == 0.5
+    # The same repeats as b's epochs explain are no finding.
+    explained = RunSignals(steps=_steps(n, **{"tokens/a": a, "tokens/b": b,
+                                              "stream/repeat_rate": np.r_[np.zeros(10), np.full(n - 10, 0.25)]}),
+                           manifest=MANIFEST)
+    assert duplicated_stream(explained) == []
+
+
+def test_mixture_drift_is_the_realised_share_against_the_weight():
+    n = 100
+    on_weight = {"tokens/a": np.cumsum(np.full(n, 30.0)), "tokens/b": np.cumsum(np.full(n, 10.0))}
+    assert mixture_drift(RunSignals(steps=_steps(n, **on_weight), manifest=MANIFEST)) == []
+    # b's share creeps from 1/4 to all of it over the second half: 4,000 tokens, 400 samples of 10 tokens.
+    share_b = np.r_[np.full(50, 0.25), np.linspace(0.25, 1.0, 50)]
+    drift = {"tokens/a": np.cumsum(40 * (1 - share_b)), "tokens/b": np.cumsum(40 * share_b)}
+    (f,) = mixture_drift(RunSignals(steps=_steps(n, **drift), manifest=MANIFEST))
+    realised = drift["tokens/b"][-1] / 4000
+    z = (realised - 0.25) / math.sqrt(0.25 * 0.75 / 400)
+    assert f.cause == "mixture_drift" and f.evidence["worst"] == "b"
+    assert f.evidence["b"] == {"weight": 0.25, "realised": round(realised, 4), "z": round(z, 1)}
+    assert 50 <= f.start_step <= 70
+
+
+def test_nonfinite_and_stall_on_a_window_as_the_tracker_would_run_them():
+    n = 60
+    window = _steps(n, loss=np.full(n, 2.0), grad_norm=np.r_[np.ones(30), [math.inf], np.ones(n - 31)],
+                    step_s=np.full(n, 0.1), data_wait_s=np.r_[np.full(30, 0.001), np.full(n - 30, 0.08)],
+                    tokens=np.arange(1, n + 1) * 100.0)
+    found = online_findings(window)
+    assert [(f.cause, f.detector, f.start_step, f.end_step) for f in found] == [
+        ("damaged_update", "nonfinite_grad_norm", 31, 31), ("infrastructure_stall", "stall_data_wait", 31, 60)]
+    assert found[1].evidence["wait_fraction_during"] == 0.8 and found[1].evidence["wait_fraction_early"] == 0.01
+    with pytest.raises(NotRun, match="no timing"):
+        stall(RunSignals(steps=_steps(n, loss=np.ones(n))))
+    with pytest.raises(NotRun, match="no loss, grad_norm"):
+        nonfinite_and_skipped(RunSignals(steps=_steps(n, tokens=np.ones(n))))
+
+
+def test_skipped_steps_and_the_loss_scale_they_cost():
+    n = 30
+    skipped = np.r_[np.zeros(10), [1, 2, 3], np.full(n - 13, 3.0)]
+    scale = 65536.0 / 2.0 ** skipped
+    (f,) = nonfinite_and_skipped(RunSignals(steps=_steps(n, **{"signals/skipped_steps": skipped,
+                                                              "signals/loss_scale": scale})))
+    assert (f.cause, f.start_step, f.end_step) == ("damaged_update", 11, 13)
+    assert f.evidence == {"skipped_steps": 3, "loss_scale_before": 65536.0, "loss_scale_after": 8192.0}
+
+
+# -- the ledger, events and the CLI -----------------------------------------------------------------------
+
+
+def test_an_imported_run_without_loss_timing_or_sources_says_what_could_not_run(ledger):
+    ledger.create_run("imported", status="imported", source="import")
+    ledger.append_steps("imported", {"step": [100, 200, 300]})
+    ledger.append_evals("imported", [EvalRecord(step=s, task="val", metric="loss", value=v)
+                                     for s, v in ((100, 3.0), (200, 2.8), (300, 2.9))])
+    result = diagnose(ledger, "imported")
+    assert result.findings == []
+    reasons = {e["detector"]: e["reason"] for e in result.not_run}
+    assert set(reasons) == set(DETECTORS)  # nothing is reported as "no problem found" for a signal not seen
+    assert "training loss" in reasons["loss_spikes"] and "timing" in reasons["stall"]
+    assert "per-source token counts" in reasons["mixture_drift"]
+
+
+def _spiky_run(ledger, name="r"):
+    ledger.create_run(name, manifest=MANIFEST)
+    loss = np.r_[np.linspace(3.0, 2.0, 60) + np.tile([0.01, -0.01], 30)]
+    loss[40] = 9.0
+    ledger.append_steps(name, {"step": np.arange(1, 61), "loss": loss})
+
+
+def test_findings_are_stored_as_open_events_without_duplicates(ledger):
+    _spiky_run(ledger)
+    first = diagnose(ledger, "r")
+    (spike,) = [f for f in first.findings if f.cause == "damaged_update"]
+    assert spike.start_step == spike.end_step == 41
+    diagnose(ledger, "r")
+    events = ledger.events("r", kind="diagnosis")
+    assert len(events) == len(first.findings) and set(events["state"]) == {"open"}
+    assert events["body"].iloc[0]["source"] == "diagnose"
+
+
+def test_cli_json_shape_and_a_missing_run(cli, ledger_path):
+    with Ledger(ledger_path) as led:
+        _spiky_run(led)
+    out = cli.json("diagnose", "r")
+    assert set(out) == {"findings", "not_run"}
+    finding = out["findings"][0]
+    assert {"cause", "start_step", "end_step", "confidence", "evidence", "advice"} <= set(finding)
+    assert all(set(e) == {"detector", "reason"} for e in out["not_run"])
+    assert "damaged_update" in cli("diagnose", "r").stdout
+    missing = cli("diagnose", "nope", code=2)
+    assert "no run named 'nope'" in missing.stderr
+
+
+# -- real runs: a fast subset of the fault-injection suite -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("faults")
+    names = ("clean", "lr_x30", "nan_grad", "loop_200", "sleep_loader")
+    return {name: bench.run_condition(name, 0, str(folder)) for name in names}
+
+
+@pytest.mark.parametrize("condition", ["clean", "lr_x30", "nan_grad", "loop_200", "sleep_loader"])
+def test_a_real_faulted_probe_is_labelled_with_its_cause(suite, condition):
+    result = suite[condition]
+    top = next((f for f in result["findings"] if f["confidence"] > LOW_CONFIDENCE), None)
+    assert (top["cause"] if top else None) == bench.CONDITIONS[condition].cause, result["findings"]
+    if condition == "nan_grad":
+        assert abs(top["start_step"] - result["at"]) <= 10
