@@ -38,6 +38,8 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_tracker.py
 	$(BIN)/python benchmarks/bench_compare.py
 	$(BIN)/python benchmarks/bench_forecast.py
+	$(BIN)/python benchmarks/bench_import.py
+	$(BIN)/python benchmarks/bench_diagnose.py
 	$(BIN)/python benchmarks/bench_dedup.py
 
 # Rewrites the README's Reliability table from what tests/test_reliability.py measures.

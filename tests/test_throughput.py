@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from yieldgate.track.throughput import Throughput, flops_per_token, mfu
@@ -20,26 +19,6 @@ def test_rates_over_the_window_skip_warmup():
     assert tp.compute() == {"tokens_per_s": 700 / 3, "samples_per_s": 7 / 3}
     tp.reset()
     assert tp.compute() == {}
-
-
-@pytest.mark.parametrize("chunks", [[1] * 12, [5, 7], [12], [2, 1, 9]])
-def test_update_many_gives_what_update_then_compute_gives_after_each_point(chunks):
-    rng = np.random.default_rng(0)
-    time, tokens, samples = (np.cumsum(rng.uniform(0.5, 2.0, 12)) for _ in range(3))
-    one, many = Throughput(window=4, skip=3), Throughput(window=4, skip=3)
-    expected = []
-    for t, k, s in zip(time, tokens, samples, strict=True):
-        one.update(time=t, tokens=k, samples=s)
-        expected.append(one.compute().get("tokens_per_s", np.nan))
-    got, start = [], 0
-    for size in chunks:
-        part = slice(start, start + size)
-        got.extend(many.update_many(time=time[part], tokens=tokens[part], samples=samples[part])["tokens_per_s"])
-        start += size
-    np.testing.assert_allclose(got, expected, rtol=1e-12)
-    assert np.isnan(got[:4]).all() and not np.isnan(got[4:]).any()
-    with pytest.raises(ValueError, match="went backwards"):
-        many.update_many(time=[100.0], tokens=[0.0], samples=[100.0])
 
 
 def test_counters_going_backwards_are_refused_with_the_values():

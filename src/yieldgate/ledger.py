@@ -10,6 +10,7 @@ live in a wide table stored as column blocks of consecutive steps, the namespace
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -41,11 +42,12 @@ __all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "higher
 DEFAULT_LEDGER = "yieldgate.db"
 
 # Bulk appends are cut into blocks of BLOCK_ROWS steps. Small appends (a tracker flushing every second)
-# are merged into the run's last block while it holds fewer than TAIL_MERGE_ROWS steps, so a long run
-# ends up in ~256-row blocks without rewriting more than ~30 kB per flush (a 10-row flush costs ~0.35 ms
-# of CPU here, most of it fixed; ~0.41 ms with 1024-row blocks).
+# are written as blocks of their own, and every COMPACT_BLOCKS of them at the run's end are merged into one
+# while they hold fewer than TAIL_MERGE_ROWS steps, so a long run ends up in ~256-row blocks and a flush
+# seldom decodes and rewrites old rows (the Tracker's CPU per step is a target: benchmarks/bench_tracker.py).
 BLOCK_ROWS = 8192
 TAIL_MERGE_ROWS = 256
+COMPACT_BLOCKS = 16
 
 # Metrics where lower is better; every other metric is taken as higher-is-better unless a record says.
 _LOWER_IS_BETTER = {"loss", "bpb", "bits_per_byte", "nll", "ppl", "perplexity", "word_perplexity",
@@ -515,11 +517,10 @@ class Ledger:
         first = int(new.steps[0])
         # The common case, a run growing at its end, needs only the last block (an index lookup).
         tail = self._db.execute(
-            f"SELECT id, n, columns, data, missing, last_step FROM {table} WHERE {where} "
-            "ORDER BY first_step DESC LIMIT 1",
+            f"SELECT id, n, last_step FROM {table} WHERE {where} ORDER BY first_step DESC LIMIT {COMPACT_BLOCKS}",
             params,
         ).fetchall()
-        if tail and tail[0][5] >= first:
+        if tail and tail[0][2] >= first:
             # Re-logged or out-of-order steps: every block from the one holding `first` on is merged.
             affected = self._db.execute(
                 f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} AND first_step >= COALESCE("
@@ -527,7 +528,14 @@ class Ledger:
                 (*params, *params, first, first),
             ).fetchall()
         else:
-            affected = [t[:5] for t in tail if t[1] < TAIL_MERGE_ROWS]
+            # Small appends go in as blocks of their own; once COMPACT_BLOCKS small blocks end the run, they
+            # are merged into one (with the new rows), so a flush rarely decodes and rewrites old data.
+            small = [t[0] for t in itertools.takewhile(lambda t: t[1] < TAIL_MERGE_ROWS, tail)]
+            affected = []
+            if len(small) >= COMPACT_BLOCKS:
+                affected = self._db.execute(
+                    f"SELECT id, n, columns, data, missing FROM {table} WHERE id IN ({','.join('?' * len(small))}) "
+                    "ORDER BY first_step", small).fetchall()
         if affected:
             merged = _concat([_decode(n, c, d, m, None) for _, n, c, d, m in affected] + [new])
             new = _collapse(merged.steps, merged.values)

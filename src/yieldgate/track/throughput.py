@@ -10,8 +10,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
 __all__ = ["Throughput", "flops_per_token", "MFU", "mfu"]
 
 
@@ -49,33 +47,6 @@ class Throughput:
         self._seen += 1
         if self._seen > self.skip:
             self._points.append((time, tokens, samples))
-
-    def update_many(self, *, time: np.ndarray, tokens: np.ndarray, samples: np.ndarray) -> dict[str, np.ndarray]:
-        """`update` with each point in turn, returning what `compute` would have returned after each one:
-        arrays of `tokens_per_s` and `samples_per_s`, NaN where there was no rate yet. Vectorised: the
-        background writer calls it once per packet of steps."""
-        new = np.stack([np.asarray(time, np.float64), np.asarray(tokens, np.float64), np.asarray(samples, np.float64)])
-        n = new.shape[1]
-        old = np.array(self._points, dtype=np.float64).reshape(-1, 3).T
-        joined = np.concatenate([old[:, -1:], new], axis=1)
-        if (np.diff(joined, axis=1) < 0).any():
-            i = int(np.argmax((np.diff(joined, axis=1) < 0).any(axis=0)))
-            raise ValueError(f"cumulative counters went backwards: time, tokens, samples {joined[:, i].tolist()} -> "
-                             f"{joined[:, i + 1].tolist()}")
-        skipped = min(max(self.skip - self._seen, 0), n)
-        self._seen += n
-        counted = new[:, skipped:]
-        points = np.concatenate([old, counted], axis=1)
-        # Point j of `points` is the window's last; its first is max(0, j - window + 1).
-        last = np.arange(old.shape[1], points.shape[1])
-        first = np.maximum(last - self.window + 1, 0)
-        dt = points[0, last] - points[0, first]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tok = np.where(dt > 0, (points[1, last] - points[1, first]) / dt, np.nan)
-            smp = np.where(dt > 0, (points[2, last] - points[2, first]) / dt, np.nan)
-        self._points.extend(map(tuple, counted[:, -self.window:].T.tolist()))
-        pad = np.full(skipped, np.nan)
-        return {"tokens_per_s": np.concatenate([pad, tok]), "samples_per_s": np.concatenate([pad, smp])}
 
     def compute(self) -> dict[str, float]:
         """`tokens_per_s` and `samples_per_s` over the window; empty until the window has two points."""

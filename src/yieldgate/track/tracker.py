@@ -62,6 +62,8 @@ class TrackerConfig:
     """Seconds between host transfers (single process; distributed runs transfer on steps only)."""
     flush_every_s: float = 1.0
     """Seconds between ledger writes."""
+    telemetry_every_s: float = 5.0
+    """Seconds between device telemetry readings (utilisation, power, clocks, memory; energy is cumulative)."""
     layer_every: int = 10
     """Steps between per-layer gradient norms and update/weight ratios (signals="full")."""
     entropy_every: int = 100
@@ -101,7 +103,7 @@ class TrackerConfig:
                      "repeat_window", "queue_size", "spill_rows"):
             if getattr(self, name) < 1:
                 raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("log_every_s", "flush_every_s", "dist_timeout_s"):
+        for name in ("log_every_s", "flush_every_s", "telemetry_every_s", "dist_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InputError(f"TrackerConfig.{name} must be > 0, got {getattr(self, name)}")
         if self.gns_microbatches is not None and self.gns_microbatches < 1:
@@ -295,6 +297,7 @@ class Tracker:
                 base_wall=base["wall_s"],
                 t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
                 spill_rows=self.config.spill_rows, spill_dir=self.config.spill_dir, manifest=manifest,
+                telemetry_every_s=self.config.telemetry_every_s,
                 throughput_window=self.config.throughput_window, throughput_skip=self.config.throughput_skip,
                 loss_var_window=self.config.loss_var_window, repeat_window=self.config.repeat_window,
                 grad_clip=manifest.optimisation.grad_clip if manifest and manifest.optimisation else None,

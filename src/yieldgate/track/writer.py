@@ -99,6 +99,8 @@ class WriterSettings:
     """Folder of spill files (None: the ledger's folder when writable, else the system's temp folder)."""
     max_buffered_rows: int = 1_000_000
     """Rows kept in memory when even the spill file cannot be written; the oldest beyond are dropped."""
+    telemetry_every_s: float = 5.0
+    """Seconds between device telemetry readings (energy is a cumulative counter: nothing is lost between)."""
     manifest: Any = None
     """The run's manifest, to create the run again in a ledger file that was removed mid-run."""
     busy_timeout_s: float = 1.0
@@ -119,44 +121,41 @@ class WriterSettings:
 
 
 class _Frame:
-    """Step records of one packet in column form: per key (float64 values, missing mask), built column by
-    column with numpy where the values come as arrays and entry by entry where they come per step."""
+    """Step records of one packet in column form: per key, one value per step (None: not recorded).
 
-    def __init__(self, steps: np.ndarray) -> None:
+    Plain lists, turned into arrays once per flush (`_joined`): a packet holds ~10 steps, and at that size
+    numpy's per-call cost (with caches cold after a second asleep) outweighs the work."""
+
+    def __init__(self, steps: list[int]) -> None:
         self.steps = steps
         self.n = len(steps)
-        self.columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.columns: dict[str, list[float | None]] = {}
 
-    def put(self, key: str, values: np.ndarray, missing: np.ndarray | None = None) -> None:
-        values = np.asarray(values, dtype=np.float64)
-        self.columns[key] = (values, np.zeros(self.n, dtype=bool) if missing is None else missing)
-
-    def put_optional(self, key: str, values: list[float | None]) -> None:
-        """A column given as per-step values, None where the step has none (left out when all are None)."""
-        missing = np.fromiter((v is None for v in values), dtype=bool, count=self.n)
-        if not missing.all():
-            self.put(key, np.array([math.nan if v is None else v for v in values], dtype=np.float64), missing)
+    def put(self, key: str, values: list[float | None]) -> None:
+        """A whole column (left out when no step has a value)."""
+        if any(v is not None for v in values):
+            self.columns[key] = values
 
     def set(self, key: str, i: int, value: float) -> None:
         column = self.columns.get(key)
         if column is None:
-            column = self.columns[key] = (np.full(self.n, math.nan), np.ones(self.n, dtype=bool))
-        column[0][i] = value
-        column[1][i] = False
+            column = self.columns[key] = [None] * self.n
+        column[i] = value
 
-    def get(self, key: str) -> np.ndarray | None:
-        """Values of `key` with NaN where missing, or None."""
-        column = self.columns.get(key)
-        return None if column is None else np.where(column[1], math.nan, column[0])
+    def get(self, key: str) -> list[float | None]:
+        return self.columns.get(key) or [None] * self.n
 
 
 def _joined(frames: list[_Frame]) -> dict[str, Any]:
-    """One dict of columns for `Ledger.append_steps`: `step` and a masked array per key."""
+    """One dict of columns for `Ledger.append_steps`: `step` and a masked array per key (masked: not recorded;
+    a recorded NaN stays NaN)."""
     keys = dict.fromkeys(k for f in frames for k in f.columns)
-    out: dict[str, Any] = {"step": np.concatenate([f.steps for f in frames])}
+    out: dict[str, Any] = {"step": np.array([s for f in frames for s in f.steps], dtype=np.int64)}
     for key in keys:
-        parts = [f.columns.get(key, (np.full(f.n, math.nan), np.ones(f.n, dtype=bool))) for f in frames]
-        out[key] = np.ma.masked_array(np.concatenate([v for v, _ in parts]), np.concatenate([m for _, m in parts]))
+        values = [v for f in frames for v in f.columns.get(key, [None] * f.n)]
+        missing = np.array([v is None for v in values], dtype=bool)
+        out[key] = np.ma.masked_array(np.array([math.nan if v is None else v for v in values], dtype=np.float64),
+                                      missing)
     return out
 
 
@@ -197,6 +196,7 @@ class Writer(threading.Thread):
         self._last_flush = time.monotonic()
         self._reduce_failed = False
         self._inode: int | None = None
+        self._last_telemetry = -math.inf
         self.spill_path: str | None = None
         """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
         self.spilled_rows = 0
@@ -271,7 +271,9 @@ class Writer(threading.Thread):
         self._last_flush = time.monotonic()
         if self.s.run is None or not (self._frames or self._evals or self.spill_path):
             return ledger
-        if self.telemetry is not None and self._frames:
+        due = final or time.monotonic() - self._last_telemetry >= self.s.telemetry_every_s
+        if self.telemetry is not None and self._frames and due:
+            self._last_telemetry = time.monotonic()
             try:
                 last = self._frames[-1]
                 for key, value in self.telemetry.sample().items():
@@ -400,7 +402,8 @@ class Writer(threading.Thread):
         if self.s.run is None or n == 0 and not packet.evals:
             return
         if n:
-            self._frames.append(self._frame(packet, local[2], tokens, samples, spread))
+            self._frames.append(self._frame(packet, local[2].tolist(), tokens.tolist(), samples.tolist(),
+                                            {k: v.tolist() for k, v in spread.items()}))
         eval_values = {name: float(t) for name, t in packet.eval_tensors.items()}  # host tensors: no device sync
         for step, metrics in packet.evals:
             self._record_evals(step, metrics, eval_values)
@@ -408,28 +411,32 @@ class Writer(threading.Thread):
             for step in sorted(self._at)[:-1024]:
                 del self._at[step]
 
-    def _frame(self, packet: Packet, step_s: np.ndarray, tokens: np.ndarray, samples: np.ndarray,
-               spread: dict[str, np.ndarray]) -> _Frame:
+    def _frame(self, packet: Packet, step_s: list[float], tokens: list[float], samples: list[float],
+               spread: dict[str, list[float]]) -> _Frame:
         rows = packet.rows
-        n = len(rows)
-        frame = _Frame(np.fromiter((r.step for r in rows), dtype=np.int64, count=n))
-        tok = self._tokens + np.cumsum(tokens)
-        smp = self._samples + np.cumsum(samples)
-        self._tokens, self._samples = float(tok[-1]), float(smp[-1])
-        wall = self.s.base_wall + (np.fromiter((r.t_end for r in rows), dtype=np.float64, count=n) - self.s.t0)
-        rate = self._throughput.update_many(time=wall, tokens=tok, samples=smp)["tokens_per_s"]
+        frame = _Frame([r.step for r in rows])
+        tok, smp, wall, rate = [], [], [], []
+        for r, k, m in zip(rows, tokens, samples, strict=True):
+            self._tokens += k
+            self._samples += m
+            t = self.s.base_wall + (r.t_end - self.s.t0)
+            self._throughput.update(time=t, tokens=self._tokens, samples=self._samples)
+            tok.append(self._tokens)
+            smp.append(self._samples)
+            wall.append(t)
+            rate.append(self._throughput.compute().get("tokens_per_s"))
         frame.put("tokens", tok)
         frame.put("samples", smp)
         frame.put("wall_s", wall)
         frame.put("step_s", step_s)
-        frame.put_optional("data_wait_s", [r.data_wait_s for r in rows])
-        frame.put_optional("lr", [r.lr for r in rows])
-        frame.put("tokens_per_s", rate, np.isnan(rate))
-        frame.put_optional("mfu", [None if math.isnan(x) else self.s.mfu(x) for x in rate.tolist()])
+        frame.put("data_wait_s", [r.data_wait_s for r in rows])
+        frame.put("lr", [r.lr for r in rows])
+        frame.put("tokens_per_s", rate)
+        frame.put("mfu", [None if x is None else self.s.mfu(x) for x in rate])
         if self.s.price_per_device_hour is not None:
-            frame.put("cost_usd", wall / 3600.0 * self.s.devices * self.s.price_per_device_hour)
+            frame.put("cost_usd", [w / 3600.0 * self.s.devices * self.s.price_per_device_hour for w in wall])
         for name, (idx, values) in packet.tensors.items():
-            self._place(frame, name, np.asarray(idx), values.float().numpy())
+            self._place(frame, name, idx, values.float().tolist())
         for i, name, start, end in packet.timers:
             frame.set(name, i, start.elapsed_time(end) / 1e3 if hasattr(start, "elapsed_time") else end - start)
         for name, values in spread.items():
@@ -445,30 +452,29 @@ class Writer(threading.Thread):
             if r.sample_ids is not None:
                 ids = r.sample_ids.tolist() if hasattr(r.sample_ids, "tolist") else list(r.sample_ids)
                 frame.set("stream/repeat_rate", i, self._repeats.update(ids))
-        frame.put_optional("clipped", self._clipped(rows, frame.get("grad_norm")))
+        frame.put("clipped", self._clipped(rows, frame.get("grad_norm")))
         self._skipped_steps(frame)
         if self.s.full_signals:
             self._loss_variance(frame)
-        self._at.update(zip(frame.steps.tolist(), zip(tok.tolist(), wall.tolist(), strict=True), strict=True))
+        self._at.update(zip(frame.steps, zip(tok, wall, strict=True), strict=True))
         return frame
 
-    def _clipped(self, rows: list[StepRow], grad_norm: np.ndarray | None) -> list[float | None]:
+    def _clipped(self, rows: list[StepRow], grad_norm: list[float | None]) -> list[float | None]:
         """Given per step, or else known from the pre-clip gradient norm and the manifest's clip threshold."""
         clip = self.s.grad_clip
         out: list[float | None] = [r.clipped for r in rows]
-        if clip is not None and grad_norm is not None:
-            for i, g in enumerate(grad_norm.tolist()):
-                if out[i] is None and not math.isnan(g):
+        if clip is not None:
+            for i, g in enumerate(grad_norm):
+                if out[i] is None and g is not None and not math.isnan(g):
                     out[i] = float(g > clip)
         return out
 
     def _skipped_steps(self, frame: _Frame) -> None:
         """GradScaler lowers its scale exactly when it skips a step for inf/NaN gradients: count the drops."""
-        scale = frame.get("signals/loss_scale")
-        if scale is None:
+        if "signals/loss_scale" not in frame.columns:
             return
-        for i, value in enumerate(scale.tolist()):
-            if math.isnan(value):
+        for i, value in enumerate(frame.columns["signals/loss_scale"]):
+            if value is None or math.isnan(value):
                 continue
             if self._last_scale is not None and value < self._last_scale:
                 self._skipped += 1
@@ -476,32 +482,30 @@ class Writer(threading.Thread):
             frame.set("signals/skipped_steps", i, float(self._skipped))
 
     def _loss_variance(self, frame: _Frame) -> None:
-        if "loss" not in frame.columns:
-            return
-        values, missing = frame.columns["loss"]
-        for i in np.flatnonzero(~missing).tolist():  # a NaN loss is recorded, and counts
-            self._losses.append(float(values[i]))
+        for i, value in enumerate(frame.columns.get("loss", ())):
+            if value is None:
+                continue  # no loss at this step; a NaN loss is recorded, and counts
+            self._losses.append(float(value))
             if len(self._losses) == self._losses.maxlen:
                 frame.set("signals/loss_var", i, loss_variance(np.fromiter(self._losses, dtype=np.float64)))
 
-    def _place(self, frame: _Frame, name: str, idx: np.ndarray, values: np.ndarray) -> None:
+    def _place(self, frame: _Frame, name: str, idx: list[int], values: list[Any]) -> None:
         """Spread a shipped tensor's rows (`idx`) into the frame's columns: per-layer values are [rows, layers]."""
         if name.startswith("layers:"):
             key = name.removeprefix("layers:")
             for j, layer in enumerate(self.s.layer_names):
-                self._scatter(frame, f"{key}/{layer}", idx, values[:, j])
+                self._scatter(frame, f"{key}/{layer}", idx, [row[j] for row in values])
         elif name.startswith("entropy:"):
             self._scatter(frame, f"signals/act_entropy/{name.removeprefix('entropy:')}", idx, values)
         else:
             self._scatter(frame, name, idx, values)
 
     @staticmethod
-    def _scatter(frame: _Frame, key: str, idx: np.ndarray, values: np.ndarray) -> None:
-        column = np.full(frame.n, math.nan)
-        missing = np.ones(frame.n, dtype=bool)
-        column[idx] = values.reshape(len(idx))
-        missing[idx] = False
-        frame.put(key, column, missing)
+    def _scatter(frame: _Frame, key: str, idx: list[int], values: list[Any]) -> None:
+        column: list[float | None] = [None] * frame.n
+        for i, v in zip(idx, values, strict=True):
+            column[i] = v[0] if isinstance(v, list) else v  # a [1]-shaped value per step comes as [x]
+        frame.columns[key] = column
 
     def _record_evals(self, step: int, metrics: dict[str, Any], tensors: dict[str, float]) -> None:
         tokens, wall = self._at.get(step, (None, None))
