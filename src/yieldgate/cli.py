@@ -406,6 +406,9 @@ def report(
                   soft_wrap=True)
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+@app.command()
 def diagnose(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False) -> None:
     """Diagnose a run: data exhaustion, a duplicated or non-i.i.d. stream, mixture drift, the schedule, a damaged
     update, an infrastructure stall, undertraining, with the evidence of each; findings are kept as open events.
