@@ -85,15 +85,12 @@ def test_eval_noise_sees_the_noise_and_not_a_misshapen_curve():
 def test_forecast_check_on_a_real_probe(tmp_path):
     """The fast variant of benchmarks/bench_forecast.py (10 seeds, >= 8 must hold): one of its probes, seed 6,
     whose measured gain sits inside the interval there, checked end to end."""
-    import logging
-
     from yieldgate.analysis.runs import forecast_check
     from yieldgate.data.recipe import resolve
     from yieldgate.ledger import Ledger
     from yieldgate.manifest import parse_manifest
     from yieldgate.probe.trainer import ProbeConfig, train_probe
 
-    logging.getLogger("yieldgate").setLevel(logging.ERROR)
     recipe = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
               "tokenizer": {"name": "bpe-512", "vocab_size": 512}}
     data = resolve(parse_manifest({"data": recipe}).data, seed=0, max_chars_per_source=1_500_000)

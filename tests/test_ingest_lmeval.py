@@ -76,14 +76,16 @@ def test_step_from_model_args_and_errors(ledger, tmp_path):
         import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q"))
     with pytest.raises(InputError, match="does not match the file's path"):
         import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern=r"ckpt-(\d+)"))
-    plain.write_text(json.dumps(_results(1, 0.5, 10.0))[:-40])
-    with pytest.raises(InputError, match=rf"{plain}: line 1: not valid JSON"):
-        import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern="(1)"))
+    named = tmp_path / "step-1" / "results.json"  # a step in the path, whatever the temp folder is called
+    named.parent.mkdir()
+    named.write_text(json.dumps(_results(1, 0.5, 10.0))[:-40])
+    with pytest.raises(InputError, match=rf"{named}: line 1: not valid JSON"):
+        import_run(ledger, "lm-eval", [str(named)], ImportOptions(run="q", step_pattern=r"step-(\d+)"))
     doc = _results(1, 0.5, 10.0)
     doc["results"]["gsm8k"]["exact_match,strict-match"] = "oops"
-    plain.write_text(json.dumps(doc))
+    named.write_text(json.dumps(doc))
     with pytest.raises(InputError, match=r"results.gsm8k.exact_match,strict-match: expected a number, got 'oops'"):
-        import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern="(1)"))
+        import_run(ledger, "lm-eval", [str(named)], ImportOptions(run="q", step_pattern=r"step-(\d+)"))
     assert set(ledger.runs()["name"]) == {"p"}
 
 
