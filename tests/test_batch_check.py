@@ -4,9 +4,12 @@ import numpy as np
 import pytest
 import torch
 
+from yieldgate.analysis.diagnose import diagnose
 from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track.batch_check import BatchConfig, batch_size_check
+from yieldgate.track.tracker import Tracker
 
 from .helpers import CFG, batch
 
@@ -30,7 +33,7 @@ def _check(text, candidate: BatchConfig, tokens: int = 24_576):
     )
 
 
-def test_a_much_bigger_batch_at_the_same_lr_is_flagged(text):
+def test_a_much_bigger_batch_at_the_same_lr_is_flagged(text, tmp_path):
     result = _check(text, BatchConfig(batch_size=96))
     assert result.altered, result.verdict
     assert result.relative_loss > 0.15
@@ -39,6 +42,15 @@ def test_a_much_bigger_batch_at_the_same_lr_is_flagged(text):
     norms = result.grad_norms
     assert norms["raw_sq_b"] > norms["raw_sq_B"]
     assert norms["expected_raw_sq_b"] == pytest.approx(norms["raw_sq_b"], rel=1e-6)
+    # Kept with the run, the check becomes a diagnosis.
+    with Tracker("bs96", ledger=tmp_path / "c.db") as tr:
+        tr.record_batch_check(result)
+        for _ in range(3):
+            tr.step(tokens=96 * 64, samples=96, loss=1.0)
+    with Ledger(tmp_path / "c.db") as ledger:
+        findings = diagnose(ledger, "bs96").findings
+    found = [f for f in findings if f.cause == "throughput_altered_learning"]
+    assert found and found[0].evidence["relative_loss"] == pytest.approx(result.relative_loss)
 
 
 def test_accumulation_to_the_same_batch_is_not_flagged(text):

@@ -21,6 +21,7 @@ already taken) are raised by the constructor, before the first step.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import logging
 import os
@@ -42,6 +43,7 @@ from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest
 from yieldgate.track import hardware
+from yieldgate.track.batch_check import BatchCheckResult
 from yieldgate.track.signals import Busy, GradientSignals, activation_entropy, gns_estimate, sample_layers
 from yieldgate.track.throughput import flops_per_token, mfu
 from yieldgate.track.writer import Packet, StepRow, TensorRef, Writer, WriterSettings
@@ -355,6 +357,11 @@ class Tracker:
         """Record how the run was made under `key` (a JSON value): `Ledger.meta(run)[key]` (rank 0 only)."""
         if self.rank == 0:
             self._meta(key, value)
+
+    def record_batch_check(self, result: BatchCheckResult) -> None:
+        """Keep a small-batch baseline check (`track.batch_check.batch_size_check`) with the run, where
+        `yieldgate diagnose` reads it (cause `throughput_altered_learning` when it says learning was altered)."""
+        self.note("batch_check", dataclasses.asdict(result))
 
     def _meta(self, key: str, value: Any) -> None:
         try:
