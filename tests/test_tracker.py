@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -229,3 +230,25 @@ def test_config_is_validated_with_the_field_name():
         TrackerConfig(log_every_steps=0)
     with pytest.raises(InputError, match="signals must be"):
         Tracker("x", ledger=":memory:", signals="some")
+
+
+def test_online_diagnosis_writes_a_spike_while_the_run_goes_on(tmp_path):
+    path = tmp_path / "online.db"
+    rng = np.random.default_rng(0)
+    config = TrackerConfig(online_diagnosis_every_s=0.2, flush_every_s=0.1, log_every_steps=5)
+    with Tracker("spiky", ledger=path, config=config) as tr:
+        for step in range(1, 301):
+            loss = 30.0 if step == 200 else 3.0 - step * 1e-3 + rng.normal(0, 0.01)
+            tr.step(tokens=1024, samples=8, loss=loss, grad_norm=1.0 + rng.normal(0, 0.01))
+            time.sleep(0.002)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # seen while the run is still open, not at close
+            with Ledger(path, readonly=True) as led:
+                events = led.events("spiky", kind="diagnosis", state="open")
+            if len(events):
+                break
+            time.sleep(0.1)
+    with Ledger(path, readonly=True) as led:
+        bodies = led.events("spiky", kind="diagnosis")["body"].tolist()
+    spikes = [b for b in bodies if b["source"] == "tracker" and b["cause"] == "damaged_update" and b["start_step"] == 200]
+    assert len(spikes) == 1, bodies  # found once, not once per detector run

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from yieldgate.data.stream import RepeatCounter
@@ -103,6 +104,9 @@ class WriterSettings:
     """Seconds between device telemetry readings (energy is a cumulative counter: nothing is lost between)."""
     manifest: Any = None
     """The run's manifest, to create the run again in a ledger file that was removed mid-run."""
+    online_every_s: float | None = None
+    """Seconds between runs of the cheap diagnosis detectors on the last `online_window` steps (None: off)."""
+    online_window: int = 256
     busy_timeout_s: float = 1.0
     """How long a flush waits for another process's lock on the ledger before retrying at the next one."""
     throughput_window: int = 20
@@ -196,6 +200,9 @@ class Writer(threading.Thread):
         self._last_flush = time.monotonic()
         self._reduce_failed = False
         self._inode: int | None = None
+        self._recent: deque[_Frame] = deque()
+        self._last_online = time.monotonic()
+        self._online_seen: set[tuple[Any, ...]] = set()
         self._last_telemetry = -math.inf
         self.spill_path: str | None = None
         """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
@@ -305,7 +312,31 @@ class Writer(threading.Thread):
         self._frames, self._evals = [], []
         if self.spill_path is not None:
             self._unspill(ledger)
+        if self.s.online_every_s is not None and time.monotonic() - self._last_online >= self.s.online_every_s:
+            self._last_online = time.monotonic()
+            try:
+                self._online_diagnosis(ledger)
+            except Exception as exc:  # noqa: BLE001 - contained: a detector must not stop the writer
+                self.on_fault("running the online diagnosis", exc)
         return ledger
+
+    def _online_diagnosis(self, ledger: Ledger) -> None:
+        """The cheap detectors (spikes, non-finite values, stalls) on the last steps; each new finding becomes
+        an open `diagnosis` event while the run is still going."""
+        from yieldgate.analysis.diagnose import online_findings  # analysis is imported only when asked for
+
+        if not self._recent:
+            return
+        columns = _joined(list(self._recent))
+        window = pd.DataFrame({k: np.ma.filled(v.astype(np.float64), np.nan) if k != "step" else v
+                               for k, v in columns.items()})
+        for finding in online_findings(window):
+            key = (finding.cause, finding.detector, finding.start_step)
+            if key in self._online_seen:
+                continue
+            self._online_seen.add(key)
+            ledger.add_event(self.s.run, "diagnosis", {"source": "tracker", **finding.to_dict()},
+                             start_step=finding.start_step, end_step=finding.end_step)
 
     def _open(self) -> Ledger:
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
@@ -402,8 +433,13 @@ class Writer(threading.Thread):
         if self.s.run is None or n == 0 and not packet.evals:
             return
         if n:
-            self._frames.append(self._frame(packet, local[2].tolist(), tokens.tolist(), samples.tolist(),
-                                            {k: v.tolist() for k, v in spread.items()}))
+            frame = self._frame(packet, local[2].tolist(), tokens.tolist(), samples.tolist(),
+                                {k: v.tolist() for k, v in spread.items()})
+            self._frames.append(frame)
+            if self.s.online_every_s is not None:
+                self._recent.append(frame)
+                while sum(f.n for f in self._recent) - self._recent[0].n >= self.s.online_window:
+                    self._recent.popleft()
         eval_values = {name: float(t) for name, t in packet.eval_tensors.items()}  # host tensors: no device sync
         for step, metrics in packet.evals:
             self._record_evals(step, metrics, eval_values)
