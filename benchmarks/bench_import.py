@@ -3,8 +3,8 @@
 The log: 10 tags x 100,000 steps = 1,000,000 scalars, written once by torch's SummaryWriter (cached in
 --dir). Each side runs --repeats times, alternating; the medians are printed.
 
-    PYTHONPATH=src python benchmarks/bench_import.py            # the README's figure
-    PYTHONPATH=src python benchmarks/bench_import.py --steps 10000   # a quick look
+    .venv/bin/python benchmarks/bench_import.py            # the README's figure
+    .venv/bin/python benchmarks/bench_import.py --steps 10000   # a quick look
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import fnmatch
 
+import numpy as np
+import pandas as pd
+
 from yieldgate.analysis.compare import Axis, Comparison, RunData, compare
 from yieldgate.analysis.fit import Forecast, forecast, stable_phase
 from yieldgate.analysis.yields import YieldReport, eval_points, to_per_byte, tranche_yields
@@ -67,14 +70,21 @@ def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", targe
                    primary=primary)  # type: ignore[arg-type]
 
 
-def forecast_run(ledger: Ledger, run: str, *, next_tokens: float, threshold_per_btok: float | None = None,
-                 metric: str = "val/loss", level: float = 0.8) -> Forecast:
-    """Forecast the next tranche from the run's stable-LR phase (see `fit.stable_phase`)."""
+def _fit_points(ledger: Ledger, run: str, metric: str) -> tuple[pd.DataFrame, np.ndarray, str | None]:
+    """The run's evaluations of `metric` after the first token, the mask of those in its stable-LR phase
+    (`fit.stable_phase`) and that function's note."""
     data = load_run(ledger, run)
     task, name = _metric(metric, "token")
     points = eval_points(data.evals, data.steps, task, name).dropna(subset=["tokens"])
     points = points[points["tokens"] > 0]
     mask, note = stable_phase(data.steps, points["step"].to_numpy())
+    return points, mask, note
+
+
+def forecast_run(ledger: Ledger, run: str, *, next_tokens: float, threshold_per_btok: float | None = None,
+                 metric: str = "val/loss", level: float = 0.8) -> Forecast:
+    """Forecast the next tranche from the run's stable-LR phase (see `fit.stable_phase`)."""
+    points, mask, note = _fit_points(ledger, run, metric)
     used = points[mask] if mask.sum() >= 3 else points
     result = forecast(used["tokens"].to_numpy(), used["value"].to_numpy(), next_tokens=next_tokens,
                       at_tokens=float(used["tokens"].iloc[-1]), level=level, threshold_per_btok=threshold_per_btok)
@@ -89,11 +99,8 @@ def forecast_check(ledger: Ledger, run: str, *, fraction: float = 0.6, metric: s
     """Check a forecast against what the run then measured: fit the first `fraction` of its stable-phase
     evaluations, forecast the next tranche (up to the following stable-phase evaluation) and say whether the
     `level` interval holds the gain measured there."""
-    data = load_run(ledger, run)
-    task, name = _metric(metric, "token")
-    points = eval_points(data.evals, data.steps, task, name).dropna(subset=["tokens"])
-    points = points[points["tokens"] > 0]
-    stable = points[stable_phase(data.steps, points["step"].to_numpy())[0]]
+    points, mask, _ = _fit_points(ledger, run, metric)
+    stable = points[mask]
     n = int(len(stable) * fraction)
     if n < 3 or n >= len(stable):
         raise InputError(f"run {run!r}: {len(stable)} stable-phase evaluations leave no tranche to check a fit "

@@ -1,11 +1,12 @@
 """The Tracker's background writer: turns packets of raw per-step counters into step records and writes
 them to the ledger, off the training thread.
 
-The training thread only records host counters and device tensors, and every few steps hands a packet
-over (a bounded queue; a full queue drops the packet and counts it, never blocks). Here, on a background
-thread, the packet's tensors are waited for (their non-blocking copy to the host), ranks' counters are
-reduced (distributed runs), derived columns are computed (windowed tokens/s, MFU, cost, energy, repeat
-rate, loss variance, GNS) and rows are written to the ledger about once a second.
+The training thread only records host counters and device tensors, and every few steps appends a packet
+to a bounded inbox (full: the packet is dropped and counted, never waited for). Here, on a background
+thread that wakes once per flush interval, the packet's tensors are waited for (their non-blocking copy to
+the host), ranks' counters are reduced (distributed runs), derived columns are computed (windowed tokens/s,
+MFU, cost, energy, repeat rate, loss variance, GNS) and rows are written to the ledger; when it cannot be
+written they are kept, then spilled to a side file, and moved in once it can.
 """
 
 from __future__ import annotations
