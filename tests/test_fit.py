@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -101,3 +103,12 @@ def test_forecast_check_on_a_real_probe(tmp_path):
     assert check["fitted"] == 9 and check["stable"] == 16
     assert check["held"], check
     assert 0 < check["forecast"] and check["high"] - check["low"] < 0.15  # an interval that says something
+
+
+def test_eval_noise_of_replicates_is_their_pooled_scatter():
+    # Final losses of three seeds at each of three budgets: the scatter within a budget is the noise.
+    rng = np.random.default_rng(5)
+    d = np.repeat([1e5, 2e5, 4e5], 40)
+    y = curve(d) + rng.normal(0, 0.05, size=len(d))
+    assert eval_noise(d, y) == pytest.approx(0.05, rel=0.15)
+    assert math.isfinite(forecast(d, y, next_tokens=4e5).interval[0])

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import numpy as np
+
 from yieldgate.data.recipe import resolve
 from yieldgate.manifest import Recipe
 
@@ -20,3 +22,18 @@ def test_near_dedup_removes_folio_chunks_of_modern_plays():
     assert recorded["docs_in"] - recorded["docs_out"] == folio["dedup_removed_docs"] + modern["dedup_removed_docs"]
     assert data.recipe.dedup.bands == recorded["bands"]  # the manifest carries the policy as applied
     assert data.recipe.sources[1].accepted_tokens > data.recipe.sources[1].unique_tokens
+
+
+def test_a_shuffled_share_damages_training_documents_and_leaves_held_out_text_alone():
+    def resolved(share):
+        recipe = Recipe.model_validate({"sources": [{"name": "milton", "shuffled_share": share}],
+                                        "tokenizer": {"name": "bpe-512", "vocab_size": 512}})
+        return resolve(recipe, max_chars_per_source=200_000, stdlib_bytes=0).sources["milton"]
+
+    clean, damaged = resolved(0.0), resolved(0.5)
+    assert damaged.stats["shuffled_docs"] == round(0.5 * clean.stats["train_docs"]) > 0
+    assert len(damaged.train) == len(clean.train) and not np.array_equal(damaged.train, clean.train)
+    assert np.array_equal(np.sort(damaged.train), np.sort(clean.train))  # the same tokens, reordered
+    # Half the documents keep their order: about half the token positions still match.
+    assert 0.3 < float(np.mean(damaged.train == clean.train)) < 0.8
+    assert all(np.array_equal(a, b) for a, b in zip(damaged.held_out, clean.held_out, strict=True))

@@ -473,6 +473,155 @@ def train(
     console.print(table)
 
 
+@app.command()
+def probe(
+    ctx: typer.Context,
+    campaign_file: Annotated[Path, typer.Argument(help="Campaign file (YAML or JSON): recipes, seeds, budgets.")],
+    executor: Annotated[str, typer.Option("--executor", help="local (worker processes) or ray (Ray tasks).")] = "local",
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="Probes at once (default: one per core).")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: a local Ray "
+                                                                  "instance started for the campaign).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a probe campaign: every recipe x seed x budget the ledger does not already hold, then rank the
+    recipes per budget with intervals over seeds, mark ties, and measure decision accuracy.
+
+    Re-running a campaign skips finished probes; a probe that fails is recorded with its error.
+
+    Example: yieldgate probe campaign.yaml --workers 2
+    """
+    from yieldgate.analysis.campaign import summarise
+    from yieldgate.probe.campaign import load_campaign, plan, run_campaign
+
+    if executor not in ("local", "ray"):
+        raise InputError(f"--executor must be local or ray, got {executor!r}")
+    campaign = load_campaign(campaign_file)
+    location = ctx.find_root().obj["ledger"]
+    total = len(plan(campaign))
+    try:
+        with _CampaignProgress(as_json, total) as (on_step, on_result):
+            done = run_campaign(campaign, location, executor=executor, workers=workers, address=address,  # type: ignore[arg-type]
+                                progress=on_step, on_result=on_result)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: the probes finished so far are in {location}; run the same command again to "
+                   "train the rest", err=True)
+        raise typer.Exit(130) from None
+    with _ledger(ctx, readonly=False) as ledger:
+        summary = summarise(ledger, campaign.name)
+        ledger.set_campaign_summary(campaign.name, summary.to_dict())
+    if as_json:
+        _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
+        return
+    err = Console(stderr=True)
+    err.print(f"{campaign.name}: {len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
+              f"{len(done.failed)} failed ({done.seconds:.0f} s)", markup=False, highlight=False)
+    for run, error in done.failed.items():
+        err.print(f"failed: {run}: {error}", markup=False, highlight=False)
+    _render_campaign(summary.to_dict())
+
+
+@app.command()
+def campaign(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Campaign name (omit to list the campaigns).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a campaign's rankings, ties, decision accuracy and forecasts, as last stored by `yieldgate probe`.
+
+    Example: yieldgate campaign mixtures --json
+    """
+    with _ledger(ctx) as ledger:
+        if name is None:
+            names = ledger.campaigns()
+            if as_json:
+                _print_json(names)
+            else:
+                console.print("\n".join(names) or "no campaigns in this ledger", markup=False, highlight=False)
+            return
+        record = ledger.campaign(name)
+    if record["summary"] is None:
+        raise InputError(f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file")
+    if as_json:
+        _print_json(record)
+        return
+    _render_campaign(record["summary"])
+
+
+class _CampaignProgress:
+    """A live display for a campaign: one bar for the whole campaign, one per probe in training."""
+
+    def __init__(self, quiet: bool, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=Console(stderr=True), disable=quiet)
+        self.overall = self.bar.add_task("probes", total=total)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> tuple[Any, Any]:
+        self.bar.__enter__()
+        return self.step, self.result
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)
+
+    def step(self, run: str, step: int, steps: int) -> None:
+        if run not in self.tasks:
+            self.tasks[run] = self.bar.add_task(f"  {run}", total=steps)
+        self.bar.update(self.tasks[run], completed=step, total=steps)
+
+    def result(self, result: dict[str, Any]) -> None:
+        task = self.tasks.pop(result["run"], None)
+        if task is not None:
+            self.bar.remove_task(task)
+        self.bar.advance(self.overall)
+
+
+def _render_campaign(summary: dict[str, Any]) -> None:
+    level = summary["level"]
+    for budget, scores in sorted(summary["rankings"].items(), key=lambda item: int(item[0])):
+        bpb = scores.get("bpb")
+        if bpb is None:
+            continue
+        slices = [k for k in scores if k.startswith("hard/")]
+        table = Table("rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok",
+                      *[s.removeprefix("hard/").removesuffix("/bpb") for s in slices], "ties",
+                      title=f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
+                            f"{', '.join(s.removeprefix('hard/').removesuffix('/bpb') for s in slices) or 'none'})")
+        by = {key: {e["recipe"]: e for e in scores[key]["order"]} for key in scores}
+        for e in bpb["order"]:
+            r = e["recipe"]
+            table.add_row(str(e["rank"]), r, str(e["seeds"]), _with_interval(e),
+                          _fmt(by.get("yield_per_btok", {}).get(r, {}).get("mean")),
+                          *[_fmt(by[s].get(r, {}).get("mean")) for s in slices], ", ".join(e["ties"]) or "-")
+        console.print(table)
+    acc = summary["decision_accuracy"]
+    for entry in sorted(acc.values(), key=lambda e: e["budget"]):
+        share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
+        firm = "" if entry["accuracy_resolved"] is None else (f"; {entry['accuracy_resolved']:.0%} of the "
+                                                               f"{entry['resolved_pairs']} it resolves")
+        console.print(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the largest "
+                      f"budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}",
+                      markup=False, highlight=False)
+    for recipe, f in summary["forecasts"].items():
+        if f["available"]:
+            lo, hi = f["yield_interval"]
+            console.print(f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
+                          f"{_fmt(f['gain'])} val loss [{_fmt(f['gain_interval'][0])}, {_fmt(f['gain_interval'][1])}], "
+                          f"{_fmt(f['yield_per_btok'])} per billion tokens [{_fmt(lo)}, {_fmt(hi)}]",
+                          markup=False, highlight=False)
+        else:
+            console.print(f"forecast {recipe}: none ({f['reason']})", markup=False, highlight=False)
+    for note in summary["notes"]:
+        console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def _with_interval(entry: dict[str, Any]) -> str:
+    if entry["interval"] is None:
+        return _fmt(entry["mean"])
+    return f"{_fmt(entry['mean'])} ± {_fmt((entry['interval'][1] - entry['interval'][0]) / 2, 2)}"
+
+
 @app.command("dedup")
 def dedup_(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (walked); each file is one document.")],

@@ -355,6 +355,7 @@ class Ledger:
                 if if_exists == "replace":
                     for table in ("step_blocks", "extra_blocks", "evals", "events"):
                         self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                    self._db.execute("UPDATE runs SET meta = '{}' WHERE id = ?", (run_id,))
                 self._db.execute(
                     "UPDATE runs SET status = ?, manifest_hash = COALESCE(?, manifest_hash), source = ?, "
                     "updated_at = ? WHERE id = ?",
@@ -431,6 +432,11 @@ class Ledger:
         columns = ["name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps",
                    "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step"]
         return pd.DataFrame(rows, columns=columns)
+
+    def run_metas(self) -> pd.DataFrame:
+        """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""
+        rows = self._query("SELECT name, status, meta FROM runs ORDER BY created_at, id")
+        return pd.DataFrame([(n, s, json.loads(m)) for n, s, m in rows], columns=["name", "status", "meta"])
 
     def run_info(self, run: str) -> dict[str, Any]:
         """The `runs()` row of one run, as a dict."""
@@ -778,6 +784,46 @@ class Ledger:
         frame["policy"] = [None if p is None else json.loads(p) for p in frame["policy"]]
         frame["evidence"] = [json.loads(e) for e in frame["evidence"]]
         return frame
+
+
+    # -- campaigns ------------------------------------------------------------------------------------
+
+    def put_campaign(self, name: str, spec: Mapping[str, Any], spec_hash: str) -> None:
+        """Record a campaign's spec (kept across re-runs: a changed spec replaces it, its summary is cleared)."""
+        text = _json(spec, "campaign spec")
+        now = time.time()
+        with self.transaction():
+            row = self._db.execute("SELECT spec_hash FROM campaigns WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO campaigns (name, spec_hash, spec, created_at, updated_at) "
+                                 "VALUES (?, ?, ?, ?, ?)", (name, spec_hash, text, now, now))
+            elif row[0] != spec_hash:
+                self._db.execute("UPDATE campaigns SET spec_hash = ?, spec = ?, summary = NULL, updated_at = ? "
+                                 "WHERE name = ?", (spec_hash, text, now, name))
+
+    def set_campaign_summary(self, name: str, summary: Mapping[str, Any]) -> None:
+        """Store the latest summary of a campaign's results (rankings, decision accuracy, forecasts)."""
+        with self.transaction():
+            cur = self._db.execute("UPDATE campaigns SET summary = ?, updated_at = ? WHERE name = ?",
+                                   (_json(summary, "campaign summary"), time.time(), name))
+            if cur.rowcount == 0:
+                raise InputError(f"no campaign named {name!r} in {self.location}")
+
+    def campaign(self, name: str) -> dict[str, Any]:
+        """A campaign's record: name, spec_hash, spec, summary (None before it was summarised), timestamps."""
+        rows = self._query("SELECT name, spec_hash, spec, summary, created_at, updated_at FROM campaigns "
+                           "WHERE name = ?", (name,))
+        if not rows:
+            known = [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY name")]
+            raise InputError(f"no campaign named {name!r} in {self.location}"
+                             + (f"; campaigns: {', '.join(known)}" if known else "; run `yieldgate probe CAMPAIGN.yaml`"))
+        n, h, spec, summary, created, updated = rows[0]
+        return {"name": n, "spec_hash": h, "spec": json.loads(spec),
+                "summary": None if summary is None else json.loads(summary), "created_at": created,
+                "updated_at": updated}
+
+    def campaigns(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY created_at, name")]
 
 
 def _json(value: Mapping[str, Any], what: str) -> str:

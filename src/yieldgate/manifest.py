@@ -63,6 +63,9 @@ class Source(_Model):
     """Distinct tokens the source holds after filters and dedup (for epochs and data exhaustion)."""
     accepted_tokens: int | None = Field(default=None, ge=0)
     """Tokens of this source the run accepted into training."""
+    shuffled_share: float = Field(default=0.0, ge=0, le=1)
+    """Share of the source's training documents whose tokens are put in a random order: damaged data of
+    known worth (the control pair of a campaign: a recipe against the same recipe half shuffled)."""
 
 
 class Filter(_Model):

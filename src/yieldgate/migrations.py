@@ -123,10 +123,24 @@ def _run_meta(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN meta TEXT NOT NULL DEFAULT '{}'")
 
 
+def _campaigns(db: sqlite3.Connection) -> None:
+    # A probe campaign: its spec (JSON, with its hash) and the latest summary of its results (rankings per
+    # budget, decision accuracy, forecasts), rewritten each time the campaign is run or summarised.
+    db.execute("""CREATE TABLE campaigns (
+        name TEXT PRIMARY KEY,
+        spec_hash TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        summary TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    )""")
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _initial),
     ("0002_run_meta", _run_meta),
+    ("0003_campaigns", _campaigns),
 ]
 
 

@@ -141,9 +141,14 @@ def eval_noise(tokens: np.ndarray, losses: np.ndarray) -> float:
     straight line through its two neighbours, e_i = a_i*y_{i-1} + b_i*y_{i+1} - y_i, and
     sigma^2 = mean(e_i^2 / (a_i^2 + b_i^2 + 1)). Unlike the fit's residuals it does not grow when the power
     law is the wrong shape for the early points (a small model's loss often drops slowly at first, then
-    faster), which would otherwise pass for evaluation noise.
+    faster), which would otherwise pass for evaluation noise. Points that share a token count (seeds of one
+    budget) give the noise directly: the pooled standard deviation of the replicates.
     """
     x, y = np.asarray(tokens, dtype=float), np.asarray(losses, dtype=float)
+    groups = pd.Series(y).groupby(x)
+    if groups.ngroups < len(x):  # replicates (seeds at one budget): their scatter is the noise, measured directly
+        dof = len(x) - groups.ngroups
+        return float(math.sqrt(float(((y - groups.transform("mean").to_numpy()) ** 2).sum()) / dof))
     if len(x) < 3:
         return math.nan
     a = (x[2:] - x[1:-1]) / (x[2:] - x[:-2])

@@ -150,6 +150,8 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
         docs, held, removed = kept[source.name]
         ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch(docs)] if docs else []
         duplicate_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(removed)) if removed else 0
+        if source.shuffled_share > 0:
+            _shuffle_documents(ids, source.shuffled_share, np.random.default_rng([seed, len(sources)]))
         train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
         total_tokens += len(train)
         total_bytes += sum(len(d.encode()) for d in docs)
@@ -158,6 +160,7 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
             name=source.name, weight=source.weight, train=train, held_out=held_ids,
             held_out_bytes=[len(t.encode()) for t, _ in held], held_out_tags=[tags for _, tags in held],
             stats={"train_docs": len(docs), "train_tokens": int(len(train)), "held_out_docs": len(held),
+                   "shuffled_docs": round(source.shuffled_share * len(ids)),
                    "dedup_removed_docs": len(removed), "dedup_removed_tokens": duplicate_tokens},
         )
     bytes_per_token = total_bytes / max(total_tokens, 1)
@@ -175,6 +178,12 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     stats["sources"] = {name: s.stats for name, s in sources.items()}
     return ResolvedRecipe(recipe=resolved, sources=sources, tokenizer=tokenizer, bytes_per_token=bytes_per_token,
                           stats=json.loads(json.dumps(stats)))
+
+
+def _shuffle_documents(ids: list[np.ndarray], share: float, rng: np.random.Generator) -> None:
+    """Put the tokens of `share` of the documents (chosen at random) in a random order, in place."""
+    for i in rng.permutation(len(ids))[: round(share * len(ids))]:
+        ids[i] = rng.permutation(ids[i])
 
 
 def _prefix(docs: list[str], max_chars: int) -> list[str]:

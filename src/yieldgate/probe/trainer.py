@@ -284,8 +284,10 @@ def train_probe(
     run: str,
     ledger: str,
     progress: Callable[[int, int], None] | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Train one probe into the ledger as `run`; return its final evaluation."""
+    """Train one probe into the ledger as `run`; return its final evaluation. `resume`: the run may exist
+    already (empty, made by the caller with its meta)."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -305,7 +307,7 @@ def train_probe(
     eval_at = set(np.linspace(0, steps, cfg.evals + 1).round().astype(int).tolist())
     final: dict[str, Any] = {}
     with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, scaler=scaler, signals="full",
-                 config=TrackerConfig(log_every_s=5.0)) as tr:
+                 config=TrackerConfig(log_every_s=5.0), resume=resume) as tr:
         tr.note("recipe", data.stats)  # what filters and dedup removed, per source
         tr.eval(portfolio.evaluate(model), step=0)
         for step in range(1, steps + 1):

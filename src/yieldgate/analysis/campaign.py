@@ -1,0 +1,224 @@
+"""A campaign's results: recipes ranked per budget, ties the seeds cannot resolve, decision accuracy, forecasts.
+
+Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens), finished ones only.
+
+- **Scores** per probe: final bits per byte (`bpb`: the mean of `val/<source>/bpb` over the campaign's
+  eval sources at the last evaluation, the same held-out text for every recipe; `val/bpb`, the recipe's own
+  held-out text, when the campaign names none), yield (validation
+  loss gained per billion tokens over the probe's second half: loss at half the budget minus the final loss,
+  over half the budget), and the final bits per byte of each hard slice (`hard/<slice>/bpb`).
+- **Rankings** per budget and score, each recipe with its mean and interval over seeds (Student t at the
+  campaign's level). Two recipes are compared **paired by seed** (a seed fixes the model's initialisation and
+  the sampler, so the per-seed difference removes what the seeds share); the pair is resolved when the
+  t-interval of the mean difference excludes 0, and a **tie** otherwise (also with fewer than two shared
+  seeds). Ties are marked, never broken by guessing.
+- **Decision accuracy** (DataDecide, Magnusson et al. 2025): for each smaller budget, the share of recipe
+  pairs it orders (by mean final bits per byte) the same way as the largest budget; also over the pairs the
+  largest budget resolves.
+- **Forecasts** per recipe with three or more budgets: loss = E + B * tokens^-beta fitted to every seed's final
+  validation loss at each budget (DESIGN.md: final losses of runs at several budgets, not a within-run fit
+  across a decaying learning rate), and the gain and yield of going to the next budget, with intervals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from yieldgate.analysis.fit import BILLION, forecast
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
+
+__all__ = ["CampaignSummary", "summarise", "probe_scores", "rank", "decision_accuracy"]
+
+BPB = "bpb"
+YIELD = "yield_per_btok"
+
+
+def probe_runs(ledger: Ledger, campaign: str) -> pd.DataFrame:
+    """The campaign's probe runs: run, status, recipe, seed, tokens, model, error."""
+    rows = []
+    for name, status, meta in ledger.run_metas().itertuples(index=False):
+        probe = meta.get("probe")
+        if isinstance(probe, dict) and probe.get("campaign") == campaign:
+            rows.append({"run": name, "status": status, "recipe": probe["recipe"], "seed": probe["seed"],
+                         "tokens": probe["tokens"], "model": "{layers}x{width}".format(**probe["model"]),
+                         "error": meta.get("error")})
+    return pd.DataFrame(rows, columns=["run", "status", "recipe", "seed", "tokens", "model", "error"])
+
+
+def _at(curve: pd.DataFrame, tokens: float) -> float:
+    return float(np.interp(tokens, curve["tokens"], curve["value"]))
+
+
+def probe_scores(evals: pd.DataFrame, eval_sources: list[str] | None = None) -> dict[str, float]:
+    """One probe's scores from its evaluations (see the module docstring); NaN where a score is missing."""
+    last = evals[evals["step"] == evals["step"].max()]
+    final = {f"{t}/{m}": float(v) for t, m, v in zip(last["task"], last["metric"], last["value"], strict=True)}
+    keys = [f"val/{s}/bpb" for s in eval_sources] if eval_sources else ["val/bpb"]
+    values = [final.get(k, math.nan) for k in keys]
+    out = {BPB: float(np.mean(values)) if values else math.nan}
+    out.update({k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")})
+    loss = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
+    out["val/loss"] = float(loss["value"].iloc[-1]) if len(loss) else math.nan
+    out[YIELD] = math.nan
+    if len(loss) >= 2 and loss["tokens"].iloc[-1] > 0:
+        end = float(loss["tokens"].iloc[-1])
+        out[YIELD] = (_at(loss, end / 2) - _at(loss, end)) / (end / 2) * BILLION
+    return out
+
+
+def _t(level: float, n: int) -> float:
+    return float(stats.t.ppf((1 + level) / 2, n - 1))
+
+
+def _mean_interval(values: np.ndarray, level: float) -> tuple[float, list[float] | None]:
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return math.nan, None
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, None
+    half = _t(level, len(values)) * float(values.std(ddof=1)) / math.sqrt(len(values))
+    return mean, [mean - half, mean + half]
+
+
+def _paired(a: dict[int, float], b: dict[int, float], level: float) -> tuple[float, list[float] | None]:
+    """Mean of b - a over shared seeds and its t-interval (None with fewer than two shared seeds)."""
+    seeds = sorted(set(a) & set(b))
+    d = np.array([b[s] - a[s] for s in seeds if math.isfinite(a[s]) and math.isfinite(b[s])])
+    return _mean_interval(d, level) if len(d) else (math.nan, None)
+
+
+def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level: float) -> dict[str, Any]:
+    """Recipes ordered best first, each with its mean and interval over seeds, and every pair: resolved
+    (which is better) or a tie."""
+    entries = []
+    for recipe, seeds in by_recipe.items():
+        mean, interval = _mean_interval(np.array(list(seeds.values()), dtype=float), level)
+        entries.append({"recipe": recipe, "mean": mean, "interval": interval, "seeds": len(seeds)})
+    sign = 1.0 if lower_is_better else -1.0
+    entries.sort(key=lambda e: (not math.isfinite(e["mean"]), sign * e["mean"] if math.isfinite(e["mean"]) else 0.0))
+    pairs = []
+    for i, j in itertools.combinations(range(len(entries)), 2):
+        a, b = entries[i]["recipe"], entries[j]["recipe"]
+        diff, interval = _paired(by_recipe[a], by_recipe[b], level)
+        resolved = interval is not None and (interval[0] > 0 or interval[1] < 0)
+        pairs.append({"a": a, "b": b, "diff": diff, "interval": interval, "resolved": bool(resolved),
+                      "better": (a if (diff > 0) == lower_is_better else b) if resolved else None})
+    for k, e in enumerate(entries):
+        e["rank"] = k + 1
+        e["ties"] = [p["b"] if p["a"] == e["recipe"] else p["a"] for p in pairs
+                     if not p["resolved"] and e["recipe"] in (p["a"], p["b"])]
+    return {"order": entries, "pairs": pairs, "lower_is_better": lower_is_better}
+
+
+def decision_accuracy(means: dict[int, dict[str, float]], resolved_at_largest: set[frozenset[str]]) -> dict[str, Any]:
+    """For each budget below the largest: the share of recipe pairs ordered as the largest budget orders them
+    (by mean), over all pairs and over the pairs the largest budget resolves."""
+    budgets = sorted(means)
+    if len(budgets) < 2:
+        return {}
+    top = means[budgets[-1]]
+    out: dict[str, Any] = {}
+    for budget in budgets[:-1]:
+        here = means[budget]
+        pairs = [(a, b) for a, b in itertools.combinations(sorted(set(here) & set(top)), 2)
+                 if all(math.isfinite(v) for v in (here[a], here[b], top[a], top[b]))]
+        agree = [np.sign(here[a] - here[b]) == np.sign(top[a] - top[b]) for a, b in pairs]
+        firm = [ok for (a, b), ok in zip(pairs, agree, strict=True) if frozenset((a, b)) in resolved_at_largest]
+        out[str(budget)] = {"budget": budget, "share_of_largest": budget / budgets[-1], "pairs": len(pairs),
+                            "accuracy": float(np.mean(agree)) if agree else None,
+                            "resolved_pairs": len(firm), "accuracy_resolved": float(np.mean(firm)) if firm else None}
+    return out
+
+
+@dataclass
+class CampaignSummary:
+    campaign: str
+    level: float
+    budgets: list[int]
+    rankings: dict[str, dict[str, Any]]
+    """Budget -> score -> ranking (`rank`'s result)."""
+    decision_accuracy: dict[str, Any]
+    forecasts: dict[str, Any]
+    """Recipe -> the next budget's forecast (or why there is none)."""
+    probes: dict[str, int]
+    """Counts by status."""
+    failed: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def summarise(ledger: Ledger, campaign: str, *, level: float | None = None, next_budget: int | None = None) -> CampaignSummary:
+    """Rank the campaign's finished probes; see the module docstring."""
+    record = ledger.campaign(campaign)
+    spec = record["spec"]
+    level = level if level is not None else float(spec.get("level", 0.9))
+    runs = probe_runs(ledger, campaign)
+    if runs.empty:
+        raise InputError(f"campaign {campaign!r} has no probe runs in {ledger.location}; run `yieldgate probe` first")
+    notes = []
+    if not spec.get("eval_sources") and len({json.dumps(sorted(s["name"] for s in r["sources"])) for r in spec["recipes"].values()}) > 1:
+        notes.append("the recipes train on different sources and the campaign names no eval_sources: each is scored on "
+                     "its own held-out text, so their bits per byte are not on one yardstick")
+    models = sorted(runs["model"].unique())
+    if len(models) > 1:
+        notes.append(f"{len(models)} model sizes: recipes are ranked per size as `recipe@size`")
+    done = runs[runs["status"] == "finished"]
+    scores: dict[int, dict[str, dict[str, dict[int, float]]]] = {}  # budget -> score -> recipe -> seed -> value
+    finals: dict[str, list[tuple[float, float]]] = {}  # recipe -> (tokens, final val loss)
+    for row in done.itertuples(index=False):
+        recipe = row.recipe if len(models) == 1 else f"{row.recipe}@{row.model}"
+        evals = ledger.evals(row.run)
+        if evals.empty:
+            continue
+        for key, value in probe_scores(evals, spec.get("eval_sources")).items():
+            scores.setdefault(row.tokens, {}).setdefault(key, {}).setdefault(recipe, {})[row.seed] = value
+        last = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
+        if len(last):
+            finals.setdefault(recipe, []).append((float(last["tokens"].iloc[-1]), float(last["value"].iloc[-1])))
+    rankings: dict[str, dict[str, Any]] = {}
+    for budget in sorted(scores):
+        rankings[str(budget)] = {key: rank(by_recipe, lower_is_better=key != YIELD, level=level)
+                                 for key, by_recipe in sorted(scores[budget].items()) if key != "val/loss"}
+    means = {b: {e["recipe"]: e["mean"] for e in rankings[str(b)][BPB]["order"]}
+             for b in sorted(scores) if BPB in rankings[str(b)]}
+    accuracy: dict[str, Any] = {}
+    if means:
+        largest = max(means)
+        firm = {frozenset((p["a"], p["b"])) for p in rankings[str(largest)][BPB]["pairs"] if p["resolved"]}
+        accuracy = decision_accuracy(means, firm)
+    budgets = sorted(int(b) for b in scores)
+    target = next_budget or spec.get("next_budget") or (2 * max(budgets) if budgets else None)
+    forecasts = {recipe: _forecast(points, target, level) for recipe, points in finals.items()}
+    failed = {r.run: r.error or "" for r in runs.itertuples(index=False) if r.status == "failed"}
+    return CampaignSummary(campaign=campaign, level=level, budgets=budgets, rankings=rankings,
+                           decision_accuracy=accuracy, forecasts=forecasts,
+                           probes={str(k): int(v) for k, v in runs["status"].value_counts().items()},
+                           failed=failed, notes=notes)
+
+
+def _forecast(points: list[tuple[float, float]], target: float | None, level: float) -> dict[str, Any]:
+    budgets = sorted({round(t) for t, _ in points})
+    if len(budgets) < 3 or target is None:
+        return {"available": False, "reason": f"{len(budgets)} budget(s) finished; a forecast needs final losses at 3 or more"}
+    tokens, losses = zip(*sorted(points), strict=True)
+    at = float(max(tokens))
+    try:
+        f = forecast(np.array(tokens), np.array(losses), next_tokens=float(target) - at, at_tokens=at, level=level)
+    except InputError as exc:
+        return {"available": False, "reason": str(exc)}
+    per = BILLION / f.next_tokens
+    return {"available": True, "from_tokens": at, "to_tokens": float(target), "gain": f.gain,
+            "gain_interval": list(f.interval), "yield_per_btok": f.yield_per_btok,
+            "yield_interval": [f.interval[0] * per, f.interval[1] * per], "fit": f.fit.to_dict(), "notes": f.notes}

@@ -1,0 +1,176 @@
+"""Probe campaigns: real probes in worker processes, rankings with ties, decision accuracy, resumption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from yieldgate.analysis.campaign import decision_accuracy, rank
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
+from yieldgate.probe.campaign import load_campaign, plan
+
+SHAKESPEARE = {"sources": [{"name": "shakespeare-modern"}], "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+               "filters": [{"kind": "min_chars", "params": {"min": 200}}], "dedup": {"kind": "exact"}}
+SHUFFLED = {**SHAKESPEARE, "sources": [{"name": "shakespeare-modern", "shuffled_share": 0.5}]}
+
+
+def write(tmp_path: Path, spec: dict, name: str = "campaign.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def control(name: str = "control", **over) -> dict:
+    """The pair of known order: a clean recipe against the same recipe with half its documents shuffled."""
+    spec = {"name": name, "recipes": {"clean": SHAKESPEARE, "half-shuffled": SHUFFLED}, "seeds": 3,
+            "budgets": [12_000, 24_000, 48_000], "probe": {"batch_size": 16, "evals": 4, "eval_sequences": 24},
+            "data": {"max_chars_per_source": 300_000}}
+    return {**spec, **over}
+
+
+def test_campaign_files_are_validated_with_one_line_errors(tmp_path):
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(SHAKESPEARE))
+    ok = load_campaign(write(tmp_path, {"name": "c", "recipes": {"a": "r.yaml"}, "seeds": 2, "budgets": [100, 200]}))
+    assert ok.seeds == [0, 1] and ok.recipes["a"].sources[0].name == "shakespeare-modern"
+    for spec, message in [
+        ({"name": "c/d", "recipes": {"a": SHAKESPEARE}, "budgets": [100]}, "name 'c/d' must be"),
+        ({"name": "c", "recipes": {"a": SHAKESPEARE}, "budgets": [100, 100]}, "budgets repeat a value"),
+        ({"name": "c", "recipes": {"a": SHAKESPEARE}, "budgets": [100], "seed": 3}, "seed: unknown field"),
+        ({"name": "c", "recipes": {"a": "missing.yaml"}, "budgets": [100]}, "missing.yaml: no such file"),
+        ({"name": "c", "recipes": {}, "budgets": [100]}, "recipes: "),
+        ({"name": "c", "recipes": {"a": SHAKESPEARE}, "budgets": [0]}, "budgets must be > 0"),
+    ]:
+        with pytest.raises(InputError, match=message) as err:
+            load_campaign(write(tmp_path, spec, "bad.yaml"))
+        assert "\n" not in str(err.value)
+
+
+def test_plan_keys_probes_by_recipe_seed_and_budget(tmp_path):
+    campaign = load_campaign(write(tmp_path, control(eval_sources=["milton"])))
+    specs = plan(campaign)
+    assert len(specs) == 2 * 3 * 3 and [s.tokens for s in specs[:6]] == [48_000] * 6  # largest budgets first
+    assert len({s.key for s in specs}) == len(specs) and len({s.run for s in specs}) == len(specs)
+    assert specs[0].run == "control/clean/s0/t48000"
+    # Evaluated on milton too, never trained on it.
+    assert [(s.name, s.weight) for s in specs[0].recipe.sources] == [("shakespeare-modern", 1.0), ("milton", 0.0)]
+    again = plan(load_campaign(write(tmp_path, control(eval_sources=["milton"], seeds=[0, 1, 2]))))
+    assert [s.key for s in again] == [s.key for s in specs]
+    other = plan(load_campaign(write(tmp_path, control(eval_sources=["milton"], probe={"batch_size": 8}))))
+    assert not {s.key for s in other} & {s.key for s in specs}
+
+
+def test_ranking_marks_ties_and_decision_accuracy_counts_agreeing_pairs():
+    # a and b differ consistently by seed (resolved although their seed scatter overlaps); c is a coin flip.
+    scores = {"a": {0: 1.0, 1: 1.5, 2: 2.0}, "b": {0: 1.1, 1: 1.6, 2: 2.1}, "c": {0: 0.5, 1: 2.5, 2: 1.2}}
+    out = rank(scores, lower_is_better=True, level=0.9)
+    assert [e["recipe"] for e in out["order"]] == ["c", "a", "b"]  # by mean: 1.4, 1.5, 1.6
+    pair = next(p for p in out["pairs"] if {p["a"], p["b"]} == {"a", "b"})
+    assert pair["resolved"] and pair["better"] == "a"
+    assert all(not p["resolved"] for p in out["pairs"] if "c" in (p["a"], p["b"]))
+    assert [e["ties"] for e in out["order"]] == [["a", "b"], ["c"], ["c"]]
+    assert rank(scores, lower_is_better=False, level=0.9)["order"][0]["recipe"] == "b"
+    acc = decision_accuracy({10: {"a": 1, "b": 2, "c": 3}, 20: {"a": 1, "b": 3, "c": 2}, 40: {"a": 1, "b": 2, "c": 3}},
+                            resolved_at_largest={frozenset("ab")})
+    assert acc["10"]["accuracy"] == 1.0 and acc["20"]["accuracy"] == pytest.approx(2 / 3)
+    assert acc["20"]["accuracy_resolved"] == 1.0 and acc["20"]["resolved_pairs"] == 1
+
+
+def test_a_campaign_ranks_real_probes_and_resolves_the_known_pair(tmp_path, cli, ledger_path):
+    path = write(tmp_path, control())
+    out = cli.json("probe", str(path), "--workers", "2")
+    assert len(out["run"]["finished"]) == 18 and not out["run"]["failed"]
+    summary = out["summary"]
+    top = summary["rankings"]["48000"]["bpb"]
+    assert [e["recipe"] for e in top["order"]] == ["clean", "half-shuffled"]
+    (pair,) = top["pairs"]
+    assert pair["resolved"] and pair["better"] == "clean", pair  # 3 seeds resolve the known order
+    assert set(summary["decision_accuracy"]) == {"12000", "24000"}
+    assert summary["forecasts"]["clean"]["available"]
+    with Ledger(ledger_path, readonly=True) as led:
+        stored = led.campaign("control")
+        assert stored["summary"]["decision_accuracy"] == summary["decision_accuracy"]
+        runs = led.runs().set_index("name")
+        assert (runs.loc[[s for s in runs.index if s.startswith("control/")], "status"] == "finished").all()
+        meta = led.meta("control/half-shuffled/s2/t48000")["probe"]
+        assert (meta["recipe"], meta["seed"], meta["tokens"]) == ("half-shuffled", 2, 48_000)
+        created = runs["created_at"].copy()
+    again = cli.json("probe", str(path))  # nothing to do: every probe is in the ledger
+    assert again["run"]["finished"] == [] and len(again["run"]["skipped"]) == 18
+    with Ledger(ledger_path, readonly=True) as led:
+        assert led.runs().set_index("name")["created_at"].equals(created)
+    shown = cli("campaign", "control")
+    assert "half-shuffled" in shown.stdout and "decision accuracy at 12,000 tokens" in shown.stdout
+
+
+def test_a_failing_probe_is_recorded_and_the_campaign_goes_on(tmp_path, cli, ledger_path):
+    broken = {"sources": [{"name": "nowhere", "path": str(tmp_path / "no-such-dir")}]}
+    spec = {"name": "f", "recipes": {"ok": SHAKESPEARE, "broken": broken}, "seeds": [0], "budgets": [4096],
+            "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 100_000}}
+    out = cli.json("probe", str(write(tmp_path, spec)), "--workers", "1")
+    assert out["run"]["finished"] == ["f/ok/s0/t4096"]
+    assert list(out["run"]["failed"]) == ["f/broken/s0/t4096"]
+    assert "neither a built-in source" in out["run"]["failed"]["f/broken/s0/t4096"]
+    with Ledger(ledger_path, readonly=True) as led:
+        assert led.run_info("f/broken/s0/t4096")["status"] == "failed"
+        assert "neither a built-in source" in led.meta("f/broken/s0/t4096")["error"]
+    assert out["summary"]["failed"] == out["run"]["failed"]
+
+
+def test_an_interrupted_campaign_resumes_without_redoing_finished_probes(tmp_path):
+    ledger = tmp_path / "c.db"
+    spec = {"name": "r", "recipes": {"clean": SHAKESPEARE}, "seeds": 4, "budgets": [8192],
+            "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 150_000}}
+    path = write(tmp_path, spec)
+    cmd = [sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "probe", str(path), "--workers", "1", "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finished: list[str] = []
+    deadline = time.monotonic() + 120
+    while len(finished) < 1 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.3)
+        if ledger.exists():
+            with Ledger(ledger, readonly=True) as led:
+                runs = led.runs()
+            finished = sorted(runs.loc[runs["status"] == "finished", "name"])
+    assert proc.poll() is None, proc.communicate()
+    os.kill(proc.pid, signal.SIGINT)  # as Ctrl-C does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "run the same command again" in err, err
+    with Ledger(ledger, readonly=True) as led:
+        runs = led.runs().set_index("name")
+    done_before = runs.index[runs["status"] == "finished"]
+    assert 1 <= len(done_before) < 4
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    result = json.loads(rerun.stdout)["run"]
+    assert sorted(result["skipped"]) == sorted(done_before)
+    assert len(result["finished"]) == 4 - len(done_before) and not result["failed"]
+    with Ledger(ledger, readonly=True) as led:
+        after = led.runs().set_index("name")
+        assert (after["status"] == "finished").all() and len(after) == 4
+        assert after.loc[done_before, "created_at"].equals(runs.loc[done_before, "created_at"])
+        for name in after.index:  # a probe trained twice would hold duplicate or restarted steps
+            steps = led.steps(name)["step"].to_numpy()
+            assert np.array_equal(steps, np.arange(1, len(steps) + 1))
+
+
+def test_the_ray_executor_runs_the_same_probes(tmp_path, cli, ledger_path):
+    pytest.importorskip("ray")
+    spec = {"name": "ray", "recipes": {"clean": SHAKESPEARE}, "seeds": [0, 1], "budgets": [4096],
+            "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 100_000}}
+    out = cli.json("probe", str(write(tmp_path, spec)), "--executor", "ray", "--workers", "2")
+    assert sorted(out["run"]["finished"]) == ["ray/clean/s0/t4096", "ray/clean/s1/t4096"]
+    with Ledger(ledger_path, readonly=True) as led:
+        for run in out["run"]["finished"]:
+            assert led.run_info(run)["status"] == "finished" and len(led.evals(run)) > 0
+    local = cli.json("probe", str(write(tmp_path, spec)))  # the local executor sees them as done
+    assert len(local["run"]["skipped"]) == 2
