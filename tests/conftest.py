@@ -53,7 +53,7 @@ def cli_for():
 @pytest.fixture(scope="session")
 def text() -> np.ndarray:
     """About 540 kB of real text (Python's standard library, training side of a split by module) as bytes."""
-    from yieldgate.demo import stdlib_corpus
+    from .helpers import stdlib_corpus
 
     train, _, _ = stdlib_corpus(600_000)
     return train

@@ -16,3 +16,13 @@ def batch(text: np.ndarray, rng: np.random.Generator, n: int, t: int = CFG.conte
     x = np.stack([text[s : s + t] for s in starts]).astype(np.int64)
     y = np.stack([text[s + 1 : s + t + 1] for s in starts]).astype(np.int64)
     return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def stdlib_corpus(max_bytes: int):
+    """Bytes of Python's standard-library modules: (train, held-out, modules used), split by module."""
+    from yieldgate.data import corpus
+
+    works = corpus.stdlib_works(max_bytes)
+    train, held = corpus.split_by_work(works, held_out=0.1, seed=0)
+    as_bytes = lambda ws: np.frombuffer("\n".join(w.text for w in ws).encode(), dtype=np.uint8)  # noqa: E731
+    return as_bytes(train), as_bytes(held), len(works)

@@ -122,7 +122,7 @@ COMMANDS = {
     "show": {"--json"},
     "manifest validate": {"--json"},
     "manifest diff": {"--json"},
-    "demo": {"--quick"},
+    "demo": {"--quick", "--output"},
     "yield": {"--json", "--tranche-tokens", "--metric", "--per"},
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--threshold", "--level", "--metric"},

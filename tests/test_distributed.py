@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from yieldgate.demo import stdlib_corpus
+from .helpers import stdlib_corpus
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from yieldgate.demo import stdlib_corpus
+from .helpers import stdlib_corpus
 from yieldgate.ledger import Ledger
 from yieldgate.track.integrations import TokenCounter, batch_counts
 

@@ -7,7 +7,6 @@ stderr with exit status 2.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +22,9 @@ from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger
 from yieldgate.manifest import Manifest, diff, load_manifest
+from yieldgate.report.console import clean as _clean
+from yieldgate.report.console import fmt as _fmt
+from yieldgate.report.console import render_campaign
 
 console = Console()
 
@@ -80,34 +82,8 @@ def _ledger(ctx: typer.Context, *, readonly: bool = True) -> Ledger:
     return Ledger(ctx.find_root().obj["ledger"], readonly=readonly)
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_clean(value), indent=2) + "\n")
-
-
-def _fmt(value: Any, digits: int = 4) -> str:
-    value = _clean(value)
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value.is_integer() or abs(value) >= 1e4:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}g}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
 
 
 def _when(ts: float) -> str:
@@ -517,7 +493,7 @@ def probe(
               f"{len(done.failed)} failed ({done.seconds:.0f} s)", markup=False, highlight=False)
     for run, error in done.failed.items():
         err.print(f"failed: {run}: {error}", markup=False, highlight=False)
-    _render_campaign(summary.to_dict())
+    render_campaign(console, summary.to_dict())
 
 
 @app.command()
@@ -544,7 +520,7 @@ def campaign(
     if as_json:
         _print_json(record)
         return
-    _render_campaign(record["summary"])
+    render_campaign(console, record["summary"])
 
 
 class _CampaignProgress:
@@ -575,51 +551,6 @@ class _CampaignProgress:
         if task is not None:
             self.bar.remove_task(task)
         self.bar.advance(self.overall)
-
-
-def _render_campaign(summary: dict[str, Any]) -> None:
-    level = summary["level"]
-    for budget, scores in sorted(summary["rankings"].items(), key=lambda item: int(item[0])):
-        bpb = scores.get("bpb")
-        if bpb is None:
-            continue
-        slices = [k for k in scores if k.startswith("hard/")]
-        table = Table("rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok",
-                      *[s.removeprefix("hard/").removesuffix("/bpb") for s in slices], "ties",
-                      title=f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
-                            f"{', '.join(s.removeprefix('hard/').removesuffix('/bpb') for s in slices) or 'none'})")
-        by = {key: {e["recipe"]: e for e in scores[key]["order"]} for key in scores}
-        for e in bpb["order"]:
-            r = e["recipe"]
-            table.add_row(str(e["rank"]), r, str(e["seeds"]), _with_interval(e),
-                          _fmt(by.get("yield_per_btok", {}).get(r, {}).get("mean")),
-                          *[_fmt(by[s].get(r, {}).get("mean")) for s in slices], ", ".join(e["ties"]) or "-")
-        console.print(table)
-    acc = summary["decision_accuracy"]
-    for entry in sorted(acc.values(), key=lambda e: e["budget"]):
-        share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
-        firm = "" if entry["accuracy_resolved"] is None else (f"; {entry['accuracy_resolved']:.0%} of the "
-                                                               f"{entry['resolved_pairs']} it resolves")
-        console.print(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the largest "
-                      f"budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}",
-                      markup=False, highlight=False)
-    for recipe, f in summary["forecasts"].items():
-        if f["available"]:
-            lo, hi = f["yield_interval"]
-            console.print(f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
-                          f"{_fmt(f['gain'])} val loss [{_fmt(f['gain_interval'][0])}, {_fmt(f['gain_interval'][1])}], "
-                          f"{_fmt(f['yield_per_btok'])} per billion tokens [{_fmt(lo)}, {_fmt(hi)}]",
-                          markup=False, highlight=False)
-        else:
-            console.print(f"forecast {recipe}: none ({f['reason']})", markup=False, highlight=False)
-    for note in summary["notes"]:
-        console.print(f"note: {note}", markup=False, highlight=False)
-
-
-def _with_interval(entry: dict[str, Any]) -> str:
-    if entry["interval"] is None:
-        return _fmt(entry["mean"])
-    return f"{_fmt(entry['mean'])} ± {_fmt((entry['interval'][1] - entry['interval'][0]) / 2, 2)}"
 
 
 @app.command("dedup")
@@ -796,14 +727,18 @@ def export(
 def demo(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="A smaller, faster version (about a minute).")] = False,
+    out: Annotated[Path | None, typer.Option("-o", "--output", help="HTML report to write (default: beside the "
+                                                                      "ledger, LEDGER.html).")] = None,
 ) -> None:
-    """Train two small real models that differ only in batch size, record both, and compare them.
+    """The main job on the built-in corpus, with real trainings: pipeline A (dedup + filters) against pipeline B
+    (everything, a bigger batch) at equal tokens and time, a mixture campaign with its ranking and decision
+    accuracy, a gate decision on the best recipe's next stage, and the HTML report.
 
     Example: yieldgate --ledger demo.db demo --quick
     """
     from yieldgate.demo import run_demo
 
-    run_demo(ctx.find_root().obj["ledger"], quick=quick, console=console)
+    run_demo(ctx.find_root().obj["ledger"], quick=quick, console=console, report=None if out is None else str(out))
 
 
 def main() -> None:

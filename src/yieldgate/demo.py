@@ -1,215 +1,205 @@
-"""`yieldgate demo` (foundation version): two real trainings that differ only in batch size, into the ledger.
+"""`yieldgate demo`: the main job on the built-in corpus, with real trainings, in a few minutes on a laptop.
 
-The probe GPT is trained on real text (Python's own standard-library source, split by file into training
-and held-out sets) with batch 8 and with batch 32 for the same token budget. The bigger batch moves more
-tokens per second; whether it learns as much per token is what the ledger then shows. Every number comes
-from the runs just made. The campaign-and-gate demo of the probe issue replaces this one.
+1. Prepare the corpus (Shakespeare in two spellings, Milton, Python's standard library; cached after the
+   first run).
+2. The worked example. Pipeline A deduplicates (exact and near: the First Folio spelling of a play is a near
+   duplicate of its modern text) and filters; pipeline B keeps everything and trains with a 4x bigger batch,
+   so it moves more tokens per second. Both train the probe GPT on the same token budget and are compared at
+   equal tokens and equal time in bits per byte (their tokenizers differ), with the speedup split into
+   throughput x sample efficiency, the hard slices, and the manifest diff as the confounders.
+3. A small mixture campaign (3 recipes x 2 seeds x 3 budgets): the ranking per budget, ties, decision accuracy.
+4. The stage gate on the best recipe's next stage, under the checked-in example policy.
+5. The HTML report.
+
+Every number printed is read back from the ledger the runs were just written to; nothing is canned.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-import sysconfig
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from yieldgate.data import corpus
-from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.manifest import (
-    EvalPortfolio,
-    Hardware,
-    Manifest,
-    ModelConfig,
-    Optimisation,
-    Recipe,
-    Source,
-    Tokenizer,
-    diff,
-)
-from yieldgate.probe.model import GPT, GPTConfig
+from yieldgate.analysis.campaign import summarise
+from yieldgate.analysis.runs import compare_groups
+from yieldgate.ledger import Ledger
+from yieldgate.manifest import Recipe, diff
+from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
+from yieldgate.report.console import fmt, render_campaign
 
-__all__ = ["run_demo", "stdlib_corpus"]
+__all__ = ["run_demo", "Settings", "QUICK", "FULL"]
 
-LOG_EVERY = 10  # steps per ledger write
-
-
-def stdlib_corpus(max_bytes: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bytes of the standard library's modules: (train, held-out, modules used), split by module."""
-    works = corpus.stdlib_works(max_bytes)
-    train, held = corpus.split_by_work(works, held_out=0.1, seed=0)
-    as_bytes = lambda ws: np.frombuffer("\n".join(w.text for w in ws).encode(), dtype=np.uint8)  # noqa: E731
-    return as_bytes(train), as_bytes(held), len(works)
+SHAKESPEARE = [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "shakespeare-folio", "weight": 0.4}]
+TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
+PIPELINE_A = Recipe.model_validate({
+    "sources": SHAKESPEARE, "tokenizer": TOKENIZER,
+    "filters": [{"kind": "min_chars", "params": {"min": 200}}, {"kind": "max_symbol_ratio", "params": {"max": 0.25}}],
+    "dedup": {"kind": "near", "shingle": "word:3", "threshold": 0.145},
+})
+PIPELINE_B = Recipe.model_validate({"sources": SHAKESPEARE, "tokenizer": TOKENIZER})
+MIXTURES = {
+    "shakespeare": PIPELINE_A.model_dump(mode="json"),
+    "shakespeare+milton": {**PIPELINE_A.model_dump(mode="json"),
+                           "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "milton", "weight": 0.5}]},
+    "shakespeare+code": {**PIPELINE_A.model_dump(mode="json"),
+                         "sources": [{"name": "shakespeare-modern", "weight": 0.7}, {"name": "python-stdlib", "weight": 0.3}]},
+}
+POLICY = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 
 
 @dataclass(frozen=True)
-class _Plan:
-    name: str
-    batch: int
-    tokens: int
+class Settings:
+    pipeline_tokens: int
+    """Token budget of each worked-example probe."""
+    pipeline_seeds: int
+    budgets: tuple[int, ...]
+    """The campaign's budgets."""
+    max_chars: int
+    """Training characters kept per source."""
+    evals: int
 
 
-def _train(ledger: Ledger, plan: _Plan, cfg: GPTConfig, train: np.ndarray, held: np.ndarray, manifest: Manifest,
-           progress: Progress, evals: int, lr: float) -> None:
-    torch.manual_seed(0)
-    gen = np.random.default_rng(0)
-    model = GPT(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    t = cfg.context
-    # Fixed held-out batch: the same sequences for every evaluation of every run.
-    starts = np.random.default_rng(1).integers(0, len(held) - t - 1, size=64)
-    xv = torch.from_numpy(np.stack([held[s : s + t] for s in starts]).astype(np.int64))
-    yv = torch.from_numpy(np.stack([held[s + 1 : s + t + 1] for s in starts]).astype(np.int64))
-    ledger.create_run(plan.name, manifest=manifest, source="demo", if_exists="replace")
-    steps_total = math.ceil(plan.tokens / (plan.batch * t))
-    eval_every = max(1, steps_total // evals)
-    task = progress.add_task(plan.name, total=steps_total)
-    rows: list[dict[str, Any]] = []
-    tokens = samples = 0
-    t_start = time.perf_counter()
-
-    def evaluate(step: int) -> None:
-        model.eval()
-        with torch.no_grad():
-            _, loss = model(xv, yv)
-        model.train()
-        value = float(loss)
-        wall = time.perf_counter() - t_start
-        ledger.append_evals(plan.name, [
-            EvalRecord(step=step, tokens=tokens, wall_s=wall, task="val", metric="loss", value=value,
-                       portfolio="demo", portfolio_version="1"),
-            # Byte-level tokens: bits per byte is the loss in bits.
-            EvalRecord(step=step, tokens=tokens, wall_s=wall, task="val", metric="bpb", value=value / math.log(2),
-                       portfolio="demo", portfolio_version="1"),
-        ])
-
-    evaluate(0)
-    for step in range(1, steps_total + 1):
-        t0 = time.perf_counter()
-        idx = gen.integers(0, len(train) - t - 1, size=plan.batch)
-        x = torch.from_numpy(np.stack([train[s : s + t] for s in idx]).astype(np.int64))
-        y = torch.from_numpy(np.stack([train[s + 1 : s + t + 1] for s in idx]).astype(np.int64))
-        t1 = time.perf_counter()
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        tokens += plan.batch * t
-        samples += plan.batch
-        t2 = time.perf_counter()
-        rows.append({"step": step, "tokens": tokens, "samples": samples, "wall_s": t2 - t_start,
-                     "step_s": t2 - t0, "data_wait_s": t1 - t0, "loss": float(loss.detach()), "lr": lr,
-                     "grad_norm": float(grad_norm), "clipped": float(grad_norm > 1.0),
-                     "tokens_per_s": plan.batch * t / (t2 - t0)})
-        if step % LOG_EVERY == 0 or step == steps_total:
-            ledger.append_steps(plan.name, rows)
-            rows.clear()
-        if step % eval_every == 0 or step == steps_total:
-            evaluate(step)
-        progress.advance(task)
-    ledger.set_status(plan.name, "finished")
+QUICK = Settings(pipeline_tokens=60_000, pipeline_seeds=1, budgets=(15_000, 30_000, 60_000), max_chars=300_000, evals=5)
+FULL = Settings(pipeline_tokens=600_000, pipeline_seeds=2, budgets=(100_000, 200_000, 400_000), max_chars=1_500_000,
+                evals=8)
 
 
-def run_demo(location: str, *, quick: bool, console: Console | None = None) -> dict[str, Any]:
+def run_demo(location: str, *, quick: bool, console: Console | None = None, report: str | None = None) -> dict[str, Any]:
     """Run the demo into the ledger at `location`; return what it measured (also printed)."""
     console = console or Console()
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    budget = 120_000 if quick else 1_000_000
-    train, held, files = stdlib_corpus(3_000_000 if quick else 12_000_000)
-    cfg = GPTConfig(vocab_size=256, context=64, layers=2, width=64, heads=4)
-    lr = 3e-3
-    plans = [_Plan("demo/batch-8", 8, budget), _Plan("demo/batch-32", 32, budget)]
-    model = GPT(cfg)
-    manifests = {}
-    for plan in plans:
-        manifests[plan.name] = Manifest(
-            data=Recipe(
-                sources=[Source(name="python-stdlib", path=sysconfig.get_paths()["stdlib"], domain="code",
-                                unique_tokens=int(len(train)))],
-                tokenizer=Tokenizer(name="bytes", vocab_size=256, bytes_per_token=1.0),
-                sequence_length=cfg.context,
-                accepted_tokens=plan.tokens,
-            ),
-            model=ModelConfig(name="probe-gpt", params=sum(p.numel() for p in model.parameters()),
-                              non_embedding_params=model.non_embedding_params(), layers=cfg.layers, width=cfg.width,
-                              heads=cfg.heads, head_dim=cfg.width // cfg.heads, context=cfg.context, vocab_size=256),
-            optimisation=Optimisation(optimizer="adamw", lr=lr, schedule="constant", warmup_steps=0,
-                                      batch_size=plan.batch, microbatch_size=plan.batch, grad_clip=1.0),
-            hardware=Hardware(device_kind="cpu", device_count=1),
-            evals=EvalPortfolio(name="demo", version="1", tasks=["val/loss", "val/bpb"]),
-            library_versions={"torch": torch.__version__, "python": sys.version.split()[0]},
-            seed=0,
-        )
-    console.print(f"Corpus: {files} files of Python's standard library, {len(train):,} training bytes, "
-                  f"{len(held):,} held-out bytes (split by file). Budget: {budget:,} tokens per run.", highlight=False)
-    with Ledger(location) as ledger:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
-                      TimeRemainingColumn(), console=console) as progress:
-            for plan in plans:
-                _train(ledger, plan, cfg, train, held, manifests[plan.name], progress, evals=6 if quick else 10, lr=lr)
-        result = _summarise(ledger, plans)
-    result["confounders"] = [d.model_dump() for d in diff(manifests[plans[0].name], manifests[plans[1].name])]
-    _render(console, result, location)
-    return result
-
-
-def _summarise(ledger: Ledger, plans: list[_Plan]) -> dict[str, Any]:
-    """Validation loss at the shared eval points (equal tokens) and throughput of each run, from the ledger."""
-    out: dict[str, Any] = {"runs": {}}
-    curves = {}
-    for plan in plans:
-        steps = ledger.steps(plan.name, ["tokens", "wall_s", "tokens_per_s"])
-        ev = ledger.evals(plan.name)
-        ev = ev[(ev.task == "val") & (ev.metric == "loss")]
-        curves[plan.name] = ev
-        out["runs"][plan.name] = {
-            "batch": plan.batch,
-            "steps": len(steps),
-            "tokens": float(steps["tokens"].iloc[-1]),
-            "wall_s": float(steps["wall_s"].iloc[-1]),
-            "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
-            "final_val_loss": float(ev["value"].iloc[-1]),
-        }
-    a, b = (curves[p.name] for p in plans)
-    # Both runs are evaluated at token counts on their own grids: compare where both have an eval,
-    # interpolating B's curve at A's eval tokens (never extrapolating).
-    grid = a["tokens"].to_numpy()
-    grid = grid[(grid >= b["tokens"].min()) & (grid <= b["tokens"].max())]
-    out["at_equal_tokens"] = [
-        {"tokens": float(x), plans[0].name: float(np.interp(x, a["tokens"], a["value"])),
-         plans[1].name: float(np.interp(x, b["tokens"], b["value"]))}
-        for x in grid
-    ]
+    quiet_mfu_warnings()
+    settings = QUICK if quick else FULL
+    started = time.perf_counter()
+    location = str(Path(location).resolve())
+    out: dict[str, Any] = {"ledger": location}
+    console.rule("1. The corpus")
+    out["corpus"] = _prepare_corpus(console)
+    console.rule("2. Pipeline A (dedup + filters) vs pipeline B (everything, 4x batch)")
+    out["pipelines"] = _worked_example(location, settings, console)
+    console.rule("3. A mixture campaign")
+    out["campaign"] = _campaign(location, settings, console)
+    console.rule("5. The report")
+    out["report"] = _report(location, report or str(Path(location).with_suffix(".html")), console)
+    out["seconds"] = time.perf_counter() - started
+    console.print(f"Done in {out['seconds']:.0f} s. Everything above is in {location}: try `yieldgate --ledger "
+                  f"{location} runs`, `... campaign demo-mix`, `... decisions`.", markup=False, highlight=False)
     return out
 
 
-def _render(console: Console, result: dict[str, Any], location: str) -> None:
-    from rich.table import Table
+def _bar(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
 
-    names = list(result["runs"])
-    table = Table("run", "batch", "steps", "tokens", "tokens/s", "final val loss")
-    for name, r in result["runs"].items():
-        table.add_row(name, str(r["batch"]), f"{r['steps']:,}", f"{r['tokens']:,.0f}", f"{r['tokens_per_s']:,.0f}",
-                      f"{r['final_val_loss']:.4f}")
+
+def _prepare_corpus(console: Console) -> dict[str, Any]:
+    from yieldgate.data import corpus
+
+    with console.status("Preparing the corpus (fetched once, then cached)..."):
+        works = corpus.load_corpus()
+    counts = {name: len(ws) for name, ws in corpus.sources(works).items()}
+    console.print("Corpus: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + " works.", highlight=False)
+    return {"works": counts}
+
+
+def _worked_example(location: str, s: Settings, console: Console) -> dict[str, Any]:
+    from yieldgate.data.recipe import resolve
+    from yieldgate.probe.trainer import ProbeConfig, train_probe
+
+    pipelines = {"pipeline-a": (PIPELINE_A, 16), "pipeline-b": (PIPELINE_B, 64)}
+    threads = max(1, min(cores(), 4))
+    with _bar(console) as bar:
+        for name, (recipe, batch) in pipelines.items():
+            task = bar.add_task(f"{name}: resolving the recipe", total=None)
+            data = resolve(recipe, max_chars_per_source=s.max_chars)
+            for seed in range(s.pipeline_seeds):
+                run = f"demo/{name}/s{seed}"
+                with Ledger(location) as led:  # a re-run of the demo replaces its runs
+                    led.create_run(run, status="running", source="demo", if_exists="replace")
+                bar.update(task, description=f"{run}: training", completed=0)
+                cfg = ProbeConfig(tokens=s.pipeline_tokens, seed=seed, batch_size=batch, microbatches=2,
+                                  evals=s.evals, threads=threads)
+                train_probe(data, cfg, run=run, ledger=location, resume=True,
+                            progress=lambda step, steps, t=task: bar.update(t, completed=step, total=steps))
+            bar.remove_task(task)
+    a, b = "demo/pipeline-a/*", "demo/pipeline-b/*"
+    with Ledger(location, readonly=True) as led:
+        by_tokens = compare_groups(led, a, b, at="tokens", per="byte")
+        by_time = compare_groups(led, a, b, at="time", per="byte")
+        runs = {name: _pipeline_figures(led, f"demo/{name}/s0") for name in pipelines}
+        confounders = [d.field for d in diff(led.manifest("demo/pipeline-a/s0"), led.manifest("demo/pipeline-b/s0"))]
+    _render_pipelines(console, runs, by_tokens, by_time, confounders)
+    return {"runs": runs, "at_equal_tokens": by_tokens.to_dict(), "at_equal_time": by_time.to_dict(),
+            "confounders": confounders}
+
+
+def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
+    steps = led.steps(run, ["tokens", "wall_s"])
+    evals = led.evals(run)
+    last = evals[evals["step"] == evals["step"].max()]
+    final = {f"{t}/{m}": v for t, m, v in zip(last["task"], last["metric"], last["value"], strict=True)}
+    manifest = led.manifest(run)
+    return {"run": run, "tokens": float(steps["tokens"].iloc[-1]), "wall_s": float(steps["wall_s"].iloc[-1]),
+            "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
+            "batch": manifest.optimisation.batch_size, "unique_tokens": manifest.data.accepted_tokens,
+            "val_bpb": final.get("val/bpb"), "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
+
+
+def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any, confounders: list[str]) -> None:
+    hard = sorted({k for r in runs.values() for k in r["hard"]})
+    table = Table("pipeline", "batch", "training tokens kept", "tokens/s", "final val bpb",
+                  *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard], title="Seed 0 of each pipeline")
+    for name, r in runs.items():
+        table.add_row(name, str(r["batch"]), fmt(r["unique_tokens"]), fmt(r["tokens_per_s"]), fmt(r["val_bpb"]),
+                      *[fmt(r["hard"].get(h)) for h in hard])
     console.print(table)
-    table = Table("tokens", *[f"val loss {n}" for n in names], title="Validation loss at equal tokens")
-    for p in result["at_equal_tokens"]:
-        table.add_row(f"{p['tokens']:,.0f}", *[f"{p[n]:.4f}" for n in names])
-    console.print(table)
-    ra, rb = (result["runs"][n] for n in names)
-    faster = names[1] if rb["tokens_per_s"] > ra["tokens_per_s"] else names[0]
-    learns = names[1] if rb["final_val_loss"] < ra["final_val_loss"] else names[0]
-    console.print(f"Throughput: {faster} moves {max(ra['tokens_per_s'], rb['tokens_per_s']) / min(ra['tokens_per_s'], rb['tokens_per_s']):.2f}x "
-                  f"the tokens/s. Learning: at {ra['tokens']:,.0f} tokens {learns} reaches the lower validation loss "
-                  f"({min(ra['final_val_loss'], rb['final_val_loss']):.4f} vs {max(ra['final_val_loss'], rb['final_val_loss']):.4f}).",
-                  highlight=False)
-    console.print("Confounders (manifest diff): " + ", ".join(d["field"] for d in result["confounders"]), highlight=False)
-    console.print(f"Recorded in {location}: try `yieldgate --ledger {location} runs` and "
-                  f"`yieldgate --ledger {location} manifest diff {names[0]} {names[1]}`.", highlight=False)
+    for comparison in (by_tokens, by_time):
+        points = Table(comparison.aligned_on, "A bpb", "B bpb", "B - A", "within seed noise",
+                       title=f"Bits per byte at equal {comparison.aligned_on}")
+        for p in comparison.points:
+            points.add_row(fmt(p[comparison.aligned_on]), fmt(p["a"]), fmt(p["b"]), fmt(p["diff"]),
+                           "-" if p["within_noise"] is None else "yes" if p["within_noise"] else "no")
+        console.print(points)
+    sp = by_tokens.speedup
+    console.print(f"Speedup of B over A to A's and B's common target (bpb {fmt(by_tokens.target_loss)}): time "
+                  f"{fmt(sp['time'])}x = throughput {fmt(sp['throughput'])}x x sample efficiency "
+                  f"{fmt(sp['sample_efficiency'])}x.", markup=False, highlight=False)
+    console.print(by_tokens.verdict, markup=False, highlight=False)
+    console.print("Confounders (manifest diff): " + ", ".join(confounders), markup=False, highlight=False)
+
+
+def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
+    campaign = Campaign.model_validate({
+        "name": "demo-mix", "recipes": MIXTURES, "seeds": 2, "budgets": list(s.budgets),
+        "eval_sources": ["shakespeare-modern", "milton"], "probe": {"evals": s.evals},
+        "data": {"max_chars_per_source": s.max_chars},
+    })
+    total = len(campaign.recipes) * len(campaign.seeds) * len(campaign.budgets)
+    console.print(f"{len(campaign.recipes)} recipes x {len(campaign.seeds)} seeds x {len(campaign.budgets)} budgets "
+                  f"({', '.join(f'{b:,}' for b in campaign.budgets)} tokens): {total} probes, scored on the held-out "
+                  "text of shakespeare-modern and milton.", highlight=False)
+    with _bar(console) as bar:
+        overall = bar.add_task("probes", total=total)
+        done = run_campaign(campaign, location, workers=min(2, cores()),
+                            on_result=lambda result: bar.advance(overall))
+    with Ledger(location) as led:
+        summary = summarise(led, campaign.name)
+        led.set_campaign_summary(campaign.name, summary.to_dict())
+    console.print(f"{len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
+                  f"{len(done.failed)} failed.", highlight=False)
+    render_campaign(console, summary.to_dict())
+    return summary.to_dict()
+
+
+def _report(location: str, out: str, console: Console) -> dict[str, Any]:
+    from yieldgate.report.html import write_report
+
+    with console.status("Writing the HTML report..."), Ledger(location, readonly=True) as led:
+        result = write_report(led, ["demo/pipeline-a/*", "demo/pipeline-b/*"], out)
+    console.print(f"Report: {result.path} ({len(result.figures)} plots; open it in a browser, no network needed).",
+                  markup=False, highlight=False, soft_wrap=True)
+    return {"path": str(result.path), "figures": len(result.figures)}

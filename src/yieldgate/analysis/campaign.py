@@ -17,7 +17,8 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   largest budget resolves.
 - **Forecasts** per recipe with three or more budgets: loss = E + B * tokens^-beta fitted to every seed's final
   validation loss at each budget (DESIGN.md: final losses of runs at several budgets, not a within-run fit
-  across a decaying learning rate), and the gain and yield of going to the next budget, with intervals.
+  across a decaying learning rate), and the gain and yield of going to the next budget, with the interval
+  where the gain measured as the mean over the campaign's seeds should fall.
 """
 
 from __future__ import annotations
@@ -215,10 +216,12 @@ def _forecast(points: list[tuple[float, float]], target: float | None, level: fl
     tokens, losses = zip(*sorted(points), strict=True)
     at = float(max(tokens))
     try:
-        f = forecast(np.array(tokens), np.array(losses), next_tokens=float(target) - at, at_tokens=at, level=level)
+        seeds = max(1, len(points) // len(budgets))
+        f = forecast(np.array(tokens), np.array(losses), next_tokens=float(target) - at, at_tokens=at, level=level,
+                     replicates=seeds)
     except InputError as exc:
         return {"available": False, "reason": str(exc)}
     per = BILLION / f.next_tokens
-    return {"available": True, "from_tokens": at, "to_tokens": float(target), "gain": f.gain,
+    return {"available": True, "from_tokens": at, "to_tokens": float(target), "seeds": seeds, "gain": f.gain,
             "gain_interval": list(f.interval), "yield_per_btok": f.yield_per_btok,
             "yield_interval": [f.interval[0] * per, f.interval[1] * per], "fit": f.fit.to_dict(), "notes": f.notes}

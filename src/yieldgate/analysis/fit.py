@@ -174,11 +174,13 @@ def forecast(
     boots: int = 400,
     threshold_per_btok: float | None = None,
     seed: int = 0,
+    replicates: int = 1,
 ) -> Forecast:
     """Fit, then forecast loss(at) - loss(at + next_tokens) with bootstrap intervals over evaluations
     (resampled with replacement, refitted; `level` is each interval's coverage). The measured gain is a
     difference of two noisy evaluations, so `interval` adds two draws of the evaluation noise (normal, at
-    `eval_noise`'s standard deviation) to each refit's gain."""
+    `eval_noise`'s standard deviation) to each refit's gain; `replicates` > 1: the gain will be measured as the
+    mean over that many seeds, whose noise is smaller by its square root."""
     law = fit_power_law(tokens, losses)
     at = float(at_tokens if at_tokens is not None else law.tokens[-1])
     if next_tokens <= 0:
@@ -202,7 +204,7 @@ def forecast(
         notes.append(f"only {len(gains)} of {boots} bootstrap refits succeeded: the interval is rough")
     tail = (1 - level) / 2
     fit_lo, fit_hi = (np.quantile(gains, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
-    measured = np.asarray(gains) + rng.normal(0.0, noise * math.sqrt(2.0), size=len(gains))
+    measured = np.asarray(gains) + rng.normal(0.0, noise * math.sqrt(2.0 / max(replicates, 1)), size=len(gains))
     lo, hi = (np.quantile(measured, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
     per = BILLION / next_tokens
     if law.poor:

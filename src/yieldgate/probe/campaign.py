@@ -346,8 +346,12 @@ def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", 
 def _worker_init(threads: int) -> None:
     # Before torch loads in this process: its thread pools size themselves from these.
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-    # A CPU has no known peak FLOP/s, so every probe would warn that MFU is not recorded; each run's meta
-    # (`mfu`) keeps the reason, and the terminal keeps the campaign's progress.
+    quiet_mfu_warnings()
+
+
+def quiet_mfu_warnings() -> None:
+    """A CPU has no known peak FLOP/s, so every probe would warn that MFU is not recorded: each run's meta
+    (`mfu`) keeps the reason, and the terminal keeps the campaign's progress."""
     logging.getLogger("yieldgate.track").addFilter(lambda r: not str(r.msg).startswith("yieldgate: MFU not recorded"))
 
 

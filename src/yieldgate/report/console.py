@@ -1,0 +1,83 @@
+"""Console rendering shared by the CLI and the demo: number formatting and the campaign tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["clean", "fmt", "render_campaign", "with_interval"]
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    value = clean(value)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value.is_integer() or abs(value) >= 1e4:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def render_campaign(console: Console, summary: dict[str, Any]) -> None:
+    """A campaign summary (`analysis.campaign.summarise`, as stored) as tables and lines."""
+    level = summary["level"]
+    for budget, scores in sorted(summary["rankings"].items(), key=lambda item: int(item[0])):
+        bpb = scores.get("bpb")
+        if bpb is None:
+            continue
+        slices = [k for k in scores if k.startswith("hard/")]
+        table = Table("rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok",
+                      *[s.removeprefix("hard/").removesuffix("/bpb") for s in slices], "ties",
+                      title=f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
+                            f"{', '.join(s.removeprefix('hard/').removesuffix('/bpb') for s in slices) or 'none'})")
+        by = {key: {e["recipe"]: e for e in scores[key]["order"]} for key in scores}
+        for e in bpb["order"]:
+            r = e["recipe"]
+            table.add_row(str(e["rank"]), r, str(e["seeds"]), with_interval(e),
+                          fmt(by.get("yield_per_btok", {}).get(r, {}).get("mean")),
+                          *[fmt(by[s].get(r, {}).get("mean")) for s in slices], ", ".join(e["ties"]) or "-")
+        console.print(table)
+    acc = summary["decision_accuracy"]
+    for entry in sorted(acc.values(), key=lambda e: e["budget"]):
+        share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
+        firm = "" if entry["accuracy_resolved"] is None else (f"; {entry['accuracy_resolved']:.0%} of the "
+                                                               f"{entry['resolved_pairs']} it resolves")
+        console.print(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the largest "
+                      f"budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}",
+                      markup=False, highlight=False)
+    for recipe, f in summary["forecasts"].items():
+        if f["available"]:
+            lo, hi = f["yield_interval"]
+            console.print(f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
+                          f"{fmt(f['gain'])} val loss [{fmt(f['gain_interval'][0])}, {fmt(f['gain_interval'][1])}], "
+                          f"{fmt(f['yield_per_btok'])} per billion tokens [{fmt(lo)}, {fmt(hi)}]",
+                          markup=False, highlight=False)
+        else:
+            console.print(f"forecast {recipe}: none ({f['reason']})", markup=False, highlight=False)
+    for note in summary["notes"]:
+        console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def with_interval(entry: dict[str, Any]) -> str:
+    if entry["interval"] is None:
+        return fmt(entry["mean"])
+    return f"{fmt(entry['mean'])} ± {fmt((entry['interval'][1] - entry['interval'][0]) / 2, 2)}"
