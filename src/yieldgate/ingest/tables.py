@@ -31,10 +31,11 @@ def rows_from_columns(source: str, columns: Mapping[str, tuple[np.ndarray, np.nd
     """`Rows` from {name: (float values, present)}, the step taken from `step_name` (rows without one are
     errors: a table row must say which step it is)."""
     values, present = columns[step_name]
-    bad = ~present | ~np.isfinite(values) | (values != np.round(values))
+    # Past 2**53 a float no longer holds every whole number: such a "step" is a misread column, not a step.
+    bad = ~present | ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > 2.0**53)
     if bad.any():
         i = int(np.argmax(bad))
-        got = "nothing" if not present[i] else f"{values[i]!r}"
+        got = "nothing" if not present[i] else f"{float(values[i])!r}"
         raise InputError(f"{where[i]}: expected a whole step number in {step_name!r}, got {got}")
     rows = Rows(source, values.astype(np.int64), list(where))
     for name, (v, p) in columns.items():
