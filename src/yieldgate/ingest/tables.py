@@ -112,7 +112,9 @@ def _read_parquet(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.nd
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: not a Parquet file ({exc})") from None
+        # Arrow's messages repeat the path and run over lines: the first line of the cause, without the path.
+        cause = " ".join(str(exc).replace(f"'{path}'", "").split())
+        raise InputError(f"{path}: not a Parquet file ({cause})") from None
     out = {}
     for name, col in zip(table.column_names, table.columns, strict=True):
         if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)):
