@@ -66,6 +66,9 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float 
             raise InputError(f"mlflow run {run_id!r}: metric {key!r}: {str(exc).splitlines()[0]}; the store's "
                              "metric file is damaged") from None
         for m in history:
+            if not (-(2**63) <= m.step < 2**63 and -(2**63) <= m.timestamp < 2**63):  # a damaged metric file
+                raise InputError(f"mlflow run {run_id!r}: metric {key!r}: step {m.step} or timestamp {m.timestamp} is "
+                                 "out of range; the store's metric file is damaged")
             steps.append(m.step)
             names.append(key)
             values.append(m.value)

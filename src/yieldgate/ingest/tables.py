@@ -121,7 +121,9 @@ def _read_parquet(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.nd
             warnings.add("column", f"{path}: column {name!r} is {col.type}, not numbers; not imported")
             continue
         present = ~pc.is_null(col, nan_is_null=False).to_numpy(zero_copy_only=False)
-        values = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+        # Unsafe: an integer past 2**53 becomes the nearest float (a step that large is refused later) instead
+        # of an ArrowInvalid escaping.
+        values = pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         out[name] = (np.asarray(values, dtype=np.float64), np.asarray(present, dtype=bool))
     return out, [f"{path}:row {i}" for i in range(table.num_rows)]
 
