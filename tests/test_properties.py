@@ -91,7 +91,7 @@ def test_manifest_round_trips_and_hashes_the_same_in_any_key_order_or_format(n, 
         assert again == m and again.content_hash() == m.content_hash()
         assert parse_manifest(_shuffled(data, rng)).content_hash() == m.content_hash()
         path = tmp_path / "m.yaml"
-        path.write_text(yaml.safe_dump(_shuffled(data, rng), allow_unicode=True), encoding="utf-8")
+        path.write_text(yaml.safe_dump(_shuffled(data, rng)), encoding="utf-8")
         assert load_manifest(path).content_hash() == m.content_hash()
 
     _run(n, prop)
@@ -116,7 +116,7 @@ def test_recipe_round_trips_through_yaml_and_is_a_manifests_data(n, tmp_path):
     def prop(data):
         r = Recipe.model_validate(data)
         path = tmp_path / "r.yaml"
-        path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
         assert load_recipe(path) == r
         assert Manifest.model_validate({"data": data}).data == r
 
