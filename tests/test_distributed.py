@@ -13,12 +13,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .helpers import stdlib_corpus
+from tests.reliability import check
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
 
-from .helpers import CFG, batch
+from .helpers import CFG, batch, stdlib_corpus
 
 SEQS = {0: 8, 1: 4}  # uneven ranks: counted as they are, not as rank 0 x world size
 
@@ -88,3 +88,8 @@ def test_a_dead_rank_is_reported_not_waited_on(tmp_path):
     with Ledger(tmp_path / "d.db", readonly=True) as led:
         assert led.run_info("ddp")["status"] == "failed"
         assert 10 <= led.run_info("ddp")["last_step"] <= 13
+        stored = len(led.steps("ddp"))
+    # Both ranks completed steps 1..12 before rank 1 died; rank 0 keeps what it reduced across ranks.
+    assert 12 - stored <= 2
+    check("DDP with 2 ranks, rank 1 dies mid-run (gloo)", "rank 0's next collective fails within the timeout "
+          "instead of hanging; rank 0 marks the run `failed`", "≤ 2 of the 12 steps both ranks completed")

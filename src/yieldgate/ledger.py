@@ -96,6 +96,11 @@ def _check_run_name(name: str) -> str:
             f"run name {name!r} is not allowed: use up to 200 printable characters, no control characters "
             "or surrounding spaces"
         )
+    # A name is a key, never a path; "/" namespaces runs (PREFIX/<name>). Path forms that could only be a
+    # mistake or an attempt to climb out of a folder are refused.
+    if "\\" in name or any(part in ("", ".", "..") for part in name.split("/")):
+        raise InputError(f"run name {name!r} is not allowed: '/' separates parts of a name, and no part may be "
+                         "empty, '.' or '..'; backslashes are not allowed")
     return name
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import reprlib
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -327,19 +328,48 @@ def read_structured_file(path: str | Path) -> Any:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
     try:
-        return yaml.safe_load(text)
+        if path.suffix.lower() == ".json":
+            return _bounded(json.loads(text), path)
+        return _bounded(yaml.safe_load(text), path)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a manifest; check the brackets") from None
+    except ValueError as exc:  # a number past Python's 4,300-digit limit for reading integers from text
+        raise InputError(f"{path}: a value cannot be read ({str(exc).split(';')[0]}); no field takes it") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise InputError(f"{where}: malformed YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
+
+
+# A manifest holds hundreds of values; YAML aliases can make a small file expand to billions ("billion
+# laughs"), which would be stored, hashed and printed in full. Past this many values a file is refused.
+_MAX_VALUES = 100_000
+
+
+def _bounded(data: Any, path: Path) -> Any:
+    """`data` unchanged, or InputError when it expands to more than _MAX_VALUES values (counted with
+    aliases expanded, without recursion, stopping at the limit)."""
+    stack, seen = [data], 0
+    while stack:
+        value = stack.pop()
+        seen += 1
+        if seen > _MAX_VALUES:
+            raise InputError(f"{path}: expands to more than {_MAX_VALUES:,} values (YAML aliases?); a manifest "
+                             "holds far fewer, so write it out without the aliases")
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return data
+
+
+_short = reprlib.Repr()
+_short.maxstring, _short.maxother, _short.maxlist, _short.maxdict, _short.maxlevel = 60, 60, 4, 4, 2
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:
@@ -349,8 +379,18 @@ def _loc(parts: tuple[int | str, ...]) -> str:
     return out
 
 
+class _Shown:
+    """A value as an error message shows it: its repr, cut short (a hostile file's value can be huge)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return _short.repr(self.value)
+
+
 def _describe(err: Any) -> str:
-    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    kind, ctx, value = err["type"], err.get("ctx") or {}, _Shown(err.get("input"))
     bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
     if kind in bounds:
         bound = next(iter(ctx.values()))

@@ -118,7 +118,9 @@ def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str],
     """
     if len(step) == 0:
         return Rows(source, np.empty(0, dtype=np.int64), [])
-    key = group.astype(np.int64) << 40 | step.astype(np.int64)
+    # (group, step) pairs as one integer, without packing bits: any int64 step, negative ones included.
+    step_code, step_values = pd.factorize(step, sort=False)
+    key = group.astype(np.int64) * len(step_values) + step_code
     row, _ = pd.factorize(key, sort=False)
     col, names = pd.factorize(pd.Series(name, dtype=object), sort=False)
     n_rows, n_cols = int(row.max()) + 1, len(names)
@@ -161,9 +163,17 @@ def read_json(path: Path, expected: str) -> object:
 def read_lines(path: Path, warnings: Warnings) -> list[str]:
     """A text file's lines; a last line without a line end is treated as truncated: skipped, with a warning."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Logs pick up stray bytes (a progress bar, a locale); the lines stay readable, and the user is told.
+        text = data.decode("utf-8", errors="replace")
+        line = data.count(b"\n", 0, exc.start) + 1
+        warnings.add("encoding", f"{path}:{line}: not UTF-8 text (byte {exc.start}); "
+                                 "undecodable bytes read as U+FFFD; save the file as UTF-8 to keep them")
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith(("\n", "\r")):
         warnings.add("truncated", f"{path}:{len(lines)}: last line has no line end (truncated write?); skipped: "

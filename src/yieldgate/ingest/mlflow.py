@@ -53,9 +53,22 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float 
         run = client.get_run(run_id)
     except MlflowException as exc:
         raise InputError(f"mlflow run {run_id!r}: {exc.message.splitlines()[0]}") from None
+    except ValueError as exc:  # a folder store's metric file that does not parse (MLflow raises ValueError)
+        raise InputError(f"mlflow run {run_id!r}: {str(exc).splitlines()[0]}; the store's metric file is "
+                         "damaged") from None
     steps, names, values, times = [], [], [], []
     for key in sorted(run.data.metrics):
-        for m in client.get_metric_history(run_id, key):
+        try:
+            history = client.get_metric_history(run_id, key)
+        except MlflowException as exc:
+            raise InputError(f"mlflow run {run_id!r}: metric {key!r}: {exc.message.splitlines()[0]}") from None
+        except ValueError as exc:  # a folder store's metric file that does not parse (MLflow raises ValueError)
+            raise InputError(f"mlflow run {run_id!r}: metric {key!r}: {str(exc).splitlines()[0]}; the store's "
+                             "metric file is damaged") from None
+        for m in history:
+            if not (-(2**63) <= m.step < 2**63 and -(2**63) <= m.timestamp < 2**63):  # a damaged metric file
+                raise InputError(f"mlflow run {run_id!r}: metric {key!r}: step {m.step} or timestamp {m.timestamp} is "
+                                 "out of range; the store's metric file is damaged")
             steps.append(m.step)
             names.append(key)
             values.append(m.value)

@@ -31,10 +31,11 @@ def rows_from_columns(source: str, columns: Mapping[str, tuple[np.ndarray, np.nd
     """`Rows` from {name: (float values, present)}, the step taken from `step_name` (rows without one are
     errors: a table row must say which step it is)."""
     values, present = columns[step_name]
-    bad = ~present | ~np.isfinite(values) | (values != np.round(values))
+    # Past 2**53 a float no longer holds every whole number: such a "step" is a misread column, not a step.
+    bad = ~present | ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > 2.0**53)
     if bad.any():
         i = int(np.argmax(bad))
-        got = "nothing" if not present[i] else f"{values[i]!r}"
+        got = "nothing" if not present[i] else f"{float(values[i])!r}"
         raise InputError(f"{where[i]}: expected a whole step number in {step_name!r}, got {got}")
     rows = Rows(source, values.astype(np.int64), list(where))
     for name, (v, p) in columns.items():
@@ -111,14 +112,18 @@ def _read_parquet(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.nd
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: not a Parquet file ({exc})") from None
+        # Arrow's messages repeat the path and run over lines: the first line of the cause, without the path.
+        cause = " ".join(str(exc).replace(f"'{path}'", "").split())
+        raise InputError(f"{path}: not a Parquet file ({cause})") from None
     out = {}
     for name, col in zip(table.column_names, table.columns, strict=True):
         if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)):
             warnings.add("column", f"{path}: column {name!r} is {col.type}, not numbers; not imported")
             continue
         present = ~pc.is_null(col, nan_is_null=False).to_numpy(zero_copy_only=False)
-        values = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+        # Unsafe: an integer past 2**53 becomes the nearest float (a step that large is refused later) instead
+        # of an ArrowInvalid escaping.
+        values = pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         out[name] = (np.asarray(values, dtype=np.float64), np.asarray(present, dtype=bool))
     return out, [f"{path}:row {i}" for i in range(table.num_rows)]
 

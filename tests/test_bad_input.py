@@ -1,0 +1,234 @@
+"""Bad input handed to the `yieldgate` command: malformed, truncated and hostile manifests and recipes,
+damaged event files, tables with missing columns, non-finite or huge values, non-UTF-8 text, hostile run
+names, a ledger from a newer schema. Each is refused with one line on stderr and exit status 2, and the
+ledger (which holds a run already) is left exactly as it was; or, where the input is partly good data (a
+truncated event file, a diverged loss), imported with a warning that says what was done. Each case keeps
+its README Reliability row true (tests/reliability.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.digest import ledger_digest
+from tests.reliability import check
+from yieldgate.cli import app
+from yieldgate.ledger import Ledger
+
+BASE_STEPS = 20
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    """A ledger holding one imported run, `base`, of BASE_STEPS steps and two evals."""
+    path = tmp_path / "ledger.db"
+    csv = tmp_path / "base.csv"
+    csv.write_text("step,tokens,loss,val_loss\n" + "".join(
+        f"{s},{s * 1000},{3 / s},{3.1 / s if s % 10 == 0 else ''}\n" for s in range(1, BASE_STEPS + 1)))
+    _invoke(path, "import", "table", str(csv), "--run", "base", code=0)
+    return path
+
+
+def _invoke(ledger: Path, *args: str, code: int) -> tuple[str, str]:
+    result = CliRunner().invoke(app, ["--ledger", str(ledger), *args])
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
+    if code == 2:
+        assert isinstance(result.exception, SystemExit), result.exception  # ours, not an escaped exception
+    return result.stdout, result.stderr
+
+
+def _shown(text: str, tmp_path: Path) -> str:
+    """A message as the README shows it: the temp folder dropped, cut at 110 characters."""
+    text = text.strip().replace(f"{tmp_path}/", "").removeprefix("error: ")
+    assert "|" not in text and "`" not in text, text  # it goes into a Markdown table cell as code
+    return text if len(text) <= 110 else text[:109] + "…"
+
+
+def _steps(ledger: Path, run: str = "base") -> int:
+    with Ledger(ledger, readonly=True) as led:
+        return len(led.steps(run))
+
+
+# -- refused: (fault, writes its files and returns the CLI's arguments, a word the message must contain) --
+
+def _file(name: str, data: str | bytes) -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        path = tmp / name
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+        return path
+    return make
+
+
+MANIFEST = {"data": {"sources": [{"name": "web", "weight": 1.0}]}, "seed": 1}
+_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefg", "bcdefgh"))
+
+
+def _with_manifest(name: str, data: str | bytes) -> Callable[[Path], list[str]]:
+    make = _file(name, data)
+    return lambda tmp: ["import", "table", str(tmp / "base.csv"), "--run", "new", "--manifest", str(make(tmp))]
+
+
+def _recipe(name: str, data: str | bytes) -> Callable[[Path], list[str]]:
+    make = _file(name, data)
+    return lambda tmp: ["train", str(make(tmp)), "--tokens", "1000"]
+
+
+def _table(name: str, data: str | bytes, *extra: str) -> Callable[[Path], list[str]]:
+    make = _file(name, data)
+    return lambda tmp: ["import", "table", str(make(tmp)), "--run", "new", *extra]
+
+
+def _run_name(name: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["import", "table", str(tmp / "base.csv"), "--run", name]
+
+
+def _event_file(tmp: Path, steps: int = 30) -> Path:
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(tmp / "tb") as writer:
+        for s in range(1, steps + 1):
+            writer.add_scalar("train/loss", 3.0 / s, s)
+    (path,) = (tmp / "tb").iterdir()
+    return path.rename(path.with_name("events.out.tfevents.1.host"))  # its own name has a time, host and pid
+
+
+def _damaged_events(tmp: Path) -> list[str]:
+    path = _event_file(tmp)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle: a record's CRC fails
+    path.write_bytes(bytes(data))
+    return ["import", "tensorboard", str(path), "--run", "new"]
+
+
+_json = json.dumps(MANIFEST)
+REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
+    ("manifest: malformed YAML", _with_manifest("m.yaml", "data: {sources: [{name: web}]\nseed: 1\n"), "malformed YAML"),
+    ("manifest: truncated JSON", _with_manifest("m.json", _json[: len(_json) // 2]), "malformed JSON"),
+    ("manifest: YAML with a Python object tag (code execution)",
+     _with_manifest("m.yaml", "!!python/object/apply:os.system ['touch pwned']\n"), "malformed YAML"),
+    ("manifest: YAML alias bomb (billion laughs)", _with_manifest("m.yaml", _LAUGHS + "seed: *h\n"), "expands"),
+    ("manifest: JSON nested 100,000 deep", _with_manifest("m.json", "[" * 100_000 + "]" * 100_000), "nested"),
+    ("manifest: NaN and Infinity in JSON",
+     _with_manifest("m.json", '{"data": {"sources": [{"name": "web", "weight": NaN}]}, "seed": Infinity}'), "weight"),
+    ("manifest: huge integer", _with_manifest("m.yaml", "data: {sources: [{name: web}]}\nseed: " + "9" * 5000 + "\n"),
+     "cannot be read"),
+    ("manifest: not UTF-8", _with_manifest("m.yaml", "data: {sources: [{name: caf\xe9}]}\n".encode("latin-1")),
+     "UTF-8"),
+    ("manifest: a list, not a mapping", _with_manifest("m.yaml", "- data\n- seed\n"), "mapping"),
+    ("recipe: malformed YAML", _recipe("r.yaml", "sources: [{name: milton\n"), "malformed YAML"),
+    ("recipe: YAML with a Python object tag (code execution)",
+     _recipe("r.yaml", "sources: !!python/object/apply:os.system ['touch pwned']\n"), "malformed YAML"),
+    ("recipe: wrong types and a negative weight",
+     _recipe("r.yaml", "sources: [{name: milton, weight: -1}]\nsequence_length: many\n"), "weight"),
+    ("recipe: not UTF-8", _recipe("r.yaml", b"sources: [{name: \xff\xfe}]\n"), "UTF-8"),
+    ("TensorBoard event file with a damaged record", _damaged_events, "CRC"),
+    ("TensorBoard event file of garbage bytes",
+     lambda tmp: ["import", "tensorboard", str(_file("events.out.tfevents.1.host", bytes(range(256)) * 4)(tmp)),
+                  "--run", "new"], "CRC"),
+    ("CSV without a step column", _table("m.csv", "loss,lr\n3.0,0.1\n2.5,0.1\n"), "no step column"),
+    ("CSV with a text cell in a metric column", _table("m.csv", "step,loss\n1,3.0\n2,lots\n"), "expected a number"),
+    ("CSV with a NaN step", _table("m.csv", "step,loss\n1,3.0\nnan,2.5\n"), "whole step number"),
+    ("CSV with a huge step (1e30)", _table("m.csv", "step,loss\n1,3.0\n1e30,2.5\n"), "whole step number"),
+    ("empty CSV", _table("m.csv", ""), "empty"),
+    ("JSONL with a line cut in half", _table("m.jsonl", '{"step": 1, "loss": 3.0}\n{"step": 2, "lo\n'
+                                                        '{"step": 3, "loss": 2.0}\n'), "m.jsonl"),
+    ("run name with control characters", _run_name("evil\x1b[31mred"), "not allowed"),
+    ("run name climbing out of a folder (../..)", _run_name("../../etc/passwd"), "not allowed"),
+    ("run name with a backslash", _run_name("runs\\a"), "not allowed"),
+    ("run name with a leading /", _run_name("/abs"), "not allowed"),
+]
+
+
+@pytest.mark.parametrize("fault, args, word", REFUSED, ids=[r[0] for r in REFUSED])
+def test_bad_input_is_refused_in_one_line_and_the_ledger_is_unchanged(base, tmp_path, fault, args, word, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # anything a hostile file managed to run would write `pwned` here
+    before = ledger_digest(base)
+    _, err = _invoke(base, *args(tmp_path), code=2)
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and word in err, err
+    assert ledger_digest(base) == before
+    assert not (tmp_path / "pwned").exists()
+    check(fault, f"refused, exit 2, ledger unchanged: `{_shown(err, tmp_path)}`", str(BASE_STEPS - _steps(base)))
+
+
+# -- accepted with a warning: the input is partly or wholly good data -----------------------------------
+
+def test_truncated_event_file_keeps_the_records_before_the_cut(base, tmp_path):
+    path = _event_file(tmp_path, steps=30)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 7])  # a writer killed mid-record
+    out, _ = _invoke(base, "import", "tensorboard", str(path), "--run", "new", "--json", code=0)
+    (warning,) = json.loads(out)[0]["warnings"]
+    assert "cut off" in warning, warning
+    imported = _steps(base, "new")
+    assert imported == 29 and _steps(base) == BASE_STEPS
+    check("TensorBoard event file truncated mid-record",
+          f"imported, exit 0, one warning: `{_shown(warning, tmp_path)}`",
+          f"{30 - imported} (the cut record)")
+
+
+def test_nan_inf_and_huge_values_are_kept_as_data_with_a_warning(base, tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("step,loss,grad_norm\n1,3.0,1\n2,nan,1e308\n3,inf,1e309\n4,2.0,-1e400\n")
+    out, _ = _invoke(base, "import", "table", str(csv), "--run", "new", "--json", code=0)
+    warnings = json.loads(out)[0]["warnings"]
+    with Ledger(base, readonly=True) as led:
+        steps = led.steps("new")
+    assert steps["step"].tolist() == [1, 2, 3, 4]
+    loss, grad = steps["loss"].tolist(), steps["grad_norm"].tolist()
+    assert loss[0] == 3.0 and loss[1] != loss[1] and loss[2] == float("inf") and loss[3] == 2.0
+    assert grad == [1.0, 1e308, float("inf"), float("-inf")]
+    assert len(warnings) == 2 and all("nan/inf" in w for w in warnings), warnings
+    check("CSV with NaN, Inf and huge (1e309) values", "imported as NaN / ±inf (a diverged loss is data), exit 0, "
+          f"one warning per column: `{_shown(warnings[0], tmp_path)}`", str(4 - len(steps)))
+
+
+def test_a_table_not_in_utf8_is_read_with_a_warning(base, tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_bytes("step,loss,p\xe9rte\n1,3.0,1\n2,2.5,1\n".encode("latin-1"))  # a Latin-1 column name
+    out, _ = _invoke(base, "import", "table", str(csv), "--run", "new", "--json", code=0)
+    (warning,) = json.loads(out)[0]["warnings"]
+    assert "not UTF-8" in warning and "m.csv:1" in warning, warning
+    imported = _steps(base, "new")
+    check("CSV or text log not in UTF-8", f"imported, exit 0, one warning: `{_shown(warning, tmp_path)}`",
+          str(2 - imported))
+
+
+# -- a ledger from a newer schema -------------------------------------------------------------------------
+
+def test_a_ledger_from_a_newer_schema_is_refused_and_not_modified(base, tmp_path):
+    db = sqlite3.connect(base)
+    db.execute("INSERT INTO schema_migrations (name, applied_at) VALUES ('9999_from_the_future', 0)")
+    db.commit()
+    db.close()
+    before, raw = ledger_digest(base), base.read_bytes()
+    errors = []
+    for args in (["runs"], ["compare", "base", "base"], ["import", "table", str(tmp_path / "base.csv"), "--run", "x"]):
+        # The real command in its own process: what a user sees, traceback or not.
+        proc = subprocess.run([sys.executable, "-m", "yieldgate", "--ledger", str(base), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "newer yieldgate" in proc.stderr and "9999_from_the_future" in proc.stderr
+        errors.append(proc.stderr)
+    assert ledger_digest(base) == before and base.read_bytes() == raw
+    check("ledger written by a newer schema version", f"refused by every command, exit 2, file unchanged: "
+          f"`{_shown(errors[0], tmp_path)}`", str(BASE_STEPS - _steps_raw(base)))
+
+
+def _steps_raw(path: Path) -> int:
+    """Step rows of `base`, read without yieldgate (which refuses this ledger)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT COALESCE(SUM(n), 0) FROM step_blocks JOIN runs ON runs.id = step_blocks.run_id "
+                          "WHERE runs.name = 'base'").fetchone()[0]
+    finally:
+        db.close()
