@@ -89,7 +89,11 @@ def test_a_dead_rank_is_reported_not_waited_on(tmp_path):
         assert led.run_info("ddp")["status"] == "failed"
         assert 10 <= led.run_info("ddp")["last_step"] <= 13
         stored = len(led.steps("ddp"))
+        (fault,) = led.events("ddp", kind="fault").itertuples(index=False)
+    # What ended the run is kept with it: the collective's error (gloo: the peer closed the connection).
+    assert fault.body["status"] == "failed" and fault.body["error"].startswith(("RuntimeError", "DistBackendError"))
+    assert 10 <= fault.start_step <= 13
     # Both ranks completed steps 1..12 before rank 1 died; rank 0 keeps what it reduced across ranks.
     assert 12 - stored <= 2
     check("DDP with 2 ranks, rank 1 dies mid-run (gloo)", "rank 0's next collective fails within the timeout "
-          "instead of hanging; rank 0 marks the run `failed`", "≤ 2 of the 12 steps both ranks completed")
+          "instead of hanging; rank 0 marks the run `failed` and keeps the error as a `fault` event", "≤ 2 of the 12 steps both ranks completed")

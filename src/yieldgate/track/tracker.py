@@ -649,8 +649,9 @@ class Tracker:
                 "dropped_rows": self._writer.dropped_rows, "spilled_rows": self._writer.spilled_rows,
                 "spill_path": self._writer.spill_path, "busy_s": self.busy.seconds}
 
-    def close(self, status: str = "finished") -> None:
-        """Flush everything, stop the writer and record the run's status."""
+    def close(self, status: str = "finished", *, reason: str | None = None) -> None:
+        """Flush everything, stop the writer and record the run's status (with `reason`, what ended it, as a
+        `fault` event)."""
         if self._closed:
             return
         self._closed = True
@@ -659,7 +660,7 @@ class Tracker:
             self._ship()
         except Exception as exc:  # noqa: BLE001 - contained
             self._fault("close", exc)
-        self._writer.close(status if self.rank == 0 else None)
+        self._writer.close(status if self.rank == 0 else None, reason=reason)
         if self._group is not None:
             # Our gloo group goes now, not at interpreter exit, where destroying it with its threads still
             # joinable aborts the process ("terminate called without an active exception").
@@ -678,4 +679,6 @@ class Tracker:
         if exc_type is None:
             self.close("finished")
         else:
-            self.close("killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
+            # What ended the run is kept with it (a dead rank's collective error, an OOM, a NaN guard).
+            reason = f"{exc_type.__name__}: {str(exc).strip()}".splitlines()[0][:500]
+            self.close("killed" if issubclass(exc_type, KeyboardInterrupt) else "failed", reason=reason)

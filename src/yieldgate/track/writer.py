@@ -184,6 +184,7 @@ class Writer(threading.Thread):
         self._wake = threading.Event()
         self._stopping = False
         self._status: str | None = None
+        self._reason: str | None = None
         self.dropped_rows = 0
         self.written_rows = 0
         self._frames: list[_Frame] = []
@@ -223,9 +224,11 @@ class Writer(threading.Thread):
         if len(self._inbox) == self.s.queue_size // 2:
             self._wake.set()  # a very fast loop: collect before the inbox fills, not at the next interval
 
-    def close(self, status: str | None = None, timeout: float = 60.0) -> None:
-        """Write what is left, record the run's `status` (rank 0) and stop."""
+    def close(self, status: str | None = None, timeout: float = 60.0, *, reason: str | None = None) -> None:
+        """Write what is left, record the run's `status` (rank 0) and, when the run ended on an error, the
+        `reason` as a `fault` event; then stop."""
         self._status = status
+        self._reason = reason
         self._stopping = True
         self._wake.set()
         self.join(timeout)
@@ -271,7 +274,11 @@ class Writer(threading.Thread):
                     side.set_status(self.s.run, status)
             if ledger is None:
                 raise LedgerError(f"the ledger {self.s.location} could not be opened")
-            ledger.set_status(self.s.run, status)
+            with ledger.transaction():
+                ledger.set_status(self.s.run, status)
+                if self._reason:
+                    ledger.add_event(self.s.run, "fault", {"source": "tracker", "status": status, "error": self._reason},
+                                     start_step=max(self._at), end_step=max(self._at))
         except Exception as exc:  # noqa: BLE001 - contained
             self.on_fault("recording the run's status", exc)
 
