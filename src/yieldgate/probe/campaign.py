@@ -319,7 +319,8 @@ def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", 
                  workers: int | None = None, address: str | None = None,
                  progress: Progress | None = None,
                  on_result: Callable[[dict[str, Any]], None] | None = None) -> CampaignRun:
-    """Train the campaign's probes that the ledger lacks; see the module docstring."""
+    """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
+    probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed)."""
     ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
     specs = plan(campaign)
     with Ledger(ledger) as led:
@@ -329,6 +330,9 @@ def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", 
     threads = max(1, cores() // workers)
     out = CampaignRun(campaign=campaign.name, planned=len(specs), skipped=skipped, finished=[], failed={}, seconds=0.0)
     started = time.perf_counter()
+    if on_result is not None:  # every planned probe gets a result: skipped, finished or failed
+        for name in skipped:
+            on_result({"run": name, "status": "skipped"})
     run = _run_local if executor == "local" else _run_ray
     if executor not in ("local", "ray"):
         raise InputError(f"--executor must be local or ray, got {executor!r}")
