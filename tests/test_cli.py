@@ -135,6 +135,8 @@ COMMANDS = {
                "--experiment", "--tracking-uri", "--join-on"},
     "export": {"--json", "--to"},
     "diagnose": {"--json"},
+    "gate": {"--json", "--policy", "--strict"},
+    "decisions": {"--json"},
 }
 
 
