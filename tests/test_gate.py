@@ -7,6 +7,7 @@ are trained once per module into one ledger; tests that write to it work on a co
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -17,31 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yieldgate.analysis.diagnose import diagnose
-from yieldgate.data.recipe import resolve
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
-from yieldgate.manifest import parse_manifest
 from yieldgate.probe.gate import gate, record
 from yieldgate.probe.policy import Policy, Requirements, load_policy, parse_policy
-from yieldgate.probe.trainer import Faults, ProbeConfig, train_probe
+from yieldgate.probe.trainer import train_probe
 
-POLICY_FILE = Path(__file__).parents[1] / "examples" / "policy.yaml"
-TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
-TWO = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
-       "tokenizer": TOKENIZER}
-ONE = {"sources": [{"name": "milton"}], "tokenizer": TOKENIZER}
+_spec = importlib.util.spec_from_file_location("bench_gate", Path(__file__).parents[1] / "benchmarks" / "bench_gate.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+POLICY_FILE = bench.POLICY
 CLEAN = "camp/two/s[012]/t150000"
 """The clean seed group: three seeds of the two-source recipe at the `probe` stage (150k tokens)."""
-
-
-def _probe(seed: int, tokens: int = 150_000, **faults) -> ProbeConfig:
-    return ProbeConfig(tokens=tokens, seed=seed, layers=1, width=32, heads=2, evals=12, eval_sequences=32, threads=1,
-                       faults=Faults(**faults))
-
-
-def _resolve(recipe: dict) -> object:
-    return resolve(parse_manifest({"data": recipe}).data, seed=0, max_chars_per_source=600_000)
-
 
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory) -> Path:
@@ -49,20 +38,22 @@ def probes(tmp_path_factory) -> Path:
     Milton alone repeated for 40 epochs (3 seeds), LR x30 (2 seeds, diagnosed), and one run each of the recipe
     on 'new hardware' (only the manifest's hardware changed) and with its mixture changed."""
     db = str(tmp_path_factory.mktemp("gate") / "probes.db")
-    two, one = _resolve(TWO), _resolve(ONE)
+    two, one = bench.resolve_recipe(bench.TWO), bench.resolve_recipe(bench.ONE)
     runs = []
     for seed, tokens in [(0, 150_000), (1, 150_000), (2, 150_000), (0, 50_000), (1, 50_000), (0, 100_000),
                          (1, 100_000)]:
         run = f"camp/two/s{seed}/t{tokens}"
-        train_probe(two, _probe(seed, tokens), run=run, ledger=db)
+        train_probe(two, bench.probe_config(seed, tokens), run=run, ledger=db)
         runs.append((run, seed, tokens))
     for seed in range(3):
-        train_probe(one, _probe(seed, repeat_source=("milton", 40.0)), run=f"repeat40/s{seed}", ledger=db)
+        train_probe(one, bench.probe_config(seed, repeat_source=("milton", 40.0)), run=f"repeat40/s{seed}",
+                    ledger=db)
     for seed in range(2):
-        train_probe(two, _probe(seed, lr_multiplier=30.0), run=f"lr30/s{seed}", ledger=db)
-    train_probe(two, _probe(3), run="newhw/s3", ledger=db)
-    train_probe(_resolve({**TWO, "sources": [{"name": "shakespeare-modern", "weight": 0.4},
-                                             {"name": "milton", "weight": 0.6}]}), _probe(3), run="mixed/s3", ledger=db)
+        train_probe(two, bench.probe_config(seed, lr_multiplier=30.0), run=f"lr30/s{seed}", ledger=db)
+    train_probe(two, bench.probe_config(3), run="newhw/s3", ledger=db)
+    mixed = bench.resolve_recipe({**bench.TWO, "sources": [{"name": "shakespeare-modern", "weight": 0.4},
+                                                           {"name": "milton", "weight": 0.6}]})
+    train_probe(mixed, bench.probe_config(3), run="mixed/s3", ledger=db)
     with Ledger(db) as led:
         for run, seed, tokens in runs:
             led.set_meta(run, "probe", {"campaign": "camp", "recipe": "two", "recipe_hash": "h", "seed": seed,
@@ -176,7 +167,8 @@ def decided(probes, policy) -> dict:
         return {"clean": gate(led, CLEAN, policy), "repeat40": gate(led, "repeat40/s*", policy),
                 "single": gate(led, "camp/two/s0/t150000", policy),
                 "campaign": gate(led, "camp/two", _variant(min_seeds=2)),  # a campaign recipe: camp/two/*
-                "newhw": gate(led, "newhw/s3", _hardware_policy()), "mixed": gate(led, "mixed/s3", _hardware_policy())}
+                "newhw": gate(led, "newhw/s3", _hardware_policy()), "mixed": gate(led, "mixed/s3", _hardware_policy()),
+                "lr30": gate(led, "lr30/s0", _hardware_policy())}
 
 
 def test_reject_a_source_repeated_for_40_epochs(decided, policy):
@@ -287,6 +279,14 @@ def test_a_changed_mixture_ends_the_exception_and_learning_decides(decided):
     assert "new-hardware exception ended: the manifest differs from the reference beyond hardware: " \
            "data.sources[milton].weight, data.sources[shakespeare-modern].weight" in d.rationale
     assert d.decision == "hold" and "1 seed" in d.rationale
+
+
+def test_a_curve_that_departs_from_the_reference_ends_the_exception(decided):
+    """LR x30 leaves the manifest as it is (the fault is injected, not declared): only the curve can tell."""
+    d = decided["lr30"]
+    assert d.evidence["exception"]["differs"] == [] and not d.evidence["exception"]["applies"]
+    assert "new-hardware exception ended: the loss curve departs from the reference by +" in d.rationale
+    assert d.axis == "learning" and d.decision == "hold"
 
 
 # -- the command line --------------------------------------------------------------------------------------
