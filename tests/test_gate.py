@@ -258,6 +258,19 @@ def test_an_undertrained_next_stage_a_regression_and_an_unknown_price_hold(probe
     assert "give pilot at least 624,000 tokens" in d.what_to_run_next
 
 
+def test_no_next_stage_and_unfinished_runs_are_bad_input(copy):
+    with Ledger(copy) as led:
+        with pytest.raises(InputError, match="reached 150,000 tokens, the last stage 'probe' .* no next stage"):
+            gate(led, CLEAN, _variant(stages=[{"name": "scout", "tokens": 50_000, "compute_share": 0.1},
+                                              {"name": "probe", "tokens": 150_000, "compute_share": 0.9}]))
+        led.set_status("camp/two/s2/t150000", "killed")
+        d = gate(led, CLEAN, _variant(min_seeds=2))
+        assert d.evidence["left_out"] == {"camp/two/s2/t150000": "killed"} and d.evidence["seeds"] == 2
+        led.set_status("newhw/s3", "running")
+        with pytest.raises(InputError, match="no finished run in 'newhw/s3': newhw/s3 is running"):
+            gate(led, "newhw/s3", _variant())
+
+
 # -- the new-hardware exception ----------------------------------------------------------------------------
 
 

@@ -46,22 +46,30 @@ WORKFLOW = ("data", "model", "optimisation")
 """The manifest sections that make up the workflow locked past exploration."""
 HARDWARE = ("hardware", "library_versions")
 """The sections the new-hardware exception allows to differ from the reference."""
+USABLE = ("finished", "imported")
+"""Run statuses whose evidence the gate reads; running, failed and killed runs are left out, and listed."""
 BOOTS = 200
 """Bootstrap refits per forecast (fit.forecast's default is 400): the gate fits every seed, and the 10% and 90%
 quantiles of 200 refits are steady to about two percentiles."""
 
 
-def target_runs(ledger: Ledger, target: str) -> list[str]:
-    """The target's runs: a run name or glob; a campaign recipe `{campaign}/{recipe}` also as itself plus `/*`."""
+def target_runs(ledger: Ledger, target: str) -> tuple[list[str], dict[str, str]]:
+    """The target's runs (a run name or glob; a campaign recipe `{campaign}/{recipe}` also means its runs
+    `{campaign}/{recipe}/*`), and those left out because they did not finish cleanly (run -> status): a run still
+    going or cut short has not shown what its budget buys."""
     try:
-        return match_runs(ledger, target)
+        names = match_runs(ledger, target)
     except RunNotFound:
         if any(c in target for c in "*?["):
             raise
         names = [n for n in ledger.runs()["name"] if fnmatch.fnmatchcase(n, f"{target}/*")]
         if not names:
             raise
-        return names
+    status = ledger.runs().set_index("name")["status"]
+    left_out = {n: str(status[n]) for n in names if status[n] not in USABLE}
+    if len(left_out) == len(names):
+        raise InputError(f"no finished run in {target!r}: " + ", ".join(f"{n} is {s}" for n, s in left_out.items()))
+    return [n for n in names if n not in left_out], left_out
 
 
 def budgets(ledger: Ledger, runs: list[str]) -> list[tuple[float, list[str]]]:

@@ -216,7 +216,7 @@ def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[fl
 def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss") -> Decision:
     """Decide whether `target`'s evidence earns its next stage under `policy`; see the module docstring."""
     req = policy.requirements
-    runs = target_runs(ledger, target)
+    runs, left_out = target_runs(ledger, target)
     groups = budgets(ledger, runs)
     reached, last = groups[-1]
     current, nxt = _stages(policy, reached)
@@ -224,7 +224,7 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     digests = {workflow_digest(m) for m in manifests.values()}
     one = len(digests) == 1
     draft = _Draft(target, policy, current, nxt, evidence={
-        "runs": runs, "budgets": [{"tokens": t, "runs": rs} for t, rs in groups],
+        "runs": runs, "left_out": left_out, "budgets": [{"tokens": t, "runs": rs} for t, rs in groups],
         "seeds": min(len(rs) for _, rs in groups), "reached_tokens": reached, "next_stage_tokens": nxt.tokens,
         "manifests": {r: (m.content_hash() if m else None) for r, m in manifests.items()}, "primary": policy.primary,
         "workflow": next(iter(digests)) if one else None, "workflow_fields": workflow(manifests[runs[0]]) if one else None})
