@@ -141,7 +141,8 @@ _stage_lists = st.lists(st.integers(1, 10**9), min_size=2, max_size=5, unique=Tr
 
 @settings(max_examples=60, deadline=None)
 @given(stages=_stage_lists, threshold=st.floats(1e-6, 1e6), seeds=st.integers(1, 20),
-       share=st.floats(0, 1), level=st.floats(0.5, 0.99), version=st.one_of(st.integers(0, 99), st.text("abc.1", min_size=1)))
+       share=st.floats(0, 1), level=st.floats(0.5, 0.99),
+       version=st.one_of(st.integers(0, 99), st.text("abc.1", min_size=1)))
 def test_valid_policies_round_trip_with_a_stable_hash_and_stages_in_token_order(stages, threshold, seeds, share, level,
                                                                                  version):
     data = {"name": "p", "version": version, "exploration_share": share, "stages": stages,
@@ -244,7 +245,8 @@ def test_past_exploration_the_workflow_is_locked_to_the_approved_one(copy):
         led.set_manifest(target, m)
         restored = gate(led, target, policy)
     assert changed.decision == "hold"
-    assert f"the workflow changed since decision #{approval} approved it (data.sources[milton].weight)" in changed.rationale
+    assert (f"the workflow changed since decision #{approval} approved it (data.sources[milton].weight)"
+            in changed.rationale)
     assert restored.decision == "approve" and f"decision #{approval} is unchanged" in restored.evidence["locked"]
 
 

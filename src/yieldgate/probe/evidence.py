@@ -176,7 +176,8 @@ def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
     return float(points["tokens"].iloc[-1]), float(points["value"].iloc[-1])
 
 
-def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float]], level: float) -> tuple[float, float, float]:
+def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float]],
+               level: float) -> tuple[float, float, float]:
     """Yield per billion tokens measured between two budgets' final (tokens, loss) points, mean over seeds, with
     a t-interval of the difference of the means (unbounded with one seed at each)."""
     la, lb = np.array([p[1] for p in before]), np.array([p[1] for p in after])

@@ -223,11 +223,14 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     manifests = {r: ledger.manifest(r) for r in runs}
     digests = {workflow_digest(m) for m in manifests.values()}
     one = len(digests) == 1
+    # Seeds behind the forecast: every budget's in a fit over three or more budgets, else the largest budget's.
+    seeds = min(len(rs) for _, rs in groups) if len(groups) >= 3 else len(last)
     draft = _Draft(target, policy, current, nxt, evidence={
-        "runs": runs, "left_out": left_out, "budgets": [{"tokens": t, "runs": rs} for t, rs in groups],
-        "seeds": min(len(rs) for _, rs in groups), "reached_tokens": reached, "next_stage_tokens": nxt.tokens,
-        "manifests": {r: (m.content_hash() if m else None) for r, m in manifests.items()}, "primary": policy.primary,
-        "workflow": next(iter(digests)) if one else None, "workflow_fields": workflow(manifests[runs[0]]) if one else None})
+        "runs": runs, "left_out": left_out, "budgets": [{"tokens": t, "runs": rs} for t, rs in groups], "seeds": seeds,
+        "reached_tokens": reached, "next_stage_tokens": nxt.tokens, "primary": policy.primary,
+        "manifests": {r: (m.content_hash() if m else None) for r, m in manifests.items()},
+        "workflow": next(iter(digests)) if one else None,
+        "workflow_fields": workflow(manifests[runs[0]]) if one else None})
     evidence = draft.evidence
 
     faults = evidence["open_diagnoses"] = open_faults(ledger, runs, policy)
@@ -241,7 +244,6 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
         draft.check("new-hardware exception", None, f"ended: {exc['reason']}; learning decides")
         draft.suffix = f"; new-hardware exception ended: {exc['reason']}"
 
-    seeds = evidence["seeds"]
     enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
     try:
         evidence["forecast"] = forecast_yield(ledger, groups, nxt.tokens, req.level, metric)
@@ -278,7 +280,8 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     if holds:
         return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
     return draft.decide("approve", f"forecast yield {fc['yield_per_btok']:,.0f} per billion tokens, {req.level:.0%} "
-                        f"interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on {seeds} seeds; no open fault or regression")
+                        f"interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on {seeds} seeds; no open fault or "
+                        "regression")
 
 
 def record(ledger: Ledger, decision: Decision, policy: Policy) -> int:
