@@ -118,6 +118,7 @@ def yieldgate(tmp: Path, model: GPT, opt: torch.optim.Optimizer, *, signals: str
 
 
 Make = Callable[[Path, GPT, torch.optim.Optimizer], Peer]
+SETTLE_S = 0.5
 BASELINE, OURS, FULL = "no tracker (baseline)", "yieldgate throughput", "yieldgate full, 4 microbatches"
 PEERS: dict[str, Make] = {
     BASELINE: no_tracker,
@@ -197,8 +198,13 @@ def measure(make: Make, steps: int, micro: int = 1) -> dict[str, float]:
             t1, c1 = time.perf_counter(), time.thread_time()
             fg, fg_cpu = fg + t1 - t0, fg_cpu + c1 - c0
             busy_in_calls += peer.busy() - b0
-        wall1, _, _, busy1, threads1 = *clocks(), thread_cpu()
-        cpu1 = time.process_time()
+        wall1, busy1 = time.perf_counter(), peer.busy()
+        # torch's OpenMP workers spin-wait for a while after the last parallel region (~3 ms of CPU here):
+        # that is torch's, and a tracker whose close takes a few ms would be billed for it while the
+        # baseline's instant close is not. Let them go idle first; the trackers' own threads run on
+        # meanwhile and are billed as background below.
+        time.sleep(SETTLE_S)
+        threads1, cpu1 = thread_cpu(), time.process_time()
         peer.close()  # billed: a tracker that defers its work to close must not look free
         cpu2, kids2 = time.process_time(), descendant_cpu()
         peer.after()

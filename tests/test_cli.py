@@ -137,6 +137,8 @@ COMMANDS = {
     "diagnose": {"--json"},
     "probe": {"--json", "--executor", "--workers", "--address"},
     "campaign": {"--json"},
+    "gate": {"--json", "--policy", "--strict"},
+    "decisions": {"--json"},
 }
 
 

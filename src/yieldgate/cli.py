@@ -723,6 +723,73 @@ def export(
         console.print(f"note: {note}", markup=False, highlight=False)
 
 
+@app.command("gate")
+def gate_(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(help="Run, seed group (glob) or campaign recipe ({campaign}/{recipe}/*).")],
+    policy: Annotated[Path, typer.Option("--policy", help="Policy file (YAML or JSON): stages and requirements.")],
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 3 on hold and 4 on reject (for CI).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Decide whether TARGET has earned its next stage of compute under a policy: approve, hold (with what to
+    run next) or reject. The decision is stored with the policy, its hash and the evidence; a hold or a reject
+    still exits 0 unless --strict.
+
+    Example: yieldgate gate 'milton/s*/t150000' --policy examples/policy.yaml --strict
+    """
+    from yieldgate.probe.gate import gate, record
+    from yieldgate.probe.policy import load_policy
+
+    parsed = load_policy(policy)
+    with _ledger(ctx) as ledger:
+        decision = gate(ledger, target, parsed)
+    with _ledger(ctx, readonly=False) as ledger:
+        decision_id = record(ledger, decision, parsed)
+    if as_json:
+        _print_json({"id": decision_id, **decision.to_dict()})
+    else:
+        console.print(f"#{decision_id} {decision.rationale}", markup=False, highlight=False, soft_wrap=True)
+        table = Table("check", "result", "detail", title=f"{target} under {decision.policy} "
+                                                         f"({decision.policy_hash[:12]}), decided on {decision.axis}")
+        for c in decision.checks:
+            table.add_row(c.name, {True: "pass", False: "FAIL", None: "note"}[c.passed], c.detail)
+        console.print(table)
+        if decision.what_to_run_next:
+            console.print(f"next: {decision.what_to_run_next}", markup=False, highlight=False, soft_wrap=True)
+    if strict and decision.decision != "approve":
+        raise typer.Exit(3 if decision.decision == "hold" else 4)
+
+
+@app.command()
+def decisions(
+    ctx: typer.Context,
+    target: Annotated[str | None, typer.Argument(help="Only the decisions on this target (as it was gated).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The audit trail of gate decisions, oldest first: when, target, stage, decision, policy and rationale;
+    --json adds the policy and the evidence of each.
+
+    Example: yieldgate decisions 'milton/s*/t150000' --json
+    """
+    with _ledger(ctx) as ledger:
+        rows = ledger.decisions(target).to_dict("records")
+    for row in rows:
+        row["created_at"] = datetime.fromtimestamp(row["created_at"], tz=timezone.utc).isoformat(timespec="seconds")
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        console.print("No decisions" + (f" on {target}" if target else "") + ".", markup=False, highlight=False)
+        return
+    table = Table("id", "when (UTC)", "target", "stage", "decision", "policy", "rationale")
+    for r in rows:
+        policy = r["policy"] or {}
+        name = f"{policy.get('name', '?')}@{policy.get('version', '?')}#{(r['policy_hash'] or '-')[:12]}"
+        table.add_row(str(r["id"]), r["created_at"][:16].replace("T", " "), r["target"], r["stage"] or "-",
+                      r["decision"], name, r["rationale"])
+    console.print(table)
+
+
 @app.command()
 def demo(
     ctx: typer.Context,

@@ -18,7 +18,7 @@ from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger
 from yieldgate.names import split_eval_key
 
-__all__ = ["load_run", "match_runs", "yield_report", "compare_groups", "forecast_run", "forecast_check"]
+__all__ = ["load_run", "match_runs", "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check"]
 
 
 def match_runs(ledger: Ledger, pattern: str) -> list[str]:
@@ -70,7 +70,7 @@ def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", targe
                    primary=primary)  # type: ignore[arg-type]
 
 
-def _fit_points(ledger: Ledger, run: str, metric: str) -> tuple[pd.DataFrame, np.ndarray, str | None]:
+def stable_points(ledger: Ledger, run: str, metric: str = "val/loss") -> tuple[pd.DataFrame, np.ndarray, str | None]:
     """The run's evaluations of `metric` after the first token, the mask of those in its stable-LR phase
     (`fit.stable_phase`) and that function's note."""
     data = load_run(ledger, run)
@@ -84,7 +84,7 @@ def _fit_points(ledger: Ledger, run: str, metric: str) -> tuple[pd.DataFrame, np
 def forecast_run(ledger: Ledger, run: str, *, next_tokens: float, threshold_per_btok: float | None = None,
                  metric: str = "val/loss", level: float = 0.8) -> Forecast:
     """Forecast the next tranche from the run's stable-LR phase (see `fit.stable_phase`)."""
-    points, mask, note = _fit_points(ledger, run, metric)
+    points, mask, note = stable_points(ledger, run, metric)
     used = points[mask] if mask.sum() >= 3 else points
     result = forecast(used["tokens"].to_numpy(), used["value"].to_numpy(), next_tokens=next_tokens,
                       at_tokens=float(used["tokens"].iloc[-1]), level=level, threshold_per_btok=threshold_per_btok)
@@ -99,7 +99,7 @@ def forecast_check(ledger: Ledger, run: str, *, fraction: float = 0.6, metric: s
     """Check a forecast against what the run then measured: fit the first `fraction` of its stable-phase
     evaluations, forecast the next tranche (up to the following stable-phase evaluation) and say whether the
     `level` interval holds the gain measured there."""
-    points, mask, _ = _fit_points(ledger, run, metric)
+    points, mask, _ = stable_points(ledger, run, metric)
     stable = points[mask]
     n = int(len(stable) * fraction)
     if n < 3 or n >= len(stable):

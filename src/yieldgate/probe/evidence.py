@@ -1,0 +1,318 @@
+"""The evidence the stage gate reads: a target's runs and budgets, their workflow, open faults, the forecast
+marginal yield pooled over seeds, cost, regressions, and the new-hardware exception's two conditions.
+
+Plain functions over the ledger; `gate.py` turns their results into a decision.
+
+The forecast (DESIGN.md): with final losses at three or more budgets, one power law over every seed's final
+loss at each budget (`fit.forecast`, bootstrap over the points); with fewer, each seed's own stable-phase fit,
+pooled over seeds. The pooled interval is mean ± t·se over the seeds' estimates, with se² the larger of the
+between-seed variance and the seeds' mean bootstrap variance, over n: a t-interval is what says how far the
+mean of a few seeds can be off, and the floor keeps two seeds that agree by chance from claiming a precision
+their fits do not have. A power law is monotone and cannot see a loss that has turned up (a source repeated
+for many epochs), so each bound is also capped by the recently measured yield (the slope over the last half
+of the stable phase, or between the two largest budgets): on a curve of diminishing returns the next tokens
+yield no more than the last ones did.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from yieldgate.analysis.compare import compare
+from yieldgate.analysis.fit import BILLION, Forecast, forecast
+from yieldgate.analysis.runs import load_run, match_runs, stable_points
+from yieldgate.errors import InputError, RunNotFound
+from yieldgate.ledger import Ledger
+from yieldgate.manifest import Manifest, diff
+from yieldgate.names import split_eval_key
+from yieldgate.probe.policy import NewHardwareException, Policy
+
+__all__ = ["target_runs", "budgets", "workflow", "workflow_digest", "manifest_fields", "open_faults", "forecast_yield",
+           "tokens_per_s", "cost_per_btok", "regressions", "hardware_exception", "WORKFLOW"]
+
+RESOLUTION_FIELDS = re.compile(r"^(seed|name|data\.accepted_tokens|data\.sources\[[^]]+\]\.(unique|accepted)_tokens|"
+                               r"data\.tokenizer\.(content_hash|bytes_per_token))$")
+"""Manifest fields that say which run it is or how a recipe resolved on a seed's split, not what was asked."""
+WORKFLOW = ("data", "model", "optimisation")
+"""The manifest sections that make up the workflow locked past exploration."""
+HARDWARE = ("hardware", "library_versions")
+"""The sections the new-hardware exception allows to differ from the reference."""
+USABLE = ("finished", "imported")
+"""Run statuses whose evidence the gate reads; running, failed and killed runs are left out, and listed."""
+BOOTS = 200
+"""Bootstrap refits per forecast (fit.forecast's default is 400): the gate fits every seed, and the 10% and 90%
+quantiles of 200 refits are steady to about two percentiles."""
+
+
+def target_runs(ledger: Ledger, target: str) -> tuple[list[str], dict[str, str]]:
+    """The target's runs (a run name or glob; a campaign recipe `{campaign}/{recipe}` also means its runs
+    `{campaign}/{recipe}/*`), and those left out because they did not finish cleanly (run -> status): a run still
+    going or cut short has not shown what its budget buys."""
+    try:
+        names = match_runs(ledger, target)
+    except RunNotFound:
+        if any(c in target for c in "*?["):
+            raise
+        names = [n for n in ledger.runs()["name"] if fnmatch.fnmatchcase(n, f"{target}/*")]
+        if not names:
+            raise
+    status = ledger.runs().set_index("name")["status"]
+    left_out = {n: str(status[n]) for n in names if status[n] not in USABLE}
+    if len(left_out) == len(names):
+        raise InputError(f"no finished run in {target!r}: " + ", ".join(f"{n} is {s}" for n, s in left_out.items()))
+    return [n for n in names if n not in left_out], left_out
+
+
+def budgets(ledger: Ledger, runs: list[str]) -> list[tuple[float, list[str]]]:
+    """Runs grouped by budget (run meta `probe.tokens`, else the run's final tokens), smallest first; budgets
+    within 2% of each other are one (a budget rounded up to whole steps)."""
+    tokens = ledger.runs().set_index("name")["tokens"]
+    budget = {}
+    for run in runs:
+        probe = ledger.meta(run).get("probe") or {}
+        value = probe.get("tokens") if isinstance(probe, dict) else None
+        budget[run] = float(value if value is not None else tokens.get(run, math.nan))
+    unknown = [r for r, b in budget.items() if not b > 0]
+    if unknown:
+        raise InputError(f"run {unknown[0]!r} has recorded no tokens: the gate needs the tokens each run reached")
+    groups: list[tuple[float, list[str]]] = []
+    for run in sorted(runs, key=lambda r: budget[r]):
+        if groups and budget[run] <= groups[-1][0] * 1.02:
+            groups[-1][1].append(run)
+        else:
+            groups.append((budget[run], [run]))
+    return groups
+
+
+def workflow(manifest: Manifest | None) -> dict[str, Any]:
+    """The workflow of a run: its manifest's data, model and optimisation, less the resolution fields."""
+    if manifest is None:
+        return {}
+    dump = manifest.model_dump(mode="json")
+    out = {k: dump.get(k) for k in WORKFLOW}
+    data = out.get("data") or {}
+    data.pop("accepted_tokens", None)
+    for s in data.get("sources", []):
+        s.pop("unique_tokens", None)
+        s.pop("accepted_tokens", None)
+    for key in ("content_hash", "bytes_per_token"):
+        (data.get("tokenizer") or {}).pop(key, None)
+    return out
+
+
+def workflow_digest(manifest: Manifest | None) -> str | None:
+    """sha256 of `workflow(manifest)`; None for a run without a manifest."""
+    if manifest is None:
+        return None
+    return hashlib.sha256(json.dumps(workflow(manifest), sort_keys=True).encode()).hexdigest()
+
+
+def manifest_fields(a: Manifest, b: Manifest, sections: tuple[str, ...] | None = None) -> list[str]:
+    """Differing manifest fields, less the resolution fields; only `sections` when given."""
+    out = [d.field for d in diff(a, b) if not RESOLUTION_FIELDS.match(d.field)]
+    return [f for f in out if sections is None or f.split(".")[0].split("[")[0] in sections]
+
+
+def open_faults(ledger: Ledger, runs: list[str], policy: Policy) -> list[dict[str, Any]]:
+    """Open diagnosis events on the runs whose cause the policy blocks on, above its confidence."""
+    req = policy.requirements
+    found = []
+    for run in runs:
+        events = ledger.events(run, kind="diagnosis", state="open")
+        for eid, body, start, end in zip(events["id"], events["body"], events["start_step"], events["end_step"],
+                                         strict=True):
+            if body.get("cause") in req.blocking_causes and float(body.get("confidence", 1.0)) > req.diagnosis_confidence:
+                found.append({"event": int(eid), "run": run, "cause": body["cause"], "confidence": body.get("confidence"),
+                              "steps": [None if start is None else int(start), None if end is None else int(end)],
+                              "advice": body.get("advice", "")})
+    return found
+
+
+def _recent_yield(tokens: np.ndarray, losses: np.ndarray, level: float) -> tuple[float, float, float]:
+    """Yield per billion tokens measured by a straight line through the points, with its t-interval."""
+    fit = stats.linregress(tokens, losses)
+    half = float(stats.t.ppf(0.5 + level / 2, len(tokens) - 2) * fit.stderr) if len(tokens) > 2 else math.inf
+    return -fit.slope * BILLION, -(fit.slope + half) * BILLION, -(fit.slope - half) * BILLION
+
+
+def _pool(estimates: list[tuple[float, float, float]], level: float) -> tuple[float, float, float]:
+    """Mean and interval over seeds of (point, low, high) estimates; see the module docstring."""
+    if len(estimates) == 1:
+        return estimates[0]
+    points = np.array([e[0] for e in estimates])
+    z = stats.norm.ppf(0.5 + level / 2)
+    within = float(np.mean([((hi - lo) / (2 * z)) ** 2 for _, lo, hi in estimates]))
+    se = math.sqrt(max(float(points.var(ddof=1)), within) / len(points))
+    half = float(stats.t.ppf(0.5 + level / 2, len(points) - 1)) * se
+    mean = float(points.mean())
+    return mean, mean - half, mean + half
+
+
+@functools.lru_cache(maxsize=256)
+def _forecast_points(tokens: tuple[float, ...], losses: tuple[float, ...], at: float, next_tokens: float,
+                     level: float) -> Forecast:
+    """`fit.forecast` of these points; pure and deterministic, so kept by content: gating again after a diagnosis
+    is resolved, or under another policy, does not refit the same evaluations."""
+    # Several seeds share each budget's token count in a fit over final losses: the difference-based eval noise
+    # is undefined there (0/0). The gate reads the fit's interval, which does not use it.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return forecast(np.array(tokens), np.array(losses), next_tokens=next_tokens - at, at_tokens=at, level=level,
+                        boots=BOOTS)
+
+
+def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
+    points, _, _ = stable_points(ledger, run, metric)
+    if points.empty:
+        raise InputError(f"run {run!r} has no evaluation of {metric}")
+    return float(points["tokens"].iloc[-1]), float(points["value"].iloc[-1])
+
+
+def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float]],
+               level: float) -> tuple[float, float, float]:
+    """Yield per billion tokens measured between two budgets' final (tokens, loss) points, mean over seeds, with
+    a t-interval of the difference of the means (unbounded with one seed at each)."""
+    la, lb = np.array([p[1] for p in before]), np.array([p[1] for p in after])
+    span = (np.mean([p[0] for p in after]) - np.mean([p[0] for p in before])) / BILLION
+    var = sum(v.var(ddof=1) / len(v) for v in (la, lb) if len(v) > 1)
+    half = float(stats.t.ppf(0.5 + level / 2, max(len(la) + len(lb) - 2, 1)) * math.sqrt(var)) if var > 0 else math.inf
+    gain = float(la.mean() - lb.mean())
+    return gain / span, (gain - half) / span, (gain + half) / span
+
+
+def forecast_yield(ledger: Ledger, groups: list[tuple[float, list[str]]], next_tokens: float, level: float,
+                   metric: str) -> dict[str, Any]:
+    """The marginal yield per billion tokens forecast from the evidence's tokens to `next_tokens` (see the
+    module docstring), with the fit's and the measured yield's own estimates beside it."""
+    finals = {r: _final_point(ledger, r, metric) for _, runs in groups for r in runs}  # run -> (tokens, loss)
+    last = groups[-1][1]
+    at = float(np.mean([finals[r][0] for r in last]))
+    per_seed: list[dict[str, Any]] = []
+    if len(groups) >= 3:
+        x, y = zip(*finals.values(), strict=True)
+        f = _forecast_points(x, y, at, next_tokens, level)
+        fitted = (f.yield_per_btok, *f.yield_interval)
+        recent = _gap_yield([finals[r] for r in groups[-2][1]], [finals[r] for r in last], level)
+        method = f"one power law over the final losses of {len(finals)} runs at {len(groups)} budgets"
+        notes = list(f.notes)
+    else:
+        fits, recents, notes = [], [], []
+        for run in last:
+            points, mask, note = stable_points(ledger, run, metric)
+            used = points[mask] if mask.sum() >= 3 else points
+            f = _forecast_points(tuple(used["tokens"].tolist()), tuple(used["value"].tolist()), finals[run][0],
+                                 next_tokens, level)
+            tail = used.iloc[len(used) // 2:] if len(used) >= 6 else used.iloc[-3:]
+            fits.append((f.yield_per_btok, *f.yield_interval))
+            recents.append(_recent_yield(tail["tokens"].to_numpy(), tail["value"].to_numpy(), level))
+            per_seed.append({"run": run, "yield_per_btok": fits[-1][0], "interval": list(fits[-1][1:]),
+                             "recent_yield_per_btok": recents[-1][0], "recent_interval": list(recents[-1][1:]),
+                             "fit": f.fit.to_dict(), "stable_phase": note})
+            notes += [f"{run}: {n}" for n in f.notes]
+        fitted, recent = _pool(fits, level), _pool(recents, level)
+        method = (f"each seed's stable-phase fit, pooled over {len(last)} seed{'s' * (len(last) != 1)} "
+                  "(mean, t-interval)")
+    # Each bound is the smaller of the fit's and the measured one's: the measured yield caps the fit's optimism.
+    point, lower, upper = (min(a, b) for a, b in zip(fitted, recent, strict=True))
+    return {"method": method, "metric": metric, "at_tokens": at, "next_tokens": float(next_tokens), "level": level,
+            "yield_per_btok": point, "interval": [lower, upper],
+            "forecast": {"yield_per_btok": fitted[0], "interval": list(fitted[1:])},
+            "recent": {"yield_per_btok": recent[0], "interval": list(recent[1:])},
+            "capped_by_recent": recent[2] < fitted[2], "per_seed": per_seed, "notes": notes}
+
+
+def tokens_per_s(ledger: Ledger, run: str) -> float | None:
+    """A run's tokens over its wall-clock time, end to end (evaluations included); None without wall time."""
+    steps = ledger.steps(run, ["tokens", "wall_s"]).dropna()
+    if steps.empty or not steps["wall_s"].iloc[-1] > 0:
+        return None
+    return float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1])
+
+
+def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None]) -> tuple[float | None, str]:
+    """USD per billion tokens on the target's hardware at its measured tokens/s, and how (or why unknown)."""
+    hw = [m.hardware if m else None for m in manifests.values()]
+    if not hw or any(h is None or h.price_per_device_hour is None for h in hw):
+        return None, "no price: set hardware.price_per_device_hour in the manifests"
+    rates = [tokens_per_s(ledger, r) for r in runs]
+    if any(r is None for r in rates):
+        return None, "no wall-clock time recorded: tokens/s unknown"
+    tps = float(np.mean(rates))
+    usd = float(np.mean([h.price_per_device_hour * h.device_count for h in hw]))
+    return BILLION / tps / 3600 * usd, f"{tps:,.0f} tokens/s at ${usd:g} per hour"
+
+
+def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:
+    """Per hard-slice or capability key, the mean over runs of how far the final value is worse than the run's best."""
+    worse: dict[str, list[float]] = {}
+    for run in runs:
+        evals = ledger.evals(run)
+        evals = evals[(evals["task"] != "val") & ~evals["task"].str.startswith("val/")]
+        for task, by_task in evals.groupby("task"):
+            metrics = ["bpb"] if "bpb" in set(by_task["metric"]) else sorted(set(by_task["metric"]))
+            for metric in metrics:
+                series = by_task[by_task["metric"] == metric].sort_values("step")
+                values = series["value"].to_numpy(dtype=float)
+                if len(values) < 2:
+                    continue
+                higher = bool(series["higher_is_better"].iloc[-1])
+                best = np.nanmax(values) if higher else np.nanmin(values)
+                worse.setdefault(f"{task}/{metric}", []).append(float(best - values[-1] if higher else values[-1] - best))
+    return {k: float(np.mean(v)) for k, v in sorted(worse.items())}
+
+
+def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None],
+                       exc: NewHardwareException, metric: str) -> dict[str, Any]:
+    """Whether the new-hardware exception holds, and if not why: the manifests differ from the reference's only in
+    hardware and library versions, and the validation loss at equal tokens (`compare.compare`'s aligned points)
+    stays within noise of the reference's at every point. Noise: the seeds' spread at the point (`noise_floor`,
+    pooled) times sqrt(1/n_ref + 1/n_target), at a 95% family-wise level over the k points (Bonferroni, normal
+    quantile: with the three reference seeds a probe campaign runs, a t-quantile on 2 degrees of freedom would let
+    almost any curve pass), or `exc.loss_tolerance`, whichever is wider; with one seed a side, the tolerance alone.
+    With `applies`, the tokens/s of both sides (tokens over wall-clock time, end to end)."""
+    reference = match_runs(ledger, exc.reference)
+    out: dict[str, Any] = {"reference": reference, "applies": False}
+    if set(runs) & set(reference):
+        out["reason"] = "the target is its own reference"
+        return out
+    ref_manifest = ledger.manifest(reference[0])
+    if ref_manifest is None or any(m is None for m in manifests.values()):
+        out["reason"] = "a manifest is missing, so the diff against the reference is unknown"
+        return out
+    other = sorted({f for m in manifests.values() for f in manifest_fields(ref_manifest, m)
+                    if f.split(".")[0] not in HARDWARE})
+    out["differs"] = other
+    if other:
+        out["reason"] = f"the manifest differs from the reference beyond hardware: {', '.join(other[:4])}"
+        return out
+    task, name = split_eval_key(metric)
+    points = compare([load_run(ledger, r) for r in reference], [load_run(ledger, r) for r in runs], at="tokens",
+                     task=task, metric=name).points
+    z = float(stats.norm.ppf(1 - 0.05 / (2 * max(len(points), 1))))
+    scale = math.sqrt(1 / len(reference) + 1 / len(runs))
+    worst = None
+    for p in points:
+        p["allowed"] = max(exc.loss_tolerance, 0.0 if p["noise_floor"] is None else z * p["noise_floor"] * scale)
+        if worst is None or abs(p["diff"]) - p["allowed"] > abs(worst["diff"]) - worst["allowed"]:
+            worst = p
+    out["curve"] = {"points": points, "z": z, "loss_tolerance": exc.loss_tolerance}
+    if worst is None or abs(worst["diff"]) > worst["allowed"]:
+        out["reason"] = ("no aligned points to compare the loss curves at" if worst is None else
+                         f"the loss curve departs from the reference by {worst['diff']:+.4f} at "
+                         f"{worst['tokens']:,.0f} tokens (allowed ±{worst['allowed']:.4f})")
+        return out
+    rates = [[tokens_per_s(ledger, r) for r in group] for group in (reference, runs)]
+    if any(r is None for group in rates for r in group):
+        out["reason"] = "no wall-clock time recorded: tokens/s unknown"
+        return out
+    ref_tps, tps = (float(np.mean(group)) for group in rates)
+    out.update(applies=True, tokens_per_s=tps, reference_tokens_per_s=ref_tps, throughput_ratio=tps / ref_tps)
+    return out

@@ -1,0 +1,296 @@
+"""The stage gate: does the evidence in the ledger earn the target the next stage of compute?
+
+`gate(ledger, target, policy)` reads the target's runs (a run, a seed group glob, or a campaign recipe
+`{campaign}/{recipe}/*` whose probes span several budgets) and returns a `Decision`:
+
+- approve: every requirement of the policy is met;
+- hold: the interval is too wide, a non-data fault is open, or another requirement is unmet; the decision
+  says what to run next;
+- reject: even the optimistic bound of the forecast marginal yield is below the threshold: the data is
+  exhausted for this purpose.
+
+Checks, in the order that decides: an open diagnosis of a cause that is not the data's fault (schedule,
+damaged update, infrastructure stall) holds, whatever the yield says; too few seeds hold; the optimistic
+bound below the threshold rejects; then the interval's lower bound, the yield per dollar where the policy
+asks for it, hard-slice and capability regressions, tokens per parameter of the next stage, and the locked
+workflow past the exploration share, each of which holds when unmet. The checks made are kept in the decision.
+
+Under the new-hardware exception (the policy's `exception`), throughput decides while the target's manifest
+differs from the reference's only in hardware and library versions and its loss curve matches within noise;
+otherwise the exception ends, the rationale says why, and learning decides. How the evidence is read and the
+forecast pooled over seeds: `evidence.py`. `record(ledger, decision, policy)` stores a decision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
+from yieldgate.manifest import Manifest, parse_manifest
+from yieldgate.probe.evidence import (
+    WORKFLOW,
+    budgets,
+    cost_per_btok,
+    forecast_yield,
+    hardware_exception,
+    manifest_fields,
+    open_faults,
+    regressions,
+    target_runs,
+    workflow,
+    workflow_digest,
+)
+from yieldgate.probe.policy import Policy, Stage
+
+__all__ = ["Check", "Decision", "gate", "record"]
+
+
+@dataclass
+class Check:
+    """One requirement: passed (True/False), or None where it is a note (not applicable, not asked)."""
+
+    name: str
+    passed: bool | None
+    detail: str
+
+
+@dataclass
+class Decision:
+    """A gate decision with its evidence; `record` stores it in the ledger."""
+
+    target: str
+    decision: Literal["approve", "hold", "reject"]
+    stage: str | None
+    """The largest stage the evidence reached (None: not even the first)."""
+    next_stage: str
+    """The stage decided on."""
+    rationale: str
+    """One line: the decision and its main reason."""
+    axis: Literal["learning", "throughput"]
+    """The axis that decided (throughput only under the new-hardware exception)."""
+    evidence: dict[str, Any]
+    """The numbers, runs, manifest hashes, open diagnoses and forecast behind the decision."""
+    checks: list[Check] = field(default_factory=list)
+    what_to_run_next: str | None = None
+    """For a hold: what would settle it."""
+    policy: str = ""
+    """Policy name@version."""
+    policy_hash: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Draft:
+    """A decision being made: the checks so far, and the context every outcome shares."""
+
+    target: str
+    policy: Policy
+    current: Stage | None
+    next: Stage
+    evidence: dict[str, Any]
+    checks: list[Check] = field(default_factory=list)
+    suffix: str = ""
+    """Appended to every rationale (the end of the new-hardware exception)."""
+
+    def check(self, name: str, passed: bool | None, detail: str) -> bool | None:
+        self.checks.append(Check(name, passed, detail))
+        return passed
+
+    def decide(self, decision: Literal["approve", "hold", "reject"], why: str, *, run_next: str | None = None,
+               axis: Literal["learning", "throughput"] = "learning") -> Decision:
+        head = f"{decision} {self.next.name} ({self.next.tokens:,} tokens)"
+        return Decision(target=self.target, decision=decision, stage=self.current.name if self.current else None,
+                        next_stage=self.next.name, rationale=f"{head}: {why}{self.suffix}", axis=axis,
+                        evidence=self.evidence, checks=self.checks, what_to_run_next=run_next,
+                        policy=f"{self.policy.name}@{self.policy.version}", policy_hash=self.policy.content_hash())
+
+
+def _stages(policy: Policy, reached: float) -> tuple[Stage | None, Stage]:
+    done = [s for s in policy.stages if s.tokens <= reached]
+    current = done[-1] if done else None
+    if current is policy.stages[-1]:
+        raise InputError(f"the evidence reached {reached:,.0f} tokens, the last stage {current.name!r} of policy "
+                         f"{policy.name!r}: there is no next stage to gate")
+    return current, policy.stages[len(done)]
+
+
+def _locked(ledger: Ledger, target: str, digest: str | None, manifest: Manifest | None) -> tuple[bool, str]:
+    """Past exploration: the workflow must be the one approved earlier for this target."""
+    approved = [row for row in ledger.decisions(target).to_dict("records")
+                if row["decision"] == "approve" and (row["evidence"] or {}).get("workflow")]
+    if not approved:
+        return True, "no earlier approval for this target: this decision fixes its workflow"
+    last = approved[-1]
+    if last["evidence"]["workflow"] == digest:
+        return True, f"the workflow approved in decision #{last['id']} is unchanged"
+    changed = "data, mixture, model or optimisation"
+    old = last["evidence"].get("workflow_fields")
+    if old and manifest is not None:
+        fields = manifest_fields(parse_manifest(old, "the approved workflow"), manifest, WORKFLOW)
+        changed = ", ".join(fields[:4]) or changed
+    return False, f"the workflow changed since decision #{last['id']} approved it ({changed})"
+
+
+def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float, faults: list[dict[str, Any]]) -> Decision:
+    ratio, floor = exc["throughput_ratio"], 1 - tolerance
+    draft.check("new-hardware exception", None, "holds: only hardware differs and the loss curve matches the "
+                                                "reference within noise; throughput decides")
+    fast = draft.check("throughput not worse", ratio >= floor, f"{exc['tokens_per_s']:,.0f} vs "
+                       f"{exc['reference_tokens_per_s']:,.0f} tokens/s (x{ratio:.3f}, floor x{floor:.2f})")
+    if faults:
+        causes = ", ".join(sorted({f["cause"] for f in faults}))
+        return draft.decide("hold", f"open {causes} diagnosis on the new hardware", axis="throughput",
+                            run_next="fix it, rerun, and run `yieldgate diagnose` again")
+    if fast:
+        return draft.decide("approve", f"same recipe on new hardware, same learning curve, x{ratio:.3f} tokens/s",
+                            axis="throughput")
+    return draft.decide("hold", f"the new hardware moves x{ratio:.3f} the reference's tokens/s (floor x{floor:.2f})",
+                        axis="throughput", run_next="find the throughput loss (data wait, precision, layout) first")
+
+
+def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[float, list[str]]],
+           manifests: dict[str, Manifest | None], cost: tuple[float | None, str]) -> list[tuple[str, str]]:
+    """The requirements past the forecast's optimistic bound; each unmet one as (why, what to run next)."""
+    req, nxt, evidence = draft.policy.requirements, draft.next, draft.evidence
+    fc, seeds, (reached, last) = evidence["forecast"], evidence["seeds"], groups[-1]
+    (lo, hi), point, thr = fc["interval"], fc["yield_per_btok"], req.min_yield_per_btok
+    holds: list[tuple[str, str]] = []
+    if not draft.check("lower bound above threshold", lo > thr, f"lower {lo:,.0f} vs {thr:,.0f} per billion tokens"):
+        more = req.min_seeds
+        if point > thr and hi > lo:  # the half-width shrinks as 1/sqrt(seeds)
+            more = max(1, min(math.ceil(seeds * ((hi - lo) / 2 / (point - thr)) ** 2) - seeds, 4 * seeds))
+        three = ("" if len(groups) >= 3 else f", or probes at {reached / 2:,.0f} and {reached * 2:,.0f} tokens to fit "
+                 "the final losses of three budgets")
+        holds.append((f"the interval is too wide: {point:,.0f} per billion tokens, {req.level:.0%} interval "
+                      f"[{lo:,.0f}, {hi:,.0f}], threshold {thr:,.0f}",
+                      f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens{three}"))
+    usd, how = cost
+    if req.min_yield_per_usd is not None:
+        if usd is None:
+            draft.check("yield per dollar", False, how)
+            holds.append((f"yield per dollar asked for, but {how}", "record the price and wall time in the manifests"))
+        elif not draft.check("yield per dollar", lo / usd > req.min_yield_per_usd,
+                             f"lower {lo / usd:.4g} vs {req.min_yield_per_usd:g} per dollar ({how})"):
+            holds.append((f"the yield per dollar's lower bound {lo / usd:.4g} is below {req.min_yield_per_usd:g}",
+                          "more seeds to narrow the interval, or cheaper hardware"))
+    worse = evidence["regressions"] = regressions(ledger, last)
+    bad = {k: v for k, v in worse.items() if v > req.regression_tolerance}
+    if not draft.check("no regression", not bad, ", ".join(f"{k} worse by {v:.4f}" for k, v in bad.items())
+                       or f"hard slices and capability tasks within {req.regression_tolerance} of their best"):
+        key = max(bad, key=lambda k: bad[k])
+        holds.append((f"{key} regressed by {bad[key]:.4f} (tolerance {req.regression_tolerance})",
+                      f"find what costs {key} (the mixture's share of that slice, a filter) before scaling up"))
+    if req.min_tokens_per_param > 0:
+        params = max((m.model.params for m in manifests.values() if m and m.model and m.model.params), default=None)
+        if params is None:
+            draft.check("tokens per parameter", False, "model parameters unknown (manifest model.params)")
+            holds.append(("model parameters unknown", "record model.params in the manifests"))
+        else:
+            tpp = evidence["next_tokens_per_param"] = nxt.tokens / params
+            if not draft.check("tokens per parameter", tpp >= req.min_tokens_per_param, f"{nxt.name}: {tpp:.3g} "
+                               f"tokens per parameter, the policy needs {req.min_tokens_per_param:g}"):
+                holds.append((f"{nxt.name} would leave the model undertrained ({tpp:.3g} tokens per parameter)",
+                              f"give {nxt.name} at least {req.min_tokens_per_param * params:,.0f} tokens, or a smaller "
+                              "model"))
+    if evidence["workflow"] is None:
+        first = manifests[runs[0]]
+        fields = sorted({f for m in manifests.values() if m and first for f in manifest_fields(first, m, WORKFLOW)})
+        draft.check("one workflow", False, f"the target's runs differ in {', '.join(fields[:4]) or 'their manifests'}")
+        holds.append(("the target mixes workflows", "gate one recipe (one workflow) at a time"))
+    elif not draft.policy.is_exploration(nxt):
+        ok, why = _locked(ledger, draft.target, evidence["workflow"], manifests[runs[0]])
+        evidence["locked"] = why
+        if not draft.check("workflow locked", ok, why):
+            holds.append((why, "restore the approved workflow, or explore the change as a new target"))
+    else:
+        draft.check("workflow locked", None, f"{nxt.name} is within the exploration share "
+                                             f"({draft.policy.exploration_share:.0%})")
+    return holds
+
+
+def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss") -> Decision:
+    """Decide whether `target`'s evidence earns its next stage under `policy`; see the module docstring."""
+    req = policy.requirements
+    runs, left_out = target_runs(ledger, target)
+    groups = budgets(ledger, runs)
+    reached, last = groups[-1]
+    current, nxt = _stages(policy, reached)
+    manifests = {r: ledger.manifest(r) for r in runs}
+    digests = {workflow_digest(m) for m in manifests.values()}
+    one = len(digests) == 1
+    # Seeds behind the forecast: every budget's in a fit over three or more budgets, else the largest budget's.
+    seeds = min(len(rs) for _, rs in groups) if len(groups) >= 3 else len(last)
+    draft = _Draft(target, policy, current, nxt, evidence={
+        "runs": runs, "left_out": left_out, "budgets": [{"tokens": t, "runs": rs} for t, rs in groups], "seeds": seeds,
+        "reached_tokens": reached, "next_stage_tokens": nxt.tokens, "primary": policy.primary,
+        "manifests": {r: (m.content_hash() if m else None) for r, m in manifests.items()},
+        "workflow": next(iter(digests)) if one else None,
+        "workflow_fields": workflow(manifests[runs[0]]) if one else None})
+    evidence = draft.evidence
+
+    faults = evidence["open_diagnoses"] = open_faults(ledger, runs, policy)
+    opened = ", ".join(f"{f['cause']} on {f['run']} (event {f['event']})" for f in faults)
+    draft.check("no open non-data fault", not faults, f"open: {opened}" if faults else
+                f"no open diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence}")
+    if policy.exception is not None:
+        exc = evidence["exception"] = hardware_exception(ledger, runs, manifests, policy.exception, metric)
+        if exc["applies"]:
+            return _throughput_decision(draft, exc, policy.exception.throughput_tolerance, faults)
+        draft.check("new-hardware exception", None, f"ended: {exc['reason']}; learning decides")
+        draft.suffix = f"; new-hardware exception ended: {exc['reason']}"
+
+    enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
+    try:
+        evidence["forecast"] = forecast_yield(ledger, groups, nxt.tokens, req.level, metric)
+    except InputError as why:
+        evidence["forecast"] = None
+        draft.check("forecast", False, f"no forecast: {why}")
+    if faults:
+        causes = sorted({f["cause"] for f in faults})
+        advice = faults[0]["advice"] or "see the diagnosis"
+        return draft.decide("hold", f"open {', '.join(causes)} diagnosis: a learning problem that is not the data's "
+                            "fault", run_next=f"fix the {' and '.join(causes)} ({advice}), rerun, and run `yieldgate "
+                            "diagnose` again; the yield of these runs says nothing about the data")
+    if not enough:
+        more = req.min_seeds - seeds
+        return draft.decide("hold", f"{seeds} seed{'s' * (seeds != 1)}, the policy needs {req.min_seeds} for an "
+                            f"interval", run_next=f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens")
+    fc = evidence["forecast"]
+    if fc is None:
+        return draft.decide("hold", draft.checks[-1].detail, run_next=f"record evaluations of {metric}")
+
+    (lo, hi), thr = fc["interval"], req.min_yield_per_btok
+    draft.check("optimistic bound above threshold", hi >= thr, f"upper {hi:,.0f} vs {thr:,.0f} per billion tokens")
+    usd, how = cost = cost_per_btok(ledger, last, {r: manifests[r] for r in last})
+    evidence.update(cost_per_btok=usd, cost_basis=how)
+    if usd is not None:
+        evidence["yield_per_usd"] = {"yield_per_usd": fc["yield_per_btok"] / usd, "interval": [lo / usd, hi / usd]}
+    if hi < thr or (req.min_yield_per_usd is not None and usd is not None and hi / usd < req.min_yield_per_usd):
+        per = (f"{hi:,.0f} per billion tokens, below {thr:,.0f}" if hi < thr
+               else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}")  # type: ignore[operator]
+        turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
+        return draft.decide("reject", f"even the optimistic bound of the forecast yield, {per}: the data is exhausted "
+                            f"for this purpose{' (the loss has turned up)' if turned else ''}")
+    holds = _holds(draft, ledger, runs, groups, manifests, cost)
+    if holds:
+        return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
+    return draft.decide("approve", f"forecast yield {fc['yield_per_btok']:,.0f} per billion tokens, {req.level:.0%} "
+                        f"interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on {seeds} seeds; no open fault or "
+                        "regression")
+
+
+def record(ledger: Ledger, decision: Decision, policy: Policy) -> int:
+    """Store the decision with the policy, its hash, the evidence and the checks; return its id. The ledger's
+    `stage` is the stage decided on (the next one); the stage the evidence reached is in the evidence."""
+    evidence = {**decision.evidence, "checks": [asdict(c) for c in decision.checks],
+                "what_to_run_next": decision.what_to_run_next, "axis": decision.axis, "reached_stage": decision.stage,
+                "policy_name": policy.name, "policy_version": policy.version}
+    runs = decision.evidence["runs"]
+    return ledger.add_decision(decision.target, decision.decision, evidence=evidence, rationale=decision.rationale,
+                               run=runs[0] if len(runs) == 1 else None, stage=decision.next_stage,
+                               policy=policy.model_dump(mode="json"), policy_hash=decision.policy_hash)

@@ -1,0 +1,158 @@
+"""The gate's policy: stages of compute, and the evidence each must show to earn the next.
+
+A policy is a YAML (or JSON) file validated here with the manifest's one-line errors (`stages[1].tokens:
+must be > 0, got -5`), unknown fields refused, and content-hashed so that every decision names the exact
+policy it was made under. `examples/policy.yaml` is a commented example; README.md, "Policies and the gate",
+explains each field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from yieldgate.analysis.detectors import CAUSES, LOW_CONFIDENCE
+from yieldgate.manifest import read_structured_file, validate
+
+__all__ = ["Stage", "Requirements", "NewHardwareException", "Policy", "load_policy", "parse_policy",
+           "NON_DATA_CAUSES"]
+
+NON_DATA_CAUSES = ("schedule", "damaged_update", "infrastructure_stall")
+"""Diagnosed causes that are not the data's fault: while one is open, a poor yield must not be blamed on the data."""
+
+
+class _Model(BaseModel):
+    # Unknown fields are errors: a typo (`min_seed`) must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class Stage(_Model):
+    """One stage of compute: the tokens it trains to and its share of the programme's total compute."""
+
+    name: str = Field(min_length=1)
+    """Stage name, e.g. `probe`, `pilot`, `full`."""
+    tokens: int = Field(gt=0)
+    """Token budget the stage trains to (cumulative accepted tokens)."""
+    compute_share: float = Field(gt=0, le=1)
+    """Share of the total compute of all stages that this stage spends (0-1]."""
+
+
+class Requirements(_Model):
+    """What the evidence at one stage must show for the next stage to be approved."""
+
+    min_yield_per_btok: float = Field(gt=0)
+    """Threshold on the forecast marginal yield of the next stage's tokens: validation-loss decrease per
+    billion tokens. Approve needs the interval's lower bound above it; reject when even its upper bound is below."""
+    min_yield_per_usd: float | None = Field(default=None, gt=0)
+    """Optional threshold per dollar (loss decrease per USD of the next stage); needs a price in the manifest
+    (`hardware.price_per_device_hour`) and recorded wall time."""
+    regression_tolerance: float = Field(default=0.05, ge=0)
+    """Largest worsening allowed on a hard slice (`hard/*`, bits per byte) or a capability task (any task that is
+    not `val`, in its own metric), measured as the final value against the run's best, mean over seeds."""
+    min_seeds: int = Field(default=3, ge=1)
+    """Seeds (runs per budget) the forecast interval needs."""
+    min_tokens_per_param: float = Field(default=0.0, ge=0)
+    """The next stage's tokens per model parameter must reach this (Chinchilla: ~20; far below, a model is
+    undertrained). 0 turns the check off."""
+    blocking_causes: list[str] = Field(default_factory=lambda: list(NON_DATA_CAUSES))
+    """Open diagnoses with these causes hold the gate: a learning problem that is not the data's fault."""
+    diagnosis_confidence: float = Field(default=LOW_CONFIDENCE, ge=0, le=1)
+    """Open diagnoses at or below this confidence are notes and do not block (diagnose's low-confidence line)."""
+    level: float = Field(default=0.8, gt=0, lt=1)
+    """Coverage of the yield interval."""
+
+    @field_validator("blocking_causes")
+    @classmethod
+    def _known_causes(cls, causes: list[str]) -> list[str]:
+        unknown = [c for c in causes if c not in CAUSES]
+        if unknown:
+            raise ValueError(f"unknown cause {unknown[0]!r}; causes are {', '.join(CAUSES)}")
+        return causes
+
+
+class NewHardwareException(_Model):
+    """Re-running a known recipe on new hardware: throughput decides, while learning is shown unchanged."""
+
+    kind: Literal["new_hardware"] = "new_hardware"
+    """The only exception there is: a known recipe re-run on new hardware."""
+    reference: str = Field(min_length=1)
+    """Run or glob of the reference runs (the recipe on the old hardware)."""
+    loss_tolerance: float = Field(default=0.02, ge=0)
+    """|Δ validation loss| at equal tokens accepted as the same curve even where the seed interval is narrower."""
+    throughput_tolerance: float = Field(default=0.05, ge=0, lt=1)
+    """Tokens/s may fall this fraction below the reference's and still count as not worse (host noise)."""
+
+
+class Policy(_Model):
+    """A stage gate: stages with budgets, the exploration share, and the requirements for the next stage."""
+
+    name: str = Field(min_length=1)
+    """Policy name, stored with every decision."""
+    version: str = Field(min_length=1)
+    """Policy version (a number or a string); change it when the policy changes."""
+    primary: Literal["learning", "throughput"] = "learning"
+    """Axis that decides: `learning` (the forecast yield), or `throughput`, which needs an `exception` and
+    decides only while the exception holds (learning decides otherwise)."""
+    exploration_share: float = Field(default=0.2, ge=0, le=1)
+    """Stages whose cumulative compute share stays within this are exploration; past it the workflow (data,
+    mixture, model, optimisation) is locked to the one approved earlier for the target."""
+    stages: list[Stage] = Field(min_length=2)
+    """Stages in increasing tokens."""
+    requirements: Requirements
+    """What the evidence must show to earn the next stage."""
+    exception: NewHardwareException | None = None
+    """Optional: the new-hardware exception, where throughput decides."""
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        # `version: 1` in YAML is an int; a version is a label, so 1 and "1" are the same policy version.
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _check(self) -> Policy:
+        tokens = [s.tokens for s in self.stages]
+        if any(b <= a for a, b in zip(tokens, tokens[1:])):
+            raise ValueError(f"stages must be in strictly increasing tokens, got {tokens}")
+        names = [s.name for s in self.stages]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"stage names must be unique, repeated: {', '.join(dupes)}")
+        total = sum(s.compute_share for s in self.stages)
+        if total > 1 + 1e-9:
+            raise ValueError(f"stage compute shares add up to {total:.4g}, more than 1")
+        if self.primary == "throughput" and self.exception is None:
+            raise ValueError("primary: throughput needs an exception (kind: new_hardware, reference: RUN_OR_GLOB): "
+                             "throughput decides only against a reference whose learning it is shown to keep")
+        return self
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON form: the same for any key order, comments or file format."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def is_exploration(self, stage: Stage) -> bool:
+        """Whether the stage lies within the exploration share (cumulative compute share up to and including it)."""
+        spent = 0.0
+        for s in self.stages:
+            spent += s.compute_share
+            if s.name == stage.name:
+                return spent <= self.exploration_share + 1e-9
+        raise ValueError(f"stage {stage.name!r} is not in policy {self.name!r}")
+
+
+_EXAMPLE = "'name: probes, version: 1, stages: [...], requirements: {min_yield_per_btok: 250}'"
+
+
+def parse_policy(data: Any, origin: str = "policy") -> Policy:
+    """Validate plain data as a Policy; errors are one line naming `origin` and the field."""
+    return validate(Policy, data, origin, _EXAMPLE)
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Load and validate a policy from a YAML or JSON file."""
+    return parse_policy(read_structured_file(path), origin=str(path))

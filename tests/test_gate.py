@@ -1,0 +1,343 @@
+"""The stage gate: the policy model, the known answers on real probes under `examples/policy.yaml`, the
+new-hardware exception, the locked workflow, and `yieldgate gate` / `yieldgate decisions` as a user runs them.
+
+The probes (the reference GPT at 1 layer x 32 wide, ~31k parameters, 150k tokens; one thread, ~2-3 s each)
+are trained once per module into one ledger; tests that write to it work on a copy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from yieldgate.analysis.diagnose import diagnose
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
+from yieldgate.probe.gate import gate, record
+from yieldgate.probe.policy import Policy, Requirements, load_policy, parse_policy
+from yieldgate.probe.trainer import train_probe
+
+_spec = importlib.util.spec_from_file_location("bench_gate", Path(__file__).parents[1] / "benchmarks" / "bench_gate.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+POLICY_FILE = bench.POLICY
+CLEAN = "camp/two/s[012]/t150000"
+"""The clean seed group: three seeds of the two-source recipe at the `probe` stage (150k tokens)."""
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory) -> Path:
+    """One ledger of real probes: a campaign recipe (3 seeds at 150k, 2 at 50k and 100k, with run meta `probe`),
+    Milton alone repeated for 40 epochs (3 seeds), LR x30 (2 seeds, diagnosed), and one run each of the recipe
+    on 'new hardware' (only the manifest's hardware changed) and with its mixture changed."""
+    db = str(tmp_path_factory.mktemp("gate") / "probes.db")
+    two, one = bench.resolve_recipe(bench.TWO), bench.resolve_recipe(bench.ONE)
+    runs = []
+    for seed, tokens in [(0, 150_000), (1, 150_000), (2, 150_000), (0, 50_000), (1, 50_000), (0, 100_000),
+                         (1, 100_000)]:
+        run = f"camp/two/s{seed}/t{tokens}"
+        train_probe(two, bench.probe_config(seed, tokens), run=run, ledger=db)
+        runs.append((run, seed, tokens))
+    for seed in range(3):
+        train_probe(one, bench.probe_config(seed, repeat_source=("milton", 40.0)), run=f"repeat40/s{seed}",
+                    ledger=db)
+    for seed in range(2):
+        train_probe(two, bench.probe_config(seed, lr_multiplier=30.0), run=f"lr30/s{seed}", ledger=db)
+    train_probe(two, bench.probe_config(3), run="newhw/s3", ledger=db)
+    mixed = bench.resolve_recipe({**bench.TWO, "sources": [{"name": "shakespeare-modern", "weight": 0.4},
+                                                           {"name": "milton", "weight": 0.6}]})
+    train_probe(mixed, bench.probe_config(3), run="mixed/s3", ledger=db)
+    with Ledger(db) as led:
+        for run, seed, tokens in runs:
+            led.set_meta(run, "probe", {"campaign": "camp", "recipe": "two", "recipe_hash": "h", "seed": seed,
+                                        "tokens": tokens})
+        moved = led.manifest("newhw/s3")
+        moved.hardware.device_kind = "cpu-next"
+        moved.library_versions["torch"] = "9.9"
+        led.set_manifest("newhw/s3", moved)
+        for seed in range(2):
+            diagnose(led, f"lr30/s{seed}")
+    return Path(db)
+
+
+@pytest.fixture
+def copy(probes, tmp_path) -> Path:
+    """A writable copy of the probes' ledger."""
+    path = tmp_path / "copy.db"
+    shutil.copy(probes, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return load_policy(POLICY_FILE)
+
+
+def _variant(**changes) -> Policy:
+    data = yaml.safe_load(POLICY_FILE.read_text())
+    for key, value in changes.items():
+        if key in Requirements.model_fields:
+            data["requirements"][key] = value
+        else:
+            data[key] = value
+    return parse_policy(data, "variant")
+
+
+# -- the policy model --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, tokens: 20, "
+     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1, min_seed: 3}\n",
+     "requirements.min_seed: unknown field"),
+    ("name: p\nversion: 1\nstages: [{name: a, tokens: 20, compute_share: 0.1}, {name: b, tokens: 10, "
+     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
+     "stages must be in strictly increasing tokens, got [20, 10]"),
+    ("name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.6}, {name: b, tokens: 20, "
+     "compute_share: 0.6}]\nrequirements: {min_yield_per_btok: 1}\n",
+     "stage compute shares add up to 1.2, more than 1"),
+    ("name: p\nversion: 1\nstages: [{name: a, tokens: -5, compute_share: 0.1}, {name: b, tokens: 20, "
+     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
+     "stages[0].tokens: must be > 0, got -5"),
+    ("name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, tokens: 20, "
+     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1, blocking_causes: [cosmic_rays]}\n",
+     "requirements.blocking_causes: unknown cause 'cosmic_rays'"),
+    ("name: p\nversion: 1\nprimary: throughput\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, "
+     "tokens: 20, compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
+     "primary: throughput needs an exception"),
+    ("name: p\nstages: [oops\n", "malformed YAML"),
+    ("", "empty; expected a mapping"),
+])
+def test_a_bad_policy_is_one_line_naming_the_field(tmp_path, text, message):
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_policy(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith(str(path))
+
+
+def test_the_example_policy_loads_and_its_hash_ignores_comments_and_key_order(policy, tmp_path):
+    assert [s.name for s in policy.stages] == ["scout", "probe", "pilot", "full"]
+    assert policy.is_exploration(policy.stages[2]) and not policy.is_exploration(policy.stages[3])
+    shuffled = tmp_path / "p.json"
+    shuffled.write_text(json.dumps(dict(reversed(list(policy.model_dump(mode="json").items())))))
+    assert load_policy(shuffled).content_hash() == policy.content_hash()
+    assert _variant(min_yield_per_btok=251).content_hash() != policy.content_hash()
+
+
+_stage_lists = st.lists(st.integers(1, 10**9), min_size=2, max_size=5, unique=True).flatmap(
+    lambda tokens: st.lists(st.floats(0.001, 1 / len(tokens)), min_size=len(tokens), max_size=len(tokens)).map(
+        lambda shares: [{"name": f"s{i}", "tokens": t, "compute_share": c}
+                        for i, (t, c) in enumerate(zip(tokens, shares, strict=True))]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(stages=_stage_lists, threshold=st.floats(1e-6, 1e6), seeds=st.integers(1, 20),
+       share=st.floats(0, 1), level=st.floats(0.5, 0.99),
+       version=st.one_of(st.integers(0, 99), st.text("abc.1", min_size=1)))
+def test_valid_policies_round_trip_with_a_stable_hash_and_stages_in_token_order(stages, threshold, seeds, share, level,
+                                                                                 version):
+    data = {"name": "p", "version": version, "exploration_share": share, "stages": stages,
+            "requirements": {"min_yield_per_btok": threshold, "min_seeds": seeds, "level": level}}
+    in_order = sorted(stages, key=lambda s: s["tokens"])
+    if stages != in_order:
+        with pytest.raises(InputError, match="strictly increasing tokens"):
+            parse_policy(data)
+        data["stages"] = in_order
+    policy = parse_policy(data)
+    again = parse_policy(yaml.safe_load(yaml.safe_dump(policy.model_dump(mode="json"), sort_keys=False)))
+    assert again == policy and again.content_hash() == policy.content_hash()
+    assert parse_policy({**data, "version": str(version)}).content_hash() == policy.content_hash()
+
+
+# -- known answers on real probes --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def decided(probes, policy) -> dict:
+    """The read-only decisions several tests look at, each made once."""
+    with Ledger(probes, readonly=True) as led:
+        return {"clean": gate(led, CLEAN, policy), "repeat40": gate(led, "repeat40/s*", policy),
+                "single": gate(led, "camp/two/s0/t150000", policy),
+                "campaign": gate(led, "camp/two", _variant(min_seeds=2)),  # a campaign recipe: camp/two/*
+                "newhw": gate(led, "newhw/s3", _hardware_policy()), "mixed": gate(led, "mixed/s3", _hardware_policy()),
+                "lr30": gate(led, "lr30/s0", _hardware_policy())}
+
+
+def test_reject_a_source_repeated_for_40_epochs(decided, policy):
+    """Milton alone, its windows passed 40 times: the validation loss has turned up, so even the optimistic
+    bound is below the threshold."""
+    d = decided["repeat40"]
+    fc = d.evidence["forecast"]
+    assert d.decision == "reject", d.rationale
+    assert fc["interval"][1] < policy.requirements.min_yield_per_btok
+    assert fc["recent"]["yield_per_btok"] < 0 and fc["capped_by_recent"]
+    assert "data is exhausted" in d.rationale and d.stage == "probe" and d.next_stage == "pilot"
+
+
+def test_approve_a_clean_source_on_three_seeds(decided, policy):
+    """The two-source recipe: the next 350k tokens forecast well above the threshold on three seeds."""
+    d = decided["clean"]
+    lo, hi = d.evidence["forecast"]["interval"]
+    assert d.decision == "approve", d.rationale
+    assert policy.requirements.min_yield_per_btok < lo < d.evidence["forecast"]["yield_per_btok"] < hi
+    assert all(c.passed is not False for c in d.checks) and d.what_to_run_next is None
+    assert d.evidence["seeds"] == 3 and len(d.evidence["forecast"]["per_seed"]) == 3
+    assert 15 < d.evidence["next_tokens_per_param"] < 20  # pilot: 500k tokens for ~31k parameters
+    assert set(d.evidence["manifests"]) == {f"camp/two/s{s}/t150000" for s in range(3)}
+
+
+def test_hold_with_a_single_seed_and_say_how_many_more(decided):
+    d = decided["single"]
+    assert d.decision == "hold" and "1 seed, the policy needs 3" in d.rationale
+    assert d.what_to_run_next == "run 2 more seeds at 150,000 tokens"
+
+
+def test_hold_while_an_lr_x30_diagnosis_is_open_and_not_after(copy, policy):
+    with Ledger(copy) as led:
+        d = gate(led, "lr30/s*", policy)
+        assert d.decision == "hold" and "open schedule diagnosis" in d.rationale
+        assert "not the data's fault" in d.rationale and "fix the schedule" in d.what_to_run_next
+        opened = d.evidence["open_diagnoses"]
+        assert {f["run"] for f in opened} == {"lr30/s0", "lr30/s1"} and {f["cause"] for f in opened} == {"schedule"}
+        for f in opened:
+            led.resolve_event(f["event"])
+        after = gate(led, "lr30/s*", policy)
+    assert after.evidence["open_diagnoses"] == []
+    assert after.decision == "hold" and after.rationale.endswith("2 seeds, the policy needs 3 for an interval")
+
+
+# -- campaigns, the locked workflow, the other requirements ------------------------------------------------
+
+
+def test_a_campaign_recipe_at_three_budgets_is_fitted_on_its_final_losses(decided):
+    d = decided["campaign"]
+    fc = d.evidence["forecast"]
+    assert [b["tokens"] for b in d.evidence["budgets"]] == [50_000, 100_000, 150_000]
+    assert fc["method"] == "one power law over the final losses of 7 runs at 3 budgets" and fc["per_seed"] == []
+    assert d.evidence["seeds"] == 2 and d.stage == "probe"
+    assert d.decision == "approve", d.rationale
+
+
+def test_past_exploration_the_workflow_is_locked_to_the_approved_one(copy):
+    # One seed and a low threshold keep this about the lock: `pilot` is past a 5% exploration share.
+    policy = _variant(exploration_share=0.05, min_seeds=1, min_yield_per_btok=50,
+                      stages=[{"name": "probe", "tokens": 150_000, "compute_share": 0.05},
+                              {"name": "pilot", "tokens": 500_000, "compute_share": 0.95}])
+    target = "camp/two/s1/t150000"
+    with Ledger(copy) as led:
+        first = gate(led, target, policy)
+        assert first.decision == "approve" and "fixes its workflow" in first.evidence["locked"], first.rationale
+        approval = record(led, first, policy)
+        m = led.manifest(target)  # the recipe is edited after the approval
+        m.data.sources[1].weight = 0.5
+        led.set_manifest(target, m)
+        changed = gate(led, target, policy)
+        m.data.sources[1].weight = 0.4
+        led.set_manifest(target, m)
+        restored = gate(led, target, policy)
+    assert changed.decision == "hold"
+    assert (f"the workflow changed since decision #{approval} approved it (data.sources[milton].weight)"
+            in changed.rationale)
+    assert restored.decision == "approve" and f"decision #{approval} is unchanged" in restored.evidence["locked"]
+
+
+def test_an_undertrained_next_stage_a_regression_and_an_unknown_price_hold(probes):
+    policy = _variant(min_seeds=1, min_tokens_per_param=20, regression_tolerance=0.0, min_yield_per_usd=1.0)
+    with Ledger(probes, readonly=True) as led:
+        d = gate(led, "camp/two/s0/t150000", policy)
+    assert d.decision == "hold"
+    assert "pilot would leave the model undertrained (16" in d.rationale and "hard/rare/bpb regressed by" in d.rationale
+    assert "no price: set hardware.price_per_device_hour" in d.rationale
+    assert "give pilot at least 624,000 tokens" in d.what_to_run_next
+
+
+def test_no_next_stage_and_unfinished_runs_are_bad_input(copy):
+    with Ledger(copy) as led:
+        with pytest.raises(InputError, match="reached 150,000 tokens, the last stage 'probe' .* no next stage"):
+            gate(led, CLEAN, _variant(stages=[{"name": "scout", "tokens": 50_000, "compute_share": 0.1},
+                                              {"name": "probe", "tokens": 150_000, "compute_share": 0.9}]))
+        led.set_status("camp/two/s2/t150000", "killed")
+        d = gate(led, CLEAN, _variant(min_seeds=2))
+        assert d.evidence["left_out"] == {"camp/two/s2/t150000": "killed"} and d.evidence["seeds"] == 2
+        led.set_status("newhw/s3", "running")
+        with pytest.raises(InputError, match="no finished run in 'newhw/s3': newhw/s3 is running"):
+            gate(led, "newhw/s3", _variant())
+
+
+# -- the new-hardware exception ----------------------------------------------------------------------------
+
+
+def _hardware_policy() -> Policy:
+    return _variant(exception={"kind": "new_hardware", "reference": CLEAN, "loss_tolerance": 0.02})
+
+
+def test_new_hardware_with_the_same_recipe_is_decided_on_throughput(decided):
+    d = decided["newhw"]
+    exc = d.evidence["exception"]
+    assert exc["applies"] and exc["differs"] == [] and d.axis == "throughput"
+    # Only the measured tokens/s decides (the host's load moves it): approve unless 5% slower than the reference.
+    assert d.decision == ("approve" if exc["throughput_ratio"] >= 0.95 else "hold"), d.rationale
+
+
+def test_a_changed_mixture_ends_the_exception_and_learning_decides(decided):
+    d = decided["mixed"]
+    assert not d.evidence["exception"]["applies"] and d.axis == "learning"
+    assert "new-hardware exception ended: the manifest differs from the reference beyond hardware: " \
+           "data.sources[milton].weight, data.sources[shakespeare-modern].weight" in d.rationale
+    assert d.decision == "hold" and "1 seed" in d.rationale
+
+
+def test_a_curve_that_departs_from_the_reference_ends_the_exception(decided):
+    """LR x30 leaves the manifest as it is (the fault is injected, not declared): only the curve can tell."""
+    d = decided["lr30"]
+    assert d.evidence["exception"]["differs"] == [] and not d.evidence["exception"]["applies"]
+    assert "new-hardware exception ended: the loss curve departs from the reference by +" in d.rationale
+    assert d.axis == "learning" and d.decision == "hold"
+
+
+# -- the command line --------------------------------------------------------------------------------------
+
+
+def test_gate_json_stores_one_decision_with_the_policy_and_evidence(copy, cli_for):
+    cli = cli_for(copy)
+    out = json.loads(cli("gate", CLEAN, "--policy", str(POLICY_FILE), "--strict", "--json").stdout)  # approve: exit 0
+    assert out["decision"] == "approve" and out["policy_hash"] == load_policy(POLICY_FILE).content_hash()
+    with Ledger(copy, readonly=True) as led:
+        (row,) = led.decisions().to_dict("records")
+    assert row["id"] == out["id"] and row["target"] == CLEAN and row["stage"] == "pilot"
+    assert row["policy_hash"] == out["policy_hash"] and row["policy"]["name"] == "probe-scale"
+    assert row["evidence"]["forecast"]["interval"] == pytest.approx(out["evidence"]["forecast"]["interval"])
+    assert row["evidence"]["manifests"] == out["evidence"]["manifests"] and row["rationale"] == out["rationale"]
+    assert {c["name"] for c in row["evidence"]["checks"]} >= {"seeds", "lower bound above threshold"}
+    trail = cli.json("decisions", CLEAN)
+    assert [d["id"] for d in trail] == [out["id"]] and trail[0]["evidence"]["runs"] == out["evidence"]["runs"]
+    assert "approve" in cli("decisions").stdout
+
+
+def test_strict_exit_codes_and_a_hold_still_exits_0(copy, cli_for):
+    cli = cli_for(copy)
+    policy = str(POLICY_FILE)
+    shown = cli("gate", "camp/two/s0/t150000", "--policy", policy).stdout
+    assert "hold pilot" in shown and "next: run 2 more seeds" in shown
+    cli("gate", "camp/two/s0/t150000", "--policy", policy, "--strict", code=3)
+    cli("gate", "repeat40/s*", "--policy", policy, "--strict", code=4)
+    assert [d["decision"] for d in cli.json("decisions")] == ["hold", "hold", "reject"]
+
+
+def test_bad_input_exits_2_and_changes_nothing(copy, cli_for, tmp_path):
+    cli = cli_for(copy)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(POLICY_FILE.read_text().replace("min_seeds: 3", "min_seeds: 0"))
+    result = cli("gate", CLEAN, "--policy", str(bad), code=2)
+    assert result.stderr == f"error: {bad}: requirements.min_seeds: must be >= 1, got 0\n"
+    assert "no run named or matching 'nothing*'" in cli("gate", "nothing*", "--policy", str(POLICY_FILE), code=2).stderr
+    assert cli.json("decisions") == []
