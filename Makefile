@@ -41,6 +41,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_import.py
 	$(BIN)/python benchmarks/bench_diagnose.py
 	$(BIN)/python benchmarks/bench_dedup.py
+	$(BIN)/python benchmarks/bench_gate.py
 
 # Rewrites the README's Reliability table from what the reliability tests measure.
 reliability-table: $(VENV)/.dev

@@ -11,7 +11,6 @@ import multiprocessing as mp
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from tests.reliability import check
 from yieldgate.ledger import Ledger

@@ -1,39 +1,56 @@
-"""`yieldgate demo --quick` trains two real models into a ledger, and what it prints comes from that ledger."""
+"""`yieldgate demo --quick`: real trainings, a campaign and a gate decision, and what it prints comes from the ledger."""
 
 from __future__ import annotations
 
-import numpy as np
+import io
 
-from yieldgate.demo import run_demo
+import numpy as np
+from rich.console import Console
+
 from yieldgate.ledger import Ledger
 
 
-def test_quick_demo_records_two_real_runs(ledger_path, cli):
-    result = cli("demo", "--quick")
-    assert "Validation loss at equal tokens" in result.stdout
+def test_quick_demo_records_runs_yields_decision_accuracy_and_a_decision(ledger_path, cli, tmp_path):
+    report = tmp_path / "demo.html"
+    result = cli("demo", "--quick", "-o", str(report))
+    for heading in ("1. The corpus", "2. Pipeline A", "3. A mixture campaign", "4. The stage gate", "5. The report"):
+        assert heading in result.stdout
+    assert "Bits per byte at equal tokens" in result.stdout and "decision accuracy at 15,000 tokens" in result.stdout
     with Ledger(ledger_path, readonly=True) as led:
         runs = led.runs().set_index("name")
-        assert set(runs.index) == {"demo/batch-8", "demo/batch-32"}
         assert (runs["status"] == "finished").all()
-        for name in runs.index:
-            steps = led.steps(name)
-            assert np.all(np.diff(steps["tokens"]) > 0)
-            # Real training: the loss falls from its initial ln(256) ~ 5.5 on held-out text.
+        assert {"demo/pipeline-a/s0", "demo/pipeline-b/s0"} <= set(runs.index)
+        assert sum(name.startswith("demo-mix/") for name in runs.index) == 3 * 2 * 3
+        for name in ("demo/pipeline-a/s0", "demo/pipeline-b/s0"):
             val = led.evals(name).query("task == 'val' and metric == 'loss'")["value"].to_numpy()
-            assert val[0] > 5.0 and val[-1] < val[0] - 1.0
-            assert led.manifest(name).optimisation.batch_size == int(name.split("-")[-1])
-    listed = {r["name"]: r for r in cli.json("runs")}
-    assert listed["demo/batch-32"]["steps"] < listed["demo/batch-8"]["steps"]
-    diff = cli.json("manifest", "diff", "demo/batch-8", "demo/batch-32")["differences"]
-    assert {d["field"] for d in diff} == {"optimisation.batch_size", "optimisation.microbatch_size"}
+            assert val[-1] < val[0] - 0.5  # real training: the held-out loss falls
+        a, b = (led.manifest(f"demo/pipeline-{x}/s0") for x in "ab")
+        assert a.data.dedup.kind == "near" and b.data.dedup.kind == "none" and b.optimisation.batch_size == 4 * 16
+        # B keeps the Folio near-duplicates that A's dedup removed.
+        assert b.data.accepted_tokens > a.data.accepted_tokens
+        summary = led.campaign("demo-mix")["summary"]
+        assert set(summary["decision_accuracy"]) == {"15000", "30000"}
+        for budget in ("15000", "30000", "60000"):
+            order = summary["rankings"][budget]["bpb"]["order"]
+            assert len(order) == 3 and all(np.isfinite(e["mean"]) for e in order)
+            assert all(np.isfinite(e["mean"]) for e in summary["rankings"][budget]["yield_per_btok"]["order"])
+        (decision,) = led.decisions().to_dict("records")
+        assert decision["target"].startswith("demo-mix/") and decision["decision"] in ("approve", "hold", "reject")
+        assert decision["policy"]["name"] == "demo" and len(decision["policy_hash"]) == 64
+        assert decision["evidence"]["runs"] and decision["evidence"]["checks"] and decision["rationale"]
+    assert report.exists() and "plotly" in report.read_text()
 
 
-def test_demo_summary_is_read_back_from_the_ledger(tmp_path):
-    path = tmp_path / "d.db"
-    result = run_demo(str(path), quick=True)
+def test_the_worked_example_reports_what_the_ledger_holds(tmp_path):
+    from yieldgate.demo import QUICK, _worked_example
+
+    path = str(tmp_path / "d.db")
+    out = _worked_example(path, QUICK, Console(file=io.StringIO()))
     with Ledger(path, readonly=True) as led:
-        for name, summary in result["runs"].items():
-            steps = led.steps(name)
-            assert summary["tokens"] == steps["tokens"].iloc[-1]
-            assert summary["tokens_per_s"] == steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]
-            assert summary["final_val_loss"] == led.evals(name).query("metric == 'loss'")["value"].iloc[-1]
+        for name, figures in out["runs"].items():
+            steps = led.steps(f"demo/{name}/s0")
+            assert figures["tokens_per_s"] == steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]
+    # The bigger batch moves more tokens per second; the speedup to target multiplies out.
+    assert out["runs"]["pipeline-b"]["tokens_per_s"] > out["runs"]["pipeline-a"]["tokens_per_s"]
+    sp = out["at_equal_tokens"]["speedup"]
+    assert abs(sp["time"] - sp["throughput"] * sp["sample_efficiency"]) < 1e-9 * sp["time"]

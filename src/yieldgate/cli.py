@@ -24,7 +24,7 @@ from yieldgate.ledger import DEFAULT_LEDGER, Ledger
 from yieldgate.manifest import Manifest, diff, load_manifest
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import fmt as _fmt
-from yieldgate.report.console import render_campaign
+from yieldgate.report.console import render_campaign, render_decision
 
 console = Console()
 
@@ -748,14 +748,7 @@ def gate_(
     if as_json:
         _print_json({"id": decision_id, **decision.to_dict()})
     else:
-        console.print(f"#{decision_id} {decision.rationale}", markup=False, highlight=False, soft_wrap=True)
-        table = Table("check", "result", "detail", title=f"{target} under {decision.policy} "
-                                                         f"({decision.policy_hash[:12]}), decided on {decision.axis}")
-        for c in decision.checks:
-            table.add_row(c.name, {True: "pass", False: "FAIL", None: "note"}[c.passed], c.detail)
-        console.print(table)
-        if decision.what_to_run_next:
-            console.print(f"next: {decision.what_to_run_next}", markup=False, highlight=False, soft_wrap=True)
+        render_decision(console, decision_id, decision)
     if strict and decision.decision != "approve":
         raise typer.Exit(3 if decision.decision == "hold" else 4)
 

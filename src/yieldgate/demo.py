@@ -30,7 +30,8 @@ from yieldgate.analysis.runs import compare_groups
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
-from yieldgate.report.console import fmt, render_campaign
+from yieldgate.probe.policy import Policy
+from yieldgate.report.console import fmt, render_campaign, render_decision
 
 __all__ = ["run_demo", "Settings", "QUICK", "FULL"]
 
@@ -49,7 +50,6 @@ MIXTURES = {
     "shakespeare+code": {**PIPELINE_A.model_dump(mode="json"),
                          "sources": [{"name": "shakespeare-modern", "weight": 0.7}, {"name": "python-stdlib", "weight": 0.3}]},
 }
-POLICY = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,8 @@ def run_demo(location: str, *, quick: bool, console: Console | None = None, repo
     out["pipelines"] = _worked_example(location, settings, console)
     console.rule("3. A mixture campaign")
     out["campaign"] = _campaign(location, settings, console)
+    console.rule("4. The stage gate on the best recipe")
+    out["decision"] = _gate(location, settings, out["campaign"], console)
     console.rule("5. The report")
     out["report"] = _report(location, report or str(Path(location).with_suffix(".html")), console)
     out["seconds"] = time.perf_counter() - started
@@ -193,6 +195,37 @@ def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
                   f"{len(done.failed)} failed.", highlight=False)
     render_campaign(console, summary.to_dict())
     return summary.to_dict()
+
+
+def demo_policy(s: Settings) -> Policy:
+    """The demo's policy: examples/policy.yaml's requirements, its stages scaled to the demo's budgets (the
+    campaign's largest budget is the first stage), two seeds (the demo runs two), no tokens-per-parameter floor
+    (the demo's next stages are small; examples/policy.yaml asks for 10)."""
+    top = max(s.budgets)
+    return Policy.model_validate({
+        "name": "demo", "version": 1, "primary": "learning", "exploration_share": 0.2,
+        "stages": [{"name": "probes", "tokens": top, "compute_share": 0.05},
+                   {"name": "stage-1", "tokens": 4 * top, "compute_share": 0.15},
+                   {"name": "stage-2", "tokens": 16 * top, "compute_share": 0.8}],
+        "requirements": {"min_yield_per_btok": 250, "regression_tolerance": 0.1, "min_seeds": 2,
+                         "min_tokens_per_param": 0, "level": 0.8},
+    })
+
+
+def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console) -> dict[str, Any]:
+    from yieldgate.probe.gate import gate, record
+
+    top = campaign["rankings"][str(max(campaign["budgets"]))]["bpb"]["order"][0]["recipe"]
+    target = f"{campaign['campaign']}/{top}"
+    policy = demo_policy(s)
+    console.print(f"The best recipe at the largest budget is {top}; gating {target} (its {len(s.budgets)} budgets x "
+                  f"2 seeds) for the next stage under policy {policy.name}@{policy.version}.", markup=False,
+                  highlight=False)
+    with Ledger(location) as led:
+        decision = gate(led, target, policy)
+        decision_id = record(led, decision, policy)
+    render_decision(console, decision_id, decision)
+    return {"id": decision_id, **decision.to_dict()}
 
 
 def _report(location: str, out: str, console: Console) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["clean", "fmt", "render_campaign", "with_interval"]
+__all__ = ["clean", "fmt", "render_campaign", "render_decision", "with_interval"]
 
 
 def clean(value: Any) -> Any:
@@ -81,3 +81,15 @@ def with_interval(entry: dict[str, Any]) -> str:
     if entry["interval"] is None:
         return fmt(entry["mean"])
     return f"{fmt(entry['mean'])} ± {fmt((entry['interval'][1] - entry['interval'][0]) / 2, 2)}"
+
+
+def render_decision(console: Console, decision_id: int, decision: Any) -> None:
+    """A gate decision (`probe.gate.Decision`): its rationale, each check, and what to run next."""
+    console.print(f"#{decision_id} {decision.rationale}", markup=False, highlight=False, soft_wrap=True)
+    table = Table("check", "result", "detail", title=f"{decision.target} under {decision.policy} "
+                                                     f"({decision.policy_hash[:12]}), decided on {decision.axis}")
+    for c in decision.checks:
+        table.add_row(c.name, {True: "pass", False: "FAIL", None: "note"}[c.passed], c.detail)
+    console.print(table)
+    if decision.what_to_run_next:
+        console.print(f"next: {decision.what_to_run_next}", markup=False, highlight=False, soft_wrap=True)
