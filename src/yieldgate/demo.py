@@ -147,16 +147,18 @@ def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
     manifest = led.manifest(run)
     return {"run": run, "tokens": float(steps["tokens"].iloc[-1]), "wall_s": float(steps["wall_s"].iloc[-1]),
             "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
-            "batch": manifest.optimisation.batch_size, "unique_tokens": manifest.data.accepted_tokens,
+            "batch": manifest.optimisation.batch_size,
+            # bytes, not tokens: the two pipelines train their own tokenizers
+            "train_mb": sum(s.unique_tokens or 0 for s in manifest.data.sources) * manifest.data.tokenizer.bytes_per_token / 1e6,
             "val_bpb": final.get("val/bpb"), "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
 
 
 def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any, confounders: list[str]) -> None:
     hard = sorted({k for r in runs.values() for k in r["hard"]})
-    table = Table("pipeline", "batch", "training tokens kept", "tokens/s", "final val bpb",
+    table = Table("pipeline", "batch", "training MB kept", "tokens/s", "final val bpb",
                   *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard], title="Seed 0 of each pipeline")
     for name, r in runs.items():
-        table.add_row(name, str(r["batch"]), fmt(r["unique_tokens"]), fmt(r["tokens_per_s"]), fmt(r["val_bpb"]),
+        table.add_row(name, str(r["batch"]), f"{r['train_mb']:.2f}", fmt(r["tokens_per_s"]), fmt(r["val_bpb"]),
                       *[fmt(r["hard"].get(h)) for h in hard])
     console.print(table)
     for comparison in (by_tokens, by_time):

@@ -5,7 +5,7 @@ budgets and the probe's settings; `plan` expands it into `ProbeSpec`s, `run_camp
 ledger does not already hold, in worker processes (`executor="local"`) or as Ray tasks (`executor="ray"`).
 
 **Keys.** A probe is known by its key: the hash of its recipe (with the data settings that shape the
-resolved tokens), seed, budget, model size and probe settings. Its run, `CAMPAIGN/RECIPE/s<seed>/t<tokens>`
+resolved tokens), seed, budget, model size, probe settings and eval sources. Its run, `CAMPAIGN/RECIPE/s<seed>/t<tokens>`
 (`/m<layers>x<width>` added when the campaign has several model sizes), carries the key in its meta
 (`probe`). A re-run skips every probe whose run is finished with the same key; a failed, killed or
 half-written probe is trained again from scratch. A probe that raises is recorded as `failed` with its error
@@ -82,6 +82,9 @@ class ProbeSettings(_Model):
     evals: int = Field(default=8, ge=1)
     """Evaluations over each budget (plus one at step 0)."""
     eval_sequences: int = Field(default=32, ge=1)
+    eval_seed: int | None = 0
+    """Seed of the eval draw, the same for every probe: seeds then differ in training only, and every probe is
+    scored on the same held-out sequences (None: each probe's own seed)."""
 
 
 class DataSettings(_Model):
@@ -112,8 +115,9 @@ class Campaign(_Model):
     data: DataSettings = Field(default_factory=DataSettings)
     eval_sources: list[str] = Field(default_factory=list)
     """Built-in sources every probe is evaluated on, whatever its recipe trains on: the common yardstick of a
-    mixture campaign (added to each recipe at weight 0: held-out text, never sampled for training). Without
-    it each recipe is evaluated on its own sources' held-out text."""
+    mixture campaign (added to each recipe at weight 0: held-out text, never sampled for training). The overall
+    `val/loss`, `val/bpb` and the hard slices are computed on their held-out text only. Without it each recipe
+    is evaluated on its own sources' held-out text."""
     level: float = Field(default=0.9, gt=0, lt=1)
     """Coverage of the intervals over seeds; a pair whose interval holds 0 is a tie."""
     next_budget: int | None = Field(default=None, ge=1)
@@ -180,6 +184,7 @@ class ProbeSpec:
     model: ModelSize
     probe: ProbeSettings
     data: DataSettings
+    eval_sources: tuple[str, ...]
     run: str
     key: str
 
@@ -191,7 +196,8 @@ class ProbeSpec:
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign, "recipe_name": self.recipe_name, "recipe": self.recipe.model_dump(mode="json"),
                 "seed": self.seed, "tokens": self.tokens, "model": self.model.model_dump(),
-                "probe": self.probe.model_dump(), "data": self.data.model_dump(), "run": self.run,
+                "probe": self.probe.model_dump(), "data": self.data.model_dump(),
+                "eval_sources": list(self.eval_sources), "run": self.run,
                 "recipe_hash": self.recipe_hash, "key": self.key}
 
     @classmethod
@@ -199,7 +205,8 @@ class ProbeSpec:
         return cls(campaign=d["campaign"], recipe_name=d["recipe_name"], recipe=Recipe.model_validate(d["recipe"]),
                    recipe_hash=d["recipe_hash"], seed=d["seed"], tokens=d["tokens"],
                    model=ModelSize.model_validate(d["model"]), probe=ProbeSettings.model_validate(d["probe"]),
-                   data=DataSettings.model_validate(d["data"]), run=d["run"], key=d["key"])
+                   data=DataSettings.model_validate(d["data"]), eval_sources=tuple(d["eval_sources"]), run=d["run"],
+                   key=d["key"])
 
 
 def plan(campaign: Campaign) -> list[ProbeSpec]:
@@ -213,13 +220,14 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
             for model in models:
                 for seed in campaign.seeds:
                     key = _digest({"recipe": recipe_hash, "seed": seed, "tokens": tokens, "model": model.model_dump(),
-                                   "probe": campaign.probe.model_dump()})[:20]
+                                   "probe": campaign.probe.model_dump(), "eval": campaign.eval_sources})[:20]
                     run = f"{campaign.name}/{name}/s{seed}/t{tokens}"
                     if len(models) > 1:
                         run += f"/m{model.layers}x{model.width}"
                     specs.append(ProbeSpec(campaign=campaign.name, recipe_name=name, recipe=recipe,
                                            recipe_hash=recipe_hash, seed=seed, tokens=tokens, model=model,
-                                           probe=campaign.probe, data=campaign.data, run=run, key=key))
+                                           probe=campaign.probe, data=campaign.data,
+                                           eval_sources=tuple(campaign.eval_sources), run=run, key=key))
     return specs
 
 
@@ -253,7 +261,8 @@ def run_probe(spec: ProbeSpec, ledger: str, *, threads: int | None = None,
                 spec.recipe, held_out=spec.data.held_out, seed=0, stdlib_bytes=spec.data.stdlib_bytes,
                 max_chars_per_source=spec.data.max_chars_per_source)
         cfg = ProbeConfig(tokens=spec.tokens, seed=spec.seed, layers=spec.model.layers, width=spec.model.width,
-                          heads=spec.model.heads, threads=threads, **spec.probe.model_dump())
+                          heads=spec.model.heads, threads=threads, eval_sources=spec.eval_sources,
+                          **spec.probe.model_dump())
         final = train_probe(data, cfg, run=spec.run, ledger=ledger, progress=progress, resume=True)
         return {"run": spec.run, "key": spec.key, "status": "finished", "final": final,
                 "seconds": time.perf_counter() - started}

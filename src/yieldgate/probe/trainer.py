@@ -89,8 +89,15 @@ class ProbeConfig:
     """Evaluations over the budget (plus one at step 0)."""
     eval_sequences: int = 32
     """Held-out sequences per source per evaluation."""
+    eval_seed: int | None = None
+    """Seed of the eval draw (None: `seed`). A campaign fixes it, so its probes differ by seed in training only and
+    are scored on the same held-out sequences."""
     threads: int | None = None
     """torch threads (None: leave as is)."""
+    eval_sources: tuple[str, ...] = ()
+    """Sources whose held-out text makes the overall `val/loss`, `val/bpb` and the hard slices (empty: every
+    source's): a campaign's common yardstick, so recipes that train on different sources are scored on the same
+    text. Per-source evaluations (`val/<source>/...`) are made for every source either way."""
     loss_scaler: bool = False
     """Train through a dynamic loss scaler (torch.amp.GradScaler), as fp16 training does: a step with inf or
     NaN gradients is skipped and the scale backs off (recorded as `signals/loss_scale`, `signals/skipped_steps`)."""
@@ -199,7 +206,7 @@ class _Portfolio:
     """The eval portfolio's fixed held-out sequences, drawn once per probe."""
 
     def __init__(self, data: ResolvedRecipe, cfg: ProbeConfig) -> None:
-        rng = np.random.default_rng(10_000 + cfg.seed)
+        rng = np.random.default_rng(10_000 + (cfg.seed if cfg.eval_seed is None else cfg.eval_seed))
         t = cfg.context
         vocab = data.tokenizer.get_vocab_size()
         counts = np.bincount(np.concatenate([s.train for s in data.sources.values()]), minlength=vocab) + 1
@@ -215,7 +222,11 @@ class _Portfolio:
                 continue
             pick = rng.permutation(len(seqs))[: cfg.eval_sequences]
             self.sets[name] = [seqs[i] for i in sorted(pick)]
-        everything = [s for seqs in self.sets.values() for s in seqs]
+        unknown = sorted(set(cfg.eval_sources) - set(data.sources))
+        if unknown:
+            raise InputError(f"eval_sources names sources the recipe lacks: {', '.join(unknown)}")
+        self.common = [n for n in self.sets if not cfg.eval_sources or n in cfg.eval_sources]
+        everything = [s for n in self.common for s in self.sets[n]]
         if not everything:
             raise InputError("no held-out sequences: the recipe's sources need more held-out text than one context")
         score = np.array([rarity[s[0][1:]].mean() for s in everything])
@@ -246,7 +257,8 @@ class _Portfolio:
             out[f"val/{name}/loss"] = mean
             out[f"val/{name}/bpb"] = nll / math.log(2) / nbytes
             out[f"val/{name}/acc"] = acc
-            total_nll, total_tok, total_bits_bytes = total_nll + nll, total_tok + n, total_bits_bytes + nbytes
+            if name in self.common:
+                total_nll, total_tok, total_bits_bytes = total_nll + nll, total_tok + n, total_bits_bytes + nbytes
         out["val/loss"] = total_nll / total_tok
         out["val/bpb"] = total_nll / math.log(2) / total_bits_bytes
         for hard, seqs in self.hard.items():
