@@ -7,7 +7,8 @@
    so it moves more tokens per second. Both train the probe GPT on the same token budget and are compared at
    equal tokens and equal time in bits per byte (their tokenizers differ), with the speedup split into
    throughput x sample efficiency, the hard slices, and the manifest diff as the confounders.
-3. A small mixture campaign (3 recipes x 2 seeds x 3 budgets): the ranking per budget, ties, decision accuracy.
+3. A small mixture campaign (3 recipes x 3 seeds x 3 budgets; 2 seeds with --quick): the ranking per budget,
+   ties, decision accuracy.
 4. The stage gate on the best recipe's next stage, under the checked-in example policy.
 5. The HTML report.
 
@@ -59,14 +60,16 @@ class Settings:
     pipeline_seeds: int
     budgets: tuple[int, ...]
     """The campaign's budgets."""
+    campaign_seeds: int
     max_chars: int
     """Training characters kept per source."""
     evals: int
 
 
-QUICK = Settings(pipeline_tokens=60_000, pipeline_seeds=1, budgets=(15_000, 30_000, 60_000), max_chars=300_000, evals=5)
-FULL = Settings(pipeline_tokens=600_000, pipeline_seeds=2, budgets=(100_000, 200_000, 400_000), max_chars=1_500_000,
-                evals=8)
+QUICK = Settings(pipeline_tokens=60_000, pipeline_seeds=1, budgets=(15_000, 30_000, 60_000), campaign_seeds=2,
+                max_chars=300_000, evals=5)
+FULL = Settings(pipeline_tokens=600_000, pipeline_seeds=2, budgets=(100_000, 200_000, 400_000), campaign_seeds=3,
+                max_chars=1_500_000, evals=8)
 
 
 def run_demo(location: str, *, quick: bool, console: Console | None = None, report: str | None = None) -> dict[str, Any]:
@@ -124,7 +127,7 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
                     led.create_run(run, status="running", source="demo", if_exists="replace")
                 bar.update(task, description=f"{run}: training", completed=0)
                 cfg = ProbeConfig(tokens=s.pipeline_tokens, seed=seed, batch_size=batch, microbatches=2,
-                                  evals=s.evals, threads=threads)
+                                  evals=s.evals, threads=threads, eval_seed=0)
                 train_probe(data, cfg, run=run, ledger=location, resume=True,
                             progress=lambda step, steps, t=task: bar.update(t, completed=step, total=steps))
             bar.remove_task(task)
@@ -178,7 +181,7 @@ def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by
 
 def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
     campaign = Campaign.model_validate({
-        "name": "demo-mix", "recipes": MIXTURES, "seeds": 2, "budgets": list(s.budgets),
+        "name": "demo-mix", "recipes": MIXTURES, "seeds": s.campaign_seeds, "budgets": list(s.budgets),
         "eval_sources": ["shakespeare-modern", "milton"], "probe": {"evals": s.evals},
         "data": {"max_chars_per_source": s.max_chars},
     })
@@ -201,7 +204,7 @@ def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
 
 def demo_policy(s: Settings) -> Policy:
     """The demo's policy: examples/policy.yaml's requirements, its stages scaled to the demo's budgets (the
-    campaign's largest budget is the first stage), two seeds (the demo runs two), no tokens-per-parameter floor
+    campaign's largest budget is the first stage), two seeds (the quick demo runs two), no tokens-per-parameter floor
     (the demo's next stages are small; examples/policy.yaml asks for 10)."""
     top = max(s.budgets)
     return Policy.model_validate({
@@ -221,7 +224,7 @@ def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console
     target = f"{campaign['campaign']}/{top}"
     policy = demo_policy(s)
     console.print(f"The best recipe at the largest budget is {top}; gating {target} (its {len(s.budgets)} budgets x "
-                  f"2 seeds) for the next stage under policy {policy.name}@{policy.version}.", markup=False,
+                  f"{s.campaign_seeds} seeds) for the next stage under policy {policy.name}@{policy.version}.", markup=False,
                   highlight=False)
     with Ledger(location) as led:
         decision = gate(led, target, policy)
