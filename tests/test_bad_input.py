@@ -1,6 +1,6 @@
-"""Bad input handed to the `yieldgate` command: malformed, truncated and hostile manifests and recipes,
-damaged event files, tables with missing columns, non-finite or huge values, non-UTF-8 text, hostile run
-names, a ledger from a newer schema. Each is refused with one line on stderr and exit status 2, and the
+"""Bad input handed to the `yieldgate` command: malformed, truncated and hostile manifests, recipes,
+campaigns and policies, damaged event files, tables with missing columns, non-finite or huge values,
+non-UTF-8 text, hostile run names, a ledger from a newer schema. Each is refused with one line on stderr and exit status 2, and the
 ledger (which holds a run already) is left exactly as it was; or, where the input is partly good data (a
 truncated event file, a diverged loss), imported with a warning that says what was done. Each case keeps
 its README Reliability row true (tests/reliability.py)."""
@@ -81,6 +81,19 @@ def _recipe(name: str, data: str | bytes) -> Callable[[Path], list[str]]:
     return lambda tmp: ["train", str(make(tmp)), "--tokens", "1000"]
 
 
+def _campaign(name: str, data: str | bytes) -> Callable[[Path], list[str]]:
+    make = _file(name, data)
+    return lambda tmp: ["probe", str(make(tmp))]
+
+
+def _policy(name: str, data: str | bytes) -> Callable[[Path], list[str]]:
+    make = _file(name, data)
+    return lambda tmp: ["gate", "base", "--policy", str(make(tmp))]
+
+
+_STAGES = "stages: [{name: a, tokens: 200, compute_share: 0.1}, {name: b, tokens: 100, compute_share: 0.2}]\n"
+
+
 def _table(name: str, data: str | bytes, *extra: str) -> Callable[[Path], list[str]]:
     make = _file(name, data)
     return lambda tmp: ["import", "table", str(make(tmp)), "--run", "new", *extra]
@@ -129,6 +142,21 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("recipe: wrong types and a negative weight",
      _recipe("r.yaml", "sources: [{name: milton, weight: -1}]\nsequence_length: many\n"), "weight"),
     ("recipe: not UTF-8", _recipe("r.yaml", b"sources: [{name: \xff\xfe}]\n"), "UTF-8"),
+    ("campaign: malformed YAML", _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}\nbudgets: [1]\n"),
+     "malformed YAML"),
+    ("campaign: YAML with a Python object tag (code execution)",
+     _campaign("c.yaml", "name: !!python/object/apply:os.system ['touch pwned']\n"), "malformed YAML"),
+    ("campaign: a recipe name that would climb out of run names",
+     _campaign("c.yaml", "name: c\nrecipes: {'../x': {sources: [{name: milton}]}}\nbudgets: [1000]\n"),
+     "recipe name"),
+    ("campaign: a misspelt field (seed for seeds)",
+     _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}\nbudgets: [1000]\nseed: 3\n"),
+     "unknown field"),
+    ("policy: malformed YAML", _policy("p.yaml", "name: p\nstages: [{name: a\n"), "malformed YAML"),
+    ("policy: YAML with a Python object tag (code execution)",
+     _policy("p.yaml", "name: !!python/object/apply:os.system ['touch pwned']\n"), "malformed YAML"),
+    ("policy: stages out of order", _policy("p.yaml", "name: p\nversion: 1\n" + _STAGES
+                                            + "requirements: {min_yield_per_btok: 1}\n"), "strictly increasing"),
     ("TensorBoard event file with a damaged record", _damaged_events, "CRC"),
     ("TensorBoard event file of garbage bytes",
      lambda tmp: ["import", "tensorboard", str(_file("events.out.tfevents.1.host", bytes(range(256)) * 4)(tmp)),

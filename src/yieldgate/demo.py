@@ -75,21 +75,21 @@ FULL = Settings(pipeline_tokens=600_000, pipeline_seeds=2, budgets=(100_000, 200
 def run_demo(location: str, *, quick: bool, console: Console | None = None, report: str | None = None) -> dict[str, Any]:
     """Run the demo into the ledger at `location`; return what it measured (also printed)."""
     console = console or Console()
-    quiet_mfu_warnings()
     settings = QUICK if quick else FULL
     started = time.perf_counter()
     location = str(Path(location).resolve())
     out: dict[str, Any] = {"ledger": location}
-    console.rule("1. The corpus")
-    out["corpus"] = _prepare_corpus(console)
-    console.rule("2. Pipeline A (dedup + filters) vs pipeline B (everything, 4x batch)")
-    out["pipelines"] = _worked_example(location, settings, console)
-    console.rule("3. A mixture campaign")
-    out["campaign"] = _campaign(location, settings, console)
-    console.rule("4. The stage gate on the best recipe")
-    out["decision"] = _gate(location, settings, out["campaign"], console)
-    console.rule("5. The report")
-    out["report"] = _report(location, report or str(Path(location).with_suffix(".html")), console)
+    with quiet_mfu_warnings():
+        console.rule("1. The corpus")
+        out["corpus"] = _prepare_corpus(console)
+        console.rule("2. Pipeline A (dedup + filters) vs pipeline B (everything, 4x batch)")
+        out["pipelines"] = _worked_example(location, settings, console)
+        console.rule("3. A mixture campaign")
+        out["campaign"] = _campaign(location, settings, console)
+        console.rule("4. The stage gate on the best recipe")
+        out["decision"] = _gate(location, settings, out["campaign"], console)
+        console.rule("5. The report")
+        out["report"] = _report(location, report or str(Path(location).with_suffix(".html")), console)
     out["seconds"] = time.perf_counter() - started
     console.print(f"Done in {out['seconds']:.0f} s. Everything above is in {location}: try `yieldgate --ledger "
                   f"{location} runs`, `... campaign demo-mix`, `... decisions`.", markup=False, highlight=False)

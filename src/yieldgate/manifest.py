@@ -398,7 +398,7 @@ def _describe(err: Any) -> str:
     if kind == "missing":
         return "required, but missing"
     if kind == "extra_forbidden":
-        return "unknown field (check the spelling against the manifest reference in README.md)"
+        return "unknown field (check its spelling against README.md)"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {value!r}"
     if kind == "value_error":

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -359,13 +360,23 @@ def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", 
 def _worker_init(threads: int) -> None:
     # Before torch loads in this process: its thread pools size themselves from these.
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-    quiet_mfu_warnings()
+    logging.getLogger("yieldgate.track").addFilter(_no_mfu_warning)  # this process only runs probes
 
 
-def quiet_mfu_warnings() -> None:
+def _no_mfu_warning(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("yieldgate: MFU not recorded")
+
+
+@contextmanager
+def quiet_mfu_warnings() -> Iterator[None]:
     """A CPU has no known peak FLOP/s, so every probe would warn that MFU is not recorded: each run's meta
     (`mfu`) keeps the reason, and the terminal keeps the campaign's progress."""
-    logging.getLogger("yieldgate.track").addFilter(lambda r: not str(r.msg).startswith("yieldgate: MFU not recorded"))
+    logger = logging.getLogger("yieldgate.track")
+    logger.addFilter(_no_mfu_warning)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_no_mfu_warning)
 
 
 def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any) -> dict[str, Any]:
