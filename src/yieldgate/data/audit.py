@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse, islice
-from operator import itemgetter, not_
+from operator import itemgetter
 from typing import Any
 
 from yieldgate.errors import InputError
@@ -106,18 +106,21 @@ class Audit:
         self.notes: dict[str, Any] = {}
         """Stage-specific records (a dedup stage's policy and statistics), by stage name."""
 
-    def _measure(self, docs: list[Any]) -> tuple[int, int, int, int]:
-        """(documents, UTF-8 bytes, tokens, tagged) of `docs`, in C-level passes over the batch."""
-        if not docs:
-            return 0, 0, 0, 0
+    def _columns(self, docs: list[Any]) -> tuple[list[int], list[Any] | None, list[int] | None]:
+        """Per document: UTF-8 bytes, tag and tokens (None where not counted), each in one C-level pass."""
         texts = docs if self._text is None else list(map(self._text, docs))
-        size = sum(map(len, texts))
+        sizes = list(map(len, texts))
         # len() of an ASCII str is its UTF-8 size, and isascii() is O(1) in CPython: encode only the rest.
         if not all(map(str.isascii, texts)):
-            size += sum(len(t.encode("utf-8", "surrogatepass")) - len(t) for t in filterfalse(str.isascii, texts))
-        tokens = sum(map(self._tokens, docs)) if self._tokens is not None else 0
-        tagged = len(list(filter(None, map(self._tag, docs)))) if self._tag is not None else 0  # truthiness in C
-        return len(docs), size, tokens, tagged
+            sizes = [n if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t, n in zip(texts, sizes)]
+        tags = list(map(self._tag, docs)) if self._tag is not None else None
+        tokens = list(map(self._tokens, docs)) if self._tokens is not None else None
+        return sizes, tags, tokens
+
+    def _measure(self, docs: list[Any]) -> tuple[int, int, int, int]:
+        """(documents, UTF-8 bytes, tokens, tagged) of `docs`."""
+        sizes, tags, tokens = self._columns(docs)
+        return len(docs), sum(sizes), sum(tokens) if tokens else 0, len(list(filter(None, tags))) if tags else 0
 
     def _add(self, stats: StageStats, inside: tuple[int, int, int, int], outside: tuple[int, int, int, int]) -> None:
         stats.docs_in += inside[0]
@@ -143,18 +146,28 @@ class Audit:
         return stats
 
     def _drops(self, stats: StageStats, results: list[Any]) -> None:
-        for r in filterfalse(None, results):  # only the drops, picked in C
-            stats.drops[r.reason if isinstance(r, Drop) else "rejected"] += 1
+        dropped = list(filterfalse(None, results))  # only the drops, picked in C
+        plain = dropped.count(False) + dropped.count(None)  # False == 0: a 0 counts here too
+        if plain:
+            stats.drops["rejected"] += plain
+        if plain < len(dropped):  # some carry a reason
+            for r in dropped:
+                if isinstance(r, Drop):
+                    stats.drops[r.reason] += 1
+                elif r is not False and r is not None and r != 0:
+                    stats.drops["rejected"] += 1
 
     def _filter(self, stats: StageStats, docs: list[Any], results: list[Any]) -> list[Any]:
         out = list(compress(docs, results))
-        inside = self._measure(docs)
+        sizes, tags, tokens = self._columns(docs)
+        inside = (len(docs), sum(sizes), sum(tokens) if tokens else 0, len(list(filter(None, tags))) if tags else 0)
         if len(out) == len(docs):
             self._add(stats, inside, inside)
             return out
-        # The out side is the in side less the drops, usually far fewer than the kept documents.
-        dropped = self._measure(list(compress(docs, map(not_, results))))
-        self._add(stats, inside, tuple(i - d for i, d in zip(inside, dropped)))  # type: ignore[arg-type]
+        # The kept side from the columns already read: no second pass over the documents.
+        outside = (len(out), sum(compress(sizes, results)), sum(compress(tokens, results)) if tokens else 0,
+                   len(list(filter(None, compress(tags, results)))) if tags else 0)
+        self._add(stats, inside, outside)
         self._drops(stats, results)
         return out
 
