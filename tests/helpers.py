@@ -26,3 +26,14 @@ def stdlib_corpus(max_bytes: int):
     train, held = corpus.split_by_work(works, held_out=0.1, seed=0)
     as_bytes = lambda ws: np.frombuffer("\n".join(w.text for w in ws).encode(), dtype=np.uint8)  # noqa: E731
     return as_bytes(train), as_bytes(held), len(works)
+
+
+def shuffled(value, rng):
+    """The same data with every mapping's keys in another order (`rng`: a random.Random)."""
+    if isinstance(value, dict):
+        keys = list(value)
+        rng.shuffle(keys)
+        return {k: shuffled(value[k], rng) for k in keys}
+    if isinstance(value, list):
+        return [shuffled(v, rng) for v in value]
+    return value

@@ -174,3 +174,9 @@ def test_the_ray_executor_runs_the_same_probes(tmp_path, cli, ledger_path):
             assert led.run_info(run)["status"] == "finished" and len(led.evals(run)) > 0
     local = cli.json("probe", str(write(tmp_path, spec)))  # the local executor sees them as done
     assert len(local["run"]["skipped"]) == 2
+
+
+def test_an_unknown_executor_is_refused_before_anything_is_written(tmp_path, cli, ledger_path):
+    result = cli("probe", str(write(tmp_path, control())), "--executor", "slurm", code=2)
+    assert "--executor must be local or ray" in result.stderr
+    assert not ledger_path.exists()

@@ -8,6 +8,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import shuffled
 from yieldgate.errors import InputError, ManifestError
 from yieldgate.manifest import DedupPolicy, Hardware, Manifest, diff, load_manifest, parse_manifest
 
@@ -136,20 +137,10 @@ def test_defaults_and_models_are_shared_types():
         Hardware(device_count=2, tensor_parallel=4)
 
 
-def _shuffled(value, rnd):
-    if isinstance(value, dict):
-        keys = list(value)
-        rnd.shuffle(keys)
-        return {k: _shuffled(value[k], rnd) for k in keys}
-    if isinstance(value, list):
-        return [_shuffled(v, rnd) for v in value]
-    return value
-
-
 @given(st.randoms(use_true_random=False), st.integers(min_value=0, max_value=2**31))
 def test_hash_is_stable_across_key_order(rnd, seed):
     base = dict(BASE, seed=seed)
-    assert parse_manifest(_shuffled(base, rnd)).content_hash() == parse_manifest(base).content_hash()
+    assert parse_manifest(shuffled(base, rnd)).content_hash() == parse_manifest(base).content_hash()
 
 
 @given(st.floats(min_value=0, max_value=1e6, allow_nan=False), st.floats(min_value=0, max_value=1e6, allow_nan=False))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import shuffled
 from yieldgate.analysis.compare import RunData, compare
 from yieldgate.analysis.fit import fit_power_law
 from yieldgate.analysis.yields import tranche_yields
@@ -64,17 +64,6 @@ def manifests(draw) -> dict:
     return m
 
 
-def _shuffled(value, rng: random.Random):
-    """The same data with every mapping's keys in another order."""
-    if isinstance(value, dict):
-        keys = list(value)
-        rng.shuffle(keys)
-        return {k: _shuffled(value[k], rng) for k in keys}
-    if isinstance(value, list):
-        return [_shuffled(v, rng) for v in value]
-    return value
-
-
 def _run(n: int, prop) -> None:
     settings(max_examples=n, deadline=None, derandomize=True,
              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])(prop)()
@@ -89,9 +78,9 @@ def test_manifest_round_trips_and_hashes_the_same_in_any_key_order_or_format(n, 
         m = parse_manifest(data)
         again = parse_manifest(json.loads(m.to_json()))
         assert again == m and again.content_hash() == m.content_hash()
-        assert parse_manifest(_shuffled(data, rng)).content_hash() == m.content_hash()
+        assert parse_manifest(shuffled(data, rng)).content_hash() == m.content_hash()
         path = tmp_path / "m.yaml"
-        path.write_text(yaml.safe_dump(_shuffled(data, rng)), encoding="utf-8")
+        path.write_text(yaml.safe_dump(shuffled(data, rng)), encoding="utf-8")
         assert load_manifest(path).content_hash() == m.content_hash()
 
     _run(n, prop)

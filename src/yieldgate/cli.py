@@ -469,8 +469,6 @@ def probe(
     from yieldgate.analysis.campaign import summarise
     from yieldgate.probe.campaign import load_campaign, plan, run_campaign
 
-    if executor not in ("local", "ray"):
-        raise InputError(f"--executor must be local or ray, got {executor!r}")
     campaign = load_campaign(campaign_file)
     location = ctx.find_root().obj["ledger"]
     total = len(plan(campaign))

@@ -331,6 +331,10 @@ def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", 
                  on_result: Callable[[dict[str, Any]], None] | None = None) -> CampaignRun:
     """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
     probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed)."""
+    if executor not in ("local", "ray"):
+        raise InputError(f"--executor must be local or ray, got {executor!r}")
+    if executor == "ray":
+        _ray()  # a missing Ray is said before anything is written
     ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
     specs = plan(campaign)
     with Ledger(ledger) as led:
@@ -344,8 +348,6 @@ def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", 
         for name in skipped:
             on_result({"run": name, "status": "skipped"})
     run = _run_local if executor == "local" else _run_ray
-    if executor not in ("local", "ray"):
-        raise InputError(f"--executor must be local or ray, got {executor!r}")
     for result in run(todo, ledger, workers=workers, threads=threads, address=address, progress=progress):
         if result["status"] == "finished":
             out.finished.append(result["run"])
@@ -475,15 +477,20 @@ def _ray_task(spec: dict[str, Any], ledger: str, threads: int) -> dict[str, Any]
     return run_probe(ProbeSpec.from_json(spec), ledger, threads=threads)
 
 
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'yieldgate[ray]'") from None
+    return ray
+
+
 def _run_ray(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None,
              progress: Progress | None) -> Iterator[dict[str, Any]]:
     """Probes as Ray tasks on a running cluster (`address`), or on a local Ray instance started here (bound
     to 127.0.0.1, no dashboard) with `workers` x `threads` CPUs. The ledger must be reachable from every
     node (a shared file system, or a ledger URL)."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'yieldgate[ray]'") from None
+    ray = _ray()
     if not todo:
         return
     started_here = not ray.is_initialized()
