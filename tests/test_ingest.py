@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from pathlib import Path
 
 import pytest
 
@@ -105,8 +106,20 @@ def _mlflow(tmp_path):
     return path, {"sources": [str(tmp_path / "mlruns"), run.info.run_id]}
 
 
+def _known_log(name):
+    """A known trainer's log (tests/data/textlogs), read without a pattern: damage must not fool detection."""
+    def make(tmp_path):
+        path = tmp_path / name
+        path.write_bytes((Path(__file__).parent / "data" / "textlogs" / name).read_bytes())
+        return path, {}
+
+    return make
+
+
 MAKERS = {"tensorboard": _tensorboard, "table": _csv, "table-jsonl": _jsonl, "table-parquet": _parquet,
-          "textlog": _textlog, "hf-trainer": _hf, "lm-eval": _lmeval, "wandb": _wandb, "mlflow": _mlflow}
+          "textlog": _textlog, "hf-trainer": _hf, "lm-eval": _lmeval, "wandb": _wandb, "mlflow": _mlflow,
+          "textlog-nanogpt": _known_log("nanogpt.log"), "textlog-megatron": _known_log("megatron.log"),
+          "textlog-fairseq": _known_log("fairseq.log"), "textlog-kv": _known_log("torchtitan.log")}
 
 # Bytes that real damage and hostile files bring: numbers that overflow or are not numbers, non-UTF-8 text,
 # markup, NUL and control characters, a huge length prefix.

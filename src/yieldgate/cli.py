@@ -656,8 +656,12 @@ def import_(
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
     tokens_per_step: Annotated[float | None, typer.Option("--tokens-per-step",
                                                           help="Derive tokens = step x N where none are logged.")] = None,
+    tokens_per_sample: Annotated[float | None, typer.Option(
+        "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged.")] = None,
     pattern: Annotated[list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups "
                                                                         "(repeatable).")] = None,
+    log_format: Annotated[str, typer.Option("--format", help="textlog without --pattern: auto (detect), nanogpt, "
+                                                             "modded-nanogpt, llm.c, megatron, fairseq or kv.")] = "auto",
     step_pattern: Annotated[str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the "
                                                                             "step from the file name.")] = None,
     experiment: Annotated[bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import "
@@ -675,8 +679,9 @@ def import_(
     from yieldgate.ingest import ImportOptions, import_run
 
     opts = ImportOptions(run=run, map=map_ or (), manifest=manifest, tokens_per_step=tokens_per_step,
-                         patterns=pattern or (), step_pattern=step_pattern, experiment=experiment,
-                         tracking_uri=tracking_uri, join_on=join_on)
+                         tokens_per_sample=tokens_per_sample,
+                         patterns=pattern or (), log_format=log_format, step_pattern=step_pattern,
+                         experiment=experiment, tracking_uri=tracking_uri, join_on=join_on)
     with _ledger(ctx, readonly=False) as ledger:
         results = import_run(ledger, kind, sources, opts)
     if as_json:

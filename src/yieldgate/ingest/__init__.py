@@ -35,8 +35,12 @@ class ImportOptions:
     """Manifest file (YAML or JSON) to attach to the run."""
     tokens_per_step: float | None = None
     """Tokens per optimizer step, for logs that record only steps: tokens = step x N where none is logged."""
+    tokens_per_sample: float | None = None
+    """Tokens per sample (the sequence length), for logs that count samples: tokens = samples x N."""
     patterns: Sequence[str] = ()
     """textlog: regular expressions with named groups, tried in order on each line."""
+    log_format: str = "auto"
+    """textlog without patterns: a known trainer's format (`textformats.FORMATS`), or `auto` to detect it."""
     step_pattern: str | None = None
     """lm-eval: regex with one group that takes the step from a results file's name."""
     experiment: bool = False
@@ -75,8 +79,9 @@ def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) ->
     from yieldgate.ingest.tables import read_textlog
 
     paths = [Path(s) for s in sources]
-    rows = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map))
-    return [Read(", ".join(sources), rows)]
+    rows, formats = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map), opts.log_format)
+    read_as = sorted(set(formats))
+    return [Read(", ".join(sources) + ("" if read_as == ["pattern"] else f" (read as {', '.join(read_as)})"), rows)]
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]:
@@ -122,7 +127,8 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     planned: list[tuple[str, Read, Mapped]] = []
     for read in reads:
         if read.rows is not None:
-            mapped = map_rows(read.rows, warnings, overrides=overrides, tokens_per_step=opts.tokens_per_step)
+            mapped = map_rows(read.rows, warnings, overrides=overrides, tokens_per_step=opts.tokens_per_step,
+                              tokens_per_sample=opts.tokens_per_sample)
         else:
             mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
         mapped.evals.extend(read.evals)

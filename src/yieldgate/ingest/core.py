@@ -72,8 +72,27 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> pd.arrays.FloatingArra
     return pd.arrays.FloatingArray(np.where(present, values, 0.0), ~present)
 
 
+def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
+    """tokens = samples x N where a row logs samples and no tokens (a batch-size ramp keeps them right)."""
+    if per_sample <= 0:
+        raise InputError(f"--tokens-per-sample must be > 0, got {per_sample:g}")
+    if "samples" not in canon.values or not canon.present["samples"].any():
+        raise InputError(f"{canon.source}: --tokens-per-sample needs logged samples (e.g. Megatron's consumed "
+                         "samples) and this source has none; use --tokens-per-step N")
+    logged = canon.present["samples"]
+    # A row without samples (a validation line) takes those of its step's other row.
+    at_step = dict(zip(canon.step[logged].tolist(), canon.values["samples"][logged].tolist()))
+    samples = np.array([at_step.get(s, np.nan) for s in canon.step.tolist()], dtype=float)
+    samples[logged] = canon.values["samples"][logged]
+    have = canon.present.get("tokens", np.zeros(len(canon), dtype=bool))
+    tokens = canon.values.get("tokens", np.full(len(canon), np.nan)).copy()
+    fill = ~have & ~np.isnan(samples)
+    tokens[fill] = samples[fill] * float(per_sample)
+    canon.values["tokens"], canon.present["tokens"] = tokens, have | fill
+
+
 def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
-             tokens_per_step: float | None = None) -> Mapped:
+             tokens_per_step: float | None = None, tokens_per_sample: float | None = None) -> Mapped:
     """Rename `rows`' metrics to canonical names, clean them (`clean.clean`), and split steps from evals.
 
     `rows.step` is already the step (readers take it from the source's step column or counter).
@@ -92,6 +111,8 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
             continue
         canon.values[target.key] = rows.values[name] * target.scale
         canon.present[target.key] = rows.present[name].copy()
+    if tokens_per_sample is not None:
+        _tokens_from_samples(canon, tokens_per_sample)
     if tokens_per_step is not None:
         if tokens_per_step <= 0:
             raise InputError(f"--tokens-per-step must be > 0, got {tokens_per_step:g}")

@@ -1,5 +1,5 @@
 """Readers of row-per-step files: tables (CSV, JSONL, Parquet — Lightning's CSVLogger among them) and plain
-text training logs read with named-group regular expressions.
+text training logs, read as a known trainer's format (`textformats`) or with named-group regular expressions.
 
 Each returns `Rows` under the source's own metric names; `yieldgate.ingest.core` maps and cleans them.
 """
@@ -10,7 +10,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
+from yieldgate.ingest import textformats
 from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines
 from yieldgate.ingest.core import pick_step
 
@@ -155,14 +156,7 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
     return concat(parts)
 
 
-def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
-                 overrides: Mapping[str, str]) -> Rows:
-    """Rows of plain-text logs: each line is searched with each pattern in turn; the first that matches
-    gives the row, its named groups the metrics (a group that took no part in the match is absent).
-    Lines that match nothing are skipped and counted."""
-    if not patterns:
-        raise InputError("textlog needs at least one --pattern REGEX with named groups, e.g. "
-                         r"'step:(?P<step>\d+) .*loss:(?P<loss>[\d.]+)'")
+def _custom(patterns: Sequence[str]) -> Callable[[str], dict[str, str] | None]:
     compiled = []
     for p in patterns:
         try:
@@ -172,35 +166,68 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
         if not rx.groupindex:
             raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
         compiled.append(rx)
-    parts = []
+
+    def read(line: str) -> dict[str, str] | None:
+        for rx in compiled:
+            m = rx.search(line)
+            if m:
+                return {k: v for k, v in m.groupdict().items() if v is not None}
+        return None
+
+    return read
+
+
+def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
+                 overrides: Mapping[str, str], log_format: str = "auto") -> tuple[Rows, list[str]]:
+    """Rows of plain-text logs, and the format each file was read as.
+
+    With `patterns`, each line is searched with each in turn; the first that matches gives the row, its
+    named groups the metrics (a group that took no part in the match is absent). Without, the lines are
+    read as `log_format` (`yieldgate.ingest.textformats`), or as the format detected in each file (`auto`).
+    Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
+    if patterns and log_format != "auto":
+        raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
+    custom = _custom(patterns) if patterns else None
+    what = "matched no pattern" if patterns else "are not {} log lines"
+    parts, formats = [], []
     for path in paths:
         if not path.is_file():
             raise InputError(f"{path}: no such file; expected a plain-text training log")
+        lines = read_lines(path, warnings)
+        if custom is not None:
+            read, name = custom, "pattern"
+        else:
+            fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
+            name = fmt.name
+
+            def read(line: str, fmt: textformats.LogFormat = fmt) -> dict[str, str] | None:
+                values = fmt.read(line)
+                return None if values is None else {k: repr(v) for k, v in values.items()}
+        formats.append(name)
         records: list[dict[str, str]] = []
         where: list[str] = []
         unmatched, first_unmatched = 0, None
-        for i, line in enumerate(read_lines(path, warnings), start=1):
-            for rx in compiled:
-                m = rx.search(line)
-                if m:
-                    records.append({k: v for k, v in m.groupdict().items() if v is not None})
-                    where.append(f"{path}:{i}")
-                    break
-            else:
+        for i, line in enumerate(lines, start=1):
+            rec = read(textformats.strip_ansi(line))
+            if rec:
+                records.append(rec)
+                where.append(f"{path}:{i}")
+            elif line.strip():
                 unmatched += 1
                 first_unmatched = first_unmatched or i
         if unmatched:
-            warnings.add("unmatched", f"{path}: {unmatched} line(s) matched no pattern and were skipped "
+            warnings.add("unmatched", f"{path}: {unmatched} line(s) {what.format(name)} and were skipped "
                                       f"(first: line {first_unmatched})")
         if not records:
             continue
         frame = pd.DataFrame.from_records(records).fillna("")
         columns = {}
-        for name in frame.columns:
-            col = _numeric(name, frame[name], where, warnings, str(path))
-            if col is not None:
-                columns[name] = col
+        for col in frame.columns:
+            values = _numeric(col, frame[col], where, warnings, str(path))
+            if values is not None:
+                columns[col] = values
         parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
     if not parts:
-        raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern")
-    return concat(parts)
+        raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern" if patterns else
+                         f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line")
+    return concat(parts), formats

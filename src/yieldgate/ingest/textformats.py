@@ -1,0 +1,239 @@
+"""The plain-text training logs of well-known trainers, read without a hand-written pattern.
+
+Public training runs leave their logs as printed text, each trainer in its own shape. A `LogFormat` turns
+one line into values under names the mapping already understands (`loss`, `val_loss`, `lr`, `step_s`,
+`mfu` as a fraction, ...), with the units converted where the format fixes them: milliseconds to seconds,
+a percentage MFU to a fraction, fairseq's base-2 losses to nats. `detect` picks the format that reads the
+most lines of a file; `kv`, the generic `key: value` / `key=value` reader, comes last and catches the
+many loggers that print pairs (Megatron-LM, nanotron, TorchTitan, MaxText, DeepSpeed, ...).
+
+A value that says it is not yet measured (nanoGPT prints an MFU of -100% until it has five steps) is
+absent, not a number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from yieldgate.errors import InputError
+
+__all__ = ["FORMATS", "LogFormat", "detect", "strip_ansi"]
+
+# A number as loggers print it: 12, -3.5, .5, 1.5E-04, 1,234,567 (thousands separators), nan, inf.
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)\b"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_LN2 = math.log(2.0)
+
+
+def strip_ansi(line: str) -> str:
+    """The line without terminal colour codes (TorchTitan, rich and tqdm colour what they print)."""
+    return _ANSI.sub("", line) if "\x1b" in line else line
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+@dataclass(frozen=True)
+class Line:
+    """One kind of line: a regex whose named groups are values. `names` renames a group (a regex group
+    cannot hold `/`), `scale` converts its unit; a group left out of the match is absent."""
+
+    regex: str
+    names: Mapping[str, str] = field(default_factory=dict)
+    scale: Mapping[str, float] = field(default_factory=dict)
+
+    def read(self, line: str) -> dict[str, float] | None:
+        m = re.search(self.regex, line)
+        if m is None:
+            return None
+        out = {}
+        for group, text in m.groupdict().items():
+            if text is not None:
+                out[self.names.get(group, group)] = _number(text) * self.scale.get(group, 1.0)
+        return out
+
+
+@dataclass(frozen=True)
+class LogFormat:
+    name: str
+    about: str
+    """Who prints it, and a line of it."""
+    lines: Sequence[Line] = ()
+    reader: Callable[[str], dict[str, float] | None] | None = None
+    """A reader for formats a regex per line cannot express (pairs in any order)."""
+
+    def read(self, line: str) -> dict[str, float] | None:
+        """The line's values with a whole `step`, or None when the line is not one of this format's."""
+        readers = [kind.read for kind in self.lines] + ([self.reader] if self.reader is not None else [])
+        for read in readers:
+            values = read(line)
+            step = values.get("step", -1.0) if values is not None else -1.0
+            if values is not None and step >= 0 and step.is_integer():
+                if values.get("mfu", 0.0) < 0:  # nanoGPT's placeholder before it has measured anything
+                    del values["mfu"]
+                return values
+        return None
+
+
+# --- generic pairs --------------------------------------------------------------------------------------
+
+# A key is words (letters first: a timestamp or a count is not a key), optionally a unit in parentheses;
+# then `:` or `=`, a number and an optional unit glued to it (`ms`, `%`, `K`, `GiB`).
+_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*)*(?: ?\([^()]*\))?)\s*[:=]\s*"
+                   rf"(?P<value>{_NUM})(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.])")
+_STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+")
+_TAGS = re.compile(r"\[[^\]|]*\|[^\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
+_STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b")
+_MULTIPLIERS = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min", "h": "_h"}
+# Names the mapping does not know, as the big trainers print them (after lower-casing, spaces -> `_`).
+_KV_ALIASES = {
+    "lm_loss": "loss", "lm_loss_value": "val_loss", "loss_scale": "signals/loss_scale",
+    "completed_step": "step", "num_updates": "step", "it": "step", "steps": "step", "tokens_per_sec": "tokens_per_s",
+    "tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "consumed_train_samples": "samples",
+    "number_of_skipped_iterations": "skipped_iterations", "number_of_nan_iterations": "nan_iterations",
+}
+# Per-step times (a cumulative clock is `wall`, `elapsed`, `train_time`: the mapping knows those).
+_STEP_TIMES = {"time", "dt", "step", "step_time", "iter_time", "iteration_time", "elapsed_time_per_iteration",
+               "time_per_iteration", "time_per_step"}
+_STEP_KEYS = {"step", "iteration", "iter", "global_step"}
+
+
+def _key(text: str) -> str:
+    """`lm loss` -> `lm_loss`, `elapsed time per iteration (ms)` -> `elapsed_time_per_iteration_ms`; words a
+    log prefixes to its step key (`INFO step=10`) are dropped."""
+    text = re.sub(r"\s*\(([^()]*)\)", lambda m: "_" + m.group(1).replace("/", "_per_"), text.strip())
+    words = re.sub(r"-+", "_", text.lower()).split()
+    return words[-1] if words[-1] in _STEP_KEYS else "_".join(words)
+
+
+def read_pairs(line: str) -> dict[str, float] | None:
+    """Every `key: number` / `key=number` of a line, with the step from a step key or `iteration N/M`."""
+    out: dict[str, float] = {}
+    for m in _PAIR.finditer(_TAGS.sub(" ", line)):
+        key, value, unit = _key(m["key"]), _number(m["value"]), m["unit"] or ""
+        if unit in _MULTIPLIERS:
+            value *= _MULTIPLIERS[unit]
+        elif unit == "%":
+            if key == "mfu":
+                value /= 100
+            else:
+                key += "_pct"
+        elif unit.lower() in _TIME_UNITS:
+            key += _TIME_UNITS[unit.lower()]
+        elif unit:
+            key += "_" + unit.lower().replace("/", "_per_")
+        key = _KV_ALIASES.get(key, key)
+        for suffix, scale in (("_ms", 1e-3), ("_s", 1.0)):
+            if key.endswith(suffix) and key[: -len(suffix)] in _STEP_TIMES:
+                key, value = "step_s", value * scale
+        out.setdefault(key, value)
+    for name in ("iteration", "iter", "global_step"):
+        if "step" not in out and name in out:
+            out["step"] = out.pop(name)
+    if not out or out.keys() == {"step"}:  # a line with a step and nothing measured is not a metrics line
+        return None
+    if "step" not in out:
+        m = _STEP_OF_TOTAL.search(line) or _STEP_WORD.search(line)
+        if m is None:
+            return None
+        out["step"] = float(m["step"])
+    return out
+
+
+# --- the formats ----------------------------------------------------------------------------------------
+
+def _fairseq(line: str) -> dict[str, float] | None:
+    """fairseq's `simple`/`none` log lines: `train_inner` (every --log-interval updates) and `valid` (per
+    validation). Its losses are in bits (base 2): converted to nats. The per-epoch `train` summary (the
+    epoch's mean) is not a step's value and is skipped."""
+    m = re.search(r"\|\s*(?P<kind>train_inner|valid)\s*\|(?P<rest>.*)$", line) or \
+        re.search(r"^(?P<kind>)\|?\s*epoch \d+:\s+\d+\s*/\s*\d+\s+(?P<rest>\w+=.*)$", line)
+    if m is None:
+        return None
+    valid = m["kind"] == "valid"
+    pairs = dict(re.findall(rf"(\w+)(?:=|\s+)({_NUM})(?=[,|\s]|$)", m["rest"]))
+    if "num_updates" not in pairs:
+        return None
+    out = {"step": _number(pairs.pop("num_updates"))}
+    names = {"loss": "loss", "nll_loss": "nll_loss", "wps": "tokens_per_s", "lr": "lr", "gnorm": "grad_norm",
+             "loss_scale": "signals/loss_scale", "wall": "wall_s", "ppl": "ppl", "ups": "updates_per_s",
+             "wpb": "tokens_per_batch", "bsz": "samples_per_batch"}
+    for key, text in pairs.items():
+        if key not in names:
+            continue
+        value = _number(text) * (_LN2 if key in ("loss", "nll_loss") else 1.0)
+        name = names[key]
+        if valid:
+            if key not in ("loss", "nll_loss", "ppl"):
+                continue
+            name = "val_" + name
+        out[name] = value
+    return out
+
+
+FORMATS: dict[str, LogFormat] = {f.name: f for f in (
+    LogFormat("nanogpt", "karpathy/nanoGPT: `iter 100: loss 4.2345, time 123.45ms, mfu 12.34%` and "
+              "`step 2000: train loss 3.1234, val loss 3.2345`", lines=(
+                  Line(rf"^iter (?P<step>\d+): loss (?P<loss>{_NUM}), time (?P<step_s>{_NUM})ms"
+                       rf"(?:, mfu (?P<mfu>{_NUM})%)?", scale={"step_s": 1e-3, "mfu": 0.01}),
+                  Line(rf"^step (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val_loss>{_NUM})",
+                       names={"train": "val/train/loss"}))),
+    LogFormat("modded-nanogpt", "KellerJordan/modded-nanogpt: `step:125/1390 val_loss:4.1234 train_time:12345ms "
+              "step_avg:98.76ms`", lines=(
+                  Line(rf"^step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>{_NUM}) )?(?:train_loss:(?P<loss>{_NUM}) )?"
+                       rf"train_time:(?P<wall_s>{_NUM})ms", scale={"wall_s": 1e-3}),)),
+    LogFormat("llm.c", "karpathy/llm.c: its main.log (`s:100 trl:3.4567`, `s:100 tel:3.5`, `s:100 eval:0.29`) "
+              "or what it prints: `step  100/74 | train loss 3.456789 | norm 1.2345 | lr 6.00e-04 | 123.45 ms "
+              "| 48.3% bf16 MFU | 244544 tok/s`", lines=(
+                  Line(rf"^s:(?P<step>\d+) trl:(?P<loss>{_NUM})(?: lr:(?P<lr>{_NUM}))?(?: norm:(?P<grad_norm>{_NUM}))?"),
+                  Line(rf"^s:(?P<step>\d+) tel:(?P<val_loss>{_NUM})"),
+                  Line(rf"^s:(?P<step>\d+) eval:(?P<hellaswag>{_NUM})", names={"hellaswag": "hellaswag/acc_norm"}),
+                  Line(rf"^step\s+(?P<step>\d+)/\d+\s*[|:]\s*train loss (?P<loss>{_NUM})"
+                       rf"(?:\s*\|\s*norm (?P<grad_norm>{_NUM}))?(?:\s*\|\s*lr (?P<lr>{_NUM}))?"
+                       rf"(?:\s*\|?\s*\(?(?P<step_s>{_NUM}) ms)?(?:\s*\|\s*(?P<mfu>{_NUM})% \w+ MFU)?"
+                       rf"(?:\s*[|,]\s*(?P<tokens_per_s>{_NUM}) tok/s)?", scale={"step_s": 1e-3, "mfu": 0.01}))),
+    LogFormat("megatron", "Megatron-LM / Megatron-DeepSpeed: ` iteration      100/  500000 | consumed samples: "
+              "51200 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.5E-04 | lm loss: 7.1E+00 | "
+              "loss scale: 65536.0 | grad norm: 1.234 |` and ` validation loss at iteration 1000 | lm loss value: "
+              "3.4E+00 |`", lines=(
+                  Line(rf"validation loss at iteration (?P<step>\d+)\b.*?\|\s*lm loss value:\s*(?P<val_loss>{_NUM})"),),
+              reader=lambda line: read_pairs(line) if re.search(r"\biteration\s+\d+\s*/\s*\d+\s*\|", line) else None),
+    LogFormat("fairseq", "fairseq (--log-format simple): `| train_inner | epoch 001:    100 / 1563 loss=9.876, "
+              "ppl=940.5, wps=12345.6, ..., num_updates=100, lr=1.25e-05, gnorm=1.234, ...` and `| valid | epoch 001 "
+              "| valid on 'valid' subset | loss 5.678 | ... | num_updates 1000`; losses in bits, read as nats",
+              reader=_fairseq),
+    LogFormat("kv", "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
+              "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops",
+              reader=read_pairs),
+)}
+
+_SAMPLE = 2000
+
+
+def detect(lines: Sequence[str], where: str) -> LogFormat:
+    """The format that reads the most of `lines` (a sample from the start, middle and end of a long log);
+    on a tie the more specific one, `kv` being the least."""
+    stripped = [strip_ansi(line) for line in lines if line.strip()]
+    if len(stripped) > 3 * _SAMPLE:
+        mid = len(stripped) // 2
+        stripped = stripped[:_SAMPLE] + stripped[mid - _SAMPLE // 2: mid + _SAMPLE // 2] + stripped[-_SAMPLE:]
+    scores = {name: sum(1 for line in stripped if fmt.read(line) is not None) for name, fmt in FORMATS.items()}
+    best = max(scores, key=lambda name: scores[name])  # dicts keep order: the first of equals wins
+    if scores[best] == 0:
+        if any(re.match(r"^\{'(?:eval_)?loss':", line) for line in stripped):
+            raise InputError(f"{where}: these are the Hugging Face Trainer's printed logs, which carry no step; "
+                             "import the checkpoint's trainer_state.json instead: yieldgate import hf-trainer DIR")
+        raise InputError(f"{where}: no line reads as a known training log ({', '.join(FORMATS)}); name the "
+                         r"values with --pattern REGEX, e.g. --pattern 'step (?P<step>\d+) .*loss (?P<loss>\S+)'")
+    return FORMATS[best]
+
+
+def get(name: str) -> LogFormat:
+    if name not in FORMATS:
+        raise InputError(f"unknown --format {name!r}; use auto or one of {', '.join(FORMATS)}")
+    return FORMATS[name]

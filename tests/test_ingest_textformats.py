@@ -1,0 +1,166 @@
+"""Known trainers' text logs, read without a pattern: each sample in tests/data/textlogs is laid out as the
+trainer prints it (headers, banners, dumped source code, colour codes included)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from yieldgate.errors import InputError
+from yieldgate.ingest import ImportOptions, import_run
+from yieldgate.ingest.textformats import FORMATS, read_pairs
+
+LOGS = Path(__file__).parent / "data" / "textlogs"
+LN2 = math.log(2)
+
+
+def _import(ledger, name, **options):
+    (res,) = import_run(ledger, "textlog", [str(LOGS / name)], ImportOptions(run=name, **options))
+    return res, ledger.steps(name, nullable=True), ledger.evals(name)
+
+
+def _extra(ledger, run, key):
+    extras = ledger.extras(run, [key])
+    return extras["value"].tolist()
+
+
+def _evals(evals, key):
+    task, metric = key.rsplit("/", 1)
+    rows = evals[(evals["task"] == task) & (evals["metric"] == metric)]
+    return dict(zip(rows["step"].tolist(), rows["value"].tolist()))
+
+
+@pytest.mark.parametrize(("name", "fmt"), [
+    ("nanogpt.log", "nanogpt"), ("modded-nanogpt.log", "modded-nanogpt"), ("llmc-main.log", "llm.c"),
+    ("llmc-stdout.log", "llm.c"), ("megatron.log", "megatron"), ("fairseq.log", "fairseq"),
+    ("torchtitan.log", "kv"), ("nanotron.log", "kv")])
+def test_each_trainers_log_is_detected(ledger, name, fmt):
+    res, steps, _ = _import(ledger, name)
+    assert res.source.endswith(f"(read as {fmt})")
+    assert len(steps) > 0
+
+
+def test_nanogpt_train_and_eval_lines(ledger):
+    res, steps, evals = _import(ledger, "nanogpt.log", tokens_per_step=16384)
+    assert steps["step"].tolist() == [0, 10, 20, 30, 40, 50, 60]
+    assert steps["loss"].tolist() == [4.2649, 3.2202, 2.786, 2.6184, 2.5302, 2.4783, 2.4412]
+    assert steps["step_s"].tolist()[:2] == pytest.approx([29.92734, 0.01985])
+    # -100% is nanoGPT's "not measured yet": absent, not a negative MFU
+    assert steps["mfu"].isna().tolist()[:2] == [True, False] and steps["mfu"].iloc[1] == pytest.approx(0.1876)
+    assert _evals(evals, "val/loss") == {0: 4.2823, 50: 2.5012}
+    assert _evals(evals, "val/train/loss") == {0: 4.2874, 50: 2.4821}
+    # an eval line and a train line at one step are one step, not a step logged twice
+    assert not any("again" in w for w in res.warnings)
+
+
+def test_modded_nanogpt_skips_the_dumped_source_code(ledger):
+    res, steps, evals = _import(ledger, "modded-nanogpt.log")
+    assert steps["step"].tolist() == [0, 1, 2, 3, 4, 125]
+    assert steps["wall_s"].tolist() == pytest.approx([0, 25.876, 26.135, 26.398, 26.66, 58.123])
+    assert _evals(evals, "val/loss") == {0: 10.8258, 125: 4.3877}
+    assert any("are not modded-nanogpt log lines" in w for w in res.warnings)
+
+
+def test_llmc_main_log_and_stdout(ledger):
+    _, steps, evals = _import(ledger, "llmc-main.log")
+    assert steps["loss"].tolist() == [11.010921, 10.542131, 10.101232, 9.76442, 9.412318]
+    assert _evals(evals, "val/loss") == {0: 10.981525, 4: 9.310021}
+    assert _evals(evals, "hellaswag/acc_norm") == {4: 0.2535}
+    _, steps, _ = _import(ledger, "llmc-stdout.log")
+    assert steps["mfu"].tolist() == pytest.approx([0.423, 0.835, 0.837])
+    assert steps["tokens_per_s"].tolist() == [241137, 476084, 477110]
+    assert steps["grad_norm"].tolist() == [15.4035, 10.8126, 8.0012] and steps["lr"].iloc[0] == 8.57e-06
+
+
+def test_megatron_iterations_and_validation(ledger):
+    res, steps, evals = _import(ledger, "megatron.log")
+    assert steps["step"].tolist() == [10, 20, 30]
+    assert steps["loss"].tolist() == [10.76923, 9.123456, 8.012345]
+    assert steps["step_s"].tolist() == pytest.approx([1.5234, 1.4981, 1.5017])
+    assert steps["samples"].tolist() == [5120, 10240, 15360] and steps["lr"].tolist() == [3e-5, 6e-5, 9e-5]
+    assert _extra(ledger, "megatron.log", "signals/loss_scale") == [4096.0] * 3
+    assert _evals(evals, "val/loss") == {30: 7.912345}
+    assert res.mapping["throughput_per_gpu_tflop_per_s_per_gpu"].startswith("imported/")
+
+
+def test_megatron_tokens_from_consumed_samples(ledger):
+    # a batch-size ramp makes tokens = step x N wrong; samples x sequence length stays right
+    _, steps, evals = _import(ledger, "megatron.log", tokens_per_sample=2048)
+    assert steps["tokens"].tolist() == [5120 * 2048, 10240 * 2048, 15360 * 2048]
+    assert evals["tokens"].tolist() == [15360 * 2048]
+    with pytest.raises(InputError, match="needs logged samples"):
+        _import(ledger, "nanogpt.log", tokens_per_sample=256)
+
+
+def test_fairseq_losses_are_bits_and_the_epoch_summary_is_not_a_step(ledger):
+    _, steps, evals = _import(ledger, "fairseq.log")
+    assert steps["step"].tolist() == [100, 200]
+    # the epoch's mean (10.9 bits) must not overwrite update 200's own loss (9.876 bits)
+    assert steps["loss"].tolist() == pytest.approx([12.105 * LN2, 9.876 * LN2])
+    assert steps["tokens_per_s"].tolist() == [45123.4, 45500.1] and steps["wall_s"].tolist() == [75, 147]
+    assert _evals(evals, "val/loss") == pytest.approx({200: 7.123 * LN2})
+
+
+def test_torchtitan_colours_and_thousands_separators(ledger):
+    _, steps, _ = _import(ledger, "torchtitan.log")
+    assert steps["step"].tolist() == [1, 10]
+    assert steps["tokens_per_s"].tolist() == [1249, 7845]
+    assert steps["mfu"].tolist() == pytest.approx([0.2321, 0.4583])
+    assert _extra(ledger, "torchtitan.log", "imported/memory_gib") == [34.86, 41.47]
+
+
+def test_nanotron_suffixed_numbers_and_logger_tags(ledger):
+    res, steps, _ = _import(ledger, "nanotron.log")
+    assert steps["tokens"].tolist() == [5.24e6, 10.5e6]
+    assert steps["step_s"].tolist() == pytest.approx([1.23, 1.21])
+    assert steps["tokens_per_s"].tolist() == [426e3, 433e3]
+    assert not {"dp", "pp", "tp"} & set(res.mapping)  # `[INFO|DP=0|PP=0|TP=0]` is the logger's, not a metric
+
+
+def test_hugging_face_printed_dicts_point_to_trainer_state(ledger):
+    with pytest.raises(InputError, match="trainer_state.json"):
+        _import(ledger, "hf-stdout.log")
+    assert ledger.runs().empty
+
+
+def test_format_option(ledger, tmp_path):
+    # forced: the generic pairs read a Megatron log too, its validation line included
+    _, steps, evals = _import(ledger, "megatron.log", log_format="kv")
+    assert steps["step"].tolist() == [10, 20, 30] and _evals(evals, "val/loss") == {30: 7.912345}
+    with pytest.raises(InputError, match="unknown --format 'tensorflow'"):
+        _import(ledger, "nanogpt.log", log_format="tensorflow")
+    with pytest.raises(InputError, match="exclude each other"):
+        _import(ledger, "nanogpt.log", log_format="nanogpt", patterns=[r"iter (?P<step>\d+)"])
+    with pytest.raises(InputError, match="no line reads as a nanogpt log line"):
+        _import(ledger, "fairseq.log", log_format="nanogpt")
+    path = tmp_path / "notes.txt"
+    path.write_text("dear diary\nthe loss went down\n")
+    with pytest.raises(InputError, match="no line reads as a known training log"):
+        import_run(ledger, "textlog", [str(path)], ImportOptions(run="x"))
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("INFO step=10 train loss=3.2", {"step": 10, "train_loss": 3.2}),  # the logger's word before the step key
+    ("step 5 | lr: 1e-4, eval time: 12s", {"step": 5, "lr": 1e-4, "eval_time_s": 12}),  # step without a colon
+    ("it=7 gpu util: 93%", {"step": 7, "gpu_util_pct": 93}),  # only MFU is read as a fraction
+    ("global_step: 3 dt: 250ms", {"step": 3, "step_s": 0.25}),  # a per-step time in ms
+    ("epoch 1 step: 12", None),  # a step and nothing measured
+    ("loss: 3.1 lr: 0.1", None),  # values without a step
+    ("completed step: 4, seconds: 1.5, loss: 9.9", {"step": 4, "seconds": 1.5, "loss": 9.9}),
+])
+def test_pairs(line, expected):
+    assert read_pairs(line) == expected
+
+
+def test_every_format_says_what_it_reads():
+    for fmt in FORMATS.values():
+        assert "`" in fmt.about and (fmt.lines or fmt.reader)
+
+
+def test_cli_reads_a_known_log_without_a_pattern(cli):
+    (out,) = cli.json("import", "textlog", str(LOGS / "nanogpt.log"), "--run", "n", "--tokens-per-step", "16384")
+    assert (out["steps"], out["evals"]) == (7, 4) and out["source"].endswith("(read as nanogpt)")
+    bad = cli("import", "textlog", str(LOGS / "hf-stdout.log"), "--run", "h", code=2)
+    assert "trainer_state.json" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
