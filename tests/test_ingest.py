@@ -119,7 +119,8 @@ def _known_log(name):
 MAKERS = {"tensorboard": _tensorboard, "table": _csv, "table-jsonl": _jsonl, "table-parquet": _parquet,
           "textlog": _textlog, "hf-trainer": _hf, "lm-eval": _lmeval, "wandb": _wandb, "mlflow": _mlflow,
           "textlog-nanogpt": _known_log("nanogpt.log"), "textlog-megatron": _known_log("megatron.log"),
-          "textlog-fairseq": _known_log("fairseq.log"), "textlog-kv": _known_log("torchtitan.log")}
+          "textlog-fairseq": _known_log("fairseq.log"), "textlog-kv": _known_log("torchtitan.log"),
+          "textlog-blocks": _known_log("olmo.log")}
 
 # Bytes that real damage and hostile files bring: numbers that overflow or are not numbers, non-UTF-8 text,
 # markup, NUL and control characters, a huge length prefix.

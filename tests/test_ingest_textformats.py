@@ -35,7 +35,7 @@ def _evals(evals, key):
 @pytest.mark.parametrize(("name", "fmt"), [
     ("nanogpt.log", "nanogpt"), ("modded-nanogpt.log", "modded-nanogpt"), ("llmc-main.log", "llm.c"),
     ("llmc-stdout.log", "llm.c"), ("megatron.log", "megatron"), ("fairseq.log", "fairseq"),
-    ("torchtitan.log", "kv"), ("nanotron.log", "kv")])
+    ("torchtitan.log", "kv"), ("nanotron.log", "kv"), ("olmo.log", "kv"), ("composer.log", "kv")])
 def test_each_trainers_log_is_detected(ledger, name, fmt):
     res, steps, _ = _import(ledger, name)
     assert res.source.endswith(f"(read as {fmt})")
@@ -119,6 +119,25 @@ def test_nanotron_suffixed_numbers_and_logger_tags(ledger):
     assert not {"dp", "pp", "tp"} & set(res.mapping)  # `[INFO|DP=0|PP=0|TP=0]` is the logger's, not a metric
 
 
+def test_olmo_blocks_under_a_step_line(ledger):
+    res, steps, evals = _import(ledger, "olmo.log")
+    assert steps["step"].tolist() == [100, 101]
+    assert steps["loss"].tolist() == [4.123, 4.101] and steps["tokens"].tolist() == [419430400, 423624704]
+    assert steps["grad_norm"].tolist() == [0.456, 0.448] and steps["lr"].tolist() == [3e-4, 3e-4]
+    assert _evals(evals, "val/c4_en_validation/loss") == {101: 4.2}
+    assert _evals(evals, "val/c4_en_validation/ppl") == {101: 66.7}
+    # the logger's `olmo.train:967` and `jupiter-cs-aus-157:0` are where it logged from, not metrics
+    assert not any("olmo" in k or "jupiter" in k for k in res.mapping)
+    assert any("1 line(s) are not kv log lines" in w for w in res.warnings)  # "Checkpoint successfully saved"
+
+
+def test_composer_blocks(ledger):
+    _, steps, evals = _import(ledger, "composer.log")
+    assert steps["step"].tolist() == [1, 2]
+    assert steps["loss"].tolist() == [11.2345, 10.5012] and steps["tokens"].tolist() == [0, 524288]
+    assert _evals(evals, "val/loss") == {2: 10.4}
+
+
 def test_hugging_face_printed_dicts_point_to_trainer_state(ledger):
     with pytest.raises(InputError, match="trainer_state.json"):
         _import(ledger, "hf-stdout.log")
@@ -149,9 +168,17 @@ def test_format_option(ledger, tmp_path):
     ("epoch 1 step: 12", None),  # a step and nothing measured
     ("loss: 3.1 lr: 0.1", None),  # values without a step
     ("completed step: 4, seconds: 1.5, loss: 9.9", {"step": 4, "seconds": 1.5, "loss": 9.9}),
+    ("trainer.py:212 host-3:0 step: 9 loss: 2.5", {"step": 9, "loss": 2.5}),  # file:line and host:rank skipped
+    ("step: 2.5 loss: 1.0", {"step": 2.5, "loss": 1.0}),  # read; LogFormat.read refuses a step that is not whole
+    ("word " * 800 + "step: 1 loss: 2", {"step": 1, "loss": 2}),  # a long run of words costs one pass, not n^2
+    ("step: 1 " + "x=1 " * 2000, None),  # past 4,096 characters a line is a dump, not a step's metrics
 ])
 def test_pairs(line, expected):
     assert read_pairs(line) == expected
+
+
+def test_a_step_that_is_not_whole_is_not_a_step_line():
+    assert FORMATS["kv"].read("step: 2.5 loss: 1.0") is None and FORMATS["kv"].read("step: 2 loss: 1.0")
 
 
 def test_every_format_says_what_it_reads():

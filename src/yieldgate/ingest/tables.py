@@ -10,7 +10,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +156,7 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
     return concat(parts)
 
 
-def _custom(patterns: Sequence[str]) -> Callable[[str], dict[str, str] | None]:
+def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
     compiled = []
     for p in patterns:
         try:
@@ -167,14 +167,22 @@ def _custom(patterns: Sequence[str]) -> Callable[[str], dict[str, str] | None]:
             raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
         compiled.append(rx)
 
-    def read(line: str) -> dict[str, str] | None:
-        for rx in compiled:
-            m = rx.search(line)
-            if m:
-                return {k: v for k, v in m.groupdict().items() if v is not None}
-        return None
+    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
+        for i, line in enumerate(lines):
+            line = textformats.strip_ansi(line)
+            m = next((m for rx in compiled if (m := rx.search(line))), None)
+            if m is not None:
+                yield i, 1, {k: v for k, v in m.groupdict().items() if v is not None}
 
-    return read
+    return records
+
+
+def _format(fmt: textformats.LogFormat) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
+    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
+        for i, n, values in fmt.records(lines):
+            yield i, n, {k: repr(v) for k, v in values.items()}
+
+    return records
 
 
 def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
@@ -198,26 +206,19 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
             read, name = custom, "pattern"
         else:
             fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
-            name = fmt.name
-
-            def read(line: str, fmt: textformats.LogFormat = fmt) -> dict[str, str] | None:
-                values = fmt.read(line)
-                return None if values is None else {k: repr(v) for k, v in values.items()}
+            read, name = _format(fmt), fmt.name
         formats.append(name)
         records: list[dict[str, str]] = []
         where: list[str] = []
-        unmatched, first_unmatched = 0, None
-        for i, line in enumerate(lines, start=1):
-            rec = read(textformats.strip_ansi(line))
-            if rec:
-                records.append(rec)
-                where.append(f"{path}:{i}")
-            elif line.strip():
-                unmatched += 1
-                first_unmatched = first_unmatched or i
-        if unmatched:
-            warnings.add("unmatched", f"{path}: {unmatched} line(s) {what.format(name)} and were skipped "
-                                      f"(first: line {first_unmatched})")
+        used = np.zeros(len(lines), dtype=bool)
+        for i, n, rec in read(lines):
+            records.append(rec)
+            where.append(f"{path}:{i + 1}")
+            used[i: i + n] = True
+        skipped = ~used & np.array([bool(line.strip()) for line in lines], dtype=bool)
+        if skipped.any():
+            warnings.add("unmatched", f"{path}: {int(skipped.sum())} line(s) {what.format(name)} and were skipped "
+                                      f"(first: line {int(np.argmax(skipped)) + 1})")
         if not records:
             continue
         frame = pd.DataFrame.from_records(records).fillna("")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from yieldgate.errors import InputError
@@ -65,6 +65,29 @@ class LogFormat:
     lines: Sequence[Line] = ()
     reader: Callable[[str], dict[str, float] | None] | None = None
     """A reader for formats a regex per line cannot express (pairs in any order)."""
+    blocks: bool = False
+    """Also read blocks: a line ending in `[step=N]` or `[batch=N/M]:`, then indented lines of pairs."""
+
+    def records(self, lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
+        """(index of the record's first line, lines it took, values) of each record in `lines`."""
+        i = 0
+        while i < len(lines):
+            line = strip_ansi(lines[i])
+            head = _BLOCK_HEAD.search(line) if self.blocks else None
+            if head is not None:
+                values, n = {"step": float(head["step"])}, 1
+                while (i + n < len(lines) and lines[i + n][:1].isspace()
+                       and (more := read_pairs(strip_ansi(lines[i + n]), step=False))):
+                    values.update((k, v) for k, v in more.items() if k not in values)
+                    n += 1
+                if n > 1:
+                    yield i, n, values
+                i += n
+                continue
+            values = self.read(line)
+            if values is not None:
+                yield i, 1, values
+            i += 1
 
     def read(self, line: str) -> dict[str, float] | None:
         """The line's values with a whole `step`, or None when the line is not one of this format's."""
@@ -83,9 +106,18 @@ class LogFormat:
 
 # A key is words (letters first: a timestamp or a count is not a key), optionally a unit in parentheses;
 # then `:` or `=`, a number and an optional unit glued to it (`ms`, `%`, `K`, `GiB`).
-_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*)*(?: ?\([^()]*\))?)\s*[:=]\s*"
+# Possessive (`*+`): a long run of words with no `:` after it fails once, not once per way to split it.
+_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w./-]*+(?: [A-Za-z_][\w./-]*+)*+(?: ?\([^()]*\))?)\s*[:=]\s*"
                    rf"(?P<value>{_NUM})(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.])")
-_STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+")
+_STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+")
+_LONGEST = 4096  # characters; longer lines are dumps (a config, a tensor), not a step's metrics
+_BLOCK_HEAD = re.compile(r"\[(?:step|batch)=(?P<step>\d+)(?:/\d+)?[^\]]*\]:?\s*$")
+# `olmo.train:967`, `train.py:120`, `node-3:0`: a module, file or host with a line number or rank.
+_NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+")
+# OLMo's `eval/<source>/CrossEntropyLoss`, Composer's `Eval metrics/eval/LanguageCrossEntropy`
+_EVAL_CE = re.compile(r"^eval(?:_metrics/eval)?(?:/(?P<source>.+?))??/(?:(?P<loss>crossentropyloss|languagecrossentropy)"
+                      r"|(?:language)?perplexity)$")
+_LR_GROUP = re.compile(r"^(?:optim/learning_rate_|train_lr_[a-z]+/)group0$")
 _TAGS = re.compile(r"\[[^\]|]*\|[^\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
 _STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b")
 _MULTIPLIERS = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -96,6 +128,11 @@ _KV_ALIASES = {
     "completed_step": "step", "num_updates": "step", "it": "step", "steps": "step", "tokens_per_sec": "tokens_per_s",
     "tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "consumed_train_samples": "samples",
     "number_of_skipped_iterations": "skipped_iterations", "number_of_nan_iterations": "nan_iterations",
+    # OLMo's blocks
+    "train/crossentropyloss": "loss", "throughput/total_tokens": "tokens", "optim/total_grad_norm": "grad_norm",
+    # Composer's (llm-foundry) blocks: `Train loss/train/total: 3.45`
+    "train_loss/train/total": "loss", "train_time/token": "tokens", "train_time/sample": "samples",
+    "train_time/batch": "imported/batch", "train_metrics/train/languagecrossentropy": "imported/train_ce",
 }
 # Per-step times (a cumulative clock is `wall`, `elapsed`, `train_time`: the mapping knows those).
 _STEP_TIMES = {"time", "dt", "step", "step_time", "iter_time", "iteration_time", "elapsed_time_per_iteration",
@@ -111,10 +148,15 @@ def _key(text: str) -> str:
     return words[-1] if words[-1] in _STEP_KEYS else "_".join(words)
 
 
-def read_pairs(line: str) -> dict[str, float] | None:
-    """Every `key: number` / `key=number` of a line, with the step from a step key or `iteration N/M`."""
+def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
+    """Every `key: number` / `key=number` of a line, with the step from a step key or `iteration N/M`
+    (`step=False`: the pairs of a block's line, which has none)."""
     out: dict[str, float] = {}
+    if len(line) > _LONGEST:
+        return None
     for m in _PAIR.finditer(_TAGS.sub(" ", line)):
+        if _NOT_A_KEY.fullmatch(m["key"]):
+            continue
         key, value, unit = _key(m["key"]), _number(m["value"]), m["unit"] or ""
         if unit in _MULTIPLIERS:
             value *= _MULTIPLIERS[unit]
@@ -128,10 +170,14 @@ def read_pairs(line: str) -> dict[str, float] | None:
         elif unit:
             key += "_" + unit.lower().replace("/", "_per_")
         key = _KV_ALIASES.get(key, key)
+        key = _EVAL_CE.sub(lambda e: "val" + (f"/{e['source']}" if e["source"] else "") + ("/loss" if e["loss"] else "/ppl"),
+                           _LR_GROUP.sub("lr", key))
         for suffix, scale in (("_ms", 1e-3), ("_s", 1.0)):
             if key.endswith(suffix) and key[: -len(suffix)] in _STEP_TIMES:
                 key, value = "step_s", value * scale
         out.setdefault(key, value)
+    if not step:
+        return out or None
     for name in ("iteration", "iter", "global_step"):
         if "step" not in out and name in out:
             out["step"] = out.pop(name)
@@ -208,8 +254,9 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
               "| valid on 'valid' subset | loss 5.678 | ... | num_updates 1000`; losses in bits, read as nats",
               reader=_fairseq),
     LogFormat("kv", "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
-              "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops",
-              reader=read_pairs),
+              "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops; and blocks "
+              "of one pair per line under a `[step=N/M]` (OLMo) or `[batch=N/M]:` (Composer) line",
+              reader=read_pairs, blocks=True),
 )}
 
 _SAMPLE = 2000
@@ -222,7 +269,7 @@ def detect(lines: Sequence[str], where: str) -> LogFormat:
     if len(stripped) > 3 * _SAMPLE:
         mid = len(stripped) // 2
         stripped = stripped[:_SAMPLE] + stripped[mid - _SAMPLE // 2: mid + _SAMPLE // 2] + stripped[-_SAMPLE:]
-    scores = {name: sum(1 for line in stripped if fmt.read(line) is not None) for name, fmt in FORMATS.items()}
+    scores = {name: sum(n for _, n, _ in fmt.records(stripped)) for name, fmt in FORMATS.items()}
     best = max(scores, key=lambda name: scores[name])  # dicts keep order: the first of equals wins
     if scores[best] == 0:
         if any(re.match(r"^\{'(?:eval_)?loss':", line) for line in stripped):
