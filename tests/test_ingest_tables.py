@@ -99,6 +99,57 @@ def test_reimporting_the_same_file_changes_nothing(ledger, tmp_path):
     assert len(ledger.meta("r")["imports"]) == 1
 
 
+# What the W&B UI writes when a chart is exported as CSV: every run on the chart, each metric with the
+# bounds of its plotted buckets, and empty cells where a run has no point at that step.
+CHART = """Step,giddy-sun-12 - train/loss,giddy-sun-12 - train/loss__MIN,giddy-sun-12 - train/loss__MAX,\
+frosty-cloud-3 - train/loss,frosty-cloud-3 - train/loss__MIN,frosty-cloud-3 - train/loss__MAX
+0,10.5,10.5,10.5,,,
+10,8.2,8.1,8.3,8.0,7.9,8.1
+20,7.1,7.0,7.2,6.9,6.8,7.0
+"""
+
+
+@pytest.mark.parametrize("kind", ["table", "wandb"])
+def test_a_wandb_chart_export_becomes_one_run_per_run_on_the_chart(ledger, tmp_path, kind):
+    path = tmp_path / "chart.csv"
+    path.write_text(CHART)
+    results = import_run(ledger, kind, [str(path)], ImportOptions(run="chart"))
+    assert [r.run for r in results] == ["chart/giddy-sun-12", "chart/frosty-cloud-3"]
+    assert results[0].mapping == {"train/loss": "loss"}
+    assert ledger.steps("chart/giddy-sun-12")["loss"].tolist() == [10.5, 8.2, 7.1]
+    assert ledger.steps("chart/frosty-cloud-3")["step"].tolist() == [10, 20]  # no row where it has no point
+    assert any("4 __MIN/__MAX column(s)" in w for w in results[0].warnings)
+    # a chart of one run is that run, under --run
+    path.write_text("Step,giddy-sun-12 - train/loss\n0,10.5\n10,8.2\n")
+    (one,) = import_run(ledger, kind, [str(path)], ImportOptions(run="one"))
+    assert one.run == "one" and one.source.endswith("(giddy-sun-12)")
+
+
+def test_runs_lists_a_run_without_evals_beside_one_with(cli, tmp_path):
+    chart, log = tmp_path / "chart.csv", tmp_path / "train.log"
+    chart.write_text(CHART)
+    log.write_text(LOG)
+    cli("import", "table", str(chart), "--run", "chart")
+    cli("import", "textlog", str(log), "--run", "log", "--pattern", PATTERN)
+    out = cli("runs").stdout
+    assert "None" not in out and "8.1" in out and "@4 " in out
+
+
+def test_a_clock_of_date_times_or_unix_times_counts_seconds_from_the_first_row(ledger, tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("timestamp,global_step,loss\n2024-01-01 12:00:00,1,3.2\n2024-01-01 12:00:10,2,3.1\n"
+                    "2024-01-01 12:01:00.5,3,3.0\n")
+    (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="dt"))
+    assert res.mapping["timestamp"] == "wall_s" and ledger.steps("dt")["wall_s"].tolist() == [0, 10, 60.5]
+    path.write_text("timestamp,step,loss\n1714564800123,1,3.2\n1714564802123,2,3.1\n")  # Unix ms
+    import_run(ledger, "table", [str(path)], ImportOptions(run="ms"))
+    assert ledger.steps("ms")["wall_s"].tolist() == [0, 2]
+    path.write_text("timestamp,step,loss\n2024-01-01 12:00:00,1,3.2\nyesterday-ish,2,3.1\n")
+    with pytest.raises(InputError, match=r"log.csv:3: column 'timestamp': expected a date-time or Unix time"):
+        import_run(ledger, "table", [str(path)], ImportOptions(run="bad"))
+    assert "bad" not in ledger.runs()["name"].tolist()
+
+
 def test_map_overrides_the_guess(ledger, tmp_path):
     path = tmp_path / "t.csv"
     pd.DataFrame({"iteration": [1, 2], "ce": [2.0, 1.5], "seen": [10, 20]}).to_csv(path, index=False)

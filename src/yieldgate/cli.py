@@ -92,9 +92,9 @@ def _when(ts: float) -> str:
 
 def _run_record(row: dict[str, Any]) -> dict[str, Any]:
     last_eval = None
-    if row["last_eval_task"] is not None:
+    if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
         last_eval = {"task": row["last_eval_task"], "metric": row["last_eval_metric"],
-                     "value": row["last_eval_value"], "step": row["last_eval_step"]}
+                     "value": row["last_eval_value"], "step": int(row["last_eval_step"])}
     return _clean({
         "name": row["name"], "status": row["status"], "source": row["source"],
         "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],

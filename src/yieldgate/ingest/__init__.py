@@ -71,8 +71,17 @@ def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> l
     from yieldgate.ingest.tables import read_table
 
     paths = [Path(s) for s in sources]
-    rows = read_table(paths, warnings, parse_map_options(opts.map))
-    return [Read(", ".join(sources), rows)]
+    return tables_to_reads(", ".join(sources), read_table(paths, warnings, parse_map_options(opts.map)))
+
+
+def tables_to_reads(source: str, runs: dict[str | None, Rows]) -> list[Read]:
+    """One Read per run of `read_table`: a W&B chart export of several runs gives runs PREFIX/<its run>."""
+    if list(runs) == [None]:
+        return [Read(source, runs[None])]
+    if len(runs) == 1:
+        (run, rows), = runs.items()
+        return [Read(f"{source} ({run})", rows)]
+    return [Read(f"{source} ({run})", rows, suffix=run) for run, rows in runs.items()]
 
 
 def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:

@@ -8,7 +8,7 @@ module does the rest, so every format treats messy logs the same way (`yieldgate
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -54,14 +54,15 @@ class ImportResult:
         return asdict(self)
 
 
-def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str) -> str:
-    """The source column that holds the step: `--map step=NAME`, else the first of STEP_NAMES present."""
+def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str, prefer: Sequence[str] = ()) -> str:
+    """The source column that holds the step: `--map step=NAME`, else the first of `prefer` then of
+    STEP_NAMES present."""
     names = list(names)
     for src, key in overrides.items():
         if key == "step":
             return src
     lowered = {n.lower(): n for n in names}
-    for candidate in STEP_NAMES:
+    for candidate in (*prefer, *STEP_NAMES):
         if candidate in lowered:
             return lowered[candidate]
     raise InputError(f"{source}: no step column among {', '.join(names[:20]) or 'no columns'}; name it with "

@@ -31,7 +31,7 @@ _CORE_ALIASES = {
                "total_tokens", "ntokens"],
     "samples": ["samples", "num_samples", "consumed_samples", "train/samples"],
     "wall_s": ["wall_s", "wall", "wall_time", "wallclock", "elapsed", "elapsed_time", "time", "train_time",
-               "total_time", "_runtime", "runtime"],
+               "total_time", "_runtime", "runtime", "timestamp", "datetime", "date_time"],
     "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt"],
     "loss": ["loss", "train_loss", "train/loss", "training_loss", "loss/train", "train_loss_step", "trn_loss"],
     "lr": ["lr", "learning_rate", "train/lr", "train/learning_rate", "lr_adamw", "lr_adam", "lr_sgd"],

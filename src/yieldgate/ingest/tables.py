@@ -129,9 +129,62 @@ def _read_parquet(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.nd
     return out, [f"{path}:row {i}" for i in range(table.num_rows)]
 
 
-def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str, str]) -> Rows:
-    """Rows of one or more CSV / JSONL / Parquet files (several files of one resumed run, in order)."""
-    parts: list[Rows] = []
+# A W&B chart's CSV export: `Step`, then `<run> - <metric>` with `__MIN` / `__MAX`, the bounds of each
+# plotted bucket, for every run on the chart.
+_CHART_COLUMN = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<bound>__MIN|__MAX)?$")
+# Clock columns that hold date-times or Unix times: read as seconds since the table's first row.
+_CLOCKS = ("timestamp", "datetime", "date_time")
+
+
+def _by_run(columns: dict[str, tuple[np.ndarray, np.ndarray]], step: str, path: Path,
+            warnings: Warnings) -> dict[str | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """{None: columns}, or for a W&B chart export {run: its columns under the metrics' own names}."""
+    others = {n: _CHART_COLUMN.match(n) for n in columns if n != step}
+    if not others or not all(others.values()):
+        return {None: columns}
+    runs: dict[str | None, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    bounds = 0
+    for name, m in others.items():
+        if m["bound"]:
+            bounds += 1
+            continue
+        runs.setdefault(m["run"], {step: columns[step]})[m["metric"]] = columns[name]
+    if bounds:
+        warnings.add("chart", f"{path}: a W&B chart export; its {bounds} __MIN/__MAX column(s) (the bounds of "
+                              "each plotted bucket, not values) are not imported")
+    return runs
+
+
+def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """A `timestamp` / `datetime` column of date-times or Unix times, as seconds since its first value."""
+    text = cells.fillna("").astype(str).str.strip()
+    present = (text != "").to_numpy()
+    if not present.any():
+        return None
+    numeric = pd.to_numeric(text.where(present), errors="coerce")
+    if numeric[present].notna().all():
+        values = numeric.to_numpy(dtype=float, na_value=np.nan)
+        if np.nanmedian(values) < 1e9:
+            return None  # a count of seconds already: the mapping reads it
+        values = values / 1000.0 if np.nanmedian(values) > 1e11 else values  # Unix ms or s
+    else:
+        try:
+            stamps = pd.to_datetime(text.where(present, None), format="mixed", utc=True)
+        except (ValueError, TypeError):
+            i = int(np.argmax(present & pd.to_datetime(text, errors="coerce", format="mixed").isna().to_numpy()))
+            raise InputError(f"{where[i]}: column {name!r}: expected a date-time or Unix time, got "
+                             f"{text.iloc[i]!r}") from None
+        values = (stamps - stamps[present].min()).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
+        return values, present
+    return values - np.nanmin(values[present]), present
+
+
+def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str, str],
+               prefer_step: Sequence[str] = ()) -> dict[str | None, Rows]:
+    """Rows of one or more CSV / JSONL / Parquet files (several files of one resumed run, in order): {None:
+    rows}, or one entry per run for a W&B chart export that holds several. The step column is `--map
+    step=...`, else the first of `prefer_step`, then of the usual names, present."""
+    parts: dict[str | None, list[Rows]] = {}
     for path in paths:
         if not path.is_file():
             raise InputError(f"{path}: no such file; expected a CSV, JSONL or Parquet table")
@@ -142,7 +195,8 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
             frame, where = (_read_jsonl if suffix in (".jsonl", ".ndjson") else _read_csv)(path, warnings)
             columns = {}
             for name in frame.columns:
-                col = _numeric(str(name), frame[name], where, warnings, str(path))
+                col = (_clock(str(name), frame[name], where) if str(name).lower() in _CLOCKS else None) or \
+                    _numeric(str(name), frame[name], where, warnings, str(path))
                 if col is not None:
                     columns[str(name)] = col
         else:
@@ -150,10 +204,16 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
         if not where:
             warnings.add("empty", f"{path}: no rows")
             continue
-        parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
+        step = pick_step(columns, overrides, str(path), prefer_step)
+        for run, cols in _by_run(columns, step, path, warnings).items():
+            rows = rows_from_columns(str(path), cols, where, step)
+            logged = np.zeros(len(rows), dtype=bool)
+            for present in rows.present.values():
+                logged |= present
+            parts.setdefault(run, []).append(rows.take(logged) if run is not None else rows)
     if not parts:
         raise InputError(f"{', '.join(map(str, paths))}: no rows to import")
-    return concat(parts)
+    return {run: concat(p) for run, p in parts.items()}
 
 
 def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:

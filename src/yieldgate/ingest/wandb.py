@@ -141,7 +141,7 @@ def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
 
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     """Importer entry point: one run from offline run folders / `.wandb` files, or from history exports."""
-    from yieldgate.ingest import Read
+    from yieldgate.ingest import Read, tables_to_reads
     from yieldgate.ingest.mapping import parse_map_options
     from yieldgate.ingest.tables import read_table
 
@@ -149,7 +149,8 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     step_key = next((src for src, key in overrides.items() if key == "step"), "_step")
     paths = [Path(s) for s in sources]
     if all(p.suffix.lower() in (".csv", ".parquet", ".jsonl") for p in paths):
-        return [Read(", ".join(sources), read_table(paths, warnings, {step_key: "step"}))]
+        # W&B's `_step` (its history row) where the export has it; a chart export has `Step`
+        return tables_to_reads(", ".join(sources), read_table(paths, warnings, overrides, prefer_step=("_step",)))
     logs = [f for p in paths for f in run_logs(p)]
     rows = concat([read_log(f, warnings, step_key) for f in logs])
     if not len(rows):
