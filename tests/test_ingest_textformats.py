@@ -51,6 +51,10 @@ def test_nanogpt_train_and_eval_lines(ledger):
     assert steps["mfu"].isna().tolist()[:2] == [True, False] and steps["mfu"].iloc[1] == pytest.approx(0.1876)
     assert _evals(evals, "val/loss") == {0: 4.2823, 50: 2.5012}
     assert _evals(evals, "val/train/loss") == {0: 4.2874, 50: 2.4821}
+    # no clock in the log: wall_s is the printed time per iteration times the iterations between lines
+    assert steps["wall_s"].tolist() == pytest.approx([0, 0.1985, 0.3983, 0.599, 0.7981, 30.8645, 31.0656])
+    assert evals.sort_values("step")["wall_s"].tolist() == pytest.approx([0, 0, 30.8645, 30.8645])
+    assert any("wall_s estimated" in w for w in res.warnings)
     # an eval line and a train line at one step are one step, not a step logged twice
     assert not any("again" in w for w in res.warnings)
 
@@ -61,6 +65,7 @@ def test_modded_nanogpt_skips_the_dumped_source_code(ledger):
     assert steps["wall_s"].tolist() == pytest.approx([0, 25.876, 26.135, 26.398, 26.66, 58.123])
     assert _evals(evals, "val/loss") == {0: 10.8258, 125: 4.3877}
     assert any("are not modded-nanogpt log lines" in w for w in res.warnings)
+    assert not any("wall_s estimated" in w for w in res.warnings)  # it logs its own clock
 
 
 def test_llmc_main_log_and_stdout(ledger):
@@ -79,6 +84,7 @@ def test_megatron_iterations_and_validation(ledger):
     assert steps["step"].tolist() == [10, 20, 30]
     assert steps["loss"].tolist() == [10.76923, 9.123456, 8.012345]
     assert steps["step_s"].tolist() == pytest.approx([1.5234, 1.4981, 1.5017])
+    assert steps["wall_s"].tolist() == pytest.approx([15.234, 30.215, 45.232])
     assert steps["samples"].tolist() == [5120, 10240, 15360] and steps["lr"].tolist() == [3e-5, 6e-5, 9e-5]
     assert _extra(ledger, "megatron.log", "signals/loss_scale") == [4096.0] * 3
     assert _evals(evals, "val/loss") == {30: 7.912345}

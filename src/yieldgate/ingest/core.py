@@ -92,6 +92,27 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
     canon.values["tokens"], canon.present["tokens"] = tokens, have | fill
 
 
+def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
+    """A log with step times and no clock (nanoGPT, llm.c, Megatron print the time per iteration) gets
+    `wall_s` = the sum over logged steps of step_s x the steps since the previous one, so that yields per
+    device-hour and comparisons at equal time work on it. Said in a warning: it is an estimate."""
+    if "step_s" not in canon.values or not canon.present["step_s"].any():
+        return
+    if "wall_s" in canon.values and canon.present["wall_s"].any():
+        return
+    timed = canon.present["step_s"]
+    steps, at = np.unique(canon.step, return_inverse=True)
+    per_step = np.full(len(steps), np.nan)
+    per_step[at[timed]] = canon.values["step_s"][timed]  # a step logged twice: its last time
+    known = ~np.isnan(per_step)
+    # A step without a time of its own takes the next logged one's (the time of the interval it closes).
+    per_step = np.interp(steps, steps[known], per_step[known]) if not known.all() else per_step
+    wall = np.cumsum(per_step * np.diff(steps, prepend=0))
+    canon.values["wall_s"], canon.present["wall_s"] = wall[at].astype(float), np.ones(len(canon), dtype=bool)
+    warnings.add("wall", f"{canon.source}: no clock logged; wall_s estimated as step_s x the steps between "
+                         "logged steps (what it prints per iteration, summed)")
+
+
 def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
              tokens_per_step: float | None = None, tokens_per_sample: float | None = None) -> Mapped:
     """Rename `rows`' metrics to canonical names, clean them (`clean.clean`), and split steps from evals.
@@ -122,6 +143,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
         tokens[~have] = canon.step[~have] * float(tokens_per_step)
         canon.values["tokens"], canon.present["tokens"] = tokens, np.ones(len(canon), dtype=bool)
     canon = clean(canon, warnings)
+    _wall_from_step_times(canon, warnings)
     kinds = {t.key: t.kind for t in targets.values()}
     evals: list[EvalRecord] = []
     for key, kind in kinds.items():
