@@ -4,6 +4,7 @@ trainer prints it (headers, banners, dumped source code, colour codes included).
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,16 @@ def test_olmo_blocks_under_a_step_line(ledger):
     assert any("1 line(s) are not kv log lines" in w for w in res.warnings)  # "Checkpoint successfully saved"
 
 
+def test_a_python_logging_log_reads_only_its_steps(ledger):
+    # `__main__:88` is where the line was logged, `Namespace(... steps=5000 ...)` and `max iteration: 5000` are
+    # settings, `eta: 0:12:30` a clock; a NaN loss is a value worth keeping, not a reason to drop the line
+    res, steps, _ = _import(ledger, "python-logging.log")
+    assert res.source.endswith("(read as kv)")
+    assert steps["step"].tolist() == [10, 20] and steps["lr"].tolist() == [1e-4, 2e-4]
+    assert steps["loss"].iloc[0] == 4.5 and math.isnan(steps["loss"].iloc[1])
+    assert not any("main" in k or "eta" in k for k in res.mapping)
+
+
 def test_composer_blocks(ledger):
     _, steps, evals = _import(ledger, "composer.log")
     assert steps["step"].tolist() == [1, 2]
@@ -178,9 +189,52 @@ def test_format_option(ledger, tmp_path):
     ("step: 2.5 loss: 1.0", {"step": 2.5, "loss": 1.0}),  # read; LogFormat.read refuses a step that is not whole
     ("word " * 800 + "step: 1 loss: 2", {"step": 1, "loss": 2}),  # a long run of words costs one pass, not n^2
     ("step: 1 " + "x=1 " * 2000, None),  # past 4,096 characters a line is a dump, not a step's metrics
+    # a logger's name with its line number is where the line came from; a dotted or numbered key is a value
+    ("2024-01-01 12:00:00,123 - INFO - __main__:45 - step: 5 loss: 2.0", {"step": 5, "loss": 2.0}),
+    ("step: 3 train.loss: 2.5 top-1: 71.2", {"step": 3, "train.loss": 2.5, "top_1": 71.2}),
+    ("2024-01-01 12:00:00,123 INFO loss: 2.3 step: 10", {"loss": 2.3, "step": 10}),  # the level is no part of a key
+    # clocks and dates are not numbers: `eta: 0` and `time: 12` (read as wall clock) were
+    ("step: 10, loss: 2.3, eta: 0:01:23, time: 12:00:01", {"step": 10, "loss": 2.3}),
+    ("step: 7 loss: 2.0 datetime: 2024-05-01 12:00:00", {"step": 7, "loss": 2.0}),
+    # a tqdm bar's share done is not a metric called `training`
+    ("Training:  10%|#    | 100/1000 [00:10<01:30, 9.87it/s, step=100, loss=2.3]", {"step": 100, "loss": 2.3}),
+    # settings are not a step: an object's repr, a count of steps, a bound on the iterations
+    ("Namespace(batch_size=32, lr=0.001, step=0, log_interval=10)", None),
+    ("train: steps: 100000 lr: 0.001", None),
+    ("max iteration: 5000, lr: 0.001", None),
+    ("Step 100/1000, Loss: 2.3456, LR: 1e-4", {"step": 100, "loss": 2.3456, "lr": 1e-4}),  # a capital S
+    ("Iteration 100: loss: 2.3", {"step": 100, "loss": 2.3}),
+    ("step=10 loss=2.3 tok/s=12.3k", {"step": 10, "loss": 2.3, "tokens_per_s": 12300}),  # a lower-case thousand
 ])
 def test_pairs(line, expected):
     assert read_pairs(line) == expected
+
+
+@pytest.mark.parametrize("text", ["NaN", "nan", "-nan", "Inf"])
+def test_a_nonfinite_loss_is_read_in_any_case(text):
+    values = read_pairs(f"step: 10, loss: {text}")
+    assert values is not None and not math.isfinite(values["loss"])
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    # llm.c's train_gpt2.cu since its outlier z-scores: `loss`, not `train loss`, each followed by `(..z)`
+    ("step    1/74 | loss 11.010921 (+nanz)| norm 15.4035 (+nanz)| lr 8.57e-06 | 2174.40 ms | 42.3% bf16 MFU "
+     "| 241137 tok/s", {"step": 1, "loss": 11.010921, "grad_norm": 15.4035, "lr": 8.57e-06, "step_s": 2.1744,
+                        "mfu": 0.423, "tokens_per_s": 241137}),
+    ("step    2/74 | loss 10.542131 (-0.71z)| norm 10.8126 (+1.20z)| lr 1.71e-05 | 1101.27 ms | 476084 tok/s",
+     {"step": 2, "loss": 10.542131, "grad_norm": 10.8126, "lr": 1.71e-05, "step_s": 1.10127, "tokens_per_s": 476084}),
+    ("step 0: train loss 5.356086 (took 1452.121 ms)", {"step": 0, "loss": 5.356086, "step_s": 1.452121}),  # CPU
+])
+def test_llmc_printed_lines(line, expected):
+    assert FORMATS["llm.c"].read(line) == pytest.approx(expected)
+
+
+def test_a_run_of_spaces_is_read_in_one_pass():
+    # `\s*\|?\s*` split a run of n spaces n^2 ways: 4,000 spaces took 2.7 s, these 8,000 would take ~11 s;
+    # one pass takes well under a millisecond, so the bound only catches the quadratic pattern coming back
+    start = time.perf_counter()
+    assert FORMATS["llm.c"].read("step 1/2 | train loss 1.0" + " " * 8000 + "x") == {"step": 1, "loss": 1.0}
+    assert time.perf_counter() - start < 1.0
 
 
 def test_a_step_that_is_not_whole_is_not_a_step_line():

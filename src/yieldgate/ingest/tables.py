@@ -175,7 +175,6 @@ def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarra
             raise InputError(f"{where[i]}: column {name!r}: expected a date-time or Unix time, got "
                              f"{text.iloc[i]!r}") from None
         values = (stamps - stamps[present].min()).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
-        return values, present
     return values - np.nanmin(values[present]), present
 
 
@@ -217,6 +216,7 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
 
 
 def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
+    """A reader of lines by `--pattern`s: (index, 1, the first matching pattern's groups) per matched line."""
     compiled = []
     for p in patterns:
         try:
@@ -238,6 +238,7 @@ def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple
 
 
 def _format(fmt: textformats.LogFormat) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
+    """A reader of lines as `fmt`, its values as text like a pattern's groups (one path to `_numeric`)."""
     def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
         for i, n, values in fmt.records(lines):
             yield i, n, {k: repr(v) for k, v in values.items()}
@@ -256,17 +257,17 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
     if patterns and log_format != "auto":
         raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
     custom = _custom(patterns) if patterns else None
-    what = "matched no pattern" if patterns else "are not {} log lines"
     parts, formats = [], []
     for path in paths:
         if not path.is_file():
             raise InputError(f"{path}: no such file; expected a plain-text training log")
         lines = read_lines(path, warnings)
         if custom is not None:
-            read, name = custom, "pattern"
+            read, name, what = custom, "pattern", "matched no pattern"
         else:
             fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
             read, name = _format(fmt), fmt.name
+            what = f"are not {name} log lines"
         formats.append(name)
         records: list[dict[str, str]] = []
         where: list[str] = []
@@ -277,7 +278,7 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
             used[i: i + n] = True
         skipped = ~used & np.array([bool(line.strip()) for line in lines], dtype=bool)
         if skipped.any():
-            warnings.add("unmatched", f"{path}: {int(skipped.sum())} line(s) {what.format(name)} and were skipped "
+            warnings.add("unmatched", f"{path}: {int(skipped.sum())} line(s) {what} and were skipped "
                                       f"(first: line {int(np.argmax(skipped)) + 1})")
         if not records:
             continue

@@ -22,8 +22,8 @@ from yieldgate.errors import InputError
 
 __all__ = ["FORMATS", "LogFormat", "detect", "strip_ansi"]
 
-# A number as loggers print it: 12, -3.5, .5, 1.5E-04, 1,234,567 (thousands separators), nan, inf.
-_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)\b"
+# A number as loggers print it: 12, -3.5, .5, 1.5E-04, 1,234,567 (thousands separators), nan, NaN, -inf.
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf)\b"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LN2 = math.log(2.0)
 
@@ -47,6 +47,7 @@ class Line:
     scale: Mapping[str, float] = field(default_factory=dict)
 
     def read(self, line: str) -> dict[str, float] | None:
+        """The line's values, or None when the regex does not match it."""
         m = re.search(self.regex, line)
         if m is None:
             return None
@@ -59,10 +60,14 @@ class Line:
 
 @dataclass(frozen=True)
 class LogFormat:
+    """One trainer's log: its kinds of line, tried in order, and `reader` last."""
+
     name: str
+    """Its `--format` name."""
     about: str
     """Who prints it, and a line of it."""
     lines: Sequence[Line] = ()
+    """Its kinds of line, each read by a regex."""
     reader: Callable[[str], dict[str, float] | None] | None = None
     """A reader for formats a regex per line cannot express (pairs in any order)."""
     blocks: bool = False
@@ -104,28 +109,34 @@ class LogFormat:
 
 # --- generic pairs --------------------------------------------------------------------------------------
 
-# A key is words (letters first: a timestamp or a count is not a key), optionally a unit in parentheses;
-# then `:` or `=`, a number and an optional unit glued to it (`ms`, `%`, `K`, `GiB`).
-# Possessive (`*+`): a long run of words with no `:` after it fails once, not once per way to split it.
-_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w./-]*+(?: [A-Za-z_][\w./-]*+)*+(?: ?\([^()]*\))?)\s*[:=]\s*"
-                   rf"(?P<value>{_NUM})(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.])")
-_STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+")
+# A key is up to eight words, each from a word's start and letters first (a timestamp or a count is not a
+# key), optionally a unit in parentheses; then `:` or `=`, a number and an optional unit glued to it (`ms`,
+# `%`, `K`, `GiB`). Possessive and bounded, so a try costs at most eight words: a line of prose without a
+# `:` is one pass, not one pass per word. A number that runs on into `:12` or `-05` is a clock or a date
+# (`eta: 0:01:23`, `datetime: 2024-05-01`), and one before `%|` is a tqdm bar's share done: not values.
+_PAIR = re.compile(rf"(?<![\w.-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,7}}+"
+                   rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)(?P<value>{_NUM})(?!%\|)"
+                   rf"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.]|[-:]\d)")
+_STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+", re.IGNORECASE)
 _LONGEST = 4096  # characters; longer lines are dumps (a config, a tensor), not a step's metrics
 _BLOCK_HEAD = re.compile(r"\[(?:step|batch)=(?P<step>\d+)(?:/\d+)?[^\]]*\]:?\s*$")
-# `olmo.train:967`, `train.py:120`, `node-3:0`: a module, file or host with a line number or rank.
-_NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+")
+# `olmo.train:967`, `train.py:120`, `__main__:45`, `node-3:0`: a module, file or host with a line number or
+# rank (a whole number glued to the `:`), where the line was logged from; `train.loss: 2.3` is a value.
+_NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+|__\w+__")
+# `Namespace(lr=0.001, steps=...)`, `TrainConfig(step=0, ...)`: an object's repr is a configuration
+_REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
 # OLMo's `eval/<source>/CrossEntropyLoss`, Composer's `Eval metrics/eval/LanguageCrossEntropy`
 _EVAL_CE = re.compile(r"^eval(?:_metrics/eval)?(?:/(?P<source>.+?))??/(?:(?P<loss>crossentropyloss|languagecrossentropy)"
                       r"|(?:language)?perplexity)$")
 _LR_GROUP = re.compile(r"^(?:optim/learning_rate_|train_lr_[a-z]+/)group0$")
 _TAGS = re.compile(r"\[[^\]|]*\|[^\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
-_STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b")
-_MULTIPLIERS = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b", re.IGNORECASE)
+_MULTIPLIERS = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min", "h": "_h"}
 # Names the mapping does not know, as the big trainers print them (after lower-casing, spaces -> `_`).
 _KV_ALIASES = {
     "lm_loss": "loss", "lm_loss_value": "val_loss", "loss_scale": "signals/loss_scale",
-    "completed_step": "step", "num_updates": "step", "it": "step", "steps": "step", "tokens_per_sec": "tokens_per_s",
+    "completed_step": "step", "num_updates": "step", "it": "step", "tokens_per_sec": "tokens_per_s",
     "tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "consumed_train_samples": "samples",
     "number_of_skipped_iterations": "skipped_iterations", "number_of_nan_iterations": "nan_iterations",
     # OLMo's blocks
@@ -138,24 +149,30 @@ _KV_ALIASES = {
 _STEP_TIMES = {"time", "dt", "step", "step_time", "iter_time", "iteration_time", "elapsed_time_per_iteration",
                "time_per_iteration", "time_per_step"}
 _STEP_KEYS = {"step", "iteration", "iter", "global_step"}
+# Words before a step key that make it a bound or a setting, not the step (`max iteration: 5000`).
+_NOT_THE_STEP = {"max", "maximum", "total", "num", "number", "warmup"}
+_LEVEL = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\s+")  # the logger's, before the message
 
 
 def _key(text: str) -> str:
-    """`lm loss` -> `lm_loss`, `elapsed time per iteration (ms)` -> `elapsed_time_per_iteration_ms`; words a
-    log prefixes to its step key (`INFO step=10`) are dropped."""
-    text = re.sub(r"\s*\(([^()]*)\)", lambda m: "_" + m.group(1).replace("/", "_per_"), text.strip())
+    """`lm loss` -> `lm_loss`, `elapsed time per iteration (ms)` -> `elapsed_time_per_iteration_ms`; a log
+    level before a key (`INFO loss: 2.3`) and words a log prefixes to its step key (`completed step: 4`) are
+    dropped."""
+    text = re.sub(r"\s*\(([^()]*)\)", lambda m: "_" + m.group(1).replace("/", "_per_"), _LEVEL.sub("", text.strip()))
     words = re.sub(r"-+", "_", text.lower()).split()
-    return words[-1] if words[-1] in _STEP_KEYS else "_".join(words)
+    if words[-1] in _STEP_KEYS and not _NOT_THE_STEP.intersection(words[:-1]):
+        return words[-1]
+    return "_".join(words)
 
 
 def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
     """Every `key: number` / `key=number` of a line, with the step from a step key or `iteration N/M`
     (`step=False`: the pairs of a block's line, which has none)."""
     out: dict[str, float] = {}
-    if len(line) > _LONGEST:
+    if len(line) > _LONGEST or _REPR.search(line):
         return None
     for m in _PAIR.finditer(_TAGS.sub(" ", line)):
-        if _NOT_A_KEY.fullmatch(m["key"]):
+        if m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
             continue
         key, value, unit = _key(m["key"]), _number(m["value"]), m["unit"] or ""
         if unit in _MULTIPLIERS:
@@ -193,6 +210,12 @@ def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
 
 # --- the formats ----------------------------------------------------------------------------------------
 
+_MEGATRON_ITERATION = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\|")
+_FAIRSEQ_NAMES = {"loss": "loss", "nll_loss": "nll_loss", "wps": "tokens_per_s", "lr": "lr", "gnorm": "grad_norm",
+                  "loss_scale": "signals/loss_scale", "wall": "wall_s", "ppl": "ppl", "ups": "updates_per_s",
+                  "wpb": "tokens_per_batch", "bsz": "samples_per_batch"}
+
+
 def _fairseq(line: str) -> dict[str, float] | None:
     """fairseq's `simple`/`none` log lines: `train_inner` (every --log-interval updates) and `valid` (per
     validation). Its losses are in bits (base 2): converted to nats. The per-epoch `train` summary (the
@@ -206,20 +229,22 @@ def _fairseq(line: str) -> dict[str, float] | None:
     if "num_updates" not in pairs:
         return None
     out = {"step": _number(pairs.pop("num_updates"))}
-    names = {"loss": "loss", "nll_loss": "nll_loss", "wps": "tokens_per_s", "lr": "lr", "gnorm": "grad_norm",
-             "loss_scale": "signals/loss_scale", "wall": "wall_s", "ppl": "ppl", "ups": "updates_per_s",
-             "wpb": "tokens_per_batch", "bsz": "samples_per_batch"}
     for key, text in pairs.items():
-        if key not in names:
+        if key not in _FAIRSEQ_NAMES:
             continue
         value = _number(text) * (_LN2 if key in ("loss", "nll_loss") else 1.0)
-        name = names[key]
+        name = _FAIRSEQ_NAMES[key]
         if valid:
             if key not in ("loss", "nll_loss", "ppl"):
                 continue
             name = "val_" + name
         out[name] = value
     return out
+
+
+def _megatron(line: str) -> dict[str, float] | None:
+    """Megatron's training line, ` iteration  N/  M | name: value | ...`: its pairs, its own words for names."""
+    return read_pairs(line) if _MEGATRON_ITERATION.search(line) else None
 
 
 FORMATS: dict[str, LogFormat] = {f.name: f for f in (
@@ -234,21 +259,25 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
                   Line(rf"^step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>{_NUM}) )?(?:train_loss:(?P<loss>{_NUM}) )?"
                        rf"train_time:(?P<wall_s>{_NUM})ms", scale={"wall_s": 1e-3}),)),
     LogFormat("llm.c", "karpathy/llm.c: its main.log (`s:100 trl:3.4567`, `s:100 tel:3.5`, `s:100 eval:0.29`) "
-              "or what it prints: `step  100/74 | train loss 3.456789 | norm 1.2345 | lr 6.00e-04 | 123.45 ms "
-              "| 48.3% bf16 MFU | 244544 tok/s`", lines=(
+              "or what it prints: `step  100/74 | loss 3.456789 (+0.12z)| norm 1.2345 (-0.50z)| lr 6.00e-04 | "
+              "123.45 ms | 48.3% bf16 MFU | 244544 tok/s` (before its outlier z-scores: `train loss 3.456789 | "
+              "norm 1.2345 |`), and the CPU reference's `step 10: train loss 5.356 (took 1452.1 ms)`", lines=(
                   Line(rf"^s:(?P<step>\d+) trl:(?P<loss>{_NUM})(?: lr:(?P<lr>{_NUM}))?(?: norm:(?P<grad_norm>{_NUM}))?"),
                   Line(rf"^s:(?P<step>\d+) tel:(?P<val_loss>{_NUM})"),
                   Line(rf"^s:(?P<step>\d+) eval:(?P<hellaswag>{_NUM})", names={"hellaswag": "hellaswag/acc_norm"}),
-                  Line(rf"^step\s+(?P<step>\d+)/\d+\s*[|:]\s*train loss (?P<loss>{_NUM})"
-                       rf"(?:\s*\|\s*norm (?P<grad_norm>{_NUM}))?(?:\s*\|\s*lr (?P<lr>{_NUM}))?"
-                       rf"(?:\s*\|?\s*\(?(?P<step_s>{_NUM}) ms)?(?:\s*\|\s*(?P<mfu>{_NUM})% \w+ MFU)?"
-                       rf"(?:\s*[|,]\s*(?P<tokens_per_s>{_NUM}) tok/s)?", scale={"step_s": 1e-3, "mfu": 0.01}))),
+                  # `\s*(?:\|\s*)?`, not `\s*\|?\s*`: two runs of spaces side by side split n^2 ways before failing
+                  Line(rf"^step\s+(?P<step>\d+)/\d+\s*[|:]\s*(?:train )?loss (?P<loss>{_NUM})(?: \([^)]*\))?"
+                       rf"(?:\s*\|\s*norm (?P<grad_norm>{_NUM})(?: \([^)]*\))?)?(?:\s*\|\s*lr (?P<lr>{_NUM}))?"
+                       rf"(?:\s*(?:\|\s*)?\(?(?P<step_s>{_NUM}) ms)?(?:\s*\|\s*(?P<mfu>{_NUM})% \w+ MFU)?"
+                       rf"(?:\s*[|,]\s*(?P<tokens_per_s>{_NUM}) tok/s)?", scale={"step_s": 1e-3, "mfu": 0.01}),
+                  Line(rf"^step (?P<step>\d+): train loss (?P<loss>{_NUM}) \(took (?P<step_s>{_NUM}) ms\)",
+                       scale={"step_s": 1e-3}))),
     LogFormat("megatron", "Megatron-LM / Megatron-DeepSpeed: ` iteration      100/  500000 | consumed samples: "
               "51200 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.5E-04 | lm loss: 7.1E+00 | "
               "loss scale: 65536.0 | grad norm: 1.234 |` and ` validation loss at iteration 1000 | lm loss value: "
               "3.4E+00 |`", lines=(
                   Line(rf"validation loss at iteration (?P<step>\d+)\b.*?\|\s*lm loss value:\s*(?P<val_loss>{_NUM})"),),
-              reader=lambda line: read_pairs(line) if re.search(r"\biteration\s+\d+\s*/\s*\d+\s*\|", line) else None),
+              reader=_megatron),
     LogFormat("fairseq", "fairseq (--log-format simple): `| train_inner | epoch 001:    100 / 1563 loss=9.876, "
               "ppl=940.5, wps=12345.6, ..., num_updates=100, lr=1.25e-05, gnorm=1.234, ...` and `| valid | epoch 001 "
               "| valid on 'valid' subset | loss 5.678 | ... | num_updates 1000`; losses in bits, read as nats",
@@ -259,7 +288,7 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
               reader=read_pairs, blocks=True),
 )}
 
-_SAMPLE = 2000
+_SAMPLE = 2000  # lines `detect` reads from each of a long log's start, middle and end
 
 
 def detect(lines: Sequence[str], where: str) -> LogFormat:
@@ -281,6 +310,7 @@ def detect(lines: Sequence[str], where: str) -> LogFormat:
 
 
 def get(name: str) -> LogFormat:
+    """The format named by `--format`."""
     if name not in FORMATS:
         raise InputError(f"unknown --format {name!r}; use auto or one of {', '.join(FORMATS)}")
     return FORMATS[name]
