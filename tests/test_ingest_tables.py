@@ -141,9 +141,10 @@ def test_a_clock_of_date_times_or_unix_times_counts_seconds_from_the_first_row(l
                     "2024-01-01 12:01:00.5,3,3.0\n")
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="dt"))
     assert res.mapping["timestamp"] == "wall_s" and ledger.steps("dt")["wall_s"].tolist() == [0, 10, 60.5]
-    path.write_text("timestamp,step,loss\n1714564800123,1,3.2\n1714564802123,2,3.1\n")  # Unix ms
-    import_run(ledger, "table", [str(path)], ImportOptions(run="ms"))
-    assert ledger.steps("ms")["wall_s"].tolist() == [0, 2]
+    for unit, scale in (("ms", 1e3), ("us", 1e6), ("ns", 1e9)):  # Unix times in ms, µs, ns
+        path.write_text(f"timestamp,step,loss\n{1714564800.5 * scale:.0f},1,3.2\n{1714564802.5 * scale:.0f},2,3.1\n")
+        import_run(ledger, "table", [str(path)], ImportOptions(run=unit))
+        assert ledger.steps(unit)["wall_s"].tolist() == pytest.approx([0, 2]), unit
     path.write_text("timestamp,step,loss\n2024-01-01 12:00:00,1,3.2\nyesterday-ish,2,3.1\n")
     with pytest.raises(InputError, match=r"log.csv:3: column 'timestamp': expected a date-time or Unix time"):
         import_run(ledger, "table", [str(path)], ImportOptions(run="bad"))

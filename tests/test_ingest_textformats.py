@@ -11,7 +11,7 @@ import pytest
 
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
-from yieldgate.ingest.textformats import FORMATS, read_pairs
+from yieldgate.ingest.textformats import FORMATS, read_pairs, strip_ansi
 
 LOGS = Path(__file__).parent / "data" / "textlogs"
 LN2 = math.log(2)
@@ -235,6 +235,20 @@ def test_a_run_of_spaces_is_read_in_one_pass():
     start = time.perf_counter()
     assert FORMATS["llm.c"].read("step 1/2 | train loss 1.0" + " " * 8000 + "x") == {"step": 1, "loss": 1.0}
     assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("prefix", ["[default0]:", "[rank3]:", "0: "])
+def test_a_launchers_rank_prefix_is_not_part_of_the_line(prefix):
+    # torchrun --tee and srun --label put the rank before every line; the anchored formats must still read it
+    assert FORMATS["nanogpt"].read(strip_ansi(prefix + "iter 10: loss 3.2202, time 19.85ms, mfu 18.76%"))["step"] == 10
+
+
+def test_olmo_core_names_and_a_second_fairseq_validation_set():
+    assert read_pairs("    train/CE loss=3.45", step=False) == {"loss": 3.45}
+    assert read_pairs("    optim/LR (group 0)=3e-4", step=False) == {"lr": 3e-4}
+    assert read_pairs("    eval/lm/c4_en-validation/CE loss=3.5", step=False) == {"val/lm/c4_en_validation/loss": 3.5}
+    line = "2021-05-10 10:03:39 | INFO | valid_wiki | epoch 001 | valid on 'valid_wiki' subset | loss 7.0 | num_updates 200"
+    assert FORMATS["fairseq"].read(line) == pytest.approx({"step": 200, "val/wiki/loss": 7.0 * LN2})
 
 
 def test_a_step_that_is_not_whole_is_not_a_step_line():

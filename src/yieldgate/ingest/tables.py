@@ -166,7 +166,9 @@ def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarra
         values = numeric.to_numpy(dtype=float, na_value=np.nan)
         if np.nanmedian(values) < 1e9:
             return None  # a count of seconds already: the mapping reads it
-        values = values / 1000.0 if np.nanmedian(values) > 1e11 else values  # Unix ms or s
+        # Unix s, ms, µs or ns, told apart by size (1e9 s is 2001; 1e11 s would be the year 5138)
+        median = np.nanmedian(values)
+        values = values / next(unit for above, unit in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3), (0, 1)) if median > above)
     else:
         try:
             stamps = pd.to_datetime(text.where(present, None), format="mixed", utc=True)

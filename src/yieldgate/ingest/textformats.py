@@ -25,12 +25,15 @@ __all__ = ["FORMATS", "LogFormat", "detect", "strip_ansi"]
 # A number as loggers print it: 12, -3.5, .5, 1.5E-04, 1,234,567 (thousands separators), nan, NaN, -inf.
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf)\b"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_RANK = re.compile(r"^(?:\[(?:default|rank)\d+\]:|\d{1,5}: )")
 _LN2 = math.log(2.0)
 
 
 def strip_ansi(line: str) -> str:
-    """The line without terminal colour codes (TorchTitan, rich and tqdm colour what they print)."""
-    return _ANSI.sub("", line) if "\x1b" in line else line
+    """The line without terminal colour codes (TorchTitan, rich and tqdm colour what they print) and without
+    the rank a launcher puts before each line (torchrun's `[default0]:`, `[rank0]:`; srun --label's `0: `)."""
+    line = _ANSI.sub("", line) if "\x1b" in line else line
+    return _RANK.sub("", line, count=1) if line[:1] in "[0123456789" and line else line
 
 
 def _number(text: str) -> float:
@@ -126,7 +129,7 @@ _NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+|__\w+__")
 # `Namespace(lr=0.001, steps=...)`, `TrainConfig(step=0, ...)`: an object's repr is a configuration
 _REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
 # OLMo's `eval/<source>/CrossEntropyLoss`, Composer's `Eval metrics/eval/LanguageCrossEntropy`
-_EVAL_CE = re.compile(r"^eval(?:_metrics/eval)?(?:/(?P<source>.+?))??/(?:(?P<loss>crossentropyloss|languagecrossentropy)"
+_EVAL_CE = re.compile(r"^eval(?:_metrics/eval)?(?:/(?P<source>.+?))??/(?:(?P<loss>crossentropyloss|languagecrossentropy|ce_loss)"
                       r"|(?:language)?perplexity)$")
 _LR_GROUP = re.compile(r"^(?:optim/learning_rate_|train_lr_[a-z]+/)group0$")
 _TAGS = re.compile(r"\[[^\]|]*\|[^\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
@@ -141,6 +144,8 @@ _KV_ALIASES = {
     "number_of_skipped_iterations": "skipped_iterations", "number_of_nan_iterations": "nan_iterations",
     # OLMo's blocks
     "train/crossentropyloss": "loss", "throughput/total_tokens": "tokens", "optim/total_grad_norm": "grad_norm",
+    # OLMo-core's: `train/CE loss=3.45`, `optim/LR (group 0)=3e-4`, `optim/total grad norm=0.5`
+    "train/ce_loss": "loss", "optim/lr_group_0": "lr",
     # Composer's (llm-foundry) blocks: `Train loss/train/total: 3.45`
     "train_loss/train/total": "loss", "train_time/token": "tokens", "train_time/sample": "samples",
     "train_time/batch": "imported/batch", "train_metrics/train/languagecrossentropy": "imported/train_ce",
@@ -220,11 +225,12 @@ def _fairseq(line: str) -> dict[str, float] | None:
     """fairseq's `simple`/`none` log lines: `train_inner` (every --log-interval updates) and `valid` (per
     validation). Its losses are in bits (base 2): converted to nats. The per-epoch `train` summary (the
     epoch's mean) is not a step's value and is skipped."""
-    m = re.search(r"\|\s*(?P<kind>train_inner|valid)\s*\|(?P<rest>.*)$", line) or \
+    m = re.search(r"\|\s*(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\s*\|(?P<rest>.*)$", line) or \
         re.search(r"^(?P<kind>)\|?\s*epoch \d+:\s+\d+\s*/\s*\d+\s+(?P<rest>\w+=.*)$", line)
     if m is None:
         return None
-    valid = m["kind"] == "valid"
+    valid = m["kind"].startswith("valid")
+    subset = m.groupdict().get("subset")  # `valid_wiki`: a second validation set, its own source
     pairs = dict(re.findall(rf"(\w+)(?:=|\s+)({_NUM})(?=[,|\s]|$)", m["rest"]))
     if "num_updates" not in pairs:
         return None
@@ -237,7 +243,7 @@ def _fairseq(line: str) -> dict[str, float] | None:
         if valid:
             if key not in ("loss", "nll_loss", "ppl"):
                 continue
-            name = "val_" + name
+            name = f"val/{subset}/{name}" if subset else "val_" + name
         out[name] = value
     return out
 
