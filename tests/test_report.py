@@ -19,6 +19,7 @@ from yieldgate.data.recipe import resolve
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.trainer import ProbeConfig, train_probe
+from yieldgate.report.console import evidence_lines
 from yieldgate.report.figures import MAX_POINTS, thin
 from yieldgate.report.sections import collect
 
@@ -193,6 +194,20 @@ def test_sections_hold_the_comparison_diagnosis_decision_and_manifest_diff(runs_
     rows = {r["field"]: r["values"] for r in data.manifest_diff}
     assert rows["optimisation.batch_size"] == {"probe/s0": 8, EVIL: 16, "costed/s0": None, "costed/s1": None}
     assert rows["seed"] == {"probe/s0": 0, EVIL: 0, "costed/s0": 0, "costed/s1": 1}
+
+
+def test_evidence_reads_as_lines_with_the_json_one_click_away(written):
+    out, _ = written
+    html = (out / "report.html").read_text()
+    assert "grad_norm_jump: 3.2<br>" in html and "marginal_yield: 0.01<br>" in html
+    assert html.count("<details><summary>JSON</summary>") >= 2
+
+
+def test_evidence_lines():
+    body = {"yield": {"low": 0.25, "high": float("nan")}, "seeds": [0, 1, 2], "curve": list(range(50)), "ok": True}
+    assert evidence_lines(body) == ["yield.low: 0.25", "yield.high: -", "seeds: 0, 1, 2", "curve: 50 values",
+                                    "ok: true"]
+    assert evidence_lines({f"k{i}": i for i in range(15)}, limit=3) == ["k0: 0", "k1: 1", "k2: 2", "... 12 more"]
 
 
 def test_bad_input_is_one_line_and_exit_2(cli_for, runs_db, tmp_path):

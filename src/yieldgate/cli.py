@@ -24,7 +24,7 @@ from yieldgate.ledger import DEFAULT_LEDGER, Ledger
 from yieldgate.manifest import Manifest, diff, load_manifest
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import fmt as _fmt
-from yieldgate.report.console import render_campaign, render_decision
+from yieldgate.report.console import evidence_lines, render_campaign, render_decision
 
 console = Console()
 
@@ -404,7 +404,7 @@ def diagnose(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run na
         table = Table("cause", "steps", "confidence", "advice", "evidence", title=f"{run}: diagnosis")
         for f in result.findings:
             table.add_row(f.cause, f"{f.start_step}-{f.end_step}", f"{f.confidence:.2f}", f.advice,
-                          json.dumps(_clean(f.evidence))[:200])
+                          "\n".join(evidence_lines(f.evidence)))
         console.print(table)
     else:
         console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)

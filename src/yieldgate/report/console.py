@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["clean", "fmt", "render_campaign", "render_decision", "with_interval"]
+__all__ = ["clean", "evidence_lines", "fmt", "render_campaign", "render_decision", "with_interval"]
 
 
 def clean(value: Any) -> Any:
@@ -28,6 +28,8 @@ def fmt(value: Any, digits: int = 4) -> str:
     value = clean(value)
     if value is None:
         return "-"
+    if isinstance(value, bool):  # before int: True is an int to Python, not to a reader
+        return str(value).lower()
     if isinstance(value, float):
         if value.is_integer() or abs(value) >= 1e4:
             return f"{value:,.0f}"
@@ -35,6 +37,26 @@ def fmt(value: Any, digits: int = 4) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def evidence_lines(body: Any, limit: int = 10) -> list[str]:
+    """A stored body (a diagnosis's or a decision's evidence) as `name: value` lines for a table cell:
+    nested fields dotted, numbers formatted, a long list counted; past `limit` lines, how many more."""
+    lines: list[str] = []
+
+    def walk(name: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key, v in value.items():
+                walk(f"{name}.{key}" if name else str(key), v)
+        elif isinstance(value, (list, tuple)) and (len(value) > 4 or any(isinstance(v, (dict, list)) for v in value)):
+            lines.append(f"{name}: {len(value)} values")
+        elif isinstance(value, (list, tuple)):
+            lines.append(f"{name}: {', '.join(fmt(v) for v in value) or '-'}")
+        else:
+            lines.append(f"{name}: {fmt(value)}" if name else fmt(value))
+
+    walk("", clean(body))
+    return lines[:limit] + ([f"... {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
 def render_campaign(console: Console, summary: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from plotly.offline import get_plotlyjs
 from yieldgate import __version__
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
+from yieldgate.report.console import evidence_lines
 from yieldgate.report.figures import Figure, build_figures
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
@@ -40,7 +41,8 @@ h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2rem; border-bottom: 1px solid #d
 table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
 th, td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-code, td.json { font-family: ui-monospace, monospace; font-size: 0.8rem; word-break: break-all; }
+code, td.json { font-family: ui-monospace, monospace; font-size: 0.8rem; word-break: break-word; }
+td.json details { color: #666; } td.json summary { cursor: pointer; }
 .note { color: #555; font-size: 0.9rem; margin: 0.2rem 0; } .muted { color: #777; }
 .approve { color: #1a7f37; font-weight: bold; } .hold { color: #9a6700; font-weight: bold; }
 .reject { color: #cf222e; font-weight: bold; }
@@ -89,7 +91,10 @@ def _cell(value: Any) -> str:
     if value is None or isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return f'<td class="num">{_num(value)}</td>'
     if isinstance(value, (dict, list)):
-        return f'<td class="json">{escape(_compact_json(value))}</td>'
+        # readable lines, and the whole body as JSON one click away
+        lines = "<br>".join(escape(line) for line in evidence_lines(value))
+        return (f'<td class="json">{lines}<details><summary>JSON</summary>{escape(_compact_json(value))}'
+                "</details></td>")
     return f"<td>{escape(str(value))}</td>"
 
 
