@@ -184,7 +184,11 @@ def test_format_option(ledger, tmp_path):
     ("global_step: 3 dt: 250ms", {"step": 3, "step_s": 0.25}),  # a per-step time in ms
     ("epoch 1 step: 12", None),  # a step and nothing measured
     ("loss: 3.1 lr: 0.1", None),  # values without a step
-    ("completed step: 4, seconds: 1.5, loss: 9.9", {"step": 4, "seconds": 1.5, "loss": 9.9}),
+    ("completed step: 4, seconds: 1.5, loss: 9.9", {"step": 4, "step_s": 1.5, "loss": 9.9}),  # MaxText
+    # DeepSpeed: its throughput line, and its optimizer line with the learning rate of each group
+    ("steps: 100 loss: 3.4567 iter time (s): 1.234 samples/sec: 12.3",
+     {"step": 100, "loss": 3.4567, "step_s": 1.234, "samples/sec": 12.3}),
+    ("[Rank 0] step=100, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]", {"step": 100, "skipped": 0, "lr": 1e-4}),
     ("trainer.py:212 host-3:0 step: 9 loss: 2.5", {"step": 9, "loss": 2.5}),  # file:line and host:rank skipped
     ("step: 2.5 loss: 1.0", {"step": 2.5, "loss": 1.0}),  # read; LogFormat.read refuses a step that is not whole
     ("word " * 800 + "step: 1 loss: 2", {"step": 1, "loss": 2}),  # a long run of words costs one pass, not n^2

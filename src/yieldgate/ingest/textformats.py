@@ -81,7 +81,7 @@ class LogFormat:
         i = 0
         while i < len(lines):
             line = strip_ansi(lines[i])
-            head = _BLOCK_HEAD.search(line) if self.blocks else None
+            head = _BLOCK_HEAD.search(line) if self.blocks and len(line) <= _LONGEST else None
             if head is not None:
                 values, n = {"step": float(head["step"])}, 1
                 while (i + n < len(lines) and lines[i + n][:1].isspace()
@@ -113,12 +113,13 @@ class LogFormat:
 # --- generic pairs --------------------------------------------------------------------------------------
 
 # A key is up to eight words, each from a word's start and letters first (a timestamp or a count is not a
-# key), optionally a unit in parentheses; then `:` or `=`, a number and an optional unit glued to it (`ms`,
-# `%`, `K`, `GiB`). Possessive and bounded, so a try costs at most eight words: a line of prose without a
-# `:` is one pass, not one pass per word. A number that runs on into `:12` or `-05` is a clock or a date
-# (`eta: 0:01:23`, `datetime: 2024-05-01`), and one before `%|` is a tqdm bar's share done: not values.
+# key), optionally a unit in parentheses; then `:` or `=`, a number (in brackets: DeepSpeed's `lr=[0.0001]`)
+# and an optional unit glued to it (`ms`, `%`, `K`, `GiB`). Possessive and bounded, so a try costs at most
+# eight words: a line of prose without a `:` is one pass, not one pass per word. A number that runs on into
+# `:12` or `-05` is a clock or a date (`eta: 0:01:23`, `datetime: 2024-05-01`), and one before `%|` is a
+# tqdm bar's share done: not values.
 _PAIR = re.compile(rf"(?<![\w.-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,7}}+"
-                   rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)(?P<value>{_NUM})(?!%\|)"
+                   rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)\[?(?P<value>{_NUM})\]?(?!%\|)"
                    rf"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.]|[-:]\d)")
 _STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+", re.IGNORECASE)
 _LONGEST = 4096  # characters; longer lines are dumps (a config, a tensor), not a step's metrics
@@ -140,6 +141,7 @@ _TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min",
 _KV_ALIASES = {
     "lm_loss": "loss", "lm_loss_value": "val_loss", "loss_scale": "signals/loss_scale",
     "completed_step": "step", "num_updates": "step", "it": "step", "tokens_per_sec": "tokens_per_s",
+    "seconds": "step_s",  # MaxText's `completed step: 4, seconds: 1.5` (a run's total would be `elapsed ...`)
     "tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "consumed_train_samples": "samples",
     "number_of_skipped_iterations": "skipped_iterations", "number_of_nan_iterations": "nan_iterations",
     # OLMo's blocks
@@ -203,6 +205,9 @@ def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
     for name in ("iteration", "iter", "global_step"):
         if "step" not in out and name in out:
             out["step"] = out.pop(name)
+    # DeepSpeed's `steps: 100 loss: 3.4567 iter time (s): 1.234`; a config's `steps: 100000` has no loss
+    if "step" not in out and "steps" in out and any("loss" in key for key in out):
+        out["step"] = out.pop("steps")
     if not out or out.keys() == {"step"}:  # a line with a step and nothing measured is not a metrics line
         return None
     if "step" not in out:
