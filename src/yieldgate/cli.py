@@ -675,6 +675,8 @@ def import_(
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
 
     Example: yieldgate import tensorboard runs/exp1 --run exp1 --tokens-per-step 524288
+
+    Example: yieldgate import textlog train.log --run gpt2 --tokens-per-step 524288   (nanoGPT, Megatron, ...: detected)
     """
     from yieldgate.ingest import ImportOptions, import_run
 
