@@ -103,3 +103,51 @@ def test_damaged_bytes_are_one_error_with_offset_and_nothing_is_written(ledger, 
         (tmp_path / "empty").mkdir()
         import_run(ledger, "tensorboard", [str(tmp_path / "empty")], ImportOptions(run="tb"))
     assert ledger.runs().empty
+
+
+def _megatron(log, sections: bool, gbs=512, seq=2048):
+    """What Megatron's training_log writes: each metric at the iteration, then again against consumed samples
+    (and tokens, in Megatron-DeepSpeed); Megatron-DeepSpeed puts each tag under a section of its own name."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    def tag(section, name):
+        return f"{section}/{name}" if sections else name
+
+    writer = SummaryWriter(log)
+    for it in range(10, 101, 10):
+        samples, loss = it * gbs, 10 / (1 + it / 50)
+        writer.add_scalar(tag("learning-rate", "learning-rate"), 1e-4, it)
+        writer.add_scalar(tag("learning-rate", "learning-rate vs samples"), 1e-4, samples)
+        writer.add_scalar(tag("lm-loss-training", "lm loss"), loss, it)
+        writer.add_scalar(tag("lm-loss-training", "lm loss vs samples"), loss, samples)
+        writer.add_scalar(tag("lm-loss-training", "lm loss vs tokens"), loss, samples * seq)
+        writer.add_scalar(tag("loss-scale", "loss-scale"), 4096, it)
+        writer.add_scalar(tag("grad-norm", "grad-norm"), 1.5, it)
+        writer.add_scalar(tag("iteration-time", "iteration-time"), 1.25, it)
+        if it % 50 == 0:
+            writer.add_scalar(tag("lm-loss-validation", "lm loss validation"), loss + 0.1, it)
+            writer.add_scalar(tag("lm-loss-validation", "lm loss validation vs samples"), loss + 0.1, samples)
+            writer.add_scalar(tag("lm-loss-validation", "lm loss validation ppl"), 2.0, it)
+    writer.close()
+    return log
+
+
+@pytest.mark.parametrize("sections", [False, True], ids=["megatron-lm", "megatron-deepspeed"])
+def test_megatron_tags_and_their_other_x_axes(ledger, tmp_path, sections):
+    log = _megatron(tmp_path / "tb", sections)
+    (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="m"))
+    steps = ledger.steps("m")
+    # `... vs samples` events sit at step = samples consumed: read as metrics they were rows at step 51,200
+    assert steps["step"].tolist() == list(range(10, 101, 10))
+    assert steps["samples"].tolist() == [it * 512 for it in range(10, 101, 10)]
+    assert steps["tokens"].tolist() == [it * 512 * 2048 for it in range(10, 101, 10)]
+    assert steps["loss"].tolist() == pytest.approx([10 / (1 + it / 50) for it in range(10, 101, 10)], rel=1e-6)
+    assert steps["lr"].tolist() == pytest.approx([1e-4] * 10) and (steps["grad_norm"] == 1.5).all()
+    assert (steps["step_s"] == 1.25).all()
+    assert ledger.extras("m", ["signals/loss_scale"])["value"].tolist() == [4096.0] * 10
+    evals = ledger.evals("m")
+    val = evals[evals["metric"] == "loss"]
+    assert val["step"].tolist() == [50, 100] and val["tokens"].tolist() == [50 * 512 * 2048, 100 * 512 * 2048]
+    assert set(evals["metric"]) == {"loss", "ppl"} and set(evals["task"]) == {"val"}
+    assert not any(t.startswith("imported/") for t in res.mapping.values())
+    assert any("logged against samples or tokens" in w for w in res.warnings)

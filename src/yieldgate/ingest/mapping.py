@@ -32,8 +32,8 @@ _CORE_ALIASES = {
     "samples": ["samples", "num_samples", "consumed_samples", "train/samples"],
     "wall_s": ["wall_s", "wall", "wall_time", "wallclock", "elapsed", "elapsed_time", "time", "train_time",
                "total_time", "_runtime", "runtime", "timestamp", "datetime", "date_time"],
-    "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt"],
-    "loss": ["loss", "train_loss", "train/loss", "training_loss", "loss/train", "train_loss_step", "trn_loss"],
+    "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt", "iteration_time"],
+    "loss": ["loss", "train_loss", "train/loss", "training_loss", "loss/train", "train_loss_step", "trn_loss", "lm_loss"],
     "lr": ["lr", "learning_rate", "train/lr", "train/learning_rate", "lr_adamw", "lr_adam", "lr_sgd"],
     "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm"],
     "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s",
@@ -70,6 +70,11 @@ class Target:
         return text + (f" (x{self.scale:g})" if self.scale != 1.0 else "")
 
 
+# Extras and evals by other names: Megatron's tags (`loss-scale`, `lm loss validation`).
+_OTHER_ALIASES = {"loss_scale": Target("extra", "signals/loss_scale"),
+                  "lm_loss_validation": Target("eval", "val/loss"), "lm_loss_validation_ppl": Target("eval", "val/ppl")}
+
+
 def _normal(name: str) -> str:
     return re.sub(r"[-. ]", "_", name.strip().lower())
 
@@ -99,12 +104,23 @@ def _canonical(name: str) -> Target | None:
     return None
 
 
+def _section_dropped(norm: str) -> str:
+    """`grad_norm/grad_norm` -> `grad_norm`, `lm_loss_training/lm_loss` -> `lm_loss`: a TensorBoard section
+    named after its one tag (Megatron-DeepSpeed's layout) says nothing the tag does not."""
+    section, _, tag = norm.partition("/")
+    if tag and "/" not in tag and (section.startswith(tag) or tag.startswith(section)):
+        return tag
+    return norm
+
+
 def guess(name: str) -> Target:
     """The canonical target of a source metric name (an `imported/<name>` extra when nothing fits)."""
     canonical = _canonical(name)
     if canonical is not None and canonical.kind != "eval":
         return canonical
-    norm = _normal(name)
+    norm = _section_dropped(_normal(name))
+    if norm in _OTHER_ALIASES:
+        return _OTHER_ALIASES[norm]
     for prefix in ("", "train/", "train_", "training/", "trainer/"):
         if norm.startswith(prefix) and norm[len(prefix):] in _ALIASES:
             return Target("core", _ALIASES[norm[len(prefix):]])

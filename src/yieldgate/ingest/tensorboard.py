@@ -17,6 +17,7 @@ records before it are kept.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,6 +133,45 @@ def read_scalars(files: Sequence[Path], warnings: Warnings) -> pd.DataFrame:
                          "tag": tags, "value": np.array(values, dtype=np.float64)})
 
 
+_AXIS = re.compile(r"^(?P<base>.+) vs (?P<axis>samples|tokens|steps|iterations)$", re.IGNORECASE)
+
+
+def _other_axes(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
+    """Megatron logs each metric twice more against other x-axes (`lm loss vs samples`, `... vs tokens`,
+    their "step" being the samples or tokens consumed). Read as metrics they would be rows at step 10^9.
+    They are dropped; each `X vs tokens` (`samples`) event, paired with the `X` event written just before it
+    in the same file with the same value, gives the run's tokens (samples) at that `X` event's step."""
+    axes = {tag: m for tag in pd.unique(scalars["tag"]) if (m := _AXIS.match(tag))}  # a few tags, many events
+    if not axes:
+        return scalars
+    other = scalars["tag"].isin(axes).to_numpy()
+    derived = []
+    for tag, m in axes.items():
+        name = m["axis"].lower()
+        if name not in ("tokens", "samples"):
+            continue
+        own = scalars[scalars["tag"] == m["base"]]
+        for file, vs in scalars[scalars["tag"] == tag].groupby("file"):
+            mine = own[own["file"] == file].sort_values("offset")
+            if mine.empty:
+                continue
+            at = np.searchsorted(mine["offset"].to_numpy(), vs["offset"].to_numpy()) - 1
+            paired = (at >= 0) & np.isclose(mine["value"].to_numpy()[np.maximum(at, 0)], vs["value"].to_numpy())
+            hit = mine.iloc[at[paired]]
+            derived.append(pd.DataFrame({"file": file, "offset": hit["offset"].to_numpy(),
+                                         "step": hit["step"].to_numpy(), "wall_time": hit["wall_time"].to_numpy(),
+                                         "tag": name, "value": vs["step"].to_numpy()[paired].astype(np.float64)}))
+    tags = sorted(axes)
+    warnings.add("axes", f"{len(tags)} tag(s) logged against samples or tokens instead of steps "
+                         f"({', '.join(tags[:3])}{', ...' if len(tags) > 3 else ''}): not read as metrics; their "
+                         "x-axis gives the tokens and samples at each step")
+    kept = scalars[~other]
+    if derived:
+        pairs = pd.concat(derived).drop_duplicates(["file", "step", "tag"])
+        kept = pd.concat([kept, pairs[~pairs["tag"].isin(kept["tag"].unique())]], ignore_index=True)
+    return kept.sort_values(["file", "offset"], kind="stable").reset_index(drop=True)
+
+
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     """Importer entry point: one run from event directories or files."""
     from yieldgate.ingest import Read
@@ -140,6 +180,7 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     scalars = read_scalars(files, warnings)
     if scalars.empty:
         raise InputError(f"{', '.join(sources)}: no scalar summaries in {len(files)} event file(s)")
+    scalars = _other_axes(scalars, warnings)
     file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()
     rows = pivot(", ".join(map(str, files)), scalars["file"].to_numpy(), scalars["step"].to_numpy(),
                  scalars["tag"], scalars["value"].to_numpy(), scalars["wall_time"].to_numpy(),
