@@ -36,6 +36,16 @@ from yieldgate.ingest.mapping import Target, guess, parse_map_options, resolve_m
     ("eval_runtime", "extra", "imported/eval_runtime", 1.0),
     ("train/perplexity", "extra", "imported/train/perplexity", 1.0),
     ("//odd//name", "extra", "imported/odd/name", 1.0),
+    # GPT-NeoX's and Megatron's names, Megatron-DeepSpeed's sections
+    ("train/lm_loss", "core", "loss", 1.0),
+    ("validation/lm_loss", "eval", "val/loss", 1.0),
+    ("validation/lm_loss_ppl", "eval", "val/ppl", 1.0),
+    ("lm loss", "core", "loss", 1.0),
+    ("grad-norm/grad-norm", "core", "grad_norm", 1.0),
+    ("lm-loss-training/lm loss", "core", "loss", 1.0),
+    ("loss-scale", "extra", "signals/loss_scale", 1.0),
+    ("lm-loss-validation/lm loss validation", "eval", "val/loss", 1.0),
+    ("iteration-time/samples per second", "extra", "imported/iteration-time/samples per second", 1.0),
 ])
 def test_guess(name, kind, key, scale):
     assert guess(name) == Target(kind, key, scale)

@@ -45,6 +45,9 @@ _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in name
 # Validation metrics: `<prefix><sep>[<source>/]<metric>` with one of these prefixes.
 _VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$")
 _VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
+# Other spellings of a validation metric (GPT-NeoX's `validation/lm_loss`, `validation/lm_loss_ppl`).
+_VAL_RENAMES = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl", "lm_loss": "loss",
+                "lm_loss_ppl": "ppl", "ce_loss": "loss", "cross_entropy": "loss"}
 
 # Metric names of eval keys `<task>/<metric>` (lm-eval's among them): such a key is an eval, not an extra.
 _EVAL_METRICS = _VAL_METRICS | {"acc_norm", "exact_match", "em", "f1", "mcc", "bleu", "rouge1", "rouge2",
@@ -131,9 +134,9 @@ def guess(name: str) -> Target:
             if col in ("wall_s", "step_s"):
                 return Target("core", col, scale)
     m = _VAL_PREFIX.match(norm)
-    if m and m["metric"] in _VAL_METRICS:
+    if m and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES):
         task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
-        metric = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl"}.get(m["metric"], m["metric"])
+        metric = _VAL_RENAMES.get(m["metric"], m["metric"])
         return Target("eval", f"{task}/{metric}")
     return canonical or _imported(name)
 
