@@ -125,6 +125,15 @@ def test_a_wandb_chart_export_becomes_one_run_per_run_on_the_chart(ledger, tmp_p
     assert one.run == "one" and one.source.endswith("(giddy-sun-12)")
 
 
+def test_a_gzipped_csv(ledger, tmp_path):
+    import gzip
+
+    path = tmp_path / "metrics.csv.gz"
+    path.write_bytes(gzip.compress(b"step,loss\n1,3.0\n2,2.5\n"))
+    import_run(ledger, "table", [str(path)], ImportOptions(run="gz"))
+    assert ledger.steps("gz")["loss"].tolist() == [3.0, 2.5]
+
+
 def test_runs_lists_a_run_without_evals_beside_one_with(cli, tmp_path):
     chart, log = tmp_path / "chart.csv", tmp_path / "train.log"
     chart.write_text(CHART)

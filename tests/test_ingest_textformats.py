@@ -155,6 +155,18 @@ def test_composer_blocks(ledger):
     assert _evals(evals, "val/loss") == {2: 10.4}
 
 
+def test_a_gzipped_log_reads_as_the_plain_one(ledger, tmp_path):
+    import gzip
+
+    path = tmp_path / "train.log.gz"
+    path.write_bytes(gzip.compress((LOGS / "nanogpt.log").read_bytes()))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="gz"))
+    assert res.source.endswith("(read as nanogpt)") and len(ledger.steps("gz")) == 7
+    path.write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(InputError, match="train.log.gz: not a readable gzip file"):
+        import_run(ledger, "textlog", [str(path)], ImportOptions(run="bad"))
+
+
 def test_hugging_face_printed_dicts_point_to_trainer_state(ledger):
     with pytest.raises(InputError, match="trainer_state.json"):
         _import(ledger, "hf-stdout.log")

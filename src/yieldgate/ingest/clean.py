@@ -18,7 +18,9 @@ Real logs are messy. What each case becomes (the README's "Importing existing ru
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -161,11 +163,17 @@ def read_json(path: Path, expected: str) -> object:
 
 
 def read_lines(path: Path, warnings: Warnings) -> list[str]:
-    """A text file's lines; a last line without a line end is treated as truncated: skipped, with a warning."""
+    """A text file's lines (`.gz` decompressed); a last line without a line end is treated as truncated:
+    skipped, with a warning."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if path.suffix.lower() == ".gz":  # logs are often kept compressed
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"{path}: not a readable gzip file ({exc}); decompress it or give the plain file") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -189,8 +189,9 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
     for path in paths:
         if not path.is_file():
             raise InputError(f"{path}: no such file; expected a CSV, JSONL or Parquet table")
-        suffix = path.suffix.lower()
-        if suffix == ".parquet":
+        gz = path.suffix.lower() == ".gz"  # read_lines decompresses CSV and JSONL
+        suffix = Path(path.stem).suffix.lower() if gz else path.suffix.lower()
+        if suffix == ".parquet" and not gz:
             columns, where = _read_parquet(path, warnings)
         elif suffix in (".csv", ".jsonl", ".ndjson", ".tsv"):
             frame, where = (_read_jsonl if suffix in (".jsonl", ".ndjson") else _read_csv)(path, warnings)
@@ -201,7 +202,8 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
                 if col is not None:
                     columns[str(name)] = col
         else:
-            raise InputError(f"{path}: unknown table format {suffix or '(no extension)'}; use .csv, .jsonl or .parquet")
+            raise InputError(f"{path}: unknown table format {suffix or '(no extension)'}; use .csv, .jsonl or .parquet "
+                             "(.csv.gz, .jsonl.gz too)")
         if not where:
             warnings.add("empty", f"{path}: no rows")
             continue
