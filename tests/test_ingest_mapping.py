@@ -46,6 +46,19 @@ from yieldgate.ingest.mapping import Target, guess, parse_map_options, resolve_m
     ("loss-scale", "extra", "signals/loss_scale", 1.0),
     ("lm-loss-validation/lm loss validation", "eval", "val/loss", 1.0),
     ("iteration-time/samples per second", "extra", "imported/iteration-time/samples per second", 1.0),
+    # OLMo's and Composer's names, in their W&B runs and their console blocks alike
+    ("train/CrossEntropyLoss", "core", "loss", 1.0),
+    ("optim/total_grad_norm", "core", "grad_norm", 1.0),
+    ("optim/learning_rate_group0", "core", "lr", 1.0),
+    ("throughput/total_tokens", "core", "tokens", 1.0),
+    ("eval/c4_en-validation/CrossEntropyLoss", "eval", "val/c4_en_validation/loss", 1.0),
+    ("eval/c4_en-validation/Perplexity", "eval", "val/c4_en_validation/ppl", 1.0),
+    ("Train loss/train/total", "core", "loss", 1.0),
+    ("Train time/token", "core", "tokens", 1.0),
+    ("lr-DecoupledAdamW/group0", "core", "lr", 1.0),
+    ("metrics/eval/LanguageCrossEntropy", "eval", "val/loss", 1.0),
+    ("Eval metrics/eval/LanguageCrossEntropy", "eval", "val/loss", 1.0),
+    ("tok/s", "core", "tokens_per_s", 1.0),
 ])
 def test_guess(name, kind, key, scale):
     assert guess(name) == Target(kind, key, scale)

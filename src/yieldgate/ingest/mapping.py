@@ -28,14 +28,18 @@ _UNITS = {"_ms": 1e-3, "_s": 1.0, "_sec": 1.0, "_min": 60.0, "_h": 3600.0}
 # Source spellings of the core step columns (compared after lower-casing and `-`/`.`/space -> `_`).
 _CORE_ALIASES = {
     "tokens": ["tokens", "num_tokens", "tokens_seen", "num_input_tokens_seen", "consumed_tokens", "train/tokens",
-               "total_tokens", "ntokens"],
-    "samples": ["samples", "num_samples", "consumed_samples", "train/samples"],
+               "total_tokens", "ntokens", "throughput/total_tokens", "time/token"],
+    "samples": ["samples", "num_samples", "consumed_samples", "train/samples", "consumed_train_samples",
+                "time/sample"],
     "wall_s": ["wall_s", "wall", "wall_time", "wallclock", "elapsed", "elapsed_time", "time", "train_time",
                "total_time", "_runtime", "runtime", "timestamp", "datetime", "date_time"],
     "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt", "iteration_time"],
-    "loss": ["loss", "train_loss", "train/loss", "training_loss", "loss/train", "train_loss_step", "trn_loss", "lm_loss"],
-    "lr": ["lr", "learning_rate", "train/lr", "train/learning_rate", "lr_adamw", "lr_adam", "lr_sgd"],
-    "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm"],
+    "loss": ["loss", "train_loss", "train/loss", "training_loss", "loss/train", "train_loss_step", "trn_loss", "lm_loss",
+             "crossentropyloss", "ce_loss", "loss/train/total"],
+    "lr": ["lr", "learning_rate", "train/lr", "train/learning_rate", "lr_adamw", "lr_adam", "lr_sgd",
+           "optim/learning_rate_group0", "optim/lr_group_0"],
+    "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm",
+                  "optim/total_grad_norm"],
     "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s",
                      "throughput/tokens_per_s", "train/tokens_per_s", "tps"],
     "mfu": ["mfu", "throughput/mfu"],
@@ -47,7 +51,8 @@ _VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<sourc
 _VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
 # Other spellings of a validation metric (GPT-NeoX's `validation/lm_loss`, `validation/lm_loss_ppl`).
 _VAL_RENAMES = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl", "lm_loss": "loss",
-                "lm_loss_ppl": "ppl", "ce_loss": "loss", "cross_entropy": "loss"}
+                "lm_loss_ppl": "ppl", "ce_loss": "loss", "cross_entropy": "loss", "crossentropyloss": "loss",
+                "languagecrossentropy": "loss", "languageperplexity": "ppl"}
 
 # Metric names of eval keys `<task>/<metric>` (lm-eval's among them): such a key is an eval, not an extra.
 _EVAL_METRICS = _VAL_METRICS | {"acc_norm", "exact_match", "em", "f1", "mcc", "bleu", "rouge1", "rouge2",
@@ -73,9 +78,15 @@ class Target:
         return text + (f" (x{self.scale:g})" if self.scale != 1.0 else "")
 
 
-# Extras and evals by other names: Megatron's tags (`loss-scale`, `lm loss validation`).
+# Extras and evals by other names: Megatron's (`loss-scale`, `lm loss validation`, its log's `lm loss value`),
+# Composer's `metrics/eval/LanguageCrossEntropy` (its console prefixes `Eval `).
 _OTHER_ALIASES = {"loss_scale": Target("extra", "signals/loss_scale"),
-                  "lm_loss_validation": Target("eval", "val/loss"), "lm_loss_validation_ppl": Target("eval", "val/ppl")}
+                  "lm_loss_validation": Target("eval", "val/loss"), "lm_loss_validation_ppl": Target("eval", "val/ppl"),
+                  "lm_loss_value": Target("eval", "val/loss"),
+                  "metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
+                  "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss")}
+# A learning rate per parameter group: Composer's `lr-DecoupledAdamW/group0`; the first group's is the lr.
+_LR_GROUP = re.compile(r"^lr_[a-z]+/group_?0$")
 
 
 def _normal(name: str) -> str:
@@ -127,6 +138,8 @@ def guess(name: str) -> Target:
     for prefix in ("", "train/", "train_", "training/", "trainer/"):
         if norm.startswith(prefix) and norm[len(prefix):] in _ALIASES:
             return Target("core", _ALIASES[norm[len(prefix):]])
+        if norm.startswith(prefix) and _LR_GROUP.match(norm[len(prefix):]):
+            return Target("core", "lr")
     base, scale = _unit(norm)
     if scale != 1.0 or base != norm:
         for candidate in (base + "_s", base):

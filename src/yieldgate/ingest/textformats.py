@@ -129,28 +129,15 @@ _BLOCK_HEAD = re.compile(r"\[(?:step|batch)=(?P<step>\d+)(?:/\d+)?[^\]]*\]:?\s*$
 _NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+|__\w+__")
 # `Namespace(lr=0.001, steps=...)`, `TrainConfig(step=0, ...)`: an object's repr is a configuration
 _REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
-# OLMo's `eval/<source>/CrossEntropyLoss`, Composer's `Eval metrics/eval/LanguageCrossEntropy`
-_EVAL_CE = re.compile(r"^eval(?:_metrics/eval)?(?:/(?P<source>.+?))??/(?:(?P<loss>crossentropyloss|languagecrossentropy|ce_loss)"
-                      r"|(?:language)?perplexity)$")
-_LR_GROUP = re.compile(r"^(?:optim/learning_rate_|train_lr_[a-z]+/)group0$")
 _TAGS = re.compile(r"\[[^\]|]*\|[^\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
 _STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b", re.IGNORECASE)
 _MULTIPLIERS = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min", "h": "_h"}
-# Names the mapping does not know, as the big trainers print them (after lower-casing, spaces -> `_`).
+# Keys that mean the step, its time or a rate only in a line of pairs (the other names are the mapping's;
+# elsewhere `tokens/s` would be the tokens of a source named `s`).
 _KV_ALIASES = {
-    "lm_loss": "loss", "lm_loss_value": "val_loss", "loss_scale": "signals/loss_scale",
-    "completed_step": "step", "num_updates": "step", "it": "step", "tokens_per_sec": "tokens_per_s",
+    "completed_step": "step", "num_updates": "step", "it": "step", "tokens/s": "tokens_per_s",
     "seconds": "step_s",  # MaxText's `completed step: 4, seconds: 1.5` (a run's total would be `elapsed ...`)
-    "tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "consumed_train_samples": "samples",
-    "number_of_skipped_iterations": "skipped_iterations", "number_of_nan_iterations": "nan_iterations",
-    # OLMo's blocks
-    "train/crossentropyloss": "loss", "throughput/total_tokens": "tokens", "optim/total_grad_norm": "grad_norm",
-    # OLMo-core's: `train/CE loss=3.45`, `optim/LR (group 0)=3e-4`, `optim/total grad norm=0.5`
-    "train/ce_loss": "loss", "optim/lr_group_0": "lr",
-    # Composer's (llm-foundry) blocks: `Train loss/train/total: 3.45`
-    "train_loss/train/total": "loss", "train_time/token": "tokens", "train_time/sample": "samples",
-    "train_time/batch": "imported/batch", "train_metrics/train/languagecrossentropy": "imported/train_ce",
 }
 # Per-step times (a cumulative clock is `wall`, `elapsed`, `train_time`: the mapping knows those).
 _STEP_TIMES = {"time", "dt", "step", "step_time", "iter_time", "iteration_time", "elapsed_time_per_iteration",
@@ -194,8 +181,6 @@ def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
         elif unit:
             key += "_" + unit.lower().replace("/", "_per_")
         key = _KV_ALIASES.get(key, key)
-        key = _EVAL_CE.sub(lambda e: "val" + (f"/{e['source']}" if e["source"] else "") + ("/loss" if e["loss"] else "/ppl"),
-                           _LR_GROUP.sub("lr", key))
         for suffix, scale in (("_ms", 1e-3), ("_s", 1.0)):
             if key.endswith(suffix) and key[: -len(suffix)] in _STEP_TIMES:
                 key, value = "step_s", value * scale
