@@ -24,6 +24,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 
-__all__ = ["Rows", "Warnings", "read_json", "read_lines", "concat", "pivot", "clean", "CLOCK_COLUMNS"]
+__all__ = ["Rows", "Warnings", "read_json", "read_lines", "unix_seconds", "concat", "pivot", "clean", "CLOCK_COLUMNS"]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -160,6 +161,23 @@ def read_json(path: Path, expected: str) -> object:
         raise InputError(f"{path}: byte {exc.start}: not UTF-8 text; expected {expected}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}); expected {expected}") from None
+
+
+def unix_seconds(cells: pd.Series) -> np.ndarray:
+    """Unix seconds of time cells: Unix times in s, ms, µs or ns (told apart by size: 1e9 s is 2001, 1e11 s
+    would be the year 5138) or date-times (without a UTC offset: this machine's local time, as nvidia-smi
+    writes them). NaN where a cell is empty or not a time."""
+    text = cells.fillna("").astype(str).str.strip()
+    filled = text != ""
+    numeric = pd.to_numeric(text.where(filled), errors="coerce")
+    if filled.any() and numeric.notna().sum() == filled.sum():
+        values = numeric.to_numpy(dtype=float, na_value=np.nan)
+        median = np.nanmedian(values)
+        return values / next((unit for above, unit in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3)) if median > above), 1.0)
+    stamps = pd.to_datetime(text.where(filled), format="mixed", errors="coerce")
+    if stamps.dt.tz is None:
+        stamps = stamps.dt.tz_localize(datetime.now().astimezone().tzinfo)
+    return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
 
 
 def read_lines(path: Path, warnings: Warnings) -> list[str]:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 from yieldgate.ingest import textformats
-from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines
+from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
 
 __all__ = ["read_table", "read_textlog", "rows_from_columns"]
@@ -162,21 +162,13 @@ def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarra
     if not present.any():
         return None
     numeric = pd.to_numeric(text.where(present), errors="coerce")
-    if numeric[present].notna().all():
-        values = numeric.to_numpy(dtype=float, na_value=np.nan)
-        if np.nanmedian(values) < 1e9:
-            return None  # a count of seconds already: the mapping reads it
-        # Unix s, ms, µs or ns, told apart by size (1e9 s is 2001; 1e11 s would be the year 5138)
-        median = np.nanmedian(values)
-        values = values / next(unit for above, unit in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3), (0, 1)) if median > above)
-    else:
-        try:
-            stamps = pd.to_datetime(text.where(present, None), format="mixed", utc=True)
-        except (ValueError, TypeError):
-            i = int(np.argmax(present & pd.to_datetime(text, errors="coerce", format="mixed").isna().to_numpy()))
-            raise InputError(f"{where[i]}: column {name!r}: expected a date-time or Unix time, got "
-                             f"{text.iloc[i]!r}") from None
-        values = (stamps - stamps[present].min()).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
+    if numeric[present].notna().all() and np.nanmedian(numeric) < 1e9:
+        return None  # a count of seconds already: the mapping reads it
+    values = unix_seconds(text)
+    bad = present & np.isnan(values)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"{where[i]}: column {name!r}: expected a date-time or Unix time, got {text.iloc[i]!r}")
     return values - np.nanmin(values[present]), present
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, read_lines
+from yieldgate.ingest.clean import Warnings, read_lines, unix_seconds
 from yieldgate.ledger import Ledger
 
 __all__ = ["read_samples", "join_on_time", "run_start"]
@@ -75,17 +75,11 @@ def _frame(path: Path, warnings: Warnings) -> pd.DataFrame:
 
 
 def _times(path: Path, cells: pd.Series, column: str) -> np.ndarray:
-    numeric = pd.to_numeric(cells, errors="coerce")
-    if numeric.notna().all():
-        values = numeric.to_numpy(dtype=float)
-        return values / 1000.0 if np.nanmedian(values) > 1e11 else values  # Unix ms or s
-    try:
-        stamps = pd.to_datetime(cells.str.strip(), format="mixed")
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{path}: column {column!r}: expected times (Unix seconds or date-times): {exc}") from None
-    if stamps.dt.tz is None:
-        stamps = stamps.dt.tz_localize(datetime.now().astimezone().tzinfo)
-    return stamps.map(lambda t: t.timestamp()).to_numpy(dtype=float)
+    values = unix_seconds(cells)
+    if np.isnan(values).any():
+        bad = cells.iloc[int(np.argmax(np.isnan(values)))]
+        raise InputError(f"{path}: column {column!r}: expected times (Unix seconds or date-times), got {bad!r}")
+    return values
 
 
 def read_samples(path: Path, warnings: Warnings) -> pd.DataFrame:
