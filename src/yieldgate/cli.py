@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from yieldgate import __version__
 from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
+from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger
 from yieldgate.manifest import Manifest, diff, load_manifest
 from yieldgate.report.console import clean as _clean
@@ -660,8 +661,8 @@ def import_(
         "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged.")] = None,
     pattern: Annotated[list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups "
                                                                         "(repeatable).")] = None,
-    log_format: Annotated[str, typer.Option("--format", help="textlog without --pattern: auto (detect), nanogpt, "
-                                                             "modded-nanogpt, llm.c, megatron, fairseq or kv.")] = "auto",
+    log_format: Annotated[str, typer.Option("--format", help="textlog without --pattern: auto (detect) or one of "
+                                                             f"{', '.join(LOG_FORMATS)}.")] = "auto",
     step_pattern: Annotated[str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the "
                                                                             "step from the file name.")] = None,
     experiment: Annotated[bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import "
