@@ -201,3 +201,37 @@ def test_mutated_files_give_warnings_or_one_input_error(ledger, tmp_path, maker,
 @pytest.mark.parametrize("maker", sorted(MAKERS))
 def test_mutated_files_soak(ledger, tmp_path, maker, monkeypatch):
     _fuzz(ledger, tmp_path, maker, SOAK_N, monkeypatch)
+
+
+_LFS = (b"version https://git-lfs.github.com/spec/v1\n"
+        b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345678\n")
+_HTML = b"<!DOCTYPE html>\n<html lang=\"en\"><head><title>train.log at main</title></head><body></body></html>\n"
+
+
+@pytest.mark.parametrize(("name", "kind"), [("events.out.tfevents.1.host", "tensorboard"), ("m.csv", "table"),
+                                            ("train.log", "textlog"), ("trainer_state.json", "hf-trainer"),
+                                            ("results_step10.json", "lm-eval"), ("train.log.gz", "textlog")])
+def test_a_placeholder_says_what_it_is(ledger, tmp_path, name, kind):
+    """A Git LFS pointer, an empty file or a saved web page in a log's place is named for what it is."""
+    import gzip
+
+    path = tmp_path / name
+    for data, says in ((_LFS, r"this is a Git LFS pointer \(a 12,345,678-byte file stored elsewhere\), not the file "
+                              r"itself: run `git lfs pull`"),
+                       (_HTML, "this is an HTML page, not .*: a web page was saved in the file's place"),
+                       (b"  \n", "the file is empty"), (b"", "empty")):
+        path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        with pytest.raises(InputError, match=says) as err:
+            import_run(ledger, kind, [str(path)], ImportOptions(run="p"))
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
+    assert len(ledger.runs()) == 0
+
+
+def test_an_import_that_reads_nothing_is_refused(ledger, tmp_path):
+    """Zero rows is an error that says what was looked for and what was found, never an empty run."""
+    path = tmp_path / "m.csv"
+    path.write_text("step,note\n1,\n2,\n")
+    with pytest.raises(InputError, match=r"m.csv: nothing to import: looked for rows with a step and at least one "
+                                         r"metric and found no metric at all"):
+        import_run(ledger, "table", [str(path)], ImportOptions(run="t"))
+    assert len(ledger.runs()) == 0

@@ -64,7 +64,7 @@ def test_checkpoint_folder_and_damaged_files(ledger, state_file, tmp_path):
     with pytest.raises(InputError, match="no 'log_history' list"):
         import_run(ledger, "hf-trainer", [str(bad)], ImportOptions(run="bad"))
     bad.write_text(json.dumps({"log_history": [{"loss": 1.0}]}))
-    with pytest.raises(InputError, match=r"log_history\[0\]: expected an object with an integer 'step'"):
+    with pytest.raises(InputError, match=r"log_history has no entry with a step \(1 entries\)"):
         import_run(ledger, "hf-trainer", [str(bad)], ImportOptions(run="bad"))
     nan = json.loads(text)
     nan["log_history"][0]["loss"] = float("nan")  # json writes NaN, as the Trainer does for a diverged loss
@@ -72,3 +72,29 @@ def test_checkpoint_folder_and_damaged_files(ledger, state_file, tmp_path):
     (res,) = import_run(ledger, "hf-trainer", [str(bad)], ImportOptions(run="nan"))
     assert res.warnings == [f"{bad}:log_history[0]: loss is nan/inf on 1 row(s); kept as recorded"]
     assert "bad" not in set(ledger.runs()["name"])
+
+
+def test_stepless_entries_go_to_the_summary_and_eval_metrics_are_evals(ledger, cli, state_file, tmp_path):
+    """A script that appends `trainer.predict()` results (no step) and a speech model's WER: the file reads
+    entry by entry, and eval_wer / eval_accuracy are evaluations, not extras."""
+    state = json.loads(state_file.read_text())
+    history = state["log_history"]
+    evals = [h for h in history if "eval_loss" in h]
+    for k, h in enumerate(evals):
+        h["eval_wer"], h["eval_accuracy"] = 0.5 - 0.1 * k, 0.6 + 0.1 * k
+    history.append({"test_loss": 3.25, "test_wer": 0.31, "test_runtime": 1.5})
+    history.append("not an entry")
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps(state))
+    (res,) = import_run(ledger, "hf-trainer", [str(path)], ImportOptions(run="asr"))
+    assert res.warnings == [f"{path}: 2 log_history entries without a step (first: log_history[{len(history) - 2}]) "
+                            "kept in the run's summary, not as rows"]
+    assert res.mapping["eval_wer"] == "val/wer (eval)" and res.mapping["eval_accuracy"] == "val/acc (eval)"
+    assert res.mapping["eval_runtime"].startswith("imported/")
+    got = ledger.evals("asr")
+    wer = got[got["metric"] == "wer"]
+    assert wer["step"].tolist() == [h["step"] for h in evals]
+    assert wer["value"].tolist() == pytest.approx([0.5, 0.4])
+    assert not wer["higher_is_better"].any() and got[got["metric"] == "acc"]["higher_is_better"].all()
+    assert ledger.meta("asr")["summary"] == {"test_loss": 3.25, "test_wer": 0.31, "test_runtime": 1.5}
+    assert len(ledger.steps("asr")) == 4

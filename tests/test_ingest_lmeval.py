@@ -123,3 +123,66 @@ def test_harness_written_results(ledger, tmp_path, monkeypatch):
     assert acc["higher_is_better"].all()
     assert set(evals["metric"]) == {"acc", "acc_stderr"}  # `name`, `alias`, `sample_len` are not metrics
     assert set(evals["portfolio_version"]) == {lm_eval.__version__}
+
+
+def _v03(acc: float) -> dict:
+    """A v0.3 results file as the harness wrote them before 0.4 (Pythia's published evals): plain metric
+    names, `versions` beside `results`, no `higher_is_better`."""
+    return {"results": {"arc_easy": {"acc": acc, "acc_stderr": 0.01, "acc_norm": acc - 0.05, "acc_norm_stderr": 0.01},
+                        "lambada_openai": {"ppl": 40.0 - 50 * acc, "ppl_stderr": 1.5, "acc": acc + 0.1,
+                                           "acc_stderr": 0.006}},
+            "versions": {"arc_easy": 0, "lambada_openai": 0},
+            "config": {"model": "gpt2", "model_args": "pretrained=/ckpt", "num_fewshot": 0, "batch_size": 16}}
+
+
+def test_v03_results_named_by_checkpoint_in_a_folder(ledger, tmp_path):
+    """v0.3 files with plain names, the step in each file's name (`160M_step1000.json`), and another JSON in
+    the folder that is not results: every metric read, its direction from its name, the stray file skipped."""
+    for step, acc in ((1000, 0.40), (3000, 0.48)):
+        (tmp_path / f"160M_step{step}.json").write_text(json.dumps(_v03(acc)))
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "checkpoint-2000").mkdir()
+    (tmp_path / "ckpt" / "checkpoint-2000" / "eval.json").write_text(json.dumps(_v03(0.45)))
+    (tmp_path / "config.json").write_text(json.dumps({"n_layer": 12}))
+    (res,) = import_run(ledger, "lm-eval", [str(tmp_path)], ImportOptions(run="v03", tokens_per_step=2e6))
+    evals = ledger.evals("v03")
+    acc = evals[(evals["task"] == "arc_easy") & (evals["metric"] == "acc")]
+    assert acc["step"].tolist() == [1000, 2000, 3000]
+    assert acc["value"].tolist() == pytest.approx([0.40, 0.45, 0.48])
+    assert acc["tokens"].tolist() == [2e9, 4e9, 6e9]
+    assert set(evals["metric"]) == {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr", "ppl", "ppl_stderr"}
+    ppl = evals[evals["metric"] == "ppl"]
+    assert not ppl["higher_is_better"].any() and acc["higher_is_better"].all()
+    assert len(evals) == 3 * 8
+    assert any("config.json" in w and "skipped" in w for w in res.warnings)
+
+
+def test_aggregate_file_of_many_checkpoints(ledger, tmp_path):
+    """One JSON with a steps list and per-task lists of values (flat, or per metric), as open-model projects
+    publish their evaluation curves; and checkpoints as keys of results files."""
+    curves = {"steps": [1000, 2000, 4000], "tokens": [2.1e9, 4.2e9, 8.4e9],
+              "arc_easy": [0.41, 0.47, 0.52], "piqa": {"acc": [0.6, 0.63, 0.66], "acc_stderr": [0.01, 0.01, 0.01]}}
+    path = tmp_path / "eval_curves.json"
+    path.write_text(json.dumps({"model": curves}))
+    import_run(ledger, "lm-eval", [str(path)], ImportOptions(run="agg"))
+    evals = ledger.evals("agg")
+    arc = evals[evals["task"] == "arc_easy"]
+    assert arc["step"].tolist() == [1000, 2000, 4000] and arc["tokens"].tolist() == [2.1e9, 4.2e9, 8.4e9]
+    assert arc["value"].tolist() == [0.41, 0.47, 0.52] and arc["metric"].tolist() == ["score"] * 3
+    piqa = evals[(evals["task"] == "piqa") & (evals["metric"] == "acc")]
+    assert piqa["value"].tolist() == [0.6, 0.63, 0.66]
+    keyed = tmp_path / "all.json"
+    keyed.write_text(json.dumps({"step500": _v03(0.3), "step1500": _v03(0.35)}))
+    import_run(ledger, "lm-eval", [str(keyed)], ImportOptions(run="keyed"))
+    assert sorted(set(ledger.evals("keyed")["step"])) == [500, 1500]
+    path.write_text(json.dumps({"steps": [1, 2], "arc_easy": [0.4]}))
+    with pytest.raises(InputError, match=r"arc_easy has 1 values for 2 checkpoints"):
+        import_run(ledger, "lm-eval", [str(path)], ImportOptions(run="bad"))
+
+
+def test_results_with_no_metric_is_refused(ledger, tmp_path):
+    path = tmp_path / "results_step10.json"
+    path.write_text(json.dumps({"results": {}, "versions": {}}))
+    with pytest.raises(InputError, match="nothing to import: looked for numeric metrics under 'results'"):
+        import_run(ledger, "lm-eval", [str(path)], ImportOptions(run="empty"))
+    assert "empty" not in set(ledger.runs()["name"])

@@ -97,7 +97,7 @@ def test_megatron_tokens_from_consumed_samples(ledger):
     # a batch-size ramp makes tokens = step x N wrong; samples x sequence length stays right
     _, steps, evals = _import(ledger, "megatron.log", tokens_per_sample=2048)
     assert steps["tokens"].tolist() == [5120 * 2048, 10240 * 2048, 15360 * 2048]
-    assert evals["tokens"].tolist() == [15360 * 2048]
+    assert evals[evals["metric"] == "loss"]["tokens"].tolist() == [15360 * 2048]
     with pytest.raises(InputError, match="needs logged samples"):
         _import(ledger, "nanogpt.log", tokens_per_sample=256)
 
@@ -284,3 +284,31 @@ def test_cli_reads_a_known_log_without_a_pattern(cli):
     assert (out["steps"], out["evals"]) == (7, 4) and out["source"].endswith("(read as nanogpt)")
     bad = cli("import", "textlog", str(LOGS / "hf-stdout.log"), "--run", "h", code=2)
     assert "trainer_state.json" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_megatron_each_evaluation_set_is_its_own_task(ledger, tmp_path):
+    """Megatron-LM prints the periodic validation, then at the end `on validation set` and `on test set` for
+    the same iteration; Megatron-DeepSpeed prints `at the end of training for test data`, multi-set runs
+    `[name]`. A test-set loss never becomes the validation loss; a second value of one task is a warning."""
+    head = (LOGS / "megatron.log").read_text()
+    tail = (" validation loss at iteration 30 on validation set | lm loss value: 7.95E+00 | lm loss PPL: 2.8E+03 |\n"
+            " validation loss at iteration 30 on test set | lm loss value: 8.25E+00 | lm loss PPL: 3.8E+03 |\n"
+            "0: validation loss at iteration 30 [wiki-en] | lm loss value: 7.5E+00 |\n"
+            " validation loss at the end of training for test data | lm loss value: 8.5E+00 | lm loss PPL: 4.9E+03 |\n")
+    path = tmp_path / "megatron-sets.log"
+    path.write_text(head + tail)
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="m"))
+    evals = ledger.evals("m")
+    assert _evals(evals, "val/loss") == {30: 7.95}
+    assert _evals(evals, "test/loss") == {30: 8.5}
+    assert _evals(evals, "val/wiki_en/loss") == {30: 7.5}
+    assert _evals(evals, "test/ppl") == {30: 4900.0}
+    conflicts = [w for w in res.warnings if "two values" in w]
+    assert conflicts == [f"{path} (read as megatron): task 'val' metric 'loss' has two values at step 30 (7.91235, "
+                         "then 7.95); the later is kept",
+                         f"{path} (read as megatron): task 'val' metric 'ppl' has two values at step 30 (2731.23, "
+                         "then 2800); the later is kept",
+                         f"{path} (read as megatron): task 'test' metric 'loss' has two values at step 30 (8.25, "
+                         "then 8.5); the later is kept",
+                         f"{path} (read as megatron): task 'test' metric 'ppl' has two values at step 30 (3800, "
+                         "then 4900); the later is kept"]

@@ -35,6 +35,7 @@ from yieldgate.names import (
     RUN_STATUSES,
     STEP_VALUE_COLUMNS,
     is_extra_key,
+    metric_direction,
 )
 
 __all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "higher_is_better"]
@@ -49,14 +50,11 @@ BLOCK_ROWS = 8192
 TAIL_MERGE_ROWS = 256
 COMPACT_BLOCKS = 16
 
-# Metrics where lower is better; every other metric is taken as higher-is-better unless a record says.
-_LOWER_IS_BETTER = {"loss", "bpb", "bits_per_byte", "nll", "ppl", "perplexity", "word_perplexity",
-                    "byte_perplexity", "error", "err", "wer", "cer"}
-
-
 def higher_is_better(metric: str) -> bool:
-    """Default direction of a metric: False for losses, perplexities and error rates."""
-    return metric.split(",")[0].lower() not in _LOWER_IS_BETTER
+    """Default direction of a metric (`names.metric_direction`): False for losses, perplexities and error
+    rates; a name that does not say is taken as higher-is-better unless its record says otherwise."""
+    direction = metric_direction(metric)
+    return True if direction is None else direction
 
 
 def default_location() -> str:

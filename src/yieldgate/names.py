@@ -21,6 +21,7 @@ __all__ = [
     "BPB_METRIC",
     "is_extra_key",
     "split_eval_key",
+    "metric_direction",
 ]
 
 # Core step columns: name -> unit. Stored in the wide core step table; `step` is the key.
@@ -103,3 +104,31 @@ def split_eval_key(key: str) -> tuple[str, str]:
     if not sep or not task or not metric:
         raise ValueError(f"eval key {key!r} must be '<task>/<metric>', e.g. 'val/loss'")
     return task, metric
+
+
+# Metric direction (DESIGN.md, "Metric direction"): losses, perplexities, bits per byte and error rates
+# fall; accuracies and overlap scores rise. Compared on the metric's base name (lower-cased, before an
+# lm-eval filter: `acc,none` -> `acc`).
+_LOWER_IS_BETTER = frozenset({
+    "loss", "nll", "bpb", "bits_per_byte", "ppl", "perplexity", "word_perplexity", "byte_perplexity", "wer", "cer",
+    "ter", "error", "err", "error_rate", "mse", "mae", "rmse", "brier_score", "stderr"})
+_HIGHER_IS_BETTER = frozenset({
+    "acc", "acc_norm", "accuracy", "f1", "bleu", "sacrebleu", "rouge1", "rouge2", "rougel", "rougelsum", "exact_match",
+    "em", "mcc", "matthews_correlation", "precision", "recall", "auc", "roc_auc", "chrf", "meteor", "pearson",
+    "spearmanr", "mc1", "mc2", "map", "mrr", "ndcg", "bertscore", "score"})
+
+
+def metric_direction(metric: str) -> bool | None:
+    """True when a higher value of `metric` is better, False when lower is, None when the name does not say.
+
+    Known names and their families: `rougeLsum`, `f1_macro`, `accuracy_top5` and `pass@10` rise; `val_loss`,
+    `lm_loss`, `eval_wer` and a standard error (`acc_stderr`) fall."""
+    base = metric.split(",")[0].strip().lower()
+    if base in _LOWER_IS_BETTER or base.endswith(("_stderr", "_loss", "_ppl", "_perplexity", "_error", "_wer", "_cer")):
+        return False
+    if base in _HIGHER_IS_BETTER or base.startswith(("pass@", "rouge", "bleu")):
+        return True
+    head = base.split("_")[0]
+    if head in _HIGHER_IS_BETTER:
+        return True
+    return False if head in _LOWER_IS_BETTER else None

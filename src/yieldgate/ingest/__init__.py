@@ -15,7 +15,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings
-from yieldgate.ingest.core import ImportResult, Mapped, map_rows, write_import
+from yieldgate.ingest.core import ImportResult, Mapped, map_rows, settle_evals, write_import
 from yieldgate.ingest.mapping import parse_map_options
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import load_manifest
@@ -65,6 +65,8 @@ class Read:
     """For several runs from one source: the part after `PREFIX/` of the run's name."""
     start_unix: float | None = None
     """Unix time the run started, when the source has absolute times (kept for `--join-on time`)."""
+    summary: dict[str, float] = field(default_factory=dict)
+    """Numbers that belong to no step (a Trainer's final `test_*` results): the run's meta `summary`."""
 
 
 def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
@@ -140,13 +142,25 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
                               tokens_per_sample=opts.tokens_per_sample)
         else:
             mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
-        mapped.evals.extend(read.evals)
+        mapped.evals = settle_evals(mapped.evals + read.evals, read.source, warnings)
+        if mapped.steps.empty and not mapped.evals:
+            raise InputError(_nothing_read(kind, read, mapped))
         run = opts.run if read.suffix is None else f"{opts.run}/{read.suffix}"
         planned.append((run, read, mapped))
     with ledger.transaction():
         return [write_import(ledger, run, mapped, kind=kind, source=read.source, warnings=warnings,
-                             manifest=manifest, start_unix=read.start_unix)
+                             manifest=manifest, start_unix=read.start_unix, summary=read.summary)
                 for run, read, mapped in planned]
+
+
+def _nothing_read(kind: str, read: Read, mapped: Mapped) -> str:
+    """Why an import that read no row is refused: what was looked for, and what the source held."""
+    looked_for = {"lm-eval": "numeric metrics under 'results'", "hf-trainer": "log_history entries with numbers",
+                  "tensorboard": "scalar summaries", "textlog": "log lines with a step and a metric"}.get(
+        kind, "rows with a step and at least one metric")
+    found = (f"only {', '.join(sorted(mapped.mapping)[:8])}" if mapped.mapping else "no metric at all")
+    return (f"{read.source}: nothing to import: looked for {looked_for} and found {found}; check that this is "
+            f"{kind} output, or name the columns with --map KEY=NAME")
 
 
 def _join_telemetry(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions, warnings: Warnings,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -32,7 +33,8 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 
-__all__ = ["Rows", "Warnings", "read_json", "read_lines", "unix_seconds", "concat", "pivot", "clean", "CLOCK_COLUMNS"]
+__all__ = ["Rows", "Warnings", "read_json", "read_lines", "read_bytes", "placeholder", "unix_seconds", "concat", "pivot",
+           "clean", "CLOCK_COLUMNS"]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -151,12 +153,43 @@ def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str],
     return rows
 
 
-def read_json(path: Path, expected: str) -> object:
-    """A JSON document; unreadable, non-UTF-8 or invalid JSON is one InputError naming file and line."""
+_LFS_POINTER = re.compile(rb"^version https://git-lfs\.github\.com/spec/v1\s+oid sha256:(?P<oid>[0-9a-f]{64})\s+"
+                          rb"size (?P<size>\d+)")
+_HTML = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<\?xml[^>]*>\s*<html)", re.IGNORECASE)
+
+
+def placeholder(path: Path, head: bytes, expected: str) -> str | None:
+    """What a file holds instead of a log, from its first bytes: a Git LFS pointer, nothing, or a web page
+    saved in its place (a download of a repository's HTML view) — the message to give, or None."""
+    if not head.strip():
+        return f"{path}: the file is empty{' (only whitespace)' if head else ''}; expected {expected}"
+    m = _LFS_POINTER.match(head)
+    if m is not None:
+        return (f"{path}: this is a Git LFS pointer (a {int(m['size']):,}-byte file stored elsewhere), not the file "
+                "itself: run `git lfs pull` in its repository, then import again")
+    if _HTML.match(head[:512]):
+        return (f"{path}: this is an HTML page, not {expected}: a web page was saved in the file's place (download "
+                "the raw file, e.g. GitHub's 'Raw' link)")
+    return None
+
+
+def read_bytes(path: Path, expected: str) -> bytes:
+    """A file's bytes; unreadable, empty, a Git LFS pointer or a saved web page is one InputError saying so."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    problem = placeholder(path, data[:1024], expected)
+    if problem is not None:
+        raise InputError(problem)
+    return data
+
+
+def read_json(path: Path, expected: str) -> object:
+    """A JSON document; unreadable, non-UTF-8 or invalid JSON is one InputError naming file and line."""
+    data = read_bytes(path, expected)
+    try:
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: byte {exc.start}: not UTF-8 text; expected {expected}") from None
     except json.JSONDecodeError as exc:
@@ -180,18 +213,18 @@ def unix_seconds(cells: pd.Series) -> np.ndarray:
     return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
 
 
-def read_lines(path: Path, warnings: Warnings) -> list[str]:
+def read_lines(path: Path, warnings: Warnings, expected: str = "a training log") -> list[str]:
     """A text file's lines (`.gz` decompressed); a last line without a line end is treated as truncated:
-    skipped, with a warning."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    skipped, with a warning. An empty file, a Git LFS pointer or a saved web page is an InputError."""
+    data = read_bytes(path, expected)
     if path.suffix.lower() == ".gz":  # logs are often kept compressed
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"{path}: not a readable gzip file ({exc}); decompress it or give the plain file") from None
+        problem = placeholder(path, data[:1024], expected)
+        if problem is not None:
+            raise InputError(problem)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

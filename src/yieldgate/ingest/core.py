@@ -8,6 +8,7 @@ module does the rest, so every format treats messy logs the same way (`yieldgate
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import Manifest
 from yieldgate.names import split_eval_key
 
-__all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "data_digest"]
+__all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "data_digest", "settle_evals"]
 
 
 @dataclass
@@ -171,9 +172,29 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
     return Mapped(frame, evals, mapping)
 
 
+def _same_value(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def settle_evals(evals: list[EvalRecord], source: str, warnings: Warnings) -> list[EvalRecord]:
+    """One record per (step, portfolio, task, metric), the later kept, as the ledger keeps it; a second value
+    of one task's metric at one step is named in a warning (another evaluation set is another task, so it
+    never lands here: `val` and `test` at one step are two records)."""
+    kept: dict[tuple[int, str, str, str], EvalRecord] = {}
+    for rec in evals:
+        key = (rec.step, rec.portfolio, rec.task, rec.metric)
+        before = kept.get(key)
+        if before is not None and not _same_value(before.value, rec.value):
+            warnings.add("eval-conflict", f"{source}: task {rec.task!r} metric {rec.metric!r} has two values at step "
+                                          f"{rec.step} ({before.value:g}, then {rec.value:g}); the later is kept")
+        kept.pop(key, None)
+        kept[key] = rec
+    return list(kept.values())
+
+
 def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source: str, warnings: Warnings,
                  manifest: Manifest | None = None, start_unix: float | None = None,
-                 attach: bool = False) -> ImportResult:
+                 attach: bool = False, summary: Mapping[str, float] | None = None) -> ImportResult:
     """Write one imported run in one transaction; the same records from the same source again write nothing.
 
     The run is created if needed (status `imported`); importing into an existing run merges step by step
@@ -207,6 +228,8 @@ def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source:
         ledger.set_meta(run, "imports", done)
         if start_unix is not None and "start_unix" not in ledger.meta(run):
             ledger.set_meta(run, "start_unix", start_unix)
+        if summary:
+            ledger.set_meta(run, "summary", {**ledger.meta(run).get("summary", {}), **summary})
         if not attach:
             ledger.set_status(run, "imported")
     return result

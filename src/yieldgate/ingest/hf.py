@@ -6,6 +6,10 @@ Its `log_history` mixes three kinds of entries, each a row at its `step`: traini
 run, not a step's loss) or `total_flos`. Summary keys are kept as `summary/<key>`, so the mean training
 loss never lands in the `loss` column. (Recent Trainers also log a cumulative `train_runtime` on training
 entries: that one is the run's wall clock, `wall_s`.)
+
+Entries without a step (the `predict_*` / `test_*` results a script appends after training, a run summary
+written by hand) are not rows of the curve: their numbers go to the run's summary (`yieldgate show`), one
+warning counting them.
 """
 
 from __future__ import annotations
@@ -29,28 +33,41 @@ def _state_file(source: Path) -> Path:
     return path
 
 
-def read_state(path: Path, warnings: Warnings) -> Rows:
-    """One row per `log_history` entry, under the Trainer's own names (summary keys as `summary/<key>`)."""
+def read_state(path: Path, warnings: Warnings, summary: dict[str, float] | None = None) -> Rows:
+    """One row per `log_history` entry with a step, under the Trainer's own names (summary keys as
+    `summary/<key>`); the numbers of entries without one go into `summary`."""
     state = read_json(path, "a Trainer's trainer_state.json")
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise InputError(f"{path}: no 'log_history' list; expected a Trainer's trainer_state.json")
     steps, where, entries = [], [], []
+    stepless: list[int] = []
     for i, entry in enumerate(history):
-        at = f"{path}:log_history[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
-            raise InputError(f"{at}: expected an object with an integer 'step', got {str(entry)[:80]}")
-        summary = any(k in entry for k in _SUMMARY_KEYS)
-        values = {}
-        for key, value in entry.items():
-            if key == "step" or isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue  # strings and nested objects are not metrics
-            values[f"summary/{key}" if summary else key] = float(value)
-        steps.append(entry["step"])
-        where.append(at)
-        entries.append(values)
+        if not isinstance(entry, dict):
+            stepless.append(i)
+            continue
+        values = {key: float(value) for key, value in entry.items()
+                  if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)}
+        step = entry.get("step")
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            stepless.append(i)
+            if summary is not None:
+                summary.update(values)
+            continue
+        is_summary = any(k in entry for k in _SUMMARY_KEYS)
+        steps.append(step)
+        where.append(f"{path}:log_history[{i}]")
+        entries.append({f"summary/{k}" if is_summary else k: v for k, v in values.items()})
+    if stepless:
+        first = stepless[0]
+        warnings.add("stepless", f"{path}: {len(stepless)} log_history entr{'y' if len(stepless) == 1 else 'ies'} "
+                                 f"without a step (first: log_history[{first}]) kept in the run's summary, not "
+                                 "as rows")
     if not entries:
-        raise InputError(f"{path}: log_history is empty; the Trainer logged nothing yet")
+        raise InputError(f"{path}: log_history has no entry with a step ({len(history)} entries); the Trainer "
+                         "logged no training step yet: import a later checkpoint's trainer_state.json")
     return Rows.from_records(str(path), steps, where, entries)
 
 
@@ -59,4 +76,6 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     from yieldgate.ingest import Read
 
     paths = [_state_file(Path(s)) for s in sources]
-    return [Read(", ".join(map(str, paths)), concat([read_state(p, warnings) for p in paths]))]
+    summary: dict[str, float] = {}
+    rows = concat([read_state(p, warnings, summary) for p in paths])
+    return [Read(", ".join(map(str, paths)), rows, summary=summary)]

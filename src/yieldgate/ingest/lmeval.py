@@ -1,15 +1,27 @@
-"""lm-evaluation-harness results files (`results_<date>.json`), one per checkpoint, as eval records.
+"""lm-evaluation-harness results as eval records: per-checkpoint results files of every published generation,
+and aggregate files that hold many checkpoints in one JSON.
 
-Each task of `results` becomes eval records of that task, one per metric. lm-eval writes a metric as
-`<metric>,<filter>`: the default filter `none` is dropped (`acc,none` -> `acc`); any other filter stays in
-the name (`exact_match,strict-match`), since two filters of one metric are two different scores. Standard
-errors (`acc_stderr,none`) are kept as their own metric (`acc_stderr`, lower is better). The direction of
-each metric comes from the file's own `higher_is_better` table when it has one.
+Per-checkpoint files (any name: `results_<date>.json`, `step143000.json`, `160M_step143000.json`). Each task
+of `results` becomes eval records of that task, one per metric:
+- v0.4 writes a metric as `<metric>,<filter>`: the default filter `none` is dropped (`acc,none` -> `acc`); any
+  other filter stays in the name (`exact_match,strict-match`), since two filters of one metric are two scores;
+- v0.3 (`results` beside `versions`) writes plain names (`acc`, `acc_stderr`, `ppl`).
+Standard errors (`acc_stderr`) are kept as their own metric (lower is better). The direction of each metric
+comes from the file's own `higher_is_better` table when it has one, else from its name
+(`names.metric_direction`).
 
-The step of a file: `--step-pattern REGEX` searched in the file's path (its first group, or the group named
-`step`); else a top-level `step` field; else `step<digits>` in `config.model_args` (Pythia-style
-`revision=step143000`). The portfolio is `lm-eval`, its version the harness version that wrote the file
-(`lm_eval_version`).
+The step of a file: `step_pattern` searched in the file's path (its first group, or the group named `step`);
+else a top-level `step` field; else `step<digits>` in `config.model_args` (Pythia-style
+`revision=step143000`); else the number after `step`, `global_step`, `iter`, `ckpt` or `checkpoint-` in the
+path (the last such in it: `checkpoint-2000/results.json`, `160M_step143000.json`).
+
+Aggregate files: one JSON with per-task lists of values across checkpoints and one list of their steps or
+tokens (`{"steps": [...], "arc_easy": [...], "piqa": {"acc": [...]}}`), as large open-model projects
+publish their evaluation curves; or checkpoints as keys (`{"step1000": <results file>, ...}`) or a list of
+results files each with its `step`.
+
+The portfolio is `lm-eval`, its version the harness version that wrote the file (`lm_eval_version`).
+A directory imports every such file it holds; other JSON files in it are skipped with a warning.
 """
 
 from __future__ import annotations
@@ -23,22 +35,29 @@ from typing import Any
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Warnings, read_json
 from yieldgate.ledger import EvalRecord
+from yieldgate.names import metric_direction
 
 __all__ = ["read", "read_results", "metric_name"]
 
 PORTFOLIO = "lm-eval"
 _MODEL_ARGS_STEP = re.compile(r"step[-_=]?(\d+)")
+_PATH_STEP = re.compile(r"(?:global_step|step|iteration|iter|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
+# Names of an aggregate file's checkpoint axis: the step (preferred) or tokens of each column of values.
+_STEP_AXES = ("steps", "step", "global_steps", "iterations", "iteration", "checkpoints", "checkpoint")
+_TOKEN_AXES = ("tokens", "tokens_seen", "num_tokens", "train_tokens", "tokens_trained")
+_NOT_METRICS = {"alias", "name", "samples", "sample_len", "version"}
 
 
-def metric_name(key: str) -> str | None:
-    """`acc,none` -> `acc`; `exact_match,strict-match` kept; `alias` and other non-metrics -> None."""
+def metric_name(key: str, plain: bool = False) -> str | None:
+    """`acc,none` -> `acc`; `exact_match,strict-match` kept; a plain `acc` only from v0.3 files (`plain`);
+    `alias` and other non-metrics -> None."""
     metric, _, filt = key.partition(",")
     if not filt:
-        return None  # `alias`, `name`, ...: lm-eval writes every metric with its filter
+        return metric if plain and metric not in _NOT_METRICS else None
     return metric if filt == "none" else key
 
 
-def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None) -> int:
+def _step_in_path(path: Path, pattern: re.Pattern[str] | None) -> int | None:
     if pattern is not None:
         m = pattern.search(path.as_posix())
         if not m:
@@ -48,67 +67,185 @@ def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None) 
             return int(text)
         except ValueError:
             raise InputError(f"{path}: --step-pattern matched {text!r}, not a whole number") from None
-    if isinstance(results.get("step"), int):
+    return None
+
+
+def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None) -> int:
+    step = _step_in_path(path, pattern)
+    if step is not None:
+        return step
+    if isinstance(results.get("step"), int) and not isinstance(results.get("step"), bool):
         return results["step"]
-    args = str((results.get("config") or {}).get("model_args") or "")
+    args = str((results.get("config") or {}).get("model_args") or "") if isinstance(results.get("config"), dict) else ""
     m = _MODEL_ARGS_STEP.search(args)
     if m:
         return int(m.group(1))
-    raise InputError(f"{path}: no step: the file has no 'step' field and no step<N> in config.model_args; "
-                     r"give --step-pattern, e.g. 'step(\d+)' for results of checkpoint folders named step1000")
+    found = _PATH_STEP.findall(path.as_posix())
+    if found:
+        return int(found[-1])
+    raise InputError(f"{path}: no step: no 'step' field, no step<N> in config.model_args and none in the file's "
+                     r"path; give --step-pattern, e.g. 'ckpt(\d+)' for results of folders named ckpt1000")
 
 
-def read_results(path: Path, pattern: re.Pattern[str] | None, tokens_per_step: float | None,
-                 warnings: Warnings) -> list[EvalRecord]:
-    """The eval records of one results file."""
-    doc = read_json(path, "an lm-evaluation-harness results file")
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
-        raise InputError(f"{path}: no 'results' object; expected an lm-evaluation-harness results file")
-    step = _step(path, doc, pattern)
-    tokens = None if tokens_per_step is None else step * float(tokens_per_step)
-    directions = doc.get("higher_is_better") or {}
-    version = str(doc.get("lm_eval_version") or (doc.get("config") or {}).get("lm_eval_version") or "")
+def _record(path: Path, where: str, task: str, name: str, value: Any, step: int, tokens: float | None,
+            hib: Any, version: str, warnings: Warnings) -> EvalRecord | None:
+    if value in ("N/A", None) or isinstance(value, (dict, list)):
+        return None  # lm-eval writes "N/A" for a stderr it could not compute
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{path}: {where}: expected a number, got {value!r}")
+    base = name.split(",")[0]
+    if base.endswith("_stderr"):
+        hib = False
+    elif not isinstance(hib, bool):
+        hib = metric_direction(base)
+    if not math.isfinite(value):
+        warnings.add("nan", f"{path}: {where} is {value}; kept as recorded")
+    return EvalRecord(step=step, tokens=tokens, task=task, metric=name, value=float(value), higher_is_better=hib,
+                      portfolio=PORTFOLIO, portfolio_version=version)
+
+
+def _results_records(path: Path, doc: dict[str, Any], step: int, tokens: float | None,
+                     warnings: Warnings) -> list[EvalRecord]:
+    """The records of one checkpoint's results document (v0.3 or v0.4)."""
+    directions = doc.get("higher_is_better") if isinstance(doc.get("higher_is_better"), dict) else {}
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    version = str(doc.get("lm_eval_version") or config.get("lm_eval_version") or "")
+    # v0.3 writes plain metric names; v0.4 writes every metric with its filter
+    plain = not any("," in str(k) for metrics in doc["results"].values() if isinstance(metrics, dict) for k in metrics)
     records = []
     for task, metrics in doc["results"].items():
         if not isinstance(metrics, dict):
             raise InputError(f"{path}: results.{task}: expected an object of metrics, got {str(metrics)[:60]}")
         for key, value in metrics.items():
-            name = metric_name(key)
-            if name is None or value in ("N/A", None):
-                continue  # lm-eval writes "N/A" for a stderr it could not compute
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise InputError(f"{path}: results.{task}.{key}: expected a number, got {value!r}")
-            base = name.split(",")[0]
-            hib = (directions.get(task) or {}).get(base.removesuffix("_stderr"))
-            if base.endswith("_stderr"):
-                hib = False
-            if not math.isfinite(value):
-                warnings.add("nan", f"{path}: results.{task}.{key} is {value}; kept as recorded")
-            records.append(EvalRecord(step=step, tokens=tokens, task=task, metric=name, value=float(value),
-                                      higher_is_better=hib if isinstance(hib, bool) else None,
-                                      portfolio=PORTFOLIO, portfolio_version=version))
+            name = metric_name(str(key), plain)
+            if name is None:
+                continue
+            hib = (directions.get(task) or {}).get(name.split(",")[0].removesuffix("_stderr"))
+            rec = _record(path, f"results.{task}.{key}", task, name, value, step, tokens, hib, version, warnings)
+            if rec is not None:
+                records.append(rec)
     return records
 
 
-def _files(source: Path) -> list[Path]:
+def _is_results(doc: Any) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("results"), dict)
+
+
+def _axis(doc: dict[str, Any], names: Sequence[str]) -> tuple[str, list[float]] | None:
+    for key, value in doc.items():
+        if str(key).lower() in names and isinstance(value, list) and value and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return key, [float(v) for v in value]
+    return None
+
+
+def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Warnings) -> list[EvalRecord] | None:
+    """The records of an aggregate file, or None when `doc` is not one."""
+    if isinstance(doc, list) and doc and all(_is_results(d) and isinstance(d.get("step"), int) for d in doc):
+        return [r for d in doc for r in _results_records(path, d, d["step"], _tokens(d["step"], tokens_per_step),
+                                                         warnings)]
+    if not isinstance(doc, dict):
+        return None
+    keyed = {k: v for k, v in doc.items() if _is_results(v)}
+    if keyed and len(keyed) == len(doc):
+        out = []
+        for key, sub in keyed.items():
+            found = _PATH_STEP.findall(str(key)) or re.findall(r"^\d+$", str(key))
+            if not found:
+                raise InputError(f"{path}: checkpoint {key!r}: no step in its name (expected e.g. 'step1000')")
+            step = int(found[-1])
+            out += _results_records(path, sub, step, _tokens(step, tokens_per_step), warnings)
+        return out
+    # Curves: {"steps" or "tokens": [...], task: [...] or {metric: [...]}} (perhaps under one key)
+    if len(doc) == 1 and isinstance(next(iter(doc.values())), dict):
+        inner = _aggregate(path, next(iter(doc.values())), tokens_per_step, warnings)
+        if inner is not None:
+            return inner
+    steps, tokens = _axis(doc, _STEP_AXES), _axis(doc, _TOKEN_AXES)
+    if steps is None and tokens is None:
+        return None
+    axis = (steps or tokens)[1]
+    n = len(axis)
+    if tokens is not None and len(tokens[1]) != n:
+        raise InputError(f"{path}: {tokens[0]!r} has {len(tokens[1])} values and {steps[0]!r} {n}")  # type: ignore[index]
+    records: list[EvalRecord] = []
+    skip = {steps[0] if steps else None, tokens[0] if tokens else None}
+    for task, series in doc.items():
+        if task in skip:
+            continue
+        by_metric = series if isinstance(series, dict) else {"": series}
+        for metric, values in by_metric.items():
+            if not isinstance(values, list):
+                continue
+            if len(values) != n:
+                raise InputError(f"{path}: {task}{'.' + metric if metric else ''} has {len(values)} values for "
+                                 f"{n} checkpoints")
+            name = metric_name(str(metric), plain=True) if metric else "score"
+            if name is None:
+                continue
+            for i, value in enumerate(values):
+                if steps is not None:
+                    step = int(axis[i])
+                    tok = tokens[1][i] if tokens is not None else _tokens(step, tokens_per_step)
+                else:
+                    if tokens_per_step is None:
+                        raise InputError(f"{path}: checkpoints are given by tokens only ({tokens[0]!r}); give "  # type: ignore[index]
+                                         "--tokens-per-step N to number their steps")
+                    tok, step = axis[i], int(round(axis[i] / tokens_per_step))
+                rec = _record(path, f"{task}{'.' + metric if metric else ''}[{i}]", str(task), name, value, step, tok,
+                              None, "", warnings)
+                if rec is not None:
+                    records.append(rec)
+    return records
+
+
+def _tokens(step: int, tokens_per_step: float | None) -> float | None:
+    return None if tokens_per_step is None else step * float(tokens_per_step)
+
+
+def read_results(path: Path, pattern: re.Pattern[str] | None, tokens_per_step: float | None,
+                 warnings: Warnings) -> list[EvalRecord]:
+    """The eval records of one results file (one checkpoint's, or an aggregate of many)."""
+    doc = read_json(path, "an lm-evaluation-harness results file")
+    if _is_results(doc):
+        step = _step(path, doc, pattern)
+        return _results_records(path, doc, step, _tokens(step, tokens_per_step), warnings)
+    records = _aggregate(path, doc, tokens_per_step, warnings)
+    if records is None:
+        raise InputError(f"{path}: neither an lm-evaluation-harness results file (no 'results' object) nor an "
+                         "aggregate of checkpoints (no 'steps' or 'tokens' list beside per-task lists)")
+    return records
+
+
+def _files(source: Path, warnings: Warnings) -> list[Path]:
     if source.is_file():
         return [source]
     if source.is_dir():
-        files = sorted(source.rglob("results*.json"))
+        files = sorted(source.rglob("*.json"))
         if files:
             return files
-        raise InputError(f"{source}: no results*.json files in this directory")
+        raise InputError(f"{source}: no .json files in this directory; expected lm-evaluation-harness results")
     raise InputError(f"{source}: no such file or directory; expected lm-evaluation-harness results JSON")
 
 
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
-    """Importer entry point: eval records of one run from results files (one per checkpoint)."""
+    """Importer entry point: eval records of one run from results files (per checkpoint, or aggregates).
+    A file named on the command line must read; in a directory, JSON files that are not results are skipped
+    with a warning."""
     from yieldgate.ingest import Read
 
     try:
         pattern = re.compile(opts.step_pattern) if opts.step_pattern else None
     except re.error as exc:
         raise InputError(f"--step-pattern {opts.step_pattern!r}: not a regular expression ({exc})") from None
-    files = [f for s in sources for f in _files(Path(s))]
-    records = [r for f in files for r in read_results(f, pattern, opts.tokens_per_step, warnings)]
+    records = []
+    for s in sources:
+        source = Path(s)
+        for f in _files(source, warnings):
+            try:
+                records += read_results(f, pattern, opts.tokens_per_step, warnings)
+            except InputError as exc:
+                if source.is_file():
+                    raise
+                warnings.add("skipped", f"skipped: {exc}")
     return [Read(", ".join(sources), None, records)]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from yieldgate.errors import InputError
-from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key
+from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key, metric_direction
 
 __all__ = ["Target", "guess", "resolve_mapping", "parse_map_options", "STEP_NAMES", "IMPORTED"]
 
@@ -46,9 +46,14 @@ _CORE_ALIASES = {
 }
 _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in names}
 
-# Validation metrics: `<prefix><sep>[<source>/]<metric>` with one of these prefixes.
+# Validation metrics: `<prefix><sep>[<source>/]<metric>` with one of these prefixes, the metric one whose
+# direction is known (`names.metric_direction`: `eval_wer`, `eval_rougeLsum`, `val/acc`); `eval_runtime`
+# and `eval_samples_per_second` are not evaluations.
 _VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$")
+# The Trainer's second eval set: `eval_<set>_loss` (eval_dataset={"wiki": ..., "code": ...}).
+_VAL_SET_LOSS = re.compile(r"^(?:eval|val|valid|validation|dev)_(?P<source>\w+?)_(?P<metric>loss|ppl|perplexity)$")
 _VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
+_NOT_EVAL_METRICS = {"runtime", "samples_per_second", "steps_per_second", "epoch", "step", "time", "tokens"}
 # Other spellings of a validation metric (GPT-NeoX's `validation/lm_loss`, `validation/lm_loss_ppl`).
 _VAL_RENAMES = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl", "lm_loss": "loss",
                 "lm_loss_ppl": "ppl", "ce_loss": "loss", "cross_entropy": "loss", "crossentropyloss": "loss",
@@ -147,10 +152,12 @@ def guess(name: str) -> Target:
             if col in ("wall_s", "step_s"):
                 return Target("core", col, scale)
     m = _VAL_PREFIX.match(norm)
-    if m and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES):
-        task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
-        metric = _VAL_RENAMES.get(m["metric"], m["metric"])
-        return Target("eval", f"{task}/{metric}")
+    if m and m["metric"] not in _NOT_EVAL_METRICS and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES
+                                                       or metric_direction(m["metric"]) is not None):
+        m2 = _VAL_SET_LOSS.match(norm) if m["source"] is None and m["metric"] not in _VAL_RENAMES else None
+        source, metric = (m2["source"], m2["metric"]) if m2 else (m["source"], m["metric"])
+        task = VAL_TASK if source is None else f"{VAL_TASK}/{source}"
+        return Target("eval", f"{task}/{_VAL_RENAMES.get(metric, metric)}")
     return canonical or _imported(name)
 
 

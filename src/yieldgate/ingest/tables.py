@@ -67,9 +67,9 @@ def _numeric(name: str, cells: pd.Series, where: Sequence[str], warnings: Warnin
 
 
 def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
-    lines = read_lines(path, warnings)
+    lines = read_lines(path, warnings, "a CSV table")
     if not lines:
-        raise InputError(f"{path}: empty file; expected a CSV header line and rows")
+        raise InputError(f"{path}: no complete line; expected a CSV header line and rows")
     try:
         frame = pd.read_csv(io.StringIO("\n".join(lines) + "\n"), dtype=str, keep_default_na=False,
                             skip_blank_lines=False)
@@ -83,7 +83,7 @@ def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
 
 def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
     records, where = [], []
-    for i, line in enumerate(read_lines(path, warnings), start=1):
+    for i, line in enumerate(read_lines(path, warnings, "a JSON Lines table"), start=1):
         if not line.strip():
             continue
         try:

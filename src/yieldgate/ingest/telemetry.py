@@ -51,7 +51,7 @@ _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 
 def _frame(path: Path, warnings: Warnings) -> pd.DataFrame:
     """The file as a table of strings, with nvidia-smi's header units and dmon's `#` header lines handled."""
-    lines = read_lines(path, warnings)
+    lines = read_lines(path, warnings, "a telemetry table")
     header = [ln for ln in lines if ln.startswith("#")]
     body = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
     if header:  # dmon: names on the first `#` line, units on the second

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, pivot
+from yieldgate.ingest.clean import Warnings, pivot, placeholder
 
 __all__ = ["read", "read_scalars", "event_files"]
 
@@ -55,6 +55,12 @@ def _records(path: Path, warnings: Warnings) -> tuple[list[int], list[bytes]]:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if not data:  # a writer that opened its file and was stopped before the first record
+        warnings.add("empty", f"{path}: empty event file; skipped")
+        return [], []
+    problem = placeholder(path, data[:1024], "a TensorBoard event file")
+    if problem is not None:
+        raise InputError(problem)
     end, at = len(data), 0
     offsets, payloads = [], []
     unpack_header, unpack_crc, crc_of = _HEADER.unpack_from, _CRC.unpack_from, google_crc32c.value
@@ -179,7 +185,9 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     files = [f for s in sources for f in event_files(Path(s))]
     scalars = read_scalars(files, warnings)
     if scalars.empty:
-        raise InputError(f"{', '.join(sources)}: no scalar summaries in {len(files)} event file(s)")
+        empty = sum(1 for f in files if f.stat().st_size == 0)
+        raise InputError(f"{', '.join(sources)}: no scalar summaries in {len(files)} event file(s)"
+                         + (f" ({empty} of them empty)" if empty else ""))
     scalars = _other_axes(scalars, warnings)
     file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()
     rows = pivot(", ".join(map(str, files)), scalars["file"].to_numpy(), scalars["step"].to_numpy(),

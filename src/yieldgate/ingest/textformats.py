@@ -77,8 +77,11 @@ class LogFormat:
     """Also read blocks: a line ending in `[step=N]` or `[batch=N/M]:`, then indented lines of pairs."""
 
     def records(self, lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
-        """(index of the record's first line, lines it took, values) of each record in `lines`."""
-        i = 0
+        """(index of the record's first line, lines it took, values) of each record in `lines`.
+
+        A reader's values without a step (Megatron's evaluation "at the end of training") belong to the step
+        of the record before them; with none before, the line is not read."""
+        i, last = 0, None
         while i < len(lines):
             line = strip_ansi(lines[i])
             head = _BLOCK_HEAD.search(line) if self.blocks and len(line) <= _LONGEST else None
@@ -89,19 +92,24 @@ class LogFormat:
                     values.update((k, v) for k, v in more.items() if k not in values)
                     n += 1
                 if n > 1:
+                    last = values["step"]
                     yield i, n, values
                 i += n
                 continue
-            values = self.read(line)
+            values = self.read(line, last)
             if values is not None:
+                last = values["step"]
                 yield i, 1, values
             i += 1
 
-    def read(self, line: str) -> dict[str, float] | None:
-        """The line's values with a whole `step`, or None when the line is not one of this format's."""
+    def read(self, line: str, last_step: float | None = None) -> dict[str, float] | None:
+        """The line's values with a whole `step`, or None when the line is not one of this format's.
+        `last_step` is the step of values that a reader returns without one."""
         readers = [kind.read for kind in self.lines] + ([self.reader] if self.reader is not None else [])
         for read in readers:
             values = read(line)
+            if values is not None and "step" not in values and last_step is not None:
+                values["step"] = last_step
             step = values.get("step", -1.0) if values is not None else -1.0
             if values is not None and step >= 0 and step.is_integer():
                 if values.get("mfu", 0.0) < 0:  # nanoGPT's placeholder before it has measured anything
@@ -238,9 +246,48 @@ def _fairseq(line: str) -> dict[str, float] | None:
     return out
 
 
+# ` validation loss at iteration 1000 | lm loss value: ...`, and the other evaluations Megatron-LM,
+# Megatron-DeepSpeed and GPT-NeoX print: `... at iteration 5000 on validation set |`, `... on test set |`,
+# `... at iteration 0 [wiki] |` (one of several validation sets), `... at the end of training for test data |`,
+# NeoX's ` validation results at iteration 100 | lm_loss value: ...` and ` test results at the end of training`.
+_MEGATRON_EVAL = re.compile(
+    r"\b(?P<split>validation|test) (?:loss|results) at (?:iteration (?P<step>\d+)|the end of training"
+    r"(?: for (?P<data>\w+) data)?)(?: on (?P<set>\w[\w -]{0,60}?) set| \[(?P<panel>[^\]|]{1,60})\])?\s*\|(?P<rest>.*)$")
+_VALIDATION_SETS = {None, "val", "valid", "validation"}
+
+
+def _eval_task(split: str, data: str | None, named: str | None, panel: str | None) -> str:
+    """`val`, `test` or `val/<name>`: each evaluation set is its own task, so a test-set loss never takes
+    the place of the validation loss at the same step."""
+    if "test" in (split, data, named):
+        return "test"
+    if panel is not None or named not in _VALIDATION_SETS:
+        name = re.sub(r"\W+", "_", (panel or named or "").strip()).strip("_").lower()
+        return f"val/{name}" if name else "val"
+    return "val"
+
+
 def _megatron(line: str) -> dict[str, float] | None:
-    """Megatron's training line, ` iteration  N/  M | name: value | ...`: its pairs, its own words for names."""
-    return read_pairs(line) if _MEGATRON_ITERATION.search(line) else None
+    """Megatron's training line, ` iteration  N/  M | name: value | ...` (its pairs, its own words for names),
+    and its evaluation lines, each set's loss and perplexity under its own task (`val/loss`, `test/loss`,
+    `val/<set>/loss`)."""
+    if _MEGATRON_ITERATION.search(line):
+        return read_pairs(line)
+    m = _MEGATRON_EVAL.search(line) if "at " in line else None
+    if m is None:
+        return None
+    pairs = read_pairs(m["rest"], step=False) or {}
+    loss = next((v for k, v in pairs.items() if "loss" in k and "ppl" not in k), None)
+    if loss is None:
+        return None
+    task = _eval_task(m["split"], m["data"], m["set"] and m["set"].strip().lower(), m["panel"])
+    out = {f"{task}/loss": loss}
+    ppl = next((v for k, v in pairs.items() if "ppl" in k), None)
+    if ppl is not None:
+        out[f"{task}/ppl"] = ppl
+    if m["step"] is not None:
+        out["step"] = float(m["step"])
+    return out
 
 
 FORMATS: dict[str, LogFormat] = {f.name: f for f in (
@@ -271,9 +318,8 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
     LogFormat("megatron", "Megatron-LM / Megatron-DeepSpeed: ` iteration      100/  500000 | consumed samples: "
               "51200 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.5E-04 | lm loss: 7.1E+00 | "
               "loss scale: 65536.0 | grad norm: 1.234 |` and ` validation loss at iteration 1000 | lm loss value: "
-              "3.4E+00 |`", lines=(
-                  Line(rf"validation loss at iteration (?P<step>\d+)\b.*?\|\s*lm loss value:\s*(?P<val_loss>{_NUM})"),),
-              reader=_megatron),
+              "3.4E+00 |`; each evaluation set (`on test set`, `[wiki]`, `at the end of training for test "
+              "data`) its own task", reader=_megatron),
     LogFormat("fairseq", "fairseq (--log-format simple): `| train_inner | epoch 001:    100 / 1563 loss=9.876, "
               "ppl=940.5, wps=12345.6, ..., num_updates=100, lr=1.25e-05, gnorm=1.234, ...` and `| valid | epoch 001 "
               "| valid on 'valid' subset | loss 5.678 | ... | num_updates 1000`; losses in bits, read as nats",

@@ -28,7 +28,7 @@ from pathlib import Path
 
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, concat
+from yieldgate.ingest.clean import Rows, Warnings, concat, read_bytes
 
 __all__ = ["read", "read_log", "run_logs", "finished"]
 
@@ -53,7 +53,7 @@ def run_logs(source: Path) -> list[Path]:
 
 def _payloads(path: Path, warnings: Warnings):
     """(offset, record bytes) of each complete record of a `.wandb` log, CRCs verified."""
-    data = path.read_bytes()
+    data = read_bytes(path, "a W&B transaction log (run-*.wandb)")
     if not data.startswith(_MAGIC):
         raise InputError(f"{path}: offset 0: not a W&B transaction log (expected the ':W&B' header)")
     at, end, parts, start = len(_MAGIC), len(data), [], None
