@@ -156,6 +156,58 @@ def test_resume_continues_steps_and_tokens(text, tmp_path):
     assert steps["wall_s"].is_monotonic_increasing
 
 
+def _loop(tr: Tracker, steps: range, tokens: dict[int, int], *, numbered: bool, evals: tuple[int, ...] = ()) -> None:
+    """A cheap loop whose step s accepts 1000 + 7·s tokens; `tokens[s]` is its own running total at s."""
+    for s in steps:
+        tokens[s] = tokens.get(s - 1, 0) + 1000 + 7 * s
+        tr.step(tokens=1000 + 7 * s, samples=2, loss=1.0 / s, extras={"signals/pad": float(s)},
+                **({"step": s} if numbered else {}))
+        if s in evals:
+            tr.eval({"val/loss": 2.0 / s})
+
+
+@pytest.mark.parametrize("given", ["checkpoint", "first step"])
+def test_resume_from_an_older_checkpoint_sets_the_later_rows_apart(tmp_path, given):
+    """A job dies at step 30, its last checkpoint is from step 20: the restart recomputes 21..30. The run's
+    steps are the loop's own timeline, tokens equal to the loop's running total at every step; the 10 rows of
+    thrown-away work are kept apart (a `resume` event and `superseded`), never spliced into the curve."""
+    path = tmp_path / "ckpt.db"
+    first: dict[int, int] = {}
+    with Tracker("r", ledger=path) as tr:
+        _loop(tr, range(1, 31), first, numbered=given == "first step", evals=(10, 25))
+    point = {"step": 20, "tokens": first[20], "samples": 40} if given == "checkpoint" else {}
+    second = {s: first[s] for s in range(1, 21)}
+    with Tracker("r", ledger=path, resume=True, **point) as tr:
+        _loop(tr, range(21, 36), second, numbered=given == "first step")
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("r")
+        pad = led.extras("r", ["signals/pad"])
+        evals = led.evals("r")
+        events = led.events("r", kind="resume")
+        apart = led.superseded("r")
+    assert steps["step"].tolist() == list(range(1, 36))
+    assert steps["tokens"].tolist() == [second[s] for s in range(1, 36)]
+    assert steps["samples"].tolist() == [2.0 * s for s in range(1, 36)]
+    assert pad["step"].tolist() == list(range(1, 36)) and pad["value"].tolist() == [float(s) for s in range(1, 36)]
+    assert steps["wall_s"].is_monotonic_increasing
+    assert evals["step"].tolist() == [10]  # the eval at 25 belonged to the thrown-away work
+    assert len(events) == 1
+    body = events["body"].iloc[0]
+    assert body["old"] == {"step": 30, "tokens": first[30]}
+    assert body["resume"] == {"step": 20, "tokens": first[20], "samples": 40.0}
+    assert body["superseded"]["steps"] == 10 and [e["step"] for e in body["superseded"]["evals"]] == [25]
+    assert apart["step"].tolist() == list(range(21, 31))
+    assert apart["tokens"].tolist() == [first[s] for s in range(21, 31)]
+
+
+def test_a_resume_point_is_checked_before_anything_is_written(tmp_path):
+    with pytest.raises(InputError, match="pass step= too"):
+        Tracker("x", ledger=tmp_path / "x.db", tokens=5)
+    with pytest.raises(InputError, match=r"Tracker\(step=...\) must be a number >= 0, got -1"):
+        Tracker("x", ledger=tmp_path / "x.db", step=-1)
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_mfu_and_cost_with_a_peak_override(text, tmp_path):
     torch.manual_seed(0)
     model = GPT(CFG)

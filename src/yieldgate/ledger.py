@@ -168,6 +168,10 @@ def _collapse(steps: np.ndarray, values: dict[str, tuple[np.ndarray, np.ndarray]
     return _Columns(uniq, out)
 
 
+def _take(cols: _Columns, keep: np.ndarray) -> _Columns:
+    return _Columns(cols.steps[keep], {k: (v[keep], m[keep]) for k, (v, m) in cols.values.items()})
+
+
 def _concat(parts: list[_Columns]) -> _Columns:
     names = sorted({name for p in parts for name in p.values})
     steps = np.concatenate([p.steps for p in parts])
@@ -566,6 +570,85 @@ class Ledger:
             f"VALUES ({', '.join('?' * (len(scope) + 7))})",
             rows,
         )
+
+    def step_at(self, run: str, step: int) -> dict[str, Any] | None:
+        """The stored core record at or before `step`: step, tokens, samples, wall_s (None where not recorded),
+        or None when the run has no step at or before it."""
+        rows = self._query(
+            "SELECT n, columns, data, missing FROM step_blocks WHERE run_id = ? AND first_step <= ? "
+            "ORDER BY first_step DESC LIMIT 1", (self.run_id(run), int(step)))
+        if not rows:
+            return None
+        cols = _decode(*rows[0], ["tokens", "samples", "wall_s"])
+        i = int(np.searchsorted(cols.steps, int(step), side="right")) - 1
+        out: dict[str, Any] = {"step": int(cols.steps[i])}
+        for name in ("tokens", "samples", "wall_s"):
+            value, missing = cols.values.get(name, (None, None))
+            out[name] = None if value is None or missing[i] else float(value[i])
+        return out
+
+    def supersede(self, run: str, after_step: int, *, resume: Mapping[str, Any], source: str = "tracker") -> int | None:
+        """Set apart the run's records after `after_step`: the run was resumed from a checkpoint taken there, so
+        the work recorded after it was thrown away. Steps and extras move to `superseded_blocks` (read them with
+        `superseded`), evals into the event's body, and a `resume` event keeps both points: `old`, the last
+        stored step and its tokens, and `resume`, as given. From then on the run's steps, extras and evals are
+        the surviving records only; nothing is spliced. Returns the event's id, or None when nothing was stored
+        after `after_step`."""
+        after = int(after_step)
+        with self.transaction():
+            run_id = self.run_id(run)
+            core = self._db.execute(
+                "SELECT id, NULL, n, columns, data, missing FROM step_blocks WHERE run_id = ? AND last_step > ? "
+                "ORDER BY first_step", (run_id, after)).fetchall()
+            extra = self._db.execute(
+                "SELECT id, key_id, n, columns, data, missing FROM extra_blocks WHERE run_id = ? AND last_step > ? "
+                "ORDER BY key_id, first_step", (run_id, after)).fetchall()
+            evals = self.evals(run)
+            evals = evals[evals["step"] > after]
+            if not (core or extra or len(evals)):
+                return None
+            last = self.step_at(run, 1 << 62)
+            old_step = max([last["step"] if last else after] + [int(_decode(*b[2:], []).steps[-1]) for b in extra])
+            body = {"source": source, "resume": dict(resume),
+                    "old": {"step": old_step, "tokens": last["tokens"] if last else None},
+                    "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
+            event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
+            moved = {"step_blocks": 0, "extra_blocks": 0}
+            for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
+                for block_id, key_id, n, columns, data, missing in blocks:
+                    cols = _decode(n, columns, data, missing, None)
+                    later = cols.steps > after
+                    gone, kept = _take(cols, later), _take(cols, ~later)
+                    self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
+                    self._db.execute(
+                        "INSERT INTO superseded_blocks (event_id, run_id, key_id, first_step, last_step, n, columns, "
+                        "data, missing) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (event, run_id, key_id, int(gone.steps[0]), int(gone.steps[-1]), len(gone), *_encode(gone)))
+                    moved[table] += len(gone)
+                    if len(kept):
+                        scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
+                        self._write_blocks(table, scope, kept)
+            self._db.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, after))
+            body["superseded"].update(steps=moved["step_blocks"], extra_values=moved["extra_blocks"])
+            self._db.execute("UPDATE events SET body = ? WHERE id = ?", (_json(body, "event body"), event))
+            self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
+        return event
+
+    def superseded(self, run: str) -> pd.DataFrame:
+        """Core step records that a resume set apart (`supersede`): event_id (the `resume` event), step and the
+        core columns, by event and step. They are not part of `steps(run)`."""
+        rows = self._query(
+            "SELECT event_id, n, columns, data, missing FROM superseded_blocks WHERE run_id = ? AND key_id IS NULL "
+            "ORDER BY event_id, first_step", (self.run_id(run),))
+        frames = []
+        for event, n, columns, data, missing in rows:
+            cols = _decode(n, columns, data, missing, None)
+            frame = {"event_id": np.full(n, event, dtype=np.int64), "step": cols.steps.astype(np.int64)}
+            frame.update({k: np.where(m, np.nan, v) for k, (v, m) in cols.values.items()})
+            frames.append(pd.DataFrame(frame))
+        if not frames:
+            return pd.DataFrame({"event_id": np.empty(0, np.int64), "step": np.empty(0, np.int64)})
+        return pd.concat(frames, ignore_index=True)
 
     def _key_ids(self, keys: Iterable[str]) -> dict[str, int]:
         keys = list(keys)

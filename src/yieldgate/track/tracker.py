@@ -24,6 +24,7 @@ import atexit
 import dataclasses
 import functools
 import logging
+import math
 import os
 import signal
 import threading
@@ -215,6 +216,27 @@ def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str
     return shape
 
 
+def _resume_point(step: Any, tokens: Any, samples: Any) -> dict[str, float]:
+    """The checkpoint's point given to the constructor, checked: {} when none, else step and the counters given."""
+    if step is None:
+        if tokens is not None or samples is not None:
+            raise InputError("Tracker(tokens=..., samples=...) are the checkpoint's counters at its step: pass "
+                             "step= too")
+        return {}
+    point: dict[str, float] = {}
+    for name, value in (("step", step), ("tokens", tokens), ("samples", samples)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
+                math.isfinite(value) and value >= 0):
+            raise InputError(f"Tracker({name}=...) must be a number >= 0, got {value!r}")
+        point[name] = float(value)
+    if point["step"] != int(point["step"]):
+        raise InputError(f"Tracker(step=...) must be a whole number, got {step!r}")
+    point["step"] = int(point["step"])
+    return point
+
+
 def _to_host(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to("cpu", non_blocking=True) if tensor.device.type == "cuda" else tensor
 
@@ -235,9 +257,20 @@ class Tracker:
         config: TrackerConfig | None = None,
         resume: bool = False,
         device: str | torch.device | None = None,
+        step: int | None = None,
+        tokens: float | None = None,
+        samples: float | None = None,
     ) -> None:
+        """`resume=True` continues a run already in the ledger. `step`, `tokens` and `samples` say where the
+        run stands, from the checkpoint it restarts from (the step it completed and the counters then): records
+        stored after `step` belong to work the restart threw away and are set apart (a `resume` event, see
+        `Ledger.supersede`); the next step is `step + 1` and counters continue from the checkpoint's. Without
+        `tokens`/`samples` they come from the ledger's record at or before `step`. Without `step`, the run
+        continues from its last stored record, unless the loop's first `step(step=N)` says otherwise: then
+        the run resumes after the stored record before N."""
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
+        point = _resume_point(step, tokens, samples)
         self.run = run
         self.config = config or TrackerConfig()
         self.signals = signals
@@ -265,9 +298,12 @@ class Tracker:
 
         param = next(iter(model.parameters()), None) if model is not None else None
         self.device = torch.device(device) if device is not None else (param.device if param is not None else torch.device("cpu"))
-        base = {"step": 0, "tokens": 0.0, "samples": 0.0, "wall_s": 0.0}
+        base = {"step": point.get("step", 0), "tokens": point.get("tokens", 0.0),
+                "samples": point.get("samples", 0.0), "wall_s": 0.0}
+        # True until the first step, on a resumed run given no point: that step's `step=` may say where it restarted.
+        self._rebase = False
         if self.rank == 0:
-            base = self._open_run(resume)
+            base, self._rebase = self._open_run(resume, point, base)
         self._step = int(base["step"])
         self._tokens_local = 0.0
 
@@ -337,8 +373,9 @@ class Tracker:
 
     # -- setup ----------------------------------------------------------------------------------------
 
-    def _open_run(self, resume: bool) -> dict[str, float]:
-        base = {"step": 0, "tokens": 0.0, "samples": 0.0, "wall_s": 0.0}
+    def _open_run(self, resume: bool, point: dict[str, float], base: dict[str, float]) -> tuple[dict[str, float], bool]:
+        """Create or continue the run; return where its counters start and whether the first explicit step may
+        still move that point (a resumed run given no `step=`)."""
         try:
             with Ledger(self.location) as ledger:
                 exists = ledger.runs()["name"].eq(self.run).any()
@@ -347,17 +384,31 @@ class Tracker:
                                      "continue it, or pick another name")
                 ledger.create_run(self.run, manifest=self.manifest, status="running", source="tracker",
                                   if_exists="reuse")
-                if exists:
-                    last = ledger.steps(self.run, ["tokens", "samples", "wall_s"]).tail(1)
-                    if len(last):
-                        row = last.iloc[0]
-                        base = {"step": int(row["step"]), **{k: float(np.nan_to_num(row[k])) for k in
-                                                              ("tokens", "samples", "wall_s")}}
+                if not exists:
+                    return base, False
+                last = ledger.step_at(self.run, 1 << 62)
+                if last is None:
+                    return base, "step" not in point
+                # Wall time and cost keep counting from the last record: the superseded work was paid for.
+                wall = last["wall_s"] or 0.0
+                if "step" not in point:
+                    return {"step": last["step"], "tokens": last["tokens"] or 0.0, "samples": last["samples"] or 0.0,
+                            "wall_s": wall}, True
+                at = ledger.step_at(self.run, int(point["step"])) or {"step": 0, "tokens": 0.0, "samples": 0.0}
+                base = {"step": point["step"], "tokens": point.get("tokens", at["tokens"] or 0.0),
+                        "samples": point.get("samples", at["samples"] or 0.0), "wall_s": wall}
+                if at["step"] != point["step"] and "tokens" not in point:
+                    log.warning("yieldgate: run %r resumes at step %d, but the ledger's last record before it is step "
+                                "%d: tokens continue from that record's %g; pass tokens= from the checkpoint to be "
+                                "exact", self.run, point["step"], at["step"], base["tokens"])
+                ledger.supersede(self.run, int(point["step"]), resume={
+                    k: base[k] for k in ("step", "tokens", "samples")})
+                return base, False
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
             self._fault("opening the run", exc)
-        return base
+        return base, False
 
     def note(self, key: str, value: Any) -> None:
         """Record how the run was made under `key` (a JSON value): `Ledger.meta(run)[key]` (rank 0 only)."""
@@ -479,6 +530,7 @@ class Tracker:
         `step` numbers the step as the framework does (default: one more than the last); `data_wait_s` gives
         the wait for data when the loop does not iterate through `batches()` (otherwise it stays unrecorded)."""
         now = time.perf_counter()
+        rebase, self._rebase = self._rebase and step is not None, False
         self._step = self._step + 1 if step is None else int(step)
         if data_wait_s is None and self._batches_used:
             data_wait_s = self._wait
@@ -490,7 +542,7 @@ class Tracker:
             lr = None
         row = StepRow(self._step, float(tokens), float(samples if samples is not None else 0), now,
                       now - self._last_step_t, data_wait_s, lr, None if clipped is None else float(clipped),
-                      dict(sources) if sources else None, sample_ids)
+                      dict(sources) if sources else None, sample_ids, rebase=rebase)
         self._tokens_local += row.tokens
         if isinstance(loss, torch.Tensor):
             self._keep("loss", i, loss)

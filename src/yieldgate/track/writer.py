@@ -56,6 +56,8 @@ class StepRow:
     sample_ids: Any = None
     values: dict[str, float] | None = None
     """Host values given as plain numbers (loss, grad_norm, user extras), by canonical key."""
+    rebase: bool = False
+    """The first step of a resumed run, numbered by the loop: the run resumes after the stored record before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +419,30 @@ class Writer(threading.Thread):
         self.spill_path = None
         _remove_ledger_file(path)
 
+    def _resume_before(self, step: int) -> None:
+        """A resumed run's first step is `step` (numbered by the loop): when the ledger holds records from `step`
+        on, they belong to work its checkpoint threw away. They are set apart (`Ledger.supersede`) and the
+        counters continue from the stored record before `step`."""
+        assert self.s.run is not None
+        if step > self.s.base_step:
+            return  # the checkpoint is not older than the ledger: nothing to set apart
+        with Ledger(self.s.location) as ledger:
+            at = ledger.step_at(self.s.run, step - 1) or {"step": 0, "tokens": 0.0, "samples": 0.0}
+            tokens, samples = at["tokens"] or 0.0, at["samples"] or 0.0
+            if at["step"] != step - 1:
+                log.warning("yieldgate: run %r resumes at step %d, but the ledger's last record before it is step %d: "
+                            "tokens continue from that record's %g; pass step= and tokens= from the checkpoint to "
+                            "Tracker to be exact", self.s.run, step, at["step"], tokens)
+            ledger.supersede(self.s.run, step - 1, resume={"step": step - 1, "tokens": tokens, "samples": samples})
+        self._tokens, self._samples = tokens, samples
+        self._at = {step - 1: (tokens, self.s.base_wall)}
+
     def _process(self, packet: Packet) -> None:
+        if packet.rows and packet.rows[0].rebase and self.s.run is not None:
+            try:
+                self._resume_before(packet.rows[0].step)
+            except Exception as exc:  # noqa: BLE001 - contained: the run goes on, continuing the ledger's counters
+                self.on_fault("setting apart the records a resume superseded", exc)
         if packet.event is not None:
             packet.event.synchronize()  # waits on this thread only: the copies were queued non-blocking
         rows = packet.rows
