@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from yieldgate import migrations
-from yieldgate.errors import InputError, LedgerError, RunNotFound
+from yieldgate.errors import InputError, LedgerError, RunInUse, RunNotFound
 from yieldgate.manifest import Manifest, parse_manifest
+from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 from yieldgate.names import (
     CORE_STEP_COLUMNS,
     EVENT_KINDS,
@@ -377,6 +378,56 @@ class Ledger:
                 (name, status, digest, source, now, now),
             )
             return int(cur.lastrowid)
+
+    def claim_run(self, name: str, *, owner: Owner, manifest: Manifest | None = None, resume: bool = False,
+                  takeover: bool = False, source: str = "tracker") -> bool:
+        """Make `owner` the one writer of run `name`, creating the run if it is new; return whether it existed.
+
+        Check and claim are one write transaction, so two processes claiming at once cannot both succeed. An
+        existing run needs `resume`; one still `running` under another owner is refused (RunInUse) while that
+        owner lives, and taken over with `takeover` once it is dead (`yieldgate.owners.liveness`; the takeover
+        is kept as a `warning` event)."""
+        with self.transaction():
+            row = self._db.execute("SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs "
+                                   "WHERE name = ?", (name,)).fetchone()
+            if row is not None and not resume:
+                raise InputError(f"run {name!r} already exists in {self.location}; pass resume=True to continue it, "
+                                 "or pick another name")
+            previous = Owner(row[1], int(row[2]), float(row[3] or 0.0)) if row is not None and row[1] else None
+            if row is not None and row[0] == "running" and previous is not None and previous != owner:
+                state = liveness(previous, row[4])
+                beat = "no heartbeat" if row[4] is None else f"last heartbeat {time.time() - row[4]:.0f} s ago"
+                if state == "live":
+                    raise RunInUse(
+                        f"run {name!r} in {self.location} is being written by {previous}, {beat}; a second writer "
+                        f"would splice two runs into one: wait for it to end (takeover=True takes over only a writer "
+                        f"that is dead: its process gone, or no heartbeat for {STALE_AFTER_S:.0f} s)")
+                if not takeover:
+                    raise RunInUse(
+                        f"run {name!r} in {self.location} was being written by {previous}, which stopped without "
+                        f"closing it ({'its process is gone' if state == 'crashed' else beat}); pass takeover=True "
+                        "to take it over")
+            self.create_run(name, manifest=manifest, status="running", source=source, if_exists="reuse")
+            self._db.execute(
+                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = ?, heartbeat_at = ? WHERE name = ?",
+                (owner.host, owner.pid, owner.started, time.time(), name))
+            if row is not None and row[0] == "running" and previous is not None and previous != owner:
+                self.add_event(name, "warning", {"source": "tracker", "takeover": {"from": str(previous),
+                                                                                  "by": str(owner)}})
+        return row is not None
+
+    def heartbeat(self, run: str, owner: Owner) -> None:
+        """Stamp the run's heartbeat for its writer `owner`; RunInUse when the run is no longer its own (taken
+        over by another process)."""
+        with self.transaction():
+            cur = self._db.execute(
+                "UPDATE runs SET heartbeat_at = ? WHERE name = ? AND owner_host = ? AND owner_pid = ? AND "
+                "owner_started = ?", (time.time(), run, owner.host, owner.pid, owner.started))
+            if cur.rowcount == 0:
+                row = self._db.execute("SELECT owner_host, owner_pid, owner_started FROM runs WHERE name = ?",
+                                       (run,)).fetchone()
+                now = "gone from the ledger" if row is None else f"written by {Owner(row[0], row[1], row[2] or 0.0)}"
+                raise RunInUse(f"run {run!r} in {self.location} is no longer this process's to write: it is {now}")
 
     def run_id(self, run: str) -> int:
         row = self._query("SELECT id FROM runs WHERE name = ?", (run,))

@@ -174,12 +174,20 @@ def _resume_events(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX superseded_by_run ON superseded_blocks (run_id, event_id, key_id, first_step)")
 
 
+def _run_owner(db: sqlite3.Connection) -> None:
+    # One writer per run (yieldgate.owners): the process that claimed it (host, pid, process start time) and the
+    # last heartbeat its writer stamped. NULL: no Tracker claimed the run (an import, an older ledger).
+    for column in ("owner_host TEXT", "owner_pid INTEGER", "owner_started REAL", "heartbeat_at REAL"):
+        db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _initial),
     ("0002_run_meta", _run_meta),
     ("0003_campaigns", _campaigns),
     ("0004_resume_events", _resume_events),
+    ("0005_run_owner", _run_owner),
 ]
 
 

@@ -40,9 +40,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest
+from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
 from yieldgate.track.signals import Busy, GradientSignals, activation_entropy, gns_estimate, sample_layers
@@ -256,6 +257,7 @@ class Tracker:
         scaler: Any = None,
         config: TrackerConfig | None = None,
         resume: bool = False,
+        takeover: bool = False,
         device: str | torch.device | None = None,
         step: int | None = None,
         tokens: float | None = None,
@@ -267,7 +269,11 @@ class Tracker:
         `Ledger.supersede`); the next step is `step + 1` and counters continue from the checkpoint's. Without
         `tokens`/`samples` they come from the ledger's record at or before `step`. Without `step`, the run
         continues from its last stored record, unless the loop's first `step(step=N)` says otherwise: then
-        the run resumes after the stored record before N."""
+        the run resumes after the stored record before N.
+
+        One process writes a run: a run another live process is writing is refused (RunInUse, naming it), and
+        one whose writer died without closing it is taken over only with `takeover=True` (see
+        `yieldgate.owners`: dead means its process is gone, or no heartbeat for `STALE_AFTER_S`)."""
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
         point = _resume_point(step, tokens, samples)
@@ -284,6 +290,7 @@ class Tracker:
         self.busy = Busy()
         """Seconds the Tracker spent on the training thread (its calls and hooks), for overhead reports."""
         self._reported: set[tuple[str, str]] = set()
+        self.owner = Owner.this_process()
         self._scaler = scaler
         self._closed = False
 
@@ -303,7 +310,7 @@ class Tracker:
         # True until the first step, on a resumed run given no point: that step's `step=` may say where it restarted.
         self._rebase = False
         if self.rank == 0:
-            base, self._rebase = self._open_run(resume, point, base)
+            base, self._rebase = self._open_run(resume, takeover, point, base)
         self._step = int(base["step"])
         self._tokens_local = 0.0
 
@@ -336,7 +343,7 @@ class Tracker:
 
         self._writer = Writer(
             WriterSettings(
-                location=self.location, run=self.run if self.rank == 0 else None,
+                location=self.location, run=self.run if self.rank == 0 else None, owner=self.owner,
                 base_step=int(base["step"]), base_tokens=base["tokens"], base_samples=base["samples"],
                 base_wall=base["wall_s"],
                 t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
@@ -373,17 +380,19 @@ class Tracker:
 
     # -- setup ----------------------------------------------------------------------------------------
 
-    def _open_run(self, resume: bool, point: dict[str, float], base: dict[str, float]) -> tuple[dict[str, float], bool]:
-        """Create or continue the run; return where its counters start and whether the first explicit step may
-        still move that point (a resumed run given no `step=`)."""
+    def _open_run(self, resume: bool, takeover: bool, point: dict[str, float],
+                  base: dict[str, float]) -> tuple[dict[str, float], bool]:
+        """Claim the run (creating it, or continuing it) and set apart what a resume supersedes, in one write
+        transaction; return where its counters start and whether the first explicit step may still move that
+        point (a resumed run given no `step=`)."""
+        here = os.path.abspath(self.location)
+        if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
+            raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
+                           "process; close it first")
         try:
-            with Ledger(self.location) as ledger:
-                exists = ledger.runs()["name"].eq(self.run).any()
-                if exists and not resume:
-                    raise InputError(f"run {self.run!r} already exists in {self.location}; pass resume=True to "
-                                     "continue it, or pick another name")
-                ledger.create_run(self.run, manifest=self.manifest, status="running", source="tracker",
-                                  if_exists="reuse")
+            with Ledger(self.location) as ledger, ledger.transaction():
+                exists = ledger.claim_run(self.run, owner=self.owner, manifest=self.manifest, resume=resume,
+                                          takeover=takeover)
                 if not exists:
                     return base, False
                 last = ledger.step_at(self.run, 1 << 62)
@@ -404,7 +413,7 @@ class Tracker:
                 ledger.supersede(self.run, int(point["step"]), resume={
                     k: base[k] for k in ("step", "tokens", "samples")})
                 return base, False
-        except InputError:
+        except (InputError, RunInUse):
             raise
         except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
             self._fault("opening the run", exc)

@@ -29,8 +29,9 @@ import pandas as pd
 import torch
 
 from yieldgate.data.stream import RepeatCounter
-from yieldgate.errors import LedgerError
+from yieldgate.errors import LedgerError, RunInUse
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.owners import HEARTBEAT_EVERY_S
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
 from yieldgate.track.throughput import Throughput
@@ -90,6 +91,8 @@ class WriterSettings:
     location: str
     run: str | None
     """Run name; None on ranks other than 0 (they reduce, they do not write)."""
+    owner: Owner | None = None
+    """The process that claimed the run: the heartbeat is stamped for it, and stops when another took the run."""
     base_step: int = 0
     base_tokens: float = 0.0
     base_samples: float = 0.0
@@ -211,6 +214,8 @@ class Writer(threading.Thread):
         self.spill_path: str | None = None
         """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
         self.spilled_rows = 0
+        self._lost: RunInUse | None = None
+        """Set when another process took the run over: nothing more is written."""
 
     @property
     def buffered_rows(self) -> int:
@@ -245,7 +250,7 @@ class Writer(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - reported; rows stay buffered and are retried
                 self.on_fault("opening the ledger", exc)
         while True:
-            self._wake.wait(self.s.flush_every_s)
+            self._wake.wait(min(self.s.flush_every_s, HEARTBEAT_EVERY_S))
             self._wake.clear()
             stopping = self._stopping  # read before draining: every packet submitted before close is drained
             while self._inbox:
@@ -253,7 +258,7 @@ class Writer(threading.Thread):
                     self._process(self._inbox.popleft())
                 except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
                     self.on_fault("processing step records", exc)
-            if stopping or time.monotonic() - self._last_flush >= self.s.flush_every_s:
+            if stopping or time.monotonic() - self._last_flush >= min(self.s.flush_every_s, HEARTBEAT_EVERY_S):
                 ledger = self._flush(ledger, final=stopping)
             if stopping:
                 break
@@ -262,7 +267,7 @@ class Writer(threading.Thread):
             self.on_fault("closing with step records nothing could take", RuntimeError(
                 f"{self.buffered_rows} step records lost: the ledger {self.s.location} and every spill folder "
                 "refused them"))
-        if self.s.run is not None and self._status is not None:
+        if self.s.run is not None and self._status is not None and self._lost is None:
             self._record_status(ledger, self._status)
         if ledger is not None:
             ledger.close()
@@ -285,8 +290,21 @@ class Writer(threading.Thread):
             self.on_fault("recording the run's status", exc)
 
     def _flush(self, ledger: Ledger | None, *, final: bool = False) -> Ledger | None:
+        """Write buffered rows and stamp the heartbeat, in one transaction (the heartbeat alone when idle)."""
         self._last_flush = time.monotonic()
-        if self.s.run is None or not (self._frames or self._evals or self.spill_path):
+        if self.s.run is None:
+            return ledger
+        if self._lost is not None:
+            self._drop_lost()
+            return ledger
+        if not (self._frames or self._evals or self.spill_path):
+            if ledger is not None and self.s.owner is not None:
+                try:
+                    ledger.heartbeat(self.s.run, self.s.owner)
+                except RunInUse as exc:
+                    self._lose(exc)
+                except Exception as exc:  # noqa: BLE001 - a locked ledger: the next flush stamps it
+                    self.on_fault("stamping the run's heartbeat", exc)
             return ledger
         due = final or time.monotonic() - self._last_telemetry >= self.s.telemetry_every_s
         if self.telemetry is not None and self._frames and due:
@@ -307,10 +325,15 @@ class Writer(threading.Thread):
             if ledger is None:
                 ledger = self._open()
             with ledger.transaction():
+                if self.s.owner is not None:
+                    ledger.heartbeat(self.s.run, self.s.owner)
                 if self._frames:
                     ledger.append_steps(self.s.run, _joined(self._frames))
                 if self._evals:
                     ledger.append_evals(self.s.run, self._evals)
+        except RunInUse as exc:
+            self._lose(exc)
+            return ledger
         except Exception as exc:  # noqa: BLE001 - the ledger may be locked, full, read-only or gone: keep the rows
             self.on_fault("writing to the ledger", exc)
             if final or self.buffered_rows >= self.s.spill_rows:
@@ -329,6 +352,16 @@ class Writer(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - contained: a detector must not stop the writer
                 self.on_fault("running the online diagnosis", exc)
         return ledger
+
+    def _lose(self, exc: RunInUse) -> None:
+        """Another process took the run over (it judged this writer dead): never write into its run again."""
+        self._lost = exc
+        self.on_fault("writing to the ledger (the run was taken over; this process's step records are dropped)", exc)
+        self._drop_lost()
+
+    def _drop_lost(self) -> None:
+        self.dropped_rows += self.buffered_rows
+        self._frames, self._evals = [], []
 
     def _online_diagnosis(self, ledger: Ledger) -> None:
         """The cheap detectors (spikes, non-finite values, stalls) on the last steps; each new finding becomes
@@ -352,7 +385,10 @@ class Writer(threading.Thread):
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
         ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s)
         try:
-            if self.s.run is not None:
+            if self.s.run is not None and self.s.owner is not None:
+                # Ours already, or made again in a ledger file that was removed; another's: RunInUse.
+                ledger.claim_run(self.s.run, owner=self.s.owner, manifest=self.s.manifest, resume=True)
+            elif self.s.run is not None:
                 ledger.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
                                   if_exists="reuse")
             self._inode = os.stat(self.s.location).st_ino if self.s.location != ":memory:" else None
