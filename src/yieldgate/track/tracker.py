@@ -312,7 +312,9 @@ class Tracker:
         if self.rank == 0:
             base, self._rebase = self._open_run(resume, takeover, point, base)
         self._step = int(base["step"])
-        self._tokens_local = 0.0
+        self._tokens_total = 0.0
+        self._samples_total = 0.0
+        self._source_totals: dict[str, float] = {}
 
         mfu_of, mfu_meta = self._mfu_setup(model)
         hw = manifest.hardware if manifest else None
@@ -539,8 +541,28 @@ class Tracker:
         `step` numbers the step as the framework does (default: one more than the last); `data_wait_s` gives
         the wait for data when the loop does not iterate through `batches()` (otherwise it stays unrecorded)."""
         now = time.perf_counter()
+        # Arguments first, nothing changed yet: a step refused here leaves no trace in the counters. Once the step
+        # counts, a bad optional value (an extra that is no number) is left out of its row and reported, and the
+        # step's tokens still count: a row that never reaches the ledger is a gap, never an offset.
+        n_tokens, n_samples = float(tokens), float(samples if samples is not None else 0)
+        number = self._step + 1 if step is None else int(step)
+        counts = {source: float(n) for source, n in sources.items()} if sources else None
+        values, bad = {}, []
+        for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
+            if value is not None and not isinstance(value, torch.Tensor):
+                try:
+                    values[key] = float(value)
+                except (TypeError, ValueError):
+                    bad.append(key)
         rebase, self._rebase = self._rebase and step is not None, False
-        self._step = self._step + 1 if step is None else int(step)
+        self._step = number
+        # Running totals on the training thread (host floats), shipped with every row: the writer never sums
+        # the rows it happens to receive.
+        self._tokens_total += n_tokens
+        self._samples_total += n_samples
+        if counts:
+            for source, n in counts.items():
+                counts[source] = self._source_totals[source] = self._source_totals.get(source, 0.0) + n
         if data_wait_s is None and self._batches_used:
             data_wait_s = self._wait
         i = len(self._rows)
@@ -549,30 +571,21 @@ class Tracker:
         if isinstance(lr, torch.Tensor):
             self._keep("lr", i, lr)
             lr = None
-        row = StepRow(self._step, float(tokens), float(samples if samples is not None else 0), now,
-                      now - self._last_step_t, data_wait_s, lr, None if clipped is None else float(clipped),
-                      dict(sources) if sources else None, sample_ids, rebase=rebase)
-        self._tokens_local += row.tokens
-        if isinstance(loss, torch.Tensor):
-            self._keep("loss", i, loss)
-        elif loss is not None:
-            row.values = {"loss": float(loss)}
-        if isinstance(grad_norm, torch.Tensor):
-            self._keep("grad_norm", i, grad_norm)
-        elif grad_norm is not None:
-            row.values = {**(row.values or {}), "grad_norm": float(grad_norm)}
-        if extras:
-            for key, value in extras.items():
-                if isinstance(value, torch.Tensor):
-                    self._keep(key, i, value)
-                else:
-                    row.values = {**(row.values or {}), key: float(value)}
+        row = StepRow(self._step, n_tokens, n_samples, now, now - self._last_step_t, data_wait_s, lr,
+                      None if clipped is None else float(clipped), counts, sample_ids, values or None,
+                      rebase=rebase, tokens_total=self._tokens_total, samples_total=self._samples_total)
+        for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
+            if isinstance(value, torch.Tensor):
+                self._keep(key, i, value)
         scale = self._scale_tensor()
         if scale is not None:
             self._keep("signals/loss_scale", i, scale.float().reshape(()).clone())
         self._rows.append(row)
         if self._grad is not None:
             self._learning_signals(i, grad_norm, tokens)
+        if bad:
+            self._fault("step", InputError(f"step {number}: {', '.join(map(repr, bad))} must be numbers; left out "
+                                           "of the row, the step's tokens counted"))
         self._wait = 0.0
         due = len(self._rows) >= self.config.log_every_steps
         if not due and self._group is None:
@@ -663,7 +676,7 @@ class Tracker:
             return self._step % every_steps == 0
         if every_tokens is None or every_tokens <= 0:
             raise InputError(f"due() needs every_tokens > 0 or every_steps, got {every_tokens}")
-        mark = int(self._tokens_local * self.world // every_tokens)
+        mark = int(self._tokens_total * self.world // every_tokens)
         key = ("tokens", int(every_tokens))
         if mark > self._due_marks.get(key, 0):
             self._due_marks[key] = mark

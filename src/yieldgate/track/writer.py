@@ -54,11 +54,16 @@ class StepRow:
     lr: float | None = None
     clipped: float | None = None
     sources: dict[str, Any] | None = None
+    """Tokens per source since the Tracker started (running totals), for the sources this step drew from."""
     sample_ids: Any = None
     values: dict[str, float] | None = None
     """Host values given as plain numbers (loss, grad_norm, user extras), by canonical key."""
     rebase: bool = False
     """The first step of a resumed run, numbered by the loop: the run resumes after the stored record before it."""
+    tokens_total: float = 0.0
+    """Tokens since the Tracker started, through this step (this rank): the training thread's running total."""
+    samples_total: float = 0.0
+    """Samples likewise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +199,9 @@ class Writer(threading.Thread):
         self.written_rows = 0
         self._frames: list[_Frame] = []
         self._evals: list[EvalRecord] = []
-        self._tokens = settings.base_tokens
-        self._samples = settings.base_samples
-        self._sources: dict[str, float] = {}
+        # Where the counters start (the run's stored point); each row adds the training thread's running totals.
+        self._base_tokens = settings.base_tokens
+        self._base_samples = settings.base_samples
         self._throughput = Throughput(window=settings.throughput_window, skip=settings.throughput_skip)
         self._losses: deque[float] = deque(maxlen=settings.loss_var_window)
         self._repeats = RepeatCounter(settings.repeat_window)
@@ -470,7 +475,7 @@ class Writer(threading.Thread):
                             "tokens continue from that record's %g; pass step= and tokens= from the checkpoint to "
                             "Tracker to be exact", self.s.run, step, at["step"], tokens)
             ledger.supersede(self.s.run, step - 1, resume={"step": step - 1, "tokens": tokens, "samples": samples})
-        self._tokens, self._samples = tokens, samples
+        self._base_tokens, self._base_samples = tokens, samples
         self._at = {step - 1: (tokens, self.s.base_wall)}
 
     def _process(self, packet: Packet) -> None:
@@ -483,9 +488,10 @@ class Writer(threading.Thread):
             packet.event.synchronize()  # waits on this thread only: the copies were queued non-blocking
         rows = packet.rows
         n = len(rows)
-        local = np.array([[r.tokens for r in rows], [r.samples for r in rows], [r.step_s for r in rows]],
-                         dtype=np.float64).reshape(3, n)
-        tokens, samples = local[0], local[1]
+        local = np.array([[r.tokens for r in rows], [r.samples for r in rows], [r.step_s for r in rows],
+                          [r.tokens_total for r in rows], [r.samples_total for r in rows]],
+                         dtype=np.float64).reshape(5, n)
+        tokens, samples = local[3], local[4]
         spread: dict[str, np.ndarray] = {}
         gathered = None
         if self.s.reduce is not None and not self._reduce_failed and n:
@@ -495,7 +501,7 @@ class Writer(threading.Thread):
                 self._reduce_failed = True
                 self.on_fault("reducing counters across ranks (now recording this rank's counters only)", exc)
         if gathered is not None:
-            tokens, samples = gathered[:, 0].sum(0), gathered[:, 1].sum(0)
+            tokens, samples = gathered[:, 3].sum(0), gathered[:, 4].sum(0)
             rates = gathered[:, 0] / np.maximum(gathered[:, 2], 1e-12)  # per-rank tokens/s of each step
             spread = {"dist/tokens_per_s/min": rates.min(0), "dist/tokens_per_s/max": rates.max(0),
                       "dist/step_s/max": gathered[:, 2].max(0)}
@@ -522,12 +528,10 @@ class Writer(threading.Thread):
         frame = _Frame([r.step for r in rows])
         tok, smp, wall, rate = [], [], [], []
         for r, k, m in zip(rows, tokens, samples, strict=True):
-            self._tokens += k
-            self._samples += m
             t = self.s.base_wall + (r.t_end - self.s.t0)
-            self._throughput.update(time=t, tokens=self._tokens, samples=self._samples)
-            tok.append(self._tokens)
-            smp.append(self._samples)
+            self._throughput.update(time=t, tokens=self._base_tokens + k, samples=self._base_samples + m)
+            tok.append(self._base_tokens + k)
+            smp.append(self._base_samples + m)
             wall.append(t)
             rate.append(self._throughput.compute().get("tokens_per_s"))
         frame.put("tokens", tok)
@@ -552,8 +556,7 @@ class Writer(threading.Thread):
                     frame.set(key, i, value)
             if r.sources:
                 for source, count in r.sources.items():
-                    self._sources[source] = self._sources.get(source, 0.0) + float(count)
-                    frame.set(f"tokens/{source}", i, self._sources[source])
+                    frame.set(f"tokens/{source}", i, count)
             if r.sample_ids is not None:
                 ids = r.sample_ids.tolist() if hasattr(r.sample_ids, "tolist") else list(r.sample_ids)
                 frame.set("stream/repeat_rate", i, self._repeats.update(ids))
