@@ -453,3 +453,26 @@ def test_dropped_rows_are_gaps_never_an_offset(tmp_path):
     check("writer queue full (a queue of one packet): most rows dropped",
           "dropped rows are counted gaps; tokens and samples at every stored step equal the loop's own running "
           "total exactly", "the dropped rows (counted in `tr.stats`)")
+
+
+def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for):
+    """Computed at read time from the owner and its heartbeat: a writer on another node unheard of for longer than
+    STALE_AFTER_S is `stale`; one on this host whose process is gone is `crashed`; the recorded status stays."""
+    from yieldgate.owners import STALE_AFTER_S
+
+    path = tmp_path / "shown.db"
+    for name in ("far", "near", "fresh"):
+        Tracker(name, ledger=path).close()
+    owners = {"far": ("node-7", 4242, time.time() - STALE_AFTER_S - 5),
+              "near": (os.uname().nodename, 2**22 + 17, time.time()),  # above Linux's pid_max: no such process
+              "fresh": ("node-7", 4242, time.time() - 2)}
+    with sqlite3.connect(path) as db:
+        for name, (host, pid, beat) in owners.items():
+            db.execute("UPDATE runs SET status = 'running', owner_host = ?, owner_pid = ?, owner_started = 1.0, "
+                       "heartbeat_at = ? WHERE name = ?", (host, pid, beat, name))
+    with Ledger(path, readonly=True) as led:
+        runs = led.runs().set_index("name")
+    assert runs["status"].to_dict() == {"far": "stale", "near": "crashed", "fresh": "running"}
+    assert (runs["recorded_status"] == "running").all()
+    shown = {r["name"]: r["status"] for r in cli_for(path).json("runs")}
+    assert shown == {"far": "stale", "near": "crashed", "fresh": "running"}

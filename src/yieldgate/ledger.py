@@ -473,12 +473,18 @@ class Ledger:
         return parse_manifest(json.loads(rows[0][0]), origin=f"manifest of run {run!r}") if rows else None
 
     def runs(self) -> pd.DataFrame:
-        """One row per run: name, status, source, manifest_hash, steps, last_step, tokens, last eval."""
+        """One row per run: name, status, source, manifest_hash, steps, last_step, tokens, last eval, and its
+        writer: owner, heartbeat_at, recorded_status.
+
+        `status` is computed at read time for a run recorded `running` by a Tracker: `crashed` once its writer's
+        process is gone (same host), `stale` once its heartbeat is older than `owners.STALE_AFTER_S` (a dead
+        host, or a hung process); `recorded_status` is what the ledger holds."""
         rows = self._query(
             """
             SELECT r.name, r.status, r.source, r.manifest_hash, r.created_at, r.updated_at,
                    COALESCE(b.steps, 0), b.last_step, b.tokens,
-                   e.task, e.metric, e.value, e.step
+                   e.task, e.metric, e.value, e.step,
+                   r.owner_host, r.owner_pid, r.owner_started, r.heartbeat_at
             FROM runs r
             LEFT JOIN (SELECT run_id, SUM(n) AS steps, MAX(last_step) AS last_step, MAX(tokens_max) AS tokens
                        FROM step_blocks GROUP BY run_id) b ON b.run_id = r.id
@@ -490,8 +496,18 @@ class Ledger:
             """
         )
         columns = ["name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps",
-                   "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step"]
-        return pd.DataFrame(rows, columns=columns)
+                   "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step",
+                   "owner", "heartbeat_at", "recorded_status"]
+        now = time.time()
+        out = []
+        for *row, host, pid, started, beat in rows:
+            owner = Owner(host, int(pid), float(started or 0.0)) if host is not None else None
+            status = row[1]
+            if status == "running" and owner is not None:
+                state = liveness(owner, beat, now)
+                status = status if state == "live" else state
+            out.append([*row[:1], status, *row[2:], None if owner is None else str(owner), beat, row[1]])
+        return pd.DataFrame(out, columns=columns)
 
     def run_metas(self) -> pd.DataFrame:
         """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""
@@ -804,7 +820,8 @@ class Ledger:
         evals = source.evals(run)
         with self.transaction():
             if self._db.execute("SELECT 1 FROM runs WHERE name = ?", (run,)).fetchone() is None:
-                self.create_run(run, manifest=source.manifest(run), status=info["status"], source=info["source"])
+                self.create_run(run, manifest=source.manifest(run), status=info["recorded_status"],
+                                source=info["source"])
             for key, value in source.meta(run).items():
                 self.set_meta(run, key, value)
             if len(steps):
