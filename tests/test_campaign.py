@@ -180,3 +180,27 @@ def test_an_unknown_executor_is_refused_before_anything_is_written(tmp_path, cli
     result = cli("probe", str(write(tmp_path, control())), "--executor", "slurm", code=2)
     assert "--executor must be local or ray" in result.stderr
     assert not ledger_path.exists()
+
+
+def test_a_probe_another_live_process_trains_is_left_to_it(tmp_path):
+    """Two `yieldgate probe` commands on one campaign: the probe the other one is training is skipped here, its
+    run untouched, instead of being replaced under it (the claim is one write transaction)."""
+    import sqlite3
+
+    from yieldgate.probe.campaign import run_probe
+
+    spec = plan(load_campaign(write(tmp_path, {"name": "shared", "recipes": {"clean": SHAKESPEARE}, "seeds": 1,
+                                               "budgets": [8192]})))[0]
+    ledger = tmp_path / "c.db"
+    with Ledger(ledger) as led:
+        led.create_run(spec.run, source="probe")
+        led.set_meta(spec.run, "probe", spec.meta())
+        led.append_steps(spec.run, [{"step": 1, "tokens": 512.0}, {"step": 2, "tokens": 1024.0}])
+    with sqlite3.connect(ledger) as db:  # the other command's worker, on another node, heard from just now
+        db.execute("UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, owner_started = 1.0, heartbeat_at = ? "
+                   "WHERE name = ?", (time.time(), spec.run))
+    result = run_probe(spec, str(ledger))
+    assert result["status"] == "skipped" and "host node-7, pid 4242" in result["reason"], result
+    with Ledger(ledger, readonly=True) as led:
+        assert led.steps(spec.run)["tokens"].tolist() == [512.0, 1024.0]
+        assert led.run_info(spec.run)["status"] == "running"

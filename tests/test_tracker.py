@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import sqlite3
 import threading
 import time
 
@@ -8,12 +11,14 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT, GPTConfig
 from yieldgate.track import Tracker, TrackerConfig
 from yieldgate.track.throughput import flops_per_token
 from yieldgate.track.tracker import matmul_params
+
+from tests.reliability import check
 
 from .helpers import CFG, batch
 
@@ -156,6 +161,61 @@ def test_resume_continues_steps_and_tokens(text, tmp_path):
     assert steps["wall_s"].is_monotonic_increasing
 
 
+def _loop(tr: Tracker, steps: range, tokens: dict[int, int], *, numbered: bool, evals: tuple[int, ...] = ()) -> None:
+    """A cheap loop whose step s accepts 1000 + 7·s tokens; `tokens[s]` is its own running total at s."""
+    for s in steps:
+        tokens[s] = tokens.get(s - 1, 0) + 1000 + 7 * s
+        tr.step(tokens=1000 + 7 * s, samples=2, loss=1.0 / s, extras={"signals/pad": float(s)},
+                **({"step": s} if numbered else {}))
+        if s in evals:
+            tr.eval({"val/loss": 2.0 / s})
+
+
+@pytest.mark.parametrize("given", ["checkpoint", "first step"])
+def test_resume_from_an_older_checkpoint_sets_the_later_rows_apart(tmp_path, given):
+    """A job dies at step 30, its last checkpoint is from step 20: the restart recomputes 21..30. The run's
+    steps are the loop's own timeline, tokens equal to the loop's running total at every step; the 10 rows of
+    thrown-away work are kept apart (a `resume` event and `superseded`), never spliced into the curve."""
+    path = tmp_path / "ckpt.db"
+    first: dict[int, int] = {}
+    with Tracker("r", ledger=path) as tr:
+        _loop(tr, range(1, 31), first, numbered=given == "first step", evals=(10, 25))
+    point = {"step": 20, "tokens": first[20], "samples": 40} if given == "checkpoint" else {}
+    second = {s: first[s] for s in range(1, 21)}
+    with Tracker("r", ledger=path, resume=True, **point) as tr:
+        _loop(tr, range(21, 36), second, numbered=given == "first step")
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("r")
+        pad = led.extras("r", ["signals/pad"])
+        evals = led.evals("r")
+        events = led.events("r", kind="resume")
+        apart = led.superseded("r")
+    assert steps["step"].tolist() == list(range(1, 36))
+    assert steps["tokens"].tolist() == [second[s] for s in range(1, 36)]
+    assert steps["samples"].tolist() == [2.0 * s for s in range(1, 36)]
+    assert pad["step"].tolist() == list(range(1, 36)) and pad["value"].tolist() == [float(s) for s in range(1, 36)]
+    assert steps["wall_s"].is_monotonic_increasing
+    assert evals["step"].tolist() == [10]  # the eval at 25 belonged to the thrown-away work
+    assert len(events) == 1
+    body = events["body"].iloc[0]
+    assert body["old"] == {"step": 30, "tokens": first[30]}
+    assert body["resume"] == {"step": 20, "tokens": first[20], "samples": 40.0}
+    assert body["superseded"]["steps"] == 10 and [e["step"] for e in body["superseded"]["evals"]] == [25]
+    assert apart["step"].tolist() == list(range(21, 31))
+    assert apart["tokens"].tolist() == [first[s] for s in range(21, 31)]
+    check("job restarted from a checkpoint older than the ledger's last row",
+          "steps and tokens follow the checkpoint (equal to the loop's own total at every step); the rows of the "
+          "recomputed steps are set apart as a `resume` event, never spliced in", "0")
+
+
+def test_a_resume_point_is_checked_before_anything_is_written(tmp_path):
+    with pytest.raises(InputError, match="pass step= too"):
+        Tracker("x", ledger=tmp_path / "x.db", tokens=5)
+    with pytest.raises(InputError, match=r"Tracker\(step=...\) must be a number >= 0, got -1"):
+        Tracker("x", ledger=tmp_path / "x.db", step=-1)
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_mfu_and_cost_with_a_peak_override(text, tmp_path):
     torch.manual_seed(0)
     model = GPT(CFG)
@@ -252,3 +312,167 @@ def test_online_diagnosis_writes_a_spike_while_the_run_goes_on(tmp_path):
         bodies = led.events("spiky", kind="diagnosis")["body"].tolist()
     spikes = [b for b in bodies if b["source"] == "tracker" and b["cause"] == "damaged_update" and b["start_step"] == 200]
     assert len(spikes) == 1, bodies  # found once, not once per detector run
+
+
+# -- one owner per run: writers in other processes (spawned: nothing copied from the test process) ----------
+
+def _start(ledger: str, run: str, go, results, resume: bool) -> None:
+    go.wait(60)
+    try:
+        with Tracker(run, ledger=ledger, resume=resume):
+            results.put("accepted")
+    except (InputError, RunInUse) as exc:
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def _hold(ledger: str, run: str, ready, release) -> None:
+    with Tracker(run, ledger=ledger, config=TrackerConfig(flush_every_s=0.1)) as tr:
+        tr.step(tokens=128)
+        ready.set()
+        release.wait(60)
+
+
+def test_two_processes_starting_one_run_at_once_one_is_refused(tmp_path):
+    ctx = mp.get_context("spawn")
+    go, results = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_start, args=(str(tmp_path / "o.db"), "same", go, results, False)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    time.sleep(3)  # both have imported torch and wait at the start line
+    go.set()
+    outcomes = sorted((results.get(timeout=120) for _ in procs), key=lambda o: o != "accepted")
+    for p in procs:
+        p.join(30)
+    assert outcomes[0] == "accepted" and outcomes[1].startswith("InputError: run 'same' already exists"), outcomes
+    check("two processes start one run at the same instant",
+          "one is accepted; the other is refused: `run 'same' already exists …; pass resume=True to continue it`", "0")
+
+
+def test_a_second_writer_is_refused_while_the_first_lives(tmp_path):
+    path = str(tmp_path / "live.db")
+    ctx = mp.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(path, "held", ready, release))
+    holder.start()
+    try:
+        assert ready.wait(120)
+        for takeover in (False, True):  # takeover never takes a live writer's run
+            with pytest.raises(RunInUse, match=f"being written by host .*, pid {holder.pid} .*last heartbeat"):
+                Tracker("held", ledger=path, resume=True, takeover=takeover)
+        with sqlite3.connect(path) as db:
+            beat = db.execute("SELECT heartbeat_at FROM runs WHERE name = 'held'").fetchone()[0]
+        assert time.time() - beat < 2  # the writer stamps it at its flushes
+    finally:
+        release.set()
+        holder.join(60)
+    with Tracker("held", ledger=path, resume=True) as tr:  # closed cleanly: free to continue
+        tr.step(tokens=128)
+    with Ledger(path, readonly=True) as led:
+        assert led.steps("held")["step"].tolist() == [1, 2]
+    check("a second `resume=True` writer while the first still writes",
+          "refused, naming the owner (host, pid, start time, last heartbeat), with `takeover=True` too", "0")
+
+
+def test_a_dead_writers_run_is_taken_over_only_when_asked(tmp_path):
+    path = str(tmp_path / "dead.db")
+    ctx = mp.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(path, "crashed", ready, release))
+    holder.start()
+    assert ready.wait(120)
+    holder.kill()  # SIGKILL: no close, the run stays `running` with the dead process as owner
+    holder.join(30)
+    with pytest.raises(RunInUse, match=f"pid {holder.pid} .*its process is gone.*takeover=True"):
+        Tracker("crashed", ledger=path, resume=True)
+    with Tracker("crashed", ledger=path, resume=True, takeover=True) as tr:
+        tr.step(tokens=128)
+    with Ledger(path, readonly=True) as led:
+        body = led.events("crashed", kind="warning")["body"].tolist()
+    assert len(body) == 1 and f"pid {holder.pid}" in body[0]["takeover"]["from"]
+    check("the run's writer was SIGKILLed; a new one starts with `resume=True`",
+          "refused (its process is gone) until `takeover=True`; the takeover is kept as a `warning` event", "0")
+
+
+def test_another_hosts_writer_is_dead_once_its_heartbeat_is_stale(tmp_path):
+    from yieldgate.owners import STALE_AFTER_S
+
+    path = str(tmp_path / "host.db")
+    Tracker("far", ledger=path).close()
+    for age, refused in ((5.0, True), (STALE_AFTER_S + 5, False)):
+        with sqlite3.connect(path) as db:  # a writer on another node, last heard of `age` seconds ago
+            db.execute("UPDATE runs SET status = 'running', owner_host = 'node-7', owner_pid = 4242, "
+                       "owner_started = 1.0, heartbeat_at = ? WHERE name = 'far'", (time.time() - age,))
+        if refused:
+            with pytest.raises(RunInUse, match="host node-7, pid 4242"):
+                Tracker("far", ledger=path, resume=True, takeover=True)
+        else:
+            Tracker("far", ledger=path, resume=True, takeover=True).close()
+
+
+def test_a_writer_whose_run_was_taken_over_writes_no_more(tmp_path):
+    path = str(tmp_path / "taken.db")
+    with Tracker("t", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=1)) as tr:
+        tr.step(tokens=128)
+        time.sleep(0.3)
+        with sqlite3.connect(path) as db:  # another process judged this writer dead and took the run
+            db.execute("UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, owner_started = 1.0 WHERE name = 't'")
+        for _ in range(5):
+            tr.step(tokens=128)
+        time.sleep(0.3)
+    assert tr.stats["dropped_rows"] == 5 and tr.stats["faults"] >= 1
+    with Ledger(path, readonly=True) as led:
+        assert led.steps("t")["step"].tolist() == [1] and led.run_info("t")["status"] == "running"
+
+
+def test_dropped_rows_are_gaps_never_an_offset(tmp_path):
+    """A writer queue of one packet, shipped every step, collected every 0.2 s: most packets are dropped. Every
+    stored step still holds the loop's own running totals (tokens, samples, tokens per source) exactly, and a
+    step whose extra is refused still counts its tokens."""
+    path = tmp_path / "drops.db"
+    rng = np.random.default_rng(0)
+    total = samples = 0
+    expected: dict[int, tuple[int, int]] = {}
+    config = TrackerConfig(queue_size=1, log_every_steps=1, flush_every_s=0.2)
+    with Tracker("d", ledger=path, config=config) as tr:
+        for step in range(1, 401):
+            n, k = int(rng.integers(1, 5000)), int(rng.integers(1, 9))
+            total, samples = total + n, samples + k
+            expected[step] = (total, samples)
+            tr.step(tokens=n, samples=k, sources={"web": n}, loss=1.0,
+                    extras={"signals/pad": "not a number" if step == 7 else 1.0})
+            time.sleep(0.0005)
+        dropped = tr.stats["dropped_rows"]
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("d")
+        web = led.extras("d", ["tokens/web"]).set_index("step")["value"]
+    stored = steps["step"].tolist()
+    assert dropped > 50 and len(stored) == 400 - dropped and tr.stats["faults"] >= 2
+    assert steps["tokens"].tolist() == [float(expected[s][0]) for s in stored]
+    assert steps["samples"].tolist() == [float(expected[s][1]) for s in stored]
+    assert web.loc[stored].tolist() == [float(expected[s][0]) for s in stored]
+    check("writer queue full (a queue of one packet): most rows dropped",
+          "dropped rows are counted gaps; tokens and samples at every stored step equal the loop's own running "
+          "total exactly", "the dropped rows (counted in `tr.stats`)")
+
+
+def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for):
+    """Computed at read time from the owner and its heartbeat: a writer on another node unheard of for longer than
+    STALE_AFTER_S is `stale`; one on this host whose process is gone is `crashed`; the recorded status stays."""
+    from yieldgate.owners import STALE_AFTER_S
+
+    path = tmp_path / "shown.db"
+    for name in ("far", "near", "fresh"):
+        Tracker(name, ledger=path).close()
+    owners = {"far": ("node-7", 4242, time.time() - STALE_AFTER_S - 5),
+              "near": (os.uname().nodename, 2**22 + 17, time.time()),  # above Linux's pid_max: no such process
+              "fresh": ("node-7", 4242, time.time() - 2)}
+    with sqlite3.connect(path) as db:
+        for name, (host, pid, beat) in owners.items():
+            db.execute("UPDATE runs SET status = 'running', owner_host = ?, owner_pid = ?, owner_started = 1.0, "
+                       "heartbeat_at = ? WHERE name = ?", (host, pid, beat, name))
+    with Ledger(path, readonly=True) as led:
+        runs = led.runs().set_index("name")
+    assert runs["status"].to_dict() == {"far": "stale", "near": "crashed", "fresh": "running"}
+    assert (runs["recorded_status"] == "running").all()
+    shown = {r["name"]: r["status"] for r in cli_for(path).json("runs")}
+    assert shown == {"far": "stale", "near": "crashed", "fresh": "running"}

@@ -13,6 +13,7 @@ __all__ = [
     "LedgerError",
     "SchemaVersionError",
     "RunNotFound",
+    "RunInUse",
 ]
 
 
@@ -38,3 +39,8 @@ class SchemaVersionError(LedgerError):
 
 class RunNotFound(LedgerError):
     """No run of that name is in the ledger."""
+
+
+class RunInUse(YieldgateError):
+    """Another process writes that run (or wrote it and died without closing it): a second writer would splice
+    two runs into one."""

@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from yieldgate import migrations
-from yieldgate.errors import InputError, LedgerError, RunNotFound
+from yieldgate.errors import InputError, LedgerError, RunInUse, RunNotFound
 from yieldgate.manifest import Manifest, parse_manifest
+from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 from yieldgate.names import (
     CORE_STEP_COLUMNS,
     EVENT_KINDS,
@@ -164,6 +165,10 @@ def _collapse(steps: np.ndarray, values: dict[str, tuple[np.ndarray, np.ndarray]
         merged[got] = vals[last[got]]
         out[name] = (merged, ~got)
     return _Columns(uniq, out)
+
+
+def _take(cols: _Columns, keep: np.ndarray) -> _Columns:
+    return _Columns(cols.steps[keep], {k: (v[keep], m[keep]) for k, (v, m) in cols.values.items()})
 
 
 def _concat(parts: list[_Columns]) -> _Columns:
@@ -372,6 +377,56 @@ class Ledger:
             )
             return int(cur.lastrowid)
 
+    def claim_run(self, name: str, *, owner: Owner, manifest: Manifest | None = None, resume: bool = False,
+                  takeover: bool = False, source: str = "tracker") -> bool:
+        """Make `owner` the one writer of run `name`, creating the run if it is new; return whether it existed.
+
+        Check and claim are one write transaction, so two processes claiming at once cannot both succeed. An
+        existing run needs `resume`; one still `running` under another owner is refused (RunInUse) while that
+        owner lives, and taken over with `takeover` once it is dead (`yieldgate.owners.liveness`; the takeover
+        is kept as a `warning` event)."""
+        with self.transaction():
+            row = self._db.execute("SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs "
+                                   "WHERE name = ?", (name,)).fetchone()
+            if row is not None and not resume:
+                raise InputError(f"run {name!r} already exists in {self.location}; pass resume=True to continue it, "
+                                 "or pick another name")
+            previous = Owner(row[1], int(row[2]), float(row[3] or 0.0)) if row is not None and row[1] else None
+            if row is not None and row[0] == "running" and previous is not None and previous != owner:
+                state = liveness(previous, row[4])
+                beat = "no heartbeat" if row[4] is None else f"last heartbeat {time.time() - row[4]:.0f} s ago"
+                if state == "live":
+                    raise RunInUse(
+                        f"run {name!r} in {self.location} is being written by {previous}, {beat}; a second writer "
+                        f"would splice two runs into one: wait for it to end (takeover=True takes over only a writer "
+                        f"that is dead: its process gone, or no heartbeat for {STALE_AFTER_S:.0f} s)")
+                if not takeover:
+                    raise RunInUse(
+                        f"run {name!r} in {self.location} was being written by {previous}, which stopped without "
+                        f"closing it ({'its process is gone' if state == 'crashed' else beat}); pass takeover=True "
+                        "to take it over")
+            self.create_run(name, manifest=manifest, status="running", source=source, if_exists="reuse")
+            self._db.execute(
+                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = ?, heartbeat_at = ? WHERE name = ?",
+                (owner.host, owner.pid, owner.started, time.time(), name))
+            if row is not None and row[0] == "running" and previous is not None and previous != owner:
+                self.add_event(name, "warning", {"source": "tracker", "takeover": {"from": str(previous),
+                                                                                  "by": str(owner)}})
+        return row is not None
+
+    def heartbeat(self, run: str, owner: Owner) -> None:
+        """Stamp the run's heartbeat for its writer `owner`; RunInUse when the run is no longer its own (taken
+        over by another process)."""
+        with self.transaction():
+            cur = self._db.execute(
+                "UPDATE runs SET heartbeat_at = ? WHERE name = ? AND owner_host = ? AND owner_pid = ? AND "
+                "owner_started = ?", (time.time(), run, owner.host, owner.pid, owner.started))
+            if cur.rowcount == 0:
+                row = self._db.execute("SELECT owner_host, owner_pid, owner_started FROM runs WHERE name = ?",
+                                       (run,)).fetchone()
+                now = "gone from the ledger" if row is None else f"written by {Owner(row[0], row[1], row[2] or 0.0)}"
+                raise RunInUse(f"run {run!r} in {self.location} is no longer this process's to write: it is {now}")
+
     def run_id(self, run: str) -> int:
         row = self._query("SELECT id FROM runs WHERE name = ?", (run,))
         if not row:
@@ -416,12 +471,18 @@ class Ledger:
         return parse_manifest(json.loads(rows[0][0]), origin=f"manifest of run {run!r}") if rows else None
 
     def runs(self) -> pd.DataFrame:
-        """One row per run: name, status, source, manifest_hash, steps, last_step, tokens, last eval."""
+        """One row per run: name, status, source, manifest_hash, steps, last_step, tokens, last eval, and its
+        writer: owner, heartbeat_at, recorded_status.
+
+        `status` is computed at read time for a run recorded `running` by a Tracker: `crashed` once its writer's
+        process is gone (same host), `stale` once its heartbeat is older than `owners.STALE_AFTER_S` (a dead
+        host, or a hung process); `recorded_status` is what the ledger holds."""
         rows = self._query(
             """
             SELECT r.name, r.status, r.source, r.manifest_hash, r.created_at, r.updated_at,
                    COALESCE(b.steps, 0), b.last_step, b.tokens,
-                   e.task, e.metric, e.value, e.step
+                   e.task, e.metric, e.value, e.step,
+                   r.owner_host, r.owner_pid, r.owner_started, r.heartbeat_at
             FROM runs r
             LEFT JOIN (SELECT run_id, SUM(n) AS steps, MAX(last_step) AS last_step, MAX(tokens_max) AS tokens
                        FROM step_blocks GROUP BY run_id) b ON b.run_id = r.id
@@ -433,8 +494,18 @@ class Ledger:
             """
         )
         columns = ["name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps",
-                   "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step"]
-        return pd.DataFrame(rows, columns=columns)
+                   "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step",
+                   "owner", "heartbeat_at", "recorded_status"]
+        now = time.time()
+        out = []
+        for *row, host, pid, started, beat in rows:
+            owner = Owner(host, int(pid), float(started or 0.0)) if host is not None else None
+            status = row[1]
+            if status == "running" and owner is not None:
+                state = liveness(owner, beat, now)
+                status = status if state == "live" else state
+            out.append([*row[:1], status, *row[2:], None if owner is None else str(owner), beat, row[1]])
+        return pd.DataFrame(out, columns=columns)
 
     def run_metas(self) -> pd.DataFrame:
         """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""
@@ -565,6 +636,85 @@ class Ledger:
             rows,
         )
 
+    def step_at(self, run: str, step: int) -> dict[str, Any] | None:
+        """The stored core record at or before `step`: step, tokens, samples, wall_s (None where not recorded),
+        or None when the run has no step at or before it."""
+        rows = self._query(
+            "SELECT n, columns, data, missing FROM step_blocks WHERE run_id = ? AND first_step <= ? "
+            "ORDER BY first_step DESC LIMIT 1", (self.run_id(run), int(step)))
+        if not rows:
+            return None
+        cols = _decode(*rows[0], ["tokens", "samples", "wall_s"])
+        i = int(np.searchsorted(cols.steps, int(step), side="right")) - 1
+        out: dict[str, Any] = {"step": int(cols.steps[i])}
+        for name in ("tokens", "samples", "wall_s"):
+            value, missing = cols.values.get(name, (None, None))
+            out[name] = None if value is None or missing[i] else float(value[i])
+        return out
+
+    def supersede(self, run: str, after_step: int, *, resume: Mapping[str, Any], source: str = "tracker") -> int | None:
+        """Set apart the run's records after `after_step`: the run was resumed from a checkpoint taken there, so
+        the work recorded after it was thrown away. Steps and extras move to `superseded_blocks` (read them with
+        `superseded`), evals into the event's body, and a `resume` event keeps both points: `old`, the last
+        stored step and its tokens, and `resume`, as given. From then on the run's steps, extras and evals are
+        the surviving records only; nothing is spliced. Returns the event's id, or None when nothing was stored
+        after `after_step`."""
+        after = int(after_step)
+        with self.transaction():
+            run_id = self.run_id(run)
+            core = self._db.execute(
+                "SELECT id, NULL, n, columns, data, missing FROM step_blocks WHERE run_id = ? AND last_step > ? "
+                "ORDER BY first_step", (run_id, after)).fetchall()
+            extra = self._db.execute(
+                "SELECT id, key_id, n, columns, data, missing FROM extra_blocks WHERE run_id = ? AND last_step > ? "
+                "ORDER BY key_id, first_step", (run_id, after)).fetchall()
+            evals = self.evals(run)
+            evals = evals[evals["step"] > after]
+            if not (core or extra or len(evals)):
+                return None
+            last = self.step_at(run, 1 << 62)
+            old_step = max([last["step"] if last else after] + [int(_decode(*b[2:], []).steps[-1]) for b in extra])
+            body = {"source": source, "resume": dict(resume),
+                    "old": {"step": old_step, "tokens": last["tokens"] if last else None},
+                    "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
+            event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
+            moved = {"step_blocks": 0, "extra_blocks": 0}
+            for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
+                for block_id, key_id, n, columns, data, missing in blocks:
+                    cols = _decode(n, columns, data, missing, None)
+                    later = cols.steps > after
+                    gone, kept = _take(cols, later), _take(cols, ~later)
+                    self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
+                    self._db.execute(
+                        "INSERT INTO superseded_blocks (event_id, run_id, key_id, first_step, last_step, n, columns, "
+                        "data, missing) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (event, run_id, key_id, int(gone.steps[0]), int(gone.steps[-1]), len(gone), *_encode(gone)))
+                    moved[table] += len(gone)
+                    if len(kept):
+                        scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
+                        self._write_blocks(table, scope, kept)
+            self._db.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, after))
+            body["superseded"].update(steps=moved["step_blocks"], extra_values=moved["extra_blocks"])
+            self._db.execute("UPDATE events SET body = ? WHERE id = ?", (_json(body, "event body"), event))
+            self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
+        return event
+
+    def superseded(self, run: str) -> pd.DataFrame:
+        """Core step records that a resume set apart (`supersede`): event_id (the `resume` event), step and the
+        core columns, by event and step. They are not part of `steps(run)`."""
+        rows = self._query(
+            "SELECT event_id, n, columns, data, missing FROM superseded_blocks WHERE run_id = ? AND key_id IS NULL "
+            "ORDER BY event_id, first_step", (self.run_id(run),))
+        frames = []
+        for event, n, columns, data, missing in rows:
+            cols = _decode(n, columns, data, missing, None)
+            frame = {"event_id": np.full(n, event, dtype=np.int64), "step": cols.steps.astype(np.int64)}
+            frame.update({k: np.where(m, np.nan, v) for k, (v, m) in cols.values.items()})
+            frames.append(pd.DataFrame(frame))
+        if not frames:
+            return pd.DataFrame({"event_id": np.empty(0, np.int64), "step": np.empty(0, np.int64)})
+        return pd.concat(frames, ignore_index=True)
+
     def _key_ids(self, keys: Iterable[str]) -> dict[str, int]:
         keys = list(keys)
         self._db.executemany("INSERT OR IGNORE INTO extra_keys (key) VALUES (?)", [(k,) for k in keys])
@@ -668,7 +818,8 @@ class Ledger:
         evals = source.evals(run)
         with self.transaction():
             if self._db.execute("SELECT 1 FROM runs WHERE name = ?", (run,)).fetchone() is None:
-                self.create_run(run, manifest=source.manifest(run), status=info["status"], source=info["source"])
+                self.create_run(run, manifest=source.manifest(run), status=info["recorded_status"],
+                                source=info["source"])
             for key, value in source.meta(run).items():
                 self.set_meta(run, key, value)
             if len(steps):

@@ -136,11 +136,58 @@ def _campaigns(db: sqlite3.Connection) -> None:
     )""")
 
 
+def _resume_events(db: sqlite3.Connection) -> None:
+    # A run resumed from a checkpoint older than its last stored row: the rows after the checkpoint belong to
+    # work that was thrown away. They are kept apart, never spliced into the curve: a `resume` event (both
+    # points in its body) and the superseded rows in `superseded_blocks`, in the block form of step_blocks
+    # (`key_id` NULL) and extra_blocks (`key_id` set). SQLite cannot change a CHECK, so `events` is rebuilt
+    # with the kinds of this migration written out (not EVENT_KINDS, which may grow later).
+    kinds = ("diagnosis", "gate", "warning", "fault", "resume")
+    db.execute(f"""CREATE TABLE events_new (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL CHECK (kind IN ({_sql_list(kinds)})),
+        start_step INTEGER,
+        end_step INTEGER,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('open', 'resolved')),
+        created_at REAL NOT NULL,
+        resolved_at REAL
+    )""")
+    db.execute("INSERT INTO events_new SELECT id, run_id, kind, start_step, end_step, body, state, created_at, "
+               "resolved_at FROM events")
+    db.execute("DROP TABLE events")
+    db.execute("ALTER TABLE events_new RENAME TO events")
+    db.execute("CREATE INDEX events_by_run ON events (run_id, kind, state)")
+    db.execute("""CREATE TABLE superseded_blocks (
+        id INTEGER PRIMARY KEY,
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        key_id INTEGER REFERENCES extra_keys(id),
+        first_step INTEGER NOT NULL,
+        last_step INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        columns TEXT NOT NULL,
+        data BLOB NOT NULL,
+        missing BLOB
+    )""")
+    db.execute("CREATE INDEX superseded_by_run ON superseded_blocks (run_id, event_id, key_id, first_step)")
+
+
+def _run_owner(db: sqlite3.Connection) -> None:
+    # One writer per run (yieldgate.owners): the process that claimed it (host, pid, process start time) and the
+    # last heartbeat its writer stamped. NULL: no Tracker claimed the run (an import, an older ledger).
+    for column in ("owner_host TEXT", "owner_pid INTEGER", "owner_started REAL", "heartbeat_at REAL"):
+        db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _initial),
     ("0002_run_meta", _run_meta),
     ("0003_campaigns", _campaigns),
+    ("0004_resume_events", _resume_events),
+    ("0005_run_owner", _run_owner),
 ]
 
 

@@ -77,7 +77,7 @@ EXTRA_KEYS: Final[dict[str, str]] = {
 }
 
 RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed", "imported")
-EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault")
+EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault", "resume")
 EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
 
 # "The validation loss" of a run: task `val`, metric `loss` (per source: task `val/<source>`).

@@ -34,9 +34,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Recipe, Source, load_recipe, read_structured_file, validate
+from yieldgate.owners import Owner
 
 __all__ = ["Campaign", "ProbeSpec", "load_campaign", "plan", "run_campaign", "run_probe", "CampaignRun"]
 
@@ -251,9 +252,18 @@ def run_probe(spec: ProbeSpec, ledger: str, *, threads: int | None = None,
     from yieldgate.data.recipe import resolve
     from yieldgate.probe.trainer import ProbeConfig, train_probe
 
-    with Ledger(ledger) as led:  # a fresh run: a half-written one of an earlier attempt is dropped
-        led.create_run(spec.run, status="running", source="probe", if_exists="replace")
-        led.set_meta(spec.run, "probe", spec.meta())
+    # Claimed in one write transaction with the check, so two `yieldgate probe` commands on one campaign share the
+    # work: a probe another live process trains, or finished since this one planned, is skipped, never restarted
+    # under it. A fresh run: a half-written one of an earlier attempt (its writer dead) is dropped.
+    try:
+        with Ledger(ledger) as led, led.transaction():
+            if _statuses(led).get((spec.run, spec.key)) == "finished":
+                return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": "finished by another process"}
+            led.claim_run(spec.run, owner=Owner.this_process(), resume=True, takeover=True, source="probe")
+            led.create_run(spec.run, status="running", source="probe", if_exists="replace")
+            led.set_meta(spec.run, "probe", spec.meta())
+    except RunInUse as exc:
+        return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": str(exc)}
     started = time.perf_counter()
     try:
         data = _RESOLVED.get(spec.recipe_hash)
@@ -351,6 +361,8 @@ def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", 
     for result in run(todo, ledger, workers=workers, threads=threads, address=address, progress=progress):
         if result["status"] == "finished":
             out.finished.append(result["run"])
+        elif result["status"] == "skipped":  # trained by another process running the same campaign
+            out.skipped.append(result["run"])
         else:
             out.failed[result["run"]] = result["error"]
         if on_result is not None:

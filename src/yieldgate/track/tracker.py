@@ -24,6 +24,7 @@ import atexit
 import dataclasses
 import functools
 import logging
+import math
 import os
 import signal
 import threading
@@ -39,9 +40,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest
+from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
 from yieldgate.track.signals import Busy, GradientSignals, activation_entropy, gns_estimate, sample_layers
@@ -215,6 +217,27 @@ def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str
     return shape
 
 
+def _resume_point(step: Any, tokens: Any, samples: Any) -> dict[str, float]:
+    """The checkpoint's point given to the constructor, checked: {} when none, else step and the counters given."""
+    if step is None:
+        if tokens is not None or samples is not None:
+            raise InputError("Tracker(tokens=..., samples=...) are the checkpoint's counters at its step: pass "
+                             "step= too")
+        return {}
+    point: dict[str, float] = {}
+    for name, value in (("step", step), ("tokens", tokens), ("samples", samples)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
+                math.isfinite(value) and value >= 0):
+            raise InputError(f"Tracker({name}=...) must be a number >= 0, got {value!r}")
+        point[name] = float(value)
+    if point["step"] != int(point["step"]):
+        raise InputError(f"Tracker(step=...) must be a whole number, got {step!r}")
+    point["step"] = int(point["step"])
+    return point
+
+
 def _to_host(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to("cpu", non_blocking=True) if tensor.device.type == "cuda" else tensor
 
@@ -234,10 +257,26 @@ class Tracker:
         scaler: Any = None,
         config: TrackerConfig | None = None,
         resume: bool = False,
+        takeover: bool = False,
         device: str | torch.device | None = None,
+        step: int | None = None,
+        tokens: float | None = None,
+        samples: float | None = None,
     ) -> None:
+        """`resume=True` continues a run already in the ledger. `step`, `tokens` and `samples` say where the
+        run stands, from the checkpoint it restarts from (the step it completed and the counters then): records
+        stored after `step` belong to work the restart threw away and are set apart (a `resume` event, see
+        `Ledger.supersede`); the next step is `step + 1` and counters continue from the checkpoint's. Without
+        `tokens`/`samples` they come from the ledger's record at or before `step`. Without `step`, the run
+        continues from its last stored record, unless the loop's first `step(step=N)` says otherwise: then
+        the run resumes after the stored record before N.
+
+        One process writes a run: a run another live process is writing is refused (RunInUse, naming it), and
+        one whose writer died without closing it is taken over only with `takeover=True` (see
+        `yieldgate.owners`: dead means its process is gone, or no heartbeat for `STALE_AFTER_S`)."""
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
+        point = _resume_point(step, tokens, samples)
         self.run = run
         self.config = config or TrackerConfig()
         self.signals = signals
@@ -251,6 +290,7 @@ class Tracker:
         self.busy = Busy()
         """Seconds the Tracker spent on the training thread (its calls and hooks), for overhead reports."""
         self._reported: set[tuple[str, str]] = set()
+        self.owner = Owner.this_process()
         self._scaler = scaler
         self._closed = False
 
@@ -265,11 +305,16 @@ class Tracker:
 
         param = next(iter(model.parameters()), None) if model is not None else None
         self.device = torch.device(device) if device is not None else (param.device if param is not None else torch.device("cpu"))
-        base = {"step": 0, "tokens": 0.0, "samples": 0.0, "wall_s": 0.0}
+        base = {"step": point.get("step", 0), "tokens": point.get("tokens", 0.0),
+                "samples": point.get("samples", 0.0), "wall_s": 0.0}
+        # True until the first step, on a resumed run given no point: that step's `step=` may say where it restarted.
+        self._rebase = False
         if self.rank == 0:
-            base = self._open_run(resume)
+            base, self._rebase = self._open_run(resume, takeover, point, base)
         self._step = int(base["step"])
-        self._tokens_local = 0.0
+        self._tokens_total = 0.0
+        self._samples_total = 0.0
+        self._source_totals: dict[str, float] = {}
 
         mfu_of, mfu_meta = self._mfu_setup(model)
         hw = manifest.hardware if manifest else None
@@ -300,7 +345,7 @@ class Tracker:
 
         self._writer = Writer(
             WriterSettings(
-                location=self.location, run=self.run if self.rank == 0 else None,
+                location=self.location, run=self.run if self.rank == 0 else None, owner=self.owner,
                 base_step=int(base["step"]), base_tokens=base["tokens"], base_samples=base["samples"],
                 base_wall=base["wall_s"],
                 t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
@@ -337,27 +382,44 @@ class Tracker:
 
     # -- setup ----------------------------------------------------------------------------------------
 
-    def _open_run(self, resume: bool) -> dict[str, float]:
-        base = {"step": 0, "tokens": 0.0, "samples": 0.0, "wall_s": 0.0}
+    def _open_run(self, resume: bool, takeover: bool, point: dict[str, float],
+                  base: dict[str, float]) -> tuple[dict[str, float], bool]:
+        """Claim the run (creating it, or continuing it) and set apart what a resume supersedes, in one write
+        transaction; return where its counters start and whether the first explicit step may still move that
+        point (a resumed run given no `step=`)."""
+        here = os.path.abspath(self.location)
+        if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
+            raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
+                           "process; close it first")
         try:
-            with Ledger(self.location) as ledger:
-                exists = ledger.runs()["name"].eq(self.run).any()
-                if exists and not resume:
-                    raise InputError(f"run {self.run!r} already exists in {self.location}; pass resume=True to "
-                                     "continue it, or pick another name")
-                ledger.create_run(self.run, manifest=self.manifest, status="running", source="tracker",
-                                  if_exists="reuse")
-                if exists:
-                    last = ledger.steps(self.run, ["tokens", "samples", "wall_s"]).tail(1)
-                    if len(last):
-                        row = last.iloc[0]
-                        base = {"step": int(row["step"]), **{k: float(np.nan_to_num(row[k])) for k in
-                                                              ("tokens", "samples", "wall_s")}}
-        except InputError:
+            with Ledger(self.location) as ledger, ledger.transaction():
+                exists = ledger.claim_run(self.run, owner=self.owner, manifest=self.manifest, resume=resume,
+                                          takeover=takeover)
+                if not exists:
+                    return base, False
+                last = ledger.step_at(self.run, 1 << 62)
+                if last is None:
+                    return base, "step" not in point
+                # Wall time and cost keep counting from the last record: the superseded work was paid for.
+                wall = last["wall_s"] or 0.0
+                if "step" not in point:
+                    return {"step": last["step"], "tokens": last["tokens"] or 0.0, "samples": last["samples"] or 0.0,
+                            "wall_s": wall}, True
+                at = ledger.step_at(self.run, int(point["step"])) or {"step": 0, "tokens": 0.0, "samples": 0.0}
+                base = {"step": point["step"], "tokens": point.get("tokens", at["tokens"] or 0.0),
+                        "samples": point.get("samples", at["samples"] or 0.0), "wall_s": wall}
+                if at["step"] != point["step"] and "tokens" not in point:
+                    log.warning("yieldgate: run %r resumes at step %d, but the ledger's last record before it is step "
+                                "%d: tokens continue from that record's %g; pass tokens= from the checkpoint to be "
+                                "exact", self.run, point["step"], at["step"], base["tokens"])
+                ledger.supersede(self.run, int(point["step"]), resume={
+                    k: base[k] for k in ("step", "tokens", "samples")})
+                return base, False
+        except (InputError, RunInUse):
             raise
         except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
             self._fault("opening the run", exc)
-        return base
+        return base, False
 
     def note(self, key: str, value: Any) -> None:
         """Record how the run was made under `key` (a JSON value): `Ledger.meta(run)[key]` (rank 0 only)."""
@@ -479,7 +541,28 @@ class Tracker:
         `step` numbers the step as the framework does (default: one more than the last); `data_wait_s` gives
         the wait for data when the loop does not iterate through `batches()` (otherwise it stays unrecorded)."""
         now = time.perf_counter()
-        self._step = self._step + 1 if step is None else int(step)
+        # Arguments first, nothing changed yet: a step refused here leaves no trace in the counters. Once the step
+        # counts, a bad optional value (an extra that is no number) is left out of its row and reported, and the
+        # step's tokens still count: a row that never reaches the ledger is a gap, never an offset.
+        n_tokens, n_samples = float(tokens), float(samples if samples is not None else 0)
+        number = self._step + 1 if step is None else int(step)
+        counts = {source: float(n) for source, n in sources.items()} if sources else None
+        values, bad = {}, []
+        for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
+            if value is not None and not isinstance(value, torch.Tensor):
+                try:
+                    values[key] = float(value)
+                except (TypeError, ValueError):
+                    bad.append(key)
+        rebase, self._rebase = self._rebase and step is not None, False
+        self._step = number
+        # Running totals on the training thread (host floats), shipped with every row: the writer never sums
+        # the rows it happens to receive.
+        self._tokens_total += n_tokens
+        self._samples_total += n_samples
+        if counts:
+            for source, n in counts.items():
+                counts[source] = self._source_totals[source] = self._source_totals.get(source, 0.0) + n
         if data_wait_s is None and self._batches_used:
             data_wait_s = self._wait
         i = len(self._rows)
@@ -488,30 +571,21 @@ class Tracker:
         if isinstance(lr, torch.Tensor):
             self._keep("lr", i, lr)
             lr = None
-        row = StepRow(self._step, float(tokens), float(samples if samples is not None else 0), now,
-                      now - self._last_step_t, data_wait_s, lr, None if clipped is None else float(clipped),
-                      dict(sources) if sources else None, sample_ids)
-        self._tokens_local += row.tokens
-        if isinstance(loss, torch.Tensor):
-            self._keep("loss", i, loss)
-        elif loss is not None:
-            row.values = {"loss": float(loss)}
-        if isinstance(grad_norm, torch.Tensor):
-            self._keep("grad_norm", i, grad_norm)
-        elif grad_norm is not None:
-            row.values = {**(row.values or {}), "grad_norm": float(grad_norm)}
-        if extras:
-            for key, value in extras.items():
-                if isinstance(value, torch.Tensor):
-                    self._keep(key, i, value)
-                else:
-                    row.values = {**(row.values or {}), key: float(value)}
+        row = StepRow(self._step, n_tokens, n_samples, now, now - self._last_step_t, data_wait_s, lr,
+                      None if clipped is None else float(clipped), counts, sample_ids, values or None,
+                      rebase=rebase, tokens_total=self._tokens_total, samples_total=self._samples_total)
+        for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
+            if isinstance(value, torch.Tensor):
+                self._keep(key, i, value)
         scale = self._scale_tensor()
         if scale is not None:
             self._keep("signals/loss_scale", i, scale.float().reshape(()).clone())
         self._rows.append(row)
         if self._grad is not None:
             self._learning_signals(i, grad_norm, tokens)
+        if bad:
+            self._fault("step", InputError(f"step {number}: {', '.join(map(repr, bad))} must be numbers; left out "
+                                           "of the row, the step's tokens counted"))
         self._wait = 0.0
         due = len(self._rows) >= self.config.log_every_steps
         if not due and self._group is None:
@@ -602,7 +676,7 @@ class Tracker:
             return self._step % every_steps == 0
         if every_tokens is None or every_tokens <= 0:
             raise InputError(f"due() needs every_tokens > 0 or every_steps, got {every_tokens}")
-        mark = int(self._tokens_local * self.world // every_tokens)
+        mark = int(self._tokens_total * self.world // every_tokens)
         key = ("tokens", int(every_tokens))
         if mark > self._due_marks.get(key, 0):
             self._due_marks[key] = mark

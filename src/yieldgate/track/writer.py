@@ -29,8 +29,9 @@ import pandas as pd
 import torch
 
 from yieldgate.data.stream import RepeatCounter
-from yieldgate.errors import LedgerError
+from yieldgate.errors import LedgerError, RunInUse
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.owners import HEARTBEAT_EVERY_S
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
 from yieldgate.track.throughput import Throughput
@@ -53,9 +54,16 @@ class StepRow:
     lr: float | None = None
     clipped: float | None = None
     sources: dict[str, Any] | None = None
+    """Tokens per source since the Tracker started (running totals), for the sources this step drew from."""
     sample_ids: Any = None
     values: dict[str, float] | None = None
     """Host values given as plain numbers (loss, grad_norm, user extras), by canonical key."""
+    rebase: bool = False
+    """The first step of a resumed run, numbered by the loop: the run resumes after the stored record before it."""
+    tokens_total: float = 0.0
+    """Tokens since the Tracker started, through this step (this rank): the training thread's running total."""
+    samples_total: float = 0.0
+    """Samples likewise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +96,8 @@ class WriterSettings:
     location: str
     run: str | None
     """Run name; None on ranks other than 0 (they reduce, they do not write)."""
+    owner: Owner | None = None
+    """The process that claimed the run: the heartbeat is stamped for it, and stops when another took the run."""
     base_step: int = 0
     base_tokens: float = 0.0
     base_samples: float = 0.0
@@ -189,9 +199,9 @@ class Writer(threading.Thread):
         self.written_rows = 0
         self._frames: list[_Frame] = []
         self._evals: list[EvalRecord] = []
-        self._tokens = settings.base_tokens
-        self._samples = settings.base_samples
-        self._sources: dict[str, float] = {}
+        # Where the counters start (the run's stored point); each row adds the training thread's running totals.
+        self._base_tokens = settings.base_tokens
+        self._base_samples = settings.base_samples
         self._throughput = Throughput(window=settings.throughput_window, skip=settings.throughput_skip)
         self._losses: deque[float] = deque(maxlen=settings.loss_var_window)
         self._repeats = RepeatCounter(settings.repeat_window)
@@ -209,6 +219,8 @@ class Writer(threading.Thread):
         self.spill_path: str | None = None
         """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
         self.spilled_rows = 0
+        self._lost: RunInUse | None = None
+        """Set when another process took the run over: nothing more is written."""
 
     @property
     def buffered_rows(self) -> int:
@@ -243,7 +255,7 @@ class Writer(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - reported; rows stay buffered and are retried
                 self.on_fault("opening the ledger", exc)
         while True:
-            self._wake.wait(self.s.flush_every_s)
+            self._wake.wait(min(self.s.flush_every_s, HEARTBEAT_EVERY_S))
             self._wake.clear()
             stopping = self._stopping  # read before draining: every packet submitted before close is drained
             while self._inbox:
@@ -251,7 +263,7 @@ class Writer(threading.Thread):
                     self._process(self._inbox.popleft())
                 except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
                     self.on_fault("processing step records", exc)
-            if stopping or time.monotonic() - self._last_flush >= self.s.flush_every_s:
+            if stopping or time.monotonic() - self._last_flush >= min(self.s.flush_every_s, HEARTBEAT_EVERY_S):
                 ledger = self._flush(ledger, final=stopping)
             if stopping:
                 break
@@ -260,7 +272,7 @@ class Writer(threading.Thread):
             self.on_fault("closing with step records nothing could take", RuntimeError(
                 f"{self.buffered_rows} step records lost: the ledger {self.s.location} and every spill folder "
                 "refused them"))
-        if self.s.run is not None and self._status is not None:
+        if self.s.run is not None and self._status is not None and self._lost is None:
             self._record_status(ledger, self._status)
         if ledger is not None:
             ledger.close()
@@ -283,8 +295,21 @@ class Writer(threading.Thread):
             self.on_fault("recording the run's status", exc)
 
     def _flush(self, ledger: Ledger | None, *, final: bool = False) -> Ledger | None:
+        """Write buffered rows and stamp the heartbeat, in one transaction (the heartbeat alone when idle)."""
         self._last_flush = time.monotonic()
-        if self.s.run is None or not (self._frames or self._evals or self.spill_path):
+        if self.s.run is None:
+            return ledger
+        if self._lost is not None:
+            self._drop_lost()
+            return ledger
+        if not (self._frames or self._evals or self.spill_path):
+            if ledger is not None and self.s.owner is not None:
+                try:
+                    ledger.heartbeat(self.s.run, self.s.owner)
+                except RunInUse as exc:
+                    self._lose(exc)
+                except Exception as exc:  # noqa: BLE001 - a locked ledger: the next flush stamps it
+                    self.on_fault("stamping the run's heartbeat", exc)
             return ledger
         due = final or time.monotonic() - self._last_telemetry >= self.s.telemetry_every_s
         if self.telemetry is not None and self._frames and due:
@@ -305,10 +330,15 @@ class Writer(threading.Thread):
             if ledger is None:
                 ledger = self._open()
             with ledger.transaction():
+                if self.s.owner is not None:
+                    ledger.heartbeat(self.s.run, self.s.owner)
                 if self._frames:
                     ledger.append_steps(self.s.run, _joined(self._frames))
                 if self._evals:
                     ledger.append_evals(self.s.run, self._evals)
+        except RunInUse as exc:
+            self._lose(exc)
+            return ledger
         except Exception as exc:  # noqa: BLE001 - the ledger may be locked, full, read-only or gone: keep the rows
             self.on_fault("writing to the ledger", exc)
             if final or self.buffered_rows >= self.s.spill_rows:
@@ -327,6 +357,16 @@ class Writer(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - contained: a detector must not stop the writer
                 self.on_fault("running the online diagnosis", exc)
         return ledger
+
+    def _lose(self, exc: RunInUse) -> None:
+        """Another process took the run over (it judged this writer dead): never write into its run again."""
+        self._lost = exc
+        self.on_fault("writing to the ledger (the run was taken over; this process's step records are dropped)", exc)
+        self._drop_lost()
+
+    def _drop_lost(self) -> None:
+        self.dropped_rows += self.buffered_rows
+        self._frames, self._evals = [], []
 
     def _online_diagnosis(self, ledger: Ledger) -> None:
         """The cheap detectors (spikes, non-finite values, stalls) on the last steps; each new finding becomes
@@ -350,7 +390,10 @@ class Writer(threading.Thread):
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
         ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s)
         try:
-            if self.s.run is not None:
+            if self.s.run is not None and self.s.owner is not None:
+                # Ours already, or made again in a ledger file that was removed; another's: RunInUse.
+                ledger.claim_run(self.s.run, owner=self.s.owner, manifest=self.s.manifest, resume=True)
+            elif self.s.run is not None:
                 ledger.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
                                   if_exists="reuse")
             self._inode = os.stat(self.s.location).st_ino if self.s.location != ":memory:" else None
@@ -417,14 +460,38 @@ class Writer(threading.Thread):
         self.spill_path = None
         _remove_ledger_file(path)
 
+    def _resume_before(self, step: int) -> None:
+        """A resumed run's first step is `step` (numbered by the loop): when the ledger holds records from `step`
+        on, they belong to work its checkpoint threw away. They are set apart (`Ledger.supersede`) and the
+        counters continue from the stored record before `step`."""
+        assert self.s.run is not None
+        if step > self.s.base_step:
+            return  # the checkpoint is not older than the ledger: nothing to set apart
+        with Ledger(self.s.location) as ledger:
+            at = ledger.step_at(self.s.run, step - 1) or {"step": 0, "tokens": 0.0, "samples": 0.0}
+            tokens, samples = at["tokens"] or 0.0, at["samples"] or 0.0
+            if at["step"] != step - 1:
+                log.warning("yieldgate: run %r resumes at step %d, but the ledger's last record before it is step %d: "
+                            "tokens continue from that record's %g; pass step= and tokens= from the checkpoint to "
+                            "Tracker to be exact", self.s.run, step, at["step"], tokens)
+            ledger.supersede(self.s.run, step - 1, resume={"step": step - 1, "tokens": tokens, "samples": samples})
+        self._base_tokens, self._base_samples = tokens, samples
+        self._at = {step - 1: (tokens, self.s.base_wall)}
+
     def _process(self, packet: Packet) -> None:
+        if packet.rows and packet.rows[0].rebase and self.s.run is not None:
+            try:
+                self._resume_before(packet.rows[0].step)
+            except Exception as exc:  # noqa: BLE001 - contained: the run goes on, continuing the ledger's counters
+                self.on_fault("setting apart the records a resume superseded", exc)
         if packet.event is not None:
             packet.event.synchronize()  # waits on this thread only: the copies were queued non-blocking
         rows = packet.rows
         n = len(rows)
-        local = np.array([[r.tokens for r in rows], [r.samples for r in rows], [r.step_s for r in rows]],
-                         dtype=np.float64).reshape(3, n)
-        tokens, samples = local[0], local[1]
+        local = np.array([[r.tokens for r in rows], [r.samples for r in rows], [r.step_s for r in rows],
+                          [r.tokens_total for r in rows], [r.samples_total for r in rows]],
+                         dtype=np.float64).reshape(5, n)
+        tokens, samples = local[3], local[4]
         spread: dict[str, np.ndarray] = {}
         gathered = None
         if self.s.reduce is not None and not self._reduce_failed and n:
@@ -434,7 +501,7 @@ class Writer(threading.Thread):
                 self._reduce_failed = True
                 self.on_fault("reducing counters across ranks (now recording this rank's counters only)", exc)
         if gathered is not None:
-            tokens, samples = gathered[:, 0].sum(0), gathered[:, 1].sum(0)
+            tokens, samples = gathered[:, 3].sum(0), gathered[:, 4].sum(0)
             rates = gathered[:, 0] / np.maximum(gathered[:, 2], 1e-12)  # per-rank tokens/s of each step
             spread = {"dist/tokens_per_s/min": rates.min(0), "dist/tokens_per_s/max": rates.max(0),
                       "dist/step_s/max": gathered[:, 2].max(0)}
@@ -461,12 +528,10 @@ class Writer(threading.Thread):
         frame = _Frame([r.step for r in rows])
         tok, smp, wall, rate = [], [], [], []
         for r, k, m in zip(rows, tokens, samples, strict=True):
-            self._tokens += k
-            self._samples += m
             t = self.s.base_wall + (r.t_end - self.s.t0)
-            self._throughput.update(time=t, tokens=self._tokens, samples=self._samples)
-            tok.append(self._tokens)
-            smp.append(self._samples)
+            self._throughput.update(time=t, tokens=self._base_tokens + k, samples=self._base_samples + m)
+            tok.append(self._base_tokens + k)
+            smp.append(self._base_samples + m)
             wall.append(t)
             rate.append(self._throughput.compute().get("tokens_per_s"))
         frame.put("tokens", tok)
@@ -491,8 +556,7 @@ class Writer(threading.Thread):
                     frame.set(key, i, value)
             if r.sources:
                 for source, count in r.sources.items():
-                    self._sources[source] = self._sources.get(source, 0.0) + float(count)
-                    frame.set(f"tokens/{source}", i, self._sources[source])
+                    frame.set(f"tokens/{source}", i, count)
             if r.sample_ids is not None:
                 ids = r.sample_ids.tolist() if hasattr(r.sample_ids, "tolist") else list(r.sample_ids)
                 frame.set("stream/repeat_rate", i, self._repeats.update(ids))

@@ -9,8 +9,11 @@
 
 What each step record holds, and where it comes from:
 
-- **step**: one record per optimizer step, numbered like `state.global_step` (from 1; a resumed checkpoint
-  continues the ledger's count, see `resume`).
+- **step**: one record per optimizer step, numbered like `state.global_step` (from 1). With `resume=True` and
+  `resume_from_checkpoint`, the run continues from the checkpoint's `global_step`: records the ledger holds
+  after it (work done after the checkpoint, thrown away by the restart) are set apart, not continued, and
+  tokens continue from the checkpoint's `num_input_tokens_seen` when the Trainer counts them, else from the
+  ledger's record at that step.
 - **tokens, samples**: counted from each training microbatch as the model receives it (a forward pre-hook on
   the model, training mode only), summed over the step's microbatches, per process (the Tracker sums the
   processes). Tokens are the attention mask's sum (padding left out) or, without a mask, B x T of the inputs.
@@ -120,7 +123,10 @@ class YieldgateCallback(TrainerCallback):
         if isinstance(optimizer, AcceleratedOptimizer):
             optimizer, scaler = optimizer.optimizer, optimizer.scaler
         self._optimizer = optimizer
-        self.tracker = self.args.open(model=model, optimizer=optimizer, scaler=scaler)
+        # The Trainer has restored a checkpoint's state by now: its step, and its token count when it keeps one.
+        seen = getattr(state, "num_input_tokens_seen", 0) or None
+        self.tracker = self.args.open(model=model, optimizer=optimizer, scaler=scaler, step=state.global_step,
+                                      tokens=seen if state.global_step else None)
         if model is not None:
             self._main = getattr(model, "main_input_name", "input_ids")
             # compiler.disable: under torch.compile the hook runs eagerly ahead of the graph, not traced into it.

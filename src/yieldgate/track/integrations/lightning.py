@@ -9,7 +9,9 @@
 What each step record holds, and where it comes from:
 
 - **step**: one record per optimizer step, i.e. each time `trainer.global_step` advances; with
-  `accumulate_grad_batches=k`, one record per k batches.
+  `accumulate_grad_batches=k`, one record per k batches. With `resume=True` and a `ckpt_path`, the run
+  continues from the checkpoint's `global_step`: records the ledger holds after it are set apart, not
+  continued, and tokens continue from the ledger's record at that step (Lightning keeps no token count).
 - **tokens, samples**: counted from each batch in `on_train_batch_start` (on the device, before its forward is
   queued) and summed over the step's batches, per process (the Tracker sums the processes). By default
   (`batch_counts`): a dict's `attention_mask` sum, else B x T of its `input_ids`; a tuple's first tensor; a tensor.
@@ -130,7 +132,8 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         scaler = getattr(trainer.precision_plugin, "scaler", None)  # a GradScaler with 16-mixed, else None
-        self.tracker = self.args.open(model=pl_module, optimizer=optimizer, scaler=scaler)
+        # A checkpoint given to fit() is restored by now: global_step is its step.
+        self.tracker = self.args.open(model=pl_module, optimizer=optimizer, scaler=scaler, step=trainer.global_step)
         self._last_step = trainer.global_step
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:

@@ -1,0 +1,83 @@
+"""Who writes a run: one owner per run, known by host, process id and process start time, and its heartbeat.
+
+A Tracker claims its run when it opens it (`Ledger.claim_run`, in the same write transaction as the check
+that the run is free), and its writer thread stamps `heartbeat_at` at every flush. A second writer is
+refused while the owner lives; a run whose owner died without closing it is taken over only when asked
+(`takeover=True`). The same test of life shows, at read time, a run left `running` by a dead writer as
+`stale` or `crashed` (`Ledger.runs()`, `yieldgate runs`).
+
+An owner is dead when its process is gone (on this host: the pid no longer exists, or it now belongs to a
+process started at another time) or when its heartbeat is older than `STALE_AFTER_S` (another host, or a
+hung process: a host that went down, a partition, a process stopped).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Owner", "STALE_AFTER_S", "HEARTBEAT_EVERY_S", "liveness"]
+
+HEARTBEAT_EVERY_S = 10.0
+"""The writer stamps the heartbeat at every flush (1 s by default) and at least this often, whatever the flush
+interval."""
+STALE_AFTER_S = 120.0
+"""A heartbeat older than this means the writer is dead or hung. Well above HEARTBEAT_EVERY_S: a flush that waits
+for another process's lock on the ledger (the Tracker retries, and keeps rows meanwhile) must not look dead."""
+
+Liveness = Literal["live", "stale", "crashed"]
+
+
+def _process_start(pid: int) -> float | None:
+    """Start time (Unix seconds) of process `pid` on this host, or None when there is no such process."""
+    try:
+        import psutil
+    except ImportError:  # without psutil: existence only (a reused pid passes for the owner)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # it exists, owned by another user
+        return float("nan")
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process that writes a run."""
+
+    host: str
+    """Host name (`socket.gethostname()`)."""
+    pid: int
+    """Process id on that host."""
+    started: float
+    """The process's start time (Unix seconds): tells a reused pid from the owner."""
+
+    @classmethod
+    def this_process(cls) -> Owner:
+        started = _process_start(os.getpid())
+        return cls(socket.gethostname(), os.getpid(), round(started if started == started else 0.0, 2))  # NaN: no psutil
+
+    def __str__(self) -> str:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started)) if self.started else "?"
+        return f"host {self.host}, pid {self.pid} (started {started})"
+
+
+def liveness(owner: Owner, heartbeat_at: float | None, now: float | None = None) -> Liveness:
+    """`crashed`: on this host, the owner's process is gone; `stale`: its heartbeat is older than STALE_AFTER_S;
+    else `live`."""
+    if owner.host == socket.gethostname():
+        started = _process_start(owner.pid)
+        if started is None or (owner.started and started == started and abs(started - owner.started) > 1.0):
+            return "crashed"
+    now = time.time() if now is None else now
+    if heartbeat_at is None or now - heartbeat_at > STALE_AFTER_S:
+        return "stale"
+    return "live"
