@@ -53,10 +53,13 @@ def test_nanogpt_train_and_eval_lines(ledger):
     assert steps["mfu"].isna().tolist()[:2] == [True, False] and steps["mfu"].iloc[1] == pytest.approx(0.1876)
     assert _evals(evals, "val/loss") == {0: 4.2823, 50: 2.5012}
     assert _evals(evals, "val/train/loss") == {0: 4.2874, 50: 2.4821}
-    # no clock in the log: wall_s is the printed time per iteration times the iterations between lines
-    assert steps["wall_s"].tolist() == pytest.approx([0, 0.1985, 0.3983, 0.599, 0.7981, 30.8645, 31.0656])
-    assert evals.sort_values("step")["wall_s"].tolist() == pytest.approx([0, 0, 30.8645, 30.8645])
-    assert any("wall_s estimated" in w for w in res.warnings)
+    # no clock in the log: wall_s is the printed time per iteration times the iterations between lines; the
+    # first iteration (compilation and the step-0 evaluation: 29.9 s) is one iteration, and iteration 50's
+    # 3.0 s (it ran the evaluation) is counted once, its interval's other 9 iterations at the median 20.07 ms
+    assert steps["wall_s"].tolist() == pytest.approx([29.92734, 30.12584, 30.32564, 30.52634, 30.72544, 33.91271,
+                                                      34.11381])
+    assert evals.sort_values("step")["wall_s"].tolist() == pytest.approx([29.92734] * 2 + [33.91271] * 2)
+    assert any("wall_s estimated" in w and "2 slow iteration(s)" in w for w in res.warnings)
     # an eval line and a train line at one step are one step, not a step logged twice
     assert not any("again" in w for w in res.warnings)
 
@@ -86,7 +89,8 @@ def test_megatron_iterations_and_validation(ledger):
     assert steps["step"].tolist() == [10, 20, 30]
     assert steps["loss"].tolist() == [10.76923, 9.123456, 8.012345]
     assert steps["step_s"].tolist() == pytest.approx([1.5234, 1.4981, 1.5017])
-    assert steps["wall_s"].tolist() == pytest.approx([15.234, 30.215, 45.232])
+    # its clock: each line's timestamp, from the log's first (the `datetime:` mark of a start-up phase)
+    assert steps["wall_s"].tolist() == [100, 115, 130]
     assert steps["samples"].tolist() == [5120, 10240, 15360] and steps["lr"].tolist() == [3e-5, 6e-5, 9e-5]
     assert _extra(ledger, "megatron.log", "signals/loss_scale") == [4096.0] * 3
     assert _evals(evals, "val/loss") == {30: 7.912345}
@@ -312,3 +316,38 @@ def test_megatron_each_evaluation_set_is_its_own_task(ledger, tmp_path):
                          "then 8.5); the later is kept",
                          f"{path} (read as megatron): task 'test' metric 'ppl' has two values at step 30 (3800, "
                          "then 4900); the later is kept"]
+
+
+def test_line_timestamps_give_the_clock_and_the_log_gives_the_device_count(ledger, tmp_path):
+    """Timestamps that start a log's lines are its wall clock, from its first timestamped line (setup
+    included); the device count comes from what the trainer prints, or from devices=."""
+    path = tmp_path / "train.log"
+    path.write_text(
+        "2024-01-02 10:00:00,000 - INFO - Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16\n"
+        "2024-01-02 10:00:30,500 - INFO - step: 10 loss: 5.25 lr: 0.0003\n"
+        "2024-01-02 10:01:00,500 - INFO - step: 20 loss: 4.75 lr: 0.0003\n"
+        "2024-01-02 10:01:31,000 - INFO - step: 30 loss: 4.5 lr: 0.0003 val_loss: 4.625\n")
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="ts"))
+    steps = ledger.steps("ts")
+    assert steps["wall_s"].tolist() == [30.5, 60.5, 91.0]
+    assert ledger.evals("ts")["wall_s"].tolist() == [91.0]
+    assert not any("estimated" in w for w in res.warnings)
+    assert ledger.meta("ts")["devices"] == {"count": 16, "from": f"{path}:1 (distributed members)"}
+    iso = tmp_path / "iso.log"
+    iso.write_text("[2024-01-02T10:00:00.000Z] using world size: 8, data-parallel size: 2, tensor-model-parallel "
+                   "size: 4\n[2024-01-02T10:00:10.250Z] step=1 loss=9.0\n[2024-01-02T10:00:12.750Z] step=2 loss=8.5\n")
+    import_run(ledger, "textlog", [str(iso)], ImportOptions(run="iso", devices=4))
+    assert ledger.steps("iso")["wall_s"].tolist() == [10.25, 12.75]
+    assert ledger.meta("iso")["devices"] == {"count": 4, "from": "given"}
+    import_run(ledger, "textlog", [str(iso)], ImportOptions(run="iso8"))
+    assert ledger.meta("iso8")["devices"]["count"] == 8
+
+
+def test_a_resumed_logs_clock_starts_at_its_first_step(ledger, tmp_path):
+    """A log that starts at step 19,072 (resumed from a checkpoint) does not count 19,071 iterations it never
+    ran: its estimated clock starts with its first logged iteration."""
+    path = tmp_path / "resumed.log"
+    path.write_text("".join(f"step {s:5d} | loss: 3.0 | dt: 1760.00ms\n" for s in range(19072, 19082)))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="r"))
+    assert ledger.steps("r")["wall_s"].tolist() == pytest.approx([1.76 * k for k in range(1, 11)])
+    assert any("the log starts at step 19072" in w for w in res.warnings)

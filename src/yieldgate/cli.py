@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 
 from yieldgate import __version__
 from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
+from yieldgate.analysis.yields import DEVICE_HOUR
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger
@@ -232,7 +233,10 @@ def manifest_diff(
     console.print(table)
 
 
-MetricOption = Annotated[str, typer.Option("--metric", help="Eval key <task>/<metric> the yields follow.")]
+MetricOption = Annotated[str, typer.Option("--metric", help="Eval key <task>/<metric> the yields follow, or loss "
+                                                            "(the training loss, not held out). Default val/loss; "
+                                                            "a run without it uses its first held-out loss, else its "
+                                                            "first eval, else its training loss, and says so.")]
 PerOption = Annotated[str, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token).")]
 
 
@@ -257,12 +261,19 @@ def yield_(
     if as_json:
         _print_json(report.to_dict()["tranches"])
         return
-    console.print(f"{run}: yield of {report.task}/{report.metric} ({report.unit})", markup=False, highlight=False)
-    table = Table("tokens", f"{report.metric} start", "end", "per B tokens", "per device-h", "per $", "per kWh")
+    what = f"{report.task}/{report.metric}" if report.task else f"training {report.metric}"
+    console.print(f"{run}: yield of {what} ({report.unit})", markup=False, highlight=False)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    by_steps = report.axis == "steps"
+    per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
+    table = Table(report.axis, f"{report.metric} start", "end", "per 1k steps" if by_steps else "per B tokens",
+                  per_time, "per $", "per kWh")
     for t in report.tranches:
-        table.add_row(f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}", _fmt(t.loss_start), _fmt(t.loss_end),
-                      _fmt(t.yield_per_btok), _fmt(t.yield_per_device_hour), _fmt(t.yield_per_dollar),
-                      _fmt(t.yield_per_kwh))
+        span = f"{t.start_step:,}-{t.end_step:,}" if by_steps else f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}"
+        table.add_row(span, _fmt(t.loss_start), _fmt(t.loss_end),
+                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), _fmt(t.yield_per_device_hour),
+                      _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh))
     console.print(table)
     for t in report.tranches:
         for d in t.disagreements:
@@ -321,7 +332,9 @@ def compare(
 def forecast(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
-    next_tokens: Annotated[float, typer.Option("--next-tokens", help="Size of the next tranche in tokens.")],
+    next_tokens: Annotated[float | None, typer.Option("--next-tokens", help="Size of the next tranche in tokens.")] = None,
+    next_steps: Annotated[float | None, typer.Option("--next-steps", help="Size of the next tranche in steps, for a "
+                                                                         "run without token counts.")] = None,
     threshold: Annotated[
         float | None, typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for.")
     ] = None,
@@ -333,21 +346,24 @@ def forecast(
     buys, with a bootstrap interval.
 
     Example: yieldgate forecast bs64-fp16 --next-tokens 1e9 --threshold 0.01
+
+    Example: yieldgate forecast whisper-ft --next-steps 1000   (a run without token counts)
     """
     with _ledger(ctx) as ledger:
-        result = forecast_run(ledger, run, next_tokens=next_tokens, threshold_per_btok=threshold, metric=metric,
-                              level=level)
+        result = forecast_run(ledger, run, next_tokens=next_tokens, next_steps=next_steps,
+                              threshold_per_btok=threshold, metric=metric, level=level)
     if as_json:
         _print_json(result.to_dict())
         return
-    f = result.fit
-    console.print(f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * tokens^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, "
+    f, x = result.fit, result.axis
+    per = (f"{_fmt(result.yield_per_btok)} per billion tokens" if x == "tokens"
+           else f"{_fmt(result.gain / result.next_tokens * 1000)} per 1k steps")
+    console.print(f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * {x}^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, "
                   f"{len(f.tokens)} evaluations)", markup=False, highlight=False)
-    console.print(f"next {_fmt(result.next_tokens)} tokens after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
+    console.print(f"next {_fmt(result.next_tokens)} {x} after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
                   f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval, with "
                   f"evaluation noise {_fmt(result.eval_noise)}; the curve alone [{_fmt(result.fit_interval[0])}, "
-                  f"{_fmt(result.fit_interval[1])}]), {_fmt(result.yield_per_btok)} per billion tokens",
-                  markup=False, highlight=False)
+                  f"{_fmt(result.fit_interval[1])}]), {per}", markup=False, highlight=False)
     if result.threshold_tokens is not None:
         console.print(f"marginal yield falls below {_fmt(threshold)} per billion tokens at "
                       f"{_fmt(result.threshold_tokens)} tokens", markup=False, highlight=False)
@@ -665,12 +681,17 @@ def import_(
                                                              f"{', '.join(LOG_FORMATS)}.")] = "auto",
     step_pattern: Annotated[str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the "
                                                                             "step from the file name.")] = None,
+    step: Annotated[int | None, typer.Option("--step", help="lm-eval: the step of results files that name none "
+                                                            "(a released model's final checkpoint).")] = None,
     experiment: Annotated[bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import "
                                                                   "each of its runs.")] = False,
     tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the "
                                                                             "store.")] = None,
     join_on: Annotated[str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an "
                                                            "existing run by wall clock).")] = "step",
+    devices: Annotated[int | None, typer.Option("--devices", help="Devices the run trained on, for per-device-hour "
+                                                                  "yields (default: what the log prints, e.g. "
+                                                                  "'world size: 8').")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -683,8 +704,8 @@ def import_(
 
     opts = ImportOptions(run=run, map=map_ or (), manifest=manifest, tokens_per_step=tokens_per_step,
                          tokens_per_sample=tokens_per_sample,
-                         patterns=pattern or (), log_format=log_format, step_pattern=step_pattern,
-                         experiment=experiment, tracking_uri=tracking_uri, join_on=join_on)
+                         patterns=pattern or (), log_format=log_format, step_pattern=step_pattern, step=step,
+                         experiment=experiment, tracking_uri=tracking_uri, join_on=join_on, devices=devices)
     with _ledger(ctx, readonly=False) as ledger:
         results = import_run(ledger, kind, sources, opts)
     if as_json:

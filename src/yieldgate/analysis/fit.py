@@ -127,6 +127,9 @@ class Forecast:
     threshold_tokens: float | None = None
     """Tokens at which the marginal yield falls below the requested threshold (None: not asked)."""
     notes: list[str] = field(default_factory=list)
+    axis: str = "tokens"
+    """What `at_tokens` and `next_tokens` count: tokens, or optimizer steps for a run without token counts
+    (its `yield_per_btok` is then per billion steps: read `gain / next_tokens` instead)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)

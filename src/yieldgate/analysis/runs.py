@@ -13,9 +13,10 @@ import pandas as pd
 
 from yieldgate.analysis.compare import Axis, Comparison, RunData, compare
 from yieldgate.analysis.fit import Forecast, forecast, stable_phase
-from yieldgate.analysis.yields import YieldReport, eval_points, to_per_byte, tranche_yields
+from yieldgate.analysis.yields import TRAIN_LOSS, YieldReport, eval_points, to_per_byte, tranche_yields
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger
+from yieldgate.manifest import Manifest
 from yieldgate.names import split_eval_key
 
 __all__ = ["load_run", "match_runs", "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check"]
@@ -46,17 +47,57 @@ def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
 
 
 def _metric(metric: str, per: str) -> tuple[str, str]:
-    task, name = split_eval_key(metric)
+    """(task, metric) of a `metric` argument: `val/loss`, `arc_easy/acc`, or `loss` (the training loss: task
+    empty)."""
+    if metric == TRAIN_LOSS:
+        return "", TRAIN_LOSS
+    try:
+        task, name = split_eval_key(metric)
+    except ValueError:
+        raise InputError(f"metric must be an eval key '<task>/<metric>' (val/loss, arc_easy/acc) or 'loss' (the "
+                         f"training loss), got {metric!r}") from None
     return task, ("bpb" if per == "byte" and name == "loss" else name)
+
+
+def devices_of(ledger: Ledger, run: str, manifest: Manifest | None) -> int | None:
+    """The run's device count: the manifest's `hardware.device_count` when it sets one, else the count its import
+    read from the log (or was given), else a Tracker's world size; None when nothing says."""
+    hw = manifest.hardware if manifest else None
+    if hw is not None and ("device_count" in hw.model_fields_set or hw.device_count > 1):
+        return hw.device_count
+    meta = ledger.meta(run)
+    if isinstance(meta.get("devices"), dict) and isinstance(meta["devices"].get("count"), int):
+        return int(meta["devices"]["count"])
+    return hw.device_count if hw is not None else None
+
+
+def default_metric(data: RunData, metric: str) -> tuple[str, str | None]:
+    """The metric a command uses when the user asked for the default `val/loss` and the run has none: the first
+    held-out loss (`val/<source>/loss`, `test/loss`), else the first capability evaluation, else the training
+    loss; with a note saying so. Any other `metric` is used as asked."""
+    if metric != "val/loss":
+        return metric, None
+    keys = sorted({f"{t}/{m}" for t, m in zip(data.evals["task"], data.evals["metric"], strict=True)})
+    if "val/loss" in keys or (not keys and "loss" not in data.steps):
+        return metric, None
+    held_out = [k for k in keys if k.endswith("/loss") and k.split("/")[0] in ("val", "test")]
+    capability = [k for k in keys if not k.endswith("_stderr")]
+    chosen = (held_out or capability or [TRAIN_LOSS])[0]
+    return chosen, f"{data.name} has no val/loss evaluations; using {chosen}" + (
+        " (the training loss)" if chosen == TRAIN_LOSS else "") + " (choose with metric=...)"
 
 
 def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = None, metric: str = "val/loss",
                  per: str = "token") -> YieldReport:
     data = load_run(ledger, run, per=per)
+    metric, note = default_metric(data, metric)
     task, name = _metric(metric, per)
     hw = data.manifest.hardware if data.manifest else None
     report = tranche_yields(run, data.steps, data.evals, task=task, metric=name, tranche_tokens=tranche_tokens,
-                            devices=hw.device_count if hw else 1, price_per_device_hour=hw.price_per_device_hour if hw else None)
+                            devices=devices_of(ledger, run, data.manifest),
+                            price_per_device_hour=hw.price_per_device_hour if hw else None)
+    if note:
+        report.notes.insert(0, note)
     if per == "byte":
         report.unit = "bits/byte, per billion bytes"
     return report
@@ -81,16 +122,70 @@ def stable_points(ledger: Ledger, run: str, metric: str = "val/loss") -> tuple[p
     return points, mask, note
 
 
-def forecast_run(ledger: Ledger, run: str, *, next_tokens: float, threshold_per_btok: float | None = None,
-                 metric: str = "val/loss", level: float = 0.8) -> Forecast:
-    """Forecast the next tranche from the run's stable-LR phase (see `fit.stable_phase`)."""
-    points, mask, note = stable_points(ledger, run, metric)
+def _divergence(ledger: Ledger, run: str, points: pd.DataFrame) -> str | None:
+    """Where the run diverged (a logged training loss or evaluation that is NaN or infinite), with the count
+    and the span: "non-finite training loss at 6 logged steps, 1,200-1,250"."""
+    steps = ledger.steps(run, nullable=True)
+    logged = steps.dropna(subset=["loss"]) if "loss" in steps else steps.iloc[:0]
+    for what, step, values in (("training loss", logged["step"], logged.get("loss")),
+                               ("evaluation", points["step"], points["value"])):
+        if values is None:
+            continue
+        bad = step.to_numpy()[~np.isfinite(values.to_numpy(dtype=float, na_value=np.nan))]
+        if len(bad):
+            span = f"step {bad[0]:,}" if len(bad) == 1 else f"{len(bad):,} logged steps, {bad[0]:,}-{bad[-1]:,}"
+            return f"non-finite {what} at {span}"
+    return None
+
+
+def forecast_run(ledger: Ledger, run: str, *, next_tokens: float | None = None, next_steps: float | None = None,
+                 threshold_per_btok: float | None = None, metric: str = "val/loss", level: float = 0.8) -> Forecast:
+    """Forecast the next tranche from the run's stable-LR phase (see `fit.stable_phase`): `next_tokens` on
+    its token counts, or `next_steps` on its steps (a run without token counts). Refused past a divergence."""
+    data = load_run(ledger, run)
+    metric, default_note = default_metric(data, metric)
+    task, name = _metric(metric, "token")
+    if not task:
+        raise InputError(f"run {run!r}: a forecast needs held-out evaluations; the training loss (metric 'loss') "
+                         "falls on memorised data too")
+    points = eval_points(data.evals, data.steps, task, name)
+    if points.empty:
+        known = sorted({f"{t}/{m}" for t, m in zip(data.evals["task"], data.evals["metric"], strict=True)})
+        raise InputError(f"run {run!r} has no evaluations of {metric}; it has: {', '.join(known) or 'none'}")
+    diverged = _divergence(ledger, run, points)
+    if diverged:
+        raise InputError(f"run {run!r} diverged ({diverged}): a curve fitted across a divergence forecasts nothing")
+    by_steps = points["tokens"].isna().all()
+    if by_steps:
+        if next_steps is None:
+            raise InputError(f"run {run!r} has no token counts: forecast on its steps with next_steps=N "
+                             "(--next-steps), or import it with tokens_per_step")
+        points = points.assign(tokens=points["step"].astype(float))
+        size = next_steps
+    else:
+        if next_tokens is None:
+            raise InputError("next_tokens (--next-tokens) is needed: the size of the next tranche in tokens")
+        size = next_tokens
+    points = points.dropna(subset=["tokens"])
+    points = points[points["tokens"] > 0]
+    mask, note = stable_phase(data.steps, points["step"].to_numpy())
     used = points[mask] if mask.sum() >= 3 else points
-    result = forecast(used["tokens"].to_numpy(), used["value"].to_numpy(), next_tokens=next_tokens,
-                      at_tokens=float(used["tokens"].iloc[-1]), level=level, threshold_per_btok=threshold_per_btok)
-    result.notes.insert(0, f"fitted on evaluations at steps {', '.join(map(str, used['step'].astype(int)))}")
+    if len(used) < 3:
+        raise InputError(f"run {run!r} has {len(used)} evaluations of {metric} to fit; a forecast needs 3 or more")
+    hib = bool(used["higher_is_better"].iloc[0])
+    if hib:
+        raise InputError(f"{metric} rises as the model learns; the power-law forecast fits losses (lower is better): "
+                         "forecast a loss, e.g. metric val/loss")
+    result = forecast(used["tokens"].to_numpy(), used["value"].to_numpy(), next_tokens=size,
+                      at_tokens=float(used["tokens"].iloc[-1]), level=level,
+                      threshold_per_btok=None if by_steps else threshold_per_btok)
+    result.axis = "steps" if by_steps else "tokens"
+    result.notes.insert(0, f"fitted on evaluations at steps {', '.join(map(str, used['step'].astype(int)))}"
+                        + (" against steps (no token counts)" if by_steps else ""))
     if note:
         result.notes.insert(1, note)
+    if default_note:
+        result.notes.insert(0, default_note)
     return result
 
 

@@ -6,6 +6,13 @@ the change of each eval task's score per billion tokens. Yields are never interp
 a negative yield (learning went backwards) is reported as negative; a figure whose inputs a run lacks is
 None with the reason, never estimated.
 
+What real runs lack is said, never filled in:
+- **no token counts** (the Hugging Face Trainer's default): tranches are spans of steps, the yield per
+  thousand steps is given, and the per-billion-token figure is missing with the reason;
+- **no device count**: the per-device-hour figure is per wall-hour of the job (`time_unit` says which);
+- **training loss only** (`metric` `loss`): tranches between points of the smoothed training loss, with a
+  note that it is not held out.
+
 Functions take plain DataFrames (the ledger's `steps` and `evals` frames) and return plain data.
 """
 
@@ -21,10 +28,16 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["Tranche", "YieldReport", "tranche_yields", "eval_points", "to_per_byte"]
+__all__ = ["Tranche", "YieldReport", "tranche_yields", "eval_points", "train_loss_points", "to_per_byte",
+           "TRAIN_LOSS"]
 
 BILLION = 1e9
 J_PER_KWH = 3.6e6
+TRAIN_LOSS = "loss"
+"""The `metric` that means the training loss of the step table (not an evaluation)."""
+_TRAIN_POINTS = 10  # tranches of a training-loss curve
+DEVICE_HOUR = "device-hour"
+WALL_HOUR = "wall-hour (device count unknown)"
 
 
 @dataclass
@@ -38,6 +51,8 @@ class Tranche:
     loss_start: float
     loss_end: float
     yield_per_btok: float | None
+    yield_per_kstep: float | None
+    """Improvement per thousand optimizer steps: there when token counts are not."""
     yield_per_device_hour: float | None
     yield_per_dollar: float | None
     yield_per_kwh: float | None
@@ -56,10 +71,16 @@ class YieldReport:
     unit: str
     tranches: list[Tranche]
     missing: dict[str, str] = field(default_factory=dict)
+    axis: str = "tokens"
+    """What a tranche spans: `tokens`, or `steps` when the run has no token counts."""
+    time_unit: str = DEVICE_HOUR
+    """What `yield_per_device_hour` is per: a device-hour, or a wall-hour when the device count is unknown."""
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "task": self.task, "metric": self.metric, "unit": self.unit,
-                "missing": self.missing, "tranches": [t.__dict__ for t in self.tranches]}
+        return {"run": self.run, "task": self.task, "metric": self.metric, "unit": self.unit, "axis": self.axis,
+                "time_unit": self.time_unit, "missing": self.missing, "notes": self.notes,
+                "tranches": [t.__dict__ for t in self.tranches]}
 
 
 def _at_steps(steps: pd.DataFrame, column: str, at: np.ndarray) -> np.ndarray:
@@ -92,6 +113,23 @@ def eval_points(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str
                          "higher_is_better": ev["higher_is_better"].to_numpy(dtype=bool)})
 
 
+def train_loss_points(steps: pd.DataFrame, n: int = _TRAIN_POINTS) -> pd.DataFrame:
+    """`n + 1` points of the training loss curve in `eval_points`' shape, each the mean loss over the logged
+    steps since the point before (a single step's loss is one batch's: too noisy to difference)."""
+    logged = steps[["step", "loss"] + (["tokens"] if "tokens" in steps else [])].dropna(subset=["loss"])
+    logged = logged[np.isfinite(logged["loss"].to_numpy(dtype=float))]
+    if len(logged) < 2:
+        return pd.DataFrame({"step": [], "tokens": [], "value": [], "higher_is_better": []})
+    edges = np.unique(np.linspace(0, len(logged), min(n, len(logged) - 1) + 2).astype(int))
+    rows = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        part = logged.iloc[a:b]
+        last = part.iloc[-1]
+        rows.append((int(last["step"]), float(last["tokens"]) if "tokens" in part else np.nan,
+                     float(part["loss"].mean()), False))
+    return pd.DataFrame(rows, columns=["step", "tokens", "value", "higher_is_better"])
+
+
 def _merge_points(points: pd.DataFrame, min_tokens: float | None) -> pd.DataFrame:
     """Keep evaluation points so that consecutive kept points are at least `min_tokens` apart."""
     if not min_tokens:
@@ -121,28 +159,54 @@ def tranche_yields(
     task: str = VAL_TASK,
     metric: str = LOSS_METRIC,
     tranche_tokens: float | None = None,
-    devices: int = 1,
+    devices: int | None = 1,
     price_per_device_hour: float | None = None,
 ) -> YieldReport:
     """Yields of each tranche between consecutive evaluations of `task`/`metric` (merged to at least
     `tranche_tokens` tokens when given), with per-source losses (`<task>/<source>`) and capability yields
-    (every other task of the run) over the same spans."""
-    points = eval_points(evals, steps, task, metric)
+    (every other task of the run) over the same spans. `task` empty and `metric` `loss`: the training loss.
+    `devices` None: the device count is unknown, and time is counted in wall-hours of the job."""
+    notes: list[str] = []
+    if not task and metric == TRAIN_LOSS:
+        points = train_loss_points(steps)
+        notes.append("training loss, not held out: a falling training loss is not proof of learning (a model "
+                     f"that memorises shows it too); each point is the mean over a tenth of the logged steps")
+        if points.empty:
+            raise InputError(f"run {run!r} has fewer than 2 logged training losses; nothing to take yields of")
+    else:
+        points = eval_points(evals, steps, task, metric)
     if points.empty:
         known = sorted({f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True)})
-        raise InputError(f"run {run!r} has no evaluations of {task}/{metric}; it has: {', '.join(known) or 'none'}")
+        raise InputError(f"run {run!r} has no evaluations of {task}/{metric}; it has: {', '.join(known) or 'none'}"
+                         + ("; the training loss is metric 'loss'" if "loss" in steps and steps["loss"].notna().any()
+                            else ""))
     missing: dict[str, str] = {}
-    if points["tokens"].isna().any():
+    axis = "tokens"
+    if points["tokens"].isna().all():
+        axis = "steps"
+        missing["yield_per_btok"] = ("no token counts in this run (import with tokens_per_step or tokens_per_sample "
+                                     "to count them); tranches are spans of steps, with yields per 1k steps")
+        if tranche_tokens:
+            raise InputError(f"run {run!r} has no token counts: tranche_tokens cannot merge its tranches")
+    elif points["tokens"].isna().any():
         missing["yield_per_btok"] = "some evaluations have no token count (neither in the eval record nor the steps)"
-    points = _merge_points(points.dropna(subset=["tokens"]), tranche_tokens)
+        points = points.dropna(subset=["tokens"])
+    points = _merge_points(points, tranche_tokens).reset_index(drop=True)
+    if len(points) < 2:
+        raise InputError(f"run {run!r} has {len(points)} evaluation of {task or 'training'} {metric}"
+                         f"{' with a token count' if axis == 'tokens' else ''}; a yield needs two")
     at = points["step"].to_numpy()
     wall = _at_steps(steps, "wall_s", at)
     cost = _at_steps(steps, "cost_usd", at)
     energy = _sampled_at_steps(steps, "energy_j", at)
+    time_unit = DEVICE_HOUR if devices is not None else WALL_HOUR
     if np.isnan(wall).all():
         missing["yield_per_device_hour"] = "no wall-clock time recorded at the evaluation steps"
+    elif devices is None:
+        notes.append("device count unknown: yields per device-hour are per wall-hour of the job (give the count at "
+                     "import, devices=N, or in the manifest's hardware.device_count)")
     if np.isnan(cost).all():
-        if price_per_device_hour is not None and not np.isnan(wall).all():
+        if price_per_device_hour is not None and not np.isnan(wall).all() and devices is not None:
             cost = wall / 3600.0 * devices * price_per_device_hour
         else:
             missing["yield_per_dollar"] = "no cost recorded and no price per device-hour in the manifest"
@@ -158,7 +222,8 @@ def tranche_yields(
             start_step=int(a["step"]), end_step=int(b["step"]), start_tokens=float(a["tokens"]),
             end_tokens=float(b["tokens"]), loss_start=float(a["value"]), loss_end=float(b["value"]),
             yield_per_btok=_per(gain, (b["tokens"] - a["tokens"]) / BILLION),
-            yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * devices),
+            yield_per_kstep=_per(gain, (b["step"] - a["step"]) / 1000.0),
+            yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * (devices or 1)),
             yield_per_dollar=_per(gain, cost[i] - cost[i - 1]),
             yield_per_kwh=_per(gain, (energy[i] - energy[i - 1]) / J_PER_KWH),
         )
@@ -169,7 +234,8 @@ def tranche_yields(
             start, end = float(s.loc[a["step"], "value"]), float(s.loc[b["step"], "value"])
             change = _improvement(start, end, bool(s["higher_is_better"].iloc[0]))
             entry = {"start": start, "end": end,
-                     "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION)}
+                     "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION),
+                     "yield_per_kstep": _per(change, (b["step"] - a["step"]) / 1000.0)}
             sub_task = key.rpartition("/")[0]
             if key.endswith(f"/{metric}") and sub_task.startswith(f"{task}/"):
                 tranche.per_source[sub_task.removeprefix(f"{task}/")] = entry
@@ -181,7 +247,8 @@ def tranche_yields(
                         f"{'improved' if change > 0 else 'worsened'}")
         tranches.append(tranche)
     unit = "nats/token" if metric == LOSS_METRIC else metric
-    return YieldReport(run=run, task=task, metric=metric, unit=unit, tranches=tranches, missing=missing)
+    return YieldReport(run=run, task=task, metric=metric, unit=unit, tranches=tranches, missing=missing, axis=axis,
+                       time_unit=time_unit, notes=notes)
 
 
 def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> dict[str, pd.DataFrame]:

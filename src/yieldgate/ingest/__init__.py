@@ -43,10 +43,15 @@ class ImportOptions:
     """textlog without patterns: a known trainer's format (`textformats.FORMATS`), or `auto` to detect it."""
     step_pattern: str | None = None
     """lm-eval: regex with one group that takes the step from a results file's name."""
+    step: int | None = None
+    """lm-eval: the step of results files that name none (a released model's final checkpoint)."""
     experiment: bool = False
     """mlflow: SOURCE names an experiment (name or id), not a run id: import each of its runs."""
     tracking_uri: str | None = None
     """mlflow: tracking URI (`file:...`, `sqlite:///...`, `http://...`); default: the SOURCE itself."""
+    devices: int | None = None
+    """Devices the run trained on (per-device-hour yields need it), where the source does not say or says
+    wrong; else read from the log (`world size: 8`) when it prints it."""
     join_on: str = "step"
     """table: `step` (rows carry the run's step), or `time`: telemetry joined onto an existing run by wall clock."""
 
@@ -65,6 +70,8 @@ class Read:
     """For several runs from one source: the part after `PREFIX/` of the run's name."""
     start_unix: float | None = None
     """Unix time the run started, when the source has absolute times (kept for `--join-on time`)."""
+    devices: tuple[int, str] | None = None
+    """(device count, where the source says it), when it does."""
     summary: dict[str, float] = field(default_factory=dict)
     """Numbers that belong to no step (a Trainer's final `test_*` results): the run's meta `summary`."""
 
@@ -87,12 +94,13 @@ def tables_to_reads(source: str, runs: dict[str | None, Rows]) -> list[Read]:
 
 
 def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
-    from yieldgate.ingest.tables import read_textlog
+    from yieldgate.ingest.textlog import read_textlog
 
     paths = [Path(s) for s in sources]
-    rows, formats = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map), opts.log_format)
-    read_as = sorted(set(formats))
-    return [Read(", ".join(sources) + ("" if read_as == ["pattern"] else f" (read as {', '.join(read_as)})"), rows)]
+    log = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map), opts.log_format)
+    read_as = sorted(set(log.formats))
+    return [Read(", ".join(sources) + ("" if read_as == ["pattern"] else f" (read as {', '.join(read_as)})"), log.rows,
+                 start_unix=log.start_unix, devices=log.devices)]
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]:
@@ -130,6 +138,8 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
     overrides = parse_map_options(opts.map)
     warnings = Warnings()
+    if opts.devices is not None and opts.devices < 1:
+        raise InputError(f"--devices must be >= 1, got {opts.devices}")
     if opts.join_on not in ("step", "time"):
         raise InputError(f"--join-on must be step or time, got {opts.join_on!r}")
     if opts.join_on == "time":
@@ -149,7 +159,8 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
         planned.append((run, read, mapped))
     with ledger.transaction():
         return [write_import(ledger, run, mapped, kind=kind, source=read.source, warnings=warnings,
-                             manifest=manifest, start_unix=read.start_unix, summary=read.summary)
+                             manifest=manifest, start_unix=read.start_unix, summary=read.summary,
+                             devices=(opts.devices, "given") if opts.devices else read.devices)
                 for run, read, mapped in planned]
 
 

@@ -93,25 +93,48 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
     canon.values["tokens"], canon.present["tokens"] = tokens, have | fill
 
 
+# A logged step time this many times its neighbours' median took more than a training step: an evaluation, a
+# checkpoint, compilation. It is counted once, not as the time of every step of its interval.
+_SLOW_STEP = 3.0
+
+
 def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
     """A log with step times and no clock (nanoGPT, llm.c, Megatron print the time per iteration) gets
     `wall_s` = the sum over logged steps of step_s x the steps since the previous one, so that yields per
-    device-hour and comparisons at equal time work on it. Said in a warning: it is an estimate."""
+    device-hour and comparisons at equal time work on it. Said in a warning: it is an estimate.
+
+    A logged iteration that took far longer than its neighbours (`_SLOW_STEP` x their median: nanoGPT's dt
+    after an evaluation, a checkpoint save, the first compiled step) is not the time of its interval's other
+    steps: they take the median, the slow one its own time, once. A log that starts past its logging interval
+    (a run resumed from a checkpoint) counts from its first logged step, not from step 0."""
     if "step_s" not in canon.values or not canon.present["step_s"].any():
         return
     if "wall_s" in canon.values and canon.present["wall_s"].any():
         return
-    timed = canon.present["step_s"]
+    timed = canon.present["step_s"] & np.isfinite(canon.values["step_s"])
+    if not timed.any():
+        return
     steps, at = np.unique(canon.step, return_inverse=True)
     per_step = np.full(len(steps), np.nan)
     per_step[at[timed]] = canon.values["step_s"][timed]  # a step logged twice: its last time
     known = ~np.isnan(per_step)
     # A step without a time of its own takes the next logged one's (the time of the interval it closes).
     per_step = np.interp(steps, steps[known], per_step[known]) if not known.all() else per_step
-    wall = np.cumsum(per_step * np.diff(steps, prepend=0))
+    typical = pd.Series(per_step).rolling(11, center=True, min_periods=1).median().to_numpy()
+    gaps = np.diff(steps, prepend=steps[0]).astype(float)
+    interval = float(np.median(gaps[1:])) if len(steps) > 1 else 1.0
+    first = float(steps[0])
+    gaps[0] = max(first, 1.0) if first <= interval else 1.0
+    slow = per_step > _SLOW_STEP * typical
+    spent = np.where(slow, (gaps - 1.0) * typical + per_step, gaps * per_step)
+    wall = np.cumsum(spent)
     canon.values["wall_s"], canon.present["wall_s"] = wall[at].astype(float), np.ones(len(canon), dtype=bool)
     warnings.add("wall", f"{canon.source}: no clock logged; wall_s estimated as step_s x the steps between "
-                         "logged steps (what it prints per iteration, summed)")
+                         "logged steps (what it prints per iteration, summed)"
+                 + (f"; {int(slow.sum())} slow iteration(s) (evaluation, checkpoint, compilation) counted once"
+                    if slow.any() else "")
+                 + (f"; the log starts at step {int(first)} (a resumed run?): counted from there"
+                    if first > interval else ""))
 
 
 def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
@@ -194,7 +217,8 @@ def settle_evals(evals: list[EvalRecord], source: str, warnings: Warnings) -> li
 
 def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source: str, warnings: Warnings,
                  manifest: Manifest | None = None, start_unix: float | None = None,
-                 attach: bool = False, summary: Mapping[str, float] | None = None) -> ImportResult:
+                 attach: bool = False, summary: Mapping[str, float] | None = None,
+                 devices: tuple[int, str] | None = None) -> ImportResult:
     """Write one imported run in one transaction; the same records from the same source again write nothing.
 
     The run is created if needed (status `imported`); importing into an existing run merges step by step
@@ -228,6 +252,8 @@ def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source:
         ledger.set_meta(run, "imports", done)
         if start_unix is not None and "start_unix" not in ledger.meta(run):
             ledger.set_meta(run, "start_unix", start_unix)
+        if devices is not None:
+            ledger.set_meta(run, "devices", {"count": devices[0], "from": devices[1]})
         if summary:
             ledger.set_meta(run, "summary", {**ledger.meta(run).get("summary", {}), **summary})
         if not attach:

@@ -70,7 +70,7 @@ def _step_in_path(path: Path, pattern: re.Pattern[str] | None) -> int | None:
     return None
 
 
-def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None) -> int:
+def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None, given: int | None = None) -> int:
     step = _step_in_path(path, pattern)
     if step is not None:
         return step
@@ -83,8 +83,11 @@ def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None) 
     found = _PATH_STEP.findall(path.as_posix())
     if found:
         return int(found[-1])
+    if given is not None:
+        return given
     raise InputError(f"{path}: no step: no 'step' field, no step<N> in config.model_args and none in the file's "
-                     r"path; give --step-pattern, e.g. 'ckpt(\d+)' for results of folders named ckpt1000")
+                     r"path; give --step N (a released model's checkpoint) or --step-pattern, e.g. 'ckpt(\d+)' for "
+                     "results of folders named ckpt1000")
 
 
 def _record(path: Path, where: str, task: str, name: str, value: Any, step: int, tokens: float | None,
@@ -204,11 +207,12 @@ def _tokens(step: int, tokens_per_step: float | None) -> float | None:
 
 
 def read_results(path: Path, pattern: re.Pattern[str] | None, tokens_per_step: float | None,
-                 warnings: Warnings) -> list[EvalRecord]:
-    """The eval records of one results file (one checkpoint's, or an aggregate of many)."""
+                 warnings: Warnings, step: int | None = None) -> list[EvalRecord]:
+    """The eval records of one results file (one checkpoint's, or an aggregate of many); `step`: the step of a
+    file that names none."""
     doc = read_json(path, "an lm-evaluation-harness results file")
     if _is_results(doc):
-        step = _step(path, doc, pattern)
+        step = _step(path, doc, pattern, step)
         return _results_records(path, doc, step, _tokens(step, tokens_per_step), warnings)
     records = _aggregate(path, doc, tokens_per_step, warnings)
     if records is None:
@@ -243,7 +247,7 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
         source = Path(s)
         for f in _files(source, warnings):
             try:
-                records += read_results(f, pattern, opts.tokens_per_step, warnings)
+                records += read_results(f, pattern, opts.tokens_per_step, warnings, opts.step)
             except InputError as exc:
                 if source.is_file():
                     raise

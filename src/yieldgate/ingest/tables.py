@@ -1,5 +1,5 @@
-"""Readers of row-per-step files: tables (CSV, JSONL, Parquet — Lightning's CSVLogger among them) and plain
-text training logs, read as a known trainer's format (`textformats`) or with named-group regular expressions.
+"""Readers of row-per-step tables: CSV, JSONL, Parquet (Lightning's CSVLogger and W&B's chart exports among
+them). Plain-text logs are `yieldgate.ingest.textlog`'s.
 
 Each returns `Rows` under the source's own metric names; `yieldgate.ingest.core` maps and cleans them.
 """
@@ -10,7 +10,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,10 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest import textformats
 from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
 
-__all__ = ["read_table", "read_textlog", "rows_from_columns"]
+__all__ = ["read_table", "rows_from_columns", "numeric_column"]
 
 _NONFINITE = {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"}
 
@@ -45,7 +44,7 @@ def rows_from_columns(source: str, columns: Mapping[str, tuple[np.ndarray, np.nd
     return rows
 
 
-def _numeric(name: str, cells: pd.Series, where: Sequence[str], warnings: Warnings, source: str
+def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: Warnings, source: str
              ) -> tuple[np.ndarray, np.ndarray] | None:
     """(values, present) of a column of strings; None for a column with no numbers at all (not a metric)."""
     text = cells.fillna("").astype(str).str.strip()
@@ -190,7 +189,7 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
             columns = {}
             for name in frame.columns:
                 col = (_clock(str(name), frame[name], where) if str(name).lower() in _CLOCKS else None) or \
-                    _numeric(str(name), frame[name], where, warnings, str(path))
+                    numeric_column(str(name), frame[name], where, warnings, str(path))
                 if col is not None:
                     columns[str(name)] = col
         else:
@@ -209,83 +208,3 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
     if not parts:
         raise InputError(f"{', '.join(map(str, paths))}: no rows to import")
     return {run: concat(p) for run, p in parts.items()}
-
-
-def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
-    """A reader of lines by `--pattern`s: (index, 1, the first matching pattern's groups) per matched line."""
-    compiled = []
-    for p in patterns:
-        try:
-            rx = re.compile(p)
-        except re.error as exc:
-            raise InputError(f"--pattern {p!r}: not a regular expression ({exc})") from None
-        if not rx.groupindex:
-            raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
-        compiled.append(rx)
-
-    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
-        for i, line in enumerate(lines):
-            line = textformats.strip_ansi(line)
-            m = next((m for rx in compiled if (m := rx.search(line))), None)
-            if m is not None:
-                yield i, 1, {k: v for k, v in m.groupdict().items() if v is not None}
-
-    return records
-
-
-def _format(fmt: textformats.LogFormat) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
-    """A reader of lines as `fmt`, its values as text like a pattern's groups (one path to `_numeric`)."""
-    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
-        for i, n, values in fmt.records(lines):
-            yield i, n, {k: repr(v) for k, v in values.items()}
-
-    return records
-
-
-def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
-                 overrides: Mapping[str, str], log_format: str = "auto") -> tuple[Rows, list[str]]:
-    """Rows of plain-text logs, and the format each file was read as.
-
-    With `patterns`, each line is searched with each in turn; the first that matches gives the row, its
-    named groups the metrics (a group that took no part in the match is absent). Without, the lines are
-    read as `log_format` (`yieldgate.ingest.textformats`), or as the format detected in each file (`auto`).
-    Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
-    if patterns and log_format != "auto":
-        raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
-    custom = _custom(patterns) if patterns else None
-    parts, formats = [], []
-    for path in paths:
-        if not path.is_file():
-            raise InputError(f"{path}: no such file; expected a plain-text training log")
-        lines = read_lines(path, warnings)
-        if custom is not None:
-            read, name, what = custom, "pattern", "matched no pattern"
-        else:
-            fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
-            read, name = _format(fmt), fmt.name
-            what = f"are not {name} log lines"
-        formats.append(name)
-        records: list[dict[str, str]] = []
-        where: list[str] = []
-        used = np.zeros(len(lines), dtype=bool)
-        for i, n, rec in read(lines):
-            records.append(rec)
-            where.append(f"{path}:{i + 1}")
-            used[i: i + n] = True
-        skipped = ~used & np.array([bool(line.strip()) for line in lines], dtype=bool)
-        if skipped.any():
-            warnings.add("unmatched", f"{path}: {int(skipped.sum())} line(s) {what} and were skipped "
-                                      f"(first: line {int(np.argmax(skipped)) + 1})")
-        if not records:
-            continue
-        frame = pd.DataFrame.from_records(records).fillna("")
-        columns = {}
-        for col in frame.columns:
-            values = _numeric(col, frame[col], where, warnings, str(path))
-            if values is not None:
-                columns[col] = values
-        parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
-    if not parts:
-        raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern" if patterns else
-                         f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line")
-    return concat(parts), formats

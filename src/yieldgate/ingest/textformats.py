@@ -13,6 +13,7 @@ absent, not a number.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -219,24 +220,42 @@ _FAIRSEQ_NAMES = {"loss": "loss", "nll_loss": "nll_loss", "wps": "tokens_per_s",
                   "wpb": "tokens_per_batch", "bsz": "samples_per_batch"}
 
 
-def _fairseq(line: str) -> dict[str, float] | None:
-    """fairseq's `simple`/`none` log lines: `train_inner` (every --log-interval updates) and `valid` (per
-    validation). Its losses are in bits (base 2): converted to nats. The per-epoch `train` summary (the
-    epoch's mean) is not a step's value and is skipped."""
-    m = re.search(r"\|\s*(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\s*\|(?P<rest>.*)$", line) or \
-        re.search(r"^(?P<kind>)\|?\s*epoch \d+:\s+\d+\s*/\s*\d+\s+(?P<rest>\w+=.*)$", line)
+# fairseq's `--log-format json` (fairseq-hydra-train's default): `[time][train_inner][INFO] - {"epoch": 1, ...,
+# "loss": "9.276", "num_updates": "200", ...}`; `[valid]` records prefix each name with the subset.
+_FAIRSEQ_JSON = re.compile(r"\[(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\](?:\[\w+\])?\s*-\s*(?P<json>\{.*\})\s*$")
+
+
+def _fairseq_json(line: str) -> dict[str, float] | None:
+    m = _FAIRSEQ_JSON.search(line) if "{" in line else None
     if m is None:
         return None
+    try:
+        record = json.loads(m["json"])
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
     valid = m["kind"].startswith("valid")
-    subset = m.groupdict().get("subset")  # `valid_wiki`: a second validation set, its own source
-    pairs = dict(re.findall(rf"(\w+)(?:=|\s+)({_NUM})(?=[,|\s]|$)", m["rest"]))
+    prefix = m["kind"] + "_" if valid else ""
+    pairs = {}
+    for key, text in record.items():
+        if isinstance(key, str) and key.startswith(prefix) and isinstance(text, (str, int, float)):
+            try:
+                pairs[key[len(prefix):]] = float(text)
+            except ValueError:
+                continue
+    return _fairseq_values(valid, m["subset"], pairs)
+
+
+def _fairseq_values(valid: bool, subset: str | None, pairs: Mapping[str, float]) -> dict[str, float] | None:
+    """A fairseq record's values under our names (losses from bits to nats), or None without its step."""
     if "num_updates" not in pairs:
         return None
-    out = {"step": _number(pairs.pop("num_updates"))}
-    for key, text in pairs.items():
+    out = {"step": pairs["num_updates"]}
+    for key, value in pairs.items():
         if key not in _FAIRSEQ_NAMES:
             continue
-        value = _number(text) * (_LN2 if key in ("loss", "nll_loss") else 1.0)
+        value = value * (_LN2 if key in ("loss", "nll_loss") else 1.0)
         name = _FAIRSEQ_NAMES[key]
         if valid:
             if key not in ("loss", "nll_loss", "ppl"):
@@ -244,6 +263,22 @@ def _fairseq(line: str) -> dict[str, float] | None:
             name = f"val/{subset}/{name}" if subset else "val_" + name
         out[name] = value
     return out
+
+
+def _fairseq(line: str) -> dict[str, float] | None:
+    """fairseq's `simple`/`none` log lines: `train_inner` (every --log-interval updates) and `valid` (per
+    validation), and the same records as JSON. Its losses are in bits (base 2): converted to nats. The
+    per-epoch `train` summary (the epoch's mean) is not a step's value and is skipped."""
+    if "{" in line:
+        return _fairseq_json(line)
+    m = re.search(r"\|\s*(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\s*\|(?P<rest>.*)$", line) or \
+        re.search(r"^(?P<kind>)\|?\s*epoch \d+:\s+\d+\s*/\s*\d+\s+(?P<rest>\w+=.*)$", line)
+    if m is None:
+        return None
+    valid = m["kind"].startswith("valid")
+    subset = m.groupdict().get("subset")  # `valid_wiki`: a second validation set, its own source
+    pairs = {key: _number(text) for key, text in re.findall(rf"(\w+)(?:=|\s+)({_NUM})(?=[,|\s]|$)", m["rest"])}
+    return _fairseq_values(valid, subset, pairs)
 
 
 # ` validation loss at iteration 1000 | lm loss value: ...`, and the other evaluations Megatron-LM,
@@ -297,6 +332,11 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
                        rf"(?:, mfu (?P<mfu>{_NUM})%)?", scale={"step_s": 1e-3, "mfu": 0.01}),
                   Line(rf"^step (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val_loss>{_NUM})",
                        names={"train": "val/train/loss"}))),
+    LogFormat("build-nanogpt", "karpathy/build-nanogpt's log/log.txt, a step, a name and a value per line: "
+              "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`", lines=(
+                  Line(rf"^(?P<step>\d+) train (?P<loss>{_NUM})$"),
+                  Line(rf"^(?P<step>\d+) val (?P<val_loss>{_NUM})$"),
+                  Line(rf"^(?P<step>\d+) hella (?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}))),
     LogFormat("modded-nanogpt", "KellerJordan/modded-nanogpt: `step:125/1390 val_loss:4.1234 train_time:12345ms "
               "step_avg:98.76ms`", lines=(
                   Line(rf"^step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>{_NUM}) )?(?:train_loss:(?P<loss>{_NUM}) )?"
@@ -335,13 +375,16 @@ _SAMPLE = 2000  # lines `detect` reads from each of a long log's start, middle a
 
 def detect(lines: Sequence[str], where: str) -> LogFormat:
     """The format that reads the most of `lines` (a sample from the start, middle and end of a long log);
-    on a tie the more specific one, `kv` being the least."""
+    on a tie the more specific one. `kv`, the generic reader, must read more than twice the lines of the
+    best specific format to win: it also reads the lines a trainer prints beside its own (DeepSpeed's `steps:
+    N loss: ...` between Megatron's iterations, rounded to 4 digits), which are not the run's record."""
     stripped = [strip_ansi(line) for line in lines if line.strip()]
     if len(stripped) > 3 * _SAMPLE:
         mid = len(stripped) // 2
         stripped = stripped[:_SAMPLE] + stripped[mid - _SAMPLE // 2: mid + _SAMPLE // 2] + stripped[-_SAMPLE:]
     scores = {name: sum(n for _, n, _ in fmt.records(stripped)) for name, fmt in FORMATS.items()}
-    best = max(scores, key=lambda name: scores[name])  # dicts keep order: the first of equals wins
+    specific = max((name for name in scores if name != "kv"), key=lambda name: scores[name])  # first of equals
+    best = "kv" if scores["kv"] > 2 * scores[specific] else specific
     if scores[best] == 0:
         if any(re.match(r"^\{'(?:eval_)?loss':", line) for line in stripped):
             raise InputError(f"{where}: these are the Hugging Face Trainer's printed logs, which carry no step; "

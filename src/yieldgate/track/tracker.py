@@ -322,6 +322,7 @@ class Tracker:
         if self.rank == 0:
             self._meta("mfu", mfu_meta)
             self._meta("telemetry", {"sources": telemetry.sources, "device": hardware.device_name(self.device)})
+            self._meta("devices", {"count": self.world, "from": "tracker: processes of the run"})
 
         self._grad: GradientSignals | None = None
         self._optimizer = optimizer

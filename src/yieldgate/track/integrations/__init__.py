@@ -35,14 +35,16 @@ class TrackerArgs:
     signals: Literal["throughput", "full"] = "throughput"
     config: TrackerConfig | None = None
     resume: bool = False
+    takeover: bool = False
+    """Take the run over from a writer that died without closing it (a job restarted after a crash)."""
 
     def open(self, *, model: torch.nn.Module | None, optimizer: Any, scaler: Any, step: int,
              tokens: float | None = None) -> Tracker:
         """`step` (and `tokens`, when the framework counts them): where the framework's state stands as training
         starts, a restored checkpoint's point on a restart (see `Tracker`)."""
         return Tracker(self.run, ledger=self.ledger, manifest=self.manifest, signals=self.signals, model=model,
-                       optimizer=optimizer, scaler=scaler, config=self.config, resume=self.resume, step=step,
-                       tokens=tokens)
+                       optimizer=optimizer, scaler=scaler, config=self.config, resume=self.resume,
+                       takeover=self.takeover, step=step, tokens=tokens)
 
 
 def batch_counts(batch: Any, main: str = "input_ids") -> tuple[int | torch.Tensor, int] | None:

@@ -13,7 +13,8 @@ What each step record holds, and where it comes from:
   `resume_from_checkpoint`, the run continues from the checkpoint's `global_step`: records the ledger holds
   after it (work done after the checkpoint, thrown away by the restart) are set apart, not continued, and
   tokens continue from the checkpoint's `num_input_tokens_seen` when the Trainer counts them, else from the
-  ledger's record at that step.
+  ledger's record at that step. A restart after a crash also passes `takeover=True`: the crashed process
+  never closed the run, and one writer owns a run at a time (`yieldgate.owners`).
 - **tokens, samples**: counted from each training microbatch as the model receives it (a forward pre-hook on
   the model, training mode only), summed over the step's microbatches, per process (the Tracker sums the
   processes). Tokens are the attention mask's sum (padding left out) or, without a mask, B x T of the inputs.
@@ -101,8 +102,9 @@ class YieldgateCallback(TrainerCallback):
         signals: Literal["throughput", "full"] = "throughput",
         config: TrackerConfig | None = None,
         resume: bool = False,
+        takeover: bool = False,
     ) -> None:
-        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume)
+        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume, takeover)
         self.tracker: Tracker | None = None
         self._tokens = TokenCounter()
         self._samples = 0

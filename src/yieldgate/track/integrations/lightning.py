@@ -112,10 +112,11 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
         signals: Literal["throughput", "full"] = "throughput",
         config: TrackerConfig | None = None,
         resume: bool = False,
+        takeover: bool = False,
         counts: Callable[[Any], tuple[int | torch.Tensor, int] | None] = batch_counts,
         grad_norm: bool = True,
     ) -> None:
-        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume)
+        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume, takeover)
         self.counts = counts
         self.grad_norm = grad_norm
         self.tracker: Tracker | None = None

@@ -1,0 +1,186 @@
+"""Plain-text training logs: read as a known trainer's format (`textformats`, detected per file) or with
+named-group regular expressions, into `Rows` under the log's own names.
+
+Beyond each line's values, what a log says once or in passing:
+- **Its clock.** A timestamp that starts a record's line (`2024-01-02 10:11:12,345 INFO ...`,
+  `[2024-01-02 10:11:12] iteration 10/...`, `2024-01-02T10:11:12.345Z`) gives the record's `timestamp`,
+  seconds since the log's first timestamp (a line's leading one, or Megatron's `[...] datetime: ...` marks
+  of its start-up phases: the job's start, setup included), which the mapping reads as `wall_s`. A log's
+  own clock (`train_time`, `elapsed`) keeps precedence.
+- **Its device count**, where the trainer prints it (`world size: 8`; Megatron's data x tensor x pipeline
+  parallel sizes; `number of GPUs: 8`; Lightning's `MEMBER: 1/8`): per-device-hour yields need it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.errors import InputError
+from yieldgate.ingest import textformats
+from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines, unix_seconds
+from yieldgate.ingest.core import pick_step
+from yieldgate.ingest.tables import numeric_column, rows_from_columns
+
+__all__ = ["TextLog", "read_textlog", "device_count"]
+
+# A date-time at the start of a line, bare or in brackets: ISO with `T` or a space, optional fraction (`.` or
+# logging's `,`) and zone.
+_STAMP = re.compile(r"^\s*\[?(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
+_MARK = re.compile(r"\bdatetime:\s*(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")  # Megatron's phase marks
+_HEAD_LINES = 5000  # device counts are printed at start-up
+# (pattern, what it counts): the first that matches in the log's head gives the device count.
+_DEVICES = (
+    (re.compile(r"\bworld[ _]size\b\s*(?:[:=]|\.{2,})\s*(\d+)", re.IGNORECASE), "world size"),
+    (re.compile(r"\bWORLD_SIZE\s*[:=]\s*(\d+)"), "world size"),
+    (re.compile(r"\b(?:number of|num|n)[ _](?:gpus|devices|accelerators)\b\s*[:=]?\s*(\d+)", re.IGNORECASE),
+     "number of devices"),
+    (re.compile(r"\bMEMBER:\s*\d+/(\d+)"), "distributed members"),
+)
+_PARALLEL = re.compile(r"\b(data|tensor-model|pipeline-model|context)-parallel size:\s*(\d+)")
+
+
+@dataclass
+class TextLog:
+    """What plain-text logs of one run hold: their rows, the format each file was read as, and the facts
+    printed once."""
+
+    rows: Rows
+    formats: list[str]
+    start_unix: float | None
+    """Unix time of the first timestamped line (naive times read as this machine's local time)."""
+    devices: tuple[int, str] | None
+    """(device count, where it was printed) when a log says."""
+
+
+def _stamp(line: str) -> str | None:
+    m = _STAMP.match(textformats.strip_ansi(line)) if line[:1] in " [0123456789\x1b" else None
+    return m["ts"].replace(",", ".") if m else None
+
+
+def _mark(line: str) -> str | None:
+    m = _MARK.search(line) if "datetime:" in line else None
+    return m["ts"] if m else None
+
+
+def device_count(lines: Sequence[str], path: Path) -> tuple[int, str] | None:
+    """The device count a log prints at start-up: its world size, else data x tensor x pipeline (x context)
+    parallel sizes, else a number of GPUs; with where it was read."""
+    for i, line in enumerate(lines[:_HEAD_LINES]):
+        for rx, what in _DEVICES:
+            m = rx.search(line)
+            if m and int(m.group(1)) > 0:
+                return int(m.group(1)), f"{path}:{i + 1} ({what})"
+        sizes = dict(_PARALLEL.findall(line))
+        if "data" in sizes:
+            n = int(np.prod([int(v) for v in sizes.values()]))
+            return n, f"{path}:{i + 1} (data x tensor x pipeline parallel sizes)"
+    return None
+
+
+def _clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, float] | None:
+    """Unix time of each record (the timestamp its first line starts with, NaN where none), and of the
+    log's first timestamped line; None when no line starts with one."""
+    first = next((s for line in lines if (s := _stamp(line) or _mark(line)) is not None), None)
+    if first is None:
+        return None
+    stamps = pd.Series([_stamp(lines[i]) or "" for i in where] + [first], dtype=object)
+    seconds = unix_seconds(stamps)
+    return seconds[:-1], float(seconds[-1])
+
+
+def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
+    """A reader of lines by `--pattern`s: (index, 1, the first matching pattern's groups) per matched line."""
+    compiled = []
+    for p in patterns:
+        try:
+            rx = re.compile(p)
+        except re.error as exc:
+            raise InputError(f"--pattern {p!r}: not a regular expression ({exc})") from None
+        if not rx.groupindex:
+            raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
+        compiled.append(rx)
+
+    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
+        for i, line in enumerate(lines):
+            line = textformats.strip_ansi(line)
+            m = next((m for rx in compiled if (m := rx.search(line))), None)
+            if m is not None:
+                yield i, 1, {k: v for k, v in m.groupdict().items() if v is not None}
+
+    return records
+
+
+def _format(fmt: textformats.LogFormat) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
+    """A reader of lines as `fmt`, its values as text like a pattern's groups (one path to `_numeric`)."""
+    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
+        for i, n, values in fmt.records(lines):
+            yield i, n, {k: repr(v) for k, v in values.items()}
+
+    return records
+
+
+def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
+                 overrides: Mapping[str, str], log_format: str = "auto") -> TextLog:
+    """Rows of plain-text logs, the format each file was read as, and what they print once.
+
+    With `patterns`, each line is searched with each in turn; the first that matches gives the row, its
+    named groups the metrics (a group that took no part in the match is absent). Without, the lines are
+    read as `log_format` (`yieldgate.ingest.textformats`), or as the format detected in each file (`auto`).
+    Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
+    if patterns and log_format != "auto":
+        raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
+    custom = _custom(patterns) if patterns else None
+    parts, formats, starts = [], [], []
+    devices: tuple[int, str] | None = None
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"{path}: no such file; expected a plain-text training log")
+        lines = read_lines(path, warnings)
+        if custom is not None:
+            read, name, what = custom, "pattern", "matched no pattern"
+        else:
+            fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
+            read, name = _format(fmt), fmt.name
+            what = f"are not {name} log lines"
+        formats.append(name)
+        records: list[dict[str, str]] = []
+        where: list[str] = []
+        first_lines: list[int] = []
+        used = np.zeros(len(lines), dtype=bool)
+        for i, n, rec in read(lines):
+            records.append(rec)
+            where.append(f"{path}:{i + 1}")
+            first_lines.append(i)
+            used[i: i + n] = True
+        devices = devices or device_count(lines, path)
+        skipped = ~used & np.array([bool(line.strip()) for line in lines], dtype=bool)
+        if skipped.any():
+            warnings.add("unmatched", f"{path}: {int(skipped.sum())} line(s) {what} and were skipped "
+                                      f"(first: line {int(np.argmax(skipped)) + 1})")
+        if not records:
+            continue
+        frame = pd.DataFrame.from_records(records).fillna("")
+        columns = {}
+        for col in frame.columns:
+            values = numeric_column(col, frame[col], where, warnings, str(path))
+            if values is not None:
+                columns[col] = values
+        clock = _clock(lines, first_lines) if "timestamp" not in columns else None
+        if clock is not None:
+            columns["timestamp"] = (clock[0], ~np.isnan(clock[0]))  # Unix seconds until all files are read
+            starts.append(clock[1])
+        parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
+    if not parts:
+        raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern" if patterns else
+                         f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line")
+    rows = concat(parts)
+    start = min(starts) if starts else None
+    if start is not None:
+        rows.values["timestamp"] = rows.values["timestamp"] - start  # seconds since the job's first line
+    return TextLog(rows, formats, start, devices)
