@@ -52,7 +52,8 @@ def test_nanogpt_train_and_eval_lines(ledger):
     # -100% is nanoGPT's "not measured yet": absent, not a negative MFU
     assert steps["mfu"].isna().tolist()[:2] == [True, False] and steps["mfu"].iloc[1] == pytest.approx(0.1876)
     assert _evals(evals, "val/loss") == {0: 4.2823, 50: 2.5012}
-    assert _evals(evals, "val/train/loss") == {0: 4.2874, 50: 2.4821}
+    # nanoGPT's estimate of the loss on the training split is not a validation source
+    assert _evals(evals, "train_split/loss") == {0: 4.2874, 50: 2.4821}
     # no clock in the log: wall_s is the printed time per iteration times the iterations between lines; the
     # first iteration (compilation and the step-0 evaluation: 29.9 s) is one iteration, and iteration 50's
     # 3.0 s (it ran the evaluation) is counted once, its interval's other 9 iterations at the median 20.07 ms
@@ -225,7 +226,7 @@ def test_format_option(ledger, tmp_path):
     ("max iteration: 5000, lr: 0.001", None),
     ("Step 100/1000, Loss: 2.3456, LR: 1e-4", {"step": 100, "loss": 2.3456, "lr": 1e-4}),  # a capital S
     ("Iteration 100: loss: 2.3", {"step": 100, "loss": 2.3}),
-    ("step=10 loss=2.3 tok/s=12.3k", {"step": 10, "loss": 2.3, "tok/s": 12300}),  # a lower-case thousand
+    ("step=10 loss=2.3 tok/s=12.3k", {"step": 10, "loss": 2.3, "tokens_per_s": 12300}),  # a lower-case thousand
 ])
 def test_pairs(line, expected):
     assert read_pairs(line) == expected
@@ -351,3 +352,35 @@ def test_a_resumed_logs_clock_starts_at_its_first_step(ledger, tmp_path):
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="r"))
     assert ledger.steps("r")["wall_s"].tolist() == pytest.approx([1.76 * k for k in range(1, 11)])
     assert any("the log starts at step 19072" in w for w in res.warnings)
+
+
+def test_torchtitan_numbers_with_separators_and_an_impossible_mfu(ledger, tmp_path):
+    """TorchTitan prints `tflops: 4,700.89` and, with a peak table that does not know the device, an MFU of
+    15,131%: the separator is a thousands mark, and an MFU past 100% is not stored as a fraction of peak."""
+    path = tmp_path / "titan.log"
+    path.write_text("".join(
+        f"[rank0]:[titan] 2025-05-01 10:00:{s:02d},000 - root - INFO - \x1b[31mstep: {s:2d}  \x1b[32mloss:  {9 - s / 10:.4f}  "
+        f"\x1b[33mmemory: 12.50GiB(15.81%)  \x1b[34mtps: 3,198  \x1b[36mtflops: 4,700.89  \x1b[35mmfu: 15131.59%\x1b[39m\n"
+        for s in range(1, 6)))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan"))
+    steps = ledger.steps("titan", nullable=True)
+    assert steps["tokens_per_s"].tolist() == [3198.0] * 5
+    assert _extra(ledger, "titan", "imported/tflops") == [4700.89] * 5
+    assert "mfu" not in steps or steps["mfu"].isna().all()
+    assert _extra(ledger, "titan", "imported/mfu_as_logged") == pytest.approx([151.3159] * 5)
+    assert any("MFU above 100% of peak on 5 row(s) (up to 15132%)" in w for w in res.warnings)
+    assert steps["wall_s"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # the logger's timestamps, after the rank prefix
+
+
+def test_a_wandb_chart_export_keeps_its_last_row(ledger, tmp_path):
+    """W&B writes its CSV exports without a final line end: a last row with every field quoted is whole."""
+    path = tmp_path / "wandb_export.csv"
+    path.write_text('"Step","run-a - train/loss","run-a - train/loss__MIN","run-a - train/loss__MAX"\n'
+                    '"0","4.5","4.5","4.5"\n"1","4.25","4.25","4.25"\n"2","4.125","4.125","4.125"')
+    (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="wb"))
+    assert ledger.steps("wb")["loss"].tolist() == [4.5, 4.25, 4.125]
+    assert not any("truncated" in w for w in res.warnings)
+    path.write_text("step,loss\n0,4.5\n1,4.25\n2,4.1")  # unquoted: the last number may have lost digits
+    (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="cut"))
+    assert ledger.steps("cut")["loss"].tolist() == [4.5, 4.25]
+    assert any("truncated" in w for w in res.warnings)

@@ -111,7 +111,8 @@ def split_eval_key(key: str) -> tuple[str, str]:
 # lm-eval filter: `acc,none` -> `acc`).
 _LOWER_IS_BETTER = frozenset({
     "loss", "nll", "bpb", "bits_per_byte", "ppl", "perplexity", "word_perplexity", "byte_perplexity", "wer", "cer",
-    "ter", "error", "err", "error_rate", "mse", "mae", "rmse", "brier_score", "stderr"})
+    "ter", "error", "err", "error_rate", "mse", "mae", "rmse", "brier_score", "stderr",
+    "likelihood_difference", "pct_stereotype"})  # CrowS-Pairs: lm-eval's own task config says lower
 _HIGHER_IS_BETTER = frozenset({
     "acc", "acc_norm", "accuracy", "f1", "bleu", "sacrebleu", "rouge1", "rouge2", "rougel", "rougelsum", "exact_match",
     "em", "mcc", "matthews_correlation", "precision", "recall", "auc", "roc_auc", "chrf", "meteor", "pearson",

@@ -213,9 +213,12 @@ def unix_seconds(cells: pd.Series) -> np.ndarray:
     return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
 
 
-def read_lines(path: Path, warnings: Warnings, expected: str = "a training log") -> list[str]:
+def read_lines(path: Path, warnings: Warnings, expected: str = "a training log",
+               complete: Callable[[list[str]], bool] | None = None) -> list[str]:
     """A text file's lines (`.gz` decompressed); a last line without a line end is treated as truncated:
-    skipped, with a warning. An empty file, a Git LFS pointer or a saved web page is an InputError."""
+    skipped, with a warning, unless `complete(lines)` says it is whole (a CSV row with every field: W&B
+    writes its exports without a final line end). An empty file, a Git LFS pointer or a saved web page is
+    an InputError."""
     data = read_bytes(path, expected)
     if path.suffix.lower() == ".gz":  # logs are often kept compressed
         try:
@@ -234,7 +237,7 @@ def read_lines(path: Path, warnings: Warnings, expected: str = "a training log")
         warnings.add("encoding", f"{path}:{line}: not UTF-8 text (byte {exc.start}); "
                                  "undecodable bytes read as U+FFFD; save the file as UTF-8 to keep them")
     lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith(("\n", "\r")):
+    if lines and not lines[-1].endswith(("\n", "\r")) and not (complete is not None and complete(lines)):
         warnings.add("truncated", f"{path}:{len(lines)}: last line has no line end (truncated write?); skipped: "
                                   f"{lines[-1][:60]!r}")
         lines = lines[:-1]

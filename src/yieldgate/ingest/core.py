@@ -98,6 +98,23 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
 _SLOW_STEP = 3.0
 
 
+def _impossible_mfu(canon: Rows, warnings: Warnings) -> None:
+    """An MFU above 100% of peak is impossible (a peak FLOP/s table that does not know the device, a per-device
+    rate divided by one device's peak): the whole series is moved to `imported/mfu_as_logged`, with a warning,
+    instead of standing as a fraction of peak."""
+    if "mfu" not in canon.values:
+        return
+    values, present = canon.values["mfu"], canon.present["mfu"]
+    over = present & np.isfinite(values) & (values > 1.0)
+    if not over.any():
+        return
+    canon.values["imported/mfu_as_logged"] = canon.values.pop("mfu")
+    canon.present["imported/mfu_as_logged"] = canon.present.pop("mfu")
+    warnings.add("mfu", f"{canon.where[int(np.argmax(over))]}: MFU above 100% of peak on {int(over.sum())} row(s) (up to "
+                        f"{float(values[over].max()):.0%}), which no device reaches: kept as imported/mfu_as_logged, "
+                        "not as mfu (the trainer's peak FLOP/s does not fit the device?)")
+
+
 def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
     """A log with step times and no clock (nanoGPT, llm.c, Megatron print the time per iteration) gets
     `wall_s` = the sum over logged steps of step_s x the steps since the previous one, so that yields per
@@ -157,6 +174,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
             continue
         canon.values[target.key] = rows.values[name] * target.scale
         canon.present[target.key] = rows.present[name].copy()
+    _impossible_mfu(canon, warnings)
     if tokens_per_sample is not None:
         _tokens_from_samples(canon, tokens_per_sample)
     if tokens_per_step is not None:

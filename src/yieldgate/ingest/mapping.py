@@ -40,8 +40,8 @@ _CORE_ALIASES = {
            "optim/learning_rate_group0", "optim/lr_group_0"],
     "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm",
                   "optim/total_grad_norm"],
-    "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s",
-                     "throughput/tokens_per_s", "train/tokens_per_s", "tps"],
+    "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s", "tok/sec",
+                     "tokens/s", "tokens/sec", "throughput/tokens_per_s", "train/tokens_per_s", "tps"],
     "mfu": ["mfu", "throughput/mfu"],
 }
 _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in names}
@@ -50,14 +50,15 @@ _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in name
 # direction is known (`names.metric_direction`: `eval_wer`, `eval_rougeLsum`, `val/acc`); `eval_runtime`
 # and `eval_samples_per_second` are not evaluations.
 _VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$")
-# The Trainer's second eval set: `eval_<set>_loss` (eval_dataset={"wiki": ..., "code": ...}).
-_VAL_SET_LOSS = re.compile(r"^(?:eval|val|valid|validation|dev)_(?P<source>\w+?)_(?P<metric>loss|ppl|perplexity)$")
+# A compound name after the prefix (`val_recon_loss`, a loss term; `val_epoch_perplexity`, an aggregate;
+# `eval_wiki_loss`, a second eval set) stays one metric of task `val`: only a `/` names a data source.
 _VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
 _NOT_EVAL_METRICS = {"runtime", "samples_per_second", "steps_per_second", "epoch", "step", "time", "tokens"}
 # Other spellings of a validation metric (GPT-NeoX's `validation/lm_loss`, `validation/lm_loss_ppl`).
 _VAL_RENAMES = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl", "lm_loss": "loss",
                 "lm_loss_ppl": "ppl", "ce_loss": "loss", "cross_entropy": "loss", "crossentropyloss": "loss",
-                "languagecrossentropy": "loss", "languageperplexity": "ppl"}
+                "languagecrossentropy": "loss", "languageperplexity": "ppl",
+                "loss_epoch": "loss", "acc_epoch": "acc"}  # Lightning's epoch-level validation metrics
 
 # Metric names of eval keys `<task>/<metric>` (lm-eval's among them): such a key is an eval, not an extra.
 _EVAL_METRICS = _VAL_METRICS | {"acc_norm", "exact_match", "em", "f1", "mcc", "bleu", "rouge1", "rouge2",
@@ -154,10 +155,8 @@ def guess(name: str) -> Target:
     m = _VAL_PREFIX.match(norm)
     if m and m["metric"] not in _NOT_EVAL_METRICS and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES
                                                        or metric_direction(m["metric"]) is not None):
-        m2 = _VAL_SET_LOSS.match(norm) if m["source"] is None and m["metric"] not in _VAL_RENAMES else None
-        source, metric = (m2["source"], m2["metric"]) if m2 else (m["source"], m["metric"])
-        task = VAL_TASK if source is None else f"{VAL_TASK}/{source}"
-        return Target("eval", f"{task}/{_VAL_RENAMES.get(metric, metric)}")
+        task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
+        return Target("eval", f"{task}/{_VAL_RENAMES.get(m['metric'], m['metric'])}")
     return canonical or _imported(name)
 
 

@@ -6,6 +6,7 @@ Each returns `Rows` under the source's own metric names; `yieldgate.ingest.core`
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -65,8 +66,20 @@ def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: 
     return values, present
 
 
+def _whole_row(lines: list[str]) -> bool:
+    """A last CSV line without a line end is whole when it has the header's number of fields and ends in a
+    closing quote (W&B quotes every field of its exports); an unquoted one may have lost digits."""
+    if len(lines) < 2:
+        return False
+    try:
+        header, last = (next(csv.reader([line.rstrip("\r\n")])) for line in (lines[0], lines[-1]))
+    except (csv.Error, StopIteration):
+        return False
+    return len(last) == len(header) and lines[-1].endswith('"') and lines[-1].count('"') % 2 == 0
+
+
 def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
-    lines = read_lines(path, warnings, "a CSV table")
+    lines = read_lines(path, warnings, "a CSV table", complete=_whole_row)
     if not lines:
         raise InputError(f"{path}: no complete line; expected a CSV header line and rows")
     try:

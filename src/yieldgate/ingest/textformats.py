@@ -24,7 +24,7 @@ from yieldgate.errors import InputError
 __all__ = ["FORMATS", "LogFormat", "detect", "strip_ansi"]
 
 # A number as loggers print it: 12, -3.5, .5, 1.5E-04, 1,234,567 (thousands separators), nan, NaN, -inf.
-_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf)\b"
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf)\b"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RANK = re.compile(r"^(?:\[(?:default|rank)\d+\]:|\d{1,5}: )")
 _LN2 = math.log(2.0)
@@ -146,6 +146,7 @@ _TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min",
 # elsewhere `tokens/s` would be the tokens of a source named `s`).
 _KV_ALIASES = {
     "completed_step": "step", "num_updates": "step", "it": "step", "tokens/s": "tokens_per_s",
+    "tok/s": "tokens_per_s", "tok/sec": "tokens_per_s", "tokens/sec": "tokens_per_s",
     "seconds": "step_s",  # MaxText's `completed step: 4, seconds: 1.5` (a run's total would be `elapsed ...`)
 }
 # Per-step times (a cumulative clock is `wall`, `elapsed`, `train_time`: the mapping knows those).
@@ -331,7 +332,7 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
                   Line(rf"^iter (?P<step>\d+): loss (?P<loss>{_NUM}), time (?P<step_s>{_NUM})ms"
                        rf"(?:, mfu (?P<mfu>{_NUM})%)?", scale={"step_s": 1e-3, "mfu": 0.01}),
                   Line(rf"^step (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val_loss>{_NUM})",
-                       names={"train": "val/train/loss"}))),
+                       names={"train": "train_split/loss"}))),
     LogFormat("build-nanogpt", "karpathy/build-nanogpt's log/log.txt, a step, a name and a value per line: "
               "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`", lines=(
                   Line(rf"^(?P<step>\d+) train (?P<loss>{_NUM})$"),

@@ -29,9 +29,10 @@ from yieldgate.ingest.tables import numeric_column, rows_from_columns
 
 __all__ = ["TextLog", "read_textlog", "device_count"]
 
-# A date-time at the start of a line, bare or in brackets: ISO with `T` or a space, optional fraction (`.` or
+# A date-time at the start of a line, bare or in brackets, after at most two bracketed tags (TorchTitan's
+# `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`): ISO with `T` or a space, optional fraction (`.` or
 # logging's `,`) and zone.
-_STAMP = re.compile(r"^\s*\[?(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
+_STAMP = re.compile(r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
 _MARK = re.compile(r"\bdatetime:\s*(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")  # Megatron's phase marks
 _HEAD_LINES = 5000  # device counts are printed at start-up
 # (pattern, what it counts): the first that matches in the log's head gives the device count.
@@ -59,7 +60,7 @@ class TextLog:
 
 
 def _stamp(line: str) -> str | None:
-    m = _STAMP.match(textformats.strip_ansi(line)) if line[:1] in " [0123456789\x1b" else None
+    m = _STAMP.match(textformats.strip_ansi(line)) if line[:1] in " \t[0123456789\x1b" else None
     return m["ts"].replace(",", ".") if m else None
 
 
