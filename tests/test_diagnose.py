@@ -186,3 +186,48 @@ def test_a_real_faulted_probe_is_labelled_with_its_cause(suite, condition):
     assert (top["cause"] if top else None) == bench.CONDITIONS[condition].cause, result["findings"]
     if condition == "nan_grad":
         assert abs(top["start_step"] - result["at"]) <= 10
+
+
+# -- overfitting, transient spikes, plateaus, the schedule on noise ---------------------------------------
+
+
+def fine_tune(seed: int = 0, *, steps: int = 5000, best: int = 1000, rise: float = 0.3, epochs: bool = True) -> RunSignals:
+    """A fine-tune over few samples: the training loss keeps falling (AR(1) noise, as a smoothed logger writes it)
+    while the held-out loss is best at `best` and rises by `rise` over the remaining steps (4,000 by default)."""
+    rng = np.random.default_rng(seed)
+    step = np.arange(1, steps + 1)
+    noise = np.zeros(steps)
+    for i in range(1, steps):
+        noise[i] = 0.8 * noise[i - 1] + rng.normal(0, 0.03)
+    columns = {"loss": 0.6 + 1.4 * np.exp(-step / 1500) + noise, "lr": np.full(steps, 2e-5)}
+    if epochs:
+        columns["imported/epoch"] = step / 1000
+    at = np.arange(250, steps + 1, 250)
+    val = 1.8 + 0.2 * np.clip((best - at) / best, 0, None) + rise * np.clip(at - best, 0, None) / max(steps - best, 1)
+    val = val + rng.normal(0, 0.005, len(at))
+    evals = pd.DataFrame({"step": at, "task": "val", "metric": "loss", "value": val})
+    return RunSignals(steps=_steps(steps, **columns), evals=evals)
+
+
+def test_a_fine_tune_whose_held_out_loss_rises_is_overfitting_not_a_non_iid_stream():
+    from yieldgate.analysis.diagnose import run_detectors
+
+    sig = fine_tune()
+    result = run_detectors(sig)
+    top = result.top()
+    assert top.cause == "overfitting" and top.detector == "train_val_gap", result.findings
+    assert top.evidence["best_step"] == 1000 and top.start_step == 1000 and top.end_step == 5000
+    assert top.evidence["epochs"] == 5.0 and top.evidence["gap_growth"] > 0.3  # val +0.3, training loss still falling
+    assert "step 1000" in top.advice and "fresh unique data" in top.advice
+    assert not [f for f in result.findings if f.cause == "non_iid_stream"], result.findings
+    # Without the epoch counter, the held-out curve alone still explains the training loss's autocorrelation.
+    assert not [f for f in run_detectors(fine_tune(epochs=False)).findings if f.cause == "non_iid_stream"]
+
+
+def test_a_held_out_loss_that_keeps_falling_is_not_overfitting():
+    from yieldgate.analysis.data_detectors import overfitting
+
+    for seed in range(20):
+        assert overfitting(fine_tune(seed, best=5000)) == []  # healthy: the gap stays level
+    with pytest.raises(NotRun, match="evaluations of val/loss"):
+        overfitting(RunSignals(steps=_steps(10, loss=np.ones(10))))

@@ -27,7 +27,8 @@ __all__ = ["CAUSES", "Finding", "NotRun", "RunSignals", "loss_spikes", "nonfinit
            "spike_steps"]
 
 CAUSES = ("data_exhaustion", "duplicated_stream", "non_iid_stream", "schedule", "damaged_update",
-          "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning")
+          "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning",
+          "overfitting")
 
 # -- frozen thresholds ------------------------------------------------------------------------------------
 SPIKE_WINDOW = 128
@@ -84,6 +85,13 @@ UNDERTRAINED_FACTOR = 2.0
 """'Far below' 20 tokens per parameter: under 20 / 2 = 10."""
 DRIFT_Z = 6.0
 """Whole-run share of a source this many binomial standard errors from its weight is drift (clean max ~2.5)."""
+OVERFIT_MIN_EVALS = 6
+"""Held-out evaluations the overfitting test needs: a best point and at least two after it, with a noise estimate."""
+OVERFIT_AFTER = 3
+"""Evaluations from the best held-out point to the end (the best included) before a widening gap is read."""
+OVERFIT_Z = 3.0
+"""The train-validation gap must grow by this many standard errors after the held-out best (the gap of a healthy
+run stays level: train and held-out loss fall together)."""
 LOW_CONFIDENCE = 0.3
 """Findings at or below this confidence are notes, not alarms (the clean-run target counts those above)."""
 
@@ -135,6 +143,18 @@ class RunSignals:
 
     def prefixed(self, prefix: str) -> list[str]:
         return [c for c in self.steps.columns if c.startswith(prefix) and self.steps[c].notna().any()]
+
+    def epochs(self) -> float | None:
+        """Epochs over the unique data at the end of the run, when known: the largest imported `imported/epoch`
+        (a trainer's own epoch counter), else the accepted tokens over the manifest's unique tokens."""
+        if "imported/epoch" in self.steps and self.steps["imported/epoch"].notna().any():
+            return float(self.steps["imported/epoch"].max())
+        sources = self.manifest.data.sources if self.manifest and self.manifest.data else []
+        unique = sum(s.unique_tokens or 0 for s in sources)
+        if unique > 0 and all(s.unique_tokens for s in sources) and "tokens" in self.steps \
+                and self.steps["tokens"].notna().any():
+            return float(self.steps["tokens"].max()) / unique
+        return None
 
     def val_loss(self, task: str = "val") -> pd.Series:
         e = self.evals

@@ -1,4 +1,4 @@
-"""`yieldgate diagnose`: tell data exhaustion apart from a bad schedule, a damaged update or an infrastructure
+"""`yieldgate diagnose`: tell data exhaustion and overfitting apart from a bad schedule, a damaged update or an infrastructure
 stall, with evidence.
 
 `diagnose(ledger, run)` reads the run (tracked or imported), runs every detector of `DETECTORS` on it,
@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from yieldgate.analysis.data_detectors import data_exhaustion, duplicated_stream, mixture_drift, non_iid_stream
+from yieldgate.analysis.data_detectors import (
+    data_exhaustion,
+    duplicated_stream,
+    mixture_drift,
+    non_iid_stream,
+    overfitting,
+)
 from yieldgate.analysis.detectors import (
     CAUSES,
     LOW_CONFIDENCE,
@@ -44,6 +50,7 @@ DETECTORS: dict[str, Detector] = {
     "stall": stall,
     "schedule": schedule,
     "data_exhaustion": data_exhaustion,
+    "overfitting": overfitting,
     "duplicated_stream": duplicated_stream,
     "non_iid_stream": non_iid_stream,
     "mixture_drift": mixture_drift,
