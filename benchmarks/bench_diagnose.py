@@ -53,7 +53,9 @@ CONDITIONS: dict[str, Condition] = {
     "no_warmup": Condition("schedule", lambda seed, at: Faults(no_warmup=True)),
     "lr_div100": Condition("schedule", lambda seed, at: Faults(lr_multiplier=0.01)),
     "nan_grad": Condition("damaged_update", lambda seed, at: Faults(nan_at_step=at)),
-    "corrupt_batch": Condition("damaged_update", lambda seed, at: Faults(corrupt_at_step=at)),
+    # One batch of random tokens: the loss spikes on it and is back the next step, the held-out loss unchanged (an
+    # outlier batch, which the issue "Verdicts a team can stake compute on" asks to tell from a damaged update).
+    "corrupt_batch": Condition("transient_spike", lambda seed, at: Faults(corrupt_at_step=at)),
     "inf_skipped": Condition("damaged_update", lambda seed, at: Faults(inf_at_steps=tuple(range(at, at + 4)))),
     "sleep_loader": Condition("infrastructure_stall", lambda seed, at: Faults(sleep_loader_s=0.01, sleep_from_step=at)),
     "unshuffled": Condition("non_iid_stream", lambda seed, at: Faults(unshuffled=True)),
@@ -110,7 +112,8 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         top = next((f for f in r["findings"] if f["confidence"] > LOW_CONFIDENCE), None)
         matrix[r["condition"]][top["cause"] if top else "none"] += 1
         if r["condition"] in ("nan_grad", "corrupt_batch", "inf_skipped"):
-            near = [f for f in r["findings"] if f["cause"] == "damaged_update" and f["confidence"] > LOW_CONFIDENCE]
+            near = [f for f in r["findings"] if f["cause"] in ("damaged_update", "transient_spike")
+                    and f["confidence"] > LOW_CONFIDENCE]
             localisation.append(min((abs(f["start_step"] - r["at"]) for f in near), default=10**6))
     hits = {name: matrix[name][c.cause or "none"] / max(sum(matrix[name].values()), 1) for name, c in CONDITIONS.items()}
     return {"matrix": matrix, "hits": hits, "localisation": localisation}

@@ -19,10 +19,11 @@ from yieldgate.analysis.detectors import (
     RunSignals,
     nonfinite_and_skipped,
     repeat_worth,
-    spike_steps,
+
     stall,
 )
 from yieldgate.analysis.diagnose import DETECTORS, diagnose, online_findings
+from yieldgate.analysis.spikes import spike_steps
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 
@@ -148,7 +149,7 @@ def _spiky_run(ledger, name="r"):
 def test_findings_are_stored_as_open_events_without_duplicates(ledger):
     _spiky_run(ledger)
     first = diagnose(ledger, "r")
-    (spike,) = [f for f in first.findings if f.cause == "damaged_update"]
+    (spike,) = [f for f in first.findings if f.cause == "transient_spike"]
     assert spike.start_step == spike.end_step == 41
     diagnose(ledger, "r")
     events = ledger.events("r", kind="diagnosis")
@@ -164,7 +165,7 @@ def test_cli_json_shape_and_a_missing_run(cli, ledger_path):
     finding = out["findings"][0]
     assert {"cause", "start_step", "end_step", "confidence", "evidence", "advice"} <= set(finding)
     assert all(set(e) == {"detector", "reason"} for e in out["not_run"])
-    assert "damaged_update" in cli("diagnose", "r").stdout
+    assert "transient_spike" in cli("diagnose", "r").stdout
     missing = cli("diagnose", "nope", code=2)
     assert "no run named 'nope'" in missing.stderr
 
@@ -231,3 +232,69 @@ def test_a_held_out_loss_that_keeps_falling_is_not_overfitting():
         assert overfitting(fine_tune(seed, best=5000)) == []  # healthy: the gap stays level
     with pytest.raises(NotRun, match="evaluations of val/loss"):
         overfitting(RunSignals(steps=_steps(10, loss=np.ones(10))))
+
+
+def spiky(seed: int = 0, *, at: tuple[int, ...] = (150,), ratchet: float = 0.0, lingering: float = 0.0,
+          steps: int = 400) -> pd.DataFrame:
+    """A falling training loss with step noise 0.02 and a spike of +1.5 at each step of `at`; `ratchet` raises the
+    loss level for good after each spike, `lingering` by that much decaying over ~15 steps."""
+    rng = np.random.default_rng(seed)
+    step = np.arange(1, steps + 1)
+    loss = 2.0 + 2.0 * np.exp(-step / 50) + rng.normal(0, 0.02, steps)
+    for s in at:
+        loss[s - 1] += 1.5
+        loss[s:] += ratchet + lingering * np.exp(-np.arange(steps - s) / 15)
+    return _steps(steps, loss=loss, lr=np.r_[np.linspace(1e-4, 1e-3, 20), np.full(steps - 20, 1e-3)])
+
+
+def flat_evals(steps: int = 400, every: int = 50) -> pd.DataFrame:
+    at = np.arange(every, steps + 1, every)
+    return pd.DataFrame({"step": at, "task": "val", "metric": "loss",
+                         "value": 2.0 + 2.0 * np.exp(-at / 50) + np.random.default_rng(1).normal(0, 0.005, len(at))})
+
+
+def test_a_spike_that_recovers_is_a_low_severity_transient_spike_not_a_schedule_fault():
+    from yieldgate.analysis.spikes import loss_spikes
+
+    (f,) = loss_spikes(RunSignals(steps=spiky(), evals=flat_evals()))
+    assert (f.cause, f.detector, f.start_step, f.severity) == ("transient_spike", "transient_spike", 150, "low")
+    assert f.evidence["recovered_at"] == 151 and f.evidence["recovered"] and f.evidence["val_worse"] is False
+    assert "outlier batch" in f.advice and "LR" not in f.advice
+    # Three spikes that each recover are three outlier batches, not "lower the peak LR".
+    found = loss_spikes(RunSignals(steps=spiky(at=(100, 200, 300)), evals=flat_evals()))
+    assert [f.cause for f in found] == ["transient_spike"] * 3
+
+
+def test_spikes_that_ratchet_the_loss_up_remain_a_damaged_update_and_recurring_ones_a_schedule():
+    from yieldgate.analysis.spikes import loss_spikes
+
+    (f,) = loss_spikes(RunSignals(steps=spiky(ratchet=0.3)))
+    assert (f.cause, f.detector, f.severity) == ("damaged_update", "spike", "high")
+    assert f.evidence["recovered_at"] is None and not f.evidence["recovered"]  # the level never came back
+    # Spikes whose excess lingers for ~20 steps do not recover "within a few steps": three are the schedule.
+    (f,) = loss_spikes(RunSignals(steps=spiky(at=(150, 250, 350), lingering=0.6)))
+    assert (f.cause, f.detector, f.evidence["count"]) == ("schedule", "recurring_spikes", 3)
+    # Without a recorded learning rate the schedule cannot be named: the same spikes are damaged updates.
+    no_lr = spiky(at=(150, 250, 350), lingering=0.6).drop(columns="lr")
+    (f,) = loss_spikes(RunSignals(steps=no_lr))
+    assert (f.cause, f.detector) == ("damaged_update", "recurring_spikes")
+
+
+def test_runs_that_share_the_data_order_and_spike_at_the_same_steps_blame_the_data(ledger, cli):
+    manifest = {"data": {"sources": [{"name": "web"}]}, "seed": 7}
+    for name, seed, lr in (("a", 0, 1e-3), ("b", 1, 3e-4)):
+        ledger.create_run(name, manifest=parse_manifest({**manifest, "optimisation": {"lr": lr}}))
+        ledger.append_steps(name, {c: v.to_numpy() for c, v in spiky(seed, at=(120, 260)).items()})
+    ledger.create_run("c")  # no manifest: only named with against
+    ledger.append_steps("c", {c: v.to_numpy() for c, v in spiky(2, at=(120, 300)).items()})
+    shared = [f for f in diagnose(ledger, "a", store=False).findings if f.detector == "shared_data_spike"]
+    (f,) = shared
+    assert f.cause == "transient_spike" and f.evidence["steps"] == [120, 260] and f.evidence["shared_with"] == ["b"]
+    assert "120, 260" in f.advice and "the data is the cause" in f.advice
+    (f,) = [f for f in diagnose(ledger, "c", against=["a"], store=False).findings if f.detector == "shared_data_spike"]
+    assert f.evidence["steps"] == [120] and f.evidence["shared_with"] == ["a"]
+    ledger.close()  # the CLI opens the same file
+    out = cli.json("diagnose", "c", "--against", "b")
+    (f,) = [f for f in out["findings"] if f["detector"] == "shared_data_spike"]
+    assert f["evidence"]["steps"] == [120] and f["evidence"]["shared_with"] == ["b"]
+    assert "no run named 'nope'" in cli("diagnose", "c", "--against", "nope", code=2).stderr

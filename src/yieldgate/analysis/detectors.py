@@ -8,7 +8,7 @@ The thresholds are named constants. They were set on the calibration seeds 0-2 o
 (`benchmarks/bench_diagnose.py --seeds 0 1 2`) and frozen before the suite was scored on fresh seeds
 (100 and up); each comment says what separated the faulted runs from the clean ones there.
 
-The cheap detectors (`loss_spikes`, `nonfinite_and_skipped`, `stall`) need only the trailing window of
+The cheap detectors (`spikes.loss_spikes`, `nonfinite_and_skipped`, `stall`) need only the trailing window of
 core step columns: the Tracker can run them online through `diagnose.online_findings`.
 """
 
@@ -23,12 +23,13 @@ import pandas as pd
 
 from yieldgate.manifest import Manifest
 
-__all__ = ["CAUSES", "Finding", "NotRun", "RunSignals", "loss_spikes", "nonfinite_and_skipped", "stall", "repeat_worth",
-           "spike_steps"]
+__all__ = ["CAUSES", "SEVERITY", "Finding", "NotRun", "RunSignals", "nonfinite_and_skipped", "stall", "repeat_worth"]
 
 CAUSES = ("data_exhaustion", "duplicated_stream", "non_iid_stream", "schedule", "damaged_update",
           "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning",
-          "overfitting")
+          "overfitting", "transient_spike")
+SEVERITY = {"transient_spike": "low", "early_warning": "low"}
+"""Causes that are notes whatever their confidence (an outlier batch the run recovered from); every other is "high"."""
 
 # -- frozen thresholds ------------------------------------------------------------------------------------
 SPIKE_WINDOW = 128
@@ -44,7 +45,12 @@ GRAD_SPIKE_SIGMA = 25.0
 """k for the gradient norm, which is heavy-tailed at probe scale: clean calibration runs reached z = 18, the
 corrupted batches 54-344 (their loss: 78-100 against k = 6)."""
 RECURRING_SPIKES = 3
-"""This many separate spikes in a run are an unstable schedule, not one damaged update."""
+"""This many separate spikes that do not recover are an unstable schedule, not one damaged update."""
+RECOVER_STEPS = 10
+"""A spike has recovered when the loss is back within 2σ of its level before the spike within this many steps."""
+RATCHET_SIGMA = 4.0
+"""...and the mean of the SPIKE_LEVEL steps after that stays within 4 standard errors (σ/√SPIKE_LEVEL) of the level
+before: a loss level that ratchets up after a spike is a damaged update, not an outlier batch."""
 R_STAR = 15.4
 """Muennighoff et al. (2023): repeated-data decay constant."""
 EPOCHS_FRESH = 4.0
@@ -108,14 +114,18 @@ class Finding:
     advice: str
     detector: str
 
+    @property
+    def severity(self) -> str:
+        return SEVERITY.get(self.cause, "high")
+
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:
             raise ValueError(f"finding cause must be one of {', '.join(CAUSES)}, got {self.cause!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "start_step": self.start_step, "end_step": self.end_step,
-                "confidence": round(self.confidence, 3), "evidence": self.evidence, "advice": self.advice,
-                "detector": self.detector}
+                "confidence": round(self.confidence, 3), "severity": self.severity, "evidence": self.evidence,
+                "advice": self.advice, "detector": self.detector}
 
 
 class NotRun(Exception):
@@ -134,6 +144,8 @@ class RunSignals:
     meta: dict[str, Any] = field(default_factory=dict)
     recorded_nan: dict[str, np.ndarray] = field(default_factory=dict)
     """Steps where a core column holds a recorded NaN (`steps` cannot tell it from a missing value)."""
+    peers: dict[str, pd.Series] = field(default_factory=dict)
+    """Training loss by step of other runs that read the same data in the same order (run name -> loss)."""
 
     def column(self, name: str, why: str) -> pd.Series:
         """A recorded column indexed by step (non-recorded rows dropped), or NotRun."""
@@ -168,30 +180,6 @@ def _clip(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
 
 
-def spike_steps(values: np.ndarray, window: int = SPIKE_WINDOW, k: float = SPIKE_SIGMA) -> list[tuple[int, float]]:
-    """Indices (and z-scores) of finite values above mean + k·σ of the trailing window.
-
-    The mean is that of the last SPIKE_LEVEL values (the local level) and σ the step-to-step noise of the
-    trailing `window` values, std(diff)/√2: a short run's loss falls fast, and a plain σ over 128 steps would
-    be mostly trend. A spike does not enter the baseline of the steps after it. Pure and cheap: online use is
-    the same call on the trailing window."""
-    out: list[tuple[int, float]] = []
-    history: list[float] = []
-    for i, v in enumerate(values):
-        if not math.isfinite(v):
-            continue
-        if len(history) >= SPIKE_MIN_HISTORY:
-            base = np.asarray(history[-window:])
-            mu = float(base[-SPIKE_LEVEL:].mean())
-            sd = float(np.diff(base).std() / math.sqrt(2.0))
-            z = (v - mu) / sd if sd > 0 else math.inf if v > mu else 0.0
-            if z > k:
-                out.append((i, z))
-                continue
-        history.append(float(v))
-    return out
-
-
 def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
     """Value of the next repeated token relative to a fresh one after `epochs` epochs: e^(−R/R*), R = epochs − 1
     repetitions (the derivative of D' = U + U·R*·(1 − e^(−R/R*)), Muennighoff et al. 2023)."""
@@ -199,47 +187,6 @@ def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
 
 
 # -- damaged update -----------------------------------------------------------------------------------------
-
-
-def loss_spikes(sig: RunSignals) -> list[Finding]:
-    """Loss spikes above the trailing window's level + 6σ, with any gradient-norm spike at the same step as
-    evidence. One or two are damaged updates; RECURRING_SPIKES or more, at separate steps, are an unstable (too
-    high) learning rate. A gradient-norm spike without a loss spike is only a note: at probe scale the norm is
-    heavy-tailed (clean calibration runs reached z = 72 early on) and clipping bounds the update it makes."""
-    loss = sig.column("loss", "a log without training loss")
-    spikes: list[tuple[int, str, float, float]] = []  # (step, signal, value, z)
-    series = {"loss": loss}
-    if "grad_norm" in sig.steps and sig.steps["grad_norm"].notna().any():
-        series["grad_norm"] = sig.steps.set_index("step")["grad_norm"].dropna()
-    for name, values in series.items():
-        steps, v = values.index.to_numpy(), values.to_numpy(dtype=float)
-        k = SPIKE_SIGMA if name == "loss" else GRAD_SPIKE_SIGMA
-        spikes += [(int(steps[i]), name, float(v[i]), round(float(z), 2)) for i, z in spike_steps(v, k=k)]
-    if not spikes:
-        return []
-    spikes.sort()
-    as_json = lambda hits: [{"step": st, "signal": n, "value": v, "z": z} for st, n, v, z in hits]  # noqa: E731
-    events = _runs(np.array([sp[0] for sp in spikes]), gap=2)
-    with_loss = [(a, b) for a, b in events if any(a <= sp[0] <= b and sp[1] == "loss" for sp in spikes)]
-    if len(with_loss) >= RECURRING_SPIKES:
-        return [Finding(cause="schedule", start_step=with_loss[0][0], end_step=with_loss[-1][1], confidence=0.8,
-                        detector="recurring_spikes",
-                        evidence={"spikes": as_json(spikes[:20]), "count": len(with_loss), "window": SPIKE_WINDOW,
-                                  "k": SPIKE_SIGMA},
-                        advice="recurring loss spikes: the update is unstable at this LR; lower the peak LR, lengthen "
-                               "warm-up or tighten clipping")]
-    found = []
-    for start, end in events:
-        hits = [sp for sp in spikes if start <= sp[0] <= end]
-        loss_z = max((h[3] for h in hits if h[1] == "loss"), default=None)
-        confidence = LOW_CONFIDENCE if loss_z is None else _clip(0.6 + (loss_z - SPIKE_SIGMA) / 20)
-        found.append(Finding(
-            cause="damaged_update", start_step=start, end_step=end, confidence=confidence,
-            detector="spike" if loss_z is not None else "grad_norm_spike",
-            evidence={"spikes": as_json(hits), "window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA},
-            advice=f"a spike at step {start}: inspect that step's batch (corrupted or extreme data) and skip it; if it "
-                   "recurs, lower the LR or tighten clipping"))
-    return found
 
 
 def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
