@@ -298,3 +298,36 @@ def test_runs_that_share_the_data_order_and_spike_at_the_same_steps_blame_the_da
     (f,) = [f for f in out["findings"] if f["detector"] == "shared_data_spike"]
     assert f["evidence"]["steps"] == [120] and f["evidence"]["shared_with"] == ["b"]
     assert "no run named 'nope'" in cli("diagnose", "c", "--against", "nope", code=2).stderr
+
+
+def plateau_run(seed: int = 0, *, steps: int = 600, cooldown: float | None = None) -> RunSignals:
+    """Warm-up, then constant LR: the loss falls to 2.0 by step ~100 and stays there (noise 0.02). `cooldown`: the
+    last 100 steps cool the LR down to a tenth and the loss falls by that much over them."""
+    rng = np.random.default_rng(seed)
+    step = np.arange(1, steps + 1)
+    lr = np.r_[np.linspace(1e-4, 1e-3, 20), np.full(steps - 20, 1e-3)]
+    loss = 2.0 + 2.0 * np.exp(-step / 20) + rng.normal(0, 0.02, steps)
+    if cooldown is not None:
+        lr[-100:] = np.linspace(1e-3, 1e-4, 100)
+        loss[-100:] -= np.linspace(0, cooldown, 100)
+    return RunSignals(steps=_steps(steps, loss=loss, lr=lr))
+
+
+def test_a_plateau_at_constant_lr_is_stalled_with_ranked_candidates_and_the_experiment_that_separates_them():
+    from yieldgate.analysis.learning_detectors import schedule
+
+    (f,) = schedule(plateau_run())
+    assert (f.cause, f.detector) == ("stalled", "plateau")
+    assert [c["cause"] for c in f.evidence["candidates"]] == ["schedule", "data_exhaustion"]
+    assert "cool the LR down" in f.evidence["experiment"]
+    assert "cause undetermined" in f.advice and "a drop means the schedule was the limit, no drop means the data" in f.advice
+    # Repeated epochs put the data first.
+    epochs = plateau_run()
+    epochs.steps["imported/epoch"] = epochs.steps["step"] / 100
+    (f,) = schedule(epochs)
+    assert [c["cause"] for c in f.evidence["candidates"]] == ["data_exhaustion", "schedule"]
+    # The run's own cooldown is the experiment: a drop names the schedule, none the data.
+    (f,) = schedule(plateau_run(steps=700, cooldown=0.2))
+    assert (f.cause, f.detector) == ("schedule", "plateau_cooldown") and f.evidence["cooldown_drop"] > 0.15
+    (f,) = schedule(plateau_run(steps=700, cooldown=0.0))
+    assert (f.cause, f.detector) == ("data_exhaustion", "plateau_cooldown")

@@ -27,7 +27,7 @@ __all__ = ["CAUSES", "SEVERITY", "Finding", "NotRun", "RunSignals", "nonfinite_a
 
 CAUSES = ("data_exhaustion", "duplicated_stream", "non_iid_stream", "schedule", "damaged_update",
           "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning",
-          "overfitting", "transient_spike")
+          "overfitting", "transient_spike", "stalled")
 SEVERITY = {"transient_spike": "low", "early_warning": "low"}
 """Causes that are notes whatever their confidence (an outlier batch the run recovered from); every other is "high"."""
 
@@ -82,6 +82,12 @@ high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16)
 PLATEAU_RATIO = 0.05
 """Peak-LR phase progress below 5% of the progress before it: learning stalled at the peak LR (too high).
 Calibration: clean 0.2-0.4, LR x30 <= 0.01."""
+PLATEAU_T = -3.0
+"""...and the least-squares slope of the loss over the phase's second half is not below -3 standard errors: a loss
+still falling beyond its noise has not stalled, however slowly it falls."""
+COOLDOWN_DROP_SIGMA = 3.0
+"""A cooldown after a plateau that lowers the loss by more than 3 standard errors (and 1% of its level) says the
+schedule was the limit; one that does not, the data."""
 SLOW_DROP = 0.10
 """Loss fell by less than 10% of its start over the whole run while still falling: LR too low.
 Calibration: clean 31-35%, LR /100 2.5%."""
