@@ -66,6 +66,66 @@ CONDITIONS: dict[str, Condition] = {
 }
 
 
+# -- synthetic runs without a fault: what the schedule detector must not fire on ----------------------------
+
+
+def _schedule_lr(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Warm-up over 2-5% of the steps, then constant (WSD's stable phase) or cosine decay, half the time each."""
+    warm = max(int(rng.uniform(0.02, 0.05) * n), 2)
+    t = np.arange(n - warm) / max(n - warm - 1, 1)
+    after = np.ones(n - warm) if rng.random() < 0.5 else 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t))
+    return 1e-3 * np.r_[np.linspace(0.05, 1.0, warm), after]
+
+
+def synthetic_run(seed: int, kind: str) -> Any:
+    """A run without a fault, as plain signals: `flat` (the loss level plus noise: nothing to learn at this scale,
+    or a window late in a long run) or `power_law` (loss = E + B·step^-α). Step noise 0.01-0.08, evaluations
+    every 1/20 of the run with noise 0.003-0.02 (what seeds of small probes show)."""
+    import pandas as pd
+
+    from yieldgate.analysis.detectors import RunSignals
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(800, 3000))
+    step = np.arange(1, n + 1)
+    if kind == "flat":
+        curve = np.full(n, rng.uniform(2.0, 4.0))
+    elif kind == "power_law":
+        curve = rng.uniform(1.5, 3.5) + rng.uniform(3.0, 8.0) * step ** -rng.uniform(0.2, 0.6)
+    else:
+        raise ValueError(f"kind must be flat or power_law, got {kind!r}")
+    loss = curve + rng.normal(0, rng.uniform(0.01, 0.08), n)
+    at = np.unique(np.linspace(0, n - 1, 21).astype(int))[1:]
+    evals = pd.DataFrame({"step": step[at], "task": "val", "metric": "loss",
+                          "value": curve[at] + rng.normal(0, rng.uniform(0.003, 0.02), len(at))})
+    steps = pd.DataFrame({"step": step, "loss": loss, "lr": _schedule_lr(rng, n), "tokens": step * 4096.0})
+    return RunSignals(steps=steps, evals=evals)
+
+
+def false_positives(runs: int = 50, first_seed: int = 0, at: float = 0.5) -> dict[str, Any]:
+    """Per synthetic kind: how many of `runs` runs get a schedule finding at confidence >= `at`, every cause found
+    at that confidence, and the runs that said "too high" and "too low" at once or named a cause whose detector is
+    under not_run."""
+    from yieldgate.analysis.diagnose import run_detectors
+
+    out: dict[str, Any] = {}
+    for kind in ("flat", "power_law"):
+        causes: Counter[str] = Counter()
+        schedule = both = contradictions = 0
+        for seed in range(first_seed, first_seed + runs):
+            result = run_detectors(synthetic_run(seed, kind))
+            strong = [f for f in result.findings if f.confidence >= at]
+            causes.update({f.cause for f in strong})
+            schedule += any(f.cause == "schedule" for f in strong)
+            detectors = {d for f in result.findings for d in f.detector.split("+")}
+            both += {"lr_too_high", "lr_too_low"} <= detectors
+            skipped = {e["detector"] for e in result.not_run}
+            contradictions += any(f.cause in skipped for f in result.findings)
+        out[kind] = {"runs": runs, "schedule": schedule, "rate": schedule / runs, "causes": dict(causes),
+                     "too_high_and_too_low": both, "not_run_and_found": contradictions}
+    return out
+
+
 def injected_step(seed: int) -> int:
     """Where a one-step fault lands for a seed: somewhere in the stable phase."""
     return int(np.random.default_rng(1_000 + seed).integers(60, 180))

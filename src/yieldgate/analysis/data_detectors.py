@@ -96,7 +96,8 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     keeps falling while the held-out loss rises or stays flat, so the train-validation gap widens beyond the
     evaluations' noise. The gap's change is the least-squares line through the gap at the evaluations from the
     best one on, against its standard error at the evaluation noise (`fit.eval_noise`, difference-based); the
-    training loss is smoothed (rolling median) before it is read at the evaluation steps."""
+    training loss is smoothed (rolling median) before it is read at the evaluation steps, and must have fallen
+    beyond its own noise since the best evaluation."""
     val = sig.val_loss()
     val = val[np.isfinite(val.to_numpy(dtype=float))]
     if len(val) < OVERFIT_MIN_EVALS:
@@ -105,18 +106,23 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     loss = loss[np.isfinite(loss.to_numpy(dtype=float))]
     steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
     best = int(np.argmin(values))
-    if len(values) - best < OVERFIT_AFTER:
+    if len(values) - best - 1 < OVERFIT_AFTER:
         return None
-    smooth = loss.rolling(max(len(loss) // 20, 5), min_periods=1, center=True).median()
+    width = max(len(loss) // 20, 5)
+    smooth = loss.rolling(width, min_periods=1, center=True).median()
+    # Standard error of the difference of two smoothed points: a median of `width` values has ~1.25 σ/√width.
+    train_se = 1.25 * float(np.diff(loss.to_numpy(dtype=float)).std() / math.sqrt(2)) * math.sqrt(2 / width)
     train = np.interp(steps, smooth.index.to_numpy(dtype=float), smooth.to_numpy(dtype=float))
     sigma = eval_noise(steps, values)
     # A curve that turns inflates the difference-based noise a little (the kink): the test errs towards silence.
     sigma = max(sigma, 1e-6 * abs(float(values[best])))
-    after = slice(best, None)
+    # The line runs through the evaluations after the best one: the best itself is the minimum of noisy points,
+    # biased low, and would tilt the line up on a flat curve.
+    after = slice(best + 1, None)
     growth, se = _line(steps[after], values[after] - train[after], sigma)
     rise, rise_se = _line(steps[after], values[after], sigma)
     train_drop = float(train[best] - train[-1])
-    if not (growth > OVERFIT_Z * se and train_drop > 0 and rise > -rise_se):
+    if not (growth > OVERFIT_Z * se and train_drop > OVERFIT_Z * train_se and rise > -rise_se):
         return None
     return {"best_step": int(steps[best]), "best_val_loss": round(float(values[best]), 4),
             "last_val_loss": round(float(values[-1]), 4), "val_change_after_best": round(rise, 4),

@@ -85,6 +85,8 @@ Calibration: clean 0.2-0.4, LR x30 <= 0.01."""
 PLATEAU_T = -3.0
 """...and the least-squares slope of the loss over the phase's second half is not below -3 standard errors: a loss
 still falling beyond its noise has not stalled, however slowly it falls."""
+PLATEAU_SHARE = 0.25
+"""...in a peak-LR phase that covers at least a quarter of the run (WSD's stable phase ~75%, cosine's top 5% of LR ~15%)."""
 COOLDOWN_DROP_SIGMA = 3.0
 """A cooldown after a plateau that lowers the loss by more than 3 standard errors (and 1% of its level) says the
 schedule was the limit; one that does not, the data."""
@@ -100,7 +102,7 @@ DRIFT_Z = 6.0
 OVERFIT_MIN_EVALS = 6
 """Held-out evaluations the overfitting test needs: a best point and at least two after it, with a noise estimate."""
 OVERFIT_AFTER = 3
-"""Evaluations from the best held-out point to the end (the best included) before a widening gap is read."""
+"""Evaluations after the best held-out point before a widening gap is read."""
 OVERFIT_Z = 3.0
 """The train-validation gap must grow by this many standard errors after the held-out best (the gap of a healthy
 run stays level: train and held-out loss fall together)."""

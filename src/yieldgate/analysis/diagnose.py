@@ -113,6 +113,13 @@ def run_detectors(sig: RunSignals, names: tuple[str, ...] | None = None, *, run:
             found += DETECTORS[name](sig)
         except NotRun as why:
             result.not_run.append({"detector": name, "reason": str(why)})
+    # A cause found by another detector (a plateau's cooldown naming the data) is not also "not run": the finding
+    # keeps why its own detector could not run, and not_run lists only what nothing else answered.
+    for f in found:
+        for entry in [e for e in result.not_run if e["detector"] == f.cause]:
+            f.evidence.setdefault("not_run", {})[entry["detector"]] = entry["reason"]
+    answered = {f.cause for f in found}
+    result.not_run = [e for e in result.not_run if e["detector"] not in answered]
     result.findings = _merge(found)
     return result
 

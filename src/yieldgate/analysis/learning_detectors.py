@@ -15,6 +15,7 @@ from yieldgate.analysis.detectors import (
     COOLDOWN_DROP_SIGMA,
     ENTROPY_COLLAPSE,
     PLATEAU_RATIO,
+    PLATEAU_SHARE,
     PLATEAU_T,
     SLOW_DROP,
     TOKENS_PER_PARAM,
@@ -101,8 +102,9 @@ def schedule(sig: RunSignals) -> list[Finding]:
                                  confidence=0.9, detector="lr_too_high", evidence={**ev, "act_entropy_share": collapsed},
                                  advice="LR too high: learning stalled at the peak LR while the activations collapsed "
                                         "(Wortsman et al. 2023); lower the peak LR (try /3-/10) and compare a short probe"))
-        elif slope_t > PLATEAU_T and not ratio >= PLATEAU_RATIO:
-            # Flat beyond its noise, after learning little (or nothing) in the phase: a plateau.
+        elif slope_t > PLATEAU_T and not ratio >= PLATEAU_RATIO and len(phase) >= PLATEAU_SHARE * n:
+            # Flat within its noise, after learning little (or nothing) in a long constant-LR phase: a plateau. The
+            # few peak steps of a cosine schedule are no constant-LR phase, and its decay no cooldown experiment.
             stalled = True
             found += _plateau(sig, loss, lr, phase, q[-1], step_noise, ev)
     end_loss = float(np.nanmean(values[-max(n // 10, 5):]))
