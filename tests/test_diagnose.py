@@ -340,3 +340,18 @@ def test_the_schedule_detector_does_not_fire_on_noise():
     for kind, row in fp.items():
         assert row["rate"] <= 0.05, (kind, row)
         assert row["too_high_and_too_low"] == 0 and row["not_run_and_found"] == 0, (kind, row)
+
+
+def test_stall_advice_agrees_with_its_evidence():
+    """Steps 2.5 times as slow while the data-wait share fell: not the loader, and on a shared host only a note."""
+    n = 80
+    step_s = np.r_[np.full(40, 0.1), np.full(n - 40, 0.25)]
+    wait = np.r_[np.full(40, 0.01), np.full(n - 40, 0.005)]
+    (f,) = stall(RunSignals(steps=_steps(n, step_s=step_s, data_wait_s=wait, tokens=np.arange(1, n + 1) * 100.0)))
+    assert (f.detector, f.confidence) == ("stall_throughput", LOW_CONFIDENCE)
+    assert f.evidence["wait_fraction_during"] < f.evidence["wait_fraction_early"]
+    assert "loader workers" not in f.advice and "not the loader" in f.advice and "a note" in f.advice
+    # A data wait that rose is the loader, and the advice says so.
+    (f,) = stall(RunSignals(steps=_steps(n, step_s=np.full(n, 0.1), data_wait_s=np.r_[np.full(40, 0.001), np.full(n - 40, 0.08)],
+                                         tokens=np.arange(1, n + 1) * 100.0)))
+    assert f.detector == "stall_data_wait" and "add loader workers" in f.advice

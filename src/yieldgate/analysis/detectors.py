@@ -308,17 +308,22 @@ def stall(sig: RunSignals) -> list[Finding]:
         here["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
         if kind == "data_wait":
             confidence = 0.9
+            advice = ("the input pipeline stalled, not learning: the data-wait share of step time rose; add loader "
+                      "workers/prefetch and check storage; changing the data or the schedule will not help")
         else:
             # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
             # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
-            # unless the device says it throttled.
+            # unless the device says it throttled. The loader is not the cause: its wait did not rise.
             throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[span] > 0).any())
             confidence = 0.8 if throttled else LOW_CONFIDENCE
             here["device_throttled"] = throttled
+            wait = (f" while the data-wait share went from {here['wait_fraction_early']:.0%} to "
+                    f"{here['wait_fraction_during']:.0%}" if has_wait else "")
+            advice = (f"steps got slower{wait}: the compute side slowed, not the loader; "
+                      + ("the device reports throttling: check its cooling and power limits" if throttled else
+                         "a note: on a shared host this is contention as often as a fault; check what else ran"))
         found.append(Finding(cause="infrastructure_stall", start_step=int(steps[first]), end_step=int(steps[last]),
-                             confidence=confidence, detector=f"stall_{kind}", evidence=here,
-                             advice="the input pipeline or the machine stalled, not learning: add loader workers/prefetch, "
-                                    "check storage and host load; changing the data or the schedule will not help"))
+                             confidence=confidence, detector=f"stall_{kind}", evidence=here, advice=advice))
     return found
 
 
