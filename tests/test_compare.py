@@ -170,3 +170,22 @@ def test_different_tokenizers_ask_for_bits_per_byte():
     a = linear_run("a", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "x"}}})
     b = linear_run("b", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "y"}}})
     assert any("--per byte" in w for w in compare([a], [b]).warnings)
+
+
+def test_a_point_identical_by_construction_is_left_out_of_the_verdict():
+    """Two seeds a side that start from the same untrained model: the step-0 point has no seed spread at all, and
+    used to count as 'beyond noise' (a zero-width interval) in the demo's verdict."""
+    def seeded(name: str, offset: float, start: float) -> RunData:
+        run = linear_run(name, 1.0, 100.0, offset=offset)
+        run.evals.loc[run.evals["step"] == 0, "value"] = start
+        return run
+
+    a = [seeded("a0", 0.0, 10.0), seeded("a1", 0.1, 10.0)]
+    b = [seeded("b0", 0.05, 9.9), seeded("b1", 0.15, 9.9)]
+    result = compare(a, b)
+    first, *rest = result.points
+    assert first["identical_by_construction"] and first["within_noise"] is None and first["interval"] is None
+    assert all(p["within_noise"] for p in rest) and all(p["family"] == len(rest) for p in rest)
+    assert all(p["interval"][0] <= p["diff"] <= p["interval"][1] for p in rest)
+    assert "within the seed noise (95% family-wise over 5 points)" in result.verdict
+    assert any("identical by construction" in n for n in result.notes)
