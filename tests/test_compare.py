@@ -189,3 +189,14 @@ def test_a_point_identical_by_construction_is_left_out_of_the_verdict():
     assert all(p["interval"][0] <= p["diff"] <= p["interval"][1] for p in rest)
     assert "within the seed noise (95% family-wise over 5 points)" in result.verdict
     assert any("identical by construction" in n for n in result.notes)
+
+
+def test_at_cost_uses_the_manifests_price_as_yield_does():
+    """No cost_usd recorded: the price per device-hour in the manifest turns wall time into dollars."""
+    hw = {"hardware": {"device_kind": "H100-SXM", "device_count": 8, "price_per_device_hour": 2.5}}
+    a = linear_run("a", 1.0, 100.0, manifest=hw)
+    b = linear_run("b", 2.0, 100.0, manifest=hw)
+    result = compare([a], [b], at="cost")
+    assert result.points and not any("lack cost" in w for w in result.warnings)
+    # 10,000 tokens at 100 tokens/s: 100 s on 8 devices at $2.5 per device-hour.
+    assert result.points[-1]["cost"] == 100 / 3600 * 8 * 2.5

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.yields import eval_points
+from yieldgate.analysis.yields import cost_from_price, eval_points
 from yieldgate.errors import InputError
 from yieldgate.manifest import Manifest, diff
 from yieldgate.names import LOSS_METRIC, VAL_TASK
@@ -67,8 +67,8 @@ class Comparison:
 
 
 def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> pd.DataFrame:
-    """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (NaN where the
-    run lacks it), in step order."""
+    """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (recorded, else
+    from the manifest's price per device-hour; NaN where the run lacks it), in step order."""
     points = eval_points(run.evals, run.steps, task, metric)
     steps = run.steps.set_index("step") if len(run.steps) else pd.DataFrame()
     out = points.rename(columns={"value": "loss"})
@@ -79,6 +79,11 @@ def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> 
         recorded = run.evals[(run.evals.task == task) & (run.evals.metric == metric)].drop_duplicates("step", keep="last")
         by_step = recorded.set_index("step")["wall_s"].reindex(points["step"]).to_numpy(dtype=float)
         out["wall_s"] = np.where(np.isnan(by_step), out["wall_s"], by_step)
+    hw = run.manifest.hardware if run.manifest else None
+    if out["cost_usd"].isna().all() and hw is not None and hw.price_per_device_hour is not None:
+        # No cost recorded: the manifest's price, as `yield` reads it.
+        out["cost_usd"] = cost_from_price(out["wall_s"].to_numpy(dtype=float), hw.device_count,
+                                          hw.price_per_device_hour)
     out["flops"] = out["tokens"] * run.flops_per_token if run.flops_per_token else np.nan
     return out.reset_index(drop=True)
 

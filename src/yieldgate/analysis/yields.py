@@ -113,6 +113,11 @@ def _per(value: float, amount: float) -> float | None:
     return value / amount if amount and math.isfinite(amount) and amount > 0 and math.isfinite(value) else None
 
 
+def cost_from_price(wall_s: np.ndarray, devices: int, price_per_device_hour: float) -> np.ndarray:
+    """Dollars spent by `wall_s` seconds on `devices` devices at the manifest's price per device-hour."""
+    return np.asarray(wall_s, dtype=float) / 3600.0 * devices * price_per_device_hour
+
+
 def tranche_yields(
     run: str,
     steps: pd.DataFrame,
@@ -143,7 +148,7 @@ def tranche_yields(
         missing["yield_per_device_hour"] = "no wall-clock time recorded at the evaluation steps"
     if np.isnan(cost).all():
         if price_per_device_hour is not None and not np.isnan(wall).all():
-            cost = wall / 3600.0 * devices * price_per_device_hour
+            cost = cost_from_price(wall, devices, price_per_device_hour)
         else:
             missing["yield_per_dollar"] = "no cost recorded and no price per device-hour in the manifest"
     if np.isnan(energy).all():
