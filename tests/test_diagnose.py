@@ -192,7 +192,8 @@ def test_a_real_faulted_probe_is_labelled_with_its_cause(suite, condition):
 # -- overfitting, transient spikes, plateaus, the schedule on noise ---------------------------------------
 
 
-def fine_tune(seed: int = 0, *, steps: int = 5000, best: int = 1000, rise: float = 0.3, epochs: bool = True) -> RunSignals:
+def fine_tune(seed: int = 0, *, steps: int = 5000, best: int = 1000, rise: float = 0.3, epochs: bool = True,
+              every: int = 250) -> RunSignals:
     """A fine-tune over few samples: the training loss keeps falling (AR(1) noise, as a smoothed logger writes it)
     while the held-out loss is best at `best` and rises by `rise` over the remaining steps (4,000 by default)."""
     rng = np.random.default_rng(seed)
@@ -203,7 +204,7 @@ def fine_tune(seed: int = 0, *, steps: int = 5000, best: int = 1000, rise: float
     columns = {"loss": 0.6 + 1.4 * np.exp(-step / 1500) + noise, "lr": np.full(steps, 2e-5)}
     if epochs:
         columns["imported/epoch"] = step / 1000
-    at = np.arange(250, steps + 1, 250)
+    at = np.arange(every, steps + 1, every)
     val = 1.8 + 0.2 * np.clip((best - at) / best, 0, None) + rise * np.clip(at - best, 0, None) / max(steps - best, 1)
     val = val + rng.normal(0, 0.005, len(at))
     evals = pd.DataFrame({"step": at, "task": "val", "metric": "loss", "value": val})
@@ -221,6 +222,8 @@ def test_a_fine_tune_whose_held_out_loss_rises_is_overfitting_not_a_non_iid_stre
     assert top.evidence["epochs"] == 5.0 and top.evidence["gap_growth"] > 0.3  # val +0.3, training loss still falling
     assert "step 1000" in top.advice and "fresh unique data" in top.advice
     assert not [f for f in result.findings if f.cause == "non_iid_stream"], result.findings
+    # Evaluated every 1,000 steps, as the real Whisper-ja fine-tune was (tests/data/real): five evaluations do.
+    assert run_detectors(fine_tune(every=1000)).top().cause == "overfitting"
     # Without the epoch counter, the held-out curve alone still explains the training loss's autocorrelation.
     assert not [f for f in run_detectors(fine_tune(epochs=False)).findings if f.cause == "non_iid_stream"]
 

@@ -99,8 +99,9 @@ UNDERTRAINED_FACTOR = 2.0
 """'Far below' 20 tokens per parameter: under 20 / 2 = 10."""
 DRIFT_Z = 6.0
 """Whole-run share of a source this many binomial standard errors from its weight is drift (clean max ~2.5)."""
-OVERFIT_MIN_EVALS = 6
-"""Held-out evaluations the overfitting test needs: a best point and at least two after it, with a noise estimate."""
+OVERFIT_MIN_EVALS = 5
+"""Held-out evaluations the overfitting test needs: enough for a noise estimate (three interior points) and a best
+point with OVERFIT_AFTER after it (a fine-tune evaluated every 1,000 of 5,000 steps has five)."""
 OVERFIT_AFTER = 3
 """Evaluations after the best held-out point before a widening gap is read."""
 OVERFIT_Z = 3.0
