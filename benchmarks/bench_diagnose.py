@@ -3,9 +3,13 @@ through the trainer's fault hooks, diagnosed and scored.
 
     python benchmarks/bench_diagnose.py                 # score seeds 100.. (10 per fault, 20 clean)
     python benchmarks/bench_diagnose.py --seeds 0 1 2   # the calibration seeds the thresholds were set on
+    python benchmarks/bench_diagnose.py --conditions    # only the synthetic false-positive table (seconds)
 
 Prints the confusion matrix (rows: injected fault; columns: the top cause found, or none), each fault's hit
-rate, the clean runs' false alarms and the spike-localisation error.
+rate, a per-cause table (runs labelled with the cause, found as top cause, missed, and false positives: runs
+whose top cause it was but whose fault was another), the spike-localisation error, and the false-positive table
+of the schedule detector on synthetic fault-free runs (50 flat-with-noise, 50 healthy power-law; a schedule
+finding at confidence >= 0.5 on at most 5% of each is the bar).
 """
 
 from __future__ import annotations
@@ -126,6 +130,17 @@ def false_positives(runs: int = 50, first_seed: int = 0, at: float = 0.5) -> dic
     return out
 
 
+def print_false_positives(fp: dict[str, Any]) -> None:
+    """The synthetic false-positive table: schedule findings at confidence >= 0.5, and every cause found there."""
+    print("synthetic fault-free runs: schedule findings at confidence >= 0.5 (the bar: at most 5%)")
+    print("kind".ljust(12) + "runs  schedule   rate  too-high+too-low  not_run+found  causes found (>= 0.5)")
+    for kind, row in fp.items():
+        causes = ", ".join(f"{c} {n}" for c, n in sorted(row["causes"].items())) or "-"
+        print(kind.ljust(12) + f"{row['runs']:>4}  {row['schedule']:>8}  {row['rate']:>5.0%}  {row['too_high_and_too_low']:>16}"
+              f"  {row['not_run_and_found']:>13}  {causes}")
+    print()
+
+
 def injected_step(seed: int) -> int:
     """Where a one-step fault lands for a seed: somewhere in the stable phase."""
     return int(np.random.default_rng(1_000 + seed).integers(60, 180))
@@ -182,9 +197,15 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="*", help="seeds to run (default: 100-109, clean 100-119)")
-    parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS), help="conditions to run")
+    parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS),
+                        help="conditions to run (none: only the synthetic table)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--synthetic", type=int, default=50, help="synthetic runs per kind for the false-positive table")
     args = parser.parse_args()
+    if args.synthetic:
+        print_false_positives(false_positives(args.synthetic))
+    if not args.conditions:
+        return
     jobs = []
     with tempfile.TemporaryDirectory() as folder:
         for name in args.conditions:
@@ -206,6 +227,14 @@ def main() -> None:
         expected = CONDITIONS[name].cause or "none"
         print(name.ljust(18) + expected.ljust(22) + " ".join(str(row.get(c, 0)).rjust(6) for c in causes)
               + f"   {sum(row.values()) * s['hits'][name]:.0f}/{sum(row.values())}")
+    print("\nper cause (top cause above low confidence)".ljust(40) + "labelled  found  missed  false+")
+    for cause in sorted({c.cause or "none" for c in CONDITIONS.values()}):
+        labelled = [n for n, c in CONDITIONS.items() if (c.cause or "none") == cause]
+        total = sum(sum(s["matrix"][n].values()) for n in labelled)
+        found = sum(s["matrix"][n].get(cause, 0) for n in labelled)
+        false = sum(s["matrix"][n].get(cause, 0) for n in s["matrix"] if n not in labelled)
+        if total or false:
+            print(f"  {cause}".ljust(40) + f"{total:>8} {found:>6} {total - found:>7} {false:>7}")
     loc = s["localisation"]
     if loc:
         within = sum(d <= 10 for d in loc)
