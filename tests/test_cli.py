@@ -134,7 +134,7 @@ COMMANDS = {
     "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--tokens-per-sample", "--pattern",
                "--format", "--step-pattern", "--step", "--experiment", "--tracking-uri", "--join-on", "--devices"},
     "export": {"--json", "--to"},
-    "diagnose": {"--json"},
+    "diagnose": {"--json", "--against"},
     "probe": {"--json", "--executor", "--workers", "--address"},
     "campaign": {"--json"},
     "gate": {"--json", "--policy", "--strict"},

@@ -170,3 +170,33 @@ def test_different_tokenizers_ask_for_bits_per_byte():
     a = linear_run("a", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "x"}}})
     b = linear_run("b", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "y"}}})
     assert any("--per byte" in w for w in compare([a], [b]).warnings)
+
+
+def test_a_point_identical_by_construction_is_left_out_of_the_verdict():
+    """Two seeds a side that start from the same untrained model: the step-0 point has no seed spread at all, and
+    used to count as 'beyond noise' (a zero-width interval) in the demo's verdict."""
+    def seeded(name: str, offset: float, start: float) -> RunData:
+        run = linear_run(name, 1.0, 100.0, offset=offset)
+        run.evals.loc[run.evals["step"] == 0, "value"] = start
+        return run
+
+    a = [seeded("a0", 0.0, 10.0), seeded("a1", 0.1, 10.0)]
+    b = [seeded("b0", 0.05, 9.9), seeded("b1", 0.15, 9.9)]
+    result = compare(a, b)
+    first, *rest = result.points
+    assert first["identical_by_construction"] and first["within_noise"] is None and first["interval"] is None
+    assert all(p["within_noise"] for p in rest) and all(p["family"] == len(rest) for p in rest)
+    assert all(p["interval"][0] <= p["diff"] <= p["interval"][1] for p in rest)
+    assert "within the seed noise (95% family-wise over 5 points)" in result.verdict
+    assert any("identical by construction" in n for n in result.notes)
+
+
+def test_at_cost_uses_the_manifests_price_as_yield_does():
+    """No cost_usd recorded: the price per device-hour in the manifest turns wall time into dollars."""
+    hw = {"hardware": {"device_kind": "H100-SXM", "device_count": 8, "price_per_device_hour": 2.5}}
+    a = linear_run("a", 1.0, 100.0, manifest=hw)
+    b = linear_run("b", 2.0, 100.0, manifest=hw)
+    result = compare([a], [b], at="cost")
+    assert result.points and not any("lack cost" in w for w in result.warnings)
+    # 10,000 tokens at 100 tokens/s: 100 s on 8 devices at $2.5 per device-hour.
+    assert result.points[-1]["cost"] == 100 / 3600 * 8 * 2.5

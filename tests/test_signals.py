@@ -85,9 +85,43 @@ def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
     sig.remove()
 
 
-def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path):
-    """B_simple from 4 microbatches per step, EMA-smoothed, vs the sample mean and variance of many
-    independent small-batch gradients at the same weights (McCandlish et al. 2018)."""
+def test_a_loss_summed_over_microbatches_gives_the_mean_gradients_norm(text):
+    """loss_averaged=False: each microbatch's loss is not divided by k, so the accumulated gradient is k times the
+    mean gradient; |g_B|^2 (per layer and in total, also from a passed pre-clip norm) is that of the mean."""
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    sig = GradientSignals(model, opt, loss_averaged=False)
+    rng = np.random.default_rng(0)
+    micro = [batch(text, rng, 4) for _ in range(3)]
+    grads = []
+    for x, y in micro:
+        model.zero_grad()
+        model(x, y)[1].backward()
+        grads.append([p.grad.clone() for p in sig.params])
+    sig.collect()
+    model.zero_grad()
+    for x, y in micro:
+        model(x, y)[1].backward()  # summed: not divided by 3
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)
+    opt.step()
+    out = sig.collect(grad_norm=total)
+    idx = torch.tensor(sig.layer_of)
+    mean_grad = [sum(g[i] for g in grads) / 3 for i in range(len(sig.params))]
+    big = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([g.square().sum() for g in mean_grad]))
+    small = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack(
+        [sum(g[i].square().sum() for g in grads) / 3 for i in range(len(sig.params))]))
+    torch.testing.assert_close(out["big_sq"], big, rtol=1e-3, atol=1e-10)
+    torch.testing.assert_close(out["big_total"], big.sum(), rtol=1e-3, atol=1e-10)
+    torch.testing.assert_close(out["small_sq"], small, rtol=1e-4, atol=1e-10)
+    sig.remove()
+
+
+@pytest.mark.parametrize("loss_averaged", [True, False])
+def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path, loss_averaged):
+    """B_simple (in tokens) from 4 microbatches per step, EMA-smoothed, vs the sample mean and variance of many
+    independent small-batch gradients at the same weights (McCandlish et al. 2018); with the loss averaged over
+    the microbatches (divided by 4) and summed (not divided: the accumulated gradient is 4x the mean)."""
     torch.manual_seed(0)
     torch.set_num_threads(2)
     model = GPT(CFG)
@@ -116,12 +150,12 @@ def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path):
     frozen = torch.optim.SGD(model.parameters(), lr=0.0)
     path = tmp_path / "gns.db"
     with Tracker("gns", ledger=path, signals="full", model=model, optimizer=frozen,
-                 config=TrackerConfig(gns_ema=0.99)) as tr:
+                 config=TrackerConfig(gns_ema=0.99, loss_averaged=loss_averaged)) as tr:
         for _ in range(300):
             frozen.zero_grad()
             for _ in range(4):
                 x, y = batch(text, rng, seqs)
-                (model(x, y)[1] / 4).backward()
+                (model(x, y)[1] / (4 if loss_averaged else 1)).backward()
             frozen.step()
             tr.step(tokens=4 * b_tokens, samples=4 * seqs)
     with Ledger(path, readonly=True) as led:

@@ -402,18 +402,27 @@ def report(
 
 
 @app.command()
-def diagnose(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False) -> None:
-    """Diagnose a run: data exhaustion, a duplicated or non-i.i.d. stream, mixture drift, the schedule, a damaged
-    update, an infrastructure stall, undertraining, with the evidence of each; findings are kept as open events.
+def diagnose(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run name.")],
+    against: Annotated[list[str] | None, typer.Option(
+        "--against", help="Another run that reads the same data in the same order (repeatable); runs with the same "
+                          "data recipe and seed are found without it.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Diagnose a run: data exhaustion, overfitting, a duplicated or non-i.i.d. stream, mixture drift, the schedule,
+    a damaged update or a transient spike, an infrastructure stall, undertraining, with the evidence of each;
+    findings are kept as open events.
 
-    Example: yieldgate diagnose bs64-fp16 --json
+    Example: yieldgate diagnose bs64-fp16 --against bs64-fp16-lr2 --json
     """
     from yieldgate.analysis.diagnose import diagnose as diagnose_run
 
     with _ledger(ctx) as ledger:
-        ledger.run_id(run)  # a missing run fails here, before a ledger file is created for the write
+        for name in (run, *(against or ())):
+            ledger.run_id(name)  # a missing run fails here, before a ledger file is created for the write
     with _ledger(ctx, readonly=False) as ledger:
-        result = diagnose_run(ledger, run)
+        result = diagnose_run(ledger, run, against=against or ())
     if as_json:
         _print_json(result.to_dict())
         return

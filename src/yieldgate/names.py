@@ -48,8 +48,8 @@ STEP_VALUE_COLUMNS: Final[tuple[str, ...]] = tuple(c for c in CORE_STEP_COLUMNS 
 # Namespaced extras, stored in the long table (run, step, key, value). A `<...>` segment is a
 # placeholder: `signals/grad_norm/<layer>` stands for `signals/grad_norm/blocks.0.attn`, etc.
 EXTRA_KEYS: Final[dict[str, str]] = {
-    "signals/gns": "samples (B_simple, global)",
-    "signals/gns/<layer>": "samples (B_simple, one layer)",
+    "signals/gns": "tokens (B_simple, global)",
+    "signals/gns/<layer>": "tokens (B_simple, one layer)",
     "signals/grad_norm/<layer>": "L2 norm",
     "signals/update_ratio/<layer>": "|update| / |weight|",
     "signals/act_entropy/<layer>": "nats",

@@ -7,10 +7,11 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   held-out text, when the campaign names none), yield (validation
   loss gained per billion tokens over the probe's second half: loss at half the budget minus the final loss,
   over half the budget), and the final bits per byte of each hard slice (`hard/<slice>/bpb`).
-- **Rankings** per budget and score, each recipe with its mean and interval over seeds (Student t at the
-  campaign's level). Two recipes are compared **paired by seed** (a seed fixes the model's initialisation and
-  the sampler, so the per-seed difference removes what the seeds share); the pair is resolved when the
-  t-interval of the mean difference excludes 0, and a **tie** otherwise (also with fewer than two shared
+- **Rankings** per budget and score, each recipe with its mean and interval over seeds (`stats.mean_interval`,
+  Student t at the campaign's level). Two recipes are compared **paired by seed** (a seed fixes the model's
+  initialisation and the sampler, so the per-seed difference removes what the seeds share); the pair is resolved
+  when the t-interval of the mean difference (`stats.difference`, paired) excludes 0 at the campaign's level held
+  family-wise over the ranking's pairs (Bonferroni), and a **tie** otherwise (also with fewer than two shared
   seeds). Ties are marked, never broken by guessing.
 - **Decision accuracy** (DataDecide, Magnusson et al. 2025): for each smaller budget, the share of recipe
   pairs it orders (by mean final bits per byte) the same way as the largest budget; also over the pairs the
@@ -31,8 +32,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from yieldgate.analysis import stats
 from yieldgate.analysis.fit import BILLION, forecast
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
@@ -76,44 +77,29 @@ def probe_scores(evals: pd.DataFrame, eval_sources: list[str] | None = None) -> 
     return out
 
 
-def _t(level: float, n: int) -> float:
-    return float(stats.t.ppf((1 + level) / 2, n - 1))
-
-
-def _mean_interval(values: np.ndarray, level: float) -> tuple[float, list[float] | None]:
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        return math.nan, None
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, None
-    half = _t(level, len(values)) * float(values.std(ddof=1)) / math.sqrt(len(values))
-    return mean, [mean - half, mean + half]
-
-
-def _paired(a: dict[int, float], b: dict[int, float], level: float) -> tuple[float, list[float] | None]:
-    """Mean of b - a over shared seeds and its t-interval (None with fewer than two shared seeds)."""
-    seeds = sorted(set(a) & set(b))
-    d = np.array([b[s] - a[s] for s in seeds if math.isfinite(a[s]) and math.isfinite(b[s])])
-    return _mean_interval(d, level) if len(d) else (math.nan, None)
-
-
 def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level: float) -> dict[str, Any]:
     """Recipes ordered best first, each with its mean and interval over seeds, and every pair: resolved
     (which is better) or a tie."""
     entries = []
     for recipe, seeds in by_recipe.items():
-        mean, interval = _mean_interval(np.array(list(seeds.values()), dtype=float), level)
-        entries.append({"recipe": recipe, "mean": mean, "interval": interval, "seeds": len(seeds)})
+        values = np.array(list(seeds.values()), dtype=float)
+        iv = stats.mean_interval(values, level)
+        mean = float(np.mean(values[np.isfinite(values)])) if np.isfinite(values).any() else math.nan
+        entries.append({"recipe": recipe, "mean": mean, "interval": None if iv is None else [iv.low, iv.high],
+                        "interval_kind": stats.KINDS["mean"], "level": level, "seeds": len(seeds)})
     sign = 1.0 if lower_is_better else -1.0
     entries.sort(key=lambda e: (not math.isfinite(e["mean"]), sign * e["mean"] if math.isfinite(e["mean"]) else 0.0))
     pairs = []
+    family = max(len(entries) * (len(entries) - 1) // 2, 1)
     for i, j in itertools.combinations(range(len(entries)), 2):
         a, b = entries[i]["recipe"], entries[j]["recipe"]
-        diff, interval = _paired(by_recipe[a], by_recipe[b], level)
-        resolved = interval is not None and (interval[0] > 0 or interval[1] < 0)
-        pairs.append({"a": a, "b": b, "diff": diff, "interval": interval, "resolved": bool(resolved),
-                      "better": (a if (diff > 0) == lower_is_better else b) if resolved else None})
+        iv = stats.difference(by_recipe[a], by_recipe[b], level, paired=True, family=family)
+        shared = [by_recipe[b][s] - by_recipe[a][s] for s in sorted(set(by_recipe[a]) & set(by_recipe[b]))]
+        diff = iv.estimate if iv is not None else (float(np.mean(shared)) if shared else math.nan)
+        resolved = stats.verdict(iv, tie=True) == "beyond noise"
+        pairs.append({"a": a, "b": b, "diff": diff, "interval": None if iv is None else [iv.low, iv.high],
+                      "interval_kind": stats.KINDS["paired"], "level": level, "family": family,
+                      "resolved": resolved, "better": (a if (diff > 0) == lower_is_better else b) if resolved else None})
     for k, e in enumerate(entries):
         e["rank"] = k + 1
         e["ties"] = [p["b"] if p["a"] == e["recipe"] else p["a"] for p in pairs

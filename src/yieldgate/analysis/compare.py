@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from yieldgate.analysis.yields import eval_points
+from yieldgate.analysis import stats
+from yieldgate.analysis.yields import cost_from_price, eval_points
 from yieldgate.errors import InputError
 from yieldgate.manifest import Manifest, diff
 from yieldgate.names import LOSS_METRIC, VAL_TASK
@@ -27,6 +27,8 @@ __all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing"]
 
 Axis = Literal["tokens", "time", "compute", "cost"]
 AXIS_COLUMN = {"tokens": "tokens", "time": "wall_s", "compute": "flops", "cost": "cost_usd"}
+LEVEL = 0.95
+"""Family-wise level of a comparison's aligned points (Bonferroni over the points that enter the verdict)."""
 
 
 @dataclass
@@ -65,8 +67,8 @@ class Comparison:
 
 
 def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> pd.DataFrame:
-    """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (NaN where the
-    run lacks it), in step order."""
+    """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (recorded, else
+    from the manifest's price per device-hour; NaN where the run lacks it), in step order."""
     points = eval_points(run.evals, run.steps, task, metric)
     steps = run.steps.set_index("step") if len(run.steps) else pd.DataFrame()
     out = points.rename(columns={"value": "loss"})
@@ -77,6 +79,11 @@ def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> 
         recorded = run.evals[(run.evals.task == task) & (run.evals.metric == metric)].drop_duplicates("step", keep="last")
         by_step = recorded.set_index("step")["wall_s"].reindex(points["step"]).to_numpy(dtype=float)
         out["wall_s"] = np.where(np.isnan(by_step), out["wall_s"], by_step)
+    hw = run.manifest.hardware if run.manifest else None
+    if out["cost_usd"].isna().all() and hw is not None and hw.price_per_device_hour is not None:
+        # No cost recorded: the manifest's price, as `yield` reads it.
+        out["cost_usd"] = cost_from_price(out["wall_s"].to_numpy(dtype=float), hw.device_count,
+                                          hw.price_per_device_hour)
     out["flops"] = out["tokens"] * run.flops_per_token if run.flops_per_token else np.nan
     return out.reset_index(drop=True)
 
@@ -104,21 +111,6 @@ def _time_at_tokens(run: RunData, curve: pd.DataFrame, tokens: float) -> float |
         if len(sub) >= 2 and sub["tokens"].iloc[0] <= tokens <= sub["tokens"].iloc[-1]:
             return float(np.interp(tokens, sub["tokens"], sub["wall_s"]))
     return None
-
-
-def _interval(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
-    """Half-width of a Welch t-interval for mean(b) - mean(a), and the pooled seed spread (noise floor)."""
-    na, nb = len(a), len(b)
-    if na < 2 and nb < 2:
-        return None, None
-    va = a.var(ddof=1) if na >= 2 else b.var(ddof=1)  # one seed on a side: borrow the other side's spread
-    vb = b.var(ddof=1) if nb >= 2 else a.var(ddof=1)
-    se = math.sqrt(va / na + vb / nb)
-    dof_num = (va / na + vb / nb) ** 2
-    dof_den = (va / na) ** 2 / max(na - 1, 1) + (vb / nb) ** 2 / max(nb - 1, 1)
-    dof = dof_num / dof_den if dof_den > 0 else max(na + nb - 2, 1)
-    half = float(stats.t.ppf(0.5 + level / 2, dof) * se) if se > 0 else 0.0
-    return half, math.sqrt((va + vb) / 2)
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -164,8 +156,12 @@ def compare(
     metric: str = LOSS_METRIC,
     primary: Literal["learning", "throughput"] = "learning",
     n_points: int = 6,
+    level: float = LEVEL,
+    family_wise: bool = True,
 ) -> Comparison:
-    """Compare group A with group B (each a list of seeds of one configuration); see the module docstring."""
+    """Compare group A with group B (each a list of seeds of one configuration); see the module docstring. Each
+    aligned point's interval of the difference is at `level`, family-wise over the points (Bonferroni) unless
+    `family_wise` is off (`stats`)."""
     if not a or not b:
         raise InputError("compare needs at least one run on each side")
     if at not in AXIS_COLUMN:
@@ -194,15 +190,25 @@ def compare(
         exact = all(set(np.round(grid, 6)) <= set(np.round(curves[id(r)][column].dropna(), 6)) for r in a + b)
         if not exact:
             notes.append(f"losses at equal {at} are interpolated linearly between each run's evaluations")
-        for x in grid:
-            va = np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in a])
-            vb = np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in b])
-            half, noise = _interval(va, vb)
+        values = [(np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in a]),
+                   np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in b])) for x in grid]
+        # The untrained model every seed starts from is the same on both sides by construction: it says nothing
+        # about noise and is left out of the verdicts (and of the family the level is held over).
+        same = [stats.identical(va, vb) for va, vb in values]
+        family = max(sum(not s for s in same), 1) if family_wise else 1
+        for x, (va, vb), skip in zip(grid, values, same, strict=True):
             delta = float(vb.mean() - va.mean())
+            iv = None if skip else stats.difference(va, vb, level, family=family)
+            spread = [v.var(ddof=1) for v in (va, vb) if len(v) >= 2]
             points.append({at: float(x), "a": float(va.mean()), "b": float(vb.mean()), "diff": delta,
-                           "interval": None if half is None else [delta - half, delta + half],
-                           "noise_floor": noise,
-                           "within_noise": None if half is None else bool(abs(delta) <= half)})
+                           "interval": None if iv is None else [iv.low, iv.high],
+                           "level": level, "family": family, "interval_kind": stats.KINDS["difference"],
+                           "noise_floor": math.sqrt(float(np.mean(spread))) if spread else None,
+                           "identical_by_construction": skip,
+                           "within_noise": None if iv is None else stats.verdict(iv) == "within noise"})
+        if any(same):
+            notes.append(f"{sum(same)} point(s) where every run is identical by construction (the untrained model) "
+                         "are left out of the verdict")
     if len(a) < 2 and len(b) < 2:
         notes.append("one seed per side: no noise floor is known, so no difference can be called real")
 
@@ -237,7 +243,7 @@ def compare(
 
     confounders, confound_warnings = _confounders(a, b, metric)
     warnings += confound_warnings
-    verdict = _verdict(names, primary, speedup, points, at, len(a), len(b))
+    verdict = _verdict(names, primary, speedup, points, at, len(a), len(b), level)
     return Comparison(
         a=names[0], b=names[1], aligned_on=at, metric=f"{task}/{metric}", target_loss=target_loss,
         tokens_to_target={names[0]: ta["tokens"], names[1]: tb["tokens"]},
@@ -261,7 +267,7 @@ def _side(value: float | None, names: tuple[str, str]) -> str | None:
 
 
 def _verdict(names: tuple[str, str], primary: str, speedup: dict[str, float | None], points: list[dict[str, Any]],
-             at: str, na: int, nb: int) -> str:
+             at: str, na: int, nb: int, level: float) -> str:
     learn, fast = _side(speedup["sample_efficiency"], names), _side(speedup["throughput"], names)
     if learn is None and fast is None and all(p["diff"] == 0 for p in points):
         return "no difference: the two sides learn the same per token and move tokens at the same rate"
@@ -270,13 +276,18 @@ def _verdict(names: tuple[str, str], primary: str, speedup: dict[str, float | No
                 else "neither side learns more per token" if se else "learning per token is unknown")
     throughput = (f"{fast} moves tokens faster ({max(tp, 1 / tp):.3g}x tokens/s)" if fast and tp
                   else "neither side is faster" if tp else "throughput is unknown (no wall-clock time)")
+    judged = [p for p in points if p["within_noise"] is not None]
+    family = judged[0]["family"] if judged else 1
+    level_note = (f" ({level:.0%} family-wise over {family} points)" if family > 1 else f" (at {level:.0%})") if judged else ""
     if na < 2 and nb < 2:
         noise = "with one seed per side no noise floor is known"
-    elif points and all(p["within_noise"] for p in points):
-        noise = f"the loss difference at equal {at} is within the seed noise"
+    elif judged and all(p["within_noise"] for p in judged):
+        noise = f"the loss difference at equal {at} is within the seed noise{level_note}"
+    elif judged:
+        beyond = sum(not p["within_noise"] for p in judged)
+        noise = f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(judged)} points{level_note}"
     elif points:
-        beyond = sum(not p["within_noise"] for p in points)
-        noise = f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(points)} points"
+        noise = f"every point at equal {at} is identical by construction: no verdict"
     else:
         noise = f"no points at equal {at} could be aligned"
     first, second = (learning, throughput) if primary == "learning" else (throughput, learning)

@@ -1,5 +1,5 @@
-"""Detectors of what the data stream does: data exhaustion, a duplicated stream, a non-i.i.d. stream and
-mixture drift. Pure functions over `RunSignals` (see `detectors.py` for the contract and the thresholds).
+"""Detectors of what the data stream does: data exhaustion, overfitting (memorisation), a duplicated stream, a
+non-i.i.d. stream and mixture drift. Pure functions over `RunSignals` (see `detectors.py` for the contract and the thresholds).
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from yieldgate.analysis.detectors import (
     AUTOCORR_LAG1,
     DRIFT_Z,
     EPOCHS_FRESH,
+    OVERFIT_AFTER,
+    OVERFIT_MIN_EVALS,
+    OVERFIT_Z,
     PURE_BATCH_EXCESS,
     R_STAR,
     REPEAT_EXCESS,
@@ -23,8 +26,9 @@ from yieldgate.analysis.detectors import (
     _clip,
     repeat_worth,
 )
+from yieldgate.analysis.fit import eval_noise
 
-__all__ = ["data_exhaustion", "duplicated_stream", "non_iid_stream", "mixture_drift"]
+__all__ = ["data_exhaustion", "overfitting", "heldout_turn", "duplicated_stream", "non_iid_stream", "mixture_drift"]
 
 
 def _source_tokens(sig: RunSignals) -> pd.DataFrame:
@@ -76,6 +80,78 @@ def data_exhaustion(sig: RunSignals) -> list[Finding]:
             advice=f"{source} was seen {final:.1f} times: its next token is worth {worth:.2f} of a fresh one; add "
                    f"unique data for it or lower its weight before buying more compute"))
     return found
+
+
+def _line(x: np.ndarray, y: np.ndarray, sigma: float) -> tuple[float, float]:
+    """Change of the least-squares line through (x, y) over x's span, and its standard error for points of known
+    standard deviation `sigma` (se of the slope: sigma / sqrt(Sxx))."""
+    dx = x - x.mean()
+    sxx = float((dx**2).sum())
+    span = float(x[-1] - x[0])
+    return float((dx * (y - y.mean())).sum() / sxx * span), sigma * span / math.sqrt(sxx)
+
+
+def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
+    """The evidence of memorisation, or None: after the best held-out (`val/loss`) evaluation the training loss
+    keeps falling while the held-out loss rises or stays flat, so the train-validation gap widens beyond the
+    evaluations' noise. The gap's change is the least-squares line through the gap at the evaluations from the
+    best one on, against its standard error at the evaluation noise (`fit.eval_noise`, difference-based); the
+    training loss is smoothed (rolling median) before it is read at the evaluation steps, and must have fallen
+    beyond its own noise since the best evaluation."""
+    val = sig.val_loss()
+    val = val[np.isfinite(val.to_numpy(dtype=float))]
+    if len(val) < OVERFIT_MIN_EVALS:
+        raise NotRun(f"{len(val)} evaluations of val/loss: overfitting needs at least {OVERFIT_MIN_EVALS}")
+    loss = sig.column("loss", "a log without training loss")
+    loss = loss[np.isfinite(loss.to_numpy(dtype=float))]
+    steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
+    best = int(np.argmin(values))
+    if len(values) - best - 1 < OVERFIT_AFTER:
+        return None
+    width = max(len(loss) // 20, 5)
+    smooth = loss.rolling(width, min_periods=1, center=True).median()
+    # Standard error of the difference of two smoothed points: a median of `width` values has ~1.25 σ/√width.
+    train_se = 1.25 * float(np.diff(loss.to_numpy(dtype=float)).std() / math.sqrt(2)) * math.sqrt(2 / width)
+    train = np.interp(steps, smooth.index.to_numpy(dtype=float), smooth.to_numpy(dtype=float))
+    sigma = eval_noise(steps, values)
+    # A curve that turns inflates the difference-based noise a little (the kink): the test errs towards silence.
+    sigma = max(sigma, 1e-6 * abs(float(values[best])))
+    # The line runs through the evaluations after the best one: the best itself is the minimum of noisy points,
+    # biased low, and would tilt the line up on a flat curve.
+    after = slice(best + 1, None)
+    growth, se = _line(steps[after], values[after] - train[after], sigma)
+    rise, rise_se = _line(steps[after], values[after], sigma)
+    train_drop = float(train[best] - train[-1])
+    if not (growth > OVERFIT_Z * se and train_drop > OVERFIT_Z * train_se and rise > -rise_se):
+        return None
+    return {"best_step": int(steps[best]), "best_val_loss": round(float(values[best]), 4),
+            "last_val_loss": round(float(values[-1]), 4), "val_change_after_best": round(rise, 4),
+            "gap_at_best": round(float(values[best] - train[best]), 4),
+            "gap_at_end": round(float(values[-1] - train[-1]), 4), "gap_growth": round(growth, 4),
+            "gap_growth_z": round(growth / se, 2), "train_loss_drop_after_best": round(train_drop, 4),
+            "eval_noise": round(sigma, 5), "epochs": None if sig.epochs() is None else round(sig.epochs(), 2),
+            "last_step": int(steps[-1])}
+
+
+def overfitting(sig: RunSignals) -> list[Finding]:
+    """Overfitting (memorisation): the train-validation gap widens after the best held-out evaluation
+    (`heldout_turn`), most telling at many epochs over few unique samples. A data-side cause: the data is
+    exhausted for this model, whatever the schedule."""
+    ev = heldout_turn(sig)
+    if ev is None:
+        return []
+    epochs = ev["epochs"]
+    confidence = 0.5 + min(0.25, (ev["gap_growth_z"] - OVERFIT_Z) / 40)
+    if epochs is not None and epochs >= 2:
+        confidence += 0.15
+    best = ev["best_step"]
+    seen = f" after {epochs:g} epochs" if epochs is not None else ""
+    return [Finding(cause="overfitting", start_step=best, end_step=ev["last_step"], confidence=_clip(confidence),
+                    detector="train_val_gap", evidence=ev,
+                    advice=f"the held-out loss was best at step {best} and the train-validation gap has widened by "
+                           f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep the "
+                           f"checkpoint of step {best}, add fresh unique data, or regularise (weight decay, dropout, fewer "
+                           "epochs) before training longer")]
 
 
 def _expected_repeat(tokens: pd.DataFrame, unique: dict[str, float]) -> np.ndarray:
@@ -143,7 +219,17 @@ def non_iid_stream(sig: RunSignals) -> list[Finding]:
         ev["note"] = "no per-source counts: batch composition not checked"
     values = loss.to_numpy(dtype=float)
     values = values[np.isfinite(values)][20:]
-    if len(values) >= 40:
+    try:
+        turned = heldout_turn(sig)
+    except NotRun:
+        turned = None
+    epochs = sig.epochs()
+    if turned is not None or (epochs is not None and epochs > 1):
+        # Memorisation and repeated epochs make the training loss move in runs (each epoch's pass over the same
+        # samples, a falling level per epoch): the autocorrelation is explained, not evidence of the stream.
+        ev["loss_autocorr"] = ("not read: "
+                      + ("the held-out loss turned (overfitting)" if turned is not None else f"{epochs:.3g} epochs"))
+    elif len(values) >= 40:
         trend = pd.Series(values).rolling(21, center=True, min_periods=11).median().to_numpy()
         resid = values - trend
         resid = resid[np.isfinite(resid)]

@@ -8,7 +8,7 @@ The thresholds are named constants. They were set on the calibration seeds 0-2 o
 (`benchmarks/bench_diagnose.py --seeds 0 1 2`) and frozen before the suite was scored on fresh seeds
 (100 and up); each comment says what separated the faulted runs from the clean ones there.
 
-The cheap detectors (`loss_spikes`, `nonfinite_and_skipped`, `stall`) need only the trailing window of
+The cheap detectors (`spikes.loss_spikes`, `nonfinite_and_skipped`, `stall`) need only the trailing window of
 core step columns: the Tracker can run them online through `diagnose.online_findings`.
 """
 
@@ -23,11 +23,13 @@ import pandas as pd
 
 from yieldgate.manifest import Manifest
 
-__all__ = ["CAUSES", "Finding", "NotRun", "RunSignals", "loss_spikes", "nonfinite_and_skipped", "stall", "repeat_worth",
-           "spike_steps"]
+__all__ = ["CAUSES", "SEVERITY", "Finding", "NotRun", "RunSignals", "nonfinite_and_skipped", "stall", "repeat_worth"]
 
 CAUSES = ("data_exhaustion", "duplicated_stream", "non_iid_stream", "schedule", "damaged_update",
-          "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning")
+          "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning",
+          "overfitting", "transient_spike", "stalled")
+SEVERITY = {"transient_spike": "low", "early_warning": "low"}
+"""Causes that are notes whatever their confidence (an outlier batch the run recovered from); every other is "high"."""
 
 # -- frozen thresholds ------------------------------------------------------------------------------------
 SPIKE_WINDOW = 128
@@ -43,7 +45,12 @@ GRAD_SPIKE_SIGMA = 25.0
 """k for the gradient norm, which is heavy-tailed at probe scale: clean calibration runs reached z = 18, the
 corrupted batches 54-344 (their loss: 78-100 against k = 6)."""
 RECURRING_SPIKES = 3
-"""This many separate spikes in a run are an unstable schedule, not one damaged update."""
+"""This many separate spikes that do not recover are an unstable schedule, not one damaged update."""
+RECOVER_STEPS = 10
+"""A spike has recovered when the loss is back within 2σ of its level before the spike within this many steps."""
+RATCHET_SIGMA = 4.0
+"""...and the mean of the SPIKE_LEVEL steps after that stays within 4 standard errors (σ/√SPIKE_LEVEL) of the level
+before: a loss level that ratchets up after a spike is a damaged update, not an outlier batch."""
 R_STAR = 15.4
 """Muennighoff et al. (2023): repeated-data decay constant."""
 EPOCHS_FRESH = 4.0
@@ -75,6 +82,14 @@ high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16)
 PLATEAU_RATIO = 0.05
 """Peak-LR phase progress below 5% of the progress before it: learning stalled at the peak LR (too high).
 Calibration: clean 0.2-0.4, LR x30 <= 0.01."""
+PLATEAU_T = -3.0
+"""...and the least-squares slope of the loss over the phase's second half is not below -3 standard errors: a loss
+still falling beyond its noise has not stalled, however slowly it falls."""
+PLATEAU_SHARE = 0.25
+"""...in a peak-LR phase that covers at least a quarter of the run (WSD's stable phase ~75%, cosine's top 5% of LR ~15%)."""
+COOLDOWN_DROP_SIGMA = 3.0
+"""A cooldown after a plateau that lowers the loss by more than 3 standard errors (and 1% of its level) says the
+schedule was the limit; one that does not, the data."""
 SLOW_DROP = 0.10
 """Loss fell by less than 10% of its start over the whole run while still falling: LR too low.
 Calibration: clean 31-35%, LR /100 2.5%."""
@@ -84,6 +99,14 @@ UNDERTRAINED_FACTOR = 2.0
 """'Far below' 20 tokens per parameter: under 20 / 2 = 10."""
 DRIFT_Z = 6.0
 """Whole-run share of a source this many binomial standard errors from its weight is drift (clean max ~2.5)."""
+OVERFIT_MIN_EVALS = 5
+"""Held-out evaluations the overfitting test needs: enough for a noise estimate (three interior points) and a best
+point with OVERFIT_AFTER after it (a fine-tune evaluated every 1,000 of 5,000 steps has five)."""
+OVERFIT_AFTER = 3
+"""Evaluations after the best held-out point before a widening gap is read."""
+OVERFIT_Z = 3.0
+"""The train-validation gap must grow by this many standard errors after the held-out best (the gap of a healthy
+run stays level: train and held-out loss fall together)."""
 LOW_CONFIDENCE = 0.3
 """Findings at or below this confidence are notes, not alarms (the clean-run target counts those above)."""
 
@@ -100,14 +123,18 @@ class Finding:
     advice: str
     detector: str
 
+    @property
+    def severity(self) -> str:
+        return SEVERITY.get(self.cause, "high")
+
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:
             raise ValueError(f"finding cause must be one of {', '.join(CAUSES)}, got {self.cause!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "start_step": self.start_step, "end_step": self.end_step,
-                "confidence": round(self.confidence, 3), "evidence": self.evidence, "advice": self.advice,
-                "detector": self.detector}
+                "confidence": round(self.confidence, 3), "severity": self.severity, "evidence": self.evidence,
+                "advice": self.advice, "detector": self.detector}
 
 
 class NotRun(Exception):
@@ -126,6 +153,8 @@ class RunSignals:
     meta: dict[str, Any] = field(default_factory=dict)
     recorded_nan: dict[str, np.ndarray] = field(default_factory=dict)
     """Steps where a core column holds a recorded NaN (`steps` cannot tell it from a missing value)."""
+    peers: dict[str, pd.Series] = field(default_factory=dict)
+    """Training loss by step of other runs that read the same data in the same order (run name -> loss)."""
 
     def column(self, name: str, why: str) -> pd.Series:
         """A recorded column indexed by step (non-recorded rows dropped), or NotRun."""
@@ -135,6 +164,18 @@ class RunSignals:
 
     def prefixed(self, prefix: str) -> list[str]:
         return [c for c in self.steps.columns if c.startswith(prefix) and self.steps[c].notna().any()]
+
+    def epochs(self) -> float | None:
+        """Epochs over the unique data at the end of the run, when known: the largest imported `imported/epoch`
+        (a trainer's own epoch counter), else the accepted tokens over the manifest's unique tokens."""
+        if "imported/epoch" in self.steps and self.steps["imported/epoch"].notna().any():
+            return float(self.steps["imported/epoch"].max())
+        sources = self.manifest.data.sources if self.manifest and self.manifest.data else []
+        unique = sum(s.unique_tokens or 0 for s in sources)
+        if unique > 0 and all(s.unique_tokens for s in sources) and "tokens" in self.steps \
+                and self.steps["tokens"].notna().any():
+            return float(self.steps["tokens"].max()) / unique
+        return None
 
     def val_loss(self, task: str = "val") -> pd.Series:
         e = self.evals
@@ -148,30 +189,6 @@ def _clip(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
 
 
-def spike_steps(values: np.ndarray, window: int = SPIKE_WINDOW, k: float = SPIKE_SIGMA) -> list[tuple[int, float]]:
-    """Indices (and z-scores) of finite values above mean + k·σ of the trailing window.
-
-    The mean is that of the last SPIKE_LEVEL values (the local level) and σ the step-to-step noise of the
-    trailing `window` values, std(diff)/√2: a short run's loss falls fast, and a plain σ over 128 steps would
-    be mostly trend. A spike does not enter the baseline of the steps after it. Pure and cheap: online use is
-    the same call on the trailing window."""
-    out: list[tuple[int, float]] = []
-    history: list[float] = []
-    for i, v in enumerate(values):
-        if not math.isfinite(v):
-            continue
-        if len(history) >= SPIKE_MIN_HISTORY:
-            base = np.asarray(history[-window:])
-            mu = float(base[-SPIKE_LEVEL:].mean())
-            sd = float(np.diff(base).std() / math.sqrt(2.0))
-            z = (v - mu) / sd if sd > 0 else math.inf if v > mu else 0.0
-            if z > k:
-                out.append((i, z))
-                continue
-        history.append(float(v))
-    return out
-
-
 def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
     """Value of the next repeated token relative to a fresh one after `epochs` epochs: e^(−R/R*), R = epochs − 1
     repetitions (the derivative of D' = U + U·R*·(1 − e^(−R/R*)), Muennighoff et al. 2023)."""
@@ -179,47 +196,6 @@ def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
 
 
 # -- damaged update -----------------------------------------------------------------------------------------
-
-
-def loss_spikes(sig: RunSignals) -> list[Finding]:
-    """Loss spikes above the trailing window's level + 6σ, with any gradient-norm spike at the same step as
-    evidence. One or two are damaged updates; RECURRING_SPIKES or more, at separate steps, are an unstable (too
-    high) learning rate. A gradient-norm spike without a loss spike is only a note: at probe scale the norm is
-    heavy-tailed (clean calibration runs reached z = 72 early on) and clipping bounds the update it makes."""
-    loss = sig.column("loss", "a log without training loss")
-    spikes: list[tuple[int, str, float, float]] = []  # (step, signal, value, z)
-    series = {"loss": loss}
-    if "grad_norm" in sig.steps and sig.steps["grad_norm"].notna().any():
-        series["grad_norm"] = sig.steps.set_index("step")["grad_norm"].dropna()
-    for name, values in series.items():
-        steps, v = values.index.to_numpy(), values.to_numpy(dtype=float)
-        k = SPIKE_SIGMA if name == "loss" else GRAD_SPIKE_SIGMA
-        spikes += [(int(steps[i]), name, float(v[i]), round(float(z), 2)) for i, z in spike_steps(v, k=k)]
-    if not spikes:
-        return []
-    spikes.sort()
-    as_json = lambda hits: [{"step": st, "signal": n, "value": v, "z": z} for st, n, v, z in hits]  # noqa: E731
-    events = _runs(np.array([sp[0] for sp in spikes]), gap=2)
-    with_loss = [(a, b) for a, b in events if any(a <= sp[0] <= b and sp[1] == "loss" for sp in spikes)]
-    if len(with_loss) >= RECURRING_SPIKES:
-        return [Finding(cause="schedule", start_step=with_loss[0][0], end_step=with_loss[-1][1], confidence=0.8,
-                        detector="recurring_spikes",
-                        evidence={"spikes": as_json(spikes[:20]), "count": len(with_loss), "window": SPIKE_WINDOW,
-                                  "k": SPIKE_SIGMA},
-                        advice="recurring loss spikes: the update is unstable at this LR; lower the peak LR, lengthen "
-                               "warm-up or tighten clipping")]
-    found = []
-    for start, end in events:
-        hits = [sp for sp in spikes if start <= sp[0] <= end]
-        loss_z = max((h[3] for h in hits if h[1] == "loss"), default=None)
-        confidence = LOW_CONFIDENCE if loss_z is None else _clip(0.6 + (loss_z - SPIKE_SIGMA) / 20)
-        found.append(Finding(
-            cause="damaged_update", start_step=start, end_step=end, confidence=confidence,
-            detector="spike" if loss_z is not None else "grad_norm_spike",
-            evidence={"spikes": as_json(hits), "window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA},
-            advice=f"a spike at step {start}: inspect that step's batch (corrupted or extreme data) and skip it; if it "
-                   "recurs, lower the LR or tighten clipping"))
-    return found
 
 
 def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
@@ -333,17 +309,22 @@ def stall(sig: RunSignals) -> list[Finding]:
         here["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
         if kind == "data_wait":
             confidence = 0.9
+            advice = ("the input pipeline stalled, not learning: the data-wait share of step time rose; add loader "
+                      "workers/prefetch and check storage; changing the data or the schedule will not help")
         else:
             # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
             # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
-            # unless the device says it throttled.
+            # unless the device says it throttled. The loader is not the cause: its wait did not rise.
             throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[span] > 0).any())
             confidence = 0.8 if throttled else LOW_CONFIDENCE
             here["device_throttled"] = throttled
+            wait = (f" while the data-wait share went from {here['wait_fraction_early']:.0%} to "
+                    f"{here['wait_fraction_during']:.0%}" if has_wait else "")
+            advice = (f"steps got slower{wait}: the compute side slowed, not the loader; "
+                      + ("the device reports throttling: check its cooling and power limits" if throttled else
+                         "a note: on a shared host this is contention as often as a fault; check what else ran"))
         found.append(Finding(cause="infrastructure_stall", start_step=int(steps[first]), end_step=int(steps[last]),
-                             confidence=confidence, detector=f"stall_{kind}", evidence=here,
-                             advice="the input pipeline or the machine stalled, not learning: add loader workers/prefetch, "
-                                    "check storage and host load; changing the data or the schedule will not help"))
+                             confidence=confidence, detector=f"stall_{kind}", evidence=here, advice=advice))
     return found
 
 

@@ -1,4 +1,4 @@
-"""`yieldgate diagnose`: tell data exhaustion apart from a bad schedule, a damaged update or an infrastructure
+"""`yieldgate diagnose`: tell data exhaustion and overfitting apart from a bad schedule, a damaged update or an infrastructure
 stall, with evidence.
 
 `diagnose(ledger, run)` reads the run (tracked or imported), runs every detector of `DETECTORS` on it,
@@ -12,29 +12,38 @@ skipped steps, stalls) on a trailing window of step records, a DataFrame with `s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from yieldgate.analysis.data_detectors import data_exhaustion, duplicated_stream, mixture_drift, non_iid_stream
+from yieldgate.analysis.data_detectors import (
+    data_exhaustion,
+    duplicated_stream,
+    mixture_drift,
+    non_iid_stream,
+    overfitting,
+)
 from yieldgate.analysis.detectors import (
     CAUSES,
     LOW_CONFIDENCE,
     Finding,
     NotRun,
     RunSignals,
-    loss_spikes,
     nonfinite_and_skipped,
     stall,
 )
+from yieldgate.analysis.spikes import loss_spikes
 from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
 from yieldgate.ledger import Ledger
+from yieldgate.manifest import Manifest
 
 __all__ = ["DETECTORS", "ONLINE_DETECTORS", "Diagnosis", "diagnose", "diagnose_run", "load_signals", "online_findings",
-           "run_detectors", "CAUSES", "Finding", "LOW_CONFIDENCE"]
+           "run_detectors", "data_order", "peer_losses", "CAUSES", "Finding", "LOW_CONFIDENCE"]
 
 Detector = Callable[[RunSignals], list[Finding]]
 
@@ -44,6 +53,7 @@ DETECTORS: dict[str, Detector] = {
     "stall": stall,
     "schedule": schedule,
     "data_exhaustion": data_exhaustion,
+    "overfitting": overfitting,
     "duplicated_stream": duplicated_stream,
     "non_iid_stream": non_iid_stream,
     "mixture_drift": mixture_drift,
@@ -103,6 +113,13 @@ def run_detectors(sig: RunSignals, names: tuple[str, ...] | None = None, *, run:
             found += DETECTORS[name](sig)
         except NotRun as why:
             result.not_run.append({"detector": name, "reason": str(why)})
+    # A cause found by another detector (a plateau's cooldown naming the data) is not also "not run": the finding
+    # keeps why its own detector could not run, and not_run lists only what nothing else answered.
+    for f in found:
+        for entry in [e for e in result.not_run if e["detector"] == f.cause]:
+            f.evidence.setdefault("not_run", {})[entry["detector"]] = entry["reason"]
+    answered = {f.cause for f in found}
+    result.not_run = [e for e in result.not_run if e["detector"] not in answered]
     result.findings = _merge(found)
     return result
 
@@ -113,8 +130,30 @@ def online_findings(window: pd.DataFrame) -> list[Finding]:
     return run_detectors(RunSignals(steps=window.reset_index(drop=True)), ONLINE_DETECTORS).findings
 
 
-def load_signals(ledger: Ledger, run: str) -> RunSignals:
-    """A run's steps (extras pivoted into columns), evals, manifest and notes."""
+def data_order(manifest: Manifest | None) -> str | None:
+    """What fixes the order a run reads its data in: the manifest's data recipe and seed, hashed (None: no recipe or
+    no seed, so the order is unknown)."""
+    if manifest is None or manifest.data is None or manifest.seed is None:
+        return None
+    recipe = json.dumps({"data": manifest.data.model_dump(mode="json"), "seed": manifest.seed}, sort_keys=True)
+    return hashlib.sha256(recipe.encode()).hexdigest()
+
+
+def peer_losses(ledger: Ledger, run: str, against: Sequence[str] = ()) -> dict[str, pd.Series]:
+    """Training loss by step of the runs that read `run`'s data in the same order: those named in `against`, and
+    those whose manifest has the same data recipe and seed (`data_order`)."""
+    names = set(against)
+    order = data_order(ledger.manifest(run))
+    if order is not None:
+        names |= {n for n in ledger.runs()["name"] if n != run and data_order(ledger.manifest(n)) == order}
+    for name in names:
+        ledger.run_id(name)  # an unknown run fails with its name
+    return {n: ledger.steps(n, ["loss"]).set_index("step")["loss"] for n in sorted(names - {run})}
+
+
+def load_signals(ledger: Ledger, run: str, against: Sequence[str] = ()) -> RunSignals:
+    """A run's steps (extras pivoted into columns), evals, manifest and notes, and the training loss of the runs
+    that read its data in the same order (`peer_losses`)."""
     nullable = ledger.steps(run, nullable=True)
     # A recorded NaN (a NaN gradient norm) is a finding; a value never recorded is not: keep them apart.
     recorded_nan = {c: nullable["step"].to_numpy()[np.isnan(nullable[c].to_numpy(dtype=float, na_value=0.0))]
@@ -125,7 +164,7 @@ def load_signals(ledger: Ledger, run: str) -> RunSignals:
         wide = extras.pivot_table(index="step", columns="key", values="value", aggfunc="last", dropna=False)
         steps = steps.merge(wide.reset_index(), on="step", how="outer").sort_values("step", ignore_index=True)
     return RunSignals(steps=steps, evals=ledger.evals(run), manifest=ledger.manifest(run), meta=ledger.meta(run),
-                      recorded_nan=recorded_nan)
+                      recorded_nan=recorded_nan, peers=peer_losses(ledger, run, against))
 
 
 def _key(body: dict[str, Any], start: Any, end: Any) -> tuple[Any, ...]:
@@ -133,10 +172,12 @@ def _key(body: dict[str, Any], start: Any, end: Any) -> tuple[Any, ...]:
             None if end is None else int(end))
 
 
-def diagnose(ledger: Ledger, run: str, *, store: bool = True) -> Diagnosis:
+def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
     """Diagnose `run` and (with `store`) keep its findings as open `diagnosis` events: an open finding that is
-    found again is left as it is, one no longer found is resolved, a new one is added."""
-    result = run_detectors(load_signals(ledger, run), run=run)
+    found again is left as it is, one no longer found is resolved, a new one is added. `against`: other runs known
+    to read the same data in the same order (runs with the same data recipe and seed are found without it); loss
+    spikes they share at the same steps are put down to the data."""
+    result = run_detectors(load_signals(ledger, run, against), run=run)
     if not store:
         return result
     with ledger.transaction():
@@ -154,7 +195,7 @@ def diagnose(ledger: Ledger, run: str, *, store: bool = True) -> Diagnosis:
     return result
 
 
-def diagnose_run(location: str, run: str, *, store: bool = True) -> Diagnosis:
+def diagnose_run(location: str, run: str, *, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
     """`diagnose` on the ledger at `location`."""
     with Ledger(location) as ledger:
-        return diagnose(ledger, run, store=store)
+        return diagnose(ledger, run, against=against, store=store)

@@ -209,6 +209,9 @@ def forecast(
     fit_lo, fit_hi = (np.quantile(gains, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
     measured = np.asarray(gains) + rng.normal(0.0, noise * math.sqrt(2.0 / max(replicates, 1)), size=len(gains))
     lo, hi = (np.quantile(measured, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
+    # A percentile interval need not hold the full fit's estimate (a skewed bootstrap); the interval printed beside
+    # an estimate always holds it, so each is widened to it where it falls outside.
+    fit_lo, fit_hi, lo, hi = min(fit_lo, gain), max(fit_hi, gain), min(lo, gain), max(hi, gain)
     per = BILLION / next_tokens
     if law.poor:
         notes.append(f"poor fit: {law.poor}")

@@ -1,17 +1,22 @@
-"""Detectors of how the run learns: the schedule (LR too high, too low, no warm-up), an undertrained model, a
+"""Detectors of how the run learns: the schedule (LR too high, too low, no warm-up), a plateau at constant LR
+(stalled, cause undetermined until a cooldown tells the schedule from the data), an undertrained model, a
 throughput change that altered learning, and early warnings in the learning signals. Pure functions over
 `RunSignals` (see `detectors.py` for the contract and the thresholds).
 """
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.detectors import (
+    COOLDOWN_DROP_SIGMA,
     ENTROPY_COLLAPSE,
     PLATEAU_RATIO,
+    PLATEAU_SHARE,
+    PLATEAU_T,
     SLOW_DROP,
     TOKENS_PER_PARAM,
     UNDERTRAINED_FACTOR,
@@ -32,9 +37,20 @@ def _median_update_ratio(sig: RunSignals) -> float | None:
     return float(np.nanmedian(sig.steps[cols].to_numpy(dtype=float)))
 
 
+def _slope_t(values: np.ndarray) -> float:
+    """t statistic of the least-squares slope of `values` against their index (residual standard error)."""
+    x = np.arange(len(values), dtype=float)
+    slope, intercept = np.polyfit(x, values, 1)
+    resid = values - (slope * x + intercept)
+    se = math.sqrt(float((resid**2).sum()) / max(len(values) - 2, 1) / float(((x - x.mean()) ** 2).sum()))
+    return float(slope / se) if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
+
+
 def schedule(sig: RunSignals) -> list[Finding]:
-    """Learning rate too high (a plateau or a rise at the peak LR), too low (a slow, steady descent), or a
-    missing warm-up (the first step at the peak LR), from the lr and loss columns."""
+    """Learning rate too high (the loss rises at the peak LR, or activations collapse there), too low (a slow,
+    steady descent), a missing warm-up (the first step at the peak LR), and a plateau at the peak LR, from the lr
+    and loss columns. A plateau is "stalled, cause undetermined" (`_plateau`) unless a cooldown after it, or an
+    activation collapse, says which. Never "too high" and "too low" at once."""
     loss = sig.column("loss", "a log without training loss")
     lr = sig.column("lr", "a log without the learning rate")
     found = []
@@ -63,33 +79,44 @@ def schedule(sig: RunSignals) -> list[Finding]:
     phase = phase[np.isfinite(phase.to_numpy(dtype=float))]
     start_loss = float(np.nanmean(values[:5]))
     collapsed = _entropy_collapse(sig)
+    stalled = False
     if len(phase) >= 40:
         phase = phase.iloc[len(phase) // 10:]
         q = np.array_split(phase.to_numpy(dtype=float), 4)
         first_q, last_q = float(q[0].mean()), float(q[-1].mean())
-        noise = float(np.std(np.diff(phase.to_numpy(dtype=float)))) / np.sqrt(2 * len(q[0]))
+        step_noise = float(np.std(np.diff(phase.to_numpy(dtype=float)))) / np.sqrt(2)
+        noise = step_noise / np.sqrt(len(q[0]))  # standard error of a quarter's mean
         before = start_loss - first_q  # what the run learned before the peak phase settled
         progress = first_q - last_q
         ratio = progress / before if before > 0 else np.nan
+        slope_t = _slope_t(phase.to_numpy(dtype=float)[len(phase) // 2:])
         ev = {**ev_common, "loss_start": round(start_loss, 4), "peak_phase_first_quarter": round(first_q, 4),
-              "peak_phase_last_quarter": round(last_q, 4), "progress_ratio": round(float(ratio), 4)}
+              "peak_phase_last_quarter": round(last_q, 4), "progress_ratio": round(float(ratio), 4),
+              "second_half_slope_t": round(slope_t, 2)}
         if progress < -3 * noise and progress < -0.01 * abs(first_q):
             found.append(Finding(cause="schedule", start_step=int(phase.index[0]), end_step=int(phase.index[-1]),
                                  confidence=0.9, detector="lr_too_high", evidence={**ev, "diverging": True},
                                  advice="LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)"))
-        elif before > 0 and (ratio < PLATEAU_RATIO or collapsed is not None):
+        elif before > 0 and collapsed is not None:
             found.append(Finding(cause="schedule", start_step=int(phase.index[0]), end_step=int(phase.index[-1]),
-                                 confidence=0.9 if collapsed is not None else _clip(0.7 + (PLATEAU_RATIO - ratio) * 4),
-                                 detector="lr_too_high", evidence={**ev, "act_entropy_share": collapsed},
-                                 advice="LR too high: learning stalled early at the peak LR (a plateau at the noise floor "
-                                        "the LR sets); lower the peak LR (try /3-/10) and compare a short probe"))
+                                 confidence=0.9, detector="lr_too_high", evidence={**ev, "act_entropy_share": collapsed},
+                                 advice="LR too high: learning stalled at the peak LR while the activations collapsed "
+                                        "(Wortsman et al. 2023); lower the peak LR (try /3-/10) and compare a short probe"))
+        elif slope_t > PLATEAU_T and not ratio >= PLATEAU_RATIO and len(phase) >= PLATEAU_SHARE * n:
+            # Flat within its noise, after learning little (or nothing) in a long constant-LR phase: a plateau. The
+            # few peak steps of a cosine schedule are no constant-LR phase, and its decay no cooldown experiment.
+            stalled = True
+            found += _plateau(sig, loss, lr, phase, q[-1], step_noise, ev)
     end_loss = float(np.nanmean(values[-max(n // 10, 5):]))
     drop = (start_loss - end_loss) / start_loss if start_loss > 0 else np.nan
     tail = values[finite][-n // 4:]
-    slope = np.polyfit(np.arange(len(tail)), tail, 1)[0] if len(tail) > 5 else 0.0
+    tail_t = _slope_t(tail) if len(tail) > 5 else 0.0
     ratio_u = _median_update_ratio(sig)
-    if 0 <= drop < SLOW_DROP and slope < 0:
-        ev = {**ev_common, "relative_loss_drop": round(float(drop), 4), "tail_slope_per_step": float(slope),
+    too_high = any(f.detector == "lr_too_high" for f in found)
+    # Too low: a descent that is slow over the run yet steady (its tail still falls beyond the noise), never beside
+    # a too-high finding or a plateau.
+    if 0 <= drop < SLOW_DROP and tail_t < PLATEAU_T and not too_high and not stalled:
+        ev = {**ev_common, "relative_loss_drop": round(float(drop), 4), "tail_slope_t": round(tail_t, 2),
               "update_ratio_median": ratio_u}
         confidence = 0.75 + (0.15 if ratio_u is not None and ratio_u < 2e-3 else 0.0)
         found.append(Finding(cause="schedule", start_step=int(loss.index[0]), end_step=int(loss.index[-1]),
@@ -97,6 +124,50 @@ def schedule(sig: RunSignals) -> list[Finding]:
                              advice="LR too low: the loss falls slowly and steadily, far from where it could be; raise "
                                     "the peak LR (try x3-x10) and compare a short probe"))
     return found
+
+
+COOLDOWN = "cool the LR down from the plateau over a short stretch (~10% of the steps so far) and evaluate"
+
+
+def _plateau(sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, last_q: np.ndarray,
+             step_noise: float, ev: dict) -> list[Finding]:
+    """A plateau at the peak LR. A cooldown after it in the run is the discriminating experiment, already run: a
+    drop beyond COOLDOWN_DROP_SIGMA standard errors means the LR's noise floor was the limit (schedule), none means
+    the data. Without one the cause is undetermined: a `stalled` finding ranking the candidates and naming the
+    experiment."""
+    start, end = int(phase.index[0]), int(phase.index[-1])
+    peak = float(lr.max())
+    after = loss.loc[end + 1:]
+    cool = after[(lr.reindex(after.index) < 0.5 * peak).to_numpy() & np.isfinite(after.to_numpy(dtype=float))]
+    plateau = float(last_q.mean())
+    if len(cool) >= 10:
+        tail = cool.to_numpy(dtype=float)[-max(len(cool) // 4, 5):]
+        drop = plateau - float(tail.mean())
+        se = step_noise * math.sqrt(1 / len(last_q) + 1 / len(tail))
+        here = {**ev, "cooldown_from_step": int(cool.index[0]), "cooldown_drop": round(drop, 4),
+                "cooldown_drop_se": round(se, 5)}
+        if drop > COOLDOWN_DROP_SIGMA * se and drop > 0.01 * abs(plateau):
+            return [Finding(cause="schedule", start_step=start, end_step=int(cool.index[-1]), confidence=0.8,
+                            detector="plateau_cooldown", evidence=here,
+                            advice=f"the loss plateaued at the peak LR and fell by {drop:.3g} once the LR cooled down: "
+                                   "the LR's noise floor was the limit; lower the peak LR or cool down earlier")]
+        return [Finding(cause="data_exhaustion", start_step=start, end_step=int(cool.index[-1]), confidence=0.7,
+                        detector="plateau_cooldown", evidence=here,
+                        advice="the loss plateaued at the peak LR and the cooldown did not lower it: the data (for this "
+                               "model), not the schedule, is the limit; add fresh data before more compute")]
+    epochs = sig.epochs()
+    candidates = [
+        {"cause": "schedule", "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower"},
+        {"cause": "data_exhaustion", "why": "the data has no more to teach this model"
+         + (f" ({epochs:.3g} epochs over it)" if epochs is not None else "")},
+    ]
+    if epochs is not None and epochs > 1:
+        candidates.reverse()  # repeated data makes the data the likelier limit
+    return [Finding(cause="stalled", start_step=start, end_step=end, confidence=0.5, detector="plateau",
+                    evidence={**ev, "candidates": candidates, "experiment": COOLDOWN},
+                    advice=f"learning stalled at constant LR from step {start}, cause undetermined: "
+                           f"{candidates[0]['cause']} or {candidates[1]['cause']}; to tell them apart, {COOLDOWN}: a drop "
+                           "means the schedule was the limit, no drop means the data")]
 
 
 def _entropy_collapse(sig: RunSignals) -> float | None:

@@ -151,6 +151,11 @@ def _per(value: float, amount: float) -> float | None:
     return value / amount if amount and math.isfinite(amount) and amount > 0 and math.isfinite(value) else None
 
 
+def cost_from_price(wall_s: np.ndarray, devices: int, price_per_device_hour: float) -> np.ndarray:
+    """Dollars spent by `wall_s` seconds on `devices` devices at the manifest's price per device-hour."""
+    return np.asarray(wall_s, dtype=float) / 3600.0 * devices * price_per_device_hour
+
+
 def tranche_yields(
     run: str,
     steps: pd.DataFrame,
@@ -207,7 +212,7 @@ def tranche_yields(
                      "import, devices=N, or in the manifest's hardware.device_count)")
     if np.isnan(cost).all():
         if price_per_device_hour is not None and not np.isnan(wall).all() and devices is not None:
-            cost = wall / 3600.0 * devices * price_per_device_hour
+            cost = cost_from_price(wall, devices, price_per_device_hour)
         else:
             missing["yield_per_dollar"] = "no cost recorded and no price per device-hour in the manifest"
     if np.isnan(energy).all():

@@ -5,10 +5,8 @@ Plain functions over the ledger; `gate.py` turns their results into a decision.
 
 The forecast (DESIGN.md): with final losses at three or more budgets, one power law over every seed's final
 loss at each budget (`fit.forecast`, bootstrap over the points); with fewer, each seed's own stable-phase fit,
-pooled over seeds. The pooled interval is mean ± t·se over the seeds' estimates, with se² the larger of the
-between-seed variance and the seeds' mean bootstrap variance, over n: a t-interval is what says how far the
-mean of a few seeds can be off, and the floor keeps two seeds that agree by chance from claiming a precision
-their fits do not have. A power law is monotone and cannot see a loss that has turned up (a source repeated
+pooled over seeds (`stats.pooled_mean`: mean ± t·se over the seeds' estimates, with se² the larger of the
+between-seed variance and the seeds' mean bootstrap variance, over n). A power law is monotone and cannot see a loss that has turned up (a source repeated
 for many epochs), so each bound is also capped by the recently measured yield (the slope over the last half
 of the stable phase, or between the two largest budgets): on a curve of diminishing returns the next tokens
 yield no more than the last ones did.
@@ -25,8 +23,8 @@ import re
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from yieldgate.analysis import stats
 from yieldgate.analysis.compare import compare
 from yieldgate.analysis.fit import BILLION, Forecast, forecast
 from yieldgate.analysis.runs import load_run, match_runs, stable_points
@@ -138,23 +136,15 @@ def open_faults(ledger: Ledger, runs: list[str], policy: Policy) -> list[dict[st
 
 
 def _recent_yield(tokens: np.ndarray, losses: np.ndarray, level: float) -> tuple[float, float, float]:
-    """Yield per billion tokens measured by a straight line through the points, with its t-interval."""
-    fit = stats.linregress(tokens, losses)
-    half = float(stats.t.ppf(0.5 + level / 2, len(tokens) - 2) * fit.stderr) if len(tokens) > 2 else math.inf
-    return -fit.slope * BILLION, -(fit.slope + half) * BILLION, -(fit.slope - half) * BILLION
+    """Yield per billion tokens measured by a straight line through the points, with the slope's t-interval."""
+    iv = stats.slope_interval(tokens, losses, level)
+    return -iv.estimate * BILLION, -iv.high * BILLION, -iv.low * BILLION
 
 
 def _pool(estimates: list[tuple[float, float, float]], level: float) -> tuple[float, float, float]:
-    """Mean and interval over seeds of (point, low, high) estimates; see the module docstring."""
-    if len(estimates) == 1:
-        return estimates[0]
-    points = np.array([e[0] for e in estimates])
-    z = stats.norm.ppf(0.5 + level / 2)
-    within = float(np.mean([((hi - lo) / (2 * z)) ** 2 for _, lo, hi in estimates]))
-    se = math.sqrt(max(float(points.var(ddof=1)), within) / len(points))
-    half = float(stats.t.ppf(0.5 + level / 2, len(points) - 1)) * se
-    mean = float(points.mean())
-    return mean, mean - half, mean + half
+    """Mean and interval over seeds of (point, low, high) estimates (`stats.pooled_mean`)."""
+    iv = stats.pooled_mean(estimates, level)
+    return iv.estimate, iv.low, iv.high
 
 
 @functools.lru_cache(maxsize=256)
@@ -179,13 +169,14 @@ def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
 def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float]],
                level: float) -> tuple[float, float, float]:
     """Yield per billion tokens measured between two budgets' final (tokens, loss) points, mean over seeds, with
-    a t-interval of the difference of the means (unbounded with one seed at each)."""
+    the t-interval of the difference of the means (`stats.difference`; unbounded with one seed at each)."""
     la, lb = np.array([p[1] for p in before]), np.array([p[1] for p in after])
     span = (np.mean([p[0] for p in after]) - np.mean([p[0] for p in before])) / BILLION
-    var = sum(v.var(ddof=1) / len(v) for v in (la, lb) if len(v) > 1)
-    half = float(stats.t.ppf(0.5 + level / 2, max(len(la) + len(lb) - 2, 1)) * math.sqrt(var)) if var > 0 else math.inf
+    iv = stats.difference(lb, la, level)  # la - lb: the loss the larger budget gained
     gain = float(la.mean() - lb.mean())
-    return gain / span, (gain - half) / span, (gain + half) / span
+    if iv is None:
+        return gain / span, -math.inf, math.inf
+    return gain / span, iv.low / span, iv.high / span
 
 
 def forecast_yield(ledger: Ledger, groups: list[tuple[float, list[str]]], next_tokens: float, level: float,
@@ -270,13 +261,14 @@ def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:
 
 
 def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None],
-                       exc: NewHardwareException, metric: str) -> dict[str, Any]:
+                       exc: NewHardwareException, metric: str, level: float = 0.8) -> dict[str, Any]:
     """Whether the new-hardware exception holds, and if not why: the manifests differ from the reference's only in
     hardware and library versions, and the validation loss at equal tokens (`compare.compare`'s aligned points)
-    stays within noise of the reference's at every point. Noise: the seeds' spread at the point (`noise_floor`,
-    pooled) times sqrt(1/n_ref + 1/n_target), at a 95% family-wise level over the k points (Bonferroni, normal
-    quantile: with the three reference seeds a probe campaign runs, a t-quantile on 2 degrees of freedom would let
-    almost any curve pass), or `exc.loss_tolerance`, whichever is wider; with one seed a side, the tolerance alone.
+    stays within noise of the reference's at every point: within the half-width of `compare`'s interval of the
+    difference (`stats.difference`, Welch t; a single target seed borrows the reference's spread and degrees of
+    freedom) at the gate's `level`, each point on its own (not family-wise: here "within noise" is the claim acted
+    on, and widening for the family would hide a departure), or `exc.loss_tolerance`, whichever is wider; with one
+    seed a side, the tolerance alone. Points identical by construction (the untrained model) are left out.
     With `applies`, the tokens/s of both sides (tokens over wall-clock time, end to end)."""
     reference = match_runs(ledger, exc.reference)
     out: dict[str, Any] = {"reference": reference, "applies": False}
@@ -295,15 +287,15 @@ def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Man
         return out
     task, name = split_eval_key(metric)
     points = compare([load_run(ledger, r) for r in reference], [load_run(ledger, r) for r in runs], at="tokens",
-                     task=task, metric=name).points
-    z = float(stats.norm.ppf(1 - 0.05 / (2 * max(len(points), 1))))
-    scale = math.sqrt(1 / len(reference) + 1 / len(runs))
+                     task=task, metric=name, level=level, family_wise=False).points
     worst = None
-    for p in points:
-        p["allowed"] = max(exc.loss_tolerance, 0.0 if p["noise_floor"] is None else z * p["noise_floor"] * scale)
+    for p in [p for p in points if not p["identical_by_construction"]]:
+        half = 0.0 if p["interval"] is None else (p["interval"][1] - p["interval"][0]) / 2
+        p["allowed"] = max(exc.loss_tolerance, half)
         if worst is None or abs(p["diff"]) - p["allowed"] > abs(worst["diff"]) - worst["allowed"]:
             worst = p
-    out["curve"] = {"points": points, "z": z, "loss_tolerance": exc.loss_tolerance}
+    out["curve"] = {"points": points, "level": points[0]["level"] if points else None,
+                    "interval_kind": points[0]["interval_kind"] if points else None, "loss_tolerance": exc.loss_tolerance}
     if worst is None or abs(worst["diff"]) > worst["allowed"]:
         out["reason"] = ("no aligned points to compare the loss curves at" if worst is None else
                          f"the loss curve departs from the reference by {worst['diff']:+.4f} at "

@@ -27,6 +27,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from yieldgate.analysis import stats
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest, parse_manifest
@@ -162,8 +163,8 @@ def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[fl
     holds: list[tuple[str, str]] = []
     if not draft.check("lower bound above threshold", lo > thr, f"lower {lo:,.0f} vs {thr:,.0f} per billion tokens"):
         more = req.min_seeds
-        if point > thr and hi > lo:  # the half-width shrinks as 1/sqrt(seeds)
-            more = max(1, min(math.ceil(seeds * ((hi - lo) / 2 / (point - thr)) ** 2) - seeds, 4 * seeds))
+        if point > thr and hi > lo:
+            more = stats.seeds_for_margin(seeds, (hi - lo) / 2, point - thr)
         three = ("" if len(groups) >= 3 else f", or probes at {reached / 2:,.0f} and {reached * 2:,.0f} tokens to fit "
                  "the final losses of three budgets")
         holds.append((f"the interval is too wide: {point:,.0f} per billion tokens, {req.level:.0%} interval "
@@ -238,7 +239,8 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     draft.check("no open non-data fault", not faults, f"open: {opened}" if faults else
                 f"no open diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence}")
     if policy.exception is not None:
-        exc = evidence["exception"] = hardware_exception(ledger, runs, manifests, policy.exception, metric)
+        exc = evidence["exception"] = hardware_exception(ledger, runs, manifests, policy.exception, metric,
+                                                                req.level)
         if exc["applies"]:
             return _throughput_decision(draft, exc, policy.exception.throughput_tolerance, faults)
         draft.check("new-hardware exception", None, f"ended: {exc['reason']}; learning decides")

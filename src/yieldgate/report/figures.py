@@ -203,7 +203,7 @@ def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
                                         "signals/update_ratio/<median>", mode="lines+markers"))
     out = []
     if gns.data:
-        _layout(gns, "accepted tokens", "B_simple (samples)").update_yaxes(type="log")
+        _layout(gns, "accepted tokens", "B_simple (tokens)").update_yaxes(type="log")
         out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
     if ratio.data:
         _layout(ratio, "accepted tokens", "|update| / |weight|").update_yaxes(type="log")

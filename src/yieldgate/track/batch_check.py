@@ -4,7 +4,8 @@ alter what the optimiser learns per token?
 From one starting state, the small-batch baseline and the candidate configuration are trained for the same
 number of tokens over several seeds, and their learning per token (held-out loss decrease / tokens) is
 compared against the seed noise floor. A candidate that loses more than `threshold` (15%) of the baseline's
-learning per token, beyond twice the standard error of the difference, has altered learning.
+learning per token, with the 95% paired t-interval of the difference (`analysis.stats`) below 0, has altered
+learning.
 
 Raw gradient norms are reported beside it with their noise correction: E|g_b|^2 = |G|^2 + tr(Σ)/b, so a
 smaller batch shows a larger raw norm from noise alone (McCandlish et al. 2018); |G|^2 and tr(Σ) come from
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from yieldgate.analysis import stats
 from yieldgate.errors import InputError
 from yieldgate.track.signals import gns_estimate
 
@@ -63,7 +65,7 @@ class BatchCheckResult:
     relative_loss: float
     """1 - candidate / baseline learning per token (0.2: the candidate learns 20% less per token)."""
     standard_error: float
-    """Standard error of the difference in learning per token, from the seeds."""
+    """Standard error of the paired difference in learning per token, from the seeds."""
     altered: bool
     grad_norms: dict[str, float]
     verdict: str
@@ -120,11 +122,13 @@ def batch_size_check(
     seeds: int = 3,
     threshold: float = 0.15,
     grad_draws: int = 8,
+    level: float = 0.95,
 ) -> BatchCheckResult:
     """Run the check from `model`'s current state (the model itself is not changed).
 
     `sample(rng, n)` draws n training sequences (inputs, targets); `loss_fn(model, x, y)` is the mean loss;
-    `eval_batch` is a fixed held-out batch, the same for every run.
+    `eval_batch` is a fixed held-out batch, the same for every run. `level`: of the paired interval of the
+    difference in learning per token (`stats.difference`) that must exclude 0 for `altered`.
     """
     if seeds < 2:
         raise InputError(f"batch_size_check needs seeds >= 2 for a noise floor, got {seeds}")
@@ -146,9 +150,11 @@ def batch_size_check(
             learned[name].append(start - held_out(trial))
     per_token = {k: np.array(v) / seen[k] for k, v in learned.items()}
     base, cand = per_token["baseline"].mean(), per_token["candidate"].mean()
-    se = math.sqrt(per_token["baseline"].var(ddof=1) / seeds + per_token["candidate"].var(ddof=1) / seeds)
+    # Paired by seed: seed k trains both configurations from the same state on the same draws.
+    iv = stats.difference(per_token["baseline"], per_token["candidate"], level, paired=True)
+    se = iv.half / stats.t_quantile(level, iv.dof) if iv.half > 0 else 0.0
     relative = 1.0 - cand / base if base > 0 else math.nan
-    altered = bool(relative > threshold and base - cand > 2 * se)
+    altered = bool(relative > threshold and iv.high < 0)
 
     b, big_b = (baseline.batch_size // baseline.accumulation) * seq_tokens, (candidate.batch_size // candidate.accumulation) * seq_tokens
     rng = np.random.default_rng(10_000)
@@ -161,12 +167,13 @@ def batch_size_check(
         g2, trace = float(est.g2), float(est.trace)
         norms |= {"noise_corrected_sq": g2, "trace_sigma": trace,
                   "expected_raw_sq_b": g2 + trace / b, "expected_raw_sq_B": g2 + trace / big_b}
+    paired = (f"{level:.0%} {stats.KINDS['paired']} [{iv.low:.3g}, {iv.high:.3g}] over {seeds} seeds")
     verdict = (
         f"the candidate learns {relative:.0%} less per token than the small-batch baseline, beyond the seed noise "
-        f"(difference {base - cand:.3g} > 2 x {se:.3g}): the throughput change altered learning"
+        f"({paired}): the throughput change altered learning"
         if altered else
         f"learning per token is within {threshold:.0%} of the baseline or within seed noise "
-        f"(relative loss {relative:.0%}, standard error {se:.3g})"
+        f"(relative loss {relative:.0%}; {paired})"
     )
     return BatchCheckResult(tokens=tokens, baseline_learning_per_token=float(base), candidate_learning_per_token=float(cand),
                             baseline_learning=learned["baseline"], candidate_learning=learned["candidate"],

@@ -5,8 +5,8 @@ Which failure each one reveals:
 - per-layer gradient norms: exploding or vanishing layers, a damaged update (a spike in one layer first);
 - update/weight ratio: a learning rate too high (ratios far above ~1e-3) or too low, a layer that stopped
   learning (ratio collapsing toward 0);
-- gradient noise scale B_simple (McCandlish et al. 2018): the batch size beyond which more samples per step
-  buy little; a batch far above it wastes tokens, one falling over training is an early warning;
+- gradient noise scale B_simple (McCandlish et al. 2018), in tokens (b and B are the tokens of a microbatch and of
+  the step): the batch size beyond which more tokens per step buy little; a batch far above it wastes tokens, one falling over training is an early warning;
 - activation entropy: collapse of a layer's representation (memorising instead of learning);
 - loss scale and skipped steps: mixed-precision overflow, a loss scale collapsing;
 - per-batch loss variance: a non-i.i.d. stream (workers not sharing the shuffle, source-ordered data).
@@ -214,8 +214,14 @@ class GradientSignals:
             # Clipping scaled every gradient by one factor c = post/pre: undo it with the pre-clip norm.
             post = big.sum()
             big = big * torch.where(post > 0, pre / post.clamp_min(1e-30), torch.ones_like(post))
+        total = big.sum() if big is not None else pre
+        if not self.loss_averaged and k >= 1:
+            # Loss summed over microbatches: the accumulated gradient is the sum of k microbatch gradients, k·g_B,
+            # so its squared norm (and the pre-clip norm passed in) is k^2 |g_B|^2: divide it back.
+            big = None if big is None else big / float(k * k)
+            total = None if total is None else total / float(k * k)
         out["big_sq"] = big
-        out["big_total"] = big.sum() if big is not None else pre
+        out["big_total"] = total
         if k >= 1 and st.small:
             # A microbatch's loss divided by k makes its gradient g_b / k: scale the squares back by k^2.
             factor = float(k * k) if self.loss_averaged else 1.0

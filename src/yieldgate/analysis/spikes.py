@@ -1,0 +1,188 @@
+"""Loss spikes: an outlier batch the run recovers from, a damaged update, or an unstable schedule; and the data
+as the cause when runs that read the same data in the same order spike at the same steps.
+
+A spike is a value above mean + k·σ of a trailing window (OLMo-core: 128 steps, k = 6). What follows it decides
+what it was:
+- it recovers (back within 2σ of the level before it within RECOVER_STEPS), the level does not ratchet up
+  after it, and the held-out loss around it is unchanged: a `transient_spike`, low severity (an outlier batch,
+  not "lower the peak LR");
+- it does not recover, or the level ratchets up, or the held-out loss got worse: a `damaged_update`, and
+  RECURRING_SPIKES or more of those an unstable `schedule` (when the learning rate is recorded);
+- runs that read the same data order (`RunSignals.peers`) spike at the same steps: the data is the cause, and
+  the finding names the steps.
+Pure and cheap: the Tracker runs `loss_spikes` online on a trailing window (`diagnose.online_findings`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.analysis.detectors import (
+    GRAD_SPIKE_SIGMA,
+    LOW_CONFIDENCE,
+    RATCHET_SIGMA,
+    RECOVER_STEPS,
+    RECURRING_SPIKES,
+    SPIKE_LEVEL,
+    SPIKE_MIN_HISTORY,
+    SPIKE_SIGMA,
+    SPIKE_WINDOW,
+    Finding,
+    RunSignals,
+    _clip,
+    _runs,
+)
+from yieldgate.analysis.fit import eval_noise
+
+__all__ = ["spike_steps", "loss_spikes", "recovery"]
+
+def spike_steps(values: np.ndarray, window: int = SPIKE_WINDOW, k: float = SPIKE_SIGMA) -> list[tuple[int, float]]:
+    """Indices (and z-scores) of finite values above mean + k·σ of the trailing window.
+
+    The mean is that of the last SPIKE_LEVEL values (the local level) and σ the step-to-step noise of the
+    trailing `window` values, std(diff)/√2: a short run's loss falls fast, and a plain σ over 128 steps would
+    be mostly trend. A spike does not enter the baseline of the steps after it. Pure and cheap: online use is
+    the same call on the trailing window."""
+    out: list[tuple[int, float]] = []
+    history: list[float] = []
+    for i, v in enumerate(values):
+        if not math.isfinite(v):
+            continue
+        if len(history) >= SPIKE_MIN_HISTORY:
+            base = np.asarray(history[-window:])
+            mu = float(base[-SPIKE_LEVEL:].mean())
+            sd = float(np.diff(base).std() / math.sqrt(2.0))
+            z = (v - mu) / sd if sd > 0 else math.inf if v > mu else 0.0
+            if z > k:
+                out.append((i, z))
+                continue
+        history.append(float(v))
+    return out
+
+
+def recovery(steps: np.ndarray, values: np.ndarray, start: int, end: int) -> dict[str, Any]:
+    """What the loss did after a spike over steps `start`-`end`: the level and step noise before it (the last
+    SPIKE_LEVEL values; σ = std(diff)/√2 of the trailing window), the step it came back within 2σ of that level
+    (None: not within RECOVER_STEPS of its end, or the spike itself lasted longer), and the level of the SPIKE_LEVEL values after the recovery window against
+    the level before, in standard errors (a ratchet when above RATCHET_SIGMA)."""
+    ok = np.isfinite(values)
+    before = values[ok & (steps < start)][-SPIKE_WINDOW:]
+    after = values[ok & (steps > end)]
+    after_steps = steps[ok & (steps > end)]
+    if len(before) < SPIKE_MIN_HISTORY:
+        return {"recovered_at": None, "ratchet_z": None, "level_before": None}
+    level = float(before[-SPIKE_LEVEL:].mean())
+    sd = float(np.diff(before).std() / math.sqrt(2.0)) or 1e-12
+    window = after[:RECOVER_STEPS]
+    back = np.flatnonzero(window <= level + 2 * sd)
+    # A spike that lasts longer than RECOVER_STEPS has not recovered "within a few steps", whatever follows.
+    recovered_at = int(after_steps[back[0]]) if len(back) and end - start <= RECOVER_STEPS else None
+    later = after[RECOVER_STEPS:RECOVER_STEPS + SPIKE_LEVEL]
+    ratchet_z = round(float((later.mean() - level) / (sd / math.sqrt(len(later)))), 2) if len(later) >= 4 else None
+    return {"level_before": round(level, 4), "step_noise": round(sd, 5), "recovered_at": recovered_at,
+            "ratchet_z": ratchet_z}
+
+
+def _heldout_change(sig: RunSignals, start: int, end: int) -> dict[str, Any]:
+    """The held-out loss at the last evaluation before the spike and the first after its recovery window, in units
+    of the evaluations' noise (`fit.eval_noise`); None where no evaluation brackets the spike."""
+    val = sig.val_loss()
+    if len(val) < 3:
+        return {"val_change": None}
+    steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
+    before, after = values[steps < start], values[steps > end + RECOVER_STEPS]
+    if not len(before) or not len(after):
+        return {"val_change": None}
+    noise = eval_noise(steps, values)
+    change = float(after[0] - before[-1])
+    return {"val_change": round(change, 4), "val_noise": round(noise, 5),
+            "val_worse": bool(noise > 0 and change > 3 * noise)}
+
+
+def _peer_spikes(sig: RunSignals) -> dict[str, set[int]]:
+    """Steps at which each peer run (same data order) has a loss spike."""
+    out = {}
+    for name, loss in sig.peers.items():
+        loss = loss.dropna()
+        steps = loss.index.to_numpy()
+        out[name] = {int(steps[i]) for i, _ in spike_steps(loss.to_numpy(dtype=float))}
+    return out
+
+
+def loss_spikes(sig: RunSignals) -> list[Finding]:
+    """Loss spikes above the trailing window's level + 6σ, with any gradient-norm spike at the same step as
+    evidence, each read by what followed it (see the module docstring). A gradient-norm spike without a loss
+    spike is only a note: at probe scale the norm is heavy-tailed (clean calibration runs reached z = 72 early
+    on) and clipping bounds the update it makes."""
+    loss = sig.column("loss", "a log without training loss")
+    spikes: list[tuple[int, str, float, float]] = []  # (step, signal, value, z)
+    series = {"loss": loss}
+    if "grad_norm" in sig.steps and sig.steps["grad_norm"].notna().any():
+        series["grad_norm"] = sig.steps.set_index("step")["grad_norm"].dropna()
+    for name, values in series.items():
+        steps, v = values.index.to_numpy(), values.to_numpy(dtype=float)
+        k = SPIKE_SIGMA if name == "loss" else GRAD_SPIKE_SIGMA
+        spikes += [(int(steps[i]), name, float(v[i]), round(float(z), 2)) for i, z in spike_steps(v, k=k)]
+    if not spikes:
+        return []
+    spikes.sort()
+    as_json = lambda hits: [{"step": st, "signal": n, "value": v, "z": z} for st, n, v, z in hits]  # noqa: E731
+    loss_steps, loss_values = loss.index.to_numpy(), loss.to_numpy(dtype=float)
+    peers = _peer_spikes(sig)
+    common = {"window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA}
+    transient, damaged, shared, notes = [], [], [], []
+    for start, end in _runs(np.array([sp[0] for sp in spikes]), gap=2):
+        hits = [sp for sp in spikes if start <= sp[0] <= end]
+        if not any(h[1] == "loss" for h in hits):
+            notes.append((start, end, hits))
+            continue
+        ev = {"spikes": as_json(hits), **recovery(loss_steps, loss_values, start, end), **_heldout_change(sig, start, end)}
+        ratchet = ev["ratchet_z"] is not None and ev["ratchet_z"] > RATCHET_SIGMA
+        ev["recovered"] = ev["recovered_at"] is not None and not ratchet and not ev.get("val_worse", False)
+        ev["shared_with"] = sorted(p for p, at in peers.items() if any(abs(a - st) <= 1 for a in at for st in range(start, end + 1)))
+        (shared if ev["shared_with"] else transient if ev["recovered"] else damaged).append((start, end, ev))
+    found = []
+    if shared:
+        runs = sorted({p for *_, ev in shared for p in ev["shared_with"]})
+        steps = [s for s, _, _ in shared]
+        recovered = all(ev["recovered"] for *_, ev in shared)
+        found.append(Finding(
+            cause="transient_spike" if recovered else "damaged_update", start_step=steps[0], end_step=shared[-1][1],
+            confidence=0.8, detector="shared_data_spike",
+            evidence={"steps": steps, "shared_with": runs, "events": [ev for *_, ev in shared], **common},
+            advice=f"{', '.join(runs)} read the same data in the same order and spike at the same steps "
+                   f"({', '.join(map(str, steps[:10]))}): the data is the cause; inspect and filter the batches at those "
+                   "steps"))
+    for start, end, ev in transient:
+        found.append(Finding(
+            cause="transient_spike", start_step=start, end_step=end, confidence=0.6, detector="transient_spike",
+            evidence={**ev, **common},
+            advice=f"a loss spike at step {start} recovered by step {ev['recovered_at']}"
+                   + (" and left the held-out loss unchanged" if ev["val_change"] is not None else "")
+                   + ": an outlier batch, not a schedule fault; nothing to change unless it recurs (inspect that batch)"))
+    if len(damaged) >= RECURRING_SPIKES:
+        has_lr = "lr" in sig.steps and sig.steps["lr"].notna().any()
+        ev = {"spikes": [ev["spikes"] for *_, ev in damaged][:20], "count": len(damaged), **common}
+        found.append(Finding(
+            cause="schedule" if has_lr else "damaged_update", start_step=damaged[0][0], end_step=damaged[-1][1],
+            confidence=0.8, detector="recurring_spikes", evidence=ev,
+            advice="recurring loss spikes that do not recover: the update is unstable at this LR; lower the peak LR, "
+                   "lengthen warm-up or tighten clipping"))
+    else:
+        for start, end, ev in damaged:
+            loss_z = max(h["z"] for h in ev["spikes"] if h["signal"] == "loss")
+            found.append(Finding(
+                cause="damaged_update", start_step=start, end_step=end, confidence=_clip(0.6 + (loss_z - SPIKE_SIGMA) / 20),
+                detector="spike", evidence={**ev, **common},
+                advice=f"a spike at step {start} that the run did not recover from (or that raised the loss level after "
+                       "it): inspect that step's batch and skip it; if it recurs, lower the LR or tighten clipping"))
+    for start, end, hits in notes:
+        found.append(Finding(cause="damaged_update", start_step=start, end_step=end, confidence=LOW_CONFIDENCE,
+                             detector="grad_norm_spike", evidence={"spikes": as_json(hits), **common},
+                             advice=f"a gradient-norm spike at step {start} without a loss spike: clipping bounds its "
+                                    "update; watch for a recurrence"))
+    return found
