@@ -200,3 +200,36 @@ def test_at_cost_uses_the_manifests_price_as_yield_does():
     assert result.points and not any("lack cost" in w for w in result.warnings)
     # 10,000 tokens at 100 tokens/s: 100 s on 8 devices at $2.5 per device-hour.
     assert result.points[-1]["cost"] == 100 / 3600 * 8 * 2.5
+
+
+def test_nothing_to_align_is_said_never_no_difference():
+    """Runs whose token ranges do not overlap give no aligned point and say so; the verdict is not 'no
+    difference'."""
+    a = linear_run("a", slope=1.0, rate=100.0, span=1_000)
+    b = linear_run("b", slope=1.0, rate=100.0, span=1_000)
+    b.steps["tokens"] += 5_000
+    b.evals["tokens"] += 5_000
+    result = compare([a], [b])
+    assert result.points == []
+    assert any(w.startswith("no overlap on tokens: the runs' evaluations span a 0-1000; b 5000-6000") for w in
+               result.warnings)
+    assert "no difference" not in result.verdict
+    two = compare([a, a], [b, b])
+    assert two.points == [] and "no points at equal tokens could be aligned" in two.verdict
+
+
+def test_runs_without_tokens_align_on_steps_and_an_accuracy_is_reached_from_below():
+    """Without token counts the runs are aligned on steps, and said to be; a metric that rises (accuracy)
+    reaches its target from below, and the target is the worst best (the lower of the best accuracies)."""
+    def acc_run(name, slope):
+        steps = pd.DataFrame({"step": np.arange(0, 1100, 100)})
+        evals = pd.DataFrame({"step": steps["step"], "tokens": np.nan, "task": "val", "metric": "acc",
+                              "value": 0.25 + slope * steps["step"] / 1000, "higher_is_better": True})
+        return RunData(name=name, steps=steps, evals=evals)
+
+    result = compare([acc_run("a", 0.2)], [acc_run("b", 0.4)], task="val", metric="acc")
+    assert result.aligned_on == "steps" and [p["steps"] for p in result.points][:2] == [0.0, 200.0]
+    assert result.notes[0].startswith("aligned on steps: a, b record no token counts")
+    assert result.target_loss == pytest.approx(0.45)  # a's best accuracy: both reach it
+    assert any("target value of acc (higher is better) 0.45" in n for n in result.notes)
+    assert result.points[-1]["diff"] == pytest.approx(0.2)

@@ -6,6 +6,10 @@ Time-to-target decomposition (DESIGN.md, "speedups multiply"):
     speedup.throughput        = (tokens_to_target(B) / time_to_target(B)) / (tokens_to_target(A) / time_to_target(A))
     speedup.sample_efficiency = tokens_to_target(A) / tokens_to_target(B)
 so that time = throughput x sample_efficiency exactly. This is what tells "faster" from "learns more per token".
+
+The target follows the metric's direction: a loss is reached at or below it, an accuracy at or above it.
+Runs without token counts are aligned on steps (and said to be); ranges that do not overlap give no point
+and say so, never "no difference".
 """
 
 from __future__ import annotations
@@ -18,15 +22,16 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.yields import cost_from_price, eval_points
+from yieldgate.analysis.yields import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError
 from yieldgate.manifest import Manifest, diff
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
 __all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing"]
 
-Axis = Literal["tokens", "time", "compute", "cost"]
-AXIS_COLUMN = {"tokens": "tokens", "time": "wall_s", "compute": "flops", "cost": "cost_usd"}
+Axis = Literal["tokens", "time", "compute", "cost", "steps"]
+AXIS_COLUMN = {"tokens": "tokens", "time": "wall_s", "compute": "flops", "cost": "cost_usd", "steps": "step"}
+_TRAIN_CURVE_POINTS = 40
 LEVEL = 0.95
 """Family-wise level of a comparison's aligned points (Bonferroni over the points that enter the verdict)."""
 
@@ -69,7 +74,10 @@ class Comparison:
 def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> pd.DataFrame:
     """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (recorded, else
     from the manifest's price per device-hour; NaN where the run lacks it), in step order."""
-    points = eval_points(run.evals, run.steps, task, metric)
+    if not task and metric == TRAIN_LOSS:  # the training loss: means over stretches of the logged steps
+        points = train_loss_points(run.steps, n=_TRAIN_CURVE_POINTS)
+    else:
+        points = eval_points(run.evals, run.steps, task, metric)
     steps = run.steps.set_index("step") if len(run.steps) else pd.DataFrame()
     out = points.rename(columns={"value": "loss"})
     for column in ("wall_s", "cost_usd"):
@@ -88,11 +96,12 @@ def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> 
     return out.reset_index(drop=True)
 
 
-def crossing(x: np.ndarray, y: np.ndarray, target: float) -> float | None:
-    """First x at which the curve y(x), linear between points, reaches `target` (y <= target), or None."""
+def crossing(x: np.ndarray, y: np.ndarray, target: float, higher_is_better: bool = False) -> float | None:
+    """First x at which the curve y(x), linear between points, reaches `target` (y <= target for a loss,
+    y >= target for a metric that rises), or None."""
     ok = ~(np.isnan(x) | np.isnan(y))
     x, y = x[ok], y[ok]
-    hits = np.nonzero(y <= target)[0]
+    hits = np.nonzero(y >= target if higher_is_better else y <= target)[0]
     if len(hits) == 0:
         return None
     i = hits[0]
@@ -172,20 +181,35 @@ def compare(
     for r in a + b:
         c = curves[id(r)]
         if c["loss"].isna().all() or len(c) < 2:
-            raise InputError(f"run {r.name!r} has fewer than two evaluations of {task}/{metric}: nothing to align")
+            raise InputError(f"run {r.name!r} has fewer than two evaluations of {task or 'training'}/{metric}: "
+                             "nothing to align")
+    hib = bool(curves[id(a[0])]["higher_is_better"].iloc[0])
+    if any(bool(curves[id(r)]["higher_is_better"].iloc[0]) != hib for r in a + b):
+        raise InputError(f"{task}/{metric} is recorded as rising in some runs and falling in others: fix its "
+                         "direction at import (higher_is_better) before comparing")
+    if at == "tokens" and any(curves[id(r)]["tokens"].notna().sum() < 2 for r in a + b):
+        lacking = [r.name for r in a + b if curves[id(r)]["tokens"].notna().sum() < 2]
+        at = "steps"
+        notes.append(f"aligned on steps: {', '.join(lacking)} record no token counts (equal steps are equal tokens "
+                     "only at equal batch size and sequence length)")
 
     # -- aligned points ---------------------------------------------------------------------------------
     column = AXIS_COLUMN[at]
     points: list[dict[str, Any]] = []
     usable = [r for r in a + b if curves[id(r)][column].notna().sum() >= 2]
+    lo = max((float(curves[id(r)][column].min()) for r in usable), default=math.nan)
+    hi = min((float(curves[id(r)][column].max()) for r in usable), default=math.nan)
     if len(usable) < len(a + b):
         lacking = [r.name for r in a + b if r not in usable]
         reason = {"time": "wall-clock time", "compute": "FLOPs per token (model shape in the manifest)",
-                  "cost": "cost (cost_usd, or a price per device-hour)"}.get(at, "token counts")
+                  "cost": "cost (cost_usd, or a price per device-hour)", "steps": "steps"}.get(at, "token counts")
         warnings.append(f"no aligned points at equal {at}: {', '.join(lacking)} lack {reason}")
+    elif hi < lo:
+        spans = "; ".join(f"{r.name} {curves[id(r)][column].min():.6g}-{curves[id(r)][column].max():.6g}"
+                          for r in a + b)
+        warnings.append(f"no overlap on {at}: the runs' evaluations span {spans}; nothing can be compared at equal "
+                        f"{at}")
     else:
-        lo = max(float(curves[id(r)][column].min()) for r in a + b)
-        hi = min(float(curves[id(r)][column].max()) for r in a + b)
         grid = np.linspace(lo, hi, n_points) if hi > lo else np.array([lo])
         exact = all(set(np.round(grid, 6)) <= set(np.round(curves[id(r)][column].dropna(), 6)) for r in a + b)
         if not exact:
@@ -213,16 +237,20 @@ def compare(
         notes.append("one seed per side: no noise floor is known, so no difference can be called real")
 
     # -- time to target ---------------------------------------------------------------------------------
+    what = "loss" if metric == LOSS_METRIC else f"value of {metric} ({'higher' if hib else 'lower'} is better)"
     if target_loss is None:
-        # The worst best loss across all runs: every run reaches it, so every side has a time to target.
-        target_loss = max(float(curves[id(r)]["loss"].min()) for r in a + b)
-        notes.append(f"target loss {target_loss:.6g}: the worst best loss across runs (every run reaches it)")
+        # The worst best value across all runs: every run reaches it, so every side has a time to target.
+        bests = [float(curves[id(r)]["loss"].max() if hib else curves[id(r)]["loss"].min()) for r in a + b]
+        target_loss = min(bests) if hib else max(bests)
+        notes.append(f"target {what} {target_loss:.6g}: the worst best across runs (every run reaches it)")
     to_target: dict[str, dict[str, float | None]] = {}
     for side, group in zip(names, (a, b), strict=True):
-        tokens = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), target_loss) for r in group]
+        tokens = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), target_loss, hib)
+                  for r in group]
         times = [None if t is None else _time_at_tokens(r, curves[id(r)], t) for r, t in zip(group, tokens, strict=True)]
         if any(t is None for t in tokens):
-            warnings.append(f"{side} does not reach the target loss {target_loss:.6g} in every run")
+            warnings.append(f"{side} does not reach the target {what} {target_loss:.6g} in every run"
+                            + (" (or records no token counts)" if at == "steps" else ""))
         elif any(t is None for t in times):
             warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")
         to_target[side] = {"tokens": _mean(tokens), "time": _mean(times)}
@@ -234,12 +262,19 @@ def compare(
     }
 
     # -- effective token multiplier ---------------------------------------------------------------------
-    b_last = [curves[id(r)].dropna(subset=["tokens", "loss"]).iloc[-1] for r in b]
-    b_loss, b_tokens = float(np.mean([p["loss"] for p in b_last])), float(np.mean([p["tokens"] for p in b_last]))
-    a_need = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), b_loss) for r in a]
-    multiplier = _ratio(_mean(a_need), b_tokens)
-    if multiplier is None:
-        notes.append(f"{names[0]} never reaches {names[1]}'s last loss ({b_loss:.6g}): no effective token multiplier")
+    b_last = [curves[id(r)].dropna(subset=["tokens", "loss"]) for r in b]
+    multiplier = None
+    if all(len(c) for c in b_last):
+        b_loss = float(np.mean([c["loss"].iloc[-1] for c in b_last]))
+        b_tokens = float(np.mean([c["tokens"].iloc[-1] for c in b_last]))
+        a_need = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), b_loss, hib)
+                  for r in a]
+        multiplier = _ratio(_mean(a_need), b_tokens)
+        if multiplier is None:
+            notes.append(f"{names[0]} never reaches {names[1]}'s last {what} ({b_loss:.6g}): no effective token "
+                         "multiplier")
+    else:
+        notes.append("no token counts: no effective token multiplier")
 
     confounders, confound_warnings = _confounders(a, b, metric)
     warnings += confound_warnings
@@ -269,7 +304,7 @@ def _side(value: float | None, names: tuple[str, str]) -> str | None:
 def _verdict(names: tuple[str, str], primary: str, speedup: dict[str, float | None], points: list[dict[str, Any]],
              at: str, na: int, nb: int, level: float) -> str:
     learn, fast = _side(speedup["sample_efficiency"], names), _side(speedup["throughput"], names)
-    if learn is None and fast is None and all(p["diff"] == 0 for p in points):
+    if points and learn is None and fast is None and all(p["diff"] == 0 for p in points):
         return "no difference: the two sides learn the same per token and move tokens at the same rate"
     se, tp = speedup["sample_efficiency"], speedup["throughput"]
     learning = (f"{learn} learns more per token ({max(se, 1 / se):.3g}x fewer tokens to target)" if learn and se

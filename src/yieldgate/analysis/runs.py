@@ -105,10 +105,16 @@ def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = Non
 
 def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", target_loss: float | None = None,
                    metric: str = "val/loss", primary: str = "learning", per: str = "token") -> Comparison:
-    task, name = _metric(metric, per)
     groups = [[load_run(ledger, n, per=per) for n in match_runs(ledger, p)] for p in (a, b)]
-    return compare(groups[0], groups[1], names=(a, b), at=at, target_loss=target_loss, task=task, metric=name,
-                   primary=primary)  # type: ignore[arg-type]
+    metric, note = default_metric(groups[0][0], metric)
+    task, name = _metric(metric, per)
+    result = compare(groups[0], groups[1], names=(a, b), at=at, target_loss=target_loss, task=task, metric=name,
+                     primary=primary)  # type: ignore[arg-type]
+    if note:
+        result.notes.insert(0, note)
+    if not task:
+        result.notes.insert(0, "compared on the training loss, which is not held out")
+    return result
 
 
 def stable_points(ledger: Ledger, run: str, metric: str = "val/loss") -> tuple[pd.DataFrame, np.ndarray, str | None]:

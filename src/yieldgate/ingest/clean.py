@@ -34,7 +34,7 @@ import pandas as pd
 from yieldgate.errors import InputError
 
 __all__ = ["Rows", "Warnings", "read_json", "read_lines", "read_bytes", "placeholder", "unix_seconds", "concat", "pivot",
-           "clean", "CLOCK_COLUMNS"]
+           "clean", "own_export", "CLOCK_COLUMNS"]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -183,6 +183,33 @@ def read_bytes(path: Path, expected: str) -> bytes:
     if problem is not None:
         raise InputError(problem)
     return data
+
+
+def own_export(rows: Rows, warnings: Warnings, *, step: str | None, prefix: str = "") -> Rows:
+    """Rows of a run yieldgate itself exported (`yieldgate export --to tensorboard|mlflow|wandb`), back as the
+    run they came from: the optimizer step from the `step` series where the export stepped by tokens, names
+    without the export's `prefix` (`yieldgate/loss` -> `loss`), and without what the export derived (its
+    `yield/*` figures, recomputed from the data; the writer's clock, when the run's own `wall_s` is there)."""
+    if step is not None and step in rows.values:
+        keep = rows.present[step] & np.isfinite(rows.values[step])
+        rows = rows.take(keep)
+        rows.step = rows.values.pop(step).astype(np.int64)
+        rows.present.pop(step)
+    renamed = Rows(rows.source, rows.step, rows.where)
+    derived = 0
+    for name in rows.values:
+        if name.startswith("yield/"):
+            derived += 1
+            continue
+        new = name.removeprefix(prefix) if prefix else name
+        renamed.values[new], renamed.present[new] = rows.values[name], rows.present[name]
+    for clock in ("wall_time", "_runtime"):  # the export's writer's clock (TensorBoard, MLflow; W&B's)
+        if "wall_s" in renamed.values and clock in renamed.values:
+            del renamed.values[clock], renamed.present[clock]
+    if derived:
+        warnings.add("derived", f"{rows.source}: a yieldgate export: its {derived} yield series are derived from the "
+                                "run's data and were not imported (yieldgate yield recomputes them)")
+    return renamed
 
 
 def read_json(path: Path, expected: str) -> object:

@@ -12,15 +12,36 @@ Each metric's history is (step, value, timestamp); values of one step form one r
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, pivot
+from yieldgate.ingest.clean import Rows, Warnings, own_export, pivot
 
-__all__ = ["read", "read_run", "store_uri"]
+__all__ = ["read", "read_run", "store_uri", "metric_name", "source_name"]
+
+# MLflow takes metric names of letters, digits, `_ - . /` and spaces. Any other character (lm-eval's
+# `exact_match,strict-match`, `pass@1`) is written `._xx` (its code in hex; `._uxxxx` past 255), and a `.`
+# followed by `_` is escaped too, so names come back exactly.
+_MLFLOW_OK = re.compile(r"[\w\-. /]")
+_ESCAPED = re.compile(r"\._(u[0-9a-f]{4}|[0-9a-f]{2})")
+
+
+def metric_name(name: str) -> str:
+    """`name` as MLflow accepts it, reversibly (`source_name` undoes it)."""
+    out = []
+    for i, ch in enumerate(name):
+        plain = ch.isascii() and _MLFLOW_OK.fullmatch(ch) and not (ch == "." and name[i + 1: i + 2] == "_")
+        out.append(ch if plain else (f"._{ord(ch):02x}" if ord(ch) < 256 else f"._u{ord(ch):04x}"))
+    return "".join(out)
+
+
+def source_name(name: str) -> str:
+    """The name `metric_name` was given."""
+    return _ESCAPED.sub(lambda m: chr(int(m[1].lstrip("u"), 16)), name)
 
 
 def store_uri(source: str, *, create: bool = False) -> str:
@@ -70,7 +91,7 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float 
                 raise InputError(f"mlflow run {run_id!r}: metric {key!r}: step {m.step} or timestamp {m.timestamp} is "
                                  "out of range; the store's metric file is damaged")
             steps.append(m.step)
-            names.append(key)
+            names.append(source_name(key))
             values.append(m.value)
             times.append(m.timestamp / 1000.0)
     order = np.lexsort((np.array(steps), np.array(times))) if steps else np.empty(0, dtype=np.int64)
@@ -79,6 +100,9 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float 
     rows = pivot(f"mlflow run {run_id}", np.zeros(len(step), dtype=np.int64), step, [names[i] for i in order],
                  np.array(values, dtype=np.float64)[order], np.array(times, dtype=np.float64)[order],
                  lambda i: label[i], warnings)
+    axis = run.data.tags.get("yieldgate.x_axis")
+    if axis is not None:  # `yieldgate export --to mlflow`: stepped by tokens (the step is its own series) or steps
+        rows = own_export(rows, warnings, step="step" if axis == "tokens" else None)
     return run.info.run_name or run_id, rows, (min(times) if times else None)
 
 

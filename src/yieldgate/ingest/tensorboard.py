@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, pivot, placeholder
+from yieldgate.ingest.clean import Warnings, own_export, pivot, placeholder
 
 __all__ = ["read", "read_scalars", "event_files"]
 
@@ -193,4 +193,6 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     rows = pivot(", ".join(map(str, files)), scalars["file"].to_numpy(), scalars["step"].to_numpy(),
                  scalars["tag"], scalars["value"].to_numpy(), scalars["wall_time"].to_numpy(),
                  lambda i: f"{files[file_of[i]]}: offset {offset[i]}", warnings)
+    if any(name.startswith("yieldgate/") for name in rows.values):  # `yieldgate export --to tensorboard`
+        return [Read(", ".join(sources), own_export(rows, warnings, step="yieldgate/step", prefix="yieldgate/"))]
     return [Read(", ".join(sources), rows, start_unix=float(scalars["wall_time"].min()))]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, concat, read_bytes
+from yieldgate.ingest.clean import Rows, Warnings, concat, own_export, read_bytes
 
 __all__ = ["read", "read_log", "run_logs", "finished"]
 
@@ -153,6 +153,8 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
         return tables_to_reads(", ".join(sources), read_table(paths, warnings, overrides, prefer_step=("_step",)))
     logs = [f for p in paths for f in run_logs(p)]
     rows = concat([read_log(f, warnings, step_key) for f in logs])
+    if any(name.startswith("yield/") for name in rows.values):  # `yieldgate export --to wandb`
+        rows = own_export(rows, warnings, step=None)
     if not len(rows):
         raise InputError(f"{', '.join(sources)}: no history rows (nothing was logged with wandb.log)")
     return [Read(", ".join(map(str, logs)), rows)]

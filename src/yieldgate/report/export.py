@@ -153,10 +153,10 @@ def export_tensorboard(ledger: Ledger, run: str, dest: Path) -> ExportResult:
 
 def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
     """An MLflow run (in experiment `yieldgate`) named after the run; metrics stepped by tokens when known."""
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
-    from yieldgate.ingest.mlflow import store_uri
+    from yieldgate.ingest.mlflow import metric_name, store_uri
 
     uri = store_uri(dest, create=True)
     table = run_table(ledger, run)
@@ -167,11 +167,17 @@ def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
     exp = client.get_experiment_by_name("yieldgate")
     exp_id = exp.experiment_id if exp is not None else client.create_experiment("yieldgate")
     mlrun = client.create_run(exp_id, run_name=run, tags={"yieldgate.x_axis": axis})
+    manifest = ledger.manifest(run)
+    if manifest is not None:  # the manifest as the run's parameters: MLflow's place for how a run was made
+        params = [Param(k[:250], v[:6000]) for k, v in _flat(manifest.model_dump(mode="json"), "manifest").items()]
+        for start in range(0, len(params), 100):  # MLflow's log_batch limit for params
+            client.log_batch(mlrun.info.run_id, params=params[start:start + 100])
     now = 0  # timestamps: the run's own wall clock when recorded, else 0 (MLflow needs one)
     wall = table["wall_s"].to_numpy(dtype=float, na_value=np.nan) if "wall_s" in table else np.full(len(table), np.nan)
     metrics = []
     for col, rows, values in _series(table):
-        metrics += [Metric(col, float(values[i]), int(wall[i] * 1000) if math.isfinite(wall[i]) else now, int(x[i]))
+        name = metric_name(col)  # MLflow refuses `,` `@` and others: escaped reversibly
+        metrics += [Metric(name, float(values[i]), int(wall[i] * 1000) if math.isfinite(wall[i]) else now, int(x[i]))
                     for i in rows]
     if axis == "tokens":
         metrics += [Metric("step", float(s), 0, int(t)) for s, t in zip(table["step"], x, strict=True)]
@@ -185,6 +191,15 @@ def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
     client.set_terminated(mlrun.info.run_id)
     return ExportResult(run, "mlflow", f"{uri}#{mlrun.info.run_id}", len(table), list(table.columns), axis,
                         len(yields), len(diagnoses), notes)
+
+
+def _flat(value: Any, prefix: str) -> dict[str, str]:
+    """A nested mapping as {dotted.key: text}, empty values left out."""
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}.{key}").items()}
+    if value is None or value == [] or value == {}:
+        return {}
+    return {prefix: value if isinstance(value, str) else json.dumps(value)}
 
 
 def export_wandb(ledger: Ledger, run: str, dest: Path) -> ExportResult:
