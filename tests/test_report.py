@@ -243,3 +243,15 @@ def test_a_run_without_evaluations_still_gets_a_page_that_says_so(cli, ledger_pa
     assert result["figures"] == ["throughput-learning"]
     page = (tmp_path / "bare.html").read_text()
     assert "run &#x27;bare&#x27; has 0 evaluation(s) of val/loss" in page
+
+
+def test_a_run_with_only_training_loss_and_no_tokens_is_drawn_against_steps(cli, ledger_path, tmp_path):
+    """The Hugging Face Trainer's default: steps and a training loss, no token counts, no val/loss. The report
+    draws the training loss against steps and says it stands in for a held-out loss."""
+    with Ledger(ledger_path) as led:
+        led.create_run("hf")
+        led.append_steps("hf", {"step": list(range(10, 210, 10)), "loss": [3.0 - 0.05 * k for k in range(20)]})
+    result = cli.json("report", "hf", "-o", str(tmp_path / "hf.html"))
+    assert result["figures"][0] == "loss-steps"
+    page = (tmp_path / "hf.html").read_text()
+    assert "hf has no val/loss evaluations; using loss (the training loss)" in page

@@ -19,7 +19,8 @@ from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 from yieldgate.names import split_eval_key
 
-__all__ = ["load_run", "match_runs", "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check"]
+__all__ = ["load_run", "match_runs", "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check",
+           "metric_key", "default_metric", "devices_of"]
 
 
 def match_runs(ledger: Ledger, pattern: str) -> list[str]:
@@ -46,7 +47,7 @@ def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
     return RunData(name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt)
 
 
-def _metric(metric: str, per: str) -> tuple[str, str]:
+def metric_key(metric: str, per: str) -> tuple[str, str]:
     """(task, metric) of a `metric` argument: `val/loss`, `arc_easy/acc`, or `loss` (the training loss: task
     empty)."""
     if metric == TRAIN_LOSS:
@@ -78,7 +79,8 @@ def default_metric(data: RunData, metric: str) -> tuple[str, str | None]:
     if metric != "val/loss":
         return metric, None
     keys = sorted({f"{t}/{m}" for t, m in zip(data.evals["task"], data.evals["metric"], strict=True)})
-    if "val/loss" in keys or (not keys and "loss" not in data.steps):
+    trained = "loss" in data.steps and data.steps["loss"].notna().any()
+    if "val/loss" in keys or (not keys and not trained):
         return metric, None
     held_out = [k for k in keys if k.endswith("/loss") and k.split("/")[0] in ("val", "test")]
     capability = [k for k in keys if not k.endswith("_stderr")]
@@ -91,7 +93,7 @@ def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = Non
                  per: str = "token") -> YieldReport:
     data = load_run(ledger, run, per=per)
     metric, note = default_metric(data, metric)
-    task, name = _metric(metric, per)
+    task, name = metric_key(metric, per)
     hw = data.manifest.hardware if data.manifest else None
     report = tranche_yields(run, data.steps, data.evals, task=task, metric=name, tranche_tokens=tranche_tokens,
                             devices=devices_of(ledger, run, data.manifest),
@@ -107,7 +109,7 @@ def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", targe
                    metric: str = "val/loss", primary: str = "learning", per: str = "token") -> Comparison:
     groups = [[load_run(ledger, n, per=per) for n in match_runs(ledger, p)] for p in (a, b)]
     metric, note = default_metric(groups[0][0], metric)
-    task, name = _metric(metric, per)
+    task, name = metric_key(metric, per)
     result = compare(groups[0], groups[1], names=(a, b), at=at, target_loss=target_loss, task=task, metric=name,
                      primary=primary)  # type: ignore[arg-type]
     if note:
@@ -121,7 +123,7 @@ def stable_points(ledger: Ledger, run: str, metric: str = "val/loss") -> tuple[p
     """The run's evaluations of `metric` after the first token, the mask of those in its stable-LR phase
     (`fit.stable_phase`) and that function's note."""
     data = load_run(ledger, run)
-    task, name = _metric(metric, "token")
+    task, name = metric_key(metric, "token")
     points = eval_points(data.evals, data.steps, task, name).dropna(subset=["tokens"])
     points = points[points["tokens"] > 0]
     mask, note = stable_phase(data.steps, points["step"].to_numpy())
@@ -150,7 +152,7 @@ def forecast_run(ledger: Ledger, run: str, *, next_tokens: float | None = None, 
     its token counts, or `next_steps` on its steps (a run without token counts). Refused past a divergence."""
     data = load_run(ledger, run)
     metric, default_note = default_metric(data, metric)
-    task, name = _metric(metric, "token")
+    task, name = metric_key(metric, "token")
     if not task:
         raise InputError(f"run {run!r}: a forecast needs held-out evaluations; the training loss (metric 'loss') "
                          "falls on memorised data too")

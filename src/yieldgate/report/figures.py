@@ -101,10 +101,14 @@ def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
 
 def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
     y_range, out = _loss_range(data.runs), []
-    axes = (("tokens", "loss-tokens", "accepted tokens", "tokens"),
+    axes = (("step", "loss-steps", "optimizer steps", "steps"),
+            ("tokens", "loss-tokens", "accepted tokens", "tokens"),
             ("wall_s", "loss-time", "wall-clock (s)", "wall-clock time"),
             ("cost_usd", "loss-cost", "cost (USD)", "cost"))
+    no_tokens = any(v.curve["tokens"].isna().all() for v in data.runs)
     for column, fig_id, x_title, what in axes:
+        if column == "step" and not no_tokens:
+            continue  # against steps only where a run has no token counts to draw against
         fig = go.Figure()
         lacking = []
         for v in data.runs:

@@ -221,7 +221,7 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
         f"generated {generated} by yieldgate {escape(__version__)}</p>",
         _notes(data.notes),
         _runs_section(data),
-        "<h2>Learning against tokens, time and cost</h2>", plots("loss-tokens", "loss-time", "loss-cost"),
+        "<h2>Learning against tokens, time and cost</h2>", plots("loss-steps", "loss-tokens", "loss-time", "loss-cost"),
         "<h2>Throughput and learning</h2>", plots("throughput-learning"),
         _comparison_section(data),
         "<h2>Yields</h2>", plots("yield-per-source", "yield-capability"),

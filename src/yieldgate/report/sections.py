@@ -14,12 +14,11 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve
-from yieldgate.analysis.runs import load_run, match_runs, yield_report
+from yieldgate.analysis.runs import default_metric, load_run, match_runs, metric_key, yield_report
 from yieldgate.analysis.yields import YieldReport
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import diff
-from yieldgate.names import split_eval_key
 
 __all__ = ["RunView", "ReportData", "collect", "tokens_at_steps"]
 
@@ -69,7 +68,7 @@ def _signals(ledger: Ledger, run: str) -> pd.DataFrame:
 
 def _view(ledger: Ledger, name: str, metric: str, notes: list[str]) -> RunView:
     data = load_run(ledger, name)
-    task, metric_name = split_eval_key(metric)
+    task, metric_name = metric_key(metric, "token")
     curve = run_curve(data, task, metric_name)
     yields = None
     if len(curve) >= 2:
@@ -82,7 +81,7 @@ def _view(ledger: Ledger, name: str, metric: str, notes: list[str]) -> RunView:
 
 def _comparisons(groups: list[tuple[str, list[RunView]]], metric: str, notes: list[str]) -> list[Comparison]:
     """Every later group against the first (the reference), where both sides have curves to align."""
-    task, metric_name = split_eval_key(metric)
+    task, metric_name = metric_key(metric, "token")
     (ref_name, ref), out = groups[0], []
     for name, group in groups[1:]:
         try:
@@ -128,6 +127,9 @@ def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss") ->
     notes: list[str] = []
     groups: list[tuple[str, list[RunView]]] = []
     seen: dict[str, RunView] = {}
+    metric, note = default_metric(load_run(ledger, match_runs(ledger, patterns[0])[0]), metric)
+    if note:  # a run without val/loss: its held-out loss, a capability, or its training loss, said so
+        notes.append(note)
     for pattern in patterns:
         views = []
         for name in match_runs(ledger, pattern):
