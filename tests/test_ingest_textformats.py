@@ -384,3 +384,21 @@ def test_a_wandb_chart_export_keeps_its_last_row(ledger, tmp_path):
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="cut"))
     assert ledger.steps("cut")["loss"].tolist() == [4.5, 4.25]
     assert any("truncated" in w for w in res.warnings)
+
+
+def test_energy_printed_in_a_log_becomes_cumulative_joules(ledger, tmp_path):
+    """Joules, kWh or an average power per interval, printed in the log, give energy_j (cumulative J)."""
+    path = tmp_path / "e.log"
+    path.write_text("".join(f"step={s} loss=3.0 energy_kwh={0.001 * s:.3f} wall={10 * s}\n" for s in range(1, 4)))
+    import_run(ledger, "textlog", [str(path)], ImportOptions(run="kwh"))
+    assert ledger.steps("kwh")["energy_j"].tolist() == pytest.approx([3600.0, 7200.0, 10800.0])
+    # joules per interval (they fall from one line to the next): summed
+    path.write_text("".join(f"step={s} loss=3.0 energy (J): {j} wall={10 * s}\n" for s, j in ((1, 101), (2, 99), (3, 103))))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="interval"))
+    assert ledger.steps("interval")["energy_j"].tolist() == pytest.approx([101.0, 200.0, 303.0])
+    assert any("read as each line's interval and summed" in w for w in res.warnings)
+    path.write_text("".join(f"step={s} loss=3.0 avg_power_w={300 + 100 * (s % 2)} wall={10 * s}\n"
+                            for s in range(1, 4)))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="watts"))
+    assert ledger.steps("watts")["energy_j"].tolist() == pytest.approx([0.0, 3000.0, 7000.0])
+    assert any("integrated from the logged average power" in w for w in res.warnings)

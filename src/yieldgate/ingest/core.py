@@ -98,6 +98,34 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
 _SLOW_STEP = 3.0
 
 
+def _energy(canon: Rows, warnings: Warnings) -> None:
+    """`energy_j` is cumulative joules. A logged energy that falls somewhere is per interval (what the line's
+    window used): summed. Without any, an average power per line (`device/power_w`) times the wall time since
+    the line before gives it, where the log has a clock. Each said in a warning."""
+    if "energy_j" in canon.values and canon.present["energy_j"].any():
+        at = np.nonzero(canon.present["energy_j"] & np.isfinite(canon.values["energy_j"]))[0]
+        values = canon.values["energy_j"][at]
+        if len(values) > 1 and (np.diff(values) < 0).any():
+            canon.values["energy_j"][at] = np.cumsum(values)
+            warnings.add("energy", f"{canon.source}: the logged energy falls between lines: read as each line's "
+                                   "interval and summed into cumulative energy_j")
+        return
+    power, wall = canon.values.get("device/power_w"), canon.values.get("wall_s")
+    if power is None or wall is None:
+        return
+    at = np.nonzero(canon.present["device/power_w"] & canon.present["wall_s"] & np.isfinite(power)
+                    & np.isfinite(wall))[0]
+    if len(at) < 2:
+        return
+    joules = np.concatenate([[0.0], np.cumsum(power[at][1:] * np.diff(wall[at]))])
+    canon.values["energy_j"] = np.full(len(canon), np.nan)
+    canon.values["energy_j"][at] = joules
+    canon.present["energy_j"] = np.zeros(len(canon), dtype=bool)
+    canon.present["energy_j"][at] = True
+    warnings.add("energy", f"{canon.source}: energy_j integrated from the logged average power (device/power_w) over "
+                           "wall_s, from the first such line; the power as logged (per device or in total)")
+
+
 def _impossible_mfu(canon: Rows, warnings: Warnings) -> None:
     """An MFU above 100% of peak is impossible (a peak FLOP/s table that does not know the device, a per-device
     rate divided by one device's peak): the whole series is moved to `imported/mfu_as_logged`, with a warning,
@@ -186,6 +214,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
         canon.values["tokens"], canon.present["tokens"] = tokens, np.ones(len(canon), dtype=bool)
     canon = clean(canon, warnings)
     _wall_from_step_times(canon, warnings)
+    _energy(canon, warnings)
     kinds = {t.key: t.kind for t in targets.values()}
     evals: list[EvalRecord] = []
     for key, kind in kinds.items():

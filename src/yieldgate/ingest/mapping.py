@@ -43,7 +43,13 @@ _CORE_ALIASES = {
     "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s", "tok/sec",
                      "tokens/s", "tokens/sec", "throughput/tokens_per_s", "train/tokens_per_s", "tps"],
     "mfu": ["mfu", "throughput/mfu"],
+    "energy_j": ["energy_j", "energy_joules", "energy_joule", "total_energy_j", "gpu_energy_j", "energy_consumed_j"],
 }
+# Energy in other units: the name's suffix gives the factor to joules.
+_ENERGY_UNITS = {"_kwh": 3.6e6, "_wh": 3600.0, "_kj": 1e3, "_mj": 1e6}
+_ENERGY_NAMES = {"energy", "total_energy", "gpu_energy", "energy_consumed"}
+# Average power over the interval a line covers: integrated over wall_s into energy_j where none is logged.
+_POWER_NAMES = {"power_w", "avg_power_w", "gpu_power_w", "power_draw_w", "average_power_w", "power_watts"}
 _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in names}
 
 # Validation metrics: `<prefix><sep>[<source>/]<metric>` with one of these prefixes, the metric one whose
@@ -146,6 +152,11 @@ def guess(name: str) -> Target:
             return Target("core", _ALIASES[norm[len(prefix):]])
         if norm.startswith(prefix) and _LR_GROUP.match(norm[len(prefix):]):
             return Target("core", "lr")
+    for suffix, factor in _ENERGY_UNITS.items():
+        if norm.endswith(suffix) and norm[: -len(suffix)] in _ENERGY_NAMES:
+            return Target("core", "energy_j", factor)
+    if norm in _POWER_NAMES:
+        return Target("extra", "device/power_w")
     base, scale = _unit(norm)
     if scale != 1.0 or base != norm:
         for candidate in (base + "_s", base):
