@@ -120,9 +120,12 @@ def runs(ctx: typer.Context, as_json: JsonOption = False) -> None:
         console.print(f"No runs in {ctx.find_root().obj['ledger']}.")
         return
     table = Table()
-    table.add_column("run", no_wrap=True)
-    for header in ("status", "tokens", "steps", "last eval", "manifest"):
-        table.add_column(header)
+    # Short columns keep their width; a long run name or last eval folds onto more lines instead of squeezing them.
+    table.add_column("run", overflow="fold")
+    for header in ("status", "tokens", "steps"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("last eval", overflow="fold")
+    table.add_column("manifest", no_wrap=True)
     for r in records:
         ev = r["last_eval"]
         last = f"{ev['task']}/{ev['metric']} {_fmt(ev['value'])} @{ev['step']}" if ev else "-"
