@@ -358,3 +358,18 @@ def test_stall_advice_agrees_with_its_evidence():
     (f,) = stall(RunSignals(steps=_steps(n, step_s=np.full(n, 0.1), data_wait_s=np.r_[np.full(40, 0.001), np.full(n - 40, 0.08)],
                                          tokens=np.arange(1, n + 1) * 100.0)))
     assert f.detector == "stall_data_wait" and "add loader workers" in f.advice
+
+
+def test_a_divergence_in_a_sparse_log_is_one_finding_with_its_logged_count():
+    """A log every 10 steps whose loss turns NaN at 1,200 and stays so: one finding, 'at 6 logged steps,
+    1,200-1,250', not six findings nor 'steps 1,200-1,200'."""
+    from yieldgate.analysis.detectors import RunSignals, nonfinite_and_skipped
+
+    steps = pd.DataFrame({"step": np.arange(10, 1260, 10)})
+    steps["loss"] = np.where(steps["step"] >= 1200, np.inf, 3.0)
+    (finding,) = nonfinite_and_skipped(RunSignals(steps=steps))
+    assert (finding.start_step, finding.end_step, finding.evidence["nonfinite_steps"]) == (1200, 1250, 6)
+    assert "non-finite loss at 6 logged steps, 1,200-1,250" in finding.advice
+    steps["loss"] = np.where(steps["step"] == 700, np.inf, 3.0)
+    (finding,) = nonfinite_and_skipped(RunSignals(steps=steps))
+    assert "non-finite loss at step 700:" in finding.advice

@@ -209,10 +209,16 @@ def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
         if name in have:
             values = s[name].to_numpy(dtype=float)
             bad = np.union1d(s.index[np.isinf(values)].to_numpy(), sig.recorded_nan.get(name, np.empty(0, np.int64)))
-            for start, end in _runs(bad):
+            # Spans of consecutive *logged* steps (a log every 10 steps makes 1,200 and 1,210 neighbours).
+            logged = s.index[s[name].notna().to_numpy() | np.isin(s.index, bad)].to_numpy()
+            where_bad = np.searchsorted(logged, bad)
+            for first, last in _runs(where_bad):
+                start, end = int(logged[first]), int(logged[last])
+                count = last - first + 1
+                where = f"step {start:,}" if count == 1 else f"{count:,} logged steps, {start:,}-{end:,}"
                 found.append(Finding(cause="damaged_update", start_step=start, end_step=end, confidence=0.95,
-                                     detector=f"nonfinite_{name}", evidence={"signal": name, "nonfinite_steps": end - start + 1},
-                                     advice=f"non-finite {name} at steps {start}-{end}: find the batch or layer that overflowed; "
+                                     detector=f"nonfinite_{name}", evidence={"signal": name, "nonfinite_steps": count},
+                                     advice=f"non-finite {name} at {where}: find the batch or layer that overflowed; "
                                             "guard the update (skip it) and check precision and LR"))
     if "signals/skipped_steps" in have:
         skipped = s["signals/skipped_steps"].dropna()
