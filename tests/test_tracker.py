@@ -476,3 +476,28 @@ def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for)
     assert (runs["recorded_status"] == "running").all()
     shown = {r["name"]: r["status"] for r in cli_for(path).json("runs")}
     assert shown == {"far": "stale", "near": "crashed", "fresh": "running"}
+
+
+def test_one_bad_key_loses_nothing_else(tmp_path):
+    """A mistyped key at step 11 (an extra that is no number, an eval key that names nothing) is left out with
+    one report; every other column of that step, its other evals and every later step are kept, and the
+    importers' names (`val_loss`, `eval_accuracy`) are evals."""
+    ledger = str(tmp_path / "l.db")
+    with Tracker("bad", ledger=ledger) as tr:
+        for s in range(1, 21):
+            extras = {"imported/note": "oops" if s == 11 else 1.0}
+            tr.step(tokens=100, loss=3.0 - s / 100, extras=extras)
+            if s in (10, 11, 20):
+                tr.eval({"val_loss": 2.5, "eval_accuracy": 0.5, "no such key": 1.0})
+        faults = tr.faults
+    assert faults >= 2
+    with Ledger(ledger, readonly=True) as led:
+        steps = led.steps("bad")
+        assert steps["step"].tolist() == list(range(1, 21)) and steps["tokens"].tolist()[-1] == 2000
+        assert steps["loss"].notna().all()
+        note = led.extras("bad", ["imported/note"])
+        assert note["step"].tolist() == [s for s in range(1, 21) if s != 11]
+        evals = led.evals("bad")
+        assert sorted(set(zip(evals["task"], evals["metric"]))) == [("val", "acc"), ("val", "loss")]
+        assert sorted(set(evals["step"])) == [10, 11, 20]
+        assert led.runs().set_index("name").loc["bad", "status"] == "finished"

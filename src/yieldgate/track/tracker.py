@@ -183,6 +183,20 @@ def _contained(method: Any) -> Any:
     return wrapper
 
 
+def _eval_key(name: Any) -> str | None:
+    """`<task>/<metric>` for an eval key as given: itself, or the eval an importer would map the name to
+    (`val_loss` -> `val/loss`); None when it names no evaluation."""
+    from yieldgate.ingest.mapping import guess
+
+    if not isinstance(name, str):
+        return None
+    task, _, metric = name.rpartition("/")
+    if task and metric:
+        return name
+    target = guess(name)
+    return target.key if target.kind == "eval" else None
+
+
 def matmul_params(model: nn.Module) -> int:
     """N of 6N: unique parameters, less embedding tables used only as lookups. An embedding tied to an
     output projection (a Linear sharing its weight) counts once, since that matmul runs for every token."""
@@ -687,19 +701,28 @@ class Tracker:
     @_contained
     def eval(self, metrics: Mapping[str, float | torch.Tensor], *, step: int | None = None) -> None:
         """Record eval results at the current step (`<task>/<metric>` keys: `val/loss`, `val/code/loss`,
-        `lambada_openai/acc`). Tensors are moved to the host off the training thread."""
+        `lambada_openai/acc`; the names the importers read are taken too: `val_loss` and `eval_loss` are
+        `val/loss`, `eval_accuracy` is `val/acc`). Tensors are moved to the host off the training thread. A key
+        that names no evaluation is left out with one report; the others are kept."""
         at = self._step if step is None else int(step)
         values: dict[str, Any] = {}
-        for key, value in metrics.items():
-            task, _, metric = key.rpartition("/")
-            if not task or not metric:
-                raise InputError(f"eval key {key!r} must be '<task>/<metric>', e.g. 'val/loss'")
+        bad = []
+        for name, value in metrics.items():
+            key = _eval_key(name)
+            if key is None:
+                bad.append(name)
+                continue
             if isinstance(value, torch.Tensor):
                 name = f"{len(self._evals)}:{key}"
                 self._eval_tensors[name] = value.detach().float().reshape(())
                 values[key] = TensorRef(name)
             else:
                 values[key] = value
+        if bad:
+            self._fault("eval", InputError(f"eval key(s) {', '.join(map(repr, bad))} left out: a key is "
+                                           "'<task>/<metric>', e.g. 'val/loss' or 'arc_easy/acc'"))
+        if not values:
+            return
         self._evals.append((at, values))
         if self._group is None:
             self._ship()
