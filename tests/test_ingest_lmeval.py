@@ -94,6 +94,11 @@ def test_harness_written_results(ledger, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     lm_eval = pytest.importorskip("lm_eval")
+    import huggingface_hub.constants
+
+    # The hub library reads HF_HUB_OFFLINE once, at import: a test that imported it earlier left it online, and
+    # the dummy model's tokenizer look-up then retried the unreachable hub for minutes.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.tasks import TaskManager
 
