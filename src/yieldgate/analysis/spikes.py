@@ -19,7 +19,6 @@ import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from yieldgate.analysis.detectors import (
     GRAD_SPIKE_SIGMA,

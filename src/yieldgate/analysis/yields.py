@@ -175,7 +175,7 @@ def tranche_yields(
     if not task and metric == TRAIN_LOSS:
         points = train_loss_points(steps)
         notes.append("training loss, not held out: a falling training loss is not proof of learning (a model "
-                     f"that memorises shows it too); each point is the mean over a tenth of the logged steps")
+                     "that memorises shows it too); each point is the mean over a tenth of the logged steps")
         if points.empty:
             raise InputError(f"run {run!r} has fewer than 2 logged training losses; nothing to take yields of")
     else:

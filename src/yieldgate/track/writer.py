@@ -31,7 +31,7 @@ import torch
 from yieldgate.data.stream import RepeatCounter
 from yieldgate.errors import LedgerError, RunInUse
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.owners import HEARTBEAT_EVERY_S
+from yieldgate.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
 from yieldgate.track.throughput import Throughput
