@@ -23,7 +23,6 @@ forecast pooled over seeds: `evidence.py`. `record(ledger, decision, policy)` st
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
