@@ -1,4 +1,9 @@
-"""yieldgate: how much a training run learns for what it spends, and whether the next stage has earned it."""
+"""yieldgate: how much a training run learns for what it spends, and whether the next stage has earned it.
+
+The public API: `Tracker` (in the training loop), `Ledger` (the store), and one function per command
+(`yields`, `compare`, `forecast`, `diagnose`, `gate`, `import_run`, `export_run`, `report`, `runs`: see
+`yieldgate.api`). `Tracker` imports torch when first used, so `import yieldgate` does not.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +17,24 @@ from yieldgate.errors import (  # noqa: E402
     SchemaVersionError,
     YieldgateError,
 )
+from yieldgate.api import (  # noqa: E402
+    compare,
+    diagnose,
+    export_run,
+    forecast,
+    gate,
+    import_run,
+    report,
+    runs,
+    yields,
+)
 from yieldgate.ledger import EvalRecord, Ledger  # noqa: E402
 from yieldgate.manifest import Manifest, load_manifest  # noqa: E402
 
 __all__ = [
     "__version__",
+    "Tracker",
+    "TrackerConfig",
     "Ledger",
     "EvalRecord",
     "Manifest",
@@ -27,4 +45,22 @@ __all__ = [
     "LedgerError",
     "SchemaVersionError",
     "RunNotFound",
+    "runs",
+    "yields",
+    "compare",
+    "forecast",
+    "diagnose",
+    "gate",
+    "import_run",
+    "export_run",
+    "report",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`Tracker` and `TrackerConfig` on first use: they import torch, which `import yieldgate` alone does not."""
+    if name in ("Tracker", "TrackerConfig"):
+        from yieldgate import track
+
+        return getattr(track, name)
+    raise AttributeError(f"module 'yieldgate' has no attribute {name!r}")

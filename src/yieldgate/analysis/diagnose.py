@@ -84,7 +84,7 @@ class Diagnosis:
         return next((f for f in self.findings if f.confidence > above), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"findings": [f.to_dict() for f in self.findings], "not_run": list(self.not_run)}
+        return {"run": self.run, "findings": [f.to_dict() for f in self.findings], "not_run": list(self.not_run)}
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:

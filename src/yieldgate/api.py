@@ -1,0 +1,135 @@
+"""The Python API: one function per `yieldgate` command, each returning a typed result with `to_dict()`.
+
+Each takes the ledger as a `Ledger`, a path or URL, or nothing (`$YIELDGATE_LEDGER`, else `./yieldgate.db`), opens
+it for the call (read-only where the command only reads) and calls the library function the CLI calls, so
+Python and the command line give the same numbers:
+
+    from yieldgate import yields, compare, diagnose
+    report = yields("bs64-fp16", ledger="runs.db")
+    print(compare("bs64-seed*", "bs256-seed*", at="time").verdict)
+
+Errors are `YieldgateError`s that speak of the arguments (`metric must be ...`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from yieldgate.ledger import Ledger, default_location
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from yieldgate.analysis.compare import Comparison
+    from yieldgate.analysis.diagnose import Diagnosis
+    from yieldgate.analysis.fit import Forecast
+    from yieldgate.analysis.yields import YieldReport
+    from yieldgate.ingest.core import ImportResult
+    from yieldgate.probe.gate import Decision
+    from yieldgate.report.export import ExportResult
+    from yieldgate.report.html import ReportResult
+
+__all__ = ["runs", "yields", "compare", "forecast", "diagnose", "gate", "import_run", "export_run", "report"]
+
+LedgerArg = Ledger | str | os.PathLike[str] | None
+
+
+@contextmanager
+def _open(ledger: LedgerArg, *, readonly: bool) -> Iterator[Ledger]:
+    """The ledger given, or one opened (and closed) for the call."""
+    if isinstance(ledger, Ledger):
+        yield ledger
+        return
+    with Ledger(ledger if ledger is not None else default_location(), readonly=readonly) as opened:
+        yield opened
+
+
+def runs(*, ledger: LedgerArg = None) -> pd.DataFrame:
+    """The ledger's runs, one row each (`yieldgate runs`)."""
+    with _open(ledger, readonly=True) as led:
+        return led.runs()
+
+
+def yields(run: str, *, ledger: LedgerArg = None, tranche_tokens: float | None = None, metric: str = "val/loss",
+           per: str = "token") -> YieldReport:
+    """Tranche yields of a run (`yieldgate yield`)."""
+    from yieldgate.analysis.runs import yield_report
+
+    with _open(ledger, readonly=True) as led:
+        return yield_report(led, run, tranche_tokens=tranche_tokens, metric=metric, per=per)
+
+
+def compare(a: str, b: str, *, ledger: LedgerArg = None, at: str = "tokens", target: float | None = None,
+            metric: str = "val/loss", primary: str = "learning", per: str = "token") -> Comparison:
+    """Two runs or seed groups (globs) aligned at equal tokens, time, compute or cost (`yieldgate compare`)."""
+    from yieldgate.analysis.runs import compare_groups
+
+    with _open(ledger, readonly=True) as led:
+        return compare_groups(led, a, b, at=at, target_loss=target, metric=metric,  # type: ignore[arg-type]
+                              primary=primary, per=per)
+
+
+def forecast(run: str, *, ledger: LedgerArg = None, next_tokens: float | None = None, next_steps: float | None = None,
+             threshold_per_btok: float | None = None, metric: str = "val/loss", level: float = 0.8) -> Forecast:
+    """The next tranche's gain from the run's stable-LR evaluations (`yieldgate forecast`)."""
+    from yieldgate.analysis.runs import forecast_run
+
+    with _open(ledger, readonly=True) as led:
+        return forecast_run(led, run, next_tokens=next_tokens, next_steps=next_steps,
+                            threshold_per_btok=threshold_per_btok, metric=metric, level=level)
+
+
+def diagnose(run: str, *, ledger: LedgerArg = None, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
+    """Causes with evidence (`yieldgate diagnose`); the findings are kept as open events unless `store` is off."""
+    from yieldgate.analysis.diagnose import diagnose as run_diagnosis
+
+    with _open(ledger, readonly=not store) as led:
+        return run_diagnosis(led, run, against=against, store=store)
+
+
+def gate(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = None, record: bool = True) -> Decision:
+    """Approve, hold or reject TARGET's next stage under a policy file (`yieldgate gate`); the decision is kept with
+    its evidence unless `record` is off."""
+    from yieldgate.probe import gate as gates
+    from yieldgate.probe.policy import load_policy
+
+    parsed = load_policy(Path(policy))
+    with _open(ledger, readonly=not record) as led:
+        decision = gates.gate(led, target, parsed)
+        if record:
+            gates.record(led, decision, parsed)
+    return decision
+
+
+def import_run(kind: str, sources: str | Sequence[str], *, run: str, ledger: LedgerArg = None,
+               **options: Any) -> list[ImportResult]:
+    """Import a run another tool logged (`yieldgate import`); `options` are `ImportOptions`' fields
+    (`tokens_per_step=`, `devices=`, `map=[...]`, ...)."""
+    from yieldgate.ingest import ImportOptions
+    from yieldgate.ingest import import_run as run_import
+
+    paths = [sources] if isinstance(sources, str) else list(sources)
+    with _open(ledger, readonly=False) as led:
+        return run_import(led, kind, paths, ImportOptions(run=run, **options))
+
+
+def export_run(run: str, to: str, dest: str | os.PathLike[str], *, ledger: LedgerArg = None) -> ExportResult:
+    """Send a run to TensorBoard, MLflow, W&B or a table (`yieldgate export`)."""
+    from yieldgate.report.export import export_run as run_export
+
+    with _open(ledger, readonly=True) as led:
+        return run_export(led, run, to, str(dest))
+
+
+def report(patterns: str | Sequence[str], output: str | os.PathLike[str], *, ledger: LedgerArg = None,
+           metric: str = "val/loss") -> ReportResult:
+    """The self-contained HTML report of runs or seed groups (`yieldgate report`)."""
+    from yieldgate.report.html import write_report
+
+    groups = [patterns] if isinstance(patterns, str) else list(patterns)
+    with _open(ledger, readonly=True) as led:
+        return write_report(led, groups, output, metric=metric)

@@ -1,0 +1,48 @@
+"""The declared Python API: `from yieldgate import ...` gives one function per command, the same numbers as the
+CLI, and `import yieldgate` alone does not pull in torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import yieldgate
+from yieldgate import EvalRecord, Ledger
+
+
+def test_every_declared_name_is_there_and_import_stays_light():
+    for name in yieldgate.__all__:
+        assert getattr(yieldgate, name) is not None, name
+    out = subprocess.run([sys.executable, "-c", "import sys, yieldgate; print('torch' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.fixture
+def two_runs(ledger_path):
+    with Ledger(ledger_path) as led:
+        for name, slope in (("a", 1.0), ("b", 2.0)):
+            led.create_run(name)
+            led.append_steps(name, {"step": list(range(0, 11)), "tokens": [1000.0 * s for s in range(11)],
+                                    "wall_s": [10.0 * s for s in range(11)]})
+            led.append_evals(name, [EvalRecord(step=s, task="val", metric="loss", value=10 - slope * s / 2)
+                                    for s in range(0, 11, 2)])
+    return ledger_path
+
+
+def test_the_api_gives_the_clis_numbers(two_runs, cli):
+    assert yieldgate.yields("a", ledger=two_runs).to_dict()["tranches"] == cli.json("yield", "a")
+    assert yieldgate.compare("a", "b", ledger=two_runs).to_dict()["speedup"] == cli.json("compare", "a", "b")["speedup"]
+    with Ledger(two_runs) as led:  # an open Ledger is used as it is
+        assert yieldgate.runs(ledger=led)["name"].tolist() == ["a", "b"]
+    found = yieldgate.diagnose("a", ledger=two_runs, store=False)
+    assert found.to_dict()["run"] == "a"
+
+
+def test_api_errors_speak_of_arguments(two_runs):
+    with pytest.raises(yieldgate.InputError, match=r"^metric must be an eval key"):
+        yieldgate.yields("a", ledger=two_runs, metric="nonsense")
+    with pytest.raises(yieldgate.RunNotFound):
+        yieldgate.yields("missing", ledger=two_runs)
