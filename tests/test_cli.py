@@ -45,6 +45,8 @@ def test_show(cli, ledger_path):
     shown = cli.json("show", "r")
     assert shown["run"]["name"] == "r"
     assert shown["step_columns"] == {"tokens": 2, "loss": 1}
+    assert shown["column_stats"]["tokens"] == {"first": [1, 10.0], "last": [2, 20.0], "min": [1, 10.0],
+                                               "max": [2, 20.0]}
     assert shown["extras"] == ["signals/gns"]
     assert shown["evals"][0]["task"] == "val" and shown["evals"][0]["last_value"] == 1.5
     assert shown["events"] == {"open": 1, "resolved": 0}

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -78,6 +79,20 @@ def _main(
     ] = False,
 ) -> None:
     ctx.obj = {"ledger": ledger}
+
+
+def _column_stats(steps: Any, column: str) -> dict[str, tuple[int, float]]:
+    """(step, value) of a step column's first, last, smallest and largest recorded value (NaN and inf skipped
+    for min and max)."""
+    logged = steps[["step", column]].dropna()
+    finite = logged[np.isfinite(logged[column].to_numpy(dtype=float))]
+    pick = finite if len(finite) else logged
+
+    def at(i: int, frame: Any) -> tuple[int, float]:
+        return int(frame["step"].iloc[i]), float(frame[column].iloc[i])
+
+    return {"first": at(0, logged), "last": at(-1, logged), "min": at(int(np.argmin(pick[column].to_numpy())), pick),
+            "max": at(int(np.argmax(pick[column].to_numpy())), pick)}
 
 
 def _ledger(ctx: typer.Context, *, readonly: bool = True) -> Ledger:
@@ -147,7 +162,9 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
         events = ledger.events(run)
         manifest = ledger.manifest(run)
         extra_keys = ledger.extra_keys(run)
+        meta = ledger.meta(run)
     columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
+    stats = {c: _column_stats(steps, c) for c in columns}
     eval_summary = [
         {"task": task, "metric": metric, "count": len(g), "last_step": int(g["step"].iloc[-1]),
          "last_value": g["value"].iloc[-1], "higher_is_better": bool(g["higher_is_better"].iloc[-1])}
@@ -156,6 +173,9 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     result = {
         "run": info,
         "step_columns": columns,
+        "column_stats": stats,
+        "devices": meta.get("devices"),
+        "summary": meta.get("summary"),
         "extras": extra_keys,
         "evals": eval_summary,
         "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
@@ -167,12 +187,17 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     console.print(f"[bold]{info['name']}[/bold]  status {info['status']}  source {info['source']}  "
                   f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  manifest {info['manifest_hash'] or '-'}",
                   markup=True, highlight=False)
-    table = Table("step column", "rows recorded")
+    table = Table("step column", "rows", "first", "last", "min", "max")
     for c, count in columns.items():
-        table.add_row(c, f"{count:,}")
+        s = stats[c]
+        table.add_row(c, f"{count:,}", *(f"{_fmt(s[k][1])} @{s[k][0]:,}" for k in ("first", "last", "min", "max")))
     console.print(table)
     if extra_keys:
         console.print("extras: " + ", ".join(extra_keys), markup=False)
+    if result["devices"]:
+        console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
+    if result["summary"]:
+        console.print("summary: " + ", ".join(f"{k} {_fmt(v)}" for k, v in result["summary"].items()), markup=False)
     if eval_summary:
         table = Table("eval", "evaluations", "last step", "last value")
         for e in eval_summary:
