@@ -1,10 +1,11 @@
-# Two commands for a newcomer: `make demo` and `make test`. Both create .venv on first use.
+# Commands for a newcomer: `make demo`, `make test` (the fast tier) and `make test-all` (everything CI runs).
+# Each creates .venv on first use.
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test bench soak clean reliability-table
+.PHONY: demo test test-all bench soak clean reliability-table
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +31,14 @@ $(VENV)/.bench: pyproject.toml $(VENV)/.torch
 demo: $(VENV)/.demo
 	$(BIN)/yieldgate demo
 
+# The fast tier: unit and small integration tests, no real training runs or subprocess fleets (<= 90 s on 2 cores;
+# pytest prints the time). Tests marked `slow` are left to `make test-all`.
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest --durations=20 -q
+	$(BIN)/python -m pytest -q -m "not slow and not soak" --durations=10
+
+# Everything but the soak variants: real trainings, probes, processes, distributed runs, the browser. CI runs this.
+test-all: $(VENV)/.dev
+	$(BIN)/python -m pytest -q -m "not soak" --durations=20
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_ledger.py

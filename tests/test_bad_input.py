@@ -232,6 +232,7 @@ def test_a_table_not_in_utf8_is_read_with_a_warning(base, tmp_path):
 
 # -- a ledger from a newer schema -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_ledger_from_a_newer_schema_is_refused_and_not_modified(base, tmp_path):
     db = sqlite3.connect(base)
     db.execute("INSERT INTO schema_migrations (name, applied_at) VALUES ('9999_from_the_future', 0)")

@@ -13,6 +13,8 @@ from yieldgate.track.tracker import Tracker
 
 from .helpers import CFG, batch
 
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
+
 
 def _check(text, candidate: BatchConfig, tokens: int = 24_576):
     torch.manual_seed(0)

@@ -19,6 +19,8 @@ from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign import load_campaign, plan
 
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
+
 SHAKESPEARE = {"sources": [{"name": "shakespeare-modern"}], "tokenizer": {"name": "bpe-512", "vocab_size": 512},
                "filters": [{"kind": "min_chars", "params": {"min": 200}}], "dedup": {"kind": "exact"}}
 SHUFFLED = {**SHAKESPEARE, "sources": [{"name": "shakespeare-modern", "shuffled_share": 0.5}]}

@@ -168,6 +168,7 @@ def test_every_command_has_help_with_an_example(cli, command):
     assert "Example: yieldgate" in out
 
 
+@pytest.mark.slow
 def test_console_script_runs_as_a_process(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "yieldgate", "--ledger", str(tmp_path / "x.db"), "runs", "--json"],

@@ -122,6 +122,7 @@ def test_crossing():
     assert crossing(np.array([0, 10.0]), np.array([1, 0.5]), 2.0) == 0.0
 
 
+@pytest.mark.slow
 def test_end_to_end_on_two_tracked_runs_differing_in_batch_size(text, tmp_path, cli_for):
     """Two real runs recorded by the Tracker; `yieldgate compare --json` agrees with a direct numpy calculation
     from the raw step and eval rows."""

@@ -12,8 +12,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.reliability import check
 from yieldgate.ledger import Ledger
+
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
 WRITERS, STEPS, EVAL_EVERY = 4, 600, 50
 RUNS = [f"w{w}-{side}" for w in range(WRITERS) for side in "ab"]

@@ -227,6 +227,7 @@ def test_exact_duplicates_are_exactly_the_milton_copies(works, root):
     assert sum("duplicate" in w.tags for w in works) == 7
 
 
+@pytest.mark.slow
 def test_works_sharing_text_share_a_group(works):
     """A work with >= 10% of its 5-word shingles in another work of its author shares that work's group."""
     firsts = [w for w in works if w.author != "python" and w.edition != "folio" and "duplicate" not in w.tags]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 from rich.console import Console
 
 from yieldgate.ledger import Ledger
+
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
 
 def test_quick_demo_records_runs_yields_decision_accuracy_and_a_decision(ledger_path, cli, tmp_path):

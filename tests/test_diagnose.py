@@ -180,6 +180,7 @@ def suite(tmp_path_factory):
     return {name: bench.run_condition(name, 0, str(folder)) for name in names}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("condition", ["clean", "lr_x30", "nan_grad", "loop_200", "sleep_loader"])
 def test_a_real_faulted_probe_is_labelled_with_its_cause(suite, condition):
     result = suite[condition]
@@ -336,6 +337,7 @@ def test_a_plateau_at_constant_lr_is_stalled_with_ranked_candidates_and_the_expe
     assert (f.cause, f.detector) == ("data_exhaustion", "plateau_cooldown")
 
 
+@pytest.mark.slow
 def test_the_schedule_detector_does_not_fire_on_noise():
     """50 flat-with-noise and 50 healthy power-law runs with realistic step and eval noise: at most 5% get a schedule
     finding at confidence >= 0.5; none says "too high" and "too low" at once or names a cause it could not run."""

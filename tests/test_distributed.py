@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
@@ -19,6 +20,8 @@ from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
 
 from .helpers import CFG, batch, stdlib_corpus
+
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
 SEQS = {0: 8, 1: 4}  # uneven ranks: counted as they are, not as rank 0 x world size
 

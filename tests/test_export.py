@@ -89,6 +89,7 @@ def test_mlflow_export_read_back_with_the_client(ledger, run, tmp_path, monkeypa
     assert '"cause": "schedule"' in diag
 
 
+@pytest.mark.slow
 def test_wandb_export_is_an_offline_run_the_importer_reads(ledger, run, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     res = export_run(ledger, run, "wandb", str(tmp_path / "wb"))
@@ -110,6 +111,7 @@ def test_export_errors(ledger, run, tmp_path, cli):
     assert "no run named 'nope'" in cli("export", "nope", str(tmp_path / "x.csv"), "--to", "table", code=2).stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to", ["tensorboard", "mlflow", "wandb"])
 def test_export_then_import_gives_back_the_same_run(ledger, run, tmp_path, monkeypatch, to):
     """Training loss stays a step column, evaluations stay evaluations, tokens and extras are kept, and a

@@ -62,6 +62,7 @@ def test_stable_phase_of_wsd_and_cosine():
     assert "no learning rate" in stable_phase(steps, np.array([1]))[1]
 
 
+@pytest.mark.slow
 def test_forecast_intervals_are_calibrated():
     """80% intervals contain the next tranche's true gain about 80% of the time (noisy synthetic curves)."""
     hits = 0
@@ -84,6 +85,7 @@ def test_eval_noise_sees_the_noise_and_not_a_misshapen_curve():
     assert fit_power_law(x, y).rmse > 5 * eval_noise(x, y)
 
 
+@pytest.mark.slow
 def test_forecast_check_on_a_real_probe(tmp_path):
     """The fast variant of benchmarks/bench_forecast.py (10 seeds, >= 8 must hold): one of its probes, seed 6,
     whose measured gain sits inside the interval there, checked end to end."""
@@ -105,6 +107,7 @@ def test_forecast_check_on_a_real_probe(tmp_path):
     assert 0 < check["forecast"] and check["high"] - check["low"] < 0.15  # an interval that says something
 
 
+@pytest.mark.slow
 def test_eval_noise_of_replicates_is_their_pooled_scatter():
     # Final losses of three seeds at each of three budgets: the scatter within a budget is the noise.
     rng = np.random.default_rng(5)

@@ -24,6 +24,8 @@ from yieldgate.probe.gate import gate, record
 from yieldgate.probe.policy import Policy, Requirements, load_policy, parse_policy
 from yieldgate.probe.trainer import train_probe
 
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
+
 _spec = importlib.util.spec_from_file_location("bench_gate", Path(__file__).parents[1] / "benchmarks" / "bench_gate.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)

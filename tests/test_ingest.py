@@ -192,6 +192,7 @@ def _fuzz(ledger, tmp_path, maker, n, monkeypatch):
 FUZZ_N, SOAK_N = 60, 1000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("maker", sorted(MAKERS))
 def test_mutated_files_give_warnings_or_one_input_error(ledger, tmp_path, maker, monkeypatch):
     _fuzz(ledger, tmp_path, maker, FUZZ_N, monkeypatch)

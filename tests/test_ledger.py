@@ -250,6 +250,7 @@ def _writer(path: str, run: str, batches: int, rows: int) -> None:
             led.append_evals(run, [EvalRecord(step=int(steps[-1]), task="val", metric="loss", value=1.0)])
 
 
+@pytest.mark.slow
 def test_two_processes_write_different_runs_at_once(ledger_path):
     Ledger(ledger_path).close()
     ctx = mp.get_context("spawn")
@@ -268,6 +269,7 @@ def test_two_processes_write_different_runs_at_once(ledger_path):
             assert len(led.evals(f"run-{i}")) == 60
 
 
+@pytest.mark.slow
 def test_a_reader_sees_consistent_snapshots_while_a_run_is_written(ledger_path):
     Ledger(ledger_path).close()
     ctx = mp.get_context("spawn")

@@ -11,6 +11,8 @@ from yieldgate.ledger import Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.trainer import Faults, ProbeConfig, train_probe, wsd
 
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
+
 RECIPE = {
     "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "shakespeare-folio", "weight": 0.3},
                 {"name": "milton", "weight": 0.2}],

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 
 from yieldgate.data.recipe import resolve
 from yieldgate.manifest import Recipe
 
 
+@pytest.mark.slow
 def test_near_dedup_removes_folio_chunks_of_modern_plays():
     recipe = Recipe.model_validate({
         "sources": [{"name": "shakespeare-modern"}, {"name": "shakespeare-folio"}],
@@ -24,6 +27,7 @@ def test_near_dedup_removes_folio_chunks_of_modern_plays():
     assert data.recipe.sources[1].accepted_tokens > data.recipe.sources[1].unique_tokens
 
 
+@pytest.mark.slow
 def test_a_shuffled_share_damages_training_documents_and_leaves_held_out_text_alone():
     def resolved(share):
         recipe = Recipe.model_validate({"sources": [{"name": "milton", "shuffled_share": share}],

@@ -17,6 +17,8 @@ from tests.reliability import check
 from yieldgate.ledger import Ledger
 from yieldgate.track.tracker import Tracker, TrackerConfig
 
+pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
+
 # A child process: a training loop of cheap steps under the Tracker, printing "step wall-time" after each
 # step returns, so the parent knows exactly which steps the loop completed and when.
 CHILD = """

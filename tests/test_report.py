@@ -121,6 +121,7 @@ def _expected_points(led: Ledger, run: str, series: str) -> int:
     raise AssertionError(f"unknown series {series}")
 
 
+@pytest.mark.slow
 def test_report_json_and_png_files(written):
     out, result = written
     assert result["path"] == str(out / "report.html") and Path(result["path"]).stat().st_size > 1_000_000
@@ -135,6 +136,7 @@ def test_report_json_and_png_files(written):
         assert width == 1100 and height >= 320
 
 
+@pytest.mark.slow
 def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -180,6 +182,7 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     assert checked > 30
 
 
+@pytest.mark.slow
 def test_sections_hold_the_comparison_diagnosis_decision_and_manifest_diff(runs_db):
     with Ledger(runs_db, readonly=True) as led:
         data = collect(led, PATTERNS)
@@ -196,6 +199,7 @@ def test_sections_hold_the_comparison_diagnosis_decision_and_manifest_diff(runs_
     assert rows["seed"] == {"probe/s0": 0, EVIL: 0, "costed/s0": 0, "costed/s1": 1}
 
 
+@pytest.mark.slow
 def test_evidence_reads_as_lines_with_the_json_one_click_away(written):
     out, _ = written
     html = (out / "report.html").read_text()
@@ -210,6 +214,7 @@ def test_evidence_lines():
     assert evidence_lines({f"k{i}": i for i in range(15)}, limit=3) == ["k0: 0", "k1: 1", "k2: 2", "... 12 more"]
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(cli_for, runs_db, tmp_path):
     cli = cli_for(runs_db)
     result = cli("report", "probe/*", "nothing-like-this*", "-o", str(tmp_path / "r.html"), code=2)
@@ -227,6 +232,7 @@ def test_thin_keeps_the_ends_and_at_most_max_points():
     assert thin(frame, 3)["x"].tolist() == [0, 4, 9]  # round(4.5) is 4: numpy rounds half to even
 
 
+@pytest.mark.slow
 def test_report_command_prints_where_it_wrote(cli_for, runs_db, tmp_path):
     out = cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "one.html")).stdout
     assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 4 plots")

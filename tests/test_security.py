@@ -158,6 +158,7 @@ class _Payload:
         return (Path.write_text, (Path(self.marker), "pwned"))
 
 
+@pytest.mark.slow
 def test_a_pickle_handed_to_any_importer_is_refused_and_never_loaded(tmp_path):
     path = tmp_path / "l.db"
     csv = tmp_path / "base.csv"
@@ -214,6 +215,7 @@ def test_no_code_path_unpickles():
           "joblib, yaml.load, eval or exec)", "0")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bind", ["report", "import"])
 def test_nothing_listens_in_a_cli_subprocess(tmp_path, bind):
     """The CLI as its own process (what a user runs) holds no listening socket while it works."""

@@ -39,6 +39,7 @@ def test_layers_group_parameters_and_tied_weights_count_once():
     assert matmul_params(model) == model.non_embedding_params()
 
 
+@pytest.mark.slow
 def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
     torch.manual_seed(0)
     model = GPT(CFG)
@@ -85,6 +86,7 @@ def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
     sig.remove()
 
 
+@pytest.mark.slow
 def test_a_loss_summed_over_microbatches_gives_the_mean_gradients_norm(text):
     """loss_averaged=False: each microbatch's loss is not divided by k, so the accumulated gradient is k times the
     mean gradient; |g_B|^2 (per layer and in total, also from a passed pre-clip norm) is that of the mean."""
@@ -117,6 +119,7 @@ def test_a_loss_summed_over_microbatches_gives_the_mean_gradients_norm(text):
     sig.remove()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_averaged", [True, False])
 def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path, loss_averaged):
     """B_simple (in tokens) from 4 microbatches per step, EMA-smoothed, vs the sample mean and variance of many
