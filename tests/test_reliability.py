@@ -23,7 +23,7 @@ CHILD = """
 import os, resource, signal, sys, time
 from yieldgate.track.tracker import Tracker, TrackerConfig
 ledger, steps, close = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "close"
-tr = Tracker("child", ledger=ledger, config=TrackerConfig(log_every_steps=10, flush_every_s=0.5, spill_rows=200))
+tr = Tracker("child", ledger=ledger, config=TrackerConfig(log_every_steps=10, flush_every_s=0.5))
 {setup}
 for i in range(1, steps + 1):
     tr.step(tokens=128, samples=1, loss=1.0 / i, extras={{"signals/pad": float(i)}})
@@ -190,3 +190,66 @@ def test_a_ledger_removed_mid_run_is_made_again(tmp_path):
     assert written == 20 and steps == list(range(21, 41))
     check("ledger file removed mid-run", "a new ledger is made in its place and the run goes on in it",
           "0 of the rows not yet written (the removed file's rows go with it)")
+
+
+# A training loop that runs until killed, writing "step wall-time" to a side file after each step returns
+# (flushed: the parent reads exactly which steps the loop completed, even after SIGKILL).
+LOOP = """
+import sys, time
+from yieldgate.track.tracker import Tracker, TrackerConfig
+ledger, side = sys.argv[1], open(sys.argv[2], "w")
+tr = Tracker("child", ledger=ledger, config=TrackerConfig(flush_every_s=0.5))
+i = 0
+while True:
+    i += 1
+    tr.step(tokens=128, samples=1, loss=1.0 / i)
+    side.write(f"{i} {time.time()}\\n")
+    side.flush()
+    time.sleep(0.002)
+"""
+
+
+def completed(side: Path) -> dict[int, float]:
+    lines = side.read_text().splitlines()
+    return {int(a): float(b) for a, b in (line.split() for line in lines if len(line.split()) == 2)}
+
+
+def test_sigkill_while_the_ledger_is_locked_loses_no_more_than_when_it_is_healthy(tmp_path):
+    import sqlite3
+
+    path, side = tmp_path / "locked.db", tmp_path / "steps.txt"
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    proc = subprocess.Popen([sys.executable, str(script), str(path), str(side)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while not (side.exists() and len(completed(side)) >= 300):
+            assert proc.poll() is None and time.time() < deadline, proc.stderr.read() if proc.poll() is not None else ""
+            time.sleep(0.05)
+        locker = sqlite3.connect(path, isolation_level=None, timeout=10)
+        locker.execute("BEGIN EXCLUSIVE")  # the ledger cannot be written: every flush now fails
+        time.sleep(5.0)
+        proc.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        proc.wait(timeout=30)
+        locker.execute("COMMIT")
+        locker.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done = completed(side)
+    stored, _ = stored_steps(path)
+    spills = list(tmp_path.glob("yieldgate-spill-*.db"))
+    for spill in spills:
+        with Ledger(spill, readonly=True) as led:
+            stored |= set(led.steps("child")["step"].tolist())
+    missing = set(done) - stored
+    assert stored <= set(done) | {max(done) + 1}
+    oldest_missing = min((done[s] for s in missing), default=killed_at)
+    print(f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest_missing:.2f} s before the kill")
+    assert killed_at - oldest_missing <= 2.0, (
+        f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest_missing:.2f} s before the kill")
+    assert spills, "rows taken during the lock went to no spill file"
+    check("training process killed (SIGKILL) while the ledger is locked (5 s)",
+          "rows go to a spill file (synced) at the first failed flush; the ledger plus the spill file lack only the "
+          "last flush interval", "≤ 2 s of steps")

@@ -219,9 +219,14 @@ class Ledger:
     """A run ledger in one SQLite file (WAL). One instance per thread; processes may share the file."""
 
     def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False,
-                 busy_timeout_s: float = 30.0) -> None:
+                 busy_timeout_s: float = 30.0, durable: bool = False) -> None:
         """`busy_timeout_s`: how long a write waits for another process's lock before failing (the Tracker's
-        writer waits briefly and retries at its next flush, so it keeps collecting rows meanwhile)."""
+        writer waits briefly and retries at its next flush, so it keeps collecting rows meanwhile).
+
+        `durable`: every commit is on disk when it returns (WAL with synchronous=FULL: the log is synced at each
+        commit). Without it (synchronous=NORMAL) a commit survives the process dying, but a host crash or power
+        loss may take the commits since the last checkpoint with it. The Tracker's writer and its spill files
+        write durably; bulk imports, which can be run again, do not."""
         location = os.fspath(location) if location is not None else default_location()
         if location.startswith(("postgresql://", "postgres://")):
             raise LedgerError(f"{location}: PostgreSQL ledgers are not supported yet; use a SQLite file path")
@@ -231,6 +236,7 @@ class Ledger:
         self.readonly = readonly
         self._depth = 0
         self._busy_ms = int(busy_timeout_s * 1000)
+        self._durable = durable
         self._db = self._connect(location, readonly)
 
     def _connect(self, location: str, readonly: bool) -> sqlite3.Connection:
@@ -260,7 +266,7 @@ class Ledger:
             db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             migrations.check(db, location)  # refuse a newer schema before changing anything
             db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute(f"PRAGMA synchronous = {'FULL' if self._durable else 'NORMAL'}")
             db.execute("PRAGMA foreign_keys = ON")
             migrations.migrate(db, location)
             return db

@@ -94,9 +94,6 @@ class TrackerConfig:
     """Samples remembered by the stream-duplicate counter."""
     queue_size: int = 256
     """Packets the writer queue holds before dropping (and counting) new ones."""
-    spill_rows: int = 10_000
-    """Rows kept in memory while the ledger cannot be written (locked, read-only, disk full, removed); beyond
-    them, rows go to a spill file that moves into the ledger once it is writable again."""
     spill_dir: str | None = None
     """Folder for spill files (None: the ledger's folder when writable, else the system's temp folder)."""
     loss_averaged: bool = True
@@ -108,7 +105,7 @@ class TrackerConfig:
 
     def __post_init__(self) -> None:
         for name in ("log_every_steps", "layer_every", "entropy_every", "throughput_window", "loss_var_window",
-                     "repeat_window", "queue_size", "spill_rows"):
+                     "repeat_window", "queue_size"):
             if getattr(self, name) < 1:
                 raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("log_every_s", "flush_every_s", "telemetry_every_s", "dist_timeout_s"):
@@ -350,7 +347,7 @@ class Tracker:
                 base_step=int(base["step"]), base_tokens=base["tokens"], base_samples=base["samples"],
                 base_wall=base["wall_s"],
                 t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
-                spill_rows=self.config.spill_rows, spill_dir=self.config.spill_dir, manifest=manifest,
+                spill_dir=self.config.spill_dir, manifest=manifest,
                 telemetry_every_s=self.config.telemetry_every_s, online_every_s=self.config.online_diagnosis_every_s,
                 throughput_window=self.config.throughput_window, throughput_skip=self.config.throughput_skip,
                 loss_var_window=self.config.loss_var_window, repeat_window=self.config.repeat_window,

@@ -105,8 +105,6 @@ class WriterSettings:
     t0: float
     flush_every_s: float = 1.0
     queue_size: int = 256
-    spill_rows: int = 10_000
-    """Rows kept in memory while the ledger cannot be written; beyond them, rows go to a spill file."""
     spill_dir: str | None = None
     """Folder of spill files (None: the ledger's folder when writable, else the system's temp folder)."""
     max_buffered_rows: int = 1_000_000
@@ -258,11 +256,7 @@ class Writer(threading.Thread):
             self._wake.wait(min(self.s.flush_every_s, HEARTBEAT_EVERY_S))
             self._wake.clear()
             stopping = self._stopping  # read before draining: every packet submitted before close is drained
-            while self._inbox:
-                try:
-                    self._process(self._inbox.popleft())
-                except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
-                    self.on_fault("processing step records", exc)
+            self._drain()
             if stopping or time.monotonic() - self._last_flush >= min(self.s.flush_every_s, HEARTBEAT_EVERY_S):
                 ledger = self._flush(ledger, final=stopping)
             if stopping:
@@ -276,6 +270,13 @@ class Writer(threading.Thread):
             self._record_status(ledger, self._status)
         if ledger is not None:
             ledger.close()
+
+    def _drain(self) -> None:
+        while self._inbox:
+            try:
+                self._process(self._inbox.popleft())
+            except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
+                self.on_fault("processing step records", exc)
 
     def _record_status(self, ledger: Ledger | None, status: str) -> None:
         """In the ledger; where the rows ended in a spill file, there too, so a merge carries it."""
@@ -341,8 +342,11 @@ class Writer(threading.Thread):
             return ledger
         except Exception as exc:  # noqa: BLE001 - the ledger may be locked, full, read-only or gone: keep the rows
             self.on_fault("writing to the ledger", exc)
-            if final or self.buffered_rows >= self.s.spill_rows:
-                self._spill()
+            # Spill now, not once many rows have piled up in memory: a SIGKILL while the ledger is locked must
+            # lose no more than one flush interval, as it does when the ledger is healthy. Rows that arrived
+            # while this flush waited for the lock go too.
+            self._drain()
+            self._spill()
             while self.buffered_rows > self.s.max_buffered_rows and len(self._frames) > 1:
                 self.dropped_rows += self._frames.pop(0).n
             return ledger
@@ -424,7 +428,7 @@ class Writer(threading.Thread):
         for path in [self.spill_path] if self.spill_path else self._spill_files():
             fresh = not os.path.exists(path)
             try:
-                with Ledger(path) as side, side.transaction():
+                with Ledger(path, durable=True) as side, side.transaction():
                     side.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
                                     if_exists="reuse")
                     if self._frames:
