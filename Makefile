@@ -42,6 +42,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_diagnose.py
 	$(BIN)/python benchmarks/bench_dedup.py
 	$(BIN)/python benchmarks/bench_gate.py
+	$(BIN)/python benchmarks/bench_durability.py
 
 # Rewrites the README's Reliability table from what the reliability tests measure.
 reliability-table: $(VENV)/.dev

@@ -390,7 +390,7 @@ class Tracker:
             raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
                            "process; close it first")
         try:
-            with Ledger(self.location) as ledger, ledger.transaction():
+            with Ledger(self.location, durable=True) as ledger, ledger.transaction():
                 exists = ledger.claim_run(self.run, owner=self.owner, manifest=self.manifest, resume=resume,
                                           takeover=takeover)
                 if not exists:
@@ -431,7 +431,7 @@ class Tracker:
 
     def _meta(self, key: str, value: Any) -> None:
         try:
-            with Ledger(self.location) as ledger:
+            with Ledger(self.location, durable=True) as ledger:
                 ledger.set_meta(self.run, key, value)
         except Exception as exc:  # noqa: BLE001 - contained: the run goes on without the note
             self._fault("recording run meta", exc)

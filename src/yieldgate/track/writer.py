@@ -283,7 +283,7 @@ class Writer(threading.Thread):
         assert self.s.run is not None
         try:
             if self.spill_path is not None:
-                with Ledger(self.spill_path) as side:
+                with Ledger(self.spill_path, durable=True) as side:
                     side.set_status(self.s.run, status)
             if ledger is None:
                 raise LedgerError(f"the ledger {self.s.location} could not be opened")
@@ -392,7 +392,7 @@ class Writer(threading.Thread):
 
     def _open(self) -> Ledger:
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
-        ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s)
+        ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s, durable=True)
         try:
             if self.s.run is not None and self.s.owner is not None:
                 # Ours already, or made again in a ledger file that was removed; another's: RunInUse.
@@ -471,7 +471,7 @@ class Writer(threading.Thread):
         assert self.s.run is not None
         if step > self.s.base_step:
             return  # the checkpoint is not older than the ledger: nothing to set apart
-        with Ledger(self.s.location) as ledger:
+        with Ledger(self.s.location, durable=True) as ledger:
             at = ledger.step_at(self.s.run, step - 1) or {"step": 0, "tokens": 0.0, "samples": 0.0}
             tokens, samples = at["tokens"] or 0.0, at["samples"] or 0.0
             if at["step"] != step - 1:
