@@ -14,6 +14,7 @@ __all__ = [
     "SchemaVersionError",
     "RunNotFound",
     "RunInUse",
+    "BlockDamaged",
 ]
 
 
@@ -35,6 +36,10 @@ class LedgerError(YieldgateError):
 
 class SchemaVersionError(LedgerError):
     """The ledger was written by a newer yieldgate whose schema this version does not know."""
+
+
+class BlockDamaged(LedgerError):
+    """A stored block of step records fails its checksum (`yieldgate.checksum`): its numbers cannot be trusted."""
 
 
 class RunNotFound(LedgerError):

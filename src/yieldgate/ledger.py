@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate import migrations
+from yieldgate.checksum import block_checksum, verify_block
 from yieldgate.errors import InputError, LedgerError, RunInUse, RunNotFound
 from yieldgate.manifest import Manifest, parse_manifest
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
@@ -210,6 +211,15 @@ def _decode(n: int, columns: str, data: bytes, missing: bytes | None, want: Sequ
         vals = np.frombuffer(data, dtype="<f8", count=n, offset=8 * n * (i + 1))
         values[name] = (vals, mask[i] if mask is not None else np.zeros(n, dtype=bool))
     return _Columns(steps, values)
+
+
+# The stored fields of a block, in the order `checksum.verify_block` takes them.
+_BLOCK = "checksum, first_step, last_step, n, tokens_max, columns, data, missing"
+
+
+def _block_columns(row: Sequence[Any], want: Sequence[str] | None) -> _Columns:
+    """Decode a checked `_BLOCK` row."""
+    return _decode(row[3], row[5], row[6], row[7], want)
 
 
 # -- the ledger -----------------------------------------------------------------------------------------
@@ -584,15 +594,21 @@ class Ledger:
         with self.transaction():
             run_id = self.run_id(run)
             if core.values or not extras:
-                self._write_blocks("step_blocks", {"run_id": run_id}, core)
+                self._write_blocks(run, "step_blocks", {"run_id": run_id}, core)
             ids = self._key_ids(extras) if extras else {}
             for key, series in extras.items():
                 if len(series):
-                    self._write_blocks("extra_blocks", {"run_id": run_id, "key_id": ids[key]}, series)
+                    self._write_blocks(run, "extra_blocks", {"run_id": run_id, "key_id": ids[key]}, series, key)
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return len(core)
 
-    def _write_blocks(self, table: str, scope: dict[str, int], new: _Columns) -> None:
+    def _checked(self, run: str, run_id: int, key: str | None, row: Sequence[Any],
+                 want: Sequence[str] | None = None) -> _Columns:
+        """A stored block (`_BLOCK` fields) decoded once it passes its checksum (BlockDamaged otherwise)."""
+        verify_block(self.location, run, key, tuple(row), run_id)
+        return _block_columns(row, want)
+
+    def _write_blocks(self, run: str, table: str, scope: dict[str, int], new: _Columns, key: str | None = None) -> None:
         """Write step records into `table` (step_blocks or extra_blocks) for one scope (run, key).
 
         Blocks the new steps overlap or precede (a resumed run re-logging steps) are merged and rewritten;
@@ -609,7 +625,7 @@ class Ledger:
         if tail and tail[0][2] >= first:
             # Re-logged or out-of-order steps: every block from the one holding `first` on is merged.
             affected = self._db.execute(
-                f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} AND first_step >= COALESCE("
+                f"SELECT id, {_BLOCK} FROM {table} WHERE {where} AND first_step >= COALESCE("
                 f"(SELECT MAX(first_step) FROM {table} WHERE {where} AND first_step <= ?), ?) ORDER BY first_step",
                 (*params, *params, first, first),
             ).fetchall()
@@ -620,10 +636,10 @@ class Ledger:
             affected = []
             if len(small) >= COMPACT_BLOCKS:
                 affected = self._db.execute(
-                    f"SELECT id, n, columns, data, missing FROM {table} WHERE id IN ({','.join('?' * len(small))}) "
+                    f"SELECT id, {_BLOCK} FROM {table} WHERE id IN ({','.join('?' * len(small))}) "
                     "ORDER BY first_step", small).fetchall()
         if affected:
-            merged = _concat([_decode(n, c, d, m, None) for _, n, c, d, m in affected] + [new])
+            merged = _concat([self._checked(run, scope["run_id"], key, a[1:]) for a in affected] + [new])
             new = _collapse(merged.steps, merged.values)
             self._db.executemany(f"DELETE FROM {table} WHERE id = ?", [(a[0],) for a in affected])
         rows = []
@@ -635,22 +651,24 @@ class Ledger:
                 v, m = part.values["tokens"]
                 ok = ~m & np.isfinite(v)
                 tokens_max = float(v[ok].max()) if ok.any() else None
-            rows.append((*params, int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *_encode(part)))
+            head = (int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *_encode(part))
+            rows.append((*params, *head, block_checksum(scope["run_id"], key, *head)))
         self._db.executemany(
-            f"INSERT INTO {table} ({', '.join(scope)}, first_step, last_step, n, tokens_max, columns, data, missing) "
-            f"VALUES ({', '.join('?' * (len(scope) + 7))})",
+            f"INSERT INTO {table} ({', '.join(scope)}, first_step, last_step, n, tokens_max, columns, data, missing, "
+            f"checksum) VALUES ({', '.join('?' * (len(scope) + 8))})",
             rows,
         )
 
     def step_at(self, run: str, step: int) -> dict[str, Any] | None:
         """The stored core record at or before `step`: step, tokens, samples, wall_s (None where not recorded),
         or None when the run has no step at or before it."""
+        run_id = self.run_id(run)
         rows = self._query(
-            "SELECT n, columns, data, missing FROM step_blocks WHERE run_id = ? AND first_step <= ? "
-            "ORDER BY first_step DESC LIMIT 1", (self.run_id(run), int(step)))
+            f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? AND first_step <= ? "
+            "ORDER BY first_step DESC LIMIT 1", (run_id, int(step)))
         if not rows:
             return None
-        cols = _decode(*rows[0], ["tokens", "samples", "wall_s"])
+        cols = self._checked(run, run_id, None, rows[0], ["tokens", "samples", "wall_s"])
         i = int(np.searchsorted(cols.steps, int(step), side="right")) - 1
         out: dict[str, Any] = {"step": int(cols.steps[i])}
         for name in ("tokens", "samples", "wall_s"):
@@ -669,36 +687,39 @@ class Ledger:
         with self.transaction():
             run_id = self.run_id(run)
             core = self._db.execute(
-                "SELECT id, NULL, n, columns, data, missing FROM step_blocks WHERE run_id = ? AND last_step > ? "
+                f"SELECT id, NULL, NULL, {_BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? "
                 "ORDER BY first_step", (run_id, after)).fetchall()
             extra = self._db.execute(
-                "SELECT id, key_id, n, columns, data, missing FROM extra_blocks WHERE run_id = ? AND last_step > ? "
-                "ORDER BY key_id, first_step", (run_id, after)).fetchall()
+                f"SELECT b.id, b.key_id, k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
+                "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ? AND b.last_step > ? "
+                "ORDER BY b.key_id, b.first_step", (run_id, after)).fetchall()
+            decoded = {b[0]: self._checked(run, run_id, b[2], b[3:]) for b in (*core, *extra)}
             evals = self.evals(run)
             evals = evals[evals["step"] > after]
             if not (core or extra or len(evals)):
                 return None
             last = self.step_at(run, 1 << 62)
-            old_step = max([last["step"] if last else after] + [int(_decode(*b[2:], []).steps[-1]) for b in extra])
+            old_step = max([last["step"] if last else after] + [int(decoded[b[0]].steps[-1]) for b in extra])
             body = {"source": source, "resume": dict(resume),
                     "old": {"step": old_step, "tokens": last["tokens"] if last else None},
                     "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
             event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
             moved = {"step_blocks": 0, "extra_blocks": 0}
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
-                for block_id, key_id, n, columns, data, missing in blocks:
-                    cols = _decode(n, columns, data, missing, None)
+                for block_id, key_id, key, *_ in blocks:
+                    cols = decoded[block_id]
                     later = cols.steps > after
                     gone, kept = _take(cols, later), _take(cols, ~later)
                     self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
+                    head = (int(gone.steps[0]), int(gone.steps[-1]), len(gone), None, *_encode(gone))
                     self._db.execute(
                         "INSERT INTO superseded_blocks (event_id, run_id, key_id, first_step, last_step, n, columns, "
-                        "data, missing) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (event, run_id, key_id, int(gone.steps[0]), int(gone.steps[-1]), len(gone), *_encode(gone)))
+                        "data, missing, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (event, run_id, key_id, *head[:3], *head[4:], block_checksum(run_id, key, *head)))
                     moved[table] += len(gone)
                     if len(kept):
                         scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
-                        self._write_blocks(table, scope, kept)
+                        self._write_blocks(run, table, scope, kept, key)
             self._db.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, after))
             body["superseded"].update(steps=moved["step_blocks"], extra_values=moved["extra_blocks"])
             self._db.execute("UPDATE events SET body = ? WHERE id = ?", (_json(body, "event body"), event))
@@ -708,12 +729,14 @@ class Ledger:
     def superseded(self, run: str) -> pd.DataFrame:
         """Core step records that a resume set apart (`supersede`): event_id (the `resume` event), step and the
         core columns, by event and step. They are not part of `steps(run)`."""
+        run_id = self.run_id(run)
         rows = self._query(
-            "SELECT event_id, n, columns, data, missing FROM superseded_blocks WHERE run_id = ? AND key_id IS NULL "
-            "ORDER BY event_id, first_step", (self.run_id(run),))
+            f"SELECT event_id, {_BLOCK.replace('tokens_max', 'NULL')} FROM superseded_blocks WHERE run_id = ? "
+            "AND key_id IS NULL ORDER BY event_id, first_step", (run_id,))
         frames = []
-        for event, n, columns, data, missing in rows:
-            cols = _decode(n, columns, data, missing, None)
+        for event, *block in rows:
+            cols = self._checked(run, run_id, None, block)
+            n = len(cols)
             frame = {"event_id": np.full(n, event, dtype=np.int64), "step": cols.steps.astype(np.int64)}
             frame.update({k: np.where(m, np.nan, v) for k, (v, m) in cols.values.items()})
             frames.append(pd.DataFrame(frame))
@@ -739,11 +762,9 @@ class Ledger:
         unknown = [c for c in want if c not in STEP_VALUE_COLUMNS]
         if unknown:
             raise InputError(f"unknown core column {unknown[0]!r}; core columns are {', '.join(STEP_VALUE_COLUMNS)}")
-        blocks = self._query(
-            "SELECT n, columns, data, missing FROM step_blocks WHERE run_id = ? ORDER BY first_step",
-            (self.run_id(run),),
-        )
-        parts = [_decode(n, c, d, m, want) for n, c, d, m in blocks]
+        run_id = self.run_id(run)
+        blocks = self._query(f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? ORDER BY first_step", (run_id,))
+        parts = [self._checked(run, run_id, None, b, want) for b in blocks]
         steps = np.concatenate([p.steps for p in parts]) if parts else np.empty(0, dtype=np.int64)
         out: dict[str, Any] = {"step": steps.astype(np.int64)}
         for name in want:
@@ -765,13 +786,15 @@ class Ledger:
 
     def extras(self, run: str, keys: Sequence[str] | None = None) -> pd.DataFrame:
         """A run's namespaced extras in long form: columns step, key, value (a recorded NaN is NaN)."""
-        sql = ("SELECT k.key, b.n, b.columns, b.data, b.missing FROM extra_blocks b "
+        run_id = self.run_id(run)
+        sql = (f"SELECT k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
                "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ?")
-        params: list[Any] = [self.run_id(run)]
+        params: list[Any] = [run_id]
         if keys is not None:
             sql += f" AND k.key IN ({','.join('?' * len(keys))})"
             params += list(keys)
-        parts = [(key, _decode(n, c, d, m, None)) for key, n, c, d, m in self._query(sql + " ORDER BY k.key, b.first_step", params)]
+        parts = [(key, self._checked(run, run_id, key, block))
+                 for key, *block in self._query(sql + " ORDER BY k.key, b.first_step", params)]
         if not parts:
             return pd.DataFrame({"step": np.empty(0, np.int64), "key": np.empty(0, object), "value": np.empty(0)})
         return pd.DataFrame({
