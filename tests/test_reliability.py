@@ -285,3 +285,64 @@ def test_the_trackers_commits_are_synced_before_they_return(tmp_path, monkeypatc
     check("host crash or power loss mid-run",
           "what the Tracker committed survives: each commit syncs the WAL before it returns (synchronous=FULL, "
           "~2 ms per flush on the writer thread, `benchmarks/bench_durability.py`)", "≤ 1 flush interval (1 s) of steps")
+
+
+@pytest.mark.parametrize("how", ["truncated", "replaced by an older copy"])
+def test_a_ledger_truncated_or_replaced_mid_run_is_not_written_into(tmp_path, how):
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "live.db"
+    older = tmp_path / "backup.db"
+    with Tracker("live", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=5)) as tr:
+        for phase in range(3):
+            for i in range(200):
+                tr.step(tokens=128, samples=1, loss=1.0, extras={f"signals/pad{phase}_{k}": 1.0 for k in range(20)})
+            time.sleep(0.3)
+            with sqlite3.connect(path) as db:  # what SQLite's auto-checkpoint does in a long run: the file grows
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            time.sleep(0.2)
+            if phase == 0:
+                shutil.copyfile(path, older)
+        written = tr.stats["written_rows"]
+        if how == "truncated":
+            os.truncate(path, os.path.getsize(path) // 2)
+        else:
+            shutil.copyfile(older, path)  # `cp backup.db live.db`: the same inode, other contents
+        for i in range(100):
+            tr.step(tokens=128, samples=1, loss=1.0)
+        time.sleep(0.3)
+    stats = tr.stats
+    assert written == 600 and stats["written_rows"] == 600, stats
+    assert stats["spill_path"] and stats["spilled_rows"] == 100 and stats["dropped_rows"] == 0, stats
+    with Ledger(stats["spill_path"], readonly=True) as led:
+        assert led.steps("live")["step"].tolist() == list(range(601, 701))
+        assert led.run_info("live")["recorded_status"] == "finished"
+    check(f"ledger file {how} mid-run",
+          "seen at the next flush (the file is shorter than the writer left it); the run goes on into a spill file, "
+          "never into that file", "0 of the rows not yet written")
+
+
+@pytest.mark.parametrize("how", ["truncated", "with a damaged write-ahead log header"])
+def test_runs_refuses_a_ledger_that_fails_its_quick_check(tmp_path, cli_for, how):
+    import shutil
+
+    path = tmp_path / "l.db"
+    with Ledger(path) as led:
+        led.create_run("a")
+        led.append_steps("a", {"step": list(range(1, 5001)), "loss": [1.0] * 5000})
+        if how == "truncated":  # its last pages: the tail of a block's bytes
+            led.close()
+            os.truncate(path, os.path.getsize(path) - 4 * 4096)
+        else:  # a host that went down mid-run leaves the log beside the file; its header is damaged
+            copy = tmp_path / "c.db"
+            shutil.copyfile(path, copy)
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+            path = copy
+            wal = bytearray(Path(f"{path}-wal").read_bytes())
+            wal[12] ^= 0x01  # the checkpoint sequence number: SQLite would ignore the log and its commits
+            Path(f"{path}-wal").write_bytes(bytes(wal))
+    cli = cli_for(path)
+    result = cli("runs", code=2)
+    assert result.stderr.count("\n") == 1 and "not a usable yieldgate ledger (" in result.stderr, result.stderr
+    check(f"`yieldgate runs` on a ledger {how}", f"refused, exit 2: `{result.stderr.split(': ', 1)[1].split(';')[0].replace(str(tmp_path) + '/', '')}`", "0")

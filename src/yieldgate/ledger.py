@@ -28,6 +28,7 @@ import pandas as pd
 from yieldgate import migrations
 from yieldgate.checksum import block_checksum, verify_block
 from yieldgate.errors import InputError, LedgerError, RunInUse, RunNotFound
+from yieldgate.ledger_file import file_problem
 from yieldgate.manifest import Manifest, parse_manifest
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 from yieldgate.names import (
@@ -259,6 +260,11 @@ class Ledger:
                 return db
             if path.is_dir():
                 raise LedgerError(f"{location}: is a directory; --ledger takes a file path such as ./yieldgate.db")
+            problem = file_problem(path)  # before SQLite reads it: a truncated file or damaged log can read "fine"
+            if problem is not None:
+                raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as whole: "
+                                  "restore it from a backup (a damaged write-ahead log moved aside leaves the file as "
+                                  "of its last checkpoint)")
             if readonly:
                 db = self._open_readonly(path)
                 if migrations.check(db, location):

@@ -31,6 +31,7 @@ import torch
 from yieldgate.data.stream import RepeatCounter
 from yieldgate.errors import LedgerError, RunInUse
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.ledger_file import file_problem
 from yieldgate.owners import HEARTBEAT_EVERY_S
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
@@ -210,6 +211,10 @@ class Writer(threading.Thread):
         self._last_flush = time.monotonic()
         self._reduce_failed = False
         self._inode: int | None = None
+        self._size = 0
+        """Size of the ledger file after this writer's last commit: a shorter file was truncated or replaced."""
+        self._refused: str | None = None
+        """Why the ledger file is no longer written (truncated, replaced, damaged headers): rows go to the spill file."""
         self._recent: deque[_Frame] = deque()
         self._last_online = time.monotonic()
         self._online_seen: set[tuple[Any, ...]] = set()
@@ -304,7 +309,7 @@ class Writer(threading.Thread):
             self._drop_lost()
             return ledger
         if not (self._frames or self._evals or self.spill_path):
-            if ledger is not None and self.s.owner is not None:
+            if ledger is not None and self.s.owner is not None and self._refused is None:
                 try:
                     ledger.heartbeat(self.s.run, self.s.owner)
                 except RunInUse as exc:
@@ -328,6 +333,14 @@ class Writer(threading.Thread):
                     "and the run goes on in it (rows already written went with the removed file)"))
                 ledger.close()
                 ledger = None
+            if self._refused is None:
+                self._refused = self._damaged()
+                if self._refused is not None and ledger is not None:
+                    ledger.close()
+                    ledger = None
+            if self._refused is not None:
+                raise LedgerError(f"{self.s.location}: {self._refused}; this run's step records go to a spill file "
+                                  "from now on, never into that file (`yieldgate check` tells what is left of it)")
             if ledger is None:
                 ledger = self._open()
             with ledger.transaction():
@@ -352,6 +365,8 @@ class Writer(threading.Thread):
             return ledger
         self.written_rows += self.buffered_rows
         self._frames, self._evals = [], []
+        with contextlib.suppress(OSError):
+            self._size = os.stat(self.s.location).st_size if self._inode is not None else 0
         if self.spill_path is not None:
             self._unspill(ledger)
         if self.s.online_every_s is not None and time.monotonic() - self._last_online >= self.s.online_every_s:
@@ -401,10 +416,18 @@ class Writer(threading.Thread):
                 ledger.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
                                   if_exists="reuse")
             self._inode = os.stat(self.s.location).st_ino if self.s.location != ":memory:" else None
+            self._size = 0
         except BaseException:
             ledger.close()
             raise
         return ledger
+
+    def _damaged(self) -> str | None:
+        """The ledger file truncated or replaced by a shorter copy, or its headers damaged (`ledger_file`): writing
+        on would mix this run's pages into a file SQLite no longer describes."""
+        if self._inode is None:
+            return None
+        return file_problem(self.s.location, min_size=self._size)
 
     def _removed(self) -> bool:
         """The ledger file is gone or replaced: SQLite would go on writing into the unlinked file, unseen."""
