@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -161,6 +162,8 @@ def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli):
     spill = tr.stats["spill_path"]
     try:
         assert spill and tr.stats["spilled_rows"] == 40 and tr.stats["dropped_rows"] == 0
+        host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())
+        assert Path(spill).name == f"yieldgate-spill-ro-{host}-{os.getpid()}.db"  # nodes sharing a folder never collide
         out = cli.json("merge", spill)
         assert out["runs"] == {"ro": 40}
         assert cli.json("merge", spill)["runs"] == {"ro": 40}  # twice: nothing doubles
@@ -346,3 +349,27 @@ def test_runs_refuses_a_ledger_that_fails_its_quick_check(tmp_path, cli_for, how
     result = cli("runs", code=2)
     assert result.stderr.count("\n") == 1 and "not a usable yieldgate ledger (" in result.stderr, result.stderr
     check(f"`yieldgate runs` on a ledger {how}", f"refused, exit 2: `{result.stderr.split(': ', 1)[1].split(';')[0].replace(str(tmp_path) + '/', '')}`", "0")
+
+
+@pytest.mark.parametrize("kind", ["nfs4", "lustre", "gpfs", "cifs", "fuse.sshfs"])
+def test_a_ledger_on_a_network_filesystem_is_refused(tmp_path, cli_for, monkeypatch, kind):
+    import yieldgate.mounts
+    from yieldgate.errors import NetworkFilesystem
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"/dev/vda / ext4 rw 0 0\nserver:/export {tmp_path}/shared {kind} rw 0 0\n")
+    (tmp_path / "shared").mkdir()
+    path = tmp_path / "shared" / "l.db"
+    Ledger(path).close()  # made where it is local (this host's real mounts): a ledger copied onto the share
+    with pytest.raises(NetworkFilesystem, match=rf"on a {kind} filesystem .*one ledger per node .*yieldgate merge"):
+        Ledger(path, mounts=str(mounts))
+    monkeypatch.setattr(yieldgate.mounts, "MOUNTS", str(mounts))
+    with pytest.raises(NetworkFilesystem):  # the Tracker's constructor: before the first step
+        Tracker("nfs", ledger=path)
+    result = cli_for(path)("runs", code=2)
+    assert result.stderr.count("\n") == 1 and "filesystem" in result.stderr
+    with Ledger(tmp_path / "local.db", mounts=str(mounts)) as led:  # beside the mount: a local disk
+        led.create_run("fine")
+    check(f"ledger on a {kind} mount (a fake mounts table)",
+          "refused by the Ledger and the Tracker's constructor, exit 2 in the CLI: SQLite's WAL does not work across "
+          "hosts; use one ledger per node and `yieldgate merge` (PostgreSQL: coming)", "0")

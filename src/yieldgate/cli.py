@@ -694,7 +694,7 @@ def merge(
     A Tracker that could not write its ledger (locked, read-only, disk full) keeps the rows in a spill file
     and names it; this brings them in. Merging twice changes nothing.
 
-    Example: yieldgate --ledger yieldgate.db merge /tmp/yieldgate-spill-bs64-1234.db
+    Example: yieldgate --ledger yieldgate.db merge /tmp/yieldgate-spill-bs64-node07-1234.db
     """
     if not source.is_file():
         raise InputError(f"{source}: no such ledger file; give the path the Tracker reported")

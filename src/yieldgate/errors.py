@@ -15,6 +15,7 @@ __all__ = [
     "RunNotFound",
     "RunInUse",
     "BlockDamaged",
+    "NetworkFilesystem",
 ]
 
 
@@ -40,6 +41,10 @@ class SchemaVersionError(LedgerError):
 
 class BlockDamaged(LedgerError):
     """A stored block of step records fails its checksum (`yieldgate.checksum`): its numbers cannot be trusted."""
+
+
+class NetworkFilesystem(LedgerError):
+    """The ledger is on a network or FUSE filesystem, where SQLite's write-ahead log does not work across hosts."""
 
 
 class RunNotFound(LedgerError):

@@ -27,7 +27,8 @@ import pandas as pd
 
 from yieldgate import migrations
 from yieldgate.checksum import block_checksum, verify_block
-from yieldgate.errors import InputError, LedgerError, RunInUse, RunNotFound
+from yieldgate import mounts as _mounts
+from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound
 from yieldgate.ledger_file import file_problem
 from yieldgate.manifest import Manifest, parse_manifest
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
@@ -230,14 +231,17 @@ class Ledger:
     """A run ledger in one SQLite file (WAL). One instance per thread; processes may share the file."""
 
     def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False,
-                 busy_timeout_s: float = 30.0, durable: bool = False) -> None:
+                 busy_timeout_s: float = 30.0, durable: bool = False, mounts: str | None = None) -> None:
         """`busy_timeout_s`: how long a write waits for another process's lock before failing (the Tracker's
         writer waits briefly and retries at its next flush, so it keeps collecting rows meanwhile).
 
         `durable`: every commit is on disk when it returns (WAL with synchronous=FULL: the log is synced at each
         commit). Without it (synchronous=NORMAL) a commit survives the process dying, but a host crash or power
         loss may take the commits since the last checkpoint with it. The Tracker's writer and its spill files
-        write durably; bulk imports, which can be run again, do not."""
+        write durably; bulk imports, which can be run again, do not.
+
+        `mounts`: the mounts table telling which filesystem the file is on (default `/proc/mounts`). A ledger on a
+        network or FUSE filesystem (NFS, Lustre, GPFS, CIFS/SMB, FUSE) is refused: NetworkFilesystem."""
         location = os.fspath(location) if location is not None else default_location()
         if location.startswith(("postgresql://", "postgres://")):
             raise LedgerError(f"{location}: PostgreSQL ledgers are not supported yet; use a SQLite file path")
@@ -248,6 +252,7 @@ class Ledger:
         self._depth = 0
         self._busy_ms = int(busy_timeout_s * 1000)
         self._durable = durable
+        self._mounts = mounts if mounts is not None else _mounts.MOUNTS
         self._db = self._connect(location, readonly)
 
     def _connect(self, location: str, readonly: bool) -> sqlite3.Connection:
@@ -260,6 +265,13 @@ class Ledger:
                 return db
             if path.is_dir():
                 raise LedgerError(f"{location}: is a directory; --ledger takes a file path such as ./yieldgate.db")
+            remote = _mounts.network_filesystem(path, self._mounts)
+            if remote is not None:
+                raise NetworkFilesystem(
+                    f"{location}: on a {remote[1]} filesystem (mounted at {remote[0]}), where SQLite's write-ahead log "
+                    "does not work across hosts and a shared ledger can be damaged without an error; keep one ledger "
+                    "per node on a local disk and combine them with `yieldgate merge` (a PostgreSQL ledger for many "
+                    "hosts is coming)")
             problem = file_problem(path)  # before SQLite reads it: a truncated file or damaged log can read "fine"
             if problem is not None:
                 raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as whole: "

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from yieldgate.errors import InputError, RunInUse
+from yieldgate.errors import InputError, NetworkFilesystem, RunInUse
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest
 from yieldgate.owners import Owner
@@ -413,8 +413,8 @@ class Tracker:
                 ledger.supersede(self.run, int(point["step"]), resume={
                     k: base[k] for k in ("step", "tokens", "samples")})
                 return base, False
-        except (InputError, RunInUse):
-            raise
+        except (InputError, RunInUse, NetworkFilesystem):
+            raise  # configuration errors: before the first step, never once training runs
         except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
             self._fault("opening the run", exc)
         return base, False

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import math
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -440,7 +441,8 @@ class Writer(threading.Thread):
 
     def _spill_files(self) -> list[str]:
         """Where a spill file may go, in order: the configured folder or the ledger's, then the temp folder."""
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.s.run or "run")
+        # Named by run, host and process: nodes that share a folder (one ledger per node) never share a spill file.
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.s.run or 'run'}-{socket.gethostname()}")
         folders = [self.s.spill_dir or (str(Path(self.s.location).parent) if self.s.location != ":memory:" else None),
                    tempfile.gettempdir()]
         return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
