@@ -711,13 +711,14 @@ class Ledger:
                 f"SELECT b.id, b.key_id, k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
                 "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ? AND b.last_step > ? "
                 "ORDER BY b.key_id, b.first_step", (run_id, after)).fetchall()
-            decoded = {b[0]: self._checked(run, run_id, b[2], b[3:]) for b in (*core, *extra)}
+            decoded = {(table, b[0]): self._checked(run, run_id, b[2], b[3:])  # ids are per table
+                       for table, blocks in (("step_blocks", core), ("extra_blocks", extra)) for b in blocks}
             evals = self.evals(run)
             evals = evals[evals["step"] > after]
             if not (core or extra or len(evals)):
                 return None
             last = self.step_at(run, 1 << 62)
-            old_step = max([last["step"] if last else after] + [int(decoded[b[0]].steps[-1]) for b in extra])
+            old_step = max([last["step"] if last else after] + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
             body = {"source": source, "resume": dict(resume),
                     "old": {"step": old_step, "tokens": last["tokens"] if last else None},
                     "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
@@ -725,7 +726,7 @@ class Ledger:
             moved = {"step_blocks": 0, "extra_blocks": 0}
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
                 for block_id, key_id, key, *_ in blocks:
-                    cols = decoded[block_id]
+                    cols = decoded[table, block_id]
                     later = cols.steps > after
                     gone, kept = _take(cols, later), _take(cols, ~later)
                     self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
