@@ -38,7 +38,9 @@ from yieldgate.names import (
     EVENT_STATES,
     RUN_STATUSES,
     STEP_VALUE_COLUMNS,
+    check_run_name,
     is_extra_key,
+    unsafe_character,
     metric_direction,
 )
 
@@ -88,22 +90,6 @@ class EvalRecord:
     """Eval portfolio name."""
     portfolio_version: str = ""
     """Eval portfolio version."""
-
-
-def _check_run_name(name: str) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InputError(f"run name must be a non-empty string, got {name!r}")
-    if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name) > 200:
-        raise InputError(
-            f"run name {name!r} is not allowed: use up to 200 printable characters, no control characters "
-            "or surrounding spaces"
-        )
-    # A name is a key, never a path; "/" namespaces runs (PREFIX/<name>). Path forms that could only be a
-    # mistake or an attempt to climb out of a folder are refused.
-    if "\\" in name or any(part in ("", ".", "..") for part in name.split("/")):
-        raise InputError(f"run name {name!r} is not allowed: '/' separates parts of a name, and no part may be "
-                         "empty, '.' or '..'; backslashes are not allowed")
-    return name
 
 
 # -- step columns ---------------------------------------------------------------------------------------
@@ -383,7 +369,7 @@ class Ledger:
         `if_exists`: `error` (default), `reuse` (keep the run and its records: a resumed run), or
         `replace` (drop its records first: a re-import).
         """
-        _check_run_name(name)
+        check_run_name(name)
         if status not in RUN_STATUSES:
             raise InputError(f"run status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
         with self.transaction():
@@ -583,6 +569,9 @@ class Ledger:
                 continue
             if len(seq) != n:
                 raise InputError(f"step records: column {key!r} has {len(seq)} values, 'step' has {n}")
+            unsafe = unsafe_character(key) if isinstance(key, str) else "a name that is not text"
+            if unsafe is not None:
+                raise InputError(f"step records: column {key!r} is not allowed: it holds {unsafe}")
             if key in CORE_STEP_COLUMNS:
                 core[key] = _column_values(seq, n, key)
             elif is_extra_key(key):
@@ -843,6 +832,9 @@ class Ledger:
             hib = higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)
             if not r.task or not r.metric:
                 raise InputError(f"eval record {i}: task and metric must be non-empty, got {r.task!r}/{r.metric!r}")
+            unsafe = unsafe_character(f"{r.task}/{r.metric}/{r.portfolio}/{r.portfolio_version}")
+            if unsafe is not None:
+                raise InputError(f"eval record {i}: {r.task!r}/{r.metric!r} is not allowed: it holds {unsafe}")
             rows.append((int(r.step), None if r.tokens is None else float(r.tokens),
                          None if r.wall_s is None else float(r.wall_s), r.portfolio, r.portfolio_version,
                          r.task, r.metric, float(r.value), int(hib)))

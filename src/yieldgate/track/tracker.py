@@ -43,6 +43,7 @@ from torch import nn
 from yieldgate.errors import InputError, NetworkFilesystem, RunInUse
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest
+from yieldgate.names import check_run_name, unsafe_character
 from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
@@ -274,7 +275,7 @@ class Tracker:
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
         point = _resume_point(step, tokens, samples)
-        self.run = run
+        self.run = check_run_name(run)
         self.config = config or TrackerConfig()
         self.signals = signals
         self.location = str(ledger) if ledger is not None else default_location()
@@ -691,6 +692,10 @@ class Tracker:
             task, _, metric = key.rpartition("/")
             if not task or not metric:
                 raise InputError(f"eval key {key!r} must be '<task>/<metric>', e.g. 'val/loss'")
+            unsafe = unsafe_character(key)
+            if unsafe is not None:  # left out, reported; the call's other results are kept
+                self._fault("eval", InputError(f"eval key {key!r} is not allowed: it holds {unsafe}; left out"))
+                continue
             if isinstance(value, torch.Tensor):
                 name = f"{len(self._evals)}:{key}"
                 self._eval_tensors[name] = value.detach().float().reshape(())

@@ -30,7 +30,8 @@ import pandas as pd
 import torch
 
 from yieldgate.data.stream import RepeatCounter
-from yieldgate.errors import LedgerError, RunInUse
+from yieldgate.errors import InputError, LedgerError, RunInUse
+from yieldgate.names import key_problem
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger_file import file_problem
 from yieldgate.owners import HEARTBEAT_EVERY_S
@@ -220,6 +221,8 @@ class Writer(threading.Thread):
         self._last_online = time.monotonic()
         self._online_seen: set[tuple[Any, ...]] = set()
         self._last_telemetry = -math.inf
+        self._keys: dict[str, bool] = {}
+        """Step value keys seen, and whether each may be stored (checked once per key, on this thread)."""
         self.spill_path: str | None = None
         """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
         self.spilled_rows = 0
@@ -582,10 +585,12 @@ class Writer(threading.Thread):
         for i, r in enumerate(rows):
             if r.values:
                 for key, value in r.values.items():
-                    frame.set(key, i, value)
+                    if self._key_ok(key):
+                        frame.set(key, i, value)
             if r.sources:
                 for source, count in r.sources.items():
-                    frame.set(f"tokens/{source}", i, count)
+                    if self._key_ok(f"tokens/{source}"):
+                        frame.set(f"tokens/{source}", i, count)
             if r.sample_ids is not None:
                 ids = r.sample_ids.tolist() if hasattr(r.sample_ids, "tolist") else list(r.sample_ids)
                 frame.set("stream/repeat_rate", i, self._repeats.update(ids))
@@ -634,8 +639,20 @@ class Writer(threading.Thread):
                 self._scatter(frame, f"{key}/{layer}", idx, [row[j] for row in values])
         elif name.startswith("entropy:"):
             self._scatter(frame, f"signals/act_entropy/{name.removeprefix('entropy:')}", idx, values)
-        else:
+        elif self._key_ok(name):
             self._scatter(frame, name, idx, values)
+
+    def _key_ok(self, key: str) -> bool:
+        """Whether `key` may name a step value (`names.key_problem`); a bad one (no namespace, a control, bidi or
+        line-separator character) is reported once and its values are left out, never failing the whole flush."""
+        ok = self._keys.get(key)
+        if ok is None:
+            problem = key_problem(key)
+            ok = self._keys[key] = problem is None
+            if problem is not None:
+                self.on_fault("recording step values", InputError(
+                    f"key {key!r} {problem}; its values are left out of the step records"))
+        return ok
 
     @staticmethod
     def _scatter(frame: _Frame, key: str, idx: list[int], values: list[Any]) -> None:
