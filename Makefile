@@ -49,10 +49,11 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_diagnose.py
 	$(BIN)/python benchmarks/bench_dedup.py
 	$(BIN)/python benchmarks/bench_gate.py
+	$(BIN)/python benchmarks/bench_durability.py
 
 # Rewrites the README's Reliability table from what the reliability tests measure.
 reliability-table: $(VENV)/.dev
-	YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_reliability.py tests/test_bad_input.py \
+	YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_reliability.py tests/test_ledger_check.py tests/test_bad_input.py \
 		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py
 
 soak: $(VENV)/.dev

@@ -172,6 +172,12 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("run name climbing out of a folder (../..)", _run_name("../../etc/passwd"), "not allowed"),
     ("run name with a backslash", _run_name("runs\\a"), "not allowed"),
     ("run name with a leading /", _run_name("/abs"), "not allowed"),
+    ("run name with a right-to-left override (bidi)", _run_name("exe.\u202etxt"), "RIGHT-TO-LEFT OVERRIDE"),
+    ("run name with a zero-width space", _run_name("run\u200b1"), "ZERO WIDTH SPACE"),
+    ("run name with a line separator", _run_name("run\u2028error: all good"), "LINE SEPARATOR"),
+    ("run name not encodable as UTF-8 (a lone surrogate)", _run_name("run\udcff"), "not UTF-8"),
+    ("CSV with a metric name holding a bidi override", _table("m.csv", "step,train/lo\u202ess\n1,3.0\n2,2.5\n"),
+     "RIGHT-TO-LEFT OVERRIDE"),
 ]
 
 
@@ -261,3 +267,31 @@ def _steps_raw(path: Path) -> int:
                           "WHERE runs.name = 'base'").fetchone()[0]
     finally:
         db.close()
+
+
+# -- the Tracker: a bad run name is refused at construction; a bad metric key never reaches the loop ---------
+
+def test_the_tracker_refuses_a_bad_run_name_and_leaves_bad_metric_keys_out(tmp_path):
+    import math
+
+    from yieldgate.errors import InputError
+    from yieldgate.track.tracker import Tracker, TrackerConfig
+
+    path = tmp_path / "t.db"
+    with pytest.raises(InputError, match="RIGHT-TO-LEFT OVERRIDE"):
+        Tracker("exe.\u202etxt", ledger=path)
+    bad = {"signals/x\u2028error: all good": 1.0, "signals/zero\u200bwidth": 2.0, "nonamespace": 3.0,
+           "signals/ok": 4.0}
+    with Tracker("t", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=5)) as tr:
+        for i in range(1, 21):
+            tr.step(tokens=128, samples=1, loss=1.0 / i, extras=bad)  # never raises into the loop
+        tr.eval({"val/loss": 0.5, "val\u202e/acc": 0.9})
+    assert tr.stats["dropped_rows"] == 0 and tr.stats["faults"] >= 4
+    with Ledger(path, readonly=True) as led:
+        steps = led.steps("t")
+        assert steps["step"].tolist() == list(range(1, 21)) and math.isclose(steps["loss"].iloc[-1], 1 / 20)
+        assert [k for k in led.extra_keys("t") if not k.startswith("device/")] == ["signals/ok"]
+        assert led.evals("t")[["task", "metric"]].values.tolist() == [["val", "loss"]]
+    check("Tracker: metric keys with a line separator, a zero-width or bidi character, or no namespace",
+          "each left out of the rows (an eval key: of the eval) and reported once; the loop never sees an error; a "
+          "run name holding one is refused by the constructor", "0 (the steps' other values are kept)")

@@ -130,6 +130,7 @@ COMMANDS = {
     "forecast": {"--json", "--next-tokens", "--next-steps", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run"},
     "merge": {"--json", "--run"},
+    "check": {"--json"},
     "report": {"--json", "--output", "--png", "--metric"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
     "audit": {"--json", "--run"},

@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from yieldgate.errors import (  # noqa: E402
     InputError,
     LedgerError,
+    BlockDamaged,
     ManifestError,
     RunNotFound,
     SchemaVersionError,
@@ -29,6 +30,7 @@ from yieldgate.api import (  # noqa: E402
     yields,
 )
 from yieldgate.ledger import EvalRecord, Ledger  # noqa: E402
+from yieldgate.ledger_check import CheckResult, check_ledger  # noqa: E402
 from yieldgate.manifest import Manifest, load_manifest  # noqa: E402
 
 __all__ = [
@@ -37,6 +39,8 @@ __all__ = [
     "TrackerConfig",
     "Ledger",
     "EvalRecord",
+    "check_ledger",
+    "CheckResult",
     "Manifest",
     "load_manifest",
     "YieldgateError",
@@ -54,6 +58,7 @@ __all__ = [
     "import_run",
     "export_run",
     "report",
+    "BlockDamaged",
 ]
 
 

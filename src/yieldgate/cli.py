@@ -675,6 +675,41 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+@app.command("check")
+def check(
+    ctx: typer.Context,
+    run: Annotated[str | None, typer.Argument(help="Check only this run's records (SQLite's check covers the "
+                                                   "whole file).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check the ledger file: SQLite's integrity check and every stored block's checksum, damage reported by run
+    and step range. Exits 0 when the ledger is whole, 2 when it is damaged.
+
+    Example: yieldgate --ledger yieldgate.db check bs64-fp16 --json
+    """
+    from yieldgate.ledger_check import check_ledger
+
+    with _ledger(ctx) as ledger:
+        result = check_ledger(ledger, run)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        for message in result.integrity:
+            console.print(f"sqlite: {message!r}", markup=False, highlight=False)
+        for d in result.damaged:
+            steps = f" steps {d.first_step}-{d.last_step}" if d.first_step is not None else ""
+            key = f" extra {d.key!r}" if d.key is not None else ""
+            console.print(f"damaged: run {d.run!r}{key}{steps}: {d.problem}", markup=False, highlight=False)
+        for name, blocks in result.unverified.items():
+            console.print(f"unverified: run {name!r}: {blocks} blocks written before checksums", markup=False,
+                          highlight=False)
+        verdict = "whole" if result.clean else "DAMAGED"
+        console.print(f"{result.location}: {verdict} ({result.verified_blocks} blocks verified)", markup=False,
+                      highlight=False)
+    if not result.clean:
+        raise typer.Exit(2)
+
+
 @app.command()
 def merge(
     ctx: typer.Context,
@@ -687,7 +722,7 @@ def merge(
     A Tracker that could not write its ledger (locked, read-only, disk full) keeps the rows in a spill file
     and names it; this brings them in. Merging twice changes nothing.
 
-    Example: yieldgate --ledger yieldgate.db merge /tmp/yieldgate-spill-bs64-1234.db
+    Example: yieldgate --ledger yieldgate.db merge /tmp/yieldgate-spill-bs64-node07-1234.db
     """
     if not source.is_file():
         raise InputError(f"{source}: no such ledger file; give the path the Tracker reported")

@@ -14,6 +14,8 @@ __all__ = [
     "SchemaVersionError",
     "RunNotFound",
     "RunInUse",
+    "BlockDamaged",
+    "NetworkFilesystem",
 ]
 
 
@@ -35,6 +37,14 @@ class LedgerError(YieldgateError):
 
 class SchemaVersionError(LedgerError):
     """The ledger was written by a newer yieldgate whose schema this version does not know."""
+
+
+class BlockDamaged(LedgerError):
+    """A stored block of step records fails its checksum (`yieldgate.checksum`): its numbers cannot be trusted."""
+
+
+class NetworkFilesystem(LedgerError):
+    """The ledger is on a network or FUSE filesystem, where SQLite's write-ahead log does not work across hosts."""
 
 
 class RunNotFound(LedgerError):

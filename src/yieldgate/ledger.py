@@ -26,7 +26,10 @@ import numpy as np
 import pandas as pd
 
 from yieldgate import migrations
-from yieldgate.errors import InputError, LedgerError, RunInUse, RunNotFound
+from yieldgate.checksum import block_checksum, verify_block
+from yieldgate import mounts as _mounts
+from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound
+from yieldgate.ledger_file import file_problem
 from yieldgate.manifest import Manifest, parse_manifest
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 from yieldgate.names import (
@@ -35,7 +38,9 @@ from yieldgate.names import (
     EVENT_STATES,
     RUN_STATUSES,
     STEP_VALUE_COLUMNS,
+    check_run_name,
     is_extra_key,
+    unsafe_character,
     metric_direction,
 )
 
@@ -85,22 +90,6 @@ class EvalRecord:
     """Eval portfolio name."""
     portfolio_version: str = ""
     """Eval portfolio version."""
-
-
-def _check_run_name(name: str) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InputError(f"run name must be a non-empty string, got {name!r}")
-    if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name) > 200:
-        raise InputError(
-            f"run name {name!r} is not allowed: use up to 200 printable characters, no control characters "
-            "or surrounding spaces"
-        )
-    # A name is a key, never a path; "/" namespaces runs (PREFIX/<name>). Path forms that could only be a
-    # mistake or an attempt to climb out of a folder are refused.
-    if "\\" in name or any(part in ("", ".", "..") for part in name.split("/")):
-        raise InputError(f"run name {name!r} is not allowed: '/' separates parts of a name, and no part may be "
-                         "empty, '.' or '..'; backslashes are not allowed")
-    return name
 
 
 # -- step columns ---------------------------------------------------------------------------------------
@@ -212,6 +201,15 @@ def _decode(n: int, columns: str, data: bytes, missing: bytes | None, want: Sequ
     return _Columns(steps, values)
 
 
+# The stored fields of a block, in the order `checksum.verify_block` takes them.
+_BLOCK = "checksum, first_step, last_step, n, tokens_max, columns, data, missing"
+
+
+def _block_columns(row: Sequence[Any], want: Sequence[str] | None) -> _Columns:
+    """Decode a checked `_BLOCK` row."""
+    return _decode(row[3], row[5], row[6], row[7], want)
+
+
 # -- the ledger -----------------------------------------------------------------------------------------
 
 
@@ -219,9 +217,17 @@ class Ledger:
     """A run ledger in one SQLite file (WAL). One instance per thread; processes may share the file."""
 
     def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False,
-                 busy_timeout_s: float = 30.0) -> None:
+                 busy_timeout_s: float = 30.0, durable: bool = False, mounts: str | None = None) -> None:
         """`busy_timeout_s`: how long a write waits for another process's lock before failing (the Tracker's
-        writer waits briefly and retries at its next flush, so it keeps collecting rows meanwhile)."""
+        writer waits briefly and retries at its next flush, so it keeps collecting rows meanwhile).
+
+        `durable`: every commit is on disk when it returns (WAL with synchronous=FULL: the log is synced at each
+        commit). Without it (synchronous=NORMAL) a commit survives the process dying, but a host crash or power
+        loss may take the commits since the last checkpoint with it. The Tracker's writer and its spill files
+        write durably; bulk imports, which can be run again, do not.
+
+        `mounts`: the mounts table telling which filesystem the file is on (default `/proc/mounts`). A ledger on a
+        network or FUSE filesystem (NFS, Lustre, GPFS, CIFS/SMB, FUSE) is refused: NetworkFilesystem."""
         location = os.fspath(location) if location is not None else default_location()
         if location.startswith(("postgresql://", "postgres://")):
             raise LedgerError(f"{location}: PostgreSQL ledgers are not supported yet; use a SQLite file path")
@@ -231,6 +237,8 @@ class Ledger:
         self.readonly = readonly
         self._depth = 0
         self._busy_ms = int(busy_timeout_s * 1000)
+        self._durable = durable
+        self._mounts = mounts if mounts is not None else _mounts.MOUNTS
         self._db = self._connect(location, readonly)
 
     def _connect(self, location: str, readonly: bool) -> sqlite3.Connection:
@@ -243,6 +251,18 @@ class Ledger:
                 return db
             if path.is_dir():
                 raise LedgerError(f"{location}: is a directory; --ledger takes a file path such as ./yieldgate.db")
+            remote = _mounts.network_filesystem(path, self._mounts)
+            if remote is not None:
+                raise NetworkFilesystem(
+                    f"{location}: on a {remote[1]} filesystem (mounted at {remote[0]}), where SQLite's write-ahead log "
+                    "does not work across hosts and a shared ledger can be damaged without an error; keep one ledger "
+                    "per node on a local disk and combine them with `yieldgate merge` (a PostgreSQL ledger for many "
+                    "hosts is coming)")
+            problem = file_problem(path)  # before SQLite reads it: a truncated file or damaged log can read "fine"
+            if problem is not None:
+                raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as whole: "
+                                  "restore it from a backup (a damaged write-ahead log moved aside leaves the file as "
+                                  "of its last checkpoint)")
             if readonly:
                 db = self._open_readonly(path)
                 if migrations.check(db, location):
@@ -260,7 +280,7 @@ class Ledger:
             db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             migrations.check(db, location)  # refuse a newer schema before changing anything
             db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute(f"PRAGMA synchronous = {'FULL' if self._durable else 'NORMAL'}")
             db.execute("PRAGMA foreign_keys = ON")
             migrations.migrate(db, location)
             return db
@@ -349,7 +369,7 @@ class Ledger:
         `if_exists`: `error` (default), `reuse` (keep the run and its records: a resumed run), or
         `replace` (drop its records first: a re-import).
         """
-        _check_run_name(name)
+        check_run_name(name)
         if status not in RUN_STATUSES:
             raise InputError(f"run status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
         with self.transaction():
@@ -549,6 +569,9 @@ class Ledger:
                 continue
             if len(seq) != n:
                 raise InputError(f"step records: column {key!r} has {len(seq)} values, 'step' has {n}")
+            unsafe = unsafe_character(key) if isinstance(key, str) else "a name that is not text"
+            if unsafe is not None:
+                raise InputError(f"step records: column {key!r} is not allowed: it holds {unsafe}")
             if key in CORE_STEP_COLUMNS:
                 core[key] = _column_values(seq, n, key)
             elif is_extra_key(key):
@@ -578,15 +601,21 @@ class Ledger:
         with self.transaction():
             run_id = self.run_id(run)
             if core.values or not extras:
-                self._write_blocks("step_blocks", {"run_id": run_id}, core)
+                self._write_blocks(run, "step_blocks", {"run_id": run_id}, core)
             ids = self._key_ids(extras) if extras else {}
             for key, series in extras.items():
                 if len(series):
-                    self._write_blocks("extra_blocks", {"run_id": run_id, "key_id": ids[key]}, series)
+                    self._write_blocks(run, "extra_blocks", {"run_id": run_id, "key_id": ids[key]}, series, key)
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return len(core)
 
-    def _write_blocks(self, table: str, scope: dict[str, int], new: _Columns) -> None:
+    def _checked(self, run: str, run_id: int, key: str | None, row: Sequence[Any],
+                 want: Sequence[str] | None = None) -> _Columns:
+        """A stored block (`_BLOCK` fields) decoded once it passes its checksum (BlockDamaged otherwise)."""
+        verify_block(self.location, run, key, tuple(row), run_id)
+        return _block_columns(row, want)
+
+    def _write_blocks(self, run: str, table: str, scope: dict[str, int], new: _Columns, key: str | None = None) -> None:
         """Write step records into `table` (step_blocks or extra_blocks) for one scope (run, key).
 
         Blocks the new steps overlap or precede (a resumed run re-logging steps) are merged and rewritten;
@@ -603,7 +632,7 @@ class Ledger:
         if tail and tail[0][2] >= first:
             # Re-logged or out-of-order steps: every block from the one holding `first` on is merged.
             affected = self._db.execute(
-                f"SELECT id, n, columns, data, missing FROM {table} WHERE {where} AND first_step >= COALESCE("
+                f"SELECT id, {_BLOCK} FROM {table} WHERE {where} AND first_step >= COALESCE("
                 f"(SELECT MAX(first_step) FROM {table} WHERE {where} AND first_step <= ?), ?) ORDER BY first_step",
                 (*params, *params, first, first),
             ).fetchall()
@@ -614,10 +643,10 @@ class Ledger:
             affected = []
             if len(small) >= COMPACT_BLOCKS:
                 affected = self._db.execute(
-                    f"SELECT id, n, columns, data, missing FROM {table} WHERE id IN ({','.join('?' * len(small))}) "
+                    f"SELECT id, {_BLOCK} FROM {table} WHERE id IN ({','.join('?' * len(small))}) "
                     "ORDER BY first_step", small).fetchall()
         if affected:
-            merged = _concat([_decode(n, c, d, m, None) for _, n, c, d, m in affected] + [new])
+            merged = _concat([self._checked(run, scope["run_id"], key, a[1:]) for a in affected] + [new])
             new = _collapse(merged.steps, merged.values)
             self._db.executemany(f"DELETE FROM {table} WHERE id = ?", [(a[0],) for a in affected])
         rows = []
@@ -629,22 +658,24 @@ class Ledger:
                 v, m = part.values["tokens"]
                 ok = ~m & np.isfinite(v)
                 tokens_max = float(v[ok].max()) if ok.any() else None
-            rows.append((*params, int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *_encode(part)))
+            head = (int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *_encode(part))
+            rows.append((*params, *head, block_checksum(scope["run_id"], key, *head)))
         self._db.executemany(
-            f"INSERT INTO {table} ({', '.join(scope)}, first_step, last_step, n, tokens_max, columns, data, missing) "
-            f"VALUES ({', '.join('?' * (len(scope) + 7))})",
+            f"INSERT INTO {table} ({', '.join(scope)}, first_step, last_step, n, tokens_max, columns, data, missing, "
+            f"checksum) VALUES ({', '.join('?' * (len(scope) + 8))})",
             rows,
         )
 
     def step_at(self, run: str, step: int) -> dict[str, Any] | None:
         """The stored core record at or before `step`: step, tokens, samples, wall_s (None where not recorded),
         or None when the run has no step at or before it."""
+        run_id = self.run_id(run)
         rows = self._query(
-            "SELECT n, columns, data, missing FROM step_blocks WHERE run_id = ? AND first_step <= ? "
-            "ORDER BY first_step DESC LIMIT 1", (self.run_id(run), int(step)))
+            f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? AND first_step <= ? "
+            "ORDER BY first_step DESC LIMIT 1", (run_id, int(step)))
         if not rows:
             return None
-        cols = _decode(*rows[0], ["tokens", "samples", "wall_s"])
+        cols = self._checked(run, run_id, None, rows[0], ["tokens", "samples", "wall_s"])
         i = int(np.searchsorted(cols.steps, int(step), side="right")) - 1
         out: dict[str, Any] = {"step": int(cols.steps[i])}
         for name in ("tokens", "samples", "wall_s"):
@@ -663,36 +694,40 @@ class Ledger:
         with self.transaction():
             run_id = self.run_id(run)
             core = self._db.execute(
-                "SELECT id, NULL, n, columns, data, missing FROM step_blocks WHERE run_id = ? AND last_step > ? "
+                f"SELECT id, NULL, NULL, {_BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? "
                 "ORDER BY first_step", (run_id, after)).fetchall()
             extra = self._db.execute(
-                "SELECT id, key_id, n, columns, data, missing FROM extra_blocks WHERE run_id = ? AND last_step > ? "
-                "ORDER BY key_id, first_step", (run_id, after)).fetchall()
+                f"SELECT b.id, b.key_id, k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
+                "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ? AND b.last_step > ? "
+                "ORDER BY b.key_id, b.first_step", (run_id, after)).fetchall()
+            decoded = {(table, b[0]): self._checked(run, run_id, b[2], b[3:])  # ids are per table
+                       for table, blocks in (("step_blocks", core), ("extra_blocks", extra)) for b in blocks}
             evals = self.evals(run)
             evals = evals[evals["step"] > after]
             if not (core or extra or len(evals)):
                 return None
             last = self.step_at(run, 1 << 62)
-            old_step = max([last["step"] if last else after] + [int(_decode(*b[2:], []).steps[-1]) for b in extra])
+            old_step = max([last["step"] if last else after] + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
             body = {"source": source, "resume": dict(resume),
                     "old": {"step": old_step, "tokens": last["tokens"] if last else None},
                     "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
             event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
             moved = {"step_blocks": 0, "extra_blocks": 0}
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
-                for block_id, key_id, n, columns, data, missing in blocks:
-                    cols = _decode(n, columns, data, missing, None)
+                for block_id, key_id, key, *_ in blocks:
+                    cols = decoded[table, block_id]
                     later = cols.steps > after
                     gone, kept = _take(cols, later), _take(cols, ~later)
                     self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
+                    head = (int(gone.steps[0]), int(gone.steps[-1]), len(gone), None, *_encode(gone))
                     self._db.execute(
                         "INSERT INTO superseded_blocks (event_id, run_id, key_id, first_step, last_step, n, columns, "
-                        "data, missing) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (event, run_id, key_id, int(gone.steps[0]), int(gone.steps[-1]), len(gone), *_encode(gone)))
+                        "data, missing, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (event, run_id, key_id, *head[:3], *head[4:], block_checksum(run_id, key, *head)))
                     moved[table] += len(gone)
                     if len(kept):
                         scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
-                        self._write_blocks(table, scope, kept)
+                        self._write_blocks(run, table, scope, kept, key)
             self._db.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, after))
             body["superseded"].update(steps=moved["step_blocks"], extra_values=moved["extra_blocks"])
             self._db.execute("UPDATE events SET body = ? WHERE id = ?", (_json(body, "event body"), event))
@@ -702,12 +737,14 @@ class Ledger:
     def superseded(self, run: str) -> pd.DataFrame:
         """Core step records that a resume set apart (`supersede`): event_id (the `resume` event), step and the
         core columns, by event and step. They are not part of `steps(run)`."""
+        run_id = self.run_id(run)
         rows = self._query(
-            "SELECT event_id, n, columns, data, missing FROM superseded_blocks WHERE run_id = ? AND key_id IS NULL "
-            "ORDER BY event_id, first_step", (self.run_id(run),))
+            f"SELECT event_id, {_BLOCK.replace('tokens_max', 'NULL')} FROM superseded_blocks WHERE run_id = ? "
+            "AND key_id IS NULL ORDER BY event_id, first_step", (run_id,))
         frames = []
-        for event, n, columns, data, missing in rows:
-            cols = _decode(n, columns, data, missing, None)
+        for event, *block in rows:
+            cols = self._checked(run, run_id, None, block)
+            n = len(cols)
             frame = {"event_id": np.full(n, event, dtype=np.int64), "step": cols.steps.astype(np.int64)}
             frame.update({k: np.where(m, np.nan, v) for k, (v, m) in cols.values.items()})
             frames.append(pd.DataFrame(frame))
@@ -733,11 +770,9 @@ class Ledger:
         unknown = [c for c in want if c not in STEP_VALUE_COLUMNS]
         if unknown:
             raise InputError(f"unknown core column {unknown[0]!r}; core columns are {', '.join(STEP_VALUE_COLUMNS)}")
-        blocks = self._query(
-            "SELECT n, columns, data, missing FROM step_blocks WHERE run_id = ? ORDER BY first_step",
-            (self.run_id(run),),
-        )
-        parts = [_decode(n, c, d, m, want) for n, c, d, m in blocks]
+        run_id = self.run_id(run)
+        blocks = self._query(f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? ORDER BY first_step", (run_id,))
+        parts = [self._checked(run, run_id, None, b, want) for b in blocks]
         steps = np.concatenate([p.steps for p in parts]) if parts else np.empty(0, dtype=np.int64)
         out: dict[str, Any] = {"step": steps.astype(np.int64)}
         for name in want:
@@ -759,13 +794,15 @@ class Ledger:
 
     def extras(self, run: str, keys: Sequence[str] | None = None) -> pd.DataFrame:
         """A run's namespaced extras in long form: columns step, key, value (a recorded NaN is NaN)."""
-        sql = ("SELECT k.key, b.n, b.columns, b.data, b.missing FROM extra_blocks b "
+        run_id = self.run_id(run)
+        sql = (f"SELECT k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
                "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ?")
-        params: list[Any] = [self.run_id(run)]
+        params: list[Any] = [run_id]
         if keys is not None:
             sql += f" AND k.key IN ({','.join('?' * len(keys))})"
             params += list(keys)
-        parts = [(key, _decode(n, c, d, m, None)) for key, n, c, d, m in self._query(sql + " ORDER BY k.key, b.first_step", params)]
+        parts = [(key, self._checked(run, run_id, key, block))
+                 for key, *block in self._query(sql + " ORDER BY k.key, b.first_step", params)]
         if not parts:
             return pd.DataFrame({"step": np.empty(0, np.int64), "key": np.empty(0, object), "value": np.empty(0)})
         return pd.DataFrame({
@@ -795,6 +832,9 @@ class Ledger:
             hib = higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)
             if not r.task or not r.metric:
                 raise InputError(f"eval record {i}: task and metric must be non-empty, got {r.task!r}/{r.metric!r}")
+            unsafe = unsafe_character(f"{r.task}/{r.metric}/{r.portfolio}/{r.portfolio_version}")
+            if unsafe is not None:
+                raise InputError(f"eval record {i}: {r.task!r}/{r.metric!r} is not allowed: it holds {unsafe}")
             rows.append((int(r.step), None if r.tokens is None else float(r.tokens),
                          None if r.wall_s is None else float(r.wall_s), r.portfolio, r.portfolio_version,
                          r.task, r.metric, float(r.value), int(hib)))

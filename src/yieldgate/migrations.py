@@ -181,6 +181,14 @@ def _run_owner(db: sqlite3.Connection) -> None:
         db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
 
 
+def _block_checksums(db: sqlite3.Connection) -> None:
+    # A checksum per stored block (yieldgate.checksum), computed on write and checked on every read, so a damaged
+    # block is an error naming its run and steps, never silently wrong numbers. Blocks written before this
+    # migration keep NULL: read as before, counted as unverified by `yieldgate check`.
+    for table in ("step_blocks", "extra_blocks", "superseded_blocks"):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN checksum TEXT")
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _initial),
@@ -188,6 +196,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0003_campaigns", _campaigns),
     ("0004_resume_events", _resume_events),
     ("0005_run_owner", _run_owner),
+    ("0006_block_checksums", _block_checksums),
 ]
 
 

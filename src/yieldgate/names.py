@@ -7,7 +7,10 @@ spelling.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Final
+
+from yieldgate.errors import InputError
 
 __all__ = [
     "CORE_STEP_COLUMNS",
@@ -20,6 +23,9 @@ __all__ = [
     "LOSS_METRIC",
     "BPB_METRIC",
     "is_extra_key",
+    "unsafe_character",
+    "check_run_name",
+    "key_problem",
     "split_eval_key",
     "metric_direction",
 ]
@@ -92,6 +98,53 @@ def is_extra_key(key: str) -> bool:
     Not only the namespaces of EXTRA_KEYS: real logs carry metrics nobody planned for (`train/perplexity`)."""
     parts = key.split("/")
     return len(parts) >= 2 and all(parts)
+
+
+_UNSAFE = {"Cc": "a control character", "Cf": "a format character (bidi controls, zero-width marks)",
+           "Zl": "a line separator", "Zp": "a paragraph separator", "Cs": "a lone surrogate (not UTF-8)"}
+
+
+def unsafe_character(text: str) -> str | None:
+    """The first character of `text` that must not reach a terminal or a log line raw, described (`U+202E
+    RIGHT-TO-LEFT OVERRIDE, a format character ...`); None when there is none. Unicode categories Cc (control:
+    terminal escapes), Cf (format: bidi overrides that make a name read backwards, zero-width characters that
+    make two names look alike), Zl and Zp (line and paragraph separators: a name that breaks a log line), and
+    Cs (a lone surrogate: not encodable as UTF-8)."""
+    for char in text:
+        kind = _UNSAFE.get(unicodedata.category(char))
+        if kind is not None:
+            name = unicodedata.name(char, "")
+            return f"U+{ord(char):04X}{' ' + name if name else ''}, {kind}"
+    return None
+
+
+def check_run_name(name: str) -> str:
+    """`name` when it may name a run; InputError naming the rule it breaks otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"run name must be a non-empty string, got {name!r}")
+    unsafe = unsafe_character(name)
+    if name != name.strip() or unsafe is not None or len(name) > 200:
+        raise InputError(
+            f"run name {name!r} is not allowed: " + (f"it holds {unsafe}; " if unsafe else "")
+            + "use up to 200 printable characters, no control characters or surrounding spaces")
+    # A name is a key, never a path; "/" namespaces runs (PREFIX/<name>). Path forms that could only be a
+    # mistake or an attempt to climb out of a folder are refused.
+    if "\\" in name or any(part in ("", ".", "..") for part in name.split("/")):
+        raise InputError(f"run name {name!r} is not allowed: '/' separates parts of a name, and no part may be "
+                         "empty, '.' or '..'; backslashes are not allowed")
+    return name
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` cannot name a step value (a core column or a namespaced extra), or None when it can."""
+    if not isinstance(key, str):
+        return f"is not text ({type(key).__name__})"
+    unsafe = unsafe_character(key)
+    if unsafe is not None:
+        return f"holds {unsafe}"
+    if key not in CORE_STEP_COLUMNS and not is_extra_key(key):
+        return f"needs a namespace (e.g. 'signals/{key}'), or must be a core column"
+    return None
 
 
 def split_eval_key(key: str) -> tuple[str, str]:

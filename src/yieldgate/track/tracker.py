@@ -40,9 +40,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from yieldgate.errors import InputError, RunInUse
+from yieldgate.errors import InputError, NetworkFilesystem, RunInUse
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest
+from yieldgate.names import check_run_name, unsafe_character
 from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
@@ -94,9 +95,6 @@ class TrackerConfig:
     """Samples remembered by the stream-duplicate counter."""
     queue_size: int = 256
     """Packets the writer queue holds before dropping (and counting) new ones."""
-    spill_rows: int = 10_000
-    """Rows kept in memory while the ledger cannot be written (locked, read-only, disk full, removed); beyond
-    them, rows go to a spill file that moves into the ledger once it is writable again."""
     spill_dir: str | None = None
     """Folder for spill files (None: the ledger's folder when writable, else the system's temp folder)."""
     loss_averaged: bool = True
@@ -108,7 +106,7 @@ class TrackerConfig:
 
     def __post_init__(self) -> None:
         for name in ("log_every_steps", "layer_every", "entropy_every", "throughput_window", "loss_var_window",
-                     "repeat_window", "queue_size", "spill_rows"):
+                     "repeat_window", "queue_size"):
             if getattr(self, name) < 1:
                 raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("log_every_s", "flush_every_s", "telemetry_every_s", "dist_timeout_s"):
@@ -291,7 +289,7 @@ class Tracker:
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
         point = _resume_point(step, tokens, samples)
-        self.run = run
+        self.run = check_run_name(run)
         self.config = config or TrackerConfig()
         self.signals = signals
         self.location = str(ledger) if ledger is not None else default_location()
@@ -364,7 +362,7 @@ class Tracker:
                 base_step=int(base["step"]), base_tokens=base["tokens"], base_samples=base["samples"],
                 base_wall=base["wall_s"],
                 t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
-                spill_rows=self.config.spill_rows, spill_dir=self.config.spill_dir, manifest=manifest,
+                spill_dir=self.config.spill_dir, manifest=manifest,
                 telemetry_every_s=self.config.telemetry_every_s, online_every_s=self.config.online_diagnosis_every_s,
                 throughput_window=self.config.throughput_window, throughput_skip=self.config.throughput_skip,
                 loss_var_window=self.config.loss_var_window, repeat_window=self.config.repeat_window,
@@ -407,7 +405,7 @@ class Tracker:
             raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
                            "process; close it first")
         try:
-            with Ledger(self.location) as ledger, ledger.transaction():
+            with Ledger(self.location, durable=True) as ledger, ledger.transaction():
                 exists = ledger.claim_run(self.run, owner=self.owner, manifest=self.manifest, resume=resume,
                                           takeover=takeover)
                 if not exists:
@@ -430,8 +428,8 @@ class Tracker:
                 ledger.supersede(self.run, int(point["step"]), resume={
                     k: base[k] for k in ("step", "tokens", "samples")})
                 return base, False
-        except (InputError, RunInUse):
-            raise
+        except (InputError, RunInUse, NetworkFilesystem):
+            raise  # configuration errors: before the first step, never once training runs
         except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
             self._fault("opening the run", exc)
         return base, False
@@ -448,7 +446,7 @@ class Tracker:
 
     def _meta(self, key: str, value: Any) -> None:
         try:
-            with Ledger(self.location) as ledger:
+            with Ledger(self.location, durable=True) as ledger:
                 ledger.set_meta(self.run, key, value)
         except Exception as exc:  # noqa: BLE001 - contained: the run goes on without the note
             self._fault("recording run meta", exc)
@@ -712,10 +710,14 @@ class Tracker:
             if key is None:
                 bad.append(name)
                 continue
+            unsafe = unsafe_character(key)
+            if unsafe is not None:  # left out, reported; the call's other results are kept
+                self._fault("eval", InputError(f"eval key {key!r} is not allowed: it holds {unsafe}; left out"))
+                continue
             if isinstance(value, torch.Tensor):
-                name = f"{len(self._evals)}:{key}"
-                self._eval_tensors[name] = value.detach().float().reshape(())
-                values[key] = TensorRef(name)
+                ref = f"{len(self._evals)}:{key}"
+                self._eval_tensors[ref] = value.detach().float().reshape(())
+                values[key] = TensorRef(ref)
             else:
                 values[key] = value
         if bad:

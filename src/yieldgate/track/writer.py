@@ -15,6 +15,7 @@ import contextlib
 import logging
 import math
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -29,8 +30,10 @@ import pandas as pd
 import torch
 
 from yieldgate.data.stream import RepeatCounter
-from yieldgate.errors import LedgerError, RunInUse
+from yieldgate.errors import InputError, LedgerError, RunInUse
+from yieldgate.names import key_problem
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.ledger_file import file_problem
 from yieldgate.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
@@ -105,8 +108,6 @@ class WriterSettings:
     t0: float
     flush_every_s: float = 1.0
     queue_size: int = 256
-    spill_rows: int = 10_000
-    """Rows kept in memory while the ledger cannot be written; beyond them, rows go to a spill file."""
     spill_dir: str | None = None
     """Folder of spill files (None: the ledger's folder when writable, else the system's temp folder)."""
     max_buffered_rows: int = 1_000_000
@@ -212,10 +213,16 @@ class Writer(threading.Thread):
         self._last_flush = time.monotonic()
         self._reduce_failed = False
         self._inode: int | None = None
+        self._size = 0
+        """Size of the ledger file after this writer's last commit: a shorter file was truncated or replaced."""
+        self._refused: str | None = None
+        """Why the ledger file is no longer written (truncated, replaced, damaged headers): rows go to the spill file."""
         self._recent: deque[_Frame] = deque()
         self._last_online = time.monotonic()
         self._online_seen: set[tuple[Any, ...]] = set()
         self._last_telemetry = -math.inf
+        self._keys: dict[str, bool] = {}
+        """Step value keys seen, and whether each may be stored (checked once per key, on this thread)."""
         self.spill_path: str | None = None
         """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
         self.spilled_rows = 0
@@ -258,11 +265,7 @@ class Writer(threading.Thread):
             self._wake.wait(min(self.s.flush_every_s, HEARTBEAT_EVERY_S))
             self._wake.clear()
             stopping = self._stopping  # read before draining: every packet submitted before close is drained
-            while self._inbox:
-                try:
-                    self._process(self._inbox.popleft())
-                except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
-                    self.on_fault("processing step records", exc)
+            self._drain()
             if stopping or time.monotonic() - self._last_flush >= min(self.s.flush_every_s, HEARTBEAT_EVERY_S):
                 ledger = self._flush(ledger, final=stopping)
             if stopping:
@@ -277,12 +280,19 @@ class Writer(threading.Thread):
         if ledger is not None:
             ledger.close()
 
+    def _drain(self) -> None:
+        while self._inbox:
+            try:
+                self._process(self._inbox.popleft())
+            except Exception as exc:  # noqa: BLE001 - a bad value must not stop the writer
+                self.on_fault("processing step records", exc)
+
     def _record_status(self, ledger: Ledger | None, status: str) -> None:
         """In the ledger; where the rows ended in a spill file, there too, so a merge carries it."""
         assert self.s.run is not None
         try:
             if self.spill_path is not None:
-                with Ledger(self.spill_path) as side:
+                with Ledger(self.spill_path, durable=True) as side:
                     side.set_status(self.s.run, status)
             if ledger is None:
                 raise LedgerError(f"the ledger {self.s.location} could not be opened")
@@ -303,7 +313,7 @@ class Writer(threading.Thread):
             self._drop_lost()
             return ledger
         if not (self._frames or self._evals or self.spill_path):
-            if ledger is not None and self.s.owner is not None:
+            if ledger is not None and self.s.owner is not None and self._refused is None:
                 try:
                     ledger.heartbeat(self.s.run, self.s.owner)
                 except RunInUse as exc:
@@ -327,6 +337,14 @@ class Writer(threading.Thread):
                     "and the run goes on in it (rows already written went with the removed file)"))
                 ledger.close()
                 ledger = None
+            if self._refused is None:
+                self._refused = self._damaged()
+                if self._refused is not None and ledger is not None:
+                    ledger.close()
+                    ledger = None
+            if self._refused is not None:
+                raise LedgerError(f"{self.s.location}: {self._refused}; this run's step records go to a spill file "
+                                  "from now on, never into that file (`yieldgate check` tells what is left of it)")
             if ledger is None:
                 ledger = self._open()
             with ledger.transaction():
@@ -341,13 +359,18 @@ class Writer(threading.Thread):
             return ledger
         except Exception as exc:  # noqa: BLE001 - the ledger may be locked, full, read-only or gone: keep the rows
             self.on_fault("writing to the ledger", exc)
-            if final or self.buffered_rows >= self.s.spill_rows:
-                self._spill()
+            # Spill now, not once many rows have piled up in memory: a SIGKILL while the ledger is locked must
+            # lose no more than one flush interval, as it does when the ledger is healthy. Rows that arrived
+            # while this flush waited for the lock go too.
+            self._drain()
+            self._spill()
             while self.buffered_rows > self.s.max_buffered_rows and len(self._frames) > 1:
                 self.dropped_rows += self._frames.pop(0).n
             return ledger
         self.written_rows += self.buffered_rows
         self._frames, self._evals = [], []
+        with contextlib.suppress(OSError):
+            self._size = os.stat(self.s.location).st_size if self._inode is not None else 0
         if self.spill_path is not None:
             self._unspill(ledger)
         if self.s.online_every_s is not None and time.monotonic() - self._last_online >= self.s.online_every_s:
@@ -388,7 +411,7 @@ class Writer(threading.Thread):
 
     def _open(self) -> Ledger:
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
-        ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s)
+        ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s, durable=True)
         try:
             if self.s.run is not None and self.s.owner is not None:
                 # Ours already, or made again in a ledger file that was removed; another's: RunInUse.
@@ -397,10 +420,18 @@ class Writer(threading.Thread):
                 ledger.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
                                   if_exists="reuse")
             self._inode = os.stat(self.s.location).st_ino if self.s.location != ":memory:" else None
+            self._size = 0
         except BaseException:
             ledger.close()
             raise
         return ledger
+
+    def _damaged(self) -> str | None:
+        """The ledger file truncated or replaced by a shorter copy, or its headers damaged (`ledger_file`): writing
+        on would mix this run's pages into a file SQLite no longer describes."""
+        if self._inode is None:
+            return None
+        return file_problem(self.s.location, min_size=self._size)
 
     def _removed(self) -> bool:
         """The ledger file is gone or replaced: SQLite would go on writing into the unlinked file, unseen."""
@@ -413,7 +444,8 @@ class Writer(threading.Thread):
 
     def _spill_files(self) -> list[str]:
         """Where a spill file may go, in order: the configured folder or the ledger's, then the temp folder."""
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.s.run or "run")
+        # Named by run, host and process: nodes that share a folder (one ledger per node) never share a spill file.
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.s.run or 'run'}-{socket.gethostname()}")
         folders = [self.s.spill_dir or (str(Path(self.s.location).parent) if self.s.location != ":memory:" else None),
                    tempfile.gettempdir()]
         return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
@@ -424,7 +456,7 @@ class Writer(threading.Thread):
         for path in [self.spill_path] if self.spill_path else self._spill_files():
             fresh = not os.path.exists(path)
             try:
-                with Ledger(path) as side, side.transaction():
+                with Ledger(path, durable=True) as side, side.transaction():
                     side.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
                                     if_exists="reuse")
                     if self._frames:
@@ -467,7 +499,7 @@ class Writer(threading.Thread):
         assert self.s.run is not None
         if step > self.s.base_step:
             return  # the checkpoint is not older than the ledger: nothing to set apart
-        with Ledger(self.s.location) as ledger:
+        with Ledger(self.s.location, durable=True) as ledger:
             at = ledger.step_at(self.s.run, step - 1) or {"step": 0, "tokens": 0.0, "samples": 0.0}
             tokens, samples = at["tokens"] or 0.0, at["samples"] or 0.0
             if at["step"] != step - 1:
@@ -553,10 +585,12 @@ class Writer(threading.Thread):
         for i, r in enumerate(rows):
             if r.values:
                 for key, value in r.values.items():
-                    frame.set(key, i, value)
+                    if self._key_ok(key):
+                        frame.set(key, i, value)
             if r.sources:
                 for source, count in r.sources.items():
-                    frame.set(f"tokens/{source}", i, count)
+                    if self._key_ok(f"tokens/{source}"):
+                        frame.set(f"tokens/{source}", i, count)
             if r.sample_ids is not None:
                 ids = r.sample_ids.tolist() if hasattr(r.sample_ids, "tolist") else list(r.sample_ids)
                 frame.set("stream/repeat_rate", i, self._repeats.update(ids))
@@ -605,8 +639,20 @@ class Writer(threading.Thread):
                 self._scatter(frame, f"{key}/{layer}", idx, [row[j] for row in values])
         elif name.startswith("entropy:"):
             self._scatter(frame, f"signals/act_entropy/{name.removeprefix('entropy:')}", idx, values)
-        else:
+        elif self._key_ok(name):
             self._scatter(frame, name, idx, values)
+
+    def _key_ok(self, key: str) -> bool:
+        """Whether `key` may name a step value (`names.key_problem`); a bad one (no namespace, a control, bidi or
+        line-separator character) is reported once and its values are left out, never failing the whole flush."""
+        ok = self._keys.get(key)
+        if ok is None:
+            problem = key_problem(key)
+            ok = self._keys[key] = problem is None
+            if problem is not None:
+                self.on_fault("recording step values", InputError(
+                    f"key {key!r} {problem}; its values are left out of the step records"))
+        return ok
 
     @staticmethod
     def _scatter(frame: _Frame, key: str, idx: list[int], values: list[Any]) -> None:

@@ -1,0 +1,85 @@
+"""Quick checks of a ledger file from its size and headers, without SQLite: fast enough to run before every
+listing and at every Tracker flush (a stat and two small reads).
+
+They catch what SQLite would read silently or only fail on later: a file truncated or replaced by a shorter
+copy (its header says more pages than it holds, or it is shorter than it was), a header that is not
+SQLite's, a write-ahead log whose header is damaged. They do not read the pages: `yieldgate check`
+(`ledger_check.check_ledger`) does, with SQLite's integrity check and every block's checksum.
+File format: https://www.sqlite.org/fileformat2.html (database header, section 1.3; WAL, section 4).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+
+__all__ = ["file_problem"]
+
+MAGIC = b"SQLite format 3\x00"
+WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+def _wal_checksum(data: bytes, big_endian: bool) -> tuple[int, int]:
+    """SQLite's WAL checksum over `data` (a multiple of 8 bytes), fileformat2 section 4.1."""
+    words = struct.unpack((">" if big_endian else "<") + f"{len(data) // 4}I", data)
+    s0 = s1 = 0
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def _wal_problem(path: str, page_size: int) -> str | None:
+    name = os.path.basename(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(32)
+    except FileNotFoundError:
+        return None
+    if not head:
+        return None  # an empty log: nothing to replay
+    if len(head) < 32:
+        return f"the write-ahead log {name} is {len(head)} bytes, shorter than its header (damaged)"
+    magic, version, wal_page, _, _, _, c0, c1 = struct.unpack(">8I", head)
+    if magic not in WAL_MAGIC or version != 3007000:
+        return f"the write-ahead log {name} does not start with a WAL header (damaged)"
+    if wal_page != page_size:
+        return f"the write-ahead log {name} has pages of {wal_page} bytes, the file {page_size} (not its log)"
+    if _wal_checksum(head[:24], magic & 1 == 1) != (c0, c1):
+        return f"the write-ahead log {name} fails its header checksum (damaged)"
+    return None
+
+
+def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, settled: bool = False) -> str | None:
+    """What is wrong with the ledger file at `path` by its size and headers, in a sentence; None when nothing
+    is (or there is no file: a ledger not made yet). `min_size`: the size it had when last seen (the Tracker's
+    writer passes the size after its last write): a file shorter than that was truncated or replaced."""
+    path = os.fspath(path)
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return None
+    if size < min_size:
+        return f"the file is {size:,} bytes, shorter than the {min_size:,} it had: truncated or replaced"
+    if size == 0:
+        return None  # SQLite's empty database
+    with open(path, "rb") as f:
+        header = f.read(100)
+    if len(header) < 100:
+        return f"the file is {size} bytes, shorter than an SQLite header: truncated"
+    if header[:16] != MAGIC:
+        return "the file does not start with an SQLite header: damaged, or not a ledger"
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        return f"the file's header is damaged (page size {page_size})"
+    if size % page_size:
+        return f"the file is {size:,} bytes, not a whole number of {page_size}-byte pages: truncated"
+    pages, counter, valid_for = (struct.unpack(">I", header[o:o + 4])[0] for o in (28, 24, 92))
+    if pages and counter == valid_for and pages * page_size > size:
+        if not settled:  # a checkpoint writes page 1 (the header) before the pages that grow the file: look again
+            time.sleep(0.05)
+            return file_problem(path, min_size=min_size, settled=True)
+        return f"the file holds {size // page_size:,} pages, its header says {pages:,}: truncated"
+    return _wal_problem(path + "-wal", page_size)

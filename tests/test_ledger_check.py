@@ -1,0 +1,147 @@
+"""Damage to a ledger file: block checksums on every read, and `check_ledger` / `yieldgate check`."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import yieldgate.checksum
+from tests.reliability import check
+from yieldgate.errors import BlockDamaged, YieldgateError
+from yieldgate.ledger import Ledger
+from yieldgate.ledger_check import check_ledger
+
+RUNS = {"a": 3000, "b": 600}
+
+
+def build(path: Path) -> None:
+    """Two runs as a Tracker leaves them: 100-step flushes (compacted into ~256-step blocks), core columns with a
+    NaN loss per flush, two extras."""
+    rng = np.random.default_rng(0)
+    with Ledger(path) as led:
+        for run, steps in RUNS.items():
+            led.create_run(run)
+            for start in range(1, steps + 1, 100):
+                s = np.arange(start, start + 100)
+                loss = 3.0 / np.sqrt(s) + rng.normal(0, 0.01, 100)
+                loss[7] = np.nan
+                led.append_steps(run, {"step": s, "tokens": s * 4096.0, "wall_s": s * 0.1, "loss": loss,
+                                       "lr": np.full(100, 3e-4), "grad_norm": rng.random(100),
+                                       "signals/gns": rng.random(100), "tokens/web": s * 2048.0})
+
+
+def reads(path: Path) -> dict:
+    """Every number a user reads of the runs: the runs table's counts, core columns and extras."""
+    with Ledger(path, readonly=True) as led:
+        out = {"runs": led.runs()[["name", "steps", "last_step", "tokens"]]}
+        for run in RUNS:
+            out[run] = led.steps(run, nullable=True)
+            out[f"{run}/extras"] = led.extras(run)
+    return out
+
+
+def flip_outcomes(tmp_path: Path, trials: int, seed: int) -> Counter:
+    original = tmp_path / "original.db"
+    if not original.exists():
+        build(original)
+    want = reads(original)
+    data = original.read_bytes()
+    rnd = random.Random(seed)
+    outcomes: Counter = Counter()
+    for i in range(trials):
+        damaged = bytearray(data)
+        damaged[rnd.randrange(len(data))] ^= 1 << rnd.randrange(8)
+        path = tmp_path / f"flip{i}.db"
+        path.write_bytes(bytes(damaged))
+        try:
+            got = reads(path)
+        except YieldgateError:
+            outcomes["refused on read"] += 1  # SQLite's own error, or a block's checksum: one LedgerError
+        else:
+            if got.keys() == want.keys() and all(got[k].equals(want[k]) for k in want):
+                outcomes["no number changed"] += 1
+            else:
+                try:
+                    with Ledger(path, readonly=True) as led:
+                        caught = not check_ledger(led).clean
+                except YieldgateError:
+                    caught = True
+                outcomes["caught by check" if caught else "numbers changed, no error"] += 1
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return outcomes
+
+
+def test_a_flipped_bit_is_refused_or_changes_no_number(tmp_path, monkeypatch):
+    trials = 300
+    outcomes = flip_outcomes(tmp_path, trials, seed=1)
+    assert outcomes["numbers changed, no error"] == 0, outcomes
+    assert sum(outcomes.values()) == trials  # every other exception (a traceback) would have failed the test
+    # The same flips with the checksums not checked, as before they existed: most change numbers silently.
+    monkeypatch.setattr(yieldgate.checksum, "block_ok", lambda *a, **k: None)
+    monkeypatch.setattr("yieldgate.ledger_check.block_ok", lambda *a, **k: None)
+    unchecked = flip_outcomes(tmp_path, trials, seed=1)
+    assert unchecked["numbers changed, no error"] > trials / 2, unchecked
+    print(f"checked: {dict(outcomes)}; unchecked: {dict(unchecked)}")
+    check("single bit flipped at a random offset of a ledger file (300 trials)",
+          "each flip is refused on read (SQLite's error, or a block checksum naming the run and steps) or found by "
+          "`yieldgate check`, or changes no number; unchecked, over half changed numbers with no error",
+          "0 numbers read wrong")
+
+
+def _damage_one_block(path: Path, run: str) -> tuple[int, int]:
+    db = sqlite3.connect(path)
+    block_id, first, last, data = db.execute(
+        "SELECT b.id, b.first_step, b.last_step, b.data FROM step_blocks b JOIN runs r ON r.id = b.run_id "
+        "WHERE r.name = ? ORDER BY b.first_step LIMIT 1 OFFSET 1", (run,)).fetchone()
+    broken = bytearray(data)
+    broken[len(data) // 2] ^= 0x10  # one bit of one float
+    db.execute("UPDATE step_blocks SET data = ? WHERE id = ?", (bytes(broken), block_id))
+    db.commit()
+    db.close()
+    return first, last
+
+
+def test_a_damaged_block_is_an_error_naming_run_and_steps_and_check_reports_it(tmp_path, cli_for):
+    path = tmp_path / "l.db"
+    build(path)
+    cli = cli_for(path)
+    assert cli.json("check")["clean"] is True
+    first, last = _damage_one_block(path, "a")
+    with Ledger(path, readonly=True) as led:
+        with pytest.raises(BlockDamaged, match=rf"run 'a', core step records of steps {first}-{last}: .*checksum"):
+            led.steps("a")
+        assert len(led.steps("b")) == RUNS["b"]  # another run reads as before
+        result = check_ledger(led)
+    assert not result.clean and result.integrity == []  # SQLite sees a well-formed file: only the checksum knows
+    assert [(d.run, d.key, d.first_step, d.last_step) for d in result.damaged] == [("a", None, first, last)]
+    out = cli("check", "--json", code=2)
+    assert '"clean": false' in out.stdout and f'"first_step": {first}' in out.stdout
+    assert f"damaged: run 'a' steps {first}-{last}" in cli("check", code=2).stdout
+    assert cli.json("check", "b")["clean"] is True
+
+
+def test_blocks_written_before_checksums_read_as_before_and_check_says_unverified(tmp_path, cli_for):
+    path = tmp_path / "old.db"
+    build(path)
+    want = reads(path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE step_blocks SET checksum = NULL")
+    db.execute("UPDATE extra_blocks SET checksum = NULL WHERE run_id = (SELECT id FROM runs WHERE name = 'b')")
+    db.commit()
+    db.close()
+    got = reads(path)
+    assert all(got[k].equals(want[k]) for k in want)
+    out = cli_for(path).json("check")
+    assert out["clean"] is True and out["unverified"]["a"] > 0 and out["unverified"]["b"] > out["unverified"]["a"]
+    assert out["verified_blocks"] > 0  # run a's extras still carry theirs
+
+
+def test_check_of_a_missing_file_is_one_line(tmp_path, cli_for):
+    result = cli_for(tmp_path / "none.db")("check", code=2)
+    assert result.stderr.startswith("error: ") and "no ledger file there" in result.stderr
