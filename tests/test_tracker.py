@@ -89,6 +89,7 @@ def _count_host_syncs(monkeypatch) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_the_step_path_moves_nothing_to_the_host(text, tmp_path, monkeypatch):
     """No .item(), .tolist(), .cpu(), float() or .numpy() on tensors from the training thread: the loop with
     the Tracker (full signals, 4 microbatches, evals) makes exactly as many as the same loop without it."""
