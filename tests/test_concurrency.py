@@ -67,6 +67,10 @@ def test_four_processes_write_eight_runs_while_compare_reads(tmp_path):
     for p in procs:
         p.join(timeout=60)
     assert len(reads) >= 3, reads  # the reader read while the writers wrote
+    # and once more after the last writer closed: the writers may all finish before a read finds both sides
+    proc = subprocess.run([sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "compare", "w*-a", "w*-b",
+                           "--json"], capture_output=True, text=True, timeout=120)
+    reads.append((proc.returncode, proc.stderr))
     assert [p.exitcode for p in procs] == [0] * WRITERS
 
     # The reader: exit 0, or — only while the runs do not yet have the evals to compare — one line, exit 2.
@@ -75,7 +79,8 @@ def test_four_processes_write_eight_runs_while_compare_reads(tmp_path):
     assert all(err.count("\n") == 1 and err.startswith("error: ") for err in early), early
     assert all("no run named or matching" in err or "fewer than two evaluations" in err for err in early), early
     assert not any("locked" in err or "Traceback" in err for _, err in reads), reads
-    first_ok = next(i for i, (code, _) in enumerate(reads) if code == 0)
+    first_ok = next((i for i, (code, _) in enumerate(reads) if code == 0), None)
+    assert first_ok is not None, reads[-3:]
     assert all(code == 0 for code, _ in reads[first_ok:]), reads  # once comparable, always comparable
 
     # The writers: nothing reported, nothing dropped or left in a spill file.

@@ -10,11 +10,13 @@ live in a wide table stored as column blocks of consecutive steps, the namespace
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import math
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -212,6 +214,11 @@ def _block_columns(row: Sequence[Any], want: Sequence[str] | None) -> _Columns:
 
 # -- the ledger -----------------------------------------------------------------------------------------
 
+# Connections this process has open, by the file's real path: a header read by Python must wait until there are
+# none (`ledger_file`: closing its descriptor would drop their POSIX locks).
+_OPEN: collections.Counter[str] = collections.Counter()
+_OPEN_LOCK = threading.Lock()
+
 
 class Ledger:
     """A run ledger in one SQLite file (WAL). One instance per thread; processes may share the file."""
@@ -239,7 +246,12 @@ class Ledger:
         self._busy_ms = int(busy_timeout_s * 1000)
         self._durable = durable
         self._mounts = mounts if mounts is not None else _mounts.MOUNTS
+        self._real: str | None = None
         self._db = self._connect(location, readonly)
+        if location != ":memory:":
+            with _OPEN_LOCK:
+                self._real = os.path.realpath(location)
+                _OPEN[self._real] += 1
 
     def _connect(self, location: str, readonly: bool) -> sqlite3.Connection:
         path = Path(location)
@@ -258,7 +270,11 @@ class Ledger:
                     "does not work across hosts and a shared ledger can be damaged without an error; keep one ledger "
                     "per node on a local disk and combine them with `yieldgate merge` (a PostgreSQL ledger for many "
                     "hosts is coming)")
-            problem = file_problem(path)  # before SQLite reads it: a truncated file or damaged log can read "fine"
+            # Before SQLite reads it (a truncated file or damaged log can read "fine"): its headers only while no
+            # connection of this process has the file open, since closing the descriptor the read used would drop
+            # that connection's locks (ledger_file's docstring); the size otherwise.
+            with _OPEN_LOCK:
+                problem = file_problem(path, headers=_OPEN[os.path.realpath(path)] == 0)
             if problem is not None:
                 raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as whole: "
                                   "restore it from a backup (a damaged write-ahead log moved aside leaves the file as "
@@ -300,6 +316,14 @@ class Ledger:
 
     def close(self) -> None:
         self._db.close()
+        self._release()
+
+    def _release(self) -> None:
+        """This instance no longer counts as a connection on its file (`_OPEN`)."""
+        real, self._real = self._real, None
+        if real is not None:
+            with _OPEN_LOCK:
+                _OPEN[real] -= 1
 
     def __enter__(self) -> Ledger:
         return self

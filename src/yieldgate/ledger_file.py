@@ -6,6 +6,12 @@ copy (its header says more pages than it holds, or it is shorter than it was), a
 SQLite's, a write-ahead log whose header is damaged. They do not read the pages: `yieldgate check`
 (`ledger_check.check_ledger`) does, with SQLite's integrity check and every block's checksum.
 File format: https://www.sqlite.org/fileformat2.html (database header, section 1.3; WAL, section 4).
+
+Reading the headers opens the files, and closing any descriptor of a database file drops every POSIX lock this
+process holds on it, SQLite's included ("How To Corrupt An SQLite Database File", section 2.2): another process
+then writes under this one's feet and both see `disk I/O error`. So the headers are read only where no SQLite
+connection of this process has the file open (`headers=True`); the Tracker's writer, which has, checks the size
+alone.
 """
 
 from __future__ import annotations
@@ -51,10 +57,13 @@ def _wal_problem(path: str, page_size: int) -> str | None:
     return None
 
 
-def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, settled: bool = False) -> str | None:
+def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, headers: bool = True,
+                 settled: bool = False) -> str | None:
     """What is wrong with the ledger file at `path` by its size and headers, in a sentence; None when nothing
     is (or there is no file: a ledger not made yet). `min_size`: the size it had when last seen (the Tracker's
-    writer passes the size after its last write): a file shorter than that was truncated or replaced."""
+    writer passes the size after its last write): a file shorter than that was truncated or replaced.
+    `headers`: also read the database and WAL headers; only where this process has no connection open on the
+    file (see the module's docstring)."""
     path = os.fspath(path)
     try:
         size = os.stat(path).st_size
@@ -62,8 +71,8 @@ def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, settled: bo
         return None
     if size < min_size:
         return f"the file is {size:,} bytes, shorter than the {min_size:,} it had: truncated or replaced"
-    if size == 0:
-        return None  # SQLite's empty database
+    if size == 0 or not headers:
+        return None  # SQLite's empty database; or the size is all that may be looked at
     with open(path, "rb") as f:
         header = f.read(100)
     if len(header) < 100:
@@ -80,6 +89,6 @@ def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, settled: bo
     if pages and counter == valid_for and pages * page_size > size:
         if not settled:  # a checkpoint writes page 1 (the header) before the pages that grow the file: look again
             time.sleep(0.05)
-            return file_problem(path, min_size=min_size, settled=True)
+            return file_problem(path, min_size=min_size, headers=headers, settled=True)
         return f"the file holds {size // page_size:,} pages, its header says {pages:,}: truncated"
     return _wal_problem(path + "-wal", page_size)

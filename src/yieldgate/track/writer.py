@@ -431,7 +431,8 @@ class Writer(threading.Thread):
         on would mix this run's pages into a file SQLite no longer describes."""
         if self._inode is None:
             return None
-        return file_problem(self.s.location, min_size=self._size)
+        # The size only: this process holds a connection on the file, whose locks a header read would drop.
+        return file_problem(self.s.location, min_size=self._size, headers=False)
 
     def _removed(self) -> bool:
         """The ledger file is gone or replaced: SQLite would go on writing into the unlinked file, unseen."""
