@@ -336,6 +336,49 @@ def test_a_plateau_at_constant_lr_is_stalled_with_ranked_candidates_and_the_expe
     assert (f.cause, f.detector) == ("data_exhaustion", "plateau_cooldown")
 
 
+def linked_cooldown(seed: int = 1, *, drop: float, steps: int = 100, first: int = 601) -> pd.DataFrame:
+    """A run continuing `plateau_run()` from its last step with the LR cooled down linearly to 0 (`probe.cooldown`):
+    the loss falls by `drop` over it (noise 0.02, as the plateau's)."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"step": np.arange(first, first + steps),
+                         "loss": 2.0 - np.linspace(0, drop, steps) + rng.normal(0, 0.02, steps),
+                         "lr": 1e-3 * (1 - np.arange(1, steps + 1) / steps)})
+
+
+def test_a_linked_cooldown_run_decides_the_plateau_of_the_run_it_continues():
+    from yieldgate.analysis.learning_detectors import schedule
+
+    sig = plateau_run()
+    sig.cooldowns = {"p/cool": linked_cooldown(drop=0.2)}
+    (f,) = schedule(sig)
+    assert (f.cause, f.detector) == ("schedule", "plateau_cooldown")
+    assert f.evidence["cooldown_run"] == "p/cool" and f.evidence["cooldown_drop"] > 0.15 and f.end_step == 700
+    assert "in the cooldown run 'p/cool'" in f.advice
+    sig.cooldowns = {"p/cool": linked_cooldown(drop=0.0)}
+    (f,) = schedule(sig)
+    assert (f.cause, f.detector, f.evidence["cooldown_run"]) == ("data_exhaustion", "plateau_cooldown", "p/cool")
+    assert "did not fall in the cooldown run 'p/cool'" in f.advice
+    # A cooldown branched off before the plateau began says nothing about it.
+    sig.cooldowns = {"early": linked_cooldown(drop=0.2, first=5)}
+    (f,) = schedule(sig)
+    assert f.cause == "stalled" and "cooldown_probe(source_run=" in f.evidence["experiment"]
+
+
+def test_diagnose_reads_the_cooldown_runs_linked_to_a_run(ledger):
+    from yieldgate.analysis.diagnose import load_signals
+
+    sig = plateau_run()
+    ledger.create_run("p")
+    ledger.append_steps("p", {c: sig.steps[c].to_numpy() for c in ("step", "loss", "lr")})
+    cool = linked_cooldown(drop=0.2)
+    ledger.create_run("p/cool")
+    ledger.append_steps("p/cool", {c: cool[c].to_numpy() for c in cool})
+    ledger.set_meta("p/cool", "cooldown_of", "p")
+    assert list(load_signals(ledger, "p").cooldowns) == ["p/cool"]
+    (f,) = [f for f in diagnose(ledger, "p", store=False).findings if f.detector == "plateau_cooldown"]
+    assert f.cause == "schedule" and f.evidence["cooldown_run"] == "p/cool"
+
+
 def test_the_schedule_detector_does_not_fire_on_noise():
     """50 flat-with-noise and 50 healthy power-law runs with realistic step and eval noise: at most 5% get a schedule
     finding at confidence >= 0.5; none says "too high" and "too low" at once or names a cause it could not run."""

@@ -445,30 +445,47 @@ def diagnose(
 def train(
     ctx: typer.Context,
     recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML or JSON): sources, filters, dedup, tokenizer.")],
-    tokens: Annotated[int, typer.Option("--tokens", help="Token budget of the probe.")],
+    tokens: Annotated[int | None, typer.Option("--tokens", help="Token budget of the probe.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of model, sampler and eval draw.")] = 0,
-    run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>).")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>, or "
+                                                          "RUN/cooldown<N> with --resume-from).")] = None,
+    resume_from: Annotated[str | None, typer.Option("--resume-from", help="Continue this probe run from its checkpoint "
+                                                                          "(with --cooldown-tokens), as a new run.")] = None,
+    cooldown_tokens: Annotated[int | None, typer.Option("--cooldown-tokens", min=1, help="Tokens over which the LR cools "
+                                                        "down linearly to 0 from the resumed run's last LR.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger.
+    """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger; or, with --resume-from
+    and --cooldown-tokens, continue a probe with its LR cooled down to 0 (the experiment that tells a plateau's
+    cause: a drop means the schedule was the limit, none the data; `diagnose` on the original reads it).
 
     Example: yieldgate train recipes/shakespeare.yaml --tokens 1000000 --seed 1
+    Example: yieldgate train recipes/shakespeare.yaml --resume-from shakespeare/s1/t1000000 --cooldown-tokens 100000
     """
     from rich.progress import Progress
 
     from yieldgate.data.recipe import resolve
     from yieldgate.manifest import load_recipe
-    from yieldgate.probe.trainer import ProbeConfig, train_probe
+    from yieldgate.probe.trainer import ProbeConfig, cooldown_probe, train_probe
 
+    if (resume_from is None) != (cooldown_tokens is None):
+        raise InputError("--resume-from and --cooldown-tokens go together")
+    if resume_from is None and tokens is None:
+        raise InputError("give --tokens (the probe's budget), or --resume-from with --cooldown-tokens")
     parsed = load_recipe(recipe)
-    name = run or f"{recipe.stem}/s{seed}/t{tokens}"
-    cfg = ProbeConfig(tokens=tokens, seed=seed)
+    name = run or (f"{resume_from}/cooldown{cooldown_tokens}" if resume_from else f"{recipe.stem}/s{seed}/t{tokens}")
+    location = ctx.find_root().obj["ledger"]
     with Progress(console=Console(stderr=True), disable=as_json) as bar:
         task = bar.add_task(f"{name}: preparing data", total=None)
         data = resolve(parsed, seed=seed)
         bar.update(task, description=f"{name}: training")
-        final = train_probe(data, cfg, run=name, ledger=ctx.find_root().obj["ledger"],
-                            progress=lambda step, steps: bar.update(task, completed=step, total=steps))
+        on_step = lambda step, steps: bar.update(task, completed=step, total=steps)  # noqa: E731
+        if resume_from is not None:
+            final = cooldown_probe(data, source_run=resume_from, cooldown_tokens=cooldown_tokens, run=name,
+                                   ledger=location, progress=on_step)
+        else:
+            final = train_probe(data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location,
+                                progress=on_step)
     if as_json:
         _print_json({"run": name, "final": final})
         return

@@ -155,6 +155,9 @@ class RunSignals:
     """Steps where a core column holds a recorded NaN (`steps` cannot tell it from a missing value)."""
     peers: dict[str, pd.Series] = field(default_factory=dict)
     """Training loss by step of other runs that read the same data in the same order (run name -> loss)."""
+    cooldowns: dict[str, pd.DataFrame] = field(default_factory=dict)
+    """Step records (`step`, `loss`, `lr`) of runs that continue this one with the LR cooled down (run meta
+    `cooldown_of`, `probe.cooldown`), by run name: the discriminating experiment of a plateau, run apart."""
 
     def column(self, name: str, why: str) -> pd.Series:
         """A recorded column indexed by step (non-recorded rows dropped), or NotRun."""
