@@ -271,13 +271,18 @@ def yield_(
     by_steps = report.axis == "steps"
     per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
     table = Table(report.axis, f"{report.metric} start", "end", "per 1k steps" if by_steps else "per B tokens",
-                  per_time, "per $", "per kWh")
+                  f"noise band ({report.level:.0%})", per_time, "per $", "per kWh", "note")
     for t in report.tranches:
         span = f"{t.start_step:,}-{t.end_step:,}" if by_steps else f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}"
+        band = f"{_fmt(t.yield_band[0])} to {_fmt(t.yield_band[1])}" if t.yield_band else "-"
+        note = ", ".join([w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on])
         table.add_row(span, _fmt(t.loss_start), _fmt(t.loss_end),
-                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), _fmt(t.yield_per_device_hour),
-                      _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh))
+                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), band, _fmt(t.yield_per_device_hour),
+                      _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh), note)
     console.print(table)
+    if report.eval_noise is not None:
+        console.print(f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
+                      "curve); a tranche whose band holds 0 is within noise", markup=False, highlight=False)
     for t in report.tranches:
         for d in t.disagreements:
             console.print(f"steps {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
