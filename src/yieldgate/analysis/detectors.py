@@ -77,8 +77,9 @@ STALL_MIN_STEPS = 10
 WARMUP_START = 0.5
 """A first-step LR at or above half the peak means no warm-up (calibration: WSD warm-up starts at 1/12)."""
 ENTROPY_COLLAPSE = 0.25
-"""Activation entropy below this share of its maximum, ln(width): activations saturated into a few features, the
-high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16), LR x30 <= 0.004."""
+"""Activation entropy (softmax over a layer's output features, `track.signals.activation_entropy`) below this share
+of its maximum, ln(width): outputs so peaked that they concentrate in a few features or have grown large (the
+measure is not scale-invariant), the high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16), LR x30 <= 0.004."""
 PLATEAU_RATIO = 0.05
 """Peak-LR phase progress below 5% of the progress before it: learning stalled at the peak LR (too high).
 Calibration: clean 0.2-0.4, LR x30 <= 0.01."""
