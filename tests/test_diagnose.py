@@ -379,6 +379,30 @@ def test_diagnose_reads_the_cooldown_runs_linked_to_a_run(ledger):
     assert f.cause == "schedule" and f.evidence["cooldown_run"] == "p/cool"
 
 
+def test_the_gns_early_warning_is_labelled_a_heuristic_and_its_lead_is_measured():
+    from yieldgate.analysis.learning_detectors import early_warnings
+
+    n = 400
+    step = np.arange(1, n + 1)
+    gns = np.where(step < 250, 1000.0, 300.0)  # falls to under half its mid-run level at step 250
+    val = pd.DataFrame({"step": np.arange(50, n + 1, 50), "task": "val", "metric": "loss",
+                        "value": [3.0, 2.8, 2.6, 2.5, 2.45, 2.44, 2.6, 2.7]})  # degrades at step 350
+    (f,) = early_warnings(RunSignals(steps=_steps(n, **{"signals/gns": gns}), evals=val))
+    assert (f.detector, f.start_step, f.evidence["lead_steps"]) == ("early_gns", 250, 100)
+    assert "heuristic" in f.evidence["heuristic"] and f.advice.startswith("heuristic early warning")
+    assert "not a verdict" in f.advice
+    # The benchmark's lead-time table over faulted probes: leads where the validation loss degraded, the rest apart.
+    ew = lambda lead, merged=False: {"cause": "early_warning", "confidence": 0.45,  # noqa: E731
+                                     "detector": "early_gns+early_act_entropy" if merged else "early_gns",
+                                     "evidence": {"early_gns": {"lead_steps": lead}} if merged else {"lead_steps": lead}}
+    results = [{"condition": "lr_x30", "findings": [ew(120)]}, {"condition": "loop_200", "findings": [ew(-10, True)]},
+               {"condition": "nan_grad", "findings": [ew(None)]}, {"condition": "unshuffled", "findings": []},
+               {"condition": "clean", "findings": [ew(None)]}]
+    g = bench.gns_lead_times(results)
+    assert (g["faulted"], g["fired"], g["leads"], g["ahead"], g["without_val_degradation"]) == (4, 3, [-10, 120], 1, 1)
+    assert (g["clean"], g["clean_fired"], g["median_lead"]) == (1, 1, 55.0)
+
+
 def test_the_schedule_detector_does_not_fire_on_noise():
     """50 flat-with-noise and 50 healthy power-law runs with realistic step and eval noise: at most 5% get a schedule
     finding at confidence >= 0.5; none says "too high" and "too low" at once or names a cause it could not run."""

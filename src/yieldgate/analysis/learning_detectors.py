@@ -238,15 +238,24 @@ def throughput_altered_learning(sig: RunSignals) -> list[Finding]:
                            "or retune LR for the new batch before trusting its tokens/s")]
 
 
+HEURISTIC = ("a learning signal moving before the validation loss (a falling gradient noise scale, collapsing entropy or "
+             "update ratios, more clipping) is a heuristic early warning, not an established cause; its lead is measured "
+             "on the fault suite by benchmarks/bench_diagnose.py")
+
+
 def _first_cross(series: pd.Series, level: float, below: bool) -> int | None:
     hit = series[series < level] if below else series[series > level]
     return int(hit.index[0]) if len(hit) else None
 
 
 def early_warnings(sig: RunSignals) -> list[Finding]:
-    """Learning signals that move before the validation loss does: gradient noise scale falling, activation
+    """Learning signals that may move before the validation loss does: gradient noise scale falling, activation
     entropy collapsing, update/weight ratios collapsing, a rising share of clipped steps. Each is compared
-    between the second and the last quarter of the run, with its lead over the validation loss when that moved."""
+    between the second and the last quarter of the run, with its lead over the validation loss when that moved.
+
+    A heuristic, labelled so (evidence `heuristic`, advice "heuristic"): that a falling gradient noise scale comes
+    before a degrading validation loss is an observation, not an established law; its lead on the fault suite is
+    measured, not assumed (`benchmarks/bench_diagnose.py` prints it). No advice rests on it beyond watching."""
     s = sig.steps.set_index("step")
     signals: dict[str, pd.Series] = {}
     if "signals/gns" in s and s["signals/gns"].notna().sum() >= 8:
@@ -287,8 +296,10 @@ def early_warnings(sig: RunSignals) -> list[Finding]:
         found.append(Finding(cause="early_warning", start_step=at, end_step=int(series.index[-1]),
                              confidence=0.45 if lead is not None and lead > 0 else 0.25, detector=f"early_{name}",
                              evidence={"signal": name, "mid_run": mid, "last_quarter": last,
-                                       "val_loss_turned_at": val_turn, "lead_steps": lead},
-                             advice=f"{name} {'collapsed' if falling else 'rose'} from step {at}"
+                                       "val_loss_turned_at": val_turn, "lead_steps": lead, "heuristic": HEURISTIC},
+                             advice=f"heuristic early warning: {name} {'fell to under half its mid-run level' if falling else 'rose'} "
+                                    f"from step {at}"
                                     + (f", {lead} steps before the validation loss turned" if lead is not None else
-                                       "; the validation loss has not turned yet: watch it")))
+                                       "; the validation loss has not turned") + "; that this signal leads the validation "
+                                    "loss is a heuristic, not a verdict: act on the validation loss, not on it"))
     return found
