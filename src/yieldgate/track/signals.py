@@ -6,8 +6,9 @@ Which failure each one reveals:
 - update/weight ratio: a learning rate too high (ratios far above ~1e-3) or too low, a layer that stopped
   learning (ratio collapsing toward 0);
 - gradient noise scale B_simple (McCandlish et al. 2018), in tokens (b and B are the tokens of a microbatch and of
-  the step): the batch size beyond which more tokens per step buy little; a batch far above it wastes tokens; one falling over training is a heuristic early warning (its lead over the
-  validation loss is measured by benchmarks/bench_diagnose.py, not assumed);
+  the step): the batch size beyond which more tokens per step buy little; a batch far above it wastes tokens; one
+  falling over training is a heuristic early warning (its lead over the validation loss is measured by
+  benchmarks/bench_diagnose.py, not assumed);
 - activation entropy: the entropy of the softmax over a layer's output features, which is not scale-invariant: it
   falls when the activations concentrate in a few features and also when they merely grow in scale (the
   runaway activations of a too-high LR, Wortsman et al. 2023, lower it as a collapse does);
