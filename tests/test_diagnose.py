@@ -403,6 +403,17 @@ def test_the_gns_early_warning_is_labelled_a_heuristic_and_its_lead_is_measured(
     assert (g["clean"], g["clean_fired"], g["median_lead"]) == (1, 1, 55.0)
 
 
+def test_real_public_logs_get_their_known_answers():
+    """The benchmark's real cases (tests/data/real): overfitting on the Whisper-ja fine-tune from step 1000, no
+    schedule finding on the llm.c and build-nanogpt runs whose spikes are transient (4867; 30454), nothing stalled on
+    the Whisper-tiny run whose held-out loss still falls slowly at constant LR."""
+    rows = {r["case"]: r for r in bench.real_cases()}
+    assert all(r["passed"] for r in rows.values()), [(r["case"], r["findings"]) for r in rows.values() if not r["passed"]]
+    assert rows["hf-whisper-large-v2-ja-trainer_state.json"]["found"] == "overfitting"
+    assert rows["llmc-gpt2-124m-main.log"]["found"] == "transient_spike"
+    assert rows["hf-whisper-tiny-nb-trainer_state.json"]["second_half_within_noise"] == (50, 50)
+
+
 def test_the_schedule_detector_does_not_fire_on_noise():
     """50 flat-with-noise and 50 healthy power-law runs with realistic step and eval noise: at most 5% get a schedule
     finding at confidence >= 0.5; none says "too high" and "too low" at once or names a cause it could not run."""
