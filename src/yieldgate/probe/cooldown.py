@@ -109,7 +109,7 @@ def cooldown_probe(data: ResolvedRecipe, *, source_run: str, cooldown_tokens: in
             f"no checkpoint file at {saved_at}" if saved_at else "the run saved no checkpoint (not a probe, or a "
             "probe trained with checkpoint=False or before probes saved one)")
         raise InputError(f"run {source_run!r} cannot be continued: {why}")
-    state = torch.load(saved_at, weights_only=False)
+    state = torch.load(saved_at, weights_only=True)  # tensors and plain values only: no pickled code runs
     if state["tokenizer_hash"] != data.recipe.tokenizer.content_hash:
         raise InputError(f"the data given resolves to tokenizer {data.recipe.tokenizer.content_hash[:12]}, but run "
                          f"{source_run!r} was trained with {state['tokenizer_hash'][:12]}: give the same recipe")
