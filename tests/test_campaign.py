@@ -206,3 +206,27 @@ def test_a_probe_another_live_process_trains_is_left_to_it(tmp_path):
     with Ledger(ledger, readonly=True) as led:
         assert led.steps(spec.run)["tokens"].tolist() == [512.0, 1024.0]
         assert led.run_info(spec.run)["status"] == "running"
+
+
+def test_a_wsd_probe_separates_the_stable_phase_yield_from_the_cooldown_gain():
+    """A probe whose LR decays over its last fifth: the second-half yield mixes the cooldown's annealing gain with the
+    data's; the stable phase's yield and the cooldown's gain are reported apart, exactly."""
+    import pandas as pd
+
+    from yieldgate.analysis.campaign import COOLDOWN_GAIN, STABLE_YIELD, YIELD, probe_scores
+
+    tokens = np.arange(0, 11) * 1e8  # evaluations every 1e8 tokens up to 1e9
+    loss = 4.0 - 0.1 * np.arange(11)
+    loss[9:] -= [0.2, 0.4]  # the cooldown (from 8e8 tokens) buys 0.4 more than the stable trend
+    evals = pd.DataFrame({"step": np.arange(11) * 10, "tokens": tokens, "task": "val", "metric": "loss", "value": loss})
+    steps = pd.DataFrame({"step": np.arange(0, 101), "tokens": np.arange(0, 101) * 1e7,
+                          "lr": np.r_[np.full(81, 1e-3), np.linspace(0.85e-3, 1e-4, 20)]})
+    scores = probe_scores(evals, None, steps)
+    assert scores[YIELD] == pytest.approx((loss[5] - loss[10]) / 5e8 * 1e9)
+    # the decay starts at step 81 (tokens 8.1e8): the stable phase's second half is 4.05e8 to 8.1e8
+    at = lambda t: np.interp(t, tokens, loss)  # noqa: E731
+    assert scores[STABLE_YIELD] == pytest.approx((at(4.05e8) - at(8.1e8)) / 4.05e8 * 1e9) == pytest.approx(0.425 / 0.405)
+    assert scores[COOLDOWN_GAIN] == pytest.approx(at(8.1e8) - loss[10]) == pytest.approx(0.57)
+    assert scores[YIELD] > scores[STABLE_YIELD]  # the second half's yield counts the cooldown's gain as data
+    constant = steps.assign(lr=1e-3)
+    assert STABLE_YIELD not in probe_scores(evals, None, constant) and COOLDOWN_GAIN not in probe_scores(evals)

@@ -128,7 +128,7 @@ COMMANDS = {
     "yield": {"--json", "--tranche-tokens", "--metric", "--per"},
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--next-steps", "--threshold", "--level", "--metric"},
-    "train": {"--json", "--tokens", "--seed", "--run"},
+    "train": {"--json", "--tokens", "--seed", "--run", "--resume-from", "--cooldown-tokens"},
     "merge": {"--json", "--run"},
     "check": {"--json"},
     "report": {"--json", "--output", "--png", "--metric"},

@@ -337,6 +337,85 @@ def test_a_plateau_at_constant_lr_is_stalled_with_ranked_candidates_and_the_expe
     assert (f.cause, f.detector) == ("data_exhaustion", "plateau_cooldown")
 
 
+def linked_cooldown(seed: int = 1, *, drop: float, steps: int = 100, first: int = 601) -> pd.DataFrame:
+    """A run continuing `plateau_run()` from its last step with the LR cooled down linearly to 0 (`probe.cooldown`):
+    the loss falls by `drop` over it (noise 0.02, as the plateau's)."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"step": np.arange(first, first + steps),
+                         "loss": 2.0 - np.linspace(0, drop, steps) + rng.normal(0, 0.02, steps),
+                         "lr": 1e-3 * (1 - np.arange(1, steps + 1) / steps)})
+
+
+def test_a_linked_cooldown_run_decides_the_plateau_of_the_run_it_continues():
+    from yieldgate.analysis.learning_detectors import schedule
+
+    sig = plateau_run()
+    sig.cooldowns = {"p/cool": linked_cooldown(drop=0.2)}
+    (f,) = schedule(sig)
+    assert (f.cause, f.detector) == ("schedule", "plateau_cooldown")
+    assert f.evidence["cooldown_run"] == "p/cool" and f.evidence["cooldown_drop"] > 0.15 and f.end_step == 700
+    assert "in the cooldown run 'p/cool'" in f.advice
+    sig.cooldowns = {"p/cool": linked_cooldown(drop=0.0)}
+    (f,) = schedule(sig)
+    assert (f.cause, f.detector, f.evidence["cooldown_run"]) == ("data_exhaustion", "plateau_cooldown", "p/cool")
+    assert "did not fall in the cooldown run 'p/cool'" in f.advice
+    # A cooldown branched off before the plateau began says nothing about it.
+    sig.cooldowns = {"early": linked_cooldown(drop=0.2, first=5)}
+    (f,) = schedule(sig)
+    assert f.cause == "stalled" and "cooldown_probe(source_run=" in f.evidence["experiment"]
+
+
+def test_diagnose_reads_the_cooldown_runs_linked_to_a_run(ledger):
+    from yieldgate.analysis.diagnose import load_signals
+
+    sig = plateau_run()
+    ledger.create_run("p")
+    ledger.append_steps("p", {c: sig.steps[c].to_numpy() for c in ("step", "loss", "lr")})
+    cool = linked_cooldown(drop=0.2)
+    ledger.create_run("p/cool")
+    ledger.append_steps("p/cool", {c: cool[c].to_numpy() for c in cool})
+    ledger.set_meta("p/cool", "cooldown_of", "p")
+    assert list(load_signals(ledger, "p").cooldowns) == ["p/cool"]
+    (f,) = [f for f in diagnose(ledger, "p", store=False).findings if f.detector == "plateau_cooldown"]
+    assert f.cause == "schedule" and f.evidence["cooldown_run"] == "p/cool"
+
+
+def test_the_gns_early_warning_is_labelled_a_heuristic_and_its_lead_is_measured():
+    from yieldgate.analysis.learning_detectors import early_warnings
+
+    n = 400
+    step = np.arange(1, n + 1)
+    gns = np.where(step < 250, 1000.0, 300.0)  # falls to under half its mid-run level at step 250
+    val = pd.DataFrame({"step": np.arange(50, n + 1, 50), "task": "val", "metric": "loss",
+                        "value": [3.0, 2.8, 2.6, 2.5, 2.45, 2.44, 2.6, 2.7]})  # degrades at step 350
+    (f,) = early_warnings(RunSignals(steps=_steps(n, **{"signals/gns": gns}), evals=val))
+    assert (f.detector, f.start_step, f.evidence["lead_steps"]) == ("early_gns", 250, 100)
+    assert "heuristic" in f.evidence["heuristic"] and f.advice.startswith("heuristic early warning")
+    assert "not a verdict" in f.advice
+    # The benchmark's lead-time table over faulted probes: leads where the validation loss degraded, the rest apart.
+    ew = lambda lead, merged=False: {"cause": "early_warning", "confidence": 0.45,  # noqa: E731
+                                     "detector": "early_gns+early_act_entropy" if merged else "early_gns",
+                                     "evidence": {"early_gns": {"lead_steps": lead}} if merged else {"lead_steps": lead}}
+    results = [{"condition": "lr_x30", "findings": [ew(120)]}, {"condition": "loop_200", "findings": [ew(-10, True)]},
+               {"condition": "nan_grad", "findings": [ew(None)]}, {"condition": "unshuffled", "findings": []},
+               {"condition": "clean", "findings": [ew(None)]}]
+    g = bench.gns_lead_times(results)
+    assert (g["faulted"], g["fired"], g["leads"], g["ahead"], g["without_val_degradation"]) == (4, 3, [-10, 120], 1, 1)
+    assert (g["clean"], g["clean_fired"], g["median_lead"]) == (1, 1, 55.0)
+
+
+@pytest.mark.slow
+def test_real_public_logs_get_their_known_answers():
+    """The benchmark's real cases (tests/data/real): overfitting on the Whisper-ja fine-tune from step 1000, no
+    schedule finding on the llm.c and build-nanogpt runs whose spikes are transient (4867; 30454), nothing stalled on
+    the Whisper-tiny run whose held-out loss still falls slowly at constant LR."""
+    rows = {r["case"]: r for r in bench.real_cases()}
+    assert all(r["passed"] for r in rows.values()), [(r["case"], r["findings"]) for r in rows.values() if not r["passed"]]
+    assert rows["hf-whisper-large-v2-ja-trainer_state.json"]["found"] == "overfitting"
+    assert rows["llmc-gpt2-124m-main.log"]["found"] == "transient_spike"
+    assert rows["hf-whisper-tiny-nb-trainer_state.json"]["second_half_within_noise"] == (50, 50)
+
+
 @pytest.mark.slow
 def test_the_schedule_detector_does_not_fire_on_noise():
     """50 flat-with-noise and 50 healthy power-law runs with realistic step and eval noise: at most 5% get a schedule

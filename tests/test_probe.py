@@ -7,6 +7,7 @@ import pytest
 
 from yieldgate.data import corpus
 from yieldgate.data.recipe import resolve
+from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.trainer import Faults, ProbeConfig, train_probe, wsd
@@ -119,6 +120,11 @@ def test_train_command(tmp_path, cli):
     assert out["run"] == "milton/s1/t4096" and out["final"]["val/loss"] > 0
     listed = cli.json("runs")
     assert listed[0]["name"] == "milton/s1/t4096" and listed[0]["tokens"] == 4096
+    cool = cli.json("train", str(recipe), "--seed", "1", "--resume-from", "milton/s1/t4096", "--cooldown-tokens", "1024")
+    assert cool["run"] == "milton/s1/t4096/cooldown1024" and cool["final"]["val/loss"] > 0
+    assert {r["name"]: r["tokens"] for r in cli.json("runs")}["milton/s1/t4096/cooldown1024"] == 4096 + 1024
+    assert "go together" in cli("train", str(recipe), "--resume-from", "milton/s1/t4096", code=2).stderr
+    assert "give --tokens" in cli("train", str(recipe), code=2).stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("sources:\n  - {name: milton, weight: -1}\n")
     assert "sources[0].weight: must be >= 0" in cli("train", str(bad), "--tokens", "10", code=2).stderr
@@ -144,3 +150,31 @@ def test_curricula_order_the_sources(data, tmp_path):
     sampler = _Sampler(type(data)(staged, data.sources, data.tokenizer, data.bytes_per_token, data.stats), cfg, 20)
     counts = [sampler.batch()[2] for _ in range(20)]
     assert all(c["milton"] == 512 for c in counts[:10]) and all(c["shakespeare-folio"] == 512 for c in counts[10:])
+
+
+def test_a_cooldown_continues_a_probe_from_its_checkpoint_as_a_linked_run(data, tmp_path):
+    """The plateau's discriminating experiment on a real probe: a constant-LR probe saves its state; the cooldown
+    continues it exactly (same weights: its first evaluation is the probe's last), the LR falls linearly to 0, the
+    step and token counts go on, and `diagnose`'s signals of the original carry the cooldown run."""
+    from yieldgate.analysis.diagnose import load_signals
+    from yieldgate.probe.cooldown import cooldown_probe
+
+    path = tmp_path / "c.db"
+    probe(data, path, "flat", decay_frac=0.0)
+    final = cooldown_probe(data, source_run="flat", cooldown_tokens=8 * 64 * 16, run="flat/cool", ledger=str(path))
+    with Ledger(path, readonly=True) as led:
+        meta, cool_meta = led.meta("flat"), led.meta("flat/cool")
+        steps, cool = led.steps("flat"), led.steps("flat/cool")
+        evals, cool_evals = led.evals("flat"), led.evals("flat/cool")
+        sig = load_signals(led, "flat")
+    assert 0 < meta["checkpoint"]["bytes"] < 2_000_000 and meta["checkpoint"]["step"] == 48
+    assert cool_meta["cooldown_of"] == "flat" and cool_meta["cooldown"]["start_lr"] == steps["lr"].iloc[-1] == 3e-3
+    assert cool["step"].tolist() == list(range(49, 65)) and cool["tokens"].iloc[0] == steps["tokens"].iloc[-1] + 512
+    lr = cool["lr"].to_numpy()
+    assert lr[-1] == 0.0 and np.allclose(np.diff(lr), -3e-3 / 16)
+    val = lambda e: e[(e.task == "val") & (e.metric == "loss")].set_index("step")["value"]  # noqa: E731
+    assert val(cool_evals)[48] == val(evals)[48]  # the state was restored exactly
+    assert final["val/loss"] == val(cool_evals)[64]
+    assert list(sig.cooldowns) == ["flat/cool"] and sig.cooldowns["flat/cool"]["step"].iloc[0] == 49
+    with pytest.raises(InputError, match="run 'flat/cool' cannot be continued: the run saved no checkpoint"):
+        cooldown_probe(data, source_run="flat/cool", cooldown_tokens=512, run="x", ledger=str(path))

@@ -180,6 +180,26 @@ def test_activation_entropy_hooks_are_removed(text):
     assert all(not m._forward_hooks for m in layers.values())
 
 
+def test_activation_entropy_is_what_its_documentation_says_scale_included():
+    """The entropy of softmax over the output features: ln(features) for equal features, and it falls when the same
+    output is only scaled up (not scale-invariant), as the docstring, README and names table say."""
+    from yieldgate.names import EXTRA_KEYS
+
+    scale = nn.Identity()
+    h = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(0))
+    values = []
+    for c in (0.0, 1.0, 10.0):
+        with activation_entropy({"x": scale}) as stores:
+            scale(c * h)
+        values.append(stores["x"][0].item())
+    p = torch.softmax(h, -1)
+    assert values[0] == pytest.approx(math.log(16))
+    assert values[1] == pytest.approx(float(-(p * p.log()).sum(-1).mean()), rel=1e-6)
+    assert values[0] > values[1] > values[2]  # the same features, only larger: lower entropy
+    assert "falls with scale" in EXTRA_KEYS["signals/act_entropy/<layer>"]
+    assert "not scale-invariant" in activation_entropy.__doc__
+
+
 def test_sample_layers_without_blocks():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
     assert list(sample_layers(model, 2)) == ["0", "2"]

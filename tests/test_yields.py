@@ -98,3 +98,60 @@ def test_energy_sampled_between_evaluations_is_read_at_them():
     # outside the readings, so the first and last tranches have no figure.
     assert t[1].yield_per_kwh == pytest.approx(0.2)
     assert t[0].yield_per_kwh is None and t[2].yield_per_kwh is None
+
+
+def test_tranches_carry_the_evaluation_noise_band_and_say_which_are_within_it():
+    """Eight evaluations on a straight line with alternating noise ±0.01: `fit.eval_noise` measures it, each
+    tranche's band is ± t(0.9, 6)·σ·√2 around its gain (stats.evaluation_difference), and a tranche whose gain is
+    smaller than that is within noise."""
+    from yieldgate.analysis.fit import eval_noise
+    from yieldgate.analysis.stats import t_quantile
+
+    n = 8
+    tokens = np.arange(n) * 1e9
+    values = 3.0 - 0.1 * np.arange(n) + 0.01 * (-1.0) ** np.arange(n)
+    values[-1] = values[-2] + 0.001  # the last tranche: no gain beyond the noise
+    steps = pd.DataFrame({"step": np.arange(n) * 100, "tokens": tokens,
+                          "lr": [1e-3] * 6 + [0.95e-3, 0.5e-3]})
+    evals = pd.DataFrame({"step": steps["step"], "tokens": np.nan, "task": "val", "metric": "loss", "value": values,
+                          "higher_is_better": False})
+    report = tranche_yields("r", steps, evals)
+    sigma = eval_noise(tokens, values)
+    half = t_quantile(0.9, n - 2) * sigma * math.sqrt(2)
+    assert report.eval_noise == pytest.approx(sigma) and report.level == 0.9
+    first = report.tranches[0]
+    gain = values[0] - values[1]
+    assert first.band == pytest.approx((gain - half, gain + half))
+    assert first.yield_band == pytest.approx((gain - half, gain + half))  # 1e9 tokens per tranche
+    assert [t.within_noise for t in report.tranches] == [False] * 6 + [True]
+    # The LR at the end of the 6th tranche is 95% of its peak, of the 7th 50%: only the 7th spans the decay.
+    assert [t.spans_lr_decay for t in report.tranches] == [False] * 6 + [True]
+    out = report.to_dict()
+    assert out["eval_noise"] == pytest.approx(sigma) and out["tranches"][6]["within_noise"] is True
+    assert out["tranches"][0]["band"] == first.band
+    # Three evaluations or fewer: no band, with the reason; no LR recorded: the decay is unknown.
+    steps, evals = frames([3.0, 2.5])[0].iloc[:2], frames([3.0, 2.5])[1].iloc[:2]
+    short = tranche_yields("r", steps, evals)
+    assert short.tranches[0].band is None and short.tranches[0].within_noise is None
+    assert "three or more" in short.missing["band"] and short.tranches[0].spans_lr_decay is None
+
+
+def test_the_yield_table_shows_the_band_and_the_notes(cli, ledger_path, monkeypatch):
+    from yieldgate import cli as cli_module
+    from yieldgate.ledger import EvalRecord, Ledger
+
+    monkeypatch.setattr(cli_module.console, "width", 200)  # one line per row
+
+    with Ledger(ledger_path) as led:
+        led.create_run("r")
+        n = 8
+        led.append_steps("r", {"step": np.arange(n) * 100, "tokens": np.arange(n) * 1e9,
+                               "lr": np.array([1e-3] * 7 + [0.5e-3])})
+        values = 3.0 - 0.1 * np.arange(n) + 0.01 * (-1.0) ** np.arange(n)
+        values[-1] = values[-2]
+        led.append_evals("r", [EvalRecord(step=int(s * 100), task="val", metric="loss", value=float(v))
+                               for s, v in enumerate(values)])
+    out = cli("yield", "r").stdout
+    assert "noise band (90%)" in out and "within noise, LR decay" in out and "evaluation noise:" in out
+    rows = cli.json("yield", "r")
+    assert rows[-1]["within_noise"] is True and rows[-1]["spans_lr_decay"] is True and len(rows[0]["yield_band"]) == 2

@@ -296,13 +296,18 @@ def yield_(
     by_steps = report.axis == "steps"
     per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
     table = Table(report.axis, f"{report.metric} start", "end", "per 1k steps" if by_steps else "per B tokens",
-                  per_time, "per $", "per kWh")
+                  f"noise band ({report.level:.0%})", per_time, "per $", "per kWh", "note")
     for t in report.tranches:
         span = f"{t.start_step:,}-{t.end_step:,}" if by_steps else f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}"
+        band = f"{_fmt(t.yield_band[0])} to {_fmt(t.yield_band[1])}" if t.yield_band else "-"
+        note = ", ".join([w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on])
         table.add_row(span, _fmt(t.loss_start), _fmt(t.loss_end),
-                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), _fmt(t.yield_per_device_hour),
-                      _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh))
+                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), band, _fmt(t.yield_per_device_hour),
+                      _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh), note)
     console.print(table)
+    if report.eval_noise is not None:
+        console.print(f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
+                      "curve); a tranche whose band holds 0 is within noise", markup=False, highlight=False)
     for t in report.tranches:
         for d in t.disagreements:
             console.print(f"steps {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
@@ -470,30 +475,47 @@ def diagnose(
 def train(
     ctx: typer.Context,
     recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML or JSON): sources, filters, dedup, tokenizer.")],
-    tokens: Annotated[int, typer.Option("--tokens", help="Token budget of the probe.")],
+    tokens: Annotated[int | None, typer.Option("--tokens", help="Token budget of the probe.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of model, sampler and eval draw.")] = 0,
-    run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>).")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>, or "
+                                                          "RUN/cooldown<N> with --resume-from).")] = None,
+    resume_from: Annotated[str | None, typer.Option("--resume-from", help="Continue this probe run from its checkpoint "
+                                                                          "(with --cooldown-tokens), as a new run.")] = None,
+    cooldown_tokens: Annotated[int | None, typer.Option("--cooldown-tokens", min=1, help="Tokens over which the LR cools "
+                                                        "down linearly to 0 from the resumed run's last LR.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger.
+    """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger; or, with --resume-from
+    and --cooldown-tokens, continue a probe with its LR cooled down to 0 (the experiment that tells a plateau's
+    cause: a drop means the schedule was the limit, none the data; `diagnose` on the original reads it).
 
     Example: yieldgate train recipes/shakespeare.yaml --tokens 1000000 --seed 1
+    Example: yieldgate train recipes/shakespeare.yaml --resume-from shakespeare/s1/t1000000 --cooldown-tokens 100000
     """
     from rich.progress import Progress
 
     from yieldgate.data.recipe import resolve
     from yieldgate.manifest import load_recipe
-    from yieldgate.probe.trainer import ProbeConfig, train_probe
+    from yieldgate.probe.trainer import ProbeConfig, cooldown_probe, train_probe
 
+    if (resume_from is None) != (cooldown_tokens is None):
+        raise InputError("--resume-from and --cooldown-tokens go together")
+    if resume_from is None and tokens is None:
+        raise InputError("give --tokens (the probe's budget), or --resume-from with --cooldown-tokens")
     parsed = load_recipe(recipe)
-    name = run or f"{recipe.stem}/s{seed}/t{tokens}"
-    cfg = ProbeConfig(tokens=tokens, seed=seed)
+    name = run or (f"{resume_from}/cooldown{cooldown_tokens}" if resume_from else f"{recipe.stem}/s{seed}/t{tokens}")
+    location = ctx.find_root().obj["ledger"]
     with Progress(console=Console(stderr=True), disable=as_json) as bar:
         task = bar.add_task(f"{name}: preparing data", total=None)
         data = resolve(parsed, seed=seed)
         bar.update(task, description=f"{name}: training")
-        final = train_probe(data, cfg, run=name, ledger=ctx.find_root().obj["ledger"],
-                            progress=lambda step, steps: bar.update(task, completed=step, total=steps))
+        on_step = lambda step, steps: bar.update(task, completed=step, total=steps)  # noqa: E731
+        if resume_from is not None:
+            final = cooldown_probe(data, source_run=resume_from, cooldown_tokens=cooldown_tokens, run=name,
+                                   ledger=location, progress=on_step)
+        else:
+            final = train_probe(data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location,
+                                progress=on_step)
     if as_json:
         _print_json({"run": name, "final": final})
         return

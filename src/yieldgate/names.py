@@ -58,7 +58,7 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "signals/gns/<layer>": "tokens (B_simple, one layer)",
     "signals/grad_norm/<layer>": "L2 norm",
     "signals/update_ratio/<layer>": "|update| / |weight|",
-    "signals/act_entropy/<layer>": "nats",
+    "signals/act_entropy/<layer>": "nats (entropy of softmax over the output features; falls with scale too)",
     "signals/loss_scale": "mixed-precision loss scale",
     "signals/skipped_steps": "steps (cumulative)",
     "signals/loss_var": "nats^2 (per-batch loss variance over a window)",

@@ -6,7 +6,13 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   eval sources at the last evaluation, the same held-out text for every recipe; `val/bpb`, the recipe's own
   held-out text, when the campaign names none), yield (validation
   loss gained per billion tokens over the probe's second half: loss at half the budget minus the final loss,
-  over half the budget), and the final bits per byte of each hard slice (`hard/<slice>/bpb`).
+  over half the budget), and the final bits per byte of each hard slice (`hard/<slice>/bpb`). A probe trained
+  with a warmup-stable-decay schedule (its LR falls below 90% of the peak before the end: `fit.stable_phase`'s
+  rule) has a second half that holds the cooldown, whose gain is annealing, not data: it also gets
+  `stable_yield_per_btok` (the same yield over the second half of the stable phase: the loss at half the tokens
+  where the decay starts minus the loss there, per billion tokens) and `cooldown_gain` (the validation loss
+  gained from the decay's start to the end, in nats; never per token). Losses between evaluations are read off
+  the straight line between them.
 - **Rankings** per budget and score, each recipe with its mean and interval over seeds (`stats.mean_interval`,
   Student t at the campaign's level). Two recipes are compared **paired by seed** (a seed fixes the model's
   initialisation and the sampler, so the per-seed difference removes what the seeds share); the pair is resolved
@@ -42,6 +48,9 @@ __all__ = ["CampaignSummary", "summarise", "probe_scores", "rank", "decision_acc
 
 BPB = "bpb"
 YIELD = "yield_per_btok"
+STABLE_YIELD = "stable_yield_per_btok"
+COOLDOWN_GAIN = "cooldown_gain"
+HIGHER_IS_BETTER = (YIELD, STABLE_YIELD, COOLDOWN_GAIN)
 
 
 def probe_runs(ledger: Ledger, campaign: str) -> pd.DataFrame:
@@ -60,8 +69,10 @@ def _at(curve: pd.DataFrame, tokens: float) -> float:
     return float(np.interp(tokens, curve["tokens"], curve["value"]))
 
 
-def probe_scores(evals: pd.DataFrame, eval_sources: list[str] | None = None) -> dict[str, float]:
-    """One probe's scores from its evaluations (see the module docstring); NaN where a score is missing."""
+def probe_scores(evals: pd.DataFrame, eval_sources: list[str] | None = None,
+                 steps: pd.DataFrame | None = None) -> dict[str, float]:
+    """One probe's scores from its evaluations and (for the stable/cooldown split) its step records' `tokens` and
+    `lr` (see the module docstring); NaN where a score is missing."""
     last = evals[evals["step"] == evals["step"].max()]
     final = {f"{t}/{m}": float(v) for t, m, v in zip(last["task"], last["metric"], last["value"], strict=True)}
     keys = [f"val/{s}/bpb" for s in eval_sources] if eval_sources else ["val/bpb"]
@@ -74,7 +85,24 @@ def probe_scores(evals: pd.DataFrame, eval_sources: list[str] | None = None) -> 
     if len(loss) >= 2 and loss["tokens"].iloc[-1] > 0:
         end = float(loss["tokens"].iloc[-1])
         out[YIELD] = (_at(loss, end / 2) - _at(loss, end)) / (end / 2) * BILLION
+        decay = _decay_tokens(steps)
+        if decay is not None and 0 < decay < end:
+            out[STABLE_YIELD] = (_at(loss, decay / 2) - _at(loss, decay)) / (decay / 2) * BILLION
+            out[COOLDOWN_GAIN] = _at(loss, decay) - _at(loss, end)
     return out
+
+
+def _decay_tokens(steps: pd.DataFrame | None) -> float | None:
+    """Tokens at the first step after the LR's peak where it falls below 90% of it (None: no decay, or no LR)."""
+    if steps is None or not {"lr", "tokens"} <= set(steps) or steps["lr"].isna().all():
+        return None
+    lr = steps.dropna(subset=["lr", "tokens"]).sort_values("step")
+    if lr.empty:
+        return None
+    values = lr["lr"].to_numpy(dtype=float)
+    peak_at = int(values.argmax())
+    below = np.flatnonzero(values[peak_at:] < 0.9 * values[peak_at])
+    return float(lr["tokens"].iloc[peak_at + below[0]]) if len(below) else None
 
 
 def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level: float) -> dict[str, Any]:
@@ -169,14 +197,14 @@ def summarise(ledger: Ledger, campaign: str, *, level: float | None = None, next
         evals = ledger.evals(row.run)
         if evals.empty:
             continue
-        for key, value in probe_scores(evals, spec.get("eval_sources")).items():
+        for key, value in probe_scores(evals, spec.get("eval_sources"), ledger.steps(row.run, ["tokens", "lr"])).items():
             scores.setdefault(row.tokens, {}).setdefault(key, {}).setdefault(recipe, {})[row.seed] = value
         last = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
         if len(last):
             finals.setdefault(recipe, []).append((float(last["tokens"].iloc[-1]), float(last["value"].iloc[-1])))
     rankings: dict[str, dict[str, Any]] = {}
     for budget in sorted(scores):
-        rankings[str(budget)] = {key: rank(by_recipe, lower_is_better=key != YIELD, level=level)
+        rankings[str(budget)] = {key: rank(by_recipe, lower_is_better=key not in HIGHER_IS_BETTER, level=level)
                                  for key, by_recipe in sorted(scores[budget].items()) if key != "val/loss"}
     means = {b: {e["recipe"]: e["mean"] for e in rankings[str(b)][BPB]["order"]}
              for b in sorted(scores) if BPB in rankings[str(b)]}

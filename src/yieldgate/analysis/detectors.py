@@ -77,8 +77,9 @@ STALL_MIN_STEPS = 10
 WARMUP_START = 0.5
 """A first-step LR at or above half the peak means no warm-up (calibration: WSD warm-up starts at 1/12)."""
 ENTROPY_COLLAPSE = 0.25
-"""Activation entropy below this share of its maximum, ln(width): activations saturated into a few features, the
-high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16), LR x30 <= 0.004."""
+"""Activation entropy (softmax over a layer's output features, `track.signals.activation_entropy`) below this share
+of its maximum, ln(width): outputs so peaked that they concentrate in a few features or have grown large (the
+measure is not scale-invariant), the high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16), LR x30 <= 0.004."""
 PLATEAU_RATIO = 0.05
 """Peak-LR phase progress below 5% of the progress before it: learning stalled at the peak LR (too high).
 Calibration: clean 0.2-0.4, LR x30 <= 0.01."""
@@ -155,6 +156,9 @@ class RunSignals:
     """Steps where a core column holds a recorded NaN (`steps` cannot tell it from a missing value)."""
     peers: dict[str, pd.Series] = field(default_factory=dict)
     """Training loss by step of other runs that read the same data in the same order (run name -> loss)."""
+    cooldowns: dict[str, pd.DataFrame] = field(default_factory=dict)
+    """Step records (`step`, `loss`, `lr`) of runs that continue this one with the LR cooled down (run meta
+    `cooldown_of`, `probe.cooldown`), by run name: the discriminating experiment of a plateau, run apart."""
 
     def column(self, name: str, why: str) -> pd.Series:
         """A recorded column indexed by step (non-recorded rows dropped), or NotRun."""

@@ -42,7 +42,7 @@ from yieldgate.analysis.learning_detectors import early_warnings, schedule, thro
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 
-__all__ = ["DETECTORS", "ONLINE_DETECTORS", "Diagnosis", "diagnose", "diagnose_run", "load_signals", "online_findings",
+__all__ = ["DETECTORS", "ONLINE_DETECTORS", "Diagnosis", "diagnose", "diagnose_run", "load_signals", "cooldown_runs", "online_findings",
            "run_detectors", "data_order", "peer_losses", "CAUSES", "Finding", "LOW_CONFIDENCE"]
 
 Detector = Callable[[RunSignals], list[Finding]]
@@ -151,9 +151,16 @@ def peer_losses(ledger: Ledger, run: str, against: Sequence[str] = ()) -> dict[s
     return {n: ledger.steps(n, ["loss"]).set_index("step")["loss"] for n in sorted(names - {run})}
 
 
+def cooldown_runs(ledger: Ledger, run: str) -> dict[str, pd.DataFrame]:
+    """Step records (step, loss, lr) of the runs that continue `run` with the LR cooled down (meta `cooldown_of`)."""
+    metas = ledger.run_metas()
+    names = [n for n, meta in zip(metas["name"], metas["meta"], strict=True) if meta.get("cooldown_of") == run]
+    return {n: ledger.steps(n, ["loss", "lr"]) for n in names}
+
+
 def load_signals(ledger: Ledger, run: str, against: Sequence[str] = ()) -> RunSignals:
-    """A run's steps (extras pivoted into columns), evals, manifest and notes, and the training loss of the runs
-    that read its data in the same order (`peer_losses`)."""
+    """A run's steps (extras pivoted into columns), evals, manifest and notes, the training loss of the runs
+    that read its data in the same order (`peer_losses`) and the runs that cool it down (`cooldown_runs`)."""
     nullable = ledger.steps(run, nullable=True)
     # A recorded NaN (a NaN gradient norm) is a finding; a value never recorded is not: keep them apart.
     recorded_nan = {c: nullable["step"].to_numpy()[np.isnan(nullable[c].to_numpy(dtype=float, na_value=0.0))]
@@ -164,7 +171,8 @@ def load_signals(ledger: Ledger, run: str, against: Sequence[str] = ()) -> RunSi
         wide = extras.pivot_table(index="step", columns="key", values="value", aggfunc="last", dropna=False)
         steps = steps.merge(wide.reset_index(), on="step", how="outer").sort_values("step", ignore_index=True)
     return RunSignals(steps=steps, evals=ledger.evals(run), manifest=ledger.manifest(run), meta=ledger.meta(run),
-                      recorded_nan=recorded_nan, peers=peer_losses(ledger, run, against))
+                      recorded_nan=recorded_nan, peers=peer_losses(ledger, run, against),
+                      cooldowns=cooldown_runs(ledger, run))
 
 
 def _key(body: dict[str, Any], start: Any, end: Any) -> tuple[Any, ...]:

@@ -126,19 +126,37 @@ def schedule(sig: RunSignals) -> list[Finding]:
     return found
 
 
-COOLDOWN = "cool the LR down from the plateau over a short stretch (~10% of the steps so far) and evaluate"
+COOLDOWN = ("cool the LR down from the plateau over a short stretch (~10% of the steps so far) and evaluate: for a "
+            "probe, run probe.cooldown.cooldown_probe(source_run=<run>, cooldown_tokens=<~10% of its tokens>), which diagnose "
+            "reads back as the run's cooldown")
+
+
+def _cooldown_after(sig: RunSignals, loss: pd.Series, lr: pd.Series, start: int, end: int) -> tuple[pd.Series, str | None]:
+    """The finite losses of a cooldown after the plateau (LR below half the peak): the run's own steps after `end`,
+    else those of the last linked cooldown run (`RunSignals.cooldowns`) that starts after the plateau began."""
+    peak = float(lr.max())
+    after = loss.loc[end + 1:]
+    cool = after[(lr.reindex(after.index) < 0.5 * peak).to_numpy() & np.isfinite(after.to_numpy(dtype=float))]
+    if len(cool) >= 10:
+        return cool, None
+    for name, frame in reversed(list(sig.cooldowns.items())):
+        frame = frame.dropna(subset=["loss", "lr"])
+        if not len(frame) or frame["step"].min() <= start:
+            continue  # branched off before the plateau began: it says nothing about the plateau
+        frame = frame[(frame["lr"] < 0.5 * peak) & np.isfinite(frame["loss"])]
+        if len(frame) >= 10:
+            return frame.set_index("step")["loss"], name
+    return cool, None
 
 
 def _plateau(sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, last_q: np.ndarray,
              step_noise: float, ev: dict) -> list[Finding]:
-    """A plateau at the peak LR. A cooldown after it in the run is the discriminating experiment, already run: a
-    drop beyond COOLDOWN_DROP_SIGMA standard errors means the LR's noise floor was the limit (schedule), none means
-    the data. Without one the cause is undetermined: a `stalled` finding ranking the candidates and naming the
-    experiment."""
+    """A plateau at the peak LR. A cooldown after it is the discriminating experiment, already run: in the run, or in
+    a linked run that continues it with the LR cooled down (`probe.cooldown`, meta `cooldown_of`). A drop beyond
+    COOLDOWN_DROP_SIGMA standard errors means the LR's noise floor was the limit (schedule), none means the data.
+    Without one the cause is undetermined: a `stalled` finding ranking the candidates and naming the experiment."""
     start, end = int(phase.index[0]), int(phase.index[-1])
-    peak = float(lr.max())
-    after = loss.loc[end + 1:]
-    cool = after[(lr.reindex(after.index) < 0.5 * peak).to_numpy() & np.isfinite(after.to_numpy(dtype=float))]
+    cool, linked = _cooldown_after(sig, loss, lr, start, end)
     plateau = float(last_q.mean())
     if len(cool) >= 10:
         tail = cool.to_numpy(dtype=float)[-max(len(cool) // 4, 5):]
@@ -146,15 +164,20 @@ def _plateau(sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, 
         se = step_noise * math.sqrt(1 / len(last_q) + 1 / len(tail))
         here = {**ev, "cooldown_from_step": int(cool.index[0]), "cooldown_drop": round(drop, 4),
                 "cooldown_drop_se": round(se, 5)}
+        where = "once the LR cooled down"
+        if linked is not None:
+            here["cooldown_run"] = linked
+            where = f"in the cooldown run {linked!r}"
         if drop > COOLDOWN_DROP_SIGMA * se and drop > 0.01 * abs(plateau):
             return [Finding(cause="schedule", start_step=start, end_step=int(cool.index[-1]), confidence=0.8,
                             detector="plateau_cooldown", evidence=here,
-                            advice=f"the loss plateaued at the peak LR and fell by {drop:.3g} once the LR cooled down: "
+                            advice=f"the loss plateaued at the peak LR and fell by {drop:.3g} {where}: "
                                    "the LR's noise floor was the limit; lower the peak LR or cool down earlier")]
         return [Finding(cause="data_exhaustion", start_step=start, end_step=int(cool.index[-1]), confidence=0.7,
                         detector="plateau_cooldown", evidence=here,
-                        advice="the loss plateaued at the peak LR and the cooldown did not lower it: the data (for this "
-                               "model), not the schedule, is the limit; add fresh data before more compute")]
+                        advice=f"the loss plateaued at the peak LR and did not fall {where} (by {drop:.3g}, within "
+                               f"{COOLDOWN_DROP_SIGMA:g} standard errors of {se:.2g}): the data (for this model), not the "
+                               "schedule, is the limit; add fresh data before more compute")]
     epochs = sig.epochs()
     candidates = [
         {"cause": "schedule", "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower"},
@@ -215,15 +238,24 @@ def throughput_altered_learning(sig: RunSignals) -> list[Finding]:
                            "or retune LR for the new batch before trusting its tokens/s")]
 
 
+HEURISTIC = ("a learning signal moving before the validation loss (a falling gradient noise scale, collapsing entropy or "
+             "update ratios, more clipping) is a heuristic early warning, not an established cause; its lead is measured "
+             "on the fault suite by benchmarks/bench_diagnose.py")
+
+
 def _first_cross(series: pd.Series, level: float, below: bool) -> int | None:
     hit = series[series < level] if below else series[series > level]
     return int(hit.index[0]) if len(hit) else None
 
 
 def early_warnings(sig: RunSignals) -> list[Finding]:
-    """Learning signals that move before the validation loss does: gradient noise scale falling, activation
+    """Learning signals that may move before the validation loss does: gradient noise scale falling, activation
     entropy collapsing, update/weight ratios collapsing, a rising share of clipped steps. Each is compared
-    between the second and the last quarter of the run, with its lead over the validation loss when that moved."""
+    between the second and the last quarter of the run, with its lead over the validation loss when that moved.
+
+    A heuristic, labelled so (evidence `heuristic`, advice "heuristic"): that a falling gradient noise scale comes
+    before a degrading validation loss is an observation, not an established law; its lead on the fault suite is
+    measured, not assumed (`benchmarks/bench_diagnose.py` prints it). No advice rests on it beyond watching."""
     s = sig.steps.set_index("step")
     signals: dict[str, pd.Series] = {}
     if "signals/gns" in s and s["signals/gns"].notna().sum() >= 8:
@@ -264,8 +296,10 @@ def early_warnings(sig: RunSignals) -> list[Finding]:
         found.append(Finding(cause="early_warning", start_step=at, end_step=int(series.index[-1]),
                              confidence=0.45 if lead is not None and lead > 0 else 0.25, detector=f"early_{name}",
                              evidence={"signal": name, "mid_run": mid, "last_quarter": last,
-                                       "val_loss_turned_at": val_turn, "lead_steps": lead},
-                             advice=f"{name} {'collapsed' if falling else 'rose'} from step {at}"
+                                       "val_loss_turned_at": val_turn, "lead_steps": lead, "heuristic": HEURISTIC},
+                             advice=f"heuristic early warning: {name} {'fell to under half its mid-run level' if falling else 'rose'} "
+                                    f"from step {at}"
                                     + (f", {lead} steps before the validation loss turned" if lead is not None else
-                                       "; the validation loss has not turned yet: watch it")))
+                                       "; the validation loss has not turned") + "; that this signal leads the validation "
+                                    "loss is a heuristic, not a verdict: act on the validation loss, not on it"))
     return found

@@ -31,7 +31,7 @@ import numpy as np
 from scipy import stats as _scipy
 
 __all__ = ["Interval", "KINDS", "t_quantile", "normal_quantile", "family_level", "mean_interval", "difference",
-           "pooled_mean", "slope_interval", "identical", "verdict", "seeds_for_margin"]
+           "pooled_mean", "slope_interval", "evaluation_difference", "identical", "verdict", "seeds_for_margin"]
 
 KINDS = {
     "mean": "mean over seeds",
@@ -41,10 +41,11 @@ KINDS = {
     "pooled": "mean over seeds of per-seed estimates",
     "prediction": "prediction of a measured value",
     "curve": "a fitted curve's own",
+    "evaluations": "difference of two evaluations, each off the curve by the evaluation noise",
 }
 """The kinds of interval, by key: what the interval is an interval of."""
 
-Kind = Literal["mean", "difference", "paired", "slope", "pooled", "prediction", "curve"]
+Kind = Literal["mean", "difference", "paired", "slope", "pooled", "prediction", "curve", "evaluations"]
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,17 @@ def slope_interval(x: Any, y: Any, level: float) -> Interval:
     half = t_quantile(level, n - 2) * float(fit.stderr) if n > 2 else math.inf
     slope = float(fit.slope)
     return Interval(slope, slope - half, slope + half, level, "slope", n, n - 2 if n > 2 else None)
+
+
+def evaluation_difference(estimate: float, sigma: float, dof: float, level: float) -> Interval | None:
+    """The change between two evaluations of one run (a tranche's improvement) with the band its evaluation noise
+    allows: each evaluation is off the smooth curve by a standard deviation `sigma` (`fit.eval_noise`, estimated
+    with `dof` degrees of freedom), so the difference of two has standard error sigma·√2 and the band is
+    ± t(level, dof)·sigma·√2. None without a finite noise estimate or degrees of freedom."""
+    if not (math.isfinite(sigma) and math.isfinite(estimate)) or dof < 1:
+        return None
+    half = t_quantile(level, dof) * sigma * math.sqrt(2.0)
+    return Interval(estimate, estimate - half, estimate + half, level, "evaluations", 2, dof)
 
 
 def identical(*groups: Any) -> bool:

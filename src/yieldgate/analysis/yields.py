@@ -13,6 +13,13 @@ What real runs lack is said, never filled in:
 - **training loss only** (`metric` `loss`): tranches between points of the smoothed training loss, with a
   note that it is not held out.
 
+**Noise.** Each tranche's improvement is the difference of two evaluations, each off the smooth curve by the
+evaluation noise (`fit.eval_noise`, from all the run's evaluations of the metric): `band` is the interval that noise
+allows around it (`stats.evaluation_difference`, at `level`), `yield_band` the same per billion tokens (per
+thousand steps without token counts), and `within_noise` says the band holds 0: that tranche's gain (or loss) is
+not told from noise. **Schedule.** `spans_lr_decay` marks a tranche whose end is at an LR below 90% of the peak
+so far (the `fit.stable_phase` rule): its yield mixes data with annealing, and a cooldown's gain is no data yield.
+
 Functions take plain DataFrames (the ledger's `steps` and `evals` frames) and return plain data.
 """
 
@@ -25,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from yieldgate.analysis import stats
+from yieldgate.analysis.fit import eval_noise
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
@@ -59,6 +68,15 @@ class Tranche:
     per_source: dict[str, dict[str, float | None]] = field(default_factory=dict)
     capability: dict[str, dict[str, float | None]] = field(default_factory=dict)
     disagreements: list[str] = field(default_factory=list)
+    band: tuple[float, float] | None = None
+    """Interval of the improvement (loss_start - loss_end, or the rise of a score) that the evaluation noise allows,
+    at the report's `level`; None when the noise could not be estimated (fewer than three evaluations)."""
+    yield_band: tuple[float, float] | None = None
+    """`band` per billion tokens (per thousand steps on a step axis)."""
+    within_noise: bool | None = None
+    """The band holds 0: the tranche's change is not told from evaluation noise."""
+    spans_lr_decay: bool | None = None
+    """The LR at the tranche's end is below 90% of its peak so far (None: no LR recorded)."""
 
 
 @dataclass
@@ -76,10 +94,15 @@ class YieldReport:
     time_unit: str = DEVICE_HOUR
     """What `yield_per_device_hour` is per: a device-hour, or a wall-hour when the device count is unknown."""
     notes: list[str] = field(default_factory=list)
+    eval_noise: float | None = None
+    """Standard deviation of one evaluation around the smooth curve (`fit.eval_noise`)."""
+    level: float = 0.9
+    """Coverage of each tranche's `band`."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run, "task": self.task, "metric": self.metric, "unit": self.unit, "axis": self.axis,
                 "time_unit": self.time_unit, "missing": self.missing, "notes": self.notes,
+                "eval_noise": self.eval_noise, "level": self.level,
                 "tranches": [t.__dict__ for t in self.tranches]}
 
 
@@ -166,11 +189,13 @@ def tranche_yields(
     tranche_tokens: float | None = None,
     devices: int | None = 1,
     price_per_device_hour: float | None = None,
+    level: float = 0.9,
 ) -> YieldReport:
     """Yields of each tranche between consecutive evaluations of `task`/`metric` (merged to at least
     `tranche_tokens` tokens when given), with per-source losses (`<task>/<source>`) and capability yields
     (every other task of the run) over the same spans. `task` empty and `metric` `loss`: the training loss.
-    `devices` None: the device count is unknown, and time is counted in wall-hours of the job."""
+    `devices` None: the device count is unknown, and time is counted in wall-hours of the job. `level`: coverage
+    of each tranche's noise band."""
     notes: list[str] = []
     if not task and metric == TRAIN_LOSS:
         points = train_loss_points(steps)
@@ -196,6 +221,11 @@ def tranche_yields(
     elif points["tokens"].isna().any():
         missing["yield_per_btok"] = "some evaluations have no token count (neither in the eval record nor the steps)"
         points = points.dropna(subset=["tokens"])
+    x = points["tokens" if axis == "tokens" else "step"].to_numpy(dtype=float)
+    noise = eval_noise(x, points["value"].to_numpy(dtype=float)) if len(points) >= 3 else math.nan
+    noise_dof = len(points) - 2
+    if not math.isfinite(noise):
+        missing["band"] = f"{len(points)} evaluations: the evaluation noise needs three or more"
     points = _merge_points(points, tranche_tokens).reset_index(drop=True)
     if len(points) < 2:
         raise InputError(f"run {run!r} has {len(points)} evaluation of {task or 'training'} {metric}"
@@ -231,7 +261,15 @@ def tranche_yields(
             yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * (devices or 1)),
             yield_per_dollar=_per(gain, cost[i] - cost[i - 1]),
             yield_per_kwh=_per(gain, (energy[i] - energy[i - 1]) / J_PER_KWH),
+            spans_lr_decay=_decayed(steps, int(b["step"])),
         )
+        band = stats.evaluation_difference(gain, noise, noise_dof, level)
+        if band is not None:
+            span = (b["tokens"] - a["tokens"]) / BILLION if axis == "tokens" else (b["step"] - a["step"]) / 1000.0
+            tranche.band = (band.low, band.high)
+            tranche.within_noise = stats.verdict(band) == "within noise"
+            if span > 0:
+                tranche.yield_band = (band.low / span, band.high / span)
         for key, series in others.items():
             s = series.set_index("step")
             if a["step"] not in s.index or b["step"] not in s.index:
@@ -253,7 +291,21 @@ def tranche_yields(
         tranches.append(tranche)
     unit = "nats/token" if metric == LOSS_METRIC else metric
     return YieldReport(run=run, task=task, metric=metric, unit=unit, tranches=tranches, missing=missing, axis=axis,
-                       time_unit=time_unit, notes=notes)
+                       time_unit=time_unit, notes=notes, eval_noise=noise if math.isfinite(noise) else None, level=level)
+
+
+DECAYED = 0.9
+"""A tranche spans an LR decay when the LR at its end is below this share of the peak so far (`fit.stable_phase`)."""
+
+
+def _decayed(steps: pd.DataFrame, end: int) -> bool | None:
+    """The LR at step `end` (the last recorded at or before it) is below DECAYED x its peak up to then."""
+    if "lr" not in steps or steps["lr"].isna().all():
+        return None
+    lr = steps.loc[steps["step"] <= end, ["step", "lr"]].dropna()
+    if lr.empty:
+        return None
+    return bool(lr["lr"].iloc[-1] < DECAYED * lr["lr"].max())
 
 
 def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> dict[str, pd.DataFrame]:

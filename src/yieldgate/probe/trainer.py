@@ -24,10 +24,11 @@ import torch
 from yieldgate.data.recipe import ResolvedRecipe
 from yieldgate.errors import InputError
 from yieldgate.manifest import EvalPortfolio, Hardware, Manifest, ModelConfig, Optimisation
+from yieldgate.probe.cooldown import cooldown_probe, save_checkpoint
 from yieldgate.probe.model import GPT, GPTConfig
 from yieldgate.track import Tracker, TrackerConfig
 
-__all__ = ["Faults", "ProbeConfig", "train_probe", "PORTFOLIO"]
+__all__ = ["Faults", "ProbeConfig", "train_probe", "cooldown_probe", "run_steps", "PORTFOLIO"]
 
 PORTFOLIO = ("probe", "1")  # name, version: bump the version when a task or metric changes
 
@@ -101,6 +102,9 @@ class ProbeConfig:
     loss_scaler: bool = False
     """Train through a dynamic loss scaler (torch.amp.GradScaler), as fp16 training does: a step with inf or
     NaN gradients is skipped and the scale backs off (recorded as `signals/loss_scale`, `signals/skipped_steps`)."""
+    checkpoint: bool = True
+    """Save the model, optimizer, loss-scaler and sampler state at the end of the probe (`probe.cooldown`: a file
+    beside the ledger, about 12 bytes per parameter), so that a cooldown can continue it."""
     faults: Faults = field(default_factory=Faults)
 
     def __post_init__(self) -> None:
@@ -178,11 +182,20 @@ class _Sampler:
         if self.ordered:  # sources one after another, each for its share of the budget
             edges = np.cumsum(self.p) * self.total
             return int(min(np.searchsorted(edges, self.drawn, side="right"), len(self.names) - 1))
-        frac = self.drawn / self.total
+        frac = min(self.drawn / self.total, 1.0)  # a cooldown continuing the probe draws past its budget
         p = (1.0 - frac) * self.p + frac * self.p_end  # the recipe's weights, unless a drift fault creeps away
         if self.stages:  # the stage the stream is in; the last one holds after its end
             p = next((w for end, w in self.stages if self.drawn < end), self.stages[-1][1])
         return int(self.rng.choice(len(self.names), p=p))
+
+    def state(self) -> dict[str, Any]:
+        """Where the stream stands: the generator's state, each source's cursor and the sequences drawn."""
+        return {"rng": self.rng.bit_generator.state, "cursor": dict(self.cursor), "drawn": self.drawn}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.cursor = dict(state["cursor"])
+        self.drawn = int(state["drawn"])
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, int], list[int]]:
         t = self.cfg.context
@@ -315,49 +328,73 @@ def train_probe(
         source = next(s for s in manifest.data.sources if s.name == name)
         source.unique_tokens = len(sampler.windows[name]) * cfg.context
     scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
-    vocab = model.cfg.vocab_size
     eval_at = set(np.linspace(0, steps, cfg.evals + 1).round().astype(int).tolist())
-    final: dict[str, Any] = {}
+    parts = _Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
     with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, scaler=scaler, signals="full",
                  config=TrackerConfig(log_every_s=5.0), resume=resume) as tr:
         tr.note("recipe", data.stats)  # what filters and dedup removed, per source
         tr.eval(portfolio.evaluate(model), step=0)
-        for step in range(1, steps + 1):
-            start = time.perf_counter()
-            if cfg.faults.sleep_loader_s and step >= cfg.faults.sleep_from_step:
-                time.sleep(cfg.faults.sleep_loader_s)
-            x, y, counts, ids = sampler.batch()
-            wait = time.perf_counter() - start
-            if cfg.faults.corrupt_at_step == step:
-                noise = torch.randint(0, vocab, (x.shape[0], x.shape[1] + 1), generator=torch.Generator().manual_seed(step))
-                x, y = noise[:, :-1], noise[:, 1:]
-            for group in opt.param_groups:
-                group["lr"] = wsd(step, steps, cfg)
-            opt.zero_grad(set_to_none=True)
-            loss = torch.zeros(())
-            for xm, ym in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches), strict=True):
-                _, part = model(xm, ym)
-                part_loss = part / cfg.microbatches
-                (scaler.scale(part_loss) if scaler else part_loss).backward()
-                loss += part.detach() / cfg.microbatches
-            bad = float("nan") if cfg.faults.nan_at_step == step else float("inf") if step in cfg.faults.inf_at_steps else None
-            if bad is not None:
-                for p in model.parameters():
-                    p.grad.fill_(bad)
-            if scaler:
-                scaler.unscale_(opt)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            if scaler:  # skips the step on inf/NaN gradients and backs the scale off
-                scaler.step(opt)
-                scaler.update()
-            # A guarded trainer skips a non-finite update. This is a host sync on purpose: probes are small.
-            elif torch.isfinite(grad_norm):
-                opt.step()
-            tr.step(tokens=cfg.batch_size * cfg.context, samples=cfg.batch_size, loss=loss, grad_norm=grad_norm,
-                    sources=counts, sample_ids=ids, data_wait_s=wait)
-            if step in eval_at:
-                final = portfolio.evaluate(model)
-                tr.eval(final)
-            if progress is not None:
-                progress(step, steps)
+        final = run_steps(tr, parts, cfg, range(1, steps + 1), lambda step: wsd(step, steps, cfg), eval_at, progress)
+        if cfg.checkpoint:
+            tr.note("checkpoint", save_checkpoint(parts, cfg, data, ledger=ledger, run=run, step=steps,
+                                                  lr=wsd(steps, steps, cfg)))
+    return final
+
+
+@dataclass
+class _Parts:
+    """What a probe's steps change: model, optimizer, loss scaler, sampler; and the fixed eval portfolio."""
+
+    model: GPT
+    opt: torch.optim.Optimizer
+    scaler: Any
+    sampler: _Sampler
+    portfolio: _Portfolio
+
+
+def run_steps(tr: Tracker, parts: _Parts, cfg: ProbeConfig, numbers: range, lr_of: Callable[[int], float],
+              eval_at: set[int], progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """Train the steps `numbers` (LR `lr_of(step)`), evaluating at the steps of `eval_at`; return the last
+    evaluation. Shared by a probe and its cooldown (`probe.cooldown`)."""
+    model, opt, scaler, sampler, portfolio = parts.model, parts.opt, parts.scaler, parts.sampler, parts.portfolio
+    vocab = model.cfg.vocab_size
+    final: dict[str, Any] = {}
+    for done, step in enumerate(numbers, start=1):
+        start = time.perf_counter()
+        if cfg.faults.sleep_loader_s and step >= cfg.faults.sleep_from_step:
+            time.sleep(cfg.faults.sleep_loader_s)
+        x, y, counts, ids = sampler.batch()
+        wait = time.perf_counter() - start
+        if cfg.faults.corrupt_at_step == step:
+            noise = torch.randint(0, vocab, (x.shape[0], x.shape[1] + 1), generator=torch.Generator().manual_seed(step))
+            x, y = noise[:, :-1], noise[:, 1:]
+        for group in opt.param_groups:
+            group["lr"] = lr_of(step)
+        opt.zero_grad(set_to_none=True)
+        loss = torch.zeros(())
+        for xm, ym in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches), strict=True):
+            _, part = model(xm, ym)
+            part_loss = part / cfg.microbatches
+            (scaler.scale(part_loss) if scaler else part_loss).backward()
+            loss += part.detach() / cfg.microbatches
+        bad = float("nan") if cfg.faults.nan_at_step == step else float("inf") if step in cfg.faults.inf_at_steps else None
+        if bad is not None:
+            for p in model.parameters():
+                p.grad.fill_(bad)
+        if scaler:
+            scaler.unscale_(opt)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if scaler:  # skips the step on inf/NaN gradients and backs the scale off
+            scaler.step(opt)
+            scaler.update()
+        # A guarded trainer skips a non-finite update. This is a host sync on purpose: probes are small.
+        elif torch.isfinite(grad_norm):
+            opt.step()
+        tr.step(tokens=cfg.batch_size * cfg.context, samples=cfg.batch_size, loss=loss, grad_norm=grad_norm,
+                sources=counts, sample_ids=ids, data_wait_s=wait)
+        if step in eval_at:
+            final = portfolio.evaluate(model)
+            tr.eval(final)
+        if progress is not None:
+            progress(done, len(numbers))
     return final

@@ -6,8 +6,12 @@ Which failure each one reveals:
 - update/weight ratio: a learning rate too high (ratios far above ~1e-3) or too low, a layer that stopped
   learning (ratio collapsing toward 0);
 - gradient noise scale B_simple (McCandlish et al. 2018), in tokens (b and B are the tokens of a microbatch and of
-  the step): the batch size beyond which more tokens per step buy little; a batch far above it wastes tokens, one falling over training is an early warning;
-- activation entropy: collapse of a layer's representation (memorising instead of learning);
+  the step): the batch size beyond which more tokens per step buy little; a batch far above it wastes tokens; one
+  falling over training is a heuristic early warning (its lead over the validation loss is measured by
+  benchmarks/bench_diagnose.py, not assumed);
+- activation entropy: the entropy of the softmax over a layer's output features, which is not scale-invariant: it
+  falls when the activations concentrate in a few features and also when they merely grow in scale (the
+  runaway activations of a too-high LR, Wortsman et al. 2023, lower it as a collapse does);
 - loss scale and skipped steps: mixed-precision overflow, a loss scale collapsing;
 - per-batch loss variance: a non-i.i.d. stream (workers not sharing the shuffle, source-ordered data).
 
@@ -248,8 +252,15 @@ def _entropy_hook(store: list[torch.Tensor]) -> Callable[..., None]:
 
 @contextmanager
 def activation_entropy(modules: dict[str, nn.Module], busy: Busy | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
-    """Forward hooks that record, for each module, the mean entropy (nats) of the softmax over its output
-    features; removed on exit. A falling entropy is a collapsing representation."""
+    """Forward hooks that record, for each module, the mean over positions of the entropy (nats) of the softmax
+    over its output features, H = -sum_i p_i ln p_i with p = softmax(h) for each output vector h (..., features);
+    removed on exit. It lies between 0 and ln(features) (all features equal).
+
+    What it tracks, exactly: how peaked softmax(h) is, which depends on the scale of h as well as on its shape.
+    It is not scale-invariant: h multiplied by c > 1 lowers it (a residual stream with small values reads near
+    ln(features) whatever its shape). So it falls both when a layer's output concentrates in a few features and
+    when the outputs grow large, as under a too-high LR (the `lr_too_high` detector reads a collapse below 25% of
+    ln(width) together with a stalled loss); a fall alone does not say which of the two happened."""
     busy = busy or Busy()
     stores: dict[str, list[torch.Tensor]] = {name: [] for name in modules}
     handles = [m.register_forward_hook(busy.wrap(_entropy_hook(stores[name]))) for name, m in modules.items()]
