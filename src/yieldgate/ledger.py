@@ -247,9 +247,11 @@ class Ledger:
         self._durable = durable
         self._mounts = mounts if mounts is not None else _mounts.MOUNTS
         self._real: str | None = None
-        self._db = self._connect(location, readonly)
-        if location != ":memory:":
-            with _OPEN_LOCK:
+        # One thread of this process connects at a time, so that a header read (which a connection of this
+        # process must never see: `_OPEN`) cannot overlap another thread's connect.
+        with _OPEN_LOCK:
+            self._db = self._connect(location, readonly)
+            if location != ":memory:":
                 self._real = os.path.realpath(location)
                 _OPEN[self._real] += 1
 
@@ -273,8 +275,7 @@ class Ledger:
             # Before SQLite reads it (a truncated file or damaged log can read "fine"): its headers only while no
             # connection of this process has the file open, since closing the descriptor the read used would drop
             # that connection's locks (ledger_file's docstring); the size otherwise.
-            with _OPEN_LOCK:
-                problem = file_problem(path, headers=_OPEN[os.path.realpath(path)] == 0)
+            problem = file_problem(path, headers=_OPEN[os.path.realpath(path)] == 0)  # under _OPEN_LOCK
             if problem is not None:
                 raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as whole: "
                                   "restore it from a backup (a damaged write-ahead log moved aside leaves the file as "
