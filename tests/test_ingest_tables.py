@@ -251,3 +251,34 @@ def test_cli_import_prints_mapping_and_warnings(cli, tmp_path):
     bad = cli("import", "table", str(tmp_path / "none.csv"), "--run", "x", code=2)
     assert "none.csv: no such file" in bad.stderr
     assert np.isfinite(cli.json("yield", "t")[0]["yield_per_btok"])
+
+
+def test_llamafactory_trainer_log_epochs_and_keras_names(ledger, tmp_path):
+    """LLaMA-Factory's trainer_log.jsonl (step `current_steps`, `elapsed_time` as H:MM:SS, `total_tokens` 0 when not
+    counted), a per-epoch table with no step column (Keras' CSVLogger), and the `epoch/val_loss` names Keras' W&B
+    callback writes."""
+    import json
+
+    log = tmp_path / "trainer_log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"current_steps": 10, "total_steps": 30, "loss": 2.4977, "learning_rate": 1e-5, "epoch": 0.1,
+         "percentage": 33.3, "elapsed_time": "0:00:24", "remaining_time": "0:00:48", "total_tokens": 0},
+        {"current_steps": 20, "total_steps": 30, "loss": 1.5, "learning_rate": 1e-5, "epoch": 0.2,
+         "percentage": 66.7, "elapsed_time": "1 day, 5:39:46", "remaining_time": "0:00:24", "total_tokens": 0})))
+    (res,) = import_run(ledger, "table", [str(log)], ImportOptions(run="lf"))
+    steps = ledger.steps("lf")
+    assert steps["step"].tolist() == [10, 20] and steps["loss"].tolist() == [2.4977, 1.5]
+    assert steps["wall_s"].tolist() == [24.0, 86400 + 5 * 3600 + 39 * 60 + 46]
+    assert steps["tokens"].isna().all() and any("tokens is 0 on every row" in w for w in res.warnings)
+    keras = tmp_path / "training.log"
+    keras.write_text("epoch,accuracy,loss,val_accuracy,val_loss\n0,0.5,1.2,0.55,1.1\n1,0.6,0.9,0.6,1.0\n")
+    keras = keras.rename(tmp_path / "training.csv")
+    (res,) = import_run(ledger, "table", [str(keras)], ImportOptions(run="keras"))
+    assert ledger.steps("keras")["step"].tolist() == [0, 1]
+    assert any("each row is an epoch" in w for w in res.warnings)
+    evals = ledger.evals("keras")
+    assert sorted(set(zip(evals["task"], evals["metric"]))) == [("val", "acc"), ("val", "loss")]
+    wb = tmp_path / "wandb_export.csv"
+    wb.write_text('"Step","epoch/epoch","epoch/loss","epoch/val_loss"\n"0","0","1.2","1.1"\n"1","1","0.9","1.0"\n')
+    import_run(ledger, "table", [str(wb)], ImportOptions(run="wbk"))
+    assert ledger.evals("wbk")["value"].tolist() == [1.1, 1.0] and ledger.steps("wbk")["loss"].tolist() == [1.2, 0.9]

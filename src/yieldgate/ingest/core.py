@@ -203,6 +203,13 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
         canon.values[target.key] = rows.values[name] * target.scale
         canon.present[target.key] = rows.present[name].copy()
     _impossible_mfu(canon, warnings)
+    for counter in ("tokens", "samples"):
+        if counter in canon.values and canon.present[counter].any() and not canon.values[counter][canon.present[counter]].any():
+            # LLaMA-Factory writes total_tokens 0 on every line unless told to count them: a counter that never
+            # moves from 0 was not counted
+            del canon.values[counter], canon.present[counter]
+            warnings.add("zero", f"{canon.source}: {counter} is 0 on every row: not counted by the trainer, so not "
+                                 f"imported (give tokens_per_step or tokens_per_sample to count them)")
     if tokens_per_sample is not None:
         _tokens_from_samples(canon, tokens_per_sample)
     if tokens_per_step is not None:

@@ -20,7 +20,10 @@ __all__ = ["Target", "guess", "resolve_mapping", "parse_map_options", "STEP_NAME
 IMPORTED = "imported"
 
 # Candidate names of the step counter, most specific first (W&B's own `_step` counts log calls, so last).
-STEP_NAMES = ("step", "global_step", "trainer/global_step", "train/global_step", "iteration", "iter", "_step")
+STEP_NAMES = ("step", "global_step", "trainer/global_step", "train/global_step", "iteration", "iter", "current_steps",
+              "_step", "epoch")
+"""`current_steps`: LLaMA-Factory's trainer_log.jsonl. `epoch` last: a per-epoch table (Keras' CSVLogger, YOLO's
+results.csv) has no other counter, and its rows are then epochs (the import says so)."""
 
 # Seconds per unit of a name's suffix.
 _UNITS = {"_ms": 1e-3, "_s": 1.0, "_sec": 1.0, "_min": 60.0, "_h": 3600.0}
@@ -147,6 +150,8 @@ def guess(name: str) -> Target:
     norm = _section_dropped(_normal(name))
     if norm in _OTHER_ALIASES:
         return _OTHER_ALIASES[norm]
+    if norm.startswith("epoch/") and norm.count("/") == 1:  # Keras' W&B callback: `epoch/loss`, `epoch/val_loss`
+        return guess(name.split("/", 1)[1])
     for prefix in ("", "train/", "train_", "training/", "trainer/"):
         if norm.startswith(prefix) and norm[len(prefix):] in _ALIASES:
             return Target("core", _ALIASES[norm[len(prefix):]])

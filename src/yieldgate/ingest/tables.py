@@ -45,6 +45,20 @@ def rows_from_columns(source: str, columns: Mapping[str, tuple[np.ndarray, np.nd
     return rows
 
 
+_DURATION = re.compile(r"^(?:(?P<days>\d+) days?, )?(?P<h>\d+):(?P<m>[0-5]\d):(?P<s>[0-5]\d(?:\.\d+)?)$")
+
+
+def _durations(text: pd.Series) -> np.ndarray | None:
+    """Seconds of cells that are all `[D day(s), ]H:MM:SS[.f]` durations (LLaMA-Factory's `elapsed_time`, Python's
+    str(timedelta)); None when any is not."""
+    parts = text.str.extract(_DURATION)
+    if parts["h"].isna().any():
+        return None
+    days = pd.to_numeric(parts["days"], errors="coerce").fillna(0.0)
+    seconds = days * 86400 + parts["h"].astype(float) * 3600 + parts["m"].astype(float) * 60 + parts["s"].astype(float)
+    return seconds.to_numpy(dtype=np.float64)
+
+
 def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: Warnings, source: str
              ) -> tuple[np.ndarray, np.ndarray] | None:
     """(values, present) of a column of strings; None for a column with no numbers at all (not a metric)."""
@@ -55,6 +69,10 @@ def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: 
     if not present.any():
         return None
     if bad[present].all():
+        durations = _durations(text[present])
+        if durations is not None:  # `5:39:46`, `1 day, 2:03:04.5`: elapsed time, in seconds
+            values[present] = durations
+            return values, present
         warnings.add("column", f"{source}: column {name!r} holds no numbers; not imported")
         return None
     if bad.any():
@@ -212,6 +230,9 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
             warnings.add("empty", f"{path}: no rows")
             continue
         step = pick_step(columns, overrides, str(path), prefer_step)
+        if step.lower() == "epoch":
+            warnings.add("epoch", f"{path}: no step column; each row is an epoch (column {step!r}), and steps in this "
+                                  "run count epochs")
         for run, cols in _by_run(columns, step, path, warnings).items():
             rows = rows_from_columns(str(path), cols, where, step)
             logged = np.zeros(len(rows), dtype=bool)
