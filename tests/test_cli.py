@@ -120,7 +120,7 @@ def test_ledger_from_environment(tmp_path, monkeypatch):
 
 # The public command surface: a new command or flag is a decision, made here.
 COMMANDS = {
-    "runs": {"--json"},
+    "runs": {"--json", "--limit"},
     "show": {"--json"},
     "manifest validate": {"--json"},
     "manifest diff": {"--json"},

@@ -121,13 +121,27 @@ def _run_record(row: dict[str, Any]) -> dict[str, Any]:
 
 
 @app.command()
-def runs(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def runs(
+    ctx: typer.Context,
+    limit: Annotated[int | None, typer.Option("--limit", help="Show the N most recently updated runs (table default "
+                                                               "100; 0: all; --json lists all unless given).")] = None,
+    as_json: JsonOption = False,
+) -> None:
     """List the runs in the ledger: status, tokens, steps, last eval, manifest hash.
+
+    Example: yieldgate --ledger runs.db runs --limit 20
 
     Example: yieldgate --ledger runs.db runs --json
     """
+    if limit is not None and limit < 0:
+        raise InputError(f"--limit must be >= 0, got {limit}")
     with _ledger(ctx) as ledger:
-        records = [_run_record(r) for r in ledger.runs().to_dict("records")]
+        frame = ledger.runs()
+    total = len(frame)
+    shown = limit if limit is not None else (0 if as_json else 100)
+    if shown and total > shown:  # the most recently updated, in the ledger's order
+        frame = frame[frame["updated_at"].rank(method="first", ascending=False) <= shown]
+    records = [_run_record(r) for r in frame.to_dict("records")]
     if as_json:
         _print_json(records)
         return
@@ -147,6 +161,9 @@ def runs(ctx: typer.Context, as_json: JsonOption = False) -> None:
         table.add_row(r["name"], r["status"], _fmt(r["tokens"]), _fmt(r["steps"]), last,
                       (r["manifest_hash"] or "-")[:8])
     console.print(table)
+    if total > len(records):
+        console.print(f"{len(records):,} of {total:,} runs: the most recently updated (--limit 0 shows all)",
+                      markup=False, highlight=False)
 
 
 @app.command()

@@ -217,7 +217,7 @@ def _block_columns(row: Sequence[Any], want: Sequence[str] | None) -> _Columns:
 # Connections this process has open, by the file's real path: a header read by Python must wait until there are
 # none (`ledger_file`: closing its descriptor would drop their POSIX locks).
 _OPEN: collections.Counter[str] = collections.Counter()
-_OPEN_LOCK = threading.Lock()
+_OPEN_LOCK = threading.RLock()  # re-entered: a read-only open of an older schema upgrades it with a writable open
 
 
 class Ledger:
