@@ -3,6 +3,7 @@ CLI, and `import yieldgate` alone does not pull in torch."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 
 import yieldgate
 from yieldgate import EvalRecord, Ledger
+from yieldgate.report.console import clean
 
 
 def test_every_declared_name_is_there_and_import_stays_light():
@@ -33,8 +35,12 @@ def two_runs(ledger_path):
 
 
 def test_the_api_gives_the_clis_numbers(two_runs, cli):
-    assert yieldgate.yields("a", ledger=two_runs).to_dict()["tranches"] == cli.json("yield", "a")
-    assert yieldgate.compare("a", "b", ledger=two_runs).to_dict()["speedup"] == cli.json("compare", "a", "b")["speedup"]
+    def as_json(value):  # what --json prints of a result: tuples as lists, numpy numbers as Python's
+        return json.loads(json.dumps(clean(value)))
+
+    assert as_json(yieldgate.yields("a", ledger=two_runs).to_dict()["tranches"]) == cli.json("yield", "a")
+    assert as_json(yieldgate.compare("a", "b", ledger=two_runs).to_dict()["speedup"]) == \
+        cli.json("compare", "a", "b")["speedup"]
     with Ledger(two_runs) as led:  # an open Ledger is used as it is
         assert yieldgate.runs(ledger=led)["name"].tolist() == ["a", "b"]
     found = yieldgate.diagnose("a", ledger=two_runs, store=False)
