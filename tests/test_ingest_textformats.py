@@ -402,3 +402,15 @@ def test_energy_printed_in_a_log_becomes_cumulative_joules(ledger, tmp_path):
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="watts"))
     assert ledger.steps("watts")["energy_j"].tolist() == pytest.approx([0.0, 3000.0, 7000.0])
     assert any("integrated from the logged average power" in w for w in res.warnings)
+
+
+def test_a_cumulative_energy_counter_that_restarts_keeps_counting(ledger, tmp_path):
+    """A resumed job's energy counter starts again from 0: the later values continue from where it stood, instead
+    of the whole column being read as per-interval amounts and summed."""
+    path = tmp_path / "e.log"
+    joules = (100, 200, 300, 400, 500, 600, 10, 110, 210, 310, 410, 510)
+    path.write_text("".join(f"step={s} loss=3.0 energy (J): {j}\n" for s, j in enumerate(joules, start=1)))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="restart"))
+    assert ledger.steps("restart")["energy_j"].tolist() == [100, 200, 300, 400, 500, 600, 610, 710, 810, 910, 1010,
+                                                           1110]
+    assert any("restarts 1 time(s)" in w for w in res.warnings)

@@ -105,7 +105,18 @@ def _energy(canon: Rows, warnings: Warnings) -> None:
     if "energy_j" in canon.values and canon.present["energy_j"].any():
         at = np.nonzero(canon.present["energy_j"] & np.isfinite(canon.values["energy_j"]))[0]
         values = canon.values["energy_j"][at]
-        if len(values) > 1 and (np.diff(values) < 0).any():
+        drops = np.nonzero(np.diff(values) < 0)[0]
+        if len(drops) and len(drops) <= max(1, len(values) // 10) and (values[drops + 1] < 0.5 * values[drops]).all():
+            # A cumulative counter that restarts (a resumed job): a few drops to well below the value before.
+            # Each later value is offset so the count goes on, as a clock that restarts is.
+            offset = np.zeros(len(values))
+            for i in drops:
+                offset[i + 1:] += values[i]
+            canon.values["energy_j"][at] = values + offset
+            warnings.add("energy", f"{canon.source}: the logged energy restarts {len(drops)} time(s) (a resumed run?): "
+                                   "read as a cumulative counter, each restart continued from the value before it")
+            return
+        if len(values) > 1 and len(drops):
             canon.values["energy_j"][at] = np.cumsum(values)
             warnings.add("energy", f"{canon.source}: the logged energy falls between lines: read as each line's "
                                    "interval and summed into cumulative energy_j")
