@@ -353,6 +353,43 @@ def test_runs_refuses_a_ledger_that_fails_its_quick_check(tmp_path, cli_for, how
     check(f"`yieldgate runs` on a ledger {how}", f"refused, exit 2: `{result.stderr.split(': ', 1)[1].split(';')[0].replace(str(tmp_path) + '/', '')}`", "0")
 
 
+def _checkpoint_repeatedly(path: str, rounds: int) -> None:
+    import sqlite3
+
+    for _ in range(rounds):  # each close of the last connection checkpoints the log into a growing file
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA wal_autocheckpoint = 0")
+        db.execute("CREATE TABLE IF NOT EXISTS t (x BLOB)")
+        db.execute("BEGIN")
+        for _ in range(2000):
+            db.execute("INSERT INTO t VALUES (randomblob(1000))")
+        db.execute("COMMIT")
+        db.close()
+
+
+@pytest.mark.slow
+def test_another_process_checkpointing_is_not_read_as_truncation(tmp_path):
+    """A checkpoint writes page 1 (the new page count) before the pages that grow the file; the quick check
+    read in between used to call a healthy ledger truncated, and a Tracker opening its run then ran unrecorded."""
+    import multiprocessing
+
+    from yieldgate.ledger_file import file_problem
+
+    path = str(tmp_path / "busy.db")
+    writer = multiprocessing.get_context("spawn").Process(target=_checkpoint_repeatedly, args=(path, 12))
+    writer.start()
+    problems = []
+    while writer.is_alive():
+        problem = file_problem(path, settle_s=0.5)
+        if problem is not None:
+            problems.append(problem)
+    writer.join()
+    assert writer.exitcode == 0 and problems == [], problems
+    os.truncate(path, os.path.getsize(path) - 4 * 4096)  # a file truncated for real still is, after it settles
+    assert "its header says" in (file_problem(path, settle_s=0.2) or "")
+
+
 @pytest.mark.parametrize("kind", ["nfs4", "lustre", "gpfs", "cifs", "fuse.sshfs"])
 def test_a_ledger_on_a_network_filesystem_is_refused(tmp_path, cli_for, monkeypatch, kind):
     import yieldgate.mounts

@@ -58,12 +58,16 @@ def _wal_problem(path: str, page_size: int) -> str | None:
 
 
 def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, headers: bool = True,
-                 settled: bool = False) -> str | None:
+                 settle_s: float = 1.0) -> str | None:
     """What is wrong with the ledger file at `path` by its size and headers, in a sentence; None when nothing
     is (or there is no file: a ledger not made yet). `min_size`: the size it had when last seen (the Tracker's
     writer passes the size after its last write): a file shorter than that was truncated or replaced.
     `headers`: also read the database and WAL headers; only where this process has no connection open on the
-    file (see the module's docstring)."""
+    file (see the module's docstring).
+
+    Another process may be checkpointing while the headers are read (it writes page 1, which states the new
+    page count, before the pages that grow the file), so a header problem is reported only once the file has
+    kept the same size and the problem for `settle_s` seconds."""
     path = os.fspath(path)
     try:
         size = os.stat(path).st_size
@@ -73,8 +77,25 @@ def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, headers: bo
         return f"the file is {size:,} bytes, shorter than the {min_size:,} it had: truncated or replaced"
     if size == 0 or not headers:
         return None  # SQLite's empty database; or the size is all that may be looked at
-    with open(path, "rb") as f:
-        header = f.read(100)
+    problem, since = _header_problem(path, size), time.monotonic()
+    while problem is not None and time.monotonic() - since < settle_s:
+        time.sleep(0.05)
+        try:
+            now = os.stat(path).st_size
+        except FileNotFoundError:
+            return None
+        again = _header_problem(path, now)
+        if again != problem or now != size:  # still moving: a writer at work
+            problem, size, since = again, now, time.monotonic()
+    return problem
+
+
+def _header_problem(path: str, size: int) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except FileNotFoundError:
+        return None
     if len(header) < 100:
         return f"the file is {size} bytes, shorter than an SQLite header: truncated"
     if header[:16] != MAGIC:
@@ -87,8 +108,5 @@ def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, headers: bo
         return f"the file is {size:,} bytes, not a whole number of {page_size}-byte pages: truncated"
     pages, counter, valid_for = (struct.unpack(">I", header[o:o + 4])[0] for o in (28, 24, 92))
     if pages and counter == valid_for and pages * page_size > size:
-        if not settled:  # a checkpoint writes page 1 (the header) before the pages that grow the file: look again
-            time.sleep(0.05)
-            return file_problem(path, min_size=min_size, headers=headers, settled=True)
         return f"the file holds {size // page_size:,} pages, its header says {pages:,}: truncated"
     return _wal_problem(path + "-wal", page_size)
