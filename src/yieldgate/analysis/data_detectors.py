@@ -16,14 +16,15 @@ from yieldgate.analysis.detectors import (
     EPOCHS_FRESH,
     OVERFIT_AFTER,
     OVERFIT_MIN_EVALS,
+    OVERFIT_NOISE_POINTS,
     OVERFIT_Z,
     PURE_BATCH_EXCESS,
-    R_STAR,
     REPEAT_EXCESS,
     Finding,
     NotRun,
     RunSignals,
     _clip,
+    effective_tokens,
     repeat_worth,
 )
 from yieldgate.analysis.fit import eval_noise
@@ -62,8 +63,7 @@ def data_exhaustion(sig: RunSignals) -> list[Finding]:
         if final <= EPOCHS_FRESH:
             continue
         worth = repeat_worth(final)
-        r = final - 1.0
-        effective = 1.0 + R_STAR * (1.0 - math.exp(-r / R_STAR))  # D'/U: fresh-data equivalent in epochs
+        effective = effective_tokens(final, 1.0)  # D'/U: fresh-data equivalent in epochs
         ev: dict[str, Any] = {"source": source, "epochs": round(final, 2), "unique_tokens": u,
                               "next_token_worth": round(worth, 3), "effective_epochs": round(effective, 2)}
         confidence = 1.0 - worth
@@ -113,8 +113,15 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     # Standard error of the difference of two smoothed points: a median of `width` values has ~1.25 σ/√width.
     train_se = 1.25 * float(np.diff(loss.to_numpy(dtype=float)).std() / math.sqrt(2)) * math.sqrt(2 / width)
     train = np.interp(steps, smooth.index.to_numpy(dtype=float), smooth.to_numpy(dtype=float))
-    sigma = eval_noise(steps, values)
-    # A curve that turns inflates the difference-based noise a little (the kink): the test errs towards silence.
+    # The noise where the gap is judged: the evaluations from the best one on. Over the whole run the untrained
+    # point and the steep first evaluations, which no straight line through neighbours follows, would pass for
+    # noise (a character model's 5.2 -> 1.2 -> 0.84 made it 0.34, hiding a rise of 0.2). With too few evaluations
+    # after the best, every trained one (step > 0). A curve that turns inflates the difference-based noise a
+    # little (the kink at the best): the test errs towards silence.
+    sigma = eval_noise(steps[best:], values[best:]) if len(values) - best >= OVERFIT_NOISE_POINTS else math.nan
+    if not math.isfinite(sigma):
+        trained = steps > 0
+        sigma = eval_noise(steps[trained], values[trained])
     sigma = max(sigma, 1e-6 * abs(float(values[best])))
     # The line runs through the evaluations after the best one: the best itself is the minimum of noisy points,
     # biased low, and would tilt the line up on a flat curve.
@@ -145,7 +152,7 @@ def overfitting(sig: RunSignals) -> list[Finding]:
     if epochs is not None and epochs >= 2:
         confidence += 0.15
     best = ev["best_step"]
-    seen = f" after {epochs:g} epochs" if epochs is not None else ""
+    seen = f" after {epochs:g} epochs" if epochs is not None else " then"
     return [Finding(cause="overfitting", start_step=best, end_step=ev["last_step"], confidence=_clip(confidence),
                     detector="train_val_gap", evidence=ev,
                     advice=f"the held-out loss was best at step {best} and the train-validation gap has widened by "

@@ -23,7 +23,8 @@ import pandas as pd
 
 from yieldgate.manifest import Manifest
 
-__all__ = ["CAUSES", "SEVERITY", "Finding", "NotRun", "RunSignals", "nonfinite_and_skipped", "stall", "repeat_worth"]
+__all__ = ["CAUSES", "SEVERITY", "Finding", "NotRun", "RunSignals", "nonfinite_and_skipped", "stall", "repeat_worth",
+           "effective_tokens"]
 
 CAUSES = ("data_exhaustion", "duplicated_stream", "non_iid_stream", "schedule", "damaged_update",
           "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning",
@@ -105,6 +106,9 @@ OVERFIT_MIN_EVALS = 5
 point with OVERFIT_AFTER after it (a fine-tune evaluated every 1,000 of 5,000 steps has five)."""
 OVERFIT_AFTER = 3
 """Evaluations after the best held-out point before a widening gap is read."""
+OVERFIT_NOISE_POINTS = 5
+"""Evaluations from the held-out best on (three interior points) from which the evaluation noise is estimated;
+fewer, and it comes from every trained evaluation."""
 OVERFIT_Z = 3.0
 """The train-validation gap must grow by this many standard errors after the held-out best (the gap of a healthy
 run stays level: train and held-out loss fall together)."""
@@ -191,6 +195,16 @@ class RunSignals:
 
 def _clip(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
+
+
+def effective_tokens(drawn: float, unique: float) -> float:
+    """The fresh tokens that `drawn` tokens passed over `unique` ones are worth: D' = U + U·R*·(1 − e^(−R/R*)),
+    R = D/U − 1 (Muennighoff et al. 2023, eq. 5)."""
+    if drawn <= unique:
+        return float(drawn)
+    if unique <= 0:
+        return 0.0
+    return unique + unique * R_STAR * -math.expm1(-(drawn / unique - 1) / R_STAR)
 
 
 def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
