@@ -64,3 +64,40 @@ def test_accumulation_to_the_same_batch_is_not_flagged(text):
 def test_config_validation():
     with pytest.raises(InputError, match="multiple of accumulation"):
         BatchConfig(batch_size=6, accumulation=4)
+
+
+def test_yield_puts_the_batch_beside_the_gradient_noise_scale(tmp_path):
+    """Two real probes of one recipe and budget: a batch of 8 sequences sits below the noise scale its run
+    measures (~2,600 tokens), one of 64 far above its run's (~430 tokens: fewer steps leave the model less
+    trained, where the noise scale is smaller), where `yield` says the tokens/s are bought with data."""
+    from yieldgate.analysis.runs import yield_report
+    from yieldgate.data.recipe import resolve
+    from yieldgate.manifest import parse_manifest
+    from yieldgate.probe.trainer import ProbeConfig, train_probe
+
+    recipe = resolve(parse_manifest({"data": {"sources": [{"name": "milton"}]}}).data, seed=0,
+                     max_chars_per_source=200_000)
+    db = str(tmp_path / "b.db")
+    for batch_size in (8, 64):
+        train_probe(recipe, ProbeConfig(tokens=160_000, seed=0, layers=1, width=32, heads=2, evals=4, threads=1,
+                                        eval_sequences=16, batch_size=batch_size), run=f"b{batch_size}", ledger=db)
+    with Ledger(db, readonly=True) as led:
+        small, big = yield_report(led, "b8").batch, yield_report(led, "b64")
+    assert small["batch_tokens"] == 8 * 64 and big.batch["batch_tokens"] == 64 * 64
+    assert small["ratio"] < 1 and big.batch["ratio"] >= 4, (small, big.batch)
+    assert "bought with data" not in (small["advice"] or "") and "bought with data" in big.batch["advice"]
+    assert any(n.startswith("batch: the batch (4,096 tokens) is x") for n in big.notes)
+
+
+def test_a_batch_far_above_the_noise_scale_is_throughput_bought_with_data():
+    import pandas as pd
+
+    from yieldgate.analysis.batch import batch_advice
+
+    steps = pd.DataFrame({"step": range(1, 101), "tokens": [s * 65536.0 for s in range(1, 101)]})
+    gns = pd.DataFrame({"step": range(1, 101), "value": [4096.0] * 100})
+    advice = batch_advice(steps, gns, None)
+    assert advice["ratio"] == 16 and advice["tokens_factor"] == 8.5 and advice["steps_factor"] == pytest.approx(0.53125)
+    assert advice["advice"].startswith("the batch (65,536 tokens) is x16 the gradient noise scale")
+    assert "throughput bought with data" in advice["advice"] and "heuristic" in advice["advice"]
+    assert batch_advice(steps, gns.iloc[:50], None) is None  # no noise scale over the last half: no advice

@@ -93,6 +93,10 @@ def test_confounders_and_warnings():
     fields = {c["field"] for c in result.confounders}
     assert {"optimisation.batch_size", "hardware.device_kind"} <= fields and "seed" not in fields
     assert any("differ in hardware, optimisation" in w for w in result.warnings)
+    assert any(w.startswith("the sides differ in batch_size: changes made for throughput") and "small-batch check"
+               in w for w in result.warnings), result.warnings
+    same = compare([linear_run("a", 1, 100, manifest=base)], [linear_run("b", 1, 100, manifest={**base, "seed": 2})])
+    assert not any("small-batch check" in w for w in same.warnings)
 
 
 @settings(max_examples=60, deadline=None)

@@ -27,7 +27,7 @@ from yieldgate.ledger import DEFAULT_LEDGER, Ledger
 from yieldgate.manifest import Manifest, diff, load_manifest
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import fmt as _fmt
-from yieldgate.report.console import evidence_lines, render_campaign, render_decision
+from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan
 
 console = Console()
 
@@ -889,6 +889,52 @@ def gate_(
         render_decision(console, decision_id, decision)
     if strict and decision.decision != "approve":
         raise typer.Exit(3 if decision.decision == "hold" else 4)
+
+
+@app.command()
+def plan(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(help="Run, seed group (glob) or campaign recipe; or a recipe or manifest "
+                                               "file (YAML/JSON) not trained yet.")],
+    policy: Annotated[Path, typer.Option("--policy", help="Policy file (YAML or JSON): its stages, and max_epochs.")],
+    as_json: JsonOption = False,
+) -> None:
+    """The data supply of every stage of a policy: for each source, the tokens the stage draws from it, how many
+    times that passes its unique tokens (epochs), what the repetition is worth as new tokens (Muennighoff et al.
+    2023), and which sources to grow before a stage passes the policy's max_epochs. Nothing is stored.
+
+    Example: yieldgate plan 'camp/two' --policy examples/policy.yaml
+
+    Example: yieldgate plan recipe.yaml --policy examples/policy.yaml --json
+    """
+    from yieldgate.manifest import Recipe, parse_manifest, read_structured_file, validate
+    from yieldgate.probe.evidence import target_runs, workflow_digest
+    from yieldgate.probe.policy import load_policy
+    from yieldgate.probe.supply import plan as supply_plan
+
+    parsed = load_policy(policy)
+    params = None
+    if Path(target).is_file():
+        data = read_structured_file(target)
+        if isinstance(data, dict) and "data" in data:
+            manifest = parse_manifest(data, target)
+            recipe, params = manifest.data, manifest.model.params if manifest.model else None
+        else:
+            recipe = validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'")
+    else:
+        with _ledger(ctx) as ledger:
+            runs, _ = target_runs(ledger, target)
+            manifests = [m for m in (ledger.manifest(r) for r in runs) if m is not None]
+        if not manifests:
+            raise InputError(f"{target}: its runs have no manifest, so their recipe is unknown; pass a recipe file")
+        if len({workflow_digest(m) for m in manifests}) > 1:
+            raise InputError(f"{target}: its runs differ in recipe, model or optimisation; plan one recipe at a time")
+        recipe, params = manifests[0].data, manifests[0].model.params if manifests[0].model else None
+    result = supply_plan(recipe, parsed.stages, parsed.requirements.max_epochs, params)
+    if as_json:
+        _print_json({"target": target, "policy": f"{parsed.name}@{parsed.version}", **result})
+    else:
+        render_plan(console, target, f"{parsed.name}@{parsed.version}", result)
 
 
 @app.command()

@@ -151,7 +151,17 @@ def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[
     if tokenizers[0] != tokenizers[1] and metric != "bpb":
         warnings.append("the sides use different tokenizers, so per-token losses and token counts do not compare: "
                         "use --per byte (bits per byte)")
+    throughput = sorted(f["field"].split(".")[1] for f in fields if f["field"] in _THROUGHPUT_KNOBS)
+    if throughput:
+        warnings.append(f"the sides differ in {', '.join(throughput)}: changes made for throughput can alter what "
+                        "is learned per token; the small-batch check measures whether they did "
+                        "(track.batch_check.batch_size_check, kept with a run by Tracker.record_batch_check)")
     return fields, warnings
+
+
+_THROUGHPUT_KNOBS = ("optimisation.batch_size", "optimisation.microbatch_size", "optimisation.grad_accumulation",
+                     "optimisation.precision")
+"""Manifest fields a team changes for tokens/s that may change the optimiser's steps (McCandlish et al. 2018)."""
 
 
 def compare(

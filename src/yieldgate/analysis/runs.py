@@ -11,6 +11,7 @@ import fnmatch
 import numpy as np
 import pandas as pd
 
+from yieldgate.analysis.batch import batch_advice
 from yieldgate.analysis.compare import Axis, Comparison, RunData, compare
 from yieldgate.analysis.fit import Forecast, forecast, stable_phase
 from yieldgate.analysis.yields import TRAIN_LOSS, YieldReport, eval_points, to_per_byte, tranche_yields
@@ -100,6 +101,10 @@ def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = Non
                             price_per_device_hour=hw.price_per_device_hour if hw else None)
     if note:
         report.notes.insert(0, note)
+    if "signals/gns" in ledger.extra_keys(run):
+        report.batch = batch_advice(data.steps, ledger.extras(run, ["signals/gns"]), data.manifest)
+        if report.batch and report.batch["advice"]:
+            report.notes.append(f"batch: {report.batch['advice']}")
     if per == "byte":
         report.unit = "bits/byte, per billion bytes"
     return report

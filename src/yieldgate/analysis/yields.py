@@ -98,11 +98,13 @@ class YieldReport:
     """Standard deviation of one evaluation around the smooth curve (`fit.eval_noise`)."""
     level: float = 0.9
     """Coverage of each tranche's `band`."""
+    batch: dict[str, Any] | None = None
+    """The batch beside the gradient noise scale (`batch.batch_advice`), where the run recorded it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run, "task": self.task, "metric": self.metric, "unit": self.unit, "axis": self.axis,
                 "time_unit": self.time_unit, "missing": self.missing, "notes": self.notes,
-                "eval_noise": self.eval_noise, "level": self.level,
+                "eval_noise": self.eval_noise, "level": self.level, "batch": self.batch,
                 "tranches": [t.__dict__ for t in self.tranches]}
 
 

@@ -12,8 +12,14 @@
 Checks, in the order that decides: an open diagnosis of a cause that is not the data's fault (schedule,
 damaged update, infrastructure stall) holds, whatever the yield says; too few seeds hold; the optimistic
 bound below the threshold rejects; then the interval's lower bound, the yield per dollar where the policy
-asks for it, hard-slice and capability regressions, tokens per parameter of the next stage, and the locked
-workflow past the exploration share, each of which holds when unmet. The checks made are kept in the decision.
+asks for it, the data supply (no source passed more than the policy's `max_epochs` at the next stage),
+hard-slice and capability regressions, tokens per parameter of the next stage, and the locked workflow past
+the exploration share, each of which holds when unmet. The checks made are kept in the decision.
+
+The forecast yield is discounted for the repetition the next stage would add (`supply.py`): the worth of its
+tokens as new ones, over that of the tokens the evidence was measured on. A source with few unique tokens
+cannot show in probes that each pass once what the next stage would do to it; the discount and `max_epochs`
+see it before any compute is spent.
 
 Under the new-hardware exception (the policy's `exception`), throughput decides while the target's manifest
 differs from the reference's only in hardware and library versions and its loss curve matches within noise;
@@ -44,6 +50,7 @@ from yieldgate.probe.evidence import (
     workflow_digest,
 )
 from yieldgate.probe.policy import Policy, Stage
+from yieldgate.probe.supply import stage_supply, worth
 
 __all__ = ["Check", "Decision", "gate", "record"]
 
@@ -153,21 +160,67 @@ def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float, f
                         axis="throughput", run_next="find the throughput loss (data wait, precision, layout) first")
 
 
+def _supply(draft: _Draft, manifest: Manifest | None, reached: float) -> float:
+    """The next stage's data supply into the evidence (`supply`); return the factor the forecast yield is
+    discounted by for repetition: the worth of the next stage's tokens over that of the tokens measured (1 where
+    no repetition is expected, or unknown)."""
+    if manifest is None or draft.evidence["workflow"] is None:
+        return 1.0
+    recipe, nxt = manifest.data, draft.next
+    seen, coming = worth(recipe, 0, reached), worth(recipe, reached, nxt.tokens)
+    factor = coming / seen if seen and coming is not None else 1.0
+    draft.evidence["supply"] = {"stage": nxt.name, "sources": [r.to_dict() for r in stage_supply(
+        recipe, nxt.name, reached, nxt.tokens)], "worth_measured": seen, "worth_next": coming, "discount": factor}
+    if factor < 1:
+        draft.check("repetition discount", None, f"{nxt.name}'s tokens are worth x{coming:.3g} new ones, the tokens "
+                    f"measured x{seen:.3g}: the forecast yield is discounted x{factor:.3g} (Muennighoff et al. 2023)")
+    return factor
+
+
+def _epochs(draft: _Draft, holds: list[tuple[str, str]]) -> None:
+    """The policy's `max_epochs` on each source of the next stage."""
+    limit, supply, nxt = draft.policy.requirements.max_epochs, draft.evidence.get("supply"), draft.next
+    if limit is None:
+        return
+    if supply is None:
+        draft.check("data supply", False, "the target's recipe is unknown (no manifest, or several workflows)")
+        holds.append(("the data supply is unknown", "record the recipe (manifest `data`) with the runs"))
+        return
+    unknown = [r["source"] for r in supply["sources"] if r["unique_tokens"] is None and r["drawn_tokens"] > 0]
+    if unknown:
+        draft.check("data supply", False, f"unique tokens unknown for {', '.join(unknown)}")
+        holds.append((f"the unique tokens of {', '.join(unknown)} are unknown",
+                      "record data.sources[].unique_tokens in the manifests"))
+        return
+    over = sorted((r for r in supply["sources"] if r["epochs"] > limit), key=lambda r: -r["epochs"])
+    passes = ", ".join(f"{r['source']} x{r['epochs']:.3g}" for r in supply["sources"])
+    if draft.check("data supply", not over, f"{nxt.name} passes {passes}; the policy allows {limit:g}"):
+        return
+    for r in over:
+        need = r["drawn_tokens"] / limit
+        holds.append((f"{nxt.name} would pass {r['source']} {r['epochs']:.3g} times (the policy allows {limit:g})",
+                      f"grow {r['source']} to at least {need:,.0f} unique tokens (it holds {r['unique_tokens']:,}), "
+                      "or lower its weight"))
+
+
 def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[float, list[str]]],
            manifests: dict[str, Manifest | None], cost: tuple[float | None, str]) -> list[tuple[str, str]]:
     """The requirements past the forecast's optimistic bound; each unmet one as (why, what to run next)."""
     req, nxt, evidence = draft.policy.requirements, draft.next, draft.evidence
     fc, seeds, (reached, last) = evidence["forecast"], evidence["seeds"], groups[-1]
-    (lo, hi), point, thr = fc["interval"], fc["yield_per_btok"], req.min_yield_per_btok
+    factor = (evidence.get("supply") or {}).get("discount", 1.0)
+    (lo, hi), point, thr = [v * factor for v in fc["interval"]], fc["yield_per_btok"] * factor, req.min_yield_per_btok
+    discounted = " (discounted for repetition)" if factor < 1 else ""
     holds: list[tuple[str, str]] = []
-    if not draft.check("lower bound above threshold", lo > thr, f"lower {lo:,.0f} vs {thr:,.0f} per billion tokens"):
+    if not draft.check("lower bound above threshold", lo > thr,
+                       f"lower {lo:,.0f} vs {thr:,.0f} per billion tokens{discounted}"):
         more = req.min_seeds
         if point > thr and hi > lo:
             more = stats.seeds_for_margin(seeds, (hi - lo) / 2, point - thr)
         three = ("" if len(groups) >= 3 else f", or probes at {reached / 2:,.0f} and {reached * 2:,.0f} tokens to fit "
                  "the final losses of three budgets")
-        holds.append((f"the interval is too wide: {point:,.0f} per billion tokens, {req.level:.0%} interval "
-                      f"[{lo:,.0f}, {hi:,.0f}], threshold {thr:,.0f}",
+        holds.append((f"the interval is too wide: {point:,.0f} per billion tokens{discounted}, {req.level:.0%} "
+                      f"interval [{lo:,.0f}, {hi:,.0f}], threshold {thr:,.0f}",
                       f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens{three}"))
     usd, how = cost
     if req.min_yield_per_usd is not None:
@@ -178,6 +231,7 @@ def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[fl
                              f"lower {lo / usd:.4g} vs {req.min_yield_per_usd:g} per dollar ({how})"):
             holds.append((f"the yield per dollar's lower bound {lo / usd:.4g} is below {req.min_yield_per_usd:g}",
                           "more seeds to narrow the interval, or cheaper hardware"))
+    _epochs(draft, holds)
     worse = evidence["regressions"] = regressions(ledger, last)
     bad = {k: v for k, v in worse.items() if v > req.regression_tolerance}
     if not draft.check("no regression", not bad, ", ".join(f"{k} worse by {v:.4f}" for k, v in bad.items())
@@ -265,22 +319,29 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     if fc is None:
         return draft.decide("hold", draft.checks[-1].detail, run_next=f"record evaluations of {metric}")
 
-    (lo, hi), thr = fc["interval"], req.min_yield_per_btok
-    draft.check("optimistic bound above threshold", hi >= thr, f"upper {hi:,.0f} vs {thr:,.0f} per billion tokens")
+    factor = _supply(draft, manifests[runs[0]], reached)
+    (lo, hi), thr = [v * factor for v in fc["interval"]], req.min_yield_per_btok
+    discounted = " (discounted for repetition)" if factor < 1 else ""
+    draft.check("optimistic bound above threshold", hi >= thr,
+                f"upper {hi:,.0f} vs {thr:,.0f} per billion tokens{discounted}")
     usd, how = cost = cost_per_btok(ledger, last, {r: manifests[r] for r in last})
     evidence.update(cost_per_btok=usd, cost_basis=how)
     if usd is not None:
-        evidence["yield_per_usd"] = {"yield_per_usd": fc["yield_per_btok"] / usd, "interval": [lo / usd, hi / usd]}
+        evidence["yield_per_usd"] = {"yield_per_usd": fc["yield_per_btok"] * factor / usd,
+                                     "interval": [lo / usd, hi / usd]}
     if hi < thr or (req.min_yield_per_usd is not None and usd is not None and hi / usd < req.min_yield_per_usd):
-        per = (f"{hi:,.0f} per billion tokens, below {thr:,.0f}" if hi < thr
+        per = (f"{hi:,.0f} per billion tokens{discounted}, below {thr:,.0f}" if hi < thr
                else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}")  # type: ignore[operator]
         turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
+        why = " (the loss has turned up)" if turned else (
+            f" at {nxt.name}'s repetition" if fc["interval"][1] >= thr else "")
         return draft.decide("reject", f"even the optimistic bound of the forecast yield, {per}: the data is exhausted "
-                            f"for this purpose{' (the loss has turned up)' if turned else ''}")
+                            f"for this purpose{why}")
     holds = _holds(draft, ledger, runs, groups, manifests, cost)
     if holds:
         return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
-    return draft.decide("approve", f"forecast yield {fc['yield_per_btok']:,.0f} per billion tokens, {req.level:.0%} "
+    return draft.decide("approve", f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion tokens{discounted}, "
+                        f"{req.level:.0%} "
                         f"interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on {seeds} seeds; no open fault or "
                         "regression")
 

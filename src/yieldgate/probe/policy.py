@@ -58,6 +58,11 @@ class Requirements(_Model):
     min_tokens_per_param: float = Field(default=0.0, ge=0)
     """The next stage's tokens per model parameter must reach this (Chinchilla: ~20; far below, a model is
     undertrained). 0 turns the check off."""
+    max_epochs: float | None = Field(default=None, gt=0)
+    """The most times the next stage may pass any source's unique tokens (`data.sources[].unique_tokens` in the
+    manifests); a source passed more often holds the gate, naming how many unique tokens it needs. Muennighoff
+    et al. (2023): up to ~4 epochs are worth nearly as much as new data. None (the default) turns the check off;
+    the forecast yield is discounted for repetition either way (`supply.py`)."""
     blocking_causes: list[str] = Field(default_factory=lambda: list(NON_DATA_CAUSES))
     """Open diagnoses with these causes hold the gate: a learning problem that is not the data's fault."""
     diagnosis_confidence: float = Field(default=LOW_CONFIDENCE, ge=0, le=1)
@@ -132,7 +137,11 @@ class Policy(_Model):
 
     def content_hash(self) -> str:
         """sha256 of the canonical JSON form: the same for any key order, comments or file format."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        for key in _ADDED_LATER:  # fields added since policies were first hashed: at their default, absent
+            if data["requirements"][key] is None:
+                del data["requirements"][key]
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def is_exploration(self, stage: Stage) -> bool:
@@ -144,6 +153,10 @@ class Policy(_Model):
                 return spent <= self.exploration_share + 1e-9
         raise ValueError(f"stage {stage.name!r} is not in policy {self.name!r}")
 
+
+_ADDED_LATER = ("max_epochs",)
+"""Requirements added after decisions were first stored: left out of the hash while unset, so that a policy
+written before them keeps the hash its decisions name."""
 
 _EXAMPLE = "'name: probes, version: 1, stages: [...], requirements: {min_yield_per_btok: 250}'"
 

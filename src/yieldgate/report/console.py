@@ -115,3 +115,31 @@ def render_decision(console: Console, decision_id: int, decision: Any) -> None:
     console.print(table)
     if decision.what_to_run_next:
         console.print(f"next: {decision.what_to_run_next}", markup=False, highlight=False, soft_wrap=True)
+
+
+def render_plan(console: Console, target: str, policy: str, plan: dict[str, Any]) -> None:
+    """`yieldgate plan`: each stage's data supply per source, and which sources to grow."""
+    limit = plan["max_epochs"]
+    table = Table("stage", "tokens", "source", "unique", "drawn", "epochs", "effective", "worth of new",
+                  title=f"Data supply of {target} under {policy} (max epochs: {'off' if limit is None else fmt(limit)})")
+    for stage in plan["stages"]:
+        for i, r in enumerate(stage["sources"]):
+            epochs = "?" if r["epochs"] is None else f"{r['epochs']:.3g}" + (" OVER" if r["over_limit"] else "")
+            table.add_row(stage["stage"] if i == 0 else "", f"{stage['tokens']:,}" if i == 0 else "", r["source"],
+                          "?" if r["unique_tokens"] is None else f"{r['unique_tokens']:,}",
+                          f"{r['drawn_tokens']:,.0f}", epochs,
+                          "?" if r["effective_tokens"] is None else f"{r['effective_tokens']:,.0f}",
+                          "?" if r["stage_worth"] is None else f"{r['stage_worth']:.3f}")
+        table.add_section()
+    console.print(table)
+    for stage in plan["stages"]:
+        if stage["tokens_per_param"] is not None:
+            console.print(f"{stage['stage']}: {stage['tokens_per_param']:.3g} tokens per parameter", markup=False,
+                          highlight=False)
+    for g in plan["grow"]:
+        console.print(f"grow {g['source']}: {g['stage']} passes it {g['epochs']:.3g} times; it needs at least "
+                      f"{g['needed_unique_tokens']:,.0f} unique tokens (holds {g['unique_tokens']:,}), or a lower weight",
+                      markup=False, highlight=False, soft_wrap=True)
+    if any(r["unique_tokens"] is None for s in plan["stages"] for r in s["sources"]):
+        console.print("?: unique tokens not recorded (manifest data.sources[].unique_tokens)", markup=False,
+                      highlight=False)
