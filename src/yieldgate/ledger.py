@@ -690,8 +690,8 @@ class Ledger:
         next run). Call it inside the transaction that creates the run, so that no other writer takes the name
         in between."""
         check_run_name(base)
-        taken = {r[0] for r in self._query("SELECT name FROM runs WHERE name = ? OR name LIKE ? ESCAPE '\\'",
-                                           (base, _like_prefix(base) + "-%"))}
+        # LIKE may match more than `base-N` (`_` is its wildcard, ASCII case is ignored): only exact names count.
+        taken = {r[0] for r in self._query("SELECT name FROM runs WHERE name = ? OR name LIKE ?", (base, base + "-%"))}
         n = 1
         name = base
         while name in taken:
@@ -1188,11 +1188,6 @@ class Ledger:
 
     def campaigns(self) -> list[str]:
         return [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY created_at, name")]
-
-
-def _like_prefix(text: str) -> str:
-    """`text` with LIKE's wildcards escaped (escape character: backslash)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _json(value: Mapping[str, Any], what: str) -> str:
