@@ -424,3 +424,14 @@ def test_a_trainer_script_run_twice_records_two_runs_with_their_hparams(tmp_path
         configs = [led.manifest(n).config for n in ("gpt2", "gpt2-2")]
     assert [c["training"]["learning_rate"] for c in configs] == [3e-3, 1e-3]
     assert configs[0]["model"]["n_embd"] == 16 and "output_dir" not in configs[0]["training"]
+
+
+def test_merge_brings_a_runs_tags_and_note_along(cli, tmp_path, ledger_path):
+    node = tmp_path / "node.db"
+    with Ledger(node) as led:
+        _run(led, "n7")
+        led.tag_run("n7", ["node7", "baseline"])
+        led.set_note("n7", "from node 7")
+    cli("merge", str(node))
+    (run,) = cli.json("runs")
+    assert (run["name"], run["tags"], run["note"]) == ("n7", ["baseline", "node7"], "from node 7")

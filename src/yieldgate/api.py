@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
-__all__ = ["runs", "remove_runs", "rename_run", "tag_runs", "untag_runs", "note_run", "RemovedRun", "yields", "compare", "forecast", "diagnose", "gate", "import_run", "export_run", "report"]
+__all__ = ["runs", "remove_runs", "rename_run", "tag_runs", "untag_runs", "note_run", "RemovedRun",
+           "yields", "compare", "forecast", "diagnose", "gate", "import_run", "export_run", "report"]
 
 LedgerArg = Ledger | str | os.PathLike[str] | None
 
@@ -107,7 +108,8 @@ def rename_run(run: str, new: str, *, ledger: LedgerArg = None) -> str:
     return new
 
 
-def tag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *, ledger: LedgerArg = None) -> dict[str, list[str]]:
+def tag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *,
+             ledger: LedgerArg = None) -> dict[str, list[str]]:
     """Add tags to the runs the patterns match (`yieldgate tag`); returns each run's tags after."""
     with _open(ledger, readonly=False) as led, led.transaction():
         return {run: led.tag_run(run, _many(tags)) for run in _matching(led, patterns)}

@@ -608,9 +608,10 @@ class Ledger:
                   if rid == run_id or run in (json.loads(evidence).get("runs") or [])]
         if citing:
             which = ", ".join(f"#{i} (target {t!r})" for i, t in citing[:3]) + (" ..." if len(citing) > 3 else "")
-            raise RunReferenced(f"cannot {doing} run {run!r} in {self.location}: gate decision{'s' * (len(citing) > 1)} "
-                                f"{which} cite{'s' * (len(citing) == 1)} it as evidence, and the audit trail keeps "
-                                "every run a decision names")
+            many = len(citing) > 1
+            raise RunReferenced(f"cannot {doing} run {run!r} in {self.location}: gate decision{'s' * many} {which} "
+                                f"cite{'' if many else 's'} it as evidence, and the audit trail keeps every run a "
+                                "decision names")
 
     def remove_runs(self, runs: Sequence[str]) -> list[dict[str, Any]]:
         """Delete runs with their steps, extras, evals and events, all in one transaction: if any one is refused
@@ -673,7 +674,8 @@ class Ledger:
 
     def tags(self, run: str) -> list[str]:
         """The run's tags, sorted."""
-        return [r[0] for r in self._query("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", (self.run_id(run),))]
+        rows = self._query("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", (self.run_id(run),))
+        return [r[0] for r in rows]
 
     def set_note(self, run: str, text: str) -> None:
         """Keep a free-text note with the run (it replaces the one before; empty text removes it)."""
@@ -1020,8 +1022,8 @@ class Ledger:
 
     def copy_run(self, source: Ledger, run: str) -> int:
         """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into this one:
-        steps, extras and evals, one transaction; the run is created (with its manifest and status) if this
-        ledger lacks it, and steps already here are merged as `append_steps` merges. Returns step rows copied."""
+        steps, extras, evals, tags and note, one transaction; the run is created (with its manifest and status) if
+        this ledger lacks it, and steps already here are merged as `append_steps` merges. Returns step rows copied."""
         info = source.run_info(run)
         steps = source.steps(run, nullable=True)
         extras = source.extras(run)
@@ -1032,6 +1034,10 @@ class Ledger:
                                 source=info["source"])
             for key, value in source.meta(run).items():
                 self.set_meta(run, key, value)
+            if source.tags(run):
+                self.tag_run(run, source.tags(run))
+            if source.note(run):
+                self.set_note(run, source.note(run))
             if len(steps):
                 self.append_steps(run, steps)
             for key, part in extras.groupby("key", sort=False):

@@ -207,7 +207,8 @@ def _run_lifecycle(db: sqlite3.Connection) -> None:
     rows = db.execute("SELECT id, n, columns, data, missing FROM step_blocks WHERE ',' || columns || ',' LIKE "
                       "'%,wall_s,%'").fetchall()
     db.executemany("UPDATE step_blocks SET wall_s_max = ? WHERE id = ?",
-                   [(_column_max(n, columns, data, missing, "wall_s"), block) for block, n, columns, data, missing in rows])
+                   [(_column_max(n, columns, data, missing, "wall_s"), block)
+                    for block, n, columns, data, missing in rows])
 
 
 def _column_max(n: int, columns: str, data: bytes, missing: bytes | None, name: str) -> float | None:

@@ -140,7 +140,8 @@ def _confounder(field: str) -> bool:
     groups differ in seeds on purpose), be it the manifest's `seed` or one among the hyper-parameters
     (`config.training.seed`, `config.data_seed`)."""
     last = field.rsplit(".", 1)[-1]
-    return field not in ("seed", "name") and not (field.startswith("config.") and (last == "seed" or last.endswith("_seed")))
+    seed = last == "seed" or last.endswith("_seed")
+    return field not in ("seed", "name") and not (field.startswith("config.") and seed)
 
 
 def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -20,7 +20,8 @@ from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 from yieldgate.names import RUN_STATUSES, check_tag, split_eval_key
 
-__all__ = ["load_run", "match_runs", "match_patterns", "select_runs", "SORT_KEYS", "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check",
+__all__ = ["load_run", "match_runs", "match_patterns", "select_runs", "SORT_KEYS",
+           "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check",
            "metric_key", "default_metric", "devices_of"]
 
 
@@ -77,7 +78,8 @@ def select_runs(frame: pd.DataFrame, *, patterns: Sequence[str] = (), tags: Sequ
         raise InputError(f"limit must be >= 0, got {limit}")
     keep = np.ones(len(frame), dtype=bool)
     if patterns:
-        keep &= np.array([any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns) for n in frame["name"]], dtype=bool)
+        keep &= np.array([any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns) for n in frame["name"]],
+                         dtype=bool)
     if tags:
         keep &= np.array([set(tags) <= set(have) for have in frame["tags"]], dtype=bool)
     if statuses:
