@@ -623,7 +623,7 @@ class Ledger:
                 self._refuse_if_held(run, "remove")
             for run in dict.fromkeys(runs):
                 run_id = self.run_id(run)
-                count = {"name": run}
+                count: dict[str, Any] = {"name": run}
                 for label, sql in (("steps", "SELECT COALESCE(SUM(n), 0) FROM step_blocks WHERE run_id = ?"),
                                    ("extra_values", "SELECT COALESCE(SUM(n), 0) FROM extra_blocks WHERE run_id = ?"),
                                    ("evals", "SELECT COUNT(*) FROM evals WHERE run_id = ?"),
@@ -1034,10 +1034,10 @@ class Ledger:
                                 source=info["source"])
             for key, value in source.meta(run).items():
                 self.set_meta(run, key, value)
-            if source.tags(run):
-                self.tag_run(run, source.tags(run))
-            if source.note(run):
-                self.set_note(run, source.note(run))
+            self.tag_run(run, source.tags(run))
+            note = source.note(run)
+            if note:
+                self.set_note(run, note)
             if len(steps):
                 self.append_steps(run, steps)
             for key, part in extras.groupby("key", sort=False):

@@ -423,13 +423,19 @@ class Tracker:
         transaction; return where its counters start and whether the first explicit step may still move that
         point (a resumed run given no `step=`)."""
         here = os.path.abspath(self.location)
+
+        def refuse_a_second_tracker() -> None:  # before the ledger, which may be unreachable
+            if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
+                raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
+                               "process; close it first")
+
+        if not self._pick_name:
+            refuse_a_second_tracker()
         try:
             with Ledger(self.location, durable=True) as ledger, ledger.transaction():
                 if self._pick_name:  # in the claim's write transaction: no other writer takes the name meanwhile
                     self.run = ledger.readable_name() if self.run is None else ledger.free_name(self.run)
-                if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
-                    raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
-                                   "process; close it first")
+                    refuse_a_second_tracker()
                 exists = ledger.claim_run(self.run, owner=self.owner, manifest=self.manifest, resume=resume,
                                           takeover=takeover)
                 if not exists:

@@ -106,9 +106,9 @@ def trainer_hparams(args: TrainingArguments, model: torch.nn.Module | None) -> d
     training = {k: v for k, v in args.to_dict().items()
                 if k not in _NOT_HPARAMS and not k.startswith(("hub_", "push_to_hub")) and not k.endswith("_token")}
     out: dict[str, Any] = {"training": training}
-    config = getattr(model, "config", None)
-    if callable(getattr(config, "to_dict", None)):
-        out["model"] = {k: v for k, v in config.to_dict().items()
+    to_dict = getattr(getattr(model, "config", None), "to_dict", None)
+    if callable(to_dict):
+        out["model"] = {k: v for k, v in to_dict().items()
                         if not k.startswith("_") and k != "transformers_version"}
     return plain_config(out, origin="TrainingArguments", strict=False)
 
