@@ -435,3 +435,36 @@ def test_merge_brings_a_runs_tags_and_note_along(cli, tmp_path, ledger_path):
     cli("merge", str(node))
     (run,) = cli.json("runs")
     assert (run["name"], run["tags"], run["note"]) == ("n7", ["baseline", "node7"], "from node 7")
+
+
+def _named_rank(rank: int, init_file: str, ledger: str, out: str) -> None:
+    import torch.distributed as dist
+
+    from yieldgate.track import Tracker
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    with Tracker("exp", ledger=ledger, suffix_if_taken=True) as tr:  # what a re-run DDP script's callback opens
+        tr.step(tokens=10)
+    with open(f"{out}.{rank}", "w") as f:
+        f.write(tr.run)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_every_rank_learns_the_name_rank_0_picked(tmp_path):
+    import multiprocessing as mp
+
+    ledger = tmp_path / "d.db"
+    with Ledger(ledger) as led:
+        led.create_run("exp", status="finished")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_named_rank, args=(r, str(tmp_path / "init"), str(ledger), str(tmp_path / "name")))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert [(tmp_path / f"name.{r}").read_text() for r in range(2)] == ["exp-2", "exp-2"]
+    with Ledger(ledger) as led:
+        assert led.runs()["name"].tolist() == ["exp", "exp-2"] and led.steps("exp-2")["tokens"].tolist() == [20.0]
