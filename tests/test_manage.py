@@ -152,6 +152,7 @@ def test_tag_and_untag_by_name_or_glob(cli, three):
     assert cli.json("tag", "bs64-*", "baseline", "lr=3e-4", "baseline") == [
         {"name": "bs64-seed0", "tags": ["baseline", "lr=3e-4"]}, {"name": "bs64-seed1", "tags": ["baseline", "lr=3e-4"]}]
     assert cli.json("untag", "bs64-seed1", "lr=3e-4") == [{"name": "bs64-seed1", "tags": ["baseline"]}]
+    assert "tags: baseline lr=3e-4" in cli("show", "bs64-seed0").stdout
     before = _table(three)
     bad = cli("tag", "scratch", "ok", "two words", code=2).stderr
     assert bad.startswith("error: tag 'two words' is not allowed: use 1 to 64 letters")
@@ -468,3 +469,17 @@ def test_every_rank_learns_the_name_rank_0_picked(tmp_path):
     assert [(tmp_path / f"name.{r}").read_text() for r in range(2)] == ["exp-2", "exp-2"]
     with Ledger(ledger) as led:
         assert led.runs()["name"].tolist() == ["exp", "exp-2"] and led.steps("exp-2")["tokens"].tolist() == [20.0]
+
+
+@pytest.mark.parametrize("args", [("rm", "a", "--yes"), ("rename", "a", "b"), ("tag", "a", "x"), ("untag", "a", "x"),
+                                  ("note", "a", "text")])
+def test_a_command_that_changes_runs_creates_no_ledger(cli, ledger_path, args):
+    out = cli(*args, code=2)
+    assert out.stderr.strip() == (f"error: {ledger_path}: no ledger there; give the file the runs are in (--ledger or "
+                                  "$YIELDGATE_LEDGER)")
+    assert not ledger_path.exists()
+    import yieldgate
+
+    with pytest.raises(InputError, match="no ledger there"):
+        yieldgate.note_run("a", "text", ledger=ledger_path)
+    assert not ledger_path.exists()

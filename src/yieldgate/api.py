@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yieldgate.ledger import Ledger, default_location
+from yieldgate.ledger import Ledger, default_location, must_exist
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,12 +41,14 @@ LedgerArg = Ledger | str | os.PathLike[str] | None
 
 
 @contextmanager
-def _open(ledger: LedgerArg, *, readonly: bool) -> Iterator[Ledger]:
-    """The ledger given, or one opened (and closed) for the call."""
+def _open(ledger: LedgerArg, *, readonly: bool, existing: bool = False) -> Iterator[Ledger]:
+    """The ledger given, or one opened (and closed) for the call; with `existing`, a location with no ledger is an
+    error rather than a new file."""
     if isinstance(ledger, Ledger):
         yield ledger
         return
-    with Ledger(ledger if ledger is not None else default_location(), readonly=readonly) as opened:
+    location = ledger if ledger is not None else default_location()
+    with Ledger(must_exist(location) if existing else location, readonly=readonly) as opened:
         yield opened
 
 
@@ -96,14 +98,14 @@ def remove_runs(patterns: str | Sequence[str], *, ledger: LedgerArg = None) -> l
     """Delete the runs the patterns (names or globs) match, with their steps, extras, evals and events
     (`yieldgate rm`). All or nothing: a pattern matching no run (RunNotFound), a run a live Tracker writes
     (RunInUse) or one a gate decision cites (RunReferenced) leaves every run in place."""
-    with _open(ledger, readonly=False) as led, led.transaction():
+    with _open(ledger, readonly=False, existing=True) as led, led.transaction():
         return [RemovedRun(**r) for r in led.remove_runs(_matching(led, patterns))]
 
 
 def rename_run(run: str, new: str, *, ledger: LedgerArg = None) -> str:
     """Rename a run (`yieldgate rename`); returns the new name. A name already taken, a run a live Tracker writes
     and one a gate decision cites are refused."""
-    with _open(ledger, readonly=False) as led:
+    with _open(ledger, readonly=False, existing=True) as led:
         led.rename_run(run, new)
     return new
 
@@ -111,7 +113,7 @@ def rename_run(run: str, new: str, *, ledger: LedgerArg = None) -> str:
 def tag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *,
              ledger: LedgerArg = None) -> dict[str, list[str]]:
     """Add tags to the runs the patterns match (`yieldgate tag`); returns each run's tags after."""
-    with _open(ledger, readonly=False) as led, led.transaction():
+    with _open(ledger, readonly=False, existing=True) as led, led.transaction():
         return {run: led.tag_run(run, _many(tags)) for run in _matching(led, patterns)}
 
 
@@ -119,13 +121,13 @@ def untag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *,
                ledger: LedgerArg = None) -> dict[str, list[str]]:
     """Take tags off the runs the patterns match (`yieldgate untag`); each run must carry them. Returns each run's
     tags after."""
-    with _open(ledger, readonly=False) as led, led.transaction():
+    with _open(ledger, readonly=False, existing=True) as led, led.transaction():
         return {run: led.untag_run(run, _many(tags)) for run in _matching(led, patterns)}
 
 
 def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> None:
     """Keep a note with a run, replacing the one before; empty text removes it (`yieldgate note`)."""
-    with _open(ledger, readonly=False) as led:
+    with _open(ledger, readonly=False, existing=True) as led:
         led.set_note(run, text)
 
 

@@ -24,7 +24,7 @@ from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
 from yieldgate.analysis.yields import DEVICE_HOUR
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
-from yieldgate.ledger import DEFAULT_LEDGER, Ledger
+from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.manifest import Manifest, diff, flat_config, load_manifest
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import fmt as _fmt
@@ -98,6 +98,12 @@ def _column_stats(steps: Any, column: str) -> dict[str, tuple[int, float]]:
 
 def _ledger(ctx: typer.Context, *, readonly: bool = True) -> Ledger:
     return Ledger(ctx.find_root().obj["ledger"], readonly=readonly)
+
+
+def _runs_ledger(ctx: typer.Context) -> Ledger:
+    """The ledger, writable, for a command that changes runs already in it: one that does not exist is an error,
+    not a new empty file."""
+    return Ledger(must_exist(ctx.find_root().obj["ledger"]))
 
 
 def _print_json(value: Any) -> None:
@@ -246,7 +252,7 @@ def rm(
     """
     from yieldgate.analysis.runs import match_patterns
 
-    with _ledger(ctx, readonly=False) as ledger:
+    with _runs_ledger(ctx) as ledger:
         names = match_patterns(ledger.runs()["name"].tolist(), patterns, ledger.location)
         if not yes:
             listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
@@ -274,7 +280,7 @@ def rename(
 
     Example: yieldgate rename brisk-otter-7 bs64-lr3e-4
     """
-    with _ledger(ctx, readonly=False) as ledger:
+    with _runs_ledger(ctx) as ledger:
         ledger.rename_run(old, new)
     if as_json:
         _print_json({"old": old, "new": new})
@@ -285,7 +291,7 @@ def rename(
 def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: bool, add: bool) -> None:
     from yieldgate.analysis.runs import match_patterns
 
-    with _ledger(ctx, readonly=False) as ledger, ledger.transaction():
+    with _runs_ledger(ctx) as ledger, ledger.transaction():
         names = match_patterns(ledger.runs()["name"].tolist(), [patterns], ledger.location)
         after = {n: (ledger.tag_run if add else ledger.untag_run)(n, tags) for n in names}
     if as_json:
@@ -328,7 +334,7 @@ def note(
 
     Example: yieldgate note bs64-lr3e-4 "baseline for the dedup study; loader fixed at step 1200"
     """
-    with _ledger(ctx, readonly=False) as ledger:
+    with _runs_ledger(ctx) as ledger:
         ledger.set_note(run, text)
         saved = ledger.note(run)
     if as_json:

@@ -49,7 +49,7 @@ from yieldgate.names import (
     readable_name,
 )
 
-__all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "higher_is_better"]
+__all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "must_exist", "higher_is_better"]
 
 DEFAULT_LEDGER = "yieldgate.db"
 
@@ -66,6 +66,15 @@ def higher_is_better(metric: str) -> bool:
     rates; a name that does not say is taken as higher-is-better unless its record says otherwise."""
     direction = metric_direction(metric)
     return True if direction is None else direction
+
+
+def must_exist(location: str | os.PathLike[str]) -> str:
+    """`location` when it names a ledger that exists (or a URL or `:memory:`); InputError otherwise. For what changes
+    runs already stored: opening a missing file for writing would create an empty ledger."""
+    text = os.fspath(location)
+    if text != ":memory:" and "://" not in text and not Path(text).exists():
+        raise InputError(f"{text}: no ledger there; give the file the runs are in (--ledger or $YIELDGATE_LEDGER)")
+    return text
 
 
 def default_location() -> str:
