@@ -52,3 +52,22 @@ def test_api_errors_speak_of_arguments(two_runs):
         yieldgate.yields("a", ledger=two_runs, metric="nonsense")
     with pytest.raises(yieldgate.RunNotFound):
         yieldgate.yields("missing", ledger=two_runs)
+
+
+def test_runs_can_be_managed_from_python_as_from_the_cli(two_runs, cli):
+    assert yieldgate.tag_runs("*", ["base", "v1"], ledger=two_runs) == {"a": ["base", "v1"], "b": ["base", "v1"]}
+    assert yieldgate.untag_runs("b", "v1", ledger=two_runs) == {"b": ["base"]}
+    yieldgate.note_run("a", "the baseline", ledger=two_runs)
+    assert yieldgate.rename_run("b", "steeper", ledger=two_runs) == "steeper"
+    picked = yieldgate.runs(["a", "st*"], tags=["base"], status="running", sort="name", reverse=True, ledger=two_runs)
+    assert picked["name"].tolist() == [r["name"] for r in cli.json("runs", "a", "st*", "--tag", "base", "--status",
+                                                                    "running", "--sort", "name", "--reverse")]
+    assert picked["name"].tolist() == ["steeper", "a"] and picked["note"].tolist()[1] == "the baseline"
+    assert [r.to_dict() for r in yieldgate.remove_runs("steep*", ledger=two_runs)] == [
+        {"name": "steeper", "steps": 11, "extra_values": 0, "evals": 6, "events": 0}]
+    assert [r["name"] for r in cli.json("runs")] == ["a"]
+    with pytest.raises(yieldgate.RunNotFound, match="'gone'"):
+        yieldgate.remove_runs(["a", "gone"], ledger=two_runs)
+    with pytest.raises(yieldgate.InputError, match=r"^tag 'a b' is not allowed"):
+        yieldgate.tag_runs("a", "a b", ledger=two_runs)
+    assert yieldgate.runs(ledger=two_runs)["tags"].tolist() == [["base", "v1"]]

@@ -120,7 +120,12 @@ def test_ledger_from_environment(tmp_path, monkeypatch):
 
 # The public command surface: a new command or flag is a decision, made here.
 COMMANDS = {
-    "runs": {"--json", "--limit"},
+    "runs": {"--json", "--csv", "--tsv", "--limit", "--tag", "--status", "--sort", "--reverse"},
+    "rm": {"--json", "--yes"},
+    "rename": {"--json"},
+    "tag": {"--json"},
+    "untag": {"--json"},
+    "note": {"--json"},
     "show": {"--json"},
     "manifest validate": {"--json"},
     "manifest diff": {"--json"},

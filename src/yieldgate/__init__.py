@@ -1,7 +1,8 @@
 """yieldgate: how much a training run learns for what it spends, and whether the next stage has earned it.
 
 The public API: `Tracker` (in the training loop), `Ledger` (the store), and one function per command
-(`yields`, `compare`, `forecast`, `diagnose`, `gate`, `import_run`, `export_run`, `report`, `runs`: see
+(`yields`, `compare`, `forecast`, `diagnose`, `gate`, `import_run`, `export_run`, `report`, `runs`, `remove_runs`,
+`rename_run`, `tag_runs`, `untag_runs`, `note_run`: see
 `yieldgate.api`). `Tracker` imports torch when first used, so `import yieldgate` does not.
 """
 
@@ -14,7 +15,9 @@ from yieldgate.errors import (  # noqa: E402
     LedgerError,
     BlockDamaged,
     ManifestError,
+    RunInUse,
     RunNotFound,
+    RunReferenced,
     SchemaVersionError,
     YieldgateError,
 )
@@ -25,8 +28,13 @@ from yieldgate.api import (  # noqa: E402
     forecast,
     gate,
     import_run,
+    note_run,
+    remove_runs,
+    rename_run,
     report,
     runs,
+    tag_runs,
+    untag_runs,
     yields,
 )
 from yieldgate.ledger import EvalRecord, Ledger  # noqa: E402
@@ -49,7 +57,14 @@ __all__ = [
     "LedgerError",
     "SchemaVersionError",
     "RunNotFound",
+    "RunInUse",
+    "RunReferenced",
     "runs",
+    "remove_runs",
+    "rename_run",
+    "tag_runs",
+    "untag_runs",
+    "note_run",
     "yields",
     "compare",
     "forecast",

@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yieldgate.ledger import Ledger, default_location
+from yieldgate.ledger import Ledger, default_location, must_exist
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,25 +34,101 @@ if TYPE_CHECKING:
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
-__all__ = ["runs", "yields", "compare", "forecast", "diagnose", "gate", "import_run", "export_run", "report"]
+__all__ = ["runs", "remove_runs", "rename_run", "tag_runs", "untag_runs", "note_run", "RemovedRun",
+           "yields", "compare", "forecast", "diagnose", "gate", "import_run", "export_run", "report"]
 
 LedgerArg = Ledger | str | os.PathLike[str] | None
 
 
 @contextmanager
-def _open(ledger: LedgerArg, *, readonly: bool) -> Iterator[Ledger]:
-    """The ledger given, or one opened (and closed) for the call."""
+def _open(ledger: LedgerArg, *, readonly: bool, existing: bool = False) -> Iterator[Ledger]:
+    """The ledger given, or one opened (and closed) for the call; with `existing`, a location with no ledger is an
+    error rather than a new file."""
     if isinstance(ledger, Ledger):
         yield ledger
         return
-    with Ledger(ledger if ledger is not None else default_location(), readonly=readonly) as opened:
+    location = ledger if ledger is not None else default_location()
+    with Ledger(must_exist(location) if existing else location, readonly=readonly) as opened:
         yield opened
 
 
-def runs(*, ledger: LedgerArg = None) -> pd.DataFrame:
-    """The ledger's runs, one row each (`yieldgate runs`)."""
+def runs(patterns: str | Sequence[str] = (), *, ledger: LedgerArg = None, tags: Sequence[str] = (),
+         status: str | Sequence[str] = (), sort: str | None = None, reverse: bool = False,
+         limit: int | None = None) -> pd.DataFrame:
+    """The ledger's runs, one row each (`yieldgate runs`): those matching any of `patterns` (names or globs; none:
+    all), carrying every one of `tags`, with any `status`; ordered by `sort` (name, created, updated, status, steps,
+    tokens, duration; default oldest first), `reverse`d if asked; the first `limit` (see
+    `analysis.runs.select_runs`)."""
+    from yieldgate.analysis.runs import select_runs
+
     with _open(ledger, readonly=True) as led:
-        return led.runs()
+        frame = led.runs()
+    rows, _ = select_runs(frame, patterns=_many(patterns), tags=list(tags), statuses=_many(status), sort=sort,
+                          reverse=reverse, limit=limit)
+    return rows
+
+
+def _many(value: str | Sequence[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+@dataclass(frozen=True)
+class RemovedRun:
+    """A run `remove_runs` deleted, with what went with it."""
+
+    name: str
+    steps: int
+    """Core step records."""
+    extra_values: int
+    """Namespaced extra values (signals, per-source tokens, ...)."""
+    evals: int
+    events: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _matching(led: Ledger, patterns: str | Sequence[str]) -> list[str]:
+    from yieldgate.analysis.runs import match_patterns
+
+    return match_patterns(led.runs()["name"].tolist(), _many(patterns), led.location)
+
+
+def remove_runs(patterns: str | Sequence[str], *, ledger: LedgerArg = None) -> list[RemovedRun]:
+    """Delete the runs the patterns (names or globs) match, with their steps, extras, evals and events
+    (`yieldgate rm`). All or nothing: a pattern matching no run (RunNotFound), a run a live Tracker writes
+    (RunInUse) or one a gate decision cites (RunReferenced) leaves every run in place."""
+    with _open(ledger, readonly=False, existing=True) as led, led.transaction():
+        return [RemovedRun(**r) for r in led.remove_runs(_matching(led, patterns))]
+
+
+def rename_run(run: str, new: str, *, ledger: LedgerArg = None) -> str:
+    """Rename a run (`yieldgate rename`); returns the new name. A name already taken, a run a live Tracker writes
+    and one a gate decision cites are refused."""
+    with _open(ledger, readonly=False, existing=True) as led:
+        led.rename_run(run, new)
+    return new
+
+
+def tag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *,
+             ledger: LedgerArg = None) -> dict[str, list[str]]:
+    """Add tags to the runs the patterns match (`yieldgate tag`); returns each run's tags after."""
+    with _open(ledger, readonly=False, existing=True) as led, led.transaction():
+        return {run: led.tag_run(run, _many(tags)) for run in _matching(led, patterns)}
+
+
+def untag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *,
+               ledger: LedgerArg = None) -> dict[str, list[str]]:
+    """Take tags off the runs the patterns match (`yieldgate untag`); each run must carry them. Returns each run's
+    tags after."""
+    with _open(ledger, readonly=False, existing=True) as led, led.transaction():
+        return {run: led.untag_run(run, _many(tags)) for run in _matching(led, patterns)}
+
+
+def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> None:
+    """Keep a note with a run, replacing the one before; empty text removes it (`yieldgate note`)."""
+    with _open(ledger, readonly=False, existing=True) as led:
+        led.set_note(run, text)
 
 
 def yields(run: str, *, ledger: LedgerArg = None, tranche_tokens: float | None = None, metric: str = "val/loss",

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
@@ -23,8 +24,8 @@ from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
 from yieldgate.analysis.yields import DEVICE_HOUR
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
-from yieldgate.ledger import DEFAULT_LEDGER, Ledger
-from yieldgate.manifest import Manifest, diff, load_manifest
+from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
+from yieldgate.manifest import Manifest, diff, flat_config, load_manifest
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import fmt as _fmt
 from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan
@@ -99,6 +100,12 @@ def _ledger(ctx: typer.Context, *, readonly: bool = True) -> Ledger:
     return Ledger(ctx.find_root().obj["ledger"], readonly=readonly)
 
 
+def _runs_ledger(ctx: typer.Context) -> Ledger:
+    """The ledger, writable, for a command that changes runs already in it: one that does not exist is an error,
+    not a new empty file."""
+    return Ledger(must_exist(ctx.find_root().obj["ledger"]))
+
+
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_clean(value), indent=2) + "\n")
 
@@ -117,53 +124,223 @@ def _run_record(row: dict[str, Any]) -> dict[str, Any]:
         "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],
         "last_eval": last_eval, "manifest_hash": row["manifest_hash"],
         "created_at": _when(row["created_at"]), "updated_at": _when(row["updated_at"]),
+        "duration_s": row["duration_s"], "tags": list(row["tags"]), "note": row["note"],
     })
+
+
+def _duration(seconds: float | None) -> str:
+    """`2h05m`, `3m20s`, `45s`; `-` when unknown."""
+    if seconds is None or not np.isfinite(seconds):
+        return "-"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+# The columns of `runs --csv/--tsv`: one row per run, times in ISO 8601 UTC, durations in seconds, tags joined
+# by spaces (a tag holds none).
+_TABLE_COLUMNS = ("name", "status", "source", "created_at", "updated_at", "duration_s", "steps", "last_step", "tokens",
+                  "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step", "tags", "note",
+                  "manifest_hash")
+
+
+def _write_table(frame: Any, sep: str) -> None:
+    import csv
+
+    iso = lambda ts: datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    writer = csv.writer(sys.stdout, delimiter=sep, lineterminator="\n")
+    writer.writerow(_TABLE_COLUMNS)
+    for row in frame.to_dict("records"):
+        row = _clean(row)
+        row.update(created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]), tags=" ".join(row["tags"]))
+        if sep == "\t":  # TSV has no quoting: a tab or line break inside a note would split the row
+            row["note"] = None if row["note"] is None else " ".join(row["note"].split())
+        writer.writerow(["" if row[c] is None else row[c] for c in _TABLE_COLUMNS])
+
+
+Patterns = Annotated[list[str], typer.Argument(help="Run names or globs (quote them: 'bs64-seed*').")]
 
 
 @app.command()
 def runs(
     ctx: typer.Context,
-    limit: Annotated[int | None, typer.Option("--limit", help="Show the N most recently updated runs (table default "
-                                                               "100; 0: all; --json lists all unless given).")] = None,
+    patterns: Annotated[list[str] | None, typer.Argument(help="Only runs matching a name or glob (quote globs).",
+                                                          show_default=False)] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only runs carrying this tag (repeat: all of them).",
+                                                  show_default=False)] = None,
+    status: Annotated[list[str] | None, typer.Option("--status", help="Only runs with this status (repeat: any of "
+                                                     "them): running, finished, failed, killed, imported, stale, "
+                                                     "crashed.", show_default=False)] = None,
+    sort: Annotated[str | None, typer.Option("--sort", help="Order by name, created, updated, status, steps, tokens "
+                                             "or duration (default: oldest first).", show_default=False)] = None,
+    reverse: Annotated[bool, typer.Option("--reverse", help="Reverse the order (runs without a value stay "
+                                          "last).")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="Show N runs: the first N of --sort's order, else the "
+                                                               "N most recently updated (table default 100; 0: all; "
+                                                               "--json, --csv and --tsv list all unless given).")] = None,
     as_json: JsonOption = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV only (one row per run, times in UTC).")] = False,
+    as_tsv: Annotated[bool, typer.Option("--tsv", help="Print tab-separated values only.")] = False,
 ) -> None:
-    """List the runs in the ledger: status, tokens, steps, last eval, manifest hash.
+    """List the runs in the ledger: status, tokens, steps, created, duration, last eval, tags, manifest hash.
 
-    Example: yieldgate --ledger runs.db runs --limit 20
+    Example: yieldgate --ledger runs.db runs 'bs64-*' --tag baseline --status finished --sort tokens --reverse
 
-    Example: yieldgate --ledger runs.db runs --json
+    Example: yieldgate --ledger runs.db runs --csv > runs.csv
     """
-    if limit is not None and limit < 0:
-        raise InputError(f"--limit must be >= 0, got {limit}")
+    from yieldgate.analysis.runs import select_runs
+
+    if as_json + as_csv + as_tsv > 1:
+        raise InputError("--json, --csv and --tsv each choose the output: give one")
+    machine = as_json or as_csv or as_tsv
     with _ledger(ctx) as ledger:
         frame = ledger.runs()
-    total = len(frame)
-    shown = limit if limit is not None else (0 if as_json else 100)
-    if shown and total > shown:  # the most recently updated, in the ledger's order
-        frame = frame[frame["updated_at"].rank(method="first", ascending=False) <= shown]
-    records = [_run_record(r) for r in frame.to_dict("records")]
+    shown = limit if limit is not None else (0 if machine else 100)
+    rows, matched = select_runs(frame, patterns=patterns or [], tags=tag or [], statuses=status or [], sort=sort,
+                                reverse=reverse, limit=shown)
+    if as_csv or as_tsv:
+        _write_table(rows, "," if as_csv else "\t")
+        return
+    records = [_run_record(r) for r in rows.to_dict("records")]
     if as_json:
         _print_json(records)
         return
     if not records:
-        console.print(f"No runs in {ctx.find_root().obj['ledger']}.")
+        filtered = bool(patterns or tag or status)
+        console.print(f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
+                      f"{ctx.find_root().obj['ledger']}.", markup=False, highlight=False)
         return
-    table = Table()
-    # Short columns keep their width; a long run name or last eval folds onto more lines instead of squeezing them.
-    table.add_column("run", overflow="fold")
+    # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
+    # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
+    # The manifest hash is in --json, --csv and `yieldgate show`.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("run", overflow="fold", min_width=8)
     for header in ("status", "tokens", "steps"):
         table.add_column(header, no_wrap=True)
-    table.add_column("last eval", overflow="fold")
-    table.add_column("manifest", no_wrap=True)
+    table.add_column("created", min_width=10, max_width=10)
+    table.add_column("duration", no_wrap=True)
+    table.add_column("last eval", overflow="fold", min_width=8)
+    tagged = any(r["tags"] for r in records)
+    if tagged:
+        table.add_column("tags", overflow="fold", min_width=8)
     for r in records:
         ev = r["last_eval"]
         last = f"{ev['task']}/{ev['metric']} {_fmt(ev['value'])} @{ev['step']}" if ev else "-"
-        table.add_row(r["name"], r["status"], _fmt(r["tokens"]), _fmt(r["steps"]), last,
-                      (r["manifest_hash"] or "-")[:8])
+        cells = [r["name"], r["status"], _fmt(r["tokens"]), _fmt(r["steps"]), r["created_at"],
+                 _duration(r["duration_s"]), last]
+        table.add_row(*cells, *([" ".join(r["tags"])] if tagged else []))
     console.print(table)
-    if total > len(records):
-        console.print(f"{len(records):,} of {total:,} runs: the most recently updated (--limit 0 shows all)",
+    if matched > len(records):
+        which = f"the first by {sort}" if sort else "the most recently updated"
+        console.print(f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)",
                       markup=False, highlight=False)
+
+
+@app.command("rm")
+def rm(
+    ctx: typer.Context,
+    patterns: Patterns,
+    yes: Annotated[bool, typer.Option("--yes", help="Remove without asking.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove runs with their steps, extras, evals and events (asks first unless --yes).
+
+    All or nothing: a pattern matching no run, a run a live Tracker writes or one a gate decision cites stops it.
+
+    Example: yieldgate rm 'scratch-*' --yes
+    """
+    from yieldgate.analysis.runs import match_patterns
+
+    with _runs_ledger(ctx) as ledger:
+        names = match_patterns(ledger.runs()["name"].tolist(), patterns, ledger.location)
+        if not yes:
+            listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            typer.echo(f"{len(names)} run{'s' * (len(names) != 1)}: {listed}", err=True)
+            if not typer.confirm("Remove them with their steps, evals and events?", default=False, err=True):
+                typer.echo("Nothing removed.", err=True)
+                raise typer.Exit(1)
+        removed = ledger.remove_runs(names)
+    if as_json:
+        _print_json(removed)
+        return
+    for r in removed:
+        console.print(f"removed {r['name']}: {r['steps']:,} steps, {r['extra_values']:,} extra values, "
+                      f"{r['evals']:,} evals, {r['events']:,} events", markup=False, highlight=False)
+
+
+@app.command()
+def rename(
+    ctx: typer.Context,
+    old: Annotated[str, typer.Argument(help="The run's name.")],
+    new: Annotated[str, typer.Argument(help="Its new name (not taken by another run).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Rename a run; its records, tags and note stay with it.
+
+    Example: yieldgate rename brisk-otter-7 bs64-lr3e-4
+    """
+    with _runs_ledger(ctx) as ledger:
+        ledger.rename_run(old, new)
+    if as_json:
+        _print_json({"old": old, "new": new})
+        return
+    console.print(f"renamed {old} to {new}", markup=False, highlight=False)
+
+
+def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: bool, add: bool) -> None:
+    from yieldgate.analysis.runs import match_patterns
+
+    with _runs_ledger(ctx) as ledger, ledger.transaction():
+        names = match_patterns(ledger.runs()["name"].tolist(), [patterns], ledger.location)
+        after = {n: (ledger.tag_run if add else ledger.untag_run)(n, tags) for n in names}
+    if as_json:
+        _print_json([{"name": n, "tags": t} for n, t in after.items()])
+        return
+    for n, t in after.items():
+        console.print(f"{n}: {' '.join(t) or '(no tags)'}", markup=False, highlight=False)
+
+
+Tags = Annotated[list[str], typer.Argument(help="Tags: letters, digits and _ . : / = + @ - (e.g. baseline, lr=3e-4).")]
+RunPattern = Annotated[str, typer.Argument(help="Run name or glob (quote it: 'bs64-seed*').")]
+
+
+@app.command()
+def tag(ctx: typer.Context, run: RunPattern, tags: Tags, as_json: JsonOption = False) -> None:
+    """Add tags to a run (or to every run a glob matches); prints each run's tags.
+
+    Example: yieldgate tag 'bs64-seed*' baseline team/data
+    """
+    _tags_command(ctx, run, tags, as_json, add=True)
+
+
+@app.command()
+def untag(ctx: typer.Context, run: RunPattern, tags: Tags, as_json: JsonOption = False) -> None:
+    """Take tags off a run (or every run a glob matches); each must carry them. Prints each run's tags.
+
+    Example: yieldgate untag 'bs64-seed*' baseline
+    """
+    _tags_command(ctx, run, tags, as_json, add=False)
+
+
+@app.command()
+def note(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run name.")],
+    text: Annotated[str, typer.Argument(help="The note (replaces the one before; '' removes it).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Keep a note with a run: why it was run, what it showed. `yieldgate show` and `runs --json` print it.
+
+    Example: yieldgate note bs64-lr3e-4 "baseline for the dedup study; loader fixed at step 1200"
+    """
+    with _runs_ledger(ctx) as ledger:
+        ledger.set_note(run, text)
+        saved = ledger.note(run)
+    if as_json:
+        _print_json({"name": run, "note": saved})
+        return
+    console.print(f"{run}: {'note kept' if saved else 'note removed'}", markup=False, highlight=False)
 
 
 @app.command()
@@ -221,6 +398,13 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
             table.add_row(f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]))
         console.print(table)
     console.print(f"events: {result['events']['open']} open, {result['events']['resolved']} resolved")
+    if info["tags"]:
+        console.print("tags: " + " ".join(info["tags"]), markup=False, highlight=False)
+    if manifest is not None and manifest.config:
+        console.print("config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat_config(manifest.config).items()),
+                      markup=False, highlight=False)
+    if info["note"]:
+        console.print(f"note: {info['note']}", markup=False, highlight=False)
 
 
 def _manifest_of(ctx: typer.Context, ref: str) -> Manifest:

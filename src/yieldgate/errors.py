@@ -14,6 +14,7 @@ __all__ = [
     "SchemaVersionError",
     "RunNotFound",
     "RunInUse",
+    "RunReferenced",
     "BlockDamaged",
     "NetworkFilesystem",
 ]
@@ -54,3 +55,7 @@ class RunNotFound(LedgerError):
 class RunInUse(YieldgateError):
     """Another process writes that run (or wrote it and died without closing it): a second writer would splice
     two runs into one."""
+
+
+class RunReferenced(YieldgateError):
+    """A gate decision cites the run as evidence: removing or renaming it would break the audit trail."""

@@ -30,7 +30,7 @@ import pandas as pd
 from yieldgate import migrations
 from yieldgate.checksum import block_checksum, verify_block
 from yieldgate import mounts as _mounts
-from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound
+from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound, RunReferenced
 from yieldgate.ledger_file import file_problem
 from yieldgate.manifest import Manifest, parse_manifest
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
@@ -40,13 +40,16 @@ from yieldgate.names import (
     EVENT_STATES,
     RUN_STATUSES,
     STEP_VALUE_COLUMNS,
+    check_note,
     check_run_name,
+    check_tag,
     is_extra_key,
     unsafe_character,
     metric_direction,
+    readable_name,
 )
 
-__all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "higher_is_better"]
+__all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "must_exist", "higher_is_better"]
 
 DEFAULT_LEDGER = "yieldgate.db"
 
@@ -63,6 +66,15 @@ def higher_is_better(metric: str) -> bool:
     rates; a name that does not say is taken as higher-is-better unless its record says otherwise."""
     direction = metric_direction(metric)
     return True if direction is None else direction
+
+
+def must_exist(location: str | os.PathLike[str]) -> str:
+    """`location` when it names a ledger that exists (or a URL or `:memory:`); InputError otherwise. For what changes
+    runs already stored: opening a missing file for writing would create an empty ledger."""
+    text = os.fspath(location)
+    if text != ":memory:" and "://" not in text and not Path(text).exists():
+        raise InputError(f"{text}: no ledger there; give the file the runs are in (--ledger or $YIELDGATE_LEDGER)")
+    return text
 
 
 def default_location() -> str:
@@ -156,6 +168,15 @@ def _collapse(steps: np.ndarray, values: dict[str, tuple[np.ndarray, np.ndarray]
         merged[got] = vals[last[got]]
         out[name] = (merged, ~got)
     return _Columns(uniq, out)
+
+
+def _largest(cols: _Columns, name: str) -> float | None:
+    """Largest finite recorded value of column `name`, or None (a block's `tokens_max`, `wall_s_max`)."""
+    if name not in cols.values:
+        return None
+    v, m = cols.values[name]
+    ok = ~m & np.isfinite(v)
+    return float(v[ok].max()) if ok.any() else None
 
 
 def _take(cols: _Columns, keep: np.ndarray) -> _Columns:
@@ -516,8 +537,9 @@ class Ledger:
         return parse_manifest(json.loads(rows[0][0]), origin=f"manifest of run {run!r}") if rows else None
 
     def runs(self) -> pd.DataFrame:
-        """One row per run: name, status, source, manifest_hash, steps, last_step, tokens, last eval, and its
-        writer: owner, heartbeat_at, recorded_status.
+        """One row per run: name, status, source, manifest_hash, created_at, updated_at, steps, last_step, tokens,
+        last eval, duration_s (the largest recorded `wall_s`: the run's wall clock), tags (a sorted list), note,
+        and its writer: owner, heartbeat_at, recorded_status; oldest first.
 
         `status` is computed at read time for a run recorded `running` by a Tracker: `crashed` once its writer's
         process is gone (same host), `stale` once its heartbeat is older than `owners.STALE_AFTER_S` (a dead
@@ -526,10 +548,11 @@ class Ledger:
             """
             SELECT r.name, r.status, r.source, r.manifest_hash, r.created_at, r.updated_at,
                    COALESCE(b.steps, 0), b.last_step, b.tokens,
-                   e.task, e.metric, e.value, e.step,
+                   e.task, e.metric, e.value, e.step, b.wall, r.note,
                    r.owner_host, r.owner_pid, r.owner_started, r.heartbeat_at
             FROM runs r
-            LEFT JOIN (SELECT run_id, SUM(n) AS steps, MAX(last_step) AS last_step, MAX(tokens_max) AS tokens
+            LEFT JOIN (SELECT run_id, SUM(n) AS steps, MAX(last_step) AS last_step, MAX(tokens_max) AS tokens,
+                              MAX(wall_s_max) AS wall
                        FROM step_blocks GROUP BY run_id) b ON b.run_id = r.id
             LEFT JOIN (SELECT run_id, task, metric, value, step,
                               ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY step DESC,
@@ -538,9 +561,13 @@ class Ledger:
             ORDER BY r.created_at, r.id
             """
         )
+        tags: dict[str, list[str]] = collections.defaultdict(list)
+        for name, tag in self._query("SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id "
+                                     "ORDER BY t.tag"):
+            tags[name].append(tag)
         columns = ["name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps",
                    "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step",
-                   "owner", "heartbeat_at", "recorded_status"]
+                   "duration_s", "note", "tags", "owner", "heartbeat_at", "recorded_status"]
         now = time.time()
         out = []
         for *row, host, pid, started, beat in rows:
@@ -549,7 +576,8 @@ class Ledger:
             if status == "running" and owner is not None:
                 state = liveness(owner, beat, now)
                 status = status if state == "live" else state
-            out.append([*row[:1], status, *row[2:], None if owner is None else str(owner), beat, row[1]])
+            out.append([*row[:1], status, *row[2:], tags.get(row[0], []), None if owner is None else str(owner), beat,
+                        row[1]])
         return pd.DataFrame(out, columns=columns)
 
     def run_metas(self) -> pd.DataFrame:
@@ -562,6 +590,135 @@ class Ledger:
         self.run_id(run)
         table = self.runs()
         return table[table["name"] == run].iloc[0].to_dict()
+
+    # -- managing runs --------------------------------------------------------------------------------
+    # Remove, rename, tag and note runs. Nothing here touches a run a live Tracker writes (RunInUse, naming the
+    # writer), and nothing removes or renames what a gate decision cites (RunReferenced): the audit trail keeps
+    # every run it names. Tags and notes describe a run; they do not move its `updated_at`.
+
+    def _live_writer(self, run: str) -> Owner | None:
+        """The live process writing `run`, or None (no Tracker holds it, or its writer is dead)."""
+        row = self._db.execute("SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs "
+                               "WHERE name = ?", (run,)).fetchone()
+        if row is None or row[0] != "running" or row[1] is None:
+            return None
+        owner = Owner(row[1], int(row[2]), float(row[3] or 0.0))
+        return owner if liveness(owner, row[4]) == "live" else None
+
+    def _refuse_if_held(self, run: str, doing: str) -> None:
+        """RunInUse when a live Tracker writes `run`; RunReferenced when a gate decision cites it."""
+        writer = self._live_writer(run)
+        if writer is not None:
+            raise RunInUse(f"cannot {doing} run {run!r} in {self.location}: it is being written by {writer}; wait "
+                           "for its Tracker to close")
+        run_id = self.run_id(run)
+        citing = [(int(i), t) for i, t, rid, evidence in
+                  self._db.execute("SELECT id, target, run_id, evidence FROM decisions ORDER BY id").fetchall()
+                  if rid == run_id or run in (json.loads(evidence).get("runs") or [])]
+        if citing:
+            which = ", ".join(f"#{i} (target {t!r})" for i, t in citing[:3]) + (" ..." if len(citing) > 3 else "")
+            many = len(citing) > 1
+            raise RunReferenced(f"cannot {doing} run {run!r} in {self.location}: gate decision{'s' * many} {which} "
+                                f"cite{'' if many else 's'} it as evidence, and the audit trail keeps every run a "
+                                "decision names")
+
+    def remove_runs(self, runs: Sequence[str]) -> list[dict[str, Any]]:
+        """Delete runs with their steps, extras, evals and events, all in one transaction: if any one is refused
+        (RunNotFound, RunInUse, RunReferenced) nothing is deleted. Returns, per run, what went with it: name,
+        steps, extra_values, evals, events."""
+        removed = []
+        with self.transaction():
+            for run in dict.fromkeys(runs):
+                self._refuse_if_held(run, "remove")
+            for run in dict.fromkeys(runs):
+                run_id = self.run_id(run)
+                count: dict[str, Any] = {"name": run}
+                for label, sql in (("steps", "SELECT COALESCE(SUM(n), 0) FROM step_blocks WHERE run_id = ?"),
+                                   ("extra_values", "SELECT COALESCE(SUM(n), 0) FROM extra_blocks WHERE run_id = ?"),
+                                   ("evals", "SELECT COUNT(*) FROM evals WHERE run_id = ?"),
+                                   ("events", "SELECT COUNT(*) FROM events WHERE run_id = ?")):
+                    count[label] = int(self._db.execute(sql, (run_id,)).fetchone()[0])
+                # Children first, so that no backend needs cascading foreign keys to get this right.
+                for table in ("superseded_blocks", "events", "evals", "extra_blocks", "step_blocks", "run_tags"):
+                    self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                self._db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+                removed.append(count)
+        return removed
+
+    def rename_run(self, run: str, new: str) -> None:
+        """Give run `run` the name `new` (validated as any run name; a name already taken is refused). Its records
+        keep their place: they belong to the run, not to its name."""
+        check_run_name(new)
+        with self.transaction():
+            self.run_id(run)
+            if new == run:
+                return
+            if self._db.execute("SELECT 1 FROM runs WHERE name = ?", (new,)).fetchone() is not None:
+                raise InputError(f"cannot rename run {run!r} to {new!r}: a run named {new!r} is already in "
+                                 f"{self.location}; pick another name")
+            self._refuse_if_held(run, "rename")
+            self._db.execute("UPDATE runs SET name = ? WHERE name = ?", (new, run))
+
+    def tag_run(self, run: str, tags: Iterable[str]) -> list[str]:
+        """Add tags to a run (one already there is kept once); return its tags, sorted."""
+        wanted = [check_tag(t) for t in tags]
+        with self.transaction():
+            run_id = self.run_id(run)
+            self._db.executemany("INSERT OR IGNORE INTO run_tags (run_id, tag) VALUES (?, ?)",
+                                 [(run_id, t) for t in wanted])
+            return self.tags(run)
+
+    def untag_run(self, run: str, tags: Iterable[str]) -> list[str]:
+        """Take tags off a run; a tag it does not carry is refused (InputError naming the ones it has), so a typo
+        does not pass for done. Returns its tags, sorted."""
+        unwanted = [check_tag(t) for t in tags]
+        with self.transaction():
+            have = self.tags(run)
+            missing = [t for t in unwanted if t not in have]
+            if missing:
+                raise InputError(f"run {run!r} has no tag {missing[0]!r}; its tags: {', '.join(have) or 'none'}")
+            run_id = self.run_id(run)
+            self._db.executemany("DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [(run_id, t) for t in unwanted])
+            return self.tags(run)
+
+    def tags(self, run: str) -> list[str]:
+        """The run's tags, sorted."""
+        rows = self._query("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", (self.run_id(run),))
+        return [r[0] for r in rows]
+
+    def set_note(self, run: str, text: str) -> None:
+        """Keep a free-text note with the run (it replaces the one before; empty text removes it)."""
+        note = check_note(text)
+        with self.transaction():
+            self._db.execute("UPDATE runs SET note = ? WHERE id = ?", (note or None, self.run_id(run)))
+
+    def note(self, run: str) -> str | None:
+        """The run's note, or None."""
+        return self._query("SELECT note FROM runs WHERE id = ?", (self.run_id(run),))[0][0]
+
+    def free_name(self, base: str) -> str:
+        """`base` when no run has that name, else the first free of `base-2`, `base-3`, ... (a re-run script's
+        next run). Call it inside the transaction that creates the run, so that no other writer takes the name
+        in between."""
+        check_run_name(base)
+        # LIKE may match more than `base-N` (`_` is its wildcard, ASCII case is ignored): only exact names count.
+        taken = {r[0] for r in self._query("SELECT name FROM runs WHERE name = ? OR name LIKE ?", (base, base + "-%"))}
+        n = 1
+        name = base
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        return name
+
+    def readable_name(self) -> str:
+        """A free run name a person can say (`brisk-otter-7`: `names.readable_name`, numbered by the runs so
+        far). Like `free_name`, call it inside the transaction that creates the run."""
+        number = int(self._query("SELECT COUNT(*) FROM runs")[0][0]) + 1
+        for _ in range(8):
+            name = readable_name(number)
+            if not self._query("SELECT 1 FROM runs WHERE name = ?", (name,)):
+                return name
+        return self.free_name(name)
 
     # -- steps ----------------------------------------------------------------------------------------
 
@@ -678,16 +835,15 @@ class Ledger:
         for start in range(0, len(new), BLOCK_ROWS):
             cut = slice(start, start + BLOCK_ROWS)
             part = _Columns(new.steps[cut], {k: (v[cut], m[cut]) for k, (v, m) in new.values.items()})
-            tokens_max = None
-            if "tokens" in part.values:
-                v, m = part.values["tokens"]
-                ok = ~m & np.isfinite(v)
-                tokens_max = float(v[ok].max()) if ok.any() else None
+            tokens_max = _largest(part, "tokens")
             head = (int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *_encode(part))
-            rows.append((*params, *head, block_checksum(scope["run_id"], key, *head)))
+            # The core table also keeps its blocks' last wall clock, which `runs()` reads as a run's duration.
+            tail_cols = (_largest(part, "wall_s"),) if table == "step_blocks" else ()
+            rows.append((*params, *head, block_checksum(scope["run_id"], key, *head), *tail_cols))
         self._db.executemany(
             f"INSERT INTO {table} ({', '.join(scope)}, first_step, last_step, n, tokens_max, columns, data, missing, "
-            f"checksum) VALUES ({', '.join('?' * (len(scope) + 8))})",
+            f"checksum{', wall_s_max' if table == 'step_blocks' else ''}) "
+            f"VALUES ({', '.join('?' * (len(scope) + 8 + (table == 'step_blocks')))})",
             rows,
         )
 
@@ -875,8 +1031,8 @@ class Ledger:
 
     def copy_run(self, source: Ledger, run: str) -> int:
         """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into this one:
-        steps, extras and evals, one transaction; the run is created (with its manifest and status) if this
-        ledger lacks it, and steps already here are merged as `append_steps` merges. Returns step rows copied."""
+        steps, extras, evals, tags and note, one transaction; the run is created (with its manifest and status) if
+        this ledger lacks it, and steps already here are merged as `append_steps` merges. Returns step rows copied."""
         info = source.run_info(run)
         steps = source.steps(run, nullable=True)
         extras = source.extras(run)
@@ -887,6 +1043,10 @@ class Ledger:
                                 source=info["source"])
             for key, value in source.meta(run).items():
                 self.set_meta(run, key, value)
+            self.tag_run(run, source.tags(run))
+            note = source.note(run)
+            if note:
+                self.set_note(run, note)
             if len(steps):
                 self.append_steps(run, steps)
             for key, part in extras.groupby("key", sort=False):

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from yieldgate.errors import InputError, ManifestError
 
@@ -41,6 +41,9 @@ __all__ = [
     "validate",
     "format_validation_error",
     "diff",
+    "flat_config",
+    "plain_config",
+    "with_hparams",
 ]
 
 
@@ -301,15 +304,27 @@ class Manifest(_Model):
     """Versions of the libraries that matter (torch, transformers, ...)."""
     seed: int | None = None
     """Random seed."""
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    """Hyper-parameters as the training code holds them: free-form, nested JSON (`{"optimizer": {"lr": 3e-4}}`),
+    filled from `Tracker(hparams=...)`, a Trainer's `TrainingArguments` and model config, or Lightning's `hparams`.
+    Part of the diff (`config.optimizer.lr`), so of a comparison's confounders; shown flattened (`flat_config`)."""
+
+    def canonical(self) -> dict[str, Any]:
+        """The JSON form that is hashed, stored and diffed. An empty `config` is left out, so a manifest without
+        hyper-parameters keeps the hash it had before the field existed."""
+        dump = self.model_dump(mode="json")
+        if not dump["config"]:
+            del dump["config"]
+        return dump
 
     def content_hash(self) -> str:
         """sha256 of the canonical JSON form: the same for any key order or file format."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        canonical = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_json(self) -> str:
         """Compact JSON, the form the ledger stores."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return json.dumps(self.canonical(), sort_keys=True)
 
 
 # -- loading -------------------------------------------------------------------------------------------
@@ -477,12 +492,65 @@ def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
         out[path] = value
 
 
+def plain_config(value: Any, *, origin: str, strict: bool = True, _at: str = "") -> Any:
+    """Hyper-parameters as JSON values for `Manifest.config`: mappings (keys as text), lists (from tuples and sets,
+    a set sorted), numbers, text, booleans and None; numpy and 0-d torch scalars become numbers, enums their values,
+    paths and dtypes text, a non-finite float its name (`nan`, JSON has none). Anything else is a ManifestError
+    naming its key (`strict`), or its `str()` (not strict: what a framework's arguments hold that we cannot
+    foresee, e.g. a callable)."""
+    import enum
+    import math
+    import os
+
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict) or (hasattr(value, "keys") and hasattr(value, "__getitem__")):
+        return {str(k): plain_config(value[k], origin=origin, strict=strict, _at=f"{_at}.{k}" if _at else str(k))
+                for k in value.keys()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [plain_config(v, origin=origin, strict=strict, _at=f"{_at}[{i}]") for i, v in enumerate(items)]
+    if isinstance(value, enum.Enum):
+        return plain_config(value.value, origin=origin, strict=strict, _at=_at)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    item = getattr(value, "item", None)  # numpy scalars, 0-d arrays and tensors
+    if callable(item) and getattr(value, "ndim", 0) == 0:
+        return plain_config(item(), origin=origin, strict=strict, _at=_at)
+    if type(value).__name__ == "dtype":  # torch.float16, numpy.dtype('float32')
+        return str(value)
+    if strict:
+        raise ManifestError(f"{origin}: config.{_at}: {type(value).__name__} is not a JSON value (numbers, text, "
+                            f"booleans, lists and mappings are), got {reprlib.repr(value)}")
+    return str(value)
+
+
+def with_hparams(manifest: Manifest | None, hparams: Any, *, origin: str, strict: bool = True) -> Manifest:
+    """`manifest` (or an empty one) with `hparams` merged over its `config`, key by key at the top level."""
+    if not hasattr(hparams, "keys"):
+        raise ManifestError(f"{origin}: hyper-parameters must be a mapping (e.g. vars(args)), got "
+                            f"{type(hparams).__name__}")
+    config = plain_config(hparams, origin=origin, strict=strict)
+    base = manifest.canonical() if manifest is not None else {}
+    return parse_manifest({**base, "config": {**base.get("config", {}), **config}}, origin=origin)
+
+
+def flat_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A nested `Manifest.config` as dotted keys, sorted (`{"optimizer": {"lr": 3e-4}}` -> `{"optimizer.lr": 3e-4}`);
+    lists stay values."""
+    out: dict[str, Any] = {}
+    _flatten(config, "", out)
+    return out
+
+
 def diff(a: Manifest, b: Manifest) -> list[Difference]:
     """Fields whose values differ, as dotted paths (`data.sources[web].weight`), sorted by path."""
     fa: dict[str, Any] = {}
     fb: dict[str, Any] = {}
-    _flatten(a.model_dump(mode="json"), "", fa)
-    _flatten(b.model_dump(mode="json"), "", fb)
+    _flatten(a.canonical(), "", fa)
+    _flatten(b.canonical(), "", fb)
     return [
         Difference(field=k, a=fa.get(k), b=fb.get(k))
         for k in sorted(set(fa) | set(fb))

@@ -11,6 +11,8 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from yieldgate.errors import SchemaVersionError
 from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES
 
@@ -189,6 +191,39 @@ def _block_checksums(db: sqlite3.Connection) -> None:
         db.execute(f"ALTER TABLE {table} ADD COLUMN checksum TEXT")
 
 
+def _run_lifecycle(db: sqlite3.Connection) -> None:
+    # Runs a team can manage: tags (one row per run and tag, so a filter is an index lookup on any backend), a
+    # free-text note, and the wall-clock end of each block of core steps (`wall_s_max`, the largest recorded
+    # `wall_s`), so a run's duration is read like its tokens, without decoding a block. Blocks stored before
+    # this migration get theirs computed here, once.
+    db.execute("ALTER TABLE runs ADD COLUMN note TEXT")
+    db.execute("""CREATE TABLE run_tags (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (run_id, tag)
+    )""")
+    db.execute("CREATE INDEX run_tags_by_tag ON run_tags (tag, run_id)")
+    db.execute("ALTER TABLE step_blocks ADD COLUMN wall_s_max REAL")
+    rows = db.execute("SELECT id, n, columns, data, missing FROM step_blocks WHERE ',' || columns || ',' LIKE "
+                      "'%,wall_s,%'").fetchall()
+    db.executemany("UPDATE step_blocks SET wall_s_max = ? WHERE id = ?",
+                   [(_column_max(n, columns, data, missing, "wall_s"), block)
+                    for block, n, columns, data, missing in rows])
+
+
+def _column_max(n: int, columns: str, data: bytes, missing: bytes | None, name: str) -> float | None:
+    """Largest finite recorded value of column `name` in a stored block (the block layout of `step_blocks`: int64
+    steps[n], then float64 values[n] per column, then a packed missing-bit matrix), or None."""
+    names = columns.split(",")
+    i = names.index(name)
+    values = np.frombuffer(data, dtype="<f8", count=n, offset=8 * n * (i + 1))
+    keep = np.isfinite(values)
+    if missing is not None:
+        bits = np.unpackbits(np.frombuffer(missing, dtype=np.uint8).reshape(len(names), -1), axis=1, count=n)
+        keep &= ~bits[i].astype(bool)
+    return float(values[keep].max()) if keep.any() else None
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _initial),
@@ -197,6 +232,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0004_resume_events", _resume_events),
     ("0005_run_owner", _run_owner),
     ("0006_block_checksums", _block_checksums),
+    ("0007_run_lifecycle", _run_lifecycle),
 ]
 
 

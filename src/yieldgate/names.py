@@ -7,6 +7,8 @@ spelling.
 
 from __future__ import annotations
 
+import re
+import secrets
 import unicodedata
 from typing import Final
 
@@ -25,6 +27,9 @@ __all__ = [
     "is_extra_key",
     "unsafe_character",
     "check_run_name",
+    "check_tag",
+    "check_note",
+    "readable_name",
     "key_problem",
     "split_eval_key",
     "metric_direction",
@@ -133,6 +138,51 @@ def check_run_name(name: str) -> str:
         raise InputError(f"run name {name!r} is not allowed: '/' separates parts of a name, and no part may be "
                          "empty, '.' or '..'; backslashes are not allowed")
     return name
+
+
+_TAG = re.compile(r"[\w.:/=+@-]{1,64}")
+
+
+def check_tag(tag: str) -> str:
+    """`tag` when it may tag a run: 1 to 64 letters, digits and `_ . : / = + @ -` (`baseline`, `lr=3e-4`,
+    `team/data`); InputError naming the rule otherwise. No spaces or commas: tags are listed joined by them."""
+    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+        raise InputError(f"tag {tag!r} is not allowed: use 1 to 64 letters, digits and _ . : / = + @ - "
+                         "(no spaces or commas), e.g. 'baseline' or 'lr=3e-4'")
+    return tag
+
+
+def check_note(text: str) -> str:
+    """`text` when it may be a run's note: up to 4,000 characters, lines of printable text (line breaks and tabs
+    allowed, no terminal escapes or bidi controls); InputError otherwise."""
+    if not isinstance(text, str):
+        raise InputError(f"a note must be text, got {type(text).__name__}")
+    if len(text) > 4000:
+        raise InputError(f"a note holds at most 4,000 characters, got {len(text):,}: keep longer text in a file and "
+                         "note its path")
+    unsafe = unsafe_character(text.replace("\n", "").replace("\t", ""))
+    if unsafe is not None:
+        raise InputError(f"the note is not allowed: it holds {unsafe}")
+    return text
+
+
+# Words of generated run names (`readable_name`): short, plain, and unlikely to offend in any pairing.
+_ADJECTIVES: Final = (
+    "amber", "bold", "brisk", "calm", "clear", "crisp", "deft", "eager", "fair", "fleet", "fresh", "gentle", "glad",
+    "grand", "keen", "kind", "light", "lively", "lucid", "merry", "mild", "neat", "nimble", "noble", "plain", "proud",
+    "quick", "quiet", "rapid", "ready", "sharp", "sleek", "smooth", "solid", "steady", "stout", "sunny", "swift",
+    "tidy", "vivid", "warm", "wise")
+_NOUNS: Final = (
+    "alder", "badger", "beacon", "birch", "brook", "canyon", "cedar", "comet", "coral", "crane", "delta", "ember",
+    "falcon", "fern", "fjord", "finch", "glacier", "harbor", "heron", "island", "lark", "maple", "meadow", "mesa",
+    "otter", "owl", "pine", "plover", "quartz", "raven", "reef", "river", "robin", "sparrow", "spruce", "summit",
+    "tern", "thistle", "tundra", "valley", "willow", "wren")
+
+
+def readable_name(number: int) -> str:
+    """A run name a person can say and remember: a random adjective and noun, then `number`
+    (`brisk-otter-7`). The caller makes it unique (`Ledger.free_name`)."""
+    return f"{secrets.choice(_ADJECTIVES)}-{secrets.choice(_NOUNS)}-{int(number)}"
 
 
 def key_problem(key: str) -> str | None:

@@ -131,7 +131,17 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 _SECTIONS = {"data": "data", "model": "model", "optimisation": "optimisation", "hardware": "hardware",
-             "evals": "eval portfolio", "library_versions": "library versions", "code_version": "code version"}
+             "evals": "eval portfolio", "library_versions": "library versions", "code_version": "code version",
+             "config": "hyper-parameters"}
+
+
+def _confounder(field: str) -> bool:
+    """Whether a manifest difference can confound a comparison: not the manifest's label, and not a seed (seed
+    groups differ in seeds on purpose), be it the manifest's `seed` or one among the hyper-parameters
+    (`config.training.seed`, `config.data_seed`)."""
+    last = field.rsplit(".", 1)[-1]
+    seed = last == "seed" or last.endswith("_seed")
+    return field not in ("seed", "name") and not (field.startswith("config.") and seed)
 
 
 def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -140,7 +150,7 @@ def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[
     if ma is None or mb is None:
         missing = [r.name for r in (a[0], b[0]) if r.manifest is None]
         return [], [f"no manifest for {', '.join(missing)}: the confounders of this comparison are unknown"]
-    fields = [d.model_dump() for d in diff(ma, mb) if d.field not in ("seed", "name")]
+    fields = [d.model_dump() for d in diff(ma, mb) if _confounder(d.field)]
     sections = sorted({_SECTIONS.get(f["field"].split(".")[0].split("[")[0], f["field"]) for f in fields})
     if len(sections) > 1:
         warnings.append(f"the sides differ in {', '.join(sections)}: more than the one thing under test, so the "

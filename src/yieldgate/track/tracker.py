@@ -42,8 +42,8 @@ from torch import nn
 
 from yieldgate.errors import InputError, NetworkFilesystem, RunInUse
 from yieldgate.ledger import Ledger, default_location
-from yieldgate.manifest import Manifest, load_manifest, parse_manifest
-from yieldgate.names import check_run_name, unsafe_character
+from yieldgate.manifest import Manifest, load_manifest, parse_manifest, with_hparams
+from yieldgate.names import check_run_name, readable_name, unsafe_character
 from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
@@ -259,9 +259,10 @@ class Tracker:
 
     def __init__(
         self,
-        run: str,
+        run: str | None = None,
         *,
         manifest: Manifest | str | Path | Mapping[str, Any] | None = None,
+        hparams: Mapping[str, Any] | None = None,
         ledger: str | Path | None = None,
         signals: Literal["throughput", "full"] = "throughput",
         model: nn.Module | None = None,
@@ -274,8 +275,20 @@ class Tracker:
         step: int | None = None,
         tokens: float | None = None,
         samples: float | None = None,
+        suffix_if_taken: bool = False,
     ) -> None:
-        """`resume=True` continues a run already in the ledger. `step`, `tokens` and `samples` say where the
+        """`run` names the run; None gives it a readable unique name (`brisk-otter-7`, in `tracker.run`). A name
+        already in the ledger is refused unless `resume` (below), or, with `suffix_if_taken`, the run is recorded
+        under the first free `<run>-2`, `<run>-3`, ... (what a training script run again wants; the framework
+        callbacks do this). The name is chosen in the transaction that creates the run, so two processes starting
+        at once get two names.
+
+        `hparams`: the hyper-parameters (a mapping, nested as you like: `vars(args)`, a config dict), kept as the
+        manifest's `config` (merged over one the manifest has, these winning key by key at the top level), where
+        `yieldgate show` prints them and `compare` counts a difference as a confounder. (`config` is the Tracker's
+        own cadences, TrackerConfig.)
+
+        `resume=True` continues a run already in the ledger. `step`, `tokens` and `samples` say where the
         run stands, from the checkpoint it restarts from (the step it completed and the counters then): records
         stored after `step` belong to work the restart threw away and are set apart (a `resume` event, see
         `Ledger.supersede`); the next step is `step + 1` and counters continue from the checkpoint's. Without
@@ -289,7 +302,9 @@ class Tracker:
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
         point = _resume_point(step, tokens, samples)
-        self.run = check_run_name(run)
+        # None until rank 0 picks a free name while it creates the run (`_open_run`).
+        self.run: str = check_run_name(run) if run is not None else None  # type: ignore[assignment]
+        self._pick_name = run is None or (suffix_if_taken and not resume)
         self.config = config or TrackerConfig()
         self.signals = signals
         self.location = str(ledger) if ledger is not None else default_location()
@@ -297,6 +312,8 @@ class Tracker:
             manifest = load_manifest(manifest)
         elif isinstance(manifest, Mapping):
             manifest = parse_manifest(dict(manifest), origin="Tracker(manifest=...)")
+        if hparams is not None:
+            manifest = with_hparams(manifest, hparams, origin="Tracker(hparams=...)")
         self.manifest: Manifest | None = manifest
         self.faults = 0
         self.busy = Busy()
@@ -323,6 +340,11 @@ class Tracker:
         self._rebase = False
         if self.rank == 0:
             base, self._rebase = self._open_run(resume, takeover, point, base)
+        if self._pick_name and self._group is not None:
+            # Once, before training: every rank learns the name rank 0 chose (over our gloo group, not the job's).
+            chosen = [self.run]
+            torch.distributed.broadcast_object_list(chosen, src=0, group=self._group)
+            self.run = chosen[0]
         self._step = int(base["step"])
         self._tokens_total = 0.0
         self._samples_total = 0.0
@@ -401,11 +423,19 @@ class Tracker:
         transaction; return where its counters start and whether the first explicit step may still move that
         point (a resumed run given no `step=`)."""
         here = os.path.abspath(self.location)
-        if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
-            raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
-                           "process; close it first")
+
+        def refuse_a_second_tracker() -> None:  # before the ledger, which may be unreachable
+            if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
+                raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
+                               "process; close it first")
+
+        if not self._pick_name:
+            refuse_a_second_tracker()
         try:
             with Ledger(self.location, durable=True) as ledger, ledger.transaction():
+                if self._pick_name:  # in the claim's write transaction: no other writer takes the name meanwhile
+                    self.run = ledger.readable_name() if self.run is None else ledger.free_name(self.run)
+                    refuse_a_second_tracker()
                 exists = ledger.claim_run(self.run, owner=self.owner, manifest=self.manifest, resume=resume,
                                           takeover=takeover)
                 if not exists:
@@ -431,6 +461,8 @@ class Tracker:
         except (InputError, RunInUse, NetworkFilesystem):
             raise  # configuration errors: before the first step, never once training runs
         except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
+            if self.run is None:  # the writer may still reach the ledger later: the run needs a name
+                self.run = readable_name(int(time.time()) % 100_000)
             self._fault("opening the run", exc)
         return base, False
 

@@ -35,7 +35,13 @@ What each step record holds, and where it comes from:
   with several eval datasets (a dict), the Trainer prefixes `eval_<dataset>_`, recorded as task `val/<dataset>`:
   `eval_code_loss` -> `val/code/loss`. Speed figures (runtime, samples/s, steps/s) are left out.
 
-The Tracker is created at `on_train_begin` (with the Trainer's model, its torch optimizer and, for fp16, its
+- **hyper-parameters** (the manifest's `config`, `trainer_hparams`): `training`, the `TrainingArguments`
+  (`to_dict()`, less where files go, hub settings and tokens), and `model`, the model's config (`to_dict()`, less
+  its private `_` keys and the transformers version); merged over a `config` the manifest passed has.
+
+The run is named `run`, or `run-2`, `run-3`, ... when the script is run again and an earlier run took the name
+(`resume=True` continues that run instead); without `run`, a readable unique name. `callback.tracker.run` says
+which. The Tracker is created at `on_train_begin` (with the Trainer's model, its torch optimizer and, for fp16, its
 GradScaler) and closed `finished` at `on_train_end`. The Trainer has no exception hook: to mark a crashed run
 `failed`, catch around `trainer.train()` and call `callback.close("failed")`.
 """
@@ -52,11 +58,11 @@ from accelerate.optimizer import AcceleratedOptimizer
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import IntervalStrategy
 
-from yieldgate.manifest import Manifest
+from yieldgate.manifest import Manifest, plain_config
 from yieldgate.track.integrations import TokenCounter, TrackerArgs, batch_counts
 from yieldgate.track.tracker import Tracker, TrackerConfig
 
-__all__ = ["YieldgateCallback", "eval_metrics"]
+__all__ = ["YieldgateCallback", "eval_metrics", "trainer_hparams"]
 
 log = logging.getLogger("yieldgate.track")
 
@@ -90,12 +96,29 @@ def eval_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+# TrainingArguments fields that say where files go, how to publish, or hold a secret: not how the model trains.
+_NOT_HPARAMS = ("output_dir", "logging_dir", "run_name", "overwrite_output_dir", "resume_from_checkpoint",
+                "report_to", "push_to_hub")
+
+
+def trainer_hparams(args: TrainingArguments, model: torch.nn.Module | None) -> dict[str, Any]:
+    """The run's hyper-parameters as the Trainer knows them (see the module docstring), as JSON values."""
+    training = {k: v for k, v in args.to_dict().items()
+                if k not in _NOT_HPARAMS and not k.startswith(("hub_", "push_to_hub")) and not k.endswith("_token")}
+    out: dict[str, Any] = {"training": training}
+    to_dict = getattr(getattr(model, "config", None), "to_dict", None)
+    if callable(to_dict):
+        out["model"] = {k: v for k, v in to_dict().items()
+                        if not k.startswith("_") and k != "transformers_version"}
+    return plain_config(out, origin="TrainingArguments", strict=False)
+
+
 class YieldgateCallback(TrainerCallback):
     """Records a `Trainer` run into the ledger through a `Tracker` (see the module docstring for each field)."""
 
     def __init__(
         self,
-        run: str,
+        run: str | None = None,
         *,
         ledger: str | Path | None = None,
         manifest: Manifest | str | Path | Mapping[str, Any] | None = None,
@@ -128,7 +151,8 @@ class YieldgateCallback(TrainerCallback):
         # The Trainer has restored a checkpoint's state by now: its step, and its token count when it keeps one.
         seen = getattr(state, "num_input_tokens_seen", 0) or None
         self.tracker = self.args.open(model=model, optimizer=optimizer, scaler=scaler, step=state.global_step,
-                                      tokens=seen if state.global_step else None)
+                                      tokens=seen if state.global_step else None,
+                                      hparams=trainer_hparams(args, model))
         if model is not None:
             self._main = getattr(model, "main_input_name", "input_ids")
             # compiler.disable: under torch.compile the hook runs eagerly ahead of the graph, not traced into it.

@@ -31,7 +31,13 @@ What each step record holds, and where it comes from:
   `val_acc` -> `val/acc`, `val/code/loss` -> task `val/code`, metric `loss`; Lightning's suffix for several
   loaders, `val/loss/dataloader_idx_1`, -> `val/dataloader_idx_1/loss`.
 
-The Tracker is created at `on_train_start` (with the LightningModule, its first optimizer and the AMP
+- **hyper-parameters** (the manifest's `config`, `lightning_hparams`): the LightningModule's `hparams` (what its
+  `save_hyperparameters()` kept), and the datamodule's under `datamodule` when it saved any; merged over a
+  `config` the manifest passed has.
+
+The run is named `run`, or `run-2`, `run-3`, ... when the script is run again and an earlier run took the name
+(`resume=True` continues that run instead); without `run`, a readable unique name. `callback.tracker.run` says
+which. The Tracker is created at `on_train_start` (with the LightningModule, its first optimizer and the AMP
 GradScaler when there is one), closed `finished` at `on_train_end`, or `failed` (`killed` on Ctrl-C) at
 `on_exception`. Every rank runs the callback; the Tracker reduces counts across ranks and rank 0 writes.
 
@@ -49,11 +55,11 @@ from typing import Any, Literal
 
 import torch
 
-from yieldgate.manifest import Manifest
+from yieldgate.manifest import Manifest, plain_config
 from yieldgate.track.integrations import TokenCounter, TrackerArgs, batch_counts
 from yieldgate.track.tracker import Tracker, TrackerConfig
 
-__all__ = ["YieldgateCallback", "val_metrics"]
+__all__ = ["YieldgateCallback", "val_metrics", "lightning_hparams"]
 
 log = logging.getLogger("yieldgate.track")
 
@@ -100,12 +106,21 @@ def val_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def lightning_hparams(module: Any, datamodule: Any = None) -> dict[str, Any]:
+    """The run's hyper-parameters as Lightning knows them (see the module docstring), as JSON values."""
+    out = dict(getattr(module, "hparams", None) or {})
+    data = getattr(datamodule, "hparams", None)
+    if data:
+        out["datamodule"] = dict(data)
+    return plain_config(out, origin="LightningModule.hparams", strict=False)
+
+
 class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
     """Records a Lightning run into the ledger through a `Tracker` (see the module docstring for each field)."""
 
     def __init__(
         self,
-        run: str,
+        run: str | None = None,
         *,
         ledger: str | Path | None = None,
         manifest: Manifest | str | Path | Mapping[str, Any] | None = None,
@@ -134,7 +149,8 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         scaler = getattr(trainer.precision_plugin, "scaler", None)  # a GradScaler with 16-mixed, else None
         # A checkpoint given to fit() is restored by now: global_step is its step.
-        self.tracker = self.args.open(model=pl_module, optimizer=optimizer, scaler=scaler, step=trainer.global_step)
+        self.tracker = self.args.open(model=pl_module, optimizer=optimizer, scaler=scaler, step=trainer.global_step,
+                                      hparams=lightning_hparams(pl_module, getattr(trainer, "datamodule", None)))
         self._last_step = trainer.global_step
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
