@@ -146,6 +146,7 @@ COMMANDS = {
     "probe": {"--json", "--executor", "--workers", "--address"},
     "campaign": {"--json"},
     "gate": {"--json", "--policy", "--strict"},
+    "plan": {"--json", "--policy"},
     "decisions": {"--json"},
 }
 
