@@ -221,9 +221,9 @@ def test_downsample_keeps_each_columns_extremes_and_the_ends():
 @pytest.mark.slow
 def test_report_command_prints_where_it_wrote(cli_for, runs_db, tmp_path):
     out = cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "one.html")).stdout
-    assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 4 plots")
+    assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 5 plots")
     assert json.loads(cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "two.html"), "--json").stdout)[
-        "figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning"]
+        "figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields"]
 
 
 def test_a_run_without_evaluations_still_gets_a_page_that_says_so(cli, ledger_path, tmp_path):

@@ -334,8 +334,13 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             _until(page, "document.querySelectorAll('#runs tbody tr').length === 5")
             names = page.evaluate("[...document.querySelectorAll('#runs tbody tr td:nth-child(2)')].map(e => e.textContent)")
             assert sorted(names) == sorted(["base/s0", "base/s1", "big/s0", EVIL, "live"])
+            page.click("th[data-key=steps]")  # sort by steps, ascending: the live run (fewest so far) first
+            _until(page, "document.querySelector('#runs tbody tr td:nth-child(2)').textContent === 'live'")
             page.fill("#filter", "base")
             _until(page, "document.querySelectorAll('#runs tbody tr').length === 2")
+            page.check("#runs tbody tr:nth-child(1) input")
+            page.check("#runs tbody tr:nth-child(2) input")
+            assert page.get_attribute("#compare-link", "href") == "/compare?a=base%2Fs0&b=base%2Fs1"
             page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
 
             # Each run page: every plot's traces named and counted as the ledger says.
