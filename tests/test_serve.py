@@ -109,6 +109,26 @@ def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(cli
                                  "updated_at": payload["cursor"]["updated_at"]}
 
 
+def test_a_run_with_only_a_training_loss_or_nothing_yet_gets_a_page(tmp_path):
+    """The Hugging Face Trainer's default (steps and a training loss, no tokens, no evaluations) is drawn against
+    steps, and says it uses the training loss; a run just created draws nothing and says why."""
+    path = tmp_path / "few.db"
+    with Ledger(path) as led:
+        led.create_run("fresh")
+        led.create_run("hf")
+        led.append_steps("hf", {"step": list(range(10, 210, 10)), "loss": [3.0 - 0.05 * k for k in range(20)]})
+    client = TestClient(create_app(str(path)))
+    hf = client.get("/api/run/figures", params={"name": "hf"}).json()
+    assert hf["metric"] == "loss" and [f["id"] for f in hf["figures"]] == ["loss-steps"]
+    assert _figures(hf)["loss-steps"]["figure"]["layout"]["yaxis"]["title"]["text"] == "loss (nats/token)"
+    assert "hf has no val/loss evaluations; using loss (the training loss) (choose with metric=...)" in hf["notes"]
+    fresh = client.get("/api/run/figures", params={"name": "fresh"}).json()
+    assert fresh["figures"] == [] and fresh["cursor"]["last_step"] is None
+    assert "run 'fresh' has 0 evaluation(s) of val/loss: no curve or yields drawn for it" in fresh["notes"]
+    for name in ("hf", "fresh"):
+        assert client.get("/run", params={"name": name}).status_code == 200
+
+
 def test_the_run_page_shows_events_manifest_and_status(client):
     page = client.get("/run", params={"name": "base/s0"}).text
     assert 'data-run="base/s0"' in page and 'class="status status-running">running</span>' in page
@@ -373,6 +393,11 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             _until(page, "Number(document.body.dataset.draws || 0) >= 1")
             count = "document.getElementById('fig-loss-tokens')._fullData[0]._length"
             assert page.evaluate(count) == 2 and page.evaluate("document.getElementById('status').textContent") == "running"
+            # Steps between evaluations: the throughput trace grows without a reload.
+            grown = ("(() => { const d = document.getElementById('fig-throughput-learning'); "
+                     "return d._fullData.find(t => t.meta.series === 'tokens_per_s')._length; })()")
+            before = page.evaluate(grown)
+            _until(page, f"{grown} > {before}", 2.0, "new throughput points")
             go.touch()
             written = float(tracker.stdout.readline().split()[2])
             try:

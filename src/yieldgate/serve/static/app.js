@@ -5,7 +5,11 @@
 const PLOT_CONFIG = {displaylogo: false, responsive: true};
 const LIVE_POLL_MS = 250;      // a run page asks for news this often (a new evaluation shows within 2 s)
 const RUNS_POLL_MS = 2000;     // the runs table refreshes this often
-const REDRAW_EVERY_MS = 10000; // between evaluations, the whole run is redrawn (re-downsampled) at most this often
+// Between evaluations the whole run is redrawn (re-downsampled; a curve of the training loss grows) at most every
+// REDRAW_GAP_MS, or every REDRAW_SHARE times the last redraw's duration if longer: a big run is not redrawn
+// back to back.
+const REDRAW_GAP_MS = 1500;
+const REDRAW_SHARE = 5;
 
 async function getJSON(url) {
   const response = await fetch(url, {credentials: "same-origin"});
@@ -85,10 +89,13 @@ async function runPage(container) {
   let cursor = null;
   let metric = container.dataset.metric;
   let drawnAt = 0;
+  let redrawMs = 0;
   let busy = false;
 
   async function redraw() {
+    const started = Date.now();
     const payload = await getJSON(`/api/run/figures?${query}`);
+    redrawMs = Date.now() - started;
     drawFigures(container, payload);
     cursor = payload.cursor;
     metric = payload.metric;
@@ -131,12 +138,12 @@ async function runPage(container) {
       if (news.curve) extendCurve(news.curve);
       setStatus(news.status);
       const steps = document.getElementById("steps");
-      // A new evaluation or status: redraw now. New steps only: grow the throughput trace, and redraw (which
-      // downsamples the whole run again) every REDRAW_EVERY_MS, or now if there was no trace to grow.
+      // A new evaluation or status: redraw now. New steps only: grow the throughput trace at once, and redraw
+      // when the gap allows, or now if there was no trace to grow.
       let redrawNow = news.evals !== cursor.evals || news.status !== cursor.status;
       if (!redrawNow && news.new_steps > 0) {
         const extended = news.throughput.step.length === 0 || extendThroughput(news.throughput);
-        redrawNow = !extended || Date.now() - drawnAt > REDRAW_EVERY_MS;
+        redrawNow = !extended || Date.now() - drawnAt > Math.max(REDRAW_GAP_MS, REDRAW_SHARE * redrawMs);
         cursor.last_step = news.last_step;
       }
       if (redrawNow) await redraw();
