@@ -198,6 +198,7 @@ def test_a_token_is_required_of_every_request_when_set(runs_db):
     assert first.status_code == 303 and first.headers["location"] == "/run?name=base%2Fs0"  # the token leaves the URL
     assert "httponly" in first.headers["set-cookie"].lower() and first.headers["content-security-policy"] == CSP
     assert client.get("/api/runs").status_code == 200  # the cookie from now on
+    assert client.get(f"http://testserver//example.com/?token={TOKEN}").headers["location"] == "/example.com/"  # not a redirect off-site
 
 
 def test_beyond_loopback_a_token_is_generated_and_loopback_answers_only_its_names(runs_db):

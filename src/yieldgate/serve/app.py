@@ -73,7 +73,8 @@ class _Guard:
                 # The token came in the URL (the one `yieldgate serve` printed): keep it in a cookie and drop it from
                 # the address, so it is not left in the history or shown on screen.
                 rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                response: Response = RedirectResponse(scope["path"] + ("?" + urlencode(rest) if rest else ""), 303)
+                path = "/" + scope["path"].lstrip("/")  # `//host/x` would send the browser to another host
+                response: Response = RedirectResponse(path + ("?" + urlencode(rest) if rest else ""), 303)
                 response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
                 await response(scope, receive, send_with_headers)
                 return
