@@ -17,7 +17,7 @@ from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.trainer import ProbeConfig, train_probe
 from yieldgate.report.console import evidence_lines
-from yieldgate.report.figures import MAX_POINTS, downsample
+from yieldgate.report.figures import MAX_POINTS, downsample, metric_title
 from yieldgate.report.sections import collect
 
 from .test_probe import RECIPE
@@ -204,6 +204,13 @@ def test_bad_input_is_one_line_and_exit_2(cli_for, runs_db, tmp_path):
     for bad in (tmp_path / "missing-folder" / "r.html", tmp_path):
         result = cli("report", "costed/s0", "-o", str(bad), code=2)
         assert result.stderr.startswith(f"error: -o {bad}: cannot write the report") and result.stderr.count("\n") == 1
+
+
+def test_axis_titles_carry_the_metrics_unit_and_are_escaped():
+    assert metric_title("val/loss") == "val/loss (nats/token)" and metric_title("loss") == "loss (nats/token)"
+    assert metric_title("val/web/bpb") == "val/web/bpb (bits/byte)"
+    assert metric_title("arc_easy/acc") == "arc_easy/acc (score)"
+    assert metric_title("<b>x</b>/loss") == "&lt;b&gt;x&lt;/b&gt;/loss (nats/token)"
 
 
 def test_downsample_keeps_each_columns_extremes_and_the_ends():
