@@ -3,7 +3,10 @@
 "use strict";
 
 const PLOT_CONFIG = {displaylogo: false, responsive: true};
-const LIVE_POLL_MS = 250;      // a run page asks for news this often (a new evaluation shows within 2 s)
+// A run page asks for news every LIVE_POLL_MS (a new evaluation shows within 2 s), or every POLL_SHARE times the
+// last answer's duration if longer: a slow server (a big ledger) is not asked back to back.
+const LIVE_POLL_MS = 250;
+const POLL_SHARE = 3;
 const RUNS_POLL_MS = 2000;     // the runs table refreshes this often
 // Between evaluations the whole run is redrawn (re-downsampled; a curve of the training loss grows) at most every
 // REDRAW_GAP_MS, or every REDRAW_SHARE times the last redraw's duration if longer: a big run is not redrawn
@@ -90,7 +93,6 @@ async function runPage(container) {
   let metric = container.dataset.metric;
   let drawnAt = 0;
   let redrawMs = 0;
-  let busy = false;
 
   async function redraw() {
     const started = Date.now();
@@ -130,11 +132,12 @@ async function runPage(container) {
   }
 
   async function poll() {
-    if (busy) return;
-    busy = true;
+    const started = Date.now();
+    let asked = 0;  // how long the server took to answer (a redraw after it does not count)
     try {
       const news = await getJSON(`/api/run/live?name=${encodeURIComponent(name)}&metric=${encodeURIComponent(metric)}` +
         `&after=${cursor.last_step ?? ""}&evals=${cursor.evals}&curve_after=${cursor.curve_step ?? ""}`);
+      asked = Date.now() - started;
       if (news.curve) extendCurve(news.curve);
       setStatus(news.status);
       const steps = document.getElementById("steps");
@@ -151,9 +154,8 @@ async function runPage(container) {
       live.textContent = `live: checked ${new Date().toLocaleTimeString()}`;
     } catch (error) {
       live.textContent = `live: ${error.message}`;
-    } finally {
-      busy = false;
     }
+    setTimeout(poll, Math.max(LIVE_POLL_MS, POLL_SHARE * asked));
   }
 
   try {
@@ -162,7 +164,7 @@ async function runPage(container) {
     showError(container, error);
     return;
   }
-  setInterval(poll, LIVE_POLL_MS);
+  setTimeout(poll, LIVE_POLL_MS);
 }
 
 async function comparePage(container) {
