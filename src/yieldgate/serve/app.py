@@ -3,8 +3,8 @@
 Read-only: every route is a GET and each request opens the ledger with `Ledger(readonly=True)` for itself, so a
 Tracker writing in another process is seen at the next request and nothing here can write. With a token
 (`create_app(token=...)`, always when bound beyond loopback: `server.py`) every request must carry it: as
-`Authorization: Bearer <token>`, as the cookie a first `?token=<token>` visit sets, or as that query parameter;
-without it the answer is 401. Every response carries a Content-Security-Policy that allows scripts from this
+`Authorization: Bearer <token>` (scripts), or as the cookie that a visit to an address ending in `?token=<token>`
+sets before it redirects to the same address without the token (browsers); without it the answer is 401. Every response carries a Content-Security-Policy that allows scripts from this
 server only (plotly.js from the installed `plotly` package: the page works offline).
 """
 
