@@ -109,6 +109,24 @@ def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(cli
                                  "updated_at": payload["cursor"]["updated_at"]}
 
 
+def test_a_runs_plots_are_drawn_again_only_when_what_they_show_changed(runs_db):
+    app = create_app(str(runs_db))
+    client = TestClient(app)
+
+    def spans() -> list:
+        payload = client.get("/api/run/figures", params={"name": "base/s1"}).json()
+        return _figures(payload)["loss-tokens"]["figure"]["layout"].get("shapes", [])
+
+    assert spans() == [] and spans() == [] and app.state.figures.hits == 1  # the reload came from the cache
+    with Ledger(runs_db) as led:  # an event changes no step, evaluation or status: the plots must still show it
+        led.add_event("base/s1", "diagnosis", {"cause": "data_exhaustion"}, start_step=200, end_step=300)
+    assert len(spans()) == 1 and app.state.figures.hits == 1
+    with Ledger(runs_db) as led:
+        led.set_status("base/s1", "failed")
+    assert client.get("/api/run/figures", params={"name": "base/s1"}).json()["cursor"]["status"] == "failed"
+    assert app.state.figures.hits == 1
+
+
 def test_a_run_with_only_a_training_loss_or_nothing_yet_gets_a_page(tmp_path):
     """The Hugging Face Trainer's default (steps and a training loss, no tokens, no evaluations) is drawn against
     steps, and says it uses the training loss; a run just created draws nothing and says why."""

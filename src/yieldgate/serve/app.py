@@ -126,6 +126,8 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     def ledger() -> Ledger:
         return Ledger(location, readonly=True)
 
+    figures = data.FigureCache()
+
     def runs_page(request: Request) -> HTMLResponse:
         return HTMLResponse(pages.runs_page(location))
 
@@ -147,7 +149,7 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     def api_run_figures(request: Request) -> JSONResponse:
         name = _arg(request, "name", "/api/run/figures?name=bs64-seed0")
         with ledger() as led:
-            return JSONResponse(data.run_figures(led, name, metric=request.query_params.get("metric") or "val/loss"))
+            return JSONResponse(figures.run_figures(led, name, metric=request.query_params.get("metric") or "val/loss"))
 
     def api_run_live(request: Request) -> JSONResponse:
         name = _arg(request, "name", "/api/run/live?name=bs64-seed0&after=1200")
@@ -190,4 +192,6 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     middleware = [Middleware(_Guard, token=token)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={YieldgateError: failed})
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={YieldgateError: failed})
+    app.state.figures = figures
+    return app

@@ -8,6 +8,9 @@ Nothing here computes a result of its own: the runs table is `Ledger.runs`, a ru
 from __future__ import annotations
 
 import base64
+import json
+import threading
+from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,7 +24,7 @@ from yieldgate.report.console import clean
 from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict
 from yieldgate.report.sections import collect
 
-__all__ = ["run_records", "run_record", "run_figures", "live_points", "comparison", "comparison_figures"]
+__all__ = ["run_records", "run_record", "run_figures", "FigureCache", "live_points", "comparison", "comparison_figures"]
 
 LIVE_COLUMNS = ("tokens", "wall_s", "tokens_per_s")
 """The step columns a live poll reads (the throughput trace grows from them between full redraws)."""
@@ -92,6 +95,40 @@ def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[s
     cursor["curve_step"] = int(curve["step"].max()) if len(curve) else None
     return clean({"run": run, "metric": data.metric, "notes": data.notes, "cursor": cursor,
                   "figures": [_figure(f) for f in build_figures(data)]})
+
+
+class FigureCache:
+    """The plots of the last few run pages, so a reload or a second tab of a big, unchanged run costs a ledger
+    query instead of the analysis (seconds at a million steps). An entry is keyed by everything the plots are
+    drawn from that can change: the run's status (as computed at read time), its `updated_at` (bumped by every
+    write of steps, evaluations, status or manifest), its events (diagnoses drawn as spans) and its notes."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.hits = 0
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _signature(ledger: Ledger, run: str) -> tuple[Any, ...]:
+        info, events = ledger.run_info(run), ledger.events(run)
+        return (info["status"], info["updated_at"], len(events), int(events["id"].max()) if len(events) else None,
+                int((events["state"] == "resolved").sum()), json.dumps(ledger.meta(run), sort_keys=True, default=str))
+
+    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[str, Any]:
+        """`run_figures`, from the cache when nothing it is drawn from changed since."""
+        key = (run, metric, *self._signature(ledger, run))  # before the read, as `run_figures`' cursor
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+        payload = run_figures(ledger, run, metric=metric)
+        with self._lock:
+            self._items[key] = payload
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return payload
 
 
 def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "val/loss", evals_seen: int | None = None,
