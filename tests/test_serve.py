@@ -14,17 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from starlette.testclient import TestClient
 
-pytest.importorskip("starlette")
-pytest.importorskip("httpx")
-
-from starlette.testclient import TestClient  # noqa: E402
-
-from yieldgate.ledger import EvalRecord, Ledger  # noqa: E402
-from yieldgate.manifest import parse_manifest  # noqa: E402
-from yieldgate.report.figures import MAX_POINTS  # noqa: E402
-from yieldgate.serve import open_server  # noqa: E402
-from yieldgate.serve.app import CSP, create_app  # noqa: E402
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.manifest import parse_manifest
+from yieldgate.report.figures import MAX_POINTS
+from yieldgate.serve import open_server
+from yieldgate.serve.app import CSP, create_app
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_BODY = "<script>window.__pwned=1</script>"
