@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test test-all bench soak clean reliability-table
+.PHONY: demo test test-all browsers bench soak clean reliability-table
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +36,19 @@ demo: $(VENV)/.demo
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q -m "not slow and not soak" --durations=10
 
+# The browser the report and dashboard tests drive (Debian's chromium, through Playwright's executable_path: its own
+# browser download is not reachable here). Installed when missing and we are root with apt-get; otherwise it says
+# so, and those tests skip with the same reason.
+browsers:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends chromium >/dev/null \
+		|| { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }; \
+	else echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser tests will skip"; fi
+
 # Everything but the soak variants: real trainings, probes, processes, distributed runs, the browser. CI runs this.
-test-all: $(VENV)/.dev
+test-all: $(VENV)/.dev browsers
 	$(BIN)/python -m pytest -q -m "not soak" --durations=20
 
 bench: $(VENV)/.bench

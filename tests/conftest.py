@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,16 @@ def cli(ledger_path: Path) -> Cli:
 def cli_for():
     """A `Cli` for any ledger file."""
     return Cli
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The system Chromium that Playwright drives (`executable_path`). `make browsers` installs it (`make test-all`
+    depends on it); a test never installs anything, and skips when it is absent."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.skip("Chromium is not installed: run `make browsers` (apt-get install chromium, as root)")
+    return found
 
 
 @pytest.fixture(scope="session")

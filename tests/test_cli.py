@@ -137,6 +137,7 @@ COMMANDS = {
     "merge": {"--json", "--run"},
     "check": {"--json"},
     "report": {"--json", "--output", "--png", "--metric"},
+    "serve": {"--host", "--port", "--token"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
     "audit": {"--json", "--run"},
     "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--tokens-per-sample", "--pattern",

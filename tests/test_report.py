@@ -1,14 +1,11 @@
 """The HTML report: real probe runs into a ledger, `yieldgate report` as a user runs it, and the page opened in
-headless Chromium (Debian's `chromium`; installed here when missing and we may) with the network cut off."""
+headless Chromium (Debian's `chromium`, the `chromium` fixture of conftest.py) with the network cut off."""
 
 from __future__ import annotations
 
 import html
 import json
-import os
-import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +17,7 @@ from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.trainer import ProbeConfig, train_probe
 from yieldgate.report.console import evidence_lines
-from yieldgate.report.figures import MAX_POINTS, thin
+from yieldgate.report.figures import MAX_POINTS, downsample, metric_title
 from yieldgate.report.sections import collect
 
 from .test_probe import RECIPE
@@ -76,22 +73,6 @@ def written(runs_db, chromium, tmp_path_factory):
     return out, result
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """The system Chromium; installed with apt-get when missing and we are root (the test setup of issue #7)."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-        if subprocess.run(install, env=env, capture_output=True, timeout=900, check=False).returncode != 0:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300, check=False)
-            subprocess.run(install, env=env, capture_output=True, timeout=900, check=False)
-        found = shutil.which("chromium")
-    if found is None:
-        pytest.skip("Chromium is absent and cannot be installed here (needs root and apt-get): apt-get install chromium")
-    return found
-
-
 def _expected_points(led: Ledger, run: str, series: str) -> int:
     """How many points a trace of `series` for `run` must have, counted from the ledger directly."""
     steps, evals = led.steps(run), led.evals(run)
@@ -107,7 +88,7 @@ def _expected_points(led: Ledger, run: str, series: str) -> int:
         return int((ev[column].fillna(at) if column in ev else at).notna().sum())
     if series == "tokens_per_s":
         return min(int(steps[["wall_s", "tokens_per_s"]].dropna().shape[0]), MAX_POINTS)
-    if series == "yield_per_btok:val/loss":
+    if series in ("yield_per_btok:val/loss", "tranche_yield:val/loss"):
         return len(evals_of("val/loss")) - 1
     if series.startswith("per_source:"):
         return len(evals_of(f"val/{series.partition(':')[2]}/loss")) - 1
@@ -126,9 +107,9 @@ def test_report_json_and_png_files(written):
     out, result = written
     assert result["path"] == str(out / "report.html") and Path(result["path"]).stat().st_size > 1_000_000
     assert result["runs"] == ["probe/s0", EVIL, "costed/s0", "costed/s1"]
-    assert result["figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "yield-per-source",
-                                 "yield-capability", "signals-gns", "signals-update-ratio"]
-    assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:6]]
+    assert result["figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields",
+                                 "yield-per-source", "yield-capability", "signals-gns", "signals-update-ratio"]
+    assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:7]]
     for png in result["pngs"]:
         raw = Path(png).read_bytes()
         assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, png
@@ -170,7 +151,7 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     runs = {f["id"]: {html.unescape(t["name"]) for t in f["traces"]} for f in plots}
     everyone, probes, costed = {"probe/s0", EVIL, "costed/s0", "costed/s1"}, {"probe/s0", EVIL}, {"costed/s0", "costed/s1"}
     assert runs == {"loss-tokens": everyone, "loss-time": everyone, "loss-cost": costed,
-                    "throughput-learning": everyone, "yield-per-source": probes, "yield-capability": probes,
+                    "throughput-learning": everyone, "tranche-yields": everyone, "yield-per-source": probes, "yield-capability": probes,
                     "signals-gns": probes, "signals-update-ratio": probes}
     checked = 0
     with Ledger(runs_db, readonly=True) as led:
@@ -225,19 +206,31 @@ def test_bad_input_is_one_line_and_exit_2(cli_for, runs_db, tmp_path):
         assert result.stderr.startswith(f"error: -o {bad}: cannot write the report") and result.stderr.count("\n") == 1
 
 
-def test_thin_keeps_the_ends_and_at_most_max_points():
-    frame = pd.DataFrame({"x": np.arange(10)})
-    assert thin(frame, 20) is frame
-    assert thin(frame, 4)["x"].tolist() == [0, 3, 6, 9]
-    assert thin(frame, 3)["x"].tolist() == [0, 4, 9]  # round(4.5) is 4: numpy rounds half to even
+def test_axis_titles_carry_the_metrics_unit_and_are_escaped():
+    assert metric_title("val/loss") == "val/loss (nats/token)" and metric_title("loss") == "loss (nats/token)"
+    assert metric_title("val/web/bpb") == "val/web/bpb (bits/byte)"
+    assert metric_title("arc_easy/acc") == "arc_easy/acc (score)"
+    assert metric_title("<b>x</b>/loss") == "&lt;b&gt;x&lt;/b&gt;/loss (nats/token)"
+
+
+def test_downsample_keeps_each_columns_extremes_and_the_ends():
+    frame = pd.DataFrame({"x": np.arange(10.0), "y": [5, 1, 9, 4, 4, 0, 7, 3, 8, 6]})
+    assert downsample(frame, "x", "y", 20) is frame
+    # max_points 6: 2 columns over x in [0, 9] (x < 4.5, x >= 4.5); each keeps its smallest and largest y, plus
+    # the first and last rows.
+    assert downsample(frame, "x", "y", 6)["x"].tolist() == [0, 1, 2, 5, 8, 9]
+    spike = pd.DataFrame({"x": np.arange(100_000.0), "y": np.zeros(100_000)})
+    spike.loc[54_321, "y"] = 50.0  # one step in 100,000: an evenly spaced pick would step over it
+    small = downsample(spike, "x", "y", 500)
+    assert len(small) <= 500 and small["y"].max() == 50.0 and small["x"].iloc[[0, -1]].tolist() == [0, 99_999]
 
 
 @pytest.mark.slow
 def test_report_command_prints_where_it_wrote(cli_for, runs_db, tmp_path):
     out = cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "one.html")).stdout
-    assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 4 plots")
+    assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 5 plots")
     assert json.loads(cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "two.html"), "--json").stdout)[
-        "figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning"]
+        "figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields"]
 
 
 def test_a_run_without_evaluations_still_gets_a_page_that_says_so(cli, ledger_path, tmp_path):

@@ -636,6 +636,32 @@ def report(
 
 
 @app.command()
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on. Loopback (the default) needs no token; "
+                                                     "any other address requires one.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
+    token: Annotated[str | None, typer.Option("--token", envvar="YIELDGATE_TOKEN",
+                                              help="Token every request must carry (at least 16 characters). Beyond "
+                                                   "loopback one is generated and printed once when not given.")] = None,
+) -> None:
+    """Serve a live, read-only dashboard of the ledger: the runs, each run's plots (updated while it trains),
+    and comparisons with the numbers of `yieldgate compare`. Works offline; stop it with Ctrl-C.
+
+    Example: yieldgate --ledger runs.db serve   (then open http://127.0.0.1:8765/)
+
+    Example: yieldgate --ledger runs.db serve --host 0.0.0.0 --port 8080   (prints a token to open it with)
+    """
+    from yieldgate.serve import open_server
+
+    server = open_server(ctx.find_root().obj["ledger"], host=host, port=port, token=token)
+    typer.echo(f"yieldgate serve: {server.url}  (read-only; Ctrl-C stops it)")
+    if server.generated:
+        typer.echo("the token is in the address above and is printed only this once; give --token to choose it")
+    server.run()
+
+
+@app.command()
 def diagnose(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],

@@ -941,18 +941,21 @@ class Ledger:
         ).fetchall()
         return dict(found)
 
-    def steps(self, run: str, columns: Sequence[str] | None = None, *, nullable: bool = False) -> pd.DataFrame:
+    def steps(self, run: str, columns: Sequence[str] | None = None, *, nullable: bool = False,
+              after: int | None = None) -> pd.DataFrame:
         """A run's core step records, one row per step in step order.
 
         `columns` picks core columns (default: all). Missing values are NaN; with `nullable=True` the
         columns are pandas nullable floats, where <NA> is "not recorded" and NaN is a recorded NaN.
+        `after`: only the steps after this one, reading only the blocks that hold them (a live view's poll).
         """
         want = list(STEP_VALUE_COLUMNS) if columns is None else [c for c in columns if c != "step"]
         unknown = [c for c in want if c not in STEP_VALUE_COLUMNS]
         if unknown:
             raise InputError(f"unknown core column {unknown[0]!r}; core columns are {', '.join(STEP_VALUE_COLUMNS)}")
         run_id = self.run_id(run)
-        blocks = self._query(f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? ORDER BY first_step", (run_id,))
+        blocks = self._query(f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? ORDER BY first_step",
+                             (run_id, -(2**63) if after is None else int(after)))
         parts = [self._checked(run, run_id, None, b, want) for b in blocks]
         steps = np.concatenate([p.steps for p in parts]) if parts else np.empty(0, dtype=np.int64)
         out: dict[str, Any] = {"step": steps.astype(np.int64)}
@@ -971,7 +974,8 @@ class Ledger:
             else:
                 vals[miss] = np.nan
                 out[name] = vals
-        return pd.DataFrame(out)
+        frame = pd.DataFrame(out)
+        return frame if after is None else frame[frame["step"] > after].reset_index(drop=True)
 
     def extras(self, run: str, keys: Sequence[str] | None = None) -> pd.DataFrame:
         """A run's namespaced extras in long form: columns step, key, value (a recorded NaN is NaN)."""

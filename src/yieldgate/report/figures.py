@@ -5,27 +5,38 @@ across every figure. Every user string that plotly draws (run, source and task n
 HTML-escaped first: plotly renders a subset of HTML in trace names and annotations, and a run named
 `<b>x</b>` must show those characters, not bold text. Each trace carries `meta.series`, the ledger series
 it plots, so a reader (the report test) can check the points against the ledger.
+
+The same figures draw the static report (`html.py`) and the live dashboard (`yieldgate.serve`). Every axis
+says its unit (a log axis says "log"); step-level series are downsampled for display with `downsample` (the
+smallest and largest value per pixel column, so a spike is never thinned away); evaluations are never dropped.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
 
-__all__ = ["Figure", "build_figures", "thin", "MAX_POINTS"]
+__all__ = ["Figure", "build_figures", "downsample", "figure_dict", "metric_title", "MAX_POINTS"]
 
 MAX_POINTS = 2000
-"""Step-level series (tokens/s, signals) are thinned to at most this many points per trace: a million-step
-run would otherwise put tens of MB of JSON into the page. Evaluations are never thinned."""
+"""Step-level series (tokens/s, signals) are downsampled to at most this many points per trace (`downsample`):
+a million-step run would otherwise put tens of MB of JSON into the page. Evaluations are never dropped."""
+
+UPDATE_RATIO_REFERENCE = 1e-3
+"""The usual size of |update|/|weight| per step for Adam-trained transformers (Karpathy's "~1e-3" rule of
+thumb); far below it a layer barely learns, far above it the step is too large."""
 
 PALETTE = qualitative.Plotly + qualitative.D3
 FACET_COLUMNS = 3
@@ -43,12 +54,34 @@ class Figure:
     """Written by `--png` (the figures for slides and issues)."""
 
 
-def thin(frame: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame:
-    """At most `max_points` rows, evenly spaced, keeping the first and the last."""
-    if len(frame) <= max_points:
+def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """At most `max_points` rows of `frame` (sorted by `x`) for a line of `y` against `x`: the x range is cut into
+    `max_points // 2 - 1` equal columns (the plot's pixel columns) and each keeps its rows with the smallest and
+    the largest `y`, in x order, beside the first and the last row. A spike or a dip survives at any length;
+    an evenly spaced pick would step over it."""
+    n = len(frame)
+    if n <= max_points:
         return frame
-    keep = np.unique(np.linspace(0, len(frame) - 1, max_points).round().astype(int))
+    columns = max(max_points // 2 - 1, 1)
+    xs, ys = frame[x].to_numpy(dtype=float), frame[y].to_numpy(dtype=float)
+    lo, span = xs[0], xs[-1] - xs[0]
+    if span > 0 and np.isfinite(span):
+        bucket = np.clip(((xs - lo) / span * columns).astype(np.int64), 0, columns - 1)
+    else:  # one x for every row: columns by position
+        bucket = np.arange(n) * columns // n
+    order = np.lexsort((ys, bucket))  # by column, then by y within it (NaN last)
+    sorted_bucket = bucket[order]
+    starts = np.flatnonzero(np.r_[True, sorted_bucket[1:] != sorted_bucket[:-1]])
+    ends = np.r_[starts[1:] - 1, n - 1]
+    keep = np.unique(np.r_[order[starts], order[ends], 0, n - 1])
     return frame.iloc[keep]
+
+
+def metric_title(metric: str) -> str:
+    """An axis title for a metric with its unit: a loss in nats/token, bits per byte, else a score."""
+    name = metric.rpartition("/")[2]
+    unit = {"loss": "nats/token", "bpb": "bits/byte"}.get(name, "score")
+    return f"{_esc(metric)} ({unit})"
 
 
 def _esc(text: str) -> str:
@@ -69,10 +102,25 @@ class _Style:
 
 def _layout(fig: go.Figure, x: str, y: str, *, height: int = 420) -> go.Figure:
     fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50}, legend_title_text="run",
-                      template="plotly_white", hovermode="closest")
+                      template="none", hovermode="closest")  # the look comes with `figure_dict`
     fig.update_xaxes(title_text=x)
     fig.update_yaxes(title_text=y)
     return fig
+
+
+@functools.cache
+def _look() -> dict[str, Any]:
+    """plotly_white's layout (light grid on white), as JSON, read once."""
+    return {"layout": pio.templates["plotly_white"].layout.to_plotly_json()}
+
+
+def figure_dict(fig: Figure) -> dict[str, Any]:
+    """A figure as plotly's JSON structure with the report's look (plotly_white's layout), for the page and the PNG
+    files alike. The figures are built without a template and the look is added here: setting a template through
+    plotly's validators costs ~0.1 s a figure, which a live page paid again at each new evaluation."""
+    out = fig.figure.to_plotly_json()
+    out["layout"]["template"] = _look()
+    return out
 
 
 def _loss_range(runs: list[RunView]) -> list[float] | None:
@@ -87,7 +135,7 @@ def _loss_range(runs: list[RunView]) -> list[float] | None:
 
 def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
     """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause."""
-    for _, event in view.diagnoses.iterrows():
+    for i, (_, event) in enumerate(view.diagnoses.iterrows()):
         if pd.isna(event["start_step"]):
             continue
         end = event["start_step"] if pd.isna(event["end_step"]) else event["end_step"]
@@ -95,14 +143,16 @@ def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
         if not (math.isfinite(x0) and math.isfinite(x1)):
             continue
         cause = _esc(event["body"].get("cause", "diagnosis")) if isinstance(event["body"], dict) else "diagnosis"
+        # Labels of neighbouring spans would print over each other: each one a line lower than the last (of 4).
         fig.add_vrect(x0=x0, x1=max(x1, x0), fillcolor=style.colour[view.name], opacity=0.15, line_width=1,
-                      line_color=style.colour[view.name], annotation_text=cause, annotation_position="top left")
+                      line_color=style.colour[view.name], annotation_text=cause, annotation_position="top left",
+                      annotation_yshift=-16 * (i % 4))
 
 
 def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
     y_range, out = _loss_range(data.runs), []
     axes = (("step", "loss-steps", "optimizer steps", "steps"),
-            ("tokens", "loss-tokens", "accepted tokens", "tokens"),
+            ("tokens", "loss-tokens", "accepted tokens (tokens)", "tokens"),
             ("wall_s", "loss-time", "wall-clock (s)", "wall-clock time"),
             ("cost_usd", "loss-cost", "cost (USD)", "cost"))
     no_tokens = any(v.curve["tokens"].isna().all() for v in data.runs)
@@ -122,7 +172,7 @@ def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
                 _diagnosis_spans(fig, style, v)
         if not fig.data:
             continue
-        _layout(fig, x_title, _esc(data.metric)).update_yaxes(range=y_range)
+        _layout(fig, x_title, metric_title(data.metric)).update_yaxes(range=y_range)
         notes = [f"not drawn, no {what} recorded: {', '.join(lacking)}"] if lacking else []
         if column == "tokens" and any(len(v.diagnoses) for v in data.runs):
             notes.append("shaded: the step spans of diagnoses (table below)")
@@ -135,7 +185,7 @@ def _throughput_learning(data: ReportData, style: _Style) -> Figure | None:
     fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s", "learning: yield per billion tokens"))
     for v in data.runs:
         steps = v.data.steps
-        tps = thin(steps[["wall_s", "tokens_per_s"]].dropna())
+        tps = downsample(steps[["wall_s", "tokens_per_s"]].dropna(), "wall_s", "tokens_per_s")
         first = True
         if len(tps):
             fig.add_trace(style.trace(v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s",
@@ -154,10 +204,38 @@ def _throughput_learning(data: ReportData, style: _Style) -> Figure | None:
         return None
     _layout(fig, "wall-clock (s)", "")
     fig.update_yaxes(title_text="tokens/s", row=1, col=1)
-    fig.update_yaxes(title_text=f"{_esc(data.metric)} gain per B tokens", row=1, col=2)
+    fig.update_yaxes(title_text=f"{metric_title(data.metric)} gain per B tokens", row=1, col=2)
     return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig,
                   [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion tokens, "
                    "at the tranche's end"])
+
+
+def _tranche_yields(data: ReportData, style: _Style) -> Figure | None:
+    """Each tranche's yield at its end in tokens, with the band the evaluation noise allows as error bars: a
+    tranche whose bar crosses 0 is not told from noise (`YieldReport.eval_noise`, `Tranche.yield_band`)."""
+    fig, level = go.Figure(), None
+    for v in data.runs:
+        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band) for t in (v.yields.tranches if v.yields else [])
+                if t.yield_per_btok is not None and math.isfinite(t.end_tokens)]
+        if not rows:
+            continue
+        level = v.yields.level if v.yields else level
+        x = np.array([r[0] for r in rows])
+        y = np.array([r[1] for r in rows], dtype=float)
+        low = np.array([np.nan if r[2] is None else r[2][0] for r in rows], dtype=float)
+        high = np.array([np.nan if r[2] is None else r[2][1] for r in rows], dtype=float)
+        trace = style.trace(v.name, x, y, f"tranche_yield:{data.metric}")
+        trace.error_y = {"type": "data", "symmetric": False, "array": high - y, "arrayminus": y - low,
+                         "color": style.colour[v.name], "thickness": 1}
+        fig.add_trace(trace)
+    if not fig.data:
+        return None
+    _layout(fig, "accepted tokens at the tranche's end (tokens)", f"{metric_title(data.metric)} gain per B tokens")
+    fig.add_hline(y=0, line_dash="dot", line_color="#888")
+    band = "" if level is None else f" ({level:.0%})"
+    return Figure("tranche-yields", "tranche yields with their noise band", fig,
+                  [f"bars: the band{band} the evaluation noise allows around each tranche's yield; a bar that "
+                   "crosses 0 is within noise (no bar: fewer than three evaluations to estimate the noise)"])
 
 
 def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str) -> Figure | None:
@@ -183,8 +261,8 @@ def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str)
                           row=i // cols + 1, col=i % cols + 1)
             shown.add(run)
     _layout(fig, "", "", height=max(320, 280 * rows))
-    fig.update_xaxes(title_text="accepted tokens", row=rows)
-    fig.update_yaxes(title_text="gain per B tokens", col=1)
+    fig.update_xaxes(title_text="accepted tokens (tokens)", row=rows)
+    fig.update_yaxes(title_text="gain per B tokens (the task's unit)", col=1)
     return Figure(fig_id, title, fig, ["each point: one tranche (between two evaluations), at its end; "
                                        "a negative value means that score got worse"])
 
@@ -194,26 +272,28 @@ def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
     layers: set[str] = set()
     for v in data.runs:
         sig = v.signals.dropna(subset=["value"])
-        g = thin(sig[sig["key"] == "signals/gns"].sort_values("step"))
+        g = downsample(sig[sig["key"] == "signals/gns"].sort_values("step"), "step", "value")
         if len(g):
             gns.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, g["step"]), g["value"].to_numpy(),
                                       "signals/gns", mode="lines"))
         u = sig[sig["key"].str.startswith("signals/update_ratio/")]
         layers.update(u["key"])
         # The median over layers per logged step: one line per run; a layer gone quiet shows in its table.
-        med = thin(u.groupby("step", as_index=False)["value"].median())
+        med = downsample(u.groupby("step", as_index=False)["value"].median(), "step", "value")
         if len(med):
             ratio.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, med["step"]), med["value"].to_numpy(),
                                         "signals/update_ratio/<median>", mode="lines+markers"))
     out = []
     if gns.data:
-        _layout(gns, "accepted tokens", "B_simple (tokens)").update_yaxes(type="log")
+        _layout(gns, "accepted tokens (tokens)", "B_simple (tokens, log)").update_yaxes(type="log")
         out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
     if ratio.data:
-        _layout(ratio, "accepted tokens", "|update| / |weight|").update_yaxes(type="log")
+        _layout(ratio, "accepted tokens (tokens)", "|update| / |weight| (ratio, log)").update_yaxes(type="log")
+        ratio.add_hline(y=UPDATE_RATIO_REFERENCE, line_dash="dot", line_color="#888",
+                        annotation_text="~1e-3 reference", annotation_position="bottom right")
         out.append(Figure("signals-update-ratio", "update/weight ratio, median over layers", ratio,
                           [f"median over the {len(layers)} recorded layer keys (signals/update_ratio/<layer>) "
-                           "at each logged step"], main=False))
+                           "at each logged step; dotted: the usual ~1e-3 of a healthy Adam step"], main=False))
     return out
 
 
@@ -221,7 +301,7 @@ def build_figures(data: ReportData) -> list[Figure]:
     """Every plot of the report, in page order; a plot no run has data for is left out."""
     style = _Style(data.runs)
     figures = _loss_figures(data, style)
-    extra = [_throughput_learning(data, style),
+    extra = [_throughput_learning(data, style), _tranche_yields(data, style),
              _facets(data, style, "yield-per-source", "tranche yield per source (validation loss of each source)",
                      "per_source"),
              _facets(data, style, "yield-capability", "capability yield per task", "capability")]

@@ -24,13 +24,15 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from yieldgate import __version__
+from yieldgate.analysis.compare import Comparison
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.report.console import evidence_lines
-from yieldgate.report.figures import Figure, build_figures
+from yieldgate.report.figures import Figure, build_figures, figure_dict
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
-__all__ = ["ReportResult", "write_report", "render_html", "write_pngs"]
+__all__ = ["ReportResult", "write_report", "render_html", "write_pngs", "comparison_html", "table_html",
+           "notes_html", "CSS"]
 
 PNG_WIDTH = 1100
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -98,13 +100,15 @@ def _cell(value: Any) -> str:
     return f"<td>{escape(str(value))}</td>"
 
 
-def _table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
+def table_html(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
+    """A table: headers and cells escaped (a `_Raw` cell excepted), numbers formatted, bodies as lines + JSON."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _notes(lines: list[str]) -> str:
+def notes_html(lines: list[str]) -> str:
+    """One escaped paragraph per note."""
     return "".join(f'<p class="note">{escape(line)}</p>' for line in lines)
 
 
@@ -118,37 +122,42 @@ def _runs_section(data: ReportData) -> str:
         rows.append([v.name, int(len(steps)), float(steps["tokens"].max()) if len(steps) else None,
                      float(final.iloc[-1]) if len(final) else None, float(np.median(tps)) if len(tps) else None,
                      int(len(v.diagnoses)), manifest.content_hash()[:12] if manifest else "-"])
-    return "<h2>Runs</h2>" + _table(
+    return "<h2>Runs</h2>" + table_html(
         ["run", "steps", "tokens", f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows)
 
 
 def _comparison_section(data: ReportData) -> str:
     if not data.comparisons:
         return ""
-    parts = ["<h2>Comparison</h2>",
-             '<p class="note">Each later pattern against the first. Speedup (B over A) at the target loss: '
-             "time = throughput &times; sample efficiency.</p>"]
-    for c in data.comparisons:
-        a, b = c.a, c.b
-        parts.append(f"<h3>{escape(a)} (A) vs {escape(b)} (B)</h3>")
-        parts.append(_table(
-            ["", "A", "B", "B over A"],
-            [["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
-             ["tokens to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
-             ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
-             ["throughput (tokens/s to target)", "", "", c.speedup["throughput"]],
-             ["effective token multiplier", "", "", c.effective_token_multiplier]]))
-        parts.append(f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
-                     f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
-                     f"efficiency {_num(c.speedup['sample_efficiency'])}</p>")
-        if c.points:
-            parts.append(_table(
-                [c.aligned_on, f"{c.metric} A", "B", "B - A", "interval", "within noise"],
-                [[p[c.aligned_on], p["a"], p["b"], p["diff"],
-                  "-" if p["interval"] is None else f"[{_num(p['interval'][0])}, {_num(p['interval'][1])}]",
-                  "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")] for p in c.points]))
-        parts.append(f"<p><strong>{escape(c.verdict)}</strong></p>")
-        parts.append(_notes([f"confounder: {d['field']}: {json.dumps(d['a'])} vs {json.dumps(d['b'])}"
+    return ("<h2>Comparison</h2>"
+            '<p class="note">Each later pattern against the first. Speedup (B over A) at the target loss: '
+            "time = throughput &times; sample efficiency.</p>" + "".join(comparison_html(c) for c in data.comparisons))
+
+
+def comparison_html(c: Comparison) -> str:
+    """One comparison as tables (the numbers `yieldgate compare` prints, from the same `Comparison`): speedup
+    split, aligned points, verdict, confounders and notes. Shared with `yieldgate serve`."""
+    a, b = c.a, c.b
+    parts = [f"<h3>{escape(a)} (A) vs {escape(b)} (B)</h3>"]
+    parts.append(table_html(
+        ["", "A", "B", "B over A"],
+        [["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
+         ["tokens to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
+         ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
+         ["throughput (tokens/s to target)", "", "", c.speedup["throughput"]],
+         ["effective token multiplier", "", "", c.effective_token_multiplier]], "speedup"))
+    parts.append(f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
+                 f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
+                 f"efficiency {_num(c.speedup['sample_efficiency'])}</p>")
+    if c.points:
+        parts.append(table_html(
+            [c.aligned_on, f"{c.metric} A", "B", "B - A", "interval", "within noise"],
+            [[p[c.aligned_on], p["a"], p["b"], p["diff"],
+              "-" if p["interval"] is None else f"[{_num(p['interval'][0])}, {_num(p['interval'][1])}]",
+              "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")] for p in c.points],
+            "points"))
+    parts.append(f'<p class="verdict"><strong>{escape(c.verdict)}</strong></p>')
+    parts.append(notes_html([f"confounder: {d['field']}: {json.dumps(d['a'])} vs {json.dumps(d['b'])}"
                              for d in c.confounders] + c.warnings + c.notes))
     return "".join(parts)
 
@@ -172,7 +181,7 @@ def _diagnoses_section(data: ReportData) -> str:
                          body.get("confidence"), e["state"], evidence, body.get("advice", "-")])
     if not rows:
         return ""
-    return "<h2>Diagnoses</h2>" + _table(
+    return "<h2>Diagnoses</h2>" + table_html(
         ["run", "cause", "steps", "tokens", "confidence", "state", "evidence", "advice"], rows, "diagnoses")
 
 
@@ -187,7 +196,7 @@ def _decisions_section(data: ReportData) -> str:
         rows.append([d["target"], d["stage"] or "-", verdict, d["rationale"], d["evidence"],
                      (d["policy_hash"] or "-")[:12],
                      datetime.fromtimestamp(d["created_at"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")])
-    return "<h2>Gate decisions</h2>" + _table(
+    return "<h2>Gate decisions</h2>" + table_html(
         ["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions")
 
 
@@ -199,12 +208,13 @@ def _manifest_section(data: ReportData) -> str:
         return f'<h2>Manifest diff</h2><p class="note">The {len(names)} manifests are identical.</p>'
     rows = [[d["field"], *[json.dumps(d["values"][n]) for n in names]] for d in data.manifest_diff]
     return ("<h2>Manifest diff</h2><p class=\"note\">Fields in which any run's manifest differs from the first's "
-            "(the confounders of any comparison between them).</p>" + _table(["field", *names], rows, "manifest"))
+            "(the confounders of any comparison between them).</p>" + table_html(["field", *names], rows, "manifest"))
 
 
 def _figure_html(fig: Figure) -> str:
-    plot = pio.to_html(fig.figure, include_plotlyjs=False, full_html=False, div_id=fig.id, config=PLOT_CONFIG)
-    return f"<h3>{escape(fig.title)}</h3>{plot}{_notes(fig.notes)}"
+    plot = pio.to_html(figure_dict(fig), include_plotlyjs=False, full_html=False, div_id=fig.id, config=PLOT_CONFIG,
+                       validate=False)
+    return f"<h3>{escape(fig.title)}</h3>{plot}{notes_html(fig.notes)}"
 
 
 def render_html(data: ReportData, figures: list[Figure]) -> str:
@@ -219,12 +229,12 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
         "<h1>yieldgate report</h1>",
         f'<p class="muted">{escape(" ".join(data.patterns))} &middot; metric {escape(data.metric)} &middot; '
         f"generated {generated} by yieldgate {escape(__version__)}</p>",
-        _notes(data.notes),
+        notes_html(data.notes),
         _runs_section(data),
         "<h2>Learning against tokens, time and cost</h2>", plots("loss-steps", "loss-tokens", "loss-time", "loss-cost"),
         "<h2>Throughput and learning</h2>", plots("throughput-learning"),
         _comparison_section(data),
-        "<h2>Yields</h2>", plots("yield-per-source", "yield-capability"),
+        "<h2>Yields</h2>", plots("tranche-yields", "yield-per-source", "yield-capability"),
         "<h2>Learning signals</h2>" if any(f.id.startswith("signals-") for f in figures) else "",
         plots("signals-gns", "signals-update-ratio"),
         _diagnoses_section(data), _decisions_section(data), _manifest_section(data),
@@ -251,7 +261,7 @@ def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list
     main = [f for f in figures if f.main]
     paths = [str(out / f"{f.id}.png") for f in main]
     try:
-        pio.write_images([f.figure for f in main], paths, width=PNG_WIDTH,
+        pio.write_images([figure_dict(f) for f in main], paths, width=PNG_WIDTH, validate=False,
                          height=[f.figure.layout.height or 450 for f in main])
     except ChromeNotFoundError:
         raise YieldgateError("--png needs Chrome or Chromium to draw the figures: install it (Debian: "

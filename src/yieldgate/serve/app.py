@@ -1,0 +1,197 @@
+"""The dashboard as an ASGI app (Starlette): JSON under /api, pages that draw it, assets from installed packages.
+
+Read-only: every route is a GET and each request opens the ledger with `Ledger(readonly=True)` for itself, so a
+Tracker writing in another process is seen at the next request and nothing here can write. With a token
+(`create_app(token=...)`, always when bound beyond loopback: `server.py`) every request must carry it: as
+`Authorization: Bearer <token>` (scripts), or as the cookie that a visit to an address ending in `?token=<token>`
+sets before it redirects to the same address without the token (browsers); without it the answer is 401. Every response carries a Content-Security-Policy that allows scripts from this
+server only (plotly.js from the installed `plotly` package: the page works offline).
+"""
+
+from __future__ import annotations
+
+import hmac
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from yieldgate.errors import InputError, RunNotFound, YieldgateError
+from yieldgate.ledger import Ledger
+from yieldgate.report.console import clean
+from yieldgate.serve import data, pages
+
+__all__ = ["create_app", "CSP", "TOKEN_COOKIE"]
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+       "connect-src 'self'; font-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+"""Scripts only from this server (no inline script, no eval); plotly sets inline styles, so styles may be inline."""
+
+HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
+           "x-frame-options": "DENY"}
+TOKEN_COOKIE = "yieldgate_token"
+STATIC = Path(__file__).with_name("static")
+
+
+class _Guard:
+    """Token check (when there is a token) and the security headers on every response, 401s included."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app, self.token = app, token
+
+    def _matches(self, given: str | None) -> bool:
+        return given is not None and self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in HEADERS.items():
+                    headers[name] = value
+                if not scope["path"].startswith("/static/"):
+                    headers["cache-control"] = "no-store"
+            await send(message)
+
+        if self.token is not None:
+            request = Request(scope)
+            bearer = request.headers.get("authorization", "")
+            if self._matches(request.query_params.get("token")):
+                # The token came in the URL (the one `yieldgate serve` printed): keep it in a cookie and drop it from
+                # the address, so it is not left in the history or shown on screen.
+                rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+                path = "/" + scope["path"].lstrip("/")  # `//host/x` would send the browser to another host
+                response: Response = RedirectResponse(path + ("?" + urlencode(rest) if rest else ""), 303)
+                response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+                await response(scope, receive, send_with_headers)
+                return
+            if not (self._matches(request.cookies.get(TOKEN_COOKIE))
+                    or (bearer.startswith("Bearer ") and self._matches(bearer[7:]))):
+                response = PlainTextResponse(
+                    "401 unauthorized: this dashboard needs its token; open the address `yieldgate serve` printed "
+                    "(it ends in ?token=...) or send the header `Authorization: Bearer <token>`\n", 401,
+                    headers={"www-authenticate": "Bearer"})
+                await response(scope, receive, send_with_headers)
+                return
+        await self.app(scope, receive, send_with_headers)
+
+
+def _arg(request: Request, name: str, example: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise InputError(f"{request.url.path}: the query parameter {name!r} is missing; e.g. {example}")
+    return value
+
+
+def _int(query: Any, name: str, what: str) -> int | None:
+    value = query.get(name)
+    try:
+        return None if value in (None, "") else int(value)
+    except ValueError:
+        raise InputError(f"{name} must be {what}, got {value!r}") from None
+
+
+def _options(request: Request) -> dict[str, Any]:
+    """The comparison options a query may set, as `compare_groups` takes them (the rest stay the CLI's defaults)."""
+    q, out = request.query_params, {}
+    for key in ("at", "metric", "primary", "per"):
+        if q.get(key):
+            out[key] = q[key]
+    if q.get("target_loss"):
+        try:
+            out["target_loss"] = float(q["target_loss"])
+        except ValueError:
+            raise InputError(f"target_loss must be a number, got {q['target_loss']!r}") from None
+    return out
+
+
+def create_app(location: str, *, token: str | None = None, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The dashboard over the ledger at `location` (read-only). `token`: required of every request when set.
+    `allowed_hosts`: the Host headers answered (a loopback server answers only its own names, so a web page
+    cannot reach it through a DNS name that points at 127.0.0.1); None answers any."""
+
+    def ledger() -> Ledger:
+        return Ledger(location, readonly=True)
+
+    figures = data.FigureCache()
+
+    def runs_page(request: Request) -> HTMLResponse:
+        return HTMLResponse(pages.runs_page(location))
+
+    def run_page(request: Request) -> HTMLResponse:
+        name = _arg(request, "name", "/run?name=bs64-seed0")
+        with ledger() as led:
+            return HTMLResponse(pages.run_page(led, name, metric=request.query_params.get("metric") or "val/loss"))
+
+    def compare_page(request: Request) -> HTMLResponse:
+        a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
+        with ledger() as led:
+            result = data.comparison(led, a, b, **_options(request))
+        return HTMLResponse(pages.compare_page(result, dict(request.query_params)))
+
+    def api_runs(request: Request) -> JSONResponse:
+        with ledger() as led:
+            return JSONResponse(data.run_records(led))
+
+    def api_run_figures(request: Request) -> JSONResponse:
+        name = _arg(request, "name", "/api/run/figures?name=bs64-seed0")
+        with ledger() as led:
+            return JSONResponse(figures.run_figures(led, name, metric=request.query_params.get("metric") or "val/loss"))
+
+    def api_run_live(request: Request) -> JSONResponse:
+        name = _arg(request, "name", "/api/run/live?name=bs64-seed0&after=1200")
+        q = request.query_params
+        with ledger() as led:
+            return JSONResponse(data.live_points(led, name, _int(q, "after", "a step number"),
+                                                 metric=q.get("metric") or "val/loss",
+                                                 evals_seen=_int(q, "evals", "a count of evaluations"),
+                                                 curve_after=_int(q, "curve_after", "a step number")))
+
+    def api_compare(request: Request) -> JSONResponse:
+        a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
+        with ledger() as led:
+            return JSONResponse(clean(data.comparison(led, a, b, **_options(request)).to_dict()))
+
+    def api_compare_figures(request: Request) -> JSONResponse:
+        a, b = _arg(request, "a", "/api/compare/figures?a=x&b=y"), _arg(request, "b", "/api/compare/figures?a=x&b=y")
+        with ledger() as led:
+            return JSONResponse(data.comparison_figures(led, a, b, metric=request.query_params.get("metric")
+                                                        or "val/loss"))
+
+    def plotly_js(request: Request) -> FileResponse:
+        # The plotly.js bundle the installed plotly package ships (what `plotly.offline.get_plotlyjs` reads).
+        path = resources.files("plotly") / "package_data" / "plotly.min.js"
+        return FileResponse(str(path), media_type="text/javascript")
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        status = 404 if isinstance(exc, RunNotFound) else 400
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status)
+        return HTMLResponse(pages.error_page(str(exc)), status)
+
+    routes = [
+        Route("/", runs_page), Route("/run", run_page), Route("/compare", compare_page),
+        Route("/api/runs", api_runs), Route("/api/run/figures", api_run_figures), Route("/api/run/live", api_run_live),
+        Route("/api/compare", api_compare), Route("/api/compare/figures", api_compare_figures),
+        Route("/static/plotly.min.js", plotly_js),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    middleware = [Middleware(_Guard, token=token)]
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={YieldgateError: failed})
+    app.state.figures = figures
+    return app

@@ -1,0 +1,168 @@
+"""What the dashboard shows, as JSON-ready data, read from the ledger by the same functions as the CLI.
+
+Nothing here computes a result of its own: the runs table is `Ledger.runs`, a run's plots are the report's
+(`sections.collect` + `figures.build_figures`), a comparison is `analysis.runs.compare_groups` (what
+`yieldgate compare` calls). Every value is JSON-safe (`report.console.clean`: NaN and inf become null).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections import OrderedDict
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from yieldgate.analysis.compare import Comparison, run_curve
+from yieldgate.analysis.runs import compare_groups, load_run, metric_key
+from yieldgate.ledger import Ledger
+from yieldgate.report.console import clean
+from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict
+from yieldgate.report.sections import collect
+
+__all__ = ["run_records", "run_record", "run_figures", "FigureCache", "live_points", "comparison", "comparison_figures"]
+
+LIVE_COLUMNS = ("tokens", "wall_s", "tokens_per_s")
+"""The step columns a live poll reads (the throughput trace grows from them between full redraws)."""
+CURVE_COLUMNS = ("step", "tokens", "wall_s", "cost_usd", "loss")
+"""The columns of a metric's curve a live poll sends: the axes of the loss plots, and the metric's value."""
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def run_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One row of `Ledger.runs` as `yieldgate runs --json` prints it (tests/test_serve.py holds them equal)."""
+    last_eval = None
+    if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
+        last_eval = {"task": row["last_eval_task"], "metric": row["last_eval_metric"],
+                     "value": row["last_eval_value"], "step": int(row["last_eval_step"])}
+    return clean({
+        "name": row["name"], "status": row["status"], "source": row["source"],
+        "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],
+        "last_eval": last_eval, "manifest_hash": row["manifest_hash"],
+        "created_at": _when(row["created_at"]), "updated_at": _when(row["updated_at"]),
+    })
+
+
+def run_records(ledger: Ledger) -> list[dict[str, Any]]:
+    """Every run of the ledger, oldest first, as `yieldgate runs --json` lists them."""
+    return [run_record(r) for r in ledger.runs().to_dict("records")]
+
+
+def _plain(value: Any) -> Any:
+    """Arrays as plain lists (NaN as null, where the browser draws a gap), plotly's typed-array encoding
+    (`{"dtype", "bdata"}`) decoded: the page appends live points to the traces, and `Plotly.extendTraces` only
+    extends plain arrays."""
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:  # plotly's encoding of a numpy array
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        value = array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
+    if isinstance(value, np.ndarray):
+        return clean(value.tolist())
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return clean(value)
+
+
+def _figure(fig: Figure) -> dict[str, Any]:
+    return {"id": fig.id, "title": fig.title, "notes": fig.notes, "figure": _plain(figure_dict(fig))}
+
+
+def _cursor(ledger: Ledger, run: str) -> dict[str, Any]:
+    """Where the run stands: its status (as `yieldgate runs` computes it), last step and number of evaluations.
+    The page compares each poll's cursor with the one it drew."""
+    info = ledger.run_info(run)
+    last = info["last_step"]
+    return {"status": info["status"], "last_step": None if pd.isna(last) else int(last),
+            "evals": len(ledger.evals(run)), "updated_at": info["updated_at"]}
+
+
+def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[str, Any]:
+    """A run's plots as plotly JSON (the report's figures for this one run), with its notes and cursor. The
+    cursor's `curve_step` is the step of the last evaluation drawn (of `metric`, as resolved: a run without
+    val/loss is drawn with the metric `default_metric` picks, named in the payload)."""
+    cursor = _cursor(ledger, run)  # before the read: a point written in between shows at the next poll
+    data = collect(ledger, [run], metric=metric)
+    curve = data.runs[0].curve
+    cursor["curve_step"] = int(curve["step"].max()) if len(curve) else None
+    return clean({"run": run, "metric": data.metric, "notes": data.notes, "cursor": cursor,
+                  "figures": [_figure(f) for f in build_figures(data)]})
+
+
+class FigureCache:
+    """The plots of the last few run pages, so a reload or a second tab of a big, unchanged run costs a ledger
+    query instead of the analysis (seconds at a million steps). An entry is keyed by everything the plots are
+    drawn from that can change: the run's status (as computed at read time), its `updated_at` (bumped by every
+    write of steps, evaluations, status or manifest), its events (diagnoses drawn as spans) and its notes."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.hits = 0
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _signature(ledger: Ledger, run: str) -> tuple[Any, ...]:
+        info, events = ledger.run_info(run), ledger.events(run)
+        return (info["status"], info["updated_at"], len(events), int(events["id"].max()) if len(events) else None,
+                int((events["state"] == "resolved").sum()), json.dumps(ledger.meta(run), sort_keys=True, default=str))
+
+    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[str, Any]:
+        """`run_figures`, from the cache when nothing it is drawn from changed since."""
+        key = (run, metric, *self._signature(ledger, run))  # before the read, as `run_figures`' cursor
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+        payload = run_figures(ledger, run, metric=metric)
+        with self._lock:
+            self._items[key] = payload
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return payload
+
+
+def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "val/loss", evals_seen: int | None = None,
+                curve_after: int | None = None) -> dict[str, Any]:
+    """What a live page needs since its last poll: the cursor; the throughput points of the steps after `after`
+    (downsampled like the plots, so a page left open on a fast run receives a bounded amount); and, when the
+    run has more evaluations than the page's `evals_seen`, the points of `metric`'s curve after step
+    `curve_after` on every axis (`compare.run_curve`, what the loss plots draw), so the page shows a new
+    evaluation at once and redraws the rest (yields, bands) after."""
+    cursor = _cursor(ledger, run)
+    steps = ledger.steps(run, list(LIVE_COLUMNS), after=after)
+    if after is None:
+        steps = steps.iloc[0:0]  # no cursor yet: the page draws the whole run from `run_figures`
+    tps = downsample(steps[["step", "wall_s", "tokens_per_s"]].dropna(), "wall_s", "tokens_per_s", MAX_POINTS)
+    out = {**cursor, "after": after, "new_steps": len(steps), "curve": None,
+           "throughput": {"step": tps["step"].tolist(), "wall_s": tps["wall_s"].tolist(),
+                          "tokens_per_s": tps["tokens_per_s"].tolist()}}
+    if evals_seen is not None and cursor["evals"] != evals_seen:
+        curve = run_curve(load_run(ledger, run), *metric_key(metric, "token"))
+        if curve_after is not None:
+            curve = curve[curve["step"] > curve_after]
+        out["curve"] = {c: curve[c].tolist() for c in CURVE_COLUMNS}
+    return clean(out)
+
+
+def comparison(ledger: Ledger, a: str, b: str, *, at: str = "tokens", metric: str = "val/loss",
+               target_loss: float | None = None, primary: str = "learning", per: str = "token") -> Comparison:
+    """What `yieldgate compare A B` computes, from the same call (its `to_dict()` is what `--json` prints)."""
+    return compare_groups(ledger, a, b, at=at, target_loss=target_loss, metric=metric,  # type: ignore[arg-type]
+                          primary=primary, per=per)
+
+
+def comparison_figures(ledger: Ledger, a: str, b: str, *, metric: str = "val/loss") -> dict[str, Any]:
+    """The plots of both groups' runs together (the report's figures of `yieldgate report A B`)."""
+    data = collect(ledger, [a, b], metric=metric)
+    return clean({"runs": [v.name for v in data.runs], "metric": data.metric, "notes": data.notes,
+                  "figures": [_figure(f) for f in build_figures(data)]})

@@ -1,0 +1,456 @@
+"""`yieldgate serve`: the JSON and pages through Starlette's TestClient (the same numbers as the CLI, escaping,
+headers, the token, downsampling of a million-step run), and the real server driven in headless Chromium while a
+Tracker writes in another process (slow)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.manifest import parse_manifest
+from yieldgate.report.figures import MAX_POINTS
+from yieldgate.serve import open_server
+from yieldgate.serve.app import CSP, create_app
+
+EVIL = "<img src=x onerror=alert(1)>"
+EVIL_BODY = "<script>window.__pwned=1</script>"
+TOKEN = "t0ken-for-the-tests-0123456789"
+
+
+def _run(led: Ledger, name: str, *, seed: int, n: int = 400, batch: int = 256, evals: int = 8) -> None:
+    """A run through the API: steps with throughput and a loss, `evals` evaluations of val/loss, a GNS signal."""
+    led.create_run(name, manifest=parse_manifest({"optimisation": {"batch_size": batch}, "seed": seed}))
+    step = np.arange(1, n + 1)
+    loss = 6.0 - np.log(step) * (0.5 + 0.01 * seed)
+    led.append_steps(name, {"step": step, "tokens": step * float(batch), "wall_s": step * 0.05, "loss": loss,
+                            "tokens_per_s": np.full(n, batch / 0.05) + seed, "signals/gns": np.full(n, 300.0)})
+    at = np.linspace(n // evals, n, evals).astype(int)
+    led.append_evals(name, [EvalRecord(step=int(s), tokens=s * float(batch), task="val", metric="loss",
+                                       value=float(loss[s - 1]) + 0.05) for s in at])
+
+
+@pytest.fixture
+def runs_db(tmp_path: Path) -> Path:
+    path = tmp_path / "runs.db"
+    with Ledger(path) as led:
+        _run(led, "base/s0", seed=0)
+        _run(led, "base/s1", seed=1)
+        _run(led, "big/s0", seed=0, batch=512)
+        _run(led, EVIL, seed=2)
+        led.add_event("base/s0", "diagnosis", {"cause": "schedule", "confidence": 0.6, "evidence": {"note": EVIL_BODY}},
+                      start_step=100, end_step=150)
+        led.add_event("base/s0", "warning", {"message": EVIL_BODY})
+        led.set_status("base/s1", "finished")
+    return path
+
+
+@pytest.fixture
+def client(runs_db: Path) -> TestClient:
+    return TestClient(create_app(str(runs_db)))
+
+
+def _values(trace: dict, axis: str = "x") -> np.ndarray:
+    """A trace's points as plotly's JSON holds them: a list, or a typed array (`{"dtype", "bdata"}`)."""
+    v = trace[axis]
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+    return np.asarray(v, dtype=float)
+
+
+def _figures(payload: dict) -> dict[str, dict]:
+    return {f["id"]: f for f in payload["figures"]}
+
+
+def test_the_runs_json_is_what_yieldgate_runs_prints(client, cli_for, runs_db):
+    served = client.get("/api/runs").json()
+    assert served == cli_for(runs_db).json("runs")
+    assert [r["name"] for r in served] == ["base/s0", "base/s1", "big/s0", EVIL]
+    assert {r["name"]: r["status"] for r in served}["base/s1"] == "finished"
+
+
+def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(client, runs_db):
+    payload = client.get("/api/run/figures", params={"name": "base/s0"}).json()
+    figs = _figures(payload)
+    assert list(figs) == ["loss-tokens", "loss-time", "throughput-learning", "tranche-yields", "signals-gns"]
+    with Ledger(runs_db, readonly=True) as led:
+        evals, steps = led.evals("base/s0"), led.steps("base/s0")
+    (loss,) = figs["loss-tokens"]["figure"]["data"]
+    assert loss["meta"]["series"] == "val/loss@tokens" and loss["name"] == "base/s0"
+    assert _values(loss, "x").tolist() == evals["tokens"].tolist()
+    assert _values(loss, "y").tolist() == evals["value"].tolist()
+    tps = figs["throughput-learning"]["figure"]["data"][0]
+    assert tps["meta"]["series"] == "tokens_per_s" and len(_values(tps)) == len(steps)
+    yields = figs["tranche-yields"]["figure"]["data"][0]
+    assert len(_values(yields)) == len(evals) - 1 and yields["error_y"]["type"] == "data"  # the noise band
+    layout = figs["loss-tokens"]["figure"]["layout"]
+    assert layout["xaxis"]["title"]["text"] == "accepted tokens (tokens)"
+    assert layout["yaxis"]["title"]["text"] == "val/loss (nats/token)"
+    assert figs["loss-time"]["figure"]["layout"]["xaxis"]["title"]["text"] == "wall-clock (s)"
+    assert figs["signals-gns"]["figure"]["layout"]["yaxis"]["title"]["text"] == "B_simple (tokens, log)"
+    # The diagnosis is a shaded span over its steps (in tokens: 256 per step), labelled with its cause.
+    (span,) = layout["shapes"]
+    assert (span["x0"], span["x1"]) == (100 * 256.0, 150 * 256.0)
+    assert [a["text"] for a in layout["annotations"]] == ["schedule"]
+    assert payload["cursor"] == {"status": "running", "last_step": 400, "evals": 8, "curve_step": 400,
+                                 "updated_at": payload["cursor"]["updated_at"]}
+
+
+def test_a_runs_plots_are_drawn_again_only_when_what_they_show_changed(runs_db):
+    app = create_app(str(runs_db))
+    client = TestClient(app)
+
+    def spans() -> list:
+        payload = client.get("/api/run/figures", params={"name": "base/s1"}).json()
+        return _figures(payload)["loss-tokens"]["figure"]["layout"].get("shapes", [])
+
+    assert spans() == [] and spans() == [] and app.state.figures.hits == 1  # the reload came from the cache
+    with Ledger(runs_db) as led:  # an event changes no step, evaluation or status: the plots must still show it
+        led.add_event("base/s1", "diagnosis", {"cause": "data_exhaustion"}, start_step=200, end_step=300)
+    assert len(spans()) == 1 and app.state.figures.hits == 1
+    with Ledger(runs_db) as led:
+        led.set_status("base/s1", "failed")
+    assert client.get("/api/run/figures", params={"name": "base/s1"}).json()["cursor"]["status"] == "failed"
+    assert app.state.figures.hits == 1
+
+
+def test_a_run_with_only_a_training_loss_or_nothing_yet_gets_a_page(tmp_path):
+    """The Hugging Face Trainer's default (steps and a training loss, no tokens, no evaluations) is drawn against
+    steps, and says it uses the training loss; a run just created draws nothing and says why."""
+    path = tmp_path / "few.db"
+    with Ledger(path) as led:
+        led.create_run("fresh")
+        led.create_run("hf")
+        led.append_steps("hf", {"step": list(range(10, 210, 10)), "loss": [3.0 - 0.05 * k for k in range(20)]})
+    client = TestClient(create_app(str(path)))
+    hf = client.get("/api/run/figures", params={"name": "hf"}).json()
+    assert hf["metric"] == "loss" and [f["id"] for f in hf["figures"]] == ["loss-steps"]
+    assert _figures(hf)["loss-steps"]["figure"]["layout"]["yaxis"]["title"]["text"] == "loss (nats/token)"
+    assert "hf has no val/loss evaluations; using loss (the training loss) (choose with metric=...)" in hf["notes"]
+    fresh = client.get("/api/run/figures", params={"name": "fresh"}).json()
+    assert fresh["figures"] == [] and fresh["cursor"]["last_step"] is None
+    assert "run 'fresh' has 0 evaluation(s) of val/loss: no curve or yields drawn for it" in fresh["notes"]
+    for name in ("hf", "fresh"):
+        assert client.get("/run", params={"name": name}).status_code == 200
+
+
+def test_the_run_page_shows_events_manifest_and_status(client):
+    page = client.get("/run", params={"name": "base/s0"}).text
+    assert 'data-run="base/s0"' in page and 'class="status status-running">running</span>' in page
+    assert "<td>schedule</td>" in page and "<td>warning</td>" in page  # the events table
+    assert "optimisation.batch_size" in page and "<td>256</td>" in page  # the manifest, one field per row
+
+
+def test_the_comparison_is_exactly_what_yieldgate_compare_prints(client, cli_for, runs_db):
+    cli = cli_for(runs_db)
+    for args in ({"a": "base/*", "b": "big/s0"}, {"a": "base/s0", "b": "big/s0", "at": "time"}):
+        served = client.get("/api/compare", params=args).json()
+        options = ["--at", args["at"]] if "at" in args else []
+        assert served == cli.json("compare", args["a"], args["b"], *options)
+    page = client.get("/compare", params={"a": "base/*", "b": "big/s0"}).text
+    expected = cli.json("compare", "base/*", "big/s0")
+    assert f"<strong>{expected['verdict']}</strong>" in page and "effective token multiplier" in page
+    figs = _figures(client.get("/api/compare/figures", params={"a": "base/*", "b": "big/s0"}).json())
+    assert [t["name"] for t in figs["loss-tokens"]["figure"]["data"]] == ["base/s0", "base/s1", "big/s0"]
+
+
+def test_every_user_string_is_shown_as_text(client):
+    page = client.get("/run", params={"name": EVIL}).text
+    assert EVIL not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    page = client.get("/run", params={"name": "base/s0"}).text
+    assert EVIL_BODY not in page and "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    (trace,) = _figures(client.get("/api/run/figures", params={"name": EVIL}).json())["loss-tokens"]["figure"]["data"]
+    assert trace["name"] == "&lt;img src=x onerror=alert(1)&gt;"  # plotly draws a subset of HTML in names
+    page = client.get("/compare", params={"a": EVIL, "b": "big/s0"}).text
+    assert EVIL not in page and "<script>" not in page.replace('<script src="/static/', "")
+    missing = client.get("/run", params={"name": EVIL_BODY})
+    assert missing.status_code == 404 and EVIL_BODY not in missing.text
+
+
+def test_every_response_carries_the_security_headers(client):
+    for path in ("/", "/run?name=base/s0", "/api/runs", "/static/app.js", "/run?name=nope", "/api/run/live"):
+        response = client.get(path)
+        assert response.headers["content-security-policy"] == CSP, path
+        assert response.headers["x-content-type-options"] == "nosniff"
+    assert "script-src 'self';" in CSP and "unsafe-eval" not in CSP and "'unsafe-inline'" not in CSP.split(";")[1]
+    plotly = client.get("/static/plotly.min.js")
+    assert plotly.status_code == 200 and len(plotly.content) > 1_000_000  # from the installed package: offline
+
+
+def test_the_server_is_read_only(client):
+    for method in ("post", "put", "delete"):
+        assert getattr(client, method)("/api/runs").status_code == 405
+
+
+def test_bad_queries_are_one_clear_error(client):
+    response = client.get("/api/run/live", params={"name": "base/s0", "after": "x"})
+    assert response.status_code == 400 and response.json() == {"error": "after must be a step number, got 'x'"}
+    response = client.get("/api/run/live", params={"name": "base/s0", "evals": "1.5"})
+    assert response.json() == {"error": "evals must be a count of evaluations, got '1.5'"}
+    response = client.get("/api/run/figures")
+    assert response.status_code == 400 and "the query parameter 'name' is missing" in response.json()["error"]
+    response = client.get("/api/compare", params={"a": "base/s0", "b": "nothing*"})
+    assert response.status_code == 404 and "no run named or matching 'nothing*'" in response.json()["error"]
+
+
+def test_a_token_is_required_of_every_request_when_set(runs_db):
+    client = TestClient(create_app(str(runs_db), token=TOKEN), follow_redirects=False)
+    for path in ("/", "/api/runs", "/static/app.js", "/run?name=base/s0"):
+        assert client.get(path).status_code == 401, path
+    assert client.get("/api/runs", headers={"Authorization": "Bearer wrong-token-0123456789"}).status_code == 401
+    assert client.get("/api/runs", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    first = client.get("/run", params={"name": "base/s0", "token": TOKEN})  # the printed address
+    assert first.status_code == 303 and first.headers["location"] == "/run?name=base%2Fs0"  # the token leaves the URL
+    assert "httponly" in first.headers["set-cookie"].lower() and first.headers["content-security-policy"] == CSP
+    assert client.get("/api/runs").status_code == 200  # the cookie from now on
+    assert client.get(f"http://testserver//example.com/?token={TOKEN}").headers["location"] == "/example.com/"  # not a redirect off-site
+
+
+def test_beyond_loopback_a_token_is_generated_and_loopback_answers_only_its_names(runs_db):
+    server = open_server(str(runs_db), host="0.0.0.0", port=0)
+    try:
+        assert server.generated and len(server.token) >= 16 and server.url.endswith(f"?token={server.token}")
+    finally:
+        server.sock.close()
+    local = open_server(str(runs_db), host="127.0.0.1", port=0)
+    try:
+        assert local.token is None and local.url == f"http://127.0.0.1:{local.port}/"
+        client = TestClient(local.app, base_url="http://127.0.0.1")
+        assert client.get("/api/runs").status_code == 200
+        # A web page reaching 127.0.0.1 through its own DNS name (DNS rebinding) is refused.
+        assert client.get("/api/runs", headers={"host": "attacker.example"}).status_code == 400
+    finally:
+        local.sock.close()
+
+
+def test_the_live_poll_sends_only_what_is_new(runs_db, client):
+    first = client.get("/api/run/live", params={"name": "base/s0"}).json()
+    assert first["new_steps"] == 0 and first["last_step"] == 400 and first["evals"] == 8
+    with Ledger(runs_db) as led:
+        led.append_steps("base/s0", {"step": [401, 402], "tokens": [401 * 256.0, 402 * 256.0], "wall_s": [20.05, 20.1],
+                                     "tokens_per_s": [5000.0, 5100.0]})
+        led.append_evals("base/s0", [EvalRecord(step=402, tokens=402 * 256.0, task="val", metric="loss", value=3.0)])
+        led.set_status("base/s0", "finished")
+    news = client.get("/api/run/live", params={"name": "base/s0", "after": 400, "evals": 8, "curve_after": 400}).json()
+    assert news["new_steps"] == 2 and news["last_step"] == 402 and news["evals"] == 9 and news["status"] == "finished"
+    assert news["throughput"] == {"step": [401, 402], "wall_s": [20.05, 20.1], "tokens_per_s": [5000.0, 5100.0]}
+    # The new evaluation on every axis of the loss plots, as the next full draw will have it.
+    assert news["curve"] == {"step": [402], "tokens": [402 * 256.0], "wall_s": [20.1], "cost_usd": [None], "loss": [3.0]}
+    drawn = client.get("/api/run/figures", params={"name": "base/s0"}).json()
+    assert drawn["cursor"]["curve_step"] == 402 and _values(_figures(drawn)["loss-tokens"]["figure"]["data"][0])[-1] == 402 * 256.0
+    quiet = client.get("/api/run/live", params={"name": "base/s0", "after": 402, "evals": 9, "curve_after": 402}).json()
+    assert quiet["new_steps"] == 0 and quiet["curve"] is None and quiet["throughput"]["step"] == []
+
+
+def test_a_million_step_run_page_is_bounded_and_keeps_every_evaluation(tmp_path):
+    path, n = tmp_path / "big.db", 1_000_000
+    step = np.arange(1, n + 1)
+    tps = np.full(n, 1e5)
+    tps[654_321] = 3e5  # one fast step: min/max downsampling keeps it
+    with Ledger(path) as led:
+        led.create_run("huge")
+        led.append_steps("huge", {"step": step, "tokens": step * 1024.0, "wall_s": step * 0.01, "tokens_per_s": tps,
+                                  "loss": 6.0 - np.log(step) / 10})
+        led.append_evals("huge", [EvalRecord(step=int(s), tokens=s * 1024.0, task="val", metric="loss",
+                                             value=float(6.0 - np.log(s) / 10)) for s in range(10_000, n + 1, 10_000)])
+    client = TestClient(create_app(str(path)))
+    response = client.get("/api/run/figures", params={"name": "huge"})
+    figs = _figures(response.json())
+    assert len(response.content) < 500_000  # the step table alone is ~100 MB as JSON
+    assert len(_values(figs["loss-tokens"]["figure"]["data"][0])) == 100  # every evaluation
+    throughput = figs["throughput-learning"]["figure"]["data"][0]
+    assert len(_values(throughput)) <= MAX_POINTS and _values(throughput, "y").max() == 3e5
+    live = client.get("/api/run/live", params={"name": "huge", "after": 0})
+    assert live.json()["new_steps"] == n and len(live.content) < 200_000
+
+
+def test_serve_refuses_bad_input_in_one_line(cli_for, tmp_path, runs_db):
+    cli = cli_for(runs_db)
+    for args, start in ((["--port", "70000"], "error: port must be within 0-65535, got 70000"),
+                        (["--token", "short"], "error: token must have at least 16 characters, got 5"),
+                        (["--host", "no-such-host.invalid"], "error: host 'no-such-host.invalid': not an address")):
+        result = cli("serve", *args, code=2)
+        assert result.stderr.startswith(start) and result.stderr.count("\n") == 1, result.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        result = cli("serve", "--port", str(taken.getsockname()[1]), code=2)
+        assert "cannot listen" in result.stderr and result.stderr.count("\n") == 1
+    result = cli_for(tmp_path)("serve", "--port", "0", code=2)  # the ledger is a folder
+    assert result.stderr.startswith(f"error: {tmp_path}: is a directory") and result.stderr.count("\n") == 1
+
+
+# -- the real server in a real browser ----------------------------------------------------------------------
+
+TRACKER = """
+import sys, time
+from pathlib import Path
+from yieldgate import Tracker
+ledger, go, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+with Tracker("live", ledger=ledger) as tr:
+    for step in range(1, 100_000):
+        tr.step(tokens=512, loss=5.0 / step ** 0.2)
+        if step in (5, 10):
+            tr.eval({"val/loss": 5.1 / step ** 0.2})
+        if go.exists():
+            tr.eval({"val/loss": 5.1 / step ** 0.2})
+            print(f"eval {step} {time.time()}", flush=True)
+            go.unlink()
+        if stop.exists():
+            break
+        time.sleep(0.05)
+print(f"closed {time.time()}", flush=True)
+"""
+
+
+def _start_server(db: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "yieldgate", "--ledger", str(db), "serve", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("yieldgate serve: http://"), (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, line.split()[2]
+
+
+def _wait(predicate, timeout: float, what: str, every: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _until(page, expression: str, timeout: float = 10.0, what: str = "") -> None:
+    """Wait until `expression` is true in the page. Polled from here with `page.evaluate` (DevTools evaluation):
+    Playwright's own `wait_for_function` evaluates a string with eval in the page, which our CSP refuses."""
+    _wait(lambda: page.evaluate(expression), timeout, what or expression, every=0.02)
+
+
+PLOTS_JS = """[...document.querySelectorAll('.js-plotly-plot')].map(div => ({
+    id: div.id, traces: div._fullData.map(t => ({name: t.name, series: t.meta.series, n: t._length}))}))"""
+
+
+@pytest.mark.slow
+def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chromium, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from .test_report import _expected_points
+
+    go, stop = tmp_path / "go", tmp_path / "stop"
+    server, url = _start_server(runs_db)
+    base = url.rstrip("/")
+    tracker = subprocess.Popen([sys.executable, "-c", TRACKER, str(runs_db), str(go), str(stop)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors, dialogs, outside = [], [], []
+    try:
+        with Ledger(runs_db, readonly=True) as led:
+            _wait(lambda: "live" in set(led.runs()["name"]) and len(led.evals("live")) == 2, 60, "the Tracker's evals")
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.route("**/*", lambda route: (outside.append(route.request.url), route.abort())
+                       if not route.request.url.startswith(base) else route.continue_())
+
+            # The runs page: every run, the hostile name as text.
+            page.goto(url)
+            _until(page, "document.querySelectorAll('#runs tbody tr').length === 5")
+            names = page.evaluate("[...document.querySelectorAll('#runs tbody tr td:nth-child(2)')].map(e => e.textContent)")
+            assert sorted(names) == sorted(["base/s0", "base/s1", "big/s0", EVIL, "live"])
+            page.click("th[data-key=steps]")  # sort by steps, ascending: the live run (fewest so far) first
+            _until(page, "document.querySelector('#runs tbody tr td:nth-child(2)').textContent === 'live'")
+            page.fill("#filter", "base")
+            _until(page, "document.querySelectorAll('#runs tbody tr').length === 2")
+            page.check("#runs tbody tr:nth-child(1) input")
+            page.check("#runs tbody tr:nth-child(2) input")
+            assert page.get_attribute("#compare-link", "href") == "/compare?a=base%2Fs0&b=base%2Fs1"
+            page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
+
+            # Each run page: every plot's traces named and counted as the ledger says.
+            checked = 0
+            for run in ("base/s0", EVIL):
+                page.goto(f"{base}/run?name={run.replace('<', '%3C').replace('>', '%3E').replace(' ', '%20')}")
+                _until(page, "Number(document.body.dataset.draws || 0) >= 1")
+                plots = page.evaluate(PLOTS_JS)
+                assert [p["id"] for p in plots] == ["fig-loss-tokens", "fig-loss-time", "fig-throughput-learning",
+                                                    "fig-tranche-yields", "fig-signals-gns"]
+                with Ledger(runs_db, readonly=True) as led:
+                    for plot in plots:
+                        for t in plot["traces"]:
+                            assert t["name"] == run.replace("<", "&lt;").replace(">", "&gt;")
+                            assert t["n"] == _expected_points(led, run, t["series"]) > 0, (plot["id"], t)
+                            checked += 1
+                assert page.evaluate("document.querySelector('h1').textContent") == run
+                page.screenshot(path=str(tmp_path / f"run-{checked}.png"), full_page=True)
+            assert checked >= 10
+            assert page.evaluate("window.__pwned === undefined && document.querySelectorAll('img').length === 0")
+
+            # The comparison page.
+            page.goto(f"{base}/compare?a=base/*&b=big/s0")
+            _until(page, "document.querySelectorAll('.js-plotly-plot').length >= 3")
+            assert "effective token multiplier" in page.evaluate("document.body.innerText")
+            page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+
+            # Live: the open page of a run a Tracker is writing shows its next evaluation within 2 s.
+            page.goto(f"{base}/run?name=live")
+            _until(page, "Number(document.body.dataset.draws || 0) >= 1")
+            count = "document.getElementById('fig-loss-tokens')._fullData[0]._length"
+            assert page.evaluate(count) == 2 and page.evaluate("document.getElementById('status').textContent") == "running"
+            # Steps between evaluations: the throughput trace grows without a reload.
+            grown = ("(() => { const d = document.getElementById('fig-throughput-learning'); "
+                     "return d._fullData.find(t => t.meta.series === 'tokens_per_s')._length; })()")
+            before = page.evaluate(grown)
+            _until(page, f"{grown} > {before}", 2.0, "new throughput points")
+            go.touch()
+            written = float(tracker.stdout.readline().split()[2])
+            try:
+                _until(page, f"{count} === 3", 5.0)
+            except AssertionError:
+                raise AssertionError((errors, page.evaluate("document.getElementById('live').textContent + ' draws ' + document.body.dataset.draws"))) from None
+            delay = time.time() - written
+            print(f"new evaluation on the page {delay:.2f} s after Tracker.eval")
+            assert delay < 2.0
+            page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
+            stop.touch()
+            _until(page, "document.getElementById('status').textContent === 'finished'", 5.0)
+            browser.close()
+    finally:
+        stop.touch()
+        tracker.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=30)
+    assert errors == [] and dialogs == [] and outside == []
+    assert all((tmp_path / f).stat().st_size > 20_000 for f in ("runs.png", "compare.png", "live.png"))
+    print(f"screenshots: {tmp_path}")
+
+
+@pytest.mark.slow
+def test_a_server_beyond_loopback_answers_401_without_its_token(runs_db):
+    import urllib.error
+    import urllib.request
+
+    server, url = _start_server(runs_db, "--host", "0.0.0.0", "--token", TOKEN)
+    try:
+        port = url.split(":")[2].split("/")[0]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs", timeout=10)
+        assert refused.value.code == 401
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/runs",
+                                         headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert [r["name"] for r in json.load(response)][:1] == ["base/s0"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
