@@ -59,7 +59,7 @@ def runs(patterns: str | Sequence[str] = (), *, ledger: LedgerArg = None, tags: 
     all), carrying every one of `tags`, with any `status`; ordered by `sort` (name, created, updated, status, steps,
     tokens, duration; default oldest first), `reverse`d if asked; the first `limit` (see
     `analysis.runs.select_runs`)."""
-    from yieldgate.analysis.runs import select_runs
+    from yieldgate.analysis.listing import select_runs
 
     with _open(ledger, readonly=True) as led:
         frame = led.runs()
@@ -89,7 +89,7 @@ class RemovedRun:
 
 
 def _matching(led: Ledger, patterns: str | Sequence[str]) -> list[str]:
-    from yieldgate.analysis.runs import match_patterns
+    from yieldgate.analysis.listing import match_patterns
 
     return match_patterns(led.runs()["name"].tolist(), _many(patterns), led.location)
 

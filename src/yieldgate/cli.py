@@ -20,15 +20,13 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from yieldgate import __version__
-from yieldgate.analysis.runs import compare_groups, forecast_run, yield_report
-from yieldgate.analysis.yields import DEVICE_HOUR
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.manifest import Manifest, diff, flat_config, load_manifest
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import fmt as _fmt
-from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan
+from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan, run_record
 
 console = Console()
 
@@ -110,24 +108,6 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_clean(value), indent=2) + "\n")
 
 
-def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def _run_record(row: dict[str, Any]) -> dict[str, Any]:
-    last_eval = None
-    if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
-        last_eval = {"task": row["last_eval_task"], "metric": row["last_eval_metric"],
-                     "value": row["last_eval_value"], "step": int(row["last_eval_step"])}
-    return _clean({
-        "name": row["name"], "status": row["status"], "source": row["source"],
-        "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],
-        "last_eval": last_eval, "manifest_hash": row["manifest_hash"],
-        "created_at": _when(row["created_at"]), "updated_at": _when(row["updated_at"]),
-        "duration_s": row["duration_s"], "tags": list(row["tags"]), "note": row["note"],
-    })
-
-
 def _duration(seconds: float | None) -> str:
     """`2h05m`, `3m20s`, `45s`; `-` when unknown."""
     if seconds is None or not np.isfinite(seconds):
@@ -189,7 +169,7 @@ def runs(
 
     Example: yieldgate --ledger runs.db runs --csv > runs.csv
     """
-    from yieldgate.analysis.runs import select_runs
+    from yieldgate.analysis.listing import select_runs
 
     if as_json + as_csv + as_tsv > 1:
         raise InputError("--json, --csv and --tsv each choose the output: give one")
@@ -202,7 +182,7 @@ def runs(
     if as_csv or as_tsv:
         _write_table(rows, "," if as_csv else "\t")
         return
-    records = [_run_record(r) for r in rows.to_dict("records")]
+    records = [run_record(r) for r in rows.to_dict("records")]
     if as_json:
         _print_json(records)
         return
@@ -250,7 +230,7 @@ def rm(
 
     Example: yieldgate rm 'scratch-*' --yes
     """
-    from yieldgate.analysis.runs import match_patterns
+    from yieldgate.analysis.listing import match_patterns
 
     with _runs_ledger(ctx) as ledger:
         names = match_patterns(ledger.runs()["name"].tolist(), patterns, ledger.location)
@@ -289,7 +269,7 @@ def rename(
 
 
 def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: bool, add: bool) -> None:
-    from yieldgate.analysis.runs import match_patterns
+    from yieldgate.analysis.listing import match_patterns
 
     with _runs_ledger(ctx) as ledger, ledger.transaction():
         names = match_patterns(ledger.runs()["name"].tolist(), [patterns], ledger.location)
@@ -350,7 +330,7 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     Example: yieldgate show bs64-fp16 --json
     """
     with _ledger(ctx) as ledger:
-        info = _run_record(ledger.run_info(run))
+        info = run_record(ledger.run_info(run))
         steps = ledger.steps(run)
         evals = ledger.evals(run)
         events = ledger.events(run)
@@ -485,8 +465,12 @@ def yield_(
 
     Example: yieldgate yield bs64-fp16 --tranche-tokens 50000000 --json
     """
+    from yieldgate.analysis.runs import yield_report
+    from yieldgate.analysis.yields import DEVICE_HOUR
+
     with _ledger(ctx) as ledger:
         report = yield_report(ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per)
+
     if as_json:
         _print_json(report.to_dict()["tranches"])
         return
@@ -535,6 +519,8 @@ def compare(
     """
     if primary not in ("learning", "throughput"):
         raise YieldgateError(f"--primary must be learning or throughput, got {primary!r}")
+    from yieldgate.analysis.runs import compare_groups
+
     with _ledger(ctx) as ledger:
         result = compare_groups(ledger, a, b, at=at, target_loss=target_loss, metric=metric,  # type: ignore[arg-type]
                                 primary=primary, per=per)
@@ -583,6 +569,8 @@ def forecast(
 
     Example: yieldgate forecast whisper-ft --next-steps 1000   (a run without token counts)
     """
+    from yieldgate.analysis.runs import forecast_run
+
     with _ledger(ctx) as ledger:
         result = forecast_run(ledger, run, next_tokens=next_tokens, next_steps=next_steps,
                               threshold_per_btok=threshold, metric=metric, level=level)

@@ -6,96 +6,33 @@ and measurement notes come out of the ledger.
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Sequence
-
 import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.batch import batch_advice
 from yieldgate.analysis.compare import Axis, Comparison, RunData, compare
 from yieldgate.analysis.fit import Forecast, forecast, stable_phase
-from yieldgate.analysis.yields import TRAIN_LOSS, YieldReport, eval_points, to_per_byte, tranche_yields
-from yieldgate.errors import InputError, RunNotFound
+from yieldgate.analysis.listing import (
+    SORT_KEYS,
+    match_patterns,
+    match_runs,
+    select_runs,
+)
+from yieldgate.analysis.yields import (
+    TRAIN_LOSS,
+    YieldReport,
+    eval_points,
+    to_per_byte,
+    tranche_yields,
+)
+from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
-from yieldgate.names import RUN_STATUSES, check_tag, split_eval_key
+from yieldgate.names import split_eval_key
 
-__all__ = ["load_run", "match_runs", "match_patterns", "select_runs", "SORT_KEYS",
+__all__ = ["load_run", "match_runs", "match_patterns", "select_runs", "SORT_KEYS",  # the first four from listing
            "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check",
            "metric_key", "default_metric", "devices_of"]
-
-
-def match_runs(ledger: Ledger, pattern: str) -> list[str]:
-    """Run names matching `pattern`: the exact name if there is one, else a glob (`bs64-seed*`)."""
-    names = ledger.runs()["name"].tolist()
-    if pattern in names:
-        return [pattern]
-    found = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
-    if not found:
-        raise RunNotFound(f"no run named or matching {pattern!r} in {ledger.location}; `yieldgate runs` lists them")
-    return found
-
-
-def match_patterns(names: Sequence[str], patterns: Sequence[str], where: str) -> list[str]:
-    """The runs of `names` that the patterns match, in ledger order, each once. Each pattern is an exact name or a
-    glob, and must match at least one run (RunNotFound naming it otherwise): a command that changes runs must
-    not quietly change fewer than asked. `where` names the ledger in that message."""
-    if not patterns:
-        raise InputError("name at least one run (a name or a glob such as 'bs64-seed*')")
-    known = set(names)
-    chosen: set[str] = set()
-    for pattern in patterns:
-        found = {pattern} if pattern in known else {n for n in names if fnmatch.fnmatchcase(n, pattern)}
-        if not found:
-            raise RunNotFound(f"no run named or matching {pattern!r} in {where}; `yieldgate runs` lists them")
-        chosen |= found
-    return [n for n in names if n in chosen]
-
-
-# `--sort` keys -> `Ledger.runs()` columns.
-SORT_KEYS = {"name": "name", "created": "created_at", "updated": "updated_at", "status": "status", "steps": "steps",
-             "tokens": "tokens", "duration": "duration_s"}
-# Statuses a filter may ask for: the recorded ones, and the two `Ledger.runs()` computes for a dead writer.
-_STATUSES = (*RUN_STATUSES, "stale", "crashed")
-
-
-def select_runs(frame: pd.DataFrame, *, patterns: Sequence[str] = (), tags: Sequence[str] = (),
-                statuses: Sequence[str] = (), sort: str | None = None, reverse: bool = False,
-                limit: int | None = None) -> tuple[pd.DataFrame, int]:
-    """Filter and order a `Ledger.runs()` table: runs matching any of `patterns` (names or globs; none: all),
-    carrying every tag of `tags`, with any status of `statuses`; ordered by `sort` (a `SORT_KEYS` key, runs
-    without a value last; `reverse` turns the order around, still with those last), or oldest first. `limit`
-    keeps the first N of that order, or, without `sort`, the N most recently updated (in oldest-first order).
-    Returns (the rows, how many matched before `limit`). A pattern matching nothing is an empty answer, not an
-    error: this is a filter."""
-    tags = [check_tag(t) for t in tags]
-    bad = [s for s in statuses if s not in _STATUSES]
-    if bad:
-        raise InputError(f"status must be one of {', '.join(_STATUSES)}, got {bad[0]!r}")
-    if sort is not None and sort not in SORT_KEYS:
-        raise InputError(f"sort must be one of {', '.join(SORT_KEYS)}, got {sort!r}")
-    if limit is not None and limit < 0:
-        raise InputError(f"limit must be >= 0, got {limit}")
-    keep = np.ones(len(frame), dtype=bool)
-    if patterns:
-        keep &= np.array([any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns) for n in frame["name"]],
-                         dtype=bool)
-    if tags:
-        keep &= np.array([set(tags) <= set(have) for have in frame["tags"]], dtype=bool)
-    if statuses:
-        keep &= frame["status"].isin(statuses).to_numpy()
-    rows = frame[keep]
-    matched = len(rows)
-    if sort is not None:
-        rows = rows.sort_values(SORT_KEYS[sort], ascending=not reverse, na_position="last", kind="stable")
-        if limit:
-            rows = rows.head(limit)
-    elif reverse:
-        rows = rows.iloc[::-1]
-    if limit and sort is None and matched > limit:  # the most recently updated, in the order chosen
-        rows = rows[rows["updated_at"].rank(method="first", ascending=False) <= limit]
-    return rows.reset_index(drop=True), matched
 
 
 def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:

@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats as _scipy
 
 __all__ = ["Interval", "KINDS", "t_quantile", "normal_quantile", "family_level", "mean_interval", "difference",
            "pooled_mean", "slope_interval", "evaluation_difference", "identical", "verdict", "seeds_for_margin"]
@@ -84,11 +83,15 @@ class Interval:
 
 def t_quantile(level: float, dof: float) -> float:
     """Two-sided Student t quantile: the half-width of a `level` interval in standard errors."""
+    from scipy import stats as _scipy  # imported when first used: scipy.stats takes ~1 s to import
+
     return float(_scipy.t.ppf(0.5 + level / 2, dof))
 
 
 def normal_quantile(level: float) -> float:
     """Two-sided normal quantile (for large samples and bootstrap noise draws only, never for a few seeds)."""
+    from scipy import stats as _scipy
+
     return float(_scipy.norm.ppf(0.5 + level / 2))
 
 
@@ -170,6 +173,8 @@ def pooled_mean(estimates: list[tuple[float, float, float]], level: float) -> In
 
 def slope_interval(x: Any, y: Any, level: float) -> Interval:
     """Least-squares slope of y on x with its t-interval on n - 2 degrees of freedom (unbounded with two points)."""
+    from scipy import stats as _scipy
+
     fit = _scipy.linregress(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     n = len(np.asarray(x))
     half = t_quantile(level, n - 2) * float(fit.stderr) if n > 2 else math.inf

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 from typing import Any
 
 from rich.console import Console
@@ -143,3 +144,23 @@ def render_plan(console: Console, target: str, policy: str, plan: dict[str, Any]
     if any(r["unique_tokens"] is None for s in plan["stages"] for r in s["sources"]):
         console.print("?: unique tokens not recorded (manifest data.sources[].unique_tokens)", markup=False,
                       highlight=False)
+
+
+def when(ts: float) -> str:
+    """A timestamp as the runs table shows it: `2026-12-01 10:18` (UTC)."""
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def run_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One row of `Ledger.runs` as `yieldgate runs --json` and the dashboard's runs page give it."""
+    last_eval = None
+    if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
+        last_eval = {"task": row["last_eval_task"], "metric": row["last_eval_metric"],
+                     "value": row["last_eval_value"], "step": int(row["last_eval_step"])}
+    return clean({
+        "name": row["name"], "status": row["status"], "source": row["source"],
+        "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],
+        "last_eval": last_eval, "manifest_hash": row["manifest_hash"],
+        "created_at": when(row["created_at"]), "updated_at": when(row["updated_at"]),
+        "duration_s": row["duration_s"], "tags": list(row["tags"]), "note": row["note"],
+    })

@@ -11,7 +11,6 @@ import base64
 import json
 import threading
 from collections import OrderedDict
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ import pandas as pd
 from yieldgate.analysis.compare import Comparison, run_curve
 from yieldgate.analysis.runs import compare_groups, load_run, metric_key
 from yieldgate.ledger import Ledger
-from yieldgate.report.console import clean
+from yieldgate.report.console import clean, run_record
 from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict
 from yieldgate.report.sections import collect
 
@@ -30,24 +29,6 @@ LIVE_COLUMNS = ("tokens", "wall_s", "tokens_per_s")
 """The step columns a live poll reads (the throughput trace grows from them between full redraws)."""
 CURVE_COLUMNS = ("step", "tokens", "wall_s", "cost_usd", "loss")
 """The columns of a metric's curve a live poll sends: the axes of the loss plots, and the metric's value."""
-
-
-def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def run_record(row: dict[str, Any]) -> dict[str, Any]:
-    """One row of `Ledger.runs` as `yieldgate runs --json` prints it (tests/test_serve.py holds them equal)."""
-    last_eval = None
-    if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
-        last_eval = {"task": row["last_eval_task"], "metric": row["last_eval_metric"],
-                     "value": row["last_eval_value"], "step": int(row["last_eval_step"])}
-    return clean({
-        "name": row["name"], "status": row["status"], "source": row["source"],
-        "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],
-        "last_eval": last_eval, "manifest_hash": row["manifest_hash"],
-        "created_at": _when(row["created_at"]), "updated_at": _when(row["updated_at"]),
-    })
 
 
 def run_records(ledger: Ledger) -> list[dict[str, Any]]:
