@@ -188,3 +188,18 @@ def test_console_script_runs_as_a_process(tmp_path):
                             text=True, check=False, cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.startswith("error: no run named 'x'")
     assert "Traceback" not in result.stderr
+
+
+def test_ledger_is_accepted_after_the_command_too(tmp_path):
+    from typer.testing import CliRunner
+
+    from yieldgate.cli import app
+
+    csv = tmp_path / "a.csv"
+    csv.write_text("step,loss\n1,3.0\n2,2.5\n")
+    db = str(tmp_path / "l.db")
+    runner = CliRunner()
+    assert runner.invoke(app, ["import", "table", str(csv), "--run", "a", "--ledger", db]).exit_code == 0
+    after = runner.invoke(app, ["runs", "--json", f"--ledger={db}"])
+    before = runner.invoke(app, ["--ledger", db, "runs", "--json"])
+    assert after.exit_code == 0 and after.stdout == before.stdout and json.loads(after.stdout)[0]["name"] == "a"

@@ -41,6 +41,28 @@ class _Group(TyperGroup):
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
 
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        return super().parse_args(ctx, _ledger_first(args))
+
+
+def _ledger_first(args: list[str]) -> list[str]:
+    """`--ledger PATH` belongs to the group, before the command; accept it after the command too (`yieldgate runs
+    --ledger team.db`, as sqlite-utils takes its database anywhere) by moving it to the front."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--":
+            rest += args[i:]
+            break
+        if args[i] == "--ledger" and i + 1 < len(args):
+            front += args[i:i + 2]
+            i += 2
+            continue
+        (front if args[i].startswith("--ledger=") else rest).append(args[i])
+        i += 1
+    return front + rest
+
 
 app = typer.Typer(
     cls=_Group,
