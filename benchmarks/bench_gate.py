@@ -20,35 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from yieldgate.data.recipe import ResolvedRecipe, resolve
-from yieldgate.manifest import parse_manifest
-from yieldgate.probe.trainer import Faults, ProbeConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the settings live with the tests that use them
 
-POLICY = Path(__file__).parents[1] / "examples" / "policy.yaml"
-TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
-TWO = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
-       "tokenizer": TOKENIZER}
-"""The clean recipe."""
-ONE = {"sources": [{"name": "milton"}], "tokenizer": TOKENIZER}
-"""Milton alone: the source the repeat fault shrinks to 1/40 of the budget."""
-
-
-def probe_config(seed: int, tokens: int = 150_000, **faults: Any) -> ProbeConfig:
-    """The gate's probe: ~31k parameters, 150k tokens in 147 steps of 16 x 64, 12 evaluations, one thread."""
-    return ProbeConfig(tokens=tokens, seed=seed, layers=1, width=32, heads=2, evals=12, eval_sequences=32, threads=1,
-                       faults=Faults(**faults))
-
-
-def resolve_recipe(recipe: dict[str, Any]) -> ResolvedRecipe:
-    return resolve(parse_manifest({"data": recipe}).data, seed=0, max_chars_per_source=600_000)
+from tests.gate_cases import ONE, POLICY, TWO, probe_config, resolve_recipe  # noqa: E402
 
 
 def main() -> None:

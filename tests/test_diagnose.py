@@ -3,34 +3,30 @@ events kept without duplicates, the CLI, and a fast subset of the fault-injectio
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from yieldgate.analysis.data_detectors import _expected_repeat, duplicated_stream, mixture_drift
+from tests import diagnose_cases as bench
+from yieldgate.analysis.data_detectors import (
+    _expected_repeat,
+    duplicated_stream,
+    mixture_drift,
+)
 from yieldgate.analysis.detectors import (
     LOW_CONFIDENCE,
     NotRun,
     RunSignals,
     nonfinite_and_skipped,
     repeat_worth,
-
     stall,
 )
 from yieldgate.analysis.diagnose import DETECTORS, diagnose, online_findings
 from yieldgate.analysis.spikes import spike_steps
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
-
-_spec = importlib.util.spec_from_file_location("bench_diagnose", Path(__file__).parents[1] / "benchmarks" / "bench_diagnose.py")
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["bench_diagnose"] = bench  # dataclasses look their module up while the class is made
-_spec.loader.exec_module(bench)
 
 MANIFEST = parse_manifest({"data": {"sources": [{"name": "a", "weight": 3, "unique_tokens": 100_000},
                                                 {"name": "b", "weight": 1, "unique_tokens": 100}],

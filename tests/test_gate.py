@@ -7,7 +7,6 @@ are trained once per module into one ledger; tests that write to it work on a co
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -26,9 +25,7 @@ from yieldgate.probe.trainer import train_probe
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
-_spec = importlib.util.spec_from_file_location("bench_gate", Path(__file__).parents[1] / "benchmarks" / "bench_gate.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from tests import gate_cases as bench
 
 POLICY_FILE = bench.POLICY
 CLEAN = "camp/two/s[012]/t150000"
