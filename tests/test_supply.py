@@ -73,6 +73,9 @@ def test_plan_prints_every_stage_and_names_the_source_to_grow(cli, tmp_path):
     assert full["web"]["epochs"] == pytest.approx(3500000 / 1500000) and not full["web"]["over_limit"]
     assert out["grow"] == [{"source": "code", "stage": "full", "epochs": 37.5, "unique_tokens": 40000,
                             "needed_unique_tokens": 375000.0}]
+    import yieldgate
+
+    assert yieldgate.plan(str(tmp_path / "r.yaml"), tmp_path / "p.yaml", ledger=cli.ledger_path) == out
     text = cli(*args).stdout
     assert "OVER" in text and "grow code: full passes it 37.5 times" in text and "375,000 unique" in text
 

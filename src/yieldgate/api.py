@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from yieldgate.report.html import ReportResult
 
 __all__ = ["runs", "remove_runs", "rename_run", "tag_runs", "untag_runs", "note_run", "RemovedRun",
-           "yields", "compare", "forecast", "diagnose", "gate", "import_run", "export_run", "report"]
+           "yields", "compare", "forecast", "diagnose", "gate", "plan", "import_run", "export_run", "report"]
 
 LedgerArg = Ledger | str | os.PathLike[str] | None
 
@@ -180,6 +180,18 @@ def gate(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = Non
         if record:
             gates.record(led, decision, parsed)
     return decision
+
+
+def plan(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = None) -> dict[str, Any]:
+    """Each stage's data supply under a policy file (`yieldgate plan`): per source its epochs, effective tokens
+    and the worth of the stage's new tokens, and the sources to grow; TARGET is a run, seed group or campaign
+    recipe, or a recipe or manifest file. Nothing is stored."""
+    from yieldgate.probe.policy import load_policy
+    from yieldgate.probe.supply import plan_target
+
+    parsed = load_policy(Path(policy))
+    with _open(ledger, readonly=True) as led:
+        return plan_target(led, target, parsed)
 
 
 def import_run(kind: str, sources: str | Sequence[str], *, run: str, ledger: LedgerArg = None,

@@ -1127,34 +1127,16 @@ def plan(
 
     Example: yieldgate plan recipe.yaml --policy examples/policy.yaml --json
     """
-    from yieldgate.manifest import Recipe, parse_manifest, read_structured_file, validate
-    from yieldgate.probe.evidence import target_runs, workflow_digest
     from yieldgate.probe.policy import load_policy
-    from yieldgate.probe.supply import plan as supply_plan
+    from yieldgate.probe.supply import plan_target
 
     parsed = load_policy(policy)
-    params = None
-    if Path(target).is_file():
-        data = read_structured_file(target)
-        if isinstance(data, dict) and "data" in data:
-            manifest = parse_manifest(data, target)
-            recipe, params = manifest.data, manifest.model.params if manifest.model else None
-        else:
-            recipe = validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'")
-    else:
-        with _ledger(ctx) as ledger:
-            runs, _ = target_runs(ledger, target)
-            manifests = [m for m in (ledger.manifest(r) for r in runs) if m is not None]
-        if not manifests:
-            raise InputError(f"{target}: its runs have no manifest, so their recipe is unknown; pass a recipe file")
-        if len({workflow_digest(m) for m in manifests}) > 1:
-            raise InputError(f"{target}: its runs differ in recipe, model or optimisation; plan one recipe at a time")
-        recipe, params = manifests[0].data, manifests[0].model.params if manifests[0].model else None
-    result = supply_plan(recipe, parsed.stages, parsed.requirements.max_epochs, params)
+    with _ledger(ctx) as ledger:
+        result = plan_target(ledger, target, parsed)
     if as_json:
-        _print_json({"target": target, "policy": f"{parsed.name}@{parsed.version}", **result})
+        _print_json(result)
     else:
-        render_plan(console, target, f"{parsed.name}@{parsed.version}", result)
+        render_plan(console, result)
 
 
 @app.command()

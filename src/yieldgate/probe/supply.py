@@ -22,13 +22,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from yieldgate.analysis.detectors import R_STAR, effective_tokens
-from yieldgate.manifest import Recipe
-from yieldgate.probe.policy import Stage
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
+from yieldgate.manifest import Recipe, parse_manifest, read_structured_file, validate
+from yieldgate.probe.policy import Policy, Stage
 
-__all__ = ["SourceSupply", "drawn_tokens", "stage_supply", "worth", "plan"]
+__all__ = ["SourceSupply", "drawn_tokens", "stage_supply", "worth", "plan", "plan_target", "target_recipe"]
 
 def _shares(weights: dict[str, float], names: list[str]) -> dict[str, float]:
     total = sum(weights.get(n, 0.0) for n in names)
@@ -110,14 +113,17 @@ def plan(recipe: Recipe, stages: Sequence[Stage], max_epochs: float | None = Non
     worth of the stage's new tokens; the stage's tokens per parameter where `params` is known; and, for each
     source the policy's `max_epochs` would be passed on, the first stage it happens at and the unique tokens
     that stage needs."""
-    out, advice, start, named = [], [], 0.0, set()
+    out: list[dict[str, Any]] = []
+    advice: list[dict[str, Any]] = []
+    named: set[str] = set()
+    start = 0.0
     for stage in stages:
         rows = stage_supply(recipe, stage.name, start, stage.tokens)
         sources = []
         for r in rows:
             over = max_epochs is not None and r.epochs is not None and r.epochs > max_epochs
             sources.append({**r.to_dict(), "over_limit": over})
-            if over and r.source not in named:
+            if max_epochs is not None and over and r.source not in named:
                 named.add(r.source)
                 advice.append({"source": r.source, "stage": stage.name, "epochs": r.epochs,
                                "unique_tokens": r.unique_tokens, "needed_unique_tokens": r.drawn_tokens / max_epochs})
@@ -126,3 +132,33 @@ def plan(recipe: Recipe, stages: Sequence[Stage], max_epochs: float | None = Non
                     "tokens_per_param": stage.tokens / params if params else None, "sources": sources})
         start = stage.tokens
     return {"max_epochs": max_epochs, "params": params, "r_star": R_STAR, "stages": out, "grow": advice}
+
+
+def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
+    """The recipe (and model parameters, where known) of `target`: a recipe or manifest file (YAML/JSON) not
+    trained yet, or a run, seed group or campaign recipe in the ledger, whose runs must share one workflow."""
+    from yieldgate.probe.evidence import target_runs, workflow_digest
+
+    if Path(target).is_file():
+        data = read_structured_file(target)
+        if isinstance(data, dict) and "data" in data:
+            manifest = parse_manifest(data, target)
+            if manifest.data is None:
+                raise InputError(f"{target}: the manifest has no data recipe (data.sources)")
+            return manifest.data, manifest.model.params if manifest.model else None
+        return validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'"), None
+    runs, _ = target_runs(ledger, target)
+    found = [(m.data, m.model.params if m.model else None, workflow_digest(m))
+             for m in (ledger.manifest(r) for r in runs) if m is not None and m.data is not None]
+    if not found:
+        raise InputError(f"{target}: its runs have no manifest with a data recipe; pass a recipe file")
+    if len({digest for _, _, digest in found}) > 1:
+        raise InputError(f"{target}: its runs differ in recipe, model or optimisation; plan one recipe at a time")
+    return found[0][0], found[0][1]
+
+
+def plan_target(ledger: Ledger, target: str, policy: Policy) -> dict[str, Any]:
+    """`yieldgate plan`: `plan` for `target`'s recipe under `policy`'s stages and max_epochs."""
+    recipe, params = target_recipe(ledger, target)
+    return {"target": target, "policy": f"{policy.name}@{policy.version}",
+            **plan(recipe, policy.stages, policy.requirements.max_epochs, params)}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -118,9 +118,10 @@ def render_decision(console: Console, decision_id: int, decision: Any) -> None:
         console.print(f"next: {decision.what_to_run_next}", markup=False, highlight=False, soft_wrap=True)
 
 
-def render_plan(console: Console, target: str, policy: str, plan: dict[str, Any]) -> None:
-    """`yieldgate plan`: each stage's data supply per source, and which sources to grow."""
-    limit = plan["max_epochs"]
+def render_plan(console: Console, plan: dict[str, Any]) -> None:
+    """`yieldgate plan` (`probe.supply.plan_target`): each stage's data supply per source, and which sources to
+    grow."""
+    limit, target, policy = plan["max_epochs"], plan["target"], plan["policy"]
     table = Table("stage", "tokens", "source", "unique", "drawn", "epochs", "effective", "worth of new",
                   title=f"Data supply of {target} under {policy} (max epochs: {'off' if limit is None else fmt(limit)})")
     for stage in plan["stages"]:
@@ -139,8 +140,8 @@ def render_plan(console: Console, target: str, policy: str, plan: dict[str, Any]
                           highlight=False)
     for g in plan["grow"]:
         console.print(f"grow {g['source']}: {g['stage']} passes it {g['epochs']:.3g} times; it needs at least "
-                      f"{g['needed_unique_tokens']:,.0f} unique tokens (holds {g['unique_tokens']:,}), or a lower weight",
-                      markup=False, highlight=False, soft_wrap=True)
+                      f"{g['needed_unique_tokens']:,.0f} unique tokens (holds {g['unique_tokens']:,}), or a lower "
+                      "weight", markup=False, highlight=False, soft_wrap=True)
     if any(r["unique_tokens"] is None for s in plan["stages"] for r in s["sources"]):
         console.print("?: unique tokens not recorded (manifest data.sources[].unique_tokens)", markup=False,
                       highlight=False)
@@ -148,7 +149,7 @@ def render_plan(console: Console, target: str, policy: str, plan: dict[str, Any]
 
 def when(ts: float) -> str:
     """A timestamp as the runs table shows it: `2026-12-01 10:18` (UTC)."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def run_record(row: dict[str, Any]) -> dict[str, Any]:
