@@ -4,7 +4,7 @@ A wheel of this tree (or the one `YIELDGATE_WHEEL` names: `make quickstart` pass
 `[torch]` extra into a new venv, and every command of docs/quickstart.md runs there in order, in an empty folder
 holding the page's `train.py`: the page's own `pip install` line (the package name swapped for the wheel's path),
 then the script and the `yieldgate` commands. A green run from a source checkout can hide a file the wheel lacks
-(the peak FLOP/s table once was); this cannot, and the page cannot drift from what works.
+(the peak FLOP/s table was, until declared as package data); this cannot, and the page cannot drift from what works.
 """
 
 from __future__ import annotations
@@ -27,9 +27,19 @@ INSTALL = "pip install 'yieldgate[torch]'"
 
 
 def run(cmd: list[str] | str, *, cwd: Path, env: dict[str, str], timeout: float = 900) -> str:
-    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                            shell=isinstance(cmd, str), executable="/bin/bash" if isinstance(cmd, str) else None)
-    assert result.returncode == 0, f"`{cmd}` exited {result.returncode}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    result = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        shell=isinstance(cmd, str),
+        executable="/bin/bash" if isinstance(cmd, str) else None,
+    )
+    assert result.returncode == 0, (
+        f"`{cmd}` exited {result.returncode}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    )
     return result.stdout
 
 
@@ -37,8 +47,11 @@ def wheel(tmp_path: Path) -> Path:
     if os.environ.get("YIELDGATE_WHEEL"):
         return Path(os.environ["YIELDGATE_WHEEL"]).resolve()
     out = tmp_path / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
-        cwd=tmp_path, env=dict(os.environ))
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
+        cwd=tmp_path,
+        env=dict(os.environ),
+    )
     (built,) = out.glob("yieldgate-*.whl")
     return built
 
@@ -63,9 +76,14 @@ def test_quickstart_as_written_from_the_wheel(tmp_path: Path):
             command = f"pip install --quiet {shlex.quote(f'{whl}[torch]')}"
         outputs[command] = run(command, cwd=work, env=env)
 
-    # The commands ran the installed wheel, not this checkout.
+    # The commands ran the installed wheel, not this checkout, and it holds every file of the package's source
+    # folder (data files too: package data not declared in pyproject.toml is silently left out of a wheel).
     where = run(["python", "-c", "import yieldgate; print(yieldgate.__file__)"], cwd=work, env=env).strip()
     assert where.startswith(str(venv)), where
+    source = ROOT / "src" / "yieldgate"
+    installed = Path(where).parent
+    wanted = [f.relative_to(source) for f in source.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+    assert [str(f) for f in wanted if not (installed / f).is_file()] == []
     (row,) = json.loads(run(["yieldgate", "runs", "--json"], cwd=work, env=env))
     assert (row["name"], row["status"], row["steps"], row["tokens"]) == ("quickstart", "finished", 300, 307_200)
     assert (row["last_eval"]["task"], row["last_eval"]["metric"], row["last_eval"]["step"]) == ("val", "loss", 300)
