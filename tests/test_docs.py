@@ -191,13 +191,16 @@ def blocks(page: str, lang: str) -> list[str]:
     return [body for kind, _, body in CODE_BLOCK.findall((DOCS / page).read_text()) if kind == lang]
 
 
-def test_the_manifest_page_example_is_a_valid_manifest(tmp_path: Path):
+def test_the_manifest_page_example_is_a_valid_manifest_and_the_example_file(tmp_path: Path):
     from yieldgate.manifest import load_manifest
 
     (example,) = blocks("manifests.md", "yaml")
     (tmp_path / "manifest.yaml").write_text(example)
     manifest = load_manifest(tmp_path / "manifest.yaml")
     assert [s.name for s in manifest.data.sources] == ["web", "code"]
+    assert load_manifest(ROOT / "examples" / "manifest.yaml") == manifest, (
+        "examples/manifest.yaml is the page's example"
+    )
 
 
 def test_the_gate_page_policy_is_the_example_file():
