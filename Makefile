@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test test-all browsers bench soak clean reliability-table
+.PHONY: demo test test-all browsers bench soak clean reliability-table docs cli-reference wheel quickstart lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,7 +62,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_gate.py
 	$(BIN)/python benchmarks/bench_durability.py
 
-# Rewrites the README's Reliability table from what the reliability tests measure.
+# Rewrites the Reliability table (docs/reliability.md) from what the reliability tests measure.
 reliability-table: $(VENV)/.dev
 	YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
 		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py
@@ -70,5 +70,29 @@ reliability-table: $(VENV)/.dev
 soak: $(VENV)/.dev
 	$(BIN)/python -m pytest -q -m soak --durations=20
 
+# The docs site (docs/, mkdocs.yml) into site/; --strict turns a broken link or a missing page into a failure.
+docs: $(VENV)/.dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+# docs/cli-reference.md from the typer app itself; tests/test_docs.py fails when it is out of date.
+cli-reference: $(VENV)/.dev
+	$(BIN)/python -m typer yieldgate.cli utils docs --name yieldgate --title "CLI reference" --output docs/cli-reference.md
+
+# The sdist and the wheel, into dist/.
+wheel: $(VENV)/.dev
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
+# The docs' Quickstart as written, against dist/'s wheel installed with [torch] into a fresh virtual environment
+# (make test-all runs the same test on a wheel it builds itself).
+quickstart: wheel
+	YIELDGATE_WHEEL="$$(ls dist/yieldgate-*.whl)" $(BIN)/python -m pytest -q -m slow tests/test_quickstart.py
+
+# ruff (lint and format check) and mypy on src/, configured in pyproject.toml.
+lint: $(VENV)/.dev
+	$(BIN)/python -m ruff check src
+	$(BIN)/python -m ruff format --check src
+	$(BIN)/python -m mypy
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .hypothesis

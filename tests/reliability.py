@@ -1,6 +1,6 @@
-"""The README's Reliability table, kept equal to what the tests measure.
+"""The Reliability table of the docs (docs/reliability.md), kept equal to what the tests measure.
 
-Each reliability test ends with `check(fault, outcome, rows_lost)`. Normally that asserts the README's row
+Each reliability test ends with `check(fault, outcome, rows_lost)`. Normally that asserts the table's row
 for `fault` says exactly this; with YIELDGATE_WRITE_RELIABILITY=1 (`make reliability-table`) the rows are
 collected and the table is rewritten at the end of the session instead.
 """
@@ -11,15 +11,15 @@ import os
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
 START, END = "<!-- reliability:start -->", "<!-- reliability:end -->"
 HEADER = "| fault or bad input | outcome | rows lost |\n|---|---|---|\n"
 WRITE = os.environ.get("YIELDGATE_WRITE_RELIABILITY") == "1"
 measured: dict[str, tuple[str, str]] = {}
 
 
-def readme_rows() -> dict[str, tuple[str, str]]:
-    text = README.read_text()
+def page_rows() -> dict[str, tuple[str, str]]:
+    text = PAGE.read_text()
     table = text[text.index(START) + len(START): text.index(END)]
     rows = {}
     for line in table.strip().splitlines()[2:]:
@@ -32,15 +32,15 @@ def check(fault: str, outcome: str, rows_lost: str) -> None:
     measured[fault] = (outcome, rows_lost)
     if WRITE:
         return
-    assert readme_rows().get(fault) == (outcome, rows_lost), (
-        f"README's Reliability row for {fault!r} is {readme_rows().get(fault)}, the test measured "
+    assert page_rows().get(fault) == (outcome, rows_lost), (
+        f"docs/reliability.md's row for {fault!r} is {page_rows().get(fault)}, the test measured "
         f"{(outcome, rows_lost)}: run `make reliability-table`")
 
 
 def write_table() -> None:
     """Rows measured this session replace theirs; rows of faults not run this session are kept."""
-    rows = {**readme_rows(), **measured} if START in README.read_text() else dict(measured)
+    rows = {**page_rows(), **measured} if START in PAGE.read_text() else dict(measured)
     body = "".join(f"| {f} | {o} | {lost} |\n" for f, (o, lost) in rows.items())
-    text = README.read_text()
+    text = PAGE.read_text()
     new = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: f"{START}\n{HEADER}{body}{END}", text, flags=re.S)
-    README.write_text(new)
+    PAGE.write_text(new)

@@ -3,7 +3,7 @@ campaigns and policies, damaged event files, tables with missing columns, non-fi
 non-UTF-8 text, hostile run names, a ledger from a newer schema. Each is refused with one line on stderr and exit status 2, and the
 ledger (which holds a run already) is left exactly as it was; or, where the input is partly good data (a
 truncated event file, a diverged loss), imported with a warning that says what was done. Each case keeps
-its README Reliability row true (tests/reliability.py)."""
+its Reliability row (docs/reliability.md) true (tests/reliability.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _invoke(ledger: Path, *args: str, code: int) -> tuple[str, str]:
 
 
 def _shown(text: str, tmp_path: Path) -> str:
-    """A message as the README shows it: the temp folder dropped, cut at 110 characters."""
+    """A message as docs/reliability.md shows it: the temp folder dropped, cut at 110 characters."""
     text = text.strip().replace(f"{tmp_path}/", "").removeprefix("error: ")
     assert "|" not in text and "`" not in text, text  # it goes into a Markdown table cell as code
     return text if len(text) <= 110 else text[:109] + "…"

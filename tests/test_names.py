@@ -1,4 +1,5 @@
-"""The README's names table and the code's constants are one list: this test keeps them so."""
+"""The data contract's names table (docs/data-contract.md) and the code's constants are one list: this test keeps
+them so."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 
 from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, is_extra_key, split_eval_key
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "data-contract.md"
 
 
-def readme_names() -> dict[str, tuple[str, str]]:
-    text = README.read_text()
+def page_names() -> dict[str, tuple[str, str]]:
+    text = PAGE.read_text()
     block = text[text.index("<!-- names:start -->") : text.index("<!-- names:end -->")]
     rows = {}
     for line in block.splitlines():
@@ -23,10 +24,10 @@ def readme_names() -> dict[str, tuple[str, str]]:
     return rows
 
 
-def test_readme_table_matches_the_code():
+def test_names_table_matches_the_code():
     expected = {name: (unit, "core") for name, unit in CORE_STEP_COLUMNS.items()}
     expected |= {name: (unit, "extras") for name, unit in EXTRA_KEYS.items()}
-    assert readme_names() == expected
+    assert page_names() == expected
 
 
 def test_every_extra_is_namespaced_and_no_core_name_is():

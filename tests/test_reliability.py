@@ -1,4 +1,4 @@
-"""Faults of real clusters, tried on the Tracker and the ledger; each test keeps its README row true
+"""Faults of real clusters, tried on the Tracker and the ledger; each test keeps its docs/reliability.md row true
 (tests/reliability.py: the table is the tests' own results)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Security: the HTML report escapes every user string; nothing listens on a network port; no credential
-reaches the ledger or the report; nothing is ever unpickled. Each test keeps its README Reliability row
+reaches the ledger or the report; nothing is ever unpickled. Each test keeps its Reliability row (docs)
 true (tests/reliability.py)."""
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ def test_activation_entropy_hooks_are_removed(text):
 
 def test_activation_entropy_is_what_its_documentation_says_scale_included():
     """The entropy of softmax over the output features: ln(features) for equal features, and it falls when the same
-    output is only scaled up (not scale-invariant), as the docstring, README and names table say."""
+    output is only scaled up (not scale-invariant), as the docstring, the Tracker page and the names table say."""
     from yieldgate.names import EXTRA_KEYS
 
     scale = nn.Identity()
