@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from yieldgate.errors import InputError, ManifestError
+from yieldgate.inputs import read_regular
 
 __all__ = [
     "Source",
@@ -318,16 +319,11 @@ class Manifest(_Model):
 def read_structured_file(path: str | Path) -> Any:
     """Read a YAML or JSON file (YAML only through safe loading) into plain Python data."""
     path = Path(path)
+    data = read_regular(path, "a YAML or JSON file")  # a FIFO or /dev/zero is refused, not read forever
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a YAML or JSON file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     try:
         if path.suffix.lower() == ".json":
             return _bounded(json.loads(text), path)
