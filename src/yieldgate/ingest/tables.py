@@ -19,16 +19,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import (
-    Rows,
-    Warnings,
-    check_columns,
-    clip,
-    concat,
-    parse_json,
-    read_lines,
-    unix_seconds,
-)
+from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, parse_json, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
 from yieldgate.inputs import check_regular
 

@@ -28,13 +28,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import (
-    Warnings,
-    check_columns,
-    own_export,
-    pivot,
-    placeholder,
-)
+from yieldgate.ingest.clean import Warnings, check_columns, own_export, pivot, placeholder
 from yieldgate.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_scalars", "event_files"]

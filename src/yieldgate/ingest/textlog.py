@@ -23,14 +23,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 from yieldgate.ingest import textformats
-from yieldgate.ingest.clean import (
-    Rows,
-    Warnings,
-    check_columns,
-    concat,
-    read_lines,
-    unix_seconds,
-)
+from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
 from yieldgate.inputs import check_regular
