@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from yieldgate.errors import InputError, ManifestError
-from yieldgate.inputs import read_regular
+from yieldgate.inputs import check_regular, read_regular
 
 __all__ = [
     "Source",
@@ -444,8 +444,15 @@ def load_manifest(path: str | Path) -> Manifest:
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    """Load and validate a data recipe (the `data` part of a manifest) from a YAML or JSON file."""
-    return validate(Recipe, read_structured_file(path), str(path), "'sources: [{name: milton}]'")
+    """Load and validate a data recipe (the `data` part of a manifest) from a YAML or JSON file. A source
+    `path` that names something on disk must be a regular file or a folder: a FIFO or /dev/zero is refused
+    here, before any data is prepared, not read for ever."""
+    recipe = validate(Recipe, read_structured_file(path), str(path), "'sources: [{name: milton}]'")
+    for source in recipe.sources:
+        where = Path(source.path) if source.path else None
+        if where is not None and where.exists() and not where.is_dir():
+            check_regular(where, f"the text of source {source.name!r} (a file or a folder)")
+    return recipe
 
 
 # -- diff ----------------------------------------------------------------------------------------------

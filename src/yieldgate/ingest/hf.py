@@ -53,7 +53,8 @@ def read_state(path: Path, warnings: Warnings, summary: dict[str, float] | None 
         step = entry.get("step")
         if isinstance(step, float) and step.is_integer():
             step = int(step)
-        if isinstance(step, int) and step > 2**53:  # no trainer counts this far: a damaged file
+        if isinstance(step, (int, float)) and not isinstance(step, bool) and abs(step) > 2**53:
+            # No trainer counts this far (inf: a number of thousands of digits): a damaged file.
             raise InputError(f"{path}:log_history[{i}]: step {clip(str(step), 30)} is not a step number (past 2**53)")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             stepless.append(i)
