@@ -127,6 +127,7 @@ _holding = 0
 """Tracker calls under way that a SIGTERM must not cut (a packet being shipped, a close flushing)."""
 _held: int | None = None
 """A SIGTERM that arrived during one: delivered again when the last of them returns."""
+_holding_lock = threading.RLock()  # re-entrant: the handler may run (and close) inside a held block
 
 
 def _close_live(status: str) -> None:
@@ -167,14 +168,18 @@ def _whole(method: Any) -> Any:
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         global _holding, _held
-        _holding += 1  # Python signal handlers run on the main thread, between bytecodes of this one
+        with _holding_lock:  # Trackers on several threads: a lost count would hold every later SIGTERM
+            _holding += 1
         try:
             return method(*args, **kwargs)
         finally:
-            _holding -= 1
-            if not _holding and _held is not None:
-                signum, _held = _held, None
-                os.kill(os.getpid(), signum)
+            with _holding_lock:
+                _holding -= 1
+                signum = _held if not _holding else None
+                if signum is not None:
+                    _held = None
+            if signum is not None:
+                os.kill(os.getpid(), signum)  # the handler runs on the main thread at its next bytecode
 
     return wrapper
 
