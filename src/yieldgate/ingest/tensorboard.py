@@ -56,9 +56,9 @@ def event_files(source: Path) -> list[Path]:
 _CHUNK = 8 << 20
 
 
-def _records(path: Path, warnings: Warnings) -> Iterator[tuple[int, bytes]]:
-    """(offset, payload) of each record of a TFRecord file, CRCs verified, read a chunk at a time (one tight
-    loop: this is the hot path)."""
+def _records(path: Path, warnings: Warnings) -> Iterator[tuple[list[int], list[bytes]]]:
+    """Offsets and payloads of a TFRecord file's records, CRCs verified, a chunk's worth at a time (one tight
+    loop per chunk: this is the hot path)."""
     import google_crc32c
 
     unpack_header, unpack_crc, crc_of = _HEADER.unpack_from, _CRC.unpack_from, google_crc32c.value
@@ -70,40 +70,47 @@ def _records(path: Path, warnings: Warnings) -> Iterator[tuple[int, bytes]]:
         problem = placeholder(path, buf[:1024], "a TensorBoard event file")
         if problem is not None:
             raise InputError(problem)
-        base, at = 0, 0  # buf[0] is the file's byte `base`; `at` indexes buf
+        base, at, end = 0, 0, len(buf)  # buf[0] is the file's byte `base`; `at` indexes buf
+        offsets: list[int] = []
+        payloads: list[bytes] = []
         while True:
-            if len(buf) - at < 12:
+            more = None
+            if end - at < 12:
                 more = fh.read(_CHUNK)
-                if not more:
-                    if at < len(buf):
-                        warnings.add("truncated", f"{path}: offset {base + at}: record header cut off at the end of "
-                                                  f"the file ({len(buf) - at} bytes); records before it kept")
-                    return
-                buf, base, at = buf[at:] + more, base + at, 0
+                if not more and at < end:
+                    warnings.add("truncated", f"{path}: offset {base + at}: record header cut off at the end of "
+                                              f"the file ({end - at} bytes); records before it kept")
+            else:
+                length, length_crc = unpack_header(buf, at)
+                crc = crc_of(buf[at:at + 8])
+                if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
+                    raise InputError(f"{path}: offset {base + at}: record length fails its CRC; the file is damaged "
+                                     "or not a TensorBoard event file")
+                start, stop = at + 12, at + 12 + length + 4
+                if stop > end:
+                    # The record runs past the buffer: read on, no further than the file goes (a damaged length
+                    # must not make us allocate it).
+                    left = os.fstat(fh.fileno()).st_size - base - end
+                    more = fh.read(min(max(stop - end, _CHUNK), left)) if left > 0 else b""
+                    if not more:
+                        warnings.add("truncated", f"{path}: offset {base + at}: last record cut off ({end - start} "
+                                                  f"of {length + 4} bytes); records before it kept")
+            if more is None:
+                payload = buf[start:start + length]
+                crc = crc_of(payload)
+                if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_crc(buf, start + length)[0]:
+                    raise InputError(f"{path}: offset {base + at}: record payload fails its CRC; the file is damaged")
+                offsets.append(base + at)
+                payloads.append(payload)
+                at = stop
                 continue
-            length, length_crc = unpack_header(buf, at)
-            crc = crc_of(buf[at:at + 8])
-            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
-                raise InputError(f"{path}: offset {base + at}: record length fails its CRC; the file is damaged or "
-                                 "not a TensorBoard event file")
-            start, stop = at + 12, at + 12 + length + 4
-            if stop > len(buf):
-                # The record runs past the buffer: read on, no further than the file goes (a damaged length
-                # must not make us allocate it).
-                left = os.fstat(fh.fileno()).st_size - base - len(buf)
-                more = fh.read(min(max(stop - len(buf), _CHUNK), left)) if left > 0 else b""
-                if not more:
-                    warnings.add("truncated", f"{path}: offset {base + at}: last record cut off ({len(buf) - start} "
-                                              f"of {length + 4} bytes); records before it kept")
-                    return
-                buf, base, at = buf[at:] + more, base + at, 0
-                continue
-            payload = buf[start:start + length]
-            crc = crc_of(payload)
-            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_crc(buf, start + length)[0]:
-                raise InputError(f"{path}: offset {base + at}: record payload fails its CRC; the file is damaged")
-            yield base + at, payload
-            at = stop
+            if offsets:  # the buffer's records, before it is read on or the file ends
+                yield offsets, payloads
+                offsets, payloads = [], []
+            if not more:
+                return
+            buf, base, at = buf[at:] + more, base + at, 0
+            end = len(buf)
 
 
 _TENSOR_DTYPES = {1: ("float_val", np.float32), 2: ("double_val", np.float64), 3: ("int_val", np.int32),
@@ -135,28 +142,31 @@ def read_scalars(files: Sequence[Path], warnings: Warnings) -> pd.DataFrame:
     file_of, offsets, steps = array("q"), array("q"), array("q")
     walls, values, tag_of = array("d"), array("d"), array("q")
     codes: dict[str, int] = {}
+    add_file, add_offset, add_step, add_wall, add_tag, add_value = (
+        a.append for a in (file_of, offsets, steps, walls, tag_of, values))
     for index, path in enumerate(files):
-        for at, payload in _records(path, warnings):
-            try:
-                event = parse(payload)
-            except DecodeError:
-                raise InputError(f"{path}: offset {at}: record is not a TensorBoard Event") from None
-            for v in event.summary.value:
-                kind = v.WhichOneof("value")
-                if kind == "simple_value":
-                    value = v.simple_value
-                elif kind != "tensor" or (value := _tensor_scalar(v.tensor)) is None:
-                    continue
-                code = codes.get(v.tag)
-                if code is None:
-                    code = codes[v.tag] = len(codes)
-                    check_columns(len(codes), f"{path}: offset {at} (tags)")
-                file_of.append(index)
-                offsets.append(at)
-                steps.append(event.step)
-                walls.append(event.wall_time)
-                tag_of.append(code)
-                values.append(value)
+        for at, payloads in _records(path, warnings):
+            for k, payload in enumerate(payloads):
+                try:
+                    event = parse(payload)
+                except DecodeError:
+                    raise InputError(f"{path}: offset {at[k]}: record is not a TensorBoard Event") from None
+                for v in event.summary.value:
+                    kind = v.WhichOneof("value")
+                    if kind == "simple_value":
+                        value = v.simple_value
+                    elif kind != "tensor" or (value := _tensor_scalar(v.tensor)) is None:
+                        continue
+                    code = codes.get(v.tag)
+                    if code is None:
+                        code = codes[v.tag] = len(codes)
+                        check_columns(len(codes), f"{path}: offset {at[k]} (tags)")
+                    add_file(index)
+                    add_offset(at[k])
+                    add_step(event.step)
+                    add_wall(event.wall_time)
+                    add_tag(code)
+                    add_value(value)
     names = np.array(list(codes) or [""], dtype=object)
     ints, floats = (lambda a: np.frombuffer(a, dtype=np.int64)), (lambda a: np.frombuffer(a, dtype=np.float64))
     return pd.DataFrame({"file": ints(file_of), "offset": ints(offsets), "step": ints(steps),
