@@ -53,7 +53,7 @@ def event_files(source: Path) -> list[Path]:
 
 # Bytes read at a time: an import holds this much of an event file (plus its largest record), never the file;
 # event files that hold histograms and images run to gigabytes.
-_CHUNK = 8 << 20
+_CHUNK = 4 << 20
 
 
 def _records(path: Path, warnings: Warnings) -> Iterator[tuple[list[int], list[bytes]]]:
