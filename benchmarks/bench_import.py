@@ -1,16 +1,27 @@
-"""Importing a TensorBoard log into the ledger vs tbparse reading it into a DataFrame, side by side.
+"""Importing a TensorBoard log into the ledger vs tbparse reading it into a DataFrame, side by side; and the
+memory an import of a multi-GB event file takes.
 
-The log: 10 tags x 100,000 steps = 1,000,000 scalars, written once by torch's SummaryWriter (cached in
---dir). Each side runs --repeats times, alternating; the medians are printed.
+Speed. The log: 10 tags x 100,000 steps = 1,000,000 scalars, written once by torch's SummaryWriter (cached
+in --dir). Each side runs --repeats times, alternating; the medians are printed.
+
+Memory (--memory). An event file of --size-gb GB, written here frame by frame (TFRecord framing, masked
+CRC-32C) as a training job with histograms writes it: per step three scalars and one 2,048-bucket histogram
+(~33 KB), so that most of the file is what an import skips. `yieldgate import tensorboard` runs on it in a
+subprocess and its peak resident memory (the kernel's ru_maxrss) is printed, beside the same command's on a
+file of a few steps (the interpreter and libraries alone).
 
     .venv/bin/python benchmarks/bench_import.py            # the README's figure
     .venv/bin/python benchmarks/bench_import.py --steps 10000   # a quick look
+    .venv/bin/python benchmarks/bench_import.py --memory   # peak memory importing a 2 GB event file
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import struct
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +43,80 @@ def write_log(folder: Path, steps: int) -> Path:
             writer.add_scalar(tag, 1.0 / (step + 1) + j, step)
     writer.close()
     return log
+
+
+SCALARS = ("train/loss", "train/lr", "train/grad_norm")
+
+
+def _frame(payload: bytes) -> bytes:
+    """One TFRecord frame: length, masked CRC-32C of the length, payload, masked CRC-32C of the payload."""
+    import google_crc32c
+
+    def masked(data: bytes) -> bytes:
+        crc = google_crc32c.value(data)
+        return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+    length = struct.pack("<Q", len(payload))
+    return length + masked(length) + payload + masked(payload)
+
+
+def write_event_file(path: Path, size: int, buckets: int = 2048) -> int:
+    """An event file of about `size` bytes: per step, three scalar events and one histogram event of `buckets`
+    buckets. Returns the steps written."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+
+    histo = HistogramProto(min=-1.0, max=1.0, num=1e6, sum=0.0, sum_squares=1e3,
+                           bucket_limit=[-1.0 + 2.0 * (i + 1) / buckets for i in range(buckets)],
+                           bucket=[float(i % 97) for i in range(buckets)])
+    # Serialized protobuf messages merge when concatenated: the bulky part is serialized once.
+    bulk = Event(summary=Summary(value=[Summary.Value(tag="weights/histogram", histo=histo)])).SerializeToString()
+    step, written = 0, 0
+    with open(path, "wb") as fh:
+        written += fh.write(_frame(Event(wall_time=1.7e9, file_version="brain.Event:2").SerializeToString()))
+        while written < size:
+            step += 1
+            wall = 1.7e9 + step * 0.5
+            for j, tag in enumerate(SCALARS):
+                event = Event(wall_time=wall, step=step, summary=Summary(
+                    value=[Summary.Value(tag=tag, simple_value=1.0 / step + j)]))
+                written += fh.write(_frame(event.SerializeToString()))
+            written += fh.write(_frame(Event(wall_time=wall, step=step).SerializeToString() + bulk))
+    return step
+
+
+def peak_rss_mb(*args: str) -> tuple[float, float]:
+    """Peak resident memory (MB) and seconds of `python -m yieldgate ARGS` in a child process."""
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the import's own report is not the benchmark's
+        os.execv(sys.executable, [sys.executable, "-m", "yieldgate", *args])
+    _, status, usage = os.wait4(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"yieldgate {' '.join(args)} failed")
+    return usage.ru_maxrss / 1024, time.perf_counter() - start  # ru_maxrss is in KiB on Linux
+
+
+def measure_memory(folder: Path, size_gb: float) -> None:
+    big = folder / f"events.out.tfevents.{size_gb:g}gb.bench"
+    if not big.exists() or big.stat().st_size < size_gb * 1e9:
+        steps = write_event_file(big, int(size_gb * 1e9))
+    else:
+        steps = None
+    small = folder / "events.out.tfevents.small.bench"
+    write_event_file(small, 200_000)
+    results = {}
+    for name, path in (("small", small), ("big", big)):
+        ledger = folder / f"memory-{name}.db"
+        ledger.unlink(missing_ok=True)
+        results[name] = peak_rss_mb("--ledger", str(ledger), "import", "tensorboard", str(path), "--run", name, "--json")
+        ledger.unlink(missing_ok=True)
+    print(f"event file: {big.stat().st_size / 1e9:.2f} GB" + (f", {steps:,} steps" if steps else "")
+          + " (3 scalars and one 2,048-bucket histogram per step)")
+    print(f"{'import of':<40}{'peak RSS MB':>12}{'seconds':>10}")
+    print(f"{'a file of a few steps (baseline)':<40}{results['small'][0]:>12.0f}{results['small'][1]:>10.1f}")
+    print(f"{f'the {big.stat().st_size / 1e9:.1f} GB file':<40}{results['big'][0]:>12.0f}{results['big'][1]:>10.1f}")
 
 
 def time_yieldgate(log: Path, folder: Path, i: int) -> tuple[float, int]:
@@ -60,8 +145,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "yieldgate-bench-import")
+    parser.add_argument("--memory", action="store_true", help="measure the peak memory of importing a large file")
+    parser.add_argument("--size-gb", type=float, default=2.0, help="--memory: size of the event file")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
+    if args.memory:
+        measure_memory(args.dir, args.size_gb)
+        return
     log = write_log(args.dir, args.steps)
     ours, theirs = [], []
     for i in range(args.repeats):

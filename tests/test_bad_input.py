@@ -8,6 +8,8 @@ its Reliability row (docs/reliability.md) true (tests/reliability.py)."""
 from __future__ import annotations
 
 import json
+import math
+import os
 import sqlite3
 import subprocess
 import sys
@@ -121,6 +123,68 @@ def _damaged_events(tmp: Path) -> list[str]:
     return ["import", "tensorboard", str(path), "--run", "new"]
 
 
+def _fifo(name: str) -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        path = tmp / name
+        os.mkfifo(path)  # no writer: a reader that opens it blocks for ever
+        return path
+    return make
+
+
+def _folder(name: str) -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        (tmp / name).mkdir()
+        return tmp / name
+    return make
+
+
+def _import(kind: str, make: Callable[[Path], Path]) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["import", kind, str(make(tmp)), "--run", "new"]
+
+
+def _recipe_path(path: str | Callable[[Path], Path]) -> Callable[[Path], list[str]]:
+    """`yieldgate train` on a recipe whose one source is read from `path`."""
+    def args(tmp: Path) -> list[str]:
+        where = path(tmp) if callable(path) else path
+        return _recipe("r.yaml", f"sources: [{{name: mine, path: {where}}}]\n")(tmp)
+    return args
+
+
+def _wandb_log(name: str, values: list[dict[str, str]]) -> Callable[[Path], Path]:
+    """A W&B transaction log (LevelDB framing: 32 KiB blocks, a CRC-32 over type byte and fragment) of one
+    history record per dict of `key: value_json`, written with wandb's own Record class."""
+    import struct
+    import zlib
+
+    def make(tmp: Path) -> Path:
+        from wandb.proto.wandb_internal_pb2 import Record
+
+        out = bytearray(b":W&B\xe1\xbe\x00")
+        for step, items in enumerate(values, start=1):
+            record = Record()
+            record.history.step.num = step
+            for key, value in items.items():
+                item = record.history.item.add()
+                item.key, item.value_json = key, value
+            data, first = record.SerializeToString(), True
+            while data or first:
+                left = 32 * 1024 - len(out) % (32 * 1024)
+                if left < 7:
+                    out += bytes(left)
+                    continue
+                chunk, data = data[:left - 7], data[left - 7:]
+                kind = (1 if first else 4) if not data else (2 if first else 3)  # full, first, middle, last
+                out += struct.pack("<IHB", zlib.crc32(chunk, zlib.crc32(bytes([kind]))), len(chunk), kind) + chunk
+                first = False
+        path = tmp / name
+        path.write_bytes(bytes(out))
+        return path
+    return make
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+_DIGITS = "9" * 16_000
+_WIDE = "step," + ",".join(f"signals/c{i}" for i in range(10_000)) + "\n1," + ",".join("1" for _ in range(10_000)) + "\n"
 _json = json.dumps(MANIFEST)
 REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("manifest: malformed YAML", _with_manifest("m.yaml", "data: {sources: [{name: web}]\nseed: 1\n"), "malformed YAML"),
@@ -178,6 +242,46 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("run name not encodable as UTF-8 (a lone surrogate)", _run_name("run\udcff"), "not UTF-8"),
     ("CSV with a metric name holding a bidi override", _table("m.csv", "step,train/lo\u202ess\n1,3.0\n2,2.5\n"),
      "RIGHT-TO-LEFT OVERRIDE"),
+    # Bounded input: what would hang, run out of memory or end in a traceback is one line instead.
+    ("CSV of 10,000 metric columns", _table("m.csv", _WIDE), "more than the 2,000"),
+    ("JSONL with a value nested 100,000 deep", _table("m.jsonl", '{"step": 1, "loss": 3.0}\n{"step": 2, "loss": '
+                                                       + _DEEP + "}\n"), "nested too deeply"),
+    ("JSONL with a 16,000-digit step", _table("m.jsonl", '{"step": 1, "loss": 3.0}\n{"step": ' + _DIGITS
+                                              + ', "loss": 2.0}\n'), "whole step number"),
+    ("Trainer state (trainer_state.json) nested 100,000 deep",
+     _import("hf-trainer", _file("trainer_state.json", '{"log_history": [{"step": 1, "loss": ' + _DEEP + "}]}")),
+     "nested too deeply"),
+    ("Trainer state (trainer_state.json) with a 16,000-digit step",
+     _import("hf-trainer", _file("trainer_state.json", '{"log_history": [{"step": ' + _DIGITS + ', "loss": 1}]}')),
+     "not a step number"),
+    ("lm-eval results nested 100,000 deep",
+     _import("lm-eval", _file("results.json", '{"step": 1, "results": {"arc": {"acc,none": ' + _DEEP + "}}}")),
+     "nested too deeply"),
+    ("lm-eval aggregate keyed by a 16,000-digit checkpoint",
+     _import("lm-eval", _file("agg.json", '{"' + _DIGITS + '": {"results": {"arc": {"acc,none": 0.5}}}}')),
+     "no step in its name"),
+    ("W&B run log with a history value nested 100,000 deep",
+     _import("wandb", _wandb_log("run-x.wandb", [{"loss": "3.0"}, {"loss": "2.0", "x": _DEEP}])), "nested too deeply"),
+    ("table that is /dev/zero", lambda tmp: ["import", "table", "/dev/zero", "--run", "new"], "character device"),
+    ("table that is a FIFO (named pipe)", _import("table", _fifo("m.csv")), "FIFO"),
+    ("table that is a directory", _import("table", _folder("d.csv")), "is a directory"),
+    ("text log that is a FIFO", _import("textlog", _fifo("train.log")), "FIFO"),
+    ("TensorBoard event file that is a FIFO", _import("tensorboard", _fifo("events.out.tfevents.1.host")), "FIFO"),
+    ("TensorBoard event file that is /dev/zero", lambda tmp: ["import", "tensorboard", "/dev/zero", "--run", "new"],
+     "character device"),
+    ("W&B run log that is a FIFO", _import("wandb", _fifo("run-x.wandb")), "FIFO"),
+    ("Trainer state that is /dev/zero", lambda tmp: ["import", "hf-trainer", "/dev/zero", "--run", "new"],
+     "character device"),
+    ("lm-eval results that are a FIFO", _import("lm-eval", _fifo("results.json")), "FIFO"),
+    ("manifest that is a FIFO", lambda tmp: ["import", "table", str(tmp / "base.csv"), "--run", "new", "--manifest",
+                                             str(_fifo("m.yaml")(tmp))], "FIFO"),
+    ("manifest that is /dev/zero", lambda tmp: ["import", "table", str(tmp / "base.csv"), "--run", "new",
+                                                "--manifest", "/dev/zero"], "character device"),
+    ("recipe file that is a FIFO", lambda tmp: ["train", str(_fifo("r.yaml")(tmp)), "--tokens", "1000"], "FIFO"),
+    ("recipe source path: /dev/zero", _recipe_path("/dev/zero"), "character device"),
+    ("recipe source path: a FIFO", _recipe_path(_fifo("docs.txt")), "FIFO"),
+    ("policy that is a directory", lambda tmp: ["gate", "base", "--policy", str(_folder("p.yaml")(tmp))],
+     "is a directory"),
 ]
 
 
@@ -194,6 +298,71 @@ def test_bad_input_is_refused_in_one_line_and_the_ledger_is_unchanged(base, tmp_
 
 
 # -- accepted with a warning: the input is partly or wholly good data -----------------------------------
+
+LONG_VALUE = [  # (format, file, import kind, content with {d} for the 16,000 digits)
+    ("CSV", "m.csv", "table", "step,loss\n1,3.0\n2,{d}\n3,2.0\n"),
+    ("JSONL", "m.jsonl", "table", '{{"step": 1, "loss": 3.0}}\n{{"step": 2, "loss": {d}}}\n{{"step": 3, "loss": 2.0}}\n'),
+    # fairseq's lines: a key before a long run of digits was tried at every digit (15 s a line)
+    ("text log", "train.log", "textlog", "| train_inner | epoch 001:   1 / 10 loss=3.0, num_updates=1\n"
+                                         "| train_inner | epoch 001:   2 / 10 loss={d}, num_updates=2\n"
+                                         "| train_inner | epoch 001: {d}\n"
+                                         "| train_inner | epoch 001:   3 / 10 loss=2.0, num_updates=3\n"),
+]
+
+
+@pytest.mark.parametrize("fmt, name, kind, content", LONG_VALUE, ids=[v[0] for v in LONG_VALUE])
+def test_a_16000_digit_value_imports_in_under_a_second(base, tmp_path, fmt, name, kind, content):
+    import time
+
+    from yieldgate.ingest import ImportOptions, import_run
+
+    path = tmp_path / name
+    path.write_text(content.format(d="9" * 16_000))
+    with Ledger(base) as ledger:  # what `yieldgate import` calls, timed without the command line's start-up
+        start = time.perf_counter()
+        (result,) = import_run(ledger, kind, [str(path)], ImportOptions(run="new"))
+        elapsed = time.perf_counter() - start
+    warnings = result.warnings
+    with Ledger(base, readonly=True) as led:
+        loss = led.steps("new")["loss"].tolist()
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    assert loss == [pytest.approx(3.0 if kind == "table" else 3.0 * math.log(2)), float("inf"),
+                    pytest.approx(2.0 if kind == "table" else 2.0 * math.log(2))]  # fairseq's bits, in nats
+    assert any("nan/inf" in w for w in warnings) and all(len(w) < 300 for w in warnings), warnings
+    check(f"{fmt} with a 16,000-digit value", "imported in < 1 s as inf (past float range, as 1e309), with the "
+          "nan/inf warning", str(3 - len(loss)))
+
+
+def test_a_metric_name_mlflow_refuses_is_one_line_on_export(base, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    csv = tmp_path / "odd.csv"
+    csv.write_text("step,loss,signals/../x\n1,3.0,1\n2,2.5,1\n")  # a name MLflow reads as a path that resolves elsewhere
+    _invoke(base, "import", "table", str(csv), "--run", "odd", code=0)
+    before = ledger_digest(base)
+    _, err = _invoke(base, "export", "odd", str(tmp_path / "mlruns"), "--to", "mlflow", code=2)
+    assert err.startswith("error: ") and err.count("\n") == 1 and "MLflow refused" in err and "signals/../x" in err, err
+    assert ledger_digest(base) == before
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").resolve().as_uri())
+    (exp,) = client.search_experiments()
+    assert client.search_runs([exp.experiment_id]) == []  # the run made for the export was deleted
+    check("export to MLflow of a metric name MLflow refuses (`a/../b`)",
+          f"refused, exit 2, no MLflow run left: `{_shown(err, tmp_path)}`", "0")
+
+
+def test_a_ledger_with_a_damaged_schema_text_is_refused_in_one_line(base, tmp_path):
+    db = sqlite3.connect(base)
+    db.execute("PRAGMA writable_schema = ON")  # the CREATE TABLE text SQLite keeps, cut short
+    db.execute("UPDATE sqlite_master SET sql = 'CREATE TABLE runs (id INTEGER PRIMARY KEY, na' WHERE name = 'runs'")
+    db.commit()
+    db.close()
+    raw = base.read_bytes()
+    for args in (["runs"], ["show", "base"], ["import", "table", str(tmp_path / "base.csv"), "--run", "x"]):
+        _, err = _invoke(base, *args, code=2)
+        assert err.startswith("error: ") and err.count("\n") == 1 and "malformed database schema" in err, err
+    assert base.read_bytes() == raw
+    check("ledger whose schema text is damaged", f"refused by every command, exit 2, file unchanged: "
+          f"`{_shown(err, tmp_path)}`", "0 (nothing read)")
 
 def test_truncated_event_file_keeps_the_records_before_the_cut(base, tmp_path):
     path = _event_file(tmp_path, steps=30)

@@ -151,3 +151,59 @@ def test_megatron_tags_and_their_other_x_axes(ledger, tmp_path, sections):
     assert set(evals["metric"]) == {"loss", "ppl"} and set(evals["task"]) == {"val"}
     assert not any(t.startswith("imported/") for t in res.mapping.values())
     assert any("logged against samples or tokens" in w for w in res.warnings)
+
+
+def _bench_import():
+    """benchmarks/bench_import.py, whose event-file writer (TFRecord frames written by hand) the tests share."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_import.py"
+    spec = importlib.util.spec_from_file_location("bench_import", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_event_files_are_streamed_memory_does_not_grow_with_file_size(tmp_path, monkeypatch):
+    # An event file of histograms runs to gigabytes: the reader holds a chunk of it at a time (made 1 MiB
+    # here, so that files of a few MB stand for GBs), never the file. benchmarks/bench_import.py --memory
+    # measures a 2 GB file end to end.
+    import tracemalloc
+
+    import yieldgate.ingest.tensorboard as tb
+
+    bench = _bench_import()
+    monkeypatch.setattr(tb, "_CHUNK", 1 << 20)
+    peaks, rows = {}, {}
+    for size in (4, 16):
+        path = tmp_path / f"events.out.tfevents.{size}mb"
+        steps = bench.write_event_file(path, size << 20)
+        tracemalloc.start()
+        scalars = read_scalars([path], Warnings())
+        peaks[size] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        rows[size] = (len(scalars), steps)
+        assert len(scalars) == 3 * steps and scalars["step"].iloc[-1] == steps
+    assert peaks[16] < 2 * peaks[4] and peaks[16] < (16 << 20) / 2, peaks
+
+
+def test_records_across_chunk_boundaries_read_as_one_file(tmp_path, monkeypatch):
+    import yieldgate.ingest.tensorboard as tb
+
+    log = _write(tmp_path / "tb", steps=range(1, 201))
+    (path,) = event_files(log)
+    whole = read_scalars([path], Warnings())
+    for chunk in (1, 7, 100, 4096):  # smaller than a header, than a record, and a few records
+        monkeypatch.setattr(tb, "_CHUNK", chunk)
+        assert read_scalars([path], Warnings()).equals(whole), chunk
+    data = path.read_bytes()
+    path.write_bytes(data[:-5])  # cut off: the last record is dropped with a warning, in every chunking
+    cut = None
+    for chunk in (1, 7, 4096, 1 << 20):
+        monkeypatch.setattr(tb, "_CHUNK", chunk)
+        warnings = Warnings()
+        scalars = read_scalars([path], warnings)
+        cut = scalars if cut is None else cut
+        assert scalars.equals(cut) and "last record cut off" in warnings.summary()[0], chunk
+    assert len(cut) == len(whole)  # the cut record was the text summary, not a scalar

@@ -94,3 +94,20 @@ def test_history_export_and_step_override(ledger, offline_run, tmp_path):
     (res,) = import_run(ledger, "wandb", [str(copy)], ImportOptions(run="tok", map=["step=train/tokens"]))
     assert ledger.steps("tok")["step"].tolist() == [256 * s for s in range(1, 9)]
     assert res.warnings[0].endswith("history row without 'train/tokens'; skipped")
+
+
+def test_a_log_read_in_chunks_reads_as_one_piece(tmp_path, monkeypatch):
+    # The log is read a chunk of whole 32 KiB blocks at a time (a run's log can run to GBs): records split
+    # over blocks (FIRST/MIDDLE/LAST) and over chunks come back as read whole.
+    import yieldgate.ingest.wandb as wb
+    from tests.test_bad_input import _wandb_log
+
+    values = [{"loss": repr(1.0 / s), "note": '"' + "x" * (s * 997 % 50_000) + '"'} for s in range(1, 200)]
+    path = _wandb_log("run-x.wandb", values)(tmp_path)
+    assert path.stat().st_size > 8 * wb._BLOCK
+    whole = read_log(path, Warnings(), "_step")
+    for chunk in (wb._BLOCK, 3 * wb._BLOCK):
+        monkeypatch.setattr(wb, "_CHUNK", chunk)
+        rows = read_log(path, Warnings(), "_step")
+        assert rows.step.tolist() == whole.step.tolist() == list(range(1, 200))
+        assert rows.values["loss"].tolist() == whole.values["loss"].tolist()

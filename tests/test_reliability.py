@@ -26,7 +26,7 @@ CHILD = """
 import os, resource, signal, sys, time
 from yieldgate.track.tracker import Tracker, TrackerConfig
 ledger, steps, close = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "close"
-tr = Tracker("child", ledger=ledger, config=TrackerConfig(log_every_steps=10, flush_every_s=0.5))
+tr = {tracker}
 {setup}
 for i in range(1, steps + 1):
     tr.step(tokens=128, samples=1, loss=1.0 / i, extras={{"signals/pad": float(i)}})
@@ -39,9 +39,14 @@ if close:
 """
 
 
-def child(tmp_path: Path, ledger: Path, steps: int, *, close: bool = False, setup: str = "", each: str = "") -> subprocess.Popen:
+TRACKER = 'Tracker("child", ledger=ledger, config=TrackerConfig(log_every_steps=10, flush_every_s=0.5))'
+"""The child's Tracker, as constructed by default (a scenario may resume or take over instead)."""
+
+
+def child(tmp_path: Path, ledger: Path, steps: int, *, close: bool = False, setup: str = "", each: str = "",
+          tracker: str = TRACKER) -> subprocess.Popen:
     script = tmp_path / "child.py"
-    script.write_text(CHILD.format(setup=textwrap.indent(setup, "").strip(), each=each.strip()))
+    script.write_text(CHILD.format(setup=textwrap.indent(setup, "").strip(), each=each.strip(), tracker=tracker))
     return subprocess.Popen([sys.executable, str(script), str(ledger), str(steps), "close" if close else "open"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

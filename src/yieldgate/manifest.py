@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from yieldgate.errors import InputError, ManifestError
+from yieldgate.inputs import check_regular, read_regular
 
 __all__ = [
     "Source",
@@ -333,16 +334,11 @@ class Manifest(_Model):
 def read_structured_file(path: str | Path) -> Any:
     """Read a YAML or JSON file (YAML only through safe loading) into plain Python data."""
     path = Path(path)
+    data = read_regular(path, "a YAML or JSON file")  # a FIFO or /dev/zero is refused, not read forever
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a YAML or JSON file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     try:
         if path.suffix.lower() == ".json":
             return _bounded(json.loads(text), path)
@@ -463,8 +459,15 @@ def load_manifest(path: str | Path) -> Manifest:
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    """Load and validate a data recipe (the `data` part of a manifest) from a YAML or JSON file."""
-    return validate(Recipe, read_structured_file(path), str(path), "'sources: [{name: milton}]'")
+    """Load and validate a data recipe (the `data` part of a manifest) from a YAML or JSON file. A source
+    `path` that names something on disk must be a regular file or a folder: a FIFO or /dev/zero is refused
+    here, before any data is prepared, not read for ever."""
+    recipe = validate(Recipe, read_structured_file(path), str(path), "'sources: [{name: milton}]'")
+    for source in recipe.sources:
+        where = Path(source.path) if source.path else None
+        if where is not None and where.exists() and not where.is_dir():
+            check_regular(where, f"the text of source {source.name!r} (a file or a folder)")
+    return recipe
 
 
 # -- diff ----------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 
 from yieldgate.data import corpus, dedup
 from yieldgate.errors import InputError
+from yieldgate.inputs import read_regular
 from yieldgate.manifest import Filter, Recipe, Source, Tokenizer
 
 __all__ = ["ResolvedRecipe", "SourceData", "resolve", "train_tokenizer", "FILTERS"]
@@ -85,12 +86,14 @@ def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) ->
         return works_by_source[ref]
     path = Path(ref)
     if path.exists():
-        files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+        # Regular files only: a FIFO would block the read, /dev/zero would never end it.
+        files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if path.is_dir() else [path]
         if not files:
             raise InputError(f"source {source.name!r}: no .txt files under {path}")
         return [corpus.Work(id=f"{source.name}/{f.stem}", title=f.stem, author="", domain=source.domain or "text",
                             source=source.name, edition="", group=f"{source.name}/{f.stem}", path=str(f),
-                            text=f.read_text(encoding="utf-8", errors="replace"), tags=frozenset())
+                            text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8", errors="replace"),
+                            tags=frozenset())
                 for f in files]
     known = ", ".join(sorted(works_by_source))
     raise InputError(f"source {source.name!r}: {ref!r} is neither a built-in source ({known}) nor a file or folder")

@@ -27,14 +27,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
+from yieldgate.inputs import read_regular
 
-__all__ = ["Rows", "Warnings", "read_json", "read_lines", "read_bytes", "placeholder", "unix_seconds", "concat", "pivot",
-           "clean", "own_export", "CLOCK_COLUMNS"]
+__all__ = ["Rows", "Warnings", "read_json", "parse_json", "clip", "read_lines", "read_bytes", "placeholder",
+           "unix_seconds", "concat", "pivot", "clean", "own_export", "check_columns", "MAX_COLUMNS", "CLOCK_COLUMNS"]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -62,6 +64,20 @@ class Warnings:
         more = [f"... and {n - _LISTED} more of the same kind ({kind})" for kind, n in self._counts.items()
                 if n > _LISTED]
         return self.lines + more
+
+
+# Metrics one import takes. Every reader holds its rows column by column; a table of tens of thousands of
+# columns (a dump of per-parameter values, a transposed table) would take minutes and gigabytes to turn into
+# step records nobody reads.
+MAX_COLUMNS = 2000
+
+
+def check_columns(count: int, where: str) -> None:
+    """Refuse a source of more than MAX_COLUMNS metric columns (tags, keys), saying how to import it."""
+    if count > MAX_COLUMNS:
+        raise InputError(f"{where}: {count:,} columns, more than the {MAX_COLUMNS:,} one import takes; keep the "
+                         f"columns you need, or split the table into tables of at most {MAX_COLUMNS:,} columns, each "
+                         "with the step, and import them one by one into the same --run")
 
 
 @dataclass
@@ -174,11 +190,9 @@ def placeholder(path: Path, head: bytes, expected: str) -> str | None:
 
 
 def read_bytes(path: Path, expected: str) -> bytes:
-    """A file's bytes; unreadable, empty, a Git LFS pointer or a saved web page is one InputError saying so."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    """A file's bytes; unreadable, not a regular file (a FIFO, /dev/zero), empty, a Git LFS pointer or a saved
+    web page is one InputError saying so."""
+    data = read_regular(path, expected)
     problem = placeholder(path, data[:1024], expected)
     if problem is not None:
         raise InputError(problem)
@@ -212,11 +226,39 @@ def own_export(rows: Rows, warnings: Warnings, *, step: str | None, prefix: str 
     return renamed
 
 
+# Whole numbers of more digits than this are read as floats: Python refuses to read an int of 4,300+ digits
+# (and takes quadratic time below that), and past 2**63 no step or counter of ours is an integer anyway.
+_INT_DIGITS = 18
+
+
+def _int(text: str) -> int | float:
+    return int(text) if len(text) <= _INT_DIGITS else float(text)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """`json.loads`, bounded for what a hostile or damaged file holds: a whole number of thousands of digits is
+    a float (inf past float range), and nesting deeper than Python can parse is a JSONDecodeError ("nested too
+    deeply") instead of a RecursionError. Every JSON reader of an importer goes through here."""
+    try:
+        return json.loads(text, parse_int=_int)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text if isinstance(text, str) else "", 0) from None
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """`text` for a message: its repr, cut to `limit` characters with its length said when longer (a 16,000-digit
+    cell must not make a 16,000-character error line)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
 def read_json(path: Path, expected: str) -> object:
-    """A JSON document; unreadable, non-UTF-8 or invalid JSON is one InputError naming file and line."""
+    """A JSON document; unreadable, non-UTF-8 or invalid JSON (nested too deeply included) is one InputError
+    naming file and line."""
     data = read_bytes(path, expected)
     try:
-        return json.loads(data.decode("utf-8"))
+        return parse_json(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: byte {exc.start}: not UTF-8 text; expected {expected}") from None
     except json.JSONDecodeError as exc:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, concat, read_json
+from yieldgate.ingest.clean import Rows, Warnings, clip, concat, read_json
+from yieldgate.inputs import check_regular
 
 __all__ = ["read", "read_state"]
 
@@ -28,8 +29,9 @@ _SUMMARY_KEYS = ("train_loss", "total_flos")
 
 def _state_file(source: Path) -> Path:
     path = source / "trainer_state.json" if source.is_dir() else source
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{source}: no trainer_state.json; give the file or a checkpoint folder holding it")
+    check_regular(path, "a Trainer's trainer_state.json")  # a FIFO or /dev/zero: refused, not read
     return path
 
 
@@ -51,6 +53,9 @@ def read_state(path: Path, warnings: Warnings, summary: dict[str, float] | None 
         step = entry.get("step")
         if isinstance(step, float) and step.is_integer():
             step = int(step)
+        if isinstance(step, (int, float)) and not isinstance(step, bool) and abs(step) > 2**53:
+            # No trainer counts this far (inf: a number of thousands of digits): a damaged file.
+            raise InputError(f"{path}:log_history[{i}]: step {clip(str(step), 30)} is not a step number (past 2**53)")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             stepless.append(i)
             if summary is not None:

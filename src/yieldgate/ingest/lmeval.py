@@ -33,15 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, read_json
+from yieldgate.ingest.clean import Warnings, clip, read_json
+from yieldgate.inputs import check_regular
 from yieldgate.ledger import EvalRecord
 from yieldgate.names import metric_direction
 
 __all__ = ["read", "read_results", "metric_name"]
 
 PORTFOLIO = "lm-eval"
-_MODEL_ARGS_STEP = re.compile(r"step[-_=]?(\d+)")
-_PATH_STEP = re.compile(r"(?:global_step|step|iteration|iter|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
+# A step is at most 18 digits (an int64): a longer run of digits is not a step (and Python reads no int of
+# 4,300+ digits).
+_MODEL_ARGS_STEP = re.compile(r"step[-_=]?(\d{1,18})(?!\d)")
+_PATH_STEP = re.compile(r"(?:global_step|step|iteration|iter|ckpt|checkpoint)[-_=]?(\d{1,18})(?!\d)", re.IGNORECASE)
 # Names of an aggregate file's checkpoint axis: the step (preferred) or tokens of each column of values.
 _STEP_AXES = ("steps", "step", "global_steps", "iterations", "iteration", "checkpoints", "checkpoint")
 _TOKEN_AXES = ("tokens", "tokens_seen", "num_tokens", "train_tokens", "tokens_trained")
@@ -153,9 +156,9 @@ def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Wa
     if keyed and len(keyed) == len(doc):
         out = []
         for key, sub in keyed.items():
-            found = _PATH_STEP.findall(str(key)) or re.findall(r"^\d+$", str(key))
+            found = _PATH_STEP.findall(str(key)) or re.findall(r"^\d{1,18}$", str(key))
             if not found:
-                raise InputError(f"{path}: checkpoint {key!r}: no step in its name (expected e.g. 'step1000')")
+                raise InputError(f"{path}: checkpoint {clip(str(key))}: no step in its name (expected e.g. 'step1000')")
             step = int(found[-1])
             out += _results_records(path, sub, step, _tokens(step, tokens_per_step), warnings)
         return out
@@ -222,14 +225,15 @@ def read_results(path: Path, pattern: re.Pattern[str] | None, tokens_per_step: f
 
 
 def _files(source: Path, warnings: Warnings) -> list[Path]:
-    if source.is_file():
-        return [source]
     if source.is_dir():
         files = sorted(source.rglob("*.json"))
         if files:
             return files
         raise InputError(f"{source}: no .json files in this directory; expected lm-evaluation-harness results")
-    raise InputError(f"{source}: no such file or directory; expected lm-evaluation-harness results JSON")
+    if not source.exists():
+        raise InputError(f"{source}: no such file or directory; expected lm-evaluation-harness results JSON")
+    check_regular(source, "lm-evaluation-harness results JSON")  # a FIFO or /dev/zero: refused, not read
+    return [source]
 
 
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:

@@ -19,12 +19,16 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines, unix_seconds
+from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, parse_json, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
+from yieldgate.inputs import check_regular
 
 __all__ = ["read_table", "rows_from_columns", "numeric_column"]
 
 _NONFINITE = {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"}
+# A plain decimal number (one way to split it: linear to match). pandas reads a whole number of more than
+# 4,300 digits as nothing (Python's int limit); Python's float reads it, as inf past float range.
+_DECIMAL = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def rows_from_columns(source: str, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str],
@@ -66,6 +70,9 @@ def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: 
     present = (text != "").to_numpy()
     values = pd.to_numeric(text.where(present), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan).copy()
     bad = present & np.isnan(values) & ~text.str.lower().isin(_NONFINITE).to_numpy()
+    for i in np.nonzero(bad)[0]:  # few: cells pandas did not read
+        if _DECIMAL.fullmatch(text.iloc[i]):
+            values[i], bad[i] = float(text.iloc[i]), False
     if not present.any():
         return None
     if bad[present].all():
@@ -77,7 +84,7 @@ def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: 
         return None
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"{where[i]}: column {name!r}: expected a number, got {text.iloc[i]!r}")
+        raise InputError(f"{where[i]}: column {name!r}: expected a number, got {clip(text.iloc[i])}")
     lowered = text.str.lower()
     values[(lowered.isin(["inf", "+inf", "infinity", "+infinity"])).to_numpy()] = np.inf
     values[(lowered.isin(["-inf", "-infinity"])).to_numpy()] = -np.inf
@@ -101,6 +108,10 @@ def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
     if not lines:
         raise InputError(f"{path}: no complete line; expected a CSV header line and rows")
     try:
+        check_columns(len(next(csv.reader([lines[0]]))), str(path))  # before pandas builds them
+    except (csv.Error, StopIteration):
+        pass  # pandas says what is wrong with the header
+    try:
         frame = pd.read_csv(io.StringIO("\n".join(lines) + "\n"), dtype=str, keep_default_na=False,
                             skip_blank_lines=False)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -113,15 +124,18 @@ def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
 
 def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
     records, where = [], []
+    keys: dict[str, None] = {}
     for i, line in enumerate(read_lines(path, warnings, "a JSON Lines table"), start=1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = parse_json(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{i}: expected one JSON object per line ({exc.msg} at column {exc.colno})") from None
         if not isinstance(rec, dict):
             raise InputError(f"{path}:{i}: expected a JSON object, got {type(rec).__name__}")
+        keys.update(dict.fromkeys(rec))
+        check_columns(len(keys), f"{path}:{i}")
         records.append({k: _cell(v) for k, v in rec.items()})
         where.append(f"{path}:{i}")
     return pd.DataFrame.from_records(records).fillna("") if records else pd.DataFrame(), where
@@ -141,6 +155,7 @@ def _read_parquet(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.nd
     import pyarrow.parquet as pq
 
     try:
+        check_columns(len(pq.read_schema(path)), str(path))
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         # Arrow's messages repeat the path and run over lines: the first line of the cause, without the path.
@@ -198,7 +213,7 @@ def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarra
     bad = present & np.isnan(values)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"{where[i]}: column {name!r}: expected a date-time or Unix time, got {text.iloc[i]!r}")
+        raise InputError(f"{where[i]}: column {name!r}: expected a date-time or Unix time, got {clip(text.iloc[i])}")
     return values - np.nanmin(values[present]), present
 
 
@@ -209,8 +224,7 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
     step=...`, else the first of `prefer_step`, then of the usual names, present."""
     parts: dict[str | None, list[Rows]] = {}
     for path in paths:
-        if not path.is_file():
-            raise InputError(f"{path}: no such file; expected a CSV, JSONL or Parquet table")
+        check_regular(path, "a CSV, JSONL or Parquet table")  # a FIFO or /dev/zero is refused, not waited on
         gz = path.suffix.lower() == ".gz"  # read_lines decompresses CSV and JSONL
         suffix = Path(path.stem).suffix.lower() if gz else path.suffix.lower()
         if suffix == ".parquet" and not gz:

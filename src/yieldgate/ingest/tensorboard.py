@@ -17,16 +17,19 @@ records before it are kept.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, own_export, pivot, placeholder
+from yieldgate.ingest.clean import Warnings, check_columns, own_export, pivot, placeholder
+from yieldgate.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_scalars", "event_files"]
 
@@ -37,56 +40,77 @@ _MASK_DELTA = 0xA282EAD8
 
 def event_files(source: Path) -> list[Path]:
     """The event files of a directory (recursively, sorted by path: by time within one folder), or the file."""
-    if source.is_file():
-        return [source]
     if not source.is_dir():
-        raise InputError(f"{source}: no such file or directory; expected a TensorBoard log directory")
+        if not source.exists():
+            raise InputError(f"{source}: no such file or directory; expected a TensorBoard log directory")
+        check_regular(source, "a TensorBoard event file or log directory")  # a FIFO or /dev/zero: refused
+        return [source]
     files = sorted(p for p in source.rglob("*") if p.is_file() and "tfevents" in p.name)
     if not files:
         raise InputError(f"{source}: no TensorBoard event files (events.out.tfevents.*) in this directory")
     return files
 
 
-def _records(path: Path, warnings: Warnings) -> tuple[list[int], list[bytes]]:
-    """Offsets and payloads of a TFRecord file's records, CRCs verified (one tight loop: this is the hot path)."""
+# Bytes read at a time: an import holds this much of an event file (plus its largest record), never the file;
+# event files that hold histograms and images run to gigabytes.
+_CHUNK = 4 << 20
+
+
+def _records(path: Path, warnings: Warnings) -> Iterator[tuple[list[int], list[bytes]]]:
+    """Offsets and payloads of a TFRecord file's records, CRCs verified, a chunk's worth at a time (one tight
+    loop per chunk: this is the hot path)."""
     import google_crc32c
 
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if not data:  # a writer that opened its file and was stopped before the first record
-        warnings.add("empty", f"{path}: empty event file; skipped")
-        return [], []
-    problem = placeholder(path, data[:1024], "a TensorBoard event file")
-    if problem is not None:
-        raise InputError(problem)
-    end, at = len(data), 0
-    offsets, payloads = [], []
     unpack_header, unpack_crc, crc_of = _HEADER.unpack_from, _CRC.unpack_from, google_crc32c.value
-    while at < end:
-        if at + 12 > end:
-            warnings.add("truncated", f"{path}: offset {at}: record header cut off at the end of the file "
-                                      f"({end - at} bytes); records before it kept")
-            break
-        length, length_crc = unpack_header(data, at)
-        crc = crc_of(data[at:at + 8])
-        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
-            raise InputError(f"{path}: offset {at}: record length fails its CRC; the file is damaged or not a "
-                             "TensorBoard event file")
-        start = at + 12
-        if start + length + 4 > end:
-            warnings.add("truncated", f"{path}: offset {at}: last record cut off ({end - start} of {length + 4} "
-                                      "bytes); records before it kept")
-            break
-        payload = data[start:start + length]
-        crc = crc_of(payload)
-        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_crc(data, start + length)[0]:
-            raise InputError(f"{path}: offset {at}: record payload fails its CRC; the file is damaged")
-        offsets.append(at)
-        payloads.append(payload)
-        at = start + length + 4
-    return offsets, payloads
+    with open_regular(path, "a TensorBoard event file") as fh:
+        buf = fh.read(_CHUNK)
+        if not buf:  # a writer that opened its file and was stopped before the first record
+            warnings.add("empty", f"{path}: empty event file; skipped")
+            return
+        problem = placeholder(path, buf[:1024], "a TensorBoard event file")
+        if problem is not None:
+            raise InputError(problem)
+        base, at, end = 0, 0, len(buf)  # buf[0] is the file's byte `base`; `at` indexes buf
+        offsets: list[int] = []
+        payloads: list[bytes] = []
+        while True:
+            more = None
+            if end - at < 12:
+                more = fh.read(_CHUNK)
+                if not more and at < end:
+                    warnings.add("truncated", f"{path}: offset {base + at}: record header cut off at the end of "
+                                              f"the file ({end - at} bytes); records before it kept")
+            else:
+                length, length_crc = unpack_header(buf, at)
+                crc = crc_of(buf[at:at + 8])
+                if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
+                    raise InputError(f"{path}: offset {base + at}: record length fails its CRC; the file is damaged "
+                                     "or not a TensorBoard event file")
+                start, stop = at + 12, at + 12 + length + 4
+                if stop > end:
+                    # The record runs past the buffer: read on, no further than the file goes (a damaged length
+                    # must not make us allocate it).
+                    left = os.fstat(fh.fileno()).st_size - base - end
+                    more = fh.read(min(max(stop - end, _CHUNK), left)) if left > 0 else b""
+                    if not more:
+                        warnings.add("truncated", f"{path}: offset {base + at}: last record cut off ({end - start} "
+                                                  f"of {length + 4} bytes); records before it kept")
+            if more is None:
+                payload = buf[start:start + length]
+                crc = crc_of(payload)
+                if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_crc(buf, start + length)[0]:
+                    raise InputError(f"{path}: offset {base + at}: record payload fails its CRC; the file is damaged")
+                offsets.append(base + at)
+                payloads.append(payload)
+                at = stop
+                continue
+            if offsets:  # the buffer's records, before it is read on or the file ends
+                yield offsets, payloads
+                offsets, payloads = [], []
+            if not more:
+                return
+            buf, base, at = buf[at:] + more, base + at, 0
+            end = len(buf)
 
 
 _TENSOR_DTYPES = {1: ("float_val", np.float32), 2: ("double_val", np.float64), 3: ("int_val", np.int32),
@@ -109,34 +133,44 @@ def _tensor_scalar(tensor) -> float | None:
 
 
 def read_scalars(files: Sequence[Path], warnings: Warnings) -> pd.DataFrame:
-    """Every scalar of the files, long form: file, offset, step, wall_time, tag, value."""
+    """Every scalar of the files, long form: file, offset, step, wall_time, tag, value. Records are parsed as
+    they are read and only scalars are kept, in typed arrays (8 bytes a number, a code per tag)."""
     from google.protobuf.message import DecodeError
     from tensorboard.compat.proto.event_pb2 import Event
 
     parse = Event.FromString
-    file_of, offsets, steps, walls, tags, values = [], [], [], [], [], []
+    file_of, offsets, steps = array("q"), array("q"), array("q")
+    walls, values, tag_of = array("d"), array("d"), array("q")
+    codes: dict[str, int] = {}
+    add_file, add_offset, add_step, add_wall, add_tag, add_value = (
+        a.append for a in (file_of, offsets, steps, walls, tag_of, values))
     for index, path in enumerate(files):
-        at, payloads = _records(path, warnings)
-        for k, payload in enumerate(payloads):
-            try:
-                event = parse(payload)
-            except DecodeError:
-                raise InputError(f"{path}: offset {at[k]}: record is not a TensorBoard Event") from None
-            for v in event.summary.value:
-                kind = v.WhichOneof("value")
-                if kind == "simple_value":
-                    value = v.simple_value
-                elif kind != "tensor" or (value := _tensor_scalar(v.tensor)) is None:
-                    continue
-                file_of.append(index)
-                offsets.append(at[k])
-                steps.append(event.step)
-                walls.append(event.wall_time)
-                tags.append(v.tag)
-                values.append(value)
-    return pd.DataFrame({"file": np.array(file_of, dtype=np.int64), "offset": np.array(offsets, dtype=np.int64),
-                         "step": np.array(steps, dtype=np.int64), "wall_time": np.array(walls, dtype=np.float64),
-                         "tag": tags, "value": np.array(values, dtype=np.float64)})
+        for at, payloads in _records(path, warnings):
+            for k, payload in enumerate(payloads):
+                try:
+                    event = parse(payload)
+                except DecodeError:
+                    raise InputError(f"{path}: offset {at[k]}: record is not a TensorBoard Event") from None
+                for v in event.summary.value:
+                    kind = v.WhichOneof("value")
+                    if kind == "simple_value":
+                        value = v.simple_value
+                    elif kind != "tensor" or (value := _tensor_scalar(v.tensor)) is None:
+                        continue
+                    code = codes.get(v.tag)
+                    if code is None:
+                        code = codes[v.tag] = len(codes)
+                        check_columns(len(codes), f"{path}: offset {at[k]} (tags)")
+                    add_file(index)
+                    add_offset(at[k])
+                    add_step(event.step)
+                    add_wall(event.wall_time)
+                    add_tag(code)
+                    add_value(value)
+    names = np.array(list(codes) or [""], dtype=object)
+    ints, floats = (lambda a: np.frombuffer(a, dtype=np.int64)), (lambda a: np.frombuffer(a, dtype=np.float64))
+    return pd.DataFrame({"file": ints(file_of), "offset": ints(offsets), "step": ints(steps),
+                         "wall_time": floats(walls), "tag": names[ints(tag_of)], "value": floats(values)})
 
 
 _AXIS = re.compile(r"^(?P<base>.+) vs (?P<axis>samples|tokens|steps|iterations)$", re.IGNORECASE)

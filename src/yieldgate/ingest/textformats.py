@@ -13,18 +13,19 @@ absent, not a number.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from yieldgate.errors import InputError
+from yieldgate.ingest.clean import parse_json
 
 __all__ = ["FORMATS", "LogFormat", "detect", "strip_ansi"]
 
 # A number as loggers print it: 12, -3.5, .5, 1.5E-04, 1,234,567 (thousands separators), nan, NaN, -inf.
-_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf)\b"
+# `\d+(?:\.\d*)?`, not `\d+\.?\d*`: that splits a run of n digits n ways, n^2 steps before a mismatch.
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf)\b"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RANK = re.compile(r"^(?:\[(?:default|rank)\d+\]:|\d{1,5}: )")
 _LN2 = math.log(2.0)
@@ -138,7 +139,7 @@ _BLOCK_HEAD = re.compile(r"\[(?:step|batch)=(?P<step>\d+)(?:/\d+)?[^\]]*\]:?\s*$
 _NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+|__\w+__")
 # `Namespace(lr=0.001, steps=...)`, `TrainConfig(step=0, ...)`: an object's repr is a configuration
 _REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
-_TAGS = re.compile(r"\[[^\]|]*\|[^\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
+_TAGS = re.compile(r"\[[^\[\]|]*\|[^\[\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
 _STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b", re.IGNORECASE)
 _MULTIPLIERS = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min", "h": "_h"}
@@ -231,8 +232,8 @@ def _fairseq_json(line: str) -> dict[str, float] | None:
     if m is None:
         return None
     try:
-        record = json.loads(m["json"])
-    except ValueError:
+        record = parse_json(m["json"])
+    except ValueError:  # not JSON (nested too deeply included): not a fairseq record
         return None
     if not isinstance(record, dict):
         return None
@@ -278,7 +279,7 @@ def _fairseq(line: str) -> dict[str, float] | None:
         return None
     valid = m["kind"].startswith("valid")
     subset = m.groupdict().get("subset")  # `valid_wiki`: a second validation set, its own source
-    pairs = {key: _number(text) for key, text in re.findall(rf"(\w+)(?:=|\s+)({_NUM})(?=[,|\s]|$)", m["rest"])}
+    pairs = {key: _number(text) for key, text in re.findall(rf"(?<!\w)(\w+)(?:=|\s+)({_NUM})(?=[,|\s]|$)", m["rest"])}
     return _fairseq_values(valid, subset, pairs)
 
 

@@ -23,9 +23,10 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 from yieldgate.ingest import textformats
-from yieldgate.ingest.clean import Rows, Warnings, concat, read_lines, unix_seconds
+from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
+from yieldgate.inputs import check_regular
 
 __all__ = ["TextLog", "read_textlog", "device_count"]
 
@@ -37,13 +38,13 @@ _MARK = re.compile(r"\bdatetime:\s*(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}
 _HEAD_LINES = 5000  # device counts are printed at start-up
 # (pattern, what it counts): the first that matches in the log's head gives the device count.
 _DEVICES = (
-    (re.compile(r"\bworld[ _]size\b\s*(?:[:=]|\.{2,})\s*(\d+)", re.IGNORECASE), "world size"),
-    (re.compile(r"\bWORLD_SIZE\s*[:=]\s*(\d+)"), "world size"),
-    (re.compile(r"\b(?:number of|num|n)[ _](?:gpus|devices|accelerators)\b\s*[:=]?\s*(\d+)", re.IGNORECASE),
+    (re.compile(r"\bworld[ _]size\b\s*(?:[:=]|\.{2,})\s*(\d{1,9})(?!\d)", re.IGNORECASE), "world size"),
+    (re.compile(r"\bWORLD_SIZE\s*[:=]\s*(\d{1,9})(?!\d)"), "world size"),
+    (re.compile(r"\b(?:number of|num|n)[ _](?:gpus|devices|accelerators)\b\s*[:=]?\s*(\d{1,9})(?!\d)", re.IGNORECASE),
      "number of devices"),
-    (re.compile(r"\bMEMBER:\s*\d+/(\d+)"), "distributed members"),
+    (re.compile(r"\bMEMBER:\s*\d+/(\d{1,9})(?!\d)"), "distributed members"),
 )
-_PARALLEL = re.compile(r"\b(data|tensor-model|pipeline-model|context)-parallel size:\s*(\d+)")
+_PARALLEL = re.compile(r"\b(data|tensor-model|pipeline-model|context)-parallel size:\s*(\d{1,9})(?!\d)")
 
 
 @dataclass
@@ -140,8 +141,7 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
     parts, formats, starts = [], [], []
     devices: tuple[int, str] | None = None
     for path in paths:
-        if not path.is_file():
-            raise InputError(f"{path}: no such file; expected a plain-text training log")
+        check_regular(path, "a plain-text training log")  # a FIFO or /dev/zero is refused, not waited on
         lines = read_lines(path, warnings)
         if custom is not None:
             read, name, what = custom, "pattern", "matched no pattern"
@@ -154,7 +154,10 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
         where: list[str] = []
         first_lines: list[int] = []
         used = np.zeros(len(lines), dtype=bool)
+        names: dict[str, None] = {}
         for i, n, rec in read(lines):
+            names.update(dict.fromkeys(rec))
+            check_columns(len(names), f"{path}:{i + 1}")
             records.append(rec)
             where.append(f"{path}:{i + 1}")
             first_lines.append(i)

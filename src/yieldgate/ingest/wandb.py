@@ -23,17 +23,18 @@ import json
 import math
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, concat, own_export, read_bytes
+from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, own_export, parse_json, placeholder
+from yieldgate.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_log", "run_logs", "finished"]
 
 _MAGIC = b":W&B\xe1\xbe\x00"  # ":W&B", magic 0xBEE1 (little-endian), version 0
 _BLOCK = 32 * 1024
+_CHUNK = 256 * _BLOCK  # bytes read at a time: a run's log can run to gigabytes
 _RECORD = struct.Struct("<IHB")  # crc, length, type
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 _SKIP = {"_timestamp", "_step"}  # Unix time (the run has `_runtime`), and the step itself
@@ -41,53 +42,63 @@ _SKIP = {"_timestamp", "_step"}  # Unix time (the run has `_runtime`), and the s
 
 def run_logs(source: Path) -> list[Path]:
     """The `.wandb` files of an offline run folder (or of every run under a `wandb/` folder), or the file."""
-    if source.is_file():
-        return [source]
     if not source.is_dir():
-        raise InputError(f"{source}: no such file or directory; expected a W&B run folder or history export")
+        if not source.exists():
+            raise InputError(f"{source}: no such file or directory; expected a W&B run folder or history export")
+        check_regular(source, "a W&B run log (run-*.wandb) or history export")  # a FIFO or /dev/zero: refused
+        return [source]
     files = sorted(source.glob("*.wandb")) or sorted(source.glob("*/*.wandb"))
     if not files:
         raise InputError(f"{source}: no run-*.wandb file; give an offline run folder (wandb/offline-run-...)")
     return files
 
 
-def _payloads(path: Path, warnings: Warnings):
-    """(offset, record bytes) of each complete record of a `.wandb` log, CRCs verified."""
-    data = read_bytes(path, "a W&B transaction log (run-*.wandb)")
-    if not data.startswith(_MAGIC):
-        raise InputError(f"{path}: offset 0: not a W&B transaction log (expected the ':W&B' header)")
-    at, end, parts, start = len(_MAGIC), len(data), [], None
-    while at < end:
-        left = _BLOCK - at % _BLOCK
-        if left < _RECORD.size:  # the rest of a block too short for a header is padding
-            at += left
-            continue
-        if at + _RECORD.size > end:
-            warnings.add("truncated", f"{path}: offset {at}: record header cut off at the end; records before kept")
-            return
-        crc, length, kind = _RECORD.unpack_from(data, at)
-        body = data[at + _RECORD.size : at + _RECORD.size + length]
-        if len(body) < length:
-            warnings.add("truncated", f"{path}: offset {at}: last record cut off ({len(body)} of {length} bytes); "
-                                      "records before it kept")
-            return
-        if zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
-            if kind == 0 and length == 0 and crc == 0:
-                at += left  # zero fill to the end of the block
-                continue
-            raise InputError(f"{path}: offset {at}: record fails its CRC; the file is damaged")
-        if kind == _FULL:
-            yield at, body
-        elif kind == _FIRST:
-            parts, start = [body], at
-        elif kind in (_MIDDLE, _LAST) and start is not None:
-            parts.append(body)
-            if kind == _LAST:
-                yield start, b"".join(parts)
-                parts, start = [], None
-        else:
-            raise InputError(f"{path}: offset {at}: unexpected record type {kind}; the file is damaged")
-        at += _RECORD.size + length
+def _payloads(path: Path, warnings: Warnings) -> Iterator[tuple[int, bytes]]:
+    """(offset, record bytes) of each complete record of a `.wandb` log, CRCs verified, read _CHUNK bytes at a
+    time (whole blocks: no record fragment crosses a block, so none crosses a chunk)."""
+    with open_regular(path, "a W&B transaction log (run-*.wandb)") as fh:
+        data = fh.read(_CHUNK)
+        problem = placeholder(path, data[:1024], "a W&B transaction log (run-*.wandb)")
+        if problem is not None:
+            raise InputError(problem)
+        if not data.startswith(_MAGIC):
+            raise InputError(f"{path}: offset 0: not a W&B transaction log (expected the ':W&B' header)")
+        base, at, parts, start = 0, len(_MAGIC), [], None  # data[0] is the file's byte `base`
+        while data:
+            end = len(data)
+            while at < end:
+                left = _BLOCK - at % _BLOCK
+                if left < _RECORD.size:  # the rest of a block too short for a header is padding
+                    at += left
+                    continue
+                if at + _RECORD.size > end:
+                    warnings.add("truncated", f"{path}: offset {base + at}: record header cut off at the end; records "
+                                              "before kept")
+                    return
+                crc, length, kind = _RECORD.unpack_from(data, at)
+                body = data[at + _RECORD.size : at + _RECORD.size + length]
+                if len(body) < length:
+                    warnings.add("truncated", f"{path}: offset {base + at}: last record cut off ({len(body)} of "
+                                              f"{length} bytes); records before it kept")
+                    return
+                if zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
+                    if kind == 0 and length == 0 and crc == 0:
+                        at += left  # zero fill to the end of the block
+                        continue
+                    raise InputError(f"{path}: offset {base + at}: record fails its CRC; the file is damaged")
+                if kind == _FULL:
+                    yield base + at, body
+                elif kind == _FIRST:
+                    parts, start = [body], base + at
+                elif kind in (_MIDDLE, _LAST) and start is not None:
+                    parts.append(body)
+                    if kind == _LAST:
+                        yield start, b"".join(parts)
+                        parts, start = [], None
+                else:
+                    raise InputError(f"{path}: offset {base + at}: unexpected record type {kind}; the file is damaged")
+                at += _RECORD.size + length
+            base, at, data = base + end, at - end, fh.read(_CHUNK)
     if start is not None:
         warnings.add("truncated", f"{path}: offset {start}: last record incomplete; records before it kept")
 
@@ -109,6 +120,7 @@ def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
     from wandb.proto.wandb_internal_pb2 import Record
 
     entries, where, steps = [], [], []
+    keys: dict[str, None] = {}
     for offset, payload in _payloads(path, warnings):
         try:
             record = Record.FromString(payload)
@@ -124,9 +136,10 @@ def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
                 continue
             key = item.key or "/".join(item.nested_key)
             try:
-                value = json.loads(item.value_json)  # NaN and Infinity are W&B's spellings too
-            except json.JSONDecodeError:
-                raise InputError(f"{path}: offset {offset}: history value of {key!r} is not JSON") from None
+                value = parse_json(item.value_json)  # NaN and Infinity are W&B's spellings too
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}: offset {offset}: history value of {clip(key)} is not JSON "
+                                 f"({exc.msg})") from None
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 values[key] = float(value)
         step = values.get(step_key, record.history.step.num if step_key == "_step" else None)
@@ -136,6 +149,8 @@ def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
         steps.append(int(step))
         where.append(f"{path}: offset {offset}")
         entries.append({k: v for k, v in values.items() if k not in _SKIP and k != step_key})
+        keys.update(dict.fromkeys(entries[-1]))
+        check_columns(len(keys), f"{path}: offset {offset}")
     return Rows.from_records(str(path), steps, where, entries)
 
 

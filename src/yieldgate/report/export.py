@@ -154,6 +154,7 @@ def export_tensorboard(ledger: Ledger, run: str, dest: Path) -> ExportResult:
 def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
     """An MLflow run (in experiment `yieldgate`) named after the run; metrics stepped by tokens when known."""
     from mlflow.entities import Metric, Param
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     from yieldgate.ingest.mlflow import metric_name, store_uri
@@ -167,28 +168,38 @@ def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
     exp = client.get_experiment_by_name("yieldgate")
     exp_id = exp.experiment_id if exp is not None else client.create_experiment("yieldgate")
     mlrun = client.create_run(exp_id, run_name=run, tags={"yieldgate.x_axis": axis})
-    manifest = ledger.manifest(run)
-    if manifest is not None:  # the manifest as the run's parameters: MLflow's place for how a run was made
-        params = [Param(k[:250], v[:6000]) for k, v in _flat(manifest.model_dump(mode="json"), "manifest").items()]
-        for start in range(0, len(params), 100):  # MLflow's log_batch limit for params
-            client.log_batch(mlrun.info.run_id, params=params[start:start + 100])
-    now = 0  # timestamps: the run's own wall clock when recorded, else 0 (MLflow needs one)
-    wall = table["wall_s"].to_numpy(dtype=float, na_value=np.nan) if "wall_s" in table else np.full(len(table), np.nan)
-    metrics = []
-    for col, rows, values in _series(table):
-        name = metric_name(col)  # MLflow refuses `,` `@` and others: escaped reversibly
-        metrics += [Metric(name, float(values[i]), int(wall[i] * 1000) if math.isfinite(wall[i]) else now, int(x[i]))
-                    for i in rows]
-    if axis == "tokens":
-        metrics += [Metric("step", float(s), 0, int(t)) for s, t in zip(table["step"], x, strict=True)]
-    for end_step, end_tokens, figures in yields:
-        metrics += [Metric(f"yield/{k}", float(v), 0, int(end_tokens if axis == "tokens" else end_step))
-                    for k, v in figures.items()]
-    for start in range(0, len(metrics), 1000):  # MLflow's log_batch limit
-        client.log_batch(mlrun.info.run_id, metrics=metrics[start:start + 1000])
-    if diagnoses:
-        client.log_text(mlrun.info.run_id, json.dumps(diagnoses, indent=2, default=str), "yieldgate/diagnoses.json")
-    client.set_terminated(mlrun.info.run_id)
+    try:
+        manifest = ledger.manifest(run)
+        if manifest is not None:  # the manifest as the run's parameters: MLflow's place for how a run was made
+            params = [Param(k[:250], v[:6000])
+                      for k, v in _flat(manifest.model_dump(mode="json"), "manifest").items()]
+            for start in range(0, len(params), 100):  # MLflow's log_batch limit for params
+                client.log_batch(mlrun.info.run_id, params=params[start:start + 100])
+        now = 0  # timestamps: the run's own wall clock when recorded, else 0 (MLflow needs one)
+        wall = (table["wall_s"].to_numpy(dtype=float, na_value=np.nan) if "wall_s" in table
+                else np.full(len(table), np.nan))
+        metrics = []
+        for col, rows, values in _series(table):
+            name = metric_name(col)  # MLflow refuses `,` `@` and others: escaped reversibly
+            metrics += [Metric(name, float(values[i]), int(wall[i] * 1000) if math.isfinite(wall[i]) else now,
+                               int(x[i])) for i in rows]
+        if axis == "tokens":
+            metrics += [Metric("step", float(s), 0, int(t)) for s, t in zip(table["step"], x, strict=True)]
+        for end_step, end_tokens, figures in yields:
+            metrics += [Metric(f"yield/{k}", float(v), 0, int(end_tokens if axis == "tokens" else end_step))
+                        for k, v in figures.items()]
+        for start in range(0, len(metrics), 1000):  # MLflow's log_batch limit
+            client.log_batch(mlrun.info.run_id, metrics=metrics[start:start + 1000])
+        if diagnoses:
+            client.log_text(mlrun.info.run_id, json.dumps(diagnoses, indent=2, default=str),
+                            "yieldgate/diagnoses.json")
+        client.set_terminated(mlrun.info.run_id)
+    except MlflowException as exc:
+        # A name MLflow refuses (`a/../b` resolves to another name; one of more than 250 characters): the run
+        # made for the export goes, so no half-exported run stays in the store.
+        client.delete_run(mlrun.info.run_id)
+        raise InputError(f"{dest}: MLflow refused run {run!r} ({exc.message.splitlines()[0]}); the MLflow run made "
+                         "for it was deleted: export it --to tensorboard or --to table instead") from None
     return ExportResult(run, "mlflow", f"{uri}#{mlrun.info.run_id}", len(table), list(table.columns), axis,
                         len(yields), len(diagnoses), notes)
 

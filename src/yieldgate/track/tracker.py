@@ -123,6 +123,11 @@ class TrackerConfig:
 _live: weakref.WeakSet[Tracker] = weakref.WeakSet()
 """Trackers not yet closed: flushed at interpreter exit and on SIGTERM."""
 _sigterm_installed = False
+_holding = 0
+"""Tracker calls under way that a SIGTERM must not cut (a packet being shipped, a close flushing)."""
+_held: int | None = None
+"""A SIGTERM that arrived during one: delivered again when the last of them returns."""
+_holding_lock = threading.RLock()  # re-entrant: the handler may run (and close) inside a held block
 
 
 def _close_live(status: str) -> None:
@@ -139,6 +144,13 @@ def _at_exit() -> None:
 
 def _on_sigterm(previous: Any) -> Callable[[int, Any], None]:
     def handler(signum: int, frame: Any) -> None:
+        global _held
+        if _holding:
+            # The signal interrupted a packet half handed to the writer (its rows out of the Tracker, not yet
+            # in the inbox) or a close flushing: flushing now would lose that packet, and ending the process
+            # now would cut the flush. Held: `_whole` sends it again once the call is done.
+            _held = signum
+            return
         _close_live("killed")
         if callable(previous):
             previous(signum, frame)
@@ -147,6 +159,29 @@ def _on_sigterm(previous: Any) -> Callable[[int, Any], None]:
             os.kill(os.getpid(), signum)
 
     return handler
+
+
+def _whole(method: Any) -> Any:
+    """Run a Tracker method to its end even when SIGTERM arrives inside it: the handler holds the signal
+    and it is sent again when the method returns (its rows are then in the writer's hands, or flushed)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        global _holding, _held
+        with _holding_lock:  # Trackers on several threads: a lost count would hold every later SIGTERM
+            _holding += 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            with _holding_lock:
+                _holding -= 1
+                signum = _held if not _holding else None
+                if signum is not None:
+                    _held = None
+            if signum is not None:
+                os.kill(os.getpid(), signum)  # the handler runs on the main thread at its next bytecode
+
+    return wrapper
 
 
 def _install_sigterm() -> None:
@@ -688,6 +723,7 @@ class Tracker:
         g2, tr = self._gns_state[key]
         return torch.where(g2 > 0, tr / g2.clamp_min(1e-30), torch.full_like(g2, float("nan")))
 
+    @_whole
     def _ship(self) -> None:
         """Start the host copy of buffered tensors and hand the packet to the writer."""
         packet = Packet(rows=self._rows, timers=self._timer_events, evals=self._evals)
@@ -781,6 +817,7 @@ class Tracker:
                 "dropped_rows": self._writer.dropped_rows, "spilled_rows": self._writer.spilled_rows,
                 "spill_path": self._writer.spill_path, "busy_s": self.busy.seconds}
 
+    @_whole
     def close(self, status: str = "finished", *, reason: str | None = None) -> None:
         """Flush everything, stop the writer and record the run's status (with `reason`, what ended it, as a
         `fault` event)."""
