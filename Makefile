@@ -65,7 +65,7 @@ bench: $(VENV)/.bench
 # Rewrites the Reliability table (docs/reliability.md) from what the reliability tests measure.
 reliability-table: $(VENV)/.dev
 	YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
-		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py
+		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py tests/test_kill_matrix.py
 
 soak: $(VENV)/.dev
 	$(BIN)/python -m pytest -q -m soak --durations=20
