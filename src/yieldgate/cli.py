@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,8 +25,8 @@ from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.manifest import Manifest, diff, flat_config, load_manifest
 from yieldgate.report.console import clean as _clean
-from yieldgate.report.console import fmt as _fmt
 from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan, run_record
+from yieldgate.report.console import fmt as _fmt
 
 console = Console()
 
@@ -150,7 +150,7 @@ _TABLE_COLUMNS = ("name", "status", "source", "created_at", "updated_at", "durat
 def _write_table(frame: Any, sep: str) -> None:
     import csv
 
-    iso = lambda ts: datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    iso = lambda ts: datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")  # noqa: E731
     writer = csv.writer(sys.stdout, delimiter=sep, lineterminator="\n")
     writer.writerow(_TABLE_COLUMNS)
     for row in frame.to_dict("records"):
@@ -1171,7 +1171,7 @@ def decisions(
     with _ledger(ctx) as ledger:
         rows = ledger.decisions(target).to_dict("records")
     for row in rows:
-        row["created_at"] = datetime.fromtimestamp(row["created_at"], tz=timezone.utc).isoformat(timespec="seconds")
+        row["created_at"] = datetime.fromtimestamp(row["created_at"], tz=UTC).isoformat(timespec="seconds")
     if as_json:
         _print_json(rows)
         return

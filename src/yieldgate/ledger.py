@@ -28,12 +28,11 @@ import numpy as np
 import pandas as pd
 
 from yieldgate import migrations
-from yieldgate.checksum import block_checksum, verify_block
 from yieldgate import mounts as _mounts
+from yieldgate.checksum import block_checksum, verify_block
 from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound, RunReferenced
 from yieldgate.ledger_file import file_problem
 from yieldgate.manifest import Manifest, parse_manifest
-from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 from yieldgate.names import (
     CORE_STEP_COLUMNS,
     EVENT_KINDS,
@@ -44,10 +43,11 @@ from yieldgate.names import (
     check_run_name,
     check_tag,
     is_extra_key,
-    unsafe_character,
     metric_direction,
     readable_name,
+    unsafe_character,
 )
+from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 
 __all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "must_exist", "higher_is_better"]
 

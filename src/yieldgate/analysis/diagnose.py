@@ -37,8 +37,8 @@ from yieldgate.analysis.detectors import (
     nonfinite_and_skipped,
     stall,
 )
-from yieldgate.analysis.spikes import loss_spikes
 from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
+from yieldgate.analysis.spikes import loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 

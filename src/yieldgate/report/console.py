@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -148,7 +148,7 @@ def render_plan(console: Console, target: str, policy: str, plan: dict[str, Any]
 
 def when(ts: float) -> str:
     """A timestamp as the runs table shows it: `2026-12-01 10:18` (UTC)."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def run_record(row: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -195,7 +195,7 @@ def _decisions_section(data: ReportData) -> str:
         verdict = _Raw(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
         rows.append([d["target"], d["stage"] or "-", verdict, d["rationale"], d["evidence"],
                      (d["policy_hash"] or "-")[:12],
-                     datetime.fromtimestamp(d["created_at"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")])
+                     datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC")])
     return "<h2>Gate decisions</h2>" + table_html(
         ["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions")
 
@@ -224,7 +224,7 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
     def plots(*ids: str) -> str:
         return "".join(_figure_html(by_id[i]) for i in ids if i in by_id)
 
-    generated = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join([
         "<h1>yieldgate report</h1>",
         f'<p class="muted">{escape(" ".join(data.patterns))} &middot; metric {escape(data.metric)} &middot; '

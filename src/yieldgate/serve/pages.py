@@ -8,7 +8,7 @@ page script writes text with `textContent` only. No inline script anywhere: the 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 from urllib.parse import urlencode
@@ -55,7 +55,7 @@ def runs_page(location: str) -> str:
 
 
 def _when(ts: Any) -> str:
-    return "-" if ts is None or pd.isna(ts) else datetime.fromtimestamp(float(ts), tz=timezone.utc).strftime(
+    return "-" if ts is None or pd.isna(ts) else datetime.fromtimestamp(float(ts), tz=UTC).strftime(
         "%Y-%m-%d %H:%M:%S")
 
 
