@@ -332,7 +332,7 @@ class DedupResult:
         """The `yieldgate dedup --json` shape."""
         return {"documents": len(self.ids), "policy": self.policy.model_dump(mode="json"),
                 "clusters": [{"members": [self.ids[m] for m in c], "similarity": s}
-                             for c, s in zip(self.clusters, self.similarity)],
+                             for c, s in zip(self.clusters, self.similarity, strict=True)],
                 "duplicate_share": self.duplicate_share}
 
 

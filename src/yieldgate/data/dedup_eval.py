@@ -79,7 +79,7 @@ def work_similarities(works: Sequence[corpus.Work], spec: str, permutations: int
     sig = signatures(shingle([w.text for w in works], spec), permutations)
     i, j = np.triu_indices(len(works), k=1)
     sim = estimated_jaccard(sig, i, j)
-    return {_key(works[a].id, works[b].id): float(s) for a, b, s in zip(i, j, sim)}
+    return {_key(works[a].id, works[b].id): float(s) for a, b, s in zip(i, j, sim, strict=True)}
 
 
 def choose_threshold(similarities: dict[Pair, float], truth: set[Pair], ignore: set[Pair] = frozenset()) -> float:  # type: ignore[assignment]
@@ -101,7 +101,7 @@ def found_pairs(ids: Sequence[str], texts: Sequence[str], policy: DedupPolicy) -
     sh = shingle(texts, policy.shingle)
     i, j, sim = near_pairs(signatures(sh, policy.permutations), bands, rows, policy.threshold,  # type: ignore[arg-type]
                            valid=sh.counts() > 0)
-    return {_key(ids[a], ids[b]): float(s) for a, b, s in zip(i, j, sim)}
+    return {_key(ids[a], ids[b]): float(s) for a, b, s in zip(i, j, sim, strict=True)}
 
 
 def exact_jaccard_pairs(sh: Shingled, threshold: float, dense_df: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -137,7 +137,8 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     for name, docs in filtered.items():
         mask = keep[at:at + len(docs)] if keep is not None else np.ones(len(docs), dtype=bool)
         at += len(docs)
-        kept[name] = ([d for d, k in zip(docs, mask) if k], held[name], [d for d, k in zip(docs, mask) if not k])
+        kept[name] = ([d for d, k in zip(docs, mask, strict=True) if k], held[name],
+                      [d for d, k in zip(docs, mask, strict=True) if not k])
     all_train = [d for docs, _, _ in kept.values() for d in docs]
     if not all_train:
         raise InputError("the recipe's filters and dedup left no training documents")
