@@ -180,7 +180,8 @@ def runs(
                                           "last).")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="Show N runs: the first N of --sort's order, else the "
                                                                "N most recently updated (table default 100; 0: all; "
-                                                               "--json, --csv and --tsv list all unless given).")] = None,
+                                                               "--json, --csv and --tsv list all unless "
+                                                               "given).")] = None,
     as_json: JsonOption = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV only (one row per run, times in UTC).")] = False,
     as_tsv: Annotated[bool, typer.Option("--tsv", help="Print tab-separated values only.")] = False,
@@ -346,7 +347,8 @@ def note(
 
 
 @app.command()
-def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False) -> None:
+def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")],
+         as_json: JsonOption = False) -> None:
     """Show one run: summary, step columns recorded, extras, evals, events and manifest.
 
     Example: yieldgate show bs64-fp16 --json
@@ -381,7 +383,8 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
         _print_json(result)
         return
     console.print(f"[bold]{info['name']}[/bold]  status {info['status']}  source {info['source']}  "
-                  f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  manifest {info['manifest_hash'] or '-'}",
+                  f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  "
+                  f"manifest {info['manifest_hash'] or '-'}",
                   markup=True, highlight=False)
     table = Table("step column", "rows", "first", "last", "min", "max")
     for c, count in columns.items():
@@ -574,11 +577,13 @@ def compare(
 def forecast(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
-    next_tokens: Annotated[float | None, typer.Option("--next-tokens", help="Size of the next tranche in tokens.")] = None,
+    next_tokens: Annotated[float | None,
+                           typer.Option("--next-tokens", help="Size of the next tranche in tokens.")] = None,
     next_steps: Annotated[float | None, typer.Option("--next-steps", help="Size of the next tranche in steps, for a "
                                                                          "run without token counts.")] = None,
     threshold: Annotated[
-        float | None, typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for.")
+        float | None,
+        typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for."),
     ] = None,
     level: Annotated[float, typer.Option("--level", help="Coverage of the bootstrap interval.")] = 0.8,
     metric: MetricOption = "val/loss",
@@ -653,7 +658,8 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
     token: Annotated[str | None, typer.Option("--token", envvar="YIELDGATE_TOKEN",
                                               help="Token every request must carry (at least 16 characters). Beyond "
-                                                   "loopback one is generated and printed once when not given.")] = None,
+                                                   "loopback one is generated and printed once when not "
+                                                   "given.")] = None,
 ) -> None:
     """Serve a live, read-only dashboard of the ledger: the runs, each run's plots (updated while it trains),
     and comparisons with the numbers of `yieldgate compare`. Works offline; stop it with Ctrl-C.
@@ -716,10 +722,12 @@ def train(
     seed: Annotated[int, typer.Option("--seed", help="Seed of model, sampler and eval draw.")] = 0,
     run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>, or "
                                                           "RUN/cooldown<N> with --resume-from).")] = None,
-    resume_from: Annotated[str | None, typer.Option("--resume-from", help="Continue this probe run from its checkpoint "
-                                                                          "(with --cooldown-tokens), as a new run.")] = None,
-    cooldown_tokens: Annotated[int | None, typer.Option("--cooldown-tokens", min=1, help="Tokens over which the LR cools "
-                                                        "down linearly to 0 from the resumed run's last LR.")] = None,
+    resume_from: Annotated[str | None, typer.Option("--resume-from", help="Continue this probe run from its "
+                                                                          "checkpoint (with --cooldown-tokens), as a "
+                                                                          "new run.")] = None,
+    cooldown_tokens: Annotated[int | None, typer.Option("--cooldown-tokens", min=1, help="Tokens over which the LR "
+                                                        "cools down linearly to 0 from the resumed run's last "
+                                                        "LR.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger; or, with --resume-from
@@ -767,7 +775,8 @@ def probe(
     ctx: typer.Context,
     campaign_file: Annotated[Path, typer.Argument(help="Campaign file (YAML or JSON): recipes, seeds, budgets.")],
     executor: Annotated[str, typer.Option("--executor", help="local (worker processes) or ray (Ray tasks).")] = "local",
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="Probes at once (default: one per core).")] = None,
+    workers: Annotated[int | None,
+                       typer.Option("--workers", min=1, help="Probes at once (default: one per core).")] = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: a local Ray "
                                                                   "instance started for the campaign).")] = None,
     as_json: JsonOption = False,
@@ -900,7 +909,8 @@ def dedup_(
 def audit(
     ctx: typer.Context,
     pipeline: Annotated[Path, typer.Argument(help="Pipeline file (YAML or JSON): input, tag rule, stages.")],
-    run: Annotated[str | None, typer.Option("--run", help="Record the audit into this run (created if absent).")] = None,
+    run: Annotated[str | None,
+                   typer.Option("--run", help="Record the audit into this run (created if absent).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a data pipeline stage by stage and account for each: documents, bytes and tokens in and out,
@@ -1002,10 +1012,11 @@ def import_(
     map_: Annotated[list[str] | None, typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto "
                                                                  "a canonical key (repeatable).")] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
-    tokens_per_step: Annotated[float | None, typer.Option("--tokens-per-step",
-                                                          help="Derive tokens = step x N where none are logged.")] = None,
+    tokens_per_step: Annotated[float | None, typer.Option(
+        "--tokens-per-step", help="Derive tokens = step x N where none are logged.")] = None,
     tokens_per_sample: Annotated[float | None, typer.Option(
-        "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged.")] = None,
+        "--tokens-per-sample",
+        help="Derive tokens = samples x N (N: the sequence length) where samples are logged.")] = None,
     pattern: Annotated[list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups "
                                                                         "(repeatable).")] = None,
     log_format: Annotated[str, typer.Option("--format", help="textlog without --pattern: auto (detect) or one of "

@@ -47,9 +47,11 @@ PIPELINE_B = Recipe.model_validate({"sources": SHAKESPEARE, "tokenizer": TOKENIZ
 MIXTURES = {
     "shakespeare": PIPELINE_A.model_dump(mode="json"),
     "shakespeare+milton": {**PIPELINE_A.model_dump(mode="json"),
-                           "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "milton", "weight": 0.5}]},
+                           "sources": [{"name": "shakespeare-modern", "weight": 0.5},
+                                       {"name": "milton", "weight": 0.5}]},
     "shakespeare+code": {**PIPELINE_A.model_dump(mode="json"),
-                         "sources": [{"name": "shakespeare-modern", "weight": 0.7}, {"name": "python-stdlib", "weight": 0.3}]},
+                         "sources": [{"name": "shakespeare-modern", "weight": 0.7},
+                                     {"name": "python-stdlib", "weight": 0.3}]},
 }
 
 
@@ -72,7 +74,8 @@ FULL = Settings(pipeline_tokens=600_000, pipeline_seeds=2, budgets=(100_000, 200
                 max_chars=1_500_000, evals=8)
 
 
-def run_demo(location: str, *, quick: bool, console: Console | None = None, report: str | None = None) -> dict[str, Any]:
+def run_demo(location: str, *, quick: bool, console: Console | None = None,
+             report: str | None = None) -> dict[str, Any]:
     """Run the demo into the ledger at `location`; return what it measured (also printed)."""
     console = console or Console()
     settings = QUICK if quick else FULL
@@ -152,14 +155,18 @@ def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
             "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
             "batch": manifest.optimisation.batch_size,
             # bytes, not tokens: the two pipelines train their own tokenizers
-            "train_mb": sum(s.unique_tokens or 0 for s in manifest.data.sources) * manifest.data.tokenizer.bytes_per_token / 1e6,
-            "val_bpb": final.get("val/bpb"), "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
+            "train_mb": (sum(s.unique_tokens or 0 for s in manifest.data.sources)
+                         * manifest.data.tokenizer.bytes_per_token / 1e6),
+            "val_bpb": final.get("val/bpb"),
+            "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
 
 
-def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any, confounders: list[str]) -> None:
+def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any,
+                      confounders: list[str]) -> None:
     hard = sorted({k for r in runs.values() for k in r["hard"]})
     table = Table("pipeline", "batch", "training MB kept", "tokens/s", "final val bpb",
-                  *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard], title="Seed 0 of each pipeline")
+                  *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard],
+                  title="Seed 0 of each pipeline")
     for name, r in runs.items():
         table.add_row(name, str(r["batch"]), f"{r['train_mb']:.2f}", fmt(r["tokens_per_s"]), fmt(r["val_bpb"]),
                       *[fmt(r["hard"].get(h)) for h in hard])
@@ -224,8 +231,8 @@ def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console
     target = f"{campaign['campaign']}/{top}"
     policy = demo_policy(s)
     console.print(f"The best recipe at the largest budget is {top}; gating {target} (its {len(s.budgets)} budgets x "
-                  f"{s.campaign_seeds} seeds) for the next stage under policy {policy.name}@{policy.version}.", markup=False,
-                  highlight=False)
+                  f"{s.campaign_seeds} seeds) for the next stage under policy {policy.name}@{policy.version}.",
+                  markup=False, highlight=False)
     with Ledger(location) as led:
         decision = gate(led, target, policy)
         decision_id = record(led, decision, policy)

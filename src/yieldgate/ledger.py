@@ -298,9 +298,9 @@ class Ledger:
             # that connection's locks (ledger_file's docstring); the size otherwise.
             problem = file_problem(path, headers=_OPEN[os.path.realpath(path)] == 0)  # under _OPEN_LOCK
             if problem is not None:
-                raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as whole: "
-                                  "restore it from a backup (a damaged write-ahead log moved aside leaves the file as "
-                                  "of its last checkpoint)")
+                raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as "
+                                  "whole: restore it from a backup (a damaged write-ahead log moved aside leaves the "
+                                  "file as of its last checkpoint)")
             if readonly:
                 db = self._open_readonly(path)
                 if migrations.check(db, location):
@@ -325,7 +325,8 @@ class Ledger:
         except sqlite3.OperationalError as exc:  # the file may be fine: locked, unwritable, a full disk
             raise LedgerError(f"{location}: cannot open the ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); point --ledger at another file") from None
+            raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); "
+                              "point --ledger at another file") from None
 
     @staticmethod
     def _open_readonly(path: Path) -> sqlite3.Connection:
@@ -740,7 +741,8 @@ class Ledger:
         n = len(table["step"])
         step_vals, step_missing = _column_values(table["step"], n, "step")
         if step_missing.any() or not np.all(np.isfinite(step_vals)):
-            raise InputError(f"step records: 'step' is missing or not finite in row {int(np.argmax(step_missing | ~np.isfinite(step_vals)))}")
+            row = int(np.argmax(step_missing | ~np.isfinite(step_vals)))
+            raise InputError(f"step records: 'step' is missing or not finite in row {row}")
         steps = step_vals.astype(np.int64)
         if not np.array_equal(steps, step_vals):
             bad = int(np.argmax(steps != step_vals))
@@ -888,7 +890,8 @@ class Ledger:
             if not (core or extra or len(evals)):
                 return None
             last = self.step_at(run, 1 << 62)
-            old_step = max([last["step"] if last else after] + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
+            old_step = max([last["step"] if last else after]
+                           + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
             body = {"source": source, "resume": dict(resume),
                     "old": {"step": old_step, "tokens": last["tokens"] if last else None},
                     "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
@@ -1199,7 +1202,8 @@ class Ledger:
         if not rows:
             known = [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY name")]
             raise InputError(f"no campaign named {name!r} in {self.location}"
-                             + (f"; campaigns: {', '.join(known)}" if known else "; run `yieldgate probe CAMPAIGN.yaml`"))
+                             + (f"; campaigns: {', '.join(known)}" if known
+                                else "; run `yieldgate probe CAMPAIGN.yaml`"))
         n, h, spec, summary, created, updated = rows[0]
         return {"name": n, "spec_hash": h, "spec": json.loads(spec),
                 "summary": None if summary is None else json.loads(summary), "created_at": created,

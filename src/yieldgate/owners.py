@@ -63,7 +63,8 @@ class Owner:
     @classmethod
     def this_process(cls) -> Owner:
         started = _process_start(os.getpid())
-        return cls(socket.gethostname(), os.getpid(), round(started if started == started else 0.0, 2))  # NaN: no psutil
+        return cls(socket.gethostname(), os.getpid(),
+                   round(started if started == started else 0.0, 2))  # NaN: no psutil
 
     def __str__(self) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started)) if self.started else "?"

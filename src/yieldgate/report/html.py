@@ -176,7 +176,8 @@ def _diagnoses_section(data: ReportData) -> str:
             body = e["body"] if isinstance(e["body"], dict) else {"body": e["body"]}
             steps = [int(s) for s in (e["start_step"], e["end_step"]) if pd.notna(s)]
             tokens = tokens_at_steps(v.data.steps, steps) if steps else []
-            evidence = body.get("evidence", {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
+            evidence = body.get("evidence",
+                                {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
             rows.append([v.name, body.get("cause", "-"), _span(steps, str), _span(list(tokens), _num),
                          body.get("confidence"), e["state"], evidence, body.get("advice", "-")])
     if not rows:
@@ -257,7 +258,8 @@ def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"--png {directory}: cannot create the folder ({exc.strerror}); pick a writable path") from None
+        raise InputError(f"--png {directory}: cannot create the folder ({exc.strerror}); "
+                         "pick a writable path") from None
     main = [f for f in figures if f.main]
     paths = [str(out / f"{f.id}.png") for f in main]
     try:
