@@ -112,7 +112,8 @@ class Audit:
         sizes = list(map(len, texts))
         # len() of an ASCII str is its UTF-8 size, and isascii() is O(1) in CPython: encode only the rest.
         if not all(map(str.isascii, texts)):
-            sizes = [n if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t, n in zip(texts, sizes, strict=True)]
+            sizes = [n if t.isascii() else len(t.encode("utf-8", "surrogatepass"))
+                     for t, n in zip(texts, sizes, strict=True)]
         tags = list(map(self._tag, docs)) if self._tag is not None else None
         tokens = list(map(self._tokens, docs)) if self._tokens is not None else None
         return sizes, tags, tokens

@@ -104,7 +104,8 @@ def found_pairs(ids: Sequence[str], texts: Sequence[str], policy: DedupPolicy) -
     return {_key(ids[a], ids[b]): float(s) for a, b, s in zip(i, j, sim, strict=True)}
 
 
-def exact_jaccard_pairs(sh: Shingled, threshold: float, dense_df: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def exact_jaccard_pairs(sh: Shingled, threshold: float,
+                        dense_df: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair (i < j) of documents whose shingle sets have Jaccard >= threshold, with it, exactly.
 
     |A ∩ B| for all pairs is X X^T for the documents x shingles incidence matrix X. Shingles in more than

@@ -156,7 +156,8 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
         train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
         total_tokens += len(train)
         total_bytes += sum(len(d.encode()) for d in docs)
-        held_ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held])] if held else []
+        held_ids = ([np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held])]
+                    if held else [])
         sources[source.name] = SourceData(
             name=source.name, weight=source.weight, train=train, held_out=held_ids,
             held_out_bytes=[len(t.encode()) for t, _ in held], held_out_tags=[tags for _, tags in held],
