@@ -3,13 +3,13 @@ marginal yield pooled over seeds, cost, regressions, and the new-hardware except
 
 Plain functions over the ledger; `gate.py` turns their results into a decision.
 
-The forecast (DESIGN.md): with final losses at three or more budgets, one power law over every seed's final
-loss at each budget (`fit.forecast`, bootstrap over the points); with fewer, each seed's own stable-phase fit,
-pooled over seeds (`stats.pooled_mean`: mean ± t·se over the seeds' estimates, with se² the larger of the
-between-seed variance and the seeds' mean bootstrap variance, over n). A power law is monotone and cannot see a loss that has turned up (a source repeated
-for many epochs), so each bound is also capped by the recently measured yield (the slope over the last half
-of the stable phase, or between the two largest budgets): on a curve of diminishing returns the next tokens
-yield no more than the last ones did.
+The forecast (DESIGN.md): with final losses at three or more budgets, one power law over every seed's final loss at
+each budget (`fit.forecast`, bootstrap over the points); with fewer, each seed's own stable-phase fit, pooled over
+seeds (`stats.pooled_mean`: mean ± t·se over the seeds' estimates, with se² the larger of the between-seed variance
+and the seeds' mean bootstrap variance, over n). A power law is monotone and cannot see a loss that has turned up (a
+source repeated for many epochs), so each bound is also capped by the recently measured yield (the slope over the
+last half of the stable phase, or between the two largest budgets): on a curve of diminishing returns the next
+tokens yield no more than the last ones did.
 """
 
 from __future__ import annotations
@@ -128,8 +128,10 @@ def open_faults(ledger: Ledger, runs: list[str], policy: Policy) -> list[dict[st
         events = ledger.events(run, kind="diagnosis", state="open")
         for eid, body, start, end in zip(events["id"], events["body"], events["start_step"], events["end_step"],
                                          strict=True):
-            if body.get("cause") in req.blocking_causes and float(body.get("confidence", 1.0)) > req.diagnosis_confidence:
-                found.append({"event": int(eid), "run": run, "cause": body["cause"], "confidence": body.get("confidence"),
+            if (body.get("cause") in req.blocking_causes
+                    and float(body.get("confidence", 1.0)) > req.diagnosis_confidence):
+                found.append({"event": int(eid), "run": run, "cause": body["cause"],
+                              "confidence": body.get("confidence"),
                               "steps": [None if start is None else int(start), None if end is None else int(end)],
                               "advice": body.get("advice", "")})
     return found
@@ -256,7 +258,8 @@ def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:
                     continue
                 higher = bool(series["higher_is_better"].iloc[-1])
                 best = np.nanmax(values) if higher else np.nanmin(values)
-                worse.setdefault(f"{task}/{metric}", []).append(float(best - values[-1] if higher else values[-1] - best))
+                worse.setdefault(f"{task}/{metric}", []).append(
+                    float(best - values[-1] if higher else values[-1] - best))
     return {k: float(np.mean(v)) for k, v in sorted(worse.items())}
 
 
@@ -295,7 +298,8 @@ def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Man
         if worst is None or abs(p["diff"]) - p["allowed"] > abs(worst["diff"]) - worst["allowed"]:
             worst = p
     out["curve"] = {"points": points, "level": points[0]["level"] if points else None,
-                    "interval_kind": points[0]["interval_kind"] if points else None, "loss_tolerance": exc.loss_tolerance}
+                    "interval_kind": points[0]["interval_kind"] if points else None,
+                    "loss_tolerance": exc.loss_tolerance}
     if worst is None or abs(worst["diff"]) > worst["allowed"]:
         out["reason"] = ("no aligned points to compare the loss curves at" if worst is None else
                          f"the loss curve departs from the reference by {worst['diff']:+.4f} at "

@@ -143,7 +143,8 @@ def _locked(ledger: Ledger, target: str, digest: str | None, manifest: Manifest 
     return False, f"the workflow changed since decision #{last['id']} approved it ({changed})"
 
 
-def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float, faults: list[dict[str, Any]]) -> Decision:
+def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float,
+                         faults: list[dict[str, Any]]) -> Decision:
     ratio, floor = exc["throughput_ratio"], 1 - tolerance
     draft.check("new-hardware exception", None, "holds: only hardware differs and the loss curve matches the "
                                                 "reference within noise; throughput decides")
@@ -340,10 +341,9 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     holds = _holds(draft, ledger, runs, groups, manifests, cost)
     if holds:
         return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
-    return draft.decide("approve", f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion tokens{discounted}, "
-                        f"{req.level:.0%} "
-                        f"interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on {seeds} seeds; no open fault or "
-                        "regression")
+    return draft.decide("approve", f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion "
+                        f"tokens{discounted}, {req.level:.0%} interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on "
+                        f"{seeds} seeds; no open fault or regression")
 
 
 def record(ledger: Ledger, decision: Decision, policy: Policy) -> int:

@@ -149,7 +149,8 @@ class _Sampler:
         if cfg.faults.drift_to is not None:
             unknown = sorted(set(cfg.faults.drift_to) - set(self.names))
             if unknown:
-                raise InputError(f"faults.drift_to names unknown sources {', '.join(unknown)}; sources: {', '.join(self.names)}")
+                raise InputError(f"faults.drift_to names unknown sources {', '.join(unknown)}; "
+                                 f"sources: {', '.join(self.names)}")
             end = np.array([cfg.faults.drift_to.get(n, 0.0) for n in self.names], dtype=float)
             self.p_end = end / end.sum()
         self.windows: dict[str, np.ndarray] = {}
@@ -160,7 +161,8 @@ class _Sampler:
         if cfg.faults.repeat_source is not None:
             name, epochs = cfg.faults.repeat_source
             if name not in self.windows:
-                raise InputError(f"faults.repeat_source names unknown source {name!r}; sources: {', '.join(self.names)}")
+                raise InputError(f"faults.repeat_source names unknown source {name!r}; "
+                                 f"sources: {', '.join(self.names)}")
             share = self.p[self.names.index(name)]
             needed = max(1, int(steps * cfg.batch_size * share / epochs))
             self.windows[name] = self.windows[name][:needed]
@@ -377,7 +379,8 @@ def run_steps(tr: Tracker, parts: _Parts, cfg: ProbeConfig, numbers: range, lr_o
             part_loss = part / cfg.microbatches
             (scaler.scale(part_loss) if scaler else part_loss).backward()
             loss += part.detach() / cfg.microbatches
-        bad = float("nan") if cfg.faults.nan_at_step == step else float("inf") if step in cfg.faults.inf_at_steps else None
+        bad = (float("nan") if cfg.faults.nan_at_step == step
+               else float("inf") if step in cfg.faults.inf_at_steps else None)
         if bad is not None:
             for p in model.parameters():
                 p.grad.fill_(bad)

@@ -97,7 +97,8 @@ def _train(model: nn.Module, cfg: BatchConfig, make_optimizer: Callable[..., tor
     return steps * cfg.batch_size * seq_tokens
 
 
-def _mean_sq_grad(model: nn.Module, sample: Sample, loss_fn: LossFn, n: int, draws: int, rng: np.random.Generator) -> float:
+def _mean_sq_grad(model: nn.Module, sample: Sample, loss_fn: LossFn, n: int, draws: int,
+                  rng: np.random.Generator) -> float:
     total = 0.0
     for _ in range(draws):
         model.zero_grad(set_to_none=True)
@@ -156,7 +157,8 @@ def batch_size_check(
     relative = 1.0 - cand / base if base > 0 else math.nan
     altered = bool(relative > threshold and iv.high < 0)
 
-    b, big_b = (baseline.batch_size // baseline.accumulation) * seq_tokens, (candidate.batch_size // candidate.accumulation) * seq_tokens
+    b = (baseline.batch_size // baseline.accumulation) * seq_tokens
+    big_b = (candidate.batch_size // candidate.accumulation) * seq_tokens
     rng = np.random.default_rng(10_000)
     probe = copy.deepcopy(model)
     raw_b = _mean_sq_grad(probe, sample, loss_fn, b // seq_tokens, grad_draws, rng)
@@ -175,7 +177,8 @@ def batch_size_check(
         f"learning per token is within {threshold:.0%} of the baseline or within seed noise "
         f"(relative loss {relative:.0%}; {paired})"
     )
-    return BatchCheckResult(tokens=tokens, baseline_learning_per_token=float(base), candidate_learning_per_token=float(cand),
+    return BatchCheckResult(tokens=tokens, baseline_learning_per_token=float(base),
+                            candidate_learning_per_token=float(cand),
                             baseline_learning=learned["baseline"], candidate_learning=learned["candidate"],
                             relative_loss=float(relative), standard_error=se, altered=altered, grad_norms=norms,
                             verdict=verdict)

@@ -33,7 +33,8 @@ import torch
 from torch import nn
 from torch.autograd.graph import register_multi_grad_hook
 
-__all__ = ["Busy", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy", "loss_variance"]
+__all__ = ["Busy", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy",
+           "loss_variance"]
 
 
 class Busy:
@@ -251,7 +252,8 @@ def _entropy_hook(store: list[torch.Tensor]) -> Callable[..., None]:
 
 
 @contextmanager
-def activation_entropy(modules: dict[str, nn.Module], busy: Busy | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
+def activation_entropy(modules: dict[str, nn.Module],
+                       busy: Busy | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
     """Forward hooks that record, for each module, the mean over positions of the entropy (nats) of the softmax
     over its output features, H = -sum_i p_i ln p_i with p = softmax(h) for each output vector h (..., features);
     removed on exit. It lies between 0 and ln(features) (all features equal).
