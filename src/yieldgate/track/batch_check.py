@@ -150,9 +150,15 @@ def batch_size_check(
             seen[name] = _train(trial, cfg, make_optimizer, cfg.lr or lr, sample, loss_fn, tokens, seq_tokens, seed)
             learned[name].append(start - held_out(trial))
     per_token = {k: np.array(v) / seen[k] for k, v in learned.items()}
+    for name, values in per_token.items():
+        diverged = int((~np.isfinite(values)).sum())
+        if diverged:  # a NaN would turn every figure below into NaN, and the verdict into "within noise"
+            raise InputError(f"batch_size_check: the {name}'s held-out loss is not finite after training in "
+                             f"{diverged} of {seeds} seeds (training diverged): lower its lr")
     base, cand = per_token["baseline"].mean(), per_token["candidate"].mean()
     # Paired by seed: seed k trains both configurations from the same state on the same draws.
     iv = stats.difference(per_token["baseline"], per_token["candidate"], level, paired=True)
+    assert iv is not None  # seeds >= 2, every value finite
     se = iv.half / stats.t_quantile(level, iv.dof) if iv.half > 0 else 0.0
     relative = 1.0 - cand / base if base > 0 else math.nan
     altered = bool(relative > threshold and iv.high < 0)
