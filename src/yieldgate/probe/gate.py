@@ -164,8 +164,8 @@ def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float,
 def _supply(draft: _Draft, manifest: Manifest | None, reached: float) -> float:
     """The next stage's data supply into the evidence (`supply`); return the factor the forecast yield is
     discounted by for repetition: the worth of the next stage's tokens over that of the tokens measured (1 where
-    no repetition is expected, or unknown)."""
-    if manifest is None or draft.evidence["workflow"] is None:
+    no repetition is expected, or unknown: no manifest, or one without a data section)."""
+    if manifest is None or manifest.data is None or draft.evidence["workflow"] is None:
         return 1.0
     recipe, nxt = manifest.data, draft.next
     seen, coming = worth(recipe, 0, reached), worth(recipe, reached, nxt.tokens)
