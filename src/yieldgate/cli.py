@@ -10,6 +10,7 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Annotated, Any
 
 import numpy as np
@@ -368,7 +369,7 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
          "last_value": g["value"].iloc[-1], "higher_is_better": bool(g["higher_is_better"].iloc[-1])}
         for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
     ]
-    result = {
+    result: dict[str, Any] = {
         "run": info,
         "step_columns": columns,
         "column_stats": stats,
@@ -755,10 +756,11 @@ def train(
         data = resolve(parsed, seed=seed)
         bar.update(task, description=f"{name}: training")
         on_step = lambda step, steps: bar.update(task, completed=step, total=steps)  # noqa: E731
-        if resume_from is not None:
+        if resume_from is not None and cooldown_tokens is not None:  # given together (checked above)
             final = cooldown_probe(data, source_run=resume_from, cooldown_tokens=cooldown_tokens, run=name,
                                    ledger=location, progress=on_step)
         else:
+            assert tokens is not None  # checked above
             final = train_probe(data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location,
                                 progress=on_step)
     if as_json:
@@ -858,8 +860,9 @@ class _CampaignProgress:
         self.bar.__enter__()
         return self.step, self.result
 
-    def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.bar.__exit__(exc_type, exc, tb)
 
     def step(self, run: str, step: int, steps: int) -> None:
         if run not in self.tasks:
@@ -1161,6 +1164,9 @@ def plan(
         if len({workflow_digest(m) for m in manifests}) > 1:
             raise InputError(f"{target}: its runs differ in recipe, model or optimisation; plan one recipe at a time")
         recipe, params = manifests[0].data, manifests[0].model.params if manifests[0].model else None
+    if recipe is None:
+        raise InputError(f"{target}: its manifest has no data section, so its recipe is unknown; add one or pass a "
+                         "recipe file")
     result = supply_plan(recipe, parsed.stages, parsed.requirements.max_epochs, params)
     if as_json:
         _print_json({"target": target, "policy": f"{parsed.name}@{parsed.version}", **result})
