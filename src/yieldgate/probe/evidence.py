@@ -173,7 +173,7 @@ def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float
     """Yield per billion tokens measured between two budgets' final (tokens, loss) points, mean over seeds, with
     the t-interval of the difference of the means (`stats.difference`; unbounded with one seed at each)."""
     la, lb = np.array([p[1] for p in before]), np.array([p[1] for p in after])
-    span = (np.mean([p[0] for p in after]) - np.mean([p[0] for p in before])) / BILLION
+    span = float(np.mean([p[0] for p in after]) - np.mean([p[0] for p in before])) / BILLION
     iv = stats.difference(lb, la, level)  # la - lb: the loss the larger budget gained
     gain = float(la.mean() - lb.mean())
     if iv is None:
@@ -232,14 +232,15 @@ def tokens_per_s(ledger: Ledger, run: str) -> float | None:
 
 def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None]) -> tuple[float | None, str]:
     """USD per billion tokens on the target's hardware at its measured tokens/s, and how (or why unknown)."""
-    hw = [m.hardware if m else None for m in manifests.values()]
-    if not hw or any(h is None or h.price_per_device_hour is None for h in hw):
+    hourly = [m.hardware.price_per_device_hour * m.hardware.device_count for m in manifests.values()
+              if m and m.hardware and m.hardware.price_per_device_hour is not None]
+    if not manifests or len(hourly) < len(manifests):
         return None, "no price: set hardware.price_per_device_hour in the manifests"
-    rates = [tokens_per_s(ledger, r) for r in runs]
-    if any(r is None for r in rates):
+    rates = [r for r in (tokens_per_s(ledger, run) for run in runs) if r is not None]
+    if len(rates) < len(runs):
         return None, "no wall-clock time recorded: tokens/s unknown"
     tps = float(np.mean(rates))
-    usd = float(np.mean([h.price_per_device_hour * h.device_count for h in hw]))
+    usd = float(np.mean(hourly))
     return BILLION / tps / 3600 * usd, f"{tps:,.0f} tokens/s at ${usd:g} per hour"
 
 
@@ -279,10 +280,11 @@ def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Man
         out["reason"] = "the target is its own reference"
         return out
     ref_manifest = ledger.manifest(reference[0])
-    if ref_manifest is None or any(m is None for m in manifests.values()):
+    known = [m for m in manifests.values() if m is not None]
+    if ref_manifest is None or len(known) < len(manifests):
         out["reason"] = "a manifest is missing, so the diff against the reference is unknown"
         return out
-    other = sorted({f for m in manifests.values() for f in manifest_fields(ref_manifest, m)
+    other = sorted({f for m in known for f in manifest_fields(ref_manifest, m)
                     if f.split(".")[0] not in HARDWARE})
     out["differs"] = other
     if other:
@@ -305,8 +307,9 @@ def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Man
                          f"the loss curve departs from the reference by {worst['diff']:+.4f} at "
                          f"{worst['tokens']:,.0f} tokens (allowed ±{worst['allowed']:.4f})")
         return out
-    rates = [[tokens_per_s(ledger, r) for r in group] for group in (reference, runs)]
-    if any(r is None for group in rates for r in group):
+    rates = [[rate for rate in (tokens_per_s(ledger, r) for r in group) if rate is not None]
+             for group in (reference, runs)]
+    if len(rates[0]) < len(reference) or len(rates[1]) < len(runs):
         out["reason"] = "no wall-clock time recorded: tokens/s unknown"
         return out
     ref_tps, tps = (float(np.mean(group)) for group in rates)

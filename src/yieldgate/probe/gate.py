@@ -303,9 +303,9 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
     try:
         evidence["forecast"] = forecast_yield(ledger, groups, nxt.tokens, req.level, metric)
-    except InputError as why:
+    except InputError as err:
         evidence["forecast"] = None
-        draft.check("forecast", False, f"no forecast: {why}")
+        draft.check("forecast", False, f"no forecast: {err}")
     if faults:
         causes = sorted({f["cause"] for f in faults})
         advice = faults[0]["advice"] or "see the diagnosis"
@@ -332,7 +332,7 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
                                      "interval": [lo / usd, hi / usd]}
     if hi < thr or (req.min_yield_per_usd is not None and usd is not None and hi / usd < req.min_yield_per_usd):
         per = (f"{hi:,.0f} per billion tokens{discounted}, below {thr:,.0f}" if hi < thr
-               else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}")  # type: ignore[operator]
+               else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}")
         turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
         why = " (the loss has turned up)" if turned else (
             f" at {nxt.name}'s repetition" if fc["interval"][1] >= thr else "")

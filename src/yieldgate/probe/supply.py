@@ -118,6 +118,7 @@ def plan(recipe: Recipe, stages: Sequence[Stage], max_epochs: float | None = Non
             over = max_epochs is not None and r.epochs is not None and r.epochs > max_epochs
             sources.append({**r.to_dict(), "over_limit": over})
             if over and r.source not in named:
+                assert max_epochs is not None  # over a limit: there is one
                 named.add(r.source)
                 advice.append({"source": r.source, "stage": stage.name, "epochs": r.epochs,
                                "unique_tokens": r.unique_tokens, "needed_unique_tokens": r.drawn_tokens / max_epochs})
