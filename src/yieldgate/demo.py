@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from yieldgate.analysis.campaign import summarise
 from yieldgate.analysis.runs import compare_groups
 from yieldgate.ledger import Ledger
-from yieldgate.manifest import Recipe, diff
+from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
 from yieldgate.probe.policy import Policy
 from yieldgate.report.console import fmt, render_campaign, render_decision
@@ -131,18 +131,28 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
                 bar.update(task, description=f"{run}: training", completed=0)
                 cfg = ProbeConfig(tokens=s.pipeline_tokens, seed=seed, batch_size=batch, microbatches=2,
                                   evals=s.evals, threads=threads, eval_seed=0)
-                train_probe(data, cfg, run=run, ledger=location, resume=True,
-                            progress=lambda step, steps, t=task: bar.update(t, completed=step, total=steps))
+
+                def progress(step: int, steps: int, t: TaskID = task) -> None:
+                    bar.update(t, completed=step, total=steps)
+
+                train_probe(data, cfg, run=run, ledger=location, resume=True, progress=progress)
             bar.remove_task(task)
     a, b = "demo/pipeline-a/*", "demo/pipeline-b/*"
     with Ledger(location, readonly=True) as led:
         by_tokens = compare_groups(led, a, b, at="tokens", per="byte")
         by_time = compare_groups(led, a, b, at="time", per="byte")
         runs = {name: _pipeline_figures(led, f"demo/{name}/s0") for name in pipelines}
-        confounders = [d.field for d in diff(led.manifest("demo/pipeline-a/s0"), led.manifest("demo/pipeline-b/s0"))]
+        confounders = [d.field for d in diff(_manifest(led, "demo/pipeline-a/s0"),
+                                             _manifest(led, "demo/pipeline-b/s0"))]
     _render_pipelines(console, runs, by_tokens, by_time, confounders)
     return {"runs": runs, "at_equal_tokens": by_tokens.to_dict(), "at_equal_time": by_time.to_dict(),
             "confounders": confounders}
+
+
+def _manifest(led: Ledger, run: str) -> Manifest:
+    manifest = led.manifest(run)
+    assert manifest is not None, run  # train_probe writes one
+    return manifest
 
 
 def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
@@ -150,13 +160,16 @@ def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
     evals = led.evals(run)
     last = evals[evals["step"] == evals["step"].max()]
     final = {f"{t}/{m}": v for t, m, v in zip(last["task"], last["metric"], last["value"], strict=True)}
-    manifest = led.manifest(run)
+    manifest = _manifest(led, run)
+    recipe, optimisation = manifest.data, manifest.optimisation
+    # probe_manifest fills both in, the recipe with its trained tokenizer
+    assert recipe and recipe.tokenizer and recipe.tokenizer.bytes_per_token and optimisation, run
     return {"run": run, "tokens": float(steps["tokens"].iloc[-1]), "wall_s": float(steps["wall_s"].iloc[-1]),
             "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
-            "batch": manifest.optimisation.batch_size,
+            "batch": optimisation.batch_size,
             # bytes, not tokens: the two pipelines train their own tokenizers
-            "train_mb": (sum(s.unique_tokens or 0 for s in manifest.data.sources)
-                         * manifest.data.tokenizer.bytes_per_token / 1e6),
+            "train_mb": (sum(s.unique_tokens or 0 for s in recipe.sources)
+                         * recipe.tokenizer.bytes_per_token / 1e6),
             "val_bpb": final.get("val/bpb"),
             "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
 

@@ -442,7 +442,7 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (name, status, digest, source, now, now),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def claim_run(self, name: str, *, owner: Owner, manifest: Manifest | None = None, resume: bool = False,
                   takeover: bool = False, source: str = "tracker") -> bool:
@@ -862,8 +862,8 @@ class Ledger:
         i = int(np.searchsorted(cols.steps, int(step), side="right")) - 1
         out: dict[str, Any] = {"step": int(cols.steps[i])}
         for name in ("tokens", "samples", "wall_s"):
-            value, missing = cols.values.get(name, (None, None))
-            out[name] = None if value is None or missing[i] else float(value[i])
+            stored = cols.values.get(name)  # (values, missing mask), or None: never recorded in this block
+            out[name] = None if stored is None or stored[1][i] else float(stored[0][i])
         return out
 
     def supersede(self, run: str, after_step: int, *, resume: Mapping[str, Any], source: str = "tracker") -> int | None:
@@ -892,9 +892,10 @@ class Ledger:
             last = self.step_at(run, 1 << 62)
             old_step = max([last["step"] if last else after]
                            + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
-            body = {"source": source, "resume": dict(resume),
-                    "old": {"step": old_step, "tokens": last["tokens"] if last else None},
-                    "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
+            body: dict[str, Any] = {
+                "source": source, "resume": dict(resume),
+                "old": {"step": old_step, "tokens": last["tokens"] if last else None},
+                "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
             event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
             moved = {"step_blocks": 0, "extra_blocks": 0}
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
@@ -1102,7 +1103,7 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (run_id, kind, start_step, end_step, text, state, time.time()),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def resolve_event(self, event_id: int) -> None:
         with self.transaction():
@@ -1154,7 +1155,7 @@ class Ledger:
                  None if policy is None else _json(policy, "policy"), _json(evidence, "evidence"), rationale,
                  time.time()),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def decisions(self, target: str | None = None) -> pd.DataFrame:
         """Gate decisions, oldest first: the audit trail."""
@@ -1211,6 +1212,12 @@ class Ledger:
 
     def campaigns(self) -> list[str]:
         return [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY created_at, name")]
+
+
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id of the row the cursor's INSERT just wrote (`lastrowid` is typed optional: None before any INSERT)."""
+    assert cur.lastrowid is not None
+    return cur.lastrowid
 
 
 def _json(value: Mapping[str, Any], what: str) -> str:

@@ -108,7 +108,7 @@ def _decay_tokens(steps: pd.DataFrame | None) -> float | None:
 def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level: float) -> dict[str, Any]:
     """Recipes ordered best first, each with its mean and interval over seeds, and every pair: resolved
     (which is better) or a tie."""
-    entries = []
+    entries: list[dict[str, Any]] = []
     for recipe, seeds in by_recipe.items():
         values = np.array(list(seeds.values()), dtype=float)
         iv = stats.mean_interval(values, level)
@@ -117,7 +117,7 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
                         "interval_kind": stats.KINDS["mean"], "level": level, "seeds": len(seeds)})
     sign = 1.0 if lower_is_better else -1.0
     entries.sort(key=lambda e: (not math.isfinite(e["mean"]), sign * e["mean"] if math.isfinite(e["mean"]) else 0.0))
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     family = max(len(entries) * (len(entries) - 1) // 2, 1)
     for i, j in itertools.combinations(range(len(entries)), 2):
         a, b = entries[i]["recipe"], entries[j]["recipe"]

@@ -124,7 +124,8 @@ def _time_at_tokens(run: RunData, curve: pd.DataFrame, tokens: float) -> float |
 
 
 def _mean(values: list[float | None]) -> float | None:
-    return float(np.mean(values)) if values and all(v is not None for v in values) else None
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known and len(known) == len(values) else None
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

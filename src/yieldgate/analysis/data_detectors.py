@@ -130,6 +130,7 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     growth, se = _line(steps[after], values[after] - train[after], sigma)
     rise, rise_se = _line(steps[after], values[after], sigma)
     train_drop = float(train[best] - train[-1])
+    epochs = sig.epochs()
     if not (growth > OVERFIT_Z * se and train_drop > OVERFIT_Z * train_se and rise > -rise_se):
         return None
     return {"best_step": int(steps[best]), "best_val_loss": round(float(values[best]), 4),
@@ -137,7 +138,7 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
             "gap_at_best": round(float(values[best] - train[best]), 4),
             "gap_at_end": round(float(values[-1] - train[-1]), 4), "gap_growth": round(growth, 4),
             "gap_growth_z": round(growth / se, 2), "train_loss_drop_after_best": round(train_drop, 4),
-            "eval_noise": round(sigma, 5), "epochs": None if sig.epochs() is None else round(sig.epochs(), 2),
+            "eval_noise": round(sigma, 5), "epochs": None if epochs is None else round(epochs, 2),
             "last_step": int(steps[-1])}
 
 
@@ -192,8 +193,9 @@ def duplicated_stream(sig: RunSignals) -> list[Finding]:
         return []
     rolling = pd.Series(excess).rolling(10, min_periods=1).mean().to_numpy()
     start = int(rate.index[np.argmax(rolling > REPEAT_EXCESS)])
-    ev = {"repeat_rate": round(float(rate.iloc[-window:].mean()), 4),
-          "explained_by_epochs": round(float(expected[-window:].mean()), 4), "excess": round(trailing, 4)}
+    ev: dict[str, Any] = {"repeat_rate": round(float(rate.iloc[-window:].mean()), 4),
+                          "explained_by_epochs": round(float(expected[-window:].mean()), 4),
+                          "excess": round(trailing, 4)}
     if note:
         ev["note"] = note
     return [Finding(cause="duplicated_stream", start_step=start, end_step=int(rate.index[-1]),

@@ -134,7 +134,11 @@ def loss_spikes(sig: RunSignals) -> list[Finding]:
     loss_steps, loss_values = loss.index.to_numpy(), loss.to_numpy(dtype=float)
     peers = _peer_spikes(sig)
     common = {"window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA}
-    transient, damaged, shared, notes = [], [], [], []
+    # (first step, last step, evidence) per spike group; `notes`: groups without a loss spike, with their hits
+    transient: list[tuple[int, int, dict[str, Any]]] = []
+    damaged: list[tuple[int, int, dict[str, Any]]] = []
+    shared: list[tuple[int, int, dict[str, Any]]] = []
+    notes: list[tuple[int, int, list[tuple[int, str, float, float]]]] = []
     for start, end in _runs(np.array([sp[0] for sp in spikes]), gap=2):
         hits = [sp for sp in spikes if start <= sp[0] <= end]
         if not any(h[1] == "loss" for h in hits):

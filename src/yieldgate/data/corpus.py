@@ -457,7 +457,7 @@ def stdlib_works(max_bytes: int) -> list[Work]:
     """
     root = Path(sysconfig.get_paths()["stdlib"])
     skip = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
-    files = []
+    files: list[Path] = []
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = [d for d in subfolders if d not in skip]  # prune: site-packages can be gigabytes
         files.extend(Path(folder, name) for name in names if name.endswith(".py"))

@@ -56,7 +56,8 @@ def known_pairs(works: Iterable[corpus.Work]) -> tuple[set[Pair], set[Pair]]:
     by_group: dict[str, list[corpus.Work]] = {}
     for w in works:
         by_group.setdefault(w.group, []).append(w)
-    dupes, overlaps = set(), set()
+    dupes: set[Pair] = set()
+    overlaps: set[Pair] = set()
     for members in by_group.values():
         for x, a in enumerate(members):
             for b in members[x + 1:]:
@@ -79,7 +80,7 @@ def work_similarities(works: Sequence[corpus.Work], spec: str, permutations: int
     sig = signatures(shingle([w.text for w in works], spec), permutations)
     i, j = np.triu_indices(len(works), k=1)
     sim = estimated_jaccard(sig, i, j)
-    return {_key(works[a].id, works[b].id): float(s) for a, b, s in zip(i, j, sim, strict=True)}
+    return {_key(works[a].id, works[b].id): s for a, b, s in zip(i.tolist(), j.tolist(), sim.tolist(), strict=True)}
 
 
 def choose_threshold(similarities: dict[Pair, float], truth: set[Pair], ignore: set[Pair] = frozenset()) -> float:  # type: ignore[assignment]

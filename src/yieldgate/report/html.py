@@ -175,7 +175,7 @@ def _diagnoses_section(data: ReportData) -> str:
         for _, e in v.diagnoses.iterrows():
             body = e["body"] if isinstance(e["body"], dict) else {"body": e["body"]}
             steps = [int(s) for s in (e["start_step"], e["end_step"]) if pd.notna(s)]
-            tokens = tokens_at_steps(v.data.steps, steps) if steps else []
+            tokens = tokens_at_steps(v.data.steps, steps) if steps else np.empty(0)
             evidence = body.get("evidence",
                                 {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
             rows.append([v.name, body.get("cause", "-"), _span(steps, str), _span(list(tokens), _num),

@@ -107,7 +107,8 @@ def _int(query: Any, name: str, what: str) -> int | None:
 
 def _options(request: Request) -> dict[str, Any]:
     """The comparison options a query may set, as `compare_groups` takes them (the rest stay the CLI's defaults)."""
-    q, out = request.query_params, {}
+    q = request.query_params
+    out: dict[str, Any] = {}
     for key in ("at", "metric", "primary", "per"):
         if q.get(key):
             out[key] = q[key]

@@ -106,7 +106,8 @@ def run_page(ledger: Ledger, run: str, *, metric: str = "val/loss") -> str:
 def compare_page(result: Comparison, query: dict[str, str]) -> str:
     """A comparison's tables (`report.html.comparison_html`: the numbers of `yieldgate compare`) and both groups'
     plots (drawn by app.js from /api/compare/figures)."""
-    src = "/api/compare/figures?" + urlencode({k: query[k] for k in ("a", "b", "metric") if k in query})
+    groups: dict[str, str] = {k: query[k] for k in ("a", "b", "metric") if k in query}
+    src = "/api/compare/figures?" + urlencode(groups)
     body = (f"<h1>Comparison</h1><p class=\"muted\">aligned on {escape(result.aligned_on)}; the same numbers as "
             f"<code>yieldgate compare</code> (JSON: <a href=\"/api/compare?{escape(urlencode(query))}\">here</a>)"
             f"</p>{comparison_html(result)}<h2>Plots</h2>"

@@ -158,7 +158,7 @@ def batch_size_check(
     base, cand = per_token["baseline"].mean(), per_token["candidate"].mean()
     # Paired by seed: seed k trains both configurations from the same state on the same draws.
     iv = stats.difference(per_token["baseline"], per_token["candidate"], level, paired=True)
-    assert iv is not None  # seeds >= 2, every value finite
+    assert iv is not None and iv.dof is not None  # paired over seeds >= 2, every value finite
     se = iv.half / stats.t_quantile(level, iv.dof) if iv.half > 0 else 0.0
     relative = 1.0 - cand / base if base > 0 else math.nan
     altered = bool(relative > threshold and iv.high < 0)

@@ -135,12 +135,12 @@ class Telemetry:
         if self._rapl:
             for i, (path, wrap) in enumerate(self._rapl):
                 try:
-                    now = int(path.read_text())
+                    reading = int(path.read_text())
                 except (OSError, ValueError):
                     continue
-                delta = now - self._rapl_last[i]
+                delta = reading - self._rapl_last[i]
                 self._rapl_total += (delta if delta >= 0 else delta + wrap) / 1e6  # counter wraps
-                self._rapl_last[i] = now
+                self._rapl_last[i] = reading
             out["energy_j"] = out.get("energy_j", 0.0) + self._rapl_total
         try:
             # resident pages x page size: this process's host memory

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,17 +156,16 @@ class GradientSignals:
             self._handles.append(optimizer.register_step_pre_hook(self.busy.wrap(self._pre_step)))
             self._handles.append(optimizer.register_step_post_hook(self.busy.wrap(self._post_step)))
 
-    def _layer_sq(self, tensors: list[torch.Tensor | None]) -> torch.Tensor:
+    def _layer_sq(self, tensors: Sequence[torch.Tensor | None]) -> torch.Tensor:
         """Squared norms per layer of one tensor per parameter (None: absent), in one fused pass."""
-        if all(t is not None for t in tensors):
-            idx, present = self._layer_index, tensors
+        present = [t for t in tensors if t is not None]
+        if len(present) == len(tensors):
+            idx = self._layer_index
         else:
-            keep = [i for i, t in enumerate(tensors) if t is not None]
-            idx = self._layer_index[keep]
-            present = [tensors[i] for i in keep]
+            idx = self._layer_index[[i for i, t in enumerate(tensors) if t is not None]]
         out = torch.zeros(len(self.names), device=self._layer_index.device)
         if present:
-            norms = torch._foreach_norm([t.detach() for t in present])  # type: ignore[union-attr]
+            norms = torch._foreach_norm([t.detach() for t in present])
             out.index_add_(0, idx, torch.stack(norms).float().square())
         return out
 
