@@ -94,7 +94,8 @@ def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) ->
             raise InputError(f"source {source.name!r}: no .txt files under {path}")
         return [corpus.Work(id=f"{source.name}/{f.stem}", title=f.stem, author="", domain=source.domain or "text",
                             source=source.name, edition="", group=f"{source.name}/{f.stem}", path=str(f),
-                            text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8", errors="replace"),
+                            text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8",
+                                                                                                 errors="replace"),
                             tags=frozenset())
                 for f in files]
     known = ", ".join(sorted(works_by_source))
