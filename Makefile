@@ -36,6 +36,12 @@ demo: $(VENV)/.demo
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q -m "not slow and not soak" --durations=10
 
+# ruff and mypy over src/ (settings in pyproject.toml): py.typed is shipped, so the types must be true. CI runs it
+# through test-all.
+lint: $(VENV)/.dev
+	$(BIN)/python -m ruff check src
+	$(BIN)/python -m mypy
+
 # The browser the report and dashboard tests drive (Debian's chromium, through Playwright's executable_path: its own
 # browser download is not reachable here). Installed when missing and we are root with apt-get; otherwise it says
 # so, and those tests skip with the same reason.
@@ -48,7 +54,7 @@ browsers:
 	else echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser tests will skip"; fi
 
 # Everything but the soak variants: real trainings, probes, processes, distributed runs, the browser. CI runs this.
-test-all: $(VENV)/.dev browsers
+test-all: $(VENV)/.dev lint browsers
 	$(BIN)/python -m pytest -q -m "not soak" --durations=20
 
 bench: $(VENV)/.bench
@@ -87,12 +93,6 @@ wheel: $(VENV)/.dev
 # (make test-all runs the same test on a wheel it builds itself).
 quickstart: wheel
 	YIELDGATE_WHEEL="$$(ls dist/yieldgate-*.whl)" $(BIN)/python -m pytest -q -m slow tests/test_quickstart.py
-
-# ruff (lint and format check) and mypy on src/, configured in pyproject.toml.
-lint: $(VENV)/.dev
-	$(BIN)/python -m ruff check src
-	$(BIN)/python -m ruff format --check src
-	$(BIN)/python -m mypy
 
 clean:
 	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .hypothesis

@@ -66,6 +66,22 @@ def test_config_validation():
         BatchConfig(batch_size=6, accumulation=4)
 
 
+def test_a_diverged_training_is_refused_not_judged():
+    """A candidate whose LR blows the weights up has no finite learning per token: the check says so, where it
+    used to crash on a missing interval (every seed diverged) or judge NaN "within noise" (some did)."""
+    torch.manual_seed(0)
+
+    def sample(rng, n):
+        x = torch.tensor(rng.normal(size=(n, 4)), dtype=torch.float32)
+        return x, x.sum(dim=1, keepdim=True)
+
+    with pytest.raises(InputError, match=r"candidate's held-out loss is not finite after training in 2 of 2 seeds"):
+        batch_size_check(torch.nn.Linear(4, 1), make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+                         sample=sample, loss_fn=lambda m, x, y: ((m(x) - y) ** 2).mean(),
+                         eval_batch=sample(np.random.default_rng(99), 16), baseline=BatchConfig(batch_size=2),
+                         candidate=BatchConfig(batch_size=8, lr=1e30), tokens=64, lr=0.01, seeds=2, grad_draws=2)
+
+
 def test_yield_puts_the_batch_beside_the_gradient_noise_scale(tmp_path):
     """Two real probes of one recipe and budget: a batch of 8 sequences sits below the noise scale its run
     measures (~2,600 tokens), one of 64 far above its run's (~430 tokens: fewer steps leave the model less

@@ -4,6 +4,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -203,3 +204,17 @@ def test_ledger_is_accepted_after_the_command_too(tmp_path):
     after = runner.invoke(app, ["runs", "--json", f"--ledger={db}"])
     before = runner.invoke(app, ["--ledger", db, "runs", "--json"])
     assert after.exit_code == 0 and after.stdout == before.stdout and json.loads(after.stdout)[0]["name"] == "a"
+
+
+def test_plan_without_a_data_section_is_bad_input_not_a_crash(cli, ledger, tmp_path):
+    """A manifest that declares a model but no data recipe (a run's, or a file's `data: null`) has no supply to
+    plan: one line and exit status 2, where `plan` used to crash with AttributeError."""
+    ledger.create_run("r1", manifest=parse_manifest({"model": {"name": "m", "params": 1000}}))
+    ledger.append_steps("r1", [{"step": 1, "tokens": 1000, "loss": 1.0}])
+    ledger.set_status("r1", "finished")
+    policy = str(Path(__file__).parents[1] / "examples" / "policy.yaml")
+    out = cli("plan", "r1", "--policy", policy, code=2)
+    assert "r1: its runs have no manifest with a data recipe; pass a recipe file" in out.stderr
+    (tmp_path / "m.yaml").write_text("data: null\nmodel: {name: m}\n")
+    out = cli("plan", str(tmp_path / "m.yaml"), "--policy", policy, code=2)
+    assert "the manifest has no data recipe" in out.stderr

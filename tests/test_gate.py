@@ -286,6 +286,27 @@ def test_an_undertrained_next_stage_a_regression_and_an_unknown_price_hold(probe
     assert "give pilot at least 624,000 tokens" in d.what_to_run_next
 
 
+def test_runs_whose_manifests_have_no_data_section_are_gated_without_a_supply(tmp_path):
+    """Imported or API runs may declare a model but no data recipe: nothing to discount for repetition. The
+    gate used to crash there (AttributeError in the supply of the next stage); it decides on the forecast."""
+    from yieldgate.manifest import parse_manifest
+
+    with Ledger(tmp_path / "g.db") as led:
+        for budget in (50, 100, 150):  # thousands of tokens, 3 seeds each, a power-law validation loss
+            for seed in range(3):
+                name = f"nodata/t{budget}/s{seed}"
+                led.create_run(name, manifest=parse_manifest({"model": {"name": "m", "params": 1000}}))
+                led.append_steps(name, [{"step": s, "tokens": s * 1000, "loss": 5.0, "wall_s": s * 0.1}
+                                        for s in range(1, budget + 1)])
+                led.append_evals(name, [{"step": s, "tokens": s * 1000, "task": "val", "metric": "loss",
+                                         "value": 2 + 3 * (s * 1000) ** -0.3 + 0.001 * seed}
+                                        for s in range(10, budget + 1, 10)])
+                led.set_status(name, "finished")
+        d = gate(led, "nodata/*", load_policy(POLICY_FILE))
+    assert d.evidence["workflow"] is not None and "supply" not in d.evidence
+    assert d.decision == "reject" and "below 250" in d.rationale and "repetition" not in d.rationale
+
+
 def test_no_next_stage_and_unfinished_runs_are_bad_input(copy):
     with Ledger(copy) as led:
         with pytest.raises(InputError, match="reached 150,000 tokens, the last stage 'probe' .* no next stage"):

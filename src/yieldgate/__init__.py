@@ -10,17 +10,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from yieldgate.errors import (  # noqa: E402
-    InputError,
-    LedgerError,
-    BlockDamaged,
-    ManifestError,
-    RunInUse,
-    RunNotFound,
-    RunReferenced,
-    SchemaVersionError,
-    YieldgateError,
-)
 from yieldgate.api import (  # noqa: E402
     compare,
     diagnose,
@@ -37,6 +26,17 @@ from yieldgate.api import (  # noqa: E402
     tag_runs,
     untag_runs,
     yields,
+)
+from yieldgate.errors import (  # noqa: E402
+    BlockDamaged,
+    InputError,
+    LedgerError,
+    ManifestError,
+    RunInUse,
+    RunNotFound,
+    RunReferenced,
+    SchemaVersionError,
+    YieldgateError,
 )
 from yieldgate.ledger import EvalRecord, Ledger  # noqa: E402
 from yieldgate.ledger_check import CheckResult, check_ledger  # noqa: E402

@@ -18,15 +18,18 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from types import ModuleType
 from typing import Any
 
 from yieldgate.errors import BlockDamaged
 
 __all__ = ["ALGORITHM", "block_checksum", "block_ok", "verify_block"]
 
+google_crc32c: ModuleType | None
 try:
-    import google_crc32c
+    import google_crc32c as _google_crc32c
 
+    google_crc32c = _google_crc32c
     ALGORITHM = "crc32c"
 except ImportError:  # pragma: no cover - depends on the install
     google_crc32c = None

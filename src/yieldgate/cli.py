@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Annotated, Any
 
 import numpy as np
@@ -25,8 +26,8 @@ from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.manifest import Manifest, diff, flat_config, load_manifest
 from yieldgate.report.console import clean as _clean
-from yieldgate.report.console import fmt as _fmt
 from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan, run_record
+from yieldgate.report.console import fmt as _fmt
 
 console = Console()
 
@@ -150,7 +151,7 @@ _TABLE_COLUMNS = ("name", "status", "source", "created_at", "updated_at", "durat
 def _write_table(frame: Any, sep: str) -> None:
     import csv
 
-    iso = lambda ts: datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    iso = lambda ts: datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")  # noqa: E731
     writer = csv.writer(sys.stdout, delimiter=sep, lineterminator="\n")
     writer.writerow(_TABLE_COLUMNS)
     for row in frame.to_dict("records"):
@@ -180,7 +181,8 @@ def runs(
                                           "last).")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="Show N runs: the first N of --sort's order, else the "
                                                                "N most recently updated (table default 100; 0: all; "
-                                                               "--json, --csv and --tsv list all unless given).")] = None,
+                                                               "--json, --csv and --tsv list all unless "
+                                                               "given).")] = None,
     as_json: JsonOption = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV only (one row per run, times in UTC).")] = False,
     as_tsv: Annotated[bool, typer.Option("--tsv", help="Print tab-separated values only.")] = False,
@@ -346,7 +348,8 @@ def note(
 
 
 @app.command()
-def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False) -> None:
+def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")],
+         as_json: JsonOption = False) -> None:
     """Show one run: summary, step columns recorded, extras, evals, events and manifest.
 
     Example: yieldgate show bs64-fp16 --json
@@ -366,7 +369,7 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
          "last_value": g["value"].iloc[-1], "higher_is_better": bool(g["higher_is_better"].iloc[-1])}
         for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
     ]
-    result = {
+    result: dict[str, Any] = {
         "run": info,
         "step_columns": columns,
         "column_stats": stats,
@@ -381,7 +384,8 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
         _print_json(result)
         return
     console.print(f"[bold]{info['name']}[/bold]  status {info['status']}  source {info['source']}  "
-                  f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  manifest {info['manifest_hash'] or '-'}",
+                  f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  "
+                  f"manifest {info['manifest_hash'] or '-'}",
                   markup=True, highlight=False)
     table = Table("step column", "rows", "first", "last", "min", "max")
     for c, count in columns.items():
@@ -574,11 +578,13 @@ def compare(
 def forecast(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
-    next_tokens: Annotated[float | None, typer.Option("--next-tokens", help="Size of the next tranche in tokens.")] = None,
+    next_tokens: Annotated[float | None,
+                           typer.Option("--next-tokens", help="Size of the next tranche in tokens.")] = None,
     next_steps: Annotated[float | None, typer.Option("--next-steps", help="Size of the next tranche in steps, for a "
                                                                          "run without token counts.")] = None,
     threshold: Annotated[
-        float | None, typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for.")
+        float | None,
+        typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for."),
     ] = None,
     level: Annotated[float, typer.Option("--level", help="Coverage of the bootstrap interval.")] = 0.8,
     metric: MetricOption = "val/loss",
@@ -653,7 +659,8 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
     token: Annotated[str | None, typer.Option("--token", envvar="YIELDGATE_TOKEN",
                                               help="Token every request must carry (at least 16 characters). Beyond "
-                                                   "loopback one is generated and printed once when not given.")] = None,
+                                                   "loopback one is generated and printed once when not "
+                                                   "given.")] = None,
 ) -> None:
     """Serve a live, read-only dashboard of the ledger: the runs, each run's plots (updated while it trains),
     and comparisons with the numbers of `yieldgate compare`. Works offline; stop it with Ctrl-C.
@@ -716,10 +723,12 @@ def train(
     seed: Annotated[int, typer.Option("--seed", help="Seed of model, sampler and eval draw.")] = 0,
     run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>, or "
                                                           "RUN/cooldown<N> with --resume-from).")] = None,
-    resume_from: Annotated[str | None, typer.Option("--resume-from", help="Continue this probe run from its checkpoint "
-                                                                          "(with --cooldown-tokens), as a new run.")] = None,
-    cooldown_tokens: Annotated[int | None, typer.Option("--cooldown-tokens", min=1, help="Tokens over which the LR cools "
-                                                        "down linearly to 0 from the resumed run's last LR.")] = None,
+    resume_from: Annotated[str | None, typer.Option("--resume-from", help="Continue this probe run from its "
+                                                                          "checkpoint (with --cooldown-tokens), as a "
+                                                                          "new run.")] = None,
+    cooldown_tokens: Annotated[int | None, typer.Option("--cooldown-tokens", min=1, help="Tokens over which the LR "
+                                                        "cools down linearly to 0 from the resumed run's last "
+                                                        "LR.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger; or, with --resume-from
@@ -747,10 +756,11 @@ def train(
         data = resolve(parsed, seed=seed)
         bar.update(task, description=f"{name}: training")
         on_step = lambda step, steps: bar.update(task, completed=step, total=steps)  # noqa: E731
-        if resume_from is not None:
+        if resume_from is not None and cooldown_tokens is not None:  # given together (checked above)
             final = cooldown_probe(data, source_run=resume_from, cooldown_tokens=cooldown_tokens, run=name,
                                    ledger=location, progress=on_step)
         else:
+            assert tokens is not None  # checked above
             final = train_probe(data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location,
                                 progress=on_step)
     if as_json:
@@ -767,7 +777,8 @@ def probe(
     ctx: typer.Context,
     campaign_file: Annotated[Path, typer.Argument(help="Campaign file (YAML or JSON): recipes, seeds, budgets.")],
     executor: Annotated[str, typer.Option("--executor", help="local (worker processes) or ray (Ray tasks).")] = "local",
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="Probes at once (default: one per core).")] = None,
+    workers: Annotated[int | None,
+                       typer.Option("--workers", min=1, help="Probes at once (default: one per core).")] = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: a local Ray "
                                                                   "instance started for the campaign).")] = None,
     as_json: JsonOption = False,
@@ -849,8 +860,9 @@ class _CampaignProgress:
         self.bar.__enter__()
         return self.step, self.result
 
-    def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.bar.__exit__(exc_type, exc, tb)
 
     def step(self, run: str, step: int, steps: int) -> None:
         if run not in self.tasks:
@@ -900,7 +912,8 @@ def dedup_(
 def audit(
     ctx: typer.Context,
     pipeline: Annotated[Path, typer.Argument(help="Pipeline file (YAML or JSON): input, tag rule, stages.")],
-    run: Annotated[str | None, typer.Option("--run", help="Record the audit into this run (created if absent).")] = None,
+    run: Annotated[str | None,
+                   typer.Option("--run", help="Record the audit into this run (created if absent).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a data pipeline stage by stage and account for each: documents, bytes and tokens in and out,
@@ -1002,10 +1015,11 @@ def import_(
     map_: Annotated[list[str] | None, typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto "
                                                                  "a canonical key (repeatable).")] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
-    tokens_per_step: Annotated[float | None, typer.Option("--tokens-per-step",
-                                                          help="Derive tokens = step x N where none are logged.")] = None,
+    tokens_per_step: Annotated[float | None, typer.Option(
+        "--tokens-per-step", help="Derive tokens = step x N where none are logged.")] = None,
     tokens_per_sample: Annotated[float | None, typer.Option(
-        "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged.")] = None,
+        "--tokens-per-sample",
+        help="Derive tokens = samples x N (N: the sequence length) where samples are logged.")] = None,
     pattern: Annotated[list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups "
                                                                         "(repeatable).")] = None,
     log_format: Annotated[str, typer.Option("--format", help="textlog without --pattern: auto (detect) or one of "
@@ -1153,7 +1167,7 @@ def decisions(
     with _ledger(ctx) as ledger:
         rows = ledger.decisions(target).to_dict("records")
     for row in rows:
-        row["created_at"] = datetime.fromtimestamp(row["created_at"], tz=timezone.utc).isoformat(timespec="seconds")
+        row["created_at"] = datetime.fromtimestamp(row["created_at"], tz=UTC).isoformat(timespec="seconds")
     if as_json:
         _print_json(rows)
         return

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from yieldgate.analysis.campaign import summarise
 from yieldgate.analysis.runs import compare_groups
 from yieldgate.ledger import Ledger
-from yieldgate.manifest import Recipe, diff
+from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
 from yieldgate.probe.policy import Policy
 from yieldgate.report.console import fmt, render_campaign, render_decision
@@ -47,9 +47,11 @@ PIPELINE_B = Recipe.model_validate({"sources": SHAKESPEARE, "tokenizer": TOKENIZ
 MIXTURES = {
     "shakespeare": PIPELINE_A.model_dump(mode="json"),
     "shakespeare+milton": {**PIPELINE_A.model_dump(mode="json"),
-                           "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "milton", "weight": 0.5}]},
+                           "sources": [{"name": "shakespeare-modern", "weight": 0.5},
+                                       {"name": "milton", "weight": 0.5}]},
     "shakespeare+code": {**PIPELINE_A.model_dump(mode="json"),
-                         "sources": [{"name": "shakespeare-modern", "weight": 0.7}, {"name": "python-stdlib", "weight": 0.3}]},
+                         "sources": [{"name": "shakespeare-modern", "weight": 0.7},
+                                     {"name": "python-stdlib", "weight": 0.3}]},
 }
 
 
@@ -72,7 +74,8 @@ FULL = Settings(pipeline_tokens=600_000, pipeline_seeds=2, budgets=(100_000, 200
                 max_chars=1_500_000, evals=8)
 
 
-def run_demo(location: str, *, quick: bool, console: Console | None = None, report: str | None = None) -> dict[str, Any]:
+def run_demo(location: str, *, quick: bool, console: Console | None = None,
+             report: str | None = None) -> dict[str, Any]:
     """Run the demo into the ledger at `location`; return what it measured (also printed)."""
     console = console or Console()
     settings = QUICK if quick else FULL
@@ -128,18 +131,28 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
                 bar.update(task, description=f"{run}: training", completed=0)
                 cfg = ProbeConfig(tokens=s.pipeline_tokens, seed=seed, batch_size=batch, microbatches=2,
                                   evals=s.evals, threads=threads, eval_seed=0)
-                train_probe(data, cfg, run=run, ledger=location, resume=True,
-                            progress=lambda step, steps, t=task: bar.update(t, completed=step, total=steps))
+
+                def progress(step: int, steps: int, t: TaskID = task) -> None:
+                    bar.update(t, completed=step, total=steps)
+
+                train_probe(data, cfg, run=run, ledger=location, resume=True, progress=progress)
             bar.remove_task(task)
     a, b = "demo/pipeline-a/*", "demo/pipeline-b/*"
     with Ledger(location, readonly=True) as led:
         by_tokens = compare_groups(led, a, b, at="tokens", per="byte")
         by_time = compare_groups(led, a, b, at="time", per="byte")
         runs = {name: _pipeline_figures(led, f"demo/{name}/s0") for name in pipelines}
-        confounders = [d.field for d in diff(led.manifest("demo/pipeline-a/s0"), led.manifest("demo/pipeline-b/s0"))]
+        confounders = [d.field for d in diff(_manifest(led, "demo/pipeline-a/s0"),
+                                             _manifest(led, "demo/pipeline-b/s0"))]
     _render_pipelines(console, runs, by_tokens, by_time, confounders)
     return {"runs": runs, "at_equal_tokens": by_tokens.to_dict(), "at_equal_time": by_time.to_dict(),
             "confounders": confounders}
+
+
+def _manifest(led: Ledger, run: str) -> Manifest:
+    manifest = led.manifest(run)
+    assert manifest is not None, run  # train_probe writes one
+    return manifest
 
 
 def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
@@ -147,19 +160,26 @@ def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
     evals = led.evals(run)
     last = evals[evals["step"] == evals["step"].max()]
     final = {f"{t}/{m}": v for t, m, v in zip(last["task"], last["metric"], last["value"], strict=True)}
-    manifest = led.manifest(run)
+    manifest = _manifest(led, run)
+    recipe, optimisation = manifest.data, manifest.optimisation
+    # probe_manifest fills both in, the recipe with its trained tokenizer
+    assert recipe and recipe.tokenizer and recipe.tokenizer.bytes_per_token and optimisation, run
     return {"run": run, "tokens": float(steps["tokens"].iloc[-1]), "wall_s": float(steps["wall_s"].iloc[-1]),
             "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
-            "batch": manifest.optimisation.batch_size,
+            "batch": optimisation.batch_size,
             # bytes, not tokens: the two pipelines train their own tokenizers
-            "train_mb": sum(s.unique_tokens or 0 for s in manifest.data.sources) * manifest.data.tokenizer.bytes_per_token / 1e6,
-            "val_bpb": final.get("val/bpb"), "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
+            "train_mb": (sum(s.unique_tokens or 0 for s in recipe.sources)
+                         * recipe.tokenizer.bytes_per_token / 1e6),
+            "val_bpb": final.get("val/bpb"),
+            "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
 
 
-def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any, confounders: list[str]) -> None:
+def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any,
+                      confounders: list[str]) -> None:
     hard = sorted({k for r in runs.values() for k in r["hard"]})
     table = Table("pipeline", "batch", "training MB kept", "tokens/s", "final val bpb",
-                  *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard], title="Seed 0 of each pipeline")
+                  *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard],
+                  title="Seed 0 of each pipeline")
     for name, r in runs.items():
         table.add_row(name, str(r["batch"]), f"{r['train_mb']:.2f}", fmt(r["tokens_per_s"]), fmt(r["val_bpb"]),
                       *[fmt(r["hard"].get(h)) for h in hard])
@@ -224,8 +244,8 @@ def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console
     target = f"{campaign['campaign']}/{top}"
     policy = demo_policy(s)
     console.print(f"The best recipe at the largest budget is {top}; gating {target} (its {len(s.budgets)} budgets x "
-                  f"{s.campaign_seeds} seeds) for the next stage under policy {policy.name}@{policy.version}.", markup=False,
-                  highlight=False)
+                  f"{s.campaign_seeds} seeds) for the next stage under policy {policy.name}@{policy.version}.",
+                  markup=False, highlight=False)
     with Ledger(location) as led:
         decision = gate(led, target, policy)
         decision_id = record(led, decision, policy)

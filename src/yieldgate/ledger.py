@@ -28,12 +28,11 @@ import numpy as np
 import pandas as pd
 
 from yieldgate import migrations
-from yieldgate.checksum import block_checksum, verify_block
 from yieldgate import mounts as _mounts
+from yieldgate.checksum import block_checksum, verify_block
 from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound, RunReferenced
 from yieldgate.ledger_file import file_problem
 from yieldgate.manifest import Manifest, parse_manifest
-from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 from yieldgate.names import (
     CORE_STEP_COLUMNS,
     EVENT_KINDS,
@@ -44,10 +43,11 @@ from yieldgate.names import (
     check_run_name,
     check_tag,
     is_extra_key,
-    unsafe_character,
     metric_direction,
     readable_name,
+    unsafe_character,
 )
+from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 
 __all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "must_exist", "higher_is_better"]
 
@@ -298,9 +298,9 @@ class Ledger:
             # that connection's locks (ledger_file's docstring); the size otherwise.
             problem = file_problem(path, headers=_OPEN[os.path.realpath(path)] == 0)  # under _OPEN_LOCK
             if problem is not None:
-                raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as whole: "
-                                  "restore it from a backup (a damaged write-ahead log moved aside leaves the file as "
-                                  "of its last checkpoint)")
+                raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as "
+                                  "whole: restore it from a backup (a damaged write-ahead log moved aside leaves the "
+                                  "file as of its last checkpoint)")
             if readonly:
                 db = self._open_readonly(path)
                 if migrations.check(db, location):
@@ -325,7 +325,8 @@ class Ledger:
         except sqlite3.OperationalError as exc:  # the file may be fine: locked, unwritable, a full disk
             raise LedgerError(f"{location}: cannot open the ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); point --ledger at another file") from None
+            raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); "
+                              "point --ledger at another file") from None
 
     @staticmethod
     def _open_readonly(path: Path) -> sqlite3.Connection:
@@ -441,7 +442,7 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (name, status, digest, source, now, now),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def claim_run(self, name: str, *, owner: Owner, manifest: Manifest | None = None, resume: bool = False,
                   takeover: bool = False, source: str = "tracker") -> bool:
@@ -740,7 +741,8 @@ class Ledger:
         n = len(table["step"])
         step_vals, step_missing = _column_values(table["step"], n, "step")
         if step_missing.any() or not np.all(np.isfinite(step_vals)):
-            raise InputError(f"step records: 'step' is missing or not finite in row {int(np.argmax(step_missing | ~np.isfinite(step_vals)))}")
+            row = int(np.argmax(step_missing | ~np.isfinite(step_vals)))
+            raise InputError(f"step records: 'step' is missing or not finite in row {row}")
         steps = step_vals.astype(np.int64)
         if not np.array_equal(steps, step_vals):
             bad = int(np.argmax(steps != step_vals))
@@ -860,8 +862,8 @@ class Ledger:
         i = int(np.searchsorted(cols.steps, int(step), side="right")) - 1
         out: dict[str, Any] = {"step": int(cols.steps[i])}
         for name in ("tokens", "samples", "wall_s"):
-            value, missing = cols.values.get(name, (None, None))
-            out[name] = None if value is None or missing[i] else float(value[i])
+            stored = cols.values.get(name)  # (values, missing mask), or None: never recorded in this block
+            out[name] = None if stored is None or stored[1][i] else float(stored[0][i])
         return out
 
     def supersede(self, run: str, after_step: int, *, resume: Mapping[str, Any], source: str = "tracker") -> int | None:
@@ -888,10 +890,12 @@ class Ledger:
             if not (core or extra or len(evals)):
                 return None
             last = self.step_at(run, 1 << 62)
-            old_step = max([last["step"] if last else after] + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
-            body = {"source": source, "resume": dict(resume),
-                    "old": {"step": old_step, "tokens": last["tokens"] if last else None},
-                    "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
+            old_step = max([last["step"] if last else after]
+                           + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
+            body: dict[str, Any] = {
+                "source": source, "resume": dict(resume),
+                "old": {"step": old_step, "tokens": last["tokens"] if last else None},
+                "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
             event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
             moved = {"step_blocks": 0, "extra_blocks": 0}
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
@@ -1099,7 +1103,7 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (run_id, kind, start_step, end_step, text, state, time.time()),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def resolve_event(self, event_id: int) -> None:
         with self.transaction():
@@ -1151,7 +1155,7 @@ class Ledger:
                  None if policy is None else _json(policy, "policy"), _json(evidence, "evidence"), rationale,
                  time.time()),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def decisions(self, target: str | None = None) -> pd.DataFrame:
         """Gate decisions, oldest first: the audit trail."""
@@ -1199,7 +1203,8 @@ class Ledger:
         if not rows:
             known = [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY name")]
             raise InputError(f"no campaign named {name!r} in {self.location}"
-                             + (f"; campaigns: {', '.join(known)}" if known else "; run `yieldgate probe CAMPAIGN.yaml`"))
+                             + (f"; campaigns: {', '.join(known)}" if known
+                                else "; run `yieldgate probe CAMPAIGN.yaml`"))
         n, h, spec, summary, created, updated = rows[0]
         return {"name": n, "spec_hash": h, "spec": json.loads(spec),
                 "summary": None if summary is None else json.loads(summary), "created_at": created,
@@ -1207,6 +1212,12 @@ class Ledger:
 
     def campaigns(self) -> list[str]:
         return [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY created_at, name")]
+
+
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id of the row the cursor's INSERT just wrote (`lastrowid` is typed optional: None before any INSERT)."""
+    assert cur.lastrowid is not None
+    return cur.lastrowid
 
 
 def _json(value: Mapping[str, Any], what: str) -> str:

@@ -57,8 +57,8 @@ class CheckResult:
 
 
 _TABLES = {
-    "step_blocks": "SELECT b.run_id, r.name, NULL, b.checksum, b.first_step, b.last_step, b.n, b.tokens_max, b.columns, "
-                   "b.data, b.missing FROM step_blocks b LEFT JOIN runs r ON r.id = b.run_id",
+    "step_blocks": "SELECT b.run_id, r.name, NULL, b.checksum, b.first_step, b.last_step, b.n, b.tokens_max, "
+                   "b.columns, b.data, b.missing FROM step_blocks b LEFT JOIN runs r ON r.id = b.run_id",
     "extra_blocks": "SELECT b.run_id, r.name, k.key, b.checksum, b.first_step, b.last_step, b.n, b.tokens_max, "
                     "b.columns, b.data, b.missing FROM extra_blocks b LEFT JOIN runs r ON r.id = b.run_id "
                     "LEFT JOIN extra_keys k ON k.id = b.key_id",

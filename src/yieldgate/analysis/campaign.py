@@ -108,7 +108,7 @@ def _decay_tokens(steps: pd.DataFrame | None) -> float | None:
 def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level: float) -> dict[str, Any]:
     """Recipes ordered best first, each with its mean and interval over seeds, and every pair: resolved
     (which is better) or a tie."""
-    entries = []
+    entries: list[dict[str, Any]] = []
     for recipe, seeds in by_recipe.items():
         values = np.array(list(seeds.values()), dtype=float)
         iv = stats.mean_interval(values, level)
@@ -117,7 +117,7 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
                         "interval_kind": stats.KINDS["mean"], "level": level, "seeds": len(seeds)})
     sign = 1.0 if lower_is_better else -1.0
     entries.sort(key=lambda e: (not math.isfinite(e["mean"]), sign * e["mean"] if math.isfinite(e["mean"]) else 0.0))
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     family = max(len(entries) * (len(entries) - 1) // 2, 1)
     for i, j in itertools.combinations(range(len(entries)), 2):
         a, b = entries[i]["recipe"], entries[j]["recipe"]
@@ -127,7 +127,8 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
         resolved = stats.verdict(iv, tie=True) == "beyond noise"
         pairs.append({"a": a, "b": b, "diff": diff, "interval": None if iv is None else [iv.low, iv.high],
                       "interval_kind": stats.KINDS["paired"], "level": level, "family": family,
-                      "resolved": resolved, "better": (a if (diff > 0) == lower_is_better else b) if resolved else None})
+                      "resolved": resolved,
+                      "better": (a if (diff > 0) == lower_is_better else b) if resolved else None})
     for k, e in enumerate(entries):
         e["rank"] = k + 1
         e["ties"] = [p["b"] if p["a"] == e["recipe"] else p["a"] for p in pairs
@@ -174,7 +175,8 @@ class CampaignSummary:
         return dict(self.__dict__)
 
 
-def summarise(ledger: Ledger, campaign: str, *, level: float | None = None, next_budget: int | None = None) -> CampaignSummary:
+def summarise(ledger: Ledger, campaign: str, *, level: float | None = None,
+              next_budget: int | None = None) -> CampaignSummary:
     """Rank the campaign's finished probes; see the module docstring."""
     record = ledger.campaign(campaign)
     spec = record["spec"]
@@ -183,7 +185,8 @@ def summarise(ledger: Ledger, campaign: str, *, level: float | None = None, next
     if runs.empty:
         raise InputError(f"campaign {campaign!r} has no probe runs in {ledger.location}; run `yieldgate probe` first")
     notes = []
-    if not spec.get("eval_sources") and len({json.dumps(sorted(s["name"] for s in r["sources"])) for r in spec["recipes"].values()}) > 1:
+    if not spec.get("eval_sources") and len({json.dumps(sorted(s["name"] for s in r["sources"]))
+                                             for r in spec["recipes"].values()}) > 1:
         notes.append("the recipes train on different sources and the campaign names no eval_sources: each is scored on "
                      "its own held-out text, so their bits per byte are not on one yardstick")
     models = sorted(runs["model"].unique())
@@ -197,7 +200,8 @@ def summarise(ledger: Ledger, campaign: str, *, level: float | None = None, next
         evals = ledger.evals(row.run)
         if evals.empty:
             continue
-        for key, value in probe_scores(evals, spec.get("eval_sources"), ledger.steps(row.run, ["tokens", "lr"])).items():
+        scored = probe_scores(evals, spec.get("eval_sources"), ledger.steps(row.run, ["tokens", "lr"]))
+        for key, value in scored.items():
             scores.setdefault(row.tokens, {}).setdefault(key, {}).setdefault(recipe, {})[row.seed] = value
         last = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
         if len(last):
@@ -226,7 +230,8 @@ def summarise(ledger: Ledger, campaign: str, *, level: float | None = None, next
 def _forecast(points: list[tuple[float, float]], target: float | None, level: float) -> dict[str, Any]:
     budgets = sorted({round(t) for t, _ in points})
     if len(budgets) < 3 or target is None:
-        return {"available": False, "reason": f"{len(budgets)} budget(s) finished; a forecast needs final losses at 3 or more"}
+        return {"available": False,
+                "reason": f"{len(budgets)} budget(s) finished; a forecast needs final losses at 3 or more"}
     tokens, losses = zip(*sorted(points), strict=True)
     at = float(max(tokens))
     try:

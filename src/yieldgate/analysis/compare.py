@@ -84,7 +84,8 @@ def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> 
         from_steps = steps[column].reindex(points["step"]).to_numpy(dtype=float) if column in steps else np.nan
         out[column] = from_steps
     if "wall_s" in run.evals:
-        recorded = run.evals[(run.evals.task == task) & (run.evals.metric == metric)].drop_duplicates("step", keep="last")
+        recorded = run.evals[(run.evals.task == task) & (run.evals.metric == metric)]
+        recorded = recorded.drop_duplicates("step", keep="last")
         by_step = recorded.set_index("step")["wall_s"].reindex(points["step"]).to_numpy(dtype=float)
         out["wall_s"] = np.where(np.isnan(by_step), out["wall_s"], by_step)
     hw = run.manifest.hardware if run.manifest else None
@@ -123,7 +124,8 @@ def _time_at_tokens(run: RunData, curve: pd.DataFrame, tokens: float) -> float |
 
 
 def _mean(values: list[float | None]) -> float | None:
-    return float(np.mean(values)) if values and all(v is not None for v in values) else None
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known and len(known) == len(values) else None
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -267,7 +269,8 @@ def compare(
     for side, group in zip(names, (a, b), strict=True):
         tokens = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), target_loss, hib)
                   for r in group]
-        times = [None if t is None else _time_at_tokens(r, curves[id(r)], t) for r, t in zip(group, tokens, strict=True)]
+        times = [None if t is None else _time_at_tokens(r, curves[id(r)], t)
+                 for r, t in zip(group, tokens, strict=True)]
         if any(t is None for t in tokens):
             warnings.append(f"{side} does not reach the target {what} {target_loss:.6g} in every run"
                             + (" (or records no token counts)" if at == "steps" else ""))
@@ -333,14 +336,16 @@ def _verdict(names: tuple[str, str], primary: str, speedup: dict[str, float | No
                   else "neither side is faster" if tp else "throughput is unknown (no wall-clock time)")
     judged = [p for p in points if p["within_noise"] is not None]
     family = judged[0]["family"] if judged else 1
-    level_note = (f" ({level:.0%} family-wise over {family} points)" if family > 1 else f" (at {level:.0%})") if judged else ""
+    level_note = ((f" ({level:.0%} family-wise over {family} points)" if family > 1 else f" (at {level:.0%})")
+                  if judged else "")
     if na < 2 and nb < 2:
         noise = "with one seed per side no noise floor is known"
     elif judged and all(p["within_noise"] for p in judged):
         noise = f"the loss difference at equal {at} is within the seed noise{level_note}"
     elif judged:
         beyond = sum(not p["within_noise"] for p in judged)
-        noise = f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(judged)} points{level_note}"
+        noise = (f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(judged)} "
+                 f"points{level_note}")
     elif points:
         noise = f"every point at equal {at} is identical by construction: no verdict"
     else:

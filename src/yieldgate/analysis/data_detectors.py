@@ -1,5 +1,6 @@
 """Detectors of what the data stream does: data exhaustion, overfitting (memorisation), a duplicated stream, a
-non-i.i.d. stream and mixture drift. Pure functions over `RunSignals` (see `detectors.py` for the contract and the thresholds).
+non-i.i.d. stream and mixture drift. Pure functions over `RunSignals` (see `detectors.py` for the contract and the
+thresholds).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     growth, se = _line(steps[after], values[after] - train[after], sigma)
     rise, rise_se = _line(steps[after], values[after], sigma)
     train_drop = float(train[best] - train[-1])
+    epochs = sig.epochs()
     if not (growth > OVERFIT_Z * se and train_drop > OVERFIT_Z * train_se and rise > -rise_se):
         return None
     return {"best_step": int(steps[best]), "best_val_loss": round(float(values[best]), 4),
@@ -136,7 +138,7 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
             "gap_at_best": round(float(values[best] - train[best]), 4),
             "gap_at_end": round(float(values[-1] - train[-1]), 4), "gap_growth": round(growth, 4),
             "gap_growth_z": round(growth / se, 2), "train_loss_drop_after_best": round(train_drop, 4),
-            "eval_noise": round(sigma, 5), "epochs": None if sig.epochs() is None else round(sig.epochs(), 2),
+            "eval_noise": round(sigma, 5), "epochs": None if epochs is None else round(epochs, 2),
             "last_step": int(steps[-1])}
 
 
@@ -156,9 +158,9 @@ def overfitting(sig: RunSignals) -> list[Finding]:
     return [Finding(cause="overfitting", start_step=best, end_step=ev["last_step"], confidence=_clip(confidence),
                     detector="train_val_gap", evidence=ev,
                     advice=f"the held-out loss was best at step {best} and the train-validation gap has widened by "
-                           f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep the "
-                           f"checkpoint of step {best}, add fresh unique data, or regularise (weight decay, dropout, fewer "
-                           "epochs) before training longer")]
+                           f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep "
+                           f"the checkpoint of step {best}, add fresh unique data, or regularise (weight decay, "
+                           "dropout, fewer epochs) before training longer")]
 
 
 def _expected_repeat(tokens: pd.DataFrame, unique: dict[str, float]) -> np.ndarray:
@@ -191,14 +193,17 @@ def duplicated_stream(sig: RunSignals) -> list[Finding]:
         return []
     rolling = pd.Series(excess).rolling(10, min_periods=1).mean().to_numpy()
     start = int(rate.index[np.argmax(rolling > REPEAT_EXCESS)])
-    ev = {"repeat_rate": round(float(rate.iloc[-window:].mean()), 4), "explained_by_epochs": round(float(expected[-window:].mean()), 4),
-          "excess": round(trailing, 4)}
+    ev: dict[str, Any] = {"repeat_rate": round(float(rate.iloc[-window:].mean()), 4),
+                          "explained_by_epochs": round(float(expected[-window:].mean()), 4),
+                          "excess": round(trailing, 4)}
     if note:
         ev["note"] = note
     return [Finding(cause="duplicated_stream", start_step=start, end_step=int(rate.index[-1]),
-                    confidence=_clip((0.5 + trailing) * (1.0 if unique else 0.7)), detector="repeat_rate", evidence=ev,
-                    advice="the trainer sees the same samples again and again although the data holds more: check the "
-                           "sampler/loader (a loop over a small subset, workers with the same seed, a resumed iterator)")]
+                    confidence=_clip((0.5 + trailing) * (1.0 if unique else 0.7)), detector="repeat_rate",
+                    evidence=ev,
+                    advice="the trainer sees the same samples again and again although the data holds more: check "
+                           "the sampler/loader (a loop over a small subset, workers with the same seed, a resumed "
+                           "iterator)")]
 
 
 def non_iid_stream(sig: RunSignals) -> list[Finding]:
@@ -251,8 +256,8 @@ def non_iid_stream(sig: RunSignals) -> list[Finding]:
         return []
     return [Finding(cause="non_iid_stream", start_step=int(loss.index[0]), end_step=int(loss.index[-1]),
                     confidence=confidence, detector="batch_composition", evidence=ev,
-                    advice="batches are not i.i.d. draws of the mixture: shuffle across sources and documents, and give "
-                           "every loader worker its own slice of one shared shuffle")]
+                    advice="batches are not i.i.d. draws of the mixture: shuffle across sources and documents, and "
+                           "give every loader worker its own slice of one shared shuffle")]
 
 
 def _context(sig: RunSignals) -> float:

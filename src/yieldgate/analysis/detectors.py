@@ -80,7 +80,8 @@ WARMUP_START = 0.5
 ENTROPY_COLLAPSE = 0.25
 """Activation entropy (softmax over a layer's output features, `track.signals.activation_entropy`) below this share
 of its maximum, ln(width): outputs so peaked that they concentrate in a few features or have grown large (the
-measure is not scale-invariant), the high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of ln(16), LR x30 <= 0.004."""
+measure is not scale-invariant), the high-LR instability of Wortsman et al. (2023). Calibration: clean 0.99 of
+ln(16), LR x30 <= 0.004."""
 PLATEAU_RATIO = 0.05
 """Peak-LR phase progress below 5% of the progress before it: learning stalled at the peak LR (too high).
 Calibration: clean 0.2-0.4, LR x30 <= 0.01."""
@@ -88,7 +89,8 @@ PLATEAU_T = -3.0
 """...and the least-squares slope of the loss over the phase's second half is not below -3 standard errors: a loss
 still falling beyond its noise has not stalled, however slowly it falls."""
 PLATEAU_SHARE = 0.25
-"""...in a peak-LR phase that covers at least a quarter of the run (WSD's stable phase ~75%, cosine's top 5% of LR ~15%)."""
+"""...in a peak-LR phase that covers at least a quarter of the run (WSD's stable phase ~75%, cosine's top 5% of LR
+~15%)."""
 COOLDOWN_DROP_SIGMA = 3.0
 """A cooldown after a plateau that lowers the loss by more than 3 standard errors (and 1% of its level) says the
 schedule was the limit; one that does not, the data."""
@@ -219,7 +221,8 @@ def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
 def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
     """NaN/Inf loss or gradient norm, mixed-precision skipped steps and loss-scale collapse, vanishing gradients."""
     s = sig.steps.set_index("step")
-    have = [c for c in ("loss", "grad_norm", "signals/skipped_steps", "signals/loss_scale") if c in s and s[c].notna().any()]
+    have = [c for c in ("loss", "grad_norm", "signals/skipped_steps", "signals/loss_scale")
+            if c in s and s[c].notna().any()]
     if not have:
         raise NotRun("no loss, grad_norm or loss-scale columns recorded")
     found = []
@@ -250,9 +253,10 @@ def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
                 ev["loss_scale_before"] = float(scale_before.iloc[-1]) if len(scale_before) else None
                 ev["loss_scale_after"] = float(scale_after.iloc[0]) if len(scale_after) else None
             found.append(Finding(cause="damaged_update", start_step=int(start), end_step=int(end),
-                                 confidence=_clip(0.6 + 0.1 * ev["skipped_steps"]), detector="skipped_steps", evidence=ev,
-                                 advice="the loss scaler skipped steps on inf/NaN gradients and backed its scale off: find "
-                                        "the overflowing layer; bf16 or a lower LR avoids fp16 overflow"))
+                                 confidence=_clip(0.6 + 0.1 * ev["skipped_steps"]), detector="skipped_steps",
+                                 evidence=ev,
+                                 advice="the loss scaler skipped steps on inf/NaN gradients and backed its scale off: "
+                                        "find the overflowing layer; bf16 or a lower LR avoids fp16 overflow"))
     if "grad_norm" in have and sig.manifest and sig.manifest.model and sig.manifest.model.params:
         rms = s["grad_norm"].to_numpy(dtype=float) / math.sqrt(sig.manifest.model.params)
         tiny = s.index[np.isfinite(rms) & (rms < 1e-7)].to_numpy()  # within ~10x of Adam's epsilon (1e-8)

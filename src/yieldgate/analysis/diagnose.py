@@ -1,5 +1,5 @@
-"""`yieldgate diagnose`: tell data exhaustion and overfitting apart from a bad schedule, a damaged update or an infrastructure
-stall, with evidence.
+"""`yieldgate diagnose`: tell data exhaustion and overfitting apart from a bad schedule, a damaged update or an
+infrastructure stall, with evidence.
 
 `diagnose(ledger, run)` reads the run (tracked or imported), runs every detector of `DETECTORS` on it,
 records which could not run and why, and stores the findings as open `diagnosis` events (re-running
@@ -37,13 +37,13 @@ from yieldgate.analysis.detectors import (
     nonfinite_and_skipped,
     stall,
 )
-from yieldgate.analysis.spikes import loss_spikes
 from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
+from yieldgate.analysis.spikes import loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 
-__all__ = ["DETECTORS", "ONLINE_DETECTORS", "Diagnosis", "diagnose", "diagnose_run", "load_signals", "cooldown_runs", "online_findings",
-           "run_detectors", "data_order", "peer_losses", "CAUSES", "Finding", "LOW_CONFIDENCE"]
+__all__ = ["DETECTORS", "ONLINE_DETECTORS", "Diagnosis", "diagnose", "diagnose_run", "load_signals", "cooldown_runs",
+           "online_findings", "run_detectors", "data_order", "peer_losses", "CAUSES", "Finding", "LOW_CONFIDENCE"]
 
 Detector = Callable[[RunSignals], list[Finding]]
 

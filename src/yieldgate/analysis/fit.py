@@ -21,7 +21,8 @@ from scipy.optimize import least_squares
 
 from yieldgate.errors import InputError
 
-__all__ = ["PowerLaw", "fit_power_law", "Forecast", "forecast", "eval_noise", "stable_phase", "tokens_at_marginal_yield"]
+__all__ = ["PowerLaw", "fit_power_law", "Forecast", "forecast", "eval_noise", "stable_phase",
+           "tokens_at_marginal_yield"]
 
 BILLION = 1e9
 
@@ -218,7 +219,8 @@ def forecast(
     return Forecast(at_tokens=at, next_tokens=float(next_tokens), gain=gain, interval=(lo, hi), level=level,
                     fit_interval=(fit_lo, fit_hi), eval_noise=noise,
                     yield_per_btok=gain * per, yield_interval=(fit_lo * per, fit_hi * per), fit=law,
-                    threshold_tokens=None if threshold_per_btok is None else tokens_at_marginal_yield(law, threshold_per_btok),
+                    threshold_tokens=(None if threshold_per_btok is None
+                                      else tokens_at_marginal_yield(law, threshold_per_btok)),
                     notes=notes)
 
 
@@ -230,7 +232,8 @@ def stable_phase(steps: pd.DataFrame, eval_steps: np.ndarray, drop: float = 0.9)
     its peak on (cosine) leaves no stable phase, and the note says the fit mixes data yield with annealing.
     """
     if "lr" not in steps or steps["lr"].isna().all():
-        return np.ones(len(eval_steps), dtype=bool), "no learning rate recorded: cannot tell the stable phase from a decay"
+        return (np.ones(len(eval_steps), dtype=bool),
+                "no learning rate recorded: cannot tell the stable phase from a decay")
     lr = steps.dropna(subset=["lr"])
     peak_at = int(lr["lr"].to_numpy().argmax())
     peak = float(lr["lr"].iloc[peak_at])

@@ -71,7 +71,8 @@ def schedule(sig: RunSignals) -> list[Finding]:
               "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3)}
         found.append(Finding(
             cause="schedule", start_step=int(lr.index[0]), end_step=int(lr.index[min(n // 10, n - 1)]),
-            confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6, detector="no_warmup", evidence=ev,
+            confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6, detector="no_warmup",
+            evidence=ev,
             advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps"))
     # Peak-LR phase: steps at >= 95% of the peak, its first tenth skipped (the end of warm-up's descent).
     at_peak = lr.index[lr.to_numpy() >= 0.95 * peak]
@@ -99,9 +100,11 @@ def schedule(sig: RunSignals) -> list[Finding]:
                                  advice="LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)"))
         elif before > 0 and collapsed is not None:
             found.append(Finding(cause="schedule", start_step=int(phase.index[0]), end_step=int(phase.index[-1]),
-                                 confidence=0.9, detector="lr_too_high", evidence={**ev, "act_entropy_share": collapsed},
-                                 advice="LR too high: learning stalled at the peak LR while the activations collapsed "
-                                        "(Wortsman et al. 2023); lower the peak LR (try /3-/10) and compare a short probe"))
+                                 confidence=0.9, detector="lr_too_high",
+                                 evidence={**ev, "act_entropy_share": collapsed},
+                                 advice="LR too high: learning stalled at the peak LR while the activations "
+                                        "collapsed (Wortsman et al. 2023); lower the peak LR (try /3-/10) and compare "
+                                        "a short probe"))
         elif slope_t > PLATEAU_T and not ratio >= PLATEAU_RATIO and len(phase) >= PLATEAU_SHARE * n:
             # Flat within its noise, after learning little (or nothing) in a long constant-LR phase: a plateau. The
             # few peak steps of a cosine schedule are no constant-LR phase, and its decay no cooldown experiment.
@@ -127,11 +130,12 @@ def schedule(sig: RunSignals) -> list[Finding]:
 
 
 COOLDOWN = ("cool the LR down from the plateau over a short stretch (~10% of the steps so far) and evaluate: for a "
-            "probe, run probe.cooldown.cooldown_probe(source_run=<run>, cooldown_tokens=<~10% of its tokens>), which diagnose "
-            "reads back as the run's cooldown")
+            "probe, run probe.cooldown.cooldown_probe(source_run=<run>, cooldown_tokens=<~10% of its tokens>), which "
+            "diagnose reads back as the run's cooldown")
 
 
-def _cooldown_after(sig: RunSignals, loss: pd.Series, lr: pd.Series, start: int, end: int) -> tuple[pd.Series, str | None]:
+def _cooldown_after(sig: RunSignals, loss: pd.Series, lr: pd.Series, start: int,
+                    end: int) -> tuple[pd.Series, str | None]:
     """The finite losses of a cooldown after the plateau (LR below half the peak): the run's own steps after `end`,
     else those of the last linked cooldown run (`RunSignals.cooldowns`) that starts after the plateau began."""
     peak = float(lr.max())
@@ -176,11 +180,12 @@ def _plateau(sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, 
         return [Finding(cause="data_exhaustion", start_step=start, end_step=int(cool.index[-1]), confidence=0.7,
                         detector="plateau_cooldown", evidence=here,
                         advice=f"the loss plateaued at the peak LR and did not fall {where} (by {drop:.3g}, within "
-                               f"{COOLDOWN_DROP_SIGMA:g} standard errors of {se:.2g}): the data (for this model), not the "
-                               "schedule, is the limit; add fresh data before more compute")]
+                               f"{COOLDOWN_DROP_SIGMA:g} standard errors of {se:.2g}): the data (for this model), not "
+                               "the schedule, is the limit; add fresh data before more compute")]
     epochs = sig.epochs()
     candidates = [
-        {"cause": "schedule", "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower"},
+        {"cause": "schedule",
+         "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower"},
         {"cause": "data_exhaustion", "why": "the data has no more to teach this model"
          + (f" ({epochs:.3g} epochs over it)" if epochs is not None else "")},
     ]
@@ -189,8 +194,8 @@ def _plateau(sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, 
     return [Finding(cause="stalled", start_step=start, end_step=end, confidence=0.5, detector="plateau",
                     evidence={**ev, "candidates": candidates, "experiment": COOLDOWN},
                     advice=f"learning stalled at constant LR from step {start}, cause undetermined: "
-                           f"{candidates[0]['cause']} or {candidates[1]['cause']}; to tell them apart, {COOLDOWN}: a drop "
-                           "means the schedule was the limit, no drop means the data")]
+                           f"{candidates[0]['cause']} or {candidates[1]['cause']}; to tell them apart, {COOLDOWN}: a "
+                           "drop means the schedule was the limit, no drop means the data")]
 
 
 def _entropy_collapse(sig: RunSignals) -> float | None:
@@ -215,9 +220,10 @@ def undertrained(sig: RunSignals) -> list[Finding]:
     return [Finding(cause="undertrained", start_step=int(tokens.index[0]), end_step=int(tokens.index[-1]),
                     confidence=_clip(0.4 + 0.5 * (1 - per_param * UNDERTRAINED_FACTOR / TOKENS_PER_PARAM)),
                     detector="tokens_per_param",
-                    evidence={"tokens": float(tokens.iloc[-1]), "params": m.params, "tokens_per_param": round(per_param, 2)},
-                    advice=f"{per_param:.1f} tokens per parameter, far below ~{TOKENS_PER_PARAM:.0f}: train longer or use "
-                           "a smaller model before reading its loss as the data's limit")]
+                    evidence={"tokens": float(tokens.iloc[-1]), "params": m.params,
+                              "tokens_per_param": round(per_param, 2)},
+                    advice=f"{per_param:.1f} tokens per parameter, far below ~{TOKENS_PER_PARAM:.0f}: train longer or "
+                           "use a smaller model before reading its loss as the data's limit")]
 
 
 def throughput_altered_learning(sig: RunSignals) -> list[Finding]:
@@ -238,9 +244,9 @@ def throughput_altered_learning(sig: RunSignals) -> list[Finding]:
                            "or retune LR for the new batch before trusting its tokens/s")]
 
 
-HEURISTIC = ("a learning signal moving before the validation loss (a falling gradient noise scale, collapsing entropy or "
-             "update ratios, more clipping) is a heuristic early warning, not an established cause; its lead is measured "
-             "on the fault suite by benchmarks/bench_diagnose.py")
+HEURISTIC = ("a learning signal moving before the validation loss (a falling gradient noise scale, collapsing entropy "
+             "or update ratios, more clipping) is a heuristic early warning, not an established cause; its lead is "
+             "measured on the fault suite by benchmarks/bench_diagnose.py")
 
 
 def _first_cross(series: pd.Series, level: float, below: bool) -> int | None:
@@ -293,13 +299,14 @@ def early_warnings(sig: RunSignals) -> list[Finding]:
         if not moved or at is None:
             continue
         lead = (val_turn - at) if val_turn is not None else None
+        how = "fell to under half its mid-run level" if falling else "rose"
+        turned = (f", {lead} steps before the validation loss turned" if lead is not None
+                  else "; the validation loss has not turned")
         found.append(Finding(cause="early_warning", start_step=at, end_step=int(series.index[-1]),
                              confidence=0.45 if lead is not None and lead > 0 else 0.25, detector=f"early_{name}",
                              evidence={"signal": name, "mid_run": mid, "last_quarter": last,
                                        "val_loss_turned_at": val_turn, "lead_steps": lead, "heuristic": HEURISTIC},
-                             advice=f"heuristic early warning: {name} {'fell to under half its mid-run level' if falling else 'rose'} "
-                                    f"from step {at}"
-                                    + (f", {lead} steps before the validation loss turned" if lead is not None else
-                                       "; the validation loss has not turned") + "; that this signal leads the validation "
-                                    "loss is a heuristic, not a verdict: act on the validation loss, not on it"))
+                             advice=f"heuristic early warning: {name} {how} from step {at}{turned}; that this signal "
+                                    "leads the validation loss is a heuristic, not a verdict: act on the validation "
+                                    "loss, not on it"))
     return found

@@ -38,7 +38,8 @@ __all__ = ["load_run", "match_runs", "match_patterns", "select_runs", "SORT_KEYS
 def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
     steps, evals, manifest = ledger.steps(name), ledger.evals(name), ledger.manifest(name)
     if per == "byte":
-        bpt = manifest.data.tokenizer.bytes_per_token if manifest and manifest.data and manifest.data.tokenizer else None
+        tokenizer = manifest.data.tokenizer if manifest and manifest.data else None
+        bpt = tokenizer.bytes_per_token if tokenizer else None
         evals, steps = to_per_byte(evals, steps, bpt, name)
     elif per != "token":
         raise InputError(f"--per must be 'token' or 'byte', got {per!r}")

@@ -66,8 +66,9 @@ def spike_steps(values: np.ndarray, window: int = SPIKE_WINDOW, k: float = SPIKE
 def recovery(steps: np.ndarray, values: np.ndarray, start: int, end: int) -> dict[str, Any]:
     """What the loss did after a spike over steps `start`-`end`: the level and step noise before it (the last
     SPIKE_LEVEL values; σ = std(diff)/√2 of the trailing window), the step it came back within 2σ of that level
-    (None: not within RECOVER_STEPS of its end, or the spike itself lasted longer), and the level of the SPIKE_LEVEL values after the recovery window against
-    the level before, in standard errors (a ratchet when above RATCHET_SIGMA)."""
+    (None: not within RECOVER_STEPS of its end, or the spike itself lasted longer), and the level of the SPIKE_LEVEL
+    values after the recovery window against the level before, in standard errors (a ratchet when above
+    RATCHET_SIGMA)."""
     ok = np.isfinite(values)
     before = values[ok & (steps < start)][-SPIKE_WINDOW:]
     after = values[ok & (steps > end)]
@@ -133,16 +134,22 @@ def loss_spikes(sig: RunSignals) -> list[Finding]:
     loss_steps, loss_values = loss.index.to_numpy(), loss.to_numpy(dtype=float)
     peers = _peer_spikes(sig)
     common = {"window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA}
-    transient, damaged, shared, notes = [], [], [], []
+    # (first step, last step, evidence) per spike group; `notes`: groups without a loss spike, with their hits
+    transient: list[tuple[int, int, dict[str, Any]]] = []
+    damaged: list[tuple[int, int, dict[str, Any]]] = []
+    shared: list[tuple[int, int, dict[str, Any]]] = []
+    notes: list[tuple[int, int, list[tuple[int, str, float, float]]]] = []
     for start, end in _runs(np.array([sp[0] for sp in spikes]), gap=2):
         hits = [sp for sp in spikes if start <= sp[0] <= end]
         if not any(h[1] == "loss" for h in hits):
             notes.append((start, end, hits))
             continue
-        ev = {"spikes": as_json(hits), **recovery(loss_steps, loss_values, start, end), **_heldout_change(sig, start, end)}
+        ev = {"spikes": as_json(hits), **recovery(loss_steps, loss_values, start, end),
+              **_heldout_change(sig, start, end)}
         ratchet = ev["ratchet_z"] is not None and ev["ratchet_z"] > RATCHET_SIGMA
         ev["recovered"] = ev["recovered_at"] is not None and not ratchet and not ev.get("val_worse", False)
-        ev["shared_with"] = sorted(p for p, at in peers.items() if any(abs(a - st) <= 1 for a in at for st in range(start, end + 1)))
+        ev["shared_with"] = sorted(p for p, at in peers.items()
+                                   if any(abs(a - st) <= 1 for a in at for st in range(start, end + 1)))
         (shared if ev["shared_with"] else transient if ev["recovered"] else damaged).append((start, end, ev))
     found = []
     if shared:
@@ -154,15 +161,16 @@ def loss_spikes(sig: RunSignals) -> list[Finding]:
             confidence=0.8, detector="shared_data_spike",
             evidence={"steps": steps, "shared_with": runs, "events": [ev for *_, ev in shared], **common},
             advice=f"{', '.join(runs)} read the same data in the same order and spike at the same steps "
-                   f"({', '.join(map(str, steps[:10]))}): the data is the cause; inspect and filter the batches at those "
-                   "steps"))
+                   f"({', '.join(map(str, steps[:10]))}): the data is the cause; inspect and filter the batches at "
+                   "those steps"))
     for start, end, ev in transient:
         found.append(Finding(
             cause="transient_spike", start_step=start, end_step=end, confidence=0.6, detector="transient_spike",
             evidence={**ev, **common},
             advice=f"a loss spike at step {start} recovered by step {ev['recovered_at']}"
                    + (" and left the held-out loss unchanged" if ev["val_change"] is not None else "")
-                   + ": an outlier batch, not a schedule fault; nothing to change unless it recurs (inspect that batch)"))
+                   + ": an outlier batch, not a schedule fault; nothing to change unless it recurs (inspect that "
+                     "batch)"))
     if len(damaged) >= RECURRING_SPIKES:
         has_lr = "lr" in sig.steps and sig.steps["lr"].notna().any()
         ev = {"spikes": [ev["spikes"] for *_, ev in damaged][:20], "count": len(damaged), **common}
@@ -175,10 +183,11 @@ def loss_spikes(sig: RunSignals) -> list[Finding]:
         for start, end, ev in damaged:
             loss_z = max(h["z"] for h in ev["spikes"] if h["signal"] == "loss")
             found.append(Finding(
-                cause="damaged_update", start_step=start, end_step=end, confidence=_clip(0.6 + (loss_z - SPIKE_SIGMA) / 20),
-                detector="spike", evidence={**ev, **common},
-                advice=f"a spike at step {start} that the run did not recover from (or that raised the loss level after "
-                       "it): inspect that step's batch and skip it; if it recurs, lower the LR or tighten clipping"))
+                cause="damaged_update", start_step=start, end_step=end,
+                confidence=_clip(0.6 + (loss_z - SPIKE_SIGMA) / 20), detector="spike", evidence={**ev, **common},
+                advice=f"a spike at step {start} that the run did not recover from (or that raised the loss level "
+                       "after it): inspect that step's batch and skip it; if it recurs, lower the LR or tighten "
+                       "clipping"))
     for start, end, hits in notes:
         found.append(Finding(cause="damaged_update", start_step=start, end_step=end, confidence=LOW_CONFIDENCE,
                              detector="grad_norm_spike", evidence={"spikes": as_json(hits), **common},

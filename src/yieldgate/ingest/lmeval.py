@@ -30,7 +30,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Warnings, clip, read_json
@@ -113,8 +113,9 @@ def _record(path: Path, where: str, task: str, name: str, value: Any, step: int,
 def _results_records(path: Path, doc: dict[str, Any], step: int, tokens: float | None,
                      warnings: Warnings) -> list[EvalRecord]:
     """The records of one checkpoint's results document (v0.3 or v0.4)."""
-    directions = doc.get("higher_is_better") if isinstance(doc.get("higher_is_better"), dict) else {}
-    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    raw_directions, raw_config = doc.get("higher_is_better"), doc.get("config")
+    directions = raw_directions if isinstance(raw_directions, dict) else {}
+    config = raw_config if isinstance(raw_config, dict) else {}
     version = str(doc.get("lm_eval_version") or config.get("lm_eval_version") or "")
     # v0.3 writes plain metric names; v0.4 writes every metric with its filter
     plain = not any("," in str(k) for metrics in doc["results"].values() if isinstance(metrics, dict) for k in metrics)
@@ -133,7 +134,7 @@ def _results_records(path: Path, doc: dict[str, Any], step: int, tokens: float |
     return records
 
 
-def _is_results(doc: Any) -> bool:
+def _is_results(doc: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(doc, dict) and isinstance(doc.get("results"), dict)
 
 
@@ -168,9 +169,12 @@ def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Wa
         if inner is not None:
             return inner
     steps, tokens = _axis(doc, _STEP_AXES), _axis(doc, _TOKEN_AXES)
-    if steps is None and tokens is None:
+    if steps is not None:
+        axis = steps[1]
+    elif tokens is not None:
+        axis = tokens[1]
+    else:
         return None
-    axis = (steps or tokens)[1]
     n = len(axis)
     if tokens is not None and len(tokens[1]) != n:
         raise InputError(f"{path}: {tokens[0]!r} has {len(tokens[1])} values and {steps[0]!r} {n}")  # type: ignore[index]

@@ -70,9 +70,9 @@ def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: 
     present = (text != "").to_numpy()
     values = pd.to_numeric(text.where(present), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan).copy()
     bad = present & np.isnan(values) & ~text.str.lower().isin(_NONFINITE).to_numpy()
-    for i in np.nonzero(bad)[0]:  # few: cells pandas did not read
-        if _DECIMAL.fullmatch(text.iloc[i]):
-            values[i], bad[i] = float(text.iloc[i]), False
+    for j in np.nonzero(bad)[0]:  # few: cells pandas did not read
+        if _DECIMAL.fullmatch(text.iloc[j]):
+            values[j], bad[j] = float(text.iloc[j]), False
     if not present.any():
         return None
     if bad[present].all():
@@ -131,7 +131,8 @@ def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]
         try:
             rec = parse_json(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{i}: expected one JSON object per line ({exc.msg} at column {exc.colno})") from None
+            raise InputError(f"{path}:{i}: expected one JSON object per line ({exc.msg} at column "
+                             f"{exc.colno})") from None
         if not isinstance(rec, dict):
             raise InputError(f"{path}:{i}: expected a JSON object, got {type(rec).__name__}")
         keys.update(dict.fromkeys(rec))
@@ -184,8 +185,9 @@ _CLOCKS = ("timestamp", "datetime", "date_time")
 def _by_run(columns: dict[str, tuple[np.ndarray, np.ndarray]], step: str, path: Path,
             warnings: Warnings) -> dict[str | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """{None: columns}, or for a W&B chart export {run: its columns under the metrics' own names}."""
-    others = {n: _CHART_COLUMN.match(n) for n in columns if n != step}
-    if not others or not all(others.values()):
+    matched = {n: _CHART_COLUMN.match(n) for n in columns if n != step}
+    others = {n: m for n, m in matched.items() if m is not None}
+    if not others or len(others) < len(matched):
         return {None: columns}
     runs: dict[str | None, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     bounds = 0

@@ -98,10 +98,10 @@ class LogFormat:
                     yield i, n, values
                 i += n
                 continue
-            values = self.read(line, last)
-            if values is not None:
-                last = values["step"]
-                yield i, 1, values
+            read = self.read(line, last)
+            if read is not None:
+                last = read["step"]
+                yield i, 1, read
             i += 1
 
     def read(self, line: str, last_step: float | None = None) -> dict[str, float] | None:
@@ -207,10 +207,10 @@ def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
     if not out or out.keys() == {"step"}:  # a line with a step and nothing measured is not a metrics line
         return None
     if "step" not in out:
-        m = _STEP_OF_TOTAL.search(line) or _STEP_WORD.search(line)
-        if m is None:
+        found = _STEP_OF_TOTAL.search(line) or _STEP_WORD.search(line)
+        if found is None:
             return None
-        out["step"] = float(m["step"])
+        out["step"] = float(found["step"])
     return out
 
 
@@ -224,7 +224,8 @@ _FAIRSEQ_NAMES = {"loss": "loss", "nll_loss": "nll_loss", "wps": "tokens_per_s",
 
 # fairseq's `--log-format json` (fairseq-hydra-train's default): `[time][train_inner][INFO] - {"epoch": 1, ...,
 # "loss": "9.276", "num_updates": "200", ...}`; `[valid]` records prefix each name with the subset.
-_FAIRSEQ_JSON = re.compile(r"\[(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\](?:\[\w+\])?\s*-\s*(?P<json>\{.*\})\s*$")
+_FAIRSEQ_JSON = re.compile(r"\[(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\](?:\[\w+\])?"
+                           r"\s*-\s*(?P<json>\{.*\})\s*$")
 
 
 def _fairseq_json(line: str) -> dict[str, float] | None:
@@ -289,7 +290,8 @@ def _fairseq(line: str) -> dict[str, float] | None:
 # NeoX's ` validation results at iteration 100 | lm_loss value: ...` and ` test results at the end of training`.
 _MEGATRON_EVAL = re.compile(
     r"\b(?P<split>validation|test) (?:loss|results) at (?:iteration (?P<step>\d+)|the end of training"
-    r"(?: for (?P<data>\w+) data)?)(?: on (?P<set>\w[\w -]{0,60}?) set| \[(?P<panel>[^\]|]{1,60})\])?\s*\|(?P<rest>.*)$")
+    r"(?: for (?P<data>\w+) data)?)(?: on (?P<set>\w[\w -]{0,60}?) set| \[(?P<panel>[^\]|]{1,60})\])?"
+    r"\s*\|(?P<rest>.*)$")
 _VALIDATION_SETS = {None, "val", "valid", "validation"}
 
 
@@ -347,7 +349,8 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
               "or what it prints: `step  100/74 | loss 3.456789 (+0.12z)| norm 1.2345 (-0.50z)| lr 6.00e-04 | "
               "123.45 ms | 48.3% bf16 MFU | 244544 tok/s` (before its outlier z-scores: `train loss 3.456789 | "
               "norm 1.2345 |`), and the CPU reference's `step 10: train loss 5.356 (took 1452.1 ms)`", lines=(
-                  Line(rf"^s:(?P<step>\d+) trl:(?P<loss>{_NUM})(?: lr:(?P<lr>{_NUM}))?(?: norm:(?P<grad_norm>{_NUM}))?"),
+                  Line(rf"^s:(?P<step>\d+) trl:(?P<loss>{_NUM})(?: lr:(?P<lr>{_NUM}))?"
+                       rf"(?: norm:(?P<grad_norm>{_NUM}))?"),
                   Line(rf"^s:(?P<step>\d+) tel:(?P<val_loss>{_NUM})"),
                   Line(rf"^s:(?P<step>\d+) eval:(?P<hellaswag>{_NUM})", names={"hellaswag": "hellaswag/acc_norm"}),
                   # `\s*(?:\|\s*)?`, not `\s*\|?\s*`: two runs of spaces side by side split n^2 ways before failing

@@ -33,7 +33,8 @@ __all__ = ["TextLog", "read_textlog", "device_count"]
 # A date-time at the start of a line, bare or in brackets, after at most two bracketed tags (TorchTitan's
 # `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`): ISO with `T` or a space, optional fraction (`.` or
 # logging's `,`) and zone.
-_STAMP = re.compile(r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
+_STAMP = re.compile(r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
+                    r"(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
 _MARK = re.compile(r"\bdatetime:\s*(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")  # Megatron's phase marks
 _HEAD_LINES = 5000  # device counts are printed at start-up
 # (pattern, what it counts): the first that matches in the log's head gives the device count.
@@ -182,7 +183,8 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
         parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
     if not parts:
         raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern" if patterns else
-                         f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line")
+                         f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log "
+                         "line")
     rows = concat(parts)
     start = min(starts) if starts else None
     if start is not None:

@@ -106,7 +106,7 @@ def _payloads(path: Path, warnings: Warnings) -> Iterator[tuple[int, bytes]]:
 def finished(path: Path) -> bool:
     """True when the log holds its run's `exit` record (wandb's core process writes it after `finish()`
     returns, so a reader in the same process waits for it)."""
-    from wandb.proto.wandb_internal_pb2 import Record
+    from wandb.proto.wandb_internal_pb2 import Record  # type: ignore[attr-defined]  # star-imported by protobuf version
 
     try:
         return any(Record.FromString(p).WhichOneof("record_type") == "exit" for _, p in _payloads(path, Warnings()))
@@ -117,7 +117,7 @@ def finished(path: Path) -> bool:
 def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
     """One row per history record of a `.wandb` log, under the logged keys (nested keys joined by `/`)."""
     from google.protobuf.message import DecodeError
-    from wandb.proto.wandb_internal_pb2 import Record
+    from wandb.proto.wandb_internal_pb2 import Record  # type: ignore[attr-defined]  # star-imported by protobuf version
 
     entries, where, steps = [], [], []
     keys: dict[str, None] = {}

@@ -4,12 +4,12 @@ A campaign file (YAML or JSON) names its recipes (inline, or a path relative to 
 budgets and the probe's settings; `plan` expands it into `ProbeSpec`s, `run_campaign` trains the ones the
 ledger does not already hold, in worker processes (`executor="local"`) or as Ray tasks (`executor="ray"`).
 
-**Keys.** A probe is known by its key: the hash of its recipe (with the data settings that shape the
-resolved tokens), seed, budget, model size, probe settings and eval sources. Its run, `CAMPAIGN/RECIPE/s<seed>/t<tokens>`
-(`/m<layers>x<width>` added when the campaign has several model sizes), carries the key in its meta
-(`probe`). A re-run skips every probe whose run is finished with the same key; a failed, killed or
-half-written probe is trained again from scratch. A probe that raises is recorded as `failed` with its error
-(meta `error`) and the campaign goes on.
+**Keys.** A probe is known by its key: the hash of its recipe (with the data settings that shape the resolved
+tokens), seed, budget, model size, probe settings and eval sources. Its run, `CAMPAIGN/RECIPE/s<seed>/t<tokens>`
+(`/m<layers>x<width>` added when the campaign has several model sizes), carries the key in its meta (`probe`). A
+re-run skips every probe whose run is finished with the same key; a failed, killed or half-written probe is trained
+again from scratch. A probe that raises is recorded as `failed` with its error (meta `error`) and the campaign goes
+on.
 
 **Scheduling.** Largest budgets first (the longest jobs start first, so workers finish together); each worker
 uses cores / workers torch threads.
@@ -158,7 +158,8 @@ def load_campaign(path: str | Path) -> Campaign:
     data = read_structured_file(path)
     if isinstance(data, dict) and isinstance(data.get("recipes"), dict):
         data = dict(data)
-        data["recipes"] = {name: load_recipe(_relative(path, ref)).model_dump(mode="json") if isinstance(ref, str) else ref
+        data["recipes"] = {name: (load_recipe(_relative(path, ref)).model_dump(mode="json")
+                                  if isinstance(ref, str) else ref)
                            for name, ref in data["recipes"].items()}
     return validate(Campaign, data, str(path), EXAMPLE)
 
@@ -196,8 +197,9 @@ class ProbeSpec:
                 "seed": self.seed, "tokens": self.tokens, "model": self.model.model_dump(), "key": self.key}
 
     def to_json(self) -> dict[str, Any]:
-        return {"campaign": self.campaign, "recipe_name": self.recipe_name, "recipe": self.recipe.model_dump(mode="json"),
-                "seed": self.seed, "tokens": self.tokens, "model": self.model.model_dump(),
+        return {"campaign": self.campaign, "recipe_name": self.recipe_name,
+                "recipe": self.recipe.model_dump(mode="json"), "seed": self.seed, "tokens": self.tokens,
+                "model": self.model.model_dump(),
                 "probe": self.probe.model_dump(), "data": self.data.model_dump(),
                 "eval_sources": list(self.eval_sources), "run": self.run,
                 "recipe_hash": self.recipe_hash, "key": self.key}
@@ -422,7 +424,8 @@ def _run_local(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int
         try:
             remaining = list(todo)
             while remaining:
-                with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
+                with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init,
+                                         initargs=(threads,)) as pool:
                     futures: dict[Future[dict[str, Any]], ProbeSpec] = {
                         pool.submit(_local_task, s.to_json(), ledger, threads, queue): s for s in remaining}
                     remaining = []
@@ -443,7 +446,8 @@ def _run_local(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int
                         raise
                 if remaining:  # a worker died: the probes it had begun fail, the others go to a new pool
                     crashed = [s for s in remaining if _started(ledger, s)]
-                    yield from _fail(crashed, ledger, "the worker process died during the probe (killed or out of memory)")
+                    yield from _fail(crashed, ledger,
+                                     "the worker process died during the probe (killed or out of memory)")
                     remaining = [s for s in remaining if s not in crashed]
         finally:
             stop.set()

@@ -66,7 +66,7 @@ def save_checkpoint(parts: _Parts, cfg: ProbeConfig, data: ResolvedRecipe, *, le
                 "scaler": parts.scaler.state_dict() if parts.scaler else None, "sampler": parts.sampler.state(),
                 "config": config, "step": step, "tokens": step * cfg.batch_size * cfg.context,
                 "samples": step * cfg.batch_size, "lr": lr,
-                "tokenizer_hash": data.recipe.tokenizer.content_hash, "data": data_fingerprint(data)}, path)
+                "tokenizer_hash": data.tokenizer_hash, "data": data_fingerprint(data)}, path)
     return {"path": str(path), "bytes": path.stat().st_size, "step": step, "lr": lr}
 
 
@@ -87,7 +87,7 @@ def _config(saved: dict[str, Any]) -> ProbeConfig:
     for key in ("inf_at_steps", "repeat_source"):  # JSON-like round trip: tuples come back as lists
         if isinstance(faults.get(key), list):
             faults[key] = tuple(faults[key])
-    fields = {k: tuple(v) if k == "eval_sources" else v for k, v in saved.items() if k != "faults"}
+    fields: dict[str, Any] = {k: tuple(v) if k == "eval_sources" else v for k, v in saved.items() if k != "faults"}
     return ProbeConfig(**fields, faults=Faults(**faults))
 
 
@@ -110,8 +110,8 @@ def cooldown_probe(data: ResolvedRecipe, *, source_run: str, cooldown_tokens: in
             "probe trained with checkpoint=False or before probes saved one)")
         raise InputError(f"run {source_run!r} cannot be continued: {why}")
     state = torch.load(saved_at, weights_only=True)  # tensors and plain values only: no pickled code runs
-    if state["tokenizer_hash"] != data.recipe.tokenizer.content_hash:
-        raise InputError(f"the data given resolves to tokenizer {data.recipe.tokenizer.content_hash[:12]}, but run "
+    if state["tokenizer_hash"] != data.tokenizer_hash:
+        raise InputError(f"the data given resolves to tokenizer {data.tokenizer_hash[:12]}, but run "
                          f"{source_run!r} was trained with {state['tokenizer_hash'][:12]}: give the same recipe")
     if state["data"] != data_fingerprint(data):
         raise InputError(f"the data given does not resolve as run {source_run!r}'s did (training and held-out sizes "
@@ -133,9 +133,7 @@ def cooldown_probe(data: ResolvedRecipe, *, source_run: str, cooldown_tokens: in
     sampler = _Sampler(data, cfg, first_steps)
     sampler.load_state(state["sampler"])
     portfolio = _Portfolio(data, cfg)
-    manifest = probe_manifest(data, cfg, model, portfolio)
-    manifest.optimisation.schedule = "linear-cooldown"
-    manifest.optimisation.lr = state["lr"]
+    manifest = probe_manifest(data, cfg, model, portfolio, schedule="linear-cooldown", lr=state["lr"])
     parts = _Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
     first = state["step"] + 1
     numbers = range(first, first + steps)

@@ -3,13 +3,13 @@ marginal yield pooled over seeds, cost, regressions, and the new-hardware except
 
 Plain functions over the ledger; `gate.py` turns their results into a decision.
 
-The forecast (DESIGN.md): with final losses at three or more budgets, one power law over every seed's final
-loss at each budget (`fit.forecast`, bootstrap over the points); with fewer, each seed's own stable-phase fit,
-pooled over seeds (`stats.pooled_mean`: mean ± t·se over the seeds' estimates, with se² the larger of the
-between-seed variance and the seeds' mean bootstrap variance, over n). A power law is monotone and cannot see a loss that has turned up (a source repeated
-for many epochs), so each bound is also capped by the recently measured yield (the slope over the last half
-of the stable phase, or between the two largest budgets): on a curve of diminishing returns the next tokens
-yield no more than the last ones did.
+The forecast (DESIGN.md): with final losses at three or more budgets, one power law over every seed's final loss at
+each budget (`fit.forecast`, bootstrap over the points); with fewer, each seed's own stable-phase fit, pooled over
+seeds (`stats.pooled_mean`: mean ± t·se over the seeds' estimates, with se² the larger of the between-seed variance
+and the seeds' mean bootstrap variance, over n). A power law is monotone and cannot see a loss that has turned up (a
+source repeated for many epochs), so each bound is also capped by the recently measured yield (the slope over the
+last half of the stable phase, or between the two largest budgets): on a curve of diminishing returns the next
+tokens yield no more than the last ones did.
 """
 
 from __future__ import annotations
@@ -128,8 +128,10 @@ def open_faults(ledger: Ledger, runs: list[str], policy: Policy) -> list[dict[st
         events = ledger.events(run, kind="diagnosis", state="open")
         for eid, body, start, end in zip(events["id"], events["body"], events["start_step"], events["end_step"],
                                          strict=True):
-            if body.get("cause") in req.blocking_causes and float(body.get("confidence", 1.0)) > req.diagnosis_confidence:
-                found.append({"event": int(eid), "run": run, "cause": body["cause"], "confidence": body.get("confidence"),
+            if (body.get("cause") in req.blocking_causes
+                    and float(body.get("confidence", 1.0)) > req.diagnosis_confidence):
+                found.append({"event": int(eid), "run": run, "cause": body["cause"],
+                              "confidence": body.get("confidence"),
                               "steps": [None if start is None else int(start), None if end is None else int(end)],
                               "advice": body.get("advice", "")})
     return found
@@ -171,7 +173,7 @@ def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float
     """Yield per billion tokens measured between two budgets' final (tokens, loss) points, mean over seeds, with
     the t-interval of the difference of the means (`stats.difference`; unbounded with one seed at each)."""
     la, lb = np.array([p[1] for p in before]), np.array([p[1] for p in after])
-    span = (np.mean([p[0] for p in after]) - np.mean([p[0] for p in before])) / BILLION
+    span = float(np.mean([p[0] for p in after]) - np.mean([p[0] for p in before])) / BILLION
     iv = stats.difference(lb, la, level)  # la - lb: the loss the larger budget gained
     gain = float(la.mean() - lb.mean())
     if iv is None:
@@ -230,14 +232,15 @@ def tokens_per_s(ledger: Ledger, run: str) -> float | None:
 
 def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None]) -> tuple[float | None, str]:
     """USD per billion tokens on the target's hardware at its measured tokens/s, and how (or why unknown)."""
-    hw = [m.hardware if m else None for m in manifests.values()]
-    if not hw or any(h is None or h.price_per_device_hour is None for h in hw):
+    hourly = [m.hardware.price_per_device_hour * m.hardware.device_count for m in manifests.values()
+              if m and m.hardware and m.hardware.price_per_device_hour is not None]
+    if not manifests or len(hourly) < len(manifests):
         return None, "no price: set hardware.price_per_device_hour in the manifests"
-    rates = [tokens_per_s(ledger, r) for r in runs]
-    if any(r is None for r in rates):
+    rates = [r for r in (tokens_per_s(ledger, run) for run in runs) if r is not None]
+    if len(rates) < len(runs):
         return None, "no wall-clock time recorded: tokens/s unknown"
     tps = float(np.mean(rates))
-    usd = float(np.mean([h.price_per_device_hour * h.device_count for h in hw]))
+    usd = float(np.mean(hourly))
     return BILLION / tps / 3600 * usd, f"{tps:,.0f} tokens/s at ${usd:g} per hour"
 
 
@@ -256,7 +259,8 @@ def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:
                     continue
                 higher = bool(series["higher_is_better"].iloc[-1])
                 best = np.nanmax(values) if higher else np.nanmin(values)
-                worse.setdefault(f"{task}/{metric}", []).append(float(best - values[-1] if higher else values[-1] - best))
+                worse.setdefault(f"{task}/{metric}", []).append(
+                    float(best - values[-1] if higher else values[-1] - best))
     return {k: float(np.mean(v)) for k, v in sorted(worse.items())}
 
 
@@ -276,10 +280,11 @@ def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Man
         out["reason"] = "the target is its own reference"
         return out
     ref_manifest = ledger.manifest(reference[0])
-    if ref_manifest is None or any(m is None for m in manifests.values()):
+    known = [m for m in manifests.values() if m is not None]
+    if ref_manifest is None or len(known) < len(manifests):
         out["reason"] = "a manifest is missing, so the diff against the reference is unknown"
         return out
-    other = sorted({f for m in manifests.values() for f in manifest_fields(ref_manifest, m)
+    other = sorted({f for m in known for f in manifest_fields(ref_manifest, m)
                     if f.split(".")[0] not in HARDWARE})
     out["differs"] = other
     if other:
@@ -295,14 +300,16 @@ def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Man
         if worst is None or abs(p["diff"]) - p["allowed"] > abs(worst["diff"]) - worst["allowed"]:
             worst = p
     out["curve"] = {"points": points, "level": points[0]["level"] if points else None,
-                    "interval_kind": points[0]["interval_kind"] if points else None, "loss_tolerance": exc.loss_tolerance}
+                    "interval_kind": points[0]["interval_kind"] if points else None,
+                    "loss_tolerance": exc.loss_tolerance}
     if worst is None or abs(worst["diff"]) > worst["allowed"]:
         out["reason"] = ("no aligned points to compare the loss curves at" if worst is None else
                          f"the loss curve departs from the reference by {worst['diff']:+.4f} at "
                          f"{worst['tokens']:,.0f} tokens (allowed ±{worst['allowed']:.4f})")
         return out
-    rates = [[tokens_per_s(ledger, r) for r in group] for group in (reference, runs)]
-    if any(r is None for group in rates for r in group):
+    rates = [[rate for rate in (tokens_per_s(ledger, r) for r in group) if rate is not None]
+             for group in (reference, runs)]
+    if len(rates[0]) < len(reference) or len(rates[1]) < len(runs):
         out["reason"] = "no wall-clock time recorded: tokens/s unknown"
         return out
     ref_tps, tps = (float(np.mean(group)) for group in rates)

@@ -143,7 +143,8 @@ def _locked(ledger: Ledger, target: str, digest: str | None, manifest: Manifest 
     return False, f"the workflow changed since decision #{last['id']} approved it ({changed})"
 
 
-def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float, faults: list[dict[str, Any]]) -> Decision:
+def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float,
+                         faults: list[dict[str, Any]]) -> Decision:
     ratio, floor = exc["throughput_ratio"], 1 - tolerance
     draft.check("new-hardware exception", None, "holds: only hardware differs and the loss curve matches the "
                                                 "reference within noise; throughput decides")
@@ -163,8 +164,8 @@ def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float, f
 def _supply(draft: _Draft, manifest: Manifest | None, reached: float) -> float:
     """The next stage's data supply into the evidence (`supply`); return the factor the forecast yield is
     discounted by for repetition: the worth of the next stage's tokens over that of the tokens measured (1 where
-    no repetition is expected, or unknown)."""
-    if manifest is None or draft.evidence["workflow"] is None:
+    no repetition is expected, or unknown: no manifest, or one without a data section)."""
+    if manifest is None or manifest.data is None or draft.evidence["workflow"] is None:
         return 1.0
     recipe, nxt = manifest.data, draft.next
     seen, coming = worth(recipe, 0, reached), worth(recipe, reached, nxt.tokens)
@@ -302,9 +303,9 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
     try:
         evidence["forecast"] = forecast_yield(ledger, groups, nxt.tokens, req.level, metric)
-    except InputError as why:
+    except InputError as err:
         evidence["forecast"] = None
-        draft.check("forecast", False, f"no forecast: {why}")
+        draft.check("forecast", False, f"no forecast: {err}")
     if faults:
         causes = sorted({f["cause"] for f in faults})
         advice = faults[0]["advice"] or "see the diagnosis"
@@ -331,7 +332,7 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
                                      "interval": [lo / usd, hi / usd]}
     if hi < thr or (req.min_yield_per_usd is not None and usd is not None and hi / usd < req.min_yield_per_usd):
         per = (f"{hi:,.0f} per billion tokens{discounted}, below {thr:,.0f}" if hi < thr
-               else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}")  # type: ignore[operator]
+               else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}")
         turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
         why = " (the loss has turned up)" if turned else (
             f" at {nxt.name}'s repetition" if fc["interval"][1] >= thr else "")
@@ -340,10 +341,9 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     holds = _holds(draft, ledger, runs, groups, manifests, cost)
     if holds:
         return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
-    return draft.decide("approve", f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion tokens{discounted}, "
-                        f"{req.level:.0%} "
-                        f"interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on {seeds} seeds; no open fault or "
-                        "regression")
+    return draft.decide("approve", f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion "
+                        f"tokens{discounted}, {req.level:.0%} interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on "
+                        f"{seeds} seeds; no open fault or regression")
 
 
 def record(ledger: Ledger, decision: Decision, policy: Policy) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
@@ -121,7 +122,7 @@ class Policy(_Model):
     @model_validator(mode="after")
     def _check(self) -> Policy:
         tokens = [s.tokens for s in self.stages]
-        if any(b <= a for a, b in zip(tokens, tokens[1:])):
+        if any(b <= a for a, b in pairwise(tokens)):
             raise ValueError(f"stages must be in strictly increasing tokens, got {tokens}")
         names = [s.name for s in self.stages]
         dupes = sorted({n for n in names if names.count(n) > 1})

@@ -149,7 +149,8 @@ class _Sampler:
         if cfg.faults.drift_to is not None:
             unknown = sorted(set(cfg.faults.drift_to) - set(self.names))
             if unknown:
-                raise InputError(f"faults.drift_to names unknown sources {', '.join(unknown)}; sources: {', '.join(self.names)}")
+                raise InputError(f"faults.drift_to names unknown sources {', '.join(unknown)}; "
+                                 f"sources: {', '.join(self.names)}")
             end = np.array([cfg.faults.drift_to.get(n, 0.0) for n in self.names], dtype=float)
             self.p_end = end / end.sum()
         self.windows: dict[str, np.ndarray] = {}
@@ -160,7 +161,8 @@ class _Sampler:
         if cfg.faults.repeat_source is not None:
             name, epochs = cfg.faults.repeat_source
             if name not in self.windows:
-                raise InputError(f"faults.repeat_source names unknown source {name!r}; sources: {', '.join(self.names)}")
+                raise InputError(f"faults.repeat_source names unknown source {name!r}; "
+                                 f"sources: {', '.join(self.names)}")
             share = self.p[self.names.index(name)]
             needed = max(1, int(steps * cfg.batch_size * share / epochs))
             self.windows[name] = self.windows[name][:needed]
@@ -181,7 +183,7 @@ class _Sampler:
     def _source(self) -> int:
         if self.ordered:  # sources one after another, each for its share of the budget
             edges = np.cumsum(self.p) * self.total
-            return int(min(np.searchsorted(edges, self.drawn, side="right"), len(self.names) - 1))
+            return min(int(np.searchsorted(edges, self.drawn, side="right")), len(self.names) - 1)
         frac = min(self.drawn / self.total, 1.0)  # a cooldown continuing the probe draws past its budget
         p = (1.0 - frac) * self.p + frac * self.p_end  # the recipe's weights, unless a drift fault creeps away
         if self.stages:  # the stage the stream is in; the last one holds after its end
@@ -283,16 +285,24 @@ class _Portfolio:
         return out
 
 
-def probe_manifest(data: ResolvedRecipe, cfg: ProbeConfig, model: GPT, portfolio: _Portfolio) -> Manifest:
+def probe_manifest(data: ResolvedRecipe, cfg: ProbeConfig, model: GPT, portfolio: _Portfolio, *,
+                   schedule: str = "wsd", lr: float | None = None,
+                   unique_tokens: dict[str, int] | None = None) -> Manifest:
+    """The probe's manifest; `schedule` and `lr` (default `cfg.lr`) name a cooldown's own; `unique_tokens`
+    replaces the recipe's count of the sources named (a repeat fault's window)."""
     recipe = data.recipe.model_copy(deep=True)
     recipe.sequence_length = cfg.context
+    for s in recipe.sources:
+        if unique_tokens and s.name in unique_tokens:
+            s.unique_tokens = unique_tokens[s.name]
     return Manifest(
         data=recipe,
         model=ModelConfig(name="probe-gpt", params=sum(p.numel() for p in model.parameters()),
                           non_embedding_params=model.non_embedding_params(), layers=cfg.layers, width=cfg.width,
                           heads=cfg.heads, head_dim=cfg.width // cfg.heads, context=cfg.context,
                           vocab_size=model.cfg.vocab_size),
-        optimisation=Optimisation(optimizer="adamw", lr=cfg.lr, schedule="wsd", batch_size=cfg.batch_size,
+        optimisation=Optimisation(optimizer="adamw", lr=cfg.lr if lr is None else lr, schedule=schedule,
+                                  batch_size=cfg.batch_size,
                                   microbatch_size=cfg.batch_size // cfg.microbatches,
                                   grad_accumulation=cfg.microbatches, grad_clip=1.0, precision="fp32"),
         hardware=Hardware(device_kind="cpu", device_count=1),
@@ -322,11 +332,9 @@ def train_probe(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     sampler = _Sampler(data, cfg, steps)
     portfolio = _Portfolio(data, cfg)
-    manifest = probe_manifest(data, cfg, model, portfolio)
-    if cfg.faults.repeat_source is not None:
-        name = cfg.faults.repeat_source[0]
-        source = next(s for s in manifest.data.sources if s.name == name)
-        source.unique_tokens = len(sampler.windows[name]) * cfg.context
+    repeated = cfg.faults.repeat_source[0] if cfg.faults.repeat_source is not None else None
+    manifest = probe_manifest(data, cfg, model, portfolio, unique_tokens=None if repeated is None else
+                              {repeated: len(sampler.windows[repeated]) * cfg.context})
     scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
     eval_at = set(np.linspace(0, steps, cfg.evals + 1).round().astype(int).tolist())
     parts = _Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
@@ -377,10 +385,12 @@ def run_steps(tr: Tracker, parts: _Parts, cfg: ProbeConfig, numbers: range, lr_o
             part_loss = part / cfg.microbatches
             (scaler.scale(part_loss) if scaler else part_loss).backward()
             loss += part.detach() / cfg.microbatches
-        bad = float("nan") if cfg.faults.nan_at_step == step else float("inf") if step in cfg.faults.inf_at_steps else None
+        bad = (float("nan") if cfg.faults.nan_at_step == step
+               else float("inf") if step in cfg.faults.inf_at_steps else None)
         if bad is not None:
             for p in model.parameters():
-                p.grad.fill_(bad)
+                if p.grad is not None:
+                    p.grad.fill_(bad)
         if scaler:
             scaler.unscale_(opt)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -84,8 +84,8 @@ def render_campaign(console: Console, summary: dict[str, Any]) -> None:
         share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
         firm = "" if entry["accuracy_resolved"] is None else (f"; {entry['accuracy_resolved']:.0%} of the "
                                                                f"{entry['resolved_pairs']} it resolves")
-        console.print(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the largest "
-                      f"budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}",
+        console.print(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
+                      f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}",
                       markup=False, highlight=False)
     for recipe, f in summary["forecasts"].items():
         if f["available"]:
@@ -123,7 +123,8 @@ def render_plan(console: Console, plan: dict[str, Any]) -> None:
     grow."""
     limit, target, policy = plan["max_epochs"], plan["target"], plan["policy"]
     table = Table("stage", "tokens", "source", "unique", "drawn", "epochs", "effective", "worth of new",
-                  title=f"Data supply of {target} under {policy} (max epochs: {'off' if limit is None else fmt(limit)})")
+                  title=f"Data supply of {target} under {policy} "
+                        f"(max epochs: {'off' if limit is None else fmt(limit)})")
     for stage in plan["stages"]:
         for i, r in enumerate(stage["sources"]):
             epochs = "?" if r["epochs"] is None else f"{r['epochs']:.3g}" + (" OVER" if r["over_limit"] else "")

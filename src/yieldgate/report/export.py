@@ -68,7 +68,7 @@ def run_table(ledger: Ledger, run: str) -> pd.DataFrame:
     return frame.reset_index().astype({"step": np.int64})
 
 
-def _yields(ledger: Ledger, run: str, notes: list[str]) -> list[tuple[float, float, dict[str, float]]]:
+def _yields(ledger: Ledger, run: str, notes: list[str]) -> list[tuple[int, float, dict[str, float]]]:
     """(end step, end tokens, {figure: value}) per tranche of the run's val/loss yields."""
     from yieldgate.analysis.runs import yield_report
 

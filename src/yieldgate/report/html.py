@@ -13,7 +13,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -175,8 +175,9 @@ def _diagnoses_section(data: ReportData) -> str:
         for _, e in v.diagnoses.iterrows():
             body = e["body"] if isinstance(e["body"], dict) else {"body": e["body"]}
             steps = [int(s) for s in (e["start_step"], e["end_step"]) if pd.notna(s)]
-            tokens = tokens_at_steps(v.data.steps, steps) if steps else []
-            evidence = body.get("evidence", {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
+            tokens = tokens_at_steps(v.data.steps, steps) if steps else np.empty(0)
+            evidence = body.get("evidence",
+                                {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
             rows.append([v.name, body.get("cause", "-"), _span(steps, str), _span(list(tokens), _num),
                          body.get("confidence"), e["state"], evidence, body.get("advice", "-")])
     if not rows:
@@ -195,7 +196,7 @@ def _decisions_section(data: ReportData) -> str:
         verdict = _Raw(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
         rows.append([d["target"], d["stage"] or "-", verdict, d["rationale"], d["evidence"],
                      (d["policy_hash"] or "-")[:12],
-                     datetime.fromtimestamp(d["created_at"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")])
+                     datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC")])
     return "<h2>Gate decisions</h2>" + table_html(
         ["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions")
 
@@ -224,7 +225,7 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
     def plots(*ids: str) -> str:
         return "".join(_figure_html(by_id[i]) for i in ids if i in by_id)
 
-    generated = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join([
         "<h1>yieldgate report</h1>",
         f'<p class="muted">{escape(" ".join(data.patterns))} &middot; metric {escape(data.metric)} &middot; '
@@ -257,7 +258,8 @@ def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"--png {directory}: cannot create the folder ({exc.strerror}); pick a writable path") from None
+        raise InputError(f"--png {directory}: cannot create the folder ({exc.strerror}); "
+                         "pick a writable path") from None
     main = [f for f in figures if f.main]
     paths = [str(out / f"{f.id}.png") for f in main]
     try:

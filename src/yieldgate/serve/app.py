@@ -4,8 +4,9 @@ Read-only: every route is a GET and each request opens the ledger with `Ledger(r
 Tracker writing in another process is seen at the next request and nothing here can write. With a token
 (`create_app(token=...)`, always when bound beyond loopback: `server.py`) every request must carry it: as
 `Authorization: Bearer <token>` (scripts), or as the cookie that a visit to an address ending in `?token=<token>`
-sets before it redirects to the same address without the token (browsers); without it the answer is 401. Every response carries a Content-Security-Policy that allows scripts from this
-server only (plotly.js from the installed `plotly` package: the page works offline).
+sets before it redirects to the same address without the token (browsers); without it the answer is 401. Every
+response carries a Content-Security-Policy that allows scripts from this server only (plotly.js from the installed
+`plotly` package: the page works offline).
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def _int(query: Any, name: str, what: str) -> int | None:
 
 def _options(request: Request) -> dict[str, Any]:
     """The comparison options a query may set, as `compare_groups` takes them (the rest stay the CLI's defaults)."""
-    q, out = request.query_params, {}
+    q = request.query_params
+    out: dict[str, Any] = {}
     for key in ("at", "metric", "primary", "per"):
         if q.get(key):
             out[key] = q[key]

@@ -8,7 +8,7 @@ page script writes text with `textContent` only. No inline script anywhere: the 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 from urllib.parse import urlencode
@@ -55,7 +55,7 @@ def runs_page(location: str) -> str:
 
 
 def _when(ts: Any) -> str:
-    return "-" if ts is None or pd.isna(ts) else datetime.fromtimestamp(float(ts), tz=timezone.utc).strftime(
+    return "-" if ts is None or pd.isna(ts) else datetime.fromtimestamp(float(ts), tz=UTC).strftime(
         "%Y-%m-%d %H:%M:%S")
 
 
@@ -106,7 +106,8 @@ def run_page(ledger: Ledger, run: str, *, metric: str = "val/loss") -> str:
 def compare_page(result: Comparison, query: dict[str, str]) -> str:
     """A comparison's tables (`report.html.comparison_html`: the numbers of `yieldgate compare`) and both groups'
     plots (drawn by app.js from /api/compare/figures)."""
-    src = "/api/compare/figures?" + urlencode({k: query[k] for k in ("a", "b", "metric") if k in query})
+    groups: dict[str, str] = {k: query[k] for k in ("a", "b", "metric") if k in query}
+    src = "/api/compare/figures?" + urlencode(groups)
     body = (f"<h1>Comparison</h1><p class=\"muted\">aligned on {escape(result.aligned_on)}; the same numbers as "
             f"<code>yieldgate compare</code> (JSON: <a href=\"/api/compare?{escape(urlencode(query))}\">here</a>)"
             f"</p>{comparison_html(result)}<h2>Plots</h2>"

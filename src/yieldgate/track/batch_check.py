@@ -97,7 +97,8 @@ def _train(model: nn.Module, cfg: BatchConfig, make_optimizer: Callable[..., tor
     return steps * cfg.batch_size * seq_tokens
 
 
-def _mean_sq_grad(model: nn.Module, sample: Sample, loss_fn: LossFn, n: int, draws: int, rng: np.random.Generator) -> float:
+def _mean_sq_grad(model: nn.Module, sample: Sample, loss_fn: LossFn, n: int, draws: int,
+                  rng: np.random.Generator) -> float:
     total = 0.0
     for _ in range(draws):
         model.zero_grad(set_to_none=True)
@@ -149,14 +150,21 @@ def batch_size_check(
             seen[name] = _train(trial, cfg, make_optimizer, cfg.lr or lr, sample, loss_fn, tokens, seq_tokens, seed)
             learned[name].append(start - held_out(trial))
     per_token = {k: np.array(v) / seen[k] for k, v in learned.items()}
+    for name, values in per_token.items():
+        diverged = int((~np.isfinite(values)).sum())
+        if diverged:  # a NaN would turn every figure below into NaN, and the verdict into "within noise"
+            raise InputError(f"batch_size_check: the {name}'s held-out loss is not finite after training in "
+                             f"{diverged} of {seeds} seeds (training diverged): lower its lr")
     base, cand = per_token["baseline"].mean(), per_token["candidate"].mean()
     # Paired by seed: seed k trains both configurations from the same state on the same draws.
     iv = stats.difference(per_token["baseline"], per_token["candidate"], level, paired=True)
+    assert iv is not None and iv.dof is not None  # paired over seeds >= 2, every value finite
     se = iv.half / stats.t_quantile(level, iv.dof) if iv.half > 0 else 0.0
     relative = 1.0 - cand / base if base > 0 else math.nan
     altered = bool(relative > threshold and iv.high < 0)
 
-    b, big_b = (baseline.batch_size // baseline.accumulation) * seq_tokens, (candidate.batch_size // candidate.accumulation) * seq_tokens
+    b = (baseline.batch_size // baseline.accumulation) * seq_tokens
+    big_b = (candidate.batch_size // candidate.accumulation) * seq_tokens
     rng = np.random.default_rng(10_000)
     probe = copy.deepcopy(model)
     raw_b = _mean_sq_grad(probe, sample, loss_fn, b // seq_tokens, grad_draws, rng)
@@ -175,7 +183,8 @@ def batch_size_check(
         f"learning per token is within {threshold:.0%} of the baseline or within seed noise "
         f"(relative loss {relative:.0%}; {paired})"
     )
-    return BatchCheckResult(tokens=tokens, baseline_learning_per_token=float(base), candidate_learning_per_token=float(cand),
+    return BatchCheckResult(tokens=tokens, baseline_learning_per_token=float(base),
+                            candidate_learning_per_token=float(cand),
                             baseline_learning=learned["baseline"], candidate_learning=learned["candidate"],
                             relative_loss=float(relative), standard_error=se, altered=altered, grad_norms=norms,
                             verdict=verdict)

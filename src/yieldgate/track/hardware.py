@@ -33,7 +33,8 @@ class PeakFlops:
 def peak_table() -> tuple[tuple[re.Pattern[str], PeakFlops], ...]:
     text = resources.files("yieldgate.track").joinpath("peak_flops.csv").read_text()
     return tuple(
-        (re.compile(row["match"], re.IGNORECASE), PeakFlops(row["device"], row["dtype"], float(row["peak_flops"]), row["source"]))
+        (re.compile(row["match"], re.IGNORECASE),
+         PeakFlops(row["device"], row["dtype"], float(row["peak_flops"]), row["source"]))
         for row in csv.DictReader(text.splitlines())
     )
 
@@ -134,16 +135,17 @@ class Telemetry:
         if self._rapl:
             for i, (path, wrap) in enumerate(self._rapl):
                 try:
-                    now = int(path.read_text())
+                    reading = int(path.read_text())
                 except (OSError, ValueError):
                     continue
-                delta = now - self._rapl_last[i]
+                delta = reading - self._rapl_last[i]
                 self._rapl_total += (delta if delta >= 0 else delta + wrap) / 1e6  # counter wraps
-                self._rapl_last[i] = now
+                self._rapl_last[i] = reading
             out["energy_j"] = out.get("energy_j", 0.0) + self._rapl_total
         try:
             # resident pages x page size: this process's host memory
-            out["device/rss_gib"] = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+            pages = int(Path("/proc/self/statm").read_text().split()[1])
+            out["device/rss_gib"] = pages * os.sysconf("SC_PAGE_SIZE") / 2**30
         except (OSError, ValueError, IndexError):
             pass
         if self._cuda is not None:

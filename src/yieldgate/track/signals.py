@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +33,8 @@ import torch
 from torch import nn
 from torch.autograd.graph import register_multi_grad_hook
 
-__all__ = ["Busy", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy", "loss_variance"]
+__all__ = ["Busy", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy",
+           "loss_variance"]
 
 
 class Busy:
@@ -155,17 +156,16 @@ class GradientSignals:
             self._handles.append(optimizer.register_step_pre_hook(self.busy.wrap(self._pre_step)))
             self._handles.append(optimizer.register_step_post_hook(self.busy.wrap(self._post_step)))
 
-    def _layer_sq(self, tensors: list[torch.Tensor | None]) -> torch.Tensor:
+    def _layer_sq(self, tensors: Sequence[torch.Tensor | None]) -> torch.Tensor:
         """Squared norms per layer of one tensor per parameter (None: absent), in one fused pass."""
-        if all(t is not None for t in tensors):
-            idx, present = self._layer_index, tensors
+        present = [t for t in tensors if t is not None]
+        if len(present) == len(tensors):
+            idx = self._layer_index
         else:
-            keep = [i for i, t in enumerate(tensors) if t is not None]
-            idx = self._layer_index[keep]
-            present = [tensors[i] for i in keep]
+            idx = self._layer_index[[i for i, t in enumerate(tensors) if t is not None]]
         out = torch.zeros(len(self.names), device=self._layer_index.device)
         if present:
-            norms = torch._foreach_norm([t.detach() for t in present])  # type: ignore[union-attr]
+            norms = torch._foreach_norm([t.detach() for t in present])
             out.index_add_(0, idx, torch.stack(norms).float().square())
         return out
 
@@ -251,7 +251,8 @@ def _entropy_hook(store: list[torch.Tensor]) -> Callable[..., None]:
 
 
 @contextmanager
-def activation_entropy(modules: dict[str, nn.Module], busy: Busy | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
+def activation_entropy(modules: dict[str, nn.Module],
+                       busy: Busy | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
     """Forward hooks that record, for each module, the mean over positions of the entropy (nats) of the softmax
     over its output features, H = -sum_i p_i ln p_i with p = softmax(h) for each output vector h (..., features);
     removed on exit. It lies between 0 and ln(features) (all features equal).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = ["Throughput", "flops_per_token", "MFU", "mfu"]
@@ -118,15 +118,15 @@ def mfu(
     Flagged instead of returned when it would mislead: an unknown device (no peak), a model that is not a
     decoder transformer (the formula does not apply), unknown FLOPs per token, or a value above 100%.
     """
-    common = {"flops_per_token": flops_per_token, "peak_flops": peak_flops, "devices": devices, "dtype": dtype,
-              "attention": attention}
+    flagged = MFU(value=None, flops_per_token=flops_per_token, peak_flops=peak_flops, devices=devices, dtype=dtype,
+                  attention=attention)
     if architecture != "decoder_transformer":
-        return MFU(value=None, flag="not_transformer", **common)
+        return replace(flagged, flag="not_transformer")
     if flops_per_token is None:
-        return MFU(value=None, flag="unknown_model", **common)
+        return replace(flagged, flag="unknown_model")
     if peak_flops is None:
-        return MFU(value=None, flag="unknown_device", **common)
+        return replace(flagged, flag="unknown_device")
     value = tokens_per_s * flops_per_token / (peak_flops * devices)
     if not math.isfinite(value) or value > 1.0:
-        return MFU(value=None, flag="impossible", **common)
-    return MFU(value=value, **common)
+        return replace(flagged, flag="impossible")
+    return replace(flagged, value=value)

@@ -113,7 +113,8 @@ class TrackerConfig:
             if not getattr(self, name) > 0:
                 raise InputError(f"TrackerConfig.{name} must be > 0, got {getattr(self, name)}")
         if self.online_diagnosis_every_s is not None and not self.online_diagnosis_every_s > 0:
-            raise InputError(f"TrackerConfig.online_diagnosis_every_s must be > 0 or None, got {self.online_diagnosis_every_s}")
+            raise InputError("TrackerConfig.online_diagnosis_every_s must be > 0 or None, got "
+                             f"{self.online_diagnosis_every_s}")
         if self.gns_microbatches is not None and self.gns_microbatches < 1:
             raise InputError(f"TrackerConfig.gns_microbatches must be >= 1 or None, got {self.gns_microbatches}")
         if not 0 <= self.gns_ema < 1:
@@ -246,7 +247,8 @@ def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str
     mc = manifest.model if manifest else None
     if mc is not None:
         shape = {"flops_per_token": mc.flops_per_token, "n": mc.non_embedding_params, "layers": mc.layers,
-                 "heads": mc.heads, "head_dim": mc.head_dim or (mc.width // mc.heads if mc.width and mc.heads else None),
+                 "heads": mc.heads,
+                 "head_dim": mc.head_dim or (mc.width // mc.heads if mc.width and mc.heads else None),
                  "context": mc.context, "architecture": mc.architecture}
     if model is not None:
         cfg = getattr(model, "cfg", None) or getattr(model, "config", None)
@@ -368,7 +370,10 @@ class Tracker:
                 backend="gloo", timeout=timedelta(seconds=self.config.dist_timeout_s))
 
         param = next(iter(model.parameters()), None) if model is not None else None
-        self.device = torch.device(device) if device is not None else (param.device if param is not None else torch.device("cpu"))
+        if device is not None:
+            self.device = torch.device(device)
+        else:
+            self.device = param.device if param is not None else torch.device("cpu")
         base = {"step": point.get("step", 0), "tokens": point.get("tokens", 0.0),
                 "samples": point.get("samples", 0.0), "wall_s": 0.0}
         # True until the first step, on a resumed run given no point: that step's `step=` may say where it restarted.
@@ -539,15 +544,15 @@ class Tracker:
                 "device": name, "devices": devices, "peak_flops": peak.flops if peak else None,
                 "peak_source": peak.source if peak else None, "flag": probe.flag, "shape": {
                     k: shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")}}
-        if probe.flag != "ok":
+        if probe.flag != "ok" or peak is None:
             log.warning("yieldgate: MFU not recorded for run %r (%s: device %r, dtype %s, FLOPs/token %s); give "
                         "hardware.peak_flops or model shape in the manifest to record it", self.run, probe.flag,
                         name, precision, fpt)
             return (lambda rate: None), meta
-        impossible = [False]
+        impossible, peak_flops = [False], peak.flops
 
         def of(rate: float) -> float | None:
-            value = mfu(tokens_per_s=rate, flops_per_token=fpt, peak_flops=peak.flops, devices=devices,
+            value = mfu(tokens_per_s=rate, flops_per_token=fpt, peak_flops=peak_flops, devices=devices,
                         dtype=precision).value
             if value is None and not impossible[0]:
                 impossible[0] = True

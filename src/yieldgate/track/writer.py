@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,9 @@ import torch
 
 from yieldgate.data.stream import RepeatCounter
 from yieldgate.errors import InputError, LedgerError, RunInUse
-from yieldgate.names import key_problem
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger_file import file_problem
+from yieldgate.names import key_problem
 from yieldgate.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
@@ -147,10 +147,10 @@ class _Frame:
         self.n = len(steps)
         self.columns: dict[str, list[float | None]] = {}
 
-    def put(self, key: str, values: list[float | None]) -> None:
+    def put(self, key: str, values: Sequence[float | None]) -> None:
         """A whole column (left out when no step has a value)."""
         if any(v is not None for v in values):
-            self.columns[key] = values
+            self.columns[key] = list(values)
 
     def set(self, key: str, i: int, value: float) -> None:
         column = self.columns.get(key)
@@ -186,7 +186,8 @@ class Writer(threading.Thread):
     wake-up) and the writer collects them once per flush interval, so the training thread never hands the
     interpreter over to this thread from inside a Tracker call."""
 
-    def __init__(self, settings: WriterSettings, telemetry: Telemetry | None, on_fault: Callable[[str, BaseException], None]):
+    def __init__(self, settings: WriterSettings, telemetry: Telemetry | None,
+                 on_fault: Callable[[str, BaseException], None]):
         super().__init__(name="yieldgate-writer", daemon=True)
         self.s = settings
         self.telemetry = telemetry
@@ -216,7 +217,8 @@ class Writer(threading.Thread):
         self._size = 0
         """Size of the ledger file after this writer's last commit: a shorter file was truncated or replaced."""
         self._refused: str | None = None
-        """Why the ledger file is no longer written (truncated, replaced, damaged headers): rows go to the spill file."""
+        """Why the ledger file is no longer written (truncated, replaced, damaged headers): rows go to the spill
+        file."""
         self._recent: deque[_Frame] = deque()
         self._last_online = time.monotonic()
         self._online_seen: set[tuple[Any, ...]] = set()
@@ -299,8 +301,8 @@ class Writer(threading.Thread):
             with ledger.transaction():
                 ledger.set_status(self.s.run, status)
                 if self._reason:
-                    ledger.add_event(self.s.run, "fault", {"source": "tracker", "status": status, "error": self._reason},
-                                     start_step=max(self._at), end_step=max(self._at))
+                    body = {"source": "tracker", "status": status, "error": self._reason}
+                    ledger.add_event(self.s.run, "fault", body, start_step=max(self._at), end_step=max(self._at))
         except Exception as exc:  # noqa: BLE001 - contained
             self.on_fault("recording the run's status", exc)
 
@@ -457,13 +459,15 @@ class Writer(threading.Thread):
         for path in [self.spill_path] if self.spill_path else self._spill_files():
             fresh = not os.path.exists(path)
             try:
+                run = self.s.run
+                assert run is not None  # only rank 0, which names the run, writes or spills
                 with Ledger(path, durable=True) as side, side.transaction():
-                    side.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
+                    side.create_run(run, manifest=self.s.manifest, status="running", source="tracker",
                                     if_exists="reuse")
                     if self._frames:
-                        side.append_steps(self.s.run, _joined(self._frames))
+                        side.append_steps(run, _joined(self._frames))
                     if self._evals:
-                        side.append_evals(self.s.run, self._evals)
+                        side.append_evals(run, self._evals)
             except Exception as exc:  # noqa: BLE001 - try the next folder; else rows stay in memory, bounded
                 self.on_fault("spilling step records to a side file", exc)
                 if fresh:
@@ -581,8 +585,8 @@ class Writer(threading.Thread):
             self._place(frame, name, idx, values.float().tolist())
         for i, name, start, end in packet.timers:
             frame.set(name, i, start.elapsed_time(end) / 1e3 if hasattr(start, "elapsed_time") else end - start)
-        for name, values in spread.items():
-            frame.put(name, values)
+        for name, column in spread.items():
+            frame.put(name, column)
         for i, r in enumerate(rows):
             if r.values:
                 for key, value in r.values.items():
