@@ -238,9 +238,11 @@ def compare(
             notes.append(f"losses at equal {at} are interpolated linearly between each run's evaluations")
         values = [(np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in a]),
                    np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in b])) for x in grid]
-        # The untrained model every seed starts from is the same on both sides by construction: it says nothing
-        # about noise and is left out of the verdicts (and of the family the level is held over).
-        same = [stats.identical(va, vb) for va, vb in values]
+        # The untrained model (every run at 0 on the axis: no token, step or second of training yet) and points
+        # where no seed varies are the same on both sides by construction, or differ only by the seeds'
+        # initialisations: they say nothing about what the runs learned and are left out of the verdicts (and of
+        # the family the level is held over).
+        same = [x <= 0 or stats.identical(va, vb) for x, (va, vb) in zip(grid, values, strict=True)]
         family = max(sum(not s for s in same), 1) if family_wise else 1
         for x, (va, vb), skip in zip(grid, values, same, strict=True):
             delta = float(vb.mean() - va.mean())
