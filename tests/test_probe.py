@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -140,14 +142,14 @@ def test_curricula_order_the_sources(data, tmp_path):
     cfg = ProbeConfig(tokens=8 * 64 * 20, batch_size=8, context=64)
     ordered = data.recipe.model_copy(deep=True)
     ordered.curriculum = parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "ordered_by_source"}}}).data.curriculum
-    sampler = _Sampler(type(data)(ordered, data.sources, data.tokenizer, data.bytes_per_token, data.stats), cfg, 20)
+    sampler = _Sampler(dataclasses.replace(data, recipe=ordered), cfg, 20)
     firsts = [sampler.batch()[2] for _ in range(20)]
     assert firsts[0] == {"shakespeare-modern": 512, "shakespeare-folio": 0, "milton": 0}
     assert firsts[-1] == {"shakespeare-modern": 0, "shakespeare-folio": 0, "milton": 512}
     staged = parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "staged", "stages": [
         {"until_tokens": 5120, "weights": {"milton": 1}},
         {"until_tokens": 10240, "weights": {"shakespeare-folio": 1}}]}}}).data
-    sampler = _Sampler(type(data)(staged, data.sources, data.tokenizer, data.bytes_per_token, data.stats), cfg, 20)
+    sampler = _Sampler(dataclasses.replace(data, recipe=staged), cfg, 20)
     counts = [sampler.batch()[2] for _ in range(20)]
     assert all(c["milton"] == 512 for c in counts[:10]) and all(c["shakespeare-folio"] == 512 for c in counts[10:])
 
