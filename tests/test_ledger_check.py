@@ -145,3 +145,20 @@ def test_blocks_written_before_checksums_read_as_before_and_check_says_unverifie
 def test_check_of_a_missing_file_is_one_line(tmp_path, cli_for):
     result = cli_for(tmp_path / "none.db")("check", code=2)
     assert result.stderr.startswith("error: ") and "no ledger file there" in result.stderr
+
+
+def test_the_quick_check_of_a_file_that_never_stands_still_ends(tmp_path, monkeypatch):
+    """A header problem is looked at again while the file moves (another process checkpointing); one whose
+    reading changes every time is reported after ten times the settling time, not waited on for ever."""
+    import itertools
+    import time
+
+    import yieldgate.ledger_file as ledger_file
+
+    path = tmp_path / "moving.db"
+    path.write_bytes(b"x" * 4096)
+    counter = itertools.count()
+    monkeypatch.setattr(ledger_file, "_header_problem", lambda p, size: f"reading {next(counter)}")
+    start = time.monotonic()
+    assert ledger_file.file_problem(path, settle_s=0.05).startswith("reading ")
+    assert time.monotonic() - start < 2

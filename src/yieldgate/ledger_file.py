@@ -67,7 +67,7 @@ def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, headers: bo
 
     Another process may be checkpointing while the headers are read (it writes page 1, which states the new
     page count, before the pages that grow the file), so a header problem is reported only once the file has
-    kept the same size and the problem for `settle_s` seconds."""
+    kept the same size and the problem for `settle_s` seconds (or after ten times that, if it never does)."""
     path = os.fspath(path)
     try:
         size = os.stat(path).st_size
@@ -78,7 +78,8 @@ def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, headers: bo
     if size == 0 or not headers:
         return None  # SQLite's empty database; or the size is all that may be looked at
     problem, since = _header_problem(path, size), time.monotonic()
-    while problem is not None and time.monotonic() - since < settle_s:
+    give_up = since + 10 * settle_s  # a file that never stands still: report what is read then
+    while problem is not None and time.monotonic() - since < settle_s and time.monotonic() < give_up:
         time.sleep(0.05)
         try:
             now = os.stat(path).st_size
