@@ -286,16 +286,19 @@ def test_an_undertrained_next_stage_a_regression_and_an_unknown_price_hold(probe
     assert "give pilot at least 624,000 tokens" in d.what_to_run_next
 
 
-def test_runs_whose_manifests_have_no_data_section_are_gated_without_a_supply(tmp_path):
-    """Imported or API runs may declare a model but no data recipe: nothing to discount for repetition. The
-    gate used to crash there (AttributeError in the supply of the next stage); it decides on the forecast."""
+@pytest.mark.parametrize("data", [None, {"sources": [{"name": "web"}]}], ids=["no data section", "no unique tokens"])
+def test_runs_whose_manifests_have_no_data_section_are_gated_without_a_supply(tmp_path, data):
+    """Imported or API runs may declare a model but no data recipe, or sources without their unique tokens:
+    nothing to discount for repetition, and the checks say so. The gate used to crash without a data section
+    (AttributeError in the supply of the next stage); it decides on the forecast."""
     from yieldgate.manifest import parse_manifest
 
+    manifest = {"model": {"name": "m", "params": 1000}, **({"data": data} if data else {})}
     with Ledger(tmp_path / "g.db") as led:
         for budget in (50, 100, 150):  # thousands of tokens, 3 seeds each, a power-law validation loss
             for seed in range(3):
                 name = f"nodata/t{budget}/s{seed}"
-                led.create_run(name, manifest=parse_manifest({"model": {"name": "m", "params": 1000}}))
+                led.create_run(name, manifest=parse_manifest(manifest))
                 led.append_steps(name, [{"step": s, "tokens": s * 1000, "loss": 5.0, "wall_s": s * 0.1}
                                         for s in range(1, budget + 1)])
                 led.append_evals(name, [{"step": s, "tokens": s * 1000, "task": "val", "metric": "loss",
@@ -303,8 +306,11 @@ def test_runs_whose_manifests_have_no_data_section_are_gated_without_a_supply(tm
                                         for s in range(10, budget + 1, 10)])
                 led.set_status(name, "finished")
         d = gate(led, "nodata/*", load_policy(POLICY_FILE))
-    assert d.evidence["workflow"] is not None and "supply" not in d.evidence
+    assert d.evidence["workflow"] is not None and d.evidence.get("supply", {}).get("discount", 1.0) == 1.0
     assert d.decision == "reject" and "below 250" in d.rationale and "repetition" not in d.rationale
+    notes = [c.detail for c in d.checks if c.name == "repetition discount"]
+    assert notes == ([] if data is None else ["unique tokens unknown for web: the forecast yield is not discounted "
+                                              "for repetition (record data.sources[].unique_tokens)"]), notes
 
 
 def test_no_next_stage_and_unfinished_runs_are_bad_input(copy):

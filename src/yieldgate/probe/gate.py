@@ -170,6 +170,10 @@ def _supply(draft: _Draft, manifest: Manifest | None, reached: float) -> float:
     recipe, nxt = manifest.data, draft.next
     seen, coming = worth(recipe, 0, reached), worth(recipe, reached, nxt.tokens)
     factor = coming / seen if seen and coming is not None else 1.0
+    if seen is None or coming is None:
+        unknown = ", ".join(s.name for s in recipe.sources if s.unique_tokens is None)
+        draft.check("repetition discount", None, f"unique tokens unknown for {unknown}: the forecast yield is not "
+                    "discounted for repetition (record data.sources[].unique_tokens)")
     draft.evidence["supply"] = {"stage": nxt.name, "sources": [r.to_dict() for r in stage_supply(
         recipe, nxt.name, reached, nxt.tokens)], "worth_measured": seen, "worth_next": coming, "discount": factor}
     if factor < 1:
