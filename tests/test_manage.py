@@ -483,3 +483,17 @@ def test_a_command_that_changes_runs_creates_no_ledger(cli, ledger_path, args):
     with pytest.raises(InputError, match="no ledger there"):
         yieldgate.note_run("a", "text", ledger=ledger_path)
     assert not ledger_path.exists()
+
+
+def test_listing_runs_loads_neither_pandas_nor_the_manifest_models(ledger_path, three):
+    """`yieldgate runs` must start fast (< 1 s over 10,000 runs: benchmarks/bench_ledger.py): pandas and the
+    manifest's pydantic models alone take ~0.7 s to import. The listing reads the ledger into plain dicts; this
+    checks it stays that way."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom yieldgate.cli import main\nsys.argv = ['yieldgate', '--ledger', sys.argv[1], 'runs', "
+             "'--sort', 'tokens']\ntry:\n    main()\nfinally:\n    print('loaded:', sorted(m for m in ('pandas.core', "
+             "'yieldgate.manifest', 'scipy', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe, str(ledger_path)], capture_output=True, text=True, timeout=60)
+    assert "bs64-seed0" in out.stdout and "loaded: []" in out.stdout, out.stdout + out.stderr

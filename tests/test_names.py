@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, is_extra_key, split_eval_key
+from yieldgate.ingest.textformats import FORMATS
+from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, TEXTLOG_FORMATS, is_extra_key, split_eval_key
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "data-contract.md"
 
@@ -28,6 +29,10 @@ def test_names_table_matches_the_code():
     expected = {name: (unit, "core") for name, unit in CORE_STEP_COLUMNS.items()}
     expected |= {name: (unit, "extras") for name, unit in EXTRA_KEYS.items()}
     assert page_names() == expected
+
+
+def test_the_command_line_names_every_textlog_format_there_is():
+    assert TEXTLOG_FORMATS == tuple(FORMATS)
 
 
 def test_every_extra_is_namespaced_and_no_core_name_is():

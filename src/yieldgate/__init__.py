@@ -3,31 +3,16 @@
 The public API: `Tracker` (in the training loop), `Ledger` (the store), and one function per command
 (`yields`, `compare`, `forecast`, `diagnose`, `gate`, `import_run`, `export_run`, `report`, `runs`, `remove_runs`,
 `rename_run`, `tag_runs`, `untag_runs`, `note_run`: see
-`yieldgate.api`). `Tracker` imports torch when first used, so `import yieldgate` does not.
+`yieldgate.api`). Each is imported when first used: `import yieldgate` alone loads neither pandas nor torch.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from yieldgate.api import (  # noqa: E402
-    compare,
-    diagnose,
-    export_run,
-    forecast,
-    gate,
-    import_run,
-    note_run,
-    plan,
-    remove_runs,
-    rename_run,
-    report,
-    runs,
-    tag_runs,
-    untag_runs,
-    yields,
-)
-from yieldgate.errors import (  # noqa: E402
+from typing import TYPE_CHECKING
+
+from yieldgate.errors import (
     BlockDamaged,
     InputError,
     LedgerError,
@@ -38,9 +23,29 @@ from yieldgate.errors import (  # noqa: E402
     SchemaVersionError,
     YieldgateError,
 )
-from yieldgate.ledger import EvalRecord, Ledger  # noqa: E402
-from yieldgate.ledger_check import CheckResult, check_ledger  # noqa: E402
-from yieldgate.manifest import Manifest, load_manifest  # noqa: E402
+
+if TYPE_CHECKING:
+    from yieldgate.api import (
+        compare,
+        diagnose,
+        export_run,
+        forecast,
+        gate,
+        import_run,
+        note_run,
+        plan,
+        remove_runs,
+        rename_run,
+        report,
+        runs,
+        tag_runs,
+        untag_runs,
+        yields,
+    )
+    from yieldgate.ledger import EvalRecord, Ledger
+    from yieldgate.ledger_check import CheckResult, check_ledger
+    from yieldgate.manifest import Manifest, load_manifest
+    from yieldgate.track import Tracker, TrackerConfig
 
 __all__ = [
     "__version__",
@@ -79,10 +84,20 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """`Tracker` and `TrackerConfig` on first use: they import torch, which `import yieldgate` alone does not."""
-    if name in ("Tracker", "TrackerConfig"):
-        from yieldgate import track
+# Where each public name lives. They are imported on first use: a command such as `yieldgate runs` needs neither
+# pandas nor pydantic, and `Tracker` imports torch.
+_HOMES = {
+    **dict.fromkeys(("compare", "diagnose", "export_run", "forecast", "gate", "import_run", "note_run", "plan",
+                     "remove_runs", "rename_run", "report", "runs", "tag_runs", "untag_runs", "yields"), "api"),
+    "Ledger": "ledger", "EvalRecord": "ledger", "CheckResult": "ledger_check", "check_ledger": "ledger_check",
+    "Manifest": "manifest", "load_manifest": "manifest", "Tracker": "track", "TrackerConfig": "track",
+}
 
-        return getattr(track, name)
+
+def __getattr__(name: str) -> object:
+    """The public names of `_HOMES`, imported on first use."""
+    if name in _HOMES:
+        import importlib
+
+        return getattr(importlib.import_module(f"yieldgate.{_HOMES[name]}"), name)
     raise AttributeError(f"module 'yieldgate' has no attribute {name!r}")

@@ -59,13 +59,16 @@ def runs(patterns: str | Sequence[str] = (), *, ledger: LedgerArg = None, tags: 
     all), carrying every one of `tags`, with any `status`; ordered by `sort` (name, created, updated, status, steps,
     tokens, duration; default oldest first), `reverse`d if asked; the first `limit` (see
     `analysis.runs.select_runs`)."""
+    import pandas as pd
+
     from yieldgate.analysis.listing import select_runs
+    from yieldgate.ledger import RUN_COLUMNS
 
     with _open(ledger, readonly=True) as led:
-        frame = led.runs()
-    rows, _ = select_runs(frame, patterns=_many(patterns), tags=list(tags), statuses=_many(status), sort=sort,
+        records = led.run_records()
+    rows, _ = select_runs(records, patterns=_many(patterns), tags=list(tags), statuses=_many(status), sort=sort,
                           reverse=reverse, limit=limit)
-    return rows
+    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
 
 
 def _many(value: str | Sequence[str]) -> list[str]:

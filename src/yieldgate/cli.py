@@ -11,7 +11,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -22,12 +22,14 @@ from typer.core import TyperGroup
 
 from yieldgate import __version__
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
-from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
-from yieldgate.manifest import Manifest, diff, flat_config, load_manifest
+from yieldgate.names import TEXTLOG_FORMATS
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan, run_record
 from yieldgate.report.console import fmt as _fmt
+
+if TYPE_CHECKING:
+    from yieldgate.manifest import Manifest
 
 console = Console()
 
@@ -148,13 +150,13 @@ _TABLE_COLUMNS = ("name", "status", "source", "created_at", "updated_at", "durat
                   "manifest_hash")
 
 
-def _write_table(frame: Any, sep: str) -> None:
+def _write_table(rows: list[dict[str, Any]], sep: str) -> None:
     import csv
 
     iso = lambda ts: datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")  # noqa: E731
     writer = csv.writer(sys.stdout, delimiter=sep, lineterminator="\n")
     writer.writerow(_TABLE_COLUMNS)
-    for row in frame.to_dict("records"):
+    for row in rows:
         row = _clean(row)
         row.update(created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]), tags=" ".join(row["tags"]))
         if sep == "\t":  # TSV has no quoting: a tab or line break inside a note would split the row
@@ -199,14 +201,14 @@ def runs(
         raise InputError("--json, --csv and --tsv each choose the output: give one")
     machine = as_json or as_csv or as_tsv
     with _ledger(ctx) as ledger:
-        frame = ledger.runs()
+        records = ledger.run_records()
     shown = limit if limit is not None else (0 if machine else 100)
-    rows, matched = select_runs(frame, patterns=patterns or [], tags=tag or [], statuses=status or [], sort=sort,
+    rows, matched = select_runs(records, patterns=patterns or [], tags=tag or [], statuses=status or [], sort=sort,
                                 reverse=reverse, limit=shown)
     if as_csv or as_tsv:
         _write_table(rows, "," if as_csv else "\t")
         return
-    records = [run_record(r) for r in rows.to_dict("records")]
+    records = [run_record(r) for r in rows]
     if as_json:
         _print_json(records)
         return
@@ -407,6 +409,8 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     if info["tags"]:
         console.print("tags: " + " ".join(info["tags"]), markup=False, highlight=False)
     if manifest is not None and manifest.config:
+        from yieldgate.manifest import flat_config
+
         console.print("config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat_config(manifest.config).items()),
                       markup=False, highlight=False)
     if info["note"]:
@@ -415,6 +419,8 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
 
 def _manifest_of(ctx: typer.Context, ref: str) -> Manifest:
     """A manifest file if `ref` is a path that exists, else the manifest of the run named `ref`."""
+    from yieldgate.manifest import load_manifest
+
     if Path(ref).is_file():
         return load_manifest(ref)
     with _ledger(ctx) as ledger:
@@ -435,6 +441,8 @@ def manifest_validate(
 
     Example: yieldgate manifest validate manifest.yaml
     """
+    from yieldgate.manifest import load_manifest
+
     manifest = load_manifest(path)
     if as_json:
         _print_json({"file": str(path), "valid": True, "hash": manifest.content_hash()})
@@ -453,6 +461,8 @@ def manifest_diff(
 
     Example: yieldgate manifest diff baseline.yaml bs64-fp16
     """
+    from yieldgate.manifest import diff
+
     ma, mb = _manifest_of(ctx, a), _manifest_of(ctx, b)
     differences = diff(ma, mb)
     if as_json:
@@ -1023,7 +1033,7 @@ def import_(
     pattern: Annotated[list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups "
                                                                         "(repeatable).")] = None,
     log_format: Annotated[str, typer.Option("--format", help="textlog without --pattern: auto (detect) or one of "
-                                                             f"{', '.join(LOG_FORMATS)}.")] = "auto",
+                                                             f"{', '.join(TEXTLOG_FORMATS)}.")] = "auto",
     step_pattern: Annotated[str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the "
                                                                             "step from the file name.")] = None,
     step: Annotated[int | None, typer.Option("--step", help="lm-eval: the step of results files that name none "

@@ -22,17 +22,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 
-from yieldgate import migrations
+from yieldgate import lazy, migrations
 from yieldgate import mounts as _mounts
 from yieldgate.checksum import block_checksum, verify_block
 from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound, RunReferenced
 from yieldgate.ledger_file import file_problem
-from yieldgate.manifest import Manifest, parse_manifest
 from yieldgate.names import (
     CORE_STEP_COLUMNS,
     EVENT_KINDS,
@@ -49,9 +47,21 @@ from yieldgate.names import (
 )
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from yieldgate.manifest import Manifest
+else:
+    pd = lazy.module("pandas")  # loaded by the first DataFrame built: listing runs builds none
+
 __all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "must_exist", "higher_is_better"]
 
 DEFAULT_LEDGER = "yieldgate.db"
+
+# The fields of `Ledger.run_records()`, in the order of `Ledger.runs()`'s columns.
+RUN_COLUMNS = ("name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps", "last_step", "tokens",
+               "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step", "duration_s", "note", "tags",
+               "owner", "heartbeat_at", "recorded_status")
 
 # Bulk appends are cut into blocks of BLOCK_ROWS steps. Small appends (a tracker flushing every second)
 # are written as blocks of their own, and every COMPACT_BLOCKS of them at the run's end are merged into one
@@ -535,16 +545,23 @@ class Ledger:
             "SELECT m.body FROM runs r JOIN manifests m ON m.hash = r.manifest_hash WHERE r.id = ?",
             (self.run_id(run),),
         )
+        from yieldgate.manifest import parse_manifest  # pydantic: only the commands that read manifests load it
+
         return parse_manifest(json.loads(rows[0][0]), origin=f"manifest of run {run!r}") if rows else None
 
     def runs(self) -> pd.DataFrame:
-        """One row per run: name, status, source, manifest_hash, created_at, updated_at, steps, last_step, tokens,
+        """One row per run (`run_records`, as a DataFrame), oldest first."""
+        return pd.DataFrame(self.run_records(), columns=list(RUN_COLUMNS))
+
+    def run_records(self) -> list[dict[str, Any]]:
+        """One dict per run: name, status, source, manifest_hash, created_at, updated_at, steps, last_step, tokens,
         last eval, duration_s (the largest recorded `wall_s`: the run's wall clock), tags (a sorted list), note,
-        and its writer: owner, heartbeat_at, recorded_status; oldest first.
+        and its writer: owner, heartbeat_at, recorded_status; oldest first. A value not recorded is None.
 
         `status` is computed at read time for a run recorded `running` by a Tracker: `crashed` once its writer's
         process is gone (same host), `stale` once its heartbeat is older than `owners.STALE_AFTER_S` (a dead
-        host, or a hung process); `recorded_status` is what the ledger holds."""
+        host, or a hung process); `recorded_status` is what the ledger holds. Builds no DataFrame: `yieldgate
+        runs` lists runs without loading pandas."""
         rows = self._query(
             """
             SELECT r.name, r.status, r.source, r.manifest_hash, r.created_at, r.updated_at,
@@ -566,9 +583,6 @@ class Ledger:
         for name, tag in self._query("SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id "
                                      "ORDER BY t.tag"):
             tags[name].append(tag)
-        columns = ["name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps",
-                   "last_step", "tokens", "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step",
-                   "duration_s", "note", "tags", "owner", "heartbeat_at", "recorded_status"]
         now = time.time()
         out = []
         for *row, host, pid, started, beat in rows:
@@ -577,9 +591,10 @@ class Ledger:
             if status == "running" and owner is not None:
                 state = liveness(owner, beat, now)
                 status = status if state == "live" else state
-            out.append([*row[:1], status, *row[2:], tags.get(row[0], []), None if owner is None else str(owner), beat,
-                        row[1]])
-        return pd.DataFrame(out, columns=columns)
+            values = [*row[:1], status, *row[2:], tags.get(row[0], []), None if owner is None else str(owner), beat,
+                      row[1]]
+            out.append(dict(zip(RUN_COLUMNS, values, strict=True)))
+        return out
 
     def run_metas(self) -> pd.DataFrame:
         """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""

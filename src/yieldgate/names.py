@@ -91,6 +91,12 @@ RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed
 EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault", "resume")
 EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
 
+# The trainers' log formats `yieldgate import textlog --format` reads, one reader each in ingest/textformats.py
+# (tests/test_names.py keeps the two lists one). Here so that the command line names them without importing the
+# importers.
+TEXTLOG_FORMATS: Final[tuple[str, ...]] = ("nanogpt", "build-nanogpt", "modded-nanogpt", "llm.c", "megatron",
+                                           "fairseq", "kv")
+
 # "The validation loss" of a run: task `val`, metric `loss` (per source: task `val/<source>`).
 VAL_TASK: Final = "val"
 LOSS_METRIC: Final = "loss"

@@ -5,10 +5,9 @@ and limited (`yieldgate runs`). Light on purpose: listing runs imports no analys
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Sequence
-
-import numpy as np
-import pandas as pd
+from typing import Any
 
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger
@@ -51,15 +50,15 @@ SORT_KEYS = {"name": "name", "created": "created_at", "updated": "updated_at", "
 _STATUSES = (*RUN_STATUSES, "stale", "crashed")
 
 
-def select_runs(frame: pd.DataFrame, *, patterns: Sequence[str] = (), tags: Sequence[str] = (),
+def select_runs(records: Sequence[dict[str, Any]], *, patterns: Sequence[str] = (), tags: Sequence[str] = (),
                 statuses: Sequence[str] = (), sort: str | None = None, reverse: bool = False,
-                limit: int | None = None) -> tuple[pd.DataFrame, int]:
-    """Filter and order a `Ledger.runs()` table: runs matching any of `patterns` (names or globs; none: all),
+                limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Filter and order `Ledger.run_records()`: runs matching any of `patterns` (names or globs; none: all),
     carrying every tag of `tags`, with any status of `statuses`; ordered by `sort` (a `SORT_KEYS` key, runs
     without a value last; `reverse` turns the order around, still with those last), or oldest first. `limit`
     keeps the first N of that order, or, without `sort`, the N most recently updated (in oldest-first order).
-    Returns (the rows, how many matched before `limit`). A pattern matching nothing is an empty answer, not an
-    error: this is a filter."""
+    Returns (the runs, how many matched before `limit`). A pattern matching nothing is an empty answer, not an
+    error: this is a filter. Plain Python over dicts: `yieldgate runs` loads no pandas."""
     tags = [check_tag(t) for t in tags]
     bad = [s for s in statuses if s not in _STATUSES]
     if bad:
@@ -68,22 +67,23 @@ def select_runs(frame: pd.DataFrame, *, patterns: Sequence[str] = (), tags: Sequ
         raise InputError(f"sort must be one of {', '.join(SORT_KEYS)}, got {sort!r}")
     if limit is not None and limit < 0:
         raise InputError(f"limit must be >= 0, got {limit}")
-    keep = np.ones(len(frame), dtype=bool)
-    if patterns:
-        keep &= np.array([any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns) for n in frame["name"]],
-                         dtype=bool)
-    if tags:
-        keep &= np.array([set(tags) <= set(have) for have in frame["tags"]], dtype=bool)
-    if statuses:
-        keep &= frame["status"].isin(statuses).to_numpy()
-    rows = frame[keep]
+    rows = [r for r in records
+            if (not patterns or any(r["name"] == p or fnmatch.fnmatchcase(r["name"], p) for p in patterns))
+            and set(tags) <= set(r["tags"]) and (not statuses or r["status"] in statuses)]
     matched = len(rows)
     if sort is not None:
-        rows = rows.sort_values(SORT_KEYS[sort], ascending=not reverse, na_position="last", kind="stable")
+        column = SORT_KEYS[sort]
+        known = [r for r in rows if not _missing(r[column])]
+        rows = sorted(known, key=lambda r: r[column], reverse=reverse) + [r for r in rows if _missing(r[column])]
         if limit:
-            rows = rows.head(limit)
+            rows = rows[:limit]
     elif reverse:
-        rows = rows.iloc[::-1]
+        rows = rows[::-1]
     if limit and sort is None and matched > limit:  # the most recently updated, in the order chosen
-        rows = rows[rows["updated_at"].rank(method="first", ascending=False) <= limit]
-    return rows.reset_index(drop=True), matched
+        newest = sorted(range(len(rows)), key=lambda i: -rows[i]["updated_at"])[:limit]
+        rows = [rows[i] for i in sorted(newest)]
+    return rows, matched
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -18,7 +18,6 @@ from yieldgate.ingest.clean import Rows, Warnings
 from yieldgate.ingest.core import ImportResult, Mapped, map_rows, settle_evals, write_import
 from yieldgate.ingest.mapping import parse_map_options
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.manifest import load_manifest
 
 __all__ = ["ImportOptions", "Read", "import_run", "KINDS"]
 
@@ -135,6 +134,8 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
         raise InputError(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
     if not sources:
         raise InputError(f"yieldgate import {kind} needs at least one SOURCE")
+    from yieldgate.manifest import load_manifest  # pydantic, on the imports that attach a manifest only
+
     manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
     overrides = parse_map_options(opts.map)
     warnings = Warnings()

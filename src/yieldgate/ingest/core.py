@@ -11,7 +11,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -20,8 +20,10 @@ from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean
 from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.manifest import Manifest
 from yieldgate.names import split_eval_key
+
+if TYPE_CHECKING:
+    from yieldgate.manifest import Manifest
 
 __all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "data_digest", "settle_evals"]
 
