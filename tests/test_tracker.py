@@ -241,13 +241,86 @@ def test_unknown_device_records_no_mfu_and_says_why(tmp_path, caplog):
     with Tracker("u", ledger=tmp_path / "u.db", model=model) as tr:
         tr.step(tokens=10)
         tr.step(tokens=10, step=7, data_wait_s=0.25)
-    assert "MFU not recorded" in caplog.text
+    assert caplog.text.count("mfu not recorded") == 1 and "unknown device 'cpu'" in caplog.text
     with Ledger(tmp_path / "u.db", readonly=True) as led:
         assert led.meta("u")["mfu"]["flag"] == "unknown_device"
+        assert "give hardware.peak_flops in the manifest" in led.meta("u")["unmeasured"]["mfu"]
         steps = led.steps("u")
     assert steps["mfu"].isna().all()
     # Without batches() the wait for data is unknown, not zero; a framework may number steps itself.
     assert steps["step"].tolist() == [1, 7] and np.isnan(steps["data_wait_s"][0]) and steps["data_wait_s"][1] == 0.25
+
+
+class _ByteMLP(torch.nn.Module):
+    """A next-byte model from the last 8 bytes: no transformer shape, no config, so no FLOPs formula applies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, 16)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(8 * 16, 64), torch.nn.GELU(), torch.nn.Linear(64, 256))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(self.mlp(self.emb(x).flatten(1)), y)
+
+
+def test_mfu_of_a_model_no_formula_describes_is_counted_once_over_a_whole_step(text, tmp_path):
+    """FLOPs per token from torch's FLOP counter over one whole step (two microbatches), an evaluation inside the
+    first counted step making it count the next one instead; MFU recorded from then on with the count."""
+    torch.manual_seed(0)
+    model = _ByteMLP()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    rng = np.random.default_rng(0)
+
+    def windows(n):
+        starts = rng.integers(0, len(text) - 9, size=n)
+        x = torch.from_numpy(np.stack([text[s : s + 8] for s in starts]).astype(np.int64))
+        return x, torch.from_numpy(text[starts + 8].astype(np.int64))
+
+    def one_step():
+        for _ in range(2):
+            (model(*windows(32)) / 2).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    with FlopCounterMode(display=False) as counter:
+        one_step()
+    expected = counter.get_total_flops() / 64
+    manifest = {"hardware": {"device_kind": "cpu", "peak_flops": 1e11}}
+    with Tracker("mlp", ledger=tmp_path / "m.db", model=model, optimizer=opt, manifest=manifest) as tr:
+        for i in range(40):
+            one_step()
+            tr.step(tokens=64, samples=64)
+            if i == 0:
+                with torch.no_grad():
+                    tr.eval({"val/loss": model(*windows(256))})
+    with Ledger(tmp_path / "m.db", readonly=True) as led:
+        meta, steps = led.meta("mlp"), led.steps("mlp")
+    mfu_meta = meta["mfu"]
+    assert mfu_meta["flops_per_token"] == expected and mfu_meta["counted_at_step"] == 3, mfu_meta
+    assert mfu_meta["flag"] == "ok" and mfu_meta["formula"].startswith("counted: torch.utils.flop_counter")
+    assert "mfu" not in meta.get("unmeasured", {})
+    late = steps[(steps["step"] > 10) & steps["tokens_per_s"].notna()]
+    assert len(late) > 20 and late["mfu"].notna().all()
+    np.testing.assert_allclose(late["mfu"], late["tokens_per_s"] * expected / 1e11)
+    assert steps["loss"].isna().all() and steps["tokens"].iloc[-1] == 40 * 64
+
+
+def test_a_signal_that_cannot_be_computed_says_why_once_and_show_repeats_it(text, tmp_path, caplog, cli_for):
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    with Tracker("one", ledger=tmp_path / "g.db", model=model, optimizer=opt, signals="full") as tr:
+        train(tr, model, opt, text, 4)
+    assert caplog.text.count("signals/gns not recorded") == 1 and "needs at least 2 microbatches" in caplog.text
+    with Ledger(tmp_path / "g.db", readonly=True) as led:
+        assert "needs at least 2 microbatches" in led.meta("one")["unmeasured"]["signals/gns"]
+        assert "signals/gns" not in led.extra_keys("one")
+    cli = cli_for(tmp_path / "g.db")
+    shown = cli("show", "one").stdout
+    assert "not recorded: signals/gns: needs at least 2 microbatches" in shown
+    assert "not recorded: mfu: unknown device 'cpu'" in shown
+    told = cli("diagnose", "one", "--json").stdout
+    assert "needs at least 2 microbatches" in told
 
 
 def test_flops_per_token_matches_torch_flop_counter():

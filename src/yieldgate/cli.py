@@ -378,6 +378,7 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
         "devices": meta.get("devices"),
         "summary": meta.get("summary"),
         "extras": extra_keys,
+        "unmeasured": meta.get("unmeasured", {}),
         "evals": eval_summary,
         "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
         "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
@@ -396,6 +397,8 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     console.print(table)
     if extra_keys:
         console.print("extras: " + ", ".join(extra_keys), markup=False)
+    for signal, why in result["unmeasured"].items():
+        console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
     if result["devices"]:
         console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
     if result["summary"]:
@@ -723,6 +726,8 @@ def diagnose(
         console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)
     for entry in result.not_run:
         console.print(f"not run: {entry['detector']}: {entry['reason']}", markup=False, highlight=False)
+    for signal, why in result.unmeasured.items():
+        console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
 
 
 @app.command()

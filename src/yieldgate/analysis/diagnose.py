@@ -78,13 +78,16 @@ class Diagnosis:
     run: str
     findings: list[Finding] = field(default_factory=list)
     not_run: list[dict[str, str]] = field(default_factory=list)
+    unmeasured: dict[str, str] = field(default_factory=dict)
+    """Signals the run's Tracker could not record, with why (the run's `unmeasured` meta)."""
 
     def top(self, above: float = LOW_CONFIDENCE) -> Finding | None:
         """The most confident finding above `above` (default: above low confidence), or None."""
         return next((f for f in self.findings if f.confidence > above), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "findings": [f.to_dict() for f in self.findings], "not_run": list(self.not_run)}
+        return {"run": self.run, "findings": [f.to_dict() for f in self.findings], "not_run": list(self.not_run),
+                "unmeasured": dict(self.unmeasured)}
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
@@ -186,6 +189,7 @@ def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bo
     to read the same data in the same order (runs with the same data recipe and seed are found without it); loss
     spikes they share at the same steps are put down to the data."""
     result = run_detectors(load_signals(ledger, run, against), run=run)
+    result.unmeasured = dict(ledger.meta(run).get("unmeasured", {}))
     if not store:
         return result
     with ledger.transaction():

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import register_multi_grad_hook
 
-__all__ = ["Busy", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy",
+__all__ = ["Busy", "FlopCount", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy",
            "loss_variance"]
 
 
@@ -284,6 +284,49 @@ def sample_layers(model: nn.Module, count: int) -> dict[str, nn.Module]:
         return {}
     picks = np.unique(np.linspace(0, len(candidates) - 1, num=min(count, len(candidates))).round().astype(int))
     return dict(candidates[i] for i in picks)
+
+
+class FlopCount:
+    """Training FLOPs per token of a model no formula describes, counted once with `torch.utils.flop_counter`.
+
+    The count spans one whole step of the loop: `Tracker.step` arms it at one step's end and reads it at the
+    next one's, so the forward and backward passes of every microbatch in between run under the counter (slower,
+    that once: the dispatch mode sees each operator) and nothing is added to any other step. The counter sees
+    matmuls and convolutions, which is what model FLOPs count. A step that also ran an evaluation (`spoil`) is
+    counted again at the next step; a count of zero (a compiled model, whose kernels the counter cannot see) is
+    an answer too: the FLOPs stay unknown.
+    """
+
+    def __init__(self) -> None:
+        self._mode: Any = None
+        self._spoilt = False
+
+    def spoil(self) -> None:
+        """An evaluation ran inside the counted step: its FLOPs are not the step's."""
+        self._spoilt = True
+
+    def step(self, tokens: float) -> float | None:
+        """At a step's end: the FLOPs per token of the step just ended when one was counted, else None (counting
+        starts now, for the next step)."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counted = None
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+            if not self._spoilt:
+                counted = mode.get_total_flops() / tokens if tokens > 0 else 0.0
+        if counted is None:
+            self._spoilt = False
+            self._mode = FlopCounterMode(display=False)
+            self._mode.__enter__()
+        return counted
+
+    def close(self) -> None:
+        """Leave the counter if a step is still under it (the run ended first)."""
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
 
 
 def loss_variance(losses: np.ndarray) -> float:

@@ -112,15 +112,20 @@ def mfu(
     dtype: str | None = None,
     attention: bool = True,
     architecture: str = "decoder_transformer",
+    formula: str | None = None,
 ) -> MFU:
     """MFU = achieved tokens/s x FLOPs/token / (peak FLOP/s x devices) (PaLM, appendix B).
 
-    Flagged instead of returned when it would mislead: an unknown device (no peak), a model that is not a
-    decoder transformer (the formula does not apply), unknown FLOPs per token, or a value above 100%.
+    FLOPs per token come from the PaLM formula (`formula` None), or from elsewhere (`formula` says where: given
+    in the manifest, counted by torch's FLOP counter), where the architecture does not matter. Flagged instead
+    of returned when it would mislead: an unknown device (no peak), a model that is not a decoder transformer
+    (the formula does not apply), unknown FLOPs per token, or a value above 100%.
     """
     flagged = MFU(value=None, flops_per_token=flops_per_token, peak_flops=peak_flops, devices=devices, dtype=dtype,
                   attention=attention)
-    if architecture != "decoder_transformer":
+    if formula:
+        flagged = replace(flagged, formula=formula)
+    if formula is None and architecture != "decoder_transformer":
         return replace(flagged, flag="not_transformer")
     if flops_per_token is None:
         return replace(flagged, flag="unknown_model")

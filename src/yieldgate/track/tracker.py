@@ -47,7 +47,14 @@ from yieldgate.names import check_run_name, readable_name, unsafe_character
 from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
-from yieldgate.track.signals import Busy, GradientSignals, activation_entropy, gns_estimate, sample_layers
+from yieldgate.track.signals import (
+    Busy,
+    FlopCount,
+    GradientSignals,
+    activation_entropy,
+    gns_estimate,
+    sample_layers,
+)
 from yieldgate.track.throughput import flops_per_token, mfu
 from yieldgate.track.writer import Packet, StepRow, TensorRef, Writer, WriterSettings
 
@@ -55,6 +62,16 @@ __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
 
 log = logging.getLogger("yieldgate.track")
 T = TypeVar("T")
+
+COUNTED_FLOPS = "counted: torch.utils.flop_counter over one training step (matmuls and convolutions)"
+# Why MFU is not recorded, by `throughput.mfu`'s flag: said once when the run starts, kept in the run's meta.
+_MFU_WHY = {
+    "unknown_device": "unknown device {device!r} ({dtype}): give hardware.peak_flops in the manifest",
+    "unknown_model": "unknown FLOPs per token: hand the model to the Tracker, or give model.flops_per_token in the "
+                     "manifest",
+    "not_transformer": "the 6N + 12LHQT formula is for decoder transformers: give model.flops_per_token in the "
+                       "manifest, or hand the model to the Tracker to count them",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -390,11 +407,17 @@ class Tracker:
         self._samples_total = 0.0
         self._source_totals: dict[str, float] = {}
 
-        mfu_of, mfu_meta = self._mfu_setup(model)
+        self._flops: FlopCount | None = None
+        self._fpt: float | None = None
+        self._unmeasured_why: dict[str, str] = {}
+        self._started = False
+        mfu_of, self._mfu_meta = self._mfu_setup(model)
         hw = manifest.hardware if manifest else None
         telemetry = hardware.Telemetry([self.device.index or 0] if self.device.type == "cuda" else None)
         if self.rank == 0:
-            self._meta("mfu", mfu_meta)
+            self._meta("mfu", self._mfu_meta)
+            if self._unmeasured_why:
+                self._meta("unmeasured", dict(self._unmeasured_why))
             self._meta("telemetry", {"sources": telemetry.sources, "device": hardware.device_name(self.device)})
             self._meta("devices", {"count": self.world, "from": "tracker: processes of the run"})
 
@@ -452,6 +475,7 @@ class Tracker:
         self._entropy_store: dict[str, list[torch.Tensor]] | None = None
         self._due_marks: dict[tuple[str, int], int] = {}
         self._writer.start()
+        self._started = True
         _live.add(self)
         _install_sigterm()
 
@@ -523,9 +547,13 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001 - contained: the run goes on without the note
             self._fault("recording run meta", exc)
 
-    def _mfu_setup(self, model: nn.Module | None) -> tuple[Any, dict[str, Any]]:
+    def _mfu_setup(self, model: nn.Module | None) -> tuple[Callable[[float], float | None], dict[str, Any]]:
+        """The MFU of a tokens/s rate, and how it is made (the run's `mfu` meta). FLOPs per token come from the
+        manifest, else from the PaLM formula on the model's shape, else, for a model the Tracker holds on a
+        device with a known peak, from `FlopCount` over one step of the loop (`self._flops`)."""
         shape = _model_shape(model, self.manifest)
         fpt = shape.get("flops_per_token")
+        formula = "given: model.flops_per_token in the manifest" if fpt is not None else None
         if fpt is None and all(shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")):
             fpt = flops_per_token(non_embedding_params=shape["n"], layers=shape["layers"], heads=shape["heads"],
                                   head_dim=shape["head_dim"], context=shape["context"])
@@ -538,22 +566,28 @@ class Tracker:
         name = (hw.device_kind if hw and hw.device_kind else None) or hardware.device_name(self.device)
         peak = hardware.peak_flops(name, precision, override=hw.peak_flops if hw else None)
         devices = (hw.device_count if hw and hw.device_count > 1 else self.world)
+        if fpt is None and model is not None and peak is not None:
+            formula = COUNTED_FLOPS
+            self._flops = FlopCount()
         probe = mfu(tokens_per_s=0.0, flops_per_token=fpt, peak_flops=peak.flops if peak else None, devices=devices,
-                    dtype=precision, architecture=shape["architecture"])
+                    dtype=precision, architecture=shape["architecture"], formula=formula)
         meta = {"formula": probe.formula, "attention": probe.attention, "flops_per_token": fpt, "dtype": precision,
                 "device": name, "devices": devices, "peak_flops": peak.flops if peak else None,
                 "peak_source": peak.source if peak else None, "flag": probe.flag, "shape": {
                     k: shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")}}
-        if probe.flag != "ok" or peak is None:
-            log.warning("yieldgate: MFU not recorded for run %r (%s: device %r, dtype %s, FLOPs/token %s); give "
-                        "hardware.peak_flops or model shape in the manifest to record it", self.run, probe.flag,
-                        name, precision, fpt)
+        if self._flops is not None:
+            meta["flag"] = "counting"  # until the first whole step is counted
+        elif probe.flag != "ok" or peak is None:
+            self._unmeasured("mfu", _MFU_WHY.get(probe.flag, probe.flag).format(device=name, dtype=precision))
             return (lambda rate: None), meta
-        impossible, peak_flops = [False], peak.flops
+        self._fpt = fpt
+        impossible, peak_flops = [False], peak.flops if peak else math.nan
 
         def of(rate: float) -> float | None:
-            value = mfu(tokens_per_s=rate, flops_per_token=fpt, peak_flops=peak_flops, devices=devices,
-                        dtype=precision).value
+            if self._fpt is None:
+                return None
+            value = mfu(tokens_per_s=rate, flops_per_token=self._fpt, peak_flops=peak_flops, devices=devices,
+                        dtype=precision, formula=formula).value
             if value is None and not impossible[0]:
                 impossible[0] = True
                 log.warning("yieldgate: MFU above 100%% for run %r (tokens/s %.3g); check the peak or the model "
@@ -561,6 +595,36 @@ class Tracker:
             return value
 
         return of, meta
+
+    def _count_flops(self, tokens: float) -> None:
+        """One step of `FlopCount`: once a whole step is counted, MFU is recorded from the next rows on (the
+        meta says so), or, when nothing was counted, it says why."""
+        assert self._flops is not None
+        counted = self._flops.step(tokens)
+        if counted is None:
+            return
+        self._flops = None
+        meta = {**self._mfu_meta, "flops_per_token": counted or None, "counted_at_step": self._step,
+                "flag": "ok" if counted else "unknown_model"}
+        if counted:
+            self._fpt = counted
+        else:
+            self._unmeasured("mfu", "torch's FLOP counter saw no matmul in a training step (a compiled model?); give "
+                                    "model.flops_per_token in the manifest")
+        self._mfu_meta = meta
+        if self.rank == 0:  # off the training thread: a ledger write may wait on a lock
+            threading.Thread(target=self._meta, args=("mfu", meta), name="yieldgate-meta", daemon=True).start()
+
+    def _unmeasured(self, signal: str, why: str) -> None:
+        """A signal this run cannot record: said once (logging) and kept in the run's meta (`unmeasured`), where
+        `yieldgate show` and `yieldgate diagnose` repeat it."""
+        if self._unmeasured_why.get(signal) == why:
+            return
+        self._unmeasured_why[signal] = why
+        log.warning("yieldgate: %s not recorded for run %r: %s", signal, self.run, why)
+        if self.rank == 0 and self._started:  # before that, the constructor writes the meta itself
+            threading.Thread(target=self._meta, args=("unmeasured", dict(self._unmeasured_why)),
+                             name="yieldgate-meta", daemon=True).start()
 
     # -- the per-step path ----------------------------------------------------------------------------
 
@@ -677,6 +741,8 @@ class Tracker:
             due = now - self._last_ship_t >= self.config.log_every_s
         if due:
             self._ship()
+        if self._flops is not None:
+            self._count_flops(n_tokens)
         self._last_step_t = time.perf_counter()
 
     def _learning_signals(self, i: int, grad_norm: Any, tokens: int) -> None:
@@ -695,6 +761,9 @@ class Tracker:
             self._keep("signals/gns", i, self._smoothed_gns("global", small.sum(), sig["big_total"], b, big_b))
             if layers is not None:
                 self._keep("layers:signals/gns", i, self._smoothed_gns("layers", small, layers, b, big_b))
+        elif k == 1 and self.world == 1:
+            self._unmeasured("signals/gns", "needs at least 2 microbatches (backward passes) per optimizer step, or "
+                                            "several processes: this run has one")
         if layers is not None:
             self._keep("layers:signals/grad_norm", i, layers.sqrt())
         if sig["update_ratio"] is not None:
@@ -776,6 +845,8 @@ class Tracker:
         `val/loss`, `eval_accuracy` is `val/acc`). Tensors are moved to the host off the training thread. A key
         that names no evaluation is left out with one report; the others are kept."""
         at = self._step if step is None else int(step)
+        if self._flops is not None:
+            self._flops.spoil()
         values: dict[str, Any] = {}
         bad = []
         for name, value in metrics.items():
@@ -831,6 +902,9 @@ class Tracker:
         self._closed = True
         _live.discard(self)
         try:
+            flops, self._flops = self._flops, None
+            if flops is not None:  # the run ended inside the counted step
+                flops.close()
             self._ship()
         except Exception as exc:  # noqa: BLE001 - contained
             self._fault("close", exc)
