@@ -319,8 +319,12 @@ def test_a_signal_that_cannot_be_computed_says_why_once_and_show_repeats_it(text
     shown = cli("show", "one").stdout
     assert "not recorded: signals/gns: needs at least 2 microbatches" in shown
     assert "not recorded: mfu: unknown device 'cpu'" in shown
-    told = cli("diagnose", "one", "--json").stdout
-    assert "needs at least 2 microbatches" in told
+    told = cli.json("diagnose", "one")
+    assert "needs at least 2 microbatches" in told["unmeasured"]["signals/gns"]
+    # No manifest: tokens per parameter still weighed, with the parameters of the model the Tracker held.
+    params = sum(p.numel() for p in model.parameters())
+    under = next(f for f in told["findings"] if f["cause"] == "undertrained")
+    assert under["evidence"]["params"] == params and under["evidence"]["tokens"] == 4 * 8 * CFG.context
 
 
 def test_flops_per_token_matches_torch_flop_counter():

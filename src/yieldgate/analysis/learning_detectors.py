@@ -209,18 +209,20 @@ def _entropy_collapse(sig: RunSignals) -> float | None:
 
 
 def undertrained(sig: RunSignals) -> list[Finding]:
-    """Tokens per parameter far below Chinchilla's ~20 at the end of the run."""
+    """Tokens per parameter far below Chinchilla's ~20 at the end of the run. Parameters from the manifest's
+    `model.params`, else from the model the Tracker held (the run's `model` meta)."""
     m = sig.manifest.model if sig.manifest else None
-    if m is None or not m.params:
-        raise NotRun("the manifest gives no parameter count (model.params)")
+    params = m.params if m is not None and m.params else (sig.meta.get("model") or {}).get("params")
+    if not params:
+        raise NotRun("no parameter count: the manifest gives no model.params and no model was handed to the Tracker")
     tokens = sig.column("tokens", "accepted tokens per step")
-    per_param = float(tokens.iloc[-1]) / m.params
+    per_param = float(tokens.iloc[-1]) / params
     if per_param >= TOKENS_PER_PARAM / UNDERTRAINED_FACTOR:
         return []
     return [Finding(cause="undertrained", start_step=int(tokens.index[0]), end_step=int(tokens.index[-1]),
                     confidence=_clip(0.4 + 0.5 * (1 - per_param * UNDERTRAINED_FACTOR / TOKENS_PER_PARAM)),
                     detector="tokens_per_param",
-                    evidence={"tokens": float(tokens.iloc[-1]), "params": m.params,
+                    evidence={"tokens": float(tokens.iloc[-1]), "params": params,
                               "tokens_per_param": round(per_param, 2)},
                     advice=f"{per_param:.1f} tokens per parameter, far below ~{TOKENS_PER_PARAM:.0f}: train longer or "
                            "use a smaller model before reading its loss as the data's limit")]

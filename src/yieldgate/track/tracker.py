@@ -416,6 +416,9 @@ class Tracker:
         telemetry = hardware.Telemetry([self.device.index or 0] if self.device.type == "cuda" else None)
         if self.rank == 0:
             self._meta("mfu", self._mfu_meta)
+            if model is not None:  # `diagnose` weighs tokens per parameter with it (undertrained)
+                params = sum({id(p): p.numel() for p in model.parameters()}.values())
+                self._meta("model", {"params": params, "from": "tracker: the model handed over"})
             if self._unmeasured_why:
                 self._meta("unmeasured", dict(self._unmeasured_why))
             self._meta("telemetry", {"sources": telemetry.sources, "device": hardware.device_name(self.device)})
