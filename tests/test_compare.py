@@ -177,7 +177,7 @@ def test_end_to_end_on_two_tracked_runs_differing_in_batch_size(text, tmp_path, 
 def test_different_tokenizers_ask_for_bits_per_byte():
     a = linear_run("a", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "x"}}})
     b = linear_run("b", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "y"}}})
-    assert any("--per byte" in w for w in compare([a], [b]).warnings)
+    assert any("compare them per byte (bits per byte)" in w for w in compare([a], [b]).warnings)
 
 
 def test_a_point_identical_by_construction_is_left_out_of_the_verdict():

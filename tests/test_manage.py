@@ -475,8 +475,8 @@ def test_every_rank_learns_the_name_rank_0_picked(tmp_path):
                                   ("note", "a", "text")])
 def test_a_command_that_changes_runs_creates_no_ledger(cli, ledger_path, args):
     out = cli(*args, code=2)
-    assert out.stderr.strip() == (f"error: {ledger_path}: no ledger there; give the file the runs are in (--ledger or "
-                                  "$YIELDGATE_LEDGER)")
+    assert out.stderr.strip() == (f"error: {ledger_path}: no ledger there; give the file the runs are in (the ledger "
+                                  "argument, or $YIELDGATE_LEDGER)")
     assert not ledger_path.exists()
     import yieldgate
 

@@ -83,7 +83,7 @@ def must_exist(location: str | os.PathLike[str]) -> str:
     runs already stored: opening a missing file for writing would create an empty ledger."""
     text = os.fspath(location)
     if text != ":memory:" and "://" not in text and not Path(text).exists():
-        raise InputError(f"{text}: no ledger there; give the file the runs are in (--ledger or $YIELDGATE_LEDGER)")
+        raise InputError(f"{text}: no ledger there; give the file the runs are in (the ledger argument, or $YIELDGATE_LEDGER)")
     return text
 
 
@@ -295,7 +295,7 @@ class Ledger:
                 migrations.migrate(db, location)
                 return db
             if path.is_dir():
-                raise LedgerError(f"{location}: is a directory; --ledger takes a file path such as ./yieldgate.db")
+                raise LedgerError(f"{location}: is a directory; a ledger is a file, such as ./yieldgate.db")
             remote = _mounts.network_filesystem(path, self._mounts)
             if remote is not None:
                 raise NetworkFilesystem(
@@ -336,7 +336,7 @@ class Ledger:
             raise LedgerError(f"{location}: cannot open the ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); "
-                              "point --ledger at another file") from None
+                              "use another ledger file") from None
 
     @staticmethod
     def _open_readonly(path: Path) -> sqlite3.Connection:

@@ -8,9 +8,11 @@ their comparison. The models here are reused everywhere (recipes, probes, import
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import reprlib
+import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -400,7 +402,39 @@ class _Shown:
         return _short.repr(self.value)
 
 
-def _describe(err: Any) -> str:
+def _fields_at(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> list[str]:
+    """The field names a mapping at `loc` (a pydantic error location) may hold, following `model`'s field types
+    through optional values, lists and mappings; [] when the way is lost."""
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int) or part == "__root__":
+            continue
+        field = model.model_fields.get(part)
+        model = _model_in(field.annotation) if field is not None else None
+    return sorted(model.model_fields) if model is not None else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a field type (`Source`, `Source | None`, `list[Source]`, `dict[str, Source]`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unknown_field(name: Any, allowed: list[str]) -> str:
+    if not allowed:
+        return "unknown field (check its spelling)"
+    close = difflib.get_close_matches(str(name), allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown field ({hint}the fields here: {', '.join(allowed)})"
+
+
+def _describe(err: Any, model: type[BaseModel] | None = None) -> str:
     kind, ctx, value = err["type"], err.get("ctx") or {}, _Shown(err.get("input"))
     bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
     if kind in bounds:
@@ -409,7 +443,7 @@ def _describe(err: Any) -> str:
     if kind == "missing":
         return "required, but missing"
     if kind == "extra_forbidden":
-        return "unknown field (check its spelling against README.md)"
+        return _unknown_field(err["loc"][-1], _fields_at(model, tuple(err["loc"][:-1])))
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {value!r}"
     if kind == "value_error":
@@ -419,14 +453,16 @@ def _describe(err: Any) -> str:
     return f"{err['msg'].lower()}, got {value!r}"
 
 
-def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> str:
-    """One line naming each failing field: `data.sources[2].weight: must be >= 0, got -0.5`."""
+def format_validation_error(exc: pydantic.ValidationError, prefix: str = "",
+                            model: type[BaseModel] | None = None) -> str:
+    """One line naming each failing field: `data.sources[2].weight: must be >= 0, got -0.5`; an unknown field
+    with the fields `model` allows there (and the closest one)."""
     parts = []
     for err in exc.errors():
         # Model-level validators report at the model's own location, with no trailing field.
         loc = _loc(tuple(p for p in err["loc"] if p != "__root__"))
         where = ".".join(x for x in (prefix, loc) if x)
-        parts.append(f"{where}: {_describe(err)}" if where else _describe(err))
+        parts.append(f"{where}: {_describe(err, model)}" if where else _describe(err, model))
     return "; ".join(parts)
 
 
@@ -445,7 +481,7 @@ def validate(model: type[M], data: Any, origin: str, example: str) -> M:
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise ManifestError(f"{origin}: {format_validation_error(exc)}") from None
+        raise ManifestError(f"{origin}: {format_validation_error(exc, model=model)}") from None
 
 
 def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:

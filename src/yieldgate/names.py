@@ -1,6 +1,6 @@
 """Canonical names of the data contract (DESIGN.md, "The data contract"), with their units.
 
-This module is the code's half of the names table in README.md; `tests/test_names.py` checks that the two
+This module is the code's half of the names table in docs/data-contract.md; `tests/test_names.py` checks that the two
 agree. Importers map onto these names, exporters and the report read them: nothing else defines a second
 spelling.
 """

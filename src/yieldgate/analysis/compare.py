@@ -162,7 +162,7 @@ def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[
     tokenizers = [m.data.tokenizer.content_hash if m.data and m.data.tokenizer else None for m in (ma, mb)]
     if tokenizers[0] != tokenizers[1] and metric != "bpb":
         warnings.append("the sides use different tokenizers, so per-token losses and token counts do not compare: "
-                        "use --per byte (bits per byte)")
+                        "compare them per byte (bits per byte)")
     throughput = sorted(f["field"].split(".")[1] for f in fields if f["field"] in _THROUGHPUT_KNOBS)
     if throughput:
         warnings.append(f"the sides differ in {', '.join(throughput)}: changes made for throughput can alter what "

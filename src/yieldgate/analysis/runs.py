@@ -42,7 +42,7 @@ def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
         bpt = tokenizer.bytes_per_token if tokenizer else None
         evals, steps = to_per_byte(evals, steps, bpt, name)
     elif per != "token":
-        raise InputError(f"--per must be 'token' or 'byte', got {per!r}")
+        raise InputError(f"per must be 'token' or 'byte', got {per!r}")
     fpt = ledger.meta(name).get("mfu", {}).get("flops_per_token")
     if fpt is None and manifest and manifest.model:
         fpt = manifest.model.flops_per_token
@@ -172,13 +172,13 @@ def forecast_run(ledger: Ledger, run: str, *, next_tokens: float | None = None, 
     by_steps = points["tokens"].isna().all()
     if by_steps:
         if next_steps is None:
-            raise InputError(f"run {run!r} has no token counts: forecast on its steps with next_steps=N "
-                             "(--next-steps), or import it with tokens_per_step")
+            raise InputError(f"run {run!r} has no token counts: forecast on its steps with next_steps=N, "
+                             "or import it with tokens_per_step")
         points = points.assign(tokens=points["step"].astype(float))
         size = next_steps
     else:
         if next_tokens is None:
-            raise InputError("next_tokens (--next-tokens) is needed: the size of the next tranche in tokens")
+            raise InputError("next_tokens is needed: the size of the next tranche in tokens")
         size = next_tokens
     points = points.dropna(subset=["tokens"])
     points = points[points["tokens"] > 0]

@@ -326,7 +326,7 @@ def to_per_byte(evals: pd.DataFrame, steps: pd.DataFrame, bytes_per_token: float
     loss (nats/token) / ln 2 / bytes-per-token = bits per byte; tokens x bytes-per-token = bytes.
     """
     if not bytes_per_token:
-        raise InputError(f"run {run!r}: --per byte needs data.tokenizer.bytes_per_token in the run's manifest")
+        raise InputError(f"run {run!r}: bits per byte need data.tokenizer.bytes_per_token in the run's manifest")
     converted = evals.loc[evals["metric"] == LOSS_METRIC, "task"].unique()
     # A recorded bpb of a task whose loss is converted would be a second, possibly different, figure.
     evals = evals[~((evals["metric"] == "bpb") & evals["task"].isin(converted))].copy()

@@ -8,7 +8,7 @@ verified pairs joined into clusters (connected components). The whole path is ve
 byte buffer holding every document, because measurement chose it (`benchmarks/bench_dedup.py`, 2,000-char
 chunks of the Shakespeare texts, 9.5 MB, 2 shared cores): datasketch spends its time in a Python loop per
 shingle and rensa, fast in Rust, waits on the Python normaliser and shingler that feed it, while here
-normalising, shingling and hashing are a few passes over uint8/uint64 arrays. The README has the figures.
+normalising, shingling and hashing are a few passes over uint8/uint64 arrays. docs/data-audit.md has the figures.
 
 - Normalisation (near): ASCII letters lower-cased, every other ASCII byte that is not a letter or digit
   becomes a space, whitespace runs collapse to one space; bytes >= 128 (UTF-8 of non-ASCII letters) stay.

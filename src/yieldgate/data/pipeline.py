@@ -226,7 +226,7 @@ def dedup_paths(paths: Iterable[str | os.PathLike[str]], *, near: float | None =
                 chunk_chars: int | None = None, permutations: int = 128) -> DedupResult:
     """`yieldgate dedup`: the files under `paths` (`read_documents`), exact dedup, or near dedup at
     estimated Jaccard >= `near`. `word:3` is the default shingling because it separated the corpus's
-    editions from other plays best (README, "Data audit and dedup")."""
+    editions from other plays best (docs/data-audit.md)."""
     import pydantic
 
     from yieldgate.manifest import format_validation_error

@@ -1,6 +1,6 @@
 """Cleaning a run's rows as read from a real log: the one place every importer sends its data through.
 
-Real logs are messy. What each case becomes (the README's "Importing existing runs" lists the same):
+Real logs are messy. What each case becomes (docs/importing.md lists the same):
 
 - **A truncated last line** (a writer killed mid-line: the file does not end with a line end): skipped, with
   a warning naming the line. A file that merely lacks its final newline loses its last row the same way;

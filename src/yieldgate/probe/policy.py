@@ -2,7 +2,7 @@
 
 A policy is a YAML (or JSON) file validated here with the manifest's one-line errors (`stages[1].tokens:
 must be > 0, got -5`), unknown fields refused, and content-hashed so that every decision names the exact
-policy it was made under. `examples/policy.yaml` is a commented example; README.md, "Policies and the gate",
+policy it was made under. `examples/policy.yaml` is a commented example; docs/gate.md ("Policies and the gate")
 explains each field.
 """
 

@@ -120,7 +120,7 @@ def export_table(ledger: Ledger, run: str, dest: Path) -> ExportResult:
     elif suffix == ".parquet":
         table.to_parquet(dest, index=False)
     else:
-        raise InputError(f"{dest}: export --to table writes .csv or .parquet; got {suffix or 'no extension'}")
+        raise InputError(f"{dest}: a table export writes .csv or .parquet; got {suffix or 'no extension'}")
     return ExportResult(run, "table", str(dest), len(table), list(table.columns), "step")
 
 
@@ -199,7 +199,7 @@ def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
         # made for the export goes, so no half-exported run stays in the store.
         client.delete_run(mlrun.info.run_id)
         raise InputError(f"{dest}: MLflow refused run {run!r} ({exc.message.splitlines()[0]}); the MLflow run made "
-                         "for it was deleted: export it --to tensorboard or --to table instead") from None
+                         "for it was deleted: export it to TensorBoard or to a table instead") from None
     return ExportResult(run, "mlflow", f"{uri}#{mlrun.info.run_id}", len(table), list(table.columns), axis,
                         len(yields), len(diagnoses), notes)
 

@@ -252,13 +252,13 @@ def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list
         import kaleido  # noqa: F401  (optional: the `report` extra; plotly's static export runs through it)
         from choreographer.errors import ChromeNotFoundError
     except ImportError:
-        raise YieldgateError("--png needs kaleido >= 1: pip install 'yieldgate[report]'") from None
+        raise YieldgateError("PNG figures need kaleido >= 1: pip install 'yieldgate[report]'") from None
 
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"--png {directory}: cannot create the folder ({exc.strerror}); "
+        raise InputError(f"{directory}: cannot create the folder for the PNG figures ({exc.strerror}); "
                          "pick a writable path") from None
     main = [f for f in figures if f.main]
     paths = [str(out / f"{f.id}.png") for f in main]
@@ -266,7 +266,7 @@ def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list
         pio.write_images([figure_dict(f) for f in main], paths, width=PNG_WIDTH, validate=False,
                          height=[f.figure.layout.height or 450 for f in main])
     except ChromeNotFoundError:
-        raise YieldgateError("--png needs Chrome or Chromium to draw the figures: install it (Debian: "
+        raise YieldgateError("PNG figures need Chrome or Chromium to be drawn: install it (Debian: "
                              "`apt-get install chromium`) or run `plotly_get_chrome`") from None
     return paths
 
