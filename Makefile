@@ -32,9 +32,9 @@ demo: $(VENV)/.demo
 	$(BIN)/yieldgate demo
 
 # The fast tier: unit and small integration tests, no real training runs or subprocess fleets (<= 90 s on 2 cores;
-# pytest prints the time). Tests marked `slow` are left to `make test-all`.
+# pytest prints the time), one worker per core (pytest-xdist). Tests marked `slow` are left to `make test-all`.
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -q -m "not slow and not soak" --durations=10
+	$(BIN)/python -m pytest -q -n auto -m "not slow and not soak" --durations=10
 
 # ruff and mypy over src/ (settings in pyproject.toml): py.typed is shipped, so the types must be true. CI runs it
 # through test-all.

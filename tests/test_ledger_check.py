@@ -77,6 +77,7 @@ def flip_outcomes(tmp_path: Path, trials: int, seed: int) -> Counter:
     return outcomes
 
 
+@pytest.mark.slow  # hundreds of flips, each read back through every command path: the full tier
 def test_a_flipped_bit_is_refused_or_changes_no_number(tmp_path, monkeypatch):
     trials = 300
     outcomes = flip_outcomes(tmp_path, trials, seed=1)

@@ -46,6 +46,7 @@ def train(tr: Tracker | None, model, opt, text, steps: int, *, micro: int = 1, s
                     sources={"stdlib": micro * seqs * CFG.context}, sample_ids=[i % 7])
 
 
+@pytest.mark.slow  # a real training of tens of steps: the full tier
 def test_ledger_rows_equal_the_loop_row_for_row(text, tmp_path):
     torch.manual_seed(0)
     model = GPT(CFG)
@@ -217,6 +218,7 @@ def test_a_resume_point_is_checked_before_anything_is_written(tmp_path):
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.slow  # a real training of tens of steps: the full tier
 def test_mfu_and_cost_with_a_peak_override(text, tmp_path):
     torch.manual_seed(0)
     model = GPT(CFG)
@@ -263,6 +265,7 @@ class _ByteMLP(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.mlp(self.emb(x).flatten(1)), y)
 
 
+@pytest.mark.slow  # a real training of tens of steps: the full tier
 def test_mfu_of_a_model_no_formula_describes_is_counted_once_over_a_whole_step(text, tmp_path):
     """FLOPs per token from torch's FLOP counter over one whole step (two microbatches), an evaluation inside the
     first counted step making it count the next one instead; MFU recorded from then on with the count."""
