@@ -197,7 +197,8 @@ def test_textlog_reads_train_and_validation_lines_with_one_pattern(ledger, tmp_p
     path, res, steps, evals = _textlog(ledger, tmp_path, LOG)
     assert res.mapping == {"val_loss": "val/loss (eval)", "wall_ms": "wall_s (x0.001)", "loss": "loss"}
     assert steps["step"].tolist() == [0, 1, 2, 3, 4]
-    assert steps["wall_s"].tolist() == [0.0, 0.31, 0.621, 0.93, 1.241]
+    # a step keeps its training line's clock; the validation line after it (1 ms later) gives its eval's
+    assert steps["wall_s"].tolist() == [0.0, 0.31, 0.62, 0.93, 1.24]
     assert steps["loss"].isna().tolist() == [True, False, False, False, False]
     assert evals["step"].tolist() == [0, 2, 4] and evals["value"].tolist() == [10.8258, 9.2001, 8.1]
     assert evals["wall_s"].tolist() == [0.0, 0.621, 1.241]
@@ -213,8 +214,9 @@ def test_textlog_messy_lines_are_kept_sound_and_reported(ledger, tmp_path):
     messy = "".join(lines[:4] + [lines[3]] + lines[4:]) + "step:5/6 train_loss:7.9 train_ti"
     path, res, steps, evals = _textlog(ledger, tmp_path, messy)
     assert steps["step"].tolist() == [0, 1, 2, 3, 4]
-    assert steps["wall_s"].tolist() == pytest.approx([0.0, 0.31, 0.621, 0.621, 0.621 + 0.311])
-    # (after the reset the clock counts on from 0.621 s: 30 ms -> 0.621, 341 ms -> 0.932)
+    assert steps["wall_s"].tolist() == pytest.approx([0.0, 0.31, 0.62, 0.621, 0.621 + 0.31])
+    # (after the reset the clock counts on from 0.621 s: 30 ms -> 0.621, 340 ms -> 0.931; steps 2 and 4 keep
+    # their training lines' clocks, not their validation lines')
     assert math.isnan(steps["loss"].array._data[3]) and not steps["loss"].isna().iloc[3]
     assert steps["tokens"].tolist() == [0, 100, 200, 300, 400]
     assert evals["value"].tolist() == [10.8258, 9.2001, 8.1]

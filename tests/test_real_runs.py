@@ -101,6 +101,8 @@ READS = {
     "megatron-deepspeed-qwen7b-tp4-500it": {"train": "loss", "val": "val/loss"},
     "fairseq-wav2vec2-mandarin-hydra_train": {"train_inner": "loss", "valid": "val/loss"},
     "torchtitan-kimi-linear-436m-c4": {"train": "loss"},
+    "torchtitan-kimi-447m-fp8-c4-killed": {"train": "loss"},
+    "keras-kanji-cnn-fit-log": {"loss": "loss", "val_loss": "val/loss", "val_acc": "val/acc"},
 }
 
 

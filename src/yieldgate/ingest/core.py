@@ -194,6 +194,23 @@ def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
                     if first > interval else ""))
 
 
+def _step_keeps_its_clock(canon: Rows, eval_keys: Sequence[str]) -> dict[int, float]:
+    """An evaluation logged on its own line after its step's training line (TorchTitan's `validate step: 1`,
+    Megatron's `validation loss at iteration N`) is timestamped when the evaluation ended: that clock goes with
+    its eval records, while the step keeps its training line's (the ledger would merge the later one over it).
+    Returns {row: wall_s} of the evaluation rows whose clock was taken off their step."""
+    wall_ok = canon.present.get("wall_s")
+    if wall_ok is None or not eval_keys:
+        return {}
+    evaluated = np.zeros(len(canon), dtype=bool)
+    for key in eval_keys:
+        evaluated |= canon.present[key]
+    trained = np.isin(canon.step, canon.step[wall_ok & ~evaluated])
+    later = evaluated & wall_ok & trained
+    canon.present["wall_s"] = wall_ok & ~later
+    return {int(i): float(canon.values["wall_s"][i]) for i in np.nonzero(later)[0]}
+
+
 def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
              tokens_per_step: float | None = None, tokens_per_sample: float | None = None) -> Mapped:
     """Rename `rows`' metrics to canonical names, clean them (`clean.clean`), and split steps from evals.
@@ -236,6 +253,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
     _wall_from_step_times(canon, warnings)
     _energy(canon, warnings)
     kinds = {t.key: t.kind for t in targets.values()}
+    eval_wall = _step_keeps_its_clock(canon, [key for key, kind in kinds.items() if kind == "eval"])
     evals: list[EvalRecord] = []
     for key, kind in kinds.items():
         if kind != "eval":
@@ -250,7 +268,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
             evals.append(EvalRecord(
                 step=int(canon.step[i]), task=task, metric=metric, value=float(values[i]),
                 tokens=float(tokens[i]) if tokens_ok[i] else None,
-                wall_s=float(wall[i]) if wall_ok[i] else None))
+                wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None)))
     # Rows that only carried eval values are not step records.
     any_step = np.zeros(len(canon), dtype=bool)
     for p in canon.present.values():
