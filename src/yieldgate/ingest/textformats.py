@@ -362,14 +362,14 @@ _KERAS_PAIR = re.compile(rf"(\w+): ((?:{_NUM}))")
 def _keras(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
     """Each epoch's line, at step = the epochs run so far: a fit that starts again at `Epoch 1/N` (a second
     `fit` call, training on) is counted on from the last epoch of the one before."""
-    epoch, offset, last, start = None, 0, 0, 0
+    epoch, offset, last, start = 0, 0, 0, 0  # epoch 0: no header yet
     for i, line in enumerate(lines):
         if (head := _KERAS_EPOCH.match(line)) is not None:
-            if epoch is not None and int(head["epoch"]) <= epoch:
+            if epoch and int(head["epoch"]) <= epoch:
                 offset += last
             epoch, start = int(head["epoch"]), i
             continue
-        m = _KERAS_LINE.search(line) if epoch is not None and " - " in line and "ETA" not in line else None
+        m = _KERAS_LINE.search(line) if epoch and " - " in line and "ETA" not in line else None
         if m is None:
             continue
         values = {name: _number(text) for name, text in _KERAS_PAIR.findall(m["pairs"])}
