@@ -284,3 +284,21 @@ def test_llamafactory_trainer_log_epochs_and_keras_names(ledger, tmp_path):
     wb.write_text('"Step","epoch/epoch","epoch/loss","epoch/val_loss"\n"0","0","1.2","1.1"\n"1","1","0.9","1.0"\n')
     import_run(ledger, "table", [str(wb)], ImportOptions(run="wbk"))
     assert ledger.evals("wbk")["value"].tolist() == [1.1, 1.0] and ledger.steps("wbk")["loss"].tolist() == [1.2, 0.9]
+
+
+def test_yolo_results_scores_are_evaluations_and_the_loss_is_its_terms(ledger, tmp_path):
+    """Ultralytics' results.csv: `metrics/mAP50(B)` and the like are the validation set's scores (higher is
+    better), the training loss is logged only as its terms (their sum is the loss), `lr/pg0` is the lr."""
+    path = tmp_path / "results.csv"
+    path.write_text("epoch,time,train/box_loss,train/cls_loss,metrics/precision(B),metrics/mAP50-95(B),val/box_loss,"
+                    "lr/pg0,lr/pg1\n1,597.18,1.5,2.5,0.74,0.14,1.24,0.0005,0.0005\n"
+                    "2,1257.6,1.25,1.5,0.68,0.43,1.31,0.001,0.001\n")
+    (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="yolo"))
+    steps, evals = ledger.steps("yolo"), ledger.evals("yolo")
+    assert steps["loss"].tolist() == [4.0, 2.75] and steps["lr"].tolist() == [0.0005, 0.001]
+    scores = evals[evals["metric"] == "mAP50-95(B)"]
+    assert scores["task"].tolist() == ["val", "val"] and scores["higher_is_better"].all()
+    assert scores["value"].tolist() == [0.14, 0.43]
+    assert evals[evals["metric"] == "precision(B)"]["higher_is_better"].all()
+    assert not evals[evals["metric"] == "box_loss"]["higher_is_better"].any()
+    assert any("loss = train/box_loss + train/cls_loss" in w for w in res.warnings)

@@ -122,3 +122,26 @@ def test_real_logs_read_as_their_independent_parsers_read_them(imported, run):
             for end, point in (("first", got[0]), ("last", got[-1])):
                 assert point[0] == expected[end][0], (fact, end)
                 assert point[1] == pytest.approx(expected[end][1] * scale, rel=1e-6), (fact, end)
+
+
+def test_real_yolo_scores_are_evaluations_that_rise_and_its_loss_is_the_sum_of_its_terms(imported):
+    ledger_path, results = imported
+    _, result = results["yolo11-seg-gallstone-results"]
+    assert result.exit_code == 0, result.stderr
+    with Ledger(ledger_path, readonly=True) as ledger:
+        evals = ledger.evals("yolo11-seg-gallstone-results")
+        scores = evals[evals["metric"] == "mAP50-95(B)"].sort_values("step")
+        assert scores["task"].unique().tolist() == ["val"] and scores["higher_is_better"].all()
+        assert scores["value"].tolist()[-1] == pytest.approx(0.703)
+        steps = ledger.steps("yolo11-seg-gallstone-results")
+        # 0.98836 + 1.24258 + 0.85471 + 0.99807 at epoch 10
+        assert steps["loss"].tolist()[-1] == pytest.approx(4.08372)
+
+
+def test_real_torchtitan_validation_is_an_evaluation(imported):
+    ledger_path, results = imported
+    entry, result = results["torchtitan-kimi-447m-fp8-c4-killed"]
+    assert result.exit_code == 0, result.stderr
+    with Ledger(ledger_path, readonly=True) as ledger:
+        assert _series(ledger, "torchtitan-kimi-447m-fp8-c4-killed", "val/loss") == [tuple(entry["facts"]["validate"][0])]
+        assert ledger.meta("torchtitan-kimi-447m-fp8-c4-killed")["devices"]["count"] == entry["facts"]["world_size"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -194,6 +195,24 @@ def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
                     if first > interval else ""))
 
 
+# A training loss logged only as its terms: Ultralytics YOLO's `train/box_loss`, `train/seg_loss`, `train/cls_loss`,
+# `train/dfl_loss` (each already weighted by its gain; their sum is what the optimizer minimises).
+_LOSS_PART = re.compile(r"^train/\w+_loss$")
+
+
+def _loss_from_parts(canon: Rows, rows: Rows, targets: Mapping[str, Target], warnings: Warnings) -> None:
+    """`loss` as the sum of its parts where no total is logged (the parts stay extras under their names)."""
+    parts = [name for name, t in targets.items() if t.kind == "extra" and _LOSS_PART.match(name)]
+    if "loss" in canon.values or len(parts) < 2:
+        return
+    present = np.logical_and.reduce([rows.present[name] for name in parts])
+    if not present.any():
+        return
+    canon.values["loss"] = np.sum([rows.values[name] for name in parts], axis=0)
+    canon.present["loss"] = present
+    warnings.add("loss", f"{canon.source}: no total training loss logged: loss = {' + '.join(parts)}")
+
+
 def _step_keeps_its_clock(canon: Rows, eval_keys: Sequence[str]) -> dict[int, float]:
     """An evaluation logged on its own line after its step's training line (TorchTitan's `validate step: 1`,
     Megatron's `validation loss at iteration N`) is timestamped when the evaluation ended: that clock goes with
@@ -231,6 +250,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
             continue
         canon.values[target.key] = rows.values[name] * target.scale
         canon.present[target.key] = rows.present[name].copy()
+    _loss_from_parts(canon, rows, targets, warnings)
     _impossible_mfu(canon, warnings)
     for counter in ("tokens", "samples"):
         present = canon.present.get(counter)
