@@ -481,3 +481,30 @@ def test_keras_fit_output_of_both_generations(ledger, tmp_path):
     steps, evals = ledger.steps("k3", nullable=True), ledger.evals("k3")
     assert steps["step_s"].tolist() == [7.0, 0.789] and steps["loss"].tolist() == [0.6807, 0.6]
     assert _evals(evals, "val/acc") == {1: 0.5179, 2: 0.55}
+
+
+def test_glog_and_month_first_timestamps_are_a_clock(ledger, tmp_path):
+    """MaxText's absl lines (`I0317 10:00:13.224641 ...`, no year) and nanotron's `08/31/2024 14:37:31` start
+    each line with the time: the log's clock, not step_s x steps."""
+    maxtext = tmp_path / "maxtext.log"
+    maxtext.write_text(
+        "I0317 10:00:13.224641 140234 max_utils.py:84] System Information: Jax Version: 0.4.35\n"
+        "I0317 10:00:15.500000 140234 train.py:123] completed step: 0, seconds: 1.500, TFLOP/s/device: 10.0, "
+        "Tokens/s/device: 1000.0, total_weights: 27633, loss: 10.500\n"
+        "I0317 10:00:20.140000 140234 train.py:123] completed step: 1, seconds: 0.400, TFLOP/s/device: 40.0, "
+        "Tokens/s/device: 4000.0, total_weights: 32387, loss: 9.750\n")
+    (res,) = import_run(ledger, "textlog", [str(maxtext)], ImportOptions(run="mt", devices=4))
+    steps = ledger.steps("mt")
+    assert steps["wall_s"].tolist() == pytest.approx([2.275359, 6.915359])
+    assert not any("estimated" in w for w in res.warnings)
+    assert steps["tokens_per_s"].tolist() == [4000.0, 16000.0]  # Tokens/s/device x 4 devices
+    nanotron = tmp_path / "nanotron.log"
+    nanotron.write_text(
+        "08/31/2024 14:37:30 [INFO|DP=0|PP=0|TP=0]: Config: train_steps=15\n"
+        "08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | consumed_tokens: 1.02K | "
+        "elapsed_time_per_iteration_ms: 4.71K | tokens_per_sec: 217 | lm_loss: 5.32\n"
+        "08/31/2024 14:37:32 [INFO|DP=0|PP=0|TP=0]: iteration: 2 / 15 | consumed_tokens: 2.05K | "
+        "elapsed_time_per_iteration_ms: 90.1 | tokens_per_sec: 11.4K | lm_loss: 5.31\n")
+    (res,) = import_run(ledger, "textlog", [str(nanotron)], ImportOptions(run="nt"))
+    assert ledger.steps("nt")["wall_s"].tolist() == [1.0, 2.0]
+    assert not any("estimated" in w for w in res.warnings)

@@ -35,6 +35,13 @@ __all__ = ["TextLog", "read_textlog", "device_count", "batch_tokens", "per_devic
 # logging's `,`) and zone.
 _STAMP = re.compile(r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
                     r"(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
+# nanotron's `08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | ...` (month first, as logging's
+# `%m/%d/%Y %H:%M:%S` writes it).
+_US_STAMP = re.compile(r"^\s*(?P<m>\d{2})/(?P<d>\d{2})/(?P<y>\d{4}) (?P<t>\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)(?![\d:])")
+# absl / glog's `I0317 10:00:13.224641 140234 train.py:123] ...` (MaxText, JAX, TensorFlow): month and day, no
+# year; used only where no line of the log has a dated stamp (a year is needed to mix the two).
+_GLOG = re.compile(r"^\s*[IWEF](?P<m>\d{2})(?P<d>\d{2}) (?P<t>\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)\s")
+_GLOG_YEAR = "2000"  # a leap year, so 0229 reads; only differences between stamps are used
 _MARK = re.compile(r"\bdatetime:\s*(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")  # Megatron's phase marks
 _HEAD_LINES = 5000  # device counts are printed at start-up
 # (pattern, what it counts): the first that matches in the log's head gives the device count.
@@ -73,8 +80,20 @@ class TextLog:
 
 
 def _stamp(line: str) -> str | None:
-    m = _STAMP.match(textformats.strip_ansi(line)) if line[:1] in " \t[0123456789\x1b" else None
-    return m["ts"].replace(",", ".") if m else None
+    """The dated timestamp that starts `line` (ISO, bracketed, or month/day/year), as ISO text."""
+    if line[:1] not in " \t[0123456789\x1b":
+        return None
+    text = textformats.strip_ansi(line)
+    if m := _STAMP.match(text):
+        return m["ts"].replace(",", ".")
+    if m := _US_STAMP.match(text):
+        return f"{m['y']}-{m['m']}-{m['d']} {m['t'].replace(',', '.')}"
+    return None
+
+
+def _glog_stamp(line: str) -> str | None:
+    m = _GLOG.match(line) if line[:1] in " \tIWEF" else None
+    return f"{_GLOG_YEAR}-{m['m']}-{m['d']} {m['t']}" if m else None
 
 
 def _mark(line: str) -> str | None:
@@ -134,10 +153,14 @@ def per_device_throughput(rows: Rows, devices: tuple[int, str] | None, warnings:
 def _clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, float] | None:
     """Unix time of each record (the timestamp its first line starts with, NaN where none), and of the
     log's first timestamped line; None when no line starts with one."""
+    stamp = _stamp
     first = next((s for line in lines if (s := _stamp(line) or _mark(line)) is not None), None)
     if first is None:
+        stamp = _glog_stamp
+        first = next((s for line in lines if (s := _glog_stamp(line)) is not None), None)
+    if first is None:
         return None
-    stamps = pd.Series([_stamp(lines[i]) or "" for i in where] + [first], dtype=object)
+    stamps = pd.Series([stamp(lines[i]) or "" for i in where] + [first], dtype=object)
     seconds = unix_seconds(stamps)
     return seconds[:-1], float(seconds[-1])
 
