@@ -508,3 +508,20 @@ def test_glog_and_month_first_timestamps_are_a_clock(ledger, tmp_path):
     (res,) = import_run(ledger, "textlog", [str(nanotron)], ImportOptions(run="nt"))
     assert ledger.steps("nt")["wall_s"].tolist() == [1.0, 2.0]
     assert not any("estimated" in w for w in res.warnings)
+
+
+def test_composer_hours_throughput_and_devices(ledger, tmp_path):
+    """Composer's SpeedMonitor logs `time/train` in hours and the job's `throughput/tokens_per_sec`; its banner
+    prints GPUs per node and nodes (the ROCm MPT-30B blog run: 8 x 2)."""
+    path = tmp_path / "composer.log"
+    path.write_text("******************************\nConfig:\nnum_gpus_per_node: 8\nnum_nodes: 2\n"
+                    "time/remaining_estimate_unit: hours\n\n******************************\n[epoch=1][batch=5/5]:\n"
+                    "\t Train time/batch: 4\n\t Train time/token: 29254495\n\t Train loss/train/total: 8.4213\n"
+                    "\t Train throughput/tokens_per_sec: 20082.8418\n"
+                    "\t Train throughput/device/tokens_per_sec: 1255.1776\n\t Train time/train: 0.5249\n")
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="c"))
+    steps = ledger.steps("c")
+    assert steps["loss"].tolist() == [8.4213] and steps["tokens"].tolist() == [29254495]
+    assert steps["tokens_per_s"].tolist() == [20082.8418]
+    assert steps["wall_s"].tolist() == pytest.approx([0.5249 * 3600])
+    assert ledger.meta("c")["devices"] == {"count": 16, "from": f"{path}:3 (GPUs per node x nodes)"}

@@ -45,7 +45,8 @@ _CORE_ALIASES = {
     "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm",
                   "optim/total_grad_norm"],
     "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s", "tok/sec",
-                     "tokens/s", "tokens/sec", "throughput/tokens_per_s", "train/tokens_per_s", "tps"],
+                     "tokens/s", "tokens/sec", "throughput/tokens_per_s", "train/tokens_per_s", "tps",
+                     "throughput/tokens_per_sec"],  # Composer's SpeedMonitor (the job's; per device under device/)
     "mfu": ["mfu", "throughput/mfu"],
     "energy_j": ["energy_j", "energy_joules", "energy_joule", "total_energy_j", "gpu_energy_j", "energy_consumed_j"],
 }
@@ -100,7 +101,9 @@ _OTHER_ALIASES = {"loss_scale": Target("extra", "signals/loss_scale"),
                   "lm_loss_validation": Target("eval", "val/loss"), "lm_loss_validation_ppl": Target("eval", "val/ppl"),
                   "lm_loss_value": Target("eval", "val/loss"),
                   "metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
-                  "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss")}
+                  "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
+                  # Composer's SpeedMonitor logs the training time in hours (its time_unit default)
+                  "time/train": Target("core", "wall_s", 3600.0), "train_time/train": Target("core", "wall_s", 3600.0)}
 # Ultralytics YOLO's results.csv scores the validation set under `metrics/`: `metrics/mAP50(B)`,
 # `metrics/mAP50-95(M)`, `metrics/precision(B)`, `metrics/recall(B)` ((B) boxes, (M) masks, (P) poses),
 # `metrics/accuracy_top1`: evaluations of task `val`. Its direction is the base name's (`map`, `precision`).
@@ -150,6 +153,8 @@ def _section_dropped(norm: str) -> str:
 
 def guess(name: str) -> Target:
     """The canonical target of a source metric name (an `imported/<name>` extra when nothing fits)."""
+    if _normal(name) in _OTHER_ALIASES:  # before the namespaces: Composer's `time/train` is hours, not an extra
+        return _OTHER_ALIASES[_normal(name)]
     canonical = _canonical(name)
     if canonical is not None and canonical.kind != "eval":
         return canonical

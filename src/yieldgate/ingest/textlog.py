@@ -52,6 +52,9 @@ _DEVICES = (
      "number of devices"),
     (re.compile(r"\bMEMBER:\s*\d+/(\d{1,9})(?!\d)"), "distributed members"),
 )
+# Composer's config banner: `num_gpus_per_node: 8` and, on the next lines, `num_nodes: 2`.
+_PER_NODE = re.compile(r"^\s*num_gpus_per_node:\s*(\d{1,9})\s*$")
+_NODES = re.compile(r"^\s*num_nodes:\s*(\d{1,9})\s*$")
 _PARALLEL = re.compile(r"\b(data|tensor-model|pipeline-model|context)-parallel size:\s*(\d{1,9})(?!\d)")
 # TorchTitan's device mesh: `Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1,
 # ep=1, etp=1` (its world size is pp x dp_replicate x dp_shard x cp x tp: experts borrow from those), and the
@@ -109,6 +112,9 @@ def device_count(lines: Sequence[str], path: Path) -> tuple[int, str] | None:
             m = rx.search(line)
             if m and int(m.group(1)) > 0:
                 return int(m.group(1)), f"{path}:{i + 1} ({what})"
+        if (per_node := _PER_NODE.match(line)) and int(per_node[1]) > 0:
+            nodes = next((int(m[1]) for near in lines[i + 1: i + 10] if (m := _NODES.match(near))), 1)
+            return int(per_node[1]) * max(nodes, 1), f"{path}:{i + 1} (GPUs per node x nodes)"
         sizes = dict(_PARALLEL.findall(line))
         if "data" in sizes:
             n = int(np.prod([int(v) for v in sizes.values()]))
