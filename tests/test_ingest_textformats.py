@@ -525,3 +525,21 @@ def test_composer_hours_throughput_and_devices(ledger, tmp_path):
     assert steps["tokens_per_s"].tolist() == [20082.8418]
     assert steps["wall_s"].tolist() == pytest.approx([0.5249 * 3600])
     assert ledger.meta("c")["devices"] == {"count": 16, "from": f"{path}:3 (GPUs per node x nodes)"}
+
+
+def test_build_nanogpt_printed_evaluations_belong_to_the_next_step(ledger, tmp_path):
+    """build-nanogpt prints `validation loss: X` and `HellaSwag accuracy: a/b=acc` with no step, before the line
+    of the step they evaluate (its log.txt writes them at that step): they are evals there, not dropped."""
+    path = tmp_path / "stdout.log"
+    path.write_text(
+        "step 19079 | loss: 3.235010 | lr 3.3796e-04 | norm: 0.8756 | dt: 798.53ms | tok/sec: 656570.47\n"
+        "validation loss: 3.2034\nHellaSwag accuracy: 3049/10042=0.3036\n"
+        "rank 0 sample 0: Hello, I'm a language model, and I would like\n"
+        "step 19080 | loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54\n")
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="bn"))
+    steps, evals = ledger.steps("bn"), ledger.evals("bn")
+    assert res.source.endswith("(read as build-nanogpt)")
+    assert steps["loss"].tolist() == [3.23501, 3.285733] and steps["tokens_per_s"].tolist() == [656570.47, 26469.54]
+    assert steps["step_s"].tolist() == pytest.approx([0.79853, 19.80722])
+    assert _evals(evals, "val/loss") == {19080: 3.2034}
+    assert _evals(evals, "hellaswag/acc_norm") == {19080: 0.3036}

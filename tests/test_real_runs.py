@@ -145,3 +145,18 @@ def test_real_torchtitan_validation_is_an_evaluation(imported):
     with Ledger(ledger_path, readonly=True) as ledger:
         assert _series(ledger, "torchtitan-kimi-447m-fp8-c4-killed", "val/loss") == [tuple(entry["facts"]["validate"][0])]
         assert ledger.meta("torchtitan-kimi-447m-fp8-c4-killed")["devices"]["count"] == entry["facts"]["world_size"]
+
+
+def test_real_build_nanogpt_printed_evaluations_are_read_at_the_next_step(imported):
+    """The 12 stepless `validation loss:` lines: at the step printed next, as the same run's log.txt has them
+    (`19080 val 3.2034` in nanogpt-build-gpt2-124m-epoch2-log.txt)."""
+    ledger_path, results = imported
+    entry, result = results["nanogpt-build-gpt2-124m-stdout"]
+    assert result.exit_code == 0, result.stderr
+    facts = entry["facts"]
+    with Ledger(ledger_path, readonly=True) as ledger:
+        val = _series(ledger, "nanogpt-build-gpt2-124m-stdout", "val/loss")
+        hella = _series(ledger, "nanogpt-build-gpt2-124m-stdout", "hellaswag/acc_norm")
+    assert len(val) == facts["stepless_val_lines"] and len(hella) == facts["stepless_hellaswag_lines"]
+    assert val[0] == (19080, facts["val_first"]) and val[-1][1] == facts["val_last"]
+    assert hella[-1][1] == facts["hellaswag_last"]

@@ -85,6 +85,9 @@ class LogFormat:
     lines before them (Keras' `Epoch 3/10` headers)."""
     note: str = ""
     """What an import of this format says about its steps (`steps count epochs`), when that needs saying."""
+    ahead: bool = False
+    """Lines without a step belong to the step printed next (build-nanogpt evaluates before it prints the step's
+    line), not to the one before."""
 
     def records(self, lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
         """(index of the record's first line, lines it took, values) of each record in `lines`.
@@ -95,6 +98,7 @@ class LogFormat:
             yield from self.scan([strip_ansi(line) for line in lines])
             return
         i, last = 0, None
+        pending: list[tuple[int, dict[str, float]]] = []  # stepless values waiting for the next step (`ahead`)
         while i < len(lines):
             line = strip_ansi(lines[i])
             head = _BLOCK_HEAD.search(line) if self.blocks and len(line) <= _LONGEST else None
@@ -109,11 +113,20 @@ class LogFormat:
                     yield i, n, values
                 i += n
                 continue
-            read = self.read(line, last)
+            read = self.read(line, None if self.ahead else last)
             if read is not None:
                 last = read["step"]
+                for j, values in pending:
+                    yield j, 1, {**values, "step": last}
+                pending = []
                 yield i, 1, read
+            elif self.ahead and (values := self._stepless(line)):
+                pending.append((i, values))
             i += 1
+
+    def _stepless(self, line: str) -> dict[str, float] | None:
+        """The values of a line of this format that carries no step."""
+        return next((values for kind in self.lines if (values := kind.read(line)) and "step" not in values), None)
 
     def read(self, line: str, last_step: float | None = None) -> dict[str, float] | None:
         """The line's values with a whole `step`, or None when the line is not one of this format's.
@@ -389,10 +402,19 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
                   Line(rf"^step (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val_loss>{_NUM})",
                        names={"train": "train_split/loss"}))),
     LogFormat("build-nanogpt", "karpathy/build-nanogpt's log/log.txt, a step, a name and a value per line: "
-              "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`", lines=(
+              "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`; and what it prints: `step 19080 | "
+              "loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54`, with `validation "
+              "loss: 3.2034` and `HellaSwag accuracy: 3049/10042=0.3036` before the line of the step they evaluate",
+              ahead=True, lines=(
                   Line(rf"^(?P<step>\d+) train (?P<loss>{_NUM})$"),
                   Line(rf"^(?P<step>\d+) val (?P<val_loss>{_NUM})$"),
-                  Line(rf"^(?P<step>\d+) hella (?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}))),
+                  Line(rf"^(?P<step>\d+) hella (?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}),
+                  Line(rf"^step\s+(?P<step>\d+) \| loss: (?P<loss>{_NUM}) \| lr (?P<lr>{_NUM}) \| "
+                       rf"norm: (?P<grad_norm>{_NUM}) \| dt: (?P<step_s>{_NUM})ms \| tok/sec: (?P<tokens_per_s>{_NUM})",
+                       scale={"step_s": 1e-3}),
+                  Line(rf"^validation loss: (?P<val_loss>{_NUM})$"),
+                  Line(rf"^HellaSwag accuracy: \d+/\d+=(?P<hellaswag>{_NUM})$",
+                       names={"hellaswag": "hellaswag/acc_norm"}))),
     LogFormat("modded-nanogpt", "KellerJordan/modded-nanogpt: `step:125/1390 val_loss:4.1234 train_time:12345ms "
               "step_avg:98.76ms`", lines=(
                   Line(rf"^step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>{_NUM}) )?(?:train_loss:(?P<loss>{_NUM}) )?"
