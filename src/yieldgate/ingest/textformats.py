@@ -116,12 +116,12 @@ class LogFormat:
             read = self.read(line, None if self.ahead else last)
             if read is not None:
                 last = read["step"]
-                for j, values in pending:
-                    yield j, 1, {**values, "step": last}
+                for j, waiting in pending:
+                    yield j, 1, {**waiting, "step": last}
                 pending = []
                 yield i, 1, read
-            elif self.ahead and (values := self._stepless(line)):
-                pending.append((i, values))
+            elif self.ahead and (stepless := self._stepless(line)):
+                pending.append((i, stepless))
             i += 1
 
     def _stepless(self, line: str) -> dict[str, float] | None:
