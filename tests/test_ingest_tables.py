@@ -197,7 +197,8 @@ def test_textlog_reads_train_and_validation_lines_with_one_pattern(ledger, tmp_p
     path, res, steps, evals = _textlog(ledger, tmp_path, LOG)
     assert res.mapping == {"val_loss": "val/loss (eval)", "wall_ms": "wall_s (x0.001)", "loss": "loss"}
     assert steps["step"].tolist() == [0, 1, 2, 3, 4]
-    assert steps["wall_s"].tolist() == [0.0, 0.31, 0.621, 0.93, 1.241]
+    # a step keeps its training line's clock; the validation line after it (1 ms later) gives its eval's
+    assert steps["wall_s"].tolist() == [0.0, 0.31, 0.62, 0.93, 1.24]
     assert steps["loss"].isna().tolist() == [True, False, False, False, False]
     assert evals["step"].tolist() == [0, 2, 4] and evals["value"].tolist() == [10.8258, 9.2001, 8.1]
     assert evals["wall_s"].tolist() == [0.0, 0.621, 1.241]
@@ -213,8 +214,9 @@ def test_textlog_messy_lines_are_kept_sound_and_reported(ledger, tmp_path):
     messy = "".join(lines[:4] + [lines[3]] + lines[4:]) + "step:5/6 train_loss:7.9 train_ti"
     path, res, steps, evals = _textlog(ledger, tmp_path, messy)
     assert steps["step"].tolist() == [0, 1, 2, 3, 4]
-    assert steps["wall_s"].tolist() == pytest.approx([0.0, 0.31, 0.621, 0.621, 0.621 + 0.311])
-    # (after the reset the clock counts on from 0.621 s: 30 ms -> 0.621, 341 ms -> 0.932)
+    assert steps["wall_s"].tolist() == pytest.approx([0.0, 0.31, 0.62, 0.621, 0.621 + 0.31])
+    # (after the reset the clock counts on from 0.621 s: 30 ms -> 0.621, 340 ms -> 0.931; steps 2 and 4 keep
+    # their training lines' clocks, not their validation lines')
     assert math.isnan(steps["loss"].array._data[3]) and not steps["loss"].isna().iloc[3]
     assert steps["tokens"].tolist() == [0, 100, 200, 300, 400]
     assert evals["value"].tolist() == [10.8258, 9.2001, 8.1]
@@ -282,3 +284,21 @@ def test_llamafactory_trainer_log_epochs_and_keras_names(ledger, tmp_path):
     wb.write_text('"Step","epoch/epoch","epoch/loss","epoch/val_loss"\n"0","0","1.2","1.1"\n"1","1","0.9","1.0"\n')
     import_run(ledger, "table", [str(wb)], ImportOptions(run="wbk"))
     assert ledger.evals("wbk")["value"].tolist() == [1.1, 1.0] and ledger.steps("wbk")["loss"].tolist() == [1.2, 0.9]
+
+
+def test_yolo_results_scores_are_evaluations_and_the_loss_is_its_terms(ledger, tmp_path):
+    """Ultralytics' results.csv: `metrics/mAP50(B)` and the like are the validation set's scores (higher is
+    better), the training loss is logged only as its terms (their sum is the loss), `lr/pg0` is the lr."""
+    path = tmp_path / "results.csv"
+    path.write_text("epoch,time,train/box_loss,train/cls_loss,metrics/precision(B),metrics/mAP50-95(B),val/box_loss,"
+                    "lr/pg0,lr/pg1\n1,597.18,1.5,2.5,0.74,0.14,1.24,0.0005,0.0005\n"
+                    "2,1257.6,1.25,1.5,0.68,0.43,1.31,0.001,0.001\n")
+    (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="yolo"))
+    steps, evals = ledger.steps("yolo"), ledger.evals("yolo")
+    assert steps["loss"].tolist() == [4.0, 2.75] and steps["lr"].tolist() == [0.0005, 0.001]
+    scores = evals[evals["metric"] == "mAP50-95(B)"]
+    assert scores["task"].tolist() == ["val", "val"] and scores["higher_is_better"].all()
+    assert scores["value"].tolist() == [0.14, 0.43]
+    assert evals[evals["metric"] == "precision(B)"]["higher_is_better"].all()
+    assert not evals[evals["metric"] == "box_loss"]["higher_is_better"].any()
+    assert any("loss = train/box_loss + train/cls_loss" in w for w in res.warnings)

@@ -117,9 +117,12 @@ def test_fairseq_losses_are_bits_and_the_epoch_summary_is_not_a_step(ledger):
 
 
 def test_torchtitan_colours_and_thousands_separators(ledger):
-    _, steps, _ = _import(ledger, "torchtitan.log")
+    res, steps, _ = _import(ledger, "torchtitan.log")
     assert steps["step"].tolist() == [1, 10]
-    assert steps["tokens_per_s"].tolist() == [1249, 7845]
+    # TorchTitan's tps is one device's: with no device count it is not the job's tokens/s
+    assert "tokens_per_s" not in steps or steps["tokens_per_s"].isna().all()
+    assert _extra(ledger, "torchtitan.log", "imported/tokens_per_s_per_device") == [1249, 7845]
+    assert any("tokens/s is logged per device and the device count is unknown" in w for w in res.warnings)
     assert steps["mfu"].tolist() == pytest.approx([0.2321, 0.4583])
     assert _extra(ledger, "torchtitan.log", "imported/memory_gib") == [34.86, 41.47]
 
@@ -281,7 +284,7 @@ def test_a_step_that_is_not_whole_is_not_a_step_line():
 
 def test_every_format_says_what_it_reads():
     for fmt in FORMATS.values():
-        assert "`" in fmt.about and (fmt.lines or fmt.reader)
+        assert "`" in fmt.about and (fmt.lines or fmt.reader or fmt.scan)
 
 
 def test_cli_reads_a_known_log_without_a_pattern(cli):
@@ -362,9 +365,9 @@ def test_torchtitan_numbers_with_separators_and_an_impossible_mfu(ledger, tmp_pa
         f"[rank0]:[titan] 2025-05-01 10:00:{s:02d},000 - root - INFO - \x1b[31mstep: {s:2d}  \x1b[32mloss:  {9 - s / 10:.4f}  "
         f"\x1b[33mmemory: 12.50GiB(15.81%)  \x1b[34mtps: 3,198  \x1b[36mtflops: 4,700.89  \x1b[35mmfu: 15131.59%\x1b[39m\n"
         for s in range(1, 6)))
-    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan"))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan", devices=4))
     steps = ledger.steps("titan", nullable=True)
-    assert steps["tokens_per_s"].tolist() == [3198.0] * 5
+    assert steps["tokens_per_s"].tolist() == [4 * 3198.0] * 5  # tps is per device
     assert _extra(ledger, "titan", "imported/tflops") == [4700.89] * 5
     assert "mfu" not in steps or steps["mfu"].isna().all()
     assert _extra(ledger, "titan", "imported/mfu_as_logged") == pytest.approx([151.3159] * 5)
@@ -414,3 +417,129 @@ def test_a_cumulative_energy_counter_that_restarts_keeps_counting(ledger, tmp_pa
     assert ledger.steps("restart")["energy_j"].tolist() == [100, 200, 300, 400, 500, 600, 610, 710, 810, 910, 1010,
                                                            1110]
     assert any("restarts 1 time(s)" in w for w in res.warnings)
+
+
+def test_torchtitan_validation_mesh_and_batch(ledger, tmp_path):
+    """TorchTitan's `validate step: N  loss: X` is an evaluation, not the training loss of step N; its device
+    mesh gives the device count (tps is per device); its printed global batch x sequence length gives tokens."""
+    path = tmp_path / "titan.log"
+    t = "[rank0]:[titan] 2026-05-12 23:{} - root - INFO - "
+    path.write_text(
+        t.format("29:47,151") + "Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, "
+                                "ep=1, etp=1\n"
+        + t.format("29:52,631") + "Trainer is initialized with local batch size 4, global batch size 384, gradient "
+                                  "accumulation steps 12, sequence length 2048, total steps 12750 (warmup 1000)\n"
+        + t.format("30:38,590") + "step:  1  loss: 12.20778  grad_norm:  0.1159  memory: 23.97GiB(76.44%)  tps: 2,127  "
+                                  "tflops: 16.11  mfu: N/A\n"
+        + t.format("32:26,394") + "validate step:  1  loss: 12.2079  memory: 23.97GiB(76.45%)  tps: 7,599\n"
+        + t.format("36:35,049") + "step: 10  loss: 12.12004  grad_norm:  0.1212  memory: 25.28GiB(80.62%)  tps: 3,558  "
+                                  "tflops: 26.95  mfu: N/A\n")
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan"))
+    steps, evals = ledger.steps("titan", nullable=True), ledger.evals("titan")
+    assert steps["loss"].tolist() == [12.20778, 12.12004]
+    assert _evals(evals, "val/loss") == {1: 12.2079}
+    assert ledger.meta("titan")["devices"] == {"count": 8, "from": f"{path}:1 (device mesh)"}
+    assert steps["tokens_per_s"].tolist() == [8 * 2127.0, 8 * 3558.0]
+    assert steps["tokens"].tolist() == [384 * 2048, 10 * 384 * 2048]
+    # step 1 ends at 23:30:38.590 (51.439 s after the first line); its validation ended at 23:32:26.394
+    assert steps["wall_s"].tolist() == pytest.approx([51.439, 407.898])
+    assert evals["wall_s"].tolist() == pytest.approx([159.243])
+    assert any("tokens = step x 786,432" in w for w in res.warnings)
+    import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan2", tokens_per_step=1000.0))
+    assert ledger.steps("titan2")["tokens"].tolist() == [1000, 10000]  # what the user gives wins
+    older = tmp_path / "older.log"
+    older.write_text("[rank0]:2024-05-01 12:00:00,123 - root - INFO - Building 2-D device mesh with "
+                     "['dp_shard', 'tp'], [4, 2]\n"
+                     "[rank0]:2024-05-01 12:00:05,123 - root - INFO - step:  1  loss: 12.2504  tps: 1,249\n")
+    import_run(ledger, "textlog", [str(older)], ImportOptions(run="older"))
+    assert ledger.meta("older")["devices"]["count"] == 8
+
+
+def test_keras_fit_output_of_both_generations(ledger, tmp_path):
+    """Keras' model.fit prints an `Epoch N/M` header and then the epoch's line: one step per epoch, `val_*`
+    evaluations, the epoch's seconds as its step time; a second fit starting at epoch 1 again is counted on."""
+    keras2 = tmp_path / "keras2.log"
+    keras2.write_text("Train on 400000 samples, validate on 10000 samples\nEpoch 1/2\n"
+                      "3083s - loss: 1.7197 - acc: 0.5893 - val_loss: 0.3504 - val_acc: 0.8959\nEpoch 2/2\n"
+                      "Epoch 00001: early stopping\n"
+                      "3086s - loss: 0.6644 - acc: 0.8074 - val_loss: 0.2832 - val_acc: 0.9182\nEpoch 1/2\n"
+                      "60000/60000 [==============================] - 3s 50us/step - loss: 0.1369 - acc: 0.9600 - "
+                      "val_loss: 0.0778 - val_acc: 0.9810\n")
+    (res,) = import_run(ledger, "textlog", [str(keras2)], ImportOptions(run="k2"))
+    steps, evals = ledger.steps("k2", nullable=True), ledger.evals("k2")
+    assert res.source.endswith("(read as keras)")
+    assert steps["step"].tolist() == [1, 2, 3] and steps["loss"].tolist() == [1.7197, 0.6644, 0.1369]
+    assert steps["step_s"].tolist() == [3083.0, 3086.0, 3.0]
+    assert _evals(evals, "val/loss") == {1: 0.3504, 2: 0.2832, 3: 0.0778}
+    assert _evals(evals, "val/acc") == {1: 0.8959, 2: 0.9182, 3: 0.981}
+    assert any("steps in this run count epochs" in w for w in res.warnings)
+    keras3 = tmp_path / "keras3.log"
+    keras3.write_text("Epoch 1/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
+                      "val_accuracy: 0.5179 - val_loss: 0.6897\nEpoch 2/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 789ms 113ms/step - "
+                      "accuracy: 0.6 - loss: 0.6 - val_accuracy: 0.55 - val_loss: 0.65\n")
+    import_run(ledger, "textlog", [str(keras3)], ImportOptions(run="k3"))
+    steps, evals = ledger.steps("k3", nullable=True), ledger.evals("k3")
+    assert steps["step_s"].tolist() == [7.0, 0.789] and steps["loss"].tolist() == [0.6807, 0.6]
+    assert _evals(evals, "val/acc") == {1: 0.5179, 2: 0.55}
+
+
+def test_glog_and_month_first_timestamps_are_a_clock(ledger, tmp_path):
+    """MaxText's absl lines (`I0317 10:00:13.224641 ...`, no year) and nanotron's `08/31/2024 14:37:31` start
+    each line with the time: the log's clock, not step_s x steps."""
+    maxtext = tmp_path / "maxtext.log"
+    maxtext.write_text(
+        "I0317 10:00:13.224641 140234 max_utils.py:84] System Information: Jax Version: 0.4.35\n"
+        "I0317 10:00:15.500000 140234 train.py:123] completed step: 0, seconds: 1.500, TFLOP/s/device: 10.0, "
+        "Tokens/s/device: 1000.0, total_weights: 27633, loss: 10.500\n"
+        "I0317 10:00:20.140000 140234 train.py:123] completed step: 1, seconds: 0.400, TFLOP/s/device: 40.0, "
+        "Tokens/s/device: 4000.0, total_weights: 32387, loss: 9.750\n")
+    (res,) = import_run(ledger, "textlog", [str(maxtext)], ImportOptions(run="mt", devices=4))
+    steps = ledger.steps("mt")
+    assert steps["wall_s"].tolist() == pytest.approx([2.275359, 6.915359])
+    assert not any("estimated" in w for w in res.warnings)
+    assert steps["tokens_per_s"].tolist() == [4000.0, 16000.0]  # Tokens/s/device x 4 devices
+    nanotron = tmp_path / "nanotron.log"
+    nanotron.write_text(
+        "08/31/2024 14:37:30 [INFO|DP=0|PP=0|TP=0]: Config: train_steps=15\n"
+        "08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | consumed_tokens: 1.02K | "
+        "elapsed_time_per_iteration_ms: 4.71K | tokens_per_sec: 217 | lm_loss: 5.32\n"
+        "08/31/2024 14:37:32 [INFO|DP=0|PP=0|TP=0]: iteration: 2 / 15 | consumed_tokens: 2.05K | "
+        "elapsed_time_per_iteration_ms: 90.1 | tokens_per_sec: 11.4K | lm_loss: 5.31\n")
+    (res,) = import_run(ledger, "textlog", [str(nanotron)], ImportOptions(run="nt"))
+    assert ledger.steps("nt")["wall_s"].tolist() == [1.0, 2.0]
+    assert not any("estimated" in w for w in res.warnings)
+
+
+def test_composer_hours_throughput_and_devices(ledger, tmp_path):
+    """Composer's SpeedMonitor logs `time/train` in hours and the job's `throughput/tokens_per_sec`; its banner
+    prints GPUs per node and nodes (the ROCm MPT-30B blog run: 8 x 2)."""
+    path = tmp_path / "composer.log"
+    path.write_text("******************************\nConfig:\nnum_gpus_per_node: 8\nnum_nodes: 2\n"
+                    "time/remaining_estimate_unit: hours\n\n******************************\n[epoch=1][batch=5/5]:\n"
+                    "\t Train time/batch: 4\n\t Train time/token: 29254495\n\t Train loss/train/total: 8.4213\n"
+                    "\t Train throughput/tokens_per_sec: 20082.8418\n"
+                    "\t Train throughput/device/tokens_per_sec: 1255.1776\n\t Train time/train: 0.5249\n")
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="c"))
+    steps = ledger.steps("c")
+    assert steps["loss"].tolist() == [8.4213] and steps["tokens"].tolist() == [29254495]
+    assert steps["tokens_per_s"].tolist() == [20082.8418]
+    assert steps["wall_s"].tolist() == pytest.approx([0.5249 * 3600])
+    assert ledger.meta("c")["devices"] == {"count": 16, "from": f"{path}:3 (GPUs per node x nodes)"}
+
+
+def test_build_nanogpt_printed_evaluations_belong_to_the_next_step(ledger, tmp_path):
+    """build-nanogpt prints `validation loss: X` and `HellaSwag accuracy: a/b=acc` with no step, before the line
+    of the step they evaluate (its log.txt writes them at that step): they are evals there, not dropped."""
+    path = tmp_path / "stdout.log"
+    path.write_text(
+        "step 19079 | loss: 3.235010 | lr 3.3796e-04 | norm: 0.8756 | dt: 798.53ms | tok/sec: 656570.47\n"
+        "validation loss: 3.2034\nHellaSwag accuracy: 3049/10042=0.3036\n"
+        "rank 0 sample 0: Hello, I'm a language model, and I would like\n"
+        "step 19080 | loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54\n")
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="bn"))
+    steps, evals = ledger.steps("bn"), ledger.evals("bn")
+    assert res.source.endswith("(read as build-nanogpt)")
+    assert steps["loss"].tolist() == [3.23501, 3.285733] and steps["tokens_per_s"].tolist() == [656570.47, 26469.54]
+    assert steps["step_s"].tolist() == pytest.approx([0.79853, 19.80722])
+    assert _evals(evals, "val/loss") == {19080: 3.2034}
+    assert _evals(evals, "hellaswag/acc_norm") == {19080: 0.3036}

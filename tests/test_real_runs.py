@@ -101,6 +101,8 @@ READS = {
     "megatron-deepspeed-qwen7b-tp4-500it": {"train": "loss", "val": "val/loss"},
     "fairseq-wav2vec2-mandarin-hydra_train": {"train_inner": "loss", "valid": "val/loss"},
     "torchtitan-kimi-linear-436m-c4": {"train": "loss"},
+    "torchtitan-kimi-447m-fp8-c4-killed": {"train": "loss"},
+    "keras-kanji-cnn-fit-log": {"loss": "loss", "val_loss": "val/loss", "val_acc": "val/acc"},
 }
 
 
@@ -120,3 +122,41 @@ def test_real_logs_read_as_their_independent_parsers_read_them(imported, run):
             for end, point in (("first", got[0]), ("last", got[-1])):
                 assert point[0] == expected[end][0], (fact, end)
                 assert point[1] == pytest.approx(expected[end][1] * scale, rel=1e-6), (fact, end)
+
+
+def test_real_yolo_scores_are_evaluations_that_rise_and_its_loss_is_the_sum_of_its_terms(imported):
+    ledger_path, results = imported
+    _, result = results["yolo11-seg-gallstone-results"]
+    assert result.exit_code == 0, result.stderr
+    with Ledger(ledger_path, readonly=True) as ledger:
+        evals = ledger.evals("yolo11-seg-gallstone-results")
+        scores = evals[evals["metric"] == "mAP50-95(B)"].sort_values("step")
+        assert scores["task"].unique().tolist() == ["val"] and scores["higher_is_better"].all()
+        assert scores["value"].tolist()[-1] == pytest.approx(0.703)
+        steps = ledger.steps("yolo11-seg-gallstone-results")
+        # 0.98836 + 1.24258 + 0.85471 + 0.99807 at epoch 10
+        assert steps["loss"].tolist()[-1] == pytest.approx(4.08372)
+
+
+def test_real_torchtitan_validation_is_an_evaluation(imported):
+    ledger_path, results = imported
+    entry, result = results["torchtitan-kimi-447m-fp8-c4-killed"]
+    assert result.exit_code == 0, result.stderr
+    with Ledger(ledger_path, readonly=True) as ledger:
+        assert _series(ledger, "torchtitan-kimi-447m-fp8-c4-killed", "val/loss") == [tuple(entry["facts"]["validate"][0])]
+        assert ledger.meta("torchtitan-kimi-447m-fp8-c4-killed")["devices"]["count"] == entry["facts"]["world_size"]
+
+
+def test_real_build_nanogpt_printed_evaluations_are_read_at_the_next_step(imported):
+    """The 12 stepless `validation loss:` lines: at the step printed next, as the same run's log.txt has them
+    (`19080 val 3.2034` in nanogpt-build-gpt2-124m-epoch2-log.txt)."""
+    ledger_path, results = imported
+    entry, result = results["nanogpt-build-gpt2-124m-stdout"]
+    assert result.exit_code == 0, result.stderr
+    facts = entry["facts"]
+    with Ledger(ledger_path, readonly=True) as ledger:
+        val = _series(ledger, "nanogpt-build-gpt2-124m-stdout", "val/loss")
+        hella = _series(ledger, "nanogpt-build-gpt2-124m-stdout", "hellaswag/acc_norm")
+    assert len(val) == facts["stepless_val_lines"] and len(hella) == facts["stepless_hellaswag_lines"]
+    assert val[0] == (19080, facts["val_first"]) and val[-1][1] == facts["val_last"]
+    assert hella[-1][1] == facts["hellaswag_last"]

@@ -270,6 +270,61 @@ def torchtitan(path: Path, params: dict) -> dict:
     }
 
 
+TITAN_STEP = re.compile(r" - root - INFO - step:\s*(\d+)\s+loss:\s*([\d.]+)\s.*\btps: ([\d,]+)")
+TITAN_VALIDATE = re.compile(r" - root - INFO - validate step:\s*(\d+)\s+loss:\s*([\d.]+)")
+TITAN_MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), dp_shard=(\d+), "
+                        r"cp=(\d+), tp=(\d+)")
+TITAN_BATCH = re.compile(r"global batch size (\d+), .*sequence length (\d+)")
+
+
+def torchtitan_validate(path: Path, params: dict) -> dict:
+    """pytorch/torchtitan's logger output without colour codes: `step: N  loss: X ... tps: T ...`, `validate
+    step: N  loss: X`, the device mesh (world size pp x dp_replicate x dp_shard x cp x tp) and the batch."""
+    lines = _lines(path)
+    train, validate, tps = [], [], []
+    for line in lines:
+        if match := TITAN_STEP.search(line):
+            train.append((int(match[1]), float(match[2])))
+            tps.append(_num(match[3]))
+        elif match := TITAN_VALIDATE.search(line):
+            validate.append([int(match[1]), float(match[2])])
+    mesh = next(m for line in lines if (m := TITAN_MESH.search(line)))
+    batch = next(m for line in lines if (m := TITAN_BATCH.search(line)))
+    return {
+        "train": _series_facts(train, params.get("after_step"), params.get("spike_window")),
+        "validate": validate,
+        "world_size": math.prod(int(g) for g in mesh.groups()),
+        "tokens_per_step": int(batch[1]) * int(batch[2]),
+        "last_tps": tps[-1],
+        "killed": " Killed " in lines[-2],
+    }
+
+
+KERAS_HEADER = re.compile(r"^Epoch (\d+)/(\d+)$")
+KERAS2_EPOCH = re.compile(r"^(\d+)s - loss: ([\d.]+) - acc: ([\d.]+) - val_loss: ([\d.]+) - val_acc: ([\d.]+)$")
+
+
+def keras_fit(path: Path, params: dict) -> dict:
+    """Keras 2 model.fit(verbose=2) output: `Epoch N/M` headers, each followed (after an early-stopping note at
+    most) by `<secs>s - loss: .. - acc: .. - val_loss: .. - val_acc: ..`; each `fit` starts again at Epoch 1, so
+    the epoch number here is counted across the fits."""
+    train, val_loss, val_acc, seconds, fits, stops = [], [], [], [], 0, 0
+    epoch = 0
+    for line in _lines(path):
+        if match := KERAS_HEADER.match(line):
+            fits += match[1] == "1"
+        elif match := KERAS2_EPOCH.match(line):
+            epoch += 1
+            train.append((epoch, float(match[2])))
+            val_loss.append((epoch, float(match[4])))
+            val_acc.append((epoch, float(match[5])))
+            seconds.append(int(match[1]))
+        elif line.endswith(": early stopping"):
+            stops += 1
+    return {"fits": fits, "early_stops": stops, "loss": _series_facts(train), "val_loss": _series_facts(val_loss),
+            "val_acc": _series_facts(val_acc), "total_seconds": sum(seconds)}
+
+
 def lm_eval(path: Path, params: dict) -> dict:
     """lm-evaluation-harness results: v0.3 keys metrics plainly (``acc``), v0.4 as
     ``<metric>,<filter>`` (``acc,none``) and adds groups."""
@@ -293,6 +348,8 @@ PARSERS = {
     "megatron": megatron,
     "fairseq-hydra-json": fairseq_hydra,
     "torchtitan": torchtitan,
+    "torchtitan-validate": torchtitan_validate,
+    "keras-fit": keras_fit,
     "lm-eval": lm_eval,
 }
 

@@ -73,6 +73,8 @@ class Read:
     """(device count, where the source says it), when it does."""
     summary: dict[str, float] = field(default_factory=dict)
     """Numbers that belong to no step (a Trainer's final `test_*` results): the run's meta `summary`."""
+    tokens_per_step: tuple[float, str] | None = None
+    """(tokens per optimizer step, where the source says it), when it does; `tokens_per_step` overrides it."""
 
 
 def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
@@ -93,13 +95,14 @@ def tables_to_reads(source: str, runs: dict[str | None, Rows]) -> list[Read]:
 
 
 def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
-    from yieldgate.ingest.textlog import read_textlog
+    from yieldgate.ingest.textlog import per_device_throughput, read_textlog
 
     paths = [Path(s) for s in sources]
     log = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map), opts.log_format)
+    per_device_throughput(log.rows, (opts.devices, "given") if opts.devices else log.devices, warnings)
     read_as = sorted(set(log.formats))
     return [Read(", ".join(sources) + ("" if read_as == ["pattern"] else f" (read as {', '.join(read_as)})"), log.rows,
-                 start_unix=log.start_unix, devices=log.devices)]
+                 start_unix=log.start_unix, devices=log.devices, tokens_per_step=log.tokens_per_step)]
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]:
@@ -149,7 +152,12 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     planned: list[tuple[str, Read, Mapped]] = []
     for read in reads:
         if read.rows is not None:
-            mapped = map_rows(read.rows, warnings, overrides=overrides, tokens_per_step=opts.tokens_per_step,
+            per_step = opts.tokens_per_step
+            if per_step is None and opts.tokens_per_sample is None and read.tokens_per_step is not None:
+                per_step = read.tokens_per_step[0]
+                warnings.add("tokens", f"{read.source}: tokens = step x {per_step:,.0f} where none is logged "
+                                       f"({read.tokens_per_step[1]})")
+            mapped = map_rows(read.rows, warnings, overrides=overrides, tokens_per_step=per_step,
                               tokens_per_sample=opts.tokens_per_sample)
         else:
             mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -196,6 +197,41 @@ def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
                     if first > interval else ""))
 
 
+# A training loss logged only as its terms: Ultralytics YOLO's `train/box_loss`, `train/seg_loss`, `train/cls_loss`,
+# `train/dfl_loss` (each already weighted by its gain; their sum is what the optimizer minimises).
+_LOSS_PART = re.compile(r"^train/\w+_loss$")
+
+
+def _loss_from_parts(canon: Rows, rows: Rows, targets: Mapping[str, Target], warnings: Warnings) -> None:
+    """`loss` as the sum of its parts where no total is logged (the parts stay extras under their names)."""
+    parts = [name for name, t in targets.items() if t.kind == "extra" and _LOSS_PART.match(name)]
+    if "loss" in canon.values or len(parts) < 2:
+        return
+    present = np.logical_and.reduce([rows.present[name] for name in parts])
+    if not present.any():
+        return
+    canon.values["loss"] = np.sum([rows.values[name] for name in parts], axis=0)
+    canon.present["loss"] = present
+    warnings.add("loss", f"{canon.source}: no total training loss logged: loss = {' + '.join(parts)}")
+
+
+def _step_keeps_its_clock(canon: Rows, eval_keys: Sequence[str]) -> dict[int, float]:
+    """An evaluation logged on its own line after its step's training line (TorchTitan's `validate step: 1`,
+    Megatron's `validation loss at iteration N`) is timestamped when the evaluation ended: that clock goes with
+    its eval records, while the step keeps its training line's (the ledger would merge the later one over it).
+    Returns {row: wall_s} of the evaluation rows whose clock was taken off their step."""
+    wall_ok = canon.present.get("wall_s")
+    if wall_ok is None or not eval_keys:
+        return {}
+    evaluated = np.zeros(len(canon), dtype=bool)
+    for key in eval_keys:
+        evaluated |= canon.present[key]
+    trained = np.isin(canon.step, canon.step[wall_ok & ~evaluated])
+    later = evaluated & wall_ok & trained
+    canon.present["wall_s"] = wall_ok & ~later
+    return {int(i): float(canon.values["wall_s"][i]) for i in np.nonzero(later)[0]}
+
+
 def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
              tokens_per_step: float | None = None, tokens_per_sample: float | None = None) -> Mapped:
     """Rename `rows`' metrics to canonical names, clean them (`clean.clean`), and split steps from evals.
@@ -216,6 +252,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
             continue
         canon.values[target.key] = rows.values[name] * target.scale
         canon.present[target.key] = rows.present[name].copy()
+    _loss_from_parts(canon, rows, targets, warnings)
     _impossible_mfu(canon, warnings)
     for counter in ("tokens", "samples"):
         present = canon.present.get(counter)
@@ -238,6 +275,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
     _wall_from_step_times(canon, warnings)
     _energy(canon, warnings)
     kinds = {t.key: t.kind for t in targets.values()}
+    eval_wall = _step_keeps_its_clock(canon, [key for key, kind in kinds.items() if kind == "eval"])
     evals: list[EvalRecord] = []
     for key, kind in kinds.items():
         if kind != "eval":
@@ -252,7 +290,7 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
             evals.append(EvalRecord(
                 step=int(canon.step[i]), task=task, metric=metric, value=float(values[i]),
                 tokens=float(tokens[i]) if tokens_ok[i] else None,
-                wall_s=float(wall[i]) if wall_ok[i] else None))
+                wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None)))
     # Rows that only carried eval values are not step records.
     any_step = np.zeros(len(canon), dtype=bool)
     for p in canon.present.values():

@@ -41,11 +41,12 @@ _CORE_ALIASES = {
              "lm_loss",
              "crossentropyloss", "ce_loss", "loss/train/total"],
     "lr": ["lr", "learning_rate", "train/lr", "train/learning_rate", "lr_adamw", "lr_adam", "lr_sgd",
-           "optim/learning_rate_group0", "optim/lr_group_0"],
+           "optim/learning_rate_group0", "optim/lr_group_0", "lr/pg0"],
     "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm",
                   "optim/total_grad_norm"],
     "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s", "tok/sec",
-                     "tokens/s", "tokens/sec", "throughput/tokens_per_s", "train/tokens_per_s", "tps"],
+                     "tokens/s", "tokens/sec", "throughput/tokens_per_s", "train/tokens_per_s", "tps",
+                     "throughput/tokens_per_sec"],  # Composer's SpeedMonitor (the job's; per device under device/)
     "mfu": ["mfu", "throughput/mfu"],
     "energy_j": ["energy_j", "energy_joules", "energy_joule", "total_energy_j", "gpu_energy_j", "energy_consumed_j"],
 }
@@ -100,7 +101,14 @@ _OTHER_ALIASES = {"loss_scale": Target("extra", "signals/loss_scale"),
                   "lm_loss_validation": Target("eval", "val/loss"), "lm_loss_validation_ppl": Target("eval", "val/ppl"),
                   "lm_loss_value": Target("eval", "val/loss"),
                   "metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
-                  "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss")}
+                  "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
+                  # Composer's SpeedMonitor logs the training time in hours (its time_unit default)
+                  "time/train": Target("core", "wall_s", 3600.0), "train_time/train": Target("core", "wall_s", 3600.0)}
+# Ultralytics YOLO's results.csv scores the validation set under `metrics/`: `metrics/mAP50(B)`,
+# `metrics/mAP50-95(M)`, `metrics/precision(B)`, `metrics/recall(B)` ((B) boxes, (M) masks, (P) poses),
+# `metrics/accuracy_top1`: evaluations of task `val`. Its direction is the base name's (`map`, `precision`).
+_SCORE = re.compile(r"^metrics/(?P<metric>[^/]+)$")
+_SCORE_QUALIFIERS = re.compile(r"(?:\([a-z]\)|\d+(?:-\d+)?)$")
 # A learning rate per parameter group: Composer's `lr-DecoupledAdamW/group0`; the first group's is the lr.
 _LR_GROUP = re.compile(r"^lr_[a-z]+/group_?0$")
 
@@ -145,6 +153,8 @@ def _section_dropped(norm: str) -> str:
 
 def guess(name: str) -> Target:
     """The canonical target of a source metric name (an `imported/<name>` extra when nothing fits)."""
+    if _normal(name) in _OTHER_ALIASES:  # before the namespaces: Composer's `time/train` is hours, not an extra
+        return _OTHER_ALIASES[_normal(name)]
     canonical = _canonical(name)
     if canonical is not None and canonical.kind != "eval":
         return canonical
@@ -169,12 +179,23 @@ def guess(name: str) -> Target:
             col = _ALIASES.get(candidate)
             if col in ("wall_s", "step_s"):
                 return Target("core", col, scale)
+    score = _SCORE.match(name.strip())
+    if score and metric_direction(_score_base(score["metric"])) is not None:
+        return Target("eval", f"{VAL_TASK}/{score['metric']}")
     m = _VAL_PREFIX.match(norm)
     if m and m["metric"] not in _NOT_EVAL_METRICS and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES
                                                        or metric_direction(m["metric"]) is not None):
         task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
         return Target("eval", f"{task}/{_VAL_RENAMES.get(m['metric'], m['metric'])}")
     return canonical or _imported(name)
+
+
+def _score_base(metric: str) -> str:
+    """`mAP50-95(B)` -> `map`, `precision(M)` -> `precision`: a score's name without its qualifiers."""
+    base = metric.lower()
+    while (stripped := _SCORE_QUALIFIERS.sub("", base)) != base:
+        base = stripped
+    return base
 
 
 def _target_of(key: str) -> Target:

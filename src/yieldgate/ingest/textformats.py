@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import parse_json
 
-__all__ = ["FORMATS", "LogFormat", "detect", "strip_ansi"]
+__all__ = ["FORMATS", "LogFormat", "PER_DEVICE_TOKENS_PER_S", "detect", "strip_ansi"]
+
+PER_DEVICE_TOKENS_PER_S = "tokens_per_s_per_device"
+"""A log's name for one device's tokens/s; the import multiplies it by the device count into `tokens_per_s`."""
 
 # A number as loggers print it: 12, -3.5, .5, 1.5E-04, 1,234,567 (thousands separators), nan, NaN, -inf.
 # `\d+(?:\.\d*)?`, not `\d+\.?\d*`: that splits a run of n digits n ways, n^2 steps before a mismatch.
@@ -77,13 +80,25 @@ class LogFormat:
     """A reader for formats a regex per line cannot express (pairs in any order)."""
     blocks: bool = False
     """Also read blocks: a line ending in `[step=N]` or `[batch=N/M]:`, then indented lines of pairs."""
+    scan: Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, float]]]] | None = None
+    """A reader of the whole log instead of `lines` and `reader`, for a format whose lines take their step from
+    lines before them (Keras' `Epoch 3/10` headers)."""
+    note: str = ""
+    """What an import of this format says about its steps (`steps count epochs`), when that needs saying."""
+    ahead: bool = False
+    """Lines without a step belong to the step printed next (build-nanogpt evaluates before it prints the step's
+    line), not to the one before."""
 
     def records(self, lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
         """(index of the record's first line, lines it took, values) of each record in `lines`.
 
         A reader's values without a step (Megatron's evaluation "at the end of training") belong to the step
         of the record before them; with none before, the line is not read."""
+        if self.scan is not None:
+            yield from self.scan([strip_ansi(line) for line in lines])
+            return
         i, last = 0, None
+        pending: list[tuple[int, dict[str, float]]] = []  # stepless values waiting for the next step (`ahead`)
         while i < len(lines):
             line = strip_ansi(lines[i])
             head = _BLOCK_HEAD.search(line) if self.blocks and len(line) <= _LONGEST else None
@@ -98,11 +113,20 @@ class LogFormat:
                     yield i, n, values
                 i += n
                 continue
-            read = self.read(line, last)
+            read = self.read(line, None if self.ahead else last)
             if read is not None:
                 last = read["step"]
+                for j, waiting in pending:
+                    yield j, 1, {**waiting, "step": last}
+                pending = []
                 yield i, 1, read
+            elif self.ahead and (stepless := self._stepless(line)):
+                pending.append((i, stepless))
             i += 1
+
+    def _stepless(self, line: str) -> dict[str, float] | None:
+        """The values of a line of this format that carries no step."""
+        return next((values for kind in self.lines if (values := kind.read(line)) and "step" not in values), None)
 
     def read(self, line: str, last_step: float | None = None) -> dict[str, float] | None:
         """The line's values with a whole `step`, or None when the line is not one of this format's.
@@ -149,11 +173,17 @@ _KV_ALIASES = {
     "completed_step": "step", "num_updates": "step", "it": "step", "tokens/s": "tokens_per_s",
     "tok/s": "tokens_per_s", "tok/sec": "tokens_per_s", "tokens/sec": "tokens_per_s",
     "seconds": "step_s",  # MaxText's `completed step: 4, seconds: 1.5` (a run's total would be `elapsed ...`)
+    # Throughput of one device, not of the job: TorchTitan's `tps` ("tokens per second per device", its
+    # metrics.py) and MaxText's `Tokens/s/device`. The job's tokens/s is this times the device count.
+    "tps": PER_DEVICE_TOKENS_PER_S, "tokens/s/device": PER_DEVICE_TOKENS_PER_S,
 }
 # Per-step times (a cumulative clock is `wall`, `elapsed`, `train_time`: the mapping knows those).
 _STEP_TIMES = {"time", "dt", "step", "step_time", "iter_time", "iteration_time", "elapsed_time_per_iteration",
                "time_per_iteration", "time_per_step"}
 _STEP_KEYS = {"step", "iteration", "iter", "global_step"}
+# A step word after an evaluation word (TorchTitan's `validate step:  1  loss: 12.2079  tps: 7,599`): the line
+# holds an evaluation's values at that step, not the training step's.
+_EVAL_STEP = re.compile(r"\b(?:validate|validation|eval|evaluation)\s+step\s*[:=]", re.IGNORECASE)
 # Words before a step key that make it a bound or a setting, not the step (`max iteration: 5000`).
 _NOT_THE_STEP = {"max", "maximum", "total", "num", "number", "warmup"}
 _LEVEL = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\s+")  # the logger's, before the message
@@ -211,6 +241,8 @@ def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
         if found is None:
             return None
         out["step"] = float(found["step"])
+    if _EVAL_STEP.search(line):
+        return {key if key == "step" else "val_" + key: value for key, value in out.items()}
     return out
 
 
@@ -329,6 +361,39 @@ def _megatron(line: str) -> dict[str, float] | None:
     return out
 
 
+# Keras' `model.fit` output: an `Epoch 3/10` header, then the epoch's line: Keras 2 `3083s - loss: 1.7197 - acc:
+# 0.5893 - val_loss: 0.3504 - val_acc: 0.8959` (or after a `[=====]` bar), Keras 3 `7/7 ━━━━━━━━━━━━━━━━━━━━ 7s
+# 1s/step - accuracy: 0.5672 - loss: 0.6807 - val_accuracy: 0.5179 - val_loss: 0.6897`. The time before the first
+# pair is the epoch's (per-batch times, `50us/step`, are left out); a bar still running (`ETA: 12s`) is not
+# the epoch's line.
+_KERAS_EPOCH = re.compile(r"^\s*Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s*$")
+_KERAS_LINE = re.compile(rf"(?:^|\s)(?P<time>\d+(?:\.\d+)?)(?P<unit>ms|s)(?:\s+\S+/step)?\s+-\s+"
+                         rf"(?P<pairs>\w+: (?:{_NUM})(?:\s+-\s+\w+: (?:{_NUM}))*)\s*$")
+_KERAS_PAIR = re.compile(rf"(\w+): ((?:{_NUM}))")
+
+
+def _keras(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
+    """Each epoch's line, at step = the epochs run so far: a fit that starts again at `Epoch 1/N` (a second
+    `fit` call, training on) is counted on from the last epoch of the one before."""
+    epoch, offset, last, start = 0, 0, 0, 0  # epoch 0: no header yet
+    for i, line in enumerate(lines):
+        if (head := _KERAS_EPOCH.match(line)) is not None:
+            if epoch and int(head["epoch"]) <= epoch:
+                offset += last
+            epoch, start = int(head["epoch"]), i
+            continue
+        m = _KERAS_LINE.search(line) if epoch and " - " in line and "ETA" not in line else None
+        if m is None:
+            continue
+        values = {name: _number(text) for name, text in _KERAS_PAIR.findall(m["pairs"])}
+        if not any("loss" in name for name in values):
+            continue
+        values["step_s"] = _number(m["time"]) * (1e-3 if m["unit"] == "ms" else 1.0)
+        values["step"] = float(offset + epoch)
+        last = epoch
+        yield start, i - start + 1, values  # the header, what Keras printed under it, the epoch's line
+
+
 FORMATS: dict[str, LogFormat] = {f.name: f for f in (
     LogFormat("nanogpt", "karpathy/nanoGPT: `iter 100: loss 4.2345, time 123.45ms, mfu 12.34%` and "
               "`step 2000: train loss 3.1234, val loss 3.2345`", lines=(
@@ -337,10 +402,19 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
                   Line(rf"^step (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val_loss>{_NUM})",
                        names={"train": "train_split/loss"}))),
     LogFormat("build-nanogpt", "karpathy/build-nanogpt's log/log.txt, a step, a name and a value per line: "
-              "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`", lines=(
+              "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`; and what it prints: `step 19080 | "
+              "loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54`, with `validation "
+              "loss: 3.2034` and `HellaSwag accuracy: 3049/10042=0.3036` before the line of the step they evaluate",
+              ahead=True, lines=(
                   Line(rf"^(?P<step>\d+) train (?P<loss>{_NUM})$"),
                   Line(rf"^(?P<step>\d+) val (?P<val_loss>{_NUM})$"),
-                  Line(rf"^(?P<step>\d+) hella (?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}))),
+                  Line(rf"^(?P<step>\d+) hella (?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}),
+                  Line(rf"^step\s+(?P<step>\d+) \| loss: (?P<loss>{_NUM}) \| lr (?P<lr>{_NUM}) \| "
+                       rf"norm: (?P<grad_norm>{_NUM}) \| dt: (?P<step_s>{_NUM})ms \| tok/sec: (?P<tokens_per_s>{_NUM})",
+                       scale={"step_s": 1e-3}),
+                  Line(rf"^validation loss: (?P<val_loss>{_NUM})$"),
+                  Line(rf"^HellaSwag accuracy: \d+/\d+=(?P<hellaswag>{_NUM})$",
+                       names={"hellaswag": "hellaswag/acc_norm"}))),
     LogFormat("modded-nanogpt", "KellerJordan/modded-nanogpt: `step:125/1390 val_loss:4.1234 train_time:12345ms "
               "step_avg:98.76ms`", lines=(
                   Line(rf"^step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>{_NUM}) )?(?:train_loss:(?P<loss>{_NUM}) )?"
@@ -369,6 +443,11 @@ FORMATS: dict[str, LogFormat] = {f.name: f for f in (
               "ppl=940.5, wps=12345.6, ..., num_updates=100, lr=1.25e-05, gnorm=1.234, ...` and `| valid | epoch 001 "
               "| valid on 'valid' subset | loss 5.678 | ... | num_updates 1000`; losses in bits, read as nats",
               reader=_fairseq),
+    LogFormat("keras", "Keras' model.fit output: `Epoch 3/10` then `3083s - loss: 1.7197 - acc: 0.5893 - val_loss: "
+              "0.3504 - val_acc: 0.8959` (Keras 2) or `7/7 ━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
+              "val_accuracy: 0.5179 - val_loss: 0.6897` (Keras 3); one step per epoch", scan=_keras,
+              note="Keras prints one line per epoch: steps in this run count epochs (a fit that starts again at "
+                   "epoch 1 is counted on from the epoch before)"),
     LogFormat("kv", "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
               "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops; and blocks "
               "of one pair per line under a `[step=N/M]` (OLMo) or `[batch=N/M]:` (Composer) line",

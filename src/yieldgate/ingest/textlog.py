@@ -28,13 +28,20 @@ from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
 from yieldgate.inputs import check_regular
 
-__all__ = ["TextLog", "read_textlog", "device_count"]
+__all__ = ["TextLog", "read_textlog", "device_count", "batch_tokens", "per_device_throughput"]
 
 # A date-time at the start of a line, bare or in brackets, after at most two bracketed tags (TorchTitan's
 # `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`): ISO with `T` or a space, optional fraction (`.` or
 # logging's `,`) and zone.
 _STAMP = re.compile(r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
                     r"(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
+# nanotron's `08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | ...` (month first, as logging's
+# `%m/%d/%Y %H:%M:%S` writes it).
+_US_STAMP = re.compile(r"^\s*(?P<m>\d{2})/(?P<d>\d{2})/(?P<y>\d{4}) (?P<t>\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)(?![\d:])")
+# absl / glog's `I0317 10:00:13.224641 140234 train.py:123] ...` (MaxText, JAX, TensorFlow): month and day, no
+# year; used only where no line of the log has a dated stamp (a year is needed to mix the two).
+_GLOG = re.compile(r"^\s*[IWEF](?P<m>\d{2})(?P<d>\d{2}) (?P<t>\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)\s")
+_GLOG_YEAR = "2000"  # a leap year, so 0229 reads; only differences between stamps are used
 _MARK = re.compile(r"\bdatetime:\s*(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")  # Megatron's phase marks
 _HEAD_LINES = 5000  # device counts are printed at start-up
 # (pattern, what it counts): the first that matches in the log's head gives the device count.
@@ -45,7 +52,19 @@ _DEVICES = (
      "number of devices"),
     (re.compile(r"\bMEMBER:\s*\d+/(\d{1,9})(?!\d)"), "distributed members"),
 )
+# Composer's config banner: `num_gpus_per_node: 8` and, on the next lines, `num_nodes: 2`.
+_PER_NODE = re.compile(r"^\s*num_gpus_per_node:\s*(\d{1,9})\s*$")
+_NODES = re.compile(r"^\s*num_nodes:\s*(\d{1,9})\s*$")
 _PARALLEL = re.compile(r"\b(data|tensor-model|pipeline-model|context)-parallel size:\s*(\d{1,9})(?!\d)")
+# TorchTitan's device mesh: `Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1,
+# ep=1, etp=1` (its world size is pp x dp_replicate x dp_shard x cp x tp: experts borrow from those), and the
+# older `Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]`.
+_TITAN_MESH = re.compile(r"Building device mesh with parallelism:\s*(?P<sizes>(?:\w+=\d{1,9},?\s*)+)")
+_TITAN_WORLD = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+_ND_MESH = re.compile(r"Building \d-D device mesh with \[[^\]]*\],\s*\[(?P<sizes>[\d, ]{1,60})\]")
+# Tokens per optimizer step where a trainer prints its batch: TorchTitan's `Trainer is initialized with local
+# batch size 4, global batch size 384, gradient accumulation steps 12, sequence length 2048, ...`.
+_BATCH_TOKENS = re.compile(r"\bglobal batch size (?P<batch>\d{1,9}),.{0,80}?\bsequence length (?P<seq>\d{1,9})\b")
 
 
 @dataclass
@@ -59,11 +78,25 @@ class TextLog:
     """Unix time of the first timestamped line (naive times read as this machine's local time)."""
     devices: tuple[int, str] | None
     """(device count, where it was printed) when a log says."""
+    tokens_per_step: tuple[float, str] | None = None
+    """(tokens per optimizer step, where the log printed the batch that gives it) when a log says."""
 
 
 def _stamp(line: str) -> str | None:
-    m = _STAMP.match(textformats.strip_ansi(line)) if line[:1] in " \t[0123456789\x1b" else None
-    return m["ts"].replace(",", ".") if m else None
+    """The dated timestamp that starts `line` (ISO, bracketed, or month/day/year), as ISO text."""
+    if line[:1] not in " \t[0123456789\x1b":
+        return None
+    text = textformats.strip_ansi(line)
+    if m := _STAMP.match(text):
+        return m["ts"].replace(",", ".")
+    if m := _US_STAMP.match(text):
+        return f"{m['y']}-{m['m']}-{m['d']} {m['t'].replace(',', '.')}"
+    return None
+
+
+def _glog_stamp(line: str) -> str | None:
+    m = _GLOG.match(line) if line[:1] in " \tIWEF" else None
+    return f"{_GLOG_YEAR}-{m['m']}-{m['d']} {m['t']}" if m else None
 
 
 def _mark(line: str) -> str | None:
@@ -79,20 +112,61 @@ def device_count(lines: Sequence[str], path: Path) -> tuple[int, str] | None:
             m = rx.search(line)
             if m and int(m.group(1)) > 0:
                 return int(m.group(1)), f"{path}:{i + 1} ({what})"
+        if (per_node := _PER_NODE.match(line)) and int(per_node[1]) > 0:
+            nodes = next((int(m[1]) for near in lines[i + 1: i + 10] if (m := _NODES.match(near))), 1)
+            return int(per_node[1]) * max(nodes, 1), f"{path}:{i + 1} (GPUs per node x nodes)"
         sizes = dict(_PARALLEL.findall(line))
         if "data" in sizes:
             n = int(np.prod([int(v) for v in sizes.values()]))
             return n, f"{path}:{i + 1} (data x tensor x pipeline parallel sizes)"
+        if "device mesh" in line and (m := _TITAN_MESH.search(line) or _ND_MESH.search(line)):
+            if m.re is _TITAN_MESH:
+                named = dict(re.findall(r"(\w+)=(\d+)", m["sizes"]))
+                factors = [int(named[k]) for k in _TITAN_WORLD if k in named]
+            else:
+                factors = [int(v) for v in re.findall(r"\d+", m["sizes"])]
+            if factors and min(factors) > 0:
+                return int(np.prod(factors)), f"{path}:{i + 1} (device mesh)"
     return None
+
+
+def batch_tokens(lines: Sequence[str], path: Path) -> tuple[float, str] | None:
+    """Tokens per optimizer step where the log prints its global batch and sequence length at start-up."""
+    for i, line in enumerate(lines[:_HEAD_LINES]):
+        m = _BATCH_TOKENS.search(line) if "global batch size" in line else None
+        if m and int(m["batch"]) > 0 and int(m["seq"]) > 0:
+            return (float(int(m["batch"]) * int(m["seq"])),
+                    f"global batch size {m['batch']} x sequence length {m['seq']}, {path}:{i + 1}")
+    return None
+
+
+def per_device_throughput(rows: Rows, devices: tuple[int, str] | None, warnings: Warnings) -> None:
+    """A per-device tokens/s (TorchTitan's `tps`, MaxText's `Tokens/s/device`) times the device count is the job's
+    `tokens_per_s`; with no device count it stays an extra under its own name, said in a warning."""
+    name = textformats.PER_DEVICE_TOKENS_PER_S
+    if name not in rows.values or "tokens_per_s" in rows.values:
+        return
+    if devices is None:
+        warnings.add("devices", f"{rows.source}: tokens/s is logged per device and the device count is unknown: "
+                                f"kept as {name}, no tokens_per_s (give devices to have it)")
+        return
+    rows.values["tokens_per_s"] = rows.values.pop(name) * devices[0]
+    rows.present["tokens_per_s"] = rows.present.pop(name)
+    warnings.add("devices", f"{rows.source}: tokens_per_s = tokens/s per device x {devices[0]} devices "
+                            f"({devices[1]})")
 
 
 def _clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, float] | None:
     """Unix time of each record (the timestamp its first line starts with, NaN where none), and of the
     log's first timestamped line; None when no line starts with one."""
+    stamp = _stamp
     first = next((s for line in lines if (s := _stamp(line) or _mark(line)) is not None), None)
     if first is None:
+        stamp = _glog_stamp
+        first = next((s for line in lines if (s := _glog_stamp(line)) is not None), None)
+    if first is None:
         return None
-    stamps = pd.Series([_stamp(lines[i]) or "" for i in where] + [first], dtype=object)
+    stamps = pd.Series([stamp(lines[i]) or "" for i in where] + [first], dtype=object)
     seconds = unix_seconds(stamps)
     return seconds[:-1], float(seconds[-1])
 
@@ -141,6 +215,7 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
     custom = _custom(patterns) if patterns else None
     parts, formats, starts = [], [], []
     devices: tuple[int, str] | None = None
+    tokens_per_step: tuple[float, str] | None = None
     for path in paths:
         check_regular(path, "a plain-text training log")  # a FIFO or /dev/zero is refused, not waited on
         lines = read_lines(path, warnings)
@@ -150,6 +225,8 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
             fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
             read, name = _format(fmt), fmt.name
             what = f"are not {name} log lines"
+            if fmt.note:
+                warnings.add("format", f"{path}: {fmt.note}")
         formats.append(name)
         records: list[dict[str, str]] = []
         where: list[str] = []
@@ -164,6 +241,7 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
             first_lines.append(i)
             used[i: i + n] = True
         devices = devices or device_count(lines, path)
+        tokens_per_step = tokens_per_step or batch_tokens(lines, path)
         skipped = ~used & np.array([bool(line.strip()) for line in lines], dtype=bool)
         if skipped.any():
             warnings.add("unmatched", f"{path}: {int(skipped.sum())} line(s) {what} and were skipped "
@@ -189,4 +267,4 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
     start = min(starts) if starts else None
     if start is not None:
         rows.values["timestamp"] = rows.values["timestamp"] - start  # seconds since the job's first line
-    return TextLog(rows, formats, start, devices)
+    return TextLog(rows, formats, start, devices, tokens_per_step)
