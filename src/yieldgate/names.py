@@ -95,7 +95,7 @@ EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
 # (tests/test_names.py keeps the two lists one). Here so that the command line names them without importing the
 # importers.
 TEXTLOG_FORMATS: Final[tuple[str, ...]] = ("nanogpt", "build-nanogpt", "modded-nanogpt", "llm.c", "megatron",
-                                           "fairseq", "kv")
+                                           "fairseq", "keras", "kv")
 
 # "The validation loss" of a run: task `val`, metric `loss` (per source: task `val/<source>`).
 VAL_TASK: Final = "val"
