@@ -92,8 +92,10 @@ def default_metric(data: RunData, metric: str) -> tuple[str, str | None]:
 
 
 def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = None, metric: str = "val/loss",
-                 per: str = "token") -> YieldReport:
-    data = load_run(ledger, run, per=per)
+                 per: str = "token", data: RunData | None = None) -> YieldReport:
+    """`data`: the run as `load_run(ledger, run, per=per)` returns it, when the caller has it already (the report
+    draws a million-step run from one read)."""
+    data = load_run(ledger, run, per=per) if data is None else data
     metric, note = default_metric(data, metric)
     task, name = metric_key(metric, per)
     hw = data.manifest.hardware if data.manifest else None
