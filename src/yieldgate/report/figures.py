@@ -26,9 +26,11 @@ import plotly.io as pio
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from yieldgate.errors import InputError
 from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
 
-__all__ = ["Figure", "build_figures", "downsample", "figure_dict", "metric_title", "MAX_POINTS"]
+__all__ = ["Figure", "build_figures", "downsample", "smoothed", "figure_dict", "metric_title", "gain_title",
+           "MAX_POINTS"]
 
 MAX_POINTS = 2000
 """Step-level series (tokens/s, signals) are downsampled to at most this many points per trace (`downsample`):
@@ -58,7 +60,8 @@ def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
     """At most `max_points` rows of `frame` (sorted by `x`) for a line of `y` against `x`: the x range is cut into
     `max_points // 2 - 1` equal columns (the plot's pixel columns) and each keeps its rows with the smallest and
     the largest `y`, in x order, beside the first and the last row. A spike or a dip survives at any length;
-    an evenly spaced pick would step over it."""
+    an evenly spaced pick would step over it. Of equal smallest values the first row is kept, of equal largest
+    the last; a NaN is neither while the column holds a number."""
     n = len(frame)
     if n <= max_points:
         return frame
@@ -69,6 +72,10 @@ def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
         bucket = np.clip(((xs - lo) / span * columns).astype(np.int64), 0, columns - 1)
     else:  # one x for every row: columns by position
         bucket = np.arange(n) * columns // n
+    if np.all(bucket[1:] >= bucket[:-1]):  # x sorted: each column is one stretch of rows (no sort needed)
+        keep = np.unique(np.r_[_extreme(ys, bucket, np.fmin, first=True), _extreme(ys, bucket, np.fmax, first=False),
+                               0, n - 1])
+        return frame.iloc[keep]
     order = np.lexsort((ys, bucket))  # by column, then by y within it (NaN last)
     sorted_bucket = bucket[order]
     starts = np.flatnonzero(np.r_[True, sorted_bucket[1:] != sorted_bucket[:-1]])
@@ -77,11 +84,50 @@ def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
     return frame.iloc[keep]
 
 
+def _extreme(ys: np.ndarray, bucket: np.ndarray, reduce: np.ufunc, *, first: bool) -> np.ndarray:
+    """Per stretch of equal `bucket` (sorted), the row holding the stretch's `reduce` (fmin/fmax: NaN skipped) of
+    `ys`: the first such row, or the last; the stretch's first row where it holds only NaN."""
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    value = reduce.reduceat(ys, starts)
+    ids = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(ys)]))
+    hit = np.flatnonzero(ys == value[ids])
+    found = np.full(len(starts), -1)
+    # `hit` ascends: writing every hit into its stretch leaves the last; writing them reversed leaves the first
+    order = hit[::-1] if first else hit
+    found[ids[order]] = order
+    return np.where(found < 0, starts, found)
+
+
+def _check_smooth(weight: float) -> None:
+    if not 0 <= weight < 1:
+        raise InputError(f"smooth must be at least 0 and below 1, got {weight}")
+
+
+def smoothed(values: pd.Series, weight: float, start: float | None = None) -> pd.Series:
+    """An exponential moving average over the logged points, as TensorBoard's smoothing slider draws one:
+    s[0] = y[0] (or continues from `start`, the value drawn last), s[i] = weight * s[i-1] + (1 - weight) * y[i].
+    `weight` 0 returns the values as they are; it must be in [0, 1)."""
+    _check_smooth(weight)
+    if weight == 0 or values.empty:
+        return values
+    if start is None:
+        return values.ewm(alpha=1 - weight, adjust=False).mean()
+    return pd.concat([pd.Series([start]), values], ignore_index=True).ewm(
+        alpha=1 - weight, adjust=False).mean().iloc[1:].set_axis(values.index)
+
+
+def _unit(metric: str) -> str:
+    return {"loss": "nats/token", "bpb": "bits/byte"}.get(metric.rpartition("/")[2], "score")
+
+
 def metric_title(metric: str) -> str:
     """An axis title for a metric with its unit: a loss in nats/token, bits per byte, else a score."""
-    name = metric.rpartition("/")[2]
-    unit = {"loss": "nats/token", "bpb": "bits/byte"}.get(name, "score")
-    return f"{_esc(metric)} ({unit})"
+    return f"{_esc(metric)} ({_unit(metric)})"
+
+
+def gain_title(metric: str, amount: str) -> str:
+    """An axis title for a yield: the metric's gain per billion tokens (bytes), in the metric's unit."""
+    return f"{_esc(metric)} gain per B {amount} ({_unit(metric)})"
 
 
 def _esc(text: str) -> str:
@@ -151,8 +197,8 @@ def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
 
 def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
     y_range, out = _loss_range(data.runs), []
-    axes = (("step", "loss-steps", "optimizer steps", "steps"),
-            ("tokens", "loss-tokens", "accepted tokens (tokens)", "tokens"),
+    axes = (("step", "loss-steps", "optimizer steps (steps)", "steps"),
+            ("tokens", "loss-tokens", f"accepted {data.amount} ({data.amount})", data.amount),
             ("wall_s", "loss-time", "wall-clock (s)", "wall-clock time"),
             ("cost_usd", "loss-cost", "cost (USD)", "cost"))
     no_tokens = any(v.curve["tokens"].isna().all() for v in data.runs)
@@ -180,12 +226,15 @@ def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
     return out
 
 
-def _throughput_learning(data: ReportData, style: _Style) -> Figure | None:
-    """Throughput over time beside learning over time: two axes, never folded into one number."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s", "learning: yield per billion tokens"))
+def _throughput_learning(data: ReportData, style: _Style, smooth: float) -> Figure | None:
+    """Throughput over time beside learning over time: two axes, never folded into one number. `smooth`: the
+    weight of the moving average drawn for tokens/s (`smoothed`; 0: as logged)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s",
+                                                        f"learning: yield per billion {data.amount}"))
     for v in data.runs:
         steps = v.data.steps
-        tps = downsample(steps[["wall_s", "tokens_per_s"]].dropna(), "wall_s", "tokens_per_s")
+        tps = steps[["wall_s", "tokens_per_s"]].dropna()
+        tps = downsample(tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth)), "wall_s", "tokens_per_s")
         first = True
         if len(tps):
             fig.add_trace(style.trace(v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s",
@@ -204,10 +253,13 @@ def _throughput_learning(data: ReportData, style: _Style) -> Figure | None:
         return None
     _layout(fig, "wall-clock (s)", "")
     fig.update_yaxes(title_text="tokens/s", row=1, col=1)
-    fig.update_yaxes(title_text=f"{metric_title(data.metric)} gain per B tokens", row=1, col=2)
-    return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig,
-                  [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion tokens, "
-                   "at the tranche's end"])
+    fig.update_yaxes(title_text=gain_title(data.metric, data.amount), row=1, col=2)
+    notes = [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion "
+             f"{data.amount}, at the tranche's end"]
+    if smooth:
+        notes.insert(0, f"left: tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps "
+                        "(0: as logged)")
+    return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig, notes)
 
 
 def _tranche_yields(data: ReportData, style: _Style) -> Figure | None:
@@ -230,7 +282,8 @@ def _tranche_yields(data: ReportData, style: _Style) -> Figure | None:
         fig.add_trace(trace)
     if not fig.data:
         return None
-    _layout(fig, "accepted tokens at the tranche's end (tokens)", f"{metric_title(data.metric)} gain per B tokens")
+    _layout(fig, f"accepted {data.amount} at the tranche's end ({data.amount})",
+            gain_title(data.metric, data.amount))
     fig.add_hline(y=0, line_dash="dot", line_color="#888")
     band = "" if level is None else f" ({level:.0%})"
     return Figure("tranche-yields", "tranche yields with their noise band", fig,
@@ -261,8 +314,8 @@ def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str)
                           row=i // cols + 1, col=i % cols + 1)
             shown.add(run)
     _layout(fig, "", "", height=max(320, 280 * rows))
-    fig.update_xaxes(title_text="accepted tokens (tokens)", row=rows)
-    fig.update_yaxes(title_text="gain per B tokens (the task's unit)", col=1)
+    fig.update_xaxes(title_text=f"accepted {data.amount} ({data.amount})", row=rows)
+    fig.update_yaxes(title_text=f"gain per B {data.amount} (the task's unit)", col=1)
     return Figure(fig_id, title, fig, ["each point: one tranche (between two evaluations), at its end; "
                                        "a negative value means that score got worse"])
 
@@ -285,10 +338,11 @@ def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
                                         "signals/update_ratio/<median>", mode="lines+markers"))
     out = []
     if gns.data:
-        _layout(gns, "accepted tokens (tokens)", "B_simple (tokens, log)").update_yaxes(type="log")
+        _layout(gns, f"accepted {data.amount} ({data.amount})", "B_simple (tokens, log)").update_yaxes(type="log")
         out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
     if ratio.data:
-        _layout(ratio, "accepted tokens (tokens)", "|update| / |weight| (ratio, log)").update_yaxes(type="log")
+        _layout(ratio, f"accepted {data.amount} ({data.amount})", "|update| / |weight| (ratio, log)").update_yaxes(
+            type="log")
         ratio.add_hline(y=UPDATE_RATIO_REFERENCE, line_dash="dot", line_color="#888",
                         annotation_text="~1e-3 reference", annotation_position="bottom right")
         out.append(Figure("signals-update-ratio", "update/weight ratio, median over layers", ratio,
@@ -297,11 +351,13 @@ def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
     return out
 
 
-def build_figures(data: ReportData) -> list[Figure]:
-    """Every plot of the report, in page order; a plot no run has data for is left out."""
+def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
+    """Every plot of the report, in page order; a plot no run has data for is left out. `smooth`: the weight of
+    the moving average drawn for throughput (`smoothed`; 0: as logged)."""
+    _check_smooth(smooth)
     style = _Style(data.runs)
     figures = _loss_figures(data, style)
-    extra = [_throughput_learning(data, style), _tranche_yields(data, style),
+    extra = [_throughput_learning(data, style, smooth), _tranche_yields(data, style),
              _facets(data, style, "yield-per-source", "tranche yield per source (validation loss of each source)",
                      "per_source"),
              _facets(data, style, "yield-capability", "capability yield per task", "capability")]
