@@ -629,19 +629,27 @@ def report(
     out: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write.")] = Path("report.html"),
     png: Annotated[Path | None, typer.Option("--png", help="Also write the main plots as PNG files here.")] = None,
     metric: MetricOption = "val/loss",
+    per: Annotated[str | None, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token). "
+                                                          "Default: byte when the runs' tokenizers differ, as "
+                                                          "compare asks.")] = None,
+    smooth: Annotated[float, typer.Option("--smooth", help="Weight of the moving average drawn for tokens/s, in "
+                                                           "[0, 1) (0: as logged).")] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """Write one self-contained HTML report (opens with no network): loss against tokens, time and cost,
     throughput beside learning, yields, the comparison, learning signals, diagnoses, decisions, manifest diff.
 
     Example: yieldgate report baseline 'bs256-seed*' -o report.html --png figures/
+
+    Example: yieldgate report 'bpe4k-*' 'bpe32k-*' --smooth 0.9   (bits per byte: the tokenizers differ)
     """
     from yieldgate.report.html import write_report
 
     with _ledger(ctx) as ledger:
-        result = write_report(ledger, patterns, out, metric=metric, png_dir=png)
+        result = write_report(ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth)
     if as_json:
-        _print_json({"path": result.path, "runs": result.runs, "figures": result.figures, "pngs": result.pngs})
+        _print_json({"path": result.path, "runs": result.runs, "figures": result.figures, "pngs": result.pngs,
+                     "per": result.per})
         return
     n = len(result.runs)
     console.print(f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
