@@ -57,25 +57,27 @@ def _figure(fig: Figure) -> dict[str, Any]:
     return {"id": fig.id, "title": fig.title, "notes": fig.notes, "figure": _plain(figure_dict(fig))}
 
 
-def _cursor(ledger: Ledger, run: str) -> dict[str, Any]:
+def _cursor(ledger: Ledger, run: str, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Where the run stands: its status (as `yieldgate runs` computes it), last step and number of evaluations.
-    The page compares each poll's cursor with the one it drew."""
-    info = ledger.run_info(run)
+    The page compares each poll's cursor with the one it drew. `info`: the run's `Ledger.run_info`, if read."""
+    info = ledger.run_info(run) if info is None else info
     last = info["last_step"]
     return {"status": info["status"], "last_step": None if pd.isna(last) else int(last),
             "evals": len(ledger.evals(run)), "updated_at": info["updated_at"]}
 
 
-def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[str, Any]:
+def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0,
+                info: dict[str, Any] | None = None) -> dict[str, Any]:
     """A run's plots as plotly JSON (the report's figures for this one run), with its notes and cursor. The
     cursor's `curve_step` is the step of the last evaluation drawn (of `metric`, as resolved: a run without
-    val/loss is drawn with the metric `default_metric` picks, named in the payload)."""
-    cursor = _cursor(ledger, run)  # before the read: a point written in between shows at the next poll
-    data = collect(ledger, [run], metric=metric)
+    val/loss is drawn with the metric `default_metric` picks, named in the payload). `smooth`: the throughput's
+    moving-average weight (`figures.smoothed`). `info`: the run's `Ledger.run_info`, if read already."""
+    cursor = _cursor(ledger, run, info)  # before the read: a point written in between shows at the next poll
+    data = collect(ledger, [run], metric=metric, per="token")
     curve = data.runs[0].curve
     cursor["curve_step"] = int(curve["step"].max()) if len(curve) else None
-    return clean({"run": run, "metric": data.metric, "notes": data.notes, "cursor": cursor,
-                  "figures": [_figure(f) for f in build_figures(data)]})
+    return clean({"run": run, "metric": data.metric, "notes": data.notes, "cursor": cursor, "smooth": smooth,
+                  "figures": [_figure(f) for f in build_figures(data, smooth=smooth)]})
 
 
 class FigureCache:
@@ -91,20 +93,21 @@ class FigureCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _signature(ledger: Ledger, run: str) -> tuple[Any, ...]:
-        info, events = ledger.run_info(run), ledger.events(run)
+    def _signature(ledger: Ledger, run: str, info: dict[str, Any]) -> tuple[Any, ...]:
+        events = ledger.events(run)
         return (info["status"], info["updated_at"], len(events), int(events["id"].max()) if len(events) else None,
                 int((events["state"] == "resolved").sum()), json.dumps(ledger.meta(run), sort_keys=True, default=str))
 
-    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[str, Any]:
+    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0) -> dict[str, Any]:
         """`run_figures`, from the cache when nothing it is drawn from changed since."""
-        key = (run, metric, *self._signature(ledger, run))  # before the read, as `run_figures`' cursor
+        info = ledger.run_info(run)  # before the read, as `run_figures`' cursor
+        key = (run, metric, smooth, *self._signature(ledger, run, info))
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return self._items[key]
-        payload = run_figures(ledger, run, metric=metric)
+        payload = run_figures(ledger, run, metric=metric, smooth=smooth, info=info)
         with self._lock:
             self._items[key] = payload
             while len(self._items) > self.size:
