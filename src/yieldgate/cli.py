@@ -26,7 +26,15 @@ from yieldgate.ingest.textformats import FORMATS as LOG_FORMATS
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.manifest import Manifest, diff, flat_config, load_manifest
 from yieldgate.report.console import clean as _clean
-from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan, run_record
+from yieldgate.report.console import (
+    decision_record,
+    evidence_lines,
+    policy_label,
+    render_campaign,
+    render_decision,
+    render_plan,
+    run_record,
+)
 from yieldgate.report.console import fmt as _fmt
 
 console = Console()
@@ -1173,9 +1181,7 @@ def decisions(
     Example: yieldgate decisions 'milton/s*/t150000' --json
     """
     with _ledger(ctx) as ledger:
-        rows = ledger.decisions(target).to_dict("records")
-    for row in rows:
-        row["created_at"] = datetime.fromtimestamp(row["created_at"], tz=UTC).isoformat(timespec="seconds")
+        rows = [decision_record(r) for r in ledger.decisions(target).to_dict("records")]
     if as_json:
         _print_json(rows)
         return
@@ -1184,10 +1190,8 @@ def decisions(
         return
     table = Table("id", "when (UTC)", "target", "stage", "decision", "policy", "rationale")
     for r in rows:
-        policy = r["policy"] or {}
-        name = f"{policy.get('name', '?')}@{policy.get('version', '?')}#{(r['policy_hash'] or '-')[:12]}"
         table.add_row(str(r["id"]), r["created_at"][:16].replace("T", " "), r["target"], r["stage"] or "-",
-                      r["decision"], name, r["rationale"])
+                      r["decision"], policy_label(r), r["rationale"])
     console.print(table)
 
 
