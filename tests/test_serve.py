@@ -5,6 +5,7 @@ Tracker writes in another process (slow)."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import socket
 import subprocess
@@ -18,9 +19,18 @@ from starlette.testclient import TestClient
 
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
-from yieldgate.report.figures import MAX_POINTS
+from yieldgate.report.console import (
+    CHECK_RESULT,
+    accuracy_lines,
+    evidence_lines,
+    forecast_lines,
+    policy_label,
+    ranking_tables,
+)
+from yieldgate.report.figures import MAX_POINTS, smoothed
 from yieldgate.serve import open_server
 from yieldgate.serve.app import CSP, create_app
+from yieldgate.serve.pages import DECISION_FIELDS
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_BODY = "<script>window.__pwned=1</script>"
@@ -287,6 +297,168 @@ def test_serve_refuses_bad_input_in_one_line(cli_for, tmp_path, runs_db):
         assert "cannot listen" in result.stderr and result.stderr.count("\n") == 1
     result = cli_for(tmp_path)("serve", "--port", "0", code=2)  # the ledger is a folder
     assert result.stderr.startswith(f"error: {tmp_path}: is a directory") and result.stderr.count("\n") == 1
+
+
+# -- campaigns and gate decisions -------------------------------------------------------------------------------
+
+POLICY = Path(__file__).parents[1] / "examples" / "policy.yaml"
+
+
+def _campaign(led: Ledger, name: str = "mix") -> int:
+    """A campaign as `yieldgate probe` leaves one, without training: finished probe runs (meta `probe`) of three
+    recipes x 3 seeds x 2 budgets, `three` a hair from `two` (a tie) and `one` clearly worse, the spec, and the
+    summary the real `summarise` makes of them (what `yieldgate probe` stores); then the real gate on one seed of
+    `two` (a hold: too few seeds), recorded as `yieldgate gate` records it. Returns the decision's id."""
+    from yieldgate.analysis.campaign import summarise
+    from yieldgate.probe.gate import gate, record
+    from yieldgate.probe.policy import load_policy
+
+    recipes = {"two": 0.0, "three": 0.0005, "one": 0.08}
+    led.put_campaign(name, {"name": name, "recipes": {r: {"sources": [{"name": "web"}]} for r in recipes},
+                            "level": 0.9}, "f" * 64)
+    for k, (recipe, worse) in enumerate(recipes.items()):
+        for budget in (50_000, 100_000):
+            for seed in range(3):
+                run = f"{name}/{recipe}/s{seed}/t{budget}"
+                led.create_run(run, manifest=parse_manifest({"model": {"name": "m", "params": 1000}, "seed": seed}),
+                               source="probe")
+                led.set_meta(run, "probe", {"campaign": name, "recipe": recipe, "seed": seed, "tokens": budget,
+                                            "model": {"layers": 1, "width": 32}})
+                step = np.arange(1, budget // 1000 + 1)
+                loss = 1.5 + 40 * (step * 1000.0) ** -0.35 + worse + 0.002 * np.sin(3 * seed + k + step)
+                led.append_steps(run, {"step": step, "tokens": step * 1000.0, "wall_s": step * 0.1, "loss": loss})
+                led.append_evals(run, [EvalRecord(step=int(s), tokens=s * 1000.0, task="val", metric=m,
+                                                  value=float(loss[s - 1] * k)) for s in step[9::10]
+                                       for m, k in (("loss", 1.0), ("bpb", 1 / np.log(2) / 3))])
+                led.set_status(run, "finished")
+    led.set_campaign_summary(name, summarise(led, name).to_dict())
+    policy = load_policy(POLICY)
+    return record(led, gate(led, f"{name}/two/s0/*", policy), policy)
+
+
+@pytest.fixture
+def audit_db(runs_db: Path) -> tuple[Path, int]:
+    """runs_db with a campaign, the gate's decision on one of its recipes, and a stored decision whose every
+    string is hostile (the pages must show it as text)."""
+    with Ledger(runs_db) as led:
+        decided = _campaign(led)
+        # With a policy: Ledger.decisions() fails on a decision stored without one (a float NaN reaches json.loads).
+        led.add_decision(EVIL, "reject", rationale=EVIL, stage=EVIL_BODY, policy={"name": EVIL, "version": 1},
+                         policy_hash="0" * 64, evidence={
+                             "checks": [{"name": EVIL, "passed": False, "detail": EVIL_BODY}],
+                             "what_to_run_next": EVIL_BODY, "runs": [EVIL], "note": EVIL_BODY})
+    return runs_db, decided
+
+
+def _cells(row: list[str]) -> str:
+    """A row of text cells as table_html writes it."""
+    return "".join(f"<td>{html.escape(c)}</td>" for c in row)
+
+
+def test_the_campaign_pages_show_what_yieldgate_campaign_prints(audit_db, cli_for):
+    db, decided = audit_db
+    client, cli = TestClient(create_app(str(db))), cli_for(db)
+    assert client.get("/api/campaigns").json() == cli.json("campaign") == ["mix"]
+    stored = cli.json("campaign", "mix")
+    assert client.get("/api/campaign", params={"name": "mix"}).json() == stored
+    listing = client.get("/campaigns").text
+    assert '<a href="/campaign?name=mix">mix</a>' in listing and "<td>50,000, 100,000</td>" in listing
+    page = client.get("/campaign", params={"name": "mix"}).text
+    summary = stored["summary"]
+    tables = ranking_tables(summary)
+    assert [t[0] for t in tables] == ["mix: 50,000 tokens per probe (bpb of hard slices: none)",
+                                      "mix: 100,000 tokens per probe (bpb of hard slices: none)"]
+    for title, headers, rows in tables:
+        assert f"<h3>{html.escape(title)}</h3>" in page
+        assert "".join(f"<th>{html.escape(h)}</th>" for h in headers) in page
+        for row in rows:
+            assert f"<tr>{_cells(row)}</tr>" in page, row
+    # The ranking as the JSON has it: two and three tie (the seeds do not tell them apart), one is last.
+    order = summary["rankings"]["100000"]["bpb"]["order"]
+    assert [e["recipe"] for e in order][-1] == "one" and {e["recipe"]: e["ties"] for e in order}["two"] == ["three"]
+    for line in accuracy_lines(summary) + forecast_lines(summary):
+        assert html.escape(line) in page
+    assert "decision accuracy at 50,000 tokens (50% of the largest budget): 100% of 3 recipe pairs" in page
+    assert "forecast two: none (2 budget(s) finished; a forecast needs final losses at 3 or more)" in page
+    assert f'<a href="/decision?id={decided}">#{decided}</a>' in page  # the gate decision on its recipe
+    missing = client.get("/campaign", params={"name": "nope"})
+    assert missing.status_code == 404 and "no campaign named &#x27;nope&#x27; in this ledger; campaigns: mix" in missing.text
+    assert client.get("/api/campaign", params={"name": "nope"}).status_code == 404
+
+
+def test_the_decision_pages_show_each_check_and_the_evidence_with_the_json_one_click_away(audit_db, cli_for):
+    db, decided = audit_db
+    client, cli = TestClient(create_app(str(db))), cli_for(db)
+    assert client.get("/api/decisions").json() == cli.json("decisions")
+    assert client.get("/api/decisions", params={"target": "mix/two/s0/*"}).json() == cli.json("decisions",
+                                                                                             "mix/two/s0/*")
+    row = next(r for r in cli.json("decisions") if r["id"] == decided)
+    trail = client.get("/decisions").text
+    assert f'<a href="/decision?id={decided}">#{decided}</a>' in trail and '<td class="hold">hold</td>' in trail
+    assert f"<td>{html.escape(policy_label(row))}</td>" in trail and policy_label(row).startswith("probe-scale@1#")
+    page = client.get("/decision", params={"id": decided}).text
+    evidence = row["evidence"]
+    assert f"<h1>Decision #{decided}: hold</h1>" in page and html.escape(row["rationale"]) in page
+    assert [c["name"] for c in evidence["checks"]] == ["no open non-data fault", "seeds"]
+    for c in evidence["checks"]:
+        result = CHECK_RESULT[c["passed"]]
+        assert (f"<td>{html.escape(c['name'])}</td><td class=\"check-{result.lower()}\">{result}</td>"
+                f"<td>{html.escape(c['detail'])}</td>") in page
+    assert html.escape(evidence["what_to_run_next"]) in page and "more seed" in evidence["what_to_run_next"]
+    assert '<a href="/run?name=mix%2Ftwo%2Fs0%2Ft50000">mix/two/s0/t50000</a>' in page
+    numbers = {k: v for k, v in evidence.items() if k not in (*DECISION_FIELDS, "runs")}
+    lines = evidence_lines(numbers, limit=200)  # the evidence, field by field, as the report summarises bodies
+    assert len(lines) >= 3 and all("<tr>" + _cells(list(line.partition(": ")[::2])) + "</tr>" in page for line in lines)
+    assert html.escape(json.dumps(evidence, indent=2, sort_keys=True)) in page  # the whole of it, one click away
+    hostile = client.get("/decision", params={"id": max(r["id"] for r in cli.json("decisions"))}).text
+    assert EVIL not in hostile and EVIL_BODY not in hostile and "&lt;img src=x onerror=alert(1)&gt;" in hostile
+    assert client.get("/decision", params={"id": 999}).status_code == 404
+    bad = client.get("/decision", params={"id": "x"})
+    assert bad.status_code == 400 and "id must be a decision number, got &#x27;x&#x27;" in bad.text
+
+
+def test_a_comparison_across_tokenizers_is_in_bits_per_byte_as_compare_per_byte(tmp_path, cli_for):
+    path = tmp_path / "tok.db"
+    with Ledger(path) as led:
+        for tok, bpt, batch in (("bpe4k", 3.0, 256), ("bpe32k", 4.2, 512)):
+            led.create_run(tok, manifest=parse_manifest({"data": {"sources": [{"name": "web"}], "tokenizer": {
+                "name": tok, "content_hash": tok, "bytes_per_token": bpt}}, "optimisation": {"batch_size": batch}}))
+            step = np.arange(1, 201)
+            loss = 6.0 - np.log(step) * (0.5 if tok == "bpe4k" else 0.6)
+            led.append_steps(tok, {"step": step, "tokens": step * float(batch), "wall_s": step * 0.05, "loss": loss,
+                                   "tokens_per_s": np.full(200, batch / 0.05)})
+            led.append_evals(tok, [EvalRecord(step=s, tokens=s * float(batch), task="val", metric="loss",
+                                              value=float(loss[s - 1])) for s in range(20, 201, 20)])
+    client, cli = TestClient(create_app(str(path))), cli_for(path)
+    served = client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k"}).json()
+    assert served == cli.json("compare", "bpe4k", "bpe32k", "--per", "byte") and served["metric"] == "val/bpb"
+    assert client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k", "per": "token"}).json() == cli.json(
+        "compare", "bpe4k", "bpe32k")
+    page = client.get("/compare", params={"a": "bpe4k", "b": "bpe32k"}).text
+    assert "<code>yieldgate compare --per byte</code>" in page and "<td>bytes to target</td>" in page
+    assert "the runs&#x27; tokenizers differ: losses in bits per byte" in page
+    figs = _figures(client.get("/api/compare/figures", params={"a": "bpe4k", "b": "bpe32k"}).json())
+    assert figs["loss-tokens"]["figure"]["layout"]["xaxis"]["title"]["text"] == "accepted bytes (bytes)"
+    assert client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k", "per": "bit"}).status_code == 400
+
+
+def test_smoothed_throughput_continues_live_as_a_full_redraw_draws_it(client, runs_db):
+    payload = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 0.9}).json()
+    (tps,) = [t for t in _figures(payload)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"]
+    with Ledger(runs_db) as led:
+        raw = led.steps("base/s0")["tokens_per_s"]
+        assert np.allclose(_values(tps, "y"), smoothed(raw, 0.9)) and payload["smooth"] == 0.9
+        led.append_steps("base/s0", {"step": [401, 402], "tokens": [401 * 256.0, 402 * 256.0], "wall_s": [20.05, 20.1],
+                                     "tokens_per_s": [9000.0, 1000.0]})
+    news = client.get("/api/run/live", params={"name": "base/s0", "after": 400, "smooth": 0.9,
+                                                "smooth_from": _values(tps, "y")[-1]}).json()
+    redrawn = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 0.9}).json()
+    (full,) = [t for t in _figures(redrawn)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"]
+    assert np.allclose(news["throughput"]["tokens_per_s"], _values(full, "y")[-2:], rtol=1e-12)
+    page = client.get("/run", params={"name": "base/s0", "smooth": 0.9}).text
+    assert '<option value="0.9" selected>0.9</option>' in page
+    bad = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 1})
+    assert bad.status_code == 400 and bad.json() == {"error": "smooth must be at least 0 and below 1, got 1.0"}
 
 
 # -- the real server in a real browser ----------------------------------------------------------------------

@@ -32,7 +32,7 @@ from yieldgate.report.figures import Figure, build_figures, figure_dict
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
 __all__ = ["ReportResult", "write_report", "render_html", "write_pngs", "comparison_html", "table_html",
-           "notes_html", "CSS"]
+           "notes_html", "RawCell", "CSS"]
 
 PNG_WIDTH = 1100
 PNG_TITLE_PX = 40
@@ -70,7 +70,7 @@ class ReportResult:
         return dict(self.__dict__)
 
 
-class _Raw(str):
+class RawCell(str):
     """A table cell this module wrote itself (no user text inside): inserted as HTML, not escaped."""
 
 
@@ -93,7 +93,7 @@ def _compact_json(value: Any) -> str:
 
 def _cell(value: Any) -> str:
     """One table cell: numbers right-aligned, structures as compact JSON, text escaped."""
-    if isinstance(value, _Raw):
+    if isinstance(value, RawCell):
         return str(value)
     if isinstance(value, bool):
         return f"<td>{str(value).lower()}</td>"
@@ -108,7 +108,7 @@ def _cell(value: Any) -> str:
 
 
 def table_html(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
-    """A table: headers and cells escaped (a `_Raw` cell excepted), numbers formatted, bodies as lines + JSON."""
+    """A table: headers and cells escaped (a `RawCell` cell excepted), numbers formatted, bodies as lines + JSON."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -211,7 +211,7 @@ def _decisions_section(data: ReportData) -> str:
     rows = []
     for _, d in frame.iterrows():
         # The ledger only stores approve / hold / reject, so the class name is ours, not user text.
-        verdict = _Raw(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
+        verdict = RawCell(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
         rows.append([d["target"], d["stage"] or "-", verdict, d["rationale"], d["evidence"],
                      (d["policy_hash"] or "-")[:12],
                      datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC")])
