@@ -17,7 +17,14 @@ from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.trainer import ProbeConfig, train_probe
 from yieldgate.report.console import clean, evidence_lines
-from yieldgate.report.figures import MAX_POINTS, build_figures, downsample, metric_title, smoothed
+from yieldgate.report.figures import (
+    MAX_POINTS,
+    build_figures,
+    downsample,
+    metric_title,
+    smoothed,
+    tranche_yields_figure,
+)
 from yieldgate.report.sections import collect
 
 from .test_probe import RECIPE
@@ -385,3 +392,50 @@ def test_png_figures_carry_their_title_escaped(ledger_path):
         layout = _titled(f)["layout"]
         assert layout["title"]["text"] == html.escape(f.title) and layout["margin"]["t"] == 40 + PNG_TITLE_PX
     assert _titled(figures[0])["layout"]["title"]["text"] == "&lt;b&gt;x&lt;/b&gt;/loss vs tokens"
+
+
+def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetched(ledger_path):
+    """compare, yields, diagnose and forecast results as Jupyter shows them (`_repr_html_`): the CLI's numbers,
+    the report's figures, plotly.js inlined once per process from the installed package, every name escaped."""
+    import re
+
+    from plotly.offline import get_plotlyjs
+
+    import yieldgate
+    from yieldgate.analysis.fit import forecast as fit_forecast
+    from yieldgate.report import notebook
+    from yieldgate.report.html import _num
+    from yieldgate.report.result_figures import comparison_figure, diagnosis_figure, forecast_figure
+
+    with Ledger(ledger_path) as led:
+        for seed in (0, 1):
+            _tokenized_run(led, f"a/s{seed}", tokenizer="t", bytes_per_token=3.0, seed=seed)
+            _tokenized_run(led, f"{EVIL}/s{seed}", tokenizer="t", bytes_per_token=3.0, seed=seed, slope=1.2)
+        led.append_steps("a/s0", {"step": [201], "tokens": [201 * 512.0], "wall_s": [20.1], "loss": [40.0]})
+    notebook._shipped.clear()  # as in a fresh kernel
+    comparison = yieldgate.compare("a/*", f"{EVIL}/*", ledger=ledger_path)
+    report = yieldgate.yields(f"{EVIL}/s0", ledger=ledger_path)
+    diagnosis = yieldgate.diagnose("a/s0", ledger=ledger_path, store=False)
+    # `yieldgate forecast`'s own fit, with 40 bootstrap refits instead of 400 (a fast test; the same function)
+    tokens = np.arange(20, 201, 20) * 512.0
+    forecast = fit_forecast(tokens, 1.5 + 40 * tokens ** -0.35 + 0.003 * np.sin(tokens), next_tokens=50_000, boots=40)
+    pages = {name: result._repr_html_() for name, result in
+             (("compare", comparison), ("yields", report), ("diagnose", diagnosis), ("forecast", forecast))}
+    plotly_js = get_plotlyjs()
+    assert plotly_js in pages["compare"] and not any(plotly_js in p for k, p in pages.items() if k != "compare")
+    for name, page in pages.items():
+        assert re.findall(r"<script[^>]*\bsrc=", page) == [] and "<link" not in page, name  # nothing fetched
+        assert "Plotly.newPlot" in page and EVIL not in page, name
+    # Each shows the numbers the CLI prints, and the figures hold every point of the result.
+    assert html.escape(comparison.verdict) in pages["compare"] and "effective token multiplier" in pages["compare"]
+    figure = comparison_figure(comparison)
+    assert [len(t.x) for t in figure.figure.data] == [len(comparison.points)] * 3
+    assert html.escape(f"{EVIL}/s0: yield of val/loss (nats/token)") in pages["yields"]
+    assert all(f'<td class="num">{_num(t.yield_per_btok)}</td>' in pages["yields"] for t in report.tranches)
+    (trace,) = tranche_yields_figure([report], "val/loss").figure.data  # the report's and the dashboard's figure
+    assert len(trace.x) == len(report.tranches) and trace.meta["series"] == "tranche_yield:val/loss"
+    spike = [f for f in diagnosis.findings if f.start_step == 201]
+    assert spike and html.escape(spike[0].advice) in pages["diagnose"] and "201-201" in pages["diagnose"]
+    assert len(diagnosis_figure(diagnosis).figure.data) == len(diagnosis.findings)
+    assert "fit: loss = " in pages["forecast"] and f"({forecast.level:.0%} interval" in pages["forecast"]
+    assert len(forecast_figure(forecast).figure.data[0].x) == len(forecast.fit.tokens)

@@ -107,6 +107,12 @@ class YieldReport:
                 "eval_noise": self.eval_noise, "level": self.level, "batch": self.batch,
                 "tranches": [t.__dict__ for t in self.tranches]}
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the tranche table and the report's tranche-yield figure (`report.notebook`)."""
+        from yieldgate.report.notebook import yields_repr
+
+        return yields_repr(self)
+
 
 def _at_steps(steps: pd.DataFrame, column: str, at: np.ndarray) -> np.ndarray:
     """Values of a cumulative step column at exactly these steps (NaN where that step has no value)."""

@@ -26,10 +26,12 @@ import plotly.io as pio
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from yieldgate.analysis.yields import YieldReport
 from yieldgate.errors import InputError
 from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
 
 __all__ = ["Figure", "build_figures", "downsample", "smoothed", "figure_dict", "metric_title", "gain_title",
+           "tranche_yields_figure", "RunStyle", "set_axes", "esc",
            "MAX_POINTS"]
 
 MAX_POINTS = 2000
@@ -122,31 +124,31 @@ def _unit(metric: str) -> str:
 
 def metric_title(metric: str) -> str:
     """An axis title for a metric with its unit: a loss in nats/token, bits per byte, else a score."""
-    return f"{_esc(metric)} ({_unit(metric)})"
+    return f"{esc(metric)} ({_unit(metric)})"
 
 
 def gain_title(metric: str, amount: str) -> str:
     """An axis title for a yield: the metric's gain per billion tokens (bytes), in the metric's unit."""
-    return f"{_esc(metric)} gain per B {amount} ({_unit(metric)})"
+    return f"{esc(metric)} gain per B {amount} ({_unit(metric)})"
 
 
-def _esc(text: str) -> str:
+def esc(text: str) -> str:
     return html.escape(str(text))
 
 
-class _Style:
+class RunStyle:
     """Colour per run, and a legend entry only at a run's first trace in a figure."""
 
-    def __init__(self, runs: list[RunView]) -> None:
-        self.colour = {v.name: PALETTE[i % len(PALETTE)] for i, v in enumerate(runs)}
+    def __init__(self, names: list[str]) -> None:
+        self.colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
     def trace(self, run: str, x: np.ndarray, y: np.ndarray, series: str, *, first: bool = True,
               mode: str = "lines+markers") -> go.Scatter:
-        return go.Scatter(x=x, y=y, name=_esc(run), legendgroup=_esc(run), showlegend=first, mode=mode,
+        return go.Scatter(x=x, y=y, name=esc(run), legendgroup=esc(run), showlegend=first, mode=mode,
                           line={"color": self.colour[run]}, marker={"size": 5}, meta={"series": series})
 
 
-def _layout(fig: go.Figure, x: str, y: str, *, height: int = 420) -> go.Figure:
+def set_axes(fig: go.Figure, x: str, y: str, *, height: int = 420) -> go.Figure:
     fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50}, legend_title_text="run",
                       template="none", hovermode="closest")  # the look comes with `figure_dict`
     fig.update_xaxes(title_text=x)
@@ -179,7 +181,7 @@ def _loss_range(runs: list[RunView]) -> list[float] | None:
     return [lo - pad, hi + pad]
 
 
-def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
+def _diagnosis_spans(fig: go.Figure, style: RunStyle, view: RunView) -> None:
     """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause."""
     for i, (_, event) in enumerate(view.diagnoses.iterrows()):
         if pd.isna(event["start_step"]):
@@ -188,14 +190,14 @@ def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
         x0, x1 = tokens_at_steps(view.data.steps, [event["start_step"], end])
         if not (math.isfinite(x0) and math.isfinite(x1)):
             continue
-        cause = _esc(event["body"].get("cause", "diagnosis")) if isinstance(event["body"], dict) else "diagnosis"
+        cause = esc(event["body"].get("cause", "diagnosis")) if isinstance(event["body"], dict) else "diagnosis"
         # Labels of neighbouring spans would print over each other: each one a line lower than the last (of 4).
         fig.add_vrect(x0=x0, x1=max(x1, x0), fillcolor=style.colour[view.name], opacity=0.15, line_width=1,
                       line_color=style.colour[view.name], annotation_text=cause, annotation_position="top left",
                       annotation_yshift=-16 * (i % 4))
 
 
-def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
+def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
     y_range, out = _loss_range(data.runs), []
     axes = (("step", "loss-steps", "optimizer steps (steps)", "steps"),
             ("tokens", "loss-tokens", f"accepted {data.amount} ({data.amount})", data.amount),
@@ -218,7 +220,7 @@ def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
                 _diagnosis_spans(fig, style, v)
         if not fig.data:
             continue
-        _layout(fig, x_title, metric_title(data.metric)).update_yaxes(range=y_range)
+        set_axes(fig, x_title, metric_title(data.metric)).update_yaxes(range=y_range)
         notes = [f"not drawn, no {what} recorded: {', '.join(lacking)}"] if lacking else []
         if column == "tokens" and any(len(v.diagnoses) for v in data.runs):
             notes.append("shaded: the step spans of diagnoses (table below)")
@@ -226,7 +228,7 @@ def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
     return out
 
 
-def _throughput_learning(data: ReportData, style: _Style, smooth: float) -> Figure | None:
+def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Figure | None:
     """Throughput over time beside learning over time: two axes, never folded into one number. `smooth`: the
     weight of the moving average drawn for tokens/s (`smoothed`; 0: as logged)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s",
@@ -251,7 +253,7 @@ def _throughput_learning(data: ReportData, style: _Style, smooth: float) -> Figu
                           row=1, col=2)
     if not fig.data:
         return None
-    _layout(fig, "wall-clock (s)", "")
+    set_axes(fig, "wall-clock (s)", "")
     fig.update_yaxes(title_text="tokens/s", row=1, col=1)
     fig.update_yaxes(title_text=gain_title(data.metric, data.amount), row=1, col=2)
     notes = [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion "
@@ -262,28 +264,34 @@ def _throughput_learning(data: ReportData, style: _Style, smooth: float) -> Figu
     return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig, notes)
 
 
-def _tranche_yields(data: ReportData, style: _Style) -> Figure | None:
+def _tranche_yields(data: ReportData, style: RunStyle) -> Figure | None:
+    return tranche_yields_figure([v.yields for v in data.runs if v.yields], data.metric, data.amount, style)
+
+
+def tranche_yields_figure(reports: list[YieldReport], metric: str, amount: str = "tokens",
+                          style: RunStyle | None = None) -> Figure | None:
     """Each tranche's yield at its end in tokens, with the band the evaluation noise allows as error bars: a
-    tranche whose bar crosses 0 is not told from noise (`YieldReport.eval_noise`, `Tranche.yield_band`)."""
+    tranche whose bar crosses 0 is not told from noise (`YieldReport.eval_noise`, `Tranche.yield_band`). One trace
+    per run (`YieldReport.run`); the report's, the dashboard's and a notebook's (`YieldReport._repr_html_`)."""
+    style = style or RunStyle([r.run for r in reports])
     fig, level = go.Figure(), None
-    for v in data.runs:
-        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band) for t in (v.yields.tranches if v.yields else [])
+    for report in reports:
+        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band) for t in report.tranches
                 if t.yield_per_btok is not None and math.isfinite(t.end_tokens)]
         if not rows:
             continue
-        level = v.yields.level if v.yields else level
+        level = report.level
         x = np.array([r[0] for r in rows])
         y = np.array([r[1] for r in rows], dtype=float)
         low = np.array([np.nan if r[2] is None else r[2][0] for r in rows], dtype=float)
         high = np.array([np.nan if r[2] is None else r[2][1] for r in rows], dtype=float)
-        trace = style.trace(v.name, x, y, f"tranche_yield:{data.metric}")
+        trace = style.trace(report.run, x, y, f"tranche_yield:{metric}")
         trace.error_y = {"type": "data", "symmetric": False, "array": high - y, "arrayminus": y - low,
-                         "color": style.colour[v.name], "thickness": 1}
+                         "color": style.colour[report.run], "thickness": 1}
         fig.add_trace(trace)
     if not fig.data:
         return None
-    _layout(fig, f"accepted {data.amount} at the tranche's end ({data.amount})",
-            gain_title(data.metric, data.amount))
+    set_axes(fig, f"accepted {amount} at the tranche's end ({amount})", gain_title(metric, amount))
     fig.add_hline(y=0, line_dash="dot", line_color="#888")
     band = "" if level is None else f" ({level:.0%})"
     return Figure("tranche-yields", "tranche yields with their noise band", fig,
@@ -291,7 +299,7 @@ def _tranche_yields(data: ReportData, style: _Style) -> Figure | None:
                    "crosses 0 is within noise (no bar: fewer than three evaluations to estimate the noise)"])
 
 
-def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str) -> Figure | None:
+def _facets(data: ReportData, style: RunStyle, fig_id: str, title: str, kind: str) -> Figure | None:
     """One panel per source (`per_source`) or per eval task (`capability`), one trace per run."""
     series: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for v in data.runs:
@@ -306,21 +314,21 @@ def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str)
     keys = sorted(series)
     cols = min(len(keys), FACET_COLUMNS)
     rows = math.ceil(len(keys) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_esc(k) for k in keys], vertical_spacing=0.3 / rows)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[esc(k) for k in keys], vertical_spacing=0.3 / rows)
     shown: set[str] = set()
     for i, key in enumerate(keys):
         for run, (xs, ys) in series[key].items():
             fig.add_trace(style.trace(run, np.array(xs), np.array(ys), f"{kind}:{key}", first=run not in shown),
                           row=i // cols + 1, col=i % cols + 1)
             shown.add(run)
-    _layout(fig, "", "", height=max(320, 280 * rows))
+    set_axes(fig, "", "", height=max(320, 280 * rows))
     fig.update_xaxes(title_text=f"accepted {data.amount} ({data.amount})", row=rows)
     fig.update_yaxes(title_text=f"gain per B {data.amount} (the task's unit)", col=1)
     return Figure(fig_id, title, fig, ["each point: one tranche (between two evaluations), at its end; "
                                        "a negative value means that score got worse"])
 
 
-def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
+def _signal_figures(data: ReportData, style: RunStyle) -> list[Figure]:
     gns, ratio = go.Figure(), go.Figure()
     layers: set[str] = set()
     for v in data.runs:
@@ -338,10 +346,10 @@ def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
                                         "signals/update_ratio/<median>", mode="lines+markers"))
     out = []
     if gns.data:
-        _layout(gns, f"accepted {data.amount} ({data.amount})", "B_simple (tokens, log)").update_yaxes(type="log")
+        set_axes(gns, f"accepted {data.amount} ({data.amount})", "B_simple (tokens, log)").update_yaxes(type="log")
         out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
     if ratio.data:
-        _layout(ratio, f"accepted {data.amount} ({data.amount})", "|update| / |weight| (ratio, log)").update_yaxes(
+        set_axes(ratio, f"accepted {data.amount} ({data.amount})", "|update| / |weight| (ratio, log)").update_yaxes(
             type="log")
         ratio.add_hline(y=UPDATE_RATIO_REFERENCE, line_dash="dot", line_color="#888",
                         annotation_text="~1e-3 reference", annotation_position="bottom right")
@@ -355,7 +363,7 @@ def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
     """Every plot of the report, in page order; a plot no run has data for is left out. `smooth`: the weight of
     the moving average drawn for throughput (`smoothed`; 0: as logged)."""
     _check_smooth(smooth)
-    style = _Style(data.runs)
+    style = RunStyle([v.name for v in data.runs])
     figures = _loss_figures(data, style)
     extra = [_throughput_learning(data, style, smooth), _tranche_yields(data, style),
              _facets(data, style, "yield-per-source", "tranche yield per source (validation loss of each source)",
