@@ -7,11 +7,13 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -336,18 +338,22 @@ def _campaign(led: Ledger, name: str = "mix") -> int:
     return record(led, gate(led, f"{name}/two/s0/*", policy), policy)
 
 
-@pytest.fixture
-def audit_db(runs_db: Path) -> tuple[Path, int]:
-    """runs_db with a campaign, the gate's decision on one of its recipes, and a stored decision whose every
-    string is hostile (the pages must show it as text)."""
-    with Ledger(runs_db) as led:
+def _audit(path: Path) -> tuple[int, int]:
+    """Into the ledger at `path`: a campaign with the gate's decision on one of its recipes (`_campaign`), and a
+    stored decision whose every string is hostile (the pages must show it as text). Returns both ids."""
+    with Ledger(path) as led:
         decided = _campaign(led)
         # With a policy: Ledger.decisions() fails on a decision stored without one (a float NaN reaches json.loads).
-        led.add_decision(EVIL, "reject", rationale=EVIL, stage=EVIL_BODY, policy={"name": EVIL, "version": 1},
-                         policy_hash="0" * 64, evidence={
-                             "checks": [{"name": EVIL, "passed": False, "detail": EVIL_BODY}],
-                             "what_to_run_next": EVIL_BODY, "runs": [EVIL], "note": EVIL_BODY})
-    return runs_db, decided
+        hostile = led.add_decision(EVIL, "reject", rationale=EVIL, stage=EVIL_BODY, policy={"name": EVIL, "version": 1},
+                                   policy_hash="0" * 64, evidence={
+                                       "checks": [{"name": EVIL, "passed": False, "detail": EVIL_BODY}],
+                                       "what_to_run_next": EVIL_BODY, "runs": [EVIL], "note": EVIL_BODY})
+    return decided, hostile
+
+
+@pytest.fixture
+def audit_db(runs_db: Path) -> tuple[Path, int]:
+    return runs_db, _audit(runs_db)[0]
 
 
 def _cells(row: list[str]) -> str:
@@ -510,13 +516,38 @@ def _until(page, expression: str, timeout: float = 10.0, what: str = "") -> None
 
 PLOTS_JS = """[...document.querySelectorAll('.js-plotly-plot')].map(div => ({
     id: div.id, traces: div._fullData.map(t => ({name: t.name, series: t.meta.series, n: t._length}))}))"""
+FITS_JS = "document.documentElement.scrollWidth <= window.innerWidth"
+"""Nothing on the page is wider than the window (long values wrap)."""
+
+
+def _check_plots(page, db: Path, names: set[str]) -> int:
+    """Every trace of every plot on the page: named after one of `names` (escaped as plotly needs) and holding
+    as many points as the ledger has for its series after the documented downsampling (`test_report`'s count)."""
+    from .test_report import _expected_points
+
+    checked = 0
+    with Ledger(db, readonly=True) as led:
+        for plot in page.evaluate(PLOTS_JS):
+            for t in plot["traces"]:
+                run = html.unescape(t["name"])
+                assert run in names and t["name"] == html.escape(run, quote=False), (plot["id"], t)
+                assert t["n"] == _expected_points(led, run, t["series"]) > 0, (plot["id"], t)
+                checked += 1
+    return checked
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where the browser tests leave a screenshot of each page for review: $YIELDGATE_SCREENSHOTS, else a folder
+    of the test's tmp_path (printed at the end)."""
+    folder = Path(os.environ.get("YIELDGATE_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.mark.slow
-def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chromium, tmp_path):
+def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chromium, tmp_path, screenshots):
     from playwright.sync_api import sync_playwright
-
-    from .test_report import _expected_points
 
     go, stop = tmp_path / "go", tmp_path / "stop"
     server, url = _start_server(runs_db)
@@ -548,32 +579,59 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             page.check("#runs tbody tr:nth-child(1) input")
             page.check("#runs tbody tr:nth-child(2) input")
             assert page.get_attribute("#compare-link", "href") == "/compare?a=base%2Fs0&b=base%2Fs1"
-            page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
+            assert page.evaluate(FITS_JS)
+            page.screenshot(path=str(screenshots / "runs.png"), full_page=True)
 
             # Each run page: every plot's traces named and counted as the ledger says.
             checked = 0
-            for run in ("base/s0", EVIL):
-                page.goto(f"{base}/run?name={run.replace('<', '%3C').replace('>', '%3E').replace(' ', '%20')}")
+            for run, shot in (("base/s0", "run.png"), (EVIL, "run-hostile-name.png")):
+                page.goto(f"{base}/run?{urlencode({'name': run})}")
                 _until(page, "Number(document.body.dataset.draws || 0) >= 1")
-                plots = page.evaluate(PLOTS_JS)
-                assert [p["id"] for p in plots] == ["fig-loss-tokens", "fig-loss-time", "fig-throughput-learning",
-                                                    "fig-tranche-yields", "fig-signals-gns"]
-                with Ledger(runs_db, readonly=True) as led:
-                    for plot in plots:
-                        for t in plot["traces"]:
-                            assert t["name"] == run.replace("<", "&lt;").replace(">", "&gt;")
-                            assert t["n"] == _expected_points(led, run, t["series"]) > 0, (plot["id"], t)
-                            checked += 1
-                assert page.evaluate("document.querySelector('h1').textContent") == run
-                page.screenshot(path=str(tmp_path / f"run-{checked}.png"), full_page=True)
+                assert [p["id"] for p in page.evaluate(PLOTS_JS)] == [
+                    "fig-loss-tokens", "fig-loss-time", "fig-throughput-learning", "fig-tranche-yields",
+                    "fig-signals-gns"]
+                checked += _check_plots(page, runs_db, {run})
+                assert page.evaluate("document.querySelector('h1').textContent") == run and page.evaluate(FITS_JS)
+                page.screenshot(path=str(screenshots / shot), full_page=True)
             assert checked >= 10
             assert page.evaluate("window.__pwned === undefined && document.querySelectorAll('img').length === 0")
+            # Throughput smoothing: drawn again at once, every point kept, the choice kept in the address.
+            page.select_option("#smooth", "0.9")
+            _until(page, "Number(document.body.dataset.draws) >= 2")
+            assert _check_plots(page, runs_db, {EVIL}) == checked // 2 and "smooth=0.9" in page.url
 
-            # The comparison page.
+            # The comparison page: its plots counted the same way.
             page.goto(f"{base}/compare?a=base/*&b=big/s0")
             _until(page, "document.querySelectorAll('.js-plotly-plot').length >= 3")
             assert "effective token multiplier" in page.evaluate("document.body.innerText")
-            page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+            assert _check_plots(page, runs_db, {"base/s0", "base/s1", "big/s0"}) >= 15 and page.evaluate(FITS_JS)
+            page.screenshot(path=str(screenshots / "compare.png"), full_page=True)
+
+            # Campaigns and gate decisions (written now: the runs table above counted the runs without them).
+            decided, hostile = _audit(runs_db)
+            page.goto(f"{base}/campaigns")
+            page.click("text=mix")
+            _until(page, "document.querySelectorAll('table.ranking').length === 2")
+            rows = page.evaluate("[...document.querySelectorAll('table.ranking tbody tr')].map(r => r.textContent)")
+            assert len(rows) == 6 and rows[0].startswith("1") and page.evaluate(FITS_JS)
+            text = page.evaluate("document.body.innerText")
+            assert "decision accuracy at 50,000 tokens" in text and "forecast two: none" in text
+            page.screenshot(path=str(screenshots / "campaign.png"), full_page=True)
+            page.click(f"text=#{decided}")
+            _until(page, "document.querySelectorAll('table.checks tbody tr').length === 2")
+            assert not page.evaluate("document.querySelector('details').open")
+            page.click("summary >> nth=0")  # the full evidence, one click away
+            assert page.evaluate("document.querySelector('details').open && "
+                                 "document.querySelector('details pre').textContent.includes('\"checks\"')")
+            assert page.evaluate(FITS_JS)
+            page.screenshot(path=str(screenshots / "decision.png"), full_page=True)
+            page.goto(f"{base}/decisions")
+            _until(page, "document.querySelectorAll('table.decisions tbody tr').length === 2")
+            page.screenshot(path=str(screenshots / "decisions.png"), full_page=True)
+            page.goto(f"{base}/decision?id={hostile}")
+            assert page.evaluate("document.querySelector('h1').textContent") == f"Decision #{hostile}: reject"
+            assert EVIL in page.evaluate("document.body.innerText") and page.evaluate(
+                "window.__pwned === undefined && document.querySelectorAll('img').length === 0")
 
             # Live: the open page of a run a Tracker is writing shows its next evaluation within 2 s.
             page.goto(f"{base}/run?name=live")
@@ -594,7 +652,7 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             delay = time.time() - written
             print(f"new evaluation on the page {delay:.2f} s after Tracker.eval")
             assert delay < 2.0
-            page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "live.png"), full_page=True)
             stop.touch()
             _until(page, "document.getElementById('status').textContent === 'finished'", 5.0)
             browser.close()
@@ -604,8 +662,10 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
         server.terminate()
         server.wait(timeout=30)
     assert errors == [] and dialogs == [] and outside == []
-    assert all((tmp_path / f).stat().st_size > 20_000 for f in ("runs.png", "compare.png", "live.png"))
-    print(f"screenshots: {tmp_path}")
+    shots = ("runs.png", "run.png", "run-hostile-name.png", "compare.png", "campaign.png", "decision.png",
+             "decisions.png", "live.png")
+    assert all((screenshots / f).stat().st_size > 20_000 for f in shots)
+    print(f"screenshots: {screenshots}")
 
 
 @pytest.mark.slow

@@ -31,8 +31,7 @@ from yieldgate.errors import InputError
 from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
 
 __all__ = ["Figure", "build_figures", "downsample", "smoothed", "figure_dict", "metric_title", "gain_title",
-           "tranche_yields_figure", "RunStyle", "set_axes", "esc",
-           "MAX_POINTS"]
+           "tranche_yields_figure", "RunStyle", "set_axes", "esc", "warm_up", "MAX_POINTS"]
 
 MAX_POINTS = 2000
 """Step-level series (tokens/s, signals) are downsampled to at most this many points per trace (`downsample`):
@@ -357,6 +356,18 @@ def _signal_figures(data: ReportData, style: RunStyle) -> list[Figure]:
                           [f"median over the {len(layers)} recorded layer keys (signals/update_ratio/<layer>) "
                            "at each logged step; dotted: the usual ~1e-3 of a healthy Adam step"], main=False))
     return out
+
+
+def warm_up() -> None:
+    """Build and serialise one small figure the way the plots are built (subplots, error bars, a shaded span, a
+    line): plotly builds its validators on first use (~0.3 s), which a server pays now rather than in its first
+    page."""
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], error_y={"type": "data", "array": [0, 0]}), row=1, col=1)
+    fig.add_trace(go.Bar(x=[1], base=[0], y=["a"], orientation="h"), row=1, col=2)
+    set_axes(fig, "x", "y").add_vrect(x0=0, x1=1, annotation_text="a")
+    fig.add_hline(y=0)
+    figure_dict(Figure("warm-up", "", fig))
 
 
 def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
