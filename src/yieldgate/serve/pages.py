@@ -47,11 +47,18 @@ details pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.8rem;
 """
 
 
-def page(title: str, body: str, *, scripts: tuple[str, ...] = ()) -> str:
-    """A whole page: escaped title, the report's CSS, the body as given (already escaped), scripts from /static."""
+def page(title: str, body: str, *, scripts: tuple[str, ...] = (), preload: str | None = None) -> str:
+    """A whole page: escaped title, the report's CSS, the body as given (already escaped), scripts from /static.
+    `preload`: JSON the page's script will fetch, asked for at once (the server computes it while the browser
+    loads plotly.js) instead of after the scripts ran."""
     tags = "".join(f'<script src="{escape(s)}"></script>' for s in scripts)
+    if preload:
+        # crossorigin="anonymous" is the mode of app.js's fetch (same-origin credentials): the browser reuses it.
+        tags = f'<link rel="preload" href="{escape(preload)}" as="fetch" crossorigin="anonymous">' + tags
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{CSS}{EXTRA_CSS}</style>{tags}</head><body>"
+            # No favicon: without this the browser asks for /favicon.ico, and a 404 is a console error.
+            f'<title>{escape(title)}</title><link rel="icon" href="data:,"><style>{CSS}{EXTRA_CSS}</style>{tags}'
+            "</head><body>"
             '<nav><a href="/">runs</a><a href="/campaigns">campaigns</a><a href="/decisions">decisions</a>'
             '<span class="muted">yieldgate serve '
             f"{escape(__version__)} &middot; read-only</span></nav>{body}</body></html>\n")
@@ -102,10 +109,12 @@ def run_page(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: floa
     head = (f"<h1>{escape(run)}</h1><p>status <span id=\"status\" class=\"status status-{escape(status)}\">"
             f"{escape(status)}</span> &middot; <span id=\"steps\">{int(info['steps']):,}</span> steps &middot; "
             f"source {escape(str(info['source']))} &middot; <span id=\"live\" class=\"muted\">live: polling</span></p>")
+    src = "/api/run/figures?" + urlencode({"name": run, "metric": metric, "smooth": smooth})
     options = "".join(f'<option value="{w}"{" selected" if w == smooth else ""}>{w:g}</option>' for w in SMOOTHING)
     figures = ('<p><label>throughput smoothing (moving-average weight) <select id="smooth">'
                f'{options}</select></label></p>'
-               f'<div id="figures" data-kind="run" data-run="{escape(run)}" data-metric="{escape(metric)}">'
+               f'<div id="figures" data-kind="run" data-run="{escape(run)}" data-metric="{escape(metric)}" '
+               f'data-src="{escape(src)}">'
                '<p class="note" id="loading">drawing...</p></div>')
     sections = [
         "<h2>Events and diagnoses</h2>",
@@ -119,7 +128,7 @@ def run_page(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: floa
         _fields_table(ledger.meta(run), "run notes"),
     ]
     return page(f"yieldgate: {run}", head + figures + "".join(sections),
-                scripts=("/static/plotly.min.js", "/static/app.js"))
+                scripts=("/static/plotly.min.js", "/static/app.js"), preload=src)
 
 
 def compare_page(result: Comparison, query: dict[str, str], *, per: str, note: str | None) -> str:
@@ -245,7 +254,7 @@ def decision_page(row: dict[str, Any]) -> str:
              f'<p class="verdict">{escape(row["rationale"])}</p>',
              _JSON_LINK.format(href=escape("/api/decisions?" + urlencode({"target": row["target"]})),
                                text="the decisions on this target"),
-             table_html(["", ""], facts, "facts")]
+             table_html(["field", "value"], facts, "facts")]
     if checks:
         parts.append("<h2>Checks</h2>" + table_html(["check", "result", "detail"], checks, "checks"))
     if evidence.get("what_to_run_next"):

@@ -97,9 +97,12 @@ async function runPage(container) {
   let drawnAt = 0;
   let redrawMs = 0;
 
+  let first = container.dataset.src;  // the address the page preloads: its answer is on its way already
+
   async function redraw() {
     const started = Date.now();
-    const payload = await getJSON(`/api/run/figures?${query()}`);
+    const payload = await getJSON(first || `/api/run/figures?${query()}`);
+    first = null;
     redrawMs = Date.now() - started;
     drawFigures(container, payload);
     cursor = payload.cursor;
