@@ -424,17 +424,12 @@ def test_the_decision_pages_show_each_check_and_the_evidence_with_the_json_one_c
 
 
 def test_a_comparison_across_tokenizers_is_in_bits_per_byte_as_compare_per_byte(tmp_path, cli_for):
+    from .test_report import _tokenized_run
+
     path = tmp_path / "tok.db"
     with Ledger(path) as led:
-        for tok, bpt, batch in (("bpe4k", 3.0, 256), ("bpe32k", 4.2, 512)):
-            led.create_run(tok, manifest=parse_manifest({"data": {"sources": [{"name": "web"}], "tokenizer": {
-                "name": tok, "content_hash": tok, "bytes_per_token": bpt}}, "optimisation": {"batch_size": batch}}))
-            step = np.arange(1, 201)
-            loss = 6.0 - np.log(step) * (0.5 if tok == "bpe4k" else 0.6)
-            led.append_steps(tok, {"step": step, "tokens": step * float(batch), "wall_s": step * 0.05, "loss": loss,
-                                   "tokens_per_s": np.full(200, batch / 0.05)})
-            led.append_evals(tok, [EvalRecord(step=s, tokens=s * float(batch), task="val", metric="loss",
-                                              value=float(loss[s - 1])) for s in range(20, 201, 20)])
+        _tokenized_run(led, "bpe4k", tokenizer="bpe4k", bytes_per_token=3.0)
+        _tokenized_run(led, "bpe32k", tokenizer="bpe32k", bytes_per_token=4.2, slope=1.2)
     client, cli = TestClient(create_app(str(path))), cli_for(path)
     served = client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k"}).json()
     assert served == cli.json("compare", "bpe4k", "bpe32k", "--per", "byte") and served["metric"] == "val/bpb"

@@ -12,9 +12,10 @@ response carries a Content-Security-Policy that allows scripts from this server 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
@@ -41,6 +42,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';
 HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
            "x-frame-options": "DENY"}
 TOKEN_COOKIE = "yieldgate_token"
+N = TypeVar("N", int, float)
 STATIC = Path(__file__).with_name("static")
 
 
@@ -108,20 +110,21 @@ def _arg(request: Request, name: str, example: str) -> str:
     return value
 
 
-def _int(query: Any, name: str, what: str) -> int | None:
+def _number(query: Any, name: str, what: str, kind: Callable[[str], N]) -> N | None:
+    """The query parameter `name` read by `kind` (int, float); None when absent or empty."""
     value = query.get(name)
     try:
-        return None if value in (None, "") else int(value)
+        return None if value in (None, "") else kind(value)
     except ValueError:
         raise InputError(f"{name} must be {what}, got {value!r}") from None
+
+
+def _int(query: Any, name: str, what: str) -> int | None:
+    return _number(query, name, what, int)
 
 
 def _float(query: Any, name: str, what: str) -> float | None:
-    value = query.get(name)
-    try:
-        return None if value in (None, "") else float(value)
-    except ValueError:
-        raise InputError(f"{name} must be {what}, got {value!r}") from None
+    return _number(query, name, what, float)
 
 
 def _smooth(query: Any) -> float:
