@@ -51,7 +51,7 @@ def page(title: str, body: str, *, scripts: tuple[str, ...] = (), preload: str |
     """A whole page: escaped title, the report's CSS, the body as given (already escaped), scripts from /static.
     `preload`: JSON the page's script will fetch, asked for at once (the server computes it while the browser
     loads plotly.js) instead of after the scripts ran."""
-    tags = "".join(f'<script src="{escape(s)}"></script>' for s in scripts)
+    tags = "".join(f'<script src="{escape(s)}" defer></script>' for s in scripts)  # drawn after the HTML shows
     if preload:
         # crossorigin="anonymous" is the mode of app.js's fetch (same-origin credentials): the browser reuses it.
         tags = f'<link rel="preload" href="{escape(preload)}" as="fetch" crossorigin="anonymous">' + tags
@@ -74,7 +74,7 @@ def runs_page(location: str) -> str:
             '<a id="compare-link" class="muted">select two runs to compare</a> <span id="count" class="muted">'
             "</span></p>"
             f'<table id="runs"><thead><tr>{headers}</tr></thead><tbody></tbody></table>')
-    return page("yieldgate: runs", body, scripts=("/static/plotly.min.js", "/static/app.js"))
+    return page("yieldgate: runs", body, scripts=("/static/app.js",))  # a table: no plotly.js to parse
 
 
 def _when(ts: Any) -> str:
