@@ -256,7 +256,7 @@ def tranche_yields(
     if np.isnan(energy).all():
         missing["yield_per_kwh"] = "no energy recorded (needs NVML or RAPL)"
     hib = bool(points["higher_is_better"].iloc[0])
-    others = _other_series(evals, steps, task, metric)
+    others = {k: series.set_index("step") for k, series in _other_series(evals, steps, task, metric).items()}
     decayed = _decayed(steps, points["step"].to_numpy())
     tranches = []
     for i in range(1, len(points)):
@@ -279,8 +279,7 @@ def tranche_yields(
             tranche.within_noise = stats.verdict(band) == "within noise"
             if span > 0:
                 tranche.yield_band = (band.low / span, band.high / span)
-        for key, series in others.items():
-            s = series.set_index("step")
+        for key, s in others.items():
             if a["step"] not in s.index or b["step"] not in s.index:
                 continue  # not evaluated at both ends of this tranche: no figure, never interpolated
             start, end = float(s.loc[a["step"], "value"]), float(s.loc[b["step"], "value"])
