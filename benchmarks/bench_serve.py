@@ -6,7 +6,8 @@ memory bounded. Timed against a real `yieldgate serve` process (uvicorn, a new o
 cache helps, once it answers: its start-up is not the page's): the page and the JSON it draws from, one after
 the other; with Chromium installed, also in
 headless Chromium from `goto` until the plots are drawn (the runs table filled). Memory: the server's resident
-set (VmRSS, and its peak VmHWM) after the first load and after 30 more loads of 10 different big runs.
+set (VmRSS, and its peak VmHWM) after the first load and after 30 and 60 more loads of the big runs' plots
+(3 runs x 2 metrics x 3 smoothings in turn: more than the figure cache keeps, so each is drawn anew).
 
     .venv/bin/python benchmarks/bench_serve.py [--steps 1000000] [--runs 1000] [--no-browser] [--json]
 """
@@ -172,9 +173,12 @@ def main() -> None:
             _timed(serve, run_page)
             figures["memory_after_first_mb"] = serve.memory_mb()
             figures["run_page_warm_s"] = _timed(serve, run_page)[0]
-            for k in range(30):
-                _timed(serve, [f"/api/run/figures?name=huge{k % BIG_RUNS}"])
-            figures["memory_after_30_mb"] = serve.memory_mb()
+            for k in range(60):  # 3 runs x 2 metrics x 3 smoothings in turn: the 8 the figure cache keeps never hit
+                metric = ("val/loss", "val/web/loss")[k // BIG_RUNS % 2]
+                smooth = (0.0, 0.6, 0.9)[k // (2 * BIG_RUNS) % 3]
+                _timed(serve, [f"/api/run/figures?name=huge{k % BIG_RUNS}&metric={metric}&smooth={smooth}"])
+                if k + 1 in (30, 60):
+                    figures[f"memory_after_{k + 1}_mb"] = serve.memory_mb()
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
         if chromium and not args.no_browser:
             figures.update(_browser_times(db, chromium, args.repeats))
@@ -189,9 +193,11 @@ def main() -> None:
     if "browser_run_page_s" in figures:
         print(f"in headless Chromium, goto until drawn: run page {figures['browser_run_page_s']:.2f} s, runs page "
               f"{figures['browser_runs_page_s']:.2f} s (median of {args.repeats}, cold server)")
-    first, later = figures["memory_after_first_mb"], figures["memory_after_30_mb"]
+    first, mid, last = (figures[f"memory_after_{k}_mb"] for k in ("first", 30, 60))
     print(f"server memory: {first['VmRSS']:.0f} MB resident after the first run page (peak {first['VmHWM']:.0f} MB); "
-          f"{later['VmRSS']:.0f} MB after 30 more loads of {BIG_RUNS} different big runs (peak {later['VmHWM']:.0f} MB)")
+          f"{mid['VmRSS']:.0f} MB after 30 more plots of the {BIG_RUNS} big runs, each drawn anew (peak "
+          f"{mid['VmHWM']:.0f} MB), "
+          f"{last['VmRSS']:.0f} MB after 60 (peak {last['VmHWM']:.0f} MB)")
     print(f"(ledger built in {figures['build_s']:.0f} s)")
 
 

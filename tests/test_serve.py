@@ -32,7 +32,7 @@ from yieldgate.report.console import (
 from yieldgate.report.figures import MAX_POINTS, smoothed
 from yieldgate.serve import open_server
 from yieldgate.serve.app import CSP, create_app
-from yieldgate.serve.pages import DECISION_FIELDS
+from yieldgate.serve.pages import DECISION_FIELDS, PLOTLY_JS
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_BODY = "<script>window.__pwned=1</script>"
@@ -194,8 +194,10 @@ def test_every_response_carries_the_security_headers(client):
         assert response.headers["content-security-policy"] == CSP, path
         assert response.headers["x-content-type-options"] == "nosniff"
     assert "script-src 'self';" in CSP and "unsafe-eval" not in CSP and "'unsafe-inline'" not in CSP.split(";")[1]
-    plotly = client.get("/static/plotly.min.js")
+    plotly = client.get(PLOTLY_JS)
     assert plotly.status_code == 200 and len(plotly.content) > 1_000_000  # from the installed package: offline
+    assert plotly.headers["cache-control"] == "public, max-age=31536000, immutable"  # its version is in its address
+    assert f'<script src="{PLOTLY_JS}" defer>' in client.get("/run?name=base/s0").text
 
 
 def test_the_server_is_read_only(client):

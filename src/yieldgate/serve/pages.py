@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
+import plotly
 
 from yieldgate import __version__
 from yieldgate.analysis.compare import Comparison
@@ -30,8 +31,11 @@ from yieldgate.report.console import (
 )
 from yieldgate.report.html import CSS, RawCell, comparison_html, notes_html, table_html
 
-__all__ = ["page", "runs_page", "run_page", "compare_page", "error_page", "campaigns_page", "campaign_page",
-           "decisions_page", "decision_page", "SMOOTHING"]
+__all__ = ["PLOTLY_JS", "page", "runs_page", "run_page", "compare_page", "error_page", "campaigns_page",
+           "campaign_page", "decisions_page", "decision_page", "SMOOTHING"]
+
+PLOTLY_JS = f"/static/plotly-{plotly.__version__}.min.js"
+"""Where the pages load plotly.js from: the installed package's bundle, its version in the address (cached for good)."""
 
 SMOOTHING = (0.0, 0.6, 0.9, 0.99)
 """The throughput smoothing a run page offers (`report.figures.smoothed`: 0 draws tokens/s as logged)."""
@@ -128,7 +132,7 @@ def run_page(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: floa
         _fields_table(ledger.meta(run), "run notes"),
     ]
     return page(f"yieldgate: {run}", head + figures + "".join(sections),
-                scripts=("/static/plotly.min.js", "/static/app.js"), preload=src)
+                scripts=(PLOTLY_JS, "/static/app.js"), preload=src)
 
 
 def compare_page(result: Comparison, query: dict[str, str], *, per: str, note: str | None) -> str:
@@ -143,7 +147,7 @@ def compare_page(result: Comparison, query: dict[str, str], *, per: str, note: s
             f"{comparison_html(result, amount='bytes' if per == 'byte' else 'tokens')}<h2>Plots</h2>"
             f'<div id="figures" data-kind="compare" data-src="{escape(src)}"><p class="note" id="loading">drawing...'
             "</p></div>")
-    return page(f"yieldgate: {result.a} vs {result.b}", body, scripts=("/static/plotly.min.js", "/static/app.js"))
+    return page(f"yieldgate: {result.a} vs {result.b}", body, scripts=(PLOTLY_JS, "/static/app.js"))
 
 
 def error_page(message: str) -> str:
