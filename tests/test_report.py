@@ -439,3 +439,21 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     assert len(diagnosis_figure(diagnosis).figure.data) == len(diagnosis.findings)
     assert "fit: loss = " in pages["forecast"] and f"({forecast.level:.0%} interval" in pages["forecast"]
     assert len(forecast_figure(forecast).figure.data[0].x) == len(forecast.fit.tokens)
+
+
+def test_diagnosis_labels_never_print_over_each_other(ledger_path):
+    from yieldgate.report.figures import LABEL_PX_PER_CHAR, PLOT_PX
+
+    with Ledger(ledger_path) as led:
+        _tokenized_run(led, "a", tokenizer="t", bytes_per_token=3.0)
+        _tokenized_run(led, "b", tokenizer="t", bytes_per_token=3.0, seed=1)
+        for run, start in (("a", 20), ("a", 24), ("b", 26), ("a", 30), ("b", 31), ("a", 120), ("b", 190)):
+            led.add_event(run, "diagnosis", {"cause": "infrastructure_stall"}, start_step=start, end_step=start + 2)
+        (loss,) = [f for f in build_figures(collect(led, ["a", "b"])) if f.id == "loss-tokens"]
+    labels = [(a.x, a.yshift) for a in loss.figure.layout.annotations]
+    assert len(labels) == 7 and len({y for _, y in labels}) >= 4  # close spans: several lines
+    width = (len("infrastructure_stall") * LABEL_PX_PER_CHAR + 8) * (200 * 512 - 20 * 512) / PLOT_PX
+    for line in {y for _, y in labels}:
+        xs = sorted(x for x, y in labels if y == line)
+        assert all(b - a > width for a, b in zip(xs, xs[1:])), (line, xs)
+    assert sorted(labels)[-1][1] == 0  # far from the others: back on the first line

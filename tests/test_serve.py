@@ -63,6 +63,7 @@ def runs_db(tmp_path: Path) -> Path:
                       start_step=100, end_step=150)
         led.add_event("base/s0", "warning", {"message": EVIL_BODY})
         led.set_status("base/s1", "finished")
+        led.tag_run("big/s0", ["bs512"])
     return path
 
 
@@ -571,6 +572,9 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             assert sorted(names) == sorted(["base/s0", "base/s1", "big/s0", EVIL, "live"])
             page.click("th[data-key=steps]")  # sort by steps, ascending: the live run (fewest so far) first
             _until(page, "document.querySelector('#runs tbody tr td:nth-child(2)').textContent === 'live'")
+            page.fill("#filter", "bs512")  # a tag
+            _until(page, "document.querySelectorAll('#runs tbody tr').length === 1")
+            assert page.evaluate("document.querySelector('#runs tbody tr td:nth-child(4)').textContent") == "bs512"
             page.fill("#filter", "base")
             _until(page, "document.querySelectorAll('#runs tbody tr').length === 2")
             page.check("#runs tbody tr:nth-child(1) input")

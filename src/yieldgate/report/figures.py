@@ -180,20 +180,37 @@ def _loss_range(runs: list[RunView]) -> list[float] | None:
     return [lo - pad, hi + pad]
 
 
-def _diagnosis_spans(fig: go.Figure, style: RunStyle, view: RunView) -> None:
-    """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause."""
-    for i, (_, event) in enumerate(view.diagnoses.iterrows()):
-        if pd.isna(event["start_step"]):
-            continue
-        end = event["start_step"] if pd.isna(event["end_step"]) else event["end_step"]
-        x0, x1 = tokens_at_steps(view.data.steps, [event["start_step"], end])
-        if not (math.isfinite(x0) and math.isfinite(x1)):
-            continue
-        cause = esc(event["body"].get("cause", "diagnosis")) if isinstance(event["body"], dict) else "diagnosis"
-        # Labels of neighbouring spans would print over each other: each one a line lower than the last (of 4).
-        fig.add_vrect(x0=x0, x1=max(x1, x0), fillcolor=style.colour[view.name], opacity=0.15, line_width=1,
-                      line_color=style.colour[view.name], annotation_text=cause, annotation_position="top left",
-                      annotation_yshift=-16 * (i % 4))
+LABEL_PX_PER_CHAR, PLOT_PX = 7.0, 900.0
+"""A span label's width is estimated at 7 px per character on a plot ~900 px wide (plotly's 12 px sans-serif;
+the report's plots are 1,100 px wide less the legend)."""
+
+
+def _diagnosis_spans(fig: go.Figure, style: RunStyle, runs: list[RunView]) -> None:
+    """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause. Labels
+    never print over each other: each goes on the highest line (16 px apart) where it clears the labels already
+    there, at its estimated width."""
+    spans = []
+    for v in runs:
+        for _, event in v.diagnoses.iterrows():
+            if pd.isna(event["start_step"]):
+                continue
+            end = event["start_step"] if pd.isna(event["end_step"]) else event["end_step"]
+            x0, x1 = tokens_at_steps(v.data.steps, [event["start_step"], end])
+            if math.isfinite(x0) and math.isfinite(x1):
+                body = event["body"] if isinstance(event["body"], dict) else {}
+                spans.append((float(x0), float(max(x1, x0)), str(body.get("cause", "diagnosis")), v.name))
+    if not spans:
+        return
+    xs = np.concatenate([[x for s in spans for x in s[:2]], *[v.curve["tokens"].dropna().to_numpy() for v in runs]])
+    per_px = (float(xs.max() - xs.min()) or 1.0) / PLOT_PX
+    line_ends: list[float] = []  # where the last label on each line ends, in tokens
+    for x0, x1, cause, run in sorted(spans):
+        line = next((k for k, end in enumerate(line_ends) if end < x0), len(line_ends))
+        end = x0 + (len(cause) * LABEL_PX_PER_CHAR + 8) * per_px
+        line_ends[line:line + 1] = [end]
+        fig.add_vrect(x0=x0, x1=x1, fillcolor=style.colour[run], opacity=0.15, line_width=1,
+                      line_color=style.colour[run], annotation_text=esc(cause), annotation_position="top left",
+                      annotation_yshift=-16 * line)
 
 
 def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
@@ -215,10 +232,10 @@ def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
                 continue
             fig.add_trace(style.trace(v.name, points[column].to_numpy(), points["loss"].to_numpy(),
                                       f"{data.metric}@{column}"))
-            if column == "tokens":
-                _diagnosis_spans(fig, style, v)
         if not fig.data:
             continue
+        if column == "tokens":
+            _diagnosis_spans(fig, style, data.runs)
         set_axes(fig, x_title, metric_title(data.metric)).update_yaxes(range=y_range)
         notes = [f"not drawn, no {what} recorded: {', '.join(lacking)}"] if lacking else []
         if column == "tokens" and any(len(v.diagnoses) for v in data.runs):

@@ -71,10 +71,11 @@ def page(title: str, body: str, *, scripts: tuple[str, ...] = (), preload: str |
 def runs_page(location: str) -> str:
     """The runs table: filled, filtered, sorted and refreshed by app.js from /api/runs."""
     headers = "".join(f'<th data-key="{k}">{escape(label)}</th>' for k, label in (
-        ("select", "compare"), ("name", "run"), ("status", "status"), ("tokens", "tokens"), ("steps", "steps"),
+        ("select", "compare"), ("name", "run"), ("status", "status"), ("tags", "tags"), ("tokens", "tokens"),
+        ("steps", "steps"),
         ("last_eval", "last eval"), ("manifest_hash", "manifest"), ("updated_at", "updated (UTC)")))
     body = (f"<h1>Runs</h1><p class=\"muted\">{escape(location)}</p>"
-            '<p><input id="filter" type="search" placeholder="filter by name, status or source" autofocus> '
+            '<p><input id="filter" type="search" placeholder="filter by name, status, tag or source" autofocus> '
             '<a id="compare-link" class="muted">select two runs to compare</a> <span id="count" class="muted">'
             "</span></p>"
             f'<table id="runs"><thead><tr>{headers}</tr></thead><tbody></tbody></table>')

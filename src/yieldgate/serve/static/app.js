@@ -223,6 +223,7 @@ function runsPage(table) {
   function sortValue(run, key) {
     if (key === "last_eval") return run.last_eval ? run.last_eval.value : null;
     if (key === "select") return selected.includes(run.name) ? 0 : 1;
+    if (key === "tags") return run.tags.join(", ");
     return run[key];
   }
 
@@ -240,7 +241,8 @@ function runsPage(table) {
 
   function render() {
     const words = filter.value.trim().toLowerCase();
-    const shown = rows.filter((r) => !words || [r.name, r.status, r.source].some((v) => String(v).toLowerCase().includes(words)));
+    const shown = rows.filter((r) => !words || [r.name, r.status, r.source, ...r.tags].some(
+      (v) => String(v).toLowerCase().includes(words)));
     shown.sort((x, y) => {
       const a = sortValue(x, sortKey);
       const b = sortValue(y, sortKey);
@@ -271,7 +273,8 @@ function runsPage(table) {
       const status = el("td");
       status.appendChild(el("span", r.status, `status status-${r.status}`));
       const ev = r.last_eval;
-      tr.append(tdPick, tdName, status, el("td", fmt(r.tokens), "num"), el("td", fmt(r.steps), "num"),
+      tr.append(tdPick, tdName, status, el("td", r.tags.join(", ")), el("td", fmt(r.tokens), "num"),
+                el("td", fmt(r.steps), "num"),
                 el("td", ev ? `${ev.task}/${ev.metric} ${fmt(ev.value)} @${fmt(ev.step)}` : "-"),
                 el("td", (r.manifest_hash || "-").slice(0, 8)), el("td", r.updated_at));
       return tr;
