@@ -104,6 +104,10 @@ def _expected_points(led: Ledger, run: str, series: str) -> int:
     extras = led.extras(run).dropna(subset=["value"])
     if series == "signals/gns":
         return int((extras.key == "signals/gns").sum())
+    if series == "clipped_share":  # one point per logged step, downsampled min/max
+        return min(int(steps["clipped"].notna().sum()), MAX_POINTS)
+    if series == "signals/loss_scale":
+        return min(int((extras.key == "signals/loss_scale").sum()), MAX_POINTS)
     if series == "signals/update_ratio/<median>":
         return extras[extras.key.str.startswith("signals/update_ratio/")]["step"].nunique()
     raise AssertionError(f"unknown series {series}")
@@ -325,16 +329,20 @@ def test_every_axis_says_its_unit(cli, ledger_path):
         _tokenized_run(led, "a", tokenizer="t", bytes_per_token=3.0)
         _costed_run(led, "costed/s0", 0)
         led.append_steps("a", {"step": np.arange(10, 201, 10), "signals/gns": np.full(20, 400.0),
-                               "signals/update_ratio/h.0": np.full(20, 1e-3)})
+                               "signals/update_ratio/h.0": np.full(20, 1e-3), "signals/loss_scale": np.full(20, 1024.0),
+                               "clipped": np.arange(20) % 2})
         led.append_evals("a", [EvalRecord(step=s, tokens=s * 512.0, task="arc_easy", metric="acc", value=0.3 + s / 1e3)
                                for s in range(20, 201, 20)])
         figures = build_figures(collect(led, ["a", "costed/s0"]))
     assert [f.id for f in figures] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning",
-                                       "tranche-yields", "yield-capability", "signals-gns", "signals-update-ratio"]
+                                       "tranche-yields", "yield-capability", "signals-gns", "signals-update-ratio",
+                                       "signals-clipping"]
     for f in figures:
         titles = _axis_titles(f.figure.to_plotly_json())
         assert titles and all(t.endswith(")") or t.endswith("/s") for t in titles), (f.id, titles)
-    assert "B_simple (tokens, log)" in _axis_titles(figures[-2].figure.to_plotly_json())
+    assert "B_simple (tokens, log)" in _axis_titles(figures[-3].figure.to_plotly_json())
+    assert _axis_titles(figures[-1].figure.to_plotly_json())[-2:] == ["clipped, of the last 100 logged steps (%)",
+                                                                      "loss scale (factor, log)"]
 
 
 def test_throughput_smoothing_is_a_moving_average_that_keeps_every_point(ledger_path, cli, tmp_path):

@@ -45,7 +45,11 @@ def _run(led: Ledger, name: str, *, seed: int, n: int = 400, batch: int = 256, e
     step = np.arange(1, n + 1)
     loss = 6.0 - np.log(step) * (0.5 + 0.01 * seed)
     led.append_steps(name, {"step": step, "tokens": step * float(batch), "wall_s": step * 0.05, "loss": loss,
-                            "tokens_per_s": np.full(n, batch / 0.05) + seed, "signals/gns": np.full(n, 300.0)})
+                            "tokens_per_s": np.full(n, batch / 0.05) + seed, "signals/gns": np.full(n, 300.0),
+                            "clipped": (step % 7 == 0).astype(float)})
+    # A loss scale every 10 steps, halved at two overflows.
+    led.append_steps(name, {"step": step[9::10], "signals/loss_scale": 65536.0 / 2.0 ** np.searchsorted([150, 300],
+                                                                                                       step[9::10])})
     at = np.linspace(n // evals, n, evals).astype(int)
     led.append_evals(name, [EvalRecord(step=int(s), tokens=s * float(batch), task="val", metric="loss",
                                        value=float(loss[s - 1]) + 0.05) for s in at])
@@ -94,7 +98,8 @@ def test_the_runs_json_is_what_yieldgate_runs_prints(client, cli_for, runs_db):
 def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(client, runs_db):
     payload = client.get("/api/run/figures", params={"name": "base/s0"}).json()
     figs = _figures(payload)
-    assert list(figs) == ["loss-tokens", "loss-time", "throughput-learning", "tranche-yields", "signals-gns"]
+    assert list(figs) == ["loss-tokens", "loss-time", "throughput-learning", "tranche-yields", "signals-gns",
+                          "signals-clipping"]
     with Ledger(runs_db, readonly=True) as led:
         evals, steps = led.evals("base/s0"), led.steps("base/s0")
     (loss,) = figs["loss-tokens"]["figure"]["data"]
@@ -110,6 +115,13 @@ def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(cli
     assert layout["yaxis"]["title"]["text"] == "val/loss (nats/token)"
     assert figs["loss-time"]["figure"]["layout"]["xaxis"]["title"]["text"] == "wall-clock (s)"
     assert figs["signals-gns"]["figure"]["layout"]["yaxis"]["title"]["text"] == "B_simple (tokens, log)"
+    clipping = figs["signals-clipping"]["figure"]
+    share, scale = clipping["data"]
+    assert (share["meta"]["series"], scale["meta"]["series"]) == ("clipped_share", "signals/loss_scale")
+    assert len(_values(share)) == len(steps) and _values(share, "y")[-1] == pytest.approx(
+        100 * np.mean(steps["clipped"].to_numpy()[-100:]))  # the share of the last 100 steps, in %
+    assert _values(scale, "y").tolist() == [65536.0] * 15 + [32768.0] * 15 + [16384.0] * 10
+    assert clipping["layout"]["yaxis2"]["type"] == "log"
     # The diagnosis is a shaded span over its steps (in tokens: 256 per step), labelled with its cause.
     (span,) = layout["shapes"]
     assert (span["x0"], span["x1"]) == (100 * 256.0, 150 * 256.0)
@@ -590,7 +602,7 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
                 _until(page, "Number(document.body.dataset.draws || 0) >= 1")
                 assert [p["id"] for p in page.evaluate(PLOTS_JS)] == [
                     "fig-loss-tokens", "fig-loss-time", "fig-throughput-learning", "fig-tranche-yields",
-                    "fig-signals-gns"]
+                    "fig-signals-gns", "fig-signals-clipping"]
                 checked += _check_plots(page, runs_db, {run})
                 assert page.evaluate("document.querySelector('h1').textContent") == run and page.evaluate(FITS_JS)
                 page.screenshot(path=str(screenshots / shot), full_page=True)

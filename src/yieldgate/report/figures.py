@@ -37,10 +37,6 @@ MAX_POINTS = 2000
 """Step-level series (tokens/s, signals) are downsampled to at most this many points per trace (`downsample`):
 a million-step run would otherwise put tens of MB of JSON into the page. Evaluations are never dropped."""
 
-UPDATE_RATIO_REFERENCE = 1e-3
-"""The usual size of |update|/|weight| per step for Adam-trained transformers (Karpathy's "~1e-3" rule of
-thumb); far below it a layer barely learns, far above it the step is too large."""
-
 PALETTE = qualitative.Plotly + qualitative.D3
 FACET_COLUMNS = 3
 
@@ -344,37 +340,6 @@ def _facets(data: ReportData, style: RunStyle, fig_id: str, title: str, kind: st
                                        "a negative value means that score got worse"])
 
 
-def _signal_figures(data: ReportData, style: RunStyle) -> list[Figure]:
-    gns, ratio = go.Figure(), go.Figure()
-    layers: set[str] = set()
-    for v in data.runs:
-        sig = v.signals.dropna(subset=["value"])
-        g = downsample(sig[sig["key"] == "signals/gns"].sort_values("step"), "step", "value")
-        if len(g):
-            gns.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, g["step"]), g["value"].to_numpy(),
-                                      "signals/gns", mode="lines"))
-        u = sig[sig["key"].str.startswith("signals/update_ratio/")]
-        layers.update(u["key"])
-        # The median over layers per logged step: one line per run; a layer gone quiet shows in its table.
-        med = downsample(u.groupby("step", as_index=False)["value"].median(), "step", "value")
-        if len(med):
-            ratio.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, med["step"]), med["value"].to_numpy(),
-                                        "signals/update_ratio/<median>", mode="lines+markers"))
-    out = []
-    if gns.data:
-        set_axes(gns, f"accepted {data.amount} ({data.amount})", "B_simple (tokens, log)").update_yaxes(type="log")
-        out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
-    if ratio.data:
-        set_axes(ratio, f"accepted {data.amount} ({data.amount})", "|update| / |weight| (ratio, log)").update_yaxes(
-            type="log")
-        ratio.add_hline(y=UPDATE_RATIO_REFERENCE, line_dash="dot", line_color="#888",
-                        annotation_text="~1e-3 reference", annotation_position="bottom right")
-        out.append(Figure("signals-update-ratio", "update/weight ratio, median over layers", ratio,
-                          [f"median over the {len(layers)} recorded layer keys (signals/update_ratio/<layer>) "
-                           "at each logged step; dotted: the usual ~1e-3 of a healthy Adam step"], main=False))
-    return out
-
-
 def warm_up() -> None:
     """Build and serialise one small figure the way the plots are built (subplots, error bars, a shaded span, a
     line): plotly builds its validators on first use (~0.3 s), which a server pays now rather than in its first
@@ -398,4 +363,6 @@ def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
                      "per_source"),
              _facets(data, style, "yield-capability", "capability yield per task", "capability")]
     figures += [f for f in extra if f is not None]
-    return figures + _signal_figures(data, style)
+    from yieldgate.report.signal_figures import signal_figures  # it builds on this module's helpers
+
+    return figures + signal_figures(data, style)

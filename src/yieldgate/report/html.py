@@ -256,7 +256,7 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
         plots("Throughput and learning", "throughput-learning"),
         _comparison_section(data),
         plots("Yields", "tranche-yields", "yield-per-source", "yield-capability"),
-        plots("Learning signals", "signals-gns", "signals-update-ratio"),
+        plots("Learning signals", "signals-gns", "signals-update-ratio", "signals-clipping"),
         _diagnoses_section(data), _decisions_section(data), _manifest_section(data),
     ])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
