@@ -119,7 +119,8 @@ def test_report_json_and_png_files(written):
     assert result["path"] == str(out / "report.html") and Path(result["path"]).stat().st_size > 1_000_000
     assert result["runs"] == ["probe/s0", EVIL, "costed/s0", "costed/s1"]
     assert result["figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields",
-                                 "yield-per-source", "yield-capability", "signals-gns", "signals-update-ratio"]
+                                 "yield-per-source", "yield-capability", "signals-gns", "signals-update-ratio",
+                                 "signals-clipping"]
     assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:7]]
     for png in result["pngs"]:
         raw = Path(png).read_bytes()
@@ -163,7 +164,7 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     everyone, probes, costed = {"probe/s0", EVIL, "costed/s0", "costed/s1"}, {"probe/s0", EVIL}, {"costed/s0", "costed/s1"}
     assert runs == {"loss-tokens": everyone, "loss-time": everyone, "loss-cost": costed,
                     "throughput-learning": everyone, "tranche-yields": everyone, "yield-per-source": probes, "yield-capability": probes,
-                    "signals-gns": probes, "signals-update-ratio": probes}
+                    "signals-gns": probes, "signals-update-ratio": probes, "signals-clipping": probes}
     checked = 0
     with Ledger(runs_db, readonly=True) as led:
         for figure in plots:
