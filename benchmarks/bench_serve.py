@@ -193,9 +193,9 @@ def main() -> None:
           f"{figures['runs_page_s']:.2f} s cold (target < 1 s)")
     if "browser_run_page_s" in figures:
         each = ", ".join(f"{t:.2f}" for t in figures["browser_run_page_each_s"])
-        print(f"in headless Chromium, goto until drawn: run page {figures['browser_run_page_s']:.2f} s ({each} s: the "
-              f"first parses plotly.js, the later ones have it cached), runs page {figures['browser_runs_page_s']:.2f} "
-              f"s (median of {args.repeats}, each from a fresh server)")
+        print(f"in headless Chromium, goto until drawn: run page {figures['browser_run_page_s']:.2f} s (each: {each} "
+              f"s), runs page {figures['browser_runs_page_s']:.2f} s (median of {args.repeats}, each from a fresh "
+              "server)")
     first, mid, last = (figures[f"memory_after_{k}_mb"] for k in ("first", 30, 60))
     print(f"server memory: {first['VmRSS']:.0f} MB resident after the first run page (peak {first['VmHWM']:.0f} MB); "
           f"{mid['VmRSS']:.0f} MB after 30 more plots of the {BIG_RUNS} big runs, each drawn anew (peak "
