@@ -16,8 +16,15 @@ from yieldgate.data.recipe import resolve
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.trainer import ProbeConfig, train_probe
-from yieldgate.report.console import evidence_lines
-from yieldgate.report.figures import MAX_POINTS, downsample, metric_title
+from yieldgate.report.console import clean, evidence_lines
+from yieldgate.report.figures import (
+    MAX_POINTS,
+    build_figures,
+    downsample,
+    metric_title,
+    smoothed,
+    tranche_yields_figure,
+)
 from yieldgate.report.sections import collect
 
 from .test_probe import RECIPE
@@ -97,6 +104,10 @@ def _expected_points(led: Ledger, run: str, series: str) -> int:
     extras = led.extras(run).dropna(subset=["value"])
     if series == "signals/gns":
         return int((extras.key == "signals/gns").sum())
+    if series == "clipped_share":  # one point per logged step, downsampled min/max
+        return min(int(steps["clipped"].notna().sum()), MAX_POINTS)
+    if series == "signals/loss_scale":
+        return min(int((extras.key == "signals/loss_scale").sum()), MAX_POINTS)
     if series == "signals/update_ratio/<median>":
         return extras[extras.key.str.startswith("signals/update_ratio/")]["step"].nunique()
     raise AssertionError(f"unknown series {series}")
@@ -108,7 +119,8 @@ def test_report_json_and_png_files(written):
     assert result["path"] == str(out / "report.html") and Path(result["path"]).stat().st_size > 1_000_000
     assert result["runs"] == ["probe/s0", EVIL, "costed/s0", "costed/s1"]
     assert result["figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields",
-                                 "yield-per-source", "yield-capability", "signals-gns", "signals-update-ratio"]
+                                 "yield-per-source", "yield-capability", "signals-gns", "signals-update-ratio",
+                                 "signals-clipping"]
     assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:7]]
     for png in result["pngs"]:
         raw = Path(png).read_bytes()
@@ -152,7 +164,7 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     everyone, probes, costed = {"probe/s0", EVIL, "costed/s0", "costed/s1"}, {"probe/s0", EVIL}, {"costed/s0", "costed/s1"}
     assert runs == {"loss-tokens": everyone, "loss-time": everyone, "loss-cost": costed,
                     "throughput-learning": everyone, "tranche-yields": everyone, "yield-per-source": probes, "yield-capability": probes,
-                    "signals-gns": probes, "signals-update-ratio": probes}
+                    "signals-gns": probes, "signals-update-ratio": probes, "signals-clipping": probes}
     checked = 0
     with Ledger(runs_db, readonly=True) as led:
         for figure in plots:
@@ -254,3 +266,203 @@ def test_a_run_with_only_training_loss_and_no_tokens_is_drawn_against_steps(cli,
     assert result["figures"][0] == "loss-steps"
     page = (tmp_path / "hf.html").read_text()
     assert "hf has no val/loss evaluations; using loss (the training loss)" in page
+
+
+def _tokenized_run(led: Ledger, run: str, *, tokenizer: str, bytes_per_token: float | None, seed: int = 0,
+                   slope: float = 1.0) -> None:
+    """A run with a tokenizer in its manifest (content hash `tokenizer`), logged per token."""
+    tok = {"name": tokenizer, "content_hash": tokenizer, **({"bytes_per_token": bytes_per_token}
+                                                             if bytes_per_token else {})}
+    led.create_run(run, manifest=parse_manifest({"data": {"sources": [{"name": "web"}], "tokenizer": tok},
+                                                 "seed": seed}))
+    step = np.arange(1, 201)
+    loss = 6.0 - slope * np.log(step) / 2 + 0.01 * seed
+    led.append_steps(run, {"step": step, "tokens": step * 512.0, "wall_s": step * 0.1, "loss": loss,
+                           "tokens_per_s": 5120.0 + 100 * np.sin(step)})
+    led.append_evals(run, [EvalRecord(step=s, tokens=s * 512.0, task="val", metric="loss", value=loss[s - 1])
+                           for s in range(20, 201, 20)])
+
+
+def _axis_titles(figure: dict) -> list[str]:
+    layout = figure["layout"]
+    return [layout[k]["title"]["text"] for k in sorted(layout) if k[:5] in ("xaxis", "yaxis")
+            and layout[k].get("title", {}).get("text")]
+
+
+def test_a_report_over_different_tokenizers_is_in_bits_per_byte_as_compare_per_byte(cli, ledger_path, tmp_path):
+    with Ledger(ledger_path) as led:
+        for seed in (0, 1):
+            _tokenized_run(led, f"bpe4k/s{seed}", tokenizer="bpe4k", bytes_per_token=3.0, seed=seed)
+            _tokenized_run(led, f"bpe32k/s{seed}", tokenizer="bpe32k", bytes_per_token=4.2, seed=seed, slope=1.1)
+        _tokenized_run(led, "unknown-bytes", tokenizer="bpe8k", bytes_per_token=None)
+    result = cli.json("report", "bpe4k/*", "bpe32k/*", "-o", str(tmp_path / "r.html"))
+    assert result["per"] == "byte"
+    with Ledger(ledger_path, readonly=True) as led:
+        data = collect(led, ["bpe4k/*", "bpe32k/*"])
+        plots = {f.id: f for f in build_figures(data)}
+    figures = {k: f.figure.to_dict() for k, f in plots.items()}
+    assert data.per == "byte" and data.metric == "val/bpb"
+    assert "the runs' tokenizers differ: losses in bits per byte" in data.notes[0]
+    # The comparison is `yieldgate compare --per byte`, to the number.
+    (comparison,) = data.comparisons
+    assert json.loads(json.dumps(clean(comparison.to_dict()))) == cli.json("compare", "bpe4k/*", "bpe32k/*",
+                                                                            "--per", "byte")
+    assert _axis_titles(figures["loss-tokens"]) == ["accepted bytes (bytes)", "val/bpb (bits/byte)"]
+    trace = plots["loss-tokens"].figure.data[0]
+    assert trace.x[0] == 20 * 512.0 * 3.0  # bytes: tokens x bytes per token
+    assert trace.y[0] == pytest.approx((6.0 - np.log(20) / 2) / np.log(2) / 3.0)  # nats/token -> bits/byte
+    page = (tmp_path / "r.html").read_text()
+    assert "<th>bytes to target</th>" not in page and "<td>bytes to target</td>" in page
+    # Asked per token, it stays per token (and the comparison says why it should not be).
+    assert cli.json("report", "bpe4k/*", "bpe32k/*", "--per", "token", "-o", str(tmp_path / "t.html"))["per"] == "token"
+    # A run without bytes per token cannot be converted: per token, and the note says so.
+    with Ledger(ledger_path, readonly=True) as led:
+        data = collect(led, ["bpe4k/s0", "unknown-bytes"])
+    assert data.per == "token" and "'unknown-bytes' record(s) no data.tokenizer.bytes_per_token" in data.notes[0]
+    # One tokenizer: per token, no note.
+    with Ledger(ledger_path, readonly=True) as led:
+        data = collect(led, ["bpe4k/*"])
+    assert data.per == "token" and data.notes == []
+
+
+def test_every_axis_says_its_unit(cli, ledger_path):
+    with Ledger(ledger_path) as led:
+        _tokenized_run(led, "a", tokenizer="t", bytes_per_token=3.0)
+        _costed_run(led, "costed/s0", 0)
+        led.append_steps("a", {"step": np.arange(10, 201, 10), "signals/gns": np.full(20, 400.0),
+                               "signals/update_ratio/h.0": np.full(20, 1e-3), "signals/loss_scale": np.full(20, 1024.0),
+                               "clipped": np.arange(20) % 2})
+        led.append_evals("a", [EvalRecord(step=s, tokens=s * 512.0, task="arc_easy", metric="acc", value=0.3 + s / 1e3)
+                               for s in range(20, 201, 20)])
+        figures = build_figures(collect(led, ["a", "costed/s0"]))
+    assert [f.id for f in figures] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning",
+                                       "tranche-yields", "yield-capability", "signals-gns", "signals-update-ratio",
+                                       "signals-clipping"]
+    for f in figures:
+        titles = _axis_titles(f.figure.to_plotly_json())
+        assert titles and all(t.endswith(")") or t.endswith("/s") for t in titles), (f.id, titles)
+    assert "B_simple (tokens, log)" in _axis_titles(figures[-3].figure.to_plotly_json())
+    assert _axis_titles(figures[-1].figure.to_plotly_json())[-2:] == ["clipped, of the last 100 logged steps (%)",
+                                                                      "loss scale (factor, log)"]
+
+
+def test_throughput_smoothing_is_a_moving_average_that_keeps_every_point(ledger_path, cli, tmp_path):
+    with Ledger(ledger_path) as led:
+        _tokenized_run(led, "a", tokenizer="t", bytes_per_token=3.0)
+        data = collect(led, ["a"])
+    raw = data.runs[0].data.steps["tokens_per_s"].to_numpy()
+    expected, s = [], raw[0]
+    for y in raw:
+        s = 0.9 * s + 0.1 * y
+        expected.append(s)
+    (plain,) = [f for f in build_figures(data) if f.id == "throughput-learning"]
+    (smooth,) = [f for f in build_figures(data, smooth=0.9) if f.id == "throughput-learning"]
+    assert list(plain.figure.data[0].y) == list(raw)
+    assert np.allclose(smooth.figure.data[0].y, expected, rtol=1e-12) and len(smooth.figure.data[0].y) == len(raw)
+    assert smooth.notes[0].startswith("left: tokens/s smoothed, a moving average of weight 0.9")
+    # A live page continues the average from the last value it drew: the same line as drawing it whole.
+    series = pd.Series(raw)
+    whole = smoothed(series, 0.9)
+    assert np.allclose(smoothed(series[150:], 0.9, start=whole.iloc[149]), whole[150:], rtol=1e-12)
+    for bad in ("1", "-0.1"):
+        result = cli("report", "a", "--smooth", bad, "-o", str(tmp_path / "r.html"), code=2)
+        assert result.stderr.startswith(f"error: smooth must be at least 0 and below 1, got {float(bad)}")
+
+
+def test_no_section_heading_without_content_and_manifest_values_read_as_values(cli, ledger_path, tmp_path):
+    with Ledger(ledger_path) as led:
+        led.create_run("bare")
+        led.append_steps("bare", {"step": [1, 2, 3], "tokens": [10.0, 20.0, 30.0]})
+        _tokenized_run(led, "a", tokenizer="bpe-" + "x" * 300, bytes_per_token=3.0)
+        _tokenized_run(led, "b", tokenizer="bpe-y", bytes_per_token=3.0, seed=1)
+    cli.json("report", "bare", "-o", str(tmp_path / "bare.html"))
+    page = (tmp_path / "bare.html").read_text()
+    assert "<h2>Runs</h2>" in page
+    for heading in ("Learning against", "Throughput and learning", "Yields", "Learning signals", "Diagnoses"):
+        assert f"<h2>{heading}" not in page, heading
+    cli.json("report", "a", "b", "-o", str(tmp_path / "ab.html"))
+    page = (tmp_path / "ab.html").read_text()
+    for at in (i for i in range(len(page)) if page.startswith("</h2>", i)):
+        assert not page.startswith("<h2", at + 5) and not page.startswith("</body>", at + 5)
+    # The manifest diff and the confounders: one row per field, text as text (no JSON quotes), long values wrap.
+    assert "<td>data.tokenizer.content_hash</td><td>bpe-" + "x" * 300 + "</td><td>bpe-y</td>" in page
+    assert 'class="confounders"' in page and "table.manifest td, table.confounders td { overflow-wrap: anywhere;" in page
+
+
+def test_png_figures_carry_their_title_escaped(ledger_path):
+    from yieldgate.report.html import PNG_TITLE_PX, _titled
+
+    with Ledger(ledger_path) as led:
+        _tokenized_run(led, EVIL, tokenizer="t", bytes_per_token=3.0)
+        led.append_evals(EVIL, [EvalRecord(step=s, tokens=s * 512.0, task="<b>x</b>", metric="loss", value=1.0 / s)
+                                for s in range(20, 201, 20)])
+        figures = build_figures(collect(led, [EVIL], metric="<b>x</b>/loss"))
+    for f in figures:
+        layout = _titled(f)["layout"]
+        assert layout["title"]["text"] == html.escape(f.title) and layout["margin"]["t"] == 40 + PNG_TITLE_PX
+    assert _titled(figures[0])["layout"]["title"]["text"] == "&lt;b&gt;x&lt;/b&gt;/loss vs tokens"
+
+
+def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetched(ledger_path):
+    """compare, yields, diagnose and forecast results as Jupyter shows them (`_repr_html_`): the CLI's numbers,
+    the report's figures, plotly.js inlined once per process from the installed package, every name escaped."""
+    import re
+
+    from plotly.offline import get_plotlyjs
+
+    import yieldgate
+    from yieldgate.analysis.fit import forecast as fit_forecast
+    from yieldgate.report import notebook
+    from yieldgate.report.html import _num
+    from yieldgate.report.result_figures import comparison_figure, diagnosis_figure, forecast_figure
+
+    with Ledger(ledger_path) as led:
+        for seed in (0, 1):
+            _tokenized_run(led, f"a/s{seed}", tokenizer="t", bytes_per_token=3.0, seed=seed)
+            _tokenized_run(led, f"{EVIL}/s{seed}", tokenizer="t", bytes_per_token=3.0, seed=seed, slope=1.2)
+        led.append_steps("a/s0", {"step": [201], "tokens": [201 * 512.0], "wall_s": [20.1], "loss": [40.0]})
+    notebook._shipped.clear()  # as in a fresh kernel
+    comparison = yieldgate.compare("a/*", f"{EVIL}/*", ledger=ledger_path)
+    report = yieldgate.yields(f"{EVIL}/s0", ledger=ledger_path)
+    diagnosis = yieldgate.diagnose("a/s0", ledger=ledger_path, store=False)
+    # `yieldgate forecast`'s own fit, with 40 bootstrap refits instead of 400 (a fast test; the same function)
+    tokens = np.arange(20, 201, 20) * 512.0
+    forecast = fit_forecast(tokens, 1.5 + 40 * tokens ** -0.35 + 0.003 * np.sin(tokens), next_tokens=50_000, boots=40)
+    pages = {name: result._repr_html_() for name, result in
+             (("compare", comparison), ("yields", report), ("diagnose", diagnosis), ("forecast", forecast))}
+    plotly_js = get_plotlyjs()
+    assert plotly_js in pages["compare"] and not any(plotly_js in p for k, p in pages.items() if k != "compare")
+    for name, page in pages.items():
+        assert re.findall(r"<script[^>]*\bsrc=", page) == [] and "<link" not in page, name  # nothing fetched
+        assert "Plotly.newPlot" in page and EVIL not in page, name
+    # Each shows the numbers the CLI prints, and the figures hold every point of the result.
+    assert html.escape(comparison.verdict) in pages["compare"] and "effective token multiplier" in pages["compare"]
+    figure = comparison_figure(comparison)
+    assert [len(t.x) for t in figure.figure.data] == [len(comparison.points)] * 3
+    assert html.escape(f"{EVIL}/s0: yield of val/loss (nats/token)") in pages["yields"]
+    assert all(f'<td class="num">{_num(t.yield_per_btok)}</td>' in pages["yields"] for t in report.tranches)
+    (trace,) = tranche_yields_figure([report], "val/loss").figure.data  # the report's and the dashboard's figure
+    assert len(trace.x) == len(report.tranches) and trace.meta["series"] == "tranche_yield:val/loss"
+    spike = [f for f in diagnosis.findings if f.start_step == 201]
+    assert spike and html.escape(spike[0].advice) in pages["diagnose"] and "201-201" in pages["diagnose"]
+    assert len(diagnosis_figure(diagnosis).figure.data) == len(diagnosis.findings)
+    assert "fit: loss = " in pages["forecast"] and f"({forecast.level:.0%} interval" in pages["forecast"]
+    assert len(forecast_figure(forecast).figure.data[0].x) == len(forecast.fit.tokens)
+
+
+def test_diagnosis_labels_never_print_over_each_other(ledger_path):
+    from yieldgate.report.figures import LABEL_PX_PER_CHAR, PLOT_PX
+
+    with Ledger(ledger_path) as led:
+        _tokenized_run(led, "a", tokenizer="t", bytes_per_token=3.0)
+        _tokenized_run(led, "b", tokenizer="t", bytes_per_token=3.0, seed=1)
+        for run, start in (("a", 20), ("a", 24), ("b", 26), ("a", 30), ("b", 31), ("a", 120), ("b", 190)):
+            led.add_event(run, "diagnosis", {"cause": "infrastructure_stall"}, start_step=start, end_step=start + 2)
+        (loss,) = [f for f in build_figures(collect(led, ["a", "b"])) if f.id == "loss-tokens"]
+    labels = [(a.x, a.yshift) for a in loss.figure.layout.annotations]
+    assert len(labels) == 7 and len({y for _, y in labels}) >= 4  # close spans: several lines
+    width = (len("infrastructure_stall") * LABEL_PX_PER_CHAR + 8) * (200 * 512 - 20 * 512) / PLOT_PX
+    for line in {y for _, y in labels}:
+        xs = sorted(x for x, y in labels if y == line)
+        assert all(b - a > width for a, b in zip(xs, xs[1:])), (line, xs)
+    assert sorted(labels)[-1][1] == 0  # far from the others: back on the first line

@@ -5,12 +5,15 @@ Tracker writes in another process (slow)."""
 from __future__ import annotations
 
 import base64
+import html
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -18,9 +21,18 @@ from starlette.testclient import TestClient
 
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
-from yieldgate.report.figures import MAX_POINTS
+from yieldgate.report.console import (
+    CHECK_RESULT,
+    accuracy_lines,
+    evidence_lines,
+    forecast_lines,
+    policy_label,
+    ranking_tables,
+)
+from yieldgate.report.figures import MAX_POINTS, smoothed
 from yieldgate.serve import open_server
 from yieldgate.serve.app import CSP, create_app
+from yieldgate.serve.pages import DECISION_FIELDS, PLOTLY_JS
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_BODY = "<script>window.__pwned=1</script>"
@@ -33,7 +45,11 @@ def _run(led: Ledger, name: str, *, seed: int, n: int = 400, batch: int = 256, e
     step = np.arange(1, n + 1)
     loss = 6.0 - np.log(step) * (0.5 + 0.01 * seed)
     led.append_steps(name, {"step": step, "tokens": step * float(batch), "wall_s": step * 0.05, "loss": loss,
-                            "tokens_per_s": np.full(n, batch / 0.05) + seed, "signals/gns": np.full(n, 300.0)})
+                            "tokens_per_s": np.full(n, batch / 0.05) + seed, "signals/gns": np.full(n, 300.0),
+                            "clipped": (step % 7 == 0).astype(float)})
+    # A loss scale every 10 steps, halved at two overflows.
+    led.append_steps(name, {"step": step[9::10], "signals/loss_scale": 65536.0 / 2.0 ** np.searchsorted([150, 300],
+                                                                                                       step[9::10])})
     at = np.linspace(n // evals, n, evals).astype(int)
     led.append_evals(name, [EvalRecord(step=int(s), tokens=s * float(batch), task="val", metric="loss",
                                        value=float(loss[s - 1]) + 0.05) for s in at])
@@ -51,6 +67,7 @@ def runs_db(tmp_path: Path) -> Path:
                       start_step=100, end_step=150)
         led.add_event("base/s0", "warning", {"message": EVIL_BODY})
         led.set_status("base/s1", "finished")
+        led.tag_run("big/s0", ["bs512"])
     return path
 
 
@@ -81,7 +98,8 @@ def test_the_runs_json_is_what_yieldgate_runs_prints(client, cli_for, runs_db):
 def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(client, runs_db):
     payload = client.get("/api/run/figures", params={"name": "base/s0"}).json()
     figs = _figures(payload)
-    assert list(figs) == ["loss-tokens", "loss-time", "throughput-learning", "tranche-yields", "signals-gns"]
+    assert list(figs) == ["loss-tokens", "loss-time", "throughput-learning", "tranche-yields", "signals-gns",
+                          "signals-clipping"]
     with Ledger(runs_db, readonly=True) as led:
         evals, steps = led.evals("base/s0"), led.steps("base/s0")
     (loss,) = figs["loss-tokens"]["figure"]["data"]
@@ -97,6 +115,13 @@ def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(cli
     assert layout["yaxis"]["title"]["text"] == "val/loss (nats/token)"
     assert figs["loss-time"]["figure"]["layout"]["xaxis"]["title"]["text"] == "wall-clock (s)"
     assert figs["signals-gns"]["figure"]["layout"]["yaxis"]["title"]["text"] == "B_simple (tokens, log)"
+    clipping = figs["signals-clipping"]["figure"]
+    share, scale = clipping["data"]
+    assert (share["meta"]["series"], scale["meta"]["series"]) == ("clipped_share", "signals/loss_scale")
+    assert len(_values(share)) == len(steps) and _values(share, "y")[-1] == pytest.approx(
+        100 * np.mean(steps["clipped"].to_numpy()[-100:]))  # the share of the last 100 steps, in %
+    assert _values(scale, "y").tolist() == [65536.0] * 15 + [32768.0] * 15 + [16384.0] * 10
+    assert clipping["layout"]["yaxis2"]["type"] == "log"
     # The diagnosis is a shaded span over its steps (in tokens: 256 per step), labelled with its cause.
     (span,) = layout["shapes"]
     assert (span["x0"], span["x1"]) == (100 * 256.0, 150 * 256.0)
@@ -182,8 +207,10 @@ def test_every_response_carries_the_security_headers(client):
         assert response.headers["content-security-policy"] == CSP, path
         assert response.headers["x-content-type-options"] == "nosniff"
     assert "script-src 'self';" in CSP and "unsafe-eval" not in CSP and "'unsafe-inline'" not in CSP.split(";")[1]
-    plotly = client.get("/static/plotly.min.js")
+    plotly = client.get(PLOTLY_JS)
     assert plotly.status_code == 200 and len(plotly.content) > 1_000_000  # from the installed package: offline
+    assert plotly.headers["cache-control"] == "public, max-age=31536000, immutable"  # its version is in its address
+    assert f'<script src="{PLOTLY_JS}" defer>' in client.get("/run?name=base/s0").text
 
 
 def test_the_server_is_read_only(client):
@@ -289,6 +316,167 @@ def test_serve_refuses_bad_input_in_one_line(cli_for, tmp_path, runs_db):
     assert result.stderr.startswith(f"error: {tmp_path}: is a directory") and result.stderr.count("\n") == 1
 
 
+# -- campaigns and gate decisions -------------------------------------------------------------------------------
+
+POLICY = Path(__file__).parents[1] / "examples" / "policy.yaml"
+
+
+def _campaign(led: Ledger, name: str = "mix") -> int:
+    """A campaign as `yieldgate probe` leaves one, without training: finished probe runs (meta `probe`) of three
+    recipes x 3 seeds x 2 budgets, `three` a hair from `two` (a tie) and `one` clearly worse, the spec, and the
+    summary the real `summarise` makes of them (what `yieldgate probe` stores); then the real gate on one seed of
+    `two` (a hold: too few seeds), recorded as `yieldgate gate` records it. Returns the decision's id."""
+    from yieldgate.analysis.campaign import summarise
+    from yieldgate.probe.gate import gate, record
+    from yieldgate.probe.policy import load_policy
+
+    recipes = {"two": 0.0, "three": 0.0005, "one": 0.08}
+    led.put_campaign(name, {"name": name, "recipes": {r: {"sources": [{"name": "web"}]} for r in recipes},
+                            "level": 0.9}, "f" * 64)
+    for k, (recipe, worse) in enumerate(recipes.items()):
+        for budget in (50_000, 100_000):
+            for seed in range(3):
+                run = f"{name}/{recipe}/s{seed}/t{budget}"
+                led.create_run(run, manifest=parse_manifest({"model": {"name": "m", "params": 1000}, "seed": seed}),
+                               source="probe")
+                led.set_meta(run, "probe", {"campaign": name, "recipe": recipe, "seed": seed, "tokens": budget,
+                                            "model": {"layers": 1, "width": 32}})
+                step = np.arange(1, budget // 1000 + 1)
+                loss = 1.5 + 40 * (step * 1000.0) ** -0.35 + worse + 0.002 * np.sin(3 * seed + k + step)
+                led.append_steps(run, {"step": step, "tokens": step * 1000.0, "wall_s": step * 0.1, "loss": loss})
+                led.append_evals(run, [EvalRecord(step=int(s), tokens=s * 1000.0, task="val", metric=m,
+                                                  value=float(loss[s - 1] * k)) for s in step[9::10]
+                                       for m, k in (("loss", 1.0), ("bpb", 1 / np.log(2) / 3))])
+                led.set_status(run, "finished")
+    led.set_campaign_summary(name, summarise(led, name).to_dict())
+    policy = load_policy(POLICY)
+    return record(led, gate(led, f"{name}/two/s0/*", policy), policy)
+
+
+def _audit(path: Path) -> tuple[int, int]:
+    """Into the ledger at `path`: a campaign with the gate's decision on one of its recipes (`_campaign`), and a
+    stored decision whose every string is hostile (the pages must show it as text). Returns both ids."""
+    with Ledger(path) as led:
+        decided = _campaign(led)
+        # With a policy: Ledger.decisions() fails on a decision stored without one (a float NaN reaches json.loads).
+        hostile = led.add_decision(EVIL, "reject", rationale=EVIL, stage=EVIL_BODY, policy={"name": EVIL, "version": 1},
+                                   policy_hash="0" * 64, evidence={
+                                       "checks": [{"name": EVIL, "passed": False, "detail": EVIL_BODY}],
+                                       "what_to_run_next": EVIL_BODY, "runs": [EVIL], "note": EVIL_BODY})
+    return decided, hostile
+
+
+@pytest.fixture
+def audit_db(runs_db: Path) -> tuple[Path, int]:
+    return runs_db, _audit(runs_db)[0]
+
+
+def _cells(row: list[str]) -> str:
+    """A row of text cells as table_html writes it."""
+    return "".join(f"<td>{html.escape(c)}</td>" for c in row)
+
+
+def test_the_campaign_pages_show_what_yieldgate_campaign_prints(audit_db, cli_for):
+    db, decided = audit_db
+    client, cli = TestClient(create_app(str(db))), cli_for(db)
+    assert client.get("/api/campaigns").json() == cli.json("campaign") == ["mix"]
+    stored = cli.json("campaign", "mix")
+    assert client.get("/api/campaign", params={"name": "mix"}).json() == stored
+    listing = client.get("/campaigns").text
+    assert '<a href="/campaign?name=mix">mix</a>' in listing and "<td>50,000, 100,000</td>" in listing
+    page = client.get("/campaign", params={"name": "mix"}).text
+    summary = stored["summary"]
+    tables = ranking_tables(summary)
+    assert [t[0] for t in tables] == ["mix: 50,000 tokens per probe (bpb of hard slices: none)",
+                                      "mix: 100,000 tokens per probe (bpb of hard slices: none)"]
+    for title, headers, rows in tables:
+        assert f"<h3>{html.escape(title)}</h3>" in page
+        assert "".join(f"<th>{html.escape(h)}</th>" for h in headers) in page
+        for row in rows:
+            assert f"<tr>{_cells(row)}</tr>" in page, row
+    # The ranking as the JSON has it: two and three tie (the seeds do not tell them apart), one is last.
+    order = summary["rankings"]["100000"]["bpb"]["order"]
+    assert [e["recipe"] for e in order][-1] == "one" and {e["recipe"]: e["ties"] for e in order}["two"] == ["three"]
+    for line in accuracy_lines(summary) + forecast_lines(summary):
+        assert html.escape(line) in page
+    assert "decision accuracy at 50,000 tokens (50% of the largest budget): 100% of 3 recipe pairs" in page
+    assert "forecast two: none (2 budget(s) finished; a forecast needs final losses at 3 or more)" in page
+    assert f'<a href="/decision?id={decided}">#{decided}</a>' in page  # the gate decision on its recipe
+    missing = client.get("/campaign", params={"name": "nope"})
+    assert missing.status_code == 404 and "no campaign named &#x27;nope&#x27; in this ledger; campaigns: mix" in missing.text
+    assert client.get("/api/campaign", params={"name": "nope"}).status_code == 404
+
+
+def test_the_decision_pages_show_each_check_and_the_evidence_with_the_json_one_click_away(audit_db, cli_for):
+    db, decided = audit_db
+    client, cli = TestClient(create_app(str(db))), cli_for(db)
+    assert client.get("/api/decisions").json() == cli.json("decisions")
+    assert client.get("/api/decisions", params={"target": "mix/two/s0/*"}).json() == cli.json("decisions",
+                                                                                             "mix/two/s0/*")
+    row = next(r for r in cli.json("decisions") if r["id"] == decided)
+    trail = client.get("/decisions").text
+    assert f'<a href="/decision?id={decided}">#{decided}</a>' in trail and '<td class="hold">hold</td>' in trail
+    assert f"<td>{html.escape(policy_label(row))}</td>" in trail and policy_label(row).startswith("probe-scale@1#")
+    page = client.get("/decision", params={"id": decided}).text
+    evidence = row["evidence"]
+    assert f"<h1>Decision #{decided}: hold</h1>" in page and html.escape(row["rationale"]) in page
+    assert [c["name"] for c in evidence["checks"]] == ["no open non-data fault", "seeds"]
+    for c in evidence["checks"]:
+        result = CHECK_RESULT[c["passed"]]
+        assert (f"<td>{html.escape(c['name'])}</td><td class=\"check-{result.lower()}\">{result}</td>"
+                f"<td>{html.escape(c['detail'])}</td>") in page
+    assert html.escape(evidence["what_to_run_next"]) in page and "more seed" in evidence["what_to_run_next"]
+    assert '<a href="/run?name=mix%2Ftwo%2Fs0%2Ft50000">mix/two/s0/t50000</a>' in page
+    numbers = {k: v for k, v in evidence.items() if k not in (*DECISION_FIELDS, "runs")}
+    lines = evidence_lines(numbers, limit=200)  # the evidence, field by field, as the report summarises bodies
+    assert len(lines) >= 3 and all("<tr>" + _cells(list(line.partition(": ")[::2])) + "</tr>" in page for line in lines)
+    assert html.escape(json.dumps(evidence, indent=2, sort_keys=True)) in page  # the whole of it, one click away
+    hostile = client.get("/decision", params={"id": max(r["id"] for r in cli.json("decisions"))}).text
+    assert EVIL not in hostile and EVIL_BODY not in hostile and "&lt;img src=x onerror=alert(1)&gt;" in hostile
+    assert client.get("/decision", params={"id": 999}).status_code == 404
+    bad = client.get("/decision", params={"id": "x"})
+    assert bad.status_code == 400 and "id must be a decision number, got &#x27;x&#x27;" in bad.text
+
+
+def test_a_comparison_across_tokenizers_is_in_bits_per_byte_as_compare_per_byte(tmp_path, cli_for):
+    from .test_report import _tokenized_run
+
+    path = tmp_path / "tok.db"
+    with Ledger(path) as led:
+        _tokenized_run(led, "bpe4k", tokenizer="bpe4k", bytes_per_token=3.0)
+        _tokenized_run(led, "bpe32k", tokenizer="bpe32k", bytes_per_token=4.2, slope=1.2)
+    client, cli = TestClient(create_app(str(path))), cli_for(path)
+    served = client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k"}).json()
+    assert served == cli.json("compare", "bpe4k", "bpe32k", "--per", "byte") and served["metric"] == "val/bpb"
+    assert client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k", "per": "token"}).json() == cli.json(
+        "compare", "bpe4k", "bpe32k")
+    page = client.get("/compare", params={"a": "bpe4k", "b": "bpe32k"}).text
+    assert "<code>yieldgate compare --per byte</code>" in page and "<td>bytes to target</td>" in page
+    assert "the runs&#x27; tokenizers differ: losses in bits per byte" in page
+    figs = _figures(client.get("/api/compare/figures", params={"a": "bpe4k", "b": "bpe32k"}).json())
+    assert figs["loss-tokens"]["figure"]["layout"]["xaxis"]["title"]["text"] == "accepted bytes (bytes)"
+    assert client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k", "per": "bit"}).status_code == 400
+
+
+def test_smoothed_throughput_continues_live_as_a_full_redraw_draws_it(client, runs_db):
+    payload = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 0.9}).json()
+    (tps,) = [t for t in _figures(payload)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"]
+    with Ledger(runs_db) as led:
+        raw = led.steps("base/s0")["tokens_per_s"]
+        assert np.allclose(_values(tps, "y"), smoothed(raw, 0.9)) and payload["smooth"] == 0.9
+        led.append_steps("base/s0", {"step": [401, 402], "tokens": [401 * 256.0, 402 * 256.0], "wall_s": [20.05, 20.1],
+                                     "tokens_per_s": [9000.0, 1000.0]})
+    news = client.get("/api/run/live", params={"name": "base/s0", "after": 400, "smooth": 0.9,
+                                                "smooth_from": _values(tps, "y")[-1]}).json()
+    redrawn = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 0.9}).json()
+    (full,) = [t for t in _figures(redrawn)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"]
+    assert np.allclose(news["throughput"]["tokens_per_s"], _values(full, "y")[-2:], rtol=1e-12)
+    page = client.get("/run", params={"name": "base/s0", "smooth": 0.9}).text
+    assert '<option value="0.9" selected>0.9</option>' in page
+    bad = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 1})
+    assert bad.status_code == 400 and bad.json() == {"error": "smooth must be at least 0 and below 1, got 1.0"}
+
+
 # -- the real server in a real browser ----------------------------------------------------------------------
 
 TRACKER = """
@@ -338,13 +526,38 @@ def _until(page, expression: str, timeout: float = 10.0, what: str = "") -> None
 
 PLOTS_JS = """[...document.querySelectorAll('.js-plotly-plot')].map(div => ({
     id: div.id, traces: div._fullData.map(t => ({name: t.name, series: t.meta.series, n: t._length}))}))"""
+FITS_JS = "document.documentElement.scrollWidth <= window.innerWidth"
+"""Nothing on the page is wider than the window (long values wrap)."""
+
+
+def _check_plots(page, db: Path, names: set[str]) -> int:
+    """Every trace of every plot on the page: named after one of `names` (escaped as plotly needs) and holding
+    as many points as the ledger has for its series after the documented downsampling (`test_report`'s count)."""
+    from .test_report import _expected_points
+
+    checked = 0
+    with Ledger(db, readonly=True) as led:
+        for plot in page.evaluate(PLOTS_JS):
+            for t in plot["traces"]:
+                run = html.unescape(t["name"])
+                assert run in names and t["name"] == html.escape(run, quote=False), (plot["id"], t)
+                assert t["n"] == _expected_points(led, run, t["series"]) > 0, (plot["id"], t)
+                checked += 1
+    return checked
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where the browser tests leave a screenshot of each page for review: $YIELDGATE_SCREENSHOTS, else a folder
+    of the test's tmp_path (printed at the end)."""
+    folder = Path(os.environ.get("YIELDGATE_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.mark.slow
-def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chromium, tmp_path):
+def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chromium, tmp_path, screenshots):
     from playwright.sync_api import sync_playwright
-
-    from .test_report import _expected_points
 
     go, stop = tmp_path / "go", tmp_path / "stop"
     server, url = _start_server(runs_db)
@@ -371,37 +584,67 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             assert sorted(names) == sorted(["base/s0", "base/s1", "big/s0", EVIL, "live"])
             page.click("th[data-key=steps]")  # sort by steps, ascending: the live run (fewest so far) first
             _until(page, "document.querySelector('#runs tbody tr td:nth-child(2)').textContent === 'live'")
+            page.fill("#filter", "bs512")  # a tag
+            _until(page, "document.querySelectorAll('#runs tbody tr').length === 1")
+            assert page.evaluate("document.querySelector('#runs tbody tr td:nth-child(4)').textContent") == "bs512"
             page.fill("#filter", "base")
             _until(page, "document.querySelectorAll('#runs tbody tr').length === 2")
             page.check("#runs tbody tr:nth-child(1) input")
             page.check("#runs tbody tr:nth-child(2) input")
             assert page.get_attribute("#compare-link", "href") == "/compare?a=base%2Fs0&b=base%2Fs1"
-            page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
+            assert page.evaluate(FITS_JS)
+            page.screenshot(path=str(screenshots / "runs.png"), full_page=True)
 
             # Each run page: every plot's traces named and counted as the ledger says.
             checked = 0
-            for run in ("base/s0", EVIL):
-                page.goto(f"{base}/run?name={run.replace('<', '%3C').replace('>', '%3E').replace(' ', '%20')}")
+            for run, shot in (("base/s0", "run.png"), (EVIL, "run-hostile-name.png")):
+                page.goto(f"{base}/run?{urlencode({'name': run})}")
                 _until(page, "Number(document.body.dataset.draws || 0) >= 1")
-                plots = page.evaluate(PLOTS_JS)
-                assert [p["id"] for p in plots] == ["fig-loss-tokens", "fig-loss-time", "fig-throughput-learning",
-                                                    "fig-tranche-yields", "fig-signals-gns"]
-                with Ledger(runs_db, readonly=True) as led:
-                    for plot in plots:
-                        for t in plot["traces"]:
-                            assert t["name"] == run.replace("<", "&lt;").replace(">", "&gt;")
-                            assert t["n"] == _expected_points(led, run, t["series"]) > 0, (plot["id"], t)
-                            checked += 1
-                assert page.evaluate("document.querySelector('h1').textContent") == run
-                page.screenshot(path=str(tmp_path / f"run-{checked}.png"), full_page=True)
+                assert [p["id"] for p in page.evaluate(PLOTS_JS)] == [
+                    "fig-loss-tokens", "fig-loss-time", "fig-throughput-learning", "fig-tranche-yields",
+                    "fig-signals-gns", "fig-signals-clipping"]
+                checked += _check_plots(page, runs_db, {run})
+                assert page.evaluate("document.querySelector('h1').textContent") == run and page.evaluate(FITS_JS)
+                page.screenshot(path=str(screenshots / shot), full_page=True)
             assert checked >= 10
             assert page.evaluate("window.__pwned === undefined && document.querySelectorAll('img').length === 0")
+            # Throughput smoothing: drawn again at once, every point kept, the choice kept in the address.
+            page.select_option("#smooth", "0.9")
+            _until(page, "Number(document.body.dataset.draws) >= 2")
+            assert _check_plots(page, runs_db, {EVIL}) == checked // 2 and "smooth=0.9" in page.url
 
-            # The comparison page.
+            # The comparison page: its plots counted the same way.
             page.goto(f"{base}/compare?a=base/*&b=big/s0")
             _until(page, "document.querySelectorAll('.js-plotly-plot').length >= 3")
             assert "effective token multiplier" in page.evaluate("document.body.innerText")
-            page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+            assert _check_plots(page, runs_db, {"base/s0", "base/s1", "big/s0"}) >= 15 and page.evaluate(FITS_JS)
+            page.screenshot(path=str(screenshots / "compare.png"), full_page=True)
+
+            # Campaigns and gate decisions (written now: the runs table above counted the runs without them).
+            decided, hostile = _audit(runs_db)
+            page.goto(f"{base}/campaigns")
+            page.click("text=mix")
+            _until(page, "document.querySelectorAll('table.ranking').length === 2")
+            rows = page.evaluate("[...document.querySelectorAll('table.ranking tbody tr')].map(r => r.textContent)")
+            assert len(rows) == 6 and rows[0].startswith("1") and page.evaluate(FITS_JS)
+            text = page.evaluate("document.body.innerText")
+            assert "decision accuracy at 50,000 tokens" in text and "forecast two: none" in text
+            page.screenshot(path=str(screenshots / "campaign.png"), full_page=True)
+            page.click(f"text=#{decided}")
+            _until(page, "document.querySelectorAll('table.checks tbody tr').length === 2")
+            assert not page.evaluate("document.querySelector('details').open")
+            page.click("summary >> nth=0")  # the full evidence, one click away
+            assert page.evaluate("document.querySelector('details').open && "
+                                 "document.querySelector('details pre').textContent.includes('\"checks\"')")
+            assert page.evaluate(FITS_JS)
+            page.screenshot(path=str(screenshots / "decision.png"), full_page=True)
+            page.goto(f"{base}/decisions")
+            _until(page, "document.querySelectorAll('table.decisions tbody tr').length === 2")
+            page.screenshot(path=str(screenshots / "decisions.png"), full_page=True)
+            page.goto(f"{base}/decision?id={hostile}")
+            assert page.evaluate("document.querySelector('h1').textContent") == f"Decision #{hostile}: reject"
+            assert EVIL in page.evaluate("document.body.innerText") and page.evaluate(
+                "window.__pwned === undefined && document.querySelectorAll('img').length === 0")
 
             # Live: the open page of a run a Tracker is writing shows its next evaluation within 2 s.
             page.goto(f"{base}/run?name=live")
@@ -422,7 +665,7 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             delay = time.time() - written
             print(f"new evaluation on the page {delay:.2f} s after Tracker.eval")
             assert delay < 2.0
-            page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "live.png"), full_page=True)
             stop.touch()
             _until(page, "document.getElementById('status').textContent === 'finished'", 5.0)
             browser.close()
@@ -432,8 +675,10 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
         server.terminate()
         server.wait(timeout=30)
     assert errors == [] and dialogs == [] and outside == []
-    assert all((tmp_path / f).stat().st_size > 20_000 for f in ("runs.png", "compare.png", "live.png"))
-    print(f"screenshots: {tmp_path}")
+    shots = ("runs.png", "run.png", "run-hostile-name.png", "compare.png", "campaign.png", "decision.png",
+             "decisions.png", "live.png")
+    assert all((screenshots / f).stat().st_size > 20_000 for f in shots)
+    print(f"screenshots: {screenshots}")
 
 
 @pytest.mark.slow

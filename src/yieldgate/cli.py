@@ -25,7 +25,15 @@ from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.names import TEXTLOG_FORMATS
 from yieldgate.report.console import clean as _clean
-from yieldgate.report.console import evidence_lines, render_campaign, render_decision, render_plan, run_record
+from yieldgate.report.console import (
+    decision_record,
+    evidence_lines,
+    policy_label,
+    render_campaign,
+    render_decision,
+    render_plan,
+    run_record,
+)
 from yieldgate.report.console import fmt as _fmt
 
 if TYPE_CHECKING:
@@ -642,19 +650,27 @@ def report(
     out: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write.")] = Path("report.html"),
     png: Annotated[Path | None, typer.Option("--png", help="Also write the main plots as PNG files here.")] = None,
     metric: MetricOption = "val/loss",
+    per: Annotated[str | None, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token). "
+                                                          "Default: byte when the runs' tokenizers differ, as "
+                                                          "compare asks.")] = None,
+    smooth: Annotated[float, typer.Option("--smooth", help="Weight of the moving average drawn for tokens/s, in "
+                                                           "[0, 1) (0: as logged).")] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """Write one self-contained HTML report (opens with no network): loss against tokens, time and cost,
     throughput beside learning, yields, the comparison, learning signals, diagnoses, decisions, manifest diff.
 
     Example: yieldgate report baseline 'bs256-seed*' -o report.html --png figures/
+
+    Example: yieldgate report 'bpe4k-*' 'bpe32k-*' --smooth 0.9   (bits per byte: the tokenizers differ)
     """
     from yieldgate.report.html import write_report
 
     with _ledger(ctx) as ledger:
-        result = write_report(ledger, patterns, out, metric=metric, png_dir=png)
+        result = write_report(ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth)
     if as_json:
-        _print_json({"path": result.path, "runs": result.runs, "figures": result.figures, "pngs": result.pngs})
+        _print_json({"path": result.path, "runs": result.runs, "figures": result.figures, "pngs": result.pngs,
+                     "per": result.per})
         return
     n = len(result.runs)
     console.print(f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
@@ -1180,9 +1196,7 @@ def decisions(
     Example: yieldgate decisions 'milton/s*/t150000' --json
     """
     with _ledger(ctx) as ledger:
-        rows = ledger.decisions(target).to_dict("records")
-    for row in rows:
-        row["created_at"] = datetime.fromtimestamp(row["created_at"], tz=UTC).isoformat(timespec="seconds")
+        rows = [decision_record(r) for r in ledger.decisions(target).to_dict("records")]
     if as_json:
         _print_json(rows)
         return
@@ -1191,10 +1205,8 @@ def decisions(
         return
     table = Table("id", "when (UTC)", "target", "stage", "decision", "policy", "rationale")
     for r in rows:
-        policy = r["policy"] or {}
-        name = f"{policy.get('name', '?')}@{policy.get('version', '?')}#{(r['policy_hash'] or '-')[:12]}"
         table.add_row(str(r["id"]), r["created_at"][:16].replace("T", " "), r["target"], r["stage"] or "-",
-                      r["decision"], name, r["rationale"])
+                      r["decision"], policy_label(r), r["rationale"])
     console.print(table)
 
 

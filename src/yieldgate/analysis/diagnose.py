@@ -89,6 +89,12 @@ class Diagnosis:
         return {"run": self.run, "findings": [f.to_dict() for f in self.findings], "not_run": list(self.not_run),
                 "unmeasured": dict(self.unmeasured)}
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the findings with their evidence, drawn over their steps (`report.notebook`)."""
+        from yieldgate.report.notebook import diagnosis_repr
+
+        return diagnosis_repr(self)
+
 
 def _merge(findings: list[Finding]) -> list[Finding]:
     """One finding per cause and nearby span: the most confident one's advice, every detector's evidence."""

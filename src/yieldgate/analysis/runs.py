@@ -74,15 +74,16 @@ def devices_of(ledger: Ledger, run: str, manifest: Manifest | None) -> int | Non
     return hw.device_count if hw is not None else None
 
 
-def default_metric(data: RunData, metric: str) -> tuple[str, str | None]:
+def default_metric(data: RunData, metric: str, per: str = "token") -> tuple[str, str | None]:
     """The metric a command uses when the user asked for the default `val/loss` and the run has none: the first
     held-out loss (`val/<source>/loss`, `test/loss`), else the first capability evaluation, else the training
-    loss; with a note saying so. Any other `metric` is used as asked."""
+    loss; with a note saying so. Any other `metric` is used as asked. `per`: how `data` was read (`load_run`):
+    per byte its val/loss reads as val/bpb."""
     if metric != "val/loss":
         return metric, None
     keys = sorted({f"{t}/{m}" for t, m in zip(data.evals["task"], data.evals["metric"], strict=True)})
     trained = "loss" in data.steps and data.steps["loss"].notna().any()
-    if "val/loss" in keys or (not keys and not trained):
+    if ("val/bpb" if per == "byte" else "val/loss") in keys or (not keys and not trained):
         return metric, None
     held_out = [k for k in keys if k.endswith("/loss") and k.split("/")[0] in ("val", "test")]
     capability = [k for k in keys if not k.endswith("_stderr")]
@@ -92,9 +93,11 @@ def default_metric(data: RunData, metric: str) -> tuple[str, str | None]:
 
 
 def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = None, metric: str = "val/loss",
-                 per: str = "token") -> YieldReport:
-    data = load_run(ledger, run, per=per)
-    metric, note = default_metric(data, metric)
+                 per: str = "token", data: RunData | None = None) -> YieldReport:
+    """`data`: the run as `load_run(ledger, run, per=per)` returns it, when the caller has it already (the report
+    draws a million-step run from one read)."""
+    data = load_run(ledger, run, per=per) if data is None else data
+    metric, note = default_metric(data, metric, per)
     task, name = metric_key(metric, per)
     hw = data.manifest.hardware if data.manifest else None
     report = tranche_yields(run, data.steps, data.evals, task=task, metric=name, tranche_tokens=tranche_tokens,
@@ -114,7 +117,7 @@ def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = Non
 def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", target_loss: float | None = None,
                    metric: str = "val/loss", primary: str = "learning", per: str = "token") -> Comparison:
     groups = [[load_run(ledger, n, per=per) for n in match_runs(ledger, p)] for p in (a, b)]
-    metric, note = default_metric(groups[0][0], metric)
+    metric, note = default_metric(groups[0][0], metric, per)
     task, name = metric_key(metric, per)
     result = compare(groups[0], groups[1], names=(a, b), at=at, target_loss=target_loss, task=task, metric=name,
                      primary=primary)  # type: ignore[arg-type]

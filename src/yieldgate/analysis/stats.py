@@ -23,6 +23,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -81,6 +82,7 @@ class Interval:
         return out
 
 
+@functools.lru_cache(maxsize=256)  # a yield report asks it once per tranche, always at the same level and dof
 def t_quantile(level: float, dof: float) -> float:
     """Two-sided Student t quantile: the half-width of a `level` interval in standard errors."""
     from scipy import stats as _scipy  # imported when first used: scipy.stats takes ~1 s to import

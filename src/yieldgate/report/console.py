@@ -9,7 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["clean", "evidence_lines", "fmt", "render_campaign", "render_decision", "with_interval"]
+__all__ = ["clean", "evidence_lines", "fmt", "render_campaign", "render_decision", "with_interval", "ranking_tables",
+           "accuracy_lines", "forecast_lines", "CHECK_RESULT", "decision_record", "policy_label"]
 
 
 def clean(value: Any) -> Any:
@@ -60,44 +61,63 @@ def evidence_lines(body: Any, limit: int = 10) -> list[str]:
     return lines[:limit] + ([f"... {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
-def render_campaign(console: Console, summary: dict[str, Any]) -> None:
-    """A campaign summary (`analysis.campaign.summarise`, as stored) as tables and lines."""
-    level = summary["level"]
+def ranking_tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """A campaign summary's rankings (`analysis.campaign.summarise`, as stored): per budget, smallest first, a
+    title, the headers and the rows (rank, recipe, seeds, bpb with its interval, yield, hard slices, ties)."""
+    level, out = summary["level"], []
     for budget, scores in sorted(summary["rankings"].items(), key=lambda item: int(item[0])):
         bpb = scores.get("bpb")
         if bpb is None:
             continue
         slices = [k for k in scores if k.startswith("hard/")]
-        table = Table("rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok",
-                      *[s.removeprefix("hard/").removesuffix("/bpb") for s in slices], "ties",
-                      title=f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
-                            f"{', '.join(s.removeprefix('hard/').removesuffix('/bpb') for s in slices) or 'none'})")
+        names = [s.removeprefix("hard/").removesuffix("/bpb") for s in slices]
+        title = (f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
+                 f"{', '.join(names) or 'none'})")
         by = {key: {e["recipe"]: e for e in scores[key]["order"]} for key in scores}
-        for e in bpb["order"]:
-            r = e["recipe"]
-            table.add_row(str(e["rank"]), r, str(e["seeds"]), with_interval(e),
-                          fmt(by.get("yield_per_btok", {}).get(r, {}).get("mean")),
-                          *[fmt(by[s].get(r, {}).get("mean")) for s in slices], ", ".join(e["ties"]) or "-")
-        console.print(table)
-    acc = summary["decision_accuracy"]
-    for entry in sorted(acc.values(), key=lambda e: e["budget"]):
+        rows = [[str(e["rank"]), e["recipe"], str(e["seeds"]), with_interval(e),
+                 fmt(by.get("yield_per_btok", {}).get(e["recipe"], {}).get("mean")),
+                 *[fmt(by[s].get(e["recipe"], {}).get("mean")) for s in slices], ", ".join(e["ties"]) or "-"]
+                for e in bpb["order"]]
+        out.append((title, ["rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok", *names, "ties"], rows))
+    return out
+
+
+def accuracy_lines(summary: dict[str, Any]) -> list[str]:
+    """A campaign's decision accuracy, one line per smaller budget: how often it orders recipe pairs as the
+    largest budget does."""
+    lines = []
+    for entry in sorted(summary["decision_accuracy"].values(), key=lambda e: e["budget"]):
         share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
         firm = "" if entry["accuracy_resolved"] is None else (f"; {entry['accuracy_resolved']:.0%} of the "
                                                                f"{entry['resolved_pairs']} it resolves")
-        console.print(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
-                      f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}",
-                      markup=False, highlight=False)
+        lines.append(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
+                     f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}")
+    return lines
+
+
+def forecast_lines(summary: dict[str, Any]) -> list[str]:
+    """A campaign's forecasts, one line per recipe: the next budget's gain and yield with intervals, or why none."""
+    lines = []
     for recipe, f in summary["forecasts"].items():
         if f["available"]:
             lo, hi = f["yield_interval"]
-            console.print(f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
-                          f"{fmt(f['gain'])} val loss [{fmt(f['gain_interval'][0])}, {fmt(f['gain_interval'][1])}], "
-                          f"{fmt(f['yield_per_btok'])} per billion tokens [{fmt(lo)}, {fmt(hi)}]",
-                          markup=False, highlight=False)
+            lines.append(f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
+                         f"{fmt(f['gain'])} val loss [{fmt(f['gain_interval'][0])}, {fmt(f['gain_interval'][1])}], "
+                         f"{fmt(f['yield_per_btok'])} per billion tokens [{fmt(lo)}, {fmt(hi)}]")
         else:
-            console.print(f"forecast {recipe}: none ({f['reason']})", markup=False, highlight=False)
-    for note in summary["notes"]:
-        console.print(f"note: {note}", markup=False, highlight=False)
+            lines.append(f"forecast {recipe}: none ({f['reason']})")
+    return lines
+
+
+def render_campaign(console: Console, summary: dict[str, Any]) -> None:
+    """A campaign summary (`analysis.campaign.summarise`, as stored) as tables and lines."""
+    for title, headers, rows in ranking_tables(summary):
+        table = Table(*headers, title=title)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    for line in accuracy_lines(summary) + forecast_lines(summary) + [f"note: {n}" for n in summary["notes"]]:
+        console.print(line, markup=False, highlight=False)
 
 
 def with_interval(entry: dict[str, Any]) -> str:
@@ -106,13 +126,17 @@ def with_interval(entry: dict[str, Any]) -> str:
     return f"{fmt(entry['mean'])} ± {fmt((entry['interval'][1] - entry['interval'][0]) / 2, 2)}"
 
 
+CHECK_RESULT = {True: "pass", False: "FAIL", None: "note"}
+"""How a gate check's `passed` reads: True, False, or None (a note: not applicable, not asked)."""
+
+
 def render_decision(console: Console, decision_id: int, decision: Any) -> None:
     """A gate decision (`probe.gate.Decision`): its rationale, each check, and what to run next."""
     console.print(f"#{decision_id} {decision.rationale}", markup=False, highlight=False, soft_wrap=True)
     table = Table("check", "result", "detail", title=f"{decision.target} under {decision.policy} "
                                                      f"({decision.policy_hash[:12]}), decided on {decision.axis}")
     for c in decision.checks:
-        table.add_row(c.name, {True: "pass", False: "FAIL", None: "note"}[c.passed], c.detail)
+        table.add_row(c.name, CHECK_RESULT[c.passed], c.detail)
     console.print(table)
     if decision.what_to_run_next:
         console.print(f"next: {decision.what_to_run_next}", markup=False, highlight=False, soft_wrap=True)
@@ -146,6 +170,17 @@ def render_plan(console: Console, plan: dict[str, Any]) -> None:
     if any(r["unique_tokens"] is None for s in plan["stages"] for r in s["sources"]):
         console.print("?: unique tokens not recorded (manifest data.sources[].unique_tokens)", markup=False,
                       highlight=False)
+
+
+def decision_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One row of `Ledger.decisions` as `yieldgate decisions --json` prints it: the time as ISO 8601 (UTC)."""
+    return {**row, "created_at": datetime.fromtimestamp(row["created_at"], tz=UTC).isoformat(timespec="seconds")}
+
+
+def policy_label(row: dict[str, Any]) -> str:
+    """A stored decision's policy as the decisions table names it: `name@version#hash` (12 hex digits)."""
+    policy = row["policy"] or {}
+    return f"{policy.get('name', '?')}@{policy.get('version', '?')}#{(row['policy_hash'] or '-')[:12]}"
 
 
 def when(ts: float) -> str:

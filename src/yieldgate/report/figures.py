@@ -26,17 +26,16 @@ import plotly.io as pio
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from yieldgate.analysis.yields import YieldReport
+from yieldgate.errors import InputError
 from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
 
-__all__ = ["Figure", "build_figures", "downsample", "figure_dict", "metric_title", "MAX_POINTS"]
+__all__ = ["Figure", "build_figures", "downsample", "smoothed", "figure_dict", "metric_title", "gain_title",
+           "tranche_yields_figure", "RunStyle", "set_axes", "esc", "warm_up", "MAX_POINTS"]
 
 MAX_POINTS = 2000
 """Step-level series (tokens/s, signals) are downsampled to at most this many points per trace (`downsample`):
 a million-step run would otherwise put tens of MB of JSON into the page. Evaluations are never dropped."""
-
-UPDATE_RATIO_REFERENCE = 1e-3
-"""The usual size of |update|/|weight| per step for Adam-trained transformers (Karpathy's "~1e-3" rule of
-thumb); far below it a layer barely learns, far above it the step is too large."""
 
 PALETTE = qualitative.Plotly + qualitative.D3
 FACET_COLUMNS = 3
@@ -58,7 +57,8 @@ def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
     """At most `max_points` rows of `frame` (sorted by `x`) for a line of `y` against `x`: the x range is cut into
     `max_points // 2 - 1` equal columns (the plot's pixel columns) and each keeps its rows with the smallest and
     the largest `y`, in x order, beside the first and the last row. A spike or a dip survives at any length;
-    an evenly spaced pick would step over it."""
+    an evenly spaced pick would step over it. Of equal smallest values the first row is kept, of equal largest
+    the last; a NaN is neither while the column holds a number."""
     n = len(frame)
     if n <= max_points:
         return frame
@@ -69,6 +69,10 @@ def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
         bucket = np.clip(((xs - lo) / span * columns).astype(np.int64), 0, columns - 1)
     else:  # one x for every row: columns by position
         bucket = np.arange(n) * columns // n
+    if np.all(bucket[1:] >= bucket[:-1]):  # x sorted: each column is one stretch of rows (no sort needed)
+        keep = np.unique(np.r_[_extreme(ys, bucket, np.fmin, first=True), _extreme(ys, bucket, np.fmax, first=False),
+                               0, n - 1])
+        return frame.iloc[keep]
     order = np.lexsort((ys, bucket))  # by column, then by y within it (NaN last)
     sorted_bucket = bucket[order]
     starts = np.flatnonzero(np.r_[True, sorted_bucket[1:] != sorted_bucket[:-1]])
@@ -77,30 +81,69 @@ def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
     return frame.iloc[keep]
 
 
+def _extreme(ys: np.ndarray, bucket: np.ndarray, reduce: np.ufunc, *, first: bool) -> np.ndarray:
+    """Per stretch of equal `bucket` (sorted), the row holding the stretch's `reduce` (fmin/fmax: NaN skipped) of
+    `ys`: the first such row, or the last; the stretch's first row where it holds only NaN."""
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    value = reduce.reduceat(ys, starts)
+    ids = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(ys)]))
+    hit = np.flatnonzero(ys == value[ids])
+    found = np.full(len(starts), -1)
+    # `hit` ascends: writing every hit into its stretch leaves the last; writing them reversed leaves the first
+    order = hit[::-1] if first else hit
+    found[ids[order]] = order
+    return np.where(found < 0, starts, found)
+
+
+def _check_smooth(weight: float) -> None:
+    if not 0 <= weight < 1:
+        raise InputError(f"smooth must be at least 0 and below 1, got {weight}")
+
+
+def smoothed(values: pd.Series, weight: float, start: float | None = None) -> pd.Series:
+    """An exponential moving average over the logged points, as TensorBoard's smoothing slider draws one:
+    s[0] = y[0] (or continues from `start`, the value drawn last), s[i] = weight * s[i-1] + (1 - weight) * y[i].
+    `weight` 0 returns the values as they are; it must be in [0, 1)."""
+    _check_smooth(weight)
+    if weight == 0 or values.empty:
+        return values
+    if start is None:
+        return values.ewm(alpha=1 - weight, adjust=False).mean()
+    return pd.concat([pd.Series([start]), values], ignore_index=True).ewm(
+        alpha=1 - weight, adjust=False).mean().iloc[1:].set_axis(values.index)
+
+
+def _unit(metric: str) -> str:
+    return {"loss": "nats/token", "bpb": "bits/byte"}.get(metric.rpartition("/")[2], "score")
+
+
 def metric_title(metric: str) -> str:
     """An axis title for a metric with its unit: a loss in nats/token, bits per byte, else a score."""
-    name = metric.rpartition("/")[2]
-    unit = {"loss": "nats/token", "bpb": "bits/byte"}.get(name, "score")
-    return f"{_esc(metric)} ({unit})"
+    return f"{esc(metric)} ({_unit(metric)})"
 
 
-def _esc(text: str) -> str:
+def gain_title(metric: str, amount: str) -> str:
+    """An axis title for a yield: the metric's gain per billion tokens (bytes), in the metric's unit."""
+    return f"{esc(metric)} gain per B {amount} ({_unit(metric)})"
+
+
+def esc(text: str) -> str:
     return html.escape(str(text))
 
 
-class _Style:
+class RunStyle:
     """Colour per run, and a legend entry only at a run's first trace in a figure."""
 
-    def __init__(self, runs: list[RunView]) -> None:
-        self.colour = {v.name: PALETTE[i % len(PALETTE)] for i, v in enumerate(runs)}
+    def __init__(self, names: list[str]) -> None:
+        self.colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
     def trace(self, run: str, x: np.ndarray, y: np.ndarray, series: str, *, first: bool = True,
               mode: str = "lines+markers") -> go.Scatter:
-        return go.Scatter(x=x, y=y, name=_esc(run), legendgroup=_esc(run), showlegend=first, mode=mode,
+        return go.Scatter(x=x, y=y, name=esc(run), legendgroup=esc(run), showlegend=first, mode=mode,
                           line={"color": self.colour[run]}, marker={"size": 5}, meta={"series": series})
 
 
-def _layout(fig: go.Figure, x: str, y: str, *, height: int = 420) -> go.Figure:
+def set_axes(fig: go.Figure, x: str, y: str, *, height: int = 420) -> go.Figure:
     fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50}, legend_title_text="run",
                       template="none", hovermode="closest")  # the look comes with `figure_dict`
     fig.update_xaxes(title_text=x)
@@ -133,26 +176,43 @@ def _loss_range(runs: list[RunView]) -> list[float] | None:
     return [lo - pad, hi + pad]
 
 
-def _diagnosis_spans(fig: go.Figure, style: _Style, view: RunView) -> None:
-    """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause."""
-    for i, (_, event) in enumerate(view.diagnoses.iterrows()):
-        if pd.isna(event["start_step"]):
-            continue
-        end = event["start_step"] if pd.isna(event["end_step"]) else event["end_step"]
-        x0, x1 = tokens_at_steps(view.data.steps, [event["start_step"], end])
-        if not (math.isfinite(x0) and math.isfinite(x1)):
-            continue
-        cause = _esc(event["body"].get("cause", "diagnosis")) if isinstance(event["body"], dict) else "diagnosis"
-        # Labels of neighbouring spans would print over each other: each one a line lower than the last (of 4).
-        fig.add_vrect(x0=x0, x1=max(x1, x0), fillcolor=style.colour[view.name], opacity=0.15, line_width=1,
-                      line_color=style.colour[view.name], annotation_text=cause, annotation_position="top left",
-                      annotation_yshift=-16 * (i % 4))
+LABEL_PX_PER_CHAR, PLOT_PX = 7.0, 900.0
+"""A span label's width is estimated at 7 px per character on a plot ~900 px wide (plotly's 12 px sans-serif;
+the report's plots are 1,100 px wide less the legend)."""
 
 
-def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
+def _diagnosis_spans(fig: go.Figure, style: RunStyle, runs: list[RunView]) -> None:
+    """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause. Labels
+    never print over each other: each goes on the highest line (16 px apart) where it clears the labels already
+    there, at its estimated width."""
+    spans = []
+    for v in runs:
+        for _, event in v.diagnoses.iterrows():
+            if pd.isna(event["start_step"]):
+                continue
+            end = event["start_step"] if pd.isna(event["end_step"]) else event["end_step"]
+            x0, x1 = tokens_at_steps(v.data.steps, [event["start_step"], end])
+            if math.isfinite(x0) and math.isfinite(x1):
+                body = event["body"] if isinstance(event["body"], dict) else {}
+                spans.append((float(x0), float(max(x1, x0)), str(body.get("cause", "diagnosis")), v.name))
+    if not spans:
+        return
+    xs = np.concatenate([[x for s in spans for x in s[:2]], *[v.curve["tokens"].dropna().to_numpy() for v in runs]])
+    per_px = (float(xs.max() - xs.min()) or 1.0) / PLOT_PX
+    line_ends: list[float] = []  # where the last label on each line ends, in tokens
+    for x0, x1, cause, run in sorted(spans):
+        line = next((k for k, end in enumerate(line_ends) if end < x0), len(line_ends))
+        end = x0 + (len(cause) * LABEL_PX_PER_CHAR + 8) * per_px
+        line_ends[line:line + 1] = [end]
+        fig.add_vrect(x0=x0, x1=x1, fillcolor=style.colour[run], opacity=0.15, line_width=1,
+                      line_color=style.colour[run], annotation_text=esc(cause), annotation_position="top left",
+                      annotation_yshift=-16 * line)
+
+
+def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
     y_range, out = _loss_range(data.runs), []
-    axes = (("step", "loss-steps", "optimizer steps", "steps"),
-            ("tokens", "loss-tokens", "accepted tokens (tokens)", "tokens"),
+    axes = (("step", "loss-steps", "optimizer steps (steps)", "steps"),
+            ("tokens", "loss-tokens", f"accepted {data.amount} ({data.amount})", data.amount),
             ("wall_s", "loss-time", "wall-clock (s)", "wall-clock time"),
             ("cost_usd", "loss-cost", "cost (USD)", "cost"))
     no_tokens = any(v.curve["tokens"].isna().all() for v in data.runs)
@@ -168,11 +228,11 @@ def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
                 continue
             fig.add_trace(style.trace(v.name, points[column].to_numpy(), points["loss"].to_numpy(),
                                       f"{data.metric}@{column}"))
-            if column == "tokens":
-                _diagnosis_spans(fig, style, v)
         if not fig.data:
             continue
-        _layout(fig, x_title, metric_title(data.metric)).update_yaxes(range=y_range)
+        if column == "tokens":
+            _diagnosis_spans(fig, style, data.runs)
+        set_axes(fig, x_title, metric_title(data.metric)).update_yaxes(range=y_range)
         notes = [f"not drawn, no {what} recorded: {', '.join(lacking)}"] if lacking else []
         if column == "tokens" and any(len(v.diagnoses) for v in data.runs):
             notes.append("shaded: the step spans of diagnoses (table below)")
@@ -180,12 +240,15 @@ def _loss_figures(data: ReportData, style: _Style) -> list[Figure]:
     return out
 
 
-def _throughput_learning(data: ReportData, style: _Style) -> Figure | None:
-    """Throughput over time beside learning over time: two axes, never folded into one number."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s", "learning: yield per billion tokens"))
+def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Figure | None:
+    """Throughput over time beside learning over time: two axes, never folded into one number. `smooth`: the
+    weight of the moving average drawn for tokens/s (`smoothed`; 0: as logged)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s",
+                                                        f"learning: yield per billion {data.amount}"))
     for v in data.runs:
         steps = v.data.steps
-        tps = downsample(steps[["wall_s", "tokens_per_s"]].dropna(), "wall_s", "tokens_per_s")
+        tps = steps[["wall_s", "tokens_per_s"]].dropna()
+        tps = downsample(tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth)), "wall_s", "tokens_per_s")
         first = True
         if len(tps):
             fig.add_trace(style.trace(v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s",
@@ -202,35 +265,45 @@ def _throughput_learning(data: ReportData, style: _Style) -> Figure | None:
                           row=1, col=2)
     if not fig.data:
         return None
-    _layout(fig, "wall-clock (s)", "")
+    set_axes(fig, "wall-clock (s)", "")
     fig.update_yaxes(title_text="tokens/s", row=1, col=1)
-    fig.update_yaxes(title_text=f"{metric_title(data.metric)} gain per B tokens", row=1, col=2)
-    return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig,
-                  [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion tokens, "
-                   "at the tranche's end"])
+    fig.update_yaxes(title_text=gain_title(data.metric, data.amount), row=1, col=2)
+    notes = [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion "
+             f"{data.amount}, at the tranche's end"]
+    if smooth:
+        notes.insert(0, f"left: tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps "
+                        "(0: as logged)")
+    return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig, notes)
 
 
-def _tranche_yields(data: ReportData, style: _Style) -> Figure | None:
+def _tranche_yields(data: ReportData, style: RunStyle) -> Figure | None:
+    return tranche_yields_figure([v.yields for v in data.runs if v.yields], data.metric, data.amount, style)
+
+
+def tranche_yields_figure(reports: list[YieldReport], metric: str, amount: str = "tokens",
+                          style: RunStyle | None = None) -> Figure | None:
     """Each tranche's yield at its end in tokens, with the band the evaluation noise allows as error bars: a
-    tranche whose bar crosses 0 is not told from noise (`YieldReport.eval_noise`, `Tranche.yield_band`)."""
+    tranche whose bar crosses 0 is not told from noise (`YieldReport.eval_noise`, `Tranche.yield_band`). One trace
+    per run (`YieldReport.run`); the report's, the dashboard's and a notebook's (`YieldReport._repr_html_`)."""
+    style = style or RunStyle([r.run for r in reports])
     fig, level = go.Figure(), None
-    for v in data.runs:
-        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band) for t in (v.yields.tranches if v.yields else [])
+    for report in reports:
+        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band) for t in report.tranches
                 if t.yield_per_btok is not None and math.isfinite(t.end_tokens)]
         if not rows:
             continue
-        level = v.yields.level if v.yields else level
+        level = report.level
         x = np.array([r[0] for r in rows])
         y = np.array([r[1] for r in rows], dtype=float)
         low = np.array([np.nan if r[2] is None else r[2][0] for r in rows], dtype=float)
         high = np.array([np.nan if r[2] is None else r[2][1] for r in rows], dtype=float)
-        trace = style.trace(v.name, x, y, f"tranche_yield:{data.metric}")
+        trace = style.trace(report.run, x, y, f"tranche_yield:{metric}")
         trace.error_y = {"type": "data", "symmetric": False, "array": high - y, "arrayminus": y - low,
-                         "color": style.colour[v.name], "thickness": 1}
+                         "color": style.colour[report.run], "thickness": 1}
         fig.add_trace(trace)
     if not fig.data:
         return None
-    _layout(fig, "accepted tokens at the tranche's end (tokens)", f"{metric_title(data.metric)} gain per B tokens")
+    set_axes(fig, f"accepted {amount} at the tranche's end ({amount})", gain_title(metric, amount))
     fig.add_hline(y=0, line_dash="dot", line_color="#888")
     band = "" if level is None else f" ({level:.0%})"
     return Figure("tranche-yields", "tranche yields with their noise band", fig,
@@ -238,7 +311,7 @@ def _tranche_yields(data: ReportData, style: _Style) -> Figure | None:
                    "crosses 0 is within noise (no bar: fewer than three evaluations to estimate the noise)"])
 
 
-def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str) -> Figure | None:
+def _facets(data: ReportData, style: RunStyle, fig_id: str, title: str, kind: str) -> Figure | None:
     """One panel per source (`per_source`) or per eval task (`capability`), one trace per run."""
     series: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for v in data.runs:
@@ -253,57 +326,43 @@ def _facets(data: ReportData, style: _Style, fig_id: str, title: str, kind: str)
     keys = sorted(series)
     cols = min(len(keys), FACET_COLUMNS)
     rows = math.ceil(len(keys) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_esc(k) for k in keys], vertical_spacing=0.3 / rows)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[esc(k) for k in keys], vertical_spacing=0.3 / rows)
     shown: set[str] = set()
     for i, key in enumerate(keys):
         for run, (xs, ys) in series[key].items():
             fig.add_trace(style.trace(run, np.array(xs), np.array(ys), f"{kind}:{key}", first=run not in shown),
                           row=i // cols + 1, col=i % cols + 1)
             shown.add(run)
-    _layout(fig, "", "", height=max(320, 280 * rows))
-    fig.update_xaxes(title_text="accepted tokens (tokens)", row=rows)
-    fig.update_yaxes(title_text="gain per B tokens (the task's unit)", col=1)
+    set_axes(fig, "", "", height=max(320, 280 * rows))
+    fig.update_xaxes(title_text=f"accepted {data.amount} ({data.amount})", row=rows)
+    fig.update_yaxes(title_text=f"gain per B {data.amount} (the task's unit)", col=1)
     return Figure(fig_id, title, fig, ["each point: one tranche (between two evaluations), at its end; "
                                        "a negative value means that score got worse"])
 
 
-def _signal_figures(data: ReportData, style: _Style) -> list[Figure]:
-    gns, ratio = go.Figure(), go.Figure()
-    layers: set[str] = set()
-    for v in data.runs:
-        sig = v.signals.dropna(subset=["value"])
-        g = downsample(sig[sig["key"] == "signals/gns"].sort_values("step"), "step", "value")
-        if len(g):
-            gns.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, g["step"]), g["value"].to_numpy(),
-                                      "signals/gns", mode="lines"))
-        u = sig[sig["key"].str.startswith("signals/update_ratio/")]
-        layers.update(u["key"])
-        # The median over layers per logged step: one line per run; a layer gone quiet shows in its table.
-        med = downsample(u.groupby("step", as_index=False)["value"].median(), "step", "value")
-        if len(med):
-            ratio.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, med["step"]), med["value"].to_numpy(),
-                                        "signals/update_ratio/<median>", mode="lines+markers"))
-    out = []
-    if gns.data:
-        _layout(gns, "accepted tokens (tokens)", "B_simple (tokens, log)").update_yaxes(type="log")
-        out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
-    if ratio.data:
-        _layout(ratio, "accepted tokens (tokens)", "|update| / |weight| (ratio, log)").update_yaxes(type="log")
-        ratio.add_hline(y=UPDATE_RATIO_REFERENCE, line_dash="dot", line_color="#888",
-                        annotation_text="~1e-3 reference", annotation_position="bottom right")
-        out.append(Figure("signals-update-ratio", "update/weight ratio, median over layers", ratio,
-                          [f"median over the {len(layers)} recorded layer keys (signals/update_ratio/<layer>) "
-                           "at each logged step; dotted: the usual ~1e-3 of a healthy Adam step"], main=False))
-    return out
+def warm_up() -> None:
+    """Build and serialise one small figure the way the plots are built (subplots, error bars, a shaded span, a
+    line): plotly builds its validators on first use (~0.3 s), which a server pays now rather than in its first
+    page."""
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], error_y={"type": "data", "array": [0, 0]}), row=1, col=1)
+    fig.add_trace(go.Bar(x=[1], base=[0], y=["a"], orientation="h"), row=1, col=2)
+    set_axes(fig, "x", "y").add_vrect(x0=0, x1=1, annotation_text="a")
+    fig.add_hline(y=0)
+    figure_dict(Figure("warm-up", "", fig))
 
 
-def build_figures(data: ReportData) -> list[Figure]:
-    """Every plot of the report, in page order; a plot no run has data for is left out."""
-    style = _Style(data.runs)
+def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
+    """Every plot of the report, in page order; a plot no run has data for is left out. `smooth`: the weight of
+    the moving average drawn for throughput (`smoothed`; 0: as logged)."""
+    _check_smooth(smooth)
+    style = RunStyle([v.name for v in data.runs])
     figures = _loss_figures(data, style)
-    extra = [_throughput_learning(data, style), _tranche_yields(data, style),
+    extra = [_throughput_learning(data, style, smooth), _tranche_yields(data, style),
              _facets(data, style, "yield-per-source", "tranche yield per source (validation loss of each source)",
                      "per_source"),
              _facets(data, style, "yield-capability", "capability yield per task", "capability")]
     figures += [f for f in extra if f is not None]
-    return figures + _signal_figures(data, style)
+    from yieldgate.report.signal_figures import signal_figures  # it builds on this module's helpers
+
+    return figures + signal_figures(data, style)

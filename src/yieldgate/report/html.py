@@ -32,9 +32,11 @@ from yieldgate.report.figures import Figure, build_figures, figure_dict
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
 __all__ = ["ReportResult", "write_report", "render_html", "write_pngs", "comparison_html", "table_html",
-           "notes_html", "CSS"]
+           "notes_html", "RawCell", "CSS"]
 
 PNG_WIDTH = 1100
+PNG_TITLE_PX = 40
+"""Room for a PNG's title above the plot (the file's height grows by it)."""
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 CSS = """
@@ -48,6 +50,7 @@ td.json details { color: #666; } td.json summary { cursor: pointer; }
 .note { color: #555; font-size: 0.9rem; margin: 0.2rem 0; } .muted { color: #777; }
 .approve { color: #1a7f37; font-weight: bold; } .hold { color: #9a6700; font-weight: bold; }
 .reject { color: #cf222e; font-weight: bold; }
+table.manifest td, table.confounders td { overflow-wrap: anywhere; max-width: 36rem; }
 """
 
 
@@ -60,12 +63,14 @@ class ReportResult:
     figures: list[str]
     pngs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    per: str = "token"
+    """The unit the report drew in: `token`, or `byte` (bits per byte)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-class _Raw(str):
+class RawCell(str):
     """A table cell this module wrote itself (no user text inside): inserted as HTML, not escaped."""
 
 
@@ -88,8 +93,10 @@ def _compact_json(value: Any) -> str:
 
 def _cell(value: Any) -> str:
     """One table cell: numbers right-aligned, structures as compact JSON, text escaped."""
-    if isinstance(value, _Raw):
+    if isinstance(value, RawCell):
         return str(value)
+    if isinstance(value, bool):
+        return f"<td>{str(value).lower()}</td>"
     if value is None or isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return f'<td class="num">{_num(value)}</td>'
     if isinstance(value, (dict, list)):
@@ -101,7 +108,7 @@ def _cell(value: Any) -> str:
 
 
 def table_html(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
-    """A table: headers and cells escaped (a `_Raw` cell excepted), numbers formatted, bodies as lines + JSON."""
+    """A table: headers and cells escaped (a `RawCell` cell excepted), numbers formatted, bodies as lines + JSON."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -123,7 +130,7 @@ def _runs_section(data: ReportData) -> str:
                      float(final.iloc[-1]) if len(final) else None, float(np.median(tps)) if len(tps) else None,
                      int(len(v.diagnoses)), manifest.content_hash()[:12] if manifest else "-"])
     return "<h2>Runs</h2>" + table_html(
-        ["run", "steps", "tokens", f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows)
+        ["run", "steps", data.amount, f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows)
 
 
 def _comparison_section(data: ReportData) -> str:
@@ -131,20 +138,28 @@ def _comparison_section(data: ReportData) -> str:
         return ""
     return ("<h2>Comparison</h2>"
             '<p class="note">Each later pattern against the first. Speedup (B over A) at the target loss: '
-            "time = throughput &times; sample efficiency.</p>" + "".join(comparison_html(c) for c in data.comparisons))
+            "time = throughput &times; sample efficiency.</p>"
+            + "".join(comparison_html(c, amount=data.amount) for c in data.comparisons))
 
 
-def comparison_html(c: Comparison) -> str:
+def _manifest_value(value: Any) -> Any:
+    """A manifest value for a table cell: text as text (not quoted JSON), structures as lines with the JSON one
+    click away (`_cell`), nothing as `-`."""
+    return "-" if value is None else value
+
+
+def comparison_html(c: Comparison, *, amount: str = "tokens") -> str:
     """One comparison as tables (the numbers `yieldgate compare` prints, from the same `Comparison`): speedup
-    split, aligned points, verdict, confounders and notes. Shared with `yieldgate serve`."""
+    split, aligned points, verdict, confounders (one row per manifest field) and notes. Shared with `yieldgate
+    serve`. `amount`: what the token counts count (`bytes` for a comparison per byte)."""
     a, b = c.a, c.b
     parts = [f"<h3>{escape(a)} (A) vs {escape(b)} (B)</h3>"]
     parts.append(table_html(
         ["", "A", "B", "B over A"],
         [["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
-         ["tokens to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
+         [f"{amount} to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
          ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
-         ["throughput (tokens/s to target)", "", "", c.speedup["throughput"]],
+         [f"throughput ({amount}/s to target)", "", "", c.speedup["throughput"]],
          ["effective token multiplier", "", "", c.effective_token_multiplier]], "speedup"))
     parts.append(f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
                  f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
@@ -157,8 +172,11 @@ def comparison_html(c: Comparison) -> str:
               "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")] for p in c.points],
             "points"))
     parts.append(f'<p class="verdict"><strong>{escape(c.verdict)}</strong></p>')
-    parts.append(notes_html([f"confounder: {d['field']}: {json.dumps(d['a'])} vs {json.dumps(d['b'])}"
-                             for d in c.confounders] + c.warnings + c.notes))
+    if c.confounders:
+        parts.append('<p class="note">Confounders: the manifest fields in which the sides differ.</p>' + table_html(
+            ["field", "A", "B"], [[d["field"], _manifest_value(d["a"]), _manifest_value(d["b"])]
+                                  for d in c.confounders], "confounders"))
+    parts.append(notes_html(c.warnings + c.notes))
     return "".join(parts)
 
 
@@ -193,7 +211,7 @@ def _decisions_section(data: ReportData) -> str:
     rows = []
     for _, d in frame.iterrows():
         # The ledger only stores approve / hold / reject, so the class name is ours, not user text.
-        verdict = _Raw(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
+        verdict = RawCell(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
         rows.append([d["target"], d["stage"] or "-", verdict, d["rationale"], d["evidence"],
                      (d["policy_hash"] or "-")[:12],
                      datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC")])
@@ -207,7 +225,7 @@ def _manifest_section(data: ReportData) -> str:
         return ""
     if not data.manifest_diff:
         return f'<h2>Manifest diff</h2><p class="note">The {len(names)} manifests are identical.</p>'
-    rows = [[d["field"], *[json.dumps(d["values"][n]) for n in names]] for d in data.manifest_diff]
+    rows = [[d["field"], *[_manifest_value(d["values"][n]) for n in names]] for d in data.manifest_diff]
     return ("<h2>Manifest diff</h2><p class=\"note\">Fields in which any run's manifest differs from the first's "
             "(the confounders of any comparison between them).</p>" + table_html(["field", *names], rows, "manifest"))
 
@@ -219,11 +237,13 @@ def _figure_html(fig: Figure) -> str:
 
 
 def render_html(data: ReportData, figures: list[Figure]) -> str:
-    """The whole page: plotly.js once in the head, then the sections; every user string escaped."""
+    """The whole page: plotly.js once in the head, then the sections; every user string escaped. A section with
+    nothing to show is left out, heading and all."""
     by_id = {f.id: f for f in figures}
 
-    def plots(*ids: str) -> str:
-        return "".join(_figure_html(by_id[i]) for i in ids if i in by_id)
+    def plots(title: str, *ids: str) -> str:
+        drawn = "".join(_figure_html(by_id[i]) for i in ids if i in by_id)
+        return f"<h2>{escape(title)}</h2>{drawn}" if drawn else ""
 
     generated = datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join([
@@ -232,18 +252,28 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
         f"generated {generated} by yieldgate {escape(__version__)}</p>",
         notes_html(data.notes),
         _runs_section(data),
-        "<h2>Learning against tokens, time and cost</h2>", plots("loss-steps", "loss-tokens", "loss-time", "loss-cost"),
-        "<h2>Throughput and learning</h2>", plots("throughput-learning"),
+        plots(f"Learning against {data.amount}, time and cost", "loss-steps", "loss-tokens", "loss-time", "loss-cost"),
+        plots("Throughput and learning", "throughput-learning"),
         _comparison_section(data),
-        "<h2>Yields</h2>", plots("tranche-yields", "yield-per-source", "yield-capability"),
-        "<h2>Learning signals</h2>" if any(f.id.startswith("signals-") for f in figures) else "",
-        plots("signals-gns", "signals-update-ratio"),
+        plots("Yields", "tranche-yields", "yield-per-source", "yield-capability"),
+        plots("Learning signals", "signals-gns", "signals-update-ratio", "signals-clipping"),
         _diagnoses_section(data), _decisions_section(data), _manifest_section(data),
     ])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>yieldgate report: {escape(' '.join(data.patterns))}</title>"
             f"<style>{CSS}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head>"
             f"<body>{body}</body></html>\n")
+
+
+def _titled(fig: Figure) -> dict[str, Any]:
+    """A figure for a PNG file: its heading drawn as the plot's title (on the page it is the h3 above the plot),
+    escaped as plotly draws a subset of HTML, with the room it needs at the top."""
+    out = figure_dict(fig)
+    out["layout"]["title"] = {"text": escape(fig.title), "x": 0.01, "xanchor": "left"}
+    margin = dict(out["layout"].get("margin") or {})
+    margin["t"] = int(margin.get("t") or 40) + PNG_TITLE_PX
+    out["layout"]["margin"] = margin
+    return out
 
 
 def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list[str]:
@@ -263,8 +293,8 @@ def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list
     main = [f for f in figures if f.main]
     paths = [str(out / f"{f.id}.png") for f in main]
     try:
-        pio.write_images([figure_dict(f) for f in main], paths, width=PNG_WIDTH, validate=False,
-                         height=[f.figure.layout.height or 450 for f in main])
+        pio.write_images([_titled(f) for f in main], paths, width=PNG_WIDTH, validate=False,
+                         height=[(f.figure.layout.height or 450) + PNG_TITLE_PX for f in main])
     except ChromeNotFoundError:
         raise YieldgateError("PNG figures need Chrome or Chromium to be drawn: install it (Debian: "
                              "`apt-get install chromium`) or run `plotly_get_chrome`") from None
@@ -280,13 +310,16 @@ def _check_writable(path: Path) -> None:
 
 
 def write_report(ledger: Ledger, patterns: list[str], out: str | os.PathLike[str], *, metric: str = "val/loss",
-                 png_dir: str | os.PathLike[str] | None = None) -> ReportResult:
+                 png_dir: str | os.PathLike[str] | None = None, per: str | None = None,
+                 smooth: float = 0.0) -> ReportResult:
     """Write the HTML report of the runs matching `patterns` to `out` (and the main plots as PNG files into
-    `png_dir`). Each pattern is a group of seeds; every later group is compared with the first."""
+    `png_dir`). Each pattern is a group of seeds; every later group is compared with the first. `per`: `token` or
+    `byte`; None: bytes when the runs' tokenizers differ (`sections.per_for`). `smooth`: the weight of the moving
+    average drawn for throughput (`figures.smoothed`; 0: as logged)."""
     path = Path(out)
     _check_writable(path)
-    data = collect(ledger, patterns, metric=metric)
-    figures = build_figures(data)
+    data = collect(ledger, patterns, metric=metric, per=per)
+    figures = build_figures(data, smooth=smooth)
     page = render_html(data, figures)
     try:
         path.write_text(page, encoding="utf-8")
@@ -294,4 +327,4 @@ def write_report(ledger: Ledger, patterns: list[str], out: str | os.PathLike[str
         raise InputError(f"-o {path}: cannot write the report ({exc.strerror}); pick another path") from None
     pngs = write_pngs(figures, png_dir) if png_dir is not None else []
     return ReportResult(path=str(path), runs=[v.name for v in data.runs], figures=[f.id for f in figures],
-                        pngs=pngs, notes=data.notes)
+                        pngs=pngs, notes=data.notes, per=data.per)

@@ -12,9 +12,10 @@ response carries a Content-Security-Policy that allows scripts from this server 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
@@ -41,6 +42,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';
 HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
            "x-frame-options": "DENY"}
 TOKEN_COOKIE = "yieldgate_token"
+N = TypeVar("N", int, float)
 STATIC = Path(__file__).with_name("static")
 
 
@@ -90,6 +92,17 @@ class _Guard:
         await self.app(scope, receive, send_with_headers)
 
 
+class _NotFound(YieldgateError):
+    """What a page asks for (a campaign, a decision) is not in the ledger: 404."""
+
+
+def _campaign(led: Ledger, name: str) -> dict[str, Any]:
+    if name not in led.campaigns():
+        known = ", ".join(led.campaigns()) or "none (`yieldgate probe CAMPAIGN.yaml` runs one)"
+        raise _NotFound(f"no campaign named {name!r} in this ledger; campaigns: {known}")
+    return led.campaign(name)
+
+
 def _arg(request: Request, name: str, example: str) -> str:
     value = request.query_params.get(name)
     if not value:
@@ -97,19 +110,40 @@ def _arg(request: Request, name: str, example: str) -> str:
     return value
 
 
-def _int(query: Any, name: str, what: str) -> int | None:
+def _number(query: Any, name: str, what: str, kind: Callable[[str], N]) -> N | None:
+    """The query parameter `name` read by `kind` (int, float); None when absent or empty."""
     value = query.get(name)
     try:
-        return None if value in (None, "") else int(value)
+        return None if value in (None, "") else kind(value)
     except ValueError:
         raise InputError(f"{name} must be {what}, got {value!r}") from None
+
+
+def _int(query: Any, name: str, what: str) -> int | None:
+    return _number(query, name, what, int)
+
+
+def _float(query: Any, name: str, what: str) -> float | None:
+    return _number(query, name, what, float)
+
+
+def _smooth(query: Any) -> float:
+    return _float(query, "smooth", "a moving-average weight in [0, 1)") or 0.0
+
+
+def _per(query: Any) -> str | None:
+    """`per` as the query sets it; None (not set): chosen by the tokenizers (`data.comparison_unit`)."""
+    per = query.get("per") or None
+    if per not in (None, "token", "byte"):
+        raise InputError(f"per must be 'token' or 'byte', got {per!r}")
+    return per
 
 
 def _options(request: Request) -> dict[str, Any]:
     """The comparison options a query may set, as `compare_groups` takes them (the rest stay the CLI's defaults)."""
     q = request.query_params
     out: dict[str, Any] = {}
-    for key in ("at", "metric", "primary", "per"):
+    for key in ("at", "metric", "primary"):
         if q.get(key):
             out[key] = q[key]
     if q.get("target_loss"):
@@ -136,13 +170,54 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     def run_page(request: Request) -> HTMLResponse:
         name = _arg(request, "name", "/run?name=bs64-seed0")
         with ledger() as led:
-            return HTMLResponse(pages.run_page(led, name, metric=request.query_params.get("metric") or "val/loss"))
+            return HTMLResponse(pages.run_page(led, name, metric=request.query_params.get("metric") or "val/loss",
+                                               smooth=_smooth(request.query_params)))
 
     def compare_page(request: Request) -> HTMLResponse:
         a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
         with ledger() as led:
-            result = data.comparison(led, a, b, **_options(request))
-        return HTMLResponse(pages.compare_page(result, dict(request.query_params)))
+            per, note = data.comparison_unit(led, a, b, _per(request.query_params))
+            result = data.comparison(led, a, b, per=per, **_options(request))
+        return HTMLResponse(pages.compare_page(result, dict(request.query_params), per=per, note=note))
+
+    def campaigns_page(request: Request) -> HTMLResponse:
+        with ledger() as led:
+            return HTMLResponse(pages.campaigns_page(data.campaign_records(led)))
+
+    def campaign_page(request: Request) -> HTMLResponse:
+        name = _arg(request, "name", "/campaign?name=mixtures")
+        with ledger() as led:
+            record = _campaign(led, name)
+            decisions = [d for d in data.decision_records(led) if d["target"].startswith(f"{name}/")]
+        return HTMLResponse(pages.campaign_page(record, decisions))
+
+    def decisions_page(request: Request) -> HTMLResponse:
+        target = request.query_params.get("target") or None
+        with ledger() as led:
+            return HTMLResponse(pages.decisions_page(data.decision_records(led, target), target))
+
+    def decision_page(request: Request) -> HTMLResponse:
+        wanted = _int(request.query_params, "id", "a decision number")
+        if wanted is None:
+            raise InputError("/decision: the query parameter 'id' is missing; e.g. /decision?id=1")
+        with ledger() as led:
+            found = [d for d in data.decision_records(led) if d["id"] == wanted]
+        if not found:
+            raise _NotFound(f"no gate decision #{wanted} in this ledger; /decisions lists them")
+        return HTMLResponse(pages.decision_page(found[0]))
+
+    def api_campaigns(request: Request) -> JSONResponse:
+        with ledger() as led:
+            return JSONResponse(led.campaigns())
+
+    def api_campaign(request: Request) -> JSONResponse:
+        name = _arg(request, "name", "/api/campaign?name=mixtures")
+        with ledger() as led:
+            return JSONResponse(clean(_campaign(led, name)))
+
+    def api_decisions(request: Request) -> JSONResponse:
+        with ledger() as led:
+            return JSONResponse(data.decision_records(led, request.query_params.get("target") or None))
 
     def api_runs(request: Request) -> JSONResponse:
         with ledger() as led:
@@ -151,7 +226,8 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     def api_run_figures(request: Request) -> JSONResponse:
         name = _arg(request, "name", "/api/run/figures?name=bs64-seed0")
         with ledger() as led:
-            return JSONResponse(figures.run_figures(led, name, metric=request.query_params.get("metric") or "val/loss"))
+            return JSONResponse(figures.run_figures(led, name, metric=request.query_params.get("metric") or "val/loss",
+                                                    smooth=_smooth(request.query_params)))
 
     def api_run_live(request: Request) -> JSONResponse:
         name = _arg(request, "name", "/api/run/live?name=bs64-seed0&after=1200")
@@ -160,35 +236,44 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
             return JSONResponse(data.live_points(led, name, _int(q, "after", "a step number"),
                                                  metric=q.get("metric") or "val/loss",
                                                  evals_seen=_int(q, "evals", "a count of evaluations"),
-                                                 curve_after=_int(q, "curve_after", "a step number")))
+                                                 curve_after=_int(q, "curve_after", "a step number"),
+                                                 smooth=_smooth(q), smooth_from=_float(q, "smooth_from", "a number")))
 
     def api_compare(request: Request) -> JSONResponse:
         a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
         with ledger() as led:
-            return JSONResponse(clean(data.comparison(led, a, b, **_options(request)).to_dict()))
+            per, _ = data.comparison_unit(led, a, b, _per(request.query_params))
+            return JSONResponse(clean(data.comparison(led, a, b, per=per, **_options(request)).to_dict()))
 
     def api_compare_figures(request: Request) -> JSONResponse:
         a, b = _arg(request, "a", "/api/compare/figures?a=x&b=y"), _arg(request, "b", "/api/compare/figures?a=x&b=y")
         with ledger() as led:
             return JSONResponse(data.comparison_figures(led, a, b, metric=request.query_params.get("metric")
-                                                        or "val/loss"))
+                                                        or "val/loss", per=_per(request.query_params)))
 
     def plotly_js(request: Request) -> FileResponse:
-        # The plotly.js bundle the installed plotly package ships (what `plotly.offline.get_plotlyjs` reads).
+        # The plotly.js bundle the installed plotly package ships (what `plotly.offline.get_plotlyjs` reads). Its
+        # address names plotly's version, so a browser may keep it (and its compiled code) for good: parsing it
+        # is most of a run page's time in a browser.
         path = resources.files("plotly") / "package_data" / "plotly.min.js"
-        return FileResponse(str(path), media_type="text/javascript")
+        return FileResponse(str(path), media_type="text/javascript",
+                            headers={"cache-control": "public, max-age=31536000, immutable"})
 
     async def failed(request: Request, exc: Exception) -> Response:
-        status = 404 if isinstance(exc, RunNotFound) else 400
+        status = 404 if isinstance(exc, (RunNotFound, _NotFound)) else 400
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": str(exc)}, status)
         return HTMLResponse(pages.error_page(str(exc)), status)
 
     routes = [
         Route("/", runs_page), Route("/run", run_page), Route("/compare", compare_page),
+        Route("/campaigns", campaigns_page), Route("/campaign", campaign_page),
+        Route("/decisions", decisions_page), Route("/decision", decision_page),
         Route("/api/runs", api_runs), Route("/api/run/figures", api_run_figures), Route("/api/run/live", api_run_live),
         Route("/api/compare", api_compare), Route("/api/compare/figures", api_compare_figures),
-        Route("/static/plotly.min.js", plotly_js),
+        Route("/api/campaigns", api_campaigns), Route("/api/campaign", api_campaign),
+        Route("/api/decisions", api_decisions),
+        Route(pages.PLOTLY_JS, plotly_js),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     middleware = [Middleware(_Guard, token=token)]

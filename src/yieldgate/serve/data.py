@@ -17,13 +17,14 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.compare import Comparison, run_curve
-from yieldgate.analysis.runs import compare_groups, load_run, metric_key
+from yieldgate.analysis.runs import compare_groups, load_run, match_runs, metric_key
 from yieldgate.ledger import Ledger
-from yieldgate.report.console import clean, run_record
-from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict
-from yieldgate.report.sections import collect
+from yieldgate.report.console import clean, decision_record, run_record
+from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict, smoothed
+from yieldgate.report.sections import collect, per_for
 
-__all__ = ["run_records", "run_record", "run_figures", "FigureCache", "live_points", "comparison", "comparison_figures"]
+__all__ = ["run_records", "run_record", "run_figures", "FigureCache", "live_points", "comparison", "comparison_unit",
+           "comparison_figures", "decision_records", "campaign_records"]
 
 LIVE_COLUMNS = ("tokens", "wall_s", "tokens_per_s")
 """The step columns a live poll reads (the throughput trace grows from them between full redraws)."""
@@ -57,25 +58,27 @@ def _figure(fig: Figure) -> dict[str, Any]:
     return {"id": fig.id, "title": fig.title, "notes": fig.notes, "figure": _plain(figure_dict(fig))}
 
 
-def _cursor(ledger: Ledger, run: str) -> dict[str, Any]:
+def _cursor(ledger: Ledger, run: str, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Where the run stands: its status (as `yieldgate runs` computes it), last step and number of evaluations.
-    The page compares each poll's cursor with the one it drew."""
-    info = ledger.run_info(run)
+    The page compares each poll's cursor with the one it drew. `info`: the run's `Ledger.run_info`, if read."""
+    info = ledger.run_info(run) if info is None else info
     last = info["last_step"]
     return {"status": info["status"], "last_step": None if pd.isna(last) else int(last),
             "evals": len(ledger.evals(run)), "updated_at": info["updated_at"]}
 
 
-def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[str, Any]:
+def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0,
+                info: dict[str, Any] | None = None) -> dict[str, Any]:
     """A run's plots as plotly JSON (the report's figures for this one run), with its notes and cursor. The
     cursor's `curve_step` is the step of the last evaluation drawn (of `metric`, as resolved: a run without
-    val/loss is drawn with the metric `default_metric` picks, named in the payload)."""
-    cursor = _cursor(ledger, run)  # before the read: a point written in between shows at the next poll
-    data = collect(ledger, [run], metric=metric)
+    val/loss is drawn with the metric `default_metric` picks, named in the payload). `smooth`: the throughput's
+    moving-average weight (`figures.smoothed`). `info`: the run's `Ledger.run_info`, if read already."""
+    cursor = _cursor(ledger, run, info)  # before the read: a point written in between shows at the next poll
+    data = collect(ledger, [run], metric=metric, per="token")
     curve = data.runs[0].curve
     cursor["curve_step"] = int(curve["step"].max()) if len(curve) else None
-    return clean({"run": run, "metric": data.metric, "notes": data.notes, "cursor": cursor,
-                  "figures": [_figure(f) for f in build_figures(data)]})
+    return clean({"run": run, "metric": data.metric, "notes": data.notes, "cursor": cursor, "smooth": smooth,
+                  "figures": [_figure(f) for f in build_figures(data, smooth=smooth)]})
 
 
 class FigureCache:
@@ -91,20 +94,21 @@ class FigureCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _signature(ledger: Ledger, run: str) -> tuple[Any, ...]:
-        info, events = ledger.run_info(run), ledger.events(run)
+    def _signature(ledger: Ledger, run: str, info: dict[str, Any]) -> tuple[Any, ...]:
+        events = ledger.events(run)
         return (info["status"], info["updated_at"], len(events), int(events["id"].max()) if len(events) else None,
                 int((events["state"] == "resolved").sum()), json.dumps(ledger.meta(run), sort_keys=True, default=str))
 
-    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss") -> dict[str, Any]:
+    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0) -> dict[str, Any]:
         """`run_figures`, from the cache when nothing it is drawn from changed since."""
-        key = (run, metric, *self._signature(ledger, run))  # before the read, as `run_figures`' cursor
+        info = ledger.run_info(run)  # before the read, as `run_figures`' cursor
+        key = (run, metric, smooth, *self._signature(ledger, run, info))
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return self._items[key]
-        payload = run_figures(ledger, run, metric=metric)
+        payload = run_figures(ledger, run, metric=metric, smooth=smooth, info=info)
         with self._lock:
             self._items[key] = payload
             while len(self._items) > self.size:
@@ -113,17 +117,21 @@ class FigureCache:
 
 
 def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "val/loss", evals_seen: int | None = None,
-                curve_after: int | None = None) -> dict[str, Any]:
+                curve_after: int | None = None, smooth: float = 0.0,
+                smooth_from: float | None = None) -> dict[str, Any]:
     """What a live page needs since its last poll: the cursor; the throughput points of the steps after `after`
-    (downsampled like the plots, so a page left open on a fast run receives a bounded amount); and, when the
-    run has more evaluations than the page's `evals_seen`, the points of `metric`'s curve after step
-    `curve_after` on every axis (`compare.run_curve`, what the loss plots draw), so the page shows a new
-    evaluation at once and redraws the rest (yields, bands) after."""
+    (smoothed as the page draws them, continuing from `smooth_from`, the last value drawn; downsampled like the
+    plots, so a page left open on a fast run receives a bounded amount); and, when the run has more evaluations
+    than the page's `evals_seen`, the points of `metric`'s curve after step `curve_after` on every axis
+    (`compare.run_curve`, what the loss plots draw), so the page shows a new evaluation at once and redraws the
+    rest (yields, bands) after."""
     cursor = _cursor(ledger, run)
     steps = ledger.steps(run, list(LIVE_COLUMNS), after=after)
     if after is None:
         steps = steps.iloc[0:0]  # no cursor yet: the page draws the whole run from `run_figures`
-    tps = downsample(steps[["step", "wall_s", "tokens_per_s"]].dropna(), "wall_s", "tokens_per_s", MAX_POINTS)
+    tps = steps[["step", "wall_s", "tokens_per_s"]].dropna()
+    tps = downsample(tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth, smooth_from)), "wall_s",
+                     "tokens_per_s", MAX_POINTS)
     out = {**cursor, "after": after, "new_steps": len(steps), "curve": None,
            "throughput": {"step": tps["step"].tolist(), "wall_s": tps["wall_s"].tolist(),
                           "tokens_per_s": tps["tokens_per_s"].tolist()}}
@@ -135,15 +143,35 @@ def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "v
     return clean(out)
 
 
+def comparison_unit(ledger: Ledger, a: str, b: str, per: str | None = None) -> tuple[str, str | None]:
+    """`per` as asked, or chosen as the report chooses it (`sections.per_for`: bytes when the two groups'
+    tokenizers differ), with the note that says so."""
+    if per is not None:
+        return per, None
+    names = dict.fromkeys(n for pattern in (a, b) for n in match_runs(ledger, pattern))
+    return per_for({n: ledger.manifest(n) for n in names})
+
+
 def comparison(ledger: Ledger, a: str, b: str, *, at: str = "tokens", metric: str = "val/loss",
                target_loss: float | None = None, primary: str = "learning", per: str = "token") -> Comparison:
-    """What `yieldgate compare A B` computes, from the same call (its `to_dict()` is what `--json` prints)."""
+    """What `yieldgate compare A B [--per byte]` computes, from the same call (`to_dict()` is what `--json` prints)."""
     return compare_groups(ledger, a, b, at=at, target_loss=target_loss, metric=metric,  # type: ignore[arg-type]
                           primary=primary, per=per)
 
 
-def comparison_figures(ledger: Ledger, a: str, b: str, *, metric: str = "val/loss") -> dict[str, Any]:
+def comparison_figures(ledger: Ledger, a: str, b: str, *, metric: str = "val/loss",
+                       per: str | None = None) -> dict[str, Any]:
     """The plots of both groups' runs together (the report's figures of `yieldgate report A B`)."""
-    data = collect(ledger, [a, b], metric=metric)
+    data = collect(ledger, [a, b], metric=metric, per=per)
     return clean({"runs": [v.name for v in data.runs], "metric": data.metric, "notes": data.notes,
                   "figures": [_figure(f) for f in build_figures(data)]})
+
+
+def decision_records(ledger: Ledger, target: str | None = None) -> list[dict[str, Any]]:
+    """The gate decisions, oldest first, as `yieldgate decisions [TARGET] --json` prints them."""
+    return [clean(decision_record(r)) for r in ledger.decisions(target).to_dict("records")]
+
+
+def campaign_records(ledger: Ledger) -> list[dict[str, Any]]:
+    """Every campaign's stored record (`Ledger.campaign`: spec, summary, times), oldest first."""
+    return [ledger.campaign(name) for name in ledger.campaigns()]

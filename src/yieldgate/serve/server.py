@@ -49,6 +49,15 @@ class Server:
         """Serve until interrupted (Ctrl-C), then close the socket."""
         import uvicorn
 
+        from yieldgate.analysis import stats
+        from yieldgate.report.figures import warm_up
+
+        # The analysis imports scipy.stats when it first needs a quantile (~1 s) and plotly builds its validators
+        # at the first figure (~0.3 s): now, while the socket holds any early request in its queue, rather than
+        # inside the first run page.
+        stats.t_quantile(0.9, 2)
+        warm_up()
+
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
         try:
             uvicorn.Server(config).run(sockets=[self.sock])

@@ -87,16 +87,22 @@ function showError(container, error) {
 
 async function runPage(container) {
   const name = container.dataset.run;
-  const query = `name=${encodeURIComponent(name)}&metric=${encodeURIComponent(container.dataset.metric)}`;
+  const smoothing = document.getElementById("smooth");
+  const smooth = () => (smoothing ? smoothing.value : "0");
+  const query = () => `name=${encodeURIComponent(name)}&metric=${encodeURIComponent(container.dataset.metric)}` +
+    `&smooth=${encodeURIComponent(smooth())}`;
   const live = document.getElementById("live");
   let cursor = null;
   let metric = container.dataset.metric;
   let drawnAt = 0;
   let redrawMs = 0;
 
+  let first = container.dataset.src;  // the address the page preloads: its answer is on its way already
+
   async function redraw() {
     const started = Date.now();
-    const payload = await getJSON(`/api/run/figures?${query}`);
+    const payload = await getJSON(first || `/api/run/figures?${query()}`);
+    first = null;
     redrawMs = Date.now() - started;
     drawFigures(container, payload);
     cursor = payload.cursor;
@@ -121,13 +127,26 @@ async function runPage(container) {
     }
   }
 
-  function extendThroughput(points) {
-    // New steps between redraws: appended to the throughput trace (the one whose meta.series is tokens_per_s).
+  function throughputTrace() {
+    // The throughput trace (meta.series tokens_per_s) and its plot, or null before one is drawn.
     const div = document.getElementById("fig-throughput-learning");
-    if (!div || !div.data || points.step.length === 0) return false;
-    const index = div.data.findIndex((t) => t.meta && t.meta.series === "tokens_per_s");
-    if (index < 0) return false;
-    Plotly.extendTraces(div, {x: [points.wall_s], y: [points.tokens_per_s]}, [index]);
+    const index = div && div.data ? div.data.findIndex((t) => t.meta && t.meta.series === "tokens_per_s") : -1;
+    return index < 0 ? null : {div, index};
+  }
+
+  function lastThroughput() {
+    // The last tokens/s drawn: a smoothed trace continues from it (the server's moving average starts there).
+    const found = throughputTrace();
+    if (!found) return "";
+    const y = found.div.data[found.index].y;
+    return y.length ? String(y[y.length - 1]) : "";
+  }
+
+  function extendThroughput(points) {
+    // New steps between redraws: appended to the throughput trace.
+    const found = throughputTrace();
+    if (!found || points.step.length === 0) return false;
+    Plotly.extendTraces(found.div, {x: [points.wall_s], y: [points.tokens_per_s]}, [found.index]);
     return true;
   }
 
@@ -136,7 +155,8 @@ async function runPage(container) {
     let asked = 0;  // how long the server took to answer (a redraw after it does not count)
     try {
       const news = await getJSON(`/api/run/live?name=${encodeURIComponent(name)}&metric=${encodeURIComponent(metric)}` +
-        `&after=${cursor.last_step ?? ""}&evals=${cursor.evals}&curve_after=${cursor.curve_step ?? ""}`);
+        `&after=${cursor.last_step ?? ""}&evals=${cursor.evals}&curve_after=${cursor.curve_step ?? ""}` +
+        `&smooth=${encodeURIComponent(smooth())}&smooth_from=${encodeURIComponent(lastThroughput())}`);
       asked = Date.now() - started;
       if (news.curve) extendCurve(news.curve);
       setStatus(news.status);
@@ -164,6 +184,19 @@ async function runPage(container) {
     showError(container, error);
     return;
   }
+  if (smoothing) {
+    smoothing.addEventListener("change", async () => {
+      // The address keeps the choice (a reload or a shared link draws the same), then the plots are drawn again.
+      const url = new URL(window.location.href);
+      url.searchParams.set("smooth", smooth());
+      window.history.replaceState(null, "", url);
+      try {
+        await redraw();
+      } catch (error) {
+        showError(container, error);
+      }
+    });
+  }
   setTimeout(poll, LIVE_POLL_MS);
 }
 
@@ -190,6 +223,7 @@ function runsPage(table) {
   function sortValue(run, key) {
     if (key === "last_eval") return run.last_eval ? run.last_eval.value : null;
     if (key === "select") return selected.includes(run.name) ? 0 : 1;
+    if (key === "tags") return run.tags.join(", ");
     return run[key];
   }
 
@@ -207,7 +241,8 @@ function runsPage(table) {
 
   function render() {
     const words = filter.value.trim().toLowerCase();
-    const shown = rows.filter((r) => !words || [r.name, r.status, r.source].some((v) => String(v).toLowerCase().includes(words)));
+    const shown = rows.filter((r) => !words || [r.name, r.status, r.source, ...r.tags].some(
+      (v) => String(v).toLowerCase().includes(words)));
     shown.sort((x, y) => {
       const a = sortValue(x, sortKey);
       const b = sortValue(y, sortKey);
@@ -238,7 +273,8 @@ function runsPage(table) {
       const status = el("td");
       status.appendChild(el("span", r.status, `status status-${r.status}`));
       const ev = r.last_eval;
-      tr.append(tdPick, tdName, status, el("td", fmt(r.tokens), "num"), el("td", fmt(r.steps), "num"),
+      tr.append(tdPick, tdName, status, el("td", r.tags.join(", ")), el("td", fmt(r.tokens), "num"),
+                el("td", fmt(r.steps), "num"),
                 el("td", ev ? `${ev.task}/${ev.metric} ${fmt(ev.value)} @${fmt(ev.step)}` : "-"),
                 el("td", (r.manifest_hash || "-").slice(0, 8)), el("td", r.updated_at));
       return tr;

@@ -1,0 +1,208 @@
+"""`yieldgate serve`: how fast a run page of 1,000,000 steps and the runs page of 1,000 runs load, and how much
+memory the server holds while they are read again and again.
+
+Targets (issue #21): a run page with 1M steps loads in < 2 s; the runs page with 1,000 runs in < 1 s; server
+memory bounded. Timed against a real `yieldgate serve` process (uvicorn, a new one for each cold load, so no
+cache helps, once it answers: its start-up is not the page's): the page and the JSON it draws from, one after
+the other; with Chromium installed, also in
+headless Chromium from `goto` until the plots are drawn (the runs table filled). Memory: the server's resident
+set (VmRSS, and its peak VmHWM) after the first load and after 30 and 60 more loads of the big runs' plots
+(3 runs x 2 metrics x 3 smoothings in turn: more than the figure cache keeps, so each is drawn anew).
+
+    .venv/bin/python benchmarks/bench_serve.py [--steps 1000000] [--runs 1000] [--no-browser] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.manifest import parse_manifest
+
+BATCH = 50_000  # steps per append_steps call
+EVALS = 200  # evaluations of the big run (val/loss and val/web/loss each)
+BIG_RUNS = 3  # distinct big runs the memory check reads in turn, each for two metrics
+
+
+def _big_run(led: Ledger, name: str, n: int, seed: int) -> None:
+    """A run as a Tracker writes one: every core column at every step, a warmup-stable-decay LR, the gradient
+    noise scale every 10 steps, and EVALS evaluations of two held-out losses."""
+    rng = np.random.default_rng(seed)
+    led.create_run(name, manifest=parse_manifest({"hardware": {"device_kind": "H100-SXM", "device_count": 8,
+                                                               "price_per_device_hour": 2.5}, "seed": seed}))
+    step = np.arange(1, n + 1)
+    tokens = step * 4096.0
+    loss = 2.0 + 8.0 * (tokens / 1e6) ** -0.3 + rng.normal(0, 0.01, n)
+    lr = np.minimum(step / 2000, 1.0) * np.where(step > 0.9 * n, (n - step) / (0.1 * n), 1.0) * 3e-4
+    for start in range(0, n, BATCH):
+        sl = slice(start, start + BATCH)
+        m = len(step[sl])
+        led.append_steps(name, {"step": step[sl], "tokens": tokens[sl], "samples": step[sl] * 16.0,
+                                "wall_s": step[sl] * 0.25, "step_s": np.full(m, 0.25),
+                                "data_wait_s": np.full(m, 0.01), "loss": loss[sl], "lr": lr[sl],
+                                "grad_norm": rng.random(m), "tokens_per_s": 16384 + rng.normal(0, 100, m)})
+        at = step[sl][::10]
+        led.append_steps(name, {"step": at, "signals/gns": 1000 + rng.normal(0, 50, len(at))})
+    every = np.linspace(n / EVALS, n, EVALS).astype(int)
+    led.append_evals(name, [EvalRecord(step=int(s), tokens=float(s * 4096), task=task, metric="loss",
+                                       value=float(loss[s - 1] + shift)) for s in every
+                            for task, shift in (("val", 0.05), ("val/web", 0.1))])
+
+
+def build(path: Path, steps: int, runs: int, big_runs: int) -> None:
+    with Ledger(path) as led:
+        for k in range(big_runs):
+            _big_run(led, f"huge{k}", steps, k)
+        step = np.arange(1, 101)
+        for k in range(runs - big_runs):
+            name = f"sweep/lr{k:04d}"
+            led.create_run(name)
+            led.append_steps(name, {"step": step, "tokens": step * 1024.0, "wall_s": step * 0.1,
+                                    "loss": 5.0 - np.log(step) / 3, "tokens_per_s": np.full(100, 10240.0)})
+            led.append_evals(name, [EvalRecord(step=100, tokens=102400.0, task="val", metric="loss", value=3.5)])
+            if k % 3 == 0:
+                led.set_status(name, "finished")
+
+
+class Serve:
+    """A `yieldgate serve` process on a free port, stopped on exit."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "yieldgate", "--ledger", str(db), "serve", "--port", "0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("yieldgate serve: http://"):
+            raise SystemExit(f"the server did not start: {line}{self.proc.stderr.read() if self.proc.stderr else ''}")
+        self.url = line.split()[2].rstrip("/")
+        self.get("/static/app.js")  # up: started and warmed (imports, plotly's first figure), as a user finds it
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=120) as response:
+            return response.read()
+
+    def memory_mb(self) -> dict[str, float]:
+        """The server's resident set now and at its peak (Linux /proc), in MB."""
+        fields = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024
+        return fields
+
+    def __enter__(self) -> Serve:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def _timed(serve: Serve, paths: list[str]) -> tuple[float, int]:
+    start, size = time.perf_counter(), 0
+    for p in paths:
+        size += len(serve.get(p))
+    return time.perf_counter() - start, size
+
+
+def _browser_times(db: Path, chromium: str, repeats: int) -> dict[str, float]:
+    """Seconds from `goto` until the big run's plots are drawn (the runs table filled), in headless Chromium
+    against a fresh server each time (cold), median of `repeats`."""
+    from playwright.sync_api import sync_playwright
+
+    run_s, runs_s = [], []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        for _ in range(repeats):
+            with Serve(db) as serve:
+                page = browser.new_page()
+                start = time.perf_counter()
+                page.goto(f"{serve.url}/run?name=huge0")
+                while not page.evaluate("Number(document.body.dataset.draws || 0) >= 1"):
+                    time.sleep(0.01)
+                run_s.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                page.goto(f"{serve.url}/")
+                while not page.evaluate("document.querySelectorAll('#runs tbody tr').length > 0"):
+                    time.sleep(0.01)
+                runs_s.append(time.perf_counter() - start)
+                page.close()
+        browser.close()
+    return {"browser_run_page_s": float(np.median(run_s)), "browser_runs_page_s": float(np.median(runs_s)),
+            "browser_run_page_each_s": run_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=1_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-browser", action="store_true", help="HTTP timings only")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures: dict[str, Any] = {"steps": args.steps, "runs": args.runs}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.db"
+        start = time.perf_counter()
+        build(db, args.steps, args.runs, BIG_RUNS)
+        figures["build_s"] = time.perf_counter() - start
+        run_page = ["/run?name=huge0", "/api/run/figures?name=huge0"]
+        runs_page = ["/", "/api/runs"]
+        cold_run, cold_runs = [], []
+        for _ in range(args.repeats):
+            with Serve(db) as serve:
+                seconds, size = _timed(serve, run_page)
+                cold_run.append(seconds)
+                figures["run_page_bytes"] = size
+                seconds, size = _timed(serve, runs_page)
+                cold_runs.append(seconds)
+                figures["runs_page_bytes"] = size
+        figures["run_page_s"] = float(np.median(cold_run))
+        figures["runs_page_s"] = float(np.median(cold_runs))
+        with Serve(db) as serve:
+            _timed(serve, run_page)
+            figures["memory_after_first_mb"] = serve.memory_mb()
+            figures["run_page_warm_s"] = _timed(serve, run_page)[0]
+            for k in range(60):  # 3 runs x 2 metrics x 3 smoothings in turn: the 8 the figure cache keeps never hit
+                metric = ("val/loss", "val/web/loss")[k // BIG_RUNS % 2]
+                smooth = (0.0, 0.6, 0.9)[k // (2 * BIG_RUNS) % 3]
+                _timed(serve, [f"/api/run/figures?name=huge{k % BIG_RUNS}&metric={metric}&smooth={smooth}"])
+                if k + 1 in (30, 60):
+                    figures[f"memory_after_{k + 1}_mb"] = serve.memory_mb()
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium and not args.no_browser:
+            figures.update(_browser_times(db, chromium, args.repeats))
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(f"run page, {args.steps:,} steps (page + its JSON, {figures['run_page_bytes'] / 1e3:.0f} kB): "
+          f"{figures['run_page_s']:.2f} s cold, median of {args.repeats} (target < 2 s); "
+          f"{figures['run_page_warm_s']:.2f} s reloaded")
+    print(f"runs page, {args.runs:,} runs (page + its JSON, {figures['runs_page_bytes'] / 1e3:.0f} kB): "
+          f"{figures['runs_page_s']:.2f} s cold (target < 1 s)")
+    if "browser_run_page_s" in figures:
+        each = ", ".join(f"{t:.2f}" for t in figures["browser_run_page_each_s"])
+        print(f"in headless Chromium, goto until drawn: run page {figures['browser_run_page_s']:.2f} s (each: {each} "
+              f"s), runs page {figures['browser_runs_page_s']:.2f} s (median of {args.repeats}, each from a fresh "
+              "server)")
+    first, mid, last = (figures[f"memory_after_{k}_mb"] for k in ("first", 30, 60))
+    print(f"server memory: {first['VmRSS']:.0f} MB resident after the first run page (peak {first['VmHWM']:.0f} MB); "
+          f"{mid['VmRSS']:.0f} MB after 30 more plots of the {BIG_RUNS} big runs, each drawn anew (peak "
+          f"{mid['VmHWM']:.0f} MB), "
+          f"{last['VmRSS']:.0f} MB after 60 (peak {last['VmHWM']:.0f} MB)")
+    print(f"(ledger built in {figures['build_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The result objects of `compare`, `yields`, `diagnose` and `forecast` in a notebook: `_repr_html_` on each
+class calls the function here, which renders the numbers the CLI prints (the report's tables, `html.py`) beside
+the report's figures (`figures.py`, `result_figures.py`).
+
+Nothing is fetched: plotly.js comes from the installed `plotly` package, inlined into the first result shown in a
+Python process (as plotly's own offline notebook mode does) and used by every later one. Every user string is
+escaped (the tables with `html.escape`, the figures by `figures.esc`).
+"""
+
+from __future__ import annotations
+
+import threading
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from yieldgate.report.console import fmt
+from yieldgate.report.figures import Figure, figure_dict, tranche_yields_figure
+from yieldgate.report.html import CSS, PLOT_CONFIG, comparison_html, notes_html, table_html
+
+if TYPE_CHECKING:
+    from yieldgate.analysis.compare import Comparison
+    from yieldgate.analysis.diagnose import Diagnosis
+    from yieldgate.analysis.fit import Forecast
+    from yieldgate.analysis.yields import YieldReport
+
+__all__ = ["comparison_repr", "yields_repr", "diagnosis_repr", "forecast_repr"]
+
+_shipped = threading.Event()
+"""plotly.js went out with a result already in this process: the next ones use it."""
+
+
+def _plotly_js() -> str:
+    if _shipped.is_set():
+        return ""
+    _shipped.set()
+    return f'<script type="text/javascript">{get_plotlyjs()}</script>'
+
+
+def _page(title: str, body: str, figures: list[Figure | None]) -> str:
+    drawn = [f for f in figures if f is not None]
+    plots = "".join(
+        f"<h4>{escape(f.title)}</h4>" + pio.to_html(figure_dict(f), include_plotlyjs=False, full_html=False,
+                                                    config=PLOT_CONFIG, validate=False) + notes_html(f.notes)
+        for f in drawn)
+    # The report's CSS, scoped to this output so it does not restyle the notebook around it.
+    css = "".join(f".yieldgate {rule.strip()}\n" for rule in CSS.strip().splitlines() if rule.strip()
+                  and not rule.startswith("body"))
+    return (f"{_plotly_js() if drawn else ''}<style>{css}</style><div class=\"yieldgate\">"
+            f"<h3>{escape(title)}</h3>{body}{plots}</div>")
+
+
+def comparison_repr(c: Comparison) -> str:
+    """A comparison as the report shows it (`html.comparison_html`: `yieldgate compare`'s numbers), with its
+    aligned points drawn."""
+    from yieldgate.report.result_figures import comparison_figure
+
+    return _page(f"comparison of {c.a} and {c.b}", comparison_html(c), [comparison_figure(c)])
+
+
+def yields_repr(r: YieldReport) -> str:
+    """The tranche table of `yieldgate yield` and the report's tranche-yield figure with its noise band."""
+    by_steps = r.axis == "steps"
+    rows = [[f"{fmt(t.start_step)}-{fmt(t.end_step)}" if by_steps else f"{fmt(t.start_tokens)}-{fmt(t.end_tokens)}",
+             t.loss_start, t.loss_end, t.yield_per_kstep if by_steps else t.yield_per_btok,
+             "-" if t.yield_band is None else f"{fmt(t.yield_band[0])} to {fmt(t.yield_band[1])}",
+             t.yield_per_device_hour, t.yield_per_dollar, t.yield_per_kwh,
+             ", ".join(w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on) or "-"]
+            for t in r.tranches]
+    table = table_html([r.axis, f"{r.metric} start", "end", "per 1k steps" if by_steps else "per B tokens",
+                        f"noise band ({r.level:.0%})", f"per {r.time_unit}", "per $", "per kWh", "note"], rows,
+                       "tranches")
+    what = f"{r.task}/{r.metric}" if r.task else f"training {r.metric}"
+    notes = r.notes + [f"{k}: unknown ({why})" for k, why in r.missing.items()]
+    figure = tranche_yields_figure([r], f"{r.task}/{r.metric}" if r.task else r.metric)
+    return _page(f"{r.run}: yield of {what} ({r.unit})", notes_html(notes) + table, [figure])
+
+
+def diagnosis_repr(d: Diagnosis) -> str:
+    """The findings of `yieldgate diagnose` (cause, steps, confidence, evidence with its JSON one click away,
+    advice), the detectors that could not run, and the findings drawn over their steps."""
+    from yieldgate.report.result_figures import diagnosis_figure
+
+    rows: list[list[Any]] = [[f.cause, f"{f.start_step:,}-{f.end_step:,}", round(f.confidence, 3), f.severity,
+                              f.evidence, f.advice] for f in d.findings]
+    body = (table_html(["cause", "steps", "confidence", "severity", "evidence", "advice"], rows, "findings") if rows
+            else notes_html(["No findings."]))
+    body += notes_html([f"not run: {n.get('detector', '?')}: {n.get('reason', '')}" for n in d.not_run])
+    return _page(f"diagnosis of {d.run}", body, [diagnosis_figure(d)])
+
+
+def forecast_repr(f: Forecast) -> str:
+    """`yieldgate forecast`'s lines (the law, the next tranche's gain with both intervals, where the marginal
+    yield falls below a threshold) and the fit drawn out to the forecast."""
+    from yieldgate.report.result_figures import forecast_figure
+
+    law = f.fit
+    lines = [f"fit: loss = {fmt(law.E)} + {fmt(law.B)} * {f.axis}^-{fmt(law.beta)} (R^2 {fmt(law.r2)}, "
+             f"{len(law.tokens)} evaluations)",
+             f"next {fmt(f.next_tokens)} {f.axis} after {fmt(f.at_tokens)}: gain {fmt(f.gain)} "
+             f"[{fmt(f.interval[0])}, {fmt(f.interval[1])}] ({f.level:.0%} interval, with evaluation noise "
+             f"{fmt(f.eval_noise)}; the curve alone [{fmt(f.fit_interval[0])}, {fmt(f.fit_interval[1])}])"]
+    if f.axis == "tokens":
+        lines.append(f"{fmt(f.yield_per_btok)} per billion tokens [{fmt(f.yield_interval[0])}, "
+                     f"{fmt(f.yield_interval[1])}]")
+    if f.threshold_tokens is not None:
+        lines.append(f"marginal yield falls below the threshold at {fmt(f.threshold_tokens)} tokens")
+    body = "".join(f"<p>{escape(line)}</p>" for line in lines) + notes_html(
+        [*f.notes, *([f"poor fit: {law.poor}"] if law.poor else [])])
+    return _page("forecast", body, [forecast_figure(f)])
+
