@@ -83,7 +83,8 @@ def must_exist(location: str | os.PathLike[str]) -> str:
     runs already stored: opening a missing file for writing would create an empty ledger."""
     text = os.fspath(location)
     if text != ":memory:" and "://" not in text and not Path(text).exists():
-        raise InputError(f"{text}: no ledger there; give the file the runs are in (the ledger argument, or $YIELDGATE_LEDGER)")
+        raise InputError(f"{text}: no ledger there; give the file the runs are in (the ledger argument, or "
+                         "$YIELDGATE_LEDGER)")
     return text
 
 
