@@ -1181,12 +1181,12 @@ class Ledger:
         if target is not None:
             sql += " WHERE target = ?"
             params.append(target)
-        rows = self._query(sql + " ORDER BY id", params)
-        frame = pd.DataFrame(rows, columns=["id", "target", "stage", "decision", "policy_hash", "policy",
-                                            "evidence", "rationale", "created_at"])
-        frame["policy"] = [None if p is None else json.loads(p) for p in frame["policy"]]
-        frame["evidence"] = [json.loads(e) for e in frame["evidence"]]
-        return frame
+        rows = [(*row[:5], None if row[5] is None else json.loads(row[5]), json.loads(row[6]), *row[7:])
+                for row in self._query(sql + " ORDER BY id", params)]
+        # Object columns: pandas' string dtype would turn a decision's missing stage or policy hash into NaN.
+        frame = pd.DataFrame(rows, columns=["id", "target", "stage", "decision", "policy_hash", "policy", "evidence",
+                                            "rationale", "created_at"], dtype=object)
+        return frame.astype({"id": "int64", "created_at": "float64"})
 
 
     # -- campaigns ------------------------------------------------------------------------------------

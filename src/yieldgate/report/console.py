@@ -178,8 +178,11 @@ def decision_record(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def policy_label(row: dict[str, Any]) -> str:
-    """A stored decision's policy as the decisions table names it: `name@version#hash` (12 hex digits)."""
+    """A stored decision's policy as the decisions table names it: `name@version#hash` (12 hex digits); `-` for a
+    decision recorded without one."""
     policy = row["policy"] or {}
+    if not policy and not row["policy_hash"]:
+        return "-"
     return f"{policy.get('name', '?')}@{policy.get('version', '?')}#{(row['policy_hash'] or '-')[:12]}"
 
 
