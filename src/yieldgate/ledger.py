@@ -554,7 +554,7 @@ class Ledger:
         """One row per run (`run_records`, as a DataFrame), oldest first."""
         return pd.DataFrame(self.run_records(), columns=list(RUN_COLUMNS))
 
-    def run_records(self) -> list[dict[str, Any]]:
+    def run_records(self, name: str | None = None) -> list[dict[str, Any]]:
         """One dict per run: name, status, source, manifest_hash, created_at, updated_at, steps, last_step, tokens,
         last eval, duration_s (the largest recorded `wall_s`: the run's wall clock), tags (a sorted list), note,
         and its writer: owner, heartbeat_at, recorded_status; oldest first. A value not recorded is None.
@@ -562,7 +562,9 @@ class Ledger:
         `status` is computed at read time for a run recorded `running` by a Tracker: `crashed` once its writer's
         process is gone (same host), `stale` once its heartbeat is older than `owners.STALE_AFTER_S` (a dead
         host, or a hung process); `recorded_status` is what the ledger holds. Builds no DataFrame: `yieldgate
-        runs` lists runs without loading pandas."""
+        runs` lists runs without loading pandas. `name`: that run's record alone ([] if there is none)."""
+        only = "WHERE r.name = ?" if name is not None else ""
+        params = (name,) if name is not None else ()
         rows = self._query(
             """
             SELECT r.name, r.status, r.source, r.manifest_hash, r.created_at, r.updated_at,
@@ -577,13 +579,12 @@ class Ledger:
                               ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY step DESC,
                                                  (task = 'val' AND metric = 'loss') DESC, id DESC) AS k
                        FROM evals) e ON e.run_id = r.id AND e.k = 1
-            ORDER BY r.created_at, r.id
-            """
+            """ + only + " ORDER BY r.created_at, r.id", params
         )
         tags: dict[str, list[str]] = collections.defaultdict(list)
-        for name, tag in self._query("SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id "
-                                     "ORDER BY t.tag"):
-            tags[name].append(tag)
+        for run, tag in self._query("SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id " + only
+                                    + " ORDER BY t.tag", params):
+            tags[run].append(tag)
         now = time.time()
         out = []
         for *row, host, pid, started, beat in rows:
@@ -603,10 +604,9 @@ class Ledger:
         return pd.DataFrame([(n, s, json.loads(m)) for n, s, m in rows], columns=["name", "status", "meta"])
 
     def run_info(self, run: str) -> dict[str, Any]:
-        """The `runs()` row of one run, as a dict."""
+        """The `run_records()` record of one run (RunNotFound if there is none)."""
         self.run_id(run)
-        table = self.runs()
-        return table[table["name"] == run].iloc[0].to_dict()
+        return self.run_records(run)[0]
 
     # -- managing runs --------------------------------------------------------------------------------
     # Remove, rename, tag and note runs. Nothing here touches a run a live Tracker writes (RunInUse, naming the
