@@ -131,7 +131,7 @@ COMMANDS = {
     "manifest validate": {"--json"},
     "manifest diff": {"--json"},
     "demo": {"--quick", "--output"},
-    "yield": {"--json", "--tranche-tokens", "--metric", "--per"},
+    "yield": {"--json", "--tranche-tokens", "--metric", "--per", "--expected-from"},
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--next-steps", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run", "--resume-from", "--cooldown-tokens"},

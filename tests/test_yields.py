@@ -155,3 +155,50 @@ def test_the_yield_table_shows_the_band_and_the_notes(cli, ledger_path, monkeypa
     assert "noise band (90%)" in out and "within noise, LR decay" in out and "evaluation noise:" in out
     rows = cli.json("yield", "r")
     assert rows[-1]["within_noise"] is True and rows[-1]["spans_lr_decay"] is True and len(rows[0]["yield_band"]) == 2
+
+
+def _law_run(led, name, losses, tokens):
+    from yieldgate.ledger import EvalRecord
+
+    led.create_run(name)
+    led.append_steps(name, {"step": np.arange(len(tokens)) * 100, "tokens": tokens, "lr": np.full(len(tokens), 1e-3)})
+    led.append_evals(name, [EvalRecord(step=i * 100, task="val", metric="loss", value=float(v))
+                            for i, v in enumerate(losses)])
+
+
+def test_each_tranche_against_the_law_its_own_run_or_a_baseline_expects(cli, ledger_path, monkeypatch):
+    """A run exactly on loss = 2 + 50 * tokens^-0.3 learns 1x its own law in every tranche; a run that gains half
+    of that law's improvement over the same tokens reads 0.5x against the baseline's law, 1x against its own."""
+    from yieldgate import cli as cli_module
+    from yieldgate.analysis.runs import yield_report
+    from yieldgate.ledger import Ledger
+
+    monkeypatch.setattr(cli_module.console, "width", 220)
+    tokens = np.geomspace(1e6, 1e8, 9)
+    law = 2.0 + 50.0 * tokens ** -0.3
+    with Ledger(ledger_path) as led:
+        _law_run(led, "base", law, tokens)
+        _law_run(led, "half", law[0] + 0.5 * (law - law[0]), tokens)
+        own = yield_report(led, "base")
+        against = yield_report(led, "half", expected_from="base")
+        itself = yield_report(led, "half")
+    assert [t.vs_expected for t in own.tranches] == pytest.approx([1.0] * 8, rel=1e-3)
+    assert own.law["run"] == "base" and own.law["beta"] == pytest.approx(0.3, rel=1e-3) and own.law["poor"] is None
+    assert [t.vs_expected for t in against.tranches] == pytest.approx([0.5] * 8, rel=1e-3)
+    assert [t.vs_expected for t in itself.tranches] == pytest.approx([1.0] * 8, rel=1e-3)
+    out = cli("yield", "half", "--expected-from", "base").stdout
+    assert "vs law" in out and "0.5x" in out and "base's law loss = 2 + 50" in out
+    assert cli.json("yield", "half", "--expected-from", "base")[0]["vs_expected"] == pytest.approx(0.5, rel=1e-3)
+    err = cli("yield", "half", "--expected-from", "nope", code=2).stderr
+    assert err.count("\n") == 1 and "nope" in err
+
+
+def test_no_law_where_none_fits_says_why():
+    from yieldgate.analysis.runs import yield_report
+    from yieldgate.ledger import Ledger
+
+    with Ledger(":memory:") as led:
+        _law_run(led, "two", [3.0, 2.5], np.array([1e6, 2e6]))
+        report = yield_report(led, "two")
+    assert report.law is None and report.tranches[0].vs_expected is None
+    assert "at least 3 evaluations" in report.missing["vs_expected"]

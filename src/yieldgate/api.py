@@ -135,12 +135,14 @@ def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> None:
 
 
 def yields(run: str, *, ledger: LedgerArg = None, tranche_tokens: float | None = None, metric: str = "val/loss",
-           per: str = "token") -> YieldReport:
-    """Tranche yields of a run (`yieldgate yield`)."""
+           per: str = "token", expected_from: str | None = None) -> YieldReport:
+    """Tranche yields of a run (`yieldgate yield`), each also against a fitted law: the run's own, or that of the
+    reference run `expected_from` (`Tranche.vs_expected`)."""
     from yieldgate.analysis.runs import yield_report
 
     with _open(ledger, readonly=True) as led:
-        return yield_report(led, run, tranche_tokens=tranche_tokens, metric=metric, per=per)
+        return yield_report(led, run, tranche_tokens=tranche_tokens, metric=metric, per=per,
+                            expected_from=expected_from)
 
 
 def compare(a: str, b: str, *, ledger: LedgerArg = None, at: str = "tokens", target: float | None = None,

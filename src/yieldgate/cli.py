@@ -505,18 +505,25 @@ def yield_(
     ] = None,
     metric: MetricOption = "val/loss",
     per: PerOption = "token",
+    expected_from: Annotated[str | None, typer.Option(
+        "--expected-from", help="Set each tranche against the law fitted to this run (a baseline) instead of the "
+                                "run's own: the 'vs law' column.", show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Data yield per tranche: validation-loss improvement per billion tokens, device-hour, dollar and kWh,
-    with per-source and capability yields over the same spans.
+    with per-source and capability yields over the same spans, and each tranche's improvement against the one a
+    fitted loss law expects over the same tokens (vs law: 1 is on the law).
 
     Example: yieldgate yield bs64-fp16 --tranche-tokens 50000000 --json
+
+    Example: yieldgate yield new-mixture --expected-from baseline
     """
     from yieldgate.analysis.runs import yield_report
     from yieldgate.analysis.yields import DEVICE_HOUR
 
     with _ledger(ctx) as ledger:
-        report = yield_report(ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per)
+        report = yield_report(ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per,
+                              expected_from=expected_from)
 
     if as_json:
         _print_json(report.to_dict()["tranches"])
@@ -527,19 +534,27 @@ def yield_(
         console.print(f"note: {note}", markup=False, highlight=False)
     by_steps = report.axis == "steps"
     per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
+    law = report.law is not None
     table = Table(report.axis, f"{report.metric} start", "end", "per 1k steps" if by_steps else "per B tokens",
-                  f"noise band ({report.level:.0%})", per_time, "per $", "per kWh", "note")
+                  f"noise band ({report.level:.0%})", *(["vs law"] if law else []), per_time, "per $", "per kWh",
+                  "note")
     for t in report.tranches:
         span = f"{t.start_step:,}-{t.end_step:,}" if by_steps else f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}"
         band = f"{_fmt(t.yield_band[0])} to {_fmt(t.yield_band[1])}" if t.yield_band else "-"
         note = ", ".join([w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on])
+        vs = [f"{_fmt(t.vs_expected)}x" if t.vs_expected is not None else "-"] if law else []
         table.add_row(span, _fmt(t.loss_start), _fmt(t.loss_end),
-                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), band, _fmt(t.yield_per_device_hour),
-                      _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh), note)
+                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), band, *vs,
+                      _fmt(t.yield_per_device_hour), _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh), note)
     console.print(table)
     if report.eval_noise is not None:
         console.print(f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
                       "curve); a tranche whose band holds 0 is within noise", markup=False, highlight=False)
+    if report.law is not None:
+        whose = "its own" if report.law["run"] == run else f"{report.law['run']}'s"
+        console.print(f"vs law: the tranche's improvement over what {whose} law loss = {_fmt(report.law['E'])} + "
+                      f"{_fmt(report.law['B'])} * tokens^-{_fmt(report.law['beta'])} expects over the same tokens "
+                      "(1: on the law)", markup=False, highlight=False)
     for t in report.tranches:
         for d in t.disagreements:
             console.print(f"steps {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)

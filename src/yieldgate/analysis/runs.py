@@ -11,7 +11,7 @@ import pandas as pd
 
 from yieldgate.analysis.batch import batch_advice
 from yieldgate.analysis.compare import Axis, Comparison, RunData, compare
-from yieldgate.analysis.fit import Forecast, forecast, stable_phase
+from yieldgate.analysis.fit import Forecast, PowerLaw, fit_power_law, forecast, stable_phase
 from yieldgate.analysis.listing import (
     SORT_KEYS,
     match_patterns,
@@ -92,17 +92,51 @@ def default_metric(data: RunData, metric: str, per: str = "token") -> tuple[str,
         " (the training loss)" if chosen == TRAIN_LOSS else "") + " (choose with metric=...)"
 
 
+def expected_law(data: RunData, task: str, metric: str) -> PowerLaw:
+    """loss(tokens) = E + B * tokens^-beta fitted to the run's evaluations of `task`/`metric` in its stable-LR phase
+    (all of them when fewer than 3 are): the yield a tranche of it is expected to buy (`Tranche.vs_expected`)."""
+    points = eval_points(data.evals, data.steps, task, metric).dropna(subset=["tokens"])
+    points = points[points["tokens"] > 0]
+    if points.empty:
+        raise InputError(f"run {data.name!r} has no evaluations of {task}/{metric} with a token count to fit a law to")
+    if bool(points["higher_is_better"].iloc[0]):
+        raise InputError(f"{task}/{metric} rises as the model learns; the law fits losses (lower is better)")
+    mask, _ = stable_phase(data.steps, points["step"].to_numpy())
+    used = points[mask] if mask.sum() >= 3 else points
+    return fit_power_law(used["tokens"].to_numpy(), used["value"].to_numpy())
+
+
 def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = None, metric: str = "val/loss",
-                 per: str = "token", data: RunData | None = None) -> YieldReport:
+                 per: str = "token", data: RunData | None = None, expected_from: str | None = None) -> YieldReport:
     """`data`: the run as `load_run(ledger, run, per=per)` returns it, when the caller has it already (the report
-    draws a million-step run from one read)."""
+    draws a million-step run from one read). Each tranche's yield is also set against a fitted law (`vs_expected`):
+    the law of `expected_from` (a reference run: learning against a baseline), else the run's own (learning against
+    its own trend; where it cannot be fitted, `missing` says why)."""
     data = load_run(ledger, run, per=per) if data is None else data
     metric, note = default_metric(data, metric, per)
     task, name = metric_key(metric, per)
     hw = data.manifest.hardware if data.manifest else None
+    law, why = None, None
+    if task:
+        try:
+            reference = data if expected_from is None else load_run(ledger, expected_from, per=per)
+            law = expected_law(reference, task, name)
+        except InputError as exc:
+            if expected_from is not None:
+                raise InputError(f"expected_from {expected_from!r}: {exc}") from None
+            why = str(exc)
+    else:
+        why = "the training loss is not held out: no law is fitted to it"
     report = tranche_yields(run, data.steps, data.evals, task=task, metric=name, tranche_tokens=tranche_tokens,
                             devices=devices_of(ledger, run, data.manifest),
-                            price_per_device_hour=hw.price_per_device_hour if hw else None)
+                            price_per_device_hour=hw.price_per_device_hour if hw else None, law=law)
+    if law is not None:
+        report.law = {"run": expected_from or run, **law.to_dict()}
+        if law.poor:
+            report.notes.append(f"the law each tranche is set against is poor ({law.poor}): read vs_expected "
+                                "with care")
+    elif why is not None and report.axis == "tokens":
+        report.missing["vs_expected"] = why
     if note:
         report.notes.insert(0, note)
     if "signals/gns" in ledger.extra_keys(run):

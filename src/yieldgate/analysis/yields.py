@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.fit import eval_noise
+from yieldgate.analysis.fit import PowerLaw, eval_noise
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
@@ -77,6 +77,9 @@ class Tranche:
     """The band holds 0: the tranche's change is not told from evaluation noise."""
     spans_lr_decay: bool | None = None
     """The LR at the tranche's end is below 90% of its peak so far (None: no LR recorded)."""
+    vs_expected: float | None = None
+    """The tranche's improvement over the improvement the report's law (`YieldReport.law`) expects over the same
+    tokens: 1 is learning on the law, 0.5 half of it. None without a law, or where the law expects no gain."""
 
 
 @dataclass
@@ -100,11 +103,14 @@ class YieldReport:
     """Coverage of each tranche's `band`."""
     batch: dict[str, Any] | None = None
     """The batch beside the gradient noise scale (`batch.batch_advice`), where the run recorded it."""
+    law: dict[str, Any] | None = None
+    """The fitted loss(tokens) = E + B * tokens^-beta each tranche's `vs_expected` divides by, with the run it was
+    fitted on (`run`) and its quality (`fit.PowerLaw.to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run, "task": self.task, "metric": self.metric, "unit": self.unit, "axis": self.axis,
                 "time_unit": self.time_unit, "missing": self.missing, "notes": self.notes,
-                "eval_noise": self.eval_noise, "level": self.level, "batch": self.batch,
+                "eval_noise": self.eval_noise, "level": self.level, "batch": self.batch, "law": self.law,
                 "tranches": [t.__dict__ for t in self.tranches]}
 
     def _repr_html_(self) -> str:
@@ -198,12 +204,14 @@ def tranche_yields(
     devices: int | None = 1,
     price_per_device_hour: float | None = None,
     level: float = 0.9,
+    law: PowerLaw | None = None,
 ) -> YieldReport:
     """Yields of each tranche between consecutive evaluations of `task`/`metric` (merged to at least
     `tranche_tokens` tokens when given), with per-source losses (`<task>/<source>`) and capability yields
     (every other task of the run) over the same spans. `task` empty and `metric` `loss`: the training loss.
     `devices` None: the device count is unknown, and time is counted in wall-hours of the job. `level`: coverage
-    of each tranche's noise band."""
+    of each tranche's noise band. `law`: a fitted loss curve each tranche's improvement is set against
+    (`Tranche.vs_expected`): the run's own (learning against its trend) or a reference run's (against a baseline)."""
     notes: list[str] = []
     if not task and metric == TRAIN_LOSS:
         points = train_loss_points(steps)
@@ -272,6 +280,9 @@ def tranche_yields(
             yield_per_kwh=_per(gain, (energy[i] - energy[i - 1]) / J_PER_KWH),
             spans_lr_decay=decayed[i],
         )
+        if law is not None and axis == "tokens" and not hib and a["tokens"] > 0:  # the law has no value at 0 tokens
+            expected = float(law(float(a["tokens"])) - law(float(b["tokens"])))
+            tranche.vs_expected = gain / expected if expected > 0 and math.isfinite(gain) else None
         band = stats.evaluation_difference(gain, noise, noise_dof, level)
         if band is not None:
             span = (b["tokens"] - a["tokens"]) / BILLION if axis == "tokens" else (b["step"] - a["step"]) / 1000.0

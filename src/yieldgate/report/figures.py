@@ -288,7 +288,7 @@ def tranche_yields_figure(reports: list[YieldReport], metric: str, amount: str =
     style = style or RunStyle([r.run for r in reports])
     fig, level = go.Figure(), None
     for report in reports:
-        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band) for t in report.tranches
+        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band, t.vs_expected) for t in report.tranches
                 if t.yield_per_btok is not None and math.isfinite(t.end_tokens)]
         if not rows:
             continue
@@ -300,6 +300,9 @@ def tranche_yields_figure(reports: list[YieldReport], metric: str, amount: str =
         trace = style.trace(report.run, x, y, f"tranche_yield:{metric}")
         trace.error_y = {"type": "data", "symmetric": False, "array": high - y, "arrayminus": y - low,
                          "color": style.colour[report.run], "thickness": 1}
+        if report.law is not None:  # each point's learning against the law (`Tranche.vs_expected`), on hover
+            whose = "its own" if report.law["run"] == report.run else esc(report.law["run"]) + "'s"
+            trace.text = ["" if r[3] is None else f"{r[3]:.2f}x what {whose} law expects" for r in rows]
         fig.add_trace(trace)
     if not fig.data:
         return None
