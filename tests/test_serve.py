@@ -449,7 +449,9 @@ def test_a_comparison_across_tokenizers_is_in_bits_per_byte_as_compare_per_byte(
     served = client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k"}).json()
     assert served == cli.json("compare", "bpe4k", "bpe32k", "--per", "byte") and served["metric"] == "val/bpb"
     assert client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k", "per": "token"}).json() == cli.json(
-        "compare", "bpe4k", "bpe32k")
+        "compare", "bpe4k", "bpe32k", "--per", "token")
+    chosen = cli.json("compare", "bpe4k", "bpe32k")  # the console chooses as the dashboard does, and says so
+    assert chosen["metric"] == "val/bpb" and chosen["notes"][0].startswith("the runs' tokenizers differ: losses in")
     page = client.get("/compare", params={"a": "bpe4k", "b": "bpe32k"}).text
     assert "<code>yieldgate compare --per byte</code>" in page and "<td>bytes to target</td>" in page
     assert "the runs&#x27; tokenizers differ: losses in bits per byte" in page

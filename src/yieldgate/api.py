@@ -146,8 +146,9 @@ def yields(run: str, *, ledger: LedgerArg = None, tranche_tokens: float | None =
 
 
 def compare(a: str, b: str, *, ledger: LedgerArg = None, at: str = "tokens", target: float | None = None,
-            metric: str = "val/loss", primary: str = "learning", per: str = "token") -> Comparison:
-    """Two runs or seed groups (globs) aligned at equal tokens, time, compute or cost (`yieldgate compare`)."""
+            metric: str = "val/loss", primary: str = "learning", per: str | None = None) -> Comparison:
+    """Two runs or seed groups (globs) aligned at equal tokens, time, compute or cost (`yieldgate compare`); `per`
+    None: bits per byte when their tokenizers differ, per token otherwise (said in the notes)."""
     from yieldgate.analysis.runs import compare_groups
 
     with _open(ledger, readonly=True) as led:

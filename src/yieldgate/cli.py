@@ -571,7 +571,9 @@ def compare(
     target_loss: Annotated[float | None, typer.Option("--target-loss", help="Loss for time-to-target.")] = None,
     primary: Annotated[str, typer.Option("--primary", help="learning or throughput.")] = "learning",
     metric: MetricOption = "val/loss",
-    per: PerOption = "token",
+    per: Annotated[str | None, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token). "
+                                                          "Default: byte when the runs' tokenizers differ.",
+                                            show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Compare two runs or seed groups at equal tokens/time/compute/cost, with the speedup split into

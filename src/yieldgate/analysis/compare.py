@@ -27,7 +27,7 @@ from yieldgate.errors import InputError
 from yieldgate.manifest import Manifest, diff
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing"]
+__all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing", "tokenizer_of", "unit_for"]
 
 Axis = Literal["tokens", "time", "compute", "cost", "steps"]
 AXIS_COLUMN = {"tokens": "tokens", "time": "wall_s", "compute": "flops", "cost": "cost_usd", "steps": "step"}
@@ -152,6 +152,25 @@ def _confounder(field: str) -> bool:
     return field not in ("seed", "name") and not (field.startswith("config.") and seed)
 
 
+def tokenizer_of(manifest: Manifest | None) -> str | None:
+    """What tells tokenizers apart: the manifest's tokenizer content hash (None: not recorded)."""
+    return manifest.data.tokenizer.content_hash if manifest and manifest.data and manifest.data.tokenizer else None
+
+
+def unit_for(manifests: dict[str, Manifest | None]) -> tuple[str, str | None]:
+    """The unit runs compare in: `byte` when their tokenizers differ (per-token losses and token counts would not
+    compare) and every run records its bytes per token; else `token`. With a note when the unit was switched, or
+    could not be. `compare`, `report` and the dashboard all choose through here, so they never disagree."""
+    if len({tokenizer_of(m) for m in manifests.values()}) < 2:
+        return "token", None
+    lacking = [n for n, m in manifests.items() if not (m and m.data and m.data.tokenizer
+                                                       and m.data.tokenizer.bytes_per_token)]
+    if lacking:
+        return "token", (f"the runs' tokenizers differ, but {', '.join(map(repr, lacking))} record(s) no "
+                         "data.tokenizer.bytes_per_token: compared per token, which does not compare across tokenizers")
+    return "byte", "the runs' tokenizers differ: losses in bits per byte and token counts in bytes"
+
+
 def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[dict[str, Any]], list[str]]:
     warnings = []
     ma, mb = a[0].manifest, b[0].manifest
@@ -165,8 +184,7 @@ def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[
                         "difference mixes their effects")
     if len(a) != len(b):
         warnings.append(f"the sides have different seed counts ({len(a)} vs {len(b)})")
-    tokenizers = [m.data.tokenizer.content_hash if m.data and m.data.tokenizer else None for m in (ma, mb)]
-    if tokenizers[0] != tokenizers[1] and metric != "bpb":
+    if tokenizer_of(ma) != tokenizer_of(mb) and metric != "bpb":
         warnings.append("the sides use different tokenizers, so per-token losses and token counts do not compare: "
                         "compare them per byte (bits per byte)")
     throughput = sorted(f["field"].split(".")[1] for f in fields if f["field"] in _THROUGHPUT_KNOBS)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.batch import batch_advice
-from yieldgate.analysis.compare import Axis, Comparison, RunData, compare
+from yieldgate.analysis.compare import Axis, Comparison, RunData, compare, unit_for
 from yieldgate.analysis.fit import Forecast, PowerLaw, fit_power_law, forecast, stable_phase
 from yieldgate.analysis.listing import (
     SORT_KEYS,
@@ -148,8 +148,19 @@ def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = Non
     return report
 
 
+def comparison_unit(ledger: Ledger, a: str, b: str, per: str | None = None) -> tuple[str, str | None]:
+    """`per` as asked, else the unit the two groups compare in (`compare.unit_for`: bytes when their tokenizers
+    differ), with the note that says so."""
+    if per is not None:
+        return per, None
+    names = dict.fromkeys(n for pattern in (a, b) for n in match_runs(ledger, pattern))
+    return unit_for({n: ledger.manifest(n) for n in names})
+
+
 def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", target_loss: float | None = None,
-                   metric: str = "val/loss", primary: str = "learning", per: str = "token") -> Comparison:
+                   metric: str = "val/loss", primary: str = "learning", per: str | None = "token") -> Comparison:
+    """`per` None: bytes when the groups' tokenizers differ (`comparison_unit`), said in the notes."""
+    per, unit_note = comparison_unit(ledger, a, b, per)
     groups = [[load_run(ledger, n, per=per) for n in match_runs(ledger, p)] for p in (a, b)]
     metric, note = default_metric(groups[0][0], metric, per)
     task, name = metric_key(metric, per)
@@ -157,6 +168,8 @@ def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", targe
                      primary=primary)  # type: ignore[arg-type]
     if note:
         result.notes.insert(0, note)
+    if unit_note:
+        result.notes.insert(0, unit_note)
     if not task:
         result.notes.insert(0, "compared on the training loss, which is not held out")
     return result

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve
+from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve, unit_for
 from yieldgate.analysis.runs import default_metric, load_run, match_runs, metric_key, yield_report
 from yieldgate.analysis.yields import YieldReport
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger
-from yieldgate.manifest import Manifest, diff
+from yieldgate.manifest import diff
 
-__all__ = ["RunView", "ReportData", "collect", "per_for", "tokens_at_steps"]
+__all__ = ["RunView", "ReportData", "collect", "tokens_at_steps"]
 
 @dataclass
 class RunView:
@@ -90,26 +90,6 @@ def _view(ledger: Ledger, data: RunData, metric: str, per: str, notes: list[str]
                    diagnoses=ledger.events(data.name, kind="diagnosis"))
 
 
-def _tokenizer(manifest: Manifest | None) -> str | None:
-    """The tokenizer's content hash, as `analysis.compare` tells tokenizers apart (None: not recorded)."""
-    return manifest.data.tokenizer.content_hash if manifest and manifest.data and manifest.data.tokenizer else None
-
-
-def per_for(manifests: dict[str, Manifest | None]) -> tuple[str, str | None]:
-    """`byte` when the runs' tokenizers differ (per-token losses and token counts would not compare: `yieldgate
-    compare` warns and asks for `--per byte`) and every run records its bytes per token; else `token`. With a note
-    when the unit was switched, or could not be."""
-    if len({_tokenizer(m) for m in manifests.values()}) < 2:
-        return "token", None
-    lacking = [n for n, m in manifests.items() if not (m and m.data and m.data.tokenizer
-                                                       and m.data.tokenizer.bytes_per_token)]
-    if lacking:
-        return "token", (f"the runs' tokenizers differ, but {', '.join(map(repr, lacking))} record(s) no "
-                         "data.tokenizer.bytes_per_token: drawn per token, which does not compare across tokenizers")
-    return "byte", ("the runs' tokenizers differ: losses in bits per byte and token counts in bytes, as "
-                    "`yieldgate compare --per byte` gives them")
-
-
 def _comparisons(groups: list[tuple[str, list[RunView]]], task: str, metric_name: str,
                  notes: list[str]) -> list[Comparison]:
     """Every later group against the first (the reference), where both sides have curves to align."""
@@ -163,7 +143,7 @@ def _matching(ledger: Ledger, pattern: str) -> list[str]:
 def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss", per: str | None = None) -> ReportData:
     """Read what the report shows of the runs matching `patterns` (names or globs; each pattern is one group
     of seeds, and every later group is compared with the first), each run once. `per`: `token` or `byte`; None
-    chooses (`per_for`): bytes when the runs' tokenizers differ."""
+    chooses (`compare.unit_for`): bytes when the runs' tokenizers differ."""
     if not patterns:
         raise InputError("give at least one run name or pattern, e.g. `yieldgate report 'bs64-seed*'`")
     if per not in (None, "token", "byte"):
@@ -172,7 +152,7 @@ def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss", pe
     names = {p: _matching(ledger, p) for p in dict.fromkeys(patterns)}
     everyone = list(dict.fromkeys(n for found in names.values() for n in found))
     if per is None:
-        per, note = per_for({n: ledger.manifest(n) for n in everyone})
+        per, note = unit_for({n: ledger.manifest(n) for n in everyone})
         notes += [note] if note else []
     loaded = {n: load_run(ledger, n, per=per) for n in everyone}
     metric, note = default_metric(loaded[everyone[0]], metric, per)

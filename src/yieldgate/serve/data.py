@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.compare import Comparison, run_curve
-from yieldgate.analysis.runs import compare_groups, load_run, match_runs, metric_key
+from yieldgate.analysis.runs import compare_groups, comparison_unit, load_run, metric_key
 from yieldgate.ledger import Ledger
 from yieldgate.report.console import clean, decision_record, run_record
 from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict, smoothed
-from yieldgate.report.sections import collect, per_for
+from yieldgate.report.sections import collect
 
 __all__ = ["run_records", "run_record", "run_figures", "FigureCache", "live_points", "comparison", "comparison_unit",
            "comparison_figures", "decision_records", "campaign_records"]
@@ -141,15 +141,6 @@ def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "v
             curve = curve[curve["step"] > curve_after]
         out["curve"] = {c: curve[c].tolist() for c in CURVE_COLUMNS}
     return clean(out)
-
-
-def comparison_unit(ledger: Ledger, a: str, b: str, per: str | None = None) -> tuple[str, str | None]:
-    """`per` as asked, or chosen as the report chooses it (`sections.per_for`: bytes when the two groups'
-    tokenizers differ), with the note that says so."""
-    if per is not None:
-        return per, None
-    names = dict.fromkeys(n for pattern in (a, b) for n in match_runs(ledger, pattern))
-    return per_for({n: ledger.manifest(n) for n in names})
 
 
 def comparison(ledger: Ledger, a: str, b: str, *, at: str = "tokens", metric: str = "val/loss",
