@@ -21,6 +21,13 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.fixture
+def ledger(ledger_location):
+    """The tests that take `ledger` run on both backends: a SQLite file and a PostgreSQL schema."""
+    with Ledger(ledger_location) as led:
+        yield led
+
+
 def test_core_columns_round_trip_exactly(ledger):
     rng = np.random.default_rng(0)
     n = 500
