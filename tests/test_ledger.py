@@ -233,11 +233,6 @@ def test_newer_schema_is_refused_and_left_alone(ledger_path):
     assert digest(ledger_path) == before
 
 
-def test_postgres_url_is_a_clear_error():
-    with pytest.raises(LedgerError, match="PostgreSQL ledgers are not supported yet"):
-        Ledger("postgresql://localhost/yg")
-
-
 def test_sqlite_url(tmp_path):
     with Ledger(f"sqlite:///{tmp_path}/u.db") as led:
         led.create_run("r")

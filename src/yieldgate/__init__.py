@@ -31,6 +31,7 @@ from yieldgate.errors import (  # noqa: E402
     BlockDamaged,
     InputError,
     LedgerError,
+    LedgerRefused,
     ManifestError,
     RunInUse,
     RunNotFound,
@@ -40,6 +41,7 @@ from yieldgate.errors import (  # noqa: E402
 )
 from yieldgate.ledger import EvalRecord, Ledger  # noqa: E402
 from yieldgate.ledger_check import CheckResult, check_ledger  # noqa: E402
+from yieldgate.ledger_copy import CopyResult, copy_ledger  # noqa: E402
 from yieldgate.manifest import Manifest, load_manifest  # noqa: E402
 
 __all__ = [
@@ -50,12 +52,15 @@ __all__ = [
     "EvalRecord",
     "check_ledger",
     "CheckResult",
+    "copy_ledger",
+    "CopyResult",
     "Manifest",
     "load_manifest",
     "YieldgateError",
     "InputError",
     "ManifestError",
     "LedgerError",
+    "LedgerRefused",
     "SchemaVersionError",
     "RunNotFound",
     "RunInUse",

@@ -301,8 +301,8 @@ class Ledger:
                 raise NetworkFilesystem(
                     f"{location}: on a {remote[1]} filesystem (mounted at {remote[0]}), where SQLite's write-ahead log "
                     "does not work across hosts and a shared ledger can be damaged without an error; keep one ledger "
-                    "per node on a local disk and combine them with `yieldgate merge` (a PostgreSQL ledger for many "
-                    "hosts is coming)")
+                    "per node on a local disk and combine them with `yieldgate merge`, or share a PostgreSQL ledger "
+                    "(postgresql://USER@HOST:PORT/DB)")
             # Before SQLite reads it (a truncated file or damaged log can read "fine"): its headers only while no
             # connection of this process has the file open, since closing the descriptor the read used would drop
             # that connection's locks (ledger_file's docstring); the size otherwise.

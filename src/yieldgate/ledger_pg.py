@@ -114,6 +114,7 @@ class PgConnection:
         self.location = masked(url)
         self._lock_ms = max(1, int(lock_timeout_s * 1000))
         self._open_txn = False
+        self._types: dict[str, dict[str, str]] = {}
         self._conn = self._open()
 
     def _open(self) -> Any:
@@ -130,7 +131,7 @@ class PgConnection:
         except ValueError as exc:  # a URL libpq cannot parse
             raise LedgerError(f"{self.location}: not a PostgreSQL URL libpq can read ({_one_line(exc, self.url)}); "
                               "write it as postgresql://USER@HOST:PORT/DATABASE") from None
-        conn.adapters.register_loader("numeric", _NumericLoader)
+        conn.adapters.register_loader("numeric", _numeric_loader())
         conn.execute(f"SET lock_timeout = {self._lock_ms}")
         return conn
 
@@ -205,16 +206,28 @@ class PgConnection:
             raise self._error(exc, sql) from None
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        """Rows into `table` through COPY: the bulk path of step blocks."""
+        """Rows into `table` through binary COPY: the bulk path of step blocks (blocks travel as bytes, not hex)."""
         import psycopg
 
         self._ready(table)
         try:
-            with self._conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            types = self._column_types(table)
+            with self._conn.cursor() as cur, \
+                    cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types([types[c] for c in columns])
                 for row in rows:
                     copy.write_row(row)
         except psycopg.Error as exc:
             raise self._error(exc, f"COPY {table}") from None
+
+    def _column_types(self, table: str) -> dict[str, str]:
+        """The table's column types by name (binary COPY needs them), read once per connection."""
+        types = self._types.get(table)
+        if types is None:
+            rows = self._conn.execute("SELECT column_name, udt_name FROM information_schema.columns "
+                                      "WHERE table_schema = current_schema() AND table_name = %s", (table,))
+            types = self._types[table] = dict(rows.fetchall())
+        return types
 
     def _error(self, exc: BaseException, statement: str) -> LedgerError:
         import psycopg
@@ -261,21 +274,18 @@ def reset_ids(db: PgConnection) -> None:
                    f"COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)")
 
 
-def _load_numeric(data: Any) -> int | float:
-    value = Decimal(bytes(data).decode())
-    return int(value) if value == value.to_integral_value() else float(value)
-
-
-try:
+@functools.cache
+def _numeric_loader() -> type:
+    """NUMERIC (a SUM over BIGINT) as int when integral, else float: what SQLite returns for the same SUM. Made on
+    first use, so that `import yieldgate` does not import psycopg."""
     from psycopg.adapt import Loader
 
-    class _NumericLoader(Loader):
-        """NUMERIC (a SUM over BIGINT) as int when integral, else float: what SQLite returns for the same SUM."""
-
+    class NumericLoader(Loader):
         def load(self, data: Any) -> int | float:
-            return _load_numeric(data)
-except ImportError:  # pragma: no cover - psycopg is an optional dependency; connect() says how to install it
-    _NumericLoader = None  # type: ignore[assignment,misc]
+            value = Decimal(bytes(data).decode())
+            return int(value) if value == value.to_integral_value() else float(value)
+
+    return NumericLoader
 
 
 # Plain-SQL readers of the stored blocks (docs: team ledger), created with the schema. A block's `data` is int64
