@@ -272,14 +272,14 @@ def test_two_processes_write_different_runs_at_once(ledger_path):
 
 
 @pytest.mark.slow
-def test_a_reader_sees_consistent_snapshots_while_a_run_is_written(ledger_path):
-    Ledger(ledger_path).close()
+def test_a_reader_sees_consistent_snapshots_while_a_run_is_written(ledger_location):
+    Ledger(ledger_location).close()
     ctx = mp.get_context("spawn")
-    proc = ctx.Process(target=_writer, args=(str(ledger_path), "live", 150, 20))
+    proc = ctx.Process(target=_writer, args=(ledger_location, "live", 150, 20))
     proc.start()
     seen = set()
     try:
-        with Ledger(ledger_path, readonly=True) as reader:
+        with Ledger(ledger_location, readonly=True) as reader:
             deadline = time.monotonic() + 120
             while proc.is_alive() and time.monotonic() < deadline:
                 if not reader.runs()["name"].eq("live").any():

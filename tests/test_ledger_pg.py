@@ -204,6 +204,6 @@ def test_the_least_privilege_roles_of_the_docs_write_and_read(pg_url):
             led.create_run("not-allowed")
     finally:
         with _admin(pg_url) as db:
-            db.execute(f"DROP OWNED BY yg_writer_t, yg_reader_t")
+            db.execute("DROP OWNED BY yg_writer_t, yg_reader_t")
             db.execute("DROP ROLE yg_writer_t")
             db.execute("DROP ROLE yg_reader_t")
