@@ -50,9 +50,12 @@ def masked(location: str) -> str:
     """`location` fit to print: a URL's password replaced by `***` (query options kept, as they hold none)."""
     if not is_url(location):
         return location
-    parts = urlsplit(location)
-    if parts.password is None:
-        return location
+    try:
+        parts = urlsplit(location)
+        if parts.password is None:
+            return location
+    except ValueError:  # a malformed URL (a port that is not a number): mask whatever stands before the host
+        return re.sub(r"^([a-z]+://[^:/@]*):[^/]*@", r"\1:***@", location)
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
@@ -110,7 +113,7 @@ class PgConnection:
     `execute`, `executemany`, `in_transaction`, `close`, as on sqlite3.Connection, and `copy_rows`."""
 
     def __init__(self, url: str, *, lock_timeout_s: float) -> None:
-        self.url = url
+        self._url = url  # kept to connect again; never printed
         self.location = masked(url)
         self._lock_ms = max(1, int(lock_timeout_s * 1000))
         self._open_txn = False
@@ -121,21 +124,21 @@ class PgConnection:
         import psycopg
 
         try:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                                    application_name="yieldgate")
         except psycopg.Error as exc:
-            message = _one_line(exc, self.url, first=True)
+            message = _one_line(exc, self._url, first=True)
             hint, refused = _connect_hint(message)
             raise (LedgerRefused if refused else LedgerError)(
                 f"{self.location}: cannot connect to the PostgreSQL ledger ({message}); {hint}") from None
         except ValueError as exc:  # a URL libpq cannot parse
-            raise LedgerError(f"{self.location}: not a PostgreSQL URL libpq can read ({_one_line(exc, self.url)}); "
+            raise LedgerError(f"{self.location}: not a PostgreSQL URL libpq can read ({_one_line(exc, self._url)}); "
                               "write it as postgresql://USER@HOST:PORT/DATABASE") from None
         conn.adapters.register_loader("numeric", _numeric_loader())
         conn.execute(f"SET lock_timeout = {self._lock_ms}")
         return conn
 
-    def _ready(self, sql: str) -> None:
+    def _ready(self) -> None:
         """Open the connection again when the server dropped it (a restart) between transactions."""
         if not (self._conn.broken or self._conn.closed):
             return
@@ -156,7 +159,7 @@ class PgConnection:
         if statement == "ROLLBACK" and (self._conn.broken or self._conn.closed):
             self._open_txn = False  # the server ended it with the connection
             return None
-        self._ready(sql)
+        self._ready()
         fresh = not self._open_txn and statement not in ("COMMIT", "ROLLBACK")
         try:
             return self._run(sql, statement, params)
@@ -166,7 +169,7 @@ class PgConnection:
         # The server dropped the connection while it sat idle (a restart), which shows only now: outside a
         # transaction nothing was done yet, so the statement runs again on a new connection.
         self._open_txn = False
-        self._ready(sql)
+        self._ready()
         try:
             return self._run(sql, statement, params)
         except psycopg.Error as exc:
@@ -198,7 +201,7 @@ class PgConnection:
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         import psycopg
 
-        self._ready(sql)
+        self._ready()
         try:
             with self._conn.cursor() as cur:
                 cur.executemany(translate(sql), list(rows))
@@ -209,7 +212,7 @@ class PgConnection:
         """Rows into `table` through binary COPY: the bulk path of step blocks (blocks travel as bytes, not hex)."""
         import psycopg
 
-        self._ready(table)
+        self._ready()
         try:
             types = self._column_types(table)
             with self._conn.cursor() as cur, \
@@ -234,7 +237,7 @@ class PgConnection:
 
         if self._conn.broken or self._conn.closed:
             self._open_txn = False
-        message = _one_line(exc, self.url)
+        message = _one_line(exc, self._url)
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             return LedgerError(f"{self.location}: another process held the ledger's write lock for longer than "
                                f"{self._lock_ms / 1000:g} s ({message})")
