@@ -21,6 +21,7 @@ that transaction, whose rows the caller still holds (the Tracker spills them).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
@@ -34,8 +35,9 @@ __all__ = ["PgConnection", "connect", "is_url", "masked", "translate", "pg_ddl"]
 SCHEMES = ("postgresql://", "postgres://")
 
 CONNECT_TIMEOUT_S = 10
-"""How long opening a connection waits for the server (libpq's connect_timeout): an unreachable host fails
-the open after this, a stopped server at once (connection refused)."""
+"""The longest opening a connection waits for a server that does not answer (libpq's connect_timeout; a stopped
+server refuses at once). A connection that may wait less for the write lock waits no longer than that for the
+server either, down to libpq's least, 2 s: the Tracker's writer (1 s) keeps collecting rows meanwhile."""
 
 # The ledger's one write lock per database and schema (pg_advisory_xact_lock takes a bigint; hashtext is int4).
 _WRITE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('yieldgate ledger ' || current_schema()))"
@@ -124,8 +126,8 @@ class PgConnection:
         import psycopg
 
         try:
-            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                                   application_name="yieldgate")
+            wait = max(2, min(CONNECT_TIMEOUT_S, math.ceil(self._lock_ms / 1000)))
+            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=wait, application_name="yieldgate")
         except psycopg.Error as exc:
             message = _one_line(exc, self._url, first=True)
             hint, refused = _connect_hint(message)
