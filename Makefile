@@ -78,6 +78,8 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_dedup.py
 	$(BIN)/python benchmarks/bench_gate.py
 	$(BIN)/python benchmarks/bench_durability.py
+	@.ci/pg start >/dev/null; status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" \
+		$(BIN)/python benchmarks/bench_pg.py || status=$$?; .ci/pg stop; exit $$status
 
 # Rewrites the Reliability table (docs/reliability.md) from what the reliability tests measure.
 reliability-table: $(VENV)/.dev pg-start

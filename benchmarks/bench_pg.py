@@ -137,8 +137,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if not args.url:
-        parser.error("give --url postgresql://... (or set YIELDGATE_TEST_PG_URL: `make pg-start`)")
+    if not args.url:  # `make bench` on a machine that cannot start the test server
+        print("bench_pg: skipped, no PostgreSQL server: give --url postgresql://... (or `make pg-start`, which sets "
+              "YIELDGATE_TEST_PG_URL)")
+        return
 
     @contextmanager
     def sqlite_file() -> Iterator[str]:

@@ -12,7 +12,7 @@ import pandas as pd
 import psycopg
 import pytest
 
-from tests.conftest import PG_URL, pg_ledger_url
+from tests.conftest import NO_PG, PG_URL, pg_ledger_url
 from yieldgate.errors import LedgerError, LedgerRefused, SchemaVersionError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger_copy import ledger_digest
@@ -72,7 +72,7 @@ def test_no_server_is_one_clear_line(cli_for):
 
 def test_wrong_password_and_missing_database_are_refused_in_one_line(cli_for):
     if not PG_URL:
-        pytest.skip("YIELDGATE_TEST_PG_URL is not set")
+        pytest.skip(NO_PG)
     wrong = _with(PG_URL, password="not-the-password")
     with pytest.raises(LedgerRefused, match="password authentication failed.*check the user and password") as err:
         Ledger(wrong)
