@@ -86,7 +86,8 @@ reliability-table: $(VENV)/.dev pg-start
 	@status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q \
 		tests/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
 		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py \
-		tests/test_kill_matrix.py tests/test_reliability_pg.py || status=$$?; .ci/pg stop; exit $$status
+		tests/test_kill_matrix.py tests/test_reliability_pg.py tests/test_ledger_pg.py || status=$$?; .ci/pg stop; \
+		exit $$status
 
 soak: $(VENV)/.dev pg-start
 	@status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" $(BIN)/python -m pytest -q -m soak \

@@ -3,12 +3,14 @@ before it commits; a destination with records refused unless told; no password i
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from tests.conftest import pg_ledger_url
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, LedgerError
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger_check import check_ledger
 from yieldgate.ledger_copy import TABLES, copy_ledger, ledger_digest
@@ -104,6 +106,22 @@ def test_the_cli_copies_to_postgres_and_never_prints_the_password(tmp_path, cli_
         again = cli_for(src)("ledger", "copy", src, pg, code=2)
         assert password not in again.stderr and "holds" in again.stderr
         assert cli_for(pg).json("runs")[0]["name"] == "a"
+
+
+def test_a_copy_that_fails_verification_stores_nothing(tmp_path, monkeypatch):
+    src, dest = str(tmp_path / "src.db"), str(tmp_path / "new.db")
+    _fill(src)
+    calls = []
+
+    def digest_that_differs_on_the_destination(ledger):
+        calls.append(ledger.location)
+        got = ledger_digest(ledger)
+        return got if len(calls) == 1 else ("0" * 64, got[1])
+
+    monkeypatch.setattr("yieldgate.ledger_copy.ledger_digest", digest_that_differs_on_the_destination)
+    with pytest.raises(LedgerError, match="the copy does not match .*digests differ.*nothing was stored"):
+        copy_ledger(src, dest)
+    assert not os.path.exists(dest)
 
 
 def test_a_missing_source_is_one_line_and_creates_nothing(tmp_path, cli_for):

@@ -4,6 +4,7 @@ ledger's own behaviour on both backends is tests/test_ledger.py's, parametrised.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 
@@ -13,6 +14,7 @@ import psycopg
 import pytest
 
 from tests.conftest import NO_PG, PG_URL, pg_ledger_url
+from tests.reliability import check
 from yieldgate.errors import LedgerError, LedgerRefused, SchemaVersionError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger_copy import ledger_digest
@@ -68,6 +70,14 @@ def test_no_server_is_one_clear_line(cli_for):
     assert "s3cret" not in str(err.value) and "yg:***@" in str(err.value)
     result = cli_for(url)("runs", code=2)
     assert result.stderr.count("\n") == 1 and "s3cret" not in result.stderr + result.stdout
+    check("PostgreSQL server not there (connection refused), from `Ledger(...)` or the CLI",
+          f"LedgerError, exit 2 in the CLI, one line, the password masked: `{_reason(result.stderr)}`", "0")
+
+
+def _reason(stderr: str) -> str:
+    """The CLI's one line without what differs from run to run (the URL, the server's port)."""
+    reason = stderr.strip().split("cannot connect to the PostgreSQL ledger (", 1)[1]
+    return re.sub(r'connection to server at "[^"]*", port \d+ failed: ', "", reason).replace("); ", "; ", 1)
 
 
 def test_wrong_password_and_missing_database_are_refused_in_one_line(cli_for):
@@ -80,11 +90,14 @@ def test_wrong_password_and_missing_database_are_refused_in_one_line(cli_for):
     missing = _with(PG_URL, db="no_such_ledger")
     with pytest.raises(LedgerRefused, match='database "no_such_ledger" does not exist.*create the database first'):
         Ledger(missing)
-    for url, secret in ((wrong, "not-the-password"), (missing, str(psycopg.conninfo.conninfo_to_dict(PG_URL)
-                                                                     ["password"]))):
+    password = str(psycopg.conninfo.conninfo_to_dict(PG_URL)["password"])
+    for fault, url, secret in (("a wrong password", wrong, "not-the-password"),
+                               ("a database that does not exist", missing, password)):
         result = cli_for(url)("runs", code=2)
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
-        assert secret not in result.stderr + result.stdout
+        assert secret not in result.stderr + result.stdout and ":***@" in result.stderr
+        check(f"PostgreSQL ledger URL with {fault}, from `Ledger(...)` or the CLI",
+              f"LedgerRefused, exit 2 in the CLI, one line, the password masked: `{_reason(result.stderr)}`", "0")
 
 
 def test_every_column_has_its_postgres_type(pg_url):
@@ -207,3 +220,26 @@ def test_the_least_privilege_roles_of_the_docs_write_and_read(pg_url):
             db.execute("DROP OWNED BY yg_writer_t, yg_reader_t")
             db.execute("DROP ROLE yg_writer_t")
             db.execute("DROP ROLE yg_reader_t")
+
+
+def test_the_password_shows_nowhere_a_user_looks(pg_url, cli_for, tmp_path):
+    """Listing, showing, the dashboard's pages and the HTML report: the URL shows masked, if at all."""
+    from starlette.testclient import TestClient
+
+    from yieldgate.serve.app import create_app
+
+    password = str(psycopg.conninfo.conninfo_to_dict(pg_url)["password"])
+    cli = cli_for(pg_url)
+    assert password not in cli("runs").stdout  # an empty ledger names its URL
+    with Ledger(pg_url) as led:
+        led.create_run("r")
+        led.append_steps("r", {"step": [1, 2, 3], "tokens": [1e3, 2e3, 3e3], "loss": [3.0, 2.0, 1.5]})
+        led.append_evals("r", [{"step": s, "task": "val", "metric": "loss", "value": 3.0 / s} for s in (1, 2, 3)])
+    shown = [cli("runs").stdout, cli("show", "r").stdout, cli("report", "r", "-o", str(tmp_path / "r.html")).stdout,
+             (tmp_path / "r.html").read_text()]
+    page = TestClient(create_app(pg_url)).get("/")
+    assert page.status_code == 200 and ":***@" in page.text
+    assert not any(password in text for text in [*shown, page.text])
+    with Ledger(pg_url) as led:  # nor in what is stored
+        rows = [str(r) for t in ("runs", "events", "manifests") for r in led._db.execute(f"SELECT * FROM {t}")]
+    assert rows and not any(password in r for r in rows)

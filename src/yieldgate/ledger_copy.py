@@ -9,6 +9,7 @@ given; then what it held is deleted in the same transaction.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -138,6 +139,18 @@ def copy_ledger(source: str | os.PathLike[str], destination: str | os.PathLike[s
         raise InputError(f"{src_text}: no ledger there to copy; give the file or PostgreSQL URL the runs are in")
     if _same(src_text, dest_text):
         raise InputError(f"{ledger_pg.masked(dest_text)}: the source and the destination are the same ledger")
+    new_file = not ledger_pg.is_url(dest_text) and dest_text != ":memory:" and not os.path.exists(dest_text)
+    try:
+        return _copy(src_text, dest_text, replace=replace, t0=t0)
+    except BaseException:
+        if new_file:  # a failed copy leaves no empty ledger behind
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    os.remove(dest_text + suffix)
+        raise
+
+
+def _copy(src_text: str, dest_text: str, *, replace: bool, t0: float) -> CopyResult:
     with Ledger(src_text, readonly=True) as src, Ledger(dest_text) as dest:
         with dest.transaction():
             held = _held(dest)
