@@ -70,8 +70,9 @@ _TABLES = {
 
 
 def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
-    """Run SQLite's `PRAGMA integrity_check` on the whole file, then check every stored block's checksum (of
-    `run` only, when given). A clean result: no message from SQLite and no damaged block."""
+    """Run SQLite's `PRAGMA integrity_check` on the whole file (a PostgreSQL server checks its own pages), then check
+    every stored block's checksum (of `run` only, when given). A clean result: no message from SQLite and no
+    damaged block."""
     db = ledger._db  # noqa: SLF001 - a check reads the store below the Ledger's typed reads, on purpose
     if isinstance(db, PgConnection):
         messages = ["ok"]  # the server keeps its own pages whole (WAL, and data checksums where initdb enabled them)
