@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test test-all browsers bench soak clean reliability-table docs cli-reference wheel quickstart lint
+.PHONY: demo test test-all browsers pg-start pg-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,9 +53,20 @@ browsers:
 		|| { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }; \
 	else echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser tests will skip"; fi
 
-# Everything but the soak variants: real trainings, probes, processes, distributed runs, the browser. CI runs this.
-test-all: $(VENV)/.dev lint browsers
-	$(BIN)/python -m pytest -q -m "not soak" --durations=20
+# A throwaway PostgreSQL server for the tests (.ci/pg: Debian's postgresql, installed when missing and we are root
+# with apt-get; initdb into a temporary folder as a non-root user, 127.0.0.1 only, a free port). pg-start prints the
+# `export YIELDGATE_TEST_PG_URL=...` line the PostgreSQL tests read (without it they skip); pg-stop removes it all.
+pg-start:
+	@.ci/pg start
+
+pg-stop:
+	@.ci/pg stop
+
+# Everything but the soak variants: real trainings, probes, processes, distributed runs, the browser, both ledger
+# backends. CI runs this. The PostgreSQL server is stopped whether the tests pass or fail.
+test-all: $(VENV)/.dev lint browsers pg-start
+	@status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" $(BIN)/python -m pytest -q -m "not soak" \
+		--durations=20 || status=$$?; .ci/pg stop; exit $$status
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_ledger.py
@@ -67,14 +78,20 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_dedup.py
 	$(BIN)/python benchmarks/bench_gate.py
 	$(BIN)/python benchmarks/bench_durability.py
+	@.ci/pg start >/dev/null; status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" \
+		$(BIN)/python benchmarks/bench_pg.py || status=$$?; .ci/pg stop; exit $$status
 
 # Rewrites the Reliability table (docs/reliability.md) from what the reliability tests measure.
-reliability-table: $(VENV)/.dev
-	YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
-		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py tests/test_kill_matrix.py
+reliability-table: $(VENV)/.dev pg-start
+	@status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q \
+		tests/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
+		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py \
+		tests/test_kill_matrix.py tests/test_reliability_pg.py tests/test_ledger_pg.py || status=$$?; .ci/pg stop; \
+		exit $$status
 
-soak: $(VENV)/.dev
-	$(BIN)/python -m pytest -q -m soak --durations=20
+soak: $(VENV)/.dev pg-start
+	@status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" $(BIN)/python -m pytest -q -m soak \
+		--durations=20 || status=$$?; .ci/pg stop; exit $$status
 
 # The docs site (docs/, mkdocs.yml) into site/; --strict turns a broken link or a missing page into a failure.
 docs: $(VENV)/.dev

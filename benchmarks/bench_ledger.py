@@ -69,7 +69,7 @@ def main() -> None:
             reads.append(time.perf_counter() - t0)
         assert len(frame) == n and np.array_equal(frame["loss"].to_numpy(), core["loss"])
         reader.close()
-        listing = _list_runs(Path(tmp) / "runs.db", args.runs)
+        listing = list_runs(str(Path(tmp) / "runs.db"), args.runs)
 
     result = {
         "append_core_values_per_s": core_values / core_s,
@@ -91,8 +91,9 @@ def main() -> None:
           f"with yieldgate's CLI imported {result['cli_start_s_median']:.3f} s)")
 
 
-def _list_runs(path: Path, count: int) -> dict[str, float]:
-    """`count` runs of 10 steps and one evaluation each, listed by `yieldgate runs` in a new process."""
+def list_runs(path: str, count: int) -> dict[str, float]:
+    """`count` runs of 10 steps and one evaluation each, listed by `yieldgate runs` in a new process (`path`: a
+    ledger file or URL; benchmarks/bench_pg.py lists both backends with it)."""
     with Ledger(path) as ledger, ledger.transaction():
         for i in range(count):
             name = f"sweep/lr{i % 100}/s{i // 100}"
@@ -109,7 +110,7 @@ def _list_runs(path: Path, count: int) -> dict[str, float]:
             in_process.append(time.perf_counter() - t0)
     for _ in range(3):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "yieldgate", "--ledger", str(path), "runs"], check=True,
+        subprocess.run([sys.executable, "-m", "yieldgate", "--ledger", path, "runs"], check=True,
                        stdout=subprocess.DEVNULL)
         cli.append(time.perf_counter() - t0)
         t0 = time.perf_counter()

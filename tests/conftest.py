@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,38 @@ from yieldgate.ledger import Ledger
 @pytest.fixture
 def ledger_path(tmp_path: Path) -> Path:
     return tmp_path / "yieldgate.db"
+
+
+PG_URL = os.environ.get("YIELDGATE_TEST_PG_URL")
+NO_PG = ("YIELDGATE_TEST_PG_URL is not set: `make pg-start` starts a throwaway PostgreSQL server and prints it "
+         "(`make test-all` does both)")
+
+
+@contextmanager
+def pg_ledger_url() -> Iterator[str]:
+    """A URL of an empty PostgreSQL ledger: a schema of its own on the test server, dropped afterwards."""
+    import psycopg
+
+    if not PG_URL:
+        pytest.skip(NO_PG)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_location(request, tmp_path: Path) -> Iterator[str]:
+    """A new ledger on each backend: a SQLite file, and a PostgreSQL schema (skipped without the test server)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "yieldgate.db")
+    else:
+        with pg_ledger_url() as url:
+            yield url
 
 
 @pytest.fixture

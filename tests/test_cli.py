@@ -137,6 +137,7 @@ COMMANDS = {
     "train": {"--json", "--tokens", "--seed", "--run", "--resume-from", "--cooldown-tokens"},
     "merge": {"--json", "--run"},
     "check": {"--json"},
+    "ledger copy": {"--json", "--replace"},
     "report": {"--json", "--output", "--png", "--metric", "--per", "--smooth"},
     "serve": {"--host", "--port", "--token"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},

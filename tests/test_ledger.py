@@ -21,6 +21,13 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.fixture
+def ledger(ledger_location):
+    """The tests that take `ledger` run on both backends: a SQLite file and a PostgreSQL schema."""
+    with Ledger(ledger_location) as led:
+        yield led
+
+
 def test_core_columns_round_trip_exactly(ledger):
     rng = np.random.default_rng(0)
     n = 500
@@ -226,11 +233,6 @@ def test_newer_schema_is_refused_and_left_alone(ledger_path):
     assert digest(ledger_path) == before
 
 
-def test_postgres_url_is_a_clear_error():
-    with pytest.raises(LedgerError, match="PostgreSQL ledgers are not supported yet"):
-        Ledger("postgresql://localhost/yg")
-
-
 def test_sqlite_url(tmp_path):
     with Ledger(f"sqlite:///{tmp_path}/u.db") as led:
         led.create_run("r")
@@ -270,14 +272,14 @@ def test_two_processes_write_different_runs_at_once(ledger_path):
 
 
 @pytest.mark.slow
-def test_a_reader_sees_consistent_snapshots_while_a_run_is_written(ledger_path):
-    Ledger(ledger_path).close()
+def test_a_reader_sees_consistent_snapshots_while_a_run_is_written(ledger_location):
+    Ledger(ledger_location).close()
     ctx = mp.get_context("spawn")
-    proc = ctx.Process(target=_writer, args=(str(ledger_path), "live", 150, 20))
+    proc = ctx.Process(target=_writer, args=(ledger_location, "live", 150, 20))
     proc.start()
     seen = set()
     try:
-        with Ledger(ledger_path, readonly=True) as reader:
+        with Ledger(ledger_location, readonly=True) as reader:
             deadline = time.monotonic() + 120
             while proc.is_alive() and time.monotonic() < deadline:
                 if not reader.runs()["name"].eq("live").any():

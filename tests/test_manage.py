@@ -8,7 +8,6 @@ import csv
 import io
 import os
 import re
-import sqlite3
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from yieldgate.analysis.runs import compare_groups
 from yieldgate.errors import InputError, ManifestError, RunInUse, RunReferenced
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.ledger_pg import masked
 from yieldgate.manifest import Manifest, diff, flat_config, parse_manifest
 
 from .test_manifest import BASE
@@ -33,6 +33,19 @@ def _run(led: Ledger, name: str, *, tokens: float = 300.0, wall: float = 30.0, s
 
 
 @pytest.fixture
+def ledger_path(ledger_location):
+    """Every test here runs on both backends: a SQLite file and a PostgreSQL schema (`cli` and `three` use it)."""
+    return ledger_location
+
+
+def _execute(location, *statements: str) -> None:
+    """Statements run on the ledger's own connection, whichever its backend (autocommit on both)."""
+    with Ledger(location) as led:
+        for statement in statements:
+            led._db.execute(statement)
+
+
+@pytest.fixture
 def three(ledger_path):
     with Ledger(ledger_path) as led:
         _run(led, "bs64-seed0", tokens=300.0, wall=30.0)
@@ -43,12 +56,9 @@ def three(ledger_path):
 
 def _table(path) -> dict[str, int]:
     """Rows per table: what a removal may have touched."""
-    db = sqlite3.connect(path)
-    try:
-        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+    with Ledger(path, readonly=True) as led:
+        return {t: led._db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                 for t in ("runs", "step_blocks", "extra_blocks", "evals", "events", "run_tags", "decisions")}
-    finally:
-        db.close()
 
 
 # -- rm -------------------------------------------------------------------------------------------------------
@@ -92,7 +102,8 @@ def cli_app():
 def test_rm_with_a_pattern_that_matches_nothing_removes_nothing(cli, three):
     before = _table(three)
     out = cli("rm", "scratch", "bs128-*", "--yes", code=2)
-    assert out.stderr.strip() == f"error: no run named or matching 'bs128-*' in {three}; `yieldgate runs` lists them"
+    assert out.stderr.strip() == (f"error: no run named or matching 'bs128-*' in {masked(three)}; `yieldgate runs` "
+                                  "lists them")
     assert _table(three) == before
 
 
@@ -142,7 +153,7 @@ def test_rename_keeps_the_records_and_refuses_a_taken_or_bad_name(cli, three):
     before = _table(three)
     taken = cli("rename", "lr1e-2", "bs64-seed0", code=2).stderr
     assert taken.strip() == (f"error: cannot rename run 'lr1e-2' to 'bs64-seed0': a run named 'bs64-seed0' is already "
-                             f"in {three}; pick another name")
+                             f"in {masked(three)}; pick another name")
     assert "is not allowed" in cli("rename", "lr1e-2", "../up", code=2).stderr
     assert "no run named 'missing'" in cli("rename", "missing", "x", code=2).stderr
     assert _table(three) == before
@@ -222,13 +233,8 @@ def test_an_older_ledger_gets_its_durations_on_upgrade(ledger_path):
         led.create_run("no-clock")
         led.append_steps("no-clock", {"step": [1], "loss": [2.0]})
     # Back to the schema before 0007_run_lifecycle, as an older yieldgate left it.
-    db = sqlite3.connect(ledger_path)
-    for statement in ("ALTER TABLE step_blocks DROP COLUMN wall_s_max", "DROP TABLE run_tags",
-                      "ALTER TABLE runs DROP COLUMN note",
-                      "DELETE FROM schema_migrations WHERE name = '0007_run_lifecycle'"):
-        db.execute(statement)
-    db.commit()
-    db.close()
+    _execute(ledger_path, "ALTER TABLE step_blocks DROP COLUMN wall_s_max", "DROP TABLE run_tags",
+             "ALTER TABLE runs DROP COLUMN note", "DELETE FROM schema_migrations WHERE name = '0007_run_lifecycle'")
     with Ledger(ledger_path) as led:
         runs = led.runs().set_index("name")
     assert runs.loc["old", "duration_s"] == 7.25 and np.isnan(runs.loc["no-clock", "duration_s"])
@@ -473,8 +479,9 @@ def test_every_rank_learns_the_name_rank_0_picked(tmp_path):
 
 @pytest.mark.parametrize("args", [("rm", "a", "--yes"), ("rename", "a", "b"), ("tag", "a", "x"), ("untag", "a", "x"),
                                   ("note", "a", "text")])
-def test_a_command_that_changes_runs_creates_no_ledger(cli, ledger_path, args):
-    out = cli(*args, code=2)
+def test_a_command_that_changes_runs_creates_no_ledger(cli_for, tmp_path, args):
+    ledger_path = tmp_path / "yieldgate.db"  # a file that is not there (a PostgreSQL database must exist anyway)
+    out = cli_for(ledger_path)(*args, code=2)
     assert out.stderr.strip() == (f"error: {ledger_path}: no ledger there; give the file the runs are in (the ledger "
                                   "argument, or $YIELDGATE_LEDGER)")
     assert not ledger_path.exists()

@@ -417,4 +417,4 @@ def test_a_ledger_on_a_network_filesystem_is_refused(tmp_path, cli_for, monkeypa
         led.create_run("fine")
     check(f"ledger on a {kind} mount (a fake mounts table)",
           "refused by the Ledger and the Tracker's constructor, exit 2 in the CLI: SQLite's WAL does not work across "
-          "hosts; use one ledger per node and `yieldgate merge` (PostgreSQL: coming)", "0")
+          "hosts; use one ledger per node and `yieldgate merge`, or a PostgreSQL ledger", "0")

@@ -16,6 +16,7 @@ from yieldgate.errors import (
     BlockDamaged,
     InputError,
     LedgerError,
+    LedgerRefused,
     ManifestError,
     RunInUse,
     RunNotFound,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     )
     from yieldgate.ledger import EvalRecord, Ledger
     from yieldgate.ledger_check import CheckResult, check_ledger
+    from yieldgate.ledger_copy import CopyResult, copy_ledger
     from yieldgate.manifest import Manifest, load_manifest
     from yieldgate.track import Tracker, TrackerConfig
 
@@ -55,12 +57,15 @@ __all__ = [
     "EvalRecord",
     "check_ledger",
     "CheckResult",
+    "copy_ledger",
+    "CopyResult",
     "Manifest",
     "load_manifest",
     "YieldgateError",
     "InputError",
     "ManifestError",
     "LedgerError",
+    "LedgerRefused",
     "SchemaVersionError",
     "RunNotFound",
     "RunInUse",
@@ -90,6 +95,7 @@ _HOMES = {
     **dict.fromkeys(("compare", "diagnose", "export_run", "forecast", "gate", "import_run", "note_run", "plan",
                      "remove_runs", "rename_run", "report", "runs", "tag_runs", "untag_runs", "yields"), "api"),
     "Ledger": "ledger", "EvalRecord": "ledger", "CheckResult": "ledger_check", "check_ledger": "ledger_check",
+    "CopyResult": "ledger_copy", "copy_ledger": "ledger_copy",
     "Manifest": "manifest", "load_manifest": "manifest", "Tracker": "track", "TrackerConfig": "track",
 }
 

@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 from yieldgate import __version__
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
+from yieldgate.ledger_pg import masked
 from yieldgate.names import TEXTLOG_FORMATS
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import (
@@ -84,6 +85,9 @@ app = typer.Typer(
 )
 manifest_app = typer.Typer(cls=_Group, help="Validate and diff manifests.", no_args_is_help=True)
 app.add_typer(manifest_app, name="manifest")
+ledger_app = typer.Typer(cls=_Group, help="Whole ledgers: copy one between SQLite and PostgreSQL.",
+                         no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
 
@@ -223,7 +227,7 @@ def runs(
     if not records:
         filtered = bool(patterns or tag or status)
         console.print(f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
-                      f"{ctx.find_root().obj['ledger']}.", markup=False, highlight=False)
+                      f"{masked(ctx.find_root().obj['ledger'])}.", markup=False, highlight=False)
         return
     # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
     # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
@@ -1054,6 +1058,33 @@ def merge(
         return
     for name, rows in copied.items():
         console.print(f"{name}: {rows} step records merged from {source}", markup=False, highlight=False)
+
+
+@ledger_app.command("copy")
+def ledger_copy(
+    source: Annotated[str, typer.Argument(help="The ledger to copy: a SQLite file or a postgresql:// URL.")],
+    destination: Annotated[str, typer.Argument(help="Where to: a new or empty SQLite file, or a postgresql:// URL "
+                                                    "of an existing database.")],
+    replace: Annotated[bool, typer.Option("--replace", help="Delete what the destination holds first (refused "
+                                                            "otherwise).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy a whole ledger into another, either direction between SQLite and PostgreSQL: every run, step, eval,
+    event, decision and campaign, with their ids. One transaction on the destination, committed only once its row
+    counts and digest equal the source's.
+
+    Example: yieldgate ledger copy yieldgate.db postgresql://yg@db.internal:5432/yieldgate
+    """
+    from yieldgate.ledger_copy import copy_ledger
+
+    result = copy_ledger(source, destination, replace=replace)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    replaced = f", {result.replaced} records it held deleted first" if result.replaced else ""
+    console.print(f"{result.source} -> {result.destination}: {result.rows['runs']} runs, "
+                  f"{sum(result.rows.values())} rows in {len(result.rows)} tables{replaced}; counts and digest "
+                  f"verified (sha256 {result.digest[:16]}), {result.seconds:.1f} s", markup=False, highlight=False)
 @app.command("import")
 def import_(
     ctx: typer.Context,

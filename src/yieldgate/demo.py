@@ -29,6 +29,7 @@ from rich.table import Table
 from yieldgate.analysis.campaign import summarise
 from yieldgate.analysis.runs import compare_groups
 from yieldgate.ledger import Ledger
+from yieldgate.ledger_pg import is_url, masked
 from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
 from yieldgate.probe.policy import Policy
@@ -80,8 +81,10 @@ def run_demo(location: str, *, quick: bool, console: Console | None = None,
     console = console or Console()
     settings = QUICK if quick else FULL
     started = time.perf_counter()
-    location = str(Path(location).resolve())
-    out: dict[str, Any] = {"ledger": location}
+    url = is_url(location)
+    location = location if url else str(Path(location).resolve())
+    shown = masked(location)
+    out: dict[str, Any] = {"ledger": shown}
     with quiet_mfu_warnings():
         console.rule("1. The corpus")
         out["corpus"] = _prepare_corpus(console)
@@ -92,10 +95,11 @@ def run_demo(location: str, *, quick: bool, console: Console | None = None,
         console.rule("4. The stage gate on the best recipe")
         out["decision"] = _gate(location, settings, out["campaign"], console)
         console.rule("5. The report")
-        out["report"] = _report(location, report or str(Path(location).with_suffix(".html")), console)
+        out["report"] = _report(location, report or ("yieldgate-demo.html" if url else
+                                                     str(Path(location).with_suffix(".html"))), console)
     out["seconds"] = time.perf_counter() - started
-    console.print(f"Done in {out['seconds']:.0f} s. Everything above is in {location}: try `yieldgate --ledger "
-                  f"{location} runs`, `... campaign demo-mix`, `... decisions`.", markup=False, highlight=False)
+    console.print(f"Done in {out['seconds']:.0f} s. Everything above is in {shown}: try `yieldgate --ledger "
+                  f"{shown} runs`, `... campaign demo-mix`, `... decisions`.", markup=False, highlight=False)
     return out
 
 

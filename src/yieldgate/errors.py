@@ -17,6 +17,7 @@ __all__ = [
     "RunReferenced",
     "BlockDamaged",
     "NetworkFilesystem",
+    "LedgerRefused",
 ]
 
 
@@ -46,6 +47,10 @@ class BlockDamaged(LedgerError):
 
 class NetworkFilesystem(LedgerError):
     """The ledger is on a network or FUSE filesystem, where SQLite's write-ahead log does not work across hosts."""
+
+
+class LedgerRefused(LedgerError):
+    """The ledger's database server refused us: a wrong password, no such database or role, a missing grant."""
 
 
 class RunNotFound(LedgerError):

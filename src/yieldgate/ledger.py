@@ -1,7 +1,9 @@
 """The ledger: every run with its manifest, step records, eval records, events and decisions.
 
 SQLite by default (WAL: several processes may write different runs at once, and readers see a consistent
-snapshot while a run is being written). Writes are batched in transactions; reads return DataFrames.
+snapshot while a run is being written); PostgreSQL for a team, given a `postgresql://` URL: the same schema,
+statements and transactions, run by `ledger_pg.PgConnection`. Writes are batched in transactions; reads return
+DataFrames.
 
 Step records follow the data contract of DESIGN.md: the core columns (`yieldgate.names.CORE_STEP_COLUMNS`)
 live in a wide table stored as column blocks of consecutive steps, the namespaced extras in a long table
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from yieldgate import lazy, migrations
+from yieldgate import lazy, ledger_pg, migrations
 from yieldgate import mounts as _mounts
 from yieldgate.checksum import block_checksum, verify_block
 from yieldgate.errors import InputError, LedgerError, NetworkFilesystem, RunInUse, RunNotFound, RunReferenced
@@ -253,7 +255,10 @@ _OPEN_LOCK = threading.RLock()  # re-entered: a read-only open of an older schem
 
 
 class Ledger:
-    """A run ledger in one SQLite file (WAL). One instance per thread; processes may share the file."""
+    """A run ledger in one SQLite file (WAL), or in a PostgreSQL database (`postgresql://USER@HOST:PORT/DB`).
+    One instance per thread; processes and hosts may share the ledger."""
+
+    _db: sqlite3.Connection | ledger_pg.PgConnection
 
     def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False,
                  busy_timeout_s: float = 30.0, durable: bool = False, mounts: str | None = None) -> None:
@@ -266,10 +271,15 @@ class Ledger:
         write durably; bulk imports, which can be run again, do not.
 
         `mounts`: the mounts table telling which filesystem the file is on (default `/proc/mounts`). A ledger on a
-        network or FUSE filesystem (NFS, Lustre, GPFS, CIFS/SMB, FUSE) is refused: NetworkFilesystem."""
+        network or FUSE filesystem (NFS, Lustre, GPFS, CIFS/SMB, FUSE) is refused: NetworkFilesystem.
+
+        A PostgreSQL URL: `busy_timeout_s` is how long a write waits for the ledger's write lock; `durable` is the
+        server's to keep (its commits are synced unless it is configured otherwise); `location` is the URL with
+        its password masked, and the password is kept nowhere but in the open connection."""
         location = os.fspath(location) if location is not None else default_location()
-        if location.startswith(("postgresql://", "postgres://")):
-            raise LedgerError(f"{location}: PostgreSQL ledgers are not supported yet; use a SQLite file path")
+        if ledger_pg.is_url(location):
+            self._open_pg(location, readonly=readonly, busy_timeout_s=busy_timeout_s)
+            return
         if location.startswith("sqlite:///"):
             location = location[len("sqlite:///") - 1 :] if location.startswith("sqlite:////") else location[10:]
         self.location = location
@@ -302,8 +312,8 @@ class Ledger:
                 raise NetworkFilesystem(
                     f"{location}: on a {remote[1]} filesystem (mounted at {remote[0]}), where SQLite's write-ahead log "
                     "does not work across hosts and a shared ledger can be damaged without an error; keep one ledger "
-                    "per node on a local disk and combine them with `yieldgate merge` (a PostgreSQL ledger for many "
-                    "hosts is coming)")
+                    "per node on a local disk and combine them with `yieldgate merge`, or share a PostgreSQL ledger "
+                    "(postgresql://USER@HOST:PORT/DB)")
             # Before SQLite reads it (a truncated file or damaged log can read "fine"): its headers only while no
             # connection of this process has the file open, since closing the descriptor the read used would drop
             # that connection's locks (ledger_file's docstring); the size otherwise.
@@ -338,6 +348,22 @@ class Ledger:
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); "
                               "use another ledger file") from None
+
+    def _open_pg(self, url: str, *, readonly: bool, busy_timeout_s: float) -> None:
+        self.location = ledger_pg.masked(url)
+        self.readonly = readonly
+        self._depth = 0
+        self._real = None
+        db = ledger_pg.connect(url, lock_timeout_s=busy_timeout_s)
+        try:
+            if migrations.check(db, self.location) and readonly:
+                Ledger(url).close()  # an older schema (or none yet): upgraded once, under the write lock
+            elif not readonly:
+                migrations.migrate(db, self.location)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
 
     @staticmethod
     def _open_readonly(path: Path) -> sqlite3.Connection:
@@ -408,7 +434,7 @@ class Ledger:
     def _put_manifest(self, manifest: Manifest) -> str:
         digest = manifest.content_hash()
         self._db.execute(
-            "INSERT OR IGNORE INTO manifests (hash, body, created_at) VALUES (?, ?, ?)",
+            "INSERT INTO manifests (hash, body, created_at) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING",
             (digest, manifest.to_json(), time.time()),
         )
         return digest
@@ -450,7 +476,7 @@ class Ledger:
                 return run_id
             cur = self._db.execute(
                 "INSERT INTO runs (name, status, manifest_hash, source, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (name, status, digest, source, now, now),
             )
             return _inserted_id(cur)
@@ -681,7 +707,7 @@ class Ledger:
         wanted = [check_tag(t) for t in tags]
         with self.transaction():
             run_id = self.run_id(run)
-            self._db.executemany("INSERT OR IGNORE INTO run_tags (run_id, tag) VALUES (?, ?)",
+            self._db.executemany("INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING",
                                  [(run_id, t) for t in wanted])
             return self.tags(run)
 
@@ -858,12 +884,16 @@ class Ledger:
             # The core table also keeps its blocks' last wall clock, which `runs()` reads as a run's duration.
             tail_cols = (_largest(part, "wall_s"),) if table == "step_blocks" else ()
             rows.append((*params, *head, block_checksum(scope["run_id"], key, *head), *tail_cols))
-        self._db.executemany(
-            f"INSERT INTO {table} ({', '.join(scope)}, first_step, last_step, n, tokens_max, columns, data, missing, "
-            f"checksum{', wall_s_max' if table == 'step_blocks' else ''}) "
-            f"VALUES ({', '.join('?' * (len(scope) + 8 + (table == 'step_blocks')))})",
-            rows,
-        )
+        columns = [*scope, "first_step", "last_step", "n", "tokens_max", "columns", "data", "missing", "checksum"]
+        self._insert_rows(table, columns + ["wall_s_max"] * (table == "step_blocks"), rows)
+
+    def _insert_rows(self, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+        """Many new rows into one table: through COPY on PostgreSQL, one prepared INSERT on SQLite."""
+        if isinstance(self._db, ledger_pg.PgConnection):
+            self._db.copy_rows(table, columns, rows)
+        else:
+            self._db.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                                 rows)
 
     def step_at(self, run: str, step: int) -> dict[str, Any] | None:
         """The stored core record at or before `step`: step, tokens, samples, wall_s (None where not recorded),
@@ -955,7 +985,7 @@ class Ledger:
 
     def _key_ids(self, keys: Iterable[str]) -> dict[str, int]:
         keys = list(keys)
-        self._db.executemany("INSERT OR IGNORE INTO extra_keys (key) VALUES (?)", [(k,) for k in keys])
+        self._db.executemany("INSERT INTO extra_keys (key) VALUES (?) ON CONFLICT DO NOTHING", [(k,) for k in keys])
         found = self._db.execute(
             f"SELECT key, id FROM extra_keys WHERE key IN ({','.join('?' * len(keys))})", keys
         ).fetchall()
@@ -1046,8 +1076,10 @@ class Ledger:
         with self.transaction():
             run_id = self.run_id(run)
             self._db.executemany(
-                "INSERT OR REPLACE INTO evals (run_id, step, tokens, wall_s, portfolio, portfolio_version, task, "
-                "metric, value, higher_is_better) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO evals (run_id, step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, "
+                "higher_is_better) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step, portfolio, "
+                "portfolio_version, task, metric) DO UPDATE SET tokens = excluded.tokens, wall_s = excluded.wall_s, "
+                "value = excluded.value, higher_is_better = excluded.higher_is_better",
                 [(run_id, *r) for r in rows],
             )
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
@@ -1116,7 +1148,7 @@ class Ledger:
             run_id = self.run_id(run) if run is not None else None
             cur = self._db.execute(
                 "INSERT INTO events (run_id, kind, start_step, end_step, body, state, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (run_id, kind, start_step, end_step, text, state, time.time()),
             )
             return _inserted_id(cur)
@@ -1166,7 +1198,7 @@ class Ledger:
             run_id = self.run_id(run) if run is not None else None
             cur = self._db.execute(
                 "INSERT INTO decisions (target, run_id, stage, decision, policy_hash, policy, evidence, rationale, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (target, run_id, stage, decision, policy_hash,
                  None if policy is None else _json(policy, "policy"), _json(evidence, "evidence"), rationale,
                  time.time()),
@@ -1230,10 +1262,10 @@ class Ledger:
         return [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY created_at, name")]
 
 
-def _inserted_id(cur: sqlite3.Cursor) -> int:
-    """The id of the row the cursor's INSERT just wrote (`lastrowid` is typed optional: None before any INSERT)."""
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+def _inserted_id(cur: Any) -> int:
+    """The id of the row the cursor's `INSERT ... RETURNING id` just wrote (both backends; `lastrowid` is SQLite's
+    alone). Fetched whole, so that no statement is left open in the transaction."""
+    return int(cur.fetchall()[0][0])
 
 
 def _json(value: Mapping[str, Any], what: str) -> str:

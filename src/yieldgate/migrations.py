@@ -13,17 +13,21 @@ from collections.abc import Callable
 
 import numpy as np
 
+from yieldgate import ledger_pg
 from yieldgate.errors import SchemaVersionError
 from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES
 
 __all__ = ["MIGRATIONS", "migrate", "applied_migrations"]
+
+# The statements below are SQLite's; on PostgreSQL `ledger_pg.PgConnection` runs them with its types and locks.
+Connection = sqlite3.Connection | ledger_pg.PgConnection
 
 
 def _sql_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)
 
 
-def _initial(db: sqlite3.Connection) -> None:
+def _initial(db: Connection) -> None:
     statements = [
         """CREATE TABLE manifests (
             hash TEXT PRIMARY KEY,
@@ -120,12 +124,12 @@ def _initial(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
-def _run_meta(db: sqlite3.Connection) -> None:
+def _run_meta(db: Connection) -> None:
     # How a run's figures were measured (MFU formula, peak used, telemetry sources): a JSON object.
     db.execute("ALTER TABLE runs ADD COLUMN meta TEXT NOT NULL DEFAULT '{}'")
 
 
-def _campaigns(db: sqlite3.Connection) -> None:
+def _campaigns(db: Connection) -> None:
     # A probe campaign: its spec (JSON, with its hash) and the latest summary of its results (rankings per
     # budget, decision accuracy, forecasts), rewritten each time the campaign is run or summarised.
     db.execute("""CREATE TABLE campaigns (
@@ -138,7 +142,7 @@ def _campaigns(db: sqlite3.Connection) -> None:
     )""")
 
 
-def _resume_events(db: sqlite3.Connection) -> None:
+def _resume_events(db: Connection) -> None:
     # A run resumed from a checkpoint older than its last stored row: the rows after the checkpoint belong to
     # work that was thrown away. They are kept apart, never spliced into the curve: a `resume` event (both
     # points in its body) and the superseded rows in `superseded_blocks`, in the block form of step_blocks
@@ -176,14 +180,14 @@ def _resume_events(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX superseded_by_run ON superseded_blocks (run_id, event_id, key_id, first_step)")
 
 
-def _run_owner(db: sqlite3.Connection) -> None:
+def _run_owner(db: Connection) -> None:
     # One writer per run (yieldgate.owners): the process that claimed it (host, pid, process start time) and the
     # last heartbeat its writer stamped. NULL: no Tracker claimed the run (an import, an older ledger).
     for column in ("owner_host TEXT", "owner_pid INTEGER", "owner_started REAL", "heartbeat_at REAL"):
         db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
 
 
-def _block_checksums(db: sqlite3.Connection) -> None:
+def _block_checksums(db: Connection) -> None:
     # A checksum per stored block (yieldgate.checksum), computed on write and checked on every read, so a damaged
     # block is an error naming its run and steps, never silently wrong numbers. Blocks written before this
     # migration keep NULL: read as before, counted as unverified by `yieldgate check`.
@@ -191,7 +195,7 @@ def _block_checksums(db: sqlite3.Connection) -> None:
         db.execute(f"ALTER TABLE {table} ADD COLUMN checksum TEXT")
 
 
-def _run_lifecycle(db: sqlite3.Connection) -> None:
+def _run_lifecycle(db: Connection) -> None:
     # Runs a team can manage: tags (one row per run and tag, so a filter is an index lookup on any backend), a
     # free-text note, and the wall-clock end of each block of core steps (`wall_s_max`, the largest recorded
     # `wall_s`), so a run's duration is read like its tokens, without decoding a block. Blocks stored before
@@ -225,7 +229,7 @@ def _column_max(n: int, columns: str, data: bytes, missing: bytes | None, name: 
 
 
 # (name, function). Names are permanent: they are what a ledger records.
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial", _initial),
     ("0002_run_meta", _run_meta),
     ("0003_campaigns", _campaigns),
@@ -236,11 +240,14 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
 ]
 
 
-def applied_migrations(db: sqlite3.Connection) -> list[str]:
+def applied_migrations(db: Connection) -> list[str]:
     """Names of the migrations recorded in the ledger, oldest first ([] for a new file)."""
-    exists = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ).fetchone()
+    if isinstance(db, ledger_pg.PgConnection):
+        exists = ledger_pg.has_table(db, "schema_migrations")
+    else:
+        exists = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        ).fetchone()
     if not exists:
         return []
     return [row[0] for row in db.execute("SELECT name FROM schema_migrations ORDER BY applied_at, name")]
@@ -256,14 +263,14 @@ def _refuse_newer(applied: list[str], where: str) -> None:
         )
 
 
-def check(db: sqlite3.Connection, where: str) -> list[str]:
+def check(db: Connection, where: str) -> list[str]:
     """Refuse a ledger from a newer schema; return the migrations not yet applied to it."""
     applied = applied_migrations(db)
     _refuse_newer(applied, where)
     return [name for name, _ in MIGRATIONS if name not in applied]
 
 
-def migrate(db: sqlite3.Connection, where: str) -> None:
+def migrate(db: Connection, where: str) -> None:
     """Apply pending migrations, each in its own transaction (the connection must be in autocommit)."""
     if not check(db, where):
         return
@@ -285,7 +292,19 @@ def migrate(db: sqlite3.Connection, where: str) -> None:
             _refuse_newer(applied, where)
             if name not in applied:
                 apply(db)
+                if isinstance(db, ledger_pg.PgConnection) and name == "0004_resume_events":
+                    ledger_pg.reset_ids(db)  # its rebuilt `events` kept its rows' ids: the next row needs a free one
                 db.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    if isinstance(db, ledger_pg.PgConnection):
+        # PostgreSQL also gets plain-SQL readers of the step blocks (`yieldgate_steps(run)`), made for this schema.
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            ledger_pg.install_readers(db)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger
+from yieldgate.ledger_pg import masked
 from yieldgate.report.console import clean
 from yieldgate.serve import data, pages
 
@@ -165,7 +166,7 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     figures = data.FigureCache()
 
     def runs_page(request: Request) -> HTMLResponse:
-        return HTMLResponse(pages.runs_page(location))
+        return HTMLResponse(pages.runs_page(masked(location)))
 
     def run_page(request: Request) -> HTMLResponse:
         name = _arg(request, "name", "/run?name=bs64-seed0")

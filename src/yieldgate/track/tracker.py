@@ -40,8 +40,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from yieldgate.errors import InputError, NetworkFilesystem, RunInUse
+from yieldgate.errors import InputError, LedgerRefused, NetworkFilesystem, RunInUse
 from yieldgate.ledger import Ledger, default_location
+from yieldgate.ledger_pg import masked
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest, with_hparams
 from yieldgate.names import check_run_name, readable_name, unsafe_character
 from yieldgate.owners import Owner
@@ -493,8 +494,8 @@ class Tracker:
 
         def refuse_a_second_tracker() -> None:  # before the ledger, which may be unreachable
             if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
-                raise RunInUse(f"run {self.run!r} in {self.location} is being written by another Tracker in this "
-                               "process; close it first")
+                raise RunInUse(f"run {self.run!r} in {masked(self.location)} is being written by another Tracker in "
+                               "this process; close it first")
 
         if not self._pick_name:
             refuse_a_second_tracker()
@@ -525,7 +526,7 @@ class Tracker:
                 ledger.supersede(self.run, int(point["step"]), resume={
                     k: base[k] for k in ("step", "tokens", "samples")})
                 return base, False
-        except (InputError, RunInUse, NetworkFilesystem):
+        except (InputError, RunInUse, NetworkFilesystem, LedgerRefused):
             raise  # configuration errors: before the first step, never once training runs
         except Exception as exc:  # noqa: BLE001 - a locked or unwritable ledger must not stop training
             if self.run is None:  # the writer may still reach the ledger later: the run needs a name

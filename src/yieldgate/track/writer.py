@@ -33,6 +33,7 @@ from yieldgate.data.stream import RepeatCounter
 from yieldgate.errors import InputError, LedgerError, RunInUse
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger_file import file_problem
+from yieldgate.ledger_pg import is_url, masked
 from yieldgate.names import key_problem
 from yieldgate.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.track.hardware import Telemetry
@@ -275,7 +276,7 @@ class Writer(threading.Thread):
         if self._frames:  # neither the ledger nor a spill file took them: say so, count them
             self.dropped_rows += self.buffered_rows
             self.on_fault("closing with step records nothing could take", RuntimeError(
-                f"{self.buffered_rows} step records lost: the ledger {self.s.location} and every spill folder "
+                f"{self.buffered_rows} step records lost: the ledger {masked(self.s.location)} and every spill folder "
                 "refused them"))
         if self.s.run is not None and self._status is not None and self._lost is None:
             self._record_status(ledger, self._status)
@@ -297,7 +298,7 @@ class Writer(threading.Thread):
                 with Ledger(self.spill_path, durable=True) as side:
                     side.set_status(self.s.run, status)
             if ledger is None:
-                raise LedgerError(f"the ledger {self.s.location} could not be opened")
+                raise LedgerError(f"the ledger {masked(self.s.location)} could not be opened")
             with ledger.transaction():
                 ledger.set_status(self.s.run, status)
                 if self._reason:
@@ -421,12 +422,17 @@ class Writer(threading.Thread):
             elif self.s.run is not None:
                 ledger.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
                                   if_exists="reuse")
-            self._inode = os.stat(self.s.location).st_ino if self.s.location != ":memory:" else None
+            self._inode = os.stat(self.s.location).st_ino if self._is_file() else None
             self._size = 0
         except BaseException:
             ledger.close()
             raise
         return ledger
+
+    def _is_file(self) -> bool:
+        """The ledger is a file (not `:memory:`, not a PostgreSQL URL): its inode and size are watched, and spill
+        files go beside it."""
+        return self.s.location != ":memory:" and not is_url(self.s.location)
 
     def _damaged(self) -> str | None:
         """The ledger file truncated or replaced by a shorter copy, or its headers damaged (`ledger_file`): writing
@@ -449,7 +455,7 @@ class Writer(threading.Thread):
         """Where a spill file may go, in order: the configured folder or the ledger's, then the temp folder."""
         # Named by run, host and process: nodes that share a folder (one ledger per node) never share a spill file.
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.s.run or 'run'}-{socket.gethostname()}")
-        folders = [self.s.spill_dir or (str(Path(self.s.location).parent) if self.s.location != ":memory:" else None),
+        folders = [self.s.spill_dir or (str(Path(self.s.location).parent) if self._is_file() else None),
                    tempfile.gettempdir()]
         return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
 
@@ -476,7 +482,7 @@ class Writer(threading.Thread):
             if self.spill_path is None:
                 log.warning("yieldgate tracker: the ledger %s cannot take step records now; they are kept in %s "
                             "and move into the ledger when it is writable again (or run: yieldgate --ledger %s "
-                            "merge %s)", self.s.location, path, self.s.location, path)
+                            "merge %s)", masked(self.s.location), path, masked(self.s.location), path)
             self.spill_path = path
             self.spilled_rows += rows
             self._frames, self._evals = [], []
