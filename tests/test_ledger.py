@@ -297,13 +297,13 @@ def test_a_reader_sees_consistent_snapshots_while_a_run_is_written(ledger_locati
     assert len(seen) >= 2, "the reader should have seen the run part-way through"
 
 
-def test_decisions_recorded_without_a_policy_read_back_and_list(ledger, cli_for):
+def test_decisions_recorded_without_a_policy_read_back_and_list(ledger, ledger_location, cli_for):
     ledger.add_decision("t", "hold", evidence={"why": [1, 2]}, rationale="no policy given")
     ledger.add_decision("t", "approve", evidence={}, rationale="with one", policy={"name": "p", "version": 2},
                         policy_hash="ab" * 32)
     table = ledger.decisions("t")
     assert table["policy"].tolist() == [None, {"name": "p", "version": 2}]
     assert table["evidence"].tolist() == [{"why": [1, 2]}, {}]
-    cli = cli_for(ledger.location)
+    cli = cli_for(ledger_location)
     assert [(d["stage"], d["policy"]) for d in cli.json("decisions")] == [(None, None), (None, {"name": "p", "version": 2})]
     assert "hold" in cli("decisions").stdout  # the table, where a missing policy once crashed it

@@ -92,11 +92,36 @@ __all__ = [
 # Where each public name lives. They are imported on first use: a command such as `yieldgate runs` needs neither
 # pandas nor pydantic, and `Tracker` imports torch.
 _HOMES = {
-    **dict.fromkeys(("compare", "diagnose", "export_run", "forecast", "gate", "import_run", "note_run", "plan",
-                     "remove_runs", "rename_run", "report", "runs", "tag_runs", "untag_runs", "yields"), "api"),
-    "Ledger": "ledger", "EvalRecord": "ledger", "CheckResult": "ledger_check", "check_ledger": "ledger_check",
-    "CopyResult": "ledger_copy", "copy_ledger": "ledger_copy",
-    "Manifest": "manifest", "load_manifest": "manifest", "Tracker": "track", "TrackerConfig": "track",
+    **dict.fromkeys(
+        (
+            "compare",
+            "diagnose",
+            "export_run",
+            "forecast",
+            "gate",
+            "import_run",
+            "note_run",
+            "plan",
+            "remove_runs",
+            "rename_run",
+            "report",
+            "runs",
+            "tag_runs",
+            "untag_runs",
+            "yields",
+        ),
+        "api",
+    ),
+    "Ledger": "ledger",
+    "EvalRecord": "ledger",
+    "CheckResult": "ledger_check",
+    "check_ledger": "ledger_check",
+    "CopyResult": "ledger_copy",
+    "copy_ledger": "ledger_copy",
+    "Manifest": "manifest",
+    "load_manifest": "manifest",
+    "Tracker": "track",
+    "TrackerConfig": "track",
 }
 
 

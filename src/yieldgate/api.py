@@ -34,8 +34,24 @@ if TYPE_CHECKING:
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
-__all__ = ["runs", "remove_runs", "rename_run", "tag_runs", "untag_runs", "note_run", "RemovedRun",
-           "yields", "compare", "forecast", "diagnose", "gate", "plan", "import_run", "export_run", "report"]
+__all__ = [
+    "runs",
+    "remove_runs",
+    "rename_run",
+    "tag_runs",
+    "untag_runs",
+    "note_run",
+    "RemovedRun",
+    "yields",
+    "compare",
+    "forecast",
+    "diagnose",
+    "gate",
+    "plan",
+    "import_run",
+    "export_run",
+    "report",
+]
 
 LedgerArg = Ledger | str | os.PathLike[str] | None
 
@@ -52,9 +68,16 @@ def _open(ledger: LedgerArg, *, readonly: bool, existing: bool = False) -> Itera
         yield opened
 
 
-def runs(patterns: str | Sequence[str] = (), *, ledger: LedgerArg = None, tags: Sequence[str] = (),
-         status: str | Sequence[str] = (), sort: str | None = None, reverse: bool = False,
-         limit: int | None = None) -> pd.DataFrame:
+def runs(
+    patterns: str | Sequence[str] = (),
+    *,
+    ledger: LedgerArg = None,
+    tags: Sequence[str] = (),
+    status: str | Sequence[str] = (),
+    sort: str | None = None,
+    reverse: bool = False,
+    limit: int | None = None,
+) -> pd.DataFrame:
     """The ledger's runs, one row each (`yieldgate runs`): those matching any of `patterns` (names or globs; none:
     all), carrying every one of `tags`, with any `status`; ordered by `sort` (name, created, updated, status, steps,
     tokens, duration; default oldest first), `reverse`d if asked; the first `limit` (see
@@ -66,8 +89,15 @@ def runs(patterns: str | Sequence[str] = (), *, ledger: LedgerArg = None, tags: 
 
     with _open(ledger, readonly=True) as led:
         records = led.run_records()
-    rows, _ = select_runs(records, patterns=_many(patterns), tags=list(tags), statuses=_many(status), sort=sort,
-                          reverse=reverse, limit=limit)
+    rows, _ = select_runs(
+        records,
+        patterns=_many(patterns),
+        tags=list(tags),
+        statuses=_many(status),
+        sort=sort,
+        reverse=reverse,
+        limit=limit,
+    )
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
 
 
@@ -113,15 +143,17 @@ def rename_run(run: str, new: str, *, ledger: LedgerArg = None) -> str:
     return new
 
 
-def tag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *,
-             ledger: LedgerArg = None) -> dict[str, list[str]]:
+def tag_runs(
+    patterns: str | Sequence[str], tags: str | Sequence[str], *, ledger: LedgerArg = None
+) -> dict[str, list[str]]:
     """Add tags to the runs the patterns match (`yieldgate tag`); returns each run's tags after."""
     with _open(ledger, readonly=False, existing=True) as led, led.transaction():
         return {run: led.tag_run(run, _many(tags)) for run in _matching(led, patterns)}
 
 
-def untag_runs(patterns: str | Sequence[str], tags: str | Sequence[str], *,
-               ledger: LedgerArg = None) -> dict[str, list[str]]:
+def untag_runs(
+    patterns: str | Sequence[str], tags: str | Sequence[str], *, ledger: LedgerArg = None
+) -> dict[str, list[str]]:
     """Take tags off the runs the patterns match (`yieldgate untag`); each run must carry them. Returns each run's
     tags after."""
     with _open(ledger, readonly=False, existing=True) as led, led.transaction():
@@ -134,36 +166,76 @@ def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> None:
         led.set_note(run, text)
 
 
-def yields(run: str, *, ledger: LedgerArg = None, tranche_tokens: float | None = None, metric: str = "val/loss",
-           per: str = "token", expected_from: str | None = None) -> YieldReport:
+def yields(
+    run: str,
+    *,
+    ledger: LedgerArg = None,
+    tranche_tokens: float | None = None,
+    metric: str = "val/loss",
+    per: str = "token",
+    expected_from: str | None = None,
+) -> YieldReport:
     """Tranche yields of a run (`yieldgate yield`), each also against a fitted law: the run's own, or that of the
     reference run `expected_from` (`Tranche.vs_expected`)."""
     from yieldgate.analysis.runs import yield_report
 
     with _open(ledger, readonly=True) as led:
-        return yield_report(led, run, tranche_tokens=tranche_tokens, metric=metric, per=per,
-                            expected_from=expected_from)
+        return yield_report(
+            led, run, tranche_tokens=tranche_tokens, metric=metric, per=per, expected_from=expected_from
+        )
 
 
-def compare(a: str, b: str, *, ledger: LedgerArg = None, at: str = "tokens", target: float | None = None,
-            metric: str = "val/loss", primary: str = "learning", per: str | None = None) -> Comparison:
+def compare(
+    a: str,
+    b: str,
+    *,
+    ledger: LedgerArg = None,
+    at: str = "tokens",
+    target: float | None = None,
+    metric: str = "val/loss",
+    primary: str = "learning",
+    per: str | None = None,
+) -> Comparison:
     """Two runs or seed groups (globs) aligned at equal tokens, time, compute or cost (`yieldgate compare`); `per`
     None: bits per byte when their tokenizers differ, per token otherwise (said in the notes)."""
     from yieldgate.analysis.runs import compare_groups
 
     with _open(ledger, readonly=True) as led:
-        return compare_groups(led, a, b, at=at, target_loss=target, metric=metric,  # type: ignore[arg-type]
-                              primary=primary, per=per)
+        return compare_groups(
+            led,
+            a,
+            b,
+            at=at,  # type: ignore[arg-type]
+            target_loss=target,
+            metric=metric,
+            primary=primary,
+            per=per,
+        )
 
 
-def forecast(run: str, *, ledger: LedgerArg = None, next_tokens: float | None = None, next_steps: float | None = None,
-             threshold_per_btok: float | None = None, metric: str = "val/loss", level: float = 0.8) -> Forecast:
+def forecast(
+    run: str,
+    *,
+    ledger: LedgerArg = None,
+    next_tokens: float | None = None,
+    next_steps: float | None = None,
+    threshold_per_btok: float | None = None,
+    metric: str = "val/loss",
+    level: float = 0.8,
+) -> Forecast:
     """The next tranche's gain from the run's stable-LR evaluations (`yieldgate forecast`)."""
     from yieldgate.analysis.runs import forecast_run
 
     with _open(ledger, readonly=True) as led:
-        return forecast_run(led, run, next_tokens=next_tokens, next_steps=next_steps,
-                            threshold_per_btok=threshold_per_btok, metric=metric, level=level)
+        return forecast_run(
+            led,
+            run,
+            next_tokens=next_tokens,
+            next_steps=next_steps,
+            threshold_per_btok=threshold_per_btok,
+            metric=metric,
+            level=level,
+        )
 
 
 def diagnose(run: str, *, ledger: LedgerArg = None, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
@@ -200,8 +272,9 @@ def plan(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = Non
         return plan_target(led, target, parsed)
 
 
-def import_run(kind: str, sources: str | Sequence[str], *, run: str, ledger: LedgerArg = None,
-               **options: Any) -> list[ImportResult]:
+def import_run(
+    kind: str, sources: str | Sequence[str], *, run: str, ledger: LedgerArg = None, **options: Any
+) -> list[ImportResult]:
     """Import a run another tool logged (`yieldgate import`); `options` are `ImportOptions`' fields
     (`tokens_per_step=`, `devices=`, `map=[...]`, ...)."""
     from yieldgate.ingest import ImportOptions
@@ -220,8 +293,9 @@ def export_run(run: str, to: str, dest: str | os.PathLike[str], *, ledger: Ledge
         return run_export(led, run, to, str(dest))
 
 
-def report(patterns: str | Sequence[str], output: str | os.PathLike[str], *, ledger: LedgerArg = None,
-           metric: str = "val/loss") -> ReportResult:
+def report(
+    patterns: str | Sequence[str], output: str | os.PathLike[str], *, ledger: LedgerArg = None, metric: str = "val/loss"
+) -> ReportResult:
     """The self-contained HTML report of runs or seed groups (`yieldgate report`)."""
     from yieldgate.report.html import write_report
 

@@ -36,8 +36,17 @@ except ImportError:  # pragma: no cover - depends on the install
     ALGORITHM = "crc32"
 
 
-def _fields(run_id: int, key: str | None, first_step: int, last_step: int, n: int, tokens_max: float | None,
-            columns: str, data: bytes, missing: bytes | None) -> list[bytes]:
+def _fields(
+    run_id: int,
+    key: str | None,
+    first_step: int,
+    last_step: int,
+    n: int,
+    tokens_max: float | None,
+    columns: str,
+    data: bytes,
+    missing: bytes | None,
+) -> list[bytes]:
     # Each field length-prefixed, so that no two different blocks serialise to the same bytes. A field of the
     # wrong type (a damaged record header turns a BLOB into TEXT) raises TypeError: the block is damaged.
     if not isinstance(data, bytes) or not (missing is None or isinstance(missing, bytes)):
@@ -48,8 +57,14 @@ def _fields(run_id: int, key: str | None, first_step: int, last_step: int, n: in
     if tokens_max is not None and math.isnan(float(tokens_max)):
         tokens = b"nan"
     head = struct.pack("<qqqq", int(run_id), int(first_step), int(last_step), int(n))
-    return [head, tokens, b"-" if key is None else key.encode("utf-8", "surrogatepass"),
-            columns.encode("utf-8", "surrogatepass"), data, b"-" if missing is None else missing]
+    return [
+        head,
+        tokens,
+        b"-" if key is None else key.encode("utf-8", "surrogatepass"),
+        columns.encode("utf-8", "surrogatepass"),
+        data,
+        b"-" if missing is None else missing,
+    ]
 
 
 def _crc(algorithm: str, parts: list[bytes]) -> int | None:
@@ -67,15 +82,34 @@ def _crc(algorithm: str, parts: list[bytes]) -> int | None:
     return value
 
 
-def block_checksum(run_id: int, key: str | None, first_step: int, last_step: int, n: int, tokens_max: float | None,
-                   columns: str, data: bytes, missing: bytes | None) -> str:
+def block_checksum(
+    run_id: int,
+    key: str | None,
+    first_step: int,
+    last_step: int,
+    n: int,
+    tokens_max: float | None,
+    columns: str,
+    data: bytes,
+    missing: bytes | None,
+) -> str:
     """The checksum stored with a block: `crc32c:0123abcd` (or `crc32:...` without google-crc32c)."""
     parts = _fields(run_id, key, first_step, last_step, n, tokens_max, columns, data, missing)
     return f"{ALGORITHM}:{_crc(ALGORITHM, parts):08x}"
 
 
-def block_ok(checksum: Any, run_id: int, key: str | None, first_step: Any, last_step: Any, n: Any, tokens_max: Any,
-             columns: Any, data: Any, missing: Any) -> bool | None:
+def block_ok(
+    checksum: Any,
+    run_id: int,
+    key: str | None,
+    first_step: Any,
+    last_step: Any,
+    n: Any,
+    tokens_max: Any,
+    columns: Any,
+    data: Any,
+    missing: Any,
+) -> bool | None:
     """True when the block matches its checksum, False when it does not (or is malformed), None when it cannot
     be verified (no checksum: written before checksums; an algorithm not installed here)."""
     if checksum is None:
@@ -98,6 +132,8 @@ def verify_block(where: str, run: str, key: str | None, row: tuple[Any, ...], ru
     checksum, first, last, n, tokens_max, columns, data, missing = row
     if block_ok(checksum, run_id, key, first, last, n, tokens_max, columns, data, missing) is False:
         what = f"extra {key!r}" if key is not None else "core step records"
-        raise BlockDamaged(f"{where}: run {run!r}, {what} of steps {first}-{last}: the stored block fails its "
-                           "checksum (the file is damaged); its numbers are not read. `yieldgate check` reports "
-                           "all damage; restore the ledger from a backup or re-import the run")
+        raise BlockDamaged(
+            f"{where}: run {run!r}, {what} of steps {first}-{last}: the stored block fails its "
+            "checksum (the file is damaged); its numbers are not read. `yieldgate check` reports "
+            "all damage; restore the ledger from a backup or re-import the run"
+        )

@@ -68,7 +68,7 @@ def _ledger_first(args: list[str]) -> list[str]:
             rest += args[i:]
             break
         if args[i] == "--ledger" and i + 1 < len(args):
-            front += args[i:i + 2]
+            front += args[i : i + 2]
             i += 2
             continue
         (front if args[i].startswith("--ledger=") else rest).append(args[i])
@@ -85,8 +85,9 @@ app = typer.Typer(
 )
 manifest_app = typer.Typer(cls=_Group, help="Validate and diff manifests.", no_args_is_help=True)
 app.add_typer(manifest_app, name="manifest")
-ledger_app = typer.Typer(cls=_Group, help="Whole ledgers: copy one between SQLite and PostgreSQL.",
-                         no_args_is_help=True)
+ledger_app = typer.Typer(
+    cls=_Group, help="Whole ledgers: copy one between SQLite and PostgreSQL.", no_args_is_help=True
+)
 app.add_typer(ledger_app, name="ledger")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
@@ -127,8 +128,12 @@ def _column_stats(steps: Any, column: str) -> dict[str, tuple[int, float]]:
     def at(i: int, frame: Any) -> tuple[int, float]:
         return int(frame["step"].iloc[i]), float(frame[column].iloc[i])
 
-    return {"first": at(0, logged), "last": at(-1, logged), "min": at(int(np.argmin(pick[column].to_numpy())), pick),
-            "max": at(int(np.argmax(pick[column].to_numpy())), pick)}
+    return {
+        "first": at(0, logged),
+        "last": at(-1, logged),
+        "min": at(int(np.argmin(pick[column].to_numpy())), pick),
+        "max": at(int(np.argmax(pick[column].to_numpy())), pick),
+    }
 
 
 def _ledger(ctx: typer.Context, *, readonly: bool = True) -> Ledger:
@@ -157,9 +162,24 @@ def _duration(seconds: float | None) -> str:
 
 # The columns of `runs --csv/--tsv`: one row per run, times in ISO 8601 UTC, durations in seconds, tags joined
 # by spaces (a tag holds none).
-_TABLE_COLUMNS = ("name", "status", "source", "created_at", "updated_at", "duration_s", "steps", "last_step", "tokens",
-                  "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step", "tags", "note",
-                  "manifest_hash")
+_TABLE_COLUMNS = (
+    "name",
+    "status",
+    "source",
+    "created_at",
+    "updated_at",
+    "duration_s",
+    "steps",
+    "last_step",
+    "tokens",
+    "last_eval_task",
+    "last_eval_metric",
+    "last_eval_value",
+    "last_eval_step",
+    "tags",
+    "note",
+    "manifest_hash",
+)
 
 
 def _write_table(rows: list[dict[str, Any]], sep: str) -> None:
@@ -182,21 +202,44 @@ Patterns = Annotated[list[str], typer.Argument(help="Run names or globs (quote t
 @app.command()
 def runs(
     ctx: typer.Context,
-    patterns: Annotated[list[str] | None, typer.Argument(help="Only runs matching a name or glob (quote globs).",
-                                                          show_default=False)] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only runs carrying this tag (repeat: all of them).",
-                                                  show_default=False)] = None,
-    status: Annotated[list[str] | None, typer.Option("--status", help="Only runs with this status (repeat: any of "
-                                                     "them): running, finished, failed, killed, imported, stale, "
-                                                     "crashed.", show_default=False)] = None,
-    sort: Annotated[str | None, typer.Option("--sort", help="Order by name, created, updated, status, steps, tokens "
-                                             "or duration (default: oldest first).", show_default=False)] = None,
-    reverse: Annotated[bool, typer.Option("--reverse", help="Reverse the order (runs without a value stay "
-                                          "last).")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="Show N runs: the first N of --sort's order, else the "
-                                                               "N most recently updated (table default 100; 0: all; "
-                                                               "--json, --csv and --tsv list all unless "
-                                                               "given).")] = None,
+    patterns: Annotated[
+        list[str] | None, typer.Argument(help="Only runs matching a name or glob (quote globs).", show_default=False)
+    ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="Only runs carrying this tag (repeat: all of them).", show_default=False),
+    ] = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            help="Only runs with this status (repeat: any of "
+            "them): running, finished, failed, killed, imported, stale, "
+            "crashed.",
+            show_default=False,
+        ),
+    ] = None,
+    sort: Annotated[
+        str | None,
+        typer.Option(
+            "--sort",
+            help="Order by name, created, updated, status, steps, tokens or duration (default: oldest first).",
+            show_default=False,
+        ),
+    ] = None,
+    reverse: Annotated[
+        bool, typer.Option("--reverse", help="Reverse the order (runs without a value stay last).")
+    ] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            help="Show N runs: the first N of --sort's order, else the "
+            "N most recently updated (table default 100; 0: all; "
+            "--json, --csv and --tsv list all unless "
+            "given).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV only (one row per run, times in UTC).")] = False,
     as_tsv: Annotated[bool, typer.Option("--tsv", help="Print tab-separated values only.")] = False,
@@ -215,8 +258,9 @@ def runs(
     with _ledger(ctx) as ledger:
         records = ledger.run_records()
     shown = limit if limit is not None else (0 if machine else 100)
-    rows, matched = select_runs(records, patterns=patterns or [], tags=tag or [], statuses=status or [], sort=sort,
-                                reverse=reverse, limit=shown)
+    rows, matched = select_runs(
+        records, patterns=patterns or [], tags=tag or [], statuses=status or [], sort=sort, reverse=reverse, limit=shown
+    )
     if as_csv or as_tsv:
         _write_table(rows, "," if as_csv else "\t")
         return
@@ -226,8 +270,12 @@ def runs(
         return
     if not records:
         filtered = bool(patterns or tag or status)
-        console.print(f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
-                      f"{masked(ctx.find_root().obj['ledger'])}.", markup=False, highlight=False)
+        console.print(
+            f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
+            f"{masked(ctx.find_root().obj['ledger'])}.",
+            markup=False,
+            highlight=False,
+        )
         return
     # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
     # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
@@ -245,14 +293,22 @@ def runs(
     for r in records:
         ev = r["last_eval"]
         last = f"{ev['task']}/{ev['metric']} {_fmt(ev['value'])} @{ev['step']}" if ev else "-"
-        cells = [r["name"], r["status"], _fmt(r["tokens"]), _fmt(r["steps"]), r["created_at"],
-                 _duration(r["duration_s"]), last]
+        cells = [
+            r["name"],
+            r["status"],
+            _fmt(r["tokens"]),
+            _fmt(r["steps"]),
+            r["created_at"],
+            _duration(r["duration_s"]),
+            last,
+        ]
         table.add_row(*cells, *([" ".join(r["tags"])] if tagged else []))
     console.print(table)
     if matched > len(records):
         which = f"the first by {sort}" if sort else "the most recently updated"
-        console.print(f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)",
-                      markup=False, highlight=False)
+        console.print(
+            f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)", markup=False, highlight=False
+        )
 
 
 @app.command("rm")
@@ -283,8 +339,12 @@ def rm(
         _print_json(removed)
         return
     for r in removed:
-        console.print(f"removed {r['name']}: {r['steps']:,} steps, {r['extra_values']:,} extra values, "
-                      f"{r['evals']:,} evals, {r['events']:,} events", markup=False, highlight=False)
+        console.print(
+            f"removed {r['name']}: {r['steps']:,} steps, {r['extra_values']:,} extra values, "
+            f"{r['evals']:,} evals, {r['events']:,} events",
+            markup=False,
+            highlight=False,
+        )
 
 
 @app.command()
@@ -362,8 +422,9 @@ def note(
 
 
 @app.command()
-def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")],
-         as_json: JsonOption = False) -> None:
+def show(
+    ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False
+) -> None:
     """Show one run: summary, step columns recorded, extras, evals, events and manifest.
 
     Example: yieldgate show bs64-fp16 --json
@@ -379,8 +440,14 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
     stats = {c: _column_stats(steps, c) for c in columns}
     eval_summary = [
-        {"task": task, "metric": metric, "count": len(g), "last_step": int(g["step"].iloc[-1]),
-         "last_value": g["value"].iloc[-1], "higher_is_better": bool(g["higher_is_better"].iloc[-1])}
+        {
+            "task": task,
+            "metric": metric,
+            "count": len(g),
+            "last_step": int(g["step"].iloc[-1]),
+            "last_value": g["value"].iloc[-1],
+            "higher_is_better": bool(g["higher_is_better"].iloc[-1]),
+        }
         for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
     ]
     result: dict[str, Any] = {
@@ -398,10 +465,13 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     if as_json:
         _print_json(result)
         return
-    console.print(f"[bold]{info['name']}[/bold]  status {info['status']}  source {info['source']}  "
-                  f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  "
-                  f"manifest {info['manifest_hash'] or '-'}",
-                  markup=True, highlight=False)
+    console.print(
+        f"[bold]{info['name']}[/bold]  status {info['status']}  source {info['source']}  "
+        f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  "
+        f"manifest {info['manifest_hash'] or '-'}",
+        markup=True,
+        highlight=False,
+    )
     table = Table("step column", "rows", "first", "last", "min", "max")
     for c, count in columns.items():
         s = stats[c]
@@ -426,8 +496,11 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name."
     if manifest is not None and manifest.config:
         from yieldgate.manifest import flat_config
 
-        console.print("config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat_config(manifest.config).items()),
-                      markup=False, highlight=False)
+        console.print(
+            "config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat_config(manifest.config).items()),
+            markup=False,
+            highlight=False,
+        )
     if info["note"]:
         console.print(f"note: {info['note']}", markup=False, highlight=False)
 
@@ -481,8 +554,15 @@ def manifest_diff(
     ma, mb = _manifest_of(ctx, a), _manifest_of(ctx, b)
     differences = diff(ma, mb)
     if as_json:
-        _print_json({"a": a, "b": b, "hash_a": ma.content_hash(), "hash_b": mb.content_hash(),
-                     "differences": [d.model_dump() for d in differences]})
+        _print_json(
+            {
+                "a": a,
+                "b": b,
+                "hash_a": ma.content_hash(),
+                "hash_b": mb.content_hash(),
+                "differences": [d.model_dump() for d in differences],
+            }
+        )
         return
     if not differences:
         console.print(f"{a} and {b}: identical manifests", markup=False)
@@ -493,10 +573,16 @@ def manifest_diff(
     console.print(table)
 
 
-MetricOption = Annotated[str, typer.Option("--metric", help="Eval key <task>/<metric> the yields follow, or loss "
-                                                            "(the training loss, not held out). Default val/loss; "
-                                                            "a run without it uses its first held-out loss, else its "
-                                                            "first eval, else its training loss, and says so.")]
+MetricOption = Annotated[
+    str,
+    typer.Option(
+        "--metric",
+        help="Eval key <task>/<metric> the yields follow, or loss "
+        "(the training loss, not held out). Default val/loss; "
+        "a run without it uses its first held-out loss, else its "
+        "first eval, else its training loss, and says so.",
+    ),
+]
 PerOption = Annotated[str, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token).")]
 
 
@@ -509,9 +595,15 @@ def yield_(
     ] = None,
     metric: MetricOption = "val/loss",
     per: PerOption = "token",
-    expected_from: Annotated[str | None, typer.Option(
-        "--expected-from", help="Set each tranche against the law fitted to this run (a baseline) instead of the "
-                                "run's own: the 'vs law' column.", show_default=False)] = None,
+    expected_from: Annotated[
+        str | None,
+        typer.Option(
+            "--expected-from",
+            help="Set each tranche against the law fitted to this run (a baseline) instead of the "
+            "run's own: the 'vs law' column.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Data yield per tranche: validation-loss improvement per billion tokens, device-hour, dollar and kWh,
@@ -526,8 +618,9 @@ def yield_(
     from yieldgate.analysis.yields import DEVICE_HOUR
 
     with _ledger(ctx) as ledger:
-        report = yield_report(ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per,
-                              expected_from=expected_from)
+        report = yield_report(
+            ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per, expected_from=expected_from
+        )
 
     if as_json:
         _print_json(report.to_dict()["tranches"])
@@ -539,26 +632,52 @@ def yield_(
     by_steps = report.axis == "steps"
     per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
     law = report.law is not None
-    table = Table(report.axis, f"{report.metric} start", "end", "per 1k steps" if by_steps else "per B tokens",
-                  f"noise band ({report.level:.0%})", *(["vs law"] if law else []), per_time, "per $", "per kWh",
-                  "note")
+    table = Table(
+        report.axis,
+        f"{report.metric} start",
+        "end",
+        "per 1k steps" if by_steps else "per B tokens",
+        f"noise band ({report.level:.0%})",
+        *(["vs law"] if law else []),
+        per_time,
+        "per $",
+        "per kWh",
+        "note",
+    )
     for t in report.tranches:
         span = f"{t.start_step:,}-{t.end_step:,}" if by_steps else f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}"
         band = f"{_fmt(t.yield_band[0])} to {_fmt(t.yield_band[1])}" if t.yield_band else "-"
         note = ", ".join([w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on])
         vs = [f"{_fmt(t.vs_expected)}x" if t.vs_expected is not None else "-"] if law else []
-        table.add_row(span, _fmt(t.loss_start), _fmt(t.loss_end),
-                      _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok), band, *vs,
-                      _fmt(t.yield_per_device_hour), _fmt(t.yield_per_dollar), _fmt(t.yield_per_kwh), note)
+        table.add_row(
+            span,
+            _fmt(t.loss_start),
+            _fmt(t.loss_end),
+            _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok),
+            band,
+            *vs,
+            _fmt(t.yield_per_device_hour),
+            _fmt(t.yield_per_dollar),
+            _fmt(t.yield_per_kwh),
+            note,
+        )
     console.print(table)
     if report.eval_noise is not None:
-        console.print(f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
-                      "curve); a tranche whose band holds 0 is within noise", markup=False, highlight=False)
+        console.print(
+            f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
+            "curve); a tranche whose band holds 0 is within noise",
+            markup=False,
+            highlight=False,
+        )
     if report.law is not None:
         whose = "its own" if report.law["run"] == run else f"{report.law['run']}'s"
-        console.print(f"vs law: the tranche's improvement over what {whose} law loss = {_fmt(report.law['E'])} + "
-                      f"{_fmt(report.law['B'])} * tokens^-{_fmt(report.law['beta'])} expects over the same tokens "
-                      "(1: on the law)", markup=False, highlight=False)
+        console.print(
+            f"vs law: the tranche's improvement over what {whose} law loss = {_fmt(report.law['E'])} + "
+            f"{_fmt(report.law['B'])} * tokens^-{_fmt(report.law['beta'])} expects over the same tokens "
+            "(1: on the law)",
+            markup=False,
+            highlight=False,
+        )
     for t in report.tranches:
         for d in t.disagreements:
             console.print(f"steps {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
@@ -575,9 +694,15 @@ def compare(
     target_loss: Annotated[float | None, typer.Option("--target-loss", help="Loss for time-to-target.")] = None,
     primary: Annotated[str, typer.Option("--primary", help="learning or throughput.")] = "learning",
     metric: MetricOption = "val/loss",
-    per: Annotated[str | None, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token). "
-                                                          "Default: byte when the runs' tokenizers differ.",
-                                            show_default=False)] = None,
+    per: Annotated[
+        str | None,
+        typer.Option(
+            "--per",
+            help="token, or byte (bits per byte; needs bytes_per_token). "
+            "Default: byte when the runs' tokenizers differ.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Compare two runs or seed groups at equal tokens/time/compute/cost, with the speedup split into
@@ -590,8 +715,16 @@ def compare(
     from yieldgate.analysis.runs import compare_groups
 
     with _ledger(ctx) as ledger:
-        result = compare_groups(ledger, a, b, at=at, target_loss=target_loss, metric=metric,  # type: ignore[arg-type]
-                                primary=primary, per=per)
+        result = compare_groups(
+            ledger,
+            a,
+            b,
+            at=at,  # type: ignore[arg-type]
+            target_loss=target_loss,
+            metric=metric,
+            primary=primary,
+            per=per,
+        )
     if as_json:
         _print_json(result.to_dict())
         return
@@ -602,15 +735,24 @@ def compare(
         table.add_row(_fmt(p[result.aligned_on]), _fmt(p["a"]), _fmt(p["b"]), _fmt(p["diff"]), interval, noise)
     console.print(table)
     s = result.speedup
-    console.print(f"target {result.metric} {_fmt(result.target_loss)}: tokens {_fmt(result.tokens_to_target[a])} vs "
-                  f"{_fmt(result.tokens_to_target[b])}, time {_fmt(result.time_to_target_s[a])} s vs "
-                  f"{_fmt(result.time_to_target_s[b])} s", markup=False, highlight=False)
-    console.print(f"speedup (B over A): time {_fmt(s['time'])} = throughput {_fmt(s['throughput'])} x sample "
-                  f"efficiency {_fmt(s['sample_efficiency'])}; effective token multiplier "
-                  f"{_fmt(result.effective_token_multiplier)}", markup=False, highlight=False)
+    console.print(
+        f"target {result.metric} {_fmt(result.target_loss)}: tokens {_fmt(result.tokens_to_target[a])} vs "
+        f"{_fmt(result.tokens_to_target[b])}, time {_fmt(result.time_to_target_s[a])} s vs "
+        f"{_fmt(result.time_to_target_s[b])} s",
+        markup=False,
+        highlight=False,
+    )
+    console.print(
+        f"speedup (B over A): time {_fmt(s['time'])} = throughput {_fmt(s['throughput'])} x sample "
+        f"efficiency {_fmt(s['sample_efficiency'])}; effective token multiplier "
+        f"{_fmt(result.effective_token_multiplier)}",
+        markup=False,
+        highlight=False,
+    )
     for c in result.confounders:
-        console.print(f"confounder: {c['field']}: {json.dumps(c['a'])} vs {json.dumps(c['b'])}", markup=False,
-                      highlight=False)
+        console.print(
+            f"confounder: {c['field']}: {json.dumps(c['a'])} vs {json.dumps(c['b'])}", markup=False, highlight=False
+        )
     for line in result.warnings + result.notes:
         console.print(f"note: {line}", markup=False, highlight=False)
     console.print(result.verdict, markup=False, highlight=False)
@@ -620,10 +762,13 @@ def compare(
 def forecast(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
-    next_tokens: Annotated[float | None,
-                           typer.Option("--next-tokens", help="Size of the next tranche in tokens.")] = None,
-    next_steps: Annotated[float | None, typer.Option("--next-steps", help="Size of the next tranche in steps, for a "
-                                                                         "run without token counts.")] = None,
+    next_tokens: Annotated[
+        float | None, typer.Option("--next-tokens", help="Size of the next tranche in tokens.")
+    ] = None,
+    next_steps: Annotated[
+        float | None,
+        typer.Option("--next-steps", help="Size of the next tranche in steps, for a run without token counts."),
+    ] = None,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for."),
@@ -642,23 +787,44 @@ def forecast(
     from yieldgate.analysis.runs import forecast_run
 
     with _ledger(ctx) as ledger:
-        result = forecast_run(ledger, run, next_tokens=next_tokens, next_steps=next_steps,
-                              threshold_per_btok=threshold, metric=metric, level=level)
+        result = forecast_run(
+            ledger,
+            run,
+            next_tokens=next_tokens,
+            next_steps=next_steps,
+            threshold_per_btok=threshold,
+            metric=metric,
+            level=level,
+        )
     if as_json:
         _print_json(result.to_dict())
         return
     f, x = result.fit, result.axis
-    per = (f"{_fmt(result.yield_per_btok)} per billion tokens" if x == "tokens"
-           else f"{_fmt(result.gain / result.next_tokens * 1000)} per 1k steps")
-    console.print(f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * {x}^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, "
-                  f"{len(f.tokens)} evaluations)", markup=False, highlight=False)
-    console.print(f"next {_fmt(result.next_tokens)} {x} after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
-                  f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval, with "
-                  f"evaluation noise {_fmt(result.eval_noise)}; the curve alone [{_fmt(result.fit_interval[0])}, "
-                  f"{_fmt(result.fit_interval[1])}]), {per}", markup=False, highlight=False)
+    per = (
+        f"{_fmt(result.yield_per_btok)} per billion tokens"
+        if x == "tokens"
+        else f"{_fmt(result.gain / result.next_tokens * 1000)} per 1k steps"
+    )
+    console.print(
+        f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * {x}^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, {len(f.tokens)} evaluations)",
+        markup=False,
+        highlight=False,
+    )
+    console.print(
+        f"next {_fmt(result.next_tokens)} {x} after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
+        f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval, with "
+        f"evaluation noise {_fmt(result.eval_noise)}; the curve alone [{_fmt(result.fit_interval[0])}, "
+        f"{_fmt(result.fit_interval[1])}]), {per}",
+        markup=False,
+        highlight=False,
+    )
     if result.threshold_tokens is not None:
-        console.print(f"marginal yield falls below {_fmt(threshold)} per billion tokens at "
-                      f"{_fmt(result.threshold_tokens)} tokens", markup=False, highlight=False)
+        console.print(
+            f"marginal yield falls below {_fmt(threshold)} per billion tokens at "
+            f"{_fmt(result.threshold_tokens)} tokens",
+            markup=False,
+            highlight=False,
+        )
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
@@ -666,16 +832,25 @@ def forecast(
 @app.command()
 def report(
     ctx: typer.Context,
-    patterns: Annotated[list[str], typer.Argument(help="Run names or globs; each is a group, later ones are "
-                                                       "compared with the first.")],
+    patterns: Annotated[
+        list[str], typer.Argument(help="Run names or globs; each is a group, later ones are compared with the first.")
+    ],
     out: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write.")] = Path("report.html"),
     png: Annotated[Path | None, typer.Option("--png", help="Also write the main plots as PNG files here.")] = None,
     metric: MetricOption = "val/loss",
-    per: Annotated[str | None, typer.Option("--per", help="token, or byte (bits per byte; needs bytes_per_token). "
-                                                          "Default: byte when the runs' tokenizers differ, as "
-                                                          "compare asks.")] = None,
-    smooth: Annotated[float, typer.Option("--smooth", help="Weight of the moving average drawn for tokens/s, in "
-                                                           "[0, 1) (0: as logged).")] = 0.0,
+    per: Annotated[
+        str | None,
+        typer.Option(
+            "--per",
+            help="token, or byte (bits per byte; needs bytes_per_token). "
+            "Default: byte when the runs' tokenizers differ, as "
+            "compare asks.",
+        ),
+    ] = None,
+    smooth: Annotated[
+        float,
+        typer.Option("--smooth", help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged)."),
+    ] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """Write one self-contained HTML report (opens with no network): loss against tokens, time and cost,
@@ -690,13 +865,24 @@ def report(
     with _ledger(ctx) as ledger:
         result = write_report(ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth)
     if as_json:
-        _print_json({"path": result.path, "runs": result.runs, "figures": result.figures, "pngs": result.pngs,
-                     "per": result.per})
+        _print_json(
+            {
+                "path": result.path,
+                "runs": result.runs,
+                "figures": result.figures,
+                "pngs": result.pngs,
+                "per": result.per,
+            }
+        )
         return
     n = len(result.runs)
-    console.print(f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
-                  + (f", {len(result.pngs)} PNG files in {png}" if result.pngs else ""), markup=False, highlight=False,
-                  soft_wrap=True)
+    console.print(
+        f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
+        + (f", {len(result.pngs)} PNG files in {png}" if result.pngs else ""),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
@@ -704,13 +890,24 @@ def report(
 @app.command()
 def serve(
     ctx: typer.Context,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on. Loopback (the default) needs no token; "
-                                                     "any other address requires one.")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to listen on. Loopback (the default) needs no token; any other address requires one.",
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
-    token: Annotated[str | None, typer.Option("--token", envvar="YIELDGATE_TOKEN",
-                                              help="Token every request must carry (at least 16 characters). Beyond "
-                                                   "loopback one is generated and printed once when not "
-                                                   "given.")] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="YIELDGATE_TOKEN",
+            help="Token every request must carry (at least 16 characters). Beyond "
+            "loopback one is generated and printed once when not "
+            "given.",
+        ),
+    ] = None,
 ) -> None:
     """Serve a live, read-only dashboard of the ledger: the runs, each run's plots (updated while it trains),
     and comparisons with the numbers of `yieldgate compare`. Works offline; stop it with Ctrl-C.
@@ -732,9 +929,14 @@ def serve(
 def diagnose(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
-    against: Annotated[list[str] | None, typer.Option(
-        "--against", help="Another run that reads the same data in the same order (repeatable); runs with the same "
-                          "data recipe and seed are found without it.")] = None,
+    against: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--against",
+            help="Another run that reads the same data in the same order (repeatable); runs with the same "
+            "data recipe and seed are found without it.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Diagnose a run: data exhaustion, overfitting, a duplicated or non-i.i.d. stream, mixture drift, the schedule,
@@ -756,8 +958,13 @@ def diagnose(
     if result.findings:
         table = Table("cause", "steps", "confidence", "advice", "evidence", title=f"{run}: diagnosis")
         for f in result.findings:
-            table.add_row(f.cause, f"{f.start_step}-{f.end_step}", f"{f.confidence:.2f}", f.advice,
-                          "\n".join(evidence_lines(f.evidence)))
+            table.add_row(
+                f.cause,
+                f"{f.start_step}-{f.end_step}",
+                f"{f.confidence:.2f}",
+                f.advice,
+                "\n".join(evidence_lines(f.evidence)),
+            )
         console.print(table)
     else:
         console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)
@@ -773,14 +980,26 @@ def train(
     recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML or JSON): sources, filters, dedup, tokenizer.")],
     tokens: Annotated[int | None, typer.Option("--tokens", help="Token budget of the probe.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of model, sampler and eval draw.")] = 0,
-    run: Annotated[str | None, typer.Option("--run", help="Run name (default: RECIPE/s<seed>/t<tokens>, or "
-                                                          "RUN/cooldown<N> with --resume-from).")] = None,
-    resume_from: Annotated[str | None, typer.Option("--resume-from", help="Continue this probe run from its "
-                                                                          "checkpoint (with --cooldown-tokens), as a "
-                                                                          "new run.")] = None,
-    cooldown_tokens: Annotated[int | None, typer.Option("--cooldown-tokens", min=1, help="Tokens over which the LR "
-                                                        "cools down linearly to 0 from the resumed run's last "
-                                                        "LR.")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run", help="Run name (default: RECIPE/s<seed>/t<tokens>, or RUN/cooldown<N> with --resume-from)."
+        ),
+    ] = None,
+    resume_from: Annotated[
+        str | None,
+        typer.Option(
+            "--resume-from", help="Continue this probe run from its checkpoint (with --cooldown-tokens), as a new run."
+        ),
+    ] = None,
+    cooldown_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--cooldown-tokens",
+            min=1,
+            help="Tokens over which the LR cools down linearly to 0 from the resumed run's last LR.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger; or, with --resume-from
@@ -809,12 +1028,19 @@ def train(
         bar.update(task, description=f"{name}: training")
         on_step = lambda step, steps: bar.update(task, completed=step, total=steps)  # noqa: E731
         if resume_from is not None and cooldown_tokens is not None:  # given together (checked above)
-            final = cooldown_probe(data, source_run=resume_from, cooldown_tokens=cooldown_tokens, run=name,
-                                   ledger=location, progress=on_step)
+            final = cooldown_probe(
+                data,
+                source_run=resume_from,
+                cooldown_tokens=cooldown_tokens,
+                run=name,
+                ledger=location,
+                progress=on_step,
+            )
         else:
             assert tokens is not None  # checked above
-            final = train_probe(data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location,
-                                progress=on_step)
+            final = train_probe(
+                data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location, progress=on_step
+            )
     if as_json:
         _print_json({"run": name, "final": final})
         return
@@ -829,10 +1055,13 @@ def probe(
     ctx: typer.Context,
     campaign_file: Annotated[Path, typer.Argument(help="Campaign file (YAML or JSON): recipes, seeds, budgets.")],
     executor: Annotated[str, typer.Option("--executor", help="local (worker processes) or ray (Ray tasks).")] = "local",
-    workers: Annotated[int | None,
-                       typer.Option("--workers", min=1, help="Probes at once (default: one per core).")] = None,
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: a local Ray "
-                                                                  "instance started for the campaign).")] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Probes at once (default: one per core).")
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Ray cluster address (default: a local Ray instance started for the campaign)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a probe campaign: every recipe x seed x budget the ledger does not already hold, then rank the
@@ -850,11 +1079,20 @@ def probe(
     total = len(plan(campaign))
     try:
         with _CampaignProgress(as_json, total) as (on_step, on_result):
-            done = run_campaign(campaign, location, executor=executor, workers=workers, address=address,  # type: ignore[arg-type]
-                                progress=on_step, on_result=on_result)
+            done = run_campaign(
+                campaign,
+                location,
+                executor=executor,  # type: ignore[arg-type]
+                workers=workers,
+                address=address,
+                progress=on_step,
+                on_result=on_result,
+            )
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: the probes finished so far are in {location}; run the same command again to "
-                   "train the rest", err=True)
+        typer.echo(
+            f"interrupted: the probes finished so far are in {location}; run the same command again to train the rest",
+            err=True,
+        )
         raise typer.Exit(130) from None
     with _ledger(ctx, readonly=False) as ledger:
         summary = summarise(ledger, campaign.name)
@@ -863,8 +1101,12 @@ def probe(
         _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
         return
     err = Console(stderr=True)
-    err.print(f"{campaign.name}: {len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
-              f"{len(done.failed)} failed ({done.seconds:.0f} s)", markup=False, highlight=False)
+    err.print(
+        f"{campaign.name}: {len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
+        f"{len(done.failed)} failed ({done.seconds:.0f} s)",
+        markup=False,
+        highlight=False,
+    )
     for run, error in done.failed.items():
         err.print(f"failed: {run}: {error}", markup=False, highlight=False)
     render_campaign(console, summary.to_dict())
@@ -903,8 +1145,14 @@ class _CampaignProgress:
     def __init__(self, quiet: bool, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=Console(stderr=True), disable=quiet)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=quiet,
+        )
         self.overall = self.bar.add_task("probes", total=total)
         self.tasks: dict[str, Any] = {}
 
@@ -912,8 +1160,9 @@ class _CampaignProgress:
         self.bar.__enter__()
         return self.step, self.result
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.bar.__exit__(exc_type, exc, tb)
 
     def step(self, run: str, step: int, steps: int) -> None:
@@ -931,11 +1180,17 @@ class _CampaignProgress:
 @app.command("dedup")
 def dedup_(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (walked); each file is one document.")],
-    near: Annotated[float | None, typer.Option("--near", help="Near dedup at estimated Jaccard >= THRESHOLD "
-                                                               "(MinHash + LSH); exact dedup without it.")] = None,
+    near: Annotated[
+        float | None,
+        typer.Option(
+            "--near", help="Near dedup at estimated Jaccard >= THRESHOLD (MinHash + LSH); exact dedup without it."
+        ),
+    ] = None,
     shingle: Annotated[str, typer.Option("--shingle", help="Shingles for --near: word:N or char:N.")] = "word:3",
-    chunk_chars: Annotated[int | None, typer.Option("--chunk-chars", help="Cut each file into chunks of about N "
-                                                                          "characters (at line breaks).")] = None,
+    chunk_chars: Annotated[
+        int | None,
+        typer.Option("--chunk-chars", help="Cut each file into chunks of about N characters (at line breaks)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Find exact or near-duplicate documents among files: clusters, similarity, and the share of tokens
@@ -950,8 +1205,10 @@ def dedup_(
     if as_json:
         _print_json(out)
         return
-    table = Table(title=f"{out['documents']:,} documents, {len(out['clusters']):,} clusters, "
-                        f"{out['duplicate_share']:.1%} of tokens duplicate")
+    table = Table(
+        title=f"{out['documents']:,} documents, {len(out['clusters']):,} clusters, "
+        f"{out['duplicate_share']:.1%} of tokens duplicate"
+    )
     table.add_column("cluster")
     table.add_column("members", overflow="fold")  # paths in full: they are what the user acts on
     table.add_column("similarity")
@@ -964,8 +1221,9 @@ def dedup_(
 def audit(
     ctx: typer.Context,
     pipeline: Annotated[Path, typer.Argument(help="Pipeline file (YAML or JSON): input, tag rule, stages.")],
-    run: Annotated[str | None,
-                   typer.Option("--run", help="Record the audit into this run (created if absent).")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Record the audit into this run (created if absent).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a data pipeline stage by stage and account for each: documents, bytes and tokens in and out,
@@ -983,9 +1241,16 @@ def audit(
     table.columns[0].no_wrap = True
     for s in result["stages"]:
         flag = " !" if s["drops_tagged_slice"] else ""
-        table.add_row(s["stage"], _fmt(s["docs_in"]), _fmt(s["docs_out"]), _rate(s["docs_per_s"]),
-                      _rate(s["mb_per_s"]), _pct(s["retention"]), _pct(s["tagged_retention"]) + flag,
-                      ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-")
+        table.add_row(
+            s["stage"],
+            _fmt(s["docs_in"]),
+            _fmt(s["docs_out"]),
+            _rate(s["docs_per_s"]),
+            _rate(s["mb_per_s"]),
+            _pct(s["retention"]),
+            _pct(s["tagged_retention"]) + flag,
+            ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-",
+        )
     console.print(table)
     if any(s["drops_tagged_slice"] for s in result["stages"]):
         console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
@@ -1002,8 +1267,9 @@ def _rate(value: float | None) -> str:
 @app.command("check")
 def check(
     ctx: typer.Context,
-    run: Annotated[str | None, typer.Argument(help="Check only this run's records (SQLite's check covers the "
-                                                   "whole file).")] = None,
+    run: Annotated[
+        str | None, typer.Argument(help="Check only this run's records (SQLite's check covers the whole file).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check the ledger file: SQLite's integrity check and every stored block's checksum, damage reported by run
@@ -1025,11 +1291,13 @@ def check(
             key = f" extra {d.key!r}" if d.key is not None else ""
             console.print(f"damaged: run {d.run!r}{key}{steps}: {d.problem}", markup=False, highlight=False)
         for name, blocks in result.unverified.items():
-            console.print(f"unverified: run {name!r}: {blocks} blocks written before checksums", markup=False,
-                          highlight=False)
+            console.print(
+                f"unverified: run {name!r}: {blocks} blocks written before checksums", markup=False, highlight=False
+            )
         verdict = "whole" if result.clean else "DAMAGED"
-        console.print(f"{result.location}: {verdict} ({result.verified_blocks} blocks verified)", markup=False,
-                      highlight=False)
+        console.print(
+            f"{result.location}: {verdict} ({result.verified_blocks} blocks verified)", markup=False, highlight=False
+        )
     if not result.clean:
         raise typer.Exit(2)
 
@@ -1063,10 +1331,13 @@ def merge(
 @ledger_app.command("copy")
 def ledger_copy(
     source: Annotated[str, typer.Argument(help="The ledger to copy: a SQLite file or a postgresql:// URL.")],
-    destination: Annotated[str, typer.Argument(help="Where to: a new or empty SQLite file, or a postgresql:// URL "
-                                                    "of an existing database.")],
-    replace: Annotated[bool, typer.Option("--replace", help="Delete what the destination holds first (refused "
-                                                            "otherwise).")] = False,
+    destination: Annotated[
+        str,
+        typer.Argument(help="Where to: a new or empty SQLite file, or a postgresql:// URL of an existing database."),
+    ],
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Delete what the destination holds first (refused otherwise).")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Copy a whole ledger into another, either direction between SQLite and PostgreSQL: every run, step, eval,
@@ -1082,40 +1353,72 @@ def ledger_copy(
         _print_json(result.to_dict())
         return
     replaced = f", {result.replaced} records it held deleted first" if result.replaced else ""
-    console.print(f"{result.source} -> {result.destination}: {result.rows['runs']} runs, "
-                  f"{sum(result.rows.values())} rows in {len(result.rows)} tables{replaced}; counts and digest "
-                  f"verified (sha256 {result.digest[:16]}), {result.seconds:.1f} s", markup=False, highlight=False)
+    console.print(
+        f"{result.source} -> {result.destination}: {result.rows['runs']} runs, "
+        f"{sum(result.rows.values())} rows in {len(result.rows)} tables{replaced}; counts and digest "
+        f"verified (sha256 {result.digest[:16]}), {result.seconds:.1f} s",
+        markup=False,
+        highlight=False,
+    )
+
+
 @app.command("import")
 def import_(
     ctx: typer.Context,
     kind: Annotated[str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table or textlog.")],
     sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
     run: Annotated[str, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")],
-    map_: Annotated[list[str] | None, typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto "
-                                                                 "a canonical key (repeatable).")] = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable)."),
+    ] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
-    tokens_per_step: Annotated[float | None, typer.Option(
-        "--tokens-per-step", help="Derive tokens = step x N where none are logged.")] = None,
-    tokens_per_sample: Annotated[float | None, typer.Option(
-        "--tokens-per-sample",
-        help="Derive tokens = samples x N (N: the sequence length) where samples are logged.")] = None,
-    pattern: Annotated[list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups "
-                                                                        "(repeatable).")] = None,
-    log_format: Annotated[str, typer.Option("--format", help="textlog without --pattern: auto (detect) or one of "
-                                                             f"{', '.join(TEXTLOG_FORMATS)}.")] = "auto",
-    step_pattern: Annotated[str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the "
-                                                                            "step from the file name.")] = None,
-    step: Annotated[int | None, typer.Option("--step", help="lm-eval: the step of results files that name none "
-                                                            "(a released model's final checkpoint).")] = None,
-    experiment: Annotated[bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import "
-                                                                  "each of its runs.")] = False,
-    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the "
-                                                                            "store.")] = None,
-    join_on: Annotated[str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an "
-                                                           "existing run by wall clock).")] = "step",
-    devices: Annotated[int | None, typer.Option("--devices", help="Devices the run trained on, for per-device-hour "
-                                                                  "yields (default: what the log prints, e.g. "
-                                                                  "'world size: 8').")] = None,
+    tokens_per_step: Annotated[
+        float | None, typer.Option("--tokens-per-step", help="Derive tokens = step x N where none are logged.")
+    ] = None,
+    tokens_per_sample: Annotated[
+        float | None,
+        typer.Option(
+            "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged."
+        ),
+    ] = None,
+    pattern: Annotated[
+        list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups (repeatable).")
+    ] = None,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--format", help=f"textlog without --pattern: auto (detect) or one of {', '.join(TEXTLOG_FORMATS)}."
+        ),
+    ] = "auto",
+    step_pattern: Annotated[
+        str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the step from the file name.")
+    ] = None,
+    step: Annotated[
+        int | None,
+        typer.Option(
+            "--step", help="lm-eval: the step of results files that name none (a released model's final checkpoint)."
+        ),
+    ] = None,
+    experiment: Annotated[
+        bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import each of its runs.")
+    ] = False,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the store.")
+    ] = None,
+    join_on: Annotated[
+        str,
+        typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock)."),
+    ] = "step",
+    devices: Annotated[
+        int | None,
+        typer.Option(
+            "--devices",
+            help="Devices the run trained on, for per-device-hour "
+            "yields (default: what the log prints, e.g. "
+            "'world size: 8').",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -1126,10 +1429,21 @@ def import_(
     """
     from yieldgate.ingest import ImportOptions, import_run
 
-    opts = ImportOptions(run=run, map=map_ or (), manifest=manifest, tokens_per_step=tokens_per_step,
-                         tokens_per_sample=tokens_per_sample,
-                         patterns=pattern or (), log_format=log_format, step_pattern=step_pattern, step=step,
-                         experiment=experiment, tracking_uri=tracking_uri, join_on=join_on, devices=devices)
+    opts = ImportOptions(
+        run=run,
+        map=map_ or (),
+        manifest=manifest,
+        tokens_per_step=tokens_per_step,
+        tokens_per_sample=tokens_per_sample,
+        patterns=pattern or (),
+        log_format=log_format,
+        step_pattern=step_pattern,
+        step=step,
+        experiment=experiment,
+        tracking_uri=tracking_uri,
+        join_on=join_on,
+        devices=devices,
+    )
     with _ledger(ctx, readonly=False) as ledger:
         results = import_run(ledger, kind, sources, opts)
     if as_json:
@@ -1150,8 +1464,13 @@ def import_(
 def export(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
-    dest: Annotated[str, typer.Argument(help="table: a .csv or .parquet file; tensorboard, wandb: a folder; "
-                                             "mlflow: a store folder, .db file or tracking URI.")],
+    dest: Annotated[
+        str,
+        typer.Argument(
+            help="table: a .csv or .parquet file; tensorboard, wandb: a folder; "
+            "mlflow: a store folder, .db file or tracking URI."
+        ),
+    ],
     to: Annotated[str, typer.Option("--to", help="tensorboard, mlflow, wandb or table.")],
     as_json: JsonOption = False,
 ) -> None:
@@ -1167,9 +1486,12 @@ def export(
     if as_json:
         _print_json(result.to_dict())
         return
-    console.print(f"{run}: {result.rows:,} rows, {len(result.columns) - 1} columns, {result.yields} yields, "
-                  f"{result.diagnoses} diagnoses -> {result.to} {result.dest} (x-axis: {result.x_axis})",
-                  markup=False, highlight=False)
+    console.print(
+        f"{run}: {result.rows:,} rows, {len(result.columns) - 1} columns, {result.yields} yields, "
+        f"{result.diagnoses} diagnoses -> {result.to} {result.dest} (x-axis: {result.x_axis})",
+        markup=False,
+        highlight=False,
+    )
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
@@ -1207,8 +1529,12 @@ def gate_(
 @app.command()
 def plan(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(help="Run, seed group (glob) or campaign recipe; or a recipe or manifest "
-                                               "file (YAML/JSON) not trained yet.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="Run, seed group (glob) or campaign recipe; or a recipe or manifest file (YAML/JSON) not trained yet."
+        ),
+    ],
     policy: Annotated[Path, typer.Option("--policy", help="Policy file (YAML or JSON): its stages, and max_epochs.")],
     as_json: JsonOption = False,
 ) -> None:
@@ -1253,8 +1579,15 @@ def decisions(
         return
     table = Table("id", "when (UTC)", "target", "stage", "decision", "policy", "rationale")
     for r in rows:
-        table.add_row(str(r["id"]), r["created_at"][:16].replace("T", " "), r["target"], r["stage"] or "-",
-                      r["decision"], policy_label(r), r["rationale"])
+        table.add_row(
+            str(r["id"]),
+            r["created_at"][:16].replace("T", " "),
+            r["target"],
+            r["stage"] or "-",
+            r["decision"],
+            policy_label(r),
+            r["rationale"],
+        )
     console.print(table)
 
 
@@ -1262,8 +1595,10 @@ def decisions(
 def demo(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="A smaller, faster version (about a minute).")] = False,
-    out: Annotated[Path | None, typer.Option("-o", "--output", help="HTML report to write (default: beside the "
-                                                                      "ledger, LEDGER.html).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="HTML report to write (default: beside the ledger, LEDGER.html)."),
+    ] = None,
 ) -> None:
     """The main job on the built-in corpus, with real trainings: pipeline A (dedup + filters) against pipeline B
     (everything, a bigger batch) at equal tokens and time, a mixture campaign with its ranking and decision

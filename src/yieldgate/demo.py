@@ -39,20 +39,28 @@ __all__ = ["run_demo", "Settings", "QUICK", "FULL"]
 
 SHAKESPEARE = [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "shakespeare-folio", "weight": 0.4}]
 TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
-PIPELINE_A = Recipe.model_validate({
-    "sources": SHAKESPEARE, "tokenizer": TOKENIZER,
-    "filters": [{"kind": "min_chars", "params": {"min": 200}}, {"kind": "max_symbol_ratio", "params": {"max": 0.25}}],
-    "dedup": {"kind": "near", "shingle": "word:3", "threshold": 0.145},
-})
+PIPELINE_A = Recipe.model_validate(
+    {
+        "sources": SHAKESPEARE,
+        "tokenizer": TOKENIZER,
+        "filters": [
+            {"kind": "min_chars", "params": {"min": 200}},
+            {"kind": "max_symbol_ratio", "params": {"max": 0.25}},
+        ],
+        "dedup": {"kind": "near", "shingle": "word:3", "threshold": 0.145},
+    }
+)
 PIPELINE_B = Recipe.model_validate({"sources": SHAKESPEARE, "tokenizer": TOKENIZER})
 MIXTURES = {
     "shakespeare": PIPELINE_A.model_dump(mode="json"),
-    "shakespeare+milton": {**PIPELINE_A.model_dump(mode="json"),
-                           "sources": [{"name": "shakespeare-modern", "weight": 0.5},
-                                       {"name": "milton", "weight": 0.5}]},
-    "shakespeare+code": {**PIPELINE_A.model_dump(mode="json"),
-                         "sources": [{"name": "shakespeare-modern", "weight": 0.7},
-                                     {"name": "python-stdlib", "weight": 0.3}]},
+    "shakespeare+milton": {
+        **PIPELINE_A.model_dump(mode="json"),
+        "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "milton", "weight": 0.5}],
+    },
+    "shakespeare+code": {
+        **PIPELINE_A.model_dump(mode="json"),
+        "sources": [{"name": "shakespeare-modern", "weight": 0.7}, {"name": "python-stdlib", "weight": 0.3}],
+    },
 }
 
 
@@ -69,14 +77,27 @@ class Settings:
     evals: int
 
 
-QUICK = Settings(pipeline_tokens=60_000, pipeline_seeds=1, budgets=(15_000, 30_000, 60_000), campaign_seeds=2,
-                max_chars=300_000, evals=5)
-FULL = Settings(pipeline_tokens=600_000, pipeline_seeds=2, budgets=(100_000, 200_000, 400_000), campaign_seeds=3,
-                max_chars=1_500_000, evals=8)
+QUICK = Settings(
+    pipeline_tokens=60_000,
+    pipeline_seeds=1,
+    budgets=(15_000, 30_000, 60_000),
+    campaign_seeds=2,
+    max_chars=300_000,
+    evals=5,
+)
+FULL = Settings(
+    pipeline_tokens=600_000,
+    pipeline_seeds=2,
+    budgets=(100_000, 200_000, 400_000),
+    campaign_seeds=3,
+    max_chars=1_500_000,
+    evals=8,
+)
 
 
-def run_demo(location: str, *, quick: bool, console: Console | None = None,
-             report: str | None = None) -> dict[str, Any]:
+def run_demo(
+    location: str, *, quick: bool, console: Console | None = None, report: str | None = None
+) -> dict[str, Any]:
     """Run the demo into the ledger at `location`; return what it measured (also printed)."""
     console = console or Console()
     settings = QUICK if quick else FULL
@@ -95,17 +116,28 @@ def run_demo(location: str, *, quick: bool, console: Console | None = None,
         console.rule("4. The stage gate on the best recipe")
         out["decision"] = _gate(location, settings, out["campaign"], console)
         console.rule("5. The report")
-        out["report"] = _report(location, report or ("yieldgate-demo.html" if url else
-                                                     str(Path(location).with_suffix(".html"))), console)
+        out["report"] = _report(
+            location, report or ("yieldgate-demo.html" if url else str(Path(location).with_suffix(".html"))), console
+        )
     out["seconds"] = time.perf_counter() - started
-    console.print(f"Done in {out['seconds']:.0f} s. Everything above is in {shown}: try `yieldgate --ledger "
-                  f"{shown} runs`, `... campaign demo-mix`, `... decisions`.", markup=False, highlight=False)
+    console.print(
+        f"Done in {out['seconds']:.0f} s. Everything above is in {shown}: try `yieldgate --ledger "
+        f"{shown} runs`, `... campaign demo-mix`, `... decisions`.",
+        markup=False,
+        highlight=False,
+    )
     return out
 
 
 def _bar(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
 
 
 def _prepare_corpus(console: Console) -> dict[str, Any]:
@@ -133,8 +165,15 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
                 with Ledger(location) as led:  # a re-run of the demo replaces its runs
                     led.create_run(run, status="running", source="demo", if_exists="replace")
                 bar.update(task, description=f"{run}: training", completed=0)
-                cfg = ProbeConfig(tokens=s.pipeline_tokens, seed=seed, batch_size=batch, microbatches=2,
-                                  evals=s.evals, threads=threads, eval_seed=0)
+                cfg = ProbeConfig(
+                    tokens=s.pipeline_tokens,
+                    seed=seed,
+                    batch_size=batch,
+                    microbatches=2,
+                    evals=s.evals,
+                    threads=threads,
+                    eval_seed=0,
+                )
 
                 def progress(step: int, steps: int, t: TaskID = task) -> None:
                     bar.update(t, completed=step, total=steps)
@@ -146,11 +185,16 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
         by_tokens = compare_groups(led, a, b, at="tokens", per="byte")
         by_time = compare_groups(led, a, b, at="time", per="byte")
         runs = {name: _pipeline_figures(led, f"demo/{name}/s0") for name in pipelines}
-        confounders = [d.field for d in diff(_manifest(led, "demo/pipeline-a/s0"),
-                                             _manifest(led, "demo/pipeline-b/s0"))]
+        confounders = [
+            d.field for d in diff(_manifest(led, "demo/pipeline-a/s0"), _manifest(led, "demo/pipeline-b/s0"))
+        ]
     _render_pipelines(console, runs, by_tokens, by_time, confounders)
-    return {"runs": runs, "at_equal_tokens": by_tokens.to_dict(), "at_equal_time": by_time.to_dict(),
-            "confounders": confounders}
+    return {
+        "runs": runs,
+        "at_equal_tokens": by_tokens.to_dict(),
+        "at_equal_time": by_time.to_dict(),
+        "confounders": confounders,
+    }
 
 
 def _manifest(led: Ledger, run: str) -> Manifest:
@@ -168,60 +212,101 @@ def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
     recipe, optimisation = manifest.data, manifest.optimisation
     # probe_manifest fills both in, the recipe with its trained tokenizer
     assert recipe and recipe.tokenizer and recipe.tokenizer.bytes_per_token and optimisation, run
-    return {"run": run, "tokens": float(steps["tokens"].iloc[-1]), "wall_s": float(steps["wall_s"].iloc[-1]),
-            "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
-            "batch": optimisation.batch_size,
-            # bytes, not tokens: the two pipelines train their own tokenizers
-            "train_mb": (sum(s.unique_tokens or 0 for s in recipe.sources)
-                         * recipe.tokenizer.bytes_per_token / 1e6),
-            "val_bpb": final.get("val/bpb"),
-            "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")}}
+    return {
+        "run": run,
+        "tokens": float(steps["tokens"].iloc[-1]),
+        "wall_s": float(steps["wall_s"].iloc[-1]),
+        "tokens_per_s": float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]),
+        "batch": optimisation.batch_size,
+        # bytes, not tokens: the two pipelines train their own tokenizers
+        "train_mb": (sum(s.unique_tokens or 0 for s in recipe.sources) * recipe.tokenizer.bytes_per_token / 1e6),
+        "val_bpb": final.get("val/bpb"),
+        "hard": {k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")},
+    }
 
 
-def _render_pipelines(console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any,
-                      confounders: list[str]) -> None:
+def _render_pipelines(
+    console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any, confounders: list[str]
+) -> None:
     hard = sorted({k for r in runs.values() for k in r["hard"]})
-    table = Table("pipeline", "batch", "training MB kept", "tokens/s", "final val bpb",
-                  *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard],
-                  title="Seed 0 of each pipeline")
+    table = Table(
+        "pipeline",
+        "batch",
+        "training MB kept",
+        "tokens/s",
+        "final val bpb",
+        *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard],
+        title="Seed 0 of each pipeline",
+    )
     for name, r in runs.items():
-        table.add_row(name, str(r["batch"]), f"{r['train_mb']:.2f}", fmt(r["tokens_per_s"]), fmt(r["val_bpb"]),
-                      *[fmt(r["hard"].get(h)) for h in hard])
+        table.add_row(
+            name,
+            str(r["batch"]),
+            f"{r['train_mb']:.2f}",
+            fmt(r["tokens_per_s"]),
+            fmt(r["val_bpb"]),
+            *[fmt(r["hard"].get(h)) for h in hard],
+        )
     console.print(table)
     for comparison in (by_tokens, by_time):
-        points = Table(comparison.aligned_on, "A bpb", "B bpb", "B - A", "within seed noise",
-                       title=f"Bits per byte at equal {comparison.aligned_on}")
+        points = Table(
+            comparison.aligned_on,
+            "A bpb",
+            "B bpb",
+            "B - A",
+            "within seed noise",
+            title=f"Bits per byte at equal {comparison.aligned_on}",
+        )
         for p in comparison.points:
-            points.add_row(fmt(p[comparison.aligned_on]), fmt(p["a"]), fmt(p["b"]), fmt(p["diff"]),
-                           "-" if p["within_noise"] is None else "yes" if p["within_noise"] else "no")
+            points.add_row(
+                fmt(p[comparison.aligned_on]),
+                fmt(p["a"]),
+                fmt(p["b"]),
+                fmt(p["diff"]),
+                "-" if p["within_noise"] is None else "yes" if p["within_noise"] else "no",
+            )
         console.print(points)
     sp = by_tokens.speedup
-    console.print(f"Speedup of B over A to A's and B's common target (bpb {fmt(by_tokens.target_loss)}): time "
-                  f"{fmt(sp['time'])}x = throughput {fmt(sp['throughput'])}x x sample efficiency "
-                  f"{fmt(sp['sample_efficiency'])}x.", markup=False, highlight=False)
+    console.print(
+        f"Speedup of B over A to A's and B's common target (bpb {fmt(by_tokens.target_loss)}): time "
+        f"{fmt(sp['time'])}x = throughput {fmt(sp['throughput'])}x x sample efficiency "
+        f"{fmt(sp['sample_efficiency'])}x.",
+        markup=False,
+        highlight=False,
+    )
     console.print(by_tokens.verdict, markup=False, highlight=False)
     console.print("Confounders (manifest diff): " + ", ".join(confounders), markup=False, highlight=False)
 
 
 def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
-    campaign = Campaign.model_validate({
-        "name": "demo-mix", "recipes": MIXTURES, "seeds": s.campaign_seeds, "budgets": list(s.budgets),
-        "eval_sources": ["shakespeare-modern", "milton"], "probe": {"evals": s.evals},
-        "data": {"max_chars_per_source": s.max_chars},
-    })
+    campaign = Campaign.model_validate(
+        {
+            "name": "demo-mix",
+            "recipes": MIXTURES,
+            "seeds": s.campaign_seeds,
+            "budgets": list(s.budgets),
+            "eval_sources": ["shakespeare-modern", "milton"],
+            "probe": {"evals": s.evals},
+            "data": {"max_chars_per_source": s.max_chars},
+        }
+    )
     total = len(campaign.recipes) * len(campaign.seeds) * len(campaign.budgets)
-    console.print(f"{len(campaign.recipes)} recipes x {len(campaign.seeds)} seeds x {len(campaign.budgets)} budgets "
-                  f"({', '.join(f'{b:,}' for b in campaign.budgets)} tokens): {total} probes, scored on the held-out "
-                  "text of shakespeare-modern and milton.", highlight=False)
+    console.print(
+        f"{len(campaign.recipes)} recipes x {len(campaign.seeds)} seeds x {len(campaign.budgets)} budgets "
+        f"({', '.join(f'{b:,}' for b in campaign.budgets)} tokens): {total} probes, scored on the held-out "
+        "text of shakespeare-modern and milton.",
+        highlight=False,
+    )
     with _bar(console) as bar:
         overall = bar.add_task("probes", total=total)
-        done = run_campaign(campaign, location, workers=min(2, cores()),
-                            on_result=lambda result: bar.advance(overall))
+        done = run_campaign(campaign, location, workers=min(2, cores()), on_result=lambda result: bar.advance(overall))
     with Ledger(location) as led:
         summary = summarise(led, campaign.name)
         led.set_campaign_summary(campaign.name, summary.to_dict())
-    console.print(f"{len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
-                  f"{len(done.failed)} failed.", highlight=False)
+    console.print(
+        f"{len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, {len(done.failed)} failed.",
+        highlight=False,
+    )
     render_campaign(console, summary.to_dict())
     return summary.to_dict()
 
@@ -231,14 +316,26 @@ def demo_policy(s: Settings) -> Policy:
     campaign's largest budget is the first stage), two seeds (the quick demo runs two), no tokens-per-parameter floor
     (the demo's next stages are small; examples/policy.yaml asks for 10)."""
     top = max(s.budgets)
-    return Policy.model_validate({
-        "name": "demo", "version": 1, "primary": "learning", "exploration_share": 0.2,
-        "stages": [{"name": "probes", "tokens": top, "compute_share": 0.05},
-                   {"name": "stage-1", "tokens": 4 * top, "compute_share": 0.15},
-                   {"name": "stage-2", "tokens": 16 * top, "compute_share": 0.8}],
-        "requirements": {"min_yield_per_btok": 250, "regression_tolerance": 0.1, "min_seeds": 2,
-                         "min_tokens_per_param": 0, "level": 0.8},
-    })
+    return Policy.model_validate(
+        {
+            "name": "demo",
+            "version": 1,
+            "primary": "learning",
+            "exploration_share": 0.2,
+            "stages": [
+                {"name": "probes", "tokens": top, "compute_share": 0.05},
+                {"name": "stage-1", "tokens": 4 * top, "compute_share": 0.15},
+                {"name": "stage-2", "tokens": 16 * top, "compute_share": 0.8},
+            ],
+            "requirements": {
+                "min_yield_per_btok": 250,
+                "regression_tolerance": 0.1,
+                "min_seeds": 2,
+                "min_tokens_per_param": 0,
+                "level": 0.8,
+            },
+        }
+    )
 
 
 def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console) -> dict[str, Any]:
@@ -247,9 +344,12 @@ def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console
     top = campaign["rankings"][str(max(campaign["budgets"]))]["bpb"]["order"][0]["recipe"]
     target = f"{campaign['campaign']}/{top}"
     policy = demo_policy(s)
-    console.print(f"The best recipe at the largest budget is {top}; gating {target} (its {len(s.budgets)} budgets x "
-                  f"{s.campaign_seeds} seeds) for the next stage under policy {policy.name}@{policy.version}.",
-                  markup=False, highlight=False)
+    console.print(
+        f"The best recipe at the largest budget is {top}; gating {target} (its {len(s.budgets)} budgets x "
+        f"{s.campaign_seeds} seeds) for the next stage under policy {policy.name}@{policy.version}.",
+        markup=False,
+        highlight=False,
+    )
     with Ledger(location) as led:
         decision = gate(led, target, policy)
         decision_id = record(led, decision, policy)
@@ -262,6 +362,10 @@ def _report(location: str, out: str, console: Console) -> dict[str, Any]:
 
     with console.status("Writing the HTML report..."), Ledger(location, readonly=True) as led:
         result = write_report(led, ["demo/pipeline-a/*", "demo/pipeline-b/*"], out)
-    console.print(f"Report: {result.path} ({len(result.figures)} plots; open it in a browser, no network needed).",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"Report: {result.path} ({len(result.figures)} plots; open it in a browser, no network needed).",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     return {"path": str(result.path), "figures": len(result.figures)}

@@ -61,9 +61,27 @@ __all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "must_e
 DEFAULT_LEDGER = "yieldgate.db"
 
 # The fields of `Ledger.run_records()`, in the order of `Ledger.runs()`'s columns.
-RUN_COLUMNS = ("name", "status", "source", "manifest_hash", "created_at", "updated_at", "steps", "last_step", "tokens",
-               "last_eval_task", "last_eval_metric", "last_eval_value", "last_eval_step", "duration_s", "note", "tags",
-               "owner", "heartbeat_at", "recorded_status")
+RUN_COLUMNS = (
+    "name",
+    "status",
+    "source",
+    "manifest_hash",
+    "created_at",
+    "updated_at",
+    "steps",
+    "last_step",
+    "tokens",
+    "last_eval_task",
+    "last_eval_metric",
+    "last_eval_value",
+    "last_eval_step",
+    "duration_s",
+    "note",
+    "tags",
+    "owner",
+    "heartbeat_at",
+    "recorded_status",
+)
 
 # Bulk appends are cut into blocks of BLOCK_ROWS steps. Small appends (a tracker flushing every second)
 # are written as blocks of their own, and every COMPACT_BLOCKS of them at the run's end are merged into one
@@ -72,6 +90,7 @@ RUN_COLUMNS = ("name", "status", "source", "manifest_hash", "created_at", "updat
 BLOCK_ROWS = 8192
 TAIL_MERGE_ROWS = 256
 COMPACT_BLOCKS = 16
+
 
 def higher_is_better(metric: str) -> bool:
     """Default direction of a metric (`names.metric_direction`): False for losses, perplexities and error
@@ -85,8 +104,9 @@ def must_exist(location: str | os.PathLike[str]) -> str:
     runs already stored: opening a missing file for writing would create an empty ledger."""
     text = os.fspath(location)
     if text != ":memory:" and "://" not in text and not Path(text).exists():
-        raise InputError(f"{text}: no ledger there; give the file the runs are in (the ledger argument, or "
-                         "$YIELDGATE_LEDGER)")
+        raise InputError(
+            f"{text}: no ledger there; give the file the runs are in (the ledger argument, or $YIELDGATE_LEDGER)"
+        )
     return text
 
 
@@ -260,8 +280,15 @@ class Ledger:
 
     _db: sqlite3.Connection | ledger_pg.PgConnection
 
-    def __init__(self, location: str | os.PathLike[str] | None = None, *, readonly: bool = False,
-                 busy_timeout_s: float = 30.0, durable: bool = False, mounts: str | None = None) -> None:
+    def __init__(
+        self,
+        location: str | os.PathLike[str] | None = None,
+        *,
+        readonly: bool = False,
+        busy_timeout_s: float = 30.0,
+        durable: bool = False,
+        mounts: str | None = None,
+    ) -> None:
         """`busy_timeout_s`: how long a write waits for another process's lock before failing (the Tracker's
         writer waits briefly and retries at its next flush, so it keeps collecting rows meanwhile).
 
@@ -313,23 +340,28 @@ class Ledger:
                     f"{location}: on a {remote[1]} filesystem (mounted at {remote[0]}), where SQLite's write-ahead log "
                     "does not work across hosts and a shared ledger can be damaged without an error; keep one ledger "
                     "per node on a local disk and combine them with `yieldgate merge`, or share a PostgreSQL ledger "
-                    "(postgresql://USER@HOST:PORT/DB)")
+                    "(postgresql://USER@HOST:PORT/DB)"
+                )
             # Before SQLite reads it (a truncated file or damaged log can read "fine"): its headers only while no
             # connection of this process has the file open, since closing the descriptor the read used would drop
             # that connection's locks (ledger_file's docstring); the size otherwise.
             problem = file_problem(path, headers=_OPEN[os.path.realpath(path)] == 0)  # under _OPEN_LOCK
             if problem is not None:
-                raise LedgerError(f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as "
-                                  "whole: restore it from a backup (a damaged write-ahead log moved aside leaves the "
-                                  "file as of its last checkpoint)")
+                raise LedgerError(
+                    f"{location}: not a usable yieldgate ledger ({problem}); no run in it is read as "
+                    "whole: restore it from a backup (a damaged write-ahead log moved aside leaves the "
+                    "file as of its last checkpoint)"
+                )
             if readonly:
                 db = self._open_readonly(path)
                 if migrations.check(db, location):
                     # An older schema: upgrade it once (migrations only add), then read as asked.
                     db.close()
                     if not os.access(path, os.W_OK):
-                        raise LedgerError(f"{location}: written by an older yieldgate and read-only here; "
-                                          "open it once where it is writable to upgrade it")
+                        raise LedgerError(
+                            f"{location}: written by an older yieldgate and read-only here; "
+                            "open it once where it is writable to upgrade it"
+                        )
                     Ledger(path).close()
                     db = self._open_readonly(path)
                 return db
@@ -346,8 +378,7 @@ class Ledger:
         except sqlite3.OperationalError as exc:  # the file may be fine: locked, unwritable, a full disk
             raise LedgerError(f"{location}: cannot open the ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); "
-                              "use another ledger file") from None
+            raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); use another ledger file") from None
 
     def _open_pg(self, url: str, *, readonly: bool, busy_timeout_s: float) -> None:
         self.location = ledger_pg.masked(url)
@@ -367,8 +398,9 @@ class Ledger:
 
     @staticmethod
     def _open_readonly(path: Path) -> sqlite3.Connection:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=30,
-                             check_same_thread=False)
+        db = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=30, check_same_thread=False
+        )
         db.execute("PRAGMA busy_timeout = 30000")
         return db
 
@@ -481,8 +513,16 @@ class Ledger:
             )
             return _inserted_id(cur)
 
-    def claim_run(self, name: str, *, owner: Owner, manifest: Manifest | None = None, resume: bool = False,
-                  takeover: bool = False, source: str = "tracker") -> bool:
+    def claim_run(
+        self,
+        name: str,
+        *,
+        owner: Owner,
+        manifest: Manifest | None = None,
+        resume: bool = False,
+        takeover: bool = False,
+        source: str = "tracker",
+    ) -> bool:
         """Make `owner` the one writer of run `name`, creating the run if it is new; return whether it existed.
 
         Check and claim are one write transaction, so two processes claiming at once cannot both succeed. An
@@ -490,11 +530,14 @@ class Ledger:
         owner lives, and taken over with `takeover` once it is dead (`yieldgate.owners.liveness`; the takeover
         is kept as a `warning` event)."""
         with self.transaction():
-            row = self._db.execute("SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs "
-                                   "WHERE name = ?", (name,)).fetchone()
+            row = self._db.execute(
+                "SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs WHERE name = ?", (name,)
+            ).fetchone()
             if row is not None and not resume:
-                raise InputError(f"run {name!r} already exists in {self.location}; pass resume=True to continue it, "
-                                 "or pick another name")
+                raise InputError(
+                    f"run {name!r} already exists in {self.location}; pass resume=True to continue it, "
+                    "or pick another name"
+                )
             previous = Owner(row[1], int(row[2]), float(row[3] or 0.0)) if row is not None and row[1] else None
             if row is not None and row[0] == "running" and previous is not None and previous != owner:
                 state = liveness(previous, row[4])
@@ -503,19 +546,23 @@ class Ledger:
                     raise RunInUse(
                         f"run {name!r} in {self.location} is being written by {previous}, {beat}; a second writer "
                         f"would splice two runs into one: wait for it to end (takeover=True takes over only a writer "
-                        f"that is dead: its process gone, or no heartbeat for {STALE_AFTER_S:.0f} s)")
+                        f"that is dead: its process gone, or no heartbeat for {STALE_AFTER_S:.0f} s)"
+                    )
                 if not takeover:
                     raise RunInUse(
                         f"run {name!r} in {self.location} was being written by {previous}, which stopped without "
                         f"closing it ({'its process is gone' if state == 'crashed' else beat}); pass takeover=True "
-                        "to take it over")
+                        "to take it over"
+                    )
             self.create_run(name, manifest=manifest, status="running", source=source, if_exists="reuse")
             self._db.execute(
                 "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = ?, heartbeat_at = ? WHERE name = ?",
-                (owner.host, owner.pid, owner.started, time.time(), name))
+                (owner.host, owner.pid, owner.started, time.time(), name),
+            )
             if row is not None and row[0] == "running" and previous is not None and previous != owner:
-                self.add_event(name, "warning", {"source": "tracker", "takeover": {"from": str(previous),
-                                                                                  "by": str(owner)}})
+                self.add_event(
+                    name, "warning", {"source": "tracker", "takeover": {"from": str(previous), "by": str(owner)}}
+                )
         return row is not None
 
     def heartbeat(self, run: str, owner: Owner) -> None:
@@ -524,10 +571,13 @@ class Ledger:
         with self.transaction():
             cur = self._db.execute(
                 "UPDATE runs SET heartbeat_at = ? WHERE name = ? AND owner_host = ? AND owner_pid = ? AND "
-                "owner_started = ?", (time.time(), run, owner.host, owner.pid, owner.started))
+                "owner_started = ?",
+                (time.time(), run, owner.host, owner.pid, owner.started),
+            )
             if cur.rowcount == 0:
-                row = self._db.execute("SELECT owner_host, owner_pid, owner_started FROM runs WHERE name = ?",
-                                       (run,)).fetchone()
+                row = self._db.execute(
+                    "SELECT owner_host, owner_pid, owner_started FROM runs WHERE name = ?", (run,)
+                ).fetchone()
                 now = "gone from the ledger" if row is None else f"written by {Owner(row[0], row[1], row[2] or 0.0)}"
                 raise RunInUse(f"run {run!r} in {self.location} is no longer this process's to write: it is {now}")
 
@@ -605,11 +655,15 @@ class Ledger:
                               ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY step DESC,
                                                  (task = 'val' AND metric = 'loss') DESC, id DESC) AS k
                        FROM evals) e ON e.run_id = r.id AND e.k = 1
-            """ + only + " ORDER BY r.created_at, r.id", params
+            """
+            + only
+            + " ORDER BY r.created_at, r.id",
+            params,
         )
         tags: dict[str, list[str]] = collections.defaultdict(list)
-        for run, tag in self._query("SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id " + only
-                                    + " ORDER BY t.tag", params):
+        for run, tag in self._query(
+            "SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id " + only + " ORDER BY t.tag", params
+        ):
             tags[run].append(tag)
         now = time.time()
         out = []
@@ -619,8 +673,15 @@ class Ledger:
             if status == "running" and owner is not None:
                 state = liveness(owner, beat, now)
                 status = status if state == "live" else state
-            values = [*row[:1], status, *row[2:], tags.get(row[0], []), None if owner is None else str(owner), beat,
-                      row[1]]
+            values = [
+                *row[:1],
+                status,
+                *row[2:],
+                tags.get(row[0], []),
+                None if owner is None else str(owner),
+                beat,
+                row[1],
+            ]
             out.append(dict(zip(RUN_COLUMNS, values, strict=True)))
         return out
 
@@ -641,8 +702,9 @@ class Ledger:
 
     def _live_writer(self, run: str) -> Owner | None:
         """The live process writing `run`, or None (no Tracker holds it, or its writer is dead)."""
-        row = self._db.execute("SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs "
-                               "WHERE name = ?", (run,)).fetchone()
+        row = self._db.execute(
+            "SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs WHERE name = ?", (run,)
+        ).fetchone()
         if row is None or row[0] != "running" or row[1] is None:
             return None
         owner = Owner(row[1], int(row[2]), float(row[3] or 0.0))
@@ -652,18 +714,26 @@ class Ledger:
         """RunInUse when a live Tracker writes `run`; RunReferenced when a gate decision cites it."""
         writer = self._live_writer(run)
         if writer is not None:
-            raise RunInUse(f"cannot {doing} run {run!r} in {self.location}: it is being written by {writer}; wait "
-                           "for its Tracker to close")
+            raise RunInUse(
+                f"cannot {doing} run {run!r} in {self.location}: it is being written by {writer}; wait "
+                "for its Tracker to close"
+            )
         run_id = self.run_id(run)
-        citing = [(int(i), t) for i, t, rid, evidence in
-                  self._db.execute("SELECT id, target, run_id, evidence FROM decisions ORDER BY id").fetchall()
-                  if rid == run_id or run in (json.loads(evidence).get("runs") or [])]
+        citing = [
+            (int(i), t)
+            for i, t, rid, evidence in self._db.execute(
+                "SELECT id, target, run_id, evidence FROM decisions ORDER BY id"
+            ).fetchall()
+            if rid == run_id or run in (json.loads(evidence).get("runs") or [])
+        ]
         if citing:
             which = ", ".join(f"#{i} (target {t!r})" for i, t in citing[:3]) + (" ..." if len(citing) > 3 else "")
             many = len(citing) > 1
-            raise RunReferenced(f"cannot {doing} run {run!r} in {self.location}: gate decision{'s' * many} {which} "
-                                f"cite{'' if many else 's'} it as evidence, and the audit trail keeps every run a "
-                                "decision names")
+            raise RunReferenced(
+                f"cannot {doing} run {run!r} in {self.location}: gate decision{'s' * many} {which} "
+                f"cite{'' if many else 's'} it as evidence, and the audit trail keeps every run a "
+                "decision names"
+            )
 
     def remove_runs(self, runs: Sequence[str]) -> list[dict[str, Any]]:
         """Delete runs with their steps, extras, evals and events, all in one transaction: if any one is refused
@@ -676,10 +746,12 @@ class Ledger:
             for run in dict.fromkeys(runs):
                 run_id = self.run_id(run)
                 count: dict[str, Any] = {"name": run}
-                for label, sql in (("steps", "SELECT COALESCE(SUM(n), 0) FROM step_blocks WHERE run_id = ?"),
-                                   ("extra_values", "SELECT COALESCE(SUM(n), 0) FROM extra_blocks WHERE run_id = ?"),
-                                   ("evals", "SELECT COUNT(*) FROM evals WHERE run_id = ?"),
-                                   ("events", "SELECT COUNT(*) FROM events WHERE run_id = ?")):
+                for label, sql in (
+                    ("steps", "SELECT COALESCE(SUM(n), 0) FROM step_blocks WHERE run_id = ?"),
+                    ("extra_values", "SELECT COALESCE(SUM(n), 0) FROM extra_blocks WHERE run_id = ?"),
+                    ("evals", "SELECT COUNT(*) FROM evals WHERE run_id = ?"),
+                    ("events", "SELECT COUNT(*) FROM events WHERE run_id = ?"),
+                ):
                     count[label] = int(self._db.execute(sql, (run_id,)).fetchone()[0])
                 # Children first, so that no backend needs cascading foreign keys to get this right.
                 for table in ("superseded_blocks", "events", "evals", "extra_blocks", "step_blocks", "run_tags"):
@@ -697,8 +769,10 @@ class Ledger:
             if new == run:
                 return
             if self._db.execute("SELECT 1 FROM runs WHERE name = ?", (new,)).fetchone() is not None:
-                raise InputError(f"cannot rename run {run!r} to {new!r}: a run named {new!r} is already in "
-                                 f"{self.location}; pick another name")
+                raise InputError(
+                    f"cannot rename run {run!r} to {new!r}: a run named {new!r} is already in "
+                    f"{self.location}; pick another name"
+                )
             self._refuse_if_held(run, "rename")
             self._db.execute("UPDATE runs SET name = ? WHERE name = ?", (new, run))
 
@@ -707,8 +781,9 @@ class Ledger:
         wanted = [check_tag(t) for t in tags]
         with self.transaction():
             run_id = self.run_id(run)
-            self._db.executemany("INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                                 [(run_id, t) for t in wanted])
+            self._db.executemany(
+                "INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING", [(run_id, t) for t in wanted]
+            )
             return self.tags(run)
 
     def untag_run(self, run: str, tags: Iterable[str]) -> list[str]:
@@ -835,8 +910,9 @@ class Ledger:
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return len(core)
 
-    def _checked(self, run: str, run_id: int, key: str | None, row: Sequence[Any],
-                 want: Sequence[str] | None = None) -> _Columns:
+    def _checked(
+        self, run: str, run_id: int, key: str | None, row: Sequence[Any], want: Sequence[str] | None = None
+    ) -> _Columns:
         """A stored block (`_BLOCK` fields) decoded once it passes its checksum (BlockDamaged otherwise)."""
         verify_block(self.location, run, key, tuple(row), run_id)
         return _block_columns(row, want)
@@ -869,8 +945,9 @@ class Ledger:
             affected = []
             if len(small) >= COMPACT_BLOCKS:
                 affected = self._db.execute(
-                    f"SELECT id, {_BLOCK} FROM {table} WHERE id IN ({','.join('?' * len(small))}) "
-                    "ORDER BY first_step", small).fetchall()
+                    f"SELECT id, {_BLOCK} FROM {table} WHERE id IN ({','.join('?' * len(small))}) ORDER BY first_step",
+                    small,
+                ).fetchall()
         if affected:
             merged = _concat([self._checked(run, scope["run_id"], key, a[1:]) for a in affected] + [new])
             new = _collapse(merged.steps, merged.values)
@@ -892,16 +969,18 @@ class Ledger:
         if isinstance(self._db, ledger_pg.PgConnection):
             self._db.copy_rows(table, columns, rows)
         else:
-            self._db.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                                 rows)
+            self._db.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows
+            )
 
     def step_at(self, run: str, step: int) -> dict[str, Any] | None:
         """The stored core record at or before `step`: step, tokens, samples, wall_s (None where not recorded),
         or None when the run has no step at or before it."""
         run_id = self.run_id(run)
         rows = self._query(
-            f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? AND first_step <= ? "
-            "ORDER BY first_step DESC LIMIT 1", (run_id, int(step)))
+            f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? AND first_step <= ? ORDER BY first_step DESC LIMIT 1",
+            (run_id, int(step)),
+        )
         if not rows:
             return None
         cols = self._checked(run, run_id, None, rows[0], ["tokens", "samples", "wall_s"])
@@ -924,24 +1003,34 @@ class Ledger:
             run_id = self.run_id(run)
             core = self._db.execute(
                 f"SELECT id, NULL, NULL, {_BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? "
-                "ORDER BY first_step", (run_id, after)).fetchall()
+                "ORDER BY first_step",
+                (run_id, after),
+            ).fetchall()
             extra = self._db.execute(
                 f"SELECT b.id, b.key_id, k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
                 "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ? AND b.last_step > ? "
-                "ORDER BY b.key_id, b.first_step", (run_id, after)).fetchall()
-            decoded = {(table, b[0]): self._checked(run, run_id, b[2], b[3:])  # ids are per table
-                       for table, blocks in (("step_blocks", core), ("extra_blocks", extra)) for b in blocks}
+                "ORDER BY b.key_id, b.first_step",
+                (run_id, after),
+            ).fetchall()
+            decoded = {
+                (table, b[0]): self._checked(run, run_id, b[2], b[3:])  # ids are per table
+                for table, blocks in (("step_blocks", core), ("extra_blocks", extra))
+                for b in blocks
+            }
             evals = self.evals(run)
             evals = evals[evals["step"] > after]
             if not (core or extra or len(evals)):
                 return None
             last = self.step_at(run, 1 << 62)
-            old_step = max([last["step"] if last else after]
-                           + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra])
+            old_step = max(
+                [last["step"] if last else after] + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra]
+            )
             body: dict[str, Any] = {
-                "source": source, "resume": dict(resume),
+                "source": source,
+                "resume": dict(resume),
                 "old": {"step": old_step, "tokens": last["tokens"] if last else None},
-                "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")}}
+                "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")},
+            }
             event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
             moved = {"step_blocks": 0, "extra_blocks": 0}
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
@@ -954,7 +1043,8 @@ class Ledger:
                     self._db.execute(
                         "INSERT INTO superseded_blocks (event_id, run_id, key_id, first_step, last_step, n, columns, "
                         "data, missing, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (event, run_id, key_id, *head[:3], *head[4:], block_checksum(run_id, key, *head)))
+                        (event, run_id, key_id, *head[:3], *head[4:], block_checksum(run_id, key, *head)),
+                    )
                     moved[table] += len(gone)
                     if len(kept):
                         scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
@@ -971,7 +1061,9 @@ class Ledger:
         run_id = self.run_id(run)
         rows = self._query(
             f"SELECT event_id, {_BLOCK.replace('tokens_max', 'NULL')} FROM superseded_blocks WHERE run_id = ? "
-            "AND key_id IS NULL ORDER BY event_id, first_step", (run_id,))
+            "AND key_id IS NULL ORDER BY event_id, first_step",
+            (run_id,),
+        )
         frames = []
         for event, *block in rows:
             cols = self._checked(run, run_id, None, block)
@@ -991,8 +1083,9 @@ class Ledger:
         ).fetchall()
         return dict(found)
 
-    def steps(self, run: str, columns: Sequence[str] | None = None, *, nullable: bool = False,
-              after: int | None = None) -> pd.DataFrame:
+    def steps(
+        self, run: str, columns: Sequence[str] | None = None, *, nullable: bool = False, after: int | None = None
+    ) -> pd.DataFrame:
         """A run's core step records, one row per step in step order.
 
         `columns` picks core columns (default: all). Missing values are NaN; with `nullable=True` the
@@ -1004,8 +1097,10 @@ class Ledger:
         if unknown:
             raise InputError(f"unknown core column {unknown[0]!r}; core columns are {', '.join(STEP_VALUE_COLUMNS)}")
         run_id = self.run_id(run)
-        blocks = self._query(f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? ORDER BY first_step",
-                             (run_id, -(2**63) if after is None else int(after)))
+        blocks = self._query(
+            f"SELECT {_BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? ORDER BY first_step",
+            (run_id, -(2**63) if after is None else int(after)),
+        )
         parts = [self._checked(run, run_id, None, b, want) for b in blocks]
         steps = np.concatenate([p.steps for p in parts]) if parts else np.empty(0, dtype=np.int64)
         out: dict[str, Any] = {"step": steps.astype(np.int64)}
@@ -1030,21 +1125,27 @@ class Ledger:
     def extras(self, run: str, keys: Sequence[str] | None = None) -> pd.DataFrame:
         """A run's namespaced extras in long form: columns step, key, value (a recorded NaN is NaN)."""
         run_id = self.run_id(run)
-        sql = (f"SELECT k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
-               "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ?")
+        sql = (
+            f"SELECT k.key, {', '.join('b.' + f for f in _BLOCK.split(', '))} FROM extra_blocks b "
+            "JOIN extra_keys k ON k.id = b.key_id WHERE b.run_id = ?"
+        )
         params: list[Any] = [run_id]
         if keys is not None:
             sql += f" AND k.key IN ({','.join('?' * len(keys))})"
             params += list(keys)
-        parts = [(key, self._checked(run, run_id, key, block))
-                 for key, *block in self._query(sql + " ORDER BY k.key, b.first_step", params)]
+        parts = [
+            (key, self._checked(run, run_id, key, block))
+            for key, *block in self._query(sql + " ORDER BY k.key, b.first_step", params)
+        ]
         if not parts:
             return pd.DataFrame({"step": np.empty(0, np.int64), "key": np.empty(0, object), "value": np.empty(0)})
-        return pd.DataFrame({
-            "step": np.concatenate([p.steps for _, p in parts]),
-            "key": np.repeat([k for k, _ in parts], [len(p) for _, p in parts]),
-            "value": np.concatenate([p.values["value"][0] for _, p in parts]),
-        })
+        return pd.DataFrame(
+            {
+                "step": np.concatenate([p.steps for _, p in parts]),
+                "key": np.repeat([k for k, _ in parts], [len(p) for _, p in parts]),
+                "value": np.concatenate([p.values["value"][0] for _, p in parts]),
+            }
+        )
 
     def extra_keys(self, run: str) -> list[str]:
         rows = self._query(
@@ -1070,9 +1171,19 @@ class Ledger:
             unsafe = unsafe_character(f"{r.task}/{r.metric}/{r.portfolio}/{r.portfolio_version}")
             if unsafe is not None:
                 raise InputError(f"eval record {i}: {r.task!r}/{r.metric!r} is not allowed: it holds {unsafe}")
-            rows.append((int(r.step), None if r.tokens is None else float(r.tokens),
-                         None if r.wall_s is None else float(r.wall_s), r.portfolio, r.portfolio_version,
-                         r.task, r.metric, float(r.value), int(hib)))
+            rows.append(
+                (
+                    int(r.step),
+                    None if r.tokens is None else float(r.tokens),
+                    None if r.wall_s is None else float(r.wall_s),
+                    r.portfolio,
+                    r.portfolio_version,
+                    r.task,
+                    r.metric,
+                    float(r.value),
+                    int(hib),
+                )
+            )
         with self.transaction():
             run_id = self.run_id(run)
             self._db.executemany(
@@ -1095,8 +1206,9 @@ class Ledger:
         evals = source.evals(run)
         with self.transaction():
             if self._db.execute("SELECT 1 FROM runs WHERE name = ?", (run,)).fetchone() is None:
-                self.create_run(run, manifest=source.manifest(run), status=info["recorded_status"],
-                                source=info["source"])
+                self.create_run(
+                    run, manifest=source.manifest(run), status=info["recorded_status"], source=info["source"]
+                )
             for key, value in source.meta(run).items():
                 self.set_meta(run, key, value)
             self.tag_run(run, source.tags(run))
@@ -1119,8 +1231,20 @@ class Ledger:
             "FROM evals WHERE run_id = ? ORDER BY task, metric, step",
             (self.run_id(run),),
         )
-        frame = pd.DataFrame(rows, columns=["step", "tokens", "wall_s", "portfolio", "portfolio_version",
-                                            "task", "metric", "value", "higher_is_better"])
+        frame = pd.DataFrame(
+            rows,
+            columns=[
+                "step",
+                "tokens",
+                "wall_s",
+                "portfolio",
+                "portfolio_version",
+                "task",
+                "metric",
+                "value",
+                "higher_is_better",
+            ],
+        )
         for c in ("tokens", "wall_s", "value"):
             frame[c] = frame[c].astype(np.float64)
         frame["higher_is_better"] = frame["higher_is_better"].astype(bool)
@@ -1163,8 +1287,10 @@ class Ledger:
 
     def events(self, run: str | None = None, *, kind: str | None = None, state: str | None = None) -> pd.DataFrame:
         """Events, oldest first: id, run, kind, start_step, end_step, body (dict), state, created_at."""
-        sql = ("SELECT e.id, r.name, e.kind, e.start_step, e.end_step, e.body, e.state, e.created_at, e.resolved_at "
-               "FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE 1 = 1")
+        sql = (
+            "SELECT e.id, r.name, e.kind, e.start_step, e.end_step, e.body, e.state, e.created_at, e.resolved_at "
+            "FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE 1 = 1"
+        )
         params: list[Any] = []
         if run is not None:
             sql += " AND e.run_id = ?"
@@ -1174,8 +1300,9 @@ class Ledger:
                 sql += f" AND e.{column} = ?"
                 params.append(value)
         rows = self._query(sql + " ORDER BY e.id", params)
-        frame = pd.DataFrame(rows, columns=["id", "run", "kind", "start_step", "end_step", "body", "state",
-                                            "created_at", "resolved_at"])
+        frame = pd.DataFrame(
+            rows, columns=["id", "run", "kind", "start_step", "end_step", "body", "state", "created_at", "resolved_at"]
+        )
         frame["body"] = [json.loads(b) for b in frame["body"]]
         return frame
 
@@ -1199,27 +1326,48 @@ class Ledger:
             cur = self._db.execute(
                 "INSERT INTO decisions (target, run_id, stage, decision, policy_hash, policy, evidence, rationale, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (target, run_id, stage, decision, policy_hash,
-                 None if policy is None else _json(policy, "policy"), _json(evidence, "evidence"), rationale,
-                 time.time()),
+                (
+                    target,
+                    run_id,
+                    stage,
+                    decision,
+                    policy_hash,
+                    None if policy is None else _json(policy, "policy"),
+                    _json(evidence, "evidence"),
+                    rationale,
+                    time.time(),
+                ),
             )
             return _inserted_id(cur)
 
     def decisions(self, target: str | None = None) -> pd.DataFrame:
         """Gate decisions, oldest first: the audit trail."""
-        sql = ("SELECT id, target, stage, decision, policy_hash, policy, evidence, rationale, created_at "
-               "FROM decisions")
+        sql = "SELECT id, target, stage, decision, policy_hash, policy, evidence, rationale, created_at FROM decisions"
         params: list[Any] = []
         if target is not None:
             sql += " WHERE target = ?"
             params.append(target)
-        rows = [(*row[:5], None if row[5] is None else json.loads(row[5]), json.loads(row[6]), *row[7:])
-                for row in self._query(sql + " ORDER BY id", params)]
+        rows = [
+            (*row[:5], None if row[5] is None else json.loads(row[5]), json.loads(row[6]), *row[7:])
+            for row in self._query(sql + " ORDER BY id", params)
+        ]
         # Object columns: pandas' string dtype would turn a decision's missing stage or policy hash into NaN.
-        frame = pd.DataFrame(rows, columns=["id", "target", "stage", "decision", "policy_hash", "policy", "evidence",
-                                            "rationale", "created_at"], dtype=object)
+        frame = pd.DataFrame(
+            rows,
+            columns=[
+                "id",
+                "target",
+                "stage",
+                "decision",
+                "policy_hash",
+                "policy",
+                "evidence",
+                "rationale",
+                "created_at",
+            ],
+            dtype=object,
+        )
         return frame.astype({"id": "int64", "created_at": "float64"})
-
 
     # -- campaigns ------------------------------------------------------------------------------------
 
@@ -1230,33 +1378,46 @@ class Ledger:
         with self.transaction():
             row = self._db.execute("SELECT spec_hash FROM campaigns WHERE name = ?", (name,)).fetchone()
             if row is None:
-                self._db.execute("INSERT INTO campaigns (name, spec_hash, spec, created_at, updated_at) "
-                                 "VALUES (?, ?, ?, ?, ?)", (name, spec_hash, text, now, now))
+                self._db.execute(
+                    "INSERT INTO campaigns (name, spec_hash, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (name, spec_hash, text, now, now),
+                )
             elif row[0] != spec_hash:
-                self._db.execute("UPDATE campaigns SET spec_hash = ?, spec = ?, summary = NULL, updated_at = ? "
-                                 "WHERE name = ?", (spec_hash, text, now, name))
+                self._db.execute(
+                    "UPDATE campaigns SET spec_hash = ?, spec = ?, summary = NULL, updated_at = ? WHERE name = ?",
+                    (spec_hash, text, now, name),
+                )
 
     def set_campaign_summary(self, name: str, summary: Mapping[str, Any]) -> None:
         """Store the latest summary of a campaign's results (rankings, decision accuracy, forecasts)."""
         with self.transaction():
-            cur = self._db.execute("UPDATE campaigns SET summary = ?, updated_at = ? WHERE name = ?",
-                                   (_json(summary, "campaign summary"), time.time(), name))
+            cur = self._db.execute(
+                "UPDATE campaigns SET summary = ?, updated_at = ? WHERE name = ?",
+                (_json(summary, "campaign summary"), time.time(), name),
+            )
             if cur.rowcount == 0:
                 raise InputError(f"no campaign named {name!r} in {self.location}")
 
     def campaign(self, name: str) -> dict[str, Any]:
         """A campaign's record: name, spec_hash, spec, summary (None before it was summarised), timestamps."""
-        rows = self._query("SELECT name, spec_hash, spec, summary, created_at, updated_at FROM campaigns "
-                           "WHERE name = ?", (name,))
+        rows = self._query(
+            "SELECT name, spec_hash, spec, summary, created_at, updated_at FROM campaigns WHERE name = ?", (name,)
+        )
         if not rows:
             known = [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY name")]
-            raise InputError(f"no campaign named {name!r} in {self.location}"
-                             + (f"; campaigns: {', '.join(known)}" if known
-                                else "; run `yieldgate probe CAMPAIGN.yaml`"))
+            raise InputError(
+                f"no campaign named {name!r} in {self.location}"
+                + (f"; campaigns: {', '.join(known)}" if known else "; run `yieldgate probe CAMPAIGN.yaml`")
+            )
         n, h, spec, summary, created, updated = rows[0]
-        return {"name": n, "spec_hash": h, "spec": json.loads(spec),
-                "summary": None if summary is None else json.loads(summary), "created_at": created,
-                "updated_at": updated}
+        return {
+            "name": n,
+            "spec_hash": h,
+            "spec": json.loads(spec),
+            "summary": None if summary is None else json.loads(summary),
+            "created_at": created,
+            "updated_at": updated,
+        }
 
     def campaigns(self) -> list[str]:
         return [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY created_at, name")]
@@ -1286,4 +1447,3 @@ def _json(value: Mapping[str, Any], what: str) -> str:
         return json.dumps(fix(value), allow_nan=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{what} is not JSON-serialisable: {exc}") from None
-

@@ -52,20 +52,25 @@ class CheckResult:
         return not self.integrity and not self.damaged
 
     def to_dict(self) -> dict[str, Any]:
-        return {"location": self.location, "clean": self.clean, "integrity": list(self.integrity),
-                "damaged": [asdict(d) for d in self.damaged], "verified_blocks": self.verified_blocks,
-                "unverified": dict(self.unverified)}
+        return {
+            "location": self.location,
+            "clean": self.clean,
+            "integrity": list(self.integrity),
+            "damaged": [asdict(d) for d in self.damaged],
+            "verified_blocks": self.verified_blocks,
+            "unverified": dict(self.unverified),
+        }
 
 
 _TABLES = {
     "step_blocks": "SELECT b.run_id, r.name, NULL, b.checksum, b.first_step, b.last_step, b.n, b.tokens_max, "
-                   "b.columns, b.data, b.missing FROM step_blocks b LEFT JOIN runs r ON r.id = b.run_id",
+    "b.columns, b.data, b.missing FROM step_blocks b LEFT JOIN runs r ON r.id = b.run_id",
     "extra_blocks": "SELECT b.run_id, r.name, k.key, b.checksum, b.first_step, b.last_step, b.n, b.tokens_max, "
-                    "b.columns, b.data, b.missing FROM extra_blocks b LEFT JOIN runs r ON r.id = b.run_id "
-                    "LEFT JOIN extra_keys k ON k.id = b.key_id",
+    "b.columns, b.data, b.missing FROM extra_blocks b LEFT JOIN runs r ON r.id = b.run_id "
+    "LEFT JOIN extra_keys k ON k.id = b.key_id",
     "superseded_blocks": "SELECT b.run_id, r.name, k.key, b.checksum, b.first_step, b.last_step, b.n, NULL, b.columns, "
-                         "b.data, b.missing FROM superseded_blocks b LEFT JOIN runs r ON r.id = b.run_id "
-                         "LEFT JOIN extra_keys k ON k.id = b.key_id",
+    "b.data, b.missing FROM superseded_blocks b LEFT JOIN runs r ON r.id = b.run_id "
+    "LEFT JOIN extra_keys k ON k.id = b.key_id",
 }
 
 
@@ -104,11 +109,21 @@ def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
             elif ok:
                 verified += 1
             else:
-                where = "superseded records" if table == "superseded_blocks" else (
-                    "core step records" if table == "step_blocks" else "extra records")
-                damaged.append(Damage(f"{where} fail their checksum" + ("" if name is not None else
-                                      f" (and their run id {rid} names no run)"), run=name, key=key,
-                                      first_step=_int(first), last_step=_int(last)))
+                where = (
+                    "superseded records"
+                    if table == "superseded_blocks"
+                    else ("core step records" if table == "step_blocks" else "extra records")
+                )
+                damaged.append(
+                    Damage(
+                        f"{where} fail their checksum"
+                        + ("" if name is not None else f" (and their run id {rid} names no run)"),
+                        run=name,
+                        key=key,
+                        first_step=_int(first),
+                        last_step=_int(last),
+                    )
+                )
     return CheckResult(ledger.location, integrity, damaged, verified, unverified)
 
 

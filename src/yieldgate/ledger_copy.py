@@ -59,8 +59,14 @@ class CopyResult:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "destination": self.destination, "rows": dict(self.rows),
-                "digest": self.digest, "replaced": self.replaced, "seconds": round(self.seconds, 3)}
+        return {
+            "source": self.source,
+            "destination": self.destination,
+            "rows": dict(self.rows),
+            "digest": self.digest,
+            "replaced": self.replaced,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def _columns(ledger: Ledger, table: str) -> list[str]:
@@ -127,8 +133,9 @@ def _held(ledger: Ledger) -> int:
     return sum(int(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in TABLES)
 
 
-def copy_ledger(source: str | os.PathLike[str], destination: str | os.PathLike[str], *,
-                replace: bool = False) -> CopyResult:
+def copy_ledger(
+    source: str | os.PathLike[str], destination: str | os.PathLike[str], *, replace: bool = False
+) -> CopyResult:
     """Copy the whole ledger at `source` into `destination` (a file path or a PostgreSQL URL each; a missing file
     is created, a PostgreSQL database must exist). Verified by row counts and digest before the destination
     commits. `replace`: delete what the destination holds first (otherwise a destination with records is
@@ -155,8 +162,10 @@ def _copy(src_text: str, dest_text: str, *, replace: bool, t0: float) -> CopyRes
         with dest.transaction():
             held = _held(dest)
             if held and not replace:
-                raise InputError(f"{dest.location}: holds {held} records already; copy into an empty ledger, or "
-                                 "pass replace=True to delete them first")
+                raise InputError(
+                    f"{dest.location}: holds {held} records already; copy into an empty ledger, or "
+                    "pass replace=True to delete them first"
+                )
             db = dest._db  # noqa: SLF001
             if held:
                 for table in reversed(TABLES):
@@ -177,9 +186,11 @@ def _copy(src_text: str, dest_text: str, *, replace: bool, t0: float) -> CopyRes
             got, got_rows = ledger_digest(dest)
             if (got, got_rows) != (want, want_rows):
                 differ = [t for t in TABLES if got_rows[t] != want_rows[t]]
-                raise LedgerError(f"{dest.location}: the copy does not match {src.location} ("
-                                  + (f"row counts differ in {', '.join(differ)}" if differ else "digests differ")
-                                  + "); nothing was stored")
+                raise LedgerError(
+                    f"{dest.location}: the copy does not match {src.location} ("
+                    + (f"row counts differ in {', '.join(differ)}" if differ else "digests differ")
+                    + "); nothing was stored"
+                )
         return CopyResult(src.location, dest.location, want_rows, want, held, time.perf_counter() - t0)
 
 

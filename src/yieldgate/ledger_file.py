@@ -57,8 +57,9 @@ def _wal_problem(path: str, page_size: int) -> str | None:
     return None
 
 
-def file_problem(path: str | os.PathLike[str], *, min_size: int = 0, headers: bool = True,
-                 settle_s: float = 1.0) -> str | None:
+def file_problem(
+    path: str | os.PathLike[str], *, min_size: int = 0, headers: bool = True, settle_s: float = 1.0
+) -> str | None:
     """What is wrong with the ledger file at `path` by its size and headers, in a sentence; None when nothing
     is (or there is no file: a ledger not made yet). `min_size`: the size it had when last seen (the Tracker's
     writer passes the size after its last write): a file shorter than that was truncated or replaced.
@@ -107,7 +108,7 @@ def _header_problem(path: str, size: int) -> str | None:
         return f"the file's header is damaged (page size {page_size})"
     if size % page_size:
         return f"the file is {size:,} bytes, not a whole number of {page_size}-byte pages: truncated"
-    pages, counter, valid_for = (struct.unpack(">I", header[o:o + 4])[0] for o in (28, 24, 92))
+    pages, counter, valid_for = (struct.unpack(">I", header[o : o + 4])[0] for o in (28, 24, 92))
     if pages and counter == valid_for and pages * page_size > size:
         return f"the file holds {size // page_size:,} pages, its header says {pages:,}: truncated"
     return _wal_problem(path + "-wal", page_size)

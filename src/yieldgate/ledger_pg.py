@@ -132,10 +132,13 @@ class PgConnection:
             message = _one_line(exc, self._url, first=True)
             hint, refused = _connect_hint(message)
             raise (LedgerRefused if refused else LedgerError)(
-                f"{self.location}: cannot connect to the PostgreSQL ledger ({message}); {hint}") from None
+                f"{self.location}: cannot connect to the PostgreSQL ledger ({message}); {hint}"
+            ) from None
         except ValueError as exc:  # a URL libpq cannot parse
-            raise LedgerError(f"{self.location}: not a PostgreSQL URL libpq can read ({_one_line(exc, self._url)}); "
-                              "write it as postgresql://USER@HOST:PORT/DATABASE") from None
+            raise LedgerError(
+                f"{self.location}: not a PostgreSQL URL libpq can read ({_one_line(exc, self._url)}); "
+                "write it as postgresql://USER@HOST:PORT/DATABASE"
+            ) from None
         conn.adapters.register_loader("numeric", _numeric_loader())
         conn.execute(f"SET lock_timeout = {self._lock_ms}")
         return conn
@@ -146,8 +149,9 @@ class PgConnection:
             return
         if self._open_txn:
             self._open_txn = False
-            raise LedgerError(f"{self.location}: the connection to the server was lost during a write; the "
-                              "write was not committed")
+            raise LedgerError(
+                f"{self.location}: the connection to the server was lost during a write; the write was not committed"
+            )
         self._conn = self._open()
 
     @property
@@ -217,8 +221,10 @@ class PgConnection:
         self._ready()
         try:
             types = self._column_types(table)
-            with self._conn.cursor() as cur, \
-                    cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
+            with (
+                self._conn.cursor() as cur,
+                cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy,
+            ):
                 copy.set_types([types[c] for c in columns])
                 for row in rows:
                     copy.write_row(row)
@@ -229,8 +235,11 @@ class PgConnection:
         """The table's column types by name (binary COPY needs them), read once per connection."""
         types = self._types.get(table)
         if types is None:
-            rows = self._conn.execute("SELECT column_name, udt_name FROM information_schema.columns "
-                                      "WHERE table_schema = current_schema() AND table_name = %s", (table,))
+            rows = self._conn.execute(
+                "SELECT column_name, udt_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = %s",
+                (table,),
+            )
             types = self._types[table] = dict(rows.fetchall())
         return types
 
@@ -241,11 +250,15 @@ class PgConnection:
             self._open_txn = False
         message = _one_line(exc, self._url)
         if isinstance(exc, psycopg.errors.LockNotAvailable):
-            return LedgerError(f"{self.location}: another process held the ledger's write lock for longer than "
-                               f"{self._lock_ms / 1000:g} s ({message})")
+            return LedgerError(
+                f"{self.location}: another process held the ledger's write lock for longer than "
+                f"{self._lock_ms / 1000:g} s ({message})"
+            )
         if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-            return LedgerRefused(f"{self.location}: {message}; the role needs the grants in the docs' team ledger "
-                                 "page (a read-only role can only read)")
+            return LedgerRefused(
+                f"{self.location}: {message}; the role needs the grants in the docs' team ledger "
+                "page (a read-only role can only read)"
+            )
         if isinstance(exc, psycopg.OperationalError):
             return LedgerError(f"{self.location}: the server is unreachable ({message})")
         return LedgerError(f"{self.location}: {statement.split()[0].lower()} failed ({message})")
@@ -260,8 +273,9 @@ def connect(url: str, *, lock_timeout_s: float = 30.0) -> PgConnection:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        raise LedgerError(f"{masked(url)}: a PostgreSQL ledger needs psycopg: pip install 'yieldgate[postgres]'") \
-            from None
+        raise LedgerError(
+            f"{masked(url)}: a PostgreSQL ledger needs psycopg: pip install 'yieldgate[postgres]'"
+        ) from None
     return PgConnection(url, lock_timeout_s=lock_timeout_s)
 
 
@@ -272,11 +286,15 @@ def has_table(db: PgConnection, name: str) -> bool:
 def reset_ids(db: PgConnection) -> None:
     """Move each identity column's sequence past the largest id stored, after rows were inserted with their ids
     given (a migration that rebuilds a table, `ledger copy`); the next row gets a free id."""
-    tables = db.execute("SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
-                        "AND column_name = 'id' AND is_identity = 'YES'").fetchall()
+    tables = db.execute(
+        "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND column_name = 'id' AND is_identity = 'YES'"
+    ).fetchall()
     for (table,) in tables:
-        db.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                   f"COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)")
+        db.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+            f"COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)"
+        )
 
 
 @functools.cache

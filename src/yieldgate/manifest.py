@@ -108,9 +108,7 @@ class DedupPolicy(_Model):
         if (self.bands is None) != (self.rows is None):
             raise ValueError("bands and rows go together: give both or neither")
         if self.bands is not None and self.rows is not None and self.bands * self.rows != self.permutations:
-            raise ValueError(
-                f"bands x rows must equal permutations: {self.bands} x {self.rows} != {self.permutations}"
-            )
+            raise ValueError(f"bands x rows must equal permutations: {self.bands} x {self.rows} != {self.permutations}")
         return self
 
 
@@ -372,8 +370,10 @@ def _bounded(data: Any, path: Path) -> Any:
         value = stack.pop()
         seen += 1
         if seen > _MAX_VALUES:
-            raise InputError(f"{path}: expands to more than {_MAX_VALUES:,} values (YAML aliases?); a manifest "
-                             "holds far fewer, so write it out without the aliases")
+            raise InputError(
+                f"{path}: expands to more than {_MAX_VALUES:,} values (YAML aliases?); a manifest "
+                "holds far fewer, so write it out without the aliases"
+            )
         if isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list):
@@ -453,8 +453,9 @@ def _describe(err: Any, model: type[BaseModel] | None = None) -> str:
     return f"{err['msg'].lower()}, got {value!r}"
 
 
-def format_validation_error(exc: pydantic.ValidationError, prefix: str = "",
-                            model: type[BaseModel] | None = None) -> str:
+def format_validation_error(
+    exc: pydantic.ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> str:
     """One line naming each failing field: `data.sources[2].weight: must be >= 0, got -0.5`; an unknown field
     with the fields `model` allows there (and the closest one)."""
     parts = []
@@ -476,8 +477,9 @@ def validate(model: type[M], data: Any, origin: str, example: str) -> M:
     if data is None:
         raise ManifestError(f"{origin}: empty; expected a mapping such as {example}")
     if not isinstance(data, dict):
-        raise ManifestError(f"{origin}: expected a mapping at the top level (such as {example}), got "
-                            f"{type(data).__name__}")
+        raise ManifestError(
+            f"{origin}: expected a mapping at the top level (such as {example}), got {type(data).__name__}"
+        )
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
@@ -546,8 +548,10 @@ def plain_config(value: Any, *, origin: str, strict: bool = True, _at: str = "")
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, dict) or (hasattr(value, "keys") and hasattr(value, "__getitem__")):
-        return {str(k): plain_config(value[k], origin=origin, strict=strict, _at=f"{_at}.{k}" if _at else str(k))
-                for k in value.keys()}
+        return {
+            str(k): plain_config(value[k], origin=origin, strict=strict, _at=f"{_at}.{k}" if _at else str(k))
+            for k in value.keys()
+        }
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
         return [plain_config(v, origin=origin, strict=strict, _at=f"{_at}[{i}]") for i, v in enumerate(items)]
@@ -561,16 +565,19 @@ def plain_config(value: Any, *, origin: str, strict: bool = True, _at: str = "")
     if type(value).__name__ == "dtype":  # torch.float16, numpy.dtype('float32')
         return str(value)
     if strict:
-        raise ManifestError(f"{origin}: config.{_at}: {type(value).__name__} is not a JSON value (numbers, text, "
-                            f"booleans, lists and mappings are), got {reprlib.repr(value)}")
+        raise ManifestError(
+            f"{origin}: config.{_at}: {type(value).__name__} is not a JSON value (numbers, text, "
+            f"booleans, lists and mappings are), got {reprlib.repr(value)}"
+        )
     return str(value)
 
 
 def with_hparams(manifest: Manifest | None, hparams: Any, *, origin: str, strict: bool = True) -> Manifest:
     """`manifest` (or an empty one) with `hparams` merged over its `config`, key by key at the top level."""
     if not hasattr(hparams, "keys"):
-        raise ManifestError(f"{origin}: hyper-parameters must be a mapping (e.g. vars(args)), got "
-                            f"{type(hparams).__name__}")
+        raise ManifestError(
+            f"{origin}: hyper-parameters must be a mapping (e.g. vars(args)), got {type(hparams).__name__}"
+        )
     config = plain_config(hparams, origin=origin, strict=strict)
     base = manifest.canonical() if manifest is not None else {}
     return parse_manifest({**base, "config": {**base.get("config", {}), **config}}, origin=origin)
@@ -590,8 +597,4 @@ def diff(a: Manifest, b: Manifest) -> list[Difference]:
     fb: dict[str, Any] = {}
     _flatten(a.canonical(), "", fa)
     _flatten(b.canonical(), "", fb)
-    return [
-        Difference(field=k, a=fa.get(k), b=fb.get(k))
-        for k in sorted(set(fa) | set(fb))
-        if fa.get(k) != fb.get(k)
-    ]
+    return [Difference(field=k, a=fa.get(k), b=fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]

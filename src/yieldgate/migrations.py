@@ -160,8 +160,10 @@ def _resume_events(db: Connection) -> None:
         created_at REAL NOT NULL,
         resolved_at REAL
     )""")
-    db.execute("INSERT INTO events_new SELECT id, run_id, kind, start_step, end_step, body, state, created_at, "
-               "resolved_at FROM events")
+    db.execute(
+        "INSERT INTO events_new SELECT id, run_id, kind, start_step, end_step, body, state, created_at, "
+        "resolved_at FROM events"
+    )
     db.execute("DROP TABLE events")
     db.execute("ALTER TABLE events_new RENAME TO events")
     db.execute("CREATE INDEX events_by_run ON events (run_id, kind, state)")
@@ -208,11 +210,13 @@ def _run_lifecycle(db: Connection) -> None:
     )""")
     db.execute("CREATE INDEX run_tags_by_tag ON run_tags (tag, run_id)")
     db.execute("ALTER TABLE step_blocks ADD COLUMN wall_s_max REAL")
-    rows = db.execute("SELECT id, n, columns, data, missing FROM step_blocks WHERE ',' || columns || ',' LIKE "
-                      "'%,wall_s,%'").fetchall()
-    db.executemany("UPDATE step_blocks SET wall_s_max = ? WHERE id = ?",
-                   [(_column_max(n, columns, data, missing, "wall_s"), block)
-                    for block, n, columns, data, missing in rows])
+    rows = db.execute(
+        "SELECT id, n, columns, data, missing FROM step_blocks WHERE ',' || columns || ',' LIKE '%,wall_s,%'"
+    ).fetchall()
+    db.executemany(
+        "UPDATE step_blocks SET wall_s_max = ? WHERE id = ?",
+        [(_column_max(n, columns, data, missing, "wall_s"), block) for block, n, columns, data, missing in rows],
+    )
 
 
 def _column_max(n: int, columns: str, data: bytes, missing: bytes | None, name: str) -> float | None:
@@ -276,9 +280,7 @@ def migrate(db: Connection, where: str) -> None:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
+        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:  # SQLite has already rolled back after some errors (a full disk)

@@ -94,8 +94,16 @@ EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
 # The trainers' log formats `yieldgate import textlog --format` reads, one reader each in ingest/textformats.py
 # (tests/test_names.py keeps the two lists one). Here so that the command line names them without importing the
 # importers.
-TEXTLOG_FORMATS: Final[tuple[str, ...]] = ("nanogpt", "build-nanogpt", "modded-nanogpt", "llm.c", "megatron",
-                                           "fairseq", "keras", "kv")
+TEXTLOG_FORMATS: Final[tuple[str, ...]] = (
+    "nanogpt",
+    "build-nanogpt",
+    "modded-nanogpt",
+    "llm.c",
+    "megatron",
+    "fairseq",
+    "keras",
+    "kv",
+)
 
 # "The validation loss" of a run: task `val`, metric `loss` (per source: task `val/<source>`).
 VAL_TASK: Final = "val"
@@ -111,8 +119,13 @@ def is_extra_key(key: str) -> bool:
     return len(parts) >= 2 and all(parts)
 
 
-_UNSAFE = {"Cc": "a control character", "Cf": "a format character (bidi controls, zero-width marks)",
-           "Zl": "a line separator", "Zp": "a paragraph separator", "Cs": "a lone surrogate (not UTF-8)"}
+_UNSAFE = {
+    "Cc": "a control character",
+    "Cf": "a format character (bidi controls, zero-width marks)",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Cs": "a lone surrogate (not UTF-8)",
+}
 
 
 def unsafe_character(text: str) -> str | None:
@@ -136,13 +149,17 @@ def check_run_name(name: str) -> str:
     unsafe = unsafe_character(name)
     if name != name.strip() or unsafe is not None or len(name) > 200:
         raise InputError(
-            f"run name {name!r} is not allowed: " + (f"it holds {unsafe}; " if unsafe else "")
-            + "use up to 200 printable characters, no control characters or surrounding spaces")
+            f"run name {name!r} is not allowed: "
+            + (f"it holds {unsafe}; " if unsafe else "")
+            + "use up to 200 printable characters, no control characters or surrounding spaces"
+        )
     # A name is a key, never a path; "/" namespaces runs (PREFIX/<name>). Path forms that could only be a
     # mistake or an attempt to climb out of a folder are refused.
     if "\\" in name or any(part in ("", ".", "..") for part in name.split("/")):
-        raise InputError(f"run name {name!r} is not allowed: '/' separates parts of a name, and no part may be "
-                         "empty, '.' or '..'; backslashes are not allowed")
+        raise InputError(
+            f"run name {name!r} is not allowed: '/' separates parts of a name, and no part may be "
+            "empty, '.' or '..'; backslashes are not allowed"
+        )
     return name
 
 
@@ -153,8 +170,10 @@ def check_tag(tag: str) -> str:
     """`tag` when it may tag a run: 1 to 64 letters, digits and `_ . : / = + @ -` (`baseline`, `lr=3e-4`,
     `team/data`); InputError naming the rule otherwise. No spaces or commas: tags are listed joined by them."""
     if not isinstance(tag, str) or not _TAG.fullmatch(tag):
-        raise InputError(f"tag {tag!r} is not allowed: use 1 to 64 letters, digits and _ . : / = + @ - "
-                         "(no spaces or commas), e.g. 'baseline' or 'lr=3e-4'")
+        raise InputError(
+            f"tag {tag!r} is not allowed: use 1 to 64 letters, digits and _ . : / = + @ - "
+            "(no spaces or commas), e.g. 'baseline' or 'lr=3e-4'"
+        )
     return tag
 
 
@@ -164,8 +183,9 @@ def check_note(text: str) -> str:
     if not isinstance(text, str):
         raise InputError(f"a note must be text, got {type(text).__name__}")
     if len(text) > 4000:
-        raise InputError(f"a note holds at most 4,000 characters, got {len(text):,}: keep longer text in a file and "
-                         "note its path")
+        raise InputError(
+            f"a note holds at most 4,000 characters, got {len(text):,}: keep longer text in a file and note its path"
+        )
     unsafe = unsafe_character(text.replace("\n", "").replace("\t", ""))
     if unsafe is not None:
         raise InputError(f"the note is not allowed: it holds {unsafe}")
@@ -174,15 +194,93 @@ def check_note(text: str) -> str:
 
 # Words of generated run names (`readable_name`): short, plain, and unlikely to offend in any pairing.
 _ADJECTIVES: Final = (
-    "amber", "bold", "brisk", "calm", "clear", "crisp", "deft", "eager", "fair", "fleet", "fresh", "gentle", "glad",
-    "grand", "keen", "kind", "light", "lively", "lucid", "merry", "mild", "neat", "nimble", "noble", "plain", "proud",
-    "quick", "quiet", "rapid", "ready", "sharp", "sleek", "smooth", "solid", "steady", "stout", "sunny", "swift",
-    "tidy", "vivid", "warm", "wise")
+    "amber",
+    "bold",
+    "brisk",
+    "calm",
+    "clear",
+    "crisp",
+    "deft",
+    "eager",
+    "fair",
+    "fleet",
+    "fresh",
+    "gentle",
+    "glad",
+    "grand",
+    "keen",
+    "kind",
+    "light",
+    "lively",
+    "lucid",
+    "merry",
+    "mild",
+    "neat",
+    "nimble",
+    "noble",
+    "plain",
+    "proud",
+    "quick",
+    "quiet",
+    "rapid",
+    "ready",
+    "sharp",
+    "sleek",
+    "smooth",
+    "solid",
+    "steady",
+    "stout",
+    "sunny",
+    "swift",
+    "tidy",
+    "vivid",
+    "warm",
+    "wise",
+)
 _NOUNS: Final = (
-    "alder", "badger", "beacon", "birch", "brook", "canyon", "cedar", "comet", "coral", "crane", "delta", "ember",
-    "falcon", "fern", "fjord", "finch", "glacier", "harbor", "heron", "island", "lark", "maple", "meadow", "mesa",
-    "otter", "owl", "pine", "plover", "quartz", "raven", "reef", "river", "robin", "sparrow", "spruce", "summit",
-    "tern", "thistle", "tundra", "valley", "willow", "wren")
+    "alder",
+    "badger",
+    "beacon",
+    "birch",
+    "brook",
+    "canyon",
+    "cedar",
+    "comet",
+    "coral",
+    "crane",
+    "delta",
+    "ember",
+    "falcon",
+    "fern",
+    "fjord",
+    "finch",
+    "glacier",
+    "harbor",
+    "heron",
+    "island",
+    "lark",
+    "maple",
+    "meadow",
+    "mesa",
+    "otter",
+    "owl",
+    "pine",
+    "plover",
+    "quartz",
+    "raven",
+    "reef",
+    "river",
+    "robin",
+    "sparrow",
+    "spruce",
+    "summit",
+    "tern",
+    "thistle",
+    "tundra",
+    "valley",
+    "willow",
+    "wren",
+)
 
 
 def readable_name(number: int) -> str:
@@ -218,14 +316,64 @@ def split_eval_key(key: str) -> tuple[str, str]:
 # Metric direction (DESIGN.md, "Metric direction"): losses, perplexities, bits per byte and error rates
 # fall; accuracies and overlap scores rise. Compared on the metric's base name (lower-cased, before an
 # lm-eval filter: `acc,none` -> `acc`).
-_LOWER_IS_BETTER = frozenset({
-    "loss", "nll", "bpb", "bits_per_byte", "ppl", "perplexity", "word_perplexity", "byte_perplexity", "wer", "cer",
-    "ter", "error", "err", "error_rate", "mse", "mae", "rmse", "brier_score", "stderr",
-    "likelihood_difference", "pct_stereotype"})  # CrowS-Pairs: lm-eval's own task config says lower
-_HIGHER_IS_BETTER = frozenset({
-    "acc", "acc_norm", "accuracy", "f1", "bleu", "sacrebleu", "rouge1", "rouge2", "rougel", "rougelsum", "exact_match",
-    "em", "mcc", "matthews_correlation", "precision", "recall", "auc", "roc_auc", "chrf", "meteor", "pearson",
-    "spearmanr", "mc1", "mc2", "map", "mrr", "ndcg", "bertscore", "score"})
+_LOWER_IS_BETTER = frozenset(
+    {
+        "loss",
+        "nll",
+        "bpb",
+        "bits_per_byte",
+        "ppl",
+        "perplexity",
+        "word_perplexity",
+        "byte_perplexity",
+        "wer",
+        "cer",
+        "ter",
+        "error",
+        "err",
+        "error_rate",
+        "mse",
+        "mae",
+        "rmse",
+        "brier_score",
+        "stderr",
+        "likelihood_difference",
+        "pct_stereotype",
+    }
+)  # CrowS-Pairs: lm-eval's own task config says lower
+_HIGHER_IS_BETTER = frozenset(
+    {
+        "acc",
+        "acc_norm",
+        "accuracy",
+        "f1",
+        "bleu",
+        "sacrebleu",
+        "rouge1",
+        "rouge2",
+        "rougel",
+        "rougelsum",
+        "exact_match",
+        "em",
+        "mcc",
+        "matthews_correlation",
+        "precision",
+        "recall",
+        "auc",
+        "roc_auc",
+        "chrf",
+        "meteor",
+        "pearson",
+        "spearmanr",
+        "mc1",
+        "mc2",
+        "map",
+        "mrr",
+        "ndcg",
+        "bertscore",
+        "score",
+    }
+)
 
 
 def metric_direction(metric: str) -> bool | None:

@@ -54,21 +54,33 @@ def batch_advice(steps: pd.DataFrame, gns: pd.DataFrame, manifest: Manifest | No
         return None
     b_simple = float(np.median(values))
     batch, basis = _batch_tokens(steps, manifest)
-    out: dict[str, Any] = {"b_simple_tokens": b_simple, "points": int(len(values)), "batch_tokens": batch,
-                           "batch_basis": basis, "ratio": None, "tokens_factor": None, "steps_factor": None,
-                           "advice": None, "heuristic": True}
+    out: dict[str, Any] = {
+        "b_simple_tokens": b_simple,
+        "points": int(len(values)),
+        "batch_tokens": batch,
+        "batch_basis": basis,
+        "ratio": None,
+        "tokens_factor": None,
+        "steps_factor": None,
+        "advice": None,
+        "heuristic": True,
+    }
     if batch is None:
         out["advice"] = basis
         return out
     ratio = batch / b_simple
     out.update(ratio=ratio, tokens_factor=(1 + ratio) / 2, steps_factor=(1 + 1 / ratio) / 2)
     if ratio >= FAR:
-        out["advice"] = (f"the batch ({batch:,.0f} tokens) is x{ratio:.3g} the gradient noise scale (B_simple "
-                         f"~{b_simple:,.0f} tokens): throughput bought with data; reaching a loss takes ~x"
-                         f"{(1 + ratio) / 2:.3g} the tokens of a batch near B_simple (McCandlish et al. 2018; a "
-                         "heuristic: B_simple is within a small factor of the critical batch)")
+        out["advice"] = (
+            f"the batch ({batch:,.0f} tokens) is x{ratio:.3g} the gradient noise scale (B_simple "
+            f"~{b_simple:,.0f} tokens): throughput bought with data; reaching a loss takes ~x"
+            f"{(1 + ratio) / 2:.3g} the tokens of a batch near B_simple (McCandlish et al. 2018; a "
+            "heuristic: B_simple is within a small factor of the critical batch)"
+        )
     elif ratio <= 1 / FAR:
-        out["advice"] = (f"the batch ({batch:,.0f} tokens) is 1/{1 / ratio:.3g} of the gradient noise scale "
-                         f"(B_simple ~{b_simple:,.0f} tokens): a larger batch would take ~x{(1 + 1 / ratio) / 2:.3g} "
-                         "fewer steps for little more data (McCandlish et al. 2018; a heuristic)")
+        out["advice"] = (
+            f"the batch ({batch:,.0f} tokens) is 1/{1 / ratio:.3g} of the gradient noise scale "
+            f"(B_simple ~{b_simple:,.0f} tokens): a larger batch would take ~x{(1 + 1 / ratio) / 2:.3g} "
+            "fewer steps for little more data (McCandlish et al. 2018; a heuristic)"
+        )
     return out if math.isfinite(ratio) else None

@@ -59,9 +59,17 @@ def probe_runs(ledger: Ledger, campaign: str) -> pd.DataFrame:
     for name, status, meta in ledger.run_metas().itertuples(index=False):
         probe = meta.get("probe")
         if isinstance(probe, dict) and probe.get("campaign") == campaign:
-            rows.append({"run": name, "status": status, "recipe": probe["recipe"], "seed": probe["seed"],
-                         "tokens": probe["tokens"], "model": "{layers}x{width}".format(**probe["model"]),
-                         "error": meta.get("error")})
+            rows.append(
+                {
+                    "run": name,
+                    "status": status,
+                    "recipe": probe["recipe"],
+                    "seed": probe["seed"],
+                    "tokens": probe["tokens"],
+                    "model": "{layers}x{width}".format(**probe["model"]),
+                    "error": meta.get("error"),
+                }
+            )
     return pd.DataFrame(rows, columns=["run", "status", "recipe", "seed", "tokens", "model", "error"])
 
 
@@ -69,8 +77,9 @@ def _at(curve: pd.DataFrame, tokens: float) -> float:
     return float(np.interp(tokens, curve["tokens"], curve["value"]))
 
 
-def probe_scores(evals: pd.DataFrame, eval_sources: list[str] | None = None,
-                 steps: pd.DataFrame | None = None) -> dict[str, float]:
+def probe_scores(
+    evals: pd.DataFrame, eval_sources: list[str] | None = None, steps: pd.DataFrame | None = None
+) -> dict[str, float]:
     """One probe's scores from its evaluations and (for the stable/cooldown split) its step records' `tokens` and
     `lr` (see the module docstring); NaN where a score is missing."""
     last = evals[evals["step"] == evals["step"].max()]
@@ -113,8 +122,16 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
         values = np.array(list(seeds.values()), dtype=float)
         iv = stats.mean_interval(values, level)
         mean = float(np.mean(values[np.isfinite(values)])) if np.isfinite(values).any() else math.nan
-        entries.append({"recipe": recipe, "mean": mean, "interval": None if iv is None else [iv.low, iv.high],
-                        "interval_kind": stats.KINDS["mean"], "level": level, "seeds": len(seeds)})
+        entries.append(
+            {
+                "recipe": recipe,
+                "mean": mean,
+                "interval": None if iv is None else [iv.low, iv.high],
+                "interval_kind": stats.KINDS["mean"],
+                "level": level,
+                "seeds": len(seeds),
+            }
+        )
     sign = 1.0 if lower_is_better else -1.0
     entries.sort(key=lambda e: (not math.isfinite(e["mean"]), sign * e["mean"] if math.isfinite(e["mean"]) else 0.0))
     pairs: list[dict[str, Any]] = []
@@ -125,14 +142,26 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
         shared = [by_recipe[b][s] - by_recipe[a][s] for s in sorted(set(by_recipe[a]) & set(by_recipe[b]))]
         diff = iv.estimate if iv is not None else (float(np.mean(shared)) if shared else math.nan)
         resolved = stats.verdict(iv, tie=True) == "beyond noise"
-        pairs.append({"a": a, "b": b, "diff": diff, "interval": None if iv is None else [iv.low, iv.high],
-                      "interval_kind": stats.KINDS["paired"], "level": level, "family": family,
-                      "resolved": resolved,
-                      "better": (a if (diff > 0) == lower_is_better else b) if resolved else None})
+        pairs.append(
+            {
+                "a": a,
+                "b": b,
+                "diff": diff,
+                "interval": None if iv is None else [iv.low, iv.high],
+                "interval_kind": stats.KINDS["paired"],
+                "level": level,
+                "family": family,
+                "resolved": resolved,
+                "better": (a if (diff > 0) == lower_is_better else b) if resolved else None,
+            }
+        )
     for k, e in enumerate(entries):
         e["rank"] = k + 1
-        e["ties"] = [p["b"] if p["a"] == e["recipe"] else p["a"] for p in pairs
-                     if not p["resolved"] and e["recipe"] in (p["a"], p["b"])]
+        e["ties"] = [
+            p["b"] if p["a"] == e["recipe"] else p["a"]
+            for p in pairs
+            if not p["resolved"] and e["recipe"] in (p["a"], p["b"])
+        ]
     return {"order": entries, "pairs": pairs, "lower_is_better": lower_is_better}
 
 
@@ -146,13 +175,21 @@ def decision_accuracy(means: dict[int, dict[str, float]], resolved_at_largest: s
     out: dict[str, Any] = {}
     for budget in budgets[:-1]:
         here = means[budget]
-        pairs = [(a, b) for a, b in itertools.combinations(sorted(set(here) & set(top)), 2)
-                 if all(math.isfinite(v) for v in (here[a], here[b], top[a], top[b]))]
+        pairs = [
+            (a, b)
+            for a, b in itertools.combinations(sorted(set(here) & set(top)), 2)
+            if all(math.isfinite(v) for v in (here[a], here[b], top[a], top[b]))
+        ]
         agree = [np.sign(here[a] - here[b]) == np.sign(top[a] - top[b]) for a, b in pairs]
         firm = [ok for (a, b), ok in zip(pairs, agree, strict=True) if frozenset((a, b)) in resolved_at_largest]
-        out[str(budget)] = {"budget": budget, "share_of_largest": budget / budgets[-1], "pairs": len(pairs),
-                            "accuracy": float(np.mean(agree)) if agree else None,
-                            "resolved_pairs": len(firm), "accuracy_resolved": float(np.mean(firm)) if firm else None}
+        out[str(budget)] = {
+            "budget": budget,
+            "share_of_largest": budget / budgets[-1],
+            "pairs": len(pairs),
+            "accuracy": float(np.mean(agree)) if agree else None,
+            "resolved_pairs": len(firm),
+            "accuracy_resolved": float(np.mean(firm)) if firm else None,
+        }
     return out
 
 
@@ -175,8 +212,9 @@ class CampaignSummary:
         return dict(self.__dict__)
 
 
-def summarise(ledger: Ledger, campaign: str, *, level: float | None = None,
-              next_budget: int | None = None) -> CampaignSummary:
+def summarise(
+    ledger: Ledger, campaign: str, *, level: float | None = None, next_budget: int | None = None
+) -> CampaignSummary:
     """Rank the campaign's finished probes; see the module docstring."""
     record = ledger.campaign(campaign)
     spec = record["spec"]
@@ -185,10 +223,14 @@ def summarise(ledger: Ledger, campaign: str, *, level: float | None = None,
     if runs.empty:
         raise InputError(f"campaign {campaign!r} has no probe runs in {ledger.location}; run `yieldgate probe` first")
     notes = []
-    if not spec.get("eval_sources") and len({json.dumps(sorted(s["name"] for s in r["sources"]))
-                                             for r in spec["recipes"].values()}) > 1:
-        notes.append("the recipes train on different sources and the campaign names no eval_sources: each is scored on "
-                     "its own held-out text, so their bits per byte are not on one yardstick")
+    if (
+        not spec.get("eval_sources")
+        and len({json.dumps(sorted(s["name"] for s in r["sources"])) for r in spec["recipes"].values()}) > 1
+    ):
+        notes.append(
+            "the recipes train on different sources and the campaign names no eval_sources: each is scored on "
+            "its own held-out text, so their bits per byte are not on one yardstick"
+        )
     models = sorted(runs["model"].unique())
     if len(models) > 1:
         notes.append(f"{len(models)} model sizes: recipes are ranked per size as `recipe@size`")
@@ -208,10 +250,16 @@ def summarise(ledger: Ledger, campaign: str, *, level: float | None = None,
             finals.setdefault(recipe, []).append((float(last["tokens"].iloc[-1]), float(last["value"].iloc[-1])))
     rankings: dict[str, dict[str, Any]] = {}
     for budget in sorted(scores):
-        rankings[str(budget)] = {key: rank(by_recipe, lower_is_better=key not in HIGHER_IS_BETTER, level=level)
-                                 for key, by_recipe in sorted(scores[budget].items()) if key != "val/loss"}
-    means = {b: {e["recipe"]: e["mean"] for e in rankings[str(b)][BPB]["order"]}
-             for b in sorted(scores) if BPB in rankings[str(b)]}
+        rankings[str(budget)] = {
+            key: rank(by_recipe, lower_is_better=key not in HIGHER_IS_BETTER, level=level)
+            for key, by_recipe in sorted(scores[budget].items())
+            if key != "val/loss"
+        }
+    means = {
+        b: {e["recipe"]: e["mean"] for e in rankings[str(b)][BPB]["order"]}
+        for b in sorted(scores)
+        if BPB in rankings[str(b)]
+    }
     accuracy: dict[str, Any] = {}
     if means:
         largest = max(means)
@@ -221,26 +269,50 @@ def summarise(ledger: Ledger, campaign: str, *, level: float | None = None,
     target = next_budget or spec.get("next_budget") or (2 * max(budgets) if budgets else None)
     forecasts = {recipe: _forecast(points, target, level) for recipe, points in finals.items()}
     failed = {r.run: r.error or "" for r in runs.itertuples(index=False) if r.status == "failed"}
-    return CampaignSummary(campaign=campaign, level=level, budgets=budgets, rankings=rankings,
-                           decision_accuracy=accuracy, forecasts=forecasts,
-                           probes={str(k): int(v) for k, v in runs["status"].value_counts().items()},
-                           failed=failed, notes=notes)
+    return CampaignSummary(
+        campaign=campaign,
+        level=level,
+        budgets=budgets,
+        rankings=rankings,
+        decision_accuracy=accuracy,
+        forecasts=forecasts,
+        probes={str(k): int(v) for k, v in runs["status"].value_counts().items()},
+        failed=failed,
+        notes=notes,
+    )
 
 
 def _forecast(points: list[tuple[float, float]], target: float | None, level: float) -> dict[str, Any]:
     budgets = sorted({round(t) for t, _ in points})
     if len(budgets) < 3 or target is None:
-        return {"available": False,
-                "reason": f"{len(budgets)} budget(s) finished; a forecast needs final losses at 3 or more"}
+        return {
+            "available": False,
+            "reason": f"{len(budgets)} budget(s) finished; a forecast needs final losses at 3 or more",
+        }
     tokens, losses = zip(*sorted(points), strict=True)
     at = float(max(tokens))
     try:
         seeds = max(1, len(points) // len(budgets))
-        f = forecast(np.array(tokens), np.array(losses), next_tokens=float(target) - at, at_tokens=at, level=level,
-                     replicates=seeds)
+        f = forecast(
+            np.array(tokens),
+            np.array(losses),
+            next_tokens=float(target) - at,
+            at_tokens=at,
+            level=level,
+            replicates=seeds,
+        )
     except InputError as exc:
         return {"available": False, "reason": str(exc)}
     per = BILLION / f.next_tokens
-    return {"available": True, "from_tokens": at, "to_tokens": float(target), "seeds": seeds, "gain": f.gain,
-            "gain_interval": list(f.interval), "yield_per_btok": f.yield_per_btok,
-            "yield_interval": [f.interval[0] * per, f.interval[1] * per], "fit": f.fit.to_dict(), "notes": f.notes}
+    return {
+        "available": True,
+        "from_tokens": at,
+        "to_tokens": float(target),
+        "seeds": seeds,
+        "gain": f.gain,
+        "gain_interval": list(f.interval),
+        "yield_per_btok": f.yield_per_btok,
+        "yield_interval": [f.interval[0] * per, f.interval[1] * per],
+        "fit": f.fit.to_dict(),
+        "notes": f.notes,
+    }

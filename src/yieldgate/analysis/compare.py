@@ -97,8 +97,9 @@ def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> 
     hw = run.manifest.hardware if run.manifest else None
     if out["cost_usd"].isna().all() and hw is not None and hw.price_per_device_hour is not None:
         # No cost recorded: the manifest's price, as `yield` reads it.
-        out["cost_usd"] = cost_from_price(out["wall_s"].to_numpy(dtype=float), hw.device_count,
-                                          hw.price_per_device_hour)
+        out["cost_usd"] = cost_from_price(
+            out["wall_s"].to_numpy(dtype=float), hw.device_count, hw.price_per_device_hour
+        )
     out["flops"] = out["tokens"] * run.flops_per_token if run.flops_per_token else np.nan
     return out.reset_index(drop=True)
 
@@ -138,9 +139,16 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den not in (None, 0) else None
 
 
-_SECTIONS = {"data": "data", "model": "model", "optimisation": "optimisation", "hardware": "hardware",
-             "evals": "eval portfolio", "library_versions": "library versions", "code_version": "code version",
-             "config": "hyper-parameters"}
+_SECTIONS = {
+    "data": "data",
+    "model": "model",
+    "optimisation": "optimisation",
+    "hardware": "hardware",
+    "evals": "eval portfolio",
+    "library_versions": "library versions",
+    "code_version": "code version",
+    "config": "hyper-parameters",
+}
 
 
 def _confounder(field: str) -> bool:
@@ -163,11 +171,14 @@ def unit_for(manifests: dict[str, Manifest | None]) -> tuple[str, str | None]:
     could not be. `compare`, `report` and the dashboard all choose through here, so they never disagree."""
     if len({tokenizer_of(m) for m in manifests.values()}) < 2:
         return "token", None
-    lacking = [n for n, m in manifests.items() if not (m and m.data and m.data.tokenizer
-                                                       and m.data.tokenizer.bytes_per_token)]
+    lacking = [
+        n for n, m in manifests.items() if not (m and m.data and m.data.tokenizer and m.data.tokenizer.bytes_per_token)
+    ]
     if lacking:
-        return "token", (f"the runs' tokenizers differ, but {', '.join(map(repr, lacking))} record(s) no "
-                         "data.tokenizer.bytes_per_token: compared per token, which does not compare across tokenizers")
+        return "token", (
+            f"the runs' tokenizers differ, but {', '.join(map(repr, lacking))} record(s) no "
+            "data.tokenizer.bytes_per_token: compared per token, which does not compare across tokenizers"
+        )
     return "byte", "the runs' tokenizers differ: losses in bits per byte and token counts in bytes"
 
 
@@ -180,23 +191,33 @@ def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[
     fields = [d.model_dump() for d in diff(ma, mb) if _confounder(d.field)]
     sections = sorted({_SECTIONS.get(f["field"].split(".")[0].split("[")[0], f["field"]) for f in fields})
     if len(sections) > 1:
-        warnings.append(f"the sides differ in {', '.join(sections)}: more than the one thing under test, so the "
-                        "difference mixes their effects")
+        warnings.append(
+            f"the sides differ in {', '.join(sections)}: more than the one thing under test, so the "
+            "difference mixes their effects"
+        )
     if len(a) != len(b):
         warnings.append(f"the sides have different seed counts ({len(a)} vs {len(b)})")
     if tokenizer_of(ma) != tokenizer_of(mb) and metric != "bpb":
-        warnings.append("the sides use different tokenizers, so per-token losses and token counts do not compare: "
-                        "compare them per byte (bits per byte)")
+        warnings.append(
+            "the sides use different tokenizers, so per-token losses and token counts do not compare: "
+            "compare them per byte (bits per byte)"
+        )
     throughput = sorted(f["field"].split(".")[1] for f in fields if f["field"] in _THROUGHPUT_KNOBS)
     if throughput:
-        warnings.append(f"the sides differ in {', '.join(throughput)}: changes made for throughput can alter what "
-                        "is learned per token; the small-batch check measures whether they did "
-                        "(track.batch_check.batch_size_check, kept with a run by Tracker.record_batch_check)")
+        warnings.append(
+            f"the sides differ in {', '.join(throughput)}: changes made for throughput can alter what "
+            "is learned per token; the small-batch check measures whether they did "
+            "(track.batch_check.batch_size_check, kept with a run by Tracker.record_batch_check)"
+        )
     return fields, warnings
 
 
-_THROUGHPUT_KNOBS = ("optimisation.batch_size", "optimisation.microbatch_size", "optimisation.grad_accumulation",
-                     "optimisation.precision")
+_THROUGHPUT_KNOBS = (
+    "optimisation.batch_size",
+    "optimisation.microbatch_size",
+    "optimisation.grad_accumulation",
+    "optimisation.precision",
+)
 """Manifest fields a team changes for tokens/s that may change the optimiser's steps (McCandlish et al. 2018)."""
 
 
@@ -227,17 +248,22 @@ def compare(
     for r in a + b:
         c = curves[id(r)]
         if c["loss"].isna().all() or len(c) < 2:
-            raise InputError(f"run {r.name!r} has fewer than two evaluations of {task or 'training'}/{metric}: "
-                             "nothing to align")
+            raise InputError(
+                f"run {r.name!r} has fewer than two evaluations of {task or 'training'}/{metric}: nothing to align"
+            )
     hib = bool(curves[id(a[0])]["higher_is_better"].iloc[0])
     if any(bool(curves[id(r)]["higher_is_better"].iloc[0]) != hib for r in a + b):
-        raise InputError(f"{task}/{metric} is recorded as rising in some runs and falling in others: fix its "
-                         "direction at import (higher_is_better) before comparing")
+        raise InputError(
+            f"{task}/{metric} is recorded as rising in some runs and falling in others: fix its "
+            "direction at import (higher_is_better) before comparing"
+        )
     if at == "tokens" and any(curves[id(r)]["tokens"].notna().sum() < 2 for r in a + b):
         lacking = [r.name for r in a + b if curves[id(r)]["tokens"].notna().sum() < 2]
         at = "steps"
-        notes.append(f"aligned on steps: {', '.join(lacking)} record no token counts (equal steps are equal tokens "
-                     "only at equal batch size and sequence length)")
+        notes.append(
+            f"aligned on steps: {', '.join(lacking)} record no token counts (equal steps are equal tokens "
+            "only at equal batch size and sequence length)"
+        )
 
     # -- aligned points ---------------------------------------------------------------------------------
     column = AXIS_COLUMN[at]
@@ -247,21 +273,32 @@ def compare(
     hi = min((float(curves[id(r)][column].max()) for r in usable), default=math.nan)
     if len(usable) < len(a + b):
         lacking = [r.name for r in a + b if r not in usable]
-        reason = {"time": "wall-clock time", "compute": "FLOPs per token (model shape in the manifest)",
-                  "cost": "cost (cost_usd, or a price per device-hour)", "steps": "steps"}.get(at, "token counts")
+        reason = {
+            "time": "wall-clock time",
+            "compute": "FLOPs per token (model shape in the manifest)",
+            "cost": "cost (cost_usd, or a price per device-hour)",
+            "steps": "steps",
+        }.get(at, "token counts")
         warnings.append(f"no aligned points at equal {at}: {', '.join(lacking)} lack {reason}")
     elif hi < lo:
-        spans = "; ".join(f"{r.name} {curves[id(r)][column].min():.6g}-{curves[id(r)][column].max():.6g}"
-                          for r in a + b)
-        warnings.append(f"no overlap on {at}: the runs' evaluations span {spans}; nothing can be compared at equal "
-                        f"{at}")
+        spans = "; ".join(
+            f"{r.name} {curves[id(r)][column].min():.6g}-{curves[id(r)][column].max():.6g}" for r in a + b
+        )
+        warnings.append(
+            f"no overlap on {at}: the runs' evaluations span {spans}; nothing can be compared at equal {at}"
+        )
     else:
         grid = np.linspace(lo, hi, n_points) if hi > lo else np.array([lo])
         exact = all(set(np.round(grid, 6)) <= set(np.round(curves[id(r)][column].dropna(), 6)) for r in a + b)
         if not exact:
             notes.append(f"losses at equal {at} are interpolated linearly between each run's evaluations")
-        values = [(np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in a]),
-                   np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in b])) for x in grid]
+        values = [
+            (
+                np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in a]),
+                np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in b]),
+            )
+            for x in grid
+        ]
         # The untrained model (every run at 0 on the axis: no token, step or second of training yet) and points
         # where no seed varies are the same on both sides by construction, or differ only by the seeds'
         # initialisations: they say nothing about what the runs learned and are left out of the verdicts (and of
@@ -272,15 +309,26 @@ def compare(
             delta = float(vb.mean() - va.mean())
             iv = None if skip else stats.difference(va, vb, level, family=family)
             spread = [v.var(ddof=1) for v in (va, vb) if len(v) >= 2]
-            points.append({at: float(x), "a": float(va.mean()), "b": float(vb.mean()), "diff": delta,
-                           "interval": None if iv is None else [iv.low, iv.high],
-                           "level": level, "family": family, "interval_kind": stats.KINDS["difference"],
-                           "noise_floor": math.sqrt(float(np.mean(spread))) if spread else None,
-                           "identical_by_construction": skip,
-                           "within_noise": None if iv is None else stats.verdict(iv) == "within noise"})
+            points.append(
+                {
+                    at: float(x),
+                    "a": float(va.mean()),
+                    "b": float(vb.mean()),
+                    "diff": delta,
+                    "interval": None if iv is None else [iv.low, iv.high],
+                    "level": level,
+                    "family": family,
+                    "interval_kind": stats.KINDS["difference"],
+                    "noise_floor": math.sqrt(float(np.mean(spread))) if spread else None,
+                    "identical_by_construction": skip,
+                    "within_noise": None if iv is None else stats.verdict(iv) == "within noise",
+                }
+            )
         if any(same):
-            notes.append(f"{sum(same)} point(s) where every run is identical by construction (the untrained model) "
-                         "are left out of the verdict")
+            notes.append(
+                f"{sum(same)} point(s) where every run is identical by construction (the untrained model) "
+                "are left out of the verdict"
+            )
     if len(a) < 2 and len(b) < 2:
         notes.append("one seed per side: no noise floor is known, so no difference can be called real")
 
@@ -293,13 +341,18 @@ def compare(
         notes.append(f"target {what} {target_loss:.6g}: the worst best across runs (every run reaches it)")
     to_target: dict[str, dict[str, float | None]] = {}
     for side, group in zip(names, (a, b), strict=True):
-        tokens = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), target_loss, hib)
-                  for r in group]
-        times = [None if t is None else _time_at_tokens(r, curves[id(r)], t)
-                 for r, t in zip(group, tokens, strict=True)]
+        tokens = [
+            crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), target_loss, hib)
+            for r in group
+        ]
+        times = [
+            None if t is None else _time_at_tokens(r, curves[id(r)], t) for r, t in zip(group, tokens, strict=True)
+        ]
         if any(t is None for t in tokens):
-            warnings.append(f"{side} does not reach the target {what} {target_loss:.6g} in every run"
-                            + (" (or records no token counts)" if at == "steps" else ""))
+            warnings.append(
+                f"{side} does not reach the target {what} {target_loss:.6g} in every run"
+                + (" (or records no token counts)" if at == "steps" else "")
+            )
         elif any(t is None for t in times):
             warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")
         to_target[side] = {"tokens": _mean(tokens), "time": _mean(times)}
@@ -316,12 +369,14 @@ def compare(
     if all(len(c) for c in b_last):
         b_loss = float(np.mean([c["loss"].iloc[-1] for c in b_last]))
         b_tokens = float(np.mean([c["tokens"].iloc[-1] for c in b_last]))
-        a_need = [crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), b_loss, hib)
-                  for r in a]
+        a_need = [
+            crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), b_loss, hib) for r in a
+        ]
         multiplier = _ratio(_mean(a_need), b_tokens)
         if multiplier is None:
-            notes.append(f"{names[0]} never reaches {names[1]}'s last {what} ({b_loss:.6g}): no effective token "
-                         "multiplier")
+            notes.append(
+                f"{names[0]} never reaches {names[1]}'s last {what} ({b_loss:.6g}): no effective token multiplier"
+            )
     else:
         notes.append("no token counts: no effective token multiplier")
 
@@ -329,12 +384,23 @@ def compare(
     warnings += confound_warnings
     verdict = _verdict(names, primary, speedup, points, at, len(a), len(b), level)
     return Comparison(
-        a=names[0], b=names[1], aligned_on=at, metric=f"{task}/{metric}", target_loss=target_loss,
+        a=names[0],
+        b=names[1],
+        aligned_on=at,
+        metric=f"{task}/{metric}",
+        target_loss=target_loss,
         tokens_to_target={names[0]: ta["tokens"], names[1]: tb["tokens"]},
         time_to_target_s={names[0]: ta["time"], names[1]: tb["time"]},
-        speedup=speedup, effective_token_multiplier=multiplier, points=points, confounders=confounders,
-        warnings=warnings, notes=notes, seeds={names[0]: len(a), names[1]: len(b)}, primary=primary,
-        verdict=verdict, runs={names[0]: [r.name for r in a], names[1]: [r.name for r in b]},
+        speedup=speedup,
+        effective_token_multiplier=multiplier,
+        points=points,
+        confounders=confounders,
+        warnings=warnings,
+        notes=notes,
+        seeds={names[0]: len(a), names[1]: len(b)},
+        primary=primary,
+        verdict=verdict,
+        runs={names[0]: [r.name for r in a], names[1]: [r.name for r in b]},
     )
 
 
@@ -350,28 +416,49 @@ def _side(value: float | None, names: tuple[str, str]) -> str | None:
     return names[1] if value > 1 else names[0]
 
 
-def _verdict(names: tuple[str, str], primary: str, speedup: dict[str, float | None], points: list[dict[str, Any]],
-             at: str, na: int, nb: int, level: float) -> str:
+def _verdict(
+    names: tuple[str, str],
+    primary: str,
+    speedup: dict[str, float | None],
+    points: list[dict[str, Any]],
+    at: str,
+    na: int,
+    nb: int,
+    level: float,
+) -> str:
     learn, fast = _side(speedup["sample_efficiency"], names), _side(speedup["throughput"], names)
     if points and learn is None and fast is None and all(p["diff"] == 0 for p in points):
         return "no difference: the two sides learn the same per token and move tokens at the same rate"
     se, tp = speedup["sample_efficiency"], speedup["throughput"]
-    learning = (f"{learn} learns more per token ({max(se, 1 / se):.3g}x fewer tokens to target)" if learn and se
-                else "neither side learns more per token" if se else "learning per token is unknown")
-    throughput = (f"{fast} moves tokens faster ({max(tp, 1 / tp):.3g}x tokens/s)" if fast and tp
-                  else "neither side is faster" if tp else "throughput is unknown (no wall-clock time)")
+    learning = (
+        f"{learn} learns more per token ({max(se, 1 / se):.3g}x fewer tokens to target)"
+        if learn and se
+        else "neither side learns more per token"
+        if se
+        else "learning per token is unknown"
+    )
+    throughput = (
+        f"{fast} moves tokens faster ({max(tp, 1 / tp):.3g}x tokens/s)"
+        if fast and tp
+        else "neither side is faster"
+        if tp
+        else "throughput is unknown (no wall-clock time)"
+    )
     judged = [p for p in points if p["within_noise"] is not None]
     family = judged[0]["family"] if judged else 1
-    level_note = ((f" ({level:.0%} family-wise over {family} points)" if family > 1 else f" (at {level:.0%})")
-                  if judged else "")
+    level_note = (
+        (f" ({level:.0%} family-wise over {family} points)" if family > 1 else f" (at {level:.0%})") if judged else ""
+    )
     if na < 2 and nb < 2:
         noise = "with one seed per side no noise floor is known"
     elif judged and all(p["within_noise"] for p in judged):
         noise = f"the loss difference at equal {at} is within the seed noise{level_note}"
     elif judged:
         beyond = sum(not p["within_noise"] for p in judged)
-        noise = (f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(judged)} "
-                 f"points{level_note}")
+        noise = (
+            f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(judged)} "
+            f"points{level_note}"
+        )
     elif points:
         noise = f"every point at equal {at} is identical by construction: no verdict"
     else:

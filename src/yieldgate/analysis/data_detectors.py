@@ -65,21 +65,33 @@ def data_exhaustion(sig: RunSignals) -> list[Finding]:
             continue
         worth = repeat_worth(final)
         effective = effective_tokens(final, 1.0)  # D'/U: fresh-data equivalent in epochs
-        ev: dict[str, Any] = {"source": source, "epochs": round(final, 2), "unique_tokens": u,
-                              "next_token_worth": round(worth, 3), "effective_epochs": round(effective, 2)}
+        ev: dict[str, Any] = {
+            "source": source,
+            "epochs": round(final, 2),
+            "unique_tokens": u,
+            "next_token_worth": round(worth, 3),
+            "effective_epochs": round(effective, 2),
+        }
         confidence = 1.0 - worth
         val = sig.val_loss(f"val/{source}")
         if len(val) >= 4:
-            tail = val.iloc[len(val) // 2:]
+            tail = val.iloc[len(val) // 2 :]
             ev["val_change_second_half"] = round(float(tail.iloc[-1] - tail.iloc[0]), 4)
             if tail.iloc[-1] >= tail.min():  # flat or rising on that source while training goes on
                 confidence += 0.1
         start = int(epochs.index[np.argmax(epochs.to_numpy() > EPOCHS_FRESH)])
-        found.append(Finding(
-            cause="data_exhaustion", start_step=start, end_step=int(epochs.index[-1]), confidence=_clip(confidence),
-            detector="epochs", evidence=ev,
-            advice=f"{source} was seen {final:.1f} times: its next token is worth {worth:.2f} of a fresh one; add "
-                   f"unique data for it or lower its weight before buying more compute"))
+        found.append(
+            Finding(
+                cause="data_exhaustion",
+                start_step=start,
+                end_step=int(epochs.index[-1]),
+                confidence=_clip(confidence),
+                detector="epochs",
+                evidence=ev,
+                advice=f"{source} was seen {final:.1f} times: its next token is worth {worth:.2f} of a fresh one; add "
+                f"unique data for it or lower its weight before buying more compute",
+            )
+        )
     return found
 
 
@@ -133,13 +145,20 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     epochs = sig.epochs()
     if not (growth > OVERFIT_Z * se and train_drop > OVERFIT_Z * train_se and rise > -rise_se):
         return None
-    return {"best_step": int(steps[best]), "best_val_loss": round(float(values[best]), 4),
-            "last_val_loss": round(float(values[-1]), 4), "val_change_after_best": round(rise, 4),
-            "gap_at_best": round(float(values[best] - train[best]), 4),
-            "gap_at_end": round(float(values[-1] - train[-1]), 4), "gap_growth": round(growth, 4),
-            "gap_growth_z": round(growth / se, 2), "train_loss_drop_after_best": round(train_drop, 4),
-            "eval_noise": round(sigma, 5), "epochs": None if epochs is None else round(epochs, 2),
-            "last_step": int(steps[-1])}
+    return {
+        "best_step": int(steps[best]),
+        "best_val_loss": round(float(values[best]), 4),
+        "last_val_loss": round(float(values[-1]), 4),
+        "val_change_after_best": round(rise, 4),
+        "gap_at_best": round(float(values[best] - train[best]), 4),
+        "gap_at_end": round(float(values[-1] - train[-1]), 4),
+        "gap_growth": round(growth, 4),
+        "gap_growth_z": round(growth / se, 2),
+        "train_loss_drop_after_best": round(train_drop, 4),
+        "eval_noise": round(sigma, 5),
+        "epochs": None if epochs is None else round(epochs, 2),
+        "last_step": int(steps[-1]),
+    }
 
 
 def overfitting(sig: RunSignals) -> list[Finding]:
@@ -155,20 +174,29 @@ def overfitting(sig: RunSignals) -> list[Finding]:
         confidence += 0.15
     best = ev["best_step"]
     seen = f" after {epochs:g} epochs" if epochs is not None else " then"
-    return [Finding(cause="overfitting", start_step=best, end_step=ev["last_step"], confidence=_clip(confidence),
-                    detector="train_val_gap", evidence=ev,
-                    advice=f"the held-out loss was best at step {best} and the train-validation gap has widened by "
-                           f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep "
-                           f"the checkpoint of step {best}, add fresh unique data, or regularise (weight decay, "
-                           "dropout, fewer epochs) before training longer")]
+    return [
+        Finding(
+            cause="overfitting",
+            start_step=best,
+            end_step=ev["last_step"],
+            confidence=_clip(confidence),
+            detector="train_val_gap",
+            evidence=ev,
+            advice=f"the held-out loss was best at step {best} and the train-validation gap has widened by "
+            f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep "
+            f"the checkpoint of step {best}, add fresh unique data, or regularise (weight decay, "
+            "dropout, fewer epochs) before training longer",
+        )
+    ]
 
 
 def _expected_repeat(tokens: pd.DataFrame, unique: dict[str, float]) -> np.ndarray:
     """Share of each step's tokens from sources already past one epoch: the repeats the declared data explains."""
     delta = tokens.diff().fillna(tokens.iloc[[0]]).to_numpy()
     before = tokens.shift(1).fillna(0.0)
-    past = np.column_stack([(before[c] >= unique[c]).to_numpy() if c in unique else np.zeros(len(tokens), bool)
-                            for c in tokens.columns])
+    past = np.column_stack(
+        [(before[c] >= unique[c]).to_numpy() if c in unique else np.zeros(len(tokens), bool) for c in tokens.columns]
+    )
     total = delta.sum(axis=1)
     return np.where(total > 0, (delta * past).sum(axis=1) / np.maximum(total, 1e-12), 0.0)
 
@@ -193,17 +221,26 @@ def duplicated_stream(sig: RunSignals) -> list[Finding]:
         return []
     rolling = pd.Series(excess).rolling(10, min_periods=1).mean().to_numpy()
     start = int(rate.index[np.argmax(rolling > REPEAT_EXCESS)])
-    ev: dict[str, Any] = {"repeat_rate": round(float(rate.iloc[-window:].mean()), 4),
-                          "explained_by_epochs": round(float(expected[-window:].mean()), 4),
-                          "excess": round(trailing, 4)}
+    ev: dict[str, Any] = {
+        "repeat_rate": round(float(rate.iloc[-window:].mean()), 4),
+        "explained_by_epochs": round(float(expected[-window:].mean()), 4),
+        "excess": round(trailing, 4),
+    }
     if note:
         ev["note"] = note
-    return [Finding(cause="duplicated_stream", start_step=start, end_step=int(rate.index[-1]),
-                    confidence=_clip((0.5 + trailing) * (1.0 if unique else 0.7)), detector="repeat_rate",
-                    evidence=ev,
-                    advice="the trainer sees the same samples again and again although the data holds more: check "
-                           "the sampler/loader (a loop over a small subset, workers with the same seed, a resumed "
-                           "iterator)")]
+    return [
+        Finding(
+            cause="duplicated_stream",
+            start_step=start,
+            end_step=int(rate.index[-1]),
+            confidence=_clip((0.5 + trailing) * (1.0 if unique else 0.7)),
+            detector="repeat_rate",
+            evidence=ev,
+            advice="the trainer sees the same samples again and again although the data holds more: check "
+            "the sampler/loader (a loop over a small subset, workers with the same seed, a resumed "
+            "iterator)",
+        )
+    ]
 
 
 def non_iid_stream(sig: RunSignals) -> list[Finding]:
@@ -222,7 +259,7 @@ def non_iid_stream(sig: RunSignals) -> list[Finding]:
             share = counts.sum() / per_step.sum()
             samples = per_step / max(float(_context(sig)), 1.0)
             # i.i.d. draws: P(one batch is all one source) = sum_s p_s^n.
-            expected = float(np.mean([(share ** n).sum() for n in samples.round().clip(lower=1)]))
+            expected = float(np.mean([(share**n).sum() for n in samples.round().clip(lower=1)]))
             pure = float(((counts.max(axis=1) / per_step) > 0.999).mean())
             ev |= {"single_source_batches": round(pure, 3), "expected_if_iid": round(expected, 4)}
             if pure - expected > PURE_BATCH_EXCESS:
@@ -239,8 +276,9 @@ def non_iid_stream(sig: RunSignals) -> list[Finding]:
     if turned is not None or (epochs is not None and epochs > 1):
         # Memorisation and repeated epochs make the training loss move in runs (each epoch's pass over the same
         # samples, a falling level per epoch): the autocorrelation is explained, not evidence of the stream.
-        ev["loss_autocorr"] = ("not read: "
-                      + ("the held-out loss turned (overfitting)" if turned is not None else f"{epochs:.3g} epochs"))
+        ev["loss_autocorr"] = "not read: " + (
+            "the held-out loss turned (overfitting)" if turned is not None else f"{epochs:.3g} epochs"
+        )
     elif len(values) >= 40:
         trend = pd.Series(values).rolling(21, center=True, min_periods=11).median().to_numpy()
         resid = values - trend
@@ -254,10 +292,18 @@ def non_iid_stream(sig: RunSignals) -> list[Finding]:
         ev["loss_var_median"] = float(np.nanmedian(sig.steps["signals/loss_var"]))
     if confidence <= 0:
         return []
-    return [Finding(cause="non_iid_stream", start_step=int(loss.index[0]), end_step=int(loss.index[-1]),
-                    confidence=confidence, detector="batch_composition", evidence=ev,
-                    advice="batches are not i.i.d. draws of the mixture: shuffle across sources and documents, and "
-                           "give every loader worker its own slice of one shared shuffle")]
+    return [
+        Finding(
+            cause="non_iid_stream",
+            start_step=int(loss.index[0]),
+            end_step=int(loss.index[-1]),
+            confidence=confidence,
+            detector="batch_composition",
+            evidence=ev,
+            advice="batches are not i.i.d. draws of the mixture: shuffle across sources and documents, and "
+            "give every loader worker its own slice of one shared shuffle",
+        )
+    ]
 
 
 def _context(sig: RunSignals) -> float:
@@ -307,7 +353,15 @@ def mixture_drift(sig: RunSignals) -> list[Finding]:
         if n > 0 and abs(seg.get(source, 0.0) / seg.sum() - p) > 3 * math.sqrt(p * (1 - p) / n):
             start = int(tokens.index[idx[0]])
             break
-    return [Finding(cause="mixture_drift", start_step=start, end_step=int(tokens.index[-1]),
-                    confidence=_clip(0.3 + 0.03 * z), detector="source_shares", evidence={"worst": source, **ev},
-                    advice=f"the realised share of {source} drifted from its manifest weight: check the pipeline's "
-                           "per-source sampling (a filter or loader change) before its effect reaches the evals")]
+    return [
+        Finding(
+            cause="mixture_drift",
+            start_step=start,
+            end_step=int(tokens.index[-1]),
+            confidence=_clip(0.3 + 0.03 * z),
+            detector="source_shares",
+            evidence={"worst": source, **ev},
+            advice=f"the realised share of {source} drifted from its manifest weight: check the pipeline's "
+            "per-source sampling (a filter or loader change) before its effect reaches the evals",
+        )
+    ]

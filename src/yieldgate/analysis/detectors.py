@@ -23,12 +23,33 @@ import pandas as pd
 
 from yieldgate.manifest import Manifest
 
-__all__ = ["CAUSES", "SEVERITY", "Finding", "NotRun", "RunSignals", "nonfinite_and_skipped", "stall", "repeat_worth",
-           "effective_tokens"]
+__all__ = [
+    "CAUSES",
+    "SEVERITY",
+    "Finding",
+    "NotRun",
+    "RunSignals",
+    "nonfinite_and_skipped",
+    "stall",
+    "repeat_worth",
+    "effective_tokens",
+]
 
-CAUSES = ("data_exhaustion", "duplicated_stream", "non_iid_stream", "schedule", "damaged_update",
-          "infrastructure_stall", "undertrained", "throughput_altered_learning", "mixture_drift", "early_warning",
-          "overfitting", "transient_spike", "stalled")
+CAUSES = (
+    "data_exhaustion",
+    "duplicated_stream",
+    "non_iid_stream",
+    "schedule",
+    "damaged_update",
+    "infrastructure_stall",
+    "undertrained",
+    "throughput_altered_learning",
+    "mixture_drift",
+    "early_warning",
+    "overfitting",
+    "transient_spike",
+    "stalled",
+)
 SEVERITY = {"transient_spike": "low", "early_warning": "low"}
 """Causes that are notes whatever their confidence (an outlier batch the run recovered from); every other is "high"."""
 
@@ -139,9 +160,16 @@ class Finding:
             raise ValueError(f"finding cause must be one of {', '.join(CAUSES)}, got {self.cause!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cause": self.cause, "start_step": self.start_step, "end_step": self.end_step,
-                "confidence": round(self.confidence, 3), "severity": self.severity, "evidence": self.evidence,
-                "advice": self.advice, "detector": self.detector}
+        return {
+            "cause": self.cause,
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "confidence": round(self.confidence, 3),
+            "severity": self.severity,
+            "evidence": self.evidence,
+            "advice": self.advice,
+            "detector": self.detector,
+        }
 
 
 class NotRun(Exception):
@@ -182,8 +210,12 @@ class RunSignals:
             return float(self.steps["imported/epoch"].max())
         sources = self.manifest.data.sources if self.manifest and self.manifest.data else []
         unique = sum(s.unique_tokens or 0 for s in sources)
-        if unique > 0 and all(s.unique_tokens for s in sources) and "tokens" in self.steps \
-                and self.steps["tokens"].notna().any():
+        if (
+            unique > 0
+            and all(s.unique_tokens for s in sources)
+            and "tokens" in self.steps
+            and self.steps["tokens"].notna().any()
+        ):
             return float(self.steps["tokens"].max()) / unique
         return None
 
@@ -221,8 +253,9 @@ def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
 def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
     """NaN/Inf loss or gradient norm, mixed-precision skipped steps and loss-scale collapse, vanishing gradients."""
     s = sig.steps.set_index("step")
-    have = [c for c in ("loss", "grad_norm", "signals/skipped_steps", "signals/loss_scale")
-            if c in s and s[c].notna().any()]
+    have = [
+        c for c in ("loss", "grad_norm", "signals/skipped_steps", "signals/loss_scale") if c in s and s[c].notna().any()
+    ]
     if not have:
         raise NotRun("no loss, grad_norm or loss-scale columns recorded")
     found = []
@@ -237,35 +270,57 @@ def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
                 start, end = int(logged[first]), int(logged[last])
                 count = last - first + 1
                 where = f"step {start:,}" if count == 1 else f"{count:,} logged steps, {start:,}-{end:,}"
-                found.append(Finding(cause="damaged_update", start_step=start, end_step=end, confidence=0.95,
-                                     detector=f"nonfinite_{name}", evidence={"signal": name, "nonfinite_steps": count},
-                                     advice=f"non-finite {name} at {where}: find the batch or layer that overflowed; "
-                                            "guard the update (skip it) and check precision and LR"))
+                found.append(
+                    Finding(
+                        cause="damaged_update",
+                        start_step=start,
+                        end_step=end,
+                        confidence=0.95,
+                        detector=f"nonfinite_{name}",
+                        evidence={"signal": name, "nonfinite_steps": count},
+                        advice=f"non-finite {name} at {where}: find the batch or layer that overflowed; "
+                        "guard the update (skip it) and check precision and LR",
+                    )
+                )
     if "signals/skipped_steps" in have:
         skipped = s["signals/skipped_steps"].dropna()
         rises = skipped.index[np.diff(skipped.to_numpy(), prepend=skipped.iloc[0]) > 0].to_numpy()
         scale = s["signals/loss_scale"].dropna() if "signals/loss_scale" in have else None
         for start, end in _runs(rises, gap=5):
-            before = skipped.loc[:start - 1]
+            before = skipped.loc[: start - 1]
             ev: dict[str, Any] = {"skipped_steps": int(skipped.loc[end] - (before.iloc[-1] if len(before) else 0.0))}
             if scale is not None:
-                scale_before, scale_after = scale.loc[:start - 1], scale.loc[end:]
+                scale_before, scale_after = scale.loc[: start - 1], scale.loc[end:]
                 ev["loss_scale_before"] = float(scale_before.iloc[-1]) if len(scale_before) else None
                 ev["loss_scale_after"] = float(scale_after.iloc[0]) if len(scale_after) else None
-            found.append(Finding(cause="damaged_update", start_step=int(start), end_step=int(end),
-                                 confidence=_clip(0.6 + 0.1 * ev["skipped_steps"]), detector="skipped_steps",
-                                 evidence=ev,
-                                 advice="the loss scaler skipped steps on inf/NaN gradients and backed its scale off: "
-                                        "find the overflowing layer; bf16 or a lower LR avoids fp16 overflow"))
+            found.append(
+                Finding(
+                    cause="damaged_update",
+                    start_step=int(start),
+                    end_step=int(end),
+                    confidence=_clip(0.6 + 0.1 * ev["skipped_steps"]),
+                    detector="skipped_steps",
+                    evidence=ev,
+                    advice="the loss scaler skipped steps on inf/NaN gradients and backed its scale off: "
+                    "find the overflowing layer; bf16 or a lower LR avoids fp16 overflow",
+                )
+            )
     if "grad_norm" in have and sig.manifest and sig.manifest.model and sig.manifest.model.params:
         rms = s["grad_norm"].to_numpy(dtype=float) / math.sqrt(sig.manifest.model.params)
         tiny = s.index[np.isfinite(rms) & (rms < 1e-7)].to_numpy()  # within ~10x of Adam's epsilon (1e-8)
         if len(tiny) >= STALL_MIN_STEPS:
-            found.append(Finding(cause="damaged_update", start_step=int(tiny[0]), end_step=int(tiny[-1]),
-                                 confidence=0.7, detector="vanishing_gradients",
-                                 evidence={"grad_rms_min": float(np.nanmin(rms)), "steps": len(tiny)},
-                                 advice="gradients vanish toward the optimizer's epsilon: updates are noise; check the "
-                                        "loss scale, initialisation and normalisation"))
+            found.append(
+                Finding(
+                    cause="damaged_update",
+                    start_step=int(tiny[0]),
+                    end_step=int(tiny[-1]),
+                    confidence=0.7,
+                    detector="vanishing_gradients",
+                    evidence={"grad_rms_min": float(np.nanmin(rms)), "steps": len(tiny)},
+                    advice="gradients vanish toward the optimizer's epsilon: updates are noise; check the "
+                    "loss scale, initialisation and normalisation",
+                )
+            )
     return found
 
 
@@ -305,8 +360,10 @@ def stall(sig: RunSignals) -> list[Finding]:
         frac = (s["data_wait_s"] / s["step_s"]).to_numpy(dtype=float)
         rolling = pd.Series(frac).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
         base = float(np.nanmedian(frac[early]))
-        masks["data_wait"] = ((rolling > WAIT_FRACTION) & (rolling > base + WAIT_RISE),
-                              (frac > WAIT_FRACTION) & (frac > base + WAIT_RISE))
+        masks["data_wait"] = (
+            (rolling > WAIT_FRACTION) & (rolling > base + WAIT_RISE),
+            (frac > WAIT_FRACTION) & (frac > base + WAIT_RISE),
+        )
         ev |= {"wait_fraction_early": round(base, 4)}
     if has_rate:
         rate = s["tokens_per_s"].to_numpy(dtype=float)
@@ -337,8 +394,10 @@ def stall(sig: RunSignals) -> list[Finding]:
         here["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
         if kind == "data_wait":
             confidence = 0.9
-            advice = ("the input pipeline stalled, not learning: the data-wait share of step time rose; add loader "
-                      "workers/prefetch and check storage; changing the data or the schedule will not help")
+            advice = (
+                "the input pipeline stalled, not learning: the data-wait share of step time rose; add loader "
+                "workers/prefetch and check storage; changing the data or the schedule will not help"
+            )
         else:
             # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
             # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
@@ -346,13 +405,28 @@ def stall(sig: RunSignals) -> list[Finding]:
             throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[span] > 0).any())
             confidence = 0.8 if throttled else LOW_CONFIDENCE
             here["device_throttled"] = throttled
-            wait = (f" while the data-wait share went from {here['wait_fraction_early']:.0%} to "
-                    f"{here['wait_fraction_during']:.0%}" if has_wait else "")
-            advice = (f"steps got slower{wait}: the compute side slowed, not the loader; "
-                      + ("the device reports throttling: check its cooling and power limits" if throttled else
-                         "a note: on a shared host this is contention as often as a fault; check what else ran"))
-        found.append(Finding(cause="infrastructure_stall", start_step=int(steps[first]), end_step=int(steps[last]),
-                             confidence=confidence, detector=f"stall_{kind}", evidence=here, advice=advice))
+            wait = (
+                f" while the data-wait share went from {here['wait_fraction_early']:.0%} to "
+                f"{here['wait_fraction_during']:.0%}"
+                if has_wait
+                else ""
+            )
+            advice = f"steps got slower{wait}: the compute side slowed, not the loader; " + (
+                "the device reports throttling: check its cooling and power limits"
+                if throttled
+                else "a note: on a shared host this is contention as often as a fault; check what else ran"
+            )
+        found.append(
+            Finding(
+                cause="infrastructure_stall",
+                start_step=int(steps[first]),
+                end_step=int(steps[last]),
+                confidence=confidence,
+                detector=f"stall_{kind}",
+                evidence=here,
+                advice=advice,
+            )
+        )
     return found
 
 

@@ -42,8 +42,22 @@ from yieldgate.analysis.spikes import loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 
-__all__ = ["DETECTORS", "ONLINE_DETECTORS", "Diagnosis", "diagnose", "diagnose_run", "load_signals", "cooldown_runs",
-           "online_findings", "run_detectors", "data_order", "peer_losses", "CAUSES", "Finding", "LOW_CONFIDENCE"]
+__all__ = [
+    "DETECTORS",
+    "ONLINE_DETECTORS",
+    "Diagnosis",
+    "diagnose",
+    "diagnose_run",
+    "load_signals",
+    "cooldown_runs",
+    "online_findings",
+    "run_detectors",
+    "data_order",
+    "peer_losses",
+    "CAUSES",
+    "Finding",
+    "LOW_CONFIDENCE",
+]
 
 Detector = Callable[[RunSignals], list[Finding]]
 
@@ -86,8 +100,12 @@ class Diagnosis:
         return next((f for f in self.findings if f.confidence > above), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "findings": [f.to_dict() for f in self.findings], "not_run": list(self.not_run),
-                "unmeasured": dict(self.unmeasured)}
+        return {
+            "run": self.run,
+            "findings": [f.to_dict() for f in self.findings],
+            "not_run": list(self.not_run),
+            "unmeasured": dict(self.unmeasured),
+        }
 
     def _repr_html_(self) -> str:
         """In a notebook: the findings with their evidence, drawn over their steps (`report.notebook`)."""
@@ -103,11 +121,19 @@ def _merge(findings: list[Finding]) -> list[Finding]:
         last = out[-1] if out else None
         if last is not None and last.cause == f.cause and f.start_step - last.end_step <= MERGE_GAP:
             lead, other = (last, f) if last.confidence >= f.confidence else (f, last)
-            evidence = {**({lead.detector: lead.evidence} if "+" not in lead.detector else lead.evidence),
-                        **({other.detector: other.evidence} if "+" not in other.detector else other.evidence)}
-            out[-1] = Finding(cause=f.cause, start_step=min(last.start_step, f.start_step),
-                              end_step=max(last.end_step, f.end_step), confidence=lead.confidence,
-                              evidence=evidence, advice=lead.advice, detector=f"{lead.detector}+{other.detector}")
+            evidence = {
+                **({lead.detector: lead.evidence} if "+" not in lead.detector else lead.evidence),
+                **({other.detector: other.evidence} if "+" not in other.detector else other.evidence),
+            }
+            out[-1] = Finding(
+                cause=f.cause,
+                start_step=min(last.start_step, f.start_step),
+                end_step=max(last.end_step, f.end_step),
+                confidence=lead.confidence,
+                evidence=evidence,
+                advice=lead.advice,
+                detector=f"{lead.detector}+{other.detector}",
+            )
         else:
             out.append(f)
     return sorted(out, key=lambda f: (-f.confidence, f.start_step))
@@ -172,21 +198,35 @@ def load_signals(ledger: Ledger, run: str, against: Sequence[str] = ()) -> RunSi
     that read its data in the same order (`peer_losses`) and the runs that cool it down (`cooldown_runs`)."""
     nullable = ledger.steps(run, nullable=True)
     # A recorded NaN (a NaN gradient norm) is a finding; a value never recorded is not: keep them apart.
-    recorded_nan = {c: nullable["step"].to_numpy()[np.isnan(nullable[c].to_numpy(dtype=float, na_value=0.0))]
-                    for c in ("loss", "grad_norm") if c in nullable}
+    recorded_nan = {
+        c: nullable["step"].to_numpy()[np.isnan(nullable[c].to_numpy(dtype=float, na_value=0.0))]
+        for c in ("loss", "grad_norm")
+        if c in nullable
+    }
     steps = nullable.astype({c: float for c in nullable.columns if c != "step"})
     extras = ledger.extras(run)
     if len(extras):
         wide = extras.pivot_table(index="step", columns="key", values="value", aggfunc="last", dropna=False)
         steps = steps.merge(wide.reset_index(), on="step", how="outer").sort_values("step", ignore_index=True)
-    return RunSignals(steps=steps, evals=ledger.evals(run), manifest=ledger.manifest(run), meta=ledger.meta(run),
-                      recorded_nan=recorded_nan, peers=peer_losses(ledger, run, against),
-                      cooldowns=cooldown_runs(ledger, run))
+    return RunSignals(
+        steps=steps,
+        evals=ledger.evals(run),
+        manifest=ledger.manifest(run),
+        meta=ledger.meta(run),
+        recorded_nan=recorded_nan,
+        peers=peer_losses(ledger, run, against),
+        cooldowns=cooldown_runs(ledger, run),
+    )
 
 
 def _key(body: dict[str, Any], start: Any, end: Any) -> tuple[Any, ...]:
-    return (body.get("cause"), body.get("detector"), body.get("confidence"), None if start is None else int(start),
-            None if end is None else int(end))
+    return (
+        body.get("cause"),
+        body.get("detector"),
+        body.get("confidence"),
+        None if start is None else int(start),
+        None if end is None else int(end),
+    )
 
 
 def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
@@ -200,9 +240,11 @@ def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bo
         return result
     with ledger.transaction():
         events = ledger.events(run, kind="diagnosis", state="open")
-        open_by_key = {_key(b, s, e): int(i) for i, b, s, e in zip(events["id"], events["body"], events["start_step"],
-                                                                       events["end_step"], strict=True)
-                       if b.get("source") == "diagnose"}
+        open_by_key = {
+            _key(b, s, e): int(i)
+            for i, b, s, e in zip(events["id"], events["body"], events["start_step"], events["end_step"], strict=True)
+            if b.get("source") == "diagnose"
+        }
         for f in result.findings:
             body = {"source": "diagnose", **f.to_dict()}
             key = _key(body, f.start_step, f.end_step)

@@ -21,8 +21,15 @@ from scipy.optimize import least_squares
 
 from yieldgate.errors import InputError
 
-__all__ = ["PowerLaw", "fit_power_law", "Forecast", "forecast", "eval_noise", "stable_phase",
-           "tokens_at_marginal_yield"]
+__all__ = [
+    "PowerLaw",
+    "fit_power_law",
+    "Forecast",
+    "forecast",
+    "eval_noise",
+    "stable_phase",
+    "tokens_at_marginal_yield",
+]
 
 BILLION = 1e9
 
@@ -49,8 +56,15 @@ class PowerLaw:
         return self.B * self.beta * tokens ** (-self.beta - 1) * BILLION
 
     def to_dict(self) -> dict[str, Any]:
-        return {"E": self.E, "B": self.B, "beta": self.beta, "r2": self.r2, "rmse": self.rmse,
-                "points": len(self.tokens), "poor": self.poor}
+        return {
+            "E": self.E,
+            "B": self.B,
+            "beta": self.beta,
+            "r2": self.r2,
+            "rmse": self.rmse,
+            "points": len(self.tokens),
+            "poor": self.poor,
+        }
 
 
 def _fit(tokens: np.ndarray, losses: np.ndarray) -> tuple[float, float, float]:
@@ -213,21 +227,29 @@ def forecast(
     if len(gains) < boots // 2:
         notes.append(f"only {len(gains)} of {boots} bootstrap refits succeeded: the interval is rough")
     tail = (1 - level) / 2
-    fit_lo, fit_hi = (np.quantile(gains, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
+    fit_lo, fit_hi = np.quantile(gains, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan]
     measured = np.asarray(gains) + rng.normal(0.0, noise * math.sqrt(2.0 / max(replicates, 1)), size=len(gains))
-    lo, hi = (np.quantile(measured, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan])
+    lo, hi = np.quantile(measured, [tail, 1 - tail]).tolist() if gains else [math.nan, math.nan]
     # A percentile interval need not hold the full fit's estimate (a skewed bootstrap); the interval printed beside
     # an estimate always holds it, so each is widened to it where it falls outside.
     fit_lo, fit_hi, lo, hi = min(fit_lo, gain), max(fit_hi, gain), min(lo, gain), max(hi, gain)
     per = BILLION / next_tokens
     if law.poor:
         notes.append(f"poor fit: {law.poor}")
-    return Forecast(at_tokens=at, next_tokens=float(next_tokens), gain=gain, interval=(lo, hi), level=level,
-                    fit_interval=(fit_lo, fit_hi), eval_noise=noise,
-                    yield_per_btok=gain * per, yield_interval=(fit_lo * per, fit_hi * per), fit=law,
-                    threshold_tokens=(None if threshold_per_btok is None
-                                      else tokens_at_marginal_yield(law, threshold_per_btok)),
-                    notes=notes)
+    return Forecast(
+        at_tokens=at,
+        next_tokens=float(next_tokens),
+        gain=gain,
+        interval=(lo, hi),
+        level=level,
+        fit_interval=(fit_lo, fit_hi),
+        eval_noise=noise,
+        yield_per_btok=gain * per,
+        yield_interval=(fit_lo * per, fit_hi * per),
+        fit=law,
+        threshold_tokens=(None if threshold_per_btok is None else tokens_at_marginal_yield(law, threshold_per_btok)),
+        notes=notes,
+    )
 
 
 def stable_phase(steps: pd.DataFrame, eval_steps: np.ndarray, drop: float = 0.9) -> tuple[np.ndarray, str | None]:
@@ -238,8 +260,10 @@ def stable_phase(steps: pd.DataFrame, eval_steps: np.ndarray, drop: float = 0.9)
     its peak on (cosine) leaves no stable phase, and the note says the fit mixes data yield with annealing.
     """
     if "lr" not in steps or steps["lr"].isna().all():
-        return (np.ones(len(eval_steps), dtype=bool),
-                "no learning rate recorded: cannot tell the stable phase from a decay")
+        return (
+            np.ones(len(eval_steps), dtype=bool),
+            "no learning rate recorded: cannot tell the stable phase from a decay",
+        )
     lr = steps.dropna(subset=["lr"])
     peak_at = int(lr["lr"].to_numpy().argmax())
     peak = float(lr["lr"].iloc[peak_at])
@@ -250,14 +274,18 @@ def stable_phase(steps: pd.DataFrame, eval_steps: np.ndarray, drop: float = 0.9)
     decayed = after[after["lr"] < drop * peak]
     if decayed.empty:
         mask = eval_steps >= warm_end
-        return mask, (f"warm-up ends at step {warm_end}: the fit uses the {int(mask.sum())} evaluations after it"
-                      if not mask.all() else None)
+        return mask, (
+            f"warm-up ends at step {warm_end}: the fit uses the {int(mask.sum())} evaluations after it"
+            if not mask.all()
+            else None
+        )
     start = int(decayed["step"].iloc[0])
     mask = (eval_steps >= warm_end) & (eval_steps < start)
     stable = int(mask.sum())
-    note = (f"learning rate is stable from step {warm_end} to {start}: the fit uses the {stable} evaluations "
-            "in between")
+    note = f"learning rate is stable from step {warm_end} to {start}: the fit uses the {stable} evaluations in between"
     if stable < 3:
-        note = (f"learning rate decays from step {start}, leaving {stable} evaluations before it: a fit across the "
-                "decay mixes data yield with annealing; fit the final losses of runs at three or more budgets instead")
+        note = (
+            f"learning rate decays from step {start}, leaving {stable} evaluations before it: a fit across the "
+            "decay mixes data yield with annealing; fit the final losses of runs at three or more budgets instead"
+        )
     return mask, note

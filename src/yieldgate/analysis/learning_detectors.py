@@ -60,29 +60,39 @@ def schedule(sig: RunSignals) -> list[Finding]:
     values = loss.to_numpy(dtype=float)
     finite = np.isfinite(values)
     peak = float(lr.max())
-    early = pd.Series(values[finite][:max(n // 10, 5)])
+    early = pd.Series(values[finite][: max(n // 10, 5)])
     ev_common = {"peak_lr": peak}
     # Missing warm-up: the schedule itself says so; early instability raises the confidence.
     first_lr = float(lr.iloc[0])
     if first_lr >= WARMUP_START * peak:
         unstable = bool((early.diff() > 3 * early.diff().abs().median()).any()) if len(early) > 3 else False
         clip = sig.steps["clipped"].iloc[: max(n // 10, 5)].mean() if "clipped" in sig.steps else np.nan
-        ev = {**ev_common, "first_lr": first_lr, "early_loss_jump": unstable,
-              "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3)}
-        found.append(Finding(
-            cause="schedule", start_step=int(lr.index[0]), end_step=int(lr.index[min(n // 10, n - 1)]),
-            confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6, detector="no_warmup",
-            evidence=ev,
-            advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps"))
+        ev = {
+            **ev_common,
+            "first_lr": first_lr,
+            "early_loss_jump": unstable,
+            "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3),
+        }
+        found.append(
+            Finding(
+                cause="schedule",
+                start_step=int(lr.index[0]),
+                end_step=int(lr.index[min(n // 10, n - 1)]),
+                confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6,
+                detector="no_warmup",
+                evidence=ev,
+                advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps",
+            )
+        )
     # Peak-LR phase: steps at >= 95% of the peak, its first tenth skipped (the end of warm-up's descent).
     at_peak = lr.index[lr.to_numpy() >= 0.95 * peak]
-    phase = loss.loc[at_peak[0]:at_peak[-1]] if len(at_peak) else loss.iloc[:0]
+    phase = loss.loc[at_peak[0] : at_peak[-1]] if len(at_peak) else loss.iloc[:0]
     phase = phase[np.isfinite(phase.to_numpy(dtype=float))]
     start_loss = float(np.nanmean(values[:5]))
     collapsed = _entropy_collapse(sig)
     stalled = False
     if len(phase) >= 40:
-        phase = phase.iloc[len(phase) // 10:]
+        phase = phase.iloc[len(phase) // 10 :]
         q = np.array_split(phase.to_numpy(dtype=float), 4)
         first_q, last_q = float(q[0].mean()), float(q[-1].mean())
         step_noise = float(np.std(np.diff(phase.to_numpy(dtype=float)))) / np.sqrt(2)
@@ -90,56 +100,91 @@ def schedule(sig: RunSignals) -> list[Finding]:
         before = start_loss - first_q  # what the run learned before the peak phase settled
         progress = first_q - last_q
         ratio = progress / before if before > 0 else np.nan
-        slope_t = _slope_t(phase.to_numpy(dtype=float)[len(phase) // 2:])
-        ev = {**ev_common, "loss_start": round(start_loss, 4), "peak_phase_first_quarter": round(first_q, 4),
-              "peak_phase_last_quarter": round(last_q, 4), "progress_ratio": round(float(ratio), 4),
-              "second_half_slope_t": round(slope_t, 2)}
+        slope_t = _slope_t(phase.to_numpy(dtype=float)[len(phase) // 2 :])
+        ev = {
+            **ev_common,
+            "loss_start": round(start_loss, 4),
+            "peak_phase_first_quarter": round(first_q, 4),
+            "peak_phase_last_quarter": round(last_q, 4),
+            "progress_ratio": round(float(ratio), 4),
+            "second_half_slope_t": round(slope_t, 2),
+        }
         if progress < -3 * noise and progress < -0.01 * abs(first_q):
-            found.append(Finding(cause="schedule", start_step=int(phase.index[0]), end_step=int(phase.index[-1]),
-                                 confidence=0.9, detector="lr_too_high", evidence={**ev, "diverging": True},
-                                 advice="LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)"))
+            found.append(
+                Finding(
+                    cause="schedule",
+                    start_step=int(phase.index[0]),
+                    end_step=int(phase.index[-1]),
+                    confidence=0.9,
+                    detector="lr_too_high",
+                    evidence={**ev, "diverging": True},
+                    advice="LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)",
+                )
+            )
         elif before > 0 and collapsed is not None:
-            found.append(Finding(cause="schedule", start_step=int(phase.index[0]), end_step=int(phase.index[-1]),
-                                 confidence=0.9, detector="lr_too_high",
-                                 evidence={**ev, "act_entropy_share": collapsed},
-                                 advice="LR too high: learning stalled at the peak LR while the activations "
-                                        "collapsed (Wortsman et al. 2023); lower the peak LR (try /3-/10) and compare "
-                                        "a short probe"))
+            found.append(
+                Finding(
+                    cause="schedule",
+                    start_step=int(phase.index[0]),
+                    end_step=int(phase.index[-1]),
+                    confidence=0.9,
+                    detector="lr_too_high",
+                    evidence={**ev, "act_entropy_share": collapsed},
+                    advice="LR too high: learning stalled at the peak LR while the activations "
+                    "collapsed (Wortsman et al. 2023); lower the peak LR (try /3-/10) and compare "
+                    "a short probe",
+                )
+            )
         elif slope_t > PLATEAU_T and not ratio >= PLATEAU_RATIO and len(phase) >= PLATEAU_SHARE * n:
             # Flat within its noise, after learning little (or nothing) in a long constant-LR phase: a plateau. The
             # few peak steps of a cosine schedule are no constant-LR phase, and its decay no cooldown experiment.
             stalled = True
             found += _plateau(sig, loss, lr, phase, q[-1], step_noise, ev)
-    end_loss = float(np.nanmean(values[-max(n // 10, 5):]))
+    end_loss = float(np.nanmean(values[-max(n // 10, 5) :]))
     drop = (start_loss - end_loss) / start_loss if start_loss > 0 else np.nan
-    tail = values[finite][-n // 4:]
+    tail = values[finite][-n // 4 :]
     tail_t = _slope_t(tail) if len(tail) > 5 else 0.0
     ratio_u = _median_update_ratio(sig)
     too_high = any(f.detector == "lr_too_high" for f in found)
     # Too low: a descent that is slow over the run yet steady (its tail still falls beyond the noise), never beside
     # a too-high finding or a plateau.
     if 0 <= drop < SLOW_DROP and tail_t < PLATEAU_T and not too_high and not stalled:
-        ev = {**ev_common, "relative_loss_drop": round(float(drop), 4), "tail_slope_t": round(tail_t, 2),
-              "update_ratio_median": ratio_u}
+        ev = {
+            **ev_common,
+            "relative_loss_drop": round(float(drop), 4),
+            "tail_slope_t": round(tail_t, 2),
+            "update_ratio_median": ratio_u,
+        }
         confidence = 0.75 + (0.15 if ratio_u is not None and ratio_u < 2e-3 else 0.0)
-        found.append(Finding(cause="schedule", start_step=int(loss.index[0]), end_step=int(loss.index[-1]),
-                             confidence=confidence, detector="lr_too_low", evidence=ev,
-                             advice="LR too low: the loss falls slowly and steadily, far from where it could be; raise "
-                                    "the peak LR (try x3-x10) and compare a short probe"))
+        found.append(
+            Finding(
+                cause="schedule",
+                start_step=int(loss.index[0]),
+                end_step=int(loss.index[-1]),
+                confidence=confidence,
+                detector="lr_too_low",
+                evidence=ev,
+                advice="LR too low: the loss falls slowly and steadily, far from where it could be; raise "
+                "the peak LR (try x3-x10) and compare a short probe",
+            )
+        )
     return found
 
 
-COOLDOWN = ("cool the LR down from the plateau over a short stretch (~10% of the steps so far) and evaluate: for a "
-            "probe, run probe.cooldown.cooldown_probe(source_run=<run>, cooldown_tokens=<~10% of its tokens>), which "
-            "diagnose reads back as the run's cooldown")
+COOLDOWN = (
+    "cool the LR down from the plateau over a short stretch (~10% of the steps so far) and evaluate: for a "
+    "probe, run probe.cooldown.cooldown_probe(source_run=<run>, cooldown_tokens=<~10% of its tokens>), which "
+    "diagnose reads back as the run's cooldown"
+)
 
 
-def _cooldown_after(sig: RunSignals, loss: pd.Series, lr: pd.Series, start: int,
-                    end: int) -> tuple[pd.Series, str | None]:
+def _cooldown_after(
+    sig: RunSignals, loss: pd.Series, lr: pd.Series, start: int, end: int
+) -> tuple[pd.Series, str | None]:
     """The finite losses of a cooldown after the plateau (LR below half the peak): the run's own steps after `end`,
     else those of the last linked cooldown run (`RunSignals.cooldowns`) that starts after the plateau began."""
     peak = float(lr.max())
-    after = loss.loc[end + 1:]
+    after = loss.loc[end + 1 :]
     cool = after[(lr.reindex(after.index) < 0.5 * peak).to_numpy() & np.isfinite(after.to_numpy(dtype=float))]
     if len(cool) >= 10:
         return cool, None
@@ -153,8 +198,9 @@ def _cooldown_after(sig: RunSignals, loss: pd.Series, lr: pd.Series, start: int,
     return cool, None
 
 
-def _plateau(sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, last_q: np.ndarray,
-             step_noise: float, ev: dict) -> list[Finding]:
+def _plateau(
+    sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, last_q: np.ndarray, step_noise: float, ev: dict
+) -> list[Finding]:
     """A plateau at the peak LR. A cooldown after it is the discriminating experiment, already run: in the run, or in
     a linked run that continues it with the LR cooled down (`probe.cooldown`, meta `cooldown_of`). A drop beyond
     COOLDOWN_DROP_SIGMA standard errors means the LR's noise floor was the limit (schedule), none means the data.
@@ -163,39 +209,72 @@ def _plateau(sig: RunSignals, loss: pd.Series, lr: pd.Series, phase: pd.Series, 
     cool, linked = _cooldown_after(sig, loss, lr, start, end)
     plateau = float(last_q.mean())
     if len(cool) >= 10:
-        tail = cool.to_numpy(dtype=float)[-max(len(cool) // 4, 5):]
+        tail = cool.to_numpy(dtype=float)[-max(len(cool) // 4, 5) :]
         drop = plateau - float(tail.mean())
         se = step_noise * math.sqrt(1 / len(last_q) + 1 / len(tail))
-        here = {**ev, "cooldown_from_step": int(cool.index[0]), "cooldown_drop": round(drop, 4),
-                "cooldown_drop_se": round(se, 5)}
+        here = {
+            **ev,
+            "cooldown_from_step": int(cool.index[0]),
+            "cooldown_drop": round(drop, 4),
+            "cooldown_drop_se": round(se, 5),
+        }
         where = "once the LR cooled down"
         if linked is not None:
             here["cooldown_run"] = linked
             where = f"in the cooldown run {linked!r}"
         if drop > COOLDOWN_DROP_SIGMA * se and drop > 0.01 * abs(plateau):
-            return [Finding(cause="schedule", start_step=start, end_step=int(cool.index[-1]), confidence=0.8,
-                            detector="plateau_cooldown", evidence=here,
-                            advice=f"the loss plateaued at the peak LR and fell by {drop:.3g} {where}: "
-                                   "the LR's noise floor was the limit; lower the peak LR or cool down earlier")]
-        return [Finding(cause="data_exhaustion", start_step=start, end_step=int(cool.index[-1]), confidence=0.7,
-                        detector="plateau_cooldown", evidence=here,
-                        advice=f"the loss plateaued at the peak LR and did not fall {where} (by {drop:.3g}, within "
-                               f"{COOLDOWN_DROP_SIGMA:g} standard errors of {se:.2g}): the data (for this model), not "
-                               "the schedule, is the limit; add fresh data before more compute")]
+            return [
+                Finding(
+                    cause="schedule",
+                    start_step=start,
+                    end_step=int(cool.index[-1]),
+                    confidence=0.8,
+                    detector="plateau_cooldown",
+                    evidence=here,
+                    advice=f"the loss plateaued at the peak LR and fell by {drop:.3g} {where}: "
+                    "the LR's noise floor was the limit; lower the peak LR or cool down earlier",
+                )
+            ]
+        return [
+            Finding(
+                cause="data_exhaustion",
+                start_step=start,
+                end_step=int(cool.index[-1]),
+                confidence=0.7,
+                detector="plateau_cooldown",
+                evidence=here,
+                advice=f"the loss plateaued at the peak LR and did not fall {where} (by {drop:.3g}, within "
+                f"{COOLDOWN_DROP_SIGMA:g} standard errors of {se:.2g}): the data (for this model), not "
+                "the schedule, is the limit; add fresh data before more compute",
+            )
+        ]
     epochs = sig.epochs()
     candidates = [
-        {"cause": "schedule",
-         "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower"},
-        {"cause": "data_exhaustion", "why": "the data has no more to teach this model"
-         + (f" ({epochs:.3g} epochs over it)" if epochs is not None else "")},
+        {
+            "cause": "schedule",
+            "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower",
+        },
+        {
+            "cause": "data_exhaustion",
+            "why": "the data has no more to teach this model"
+            + (f" ({epochs:.3g} epochs over it)" if epochs is not None else ""),
+        },
     ]
     if epochs is not None and epochs > 1:
         candidates.reverse()  # repeated data makes the data the likelier limit
-    return [Finding(cause="stalled", start_step=start, end_step=end, confidence=0.5, detector="plateau",
-                    evidence={**ev, "candidates": candidates, "experiment": COOLDOWN},
-                    advice=f"learning stalled at constant LR from step {start}, cause undetermined: "
-                           f"{candidates[0]['cause']} or {candidates[1]['cause']}; to tell them apart, {COOLDOWN}: a "
-                           "drop means the schedule was the limit, no drop means the data")]
+    return [
+        Finding(
+            cause="stalled",
+            start_step=start,
+            end_step=end,
+            confidence=0.5,
+            detector="plateau",
+            evidence={**ev, "candidates": candidates, "experiment": COOLDOWN},
+            advice=f"learning stalled at constant LR from step {start}, cause undetermined: "
+            f"{candidates[0]['cause']} or {candidates[1]['cause']}; to tell them apart, {COOLDOWN}: a "
+            "drop means the schedule was the limit, no drop means the data",
+        )
+    ]
 
 
 def _entropy_collapse(sig: RunSignals) -> float | None:
@@ -219,13 +298,18 @@ def undertrained(sig: RunSignals) -> list[Finding]:
     per_param = float(tokens.iloc[-1]) / params
     if per_param >= TOKENS_PER_PARAM / UNDERTRAINED_FACTOR:
         return []
-    return [Finding(cause="undertrained", start_step=int(tokens.index[0]), end_step=int(tokens.index[-1]),
-                    confidence=_clip(0.4 + 0.5 * (1 - per_param * UNDERTRAINED_FACTOR / TOKENS_PER_PARAM)),
-                    detector="tokens_per_param",
-                    evidence={"tokens": float(tokens.iloc[-1]), "params": params,
-                              "tokens_per_param": round(per_param, 2)},
-                    advice=f"{per_param:.1f} tokens per parameter, far below ~{TOKENS_PER_PARAM:.0f}: train longer or "
-                           "use a smaller model before reading its loss as the data's limit")]
+    return [
+        Finding(
+            cause="undertrained",
+            start_step=int(tokens.index[0]),
+            end_step=int(tokens.index[-1]),
+            confidence=_clip(0.4 + 0.5 * (1 - per_param * UNDERTRAINED_FACTOR / TOKENS_PER_PARAM)),
+            detector="tokens_per_param",
+            evidence={"tokens": float(tokens.iloc[-1]), "params": params, "tokens_per_param": round(per_param, 2)},
+            advice=f"{per_param:.1f} tokens per parameter, far below ~{TOKENS_PER_PARAM:.0f}: train longer or "
+            "use a smaller model before reading its loss as the data's limit",
+        )
+    ]
 
 
 def throughput_altered_learning(sig: RunSignals) -> list[Finding]:
@@ -233,22 +317,42 @@ def throughput_altered_learning(sig: RunSignals) -> list[Finding]:
     `batch_check` (the fields of `BatchCheckResult`)."""
     check = sig.meta.get("batch_check")
     if not isinstance(check, dict) or "altered" not in check:
-        raise NotRun("no small-batch baseline check recorded for this run (run meta 'batch_check', the fields of "
-                     "track.batch_check.BatchCheckResult)")
+        raise NotRun(
+            "no small-batch baseline check recorded for this run (run meta 'batch_check', the fields of "
+            "track.batch_check.BatchCheckResult)"
+        )
     if not check["altered"]:
         return []
     steps = sig.steps["step"]
-    ev = {k: check.get(k) for k in ("relative_loss", "standard_error", "baseline_learning_per_token",
-                                    "candidate_learning_per_token", "tokens")}
-    return [Finding(cause="throughput_altered_learning", start_step=int(steps.min()) if len(steps) else 0,
-                    end_step=int(steps.max()) if len(steps) else 0, confidence=0.9, detector="batch_check", evidence=ev,
-                    advice="the throughput change costs learning per token beyond noise: keep the small-batch setting, "
-                           "or retune LR for the new batch before trusting its tokens/s")]
+    ev = {
+        k: check.get(k)
+        for k in (
+            "relative_loss",
+            "standard_error",
+            "baseline_learning_per_token",
+            "candidate_learning_per_token",
+            "tokens",
+        )
+    }
+    return [
+        Finding(
+            cause="throughput_altered_learning",
+            start_step=int(steps.min()) if len(steps) else 0,
+            end_step=int(steps.max()) if len(steps) else 0,
+            confidence=0.9,
+            detector="batch_check",
+            evidence=ev,
+            advice="the throughput change costs learning per token beyond noise: keep the small-batch setting, "
+            "or retune LR for the new batch before trusting its tokens/s",
+        )
+    ]
 
 
-HEURISTIC = ("a learning signal moving before the validation loss (a falling gradient noise scale, collapsing entropy "
-             "or update ratios, more clipping) is a heuristic early warning, not an established cause; its lead is "
-             "measured on the fault suite by benchmarks/bench_diagnose.py")
+HEURISTIC = (
+    "a learning signal moving before the validation loss (a falling gradient noise scale, collapsing entropy "
+    "or update ratios, more clipping) is a heuristic early warning, not an established cause; its lead is "
+    "measured on the fault suite by benchmarks/bench_diagnose.py"
+)
 
 
 def _first_cross(series: pd.Series, level: float, below: bool) -> int | None:
@@ -302,13 +406,29 @@ def early_warnings(sig: RunSignals) -> list[Finding]:
             continue
         lead = (val_turn - at) if val_turn is not None else None
         how = "fell to under half its mid-run level" if falling else "rose"
-        turned = (f", {lead} steps before the validation loss turned" if lead is not None
-                  else "; the validation loss has not turned")
-        found.append(Finding(cause="early_warning", start_step=at, end_step=int(series.index[-1]),
-                             confidence=0.45 if lead is not None and lead > 0 else 0.25, detector=f"early_{name}",
-                             evidence={"signal": name, "mid_run": mid, "last_quarter": last,
-                                       "val_loss_turned_at": val_turn, "lead_steps": lead, "heuristic": HEURISTIC},
-                             advice=f"heuristic early warning: {name} {how} from step {at}{turned}; that this signal "
-                                    "leads the validation loss is a heuristic, not a verdict: act on the validation "
-                                    "loss, not on it"))
+        turned = (
+            f", {lead} steps before the validation loss turned"
+            if lead is not None
+            else "; the validation loss has not turned"
+        )
+        found.append(
+            Finding(
+                cause="early_warning",
+                start_step=at,
+                end_step=int(series.index[-1]),
+                confidence=0.45 if lead is not None and lead > 0 else 0.25,
+                detector=f"early_{name}",
+                evidence={
+                    "signal": name,
+                    "mid_run": mid,
+                    "last_quarter": last,
+                    "val_loss_turned_at": val_turn,
+                    "lead_steps": lead,
+                    "heuristic": HEURISTIC,
+                },
+                advice=f"heuristic early warning: {name} {how} from step {at}{turned}; that this signal "
+                "leads the validation loss is a heuristic, not a verdict: act on the validation "
+                "loss, not on it",
+            )
+        )
     return found

@@ -44,15 +44,29 @@ def match_patterns(names: Sequence[str], patterns: Sequence[str], where: str) ->
 
 
 # `--sort` keys -> `Ledger.runs()` columns.
-SORT_KEYS = {"name": "name", "created": "created_at", "updated": "updated_at", "status": "status", "steps": "steps",
-             "tokens": "tokens", "duration": "duration_s"}
+SORT_KEYS = {
+    "name": "name",
+    "created": "created_at",
+    "updated": "updated_at",
+    "status": "status",
+    "steps": "steps",
+    "tokens": "tokens",
+    "duration": "duration_s",
+}
 # Statuses a filter may ask for: the recorded ones, and the two `Ledger.runs()` computes for a dead writer.
 _STATUSES = (*RUN_STATUSES, "stale", "crashed")
 
 
-def select_runs(records: Sequence[dict[str, Any]], *, patterns: Sequence[str] = (), tags: Sequence[str] = (),
-                statuses: Sequence[str] = (), sort: str | None = None, reverse: bool = False,
-                limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+def select_runs(
+    records: Sequence[dict[str, Any]],
+    *,
+    patterns: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    statuses: Sequence[str] = (),
+    sort: str | None = None,
+    reverse: bool = False,
+    limit: int | None = None,
+) -> tuple[list[dict[str, Any]], int]:
     """Filter and order `Ledger.run_records()`: runs matching any of `patterns` (names or globs; none: all),
     carrying every tag of `tags`, with any status of `statuses`; ordered by `sort` (a `SORT_KEYS` key, runs
     without a value last; `reverse` turns the order around, still with those last), or oldest first. `limit`
@@ -67,9 +81,13 @@ def select_runs(records: Sequence[dict[str, Any]], *, patterns: Sequence[str] = 
         raise InputError(f"sort must be one of {', '.join(SORT_KEYS)}, got {sort!r}")
     if limit is not None and limit < 0:
         raise InputError(f"limit must be >= 0, got {limit}")
-    rows = [r for r in records
-            if (not patterns or any(r["name"] == p or fnmatch.fnmatchcase(r["name"], p) for p in patterns))
-            and set(tags) <= set(r["tags"]) and (not statuses or r["status"] in statuses)]
+    rows = [
+        r
+        for r in records
+        if (not patterns or any(r["name"] == p or fnmatch.fnmatchcase(r["name"], p) for p in patterns))
+        and set(tags) <= set(r["tags"])
+        and (not statuses or r["status"] in statuses)
+    ]
     matched = len(rows)
     if sort is not None:
         column = SORT_KEYS[sort]

@@ -30,9 +30,21 @@ from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 from yieldgate.names import split_eval_key
 
-__all__ = ["load_run", "match_runs", "match_patterns", "select_runs", "SORT_KEYS",  # the first four from listing
-           "yield_report", "compare_groups", "stable_points", "forecast_run", "forecast_check",
-           "metric_key", "default_metric", "devices_of"]
+__all__ = [
+    "load_run",
+    "match_runs",
+    "match_patterns",
+    "select_runs",
+    "SORT_KEYS",  # the first four from listing
+    "yield_report",
+    "compare_groups",
+    "stable_points",
+    "forecast_run",
+    "forecast_check",
+    "metric_key",
+    "default_metric",
+    "devices_of",
+]
 
 
 def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
@@ -57,8 +69,10 @@ def metric_key(metric: str, per: str) -> tuple[str, str]:
     try:
         task, name = split_eval_key(metric)
     except ValueError:
-        raise InputError(f"metric must be an eval key '<task>/<metric>' (val/loss, arc_easy/acc) or 'loss' (the "
-                         f"training loss), got {metric!r}") from None
+        raise InputError(
+            f"metric must be an eval key '<task>/<metric>' (val/loss, arc_easy/acc) or 'loss' (the "
+            f"training loss), got {metric!r}"
+        ) from None
     return task, ("bpb" if per == "byte" and name == "loss" else name)
 
 
@@ -89,7 +103,8 @@ def default_metric(data: RunData, metric: str, per: str = "token") -> tuple[str,
     capability = [k for k in keys if not k.endswith("_stderr")]
     chosen = (held_out or capability or [TRAIN_LOSS])[0]
     return chosen, f"{data.name} has no val/loss evaluations; using {chosen}" + (
-        " (the training loss)" if chosen == TRAIN_LOSS else "") + " (choose with metric=...)"
+        " (the training loss)" if chosen == TRAIN_LOSS else ""
+    ) + " (choose with metric=...)"
 
 
 def expected_law(data: RunData, task: str, metric: str) -> PowerLaw:
@@ -106,8 +121,16 @@ def expected_law(data: RunData, task: str, metric: str) -> PowerLaw:
     return fit_power_law(used["tokens"].to_numpy(), used["value"].to_numpy())
 
 
-def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = None, metric: str = "val/loss",
-                 per: str = "token", data: RunData | None = None, expected_from: str | None = None) -> YieldReport:
+def yield_report(
+    ledger: Ledger,
+    run: str,
+    *,
+    tranche_tokens: float | None = None,
+    metric: str = "val/loss",
+    per: str = "token",
+    data: RunData | None = None,
+    expected_from: str | None = None,
+) -> YieldReport:
     """`data`: the run as `load_run(ledger, run, per=per)` returns it, when the caller has it already (the report
     draws a million-step run from one read). Each tranche's yield is also set against a fitted law (`vs_expected`):
     the law of `expected_from` (a reference run: learning against a baseline), else the run's own (learning against
@@ -127,14 +150,21 @@ def yield_report(ledger: Ledger, run: str, *, tranche_tokens: float | None = Non
             why = str(exc)
     else:
         why = "the training loss is not held out: no law is fitted to it"
-    report = tranche_yields(run, data.steps, data.evals, task=task, metric=name, tranche_tokens=tranche_tokens,
-                            devices=devices_of(ledger, run, data.manifest),
-                            price_per_device_hour=hw.price_per_device_hour if hw else None, law=law)
+    report = tranche_yields(
+        run,
+        data.steps,
+        data.evals,
+        task=task,
+        metric=name,
+        tranche_tokens=tranche_tokens,
+        devices=devices_of(ledger, run, data.manifest),
+        price_per_device_hour=hw.price_per_device_hour if hw else None,
+        law=law,
+    )
     if law is not None:
         report.law = {"run": expected_from or run, **law.to_dict()}
         if law.poor:
-            report.notes.append(f"the law each tranche is set against is poor ({law.poor}): read vs_expected "
-                                "with care")
+            report.notes.append(f"the law each tranche is set against is poor ({law.poor}): read vs_expected with care")
     elif why is not None and report.axis == "tokens":
         report.missing["vs_expected"] = why
     if note:
@@ -157,15 +187,32 @@ def comparison_unit(ledger: Ledger, a: str, b: str, per: str | None = None) -> t
     return unit_for({n: ledger.manifest(n) for n in names})
 
 
-def compare_groups(ledger: Ledger, a: str, b: str, *, at: Axis = "tokens", target_loss: float | None = None,
-                   metric: str = "val/loss", primary: str = "learning", per: str | None = "token") -> Comparison:
+def compare_groups(
+    ledger: Ledger,
+    a: str,
+    b: str,
+    *,
+    at: Axis = "tokens",
+    target_loss: float | None = None,
+    metric: str = "val/loss",
+    primary: str = "learning",
+    per: str | None = "token",
+) -> Comparison:
     """`per` None: bytes when the groups' tokenizers differ (`comparison_unit`), said in the notes."""
     per, unit_note = comparison_unit(ledger, a, b, per)
     groups = [[load_run(ledger, n, per=per) for n in match_runs(ledger, p)] for p in (a, b)]
     metric, note = default_metric(groups[0][0], metric, per)
     task, name = metric_key(metric, per)
-    result = compare(groups[0], groups[1], names=(a, b), at=at, target_loss=target_loss, task=task, metric=name,
-                     primary=primary)  # type: ignore[arg-type]
+    result = compare(
+        groups[0],
+        groups[1],
+        names=(a, b),
+        at=at,
+        target_loss=target_loss,
+        task=task,
+        metric=name,
+        primary=primary,  # type: ignore[arg-type]
+    )
     if note:
         result.notes.insert(0, note)
     if unit_note:
@@ -191,8 +238,10 @@ def _divergence(ledger: Ledger, run: str, points: pd.DataFrame) -> str | None:
     and the span: "non-finite training loss at 6 logged steps, 1,200-1,250"."""
     steps = ledger.steps(run, nullable=True)
     logged = steps.dropna(subset=["loss"]) if "loss" in steps else steps.iloc[:0]
-    for what, step, values in (("training loss", logged["step"], logged.get("loss")),
-                               ("evaluation", points["step"], points["value"])):
+    for what, step, values in (
+        ("training loss", logged["step"], logged.get("loss")),
+        ("evaluation", points["step"], points["value"]),
+    ):
         if values is None:
             continue
         bad = step.to_numpy()[~np.isfinite(values.to_numpy(dtype=float, na_value=np.nan))]
@@ -202,16 +251,26 @@ def _divergence(ledger: Ledger, run: str, points: pd.DataFrame) -> str | None:
     return None
 
 
-def forecast_run(ledger: Ledger, run: str, *, next_tokens: float | None = None, next_steps: float | None = None,
-                 threshold_per_btok: float | None = None, metric: str = "val/loss", level: float = 0.8) -> Forecast:
+def forecast_run(
+    ledger: Ledger,
+    run: str,
+    *,
+    next_tokens: float | None = None,
+    next_steps: float | None = None,
+    threshold_per_btok: float | None = None,
+    metric: str = "val/loss",
+    level: float = 0.8,
+) -> Forecast:
     """Forecast the next tranche from the run's stable-LR phase (see `fit.stable_phase`): `next_tokens` on
     its token counts, or `next_steps` on its steps (a run without token counts). Refused past a divergence."""
     data = load_run(ledger, run)
     metric, default_note = default_metric(data, metric)
     task, name = metric_key(metric, "token")
     if not task:
-        raise InputError(f"run {run!r}: a forecast needs held-out evaluations; the training loss (metric 'loss') "
-                         "falls on memorised data too")
+        raise InputError(
+            f"run {run!r}: a forecast needs held-out evaluations; the training loss (metric 'loss') "
+            "falls on memorised data too"
+        )
     points = eval_points(data.evals, data.steps, task, name)
     if points.empty:
         known = sorted({f"{t}/{m}" for t, m in zip(data.evals["task"], data.evals["metric"], strict=True)})
@@ -222,8 +281,10 @@ def forecast_run(ledger: Ledger, run: str, *, next_tokens: float | None = None, 
     by_steps = points["tokens"].isna().all()
     if by_steps:
         if next_steps is None:
-            raise InputError(f"run {run!r} has no token counts: forecast on its steps with next_steps=N, "
-                             "or import it with tokens_per_step")
+            raise InputError(
+                f"run {run!r} has no token counts: forecast on its steps with next_steps=N, "
+                "or import it with tokens_per_step"
+            )
         points = points.assign(tokens=points["step"].astype(float))
         size = next_steps
     else:
@@ -238,14 +299,24 @@ def forecast_run(ledger: Ledger, run: str, *, next_tokens: float | None = None, 
         raise InputError(f"run {run!r} has {len(used)} evaluations of {metric} to fit; a forecast needs 3 or more")
     hib = bool(used["higher_is_better"].iloc[0])
     if hib:
-        raise InputError(f"{metric} rises as the model learns; the power-law forecast fits losses (lower is better): "
-                         "forecast a loss, e.g. metric val/loss")
-    result = forecast(used["tokens"].to_numpy(), used["value"].to_numpy(), next_tokens=size,
-                      at_tokens=float(used["tokens"].iloc[-1]), level=level,
-                      threshold_per_btok=None if by_steps else threshold_per_btok)
+        raise InputError(
+            f"{metric} rises as the model learns; the power-law forecast fits losses (lower is better): "
+            "forecast a loss, e.g. metric val/loss"
+        )
+    result = forecast(
+        used["tokens"].to_numpy(),
+        used["value"].to_numpy(),
+        next_tokens=size,
+        at_tokens=float(used["tokens"].iloc[-1]),
+        level=level,
+        threshold_per_btok=None if by_steps else threshold_per_btok,
+    )
     result.axis = "steps" if by_steps else "tokens"
-    result.notes.insert(0, f"fitted on evaluations at steps {', '.join(map(str, used['step'].astype(int)))}"
-                        + (" against steps (no token counts)" if by_steps else ""))
+    result.notes.insert(
+        0,
+        f"fitted on evaluations at steps {', '.join(map(str, used['step'].astype(int)))}"
+        + (" against steps (no token counts)" if by_steps else ""),
+    )
     if note:
         result.notes.insert(1, note)
     if default_note:
@@ -253,8 +324,9 @@ def forecast_run(ledger: Ledger, run: str, *, next_tokens: float | None = None, 
     return result
 
 
-def forecast_check(ledger: Ledger, run: str, *, fraction: float = 0.6, metric: str = "val/loss",
-                   level: float = 0.8) -> dict[str, float | bool]:
+def forecast_check(
+    ledger: Ledger, run: str, *, fraction: float = 0.6, metric: str = "val/loss", level: float = 0.8
+) -> dict[str, float | bool]:
     """Check a forecast against what the run then measured: fit the first `fraction` of its stable-phase
     evaluations, forecast the next tranche (up to the following stable-phase evaluation) and say whether the
     `level` interval holds the gain measured there."""
@@ -262,11 +334,22 @@ def forecast_check(ledger: Ledger, run: str, *, fraction: float = 0.6, metric: s
     stable = points[mask]
     n = int(len(stable) * fraction)
     if n < 3 or n >= len(stable):
-        raise InputError(f"run {run!r}: {len(stable)} stable-phase evaluations leave no tranche to check a fit "
-                         f"on {fraction:.0%} of them against")
+        raise InputError(
+            f"run {run!r}: {len(stable)} stable-phase evaluations leave no tranche to check a fit "
+            f"on {fraction:.0%} of them against"
+        )
     x, y = stable["tokens"].to_numpy(), stable["value"].to_numpy()
     result = forecast(x[:n], y[:n], next_tokens=float(x[n] - x[n - 1]), at_tokens=float(x[n - 1]), level=level)
     measured = float(y[n - 1] - y[n])  # a loss: the gain is its decrease
     lo, hi = result.interval
-    return {"fitted": n, "stable": len(stable), "at_tokens": float(x[n - 1]), "next_tokens": float(x[n] - x[n - 1]),
-            "forecast": result.gain, "low": lo, "high": hi, "measured": measured, "held": bool(lo <= measured <= hi)}
+    return {
+        "fitted": n,
+        "stable": len(stable),
+        "at_tokens": float(x[n - 1]),
+        "next_tokens": float(x[n] - x[n - 1]),
+        "forecast": result.gain,
+        "low": lo,
+        "high": hi,
+        "measured": measured,
+        "held": bool(lo <= measured <= hi),
+    }

@@ -39,6 +39,7 @@ from yieldgate.analysis.fit import eval_noise
 
 __all__ = ["spike_steps", "loss_spikes", "recovery"]
 
+
 def spike_steps(values: np.ndarray, window: int = SPIKE_WINDOW, k: float = SPIKE_SIGMA) -> list[tuple[int, float]]:
     """Indices (and z-scores) of finite values above mean + k·σ of the trailing window.
 
@@ -81,10 +82,14 @@ def recovery(steps: np.ndarray, values: np.ndarray, start: int, end: int) -> dic
     back = np.flatnonzero(window <= level + 2 * sd)
     # A spike that lasts longer than RECOVER_STEPS has not recovered "within a few steps", whatever follows.
     recovered_at = int(after_steps[back[0]]) if len(back) and end - start <= RECOVER_STEPS else None
-    later = after[RECOVER_STEPS:RECOVER_STEPS + SPIKE_LEVEL]
+    later = after[RECOVER_STEPS : RECOVER_STEPS + SPIKE_LEVEL]
     ratchet_z = round(float((later.mean() - level) / (sd / math.sqrt(len(later)))), 2) if len(later) >= 4 else None
-    return {"level_before": round(level, 4), "step_noise": round(sd, 5), "recovered_at": recovered_at,
-            "ratchet_z": ratchet_z}
+    return {
+        "level_before": round(level, 4),
+        "step_noise": round(sd, 5),
+        "recovered_at": recovered_at,
+        "ratchet_z": ratchet_z,
+    }
 
 
 def _heldout_change(sig: RunSignals, start: int, end: int) -> dict[str, Any]:
@@ -99,8 +104,11 @@ def _heldout_change(sig: RunSignals, start: int, end: int) -> dict[str, Any]:
         return {"val_change": None}
     noise = eval_noise(steps, values)
     change = float(after[0] - before[-1])
-    return {"val_change": round(change, 4), "val_noise": round(noise, 5),
-            "val_worse": bool(noise > 0 and change > 3 * noise)}
+    return {
+        "val_change": round(change, 4),
+        "val_noise": round(noise, 5),
+        "val_worse": bool(noise > 0 and change > 3 * noise),
+    }
 
 
 def _peer_spikes(sig: RunSignals) -> dict[str, set[int]]:
@@ -144,53 +152,92 @@ def loss_spikes(sig: RunSignals) -> list[Finding]:
         if not any(h[1] == "loss" for h in hits):
             notes.append((start, end, hits))
             continue
-        ev = {"spikes": as_json(hits), **recovery(loss_steps, loss_values, start, end),
-              **_heldout_change(sig, start, end)}
+        ev = {
+            "spikes": as_json(hits),
+            **recovery(loss_steps, loss_values, start, end),
+            **_heldout_change(sig, start, end),
+        }
         ratchet = ev["ratchet_z"] is not None and ev["ratchet_z"] > RATCHET_SIGMA
         ev["recovered"] = ev["recovered_at"] is not None and not ratchet and not ev.get("val_worse", False)
-        ev["shared_with"] = sorted(p for p, at in peers.items()
-                                   if any(abs(a - st) <= 1 for a in at for st in range(start, end + 1)))
+        ev["shared_with"] = sorted(
+            p for p, at in peers.items() if any(abs(a - st) <= 1 for a in at for st in range(start, end + 1))
+        )
         (shared if ev["shared_with"] else transient if ev["recovered"] else damaged).append((start, end, ev))
     found = []
     if shared:
         runs = sorted({p for *_, ev in shared for p in ev["shared_with"]})
         steps = [s for s, _, _ in shared]
         recovered = all(ev["recovered"] for *_, ev in shared)
-        found.append(Finding(
-            cause="transient_spike" if recovered else "damaged_update", start_step=steps[0], end_step=shared[-1][1],
-            confidence=0.8, detector="shared_data_spike",
-            evidence={"steps": steps, "shared_with": runs, "events": [ev for *_, ev in shared], **common},
-            advice=f"{', '.join(runs)} read the same data in the same order and spike at the same steps "
-                   f"({', '.join(map(str, steps[:10]))}): the data is the cause; inspect and filter the batches at "
-                   "those steps"))
+        found.append(
+            Finding(
+                cause="transient_spike" if recovered else "damaged_update",
+                start_step=steps[0],
+                end_step=shared[-1][1],
+                confidence=0.8,
+                detector="shared_data_spike",
+                evidence={"steps": steps, "shared_with": runs, "events": [ev for *_, ev in shared], **common},
+                advice=f"{', '.join(runs)} read the same data in the same order and spike at the same steps "
+                f"({', '.join(map(str, steps[:10]))}): the data is the cause; inspect and filter the batches at "
+                "those steps",
+            )
+        )
     for start, end, ev in transient:
-        found.append(Finding(
-            cause="transient_spike", start_step=start, end_step=end, confidence=0.6, detector="transient_spike",
-            evidence={**ev, **common},
-            advice=f"a loss spike at step {start} recovered by step {ev['recovered_at']}"
-                   + (" and left the held-out loss unchanged" if ev["val_change"] is not None else "")
-                   + ": an outlier batch, not a schedule fault; nothing to change unless it recurs (inspect that "
-                     "batch)"))
+        found.append(
+            Finding(
+                cause="transient_spike",
+                start_step=start,
+                end_step=end,
+                confidence=0.6,
+                detector="transient_spike",
+                evidence={**ev, **common},
+                advice=f"a loss spike at step {start} recovered by step {ev['recovered_at']}"
+                + (" and left the held-out loss unchanged" if ev["val_change"] is not None else "")
+                + ": an outlier batch, not a schedule fault; nothing to change unless it recurs (inspect that "
+                "batch)",
+            )
+        )
     if len(damaged) >= RECURRING_SPIKES:
         has_lr = "lr" in sig.steps and sig.steps["lr"].notna().any()
         ev = {"spikes": [ev["spikes"] for *_, ev in damaged][:20], "count": len(damaged), **common}
-        found.append(Finding(
-            cause="schedule" if has_lr else "damaged_update", start_step=damaged[0][0], end_step=damaged[-1][1],
-            confidence=0.8, detector="recurring_spikes", evidence=ev,
-            advice="recurring loss spikes that do not recover: the update is unstable at this LR; lower the peak LR, "
-                   "lengthen warm-up or tighten clipping"))
+        found.append(
+            Finding(
+                cause="schedule" if has_lr else "damaged_update",
+                start_step=damaged[0][0],
+                end_step=damaged[-1][1],
+                confidence=0.8,
+                detector="recurring_spikes",
+                evidence=ev,
+                advice="recurring loss spikes that do not recover: the update is unstable at this LR; lower the peak "
+                "LR, lengthen warm-up or tighten clipping",
+            )
+        )
     else:
         for start, end, ev in damaged:
             loss_z = max(h["z"] for h in ev["spikes"] if h["signal"] == "loss")
-            found.append(Finding(
-                cause="damaged_update", start_step=start, end_step=end,
-                confidence=_clip(0.6 + (loss_z - SPIKE_SIGMA) / 20), detector="spike", evidence={**ev, **common},
-                advice=f"a spike at step {start} that the run did not recover from (or that raised the loss level "
-                       "after it): inspect that step's batch and skip it; if it recurs, lower the LR or tighten "
-                       "clipping"))
+            found.append(
+                Finding(
+                    cause="damaged_update",
+                    start_step=start,
+                    end_step=end,
+                    confidence=_clip(0.6 + (loss_z - SPIKE_SIGMA) / 20),
+                    detector="spike",
+                    evidence={**ev, **common},
+                    advice=f"a spike at step {start} that the run did not recover from (or that raised the loss level "
+                    "after it): inspect that step's batch and skip it; if it recurs, lower the LR or tighten "
+                    "clipping",
+                )
+            )
     for start, end, hits in notes:
-        found.append(Finding(cause="damaged_update", start_step=start, end_step=end, confidence=LOW_CONFIDENCE,
-                             detector="grad_norm_spike", evidence={"spikes": as_json(hits), **common},
-                             advice=f"a gradient-norm spike at step {start} without a loss spike: clipping bounds its "
-                                    "update; watch for a recurrence"))
+        found.append(
+            Finding(
+                cause="damaged_update",
+                start_step=start,
+                end_step=end,
+                confidence=LOW_CONFIDENCE,
+                detector="grad_norm_spike",
+                evidence={"spikes": as_json(hits), **common},
+                advice=f"a gradient-norm spike at step {start} without a loss spike: clipping bounds its "
+                "update; watch for a recurrence",
+            )
+        )
     return found

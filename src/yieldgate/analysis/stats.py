@@ -30,8 +30,21 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["Interval", "KINDS", "t_quantile", "normal_quantile", "family_level", "mean_interval", "difference",
-           "pooled_mean", "slope_interval", "evaluation_difference", "identical", "verdict", "seeds_for_margin"]
+__all__ = [
+    "Interval",
+    "KINDS",
+    "t_quantile",
+    "normal_quantile",
+    "family_level",
+    "mean_interval",
+    "difference",
+    "pooled_mean",
+    "slope_interval",
+    "evaluation_difference",
+    "identical",
+    "verdict",
+    "seeds_for_margin",
+]
 
 KINDS = {
     "mean": "mean over seeds",
@@ -204,7 +217,7 @@ def identical(*groups: Any) -> bool:
 
 
 def verdict(interval: Interval | None, *, tie: bool = False) -> str | None:
-    """"beyond noise" when the interval excludes 0, else "within noise" ("tie" with `tie`); None without an interval."""
+    """`beyond noise` when the interval excludes 0, else `within noise` (`tie` with `tie`); None without one."""
     if interval is None:
         return None
     return "beyond noise" if interval.excludes(0.0) else ("tie" if tie else "within noise")

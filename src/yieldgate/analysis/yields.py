@@ -37,8 +37,7 @@ from yieldgate.analysis.fit import PowerLaw, eval_noise
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["Tranche", "YieldReport", "tranche_yields", "eval_points", "train_loss_points", "to_per_byte",
-           "TRAIN_LOSS"]
+__all__ = ["Tranche", "YieldReport", "tranche_yields", "eval_points", "train_loss_points", "to_per_byte", "TRAIN_LOSS"]
 
 BILLION = 1e9
 J_PER_KWH = 3.6e6
@@ -108,10 +107,21 @@ class YieldReport:
     fitted on (`run`) and its quality (`fit.PowerLaw.to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "task": self.task, "metric": self.metric, "unit": self.unit, "axis": self.axis,
-                "time_unit": self.time_unit, "missing": self.missing, "notes": self.notes,
-                "eval_noise": self.eval_noise, "level": self.level, "batch": self.batch, "law": self.law,
-                "tranches": [t.__dict__ for t in self.tranches]}
+        return {
+            "run": self.run,
+            "task": self.task,
+            "metric": self.metric,
+            "unit": self.unit,
+            "axis": self.axis,
+            "time_unit": self.time_unit,
+            "missing": self.missing,
+            "notes": self.notes,
+            "eval_noise": self.eval_noise,
+            "level": self.level,
+            "batch": self.batch,
+            "law": self.law,
+            "tranches": [t.__dict__ for t in self.tranches],
+        }
 
     def _repr_html_(self) -> str:
         """In a notebook: the tranche table and the report's tranche-yield figure (`report.notebook`)."""
@@ -146,8 +156,14 @@ def eval_points(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str
     tokens = ev["tokens"].to_numpy(dtype=float)
     from_steps = _at_steps(steps, "tokens", ev["step"].to_numpy())
     tokens = np.where(np.isnan(tokens), from_steps, tokens)
-    return pd.DataFrame({"step": ev["step"].to_numpy(), "tokens": tokens, "value": ev["value"].to_numpy(dtype=float),
-                         "higher_is_better": ev["higher_is_better"].to_numpy(dtype=bool)})
+    return pd.DataFrame(
+        {
+            "step": ev["step"].to_numpy(),
+            "tokens": tokens,
+            "value": ev["value"].to_numpy(dtype=float),
+            "higher_is_better": ev["higher_is_better"].to_numpy(dtype=bool),
+        }
+    )
 
 
 def train_loss_points(steps: pd.DataFrame, n: int = _TRAIN_POINTS) -> pd.DataFrame:
@@ -162,8 +178,14 @@ def train_loss_points(steps: pd.DataFrame, n: int = _TRAIN_POINTS) -> pd.DataFra
     for a, b in zip(edges[:-1], edges[1:], strict=True):
         part = logged.iloc[a:b]
         last = part.iloc[-1]
-        rows.append((int(last["step"]), float(last["tokens"]) if "tokens" in part else np.nan,
-                     float(part["loss"].mean()), False))
+        rows.append(
+            (
+                int(last["step"]),
+                float(last["tokens"]) if "tokens" in part else np.nan,
+                float(part["loss"].mean()),
+                False,
+            )
+        )
     return pd.DataFrame(rows, columns=["step", "tokens", "value", "higher_is_better"])
 
 
@@ -215,23 +237,28 @@ def tranche_yields(
     notes: list[str] = []
     if not task and metric == TRAIN_LOSS:
         points = train_loss_points(steps)
-        notes.append("training loss, not held out: a falling training loss is not proof of learning (a model "
-                     "that memorises shows it too); each point is the mean over a tenth of the logged steps")
+        notes.append(
+            "training loss, not held out: a falling training loss is not proof of learning (a model "
+            "that memorises shows it too); each point is the mean over a tenth of the logged steps"
+        )
         if points.empty:
             raise InputError(f"run {run!r} has fewer than 2 logged training losses; nothing to take yields of")
     else:
         points = eval_points(evals, steps, task, metric)
     if points.empty:
         known = sorted({f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True)})
-        raise InputError(f"run {run!r} has no evaluations of {task}/{metric}; it has: {', '.join(known) or 'none'}"
-                         + ("; the training loss is metric 'loss'" if "loss" in steps and steps["loss"].notna().any()
-                            else ""))
+        raise InputError(
+            f"run {run!r} has no evaluations of {task}/{metric}; it has: {', '.join(known) or 'none'}"
+            + ("; the training loss is metric 'loss'" if "loss" in steps and steps["loss"].notna().any() else "")
+        )
     missing: dict[str, str] = {}
     axis = "tokens"
     if points["tokens"].isna().all():
         axis = "steps"
-        missing["yield_per_btok"] = ("no token counts in this run (import with tokens_per_step or tokens_per_sample "
-                                     "to count them); tranches are spans of steps, with yields per 1k steps")
+        missing["yield_per_btok"] = (
+            "no token counts in this run (import with tokens_per_step or tokens_per_sample "
+            "to count them); tranches are spans of steps, with yields per 1k steps"
+        )
         if tranche_tokens:
             raise InputError(f"run {run!r} has no token counts: tranche_tokens cannot merge its tranches")
     elif points["tokens"].isna().any():
@@ -244,8 +271,10 @@ def tranche_yields(
         missing["band"] = f"{len(points)} evaluations: the evaluation noise needs three or more"
     points = _merge_points(points, tranche_tokens).reset_index(drop=True)
     if len(points) < 2:
-        raise InputError(f"run {run!r} has {len(points)} evaluation of {task or 'training'} {metric}"
-                         f"{' with a token count' if axis == 'tokens' else ''}; a yield needs two")
+        raise InputError(
+            f"run {run!r} has {len(points)} evaluation of {task or 'training'} {metric}"
+            f"{' with a token count' if axis == 'tokens' else ''}; a yield needs two"
+        )
     at = points["step"].to_numpy()
     wall = _at_steps(steps, "wall_s", at)
     cost = _at_steps(steps, "cost_usd", at)
@@ -254,8 +283,10 @@ def tranche_yields(
     if np.isnan(wall).all():
         missing["yield_per_device_hour"] = "no wall-clock time recorded at the evaluation steps"
     elif devices is None:
-        notes.append("device count unknown: yields per device-hour are per wall-hour of the job (give the count at "
-                     "import, devices=N, or in the manifest's hardware.device_count)")
+        notes.append(
+            "device count unknown: yields per device-hour are per wall-hour of the job (give the count at "
+            "import, devices=N, or in the manifest's hardware.device_count)"
+        )
     if np.isnan(cost).all():
         if price_per_device_hour is not None and not np.isnan(wall).all() and devices is not None:
             cost = cost_from_price(wall, devices, price_per_device_hour)
@@ -271,8 +302,12 @@ def tranche_yields(
         a, b = points.iloc[i - 1], points.iloc[i]
         gain = _improvement(a["value"], b["value"], hib)
         tranche = Tranche(
-            start_step=int(a["step"]), end_step=int(b["step"]), start_tokens=float(a["tokens"]),
-            end_tokens=float(b["tokens"]), loss_start=float(a["value"]), loss_end=float(b["value"]),
+            start_step=int(a["step"]),
+            end_step=int(b["step"]),
+            start_tokens=float(a["tokens"]),
+            end_tokens=float(b["tokens"]),
+            loss_start=float(a["value"]),
+            loss_end=float(b["value"]),
             yield_per_btok=_per(gain, (b["tokens"] - a["tokens"]) / BILLION),
             yield_per_kstep=_per(gain, (b["step"] - a["step"]) / 1000.0),
             yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * (devices or 1)),
@@ -295,9 +330,12 @@ def tranche_yields(
                 continue  # not evaluated at both ends of this tranche: no figure, never interpolated
             start, end = float(s.loc[a["step"], "value"]), float(s.loc[b["step"], "value"])
             change = _improvement(start, end, bool(s["higher_is_better"].iloc[0]))
-            entry = {"start": start, "end": end,
-                     "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION),
-                     "yield_per_kstep": _per(change, (b["step"] - a["step"]) / 1000.0)}
+            entry = {
+                "start": start,
+                "end": end,
+                "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION),
+                "yield_per_kstep": _per(change, (b["step"] - a["step"]) / 1000.0),
+            }
             sub_task = key.rpartition("/")[0]
             if key.endswith(f"/{metric}") and sub_task.startswith(f"{task}/"):
                 tranche.per_source[sub_task.removeprefix(f"{task}/")] = entry
@@ -306,12 +344,23 @@ def tranche_yields(
                 if math.isfinite(gain) and math.isfinite(change) and gain * change < 0:
                     tranche.disagreements.append(
                         f"{task}/{metric} {'improved' if gain > 0 else 'worsened'} while {key} "
-                        f"{'improved' if change > 0 else 'worsened'}")
+                        f"{'improved' if change > 0 else 'worsened'}"
+                    )
         tranches.append(tranche)
     unit = "nats/token" if metric == LOSS_METRIC else metric
-    return YieldReport(run=run, task=task, metric=metric, unit=unit, tranches=tranches, missing=missing, axis=axis,
-                       time_unit=time_unit, notes=notes, eval_noise=noise if math.isfinite(noise) else None,
-                       level=level)
+    return YieldReport(
+        run=run,
+        task=task,
+        metric=metric,
+        unit=unit,
+        tranches=tranches,
+        missing=missing,
+        axis=axis,
+        time_unit=time_unit,
+        notes=notes,
+        eval_noise=noise if math.isfinite(noise) else None,
+        level=level,
+    )
 
 
 DECAYED = 0.9
@@ -339,8 +388,9 @@ def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: s
     return out
 
 
-def to_per_byte(evals: pd.DataFrame, steps: pd.DataFrame, bytes_per_token: float | None,
-                run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def to_per_byte(
+    evals: pd.DataFrame, steps: pd.DataFrame, bytes_per_token: float | None, run: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Express losses in bits per byte and token counts in bytes, so runs with different tokenizers compare.
 
     loss (nats/token) / ln 2 / bytes-per-token = bits per byte; tokens x bytes-per-token = bytes.

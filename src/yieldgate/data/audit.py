@@ -72,17 +72,29 @@ class StageStats:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values: counts, rates (docs/s, MB/s) and retentions, side by side."""
+
         def rate(x: float) -> float | None:
             return x / self.seconds if self.seconds > 0 else None
 
         mb = rate(self.bytes_in)
-        return {"stage": self.name, "docs_in": self.docs_in, "docs_out": self.docs_out, "bytes_in": self.bytes_in,
-                "bytes_out": self.bytes_out, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
-                "seconds": self.seconds, "docs_per_s": rate(self.docs_in),
-                "mb_per_s": None if mb is None else mb / 1e6,
-                "retention": self.retention, "tagged_in": self.tagged_in, "tagged_out": self.tagged_out,
-                "tagged_retention": self.tagged_retention, "drops": dict(self.drops),
-                "drops_tagged_slice": self.drops_tagged_slice}
+        return {
+            "stage": self.name,
+            "docs_in": self.docs_in,
+            "docs_out": self.docs_out,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "seconds": self.seconds,
+            "docs_per_s": rate(self.docs_in),
+            "mb_per_s": None if mb is None else mb / 1e6,
+            "retention": self.retention,
+            "tagged_in": self.tagged_in,
+            "tagged_out": self.tagged_out,
+            "tagged_retention": self.tagged_retention,
+            "drops": dict(self.drops),
+            "drops_tagged_slice": self.drops_tagged_slice,
+        }
 
     @property
     def drops_tagged_slice(self) -> bool:
@@ -98,8 +110,14 @@ class Audit:
     `tag` marks the rare slice: a predicate, or a field name whose value is truthy; `tokens` counts a
     document's tokens (a function or a field name; none: tokens are not counted)."""
 
-    def __init__(self, *, tag: Callable[[Any], Any] | str | None = None, text: Callable[[Any], str] | str | None = None,
-                 tokens: Callable[[Any], int] | str | None = None, batch: int = 1024) -> None:
+    def __init__(
+        self,
+        *,
+        tag: Callable[[Any], Any] | str | None = None,
+        text: Callable[[Any], str] | str | None = None,
+        tokens: Callable[[Any], int] | str | None = None,
+        batch: int = 1024,
+    ) -> None:
         if batch < 1:
             raise InputError(f"batch must be >= 1, got {batch}")
         self._text = itemgetter(text) if isinstance(text, str) else text
@@ -116,8 +134,9 @@ class Audit:
         sizes = list(map(len, texts))
         # len() of an ASCII str is its UTF-8 size, and isascii() is O(1) in CPython: encode only the rest.
         if not all(map(str.isascii, texts)):
-            sizes = [n if t.isascii() else len(t.encode("utf-8", "surrogatepass"))
-                     for t, n in zip(texts, sizes, strict=True)]
+            sizes = [
+                n if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t, n in zip(texts, sizes, strict=True)
+            ]
         tags = list(map(self._tag, docs)) if self._tag is not None else None
         tokens = list(map(self._tokens, docs)) if self._tokens is not None else None
         return sizes, tags, tokens
@@ -170,8 +189,12 @@ class Audit:
             self._add(stats, inside, inside)
             return out
         # The kept side from the columns already read: no second pass over the documents.
-        outside = (len(out), sum(compress(sizes, results)), sum(compress(tokens, results)) if tokens else 0,
-                   len(list(filter(None, compress(tags, results)))) if tags else 0)
+        outside = (
+            len(out),
+            sum(compress(sizes, results)),
+            sum(compress(tokens, results)) if tokens else 0,
+            len(list(filter(None, compress(tags, results)))) if tags else 0,
+        )
         self._add(stats, inside, outside)
         self._drops(stats, results)
         return out
@@ -183,11 +206,16 @@ class Audit:
             self._drops(stats, results)
         return out
 
-    def _run(self, stats: StageStats, fn: Callable[[Any], Any], docs: Iterable[Any],
-             apply: Callable[[StageStats, list[Any], list[Any]], list[Any]]) -> Iterator[list[Any]]:
+    def _run(
+        self,
+        stats: StageStats,
+        fn: Callable[[Any], Any],
+        docs: Iterable[Any],
+        apply: Callable[[StageStats, list[Any], list[Any]], list[Any]],
+    ) -> Iterator[list[Any]]:
         clock, size = time.perf_counter, self.batch
         if isinstance(docs, list):  # slicing a list copies pointers; islice steps an iterator per document
-            batches: Iterable[list[Any]] = (docs[i:i + size] for i in range(0, len(docs), size))
+            batches: Iterable[list[Any]] = (docs[i : i + size] for i in range(0, len(docs), size))
         else:
             it = iter(docs)
             batches = iter(lambda: list(islice(it, size)), [])

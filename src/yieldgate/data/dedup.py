@@ -42,8 +42,18 @@ from scipy.sparse.csgraph import connected_components
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy
 
-__all__ = ["DedupResult", "Shingled", "dedup", "estimated_jaccard", "exact_keys", "lsh_params",
-           "near_pairs", "normalise", "shingle", "signatures"]
+__all__ = [
+    "DedupResult",
+    "Shingled",
+    "dedup",
+    "estimated_jaccard",
+    "exact_keys",
+    "lsh_params",
+    "near_pairs",
+    "normalise",
+    "shingle",
+    "signatures",
+]
 
 _U64 = np.uint64
 _MAX32 = np.uint32(0xFFFFFFFF)
@@ -243,7 +253,7 @@ def estimated_jaccard(sig: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarr
     """Share of equal signature values of each pair (i[n], j[n]): the MinHash estimate of their Jaccard."""
     out = np.empty(len(i))
     for s in range(0, len(i), 65536):  # blocks bound the (pairs, k) temporary
-        out[s:s + 65536] = (sig[i[s:s + 65536]] == sig[j[s:s + 65536]]).mean(axis=1)
+        out[s : s + 65536] = (sig[i[s : s + 65536]] == sig[j[s : s + 65536]]).mean(axis=1)
     return out
 
 
@@ -275,8 +285,9 @@ def _bucket_pairs(key: np.ndarray, members: np.ndarray, docs: int) -> list[np.nd
     return codes
 
 
-def near_pairs(sig: np.ndarray, bands: int, rows: int, threshold: float,
-               valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def near_pairs(
+    sig: np.ndarray, bands: int, rows: int, threshold: float, valid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs (i < j) that share an LSH band and whose estimated Jaccard is >= threshold, with it.
 
     Documents with identical signatures are linked to the first of them and only that one goes through
@@ -288,7 +299,7 @@ def near_pairs(sig: np.ndarray, bands: int, rows: int, threshold: float,
     _, first = np.unique(whole, return_index=True)
     reps = ids[np.sort(first)]
     for b in range(bands):
-        codes += _bucket_pairs(_row_keys(sig[reps, b * rows:(b + 1) * rows]), reps, docs)
+        codes += _bucket_pairs(_row_keys(sig[reps, b * rows : (b + 1) * rows]), reps, docs)
     pair = np.unique(np.concatenate(codes))
     i, j = pair // docs, pair % docs
     ok = i != j
@@ -325,15 +336,24 @@ class DedupResult:
 
     def stats(self) -> dict[str, Any]:
         """Statistics recorded beside the policy: documents in and out, clusters, duplicate share."""
-        return {"docs_in": len(self.ids), "docs_out": int(self.keep.sum()), "clusters": len(self.clusters),
-                "duplicate_share": self.duplicate_share}
+        return {
+            "docs_in": len(self.ids),
+            "docs_out": int(self.keep.sum()),
+            "clusters": len(self.clusters),
+            "duplicate_share": self.duplicate_share,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The `yieldgate dedup --json` shape."""
-        return {"documents": len(self.ids), "policy": self.policy.model_dump(mode="json"),
-                "clusters": [{"members": [self.ids[m] for m in c], "similarity": s}
-                             for c, s in zip(self.clusters, self.similarity, strict=True)],
-                "duplicate_share": self.duplicate_share}
+        return {
+            "documents": len(self.ids),
+            "policy": self.policy.model_dump(mode="json"),
+            "clusters": [
+                {"members": [self.ids[m] for m in c], "similarity": s}
+                for c, s in zip(self.clusters, self.similarity, strict=True)
+            ],
+            "duplicate_share": self.duplicate_share,
+        }
 
 
 def _clusters(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray) -> tuple[list[list[int]], list[float]]:
@@ -378,5 +398,12 @@ def dedup(docs: Sequence[tuple[str, str]], policy: DedupPolicy, *, seed: int = 0
     keep = np.ones(n, dtype=bool)
     for c in clusters:
         keep[c[1:]] = False
-    return DedupResult(ids=ids, policy=policy, clusters=clusters, similarity=similarity, keep=keep,
-                       tokens=np.asarray(tokens), pairs=(i, j, sim))
+    return DedupResult(
+        ids=ids,
+        policy=policy,
+        clusters=clusters,
+        similarity=similarity,
+        keep=keep,
+        tokens=np.asarray(tokens),
+        pairs=(i, j, sim),
+    )

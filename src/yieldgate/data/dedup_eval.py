@@ -25,8 +25,16 @@ from yieldgate.data import corpus
 from yieldgate.data.dedup import Shingled, estimated_jaccard, lsh_params, near_pairs, shingle, signatures
 from yieldgate.manifest import DedupPolicy
 
-__all__ = ["Score", "choose_threshold", "exact_jaccard_pairs", "found_pairs", "known_pairs", "score", "work_level",
-           "work_similarities"]
+__all__ = [
+    "Score",
+    "choose_threshold",
+    "exact_jaccard_pairs",
+    "found_pairs",
+    "known_pairs",
+    "score",
+    "work_level",
+    "work_similarities",
+]
 
 Pair = tuple[str, str]
 
@@ -42,8 +50,13 @@ class Score:
     truth: int
 
     def to_dict(self) -> dict[str, float | int]:
-        return {"precision": self.precision, "recall": self.recall, "found": self.found,
-                "true_positives": self.true_positives, "truth": self.truth}
+        return {
+            "precision": self.precision,
+            "recall": self.recall,
+            "found": self.found,
+            "true_positives": self.true_positives,
+            "truth": self.truth,
+        }
 
 
 def _key(a: str, b: str) -> Pair:
@@ -60,9 +73,12 @@ def known_pairs(works: Iterable[corpus.Work]) -> tuple[set[Pair], set[Pair]]:
     overlaps: set[Pair] = set()
     for members in by_group.values():
         for x, a in enumerate(members):
-            for b in members[x + 1:]:
-                same_work = a.id.rsplit("/", 1)[0] == b.id.rsplit("/", 1)[0] if a.author == "shakespeare" \
+            for b in members[x + 1 :]:
+                same_work = (
+                    a.id.rsplit("/", 1)[0] == b.id.rsplit("/", 1)[0]
+                    if a.author == "shakespeare"
                     else a.id.removesuffix("/copy-2") == b.id.removesuffix("/copy-2")
+                )
                 (dupes if same_work else overlaps).add(_key(a.id, b.id))
     return dupes, overlaps
 
@@ -71,8 +87,13 @@ def score(found: Iterable[Pair], truth: set[Pair], ignore: set[Pair] = frozenset
     """Precision and recall of `found` pairs; pairs in `ignore` count neither way."""
     found = {_key(*p) for p in found} - ignore
     tp = len(found & truth)
-    return Score(precision=tp / len(found) if found else 1.0, recall=tp / len(truth) if truth else 1.0,
-                 found=len(found), true_positives=tp, truth=len(truth))
+    return Score(
+        precision=tp / len(found) if found else 1.0,
+        recall=tp / len(truth) if truth else 1.0,
+        found=len(found),
+        true_positives=tp,
+        truth=len(truth),
+    )
 
 
 def work_similarities(works: Sequence[corpus.Work], spec: str, permutations: int) -> dict[Pair, float]:
@@ -100,13 +121,19 @@ def found_pairs(ids: Sequence[str], texts: Sequence[str], policy: DedupPolicy) -
     """The pairs the near-dedup pipeline (MinHash + LSH + verification) reports, with their estimates."""
     bands, rows = (policy.bands, policy.rows) if policy.bands else lsh_params(policy.threshold, policy.permutations)
     sh = shingle(texts, policy.shingle)
-    i, j, sim = near_pairs(signatures(sh, policy.permutations), bands, rows, policy.threshold,  # type: ignore[arg-type]
-                           valid=sh.counts() > 0)
+    i, j, sim = near_pairs(
+        signatures(sh, policy.permutations),
+        bands,
+        rows,  # type: ignore[arg-type]
+        policy.threshold,
+        valid=sh.counts() > 0,
+    )
     return {_key(ids[a], ids[b]): float(s) for a, b, s in zip(i, j, sim, strict=True)}
 
 
-def exact_jaccard_pairs(sh: Shingled, threshold: float,
-                        dense_df: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def exact_jaccard_pairs(
+    sh: Shingled, threshold: float, dense_df: int = 64
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair (i < j) of documents whose shingle sets have Jaccard >= threshold, with it, exactly.
 
     |A ∩ B| for all pairs is X X^T for the documents x shingles incidence matrix X. Shingles in more than
@@ -125,8 +152,9 @@ def exact_jaccard_pairs(sh: Shingled, threshold: float,
     dense = np.zeros((docs, int((df > dense_df).sum())), dtype=np.float32)
     dense[doc[frequent], remap[col[frequent]]] = 1
     inter = dense @ dense.T  # exact: counts below 2^24
-    rare = sparse.csr_matrix((np.ones(int((~frequent).sum()), dtype=np.float32), (doc[~frequent], col[~frequent])),
-                             shape=(docs, len(df)))
+    rare = sparse.csr_matrix(
+        (np.ones(int((~frequent).sum()), dtype=np.float32), (doc[~frequent], col[~frequent])), shape=(docs, len(df))
+    )
     inter += (rare @ rare.T).toarray()
     i, j = np.triu_indices(docs, k=1)
     union = size[i] + size[j] - inter[i, j]
@@ -144,6 +172,7 @@ TEST_GENRES = ("tragedy", "history")
 def work_level(works: Sequence[corpus.Work], spec: str, permutations: int = 128) -> dict[str, object]:
     """Choose the threshold for `spec` on the comedies, then score the pipeline (MinHash + LSH) on the
     tragedies and histories, and on every work given (Shakespeare and Milton together)."""
+
     def part(genres: tuple[str, ...]) -> list[corpus.Work]:
         return [w for w in works if w.author == "shakespeare" and w.tags & set(genres)]
 

@@ -37,8 +37,18 @@ from yieldgate.data.recipe import FILTERS
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy, Manifest, Recipe, Source, read_structured_file, validate
 
-__all__ = ["InputSpec", "Pipeline", "StageSpec", "TagRule", "audit_file", "dedup_paths", "load_pipeline",
-           "manifest_for", "read_documents", "run_pipeline"]
+__all__ = [
+    "InputSpec",
+    "Pipeline",
+    "StageSpec",
+    "TagRule",
+    "audit_file",
+    "dedup_paths",
+    "load_pipeline",
+    "manifest_for",
+    "read_documents",
+    "run_pipeline",
+]
 
 
 class _Model(BaseModel):
@@ -187,6 +197,7 @@ def _dedup_stage(audit: Audit, name: str, policy: DedupPolicy) -> Any:
         audit.notes[name] = {"policy": result.policy.model_dump(mode="json"), "stats": result.stats()}
         why = Drop(f"{policy.kind} duplicate")
         return [True if k else why for k in result.keep.tolist()]
+
     return run
 
 
@@ -200,8 +211,9 @@ def manifest_for(pipeline: Pipeline) -> Manifest:
     """A manifest for a run created to hold an audit: the input's sources and the last dedup policy."""
     names = pipeline.input.sources + (["paths"] if pipeline.input.paths else [])
     policies = [s.dedup for s in pipeline.stages if s.dedup is not None]
-    return Manifest(data=Recipe(sources=[Source(name=n) for n in names],
-                                dedup=policies[-1] if policies else DedupPolicy()))
+    return Manifest(
+        data=Recipe(sources=[Source(name=n) for n in names], dedup=policies[-1] if policies else DedupPolicy())
+    )
 
 
 def audit_file(path: str | Path, *, ledger: str | None = None, run: str | None = None) -> Audit:
@@ -222,8 +234,14 @@ def audit_file(path: str | Path, *, ledger: str | None = None, run: str | None =
     return audit
 
 
-def dedup_paths(paths: Iterable[str | os.PathLike[str]], *, near: float | None = None, shingle: str = "word:3",
-                chunk_chars: int | None = None, permutations: int = 128) -> DedupResult:
+def dedup_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    near: float | None = None,
+    shingle: str = "word:3",
+    chunk_chars: int | None = None,
+    permutations: int = 128,
+) -> DedupResult:
     """`yieldgate dedup`: the files under `paths` (`read_documents`), exact dedup, or near dedup at
     estimated Jaccard >= `near`. `word:3` is the default shingling because it separated the corpus's
     editions from other plays best (docs/data-audit.md)."""
@@ -232,8 +250,12 @@ def dedup_paths(paths: Iterable[str | os.PathLike[str]], *, near: float | None =
     from yieldgate.manifest import format_validation_error
 
     try:
-        policy = DedupPolicy(kind="exact" if near is None else "near", shingle=shingle,
-                             permutations=permutations, threshold=near if near is not None else 1.0)
+        policy = DedupPolicy(
+            kind="exact" if near is None else "near",
+            shingle=shingle,
+            permutations=permutations,
+            threshold=near if near is not None else 1.0,
+        )
     except pydantic.ValidationError as exc:
         raise InputError(f"dedup policy: {format_validation_error(exc)}") from None
     return dedup(read_documents(paths, chunk_chars), policy)
@@ -247,8 +269,13 @@ def read_documents(paths: Iterable[str | os.PathLike[str]], chunk_chars: int | N
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.is_file()
-                                and not any(part.startswith(".") for part in f.relative_to(p).parts)))
+            files.extend(
+                sorted(
+                    f
+                    for f in p.rglob("*")
+                    if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+                )
+            )
         elif p.is_file():
             files.append(p)
         else:
@@ -264,7 +291,16 @@ def read_documents(paths: Iterable[str | os.PathLike[str]], chunk_chars: int | N
         if chunk_chars is None:
             out.append((str(f), text))
         else:
-            work = corpus.Work(id=str(f), title=f.name, author="", domain="text", source="", edition="", group=str(f),
-                        path=str(f), text=text)
+            work = corpus.Work(
+                id=str(f),
+                title=f.name,
+                author="",
+                domain="text",
+                source="",
+                edition="",
+                group=str(f),
+                path=str(f),
+                text=text,
+            )
             out.extend(corpus.documents([work], chunk_chars=chunk_chars))
     return out

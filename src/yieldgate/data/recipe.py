@@ -76,8 +76,9 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     tok.train_from_iterator(texts, trainer)
     return tok
 
@@ -92,19 +93,35 @@ def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) ->
         files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if path.is_dir() else [path]
         if not files:
             raise InputError(f"source {source.name!r}: no .txt files under {path}")
-        return [corpus.Work(id=f"{source.name}/{f.stem}", title=f.stem, author="", domain=source.domain or "text",
-                            source=source.name, edition="", group=f"{source.name}/{f.stem}", path=str(f),
-                            text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8",
-                                                                                                 errors="replace"),
-                            tags=frozenset())
-                for f in files]
+        return [
+            corpus.Work(
+                id=f"{source.name}/{f.stem}",
+                title=f.stem,
+                author="",
+                domain=source.domain or "text",
+                source=source.name,
+                edition="",
+                group=f"{source.name}/{f.stem}",
+                path=str(f),
+                text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8", errors="replace"),
+                tags=frozenset(),
+            )
+            for f in files
+        ]
     known = ", ".join(sorted(works_by_source))
     raise InputError(f"source {source.name!r}: {ref!r} is neither a built-in source ({known}) nor a file or folder")
 
 
-def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars: int = 2000,
-            cache_dir: str | Path | None = None, stdlib_bytes: int = 2_000_000,
-            max_chars_per_source: int | None = None) -> ResolvedRecipe:
+def resolve(
+    recipe: Recipe,
+    *,
+    held_out: float = 0.1,
+    seed: int = 0,
+    chunk_chars: int = 2000,
+    cache_dir: str | Path | None = None,
+    stdlib_bytes: int = 2_000_000,
+    max_chars_per_source: int | None = None,
+) -> ResolvedRecipe:
     """Resolve `recipe` into per-source token arrays; see the module docstring.
 
     The held-out split is one call over all the recipe's works, so the modern and Folio editions of a play
@@ -126,25 +143,34 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
         for f in recipe.filters:
             docs = _apply_filter(f, docs, stats["filters"])
         filtered[source.name] = docs
-        held[source.name] = [(text, w.tags | {w.edition} - {""}) for w in eval_works
-                             for _, text in corpus.documents([w], chunk_chars=chunk_chars)]
+        held[source.name] = [
+            (text, w.tags | {w.edition} - {""})
+            for w in eval_works
+            for _, text in corpus.documents([w], chunk_chars=chunk_chars)
+        ]
     # Dedup runs once over every source's training documents, in recipe order: a document duplicating one
     # of an earlier source (a Folio chunk of a modern play) is removed from the later source.
     keep: np.ndarray | None = None
     if recipe.dedup.kind != "none":
         result = dedup.dedup([(name, d) for name, docs in filtered.items() for d in docs], recipe.dedup)
         keep, recipe_dedup = result.keep, result.policy
-        stats["dedup"] = {**recipe_dedup.model_dump(mode="json"), **result.stats(),
-                          "removed_docs": int((~result.keep).sum())}
+        stats["dedup"] = {
+            **recipe_dedup.model_dump(mode="json"),
+            **result.stats(),
+            "removed_docs": int((~result.keep).sum()),
+        }
     else:
         recipe_dedup = recipe.dedup
     kept: dict[str, tuple[list[str], list[tuple[str, frozenset[str]]], list[str]]] = {}
     at = 0
     for name, docs in filtered.items():
-        mask = keep[at:at + len(docs)] if keep is not None else np.ones(len(docs), dtype=bool)
+        mask = keep[at : at + len(docs)] if keep is not None else np.ones(len(docs), dtype=bool)
         at += len(docs)
-        kept[name] = ([d for d, k in zip(docs, mask, strict=True) if k], held[name],
-                      [d for d, k in zip(docs, mask, strict=True) if not k])
+        kept[name] = (
+            [d for d, k in zip(docs, mask, strict=True) if k],
+            held[name],
+            [d for d, k in zip(docs, mask, strict=True) if not k],
+        )
     all_train = [d for docs, _, _ in kept.values() for d in docs]
     if not all_train:
         raise InputError("the recipe's filters and dedup left no training documents")
@@ -162,19 +188,35 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
         train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
         total_tokens += len(train)
         total_bytes += sum(len(d.encode()) for d in docs)
-        held_ids = ([np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held_docs])]
-                    if held_docs else [])
+        held_ids = (
+            [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held_docs])]
+            if held_docs
+            else []
+        )
         sources[source.name] = SourceData(
-            name=source.name, weight=source.weight, train=train, held_out=held_ids,
-            held_out_bytes=[len(t.encode()) for t, _ in held_docs], held_out_tags=[tags for _, tags in held_docs],
-            stats={"train_docs": len(docs), "train_tokens": int(len(train)), "held_out_docs": len(held_docs),
-                   "shuffled_docs": round(source.shuffled_share * len(ids)),
-                   "dedup_removed_docs": len(removed), "dedup_removed_tokens": duplicate_tokens},
+            name=source.name,
+            weight=source.weight,
+            train=train,
+            held_out=held_ids,
+            held_out_bytes=[len(t.encode()) for t, _ in held_docs],
+            held_out_tags=[tags for _, tags in held_docs],
+            stats={
+                "train_docs": len(docs),
+                "train_tokens": int(len(train)),
+                "held_out_docs": len(held_docs),
+                "shuffled_docs": round(source.shuffled_share * len(ids)),
+                "dedup_removed_docs": len(removed),
+                "dedup_removed_tokens": duplicate_tokens,
+            },
         )
     bytes_per_token = total_bytes / max(total_tokens, 1)
     tokenizer_hash = hashlib.sha256(content.encode()).hexdigest()
-    tokenizer_model = Tokenizer(name=tok_cfg.name, content_hash=tokenizer_hash,
-                                vocab_size=tokenizer.get_vocab_size(), bytes_per_token=bytes_per_token)
+    tokenizer_model = Tokenizer(
+        name=tok_cfg.name,
+        content_hash=tokenizer_hash,
+        vocab_size=tokenizer.get_vocab_size(),
+        bytes_per_token=bytes_per_token,
+    )
     resolved = recipe.model_copy(deep=True)
     resolved.tokenizer = tokenizer_model
     resolved.dedup = recipe_dedup  # bands and rows as applied
@@ -185,8 +227,14 @@ def resolve(recipe: Recipe, *, held_out: float = 0.1, seed: int = 0, chunk_chars
         s.accepted_tokens = st["train_tokens"] + st["dedup_removed_tokens"]
     resolved.accepted_tokens = sum(s.accepted_tokens or 0 for s in resolved.sources)
     stats["sources"] = {name: s.stats for name, s in sources.items()}
-    return ResolvedRecipe(recipe=resolved, sources=sources, tokenizer=tokenizer, bytes_per_token=bytes_per_token,
-                          stats=json.loads(json.dumps(stats)), tokenizer_hash=tokenizer_hash)
+    return ResolvedRecipe(
+        recipe=resolved,
+        sources=sources,
+        tokenizer=tokenizer,
+        bytes_per_token=bytes_per_token,
+        stats=json.loads(json.dumps(stats)),
+        tokenizer_hash=tokenizer_hash,
+    )
 
 
 def _shuffle_documents(ids: list[np.ndarray], share: float, rng: np.random.Generator) -> None:

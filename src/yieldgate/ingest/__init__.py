@@ -89,7 +89,7 @@ def tables_to_reads(source: str, runs: dict[str | None, Rows]) -> list[Read]:
     if list(runs) == [None]:
         return [Read(source, runs[None])]
     if len(runs) == 1:
-        (run, rows), = runs.items()
+        ((run, rows),) = runs.items()
         return [Read(f"{source} ({run})", rows)]
     return [Read(f"{source} ({run})", rows, suffix=run) for run, rows in runs.items()]
 
@@ -101,8 +101,15 @@ def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) ->
     log = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map), opts.log_format)
     per_device_throughput(log.rows, (opts.devices, "given") if opts.devices else log.devices, warnings)
     read_as = sorted(set(log.formats))
-    return [Read(", ".join(sources) + ("" if read_as == ["pattern"] else f" (read as {', '.join(read_as)})"), log.rows,
-                 start_unix=log.start_unix, devices=log.devices, tokens_per_step=log.tokens_per_step)]
+    return [
+        Read(
+            ", ".join(sources) + ("" if read_as == ["pattern"] else f" (read as {', '.join(read_as)})"),
+            log.rows,
+            start_unix=log.start_unix,
+            devices=log.devices,
+            tokens_per_step=log.tokens_per_step,
+        )
+    ]
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]:
@@ -155,10 +162,17 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
             per_step = opts.tokens_per_step
             if per_step is None and opts.tokens_per_sample is None and read.tokens_per_step is not None:
                 per_step = read.tokens_per_step[0]
-                warnings.add("tokens", f"{read.source}: tokens = step x {per_step:,.0f} where none is logged "
-                                       f"({read.tokens_per_step[1]})")
-            mapped = map_rows(read.rows, warnings, overrides=overrides, tokens_per_step=per_step,
-                              tokens_per_sample=opts.tokens_per_sample)
+                warnings.add(
+                    "tokens",
+                    f"{read.source}: tokens = step x {per_step:,.0f} where none is logged ({read.tokens_per_step[1]})",
+                )
+            mapped = map_rows(
+                read.rows,
+                warnings,
+                overrides=overrides,
+                tokens_per_step=per_step,
+                tokens_per_sample=opts.tokens_per_sample,
+            )
         else:
             mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
         mapped.evals = settle_evals(mapped.evals + read.evals, read.source, warnings)
@@ -167,24 +181,41 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
         run = opts.run if read.suffix is None else f"{opts.run}/{read.suffix}"
         planned.append((run, read, mapped))
     with ledger.transaction():
-        return [write_import(ledger, run, mapped, kind=kind, source=read.source, warnings=warnings,
-                             manifest=manifest, start_unix=read.start_unix, summary=read.summary,
-                             devices=(opts.devices, "given") if opts.devices else read.devices)
-                for run, read, mapped in planned]
+        return [
+            write_import(
+                ledger,
+                run,
+                mapped,
+                kind=kind,
+                source=read.source,
+                warnings=warnings,
+                manifest=manifest,
+                start_unix=read.start_unix,
+                summary=read.summary,
+                devices=(opts.devices, "given") if opts.devices else read.devices,
+            )
+            for run, read, mapped in planned
+        ]
 
 
 def _nothing_read(kind: str, read: Read, mapped: Mapped) -> str:
     """Why an import that read no row is refused: what was looked for, and what the source held."""
-    looked_for = {"lm-eval": "numeric metrics under 'results'", "hf-trainer": "log_history entries with numbers",
-                  "tensorboard": "scalar summaries", "textlog": "log lines with a step and a metric"}.get(
-        kind, "rows with a step and at least one metric")
-    found = (f"only {', '.join(sorted(mapped.mapping)[:8])}" if mapped.mapping else "no metric at all")
-    return (f"{read.source}: nothing to import: looked for {looked_for} and found {found}; check that this is "
-            f"{kind} output, or name the columns with --map KEY=NAME")
+    looked_for = {
+        "lm-eval": "numeric metrics under 'results'",
+        "hf-trainer": "log_history entries with numbers",
+        "tensorboard": "scalar summaries",
+        "textlog": "log lines with a step and a metric",
+    }.get(kind, "rows with a step and at least one metric")
+    found = f"only {', '.join(sorted(mapped.mapping)[:8])}" if mapped.mapping else "no metric at all"
+    return (
+        f"{read.source}: nothing to import: looked for {looked_for} and found {found}; check that this is "
+        f"{kind} output, or name the columns with --map KEY=NAME"
+    )
 
 
-def _join_telemetry(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions, warnings: Warnings,
-                    manifest) -> ImportResult:
+def _join_telemetry(
+    ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions, warnings: Warnings, manifest
+) -> ImportResult:
     """`--join-on time`: telemetry tables onto the existing run `opts.run`, by wall clock."""
     from yieldgate.ingest.telemetry import join_on_time
 
@@ -201,6 +232,13 @@ def _join_telemetry(ledger: Ledger, kind: str, sources: Sequence[str], opts: Imp
         steps[col] = pd.arrays.FloatingArray(np.nan_to_num(values), np.isnan(values))
     mapped = Mapped(steps, [], {c: c for c in frame.columns if c != "step"})
     with ledger.transaction():
-        return write_import(ledger, opts.run, mapped, kind="telemetry", source=", ".join(sources),
-                            warnings=warnings, manifest=manifest, attach=True)
-
+        return write_import(
+            ledger,
+            opts.run,
+            mapped,
+            kind="telemetry",
+            source=", ".join(sources),
+            warnings=warnings,
+            manifest=manifest,
+            attach=True,
+        )

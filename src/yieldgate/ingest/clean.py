@@ -35,8 +35,24 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.inputs import read_regular
 
-__all__ = ["Rows", "Warnings", "read_json", "parse_json", "clip", "read_lines", "read_bytes", "placeholder",
-           "unix_seconds", "concat", "pivot", "clean", "own_export", "check_columns", "MAX_COLUMNS", "CLOCK_COLUMNS"]
+__all__ = [
+    "Rows",
+    "Warnings",
+    "read_json",
+    "parse_json",
+    "clip",
+    "read_lines",
+    "read_bytes",
+    "placeholder",
+    "unix_seconds",
+    "concat",
+    "pivot",
+    "clean",
+    "own_export",
+    "check_columns",
+    "MAX_COLUMNS",
+    "CLOCK_COLUMNS",
+]
 
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
@@ -61,8 +77,9 @@ class Warnings:
 
     def summary(self) -> list[str]:
         """The listed warnings, plus one line per kind that had more than could be listed."""
-        more = [f"... and {n - _LISTED} more of the same kind ({kind})" for kind, n in self._counts.items()
-                if n > _LISTED]
+        more = [
+            f"... and {n - _LISTED} more of the same kind ({kind})" for kind, n in self._counts.items() if n > _LISTED
+        ]
         return self.lines + more
 
 
@@ -75,9 +92,11 @@ MAX_COLUMNS = 2000
 def check_columns(count: int, where: str) -> None:
     """Refuse a source of more than MAX_COLUMNS metric columns (tags, keys), saying how to import it."""
     if count > MAX_COLUMNS:
-        raise InputError(f"{where}: {count:,} columns, more than the {MAX_COLUMNS:,} one import takes; keep the "
-                         f"columns you need, or split the table into tables of at most {MAX_COLUMNS:,} columns, each "
-                         "with the step, and import them one by one into the same --run")
+        raise InputError(
+            f"{where}: {count:,} columns, more than the {MAX_COLUMNS:,} one import takes; keep the "
+            f"columns you need, or split the table into tables of at most {MAX_COLUMNS:,} columns, each "
+            "with the step, and import them one by one into the same --run"
+        )
 
 
 @dataclass
@@ -101,8 +120,9 @@ class Rows:
         return len(self.step)
 
     @classmethod
-    def from_records(cls, source: str, steps: Sequence[int], where: Sequence[str],
-                     records: Sequence[dict[str, float]]) -> Rows:
+    def from_records(
+        cls, source: str, steps: Sequence[int], where: Sequence[str], records: Sequence[dict[str, float]]
+    ) -> Rows:
         """Rows from one {metric: value} dict per record (a metric missing from a dict is absent there)."""
         rows = cls(source, np.array(steps, dtype=np.int64), list(where))
         for name in dict.fromkeys(k for r in records for k in r):
@@ -113,23 +133,37 @@ class Rows:
     def take(self, keep: np.ndarray) -> Rows:
         """The rows where `keep` (a bool mask or index array) selects."""
         where = [self.where[i] for i in np.arange(len(self))[keep]]
-        return Rows(self.source, self.step[keep], where, {k: v[keep] for k, v in self.values.items()},
-                    {k: p[keep] for k, p in self.present.items()})
+        return Rows(
+            self.source,
+            self.step[keep],
+            where,
+            {k: v[keep] for k, v in self.values.items()},
+            {k: p[keep] for k, p in self.present.items()},
+        )
 
 
 def concat(parts: list[Rows]) -> Rows:
     """Rows of several files of one run, one after the other (a column missing from a file is absent there)."""
     names = list(dict.fromkeys(n for p in parts for n in p.values))
-    rows = Rows(", ".join(p.source for p in parts), np.concatenate([p.step for p in parts]),
-                [w for p in parts for w in p.where])
+    rows = Rows(
+        ", ".join(p.source for p in parts), np.concatenate([p.step for p in parts]), [w for p in parts for w in p.where]
+    )
     for n in names:
         rows.values[n] = np.concatenate([p.values.get(n, np.full(len(p), np.nan)) for p in parts])
         rows.present[n] = np.concatenate([p.present.get(n, np.zeros(len(p), dtype=bool)) for p in parts])
     return rows
 
 
-def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str], value: np.ndarray,
-          wall_time: np.ndarray, where: Callable[[int], str], warnings: Warnings) -> Rows:
+def pivot(
+    source: str,
+    group: np.ndarray,
+    step: np.ndarray,
+    name: Sequence[str],
+    value: np.ndarray,
+    wall_time: np.ndarray,
+    where: Callable[[int], str],
+    warnings: Warnings,
+) -> Rows:
     """Rows from long-form scalars (one value of one metric each): one row per (group, step), in order of
     first appearance, plus `wall_time` (the row's latest Unix time, counted from the earliest value's).
 
@@ -151,8 +185,9 @@ def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str],
     repeated = np.bincount(flat, minlength=n_rows * n_cols) > 1
     if repeated.any():
         i = int(last[np.argmax(repeated)])
-        warnings.add("relogged", f"{where(i)}: {int(repeated.sum())} value(s) logged more than once at one step; "
-                                 "the last kept")
+        warnings.add(
+            "relogged", f"{where(i)}: {int(repeated.sum())} value(s) logged more than once at one step; the last kept"
+        )
     wall = np.full(n_rows, -np.inf)
     np.maximum.at(wall, row, wall_time)
     first = np.full(n_rows, len(step), dtype=np.int64)
@@ -169,8 +204,10 @@ def pivot(source: str, group: np.ndarray, step: np.ndarray, name: Sequence[str],
     return rows
 
 
-_LFS_POINTER = re.compile(rb"^version https://git-lfs\.github\.com/spec/v1\s+oid sha256:(?P<oid>[0-9a-f]{64})\s+"
-                          rb"size (?P<size>\d+)")
+_LFS_POINTER = re.compile(
+    rb"^version https://git-lfs\.github\.com/spec/v1\s+oid sha256:(?P<oid>[0-9a-f]{64})\s+"
+    rb"size (?P<size>\d+)"
+)
 _HTML = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<\?xml[^>]*>\s*<html)", re.IGNORECASE)
 
 
@@ -181,11 +218,15 @@ def placeholder(path: Path, head: bytes, expected: str) -> str | None:
         return f"{path}: the file is empty{' (only whitespace)' if head else ''}; expected {expected}"
     m = _LFS_POINTER.match(head)
     if m is not None:
-        return (f"{path}: this is a Git LFS pointer (a {int(m['size']):,}-byte file stored elsewhere), not the file "
-                "itself: run `git lfs pull` in its repository, then import again")
+        return (
+            f"{path}: this is a Git LFS pointer (a {int(m['size']):,}-byte file stored elsewhere), not the file "
+            "itself: run `git lfs pull` in its repository, then import again"
+        )
     if _HTML.match(head[:512]):
-        return (f"{path}: this is an HTML page, not {expected}: a web page was saved in the file's place (download "
-                "the raw file, e.g. GitHub's 'Raw' link)")
+        return (
+            f"{path}: this is an HTML page, not {expected}: a web page was saved in the file's place (download "
+            "the raw file, e.g. GitHub's 'Raw' link)"
+        )
     return None
 
 
@@ -221,8 +262,11 @@ def own_export(rows: Rows, warnings: Warnings, *, step: str | None, prefix: str 
         if "wall_s" in renamed.values and clock in renamed.values:
             del renamed.values[clock], renamed.present[clock]
     if derived:
-        warnings.add("derived", f"{rows.source}: a yieldgate export: its {derived} yield series are derived from the "
-                                "run's data and were not imported (yieldgate yield recomputes them)")
+        warnings.add(
+            "derived",
+            f"{rows.source}: a yieldgate export: its {derived} yield series are derived from the "
+            "run's data and were not imported (yieldgate yield recomputes them)",
+        )
     return renamed
 
 
@@ -282,8 +326,12 @@ def unix_seconds(cells: pd.Series) -> np.ndarray:
     return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
 
 
-def read_lines(path: Path, warnings: Warnings, expected: str = "a training log",
-               complete: Callable[[list[str]], bool] | None = None) -> list[str]:
+def read_lines(
+    path: Path,
+    warnings: Warnings,
+    expected: str = "a training log",
+    complete: Callable[[list[str]], bool] | None = None,
+) -> list[str]:
     """A text file's lines (`.gz` decompressed); a last line without a line end is treated as truncated:
     skipped, with a warning, unless `complete(lines)` says it is whole (a CSV row with every field: W&B
     writes its exports without a final line end). An empty file, a Git LFS pointer or a saved web page is
@@ -293,8 +341,9 @@ def read_lines(path: Path, warnings: Warnings, expected: str = "a training log",
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"{path}: not a readable gzip file ({exc}); decompress it or give the plain "
-                             "file") from None
+            raise InputError(
+                f"{path}: not a readable gzip file ({exc}); decompress it or give the plain file"
+            ) from None
         problem = placeholder(path, data[:1024], expected)
         if problem is not None:
             raise InputError(problem)
@@ -304,12 +353,17 @@ def read_lines(path: Path, warnings: Warnings, expected: str = "a training log",
         # Logs pick up stray bytes (a progress bar, a locale); the lines stay readable, and the user is told.
         text = data.decode("utf-8", errors="replace")
         line = data.count(b"\n", 0, exc.start) + 1
-        warnings.add("encoding", f"{path}:{line}: not UTF-8 text (byte {exc.start}); "
-                                 "undecodable bytes read as U+FFFD; save the file as UTF-8 to keep them")
+        warnings.add(
+            "encoding",
+            f"{path}:{line}: not UTF-8 text (byte {exc.start}); "
+            "undecodable bytes read as U+FFFD; save the file as UTF-8 to keep them",
+        )
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith(("\n", "\r")) and not (complete is not None and complete(lines)):
-        warnings.add("truncated", f"{path}:{len(lines)}: last line has no line end (truncated write?); skipped: "
-                                  f"{lines[-1][:60]!r}")
+        warnings.add(
+            "truncated",
+            f"{path}:{len(lines)}: last line has no line end (truncated write?); skipped: {lines[-1][:60]!r}",
+        )
         lines = lines[:-1]
     return [line.rstrip("\r\n") for line in lines]
 
@@ -324,10 +378,14 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
         return rows
     names = sorted(rows.values)
     # A row's kind: which columns it has (a train line, a validation line, ...), as one integer code.
-    kind = pd.DataFrame({n: rows.present[n] for n in names}).groupby(names, sort=False).ngroup().to_numpy() \
-        if names else np.zeros(len(rows), dtype=np.int64)
-    table = pd.DataFrame({"step": rows.step, "kind": kind,
-                          **{n: np.where(rows.present[n], rows.values[n], np.nan) for n in names}})
+    kind = (
+        pd.DataFrame({n: rows.present[n] for n in names}).groupby(names, sort=False).ngroup().to_numpy()
+        if names
+        else np.zeros(len(rows), dtype=np.int64)
+    )
+    table = pd.DataFrame(
+        {"step": rows.step, "kind": kind, **{n: np.where(rows.present[n], rows.values[n], np.nan) for n in names}}
+    )
     drop = table.duplicated(keep="first").to_numpy()  # NaN equals NaN here
     if drop.any():
         first = rows.where[int(np.argmax(drop))]
@@ -340,10 +398,16 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
     again = (rows.step[order][1:] == rows.step[order][:-1]) & (kind[order][1:] == kind[order][:-1])
     for i in np.nonzero(again)[0]:
         a, b = order[i], order[i + 1]
-        n = next(n for n in names
-                 if rows.present[n][b] and not _same(rows.values[n][a:a + 1], rows.values[n][b:b + 1])[0])
-        warnings.add("relogged", f"{rows.where[b]}: step {rows.step[b]} logged again with {n} {rows.values[n][b]:g} "
-                                 f"(was {rows.values[n][a]:g}); the later values are kept")
+        n = next(
+            n
+            for n in names
+            if rows.present[n][b] and not _same(rows.values[n][a : a + 1], rows.values[n][b : b + 1])[0]
+        )
+        warnings.add(
+            "relogged",
+            f"{rows.where[b]}: step {rows.step[b]} logged again with {n} {rows.values[n][b]:g} "
+            f"(was {rows.values[n][a]:g}); the later values are kept",
+        )
     return rows.take(~drop)
 
 
@@ -361,8 +425,11 @@ def _fix_clock(rows: Rows, name: str, warnings: Warnings) -> None:
     for i in back:
         delta = vals[i] - vals[i + 1]
         offset[i + 1 :] += delta
-        warnings.add("clock", f"{rows.where[at[i + 1]]}: {name} went back from {vals[i]:g} to {vals[i + 1]:g} "
-                              f"(timer reset or resumed run); later values offset by {delta:g}")
+        warnings.add(
+            "clock",
+            f"{rows.where[at[i + 1]]}: {name} went back from {vals[i]:g} to {vals[i + 1]:g} "
+            f"(timer reset or resumed run); later values offset by {delta:g}",
+        )
     rows.values[name][at] = vals + offset
 
 
@@ -370,8 +437,10 @@ def _report_nonfinite(rows: Rows, warnings: Warnings) -> None:
     for name in sorted(rows.values):
         bad = rows.present[name] & ~np.isfinite(rows.values[name])
         if bad.any():
-            warnings.add("nan", f"{rows.where[int(np.argmax(bad))]}: {name} is nan/inf on {int(bad.sum())} row(s); "
-                                "kept as recorded")
+            warnings.add(
+                "nan",
+                f"{rows.where[int(np.argmax(bad))]}: {name} is nan/inf on {int(bad.sum())} row(s); kept as recorded",
+            )
 
 
 def clean(rows: Rows, warnings: Warnings, clocks: tuple[str, ...] = CLOCK_COLUMNS) -> Rows:

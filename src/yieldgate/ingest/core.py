@@ -69,8 +69,9 @@ def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str, p
     for candidate in (*prefer, *STEP_NAMES):
         if candidate in lowered:
             return lowered[candidate]
-    raise InputError(f"{source}: no step column among {', '.join(names[:20]) or 'no columns'}; name it with "
-                     "--map step=COLUMN")
+    raise InputError(
+        f"{source}: no step column among {', '.join(names[:20]) or 'no columns'}; name it with --map step=COLUMN"
+    )
 
 
 def _nullable(values: np.ndarray, present: np.ndarray) -> pd.arrays.FloatingArray:
@@ -82,8 +83,10 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
     if per_sample <= 0:
         raise InputError(f"--tokens-per-sample must be > 0, got {per_sample:g}")
     if "samples" not in canon.values or not canon.present["samples"].any():
-        raise InputError(f"{canon.source}: --tokens-per-sample needs logged samples (e.g. Megatron's consumed "
-                         "samples) and this source has none; use --tokens-per-step N")
+        raise InputError(
+            f"{canon.source}: --tokens-per-sample needs logged samples (e.g. Megatron's consumed "
+            "samples) and this source has none; use --tokens-per-step N"
+        )
     logged = canon.present["samples"]
     # A row without samples (a validation line) takes those of its step's other row.
     at_step = dict(zip(canon.step[logged].tolist(), canon.values["samples"][logged].tolist(), strict=True))
@@ -114,21 +117,28 @@ def _energy(canon: Rows, warnings: Warnings) -> None:
             # Each later value is offset so the count goes on, as a clock that restarts is.
             offset = np.zeros(len(values))
             for i in drops:
-                offset[i + 1:] += values[i]
+                offset[i + 1 :] += values[i]
             canon.values["energy_j"][at] = values + offset
-            warnings.add("energy", f"{canon.source}: the logged energy restarts {len(drops)} time(s) (a resumed run?): "
-                                   "read as a cumulative counter, each restart continued from the value before it")
+            warnings.add(
+                "energy",
+                f"{canon.source}: the logged energy restarts {len(drops)} time(s) (a resumed run?): "
+                "read as a cumulative counter, each restart continued from the value before it",
+            )
             return
         if len(values) > 1 and len(drops):
             canon.values["energy_j"][at] = np.cumsum(values)
-            warnings.add("energy", f"{canon.source}: the logged energy falls between lines: read as each line's "
-                                   "interval and summed into cumulative energy_j")
+            warnings.add(
+                "energy",
+                f"{canon.source}: the logged energy falls between lines: read as each line's "
+                "interval and summed into cumulative energy_j",
+            )
         return
     power, wall = canon.values.get("device/power_w"), canon.values.get("wall_s")
     if power is None or wall is None:
         return
-    at = np.nonzero(canon.present["device/power_w"] & canon.present["wall_s"] & np.isfinite(power)
-                    & np.isfinite(wall))[0]
+    at = np.nonzero(canon.present["device/power_w"] & canon.present["wall_s"] & np.isfinite(power) & np.isfinite(wall))[
+        0
+    ]
     if len(at) < 2:
         return
     joules = np.concatenate([[0.0], np.cumsum(power[at][1:] * np.diff(wall[at]))])
@@ -136,8 +146,11 @@ def _energy(canon: Rows, warnings: Warnings) -> None:
     canon.values["energy_j"][at] = joules
     canon.present["energy_j"] = np.zeros(len(canon), dtype=bool)
     canon.present["energy_j"][at] = True
-    warnings.add("energy", f"{canon.source}: energy_j integrated from the logged average power (device/power_w) over "
-                           "wall_s, from the first such line; the power as logged (per device or in total)")
+    warnings.add(
+        "energy",
+        f"{canon.source}: energy_j integrated from the logged average power (device/power_w) over "
+        "wall_s, from the first such line; the power as logged (per device or in total)",
+    )
 
 
 def _impossible_mfu(canon: Rows, warnings: Warnings) -> None:
@@ -153,9 +166,12 @@ def _impossible_mfu(canon: Rows, warnings: Warnings) -> None:
     canon.values["imported/mfu_as_logged"] = canon.values.pop("mfu")
     canon.present["imported/mfu_as_logged"] = canon.present.pop("mfu")
     first = canon.where[int(np.argmax(over))]
-    warnings.add("mfu", f"{first}: MFU above 100% of peak on {int(over.sum())} row(s) (up to "
-                        f"{float(values[over].max()):.0%}), which no device reaches: kept as imported/mfu_as_logged, "
-                        "not as mfu (the trainer's peak FLOP/s does not fit the device?)")
+    warnings.add(
+        "mfu",
+        f"{first}: MFU above 100% of peak on {int(over.sum())} row(s) (up to "
+        f"{float(values[over].max()):.0%}), which no device reaches: kept as imported/mfu_as_logged, "
+        "not as mfu (the trainer's peak FLOP/s does not fit the device?)",
+    )
 
 
 def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
@@ -189,12 +205,17 @@ def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
     spent = np.where(slow, (gaps - 1.0) * typical + per_step, gaps * per_step)
     wall = np.cumsum(spent)
     canon.values["wall_s"], canon.present["wall_s"] = wall[at].astype(float), np.ones(len(canon), dtype=bool)
-    warnings.add("wall", f"{canon.source}: no clock logged; wall_s estimated as step_s x the steps between "
-                         "logged steps (what it prints per iteration, summed)"
-                 + (f"; {int(slow.sum())} slow iteration(s) (evaluation, checkpoint, compilation) counted once"
-                    if slow.any() else "")
-                 + (f"; the log starts at step {int(first)} (a resumed run?): counted from there"
-                    if first > interval else ""))
+    warnings.add(
+        "wall",
+        f"{canon.source}: no clock logged; wall_s estimated as step_s x the steps between "
+        "logged steps (what it prints per iteration, summed)"
+        + (
+            f"; {int(slow.sum())} slow iteration(s) (evaluation, checkpoint, compilation) counted once"
+            if slow.any()
+            else ""
+        )
+        + (f"; the log starts at step {int(first)} (a resumed run?): counted from there" if first > interval else ""),
+    )
 
 
 # A training loss logged only as its terms: Ultralytics YOLO's `train/box_loss`, `train/seg_loss`, `train/cls_loss`,
@@ -232,8 +253,14 @@ def _step_keeps_its_clock(canon: Rows, eval_keys: Sequence[str]) -> dict[int, fl
     return {int(i): float(canon.values["wall_s"][i]) for i in np.nonzero(later)[0]}
 
 
-def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | None = None,
-             tokens_per_step: float | None = None, tokens_per_sample: float | None = None) -> Mapped:
+def map_rows(
+    rows: Rows,
+    warnings: Warnings,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    tokens_per_step: float | None = None,
+    tokens_per_sample: float | None = None,
+) -> Mapped:
     """Rename `rows`' metrics to canonical names, clean them (`clean.clean`), and split steps from evals.
 
     `rows.step` is already the step (readers take it from the source's step column or counter).
@@ -260,8 +287,11 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
             # LLaMA-Factory writes total_tokens 0 on every line unless told to count them: a counter that never
             # moves from 0 was not counted
             del canon.values[counter], canon.present[counter]
-            warnings.add("zero", f"{canon.source}: {counter} is 0 on every row: not counted by the trainer, so not "
-                                 f"imported (give tokens_per_step or tokens_per_sample to count them)")
+            warnings.add(
+                "zero",
+                f"{canon.source}: {counter} is 0 on every row: not counted by the trainer, so not "
+                f"imported (give tokens_per_step or tokens_per_sample to count them)",
+            )
     if tokens_per_sample is not None:
         _tokens_from_samples(canon, tokens_per_sample)
     if tokens_per_step is not None:
@@ -287,10 +317,16 @@ def map_rows(rows: Rows, warnings: Warnings, *, overrides: Mapping[str, str] | N
         wall, wall_ok = canon.values.get("wall_s", none), canon.present.get("wall_s", none)
         tokens, tokens_ok = canon.values.get("tokens", none), canon.present.get("tokens", none)
         for i in np.nonzero(present)[0]:
-            evals.append(EvalRecord(
-                step=int(canon.step[i]), task=task, metric=metric, value=float(values[i]),
-                tokens=float(tokens[i]) if tokens_ok[i] else None,
-                wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None)))
+            evals.append(
+                EvalRecord(
+                    step=int(canon.step[i]),
+                    task=task,
+                    metric=metric,
+                    value=float(values[i]),
+                    tokens=float(tokens[i]) if tokens_ok[i] else None,
+                    wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None),
+                )
+            )
     # Rows that only carried eval values are not step records.
     any_step = np.zeros(len(canon), dtype=bool)
     for p in canon.present.values():
@@ -315,17 +351,30 @@ def settle_evals(evals: list[EvalRecord], source: str, warnings: Warnings) -> li
         key = (rec.step, rec.portfolio, rec.task, rec.metric)
         before = kept.get(key)
         if before is not None and not _same_value(before.value, rec.value):
-            warnings.add("eval-conflict", f"{source}: task {rec.task!r} metric {rec.metric!r} has two values at step "
-                                          f"{rec.step} ({before.value:g}, then {rec.value:g}); the later is kept")
+            warnings.add(
+                "eval-conflict",
+                f"{source}: task {rec.task!r} metric {rec.metric!r} has two values at step "
+                f"{rec.step} ({before.value:g}, then {rec.value:g}); the later is kept",
+            )
         kept.pop(key, None)
         kept[key] = rec
     return list(kept.values())
 
 
-def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source: str, warnings: Warnings,
-                 manifest: Manifest | None = None, start_unix: float | None = None,
-                 attach: bool = False, summary: Mapping[str, float] | None = None,
-                 devices: tuple[int, str] | None = None) -> ImportResult:
+def write_import(
+    ledger: Ledger,
+    run: str,
+    mapped: Mapped,
+    *,
+    kind: str,
+    source: str,
+    warnings: Warnings,
+    manifest: Manifest | None = None,
+    start_unix: float | None = None,
+    attach: bool = False,
+    summary: Mapping[str, float] | None = None,
+    devices: tuple[int, str] | None = None,
+) -> ImportResult:
     """Write one imported run in one transaction; the same records from the same source again write nothing.
 
     The run is created if needed (status `imported`); importing into an existing run merges step by step
@@ -335,9 +384,15 @@ def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source:
     """
     lines = warnings.summary()
     digest = data_digest(mapped)
-    result = ImportResult(kind=kind, source=source, run=run, steps=int(mapped.steps["step"].nunique()),
-                          evals=len(mapped.evals),
-                          mapping=mapped.mapping, warnings=lines)
+    result = ImportResult(
+        kind=kind,
+        source=source,
+        run=run,
+        steps=int(mapped.steps["step"].nunique()),
+        evals=len(mapped.evals),
+        mapping=mapped.mapping,
+        warnings=lines,
+    )
     with ledger.transaction():
         exists = run in set(ledger.runs()["name"])
         if exists:
@@ -354,8 +409,17 @@ def write_import(ledger: Ledger, run: str, mapped: Mapped, *, kind: str, source:
         if mapped.evals:
             ledger.append_evals(run, mapped.evals)
         done = ledger.meta(run).get("imports", [])
-        done.append({"kind": kind, "source": source, "sha256": digest, "steps": result.steps, "evals": result.evals,
-                     "mapping": mapped.mapping, "warnings": lines})
+        done.append(
+            {
+                "kind": kind,
+                "source": source,
+                "sha256": digest,
+                "steps": result.steps,
+                "evals": result.evals,
+                "mapping": mapped.mapping,
+                "warnings": lines,
+            }
+        )
         ledger.set_meta(run, "imports", done)
         if start_unix is not None and "start_unix" not in ledger.meta(run):
             ledger.set_meta(run, "start_unix", start_unix)
@@ -372,7 +436,9 @@ def data_digest(mapped: Mapped) -> str:
     """sha256 of the mapped records: what makes an import the same import (same source, same options)."""
     h = hashlib.sha256()
     h.update(pd.util.hash_pandas_object(mapped.steps.fillna(-1.2345e300), index=False).to_numpy().tobytes())
-    evals = pd.DataFrame([(e.step, e.task, e.metric, e.value, e.tokens, e.wall_s) for e in mapped.evals],
-                         columns=["step", "task", "metric", "value", "tokens", "wall_s"])
+    evals = pd.DataFrame(
+        [(e.step, e.task, e.metric, e.value, e.tokens, e.wall_s) for e in mapped.evals],
+        columns=["step", "task", "metric", "value", "tokens", "wall_s"],
+    )
     h.update(pd.util.hash_pandas_object(evals, index=False).to_numpy().tobytes())
     return h.hexdigest()

@@ -47,8 +47,11 @@ def read_state(path: Path, warnings: Warnings, summary: dict[str, float] | None 
         if not isinstance(entry, dict):
             stepless.append(i)
             continue
-        values = {key: float(value) for key, value in entry.items()
-                  if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)}
+        values = {
+            key: float(value)
+            for key, value in entry.items()
+            if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
         step = entry.get("step")
         if isinstance(step, float) and step.is_integer():
             step = int(step)
@@ -66,12 +69,17 @@ def read_state(path: Path, warnings: Warnings, summary: dict[str, float] | None 
         entries.append({f"summary/{k}" if is_summary else k: v for k, v in values.items()})
     if stepless:
         first = stepless[0]
-        warnings.add("stepless", f"{path}: {len(stepless)} log_history entr{'y' if len(stepless) == 1 else 'ies'} "
-                                 f"without a step (first: log_history[{first}]) kept in the run's summary, not "
-                                 "as rows")
+        warnings.add(
+            "stepless",
+            f"{path}: {len(stepless)} log_history entr{'y' if len(stepless) == 1 else 'ies'} "
+            f"without a step (first: log_history[{first}]) kept in the run's summary, not "
+            "as rows",
+        )
     if not entries:
-        raise InputError(f"{path}: log_history has no entry with a step ({len(history)} entries); the Trainer "
-                         "logged no training step yet: import a later checkpoint's trainer_state.json")
+        raise InputError(
+            f"{path}: log_history has no entry with a step ({len(history)} entries); the Trainer "
+            "logged no training step yet: import a later checkpoint's trainer_state.json"
+        )
     return Rows.from_records(str(path), steps, where, entries)
 
 

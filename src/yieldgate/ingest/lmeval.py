@@ -88,13 +88,25 @@ def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None, 
         return int(found[-1])
     if given is not None:
         return given
-    raise InputError(f"{path}: no step: no 'step' field, no step<N> in config.model_args and none in the file's "
-                     r"path; give --step N (a released model's checkpoint) or --step-pattern, e.g. 'ckpt(\d+)' for "
-                     "results of folders named ckpt1000")
+    raise InputError(
+        f"{path}: no step: no 'step' field, no step<N> in config.model_args and none in the file's "
+        r"path; give --step N (a released model's checkpoint) or --step-pattern, e.g. 'ckpt(\d+)' for "
+        "results of folders named ckpt1000"
+    )
 
 
-def _record(path: Path, where: str, task: str, name: str, value: Any, step: int, tokens: float | None,
-            hib: Any, version: str, warnings: Warnings) -> EvalRecord | None:
+def _record(
+    path: Path,
+    where: str,
+    task: str,
+    name: str,
+    value: Any,
+    step: int,
+    tokens: float | None,
+    hib: Any,
+    version: str,
+    warnings: Warnings,
+) -> EvalRecord | None:
     if value in ("N/A", None) or isinstance(value, (dict, list)):
         return None  # lm-eval writes "N/A" for a stderr it could not compute
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -106,12 +118,21 @@ def _record(path: Path, where: str, task: str, name: str, value: Any, step: int,
         hib = metric_direction(base)
     if not math.isfinite(value):
         warnings.add("nan", f"{path}: {where} is {value}; kept as recorded")
-    return EvalRecord(step=step, tokens=tokens, task=task, metric=name, value=float(value), higher_is_better=hib,
-                      portfolio=PORTFOLIO, portfolio_version=version)
+    return EvalRecord(
+        step=step,
+        tokens=tokens,
+        task=task,
+        metric=name,
+        value=float(value),
+        higher_is_better=hib,
+        portfolio=PORTFOLIO,
+        portfolio_version=version,
+    )
 
 
-def _results_records(path: Path, doc: dict[str, Any], step: int, tokens: float | None,
-                     warnings: Warnings) -> list[EvalRecord]:
+def _results_records(
+    path: Path, doc: dict[str, Any], step: int, tokens: float | None, warnings: Warnings
+) -> list[EvalRecord]:
     """The records of one checkpoint's results document (v0.3 or v0.4)."""
     raw_directions, raw_config = doc.get("higher_is_better"), doc.get("config")
     directions = raw_directions if isinstance(raw_directions, dict) else {}
@@ -140,8 +161,12 @@ def _is_results(doc: Any) -> TypeGuard[dict[str, Any]]:
 
 def _axis(doc: dict[str, Any], names: Sequence[str]) -> tuple[str, list[float]] | None:
     for key, value in doc.items():
-        if str(key).lower() in names and isinstance(value, list) and value and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        if (
+            str(key).lower() in names
+            and isinstance(value, list)
+            and value
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        ):
             return key, [float(v) for v in value]
     return None
 
@@ -149,8 +174,9 @@ def _axis(doc: dict[str, Any], names: Sequence[str]) -> tuple[str, list[float]] 
 def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Warnings) -> list[EvalRecord] | None:
     """The records of an aggregate file, or None when `doc` is not one."""
     if isinstance(doc, list) and doc and all(_is_results(d) and isinstance(d.get("step"), int) for d in doc):
-        return [r for d in doc for r in _results_records(path, d, d["step"], _tokens(d["step"], tokens_per_step),
-                                                         warnings)]
+        return [
+            r for d in doc for r in _results_records(path, d, d["step"], _tokens(d["step"], tokens_per_step), warnings)
+        ]
     if not isinstance(doc, dict):
         return None
     keyed = {k: v for k, v in doc.items() if _is_results(v)}
@@ -188,8 +214,9 @@ def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Wa
             if not isinstance(values, list):
                 continue
             if len(values) != n:
-                raise InputError(f"{path}: {task}{'.' + metric if metric else ''} has {len(values)} values for "
-                                 f"{n} checkpoints")
+                raise InputError(
+                    f"{path}: {task}{'.' + metric if metric else ''} has {len(values)} values for {n} checkpoints"
+                )
             name = metric_name(str(metric), plain=True) if metric else "score"
             if name is None:
                 continue
@@ -199,11 +226,23 @@ def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Wa
                     tok = tokens[1][i] if tokens is not None else _tokens(step, tokens_per_step)
                 else:
                     if tokens_per_step is None:
-                        raise InputError(f"{path}: checkpoints are given by tokens only ({tokens[0]!r}); give "  # type: ignore[index]
-                                         "--tokens-per-step N to number their steps")
+                        raise InputError(
+                            f"{path}: checkpoints are given by tokens only ({tokens[0]!r}); give "  # type: ignore[index]
+                            "--tokens-per-step N to number their steps"
+                        )
                     tok, step = axis[i], int(round(axis[i] / tokens_per_step))
-                rec = _record(path, f"{task}{'.' + metric if metric else ''}[{i}]", str(task), name, value, step, tok,
-                              None, "", warnings)
+                rec = _record(
+                    path,
+                    f"{task}{'.' + metric if metric else ''}[{i}]",
+                    str(task),
+                    name,
+                    value,
+                    step,
+                    tok,
+                    None,
+                    "",
+                    warnings,
+                )
                 if rec is not None:
                     records.append(rec)
     return records
@@ -213,8 +252,13 @@ def _tokens(step: int, tokens_per_step: float | None) -> float | None:
     return None if tokens_per_step is None else step * float(tokens_per_step)
 
 
-def read_results(path: Path, pattern: re.Pattern[str] | None, tokens_per_step: float | None,
-                 warnings: Warnings, step: int | None = None) -> list[EvalRecord]:
+def read_results(
+    path: Path,
+    pattern: re.Pattern[str] | None,
+    tokens_per_step: float | None,
+    warnings: Warnings,
+    step: int | None = None,
+) -> list[EvalRecord]:
     """The eval records of one results file (one checkpoint's, or an aggregate of many); `step`: the step of a
     file that names none."""
     doc = read_json(path, "an lm-evaluation-harness results file")
@@ -223,8 +267,10 @@ def read_results(path: Path, pattern: re.Pattern[str] | None, tokens_per_step: f
         return _results_records(path, doc, step, _tokens(step, tokens_per_step), warnings)
     records = _aggregate(path, doc, tokens_per_step, warnings)
     if records is None:
-        raise InputError(f"{path}: neither an lm-evaluation-harness results file (no 'results' object) nor an "
-                         "aggregate of checkpoints (no 'steps' or 'tokens' list beside per-task lists)")
+        raise InputError(
+            f"{path}: neither an lm-evaluation-harness results file (no 'results' object) nor an "
+            "aggregate of checkpoints (no 'steps' or 'tokens' list beside per-task lists)"
+        )
     return records
 
 

@@ -20,8 +20,17 @@ __all__ = ["Target", "guess", "resolve_mapping", "parse_map_options", "STEP_NAME
 IMPORTED = "imported"
 
 # Candidate names of the step counter, most specific first (W&B's own `_step` counts log calls, so last).
-STEP_NAMES = ("step", "global_step", "trainer/global_step", "train/global_step", "iteration", "iter", "current_steps",
-              "_step", "epoch")
+STEP_NAMES = (
+    "step",
+    "global_step",
+    "trainer/global_step",
+    "train/global_step",
+    "iteration",
+    "iter",
+    "current_steps",
+    "_step",
+    "epoch",
+)
 """`current_steps`: LLaMA-Factory's trainer_log.jsonl. `epoch` last: a per-epoch table (Keras' CSVLogger, YOLO's
 results.csv) has no other counter, and its rows are then epochs (the import says so)."""
 
@@ -30,23 +39,84 @@ _UNITS = {"_ms": 1e-3, "_s": 1.0, "_sec": 1.0, "_min": 60.0, "_h": 3600.0}
 
 # Source spellings of the core step columns (compared after lower-casing and `-`/`.`/space -> `_`).
 _CORE_ALIASES = {
-    "tokens": ["tokens", "num_tokens", "tokens_seen", "num_input_tokens_seen", "consumed_tokens", "train/tokens",
-               "total_tokens", "ntokens", "throughput/total_tokens", "time/token"],
-    "samples": ["samples", "num_samples", "consumed_samples", "train/samples", "consumed_train_samples",
-                "time/sample"],
-    "wall_s": ["wall_s", "wall", "wall_time", "wallclock", "elapsed", "elapsed_time", "time", "train_time",
-               "total_time", "_runtime", "runtime", "timestamp", "datetime", "date_time"],
+    "tokens": [
+        "tokens",
+        "num_tokens",
+        "tokens_seen",
+        "num_input_tokens_seen",
+        "consumed_tokens",
+        "train/tokens",
+        "total_tokens",
+        "ntokens",
+        "throughput/total_tokens",
+        "time/token",
+    ],
+    "samples": ["samples", "num_samples", "consumed_samples", "train/samples", "consumed_train_samples", "time/sample"],
+    "wall_s": [
+        "wall_s",
+        "wall",
+        "wall_time",
+        "wallclock",
+        "elapsed",
+        "elapsed_time",
+        "time",
+        "train_time",
+        "total_time",
+        "_runtime",
+        "runtime",
+        "timestamp",
+        "datetime",
+        "date_time",
+    ],
     "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt", "iteration_time"],
-    "loss": ["loss", "train_loss", "train/loss", "training_loss", "loss/train", "train_loss_step", "trn_loss",
-             "lm_loss",
-             "crossentropyloss", "ce_loss", "loss/train/total"],
-    "lr": ["lr", "learning_rate", "train/lr", "train/learning_rate", "lr_adamw", "lr_adam", "lr_sgd",
-           "optim/learning_rate_group0", "optim/lr_group_0", "lr/pg0"],
-    "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm", "grad_norm_2", "gnorm", "norm",
-                  "optim/total_grad_norm"],
-    "tokens_per_s": ["tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok_per_s", "tok/s", "tok/sec",
-                     "tokens/s", "tokens/sec", "throughput/tokens_per_s", "train/tokens_per_s", "tps",
-                     "throughput/tokens_per_sec"],  # Composer's SpeedMonitor (the job's; per device under device/)
+    "loss": [
+        "loss",
+        "train_loss",
+        "train/loss",
+        "training_loss",
+        "loss/train",
+        "train_loss_step",
+        "trn_loss",
+        "lm_loss",
+        "crossentropyloss",
+        "ce_loss",
+        "loss/train/total",
+    ],
+    "lr": [
+        "lr",
+        "learning_rate",
+        "train/lr",
+        "train/learning_rate",
+        "lr_adamw",
+        "lr_adam",
+        "lr_sgd",
+        "optim/learning_rate_group0",
+        "optim/lr_group_0",
+        "lr/pg0",
+    ],
+    "grad_norm": [
+        "grad_norm",
+        "train/grad_norm",
+        "gradient_norm",
+        "grad_norm_2",
+        "gnorm",
+        "norm",
+        "optim/total_grad_norm",
+    ],
+    "tokens_per_s": [
+        "tokens_per_s",
+        "tokens_per_sec",
+        "tokens_per_second",
+        "tok_per_s",
+        "tok/s",
+        "tok/sec",
+        "tokens/s",
+        "tokens/sec",
+        "throughput/tokens_per_s",
+        "train/tokens_per_s",
+        "tps",
+        "throughput/tokens_per_sec",
+    ],  # Composer's SpeedMonitor (the job's; per device under device/)
     "mfu": ["mfu", "throughput/mfu"],
     "energy_j": ["energy_j", "energy_joules", "energy_joule", "total_energy_j", "gpu_energy_j", "energy_consumed_j"],
 }
@@ -66,15 +136,42 @@ _VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<sourc
 _VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
 _NOT_EVAL_METRICS = {"runtime", "samples_per_second", "steps_per_second", "epoch", "step", "time", "tokens"}
 # Other spellings of a validation metric (GPT-NeoX's `validation/lm_loss`, `validation/lm_loss_ppl`).
-_VAL_RENAMES = {"accuracy": "acc", "bits_per_byte": "bpb", "perplexity": "ppl", "lm_loss": "loss",
-                "lm_loss_ppl": "ppl", "ce_loss": "loss", "cross_entropy": "loss", "crossentropyloss": "loss",
-                "languagecrossentropy": "loss", "languageperplexity": "ppl",
-                "loss_epoch": "loss", "acc_epoch": "acc"}  # Lightning's epoch-level validation metrics
+_VAL_RENAMES = {
+    "accuracy": "acc",
+    "bits_per_byte": "bpb",
+    "perplexity": "ppl",
+    "lm_loss": "loss",
+    "lm_loss_ppl": "ppl",
+    "ce_loss": "loss",
+    "cross_entropy": "loss",
+    "crossentropyloss": "loss",
+    "languagecrossentropy": "loss",
+    "languageperplexity": "ppl",
+    "loss_epoch": "loss",
+    "acc_epoch": "acc",
+}  # Lightning's epoch-level validation metrics
 
 # Metric names of eval keys `<task>/<metric>` (lm-eval's among them): such a key is an eval, not an extra.
-_EVAL_METRICS = _VAL_METRICS | {"acc_norm", "exact_match", "em", "f1", "mcc", "bleu", "rouge1", "rouge2",
-                                "rougeL", "ter", "chrf", "word_perplexity", "byte_perplexity", "mc1", "mc2",
-                                "pass@1", "pass@10", "brier_score"}
+_EVAL_METRICS = _VAL_METRICS | {
+    "acc_norm",
+    "exact_match",
+    "em",
+    "f1",
+    "mcc",
+    "bleu",
+    "rouge1",
+    "rouge2",
+    "rougeL",
+    "ter",
+    "chrf",
+    "word_perplexity",
+    "byte_perplexity",
+    "mc1",
+    "mc2",
+    "pass@1",
+    "pass@10",
+    "brier_score",
+}
 _TRAIN_PREFIXES = {"train", "training", "trainer"}
 
 # Namespaces whose keys are stored as extras when named by --map (everything else with a `/` is an eval key).
@@ -97,13 +194,17 @@ class Target:
 
 # Extras and evals by other names: Megatron's (`loss-scale`, `lm loss validation`, its log's `lm loss value`),
 # Composer's `metrics/eval/LanguageCrossEntropy` (its console prefixes `Eval `).
-_OTHER_ALIASES = {"loss_scale": Target("extra", "signals/loss_scale"),
-                  "lm_loss_validation": Target("eval", "val/loss"), "lm_loss_validation_ppl": Target("eval", "val/ppl"),
-                  "lm_loss_value": Target("eval", "val/loss"),
-                  "metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
-                  "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
-                  # Composer's SpeedMonitor logs the training time in hours (its time_unit default)
-                  "time/train": Target("core", "wall_s", 3600.0), "train_time/train": Target("core", "wall_s", 3600.0)}
+_OTHER_ALIASES = {
+    "loss_scale": Target("extra", "signals/loss_scale"),
+    "lm_loss_validation": Target("eval", "val/loss"),
+    "lm_loss_validation_ppl": Target("eval", "val/ppl"),
+    "lm_loss_value": Target("eval", "val/loss"),
+    "metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
+    "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
+    # Composer's SpeedMonitor logs the training time in hours (its time_unit default)
+    "time/train": Target("core", "wall_s", 3600.0),
+    "train_time/train": Target("core", "wall_s", 3600.0),
+}
 # Ultralytics YOLO's results.csv scores the validation set under `metrics/`: `metrics/mAP50(B)`,
 # `metrics/mAP50-95(M)`, `metrics/precision(B)`, `metrics/recall(B)` ((B) boxes, (M) masks, (P) poses),
 # `metrics/accuracy_top1`: evaluations of task `val`. Its direction is the base name's (`map`, `precision`).
@@ -164,9 +265,9 @@ def guess(name: str) -> Target:
     if norm.startswith("epoch/") and norm.count("/") == 1:  # Keras' W&B callback: `epoch/loss`, `epoch/val_loss`
         return guess(name.split("/", 1)[1])
     for prefix in ("", "train/", "train_", "training/", "trainer/"):
-        if norm.startswith(prefix) and norm[len(prefix):] in _ALIASES:
-            return Target("core", _ALIASES[norm[len(prefix):]])
-        if norm.startswith(prefix) and _LR_GROUP.match(norm[len(prefix):]):
+        if norm.startswith(prefix) and norm[len(prefix) :] in _ALIASES:
+            return Target("core", _ALIASES[norm[len(prefix) :]])
+        if norm.startswith(prefix) and _LR_GROUP.match(norm[len(prefix) :]):
             return Target("core", "lr")
     for suffix, factor in _ENERGY_UNITS.items():
         if norm.endswith(suffix) and norm[: -len(suffix)] in _ENERGY_NAMES:
@@ -183,8 +284,11 @@ def guess(name: str) -> Target:
     if score and metric_direction(_score_base(score["metric"])) is not None:
         return Target("eval", f"{VAL_TASK}/{score['metric']}")
     m = _VAL_PREFIX.match(norm)
-    if m and m["metric"] not in _NOT_EVAL_METRICS and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES
-                                                       or metric_direction(m["metric"]) is not None):
+    if (
+        m
+        and m["metric"] not in _NOT_EVAL_METRICS
+        and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES or metric_direction(m["metric"]) is not None)
+    ):
         task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
         return Target("eval", f"{task}/{_VAL_RENAMES.get(m['metric'], m['metric'])}")
     return canonical or _imported(name)
@@ -209,8 +313,10 @@ def _target_of(key: str) -> Target:
         if key.split("/")[0] in _EXTRA_NAMESPACES | {IMPORTED}:
             return Target("extra", key)
         return Target("eval", key)
-    raise InputError(f"--map {key}=...: {key!r} is neither a core column ({', '.join(CORE_STEP_COLUMNS)}), an "
-                     "eval key such as val/loss, nor a namespaced extra such as signals/gns")
+    raise InputError(
+        f"--map {key}=...: {key!r} is neither a core column ({', '.join(CORE_STEP_COLUMNS)}), an "
+        "eval key such as val/loss, nor a namespaced extra such as signals/gns"
+    )
 
 
 def parse_map_options(options: Iterable[str]) -> dict[str, str]:
@@ -225,8 +331,9 @@ def parse_map_options(options: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def resolve_mapping(names: Iterable[str], overrides: Mapping[str, str] | None = None,
-                    step_name: str | None = None) -> dict[str, Target]:
+def resolve_mapping(
+    names: Iterable[str], overrides: Mapping[str, str] | None = None, step_name: str | None = None
+) -> dict[str, Target]:
     """The target of every source name: `overrides` ({source: key}) first, then the guess.
 
     `step_name` is the source column holding the step (None when the format has its own step counter).
@@ -239,8 +346,9 @@ def resolve_mapping(names: Iterable[str], overrides: Mapping[str, str] | None = 
     names = list(names)
     missing = [s for s in overrides if s not in names]
     if missing:
-        raise InputError(f"--map ...={missing[0]}: no metric {missing[0]!r} in the source; it has "
-                         f"{', '.join(sorted(names)[:20])}")
+        raise InputError(
+            f"--map ...={missing[0]}: no metric {missing[0]!r} in the source; it has {', '.join(sorted(names)[:20])}"
+        )
     for name in names:
         if name in overrides:
             out[name] = _target_of(overrides[name])

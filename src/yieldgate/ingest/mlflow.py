@@ -34,7 +34,7 @@ def metric_name(name: str) -> str:
     """`name` as MLflow accepts it, reversibly (`source_name` undoes it)."""
     out = []
     for i, ch in enumerate(name):
-        plain = ch.isascii() and _MLFLOW_OK.fullmatch(ch) and not (ch == "." and name[i + 1: i + 2] == "_")
+        plain = ch.isascii() and _MLFLOW_OK.fullmatch(ch) and not (ch == "." and name[i + 1 : i + 2] == "_")
         out.append(ch if plain else (f"._{ord(ch):02x}" if ord(ch) < 256 else f"._u{ord(ch):04x}"))
     return "".join(out)
 
@@ -75,8 +75,9 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float 
     except MlflowException as exc:
         raise InputError(f"mlflow run {run_id!r}: {exc.message.splitlines()[0]}") from None
     except ValueError as exc:  # a folder store's metric file that does not parse (MLflow raises ValueError)
-        raise InputError(f"mlflow run {run_id!r}: {str(exc).splitlines()[0]}; the store's metric file is "
-                         "damaged") from None
+        raise InputError(
+            f"mlflow run {run_id!r}: {str(exc).splitlines()[0]}; the store's metric file is damaged"
+        ) from None
     steps, names, values, times = [], [], [], []
     for key in sorted(run.data.metrics):
         try:
@@ -84,12 +85,15 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float 
         except MlflowException as exc:
             raise InputError(f"mlflow run {run_id!r}: metric {key!r}: {exc.message.splitlines()[0]}") from None
         except ValueError as exc:  # a folder store's metric file that does not parse (MLflow raises ValueError)
-            raise InputError(f"mlflow run {run_id!r}: metric {key!r}: {str(exc).splitlines()[0]}; the store's "
-                             "metric file is damaged") from None
+            raise InputError(
+                f"mlflow run {run_id!r}: metric {key!r}: {str(exc).splitlines()[0]}; the store's metric file is damaged"
+            ) from None
         for m in history:
             if not (-(2**63) <= m.step < 2**63 and -(2**63) <= m.timestamp < 2**63):  # a damaged metric file
-                raise InputError(f"mlflow run {run_id!r}: metric {key!r}: step {m.step} or timestamp {m.timestamp} is "
-                                 "out of range; the store's metric file is damaged")
+                raise InputError(
+                    f"mlflow run {run_id!r}: metric {key!r}: step {m.step} or timestamp {m.timestamp} is "
+                    "out of range; the store's metric file is damaged"
+                )
             steps.append(m.step)
             names.append(source_name(key))
             values.append(m.value)
@@ -97,9 +101,16 @@ def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float 
     order = np.lexsort((np.array(steps), np.array(times))) if steps else np.empty(0, dtype=np.int64)
     step = np.array(steps, dtype=np.int64)[order]
     label = [f"mlflow run {run_id} step {steps[i]}" for i in order]
-    rows = pivot(f"mlflow run {run_id}", np.zeros(len(step), dtype=np.int64), step, [names[i] for i in order],
-                 np.array(values, dtype=np.float64)[order], np.array(times, dtype=np.float64)[order],
-                 lambda i: label[i], warnings)
+    rows = pivot(
+        f"mlflow run {run_id}",
+        np.zeros(len(step), dtype=np.int64),
+        step,
+        [names[i] for i in order],
+        np.array(values, dtype=np.float64)[order],
+        np.array(times, dtype=np.float64)[order],
+        lambda i: label[i],
+        warnings,
+    )
     axis = run.data.tags.get("yieldgate.x_axis")
     if axis is not None:  # `yieldgate export --to mlflow`: stepped by tokens (the step is its own series) or steps
         rows = own_export(rows, warnings, step="step" if axis == "tokens" else None)
@@ -129,8 +140,10 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     else:
         uri, ids = store_uri(sources[0]), list(sources[1:])
     if not ids:
-        raise InputError("mlflow: give the store and then a run id (or, with --experiment, an experiment name): "
-                         "yieldgate import mlflow ./mlruns RUN_ID --run NAME")
+        raise InputError(
+            "mlflow: give the store and then a run id (or, with --experiment, an experiment name): "
+            "yieldgate import mlflow ./mlruns RUN_ID --run NAME"
+        )
     client = MlflowClient(tracking_uri=uri)
     if opts.experiment:
         ids = [r for ref in ids for r in _runs_of_experiment(client, ref)]

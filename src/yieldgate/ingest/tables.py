@@ -31,8 +31,9 @@ _NONFINITE = {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+i
 _DECIMAL = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
-def rows_from_columns(source: str, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str],
-                      step_name: str) -> Rows:
+def rows_from_columns(
+    source: str, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str], step_name: str
+) -> Rows:
     """`Rows` from {name: (float values, present)}, the step taken from `step_name` (rows without one are
     errors: a table row must say which step it is)."""
     values, present = columns[step_name]
@@ -63,8 +64,9 @@ def _durations(text: pd.Series) -> np.ndarray | None:
     return seconds.to_numpy(dtype=np.float64)
 
 
-def numeric_column(name: str, cells: pd.Series, where: Sequence[str], warnings: Warnings, source: str
-             ) -> tuple[np.ndarray, np.ndarray] | None:
+def numeric_column(
+    name: str, cells: pd.Series, where: Sequence[str], warnings: Warnings, source: str
+) -> tuple[np.ndarray, np.ndarray] | None:
     """(values, present) of a column of strings; None for a column with no numbers at all (not a metric)."""
     text = cells.fillna("").astype(str).str.strip()
     present = (text != "").to_numpy()
@@ -112,8 +114,9 @@ def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
     except (csv.Error, StopIteration):
         pass  # pandas says what is wrong with the header
     try:
-        frame = pd.read_csv(io.StringIO("\n".join(lines) + "\n"), dtype=str, keep_default_na=False,
-                            skip_blank_lines=False)
+        frame = pd.read_csv(
+            io.StringIO("\n".join(lines) + "\n"), dtype=str, keep_default_na=False, skip_blank_lines=False
+        )
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a CSV table ({str(exc).strip()})") from None
     # One row per line after the header (the files we read have no quoted line breaks); blank lines go.
@@ -131,8 +134,9 @@ def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]
         try:
             rec = parse_json(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{i}: expected one JSON object per line ({exc.msg} at column "
-                             f"{exc.colno})") from None
+            raise InputError(
+                f"{path}:{i}: expected one JSON object per line ({exc.msg} at column {exc.colno})"
+            ) from None
         if not isinstance(rec, dict):
             raise InputError(f"{path}:{i}: expected a JSON object, got {type(rec).__name__}")
         keys.update(dict.fromkeys(rec))
@@ -182,8 +186,9 @@ _CHART_COLUMN = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<bound>__MIN|__MA
 _CLOCKS = ("timestamp", "datetime", "date_time")
 
 
-def _by_run(columns: dict[str, tuple[np.ndarray, np.ndarray]], step: str, path: Path,
-            warnings: Warnings) -> dict[str | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
+def _by_run(
+    columns: dict[str, tuple[np.ndarray, np.ndarray]], step: str, path: Path, warnings: Warnings
+) -> dict[str | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """{None: columns}, or for a W&B chart export {run: its columns under the metrics' own names}."""
     matched = {n: _CHART_COLUMN.match(n) for n in columns if n != step}
     others = {n: m for n, m in matched.items() if m is not None}
@@ -197,8 +202,11 @@ def _by_run(columns: dict[str, tuple[np.ndarray, np.ndarray]], step: str, path: 
             continue
         runs.setdefault(m["run"], {step: columns[step]})[m["metric"]] = columns[name]
     if bounds:
-        warnings.add("chart", f"{path}: a W&B chart export; its {bounds} __MIN/__MAX column(s) (the bounds of "
-                              "each plotted bucket, not values) are not imported")
+        warnings.add(
+            "chart",
+            f"{path}: a W&B chart export; its {bounds} __MIN/__MAX column(s) (the bounds of "
+            "each plotted bucket, not values) are not imported",
+        )
     return runs
 
 
@@ -219,8 +227,9 @@ def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarra
     return values - np.nanmin(values[present]), present
 
 
-def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str, str],
-               prefer_step: Sequence[str] = ()) -> dict[str | None, Rows]:
+def read_table(
+    paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str, str], prefer_step: Sequence[str] = ()
+) -> dict[str | None, Rows]:
     """Rows of one or more CSV / JSONL / Parquet files (several files of one resumed run, in order): {None:
     rows}, or one entry per run for a W&B chart export that holds several. The step column is `--map
     step=...`, else the first of `prefer_step`, then of the usual names, present."""
@@ -235,20 +244,25 @@ def read_table(paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str
             frame, where = (_read_jsonl if suffix in (".jsonl", ".ndjson") else _read_csv)(path, warnings)
             columns = {}
             for name in frame.columns:
-                col = (_clock(str(name), frame[name], where) if str(name).lower() in _CLOCKS else None) or \
-                    numeric_column(str(name), frame[name], where, warnings, str(path))
+                col = (
+                    _clock(str(name), frame[name], where) if str(name).lower() in _CLOCKS else None
+                ) or numeric_column(str(name), frame[name], where, warnings, str(path))
                 if col is not None:
                     columns[str(name)] = col
         else:
-            raise InputError(f"{path}: unknown table format {suffix or '(no extension)'}; use .csv, .jsonl or .parquet "
-                             "(.csv.gz, .jsonl.gz too)")
+            raise InputError(
+                f"{path}: unknown table format {suffix or '(no extension)'}; use .csv, .jsonl or .parquet "
+                "(.csv.gz, .jsonl.gz too)"
+            )
         if not where:
             warnings.add("empty", f"{path}: no rows")
             continue
         step = pick_step(columns, overrides, str(path), prefer_step)
         if step.lower() == "epoch":
-            warnings.add("epoch", f"{path}: no step column; each row is an epoch (column {step!r}), and steps in this "
-                                  "run count epochs")
+            warnings.add(
+                "epoch",
+                f"{path}: no step column; each row is an epoch (column {step!r}), and steps in this run count epochs",
+            )
         for run, cols in _by_run(columns, step, path, warnings).items():
             rows = rows_from_columns(str(path), cols, where, step)
             logged = np.zeros(len(rows), dtype=bool)

@@ -37,12 +37,17 @@ __all__ = ["read_samples", "join_on_time", "run_start"]
 
 # Source column -> (device extra, how GPUs combine, scale to the extra's unit).
 _DEVICE = {
-    "utilization.gpu": ("device/gpu_util", "mean", 1.0), "sm": ("device/gpu_util", "mean", 1.0),
-    "power.draw": ("device/power_w", "sum", 1.0), "pwr": ("device/power_w", "sum", 1.0),
-    "memory.used": ("device/mem_used_gib", "sum", 1 / 1024), "fb": ("device/mem_used_gib", "sum", 1 / 1024),
-    "clocks.sm": ("device/sm_clock_mhz", "min", 1.0), "clocks.current.sm": ("device/sm_clock_mhz", "min", 1.0),
+    "utilization.gpu": ("device/gpu_util", "mean", 1.0),
+    "sm": ("device/gpu_util", "mean", 1.0),
+    "power.draw": ("device/power_w", "sum", 1.0),
+    "pwr": ("device/power_w", "sum", 1.0),
+    "memory.used": ("device/mem_used_gib", "sum", 1 / 1024),
+    "fb": ("device/mem_used_gib", "sum", 1 / 1024),
+    "clocks.sm": ("device/sm_clock_mhz", "min", 1.0),
+    "clocks.current.sm": ("device/sm_clock_mhz", "min", 1.0),
     "pclk": ("device/sm_clock_mhz", "min", 1.0),
-    "temperature.gpu": ("device/temp_c", "max", 1.0), "gtemp": ("device/temp_c", "max", 1.0),
+    "temperature.gpu": ("device/temp_c", "max", 1.0),
+    "gtemp": ("device/temp_c", "max", 1.0),
 }
 _TIME_NAMES = ("timestamp", "_timestamp", "time", "datetime", "date_time", "date")
 _GPU_NAMES = ("index", "gpu", "idx", "gpu_index")
@@ -64,8 +69,16 @@ def _frame(path: Path, warnings: Warnings) -> pd.DataFrame:
         names = [re.sub(r"\s*\[.*\]$", "", n.strip()) for n in lines[0].split(",")]  # `power.draw [W]`
         sep, text = ",", "\n".join(lines[1:])
     try:
-        frame = pd.read_csv(io.StringIO(text + "\n"), sep=sep, header=None, names=names, dtype=str,
-                            skipinitialspace=True, keep_default_na=False, engine="python")
+        frame = pd.read_csv(
+            io.StringIO(text + "\n"),
+            sep=sep,
+            header=None,
+            names=names,
+            dtype=str,
+            skipinitialspace=True,
+            keep_default_na=False,
+            engine="python",
+        )
     except (pd.errors.ParserError, ValueError) as exc:
         raise InputError(f"{path}: not a telemetry table ({str(exc).strip()})") from None
     frame.columns = [c.lower() for c in frame.columns]
@@ -115,8 +128,10 @@ def run_start(ledger: Ledger, run: str) -> float:
         return float(meta["start_unix"])
     info = ledger.run_info(run)
     if str(info["source"]).startswith("import:"):
-        raise InputError(f"run {run!r} was imported from a log without absolute times, so its start is unknown; "
-                         "telemetry cannot be joined by time")
+        raise InputError(
+            f"run {run!r} was imported from a log without absolute times, so its start is unknown; "
+            "telemetry cannot be joined by time"
+        )
     return float(info["created_at"])
 
 
@@ -132,11 +147,16 @@ def join_on_time(ledger: Ledger, run: str, paths: Sequence[Path], warnings: Warn
     index = np.searchsorted(wall, at, side="left")
     inside = (at >= 0) & (index < len(wall))
     if not inside.all():
-        warnings.add("outside", f"{', '.join(map(str, paths))}: {int((~inside).sum())} of {len(at)} samples fall "
-                                "outside the run's time span; dropped")
+        warnings.add(
+            "outside",
+            f"{', '.join(map(str, paths))}: {int((~inside).sum())} of {len(at)} samples fall "
+            "outside the run's time span; dropped",
+        )
     if not inside.any():
-        raise InputError(f"{', '.join(map(str, paths))}: no sample falls within run {run!r} "
-                         f"(started {datetime.fromtimestamp(start).astimezone():%Y-%m-%d %H:%M:%S %z}, "
-                         f"{wall[-1]:.0f} s long)")
+        raise InputError(
+            f"{', '.join(map(str, paths))}: no sample falls within run {run!r} "
+            f"(started {datetime.fromtimestamp(start).astimezone():%Y-%m-%d %H:%M:%S %z}, "
+            f"{wall[-1]:.0f} s long)"
+        )
     joined = samples[inside].drop(columns="time").assign(step=steps["step"].to_numpy()[index[inside]])
     return joined.groupby("step", sort=True).mean().reset_index()

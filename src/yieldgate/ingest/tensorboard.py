@@ -78,14 +78,19 @@ def _records(path: Path, warnings: Warnings) -> Iterator[tuple[list[int], list[b
             if end - at < 12:
                 more = fh.read(_CHUNK)
                 if not more and at < end:
-                    warnings.add("truncated", f"{path}: offset {base + at}: record header cut off at the end of "
-                                              f"the file ({end - at} bytes); records before it kept")
+                    warnings.add(
+                        "truncated",
+                        f"{path}: offset {base + at}: record header cut off at the end of "
+                        f"the file ({end - at} bytes); records before it kept",
+                    )
             else:
                 length, length_crc = unpack_header(buf, at)
-                crc = crc_of(buf[at:at + 8])
+                crc = crc_of(buf[at : at + 8])
                 if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
-                    raise InputError(f"{path}: offset {base + at}: record length fails its CRC; the file is damaged "
-                                     "or not a TensorBoard event file")
+                    raise InputError(
+                        f"{path}: offset {base + at}: record length fails its CRC; the file is damaged "
+                        "or not a TensorBoard event file"
+                    )
                 start, stop = at + 12, at + 12 + length + 4
                 if stop > end:
                     # The record runs past the buffer: read on, no further than the file goes (a damaged length
@@ -93,10 +98,13 @@ def _records(path: Path, warnings: Warnings) -> Iterator[tuple[list[int], list[b
                     left = os.fstat(fh.fileno()).st_size - base - end
                     more = fh.read(min(max(stop - end, _CHUNK), left)) if left > 0 else b""
                     if not more:
-                        warnings.add("truncated", f"{path}: offset {base + at}: last record cut off ({end - start} "
-                                                  f"of {length + 4} bytes); records before it kept")
+                        warnings.add(
+                            "truncated",
+                            f"{path}: offset {base + at}: last record cut off ({end - start} "
+                            f"of {length + 4} bytes); records before it kept",
+                        )
             if more is None:
-                payload = buf[start:start + length]
+                payload = buf[start : start + length]
                 crc = crc_of(payload)
                 if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_crc(buf, start + length)[0]:
                     raise InputError(f"{path}: offset {base + at}: record payload fails its CRC; the file is damaged")
@@ -113,8 +121,13 @@ def _records(path: Path, warnings: Warnings) -> Iterator[tuple[list[int], list[b
             end = len(buf)
 
 
-_TENSOR_DTYPES = {1: ("float_val", np.float32), 2: ("double_val", np.float64), 3: ("int_val", np.int32),
-                  9: ("int64_val", np.int64), 19: ("half_val", np.float16)}
+_TENSOR_DTYPES = {
+    1: ("float_val", np.float32),
+    2: ("double_val", np.float64),
+    3: ("int_val", np.int32),
+    9: ("int64_val", np.int64),
+    19: ("half_val", np.float16),
+}
 
 
 def _tensor_scalar(tensor) -> float | None:
@@ -143,7 +156,8 @@ def read_scalars(files: Sequence[Path], warnings: Warnings) -> pd.DataFrame:
     walls, values, tag_of = array("d"), array("d"), array("q")
     codes: dict[str, int] = {}
     add_file, add_offset, add_step, add_wall, add_tag, add_value = (
-        a.append for a in (file_of, offsets, steps, walls, tag_of, values))
+        a.append for a in (file_of, offsets, steps, walls, tag_of, values)
+    )
     for index, path in enumerate(files):
         for at, payloads in _records(path, warnings):
             for k, payload in enumerate(payloads):
@@ -169,8 +183,16 @@ def read_scalars(files: Sequence[Path], warnings: Warnings) -> pd.DataFrame:
                     add_value(value)
     names = np.array(list(codes) or [""], dtype=object)
     ints, floats = (lambda a: np.frombuffer(a, dtype=np.int64)), (lambda a: np.frombuffer(a, dtype=np.float64))
-    return pd.DataFrame({"file": ints(file_of), "offset": ints(offsets), "step": ints(steps),
-                         "wall_time": floats(walls), "tag": names[ints(tag_of)], "value": floats(values)})
+    return pd.DataFrame(
+        {
+            "file": ints(file_of),
+            "offset": ints(offsets),
+            "step": ints(steps),
+            "wall_time": floats(walls),
+            "tag": names[ints(tag_of)],
+            "value": floats(values),
+        }
+    )
 
 
 _AXIS = re.compile(r"^(?P<base>.+) vs (?P<axis>samples|tokens|steps|iterations)$", re.IGNORECASE)
@@ -198,13 +220,25 @@ def _other_axes(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
             at = np.searchsorted(mine["offset"].to_numpy(), vs["offset"].to_numpy()) - 1
             paired = (at >= 0) & np.isclose(mine["value"].to_numpy()[np.maximum(at, 0)], vs["value"].to_numpy())
             hit = mine.iloc[at[paired]]
-            derived.append(pd.DataFrame({"file": file, "offset": hit["offset"].to_numpy(),
-                                         "step": hit["step"].to_numpy(), "wall_time": hit["wall_time"].to_numpy(),
-                                         "tag": name, "value": vs["step"].to_numpy()[paired].astype(np.float64)}))
+            derived.append(
+                pd.DataFrame(
+                    {
+                        "file": file,
+                        "offset": hit["offset"].to_numpy(),
+                        "step": hit["step"].to_numpy(),
+                        "wall_time": hit["wall_time"].to_numpy(),
+                        "tag": name,
+                        "value": vs["step"].to_numpy()[paired].astype(np.float64),
+                    }
+                )
+            )
     tags = sorted(axes)
-    warnings.add("axes", f"{len(tags)} tag(s) logged against samples or tokens instead of steps "
-                         f"({', '.join(tags[:3])}{', ...' if len(tags) > 3 else ''}): not read as metrics; their "
-                         "x-axis gives the tokens and samples at each step")
+    warnings.add(
+        "axes",
+        f"{len(tags)} tag(s) logged against samples or tokens instead of steps "
+        f"({', '.join(tags[:3])}{', ...' if len(tags) > 3 else ''}): not read as metrics; their "
+        "x-axis gives the tokens and samples at each step",
+    )
     kept = scalars[~other]
     if derived:
         pairs = pd.concat(derived).drop_duplicates(["file", "step", "tag"])
@@ -220,13 +254,22 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     scalars = read_scalars(files, warnings)
     if scalars.empty:
         empty = sum(1 for f in files if f.stat().st_size == 0)
-        raise InputError(f"{', '.join(sources)}: no scalar summaries in {len(files)} event file(s)"
-                         + (f" ({empty} of them empty)" if empty else ""))
+        raise InputError(
+            f"{', '.join(sources)}: no scalar summaries in {len(files)} event file(s)"
+            + (f" ({empty} of them empty)" if empty else "")
+        )
     scalars = _other_axes(scalars, warnings)
     file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()
-    rows = pivot(", ".join(map(str, files)), scalars["file"].to_numpy(), scalars["step"].to_numpy(),
-                 scalars["tag"], scalars["value"].to_numpy(), scalars["wall_time"].to_numpy(),
-                 lambda i: f"{files[file_of[i]]}: offset {offset[i]}", warnings)
+    rows = pivot(
+        ", ".join(map(str, files)),
+        scalars["file"].to_numpy(),
+        scalars["step"].to_numpy(),
+        scalars["tag"],
+        scalars["value"].to_numpy(),
+        scalars["wall_time"].to_numpy(),
+        lambda i: f"{files[file_of[i]]}: offset {offset[i]}",
+        warnings,
+    )
     if any(name.startswith("yieldgate/") for name in rows.values):  # `yieldgate export --to tensorboard`
         return [Read(", ".join(sources), own_export(rows, warnings, step="yieldgate/step", prefix="yieldgate/"))]
     return [Read(", ".join(sources), rows, start_unix=float(scalars["wall_time"].min()))]

@@ -104,8 +104,11 @@ class LogFormat:
             head = _BLOCK_HEAD.search(line) if self.blocks and len(line) <= _LONGEST else None
             if head is not None:
                 values, n = {"step": float(head["step"])}, 1
-                while (i + n < len(lines) and lines[i + n][:1].isspace()
-                       and (more := read_pairs(strip_ansi(lines[i + n]), step=False))):
+                while (
+                    i + n < len(lines)
+                    and lines[i + n][:1].isspace()
+                    and (more := read_pairs(strip_ansi(lines[i + n]), step=False))
+                ):
                     values.update((k, v) for k, v in more.items() if k not in values)
                     n += 1
                 if n > 1:
@@ -152,9 +155,11 @@ class LogFormat:
 # eight words: a line of prose without a `:` is one pass, not one pass per word. A number that runs on into
 # `:12` or `-05` is a clock or a date (`eta: 0:01:23`, `datetime: 2024-05-01`), and one before `%|` is a
 # tqdm bar's share done: not values.
-_PAIR = re.compile(rf"(?<![\w.-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,7}}+"
-                   rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)\[?(?P<value>{_NUM})\]?(?!%\|)"
-                   rf"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.]|[-:]\d)")
+_PAIR = re.compile(
+    rf"(?<![\w.-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,7}}+"
+    rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)\[?(?P<value>{_NUM})\]?(?!%\|)"
+    rf"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.]|[-:]\d)"
+)
 _STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+", re.IGNORECASE)
 _LONGEST = 4096  # characters; longer lines are dumps (a config, a tensor), not a step's metrics
 _BLOCK_HEAD = re.compile(r"\[(?:step|batch)=(?P<step>\d+)(?:/\d+)?[^\]]*\]:?\s*$")
@@ -170,16 +175,31 @@ _TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min",
 # Keys that mean the step, its time or a rate only in a line of pairs (the other names are the mapping's;
 # elsewhere `tokens/s` would be the tokens of a source named `s`).
 _KV_ALIASES = {
-    "completed_step": "step", "num_updates": "step", "it": "step", "tokens/s": "tokens_per_s",
-    "tok/s": "tokens_per_s", "tok/sec": "tokens_per_s", "tokens/sec": "tokens_per_s",
+    "completed_step": "step",
+    "num_updates": "step",
+    "it": "step",
+    "tokens/s": "tokens_per_s",
+    "tok/s": "tokens_per_s",
+    "tok/sec": "tokens_per_s",
+    "tokens/sec": "tokens_per_s",
     "seconds": "step_s",  # MaxText's `completed step: 4, seconds: 1.5` (a run's total would be `elapsed ...`)
     # Throughput of one device, not of the job: TorchTitan's `tps` ("tokens per second per device", its
     # metrics.py) and MaxText's `Tokens/s/device`. The job's tokens/s is this times the device count.
-    "tps": PER_DEVICE_TOKENS_PER_S, "tokens/s/device": PER_DEVICE_TOKENS_PER_S,
+    "tps": PER_DEVICE_TOKENS_PER_S,
+    "tokens/s/device": PER_DEVICE_TOKENS_PER_S,
 }
 # Per-step times (a cumulative clock is `wall`, `elapsed`, `train_time`: the mapping knows those).
-_STEP_TIMES = {"time", "dt", "step", "step_time", "iter_time", "iteration_time", "elapsed_time_per_iteration",
-               "time_per_iteration", "time_per_step"}
+_STEP_TIMES = {
+    "time",
+    "dt",
+    "step",
+    "step_time",
+    "iter_time",
+    "iteration_time",
+    "elapsed_time_per_iteration",
+    "time_per_iteration",
+    "time_per_step",
+}
 _STEP_KEYS = {"step", "iteration", "iter", "global_step"}
 # A step word after an evaluation word (TorchTitan's `validate step:  1  loss: 12.2079  tps: 7,599`): the line
 # holds an evaluation's values at that step, not the training step's.
@@ -249,15 +269,27 @@ def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
 # --- the formats ----------------------------------------------------------------------------------------
 
 _MEGATRON_ITERATION = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\|")
-_FAIRSEQ_NAMES = {"loss": "loss", "nll_loss": "nll_loss", "wps": "tokens_per_s", "lr": "lr", "gnorm": "grad_norm",
-                  "loss_scale": "signals/loss_scale", "wall": "wall_s", "ppl": "ppl", "ups": "updates_per_s",
-                  "wpb": "tokens_per_batch", "bsz": "samples_per_batch"}
+_FAIRSEQ_NAMES = {
+    "loss": "loss",
+    "nll_loss": "nll_loss",
+    "wps": "tokens_per_s",
+    "lr": "lr",
+    "gnorm": "grad_norm",
+    "loss_scale": "signals/loss_scale",
+    "wall": "wall_s",
+    "ppl": "ppl",
+    "ups": "updates_per_s",
+    "wpb": "tokens_per_batch",
+    "bsz": "samples_per_batch",
+}
 
 
 # fairseq's `--log-format json` (fairseq-hydra-train's default): `[time][train_inner][INFO] - {"epoch": 1, ...,
 # "loss": "9.276", "num_updates": "200", ...}`; `[valid]` records prefix each name with the subset.
-_FAIRSEQ_JSON = re.compile(r"\[(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\](?:\[\w+\])?"
-                           r"\s*-\s*(?P<json>\{.*\})\s*$")
+_FAIRSEQ_JSON = re.compile(
+    r"\[(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\](?:\[\w+\])?"
+    r"\s*-\s*(?P<json>\{.*\})\s*$"
+)
 
 
 def _fairseq_json(line: str) -> dict[str, float] | None:
@@ -276,7 +308,7 @@ def _fairseq_json(line: str) -> dict[str, float] | None:
     for key, text in record.items():
         if isinstance(key, str) and key.startswith(prefix) and isinstance(text, (str, int, float)):
             try:
-                pairs[key[len(prefix):]] = float(text)
+                pairs[key[len(prefix) :]] = float(text)
             except ValueError:
                 continue
     return _fairseq_values(valid, m["subset"], pairs)
@@ -306,8 +338,9 @@ def _fairseq(line: str) -> dict[str, float] | None:
     per-epoch `train` summary (the epoch's mean) is not a step's value and is skipped."""
     if "{" in line:
         return _fairseq_json(line)
-    m = re.search(r"\|\s*(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\s*\|(?P<rest>.*)$", line) or \
-        re.search(r"^(?P<kind>)\|?\s*epoch \d+:\s+\d+\s*/\s*\d+\s+(?P<rest>\w+=.*)$", line)
+    m = re.search(r"\|\s*(?P<kind>train_inner|valid(?:_(?P<subset>\w+))?)\s*\|(?P<rest>.*)$", line) or re.search(
+        r"^(?P<kind>)\|?\s*epoch \d+:\s+\d+\s*/\s*\d+\s+(?P<rest>\w+=.*)$", line
+    )
     if m is None:
         return None
     valid = m["kind"].startswith("valid")
@@ -323,7 +356,8 @@ def _fairseq(line: str) -> dict[str, float] | None:
 _MEGATRON_EVAL = re.compile(
     r"\b(?P<split>validation|test) (?:loss|results) at (?:iteration (?P<step>\d+)|the end of training"
     r"(?: for (?P<data>\w+) data)?)(?: on (?P<set>\w[\w -]{0,60}?) set| \[(?P<panel>[^\]|]{1,60})\])?"
-    r"\s*\|(?P<rest>.*)$")
+    r"\s*\|(?P<rest>.*)$"
+)
 _VALIDATION_SETS = {None, "val", "valid", "validation"}
 
 
@@ -367,8 +401,10 @@ def _megatron(line: str) -> dict[str, float] | None:
 # pair is the epoch's (per-batch times, `50us/step`, are left out); a bar still running (`ETA: 12s`) is not
 # the epoch's line.
 _KERAS_EPOCH = re.compile(r"^\s*Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s*$")
-_KERAS_LINE = re.compile(rf"(?:^|\s)(?P<time>\d+(?:\.\d+)?)(?P<unit>ms|s)(?:\s+\S+/step)?\s+-\s+"
-                         rf"(?P<pairs>\w+: (?:{_NUM})(?:\s+-\s+\w+: (?:{_NUM}))*)\s*$")
+_KERAS_LINE = re.compile(
+    rf"(?:^|\s)(?P<time>\d+(?:\.\d+)?)(?P<unit>ms|s)(?:\s+\S+/step)?\s+-\s+"
+    rf"(?P<pairs>\w+: (?:{_NUM})(?:\s+-\s+\w+: (?:{_NUM}))*)\s*$"
+)
 _KERAS_PAIR = re.compile(rf"(\w+): ((?:{_NUM}))")
 
 
@@ -394,65 +430,120 @@ def _keras(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
         yield start, i - start + 1, values  # the header, what Keras printed under it, the epoch's line
 
 
-FORMATS: dict[str, LogFormat] = {f.name: f for f in (
-    LogFormat("nanogpt", "karpathy/nanoGPT: `iter 100: loss 4.2345, time 123.45ms, mfu 12.34%` and "
-              "`step 2000: train loss 3.1234, val loss 3.2345`", lines=(
-                  Line(rf"^iter (?P<step>\d+): loss (?P<loss>{_NUM}), time (?P<step_s>{_NUM})ms"
-                       rf"(?:, mfu (?P<mfu>{_NUM})%)?", scale={"step_s": 1e-3, "mfu": 0.01}),
-                  Line(rf"^step (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val_loss>{_NUM})",
-                       names={"train": "train_split/loss"}))),
-    LogFormat("build-nanogpt", "karpathy/build-nanogpt's log/log.txt, a step, a name and a value per line: "
-              "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`; and what it prints: `step 19080 | "
-              "loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54`, with `validation "
-              "loss: 3.2034` and `HellaSwag accuracy: 3049/10042=0.3036` before the line of the step they evaluate",
-              ahead=True, lines=(
-                  Line(rf"^(?P<step>\d+) train (?P<loss>{_NUM})$"),
-                  Line(rf"^(?P<step>\d+) val (?P<val_loss>{_NUM})$"),
-                  Line(rf"^(?P<step>\d+) hella (?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}),
-                  Line(rf"^step\s+(?P<step>\d+) \| loss: (?P<loss>{_NUM}) \| lr (?P<lr>{_NUM}) \| "
-                       rf"norm: (?P<grad_norm>{_NUM}) \| dt: (?P<step_s>{_NUM})ms \| tok/sec: (?P<tokens_per_s>{_NUM})",
-                       scale={"step_s": 1e-3}),
-                  Line(rf"^validation loss: (?P<val_loss>{_NUM})$"),
-                  Line(rf"^HellaSwag accuracy: \d+/\d+=(?P<hellaswag>{_NUM})$",
-                       names={"hellaswag": "hellaswag/acc_norm"}))),
-    LogFormat("modded-nanogpt", "KellerJordan/modded-nanogpt: `step:125/1390 val_loss:4.1234 train_time:12345ms "
-              "step_avg:98.76ms`", lines=(
-                  Line(rf"^step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>{_NUM}) )?(?:train_loss:(?P<loss>{_NUM}) )?"
-                       rf"train_time:(?P<wall_s>{_NUM})ms", scale={"wall_s": 1e-3}),)),
-    LogFormat("llm.c", "karpathy/llm.c: its main.log (`s:100 trl:3.4567`, `s:100 tel:3.5`, `s:100 eval:0.29`) "
-              "or what it prints: `step  100/74 | loss 3.456789 (+0.12z)| norm 1.2345 (-0.50z)| lr 6.00e-04 | "
-              "123.45 ms | 48.3% bf16 MFU | 244544 tok/s` (before its outlier z-scores: `train loss 3.456789 | "
-              "norm 1.2345 |`), and the CPU reference's `step 10: train loss 5.356 (took 1452.1 ms)`", lines=(
-                  Line(rf"^s:(?P<step>\d+) trl:(?P<loss>{_NUM})(?: lr:(?P<lr>{_NUM}))?"
-                       rf"(?: norm:(?P<grad_norm>{_NUM}))?"),
-                  Line(rf"^s:(?P<step>\d+) tel:(?P<val_loss>{_NUM})"),
-                  Line(rf"^s:(?P<step>\d+) eval:(?P<hellaswag>{_NUM})", names={"hellaswag": "hellaswag/acc_norm"}),
-                  # `\s*(?:\|\s*)?`, not `\s*\|?\s*`: two runs of spaces side by side split n^2 ways before failing
-                  Line(rf"^step\s+(?P<step>\d+)/\d+\s*[|:]\s*(?:train )?loss (?P<loss>{_NUM})(?: \([^)]*\))?"
-                       rf"(?:\s*\|\s*norm (?P<grad_norm>{_NUM})(?: \([^)]*\))?)?(?:\s*\|\s*lr (?P<lr>{_NUM}))?"
-                       rf"(?:\s*(?:\|\s*)?\(?(?P<step_s>{_NUM}) ms)?(?:\s*\|\s*(?P<mfu>{_NUM})% \w+ MFU)?"
-                       rf"(?:\s*[|,]\s*(?P<tokens_per_s>{_NUM}) tok/s)?", scale={"step_s": 1e-3, "mfu": 0.01}),
-                  Line(rf"^step (?P<step>\d+): train loss (?P<loss>{_NUM}) \(took (?P<step_s>{_NUM}) ms\)",
-                       scale={"step_s": 1e-3}))),
-    LogFormat("megatron", "Megatron-LM / Megatron-DeepSpeed: ` iteration      100/  500000 | consumed samples: "
-              "51200 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.5E-04 | lm loss: 7.1E+00 | "
-              "loss scale: 65536.0 | grad norm: 1.234 |` and ` validation loss at iteration 1000 | lm loss value: "
-              "3.4E+00 |`; each evaluation set (`on test set`, `[wiki]`, `at the end of training for test "
-              "data`) its own task", reader=_megatron),
-    LogFormat("fairseq", "fairseq (--log-format simple): `| train_inner | epoch 001:    100 / 1563 loss=9.876, "
-              "ppl=940.5, wps=12345.6, ..., num_updates=100, lr=1.25e-05, gnorm=1.234, ...` and `| valid | epoch 001 "
-              "| valid on 'valid' subset | loss 5.678 | ... | num_updates 1000`; losses in bits, read as nats",
-              reader=_fairseq),
-    LogFormat("keras", "Keras' model.fit output: `Epoch 3/10` then `3083s - loss: 1.7197 - acc: 0.5893 - val_loss: "
-              "0.3504 - val_acc: 0.8959` (Keras 2) or `7/7 ━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
-              "val_accuracy: 0.5179 - val_loss: 0.6897` (Keras 3); one step per epoch", scan=_keras,
-              note="Keras prints one line per epoch: steps in this run count epochs (a fit that starts again at "
-                   "epoch 1 is counted on from the epoch before)"),
-    LogFormat("kv", "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
-              "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops; and blocks "
-              "of one pair per line under a `[step=N/M]` (OLMo) or `[batch=N/M]:` (Composer) line",
-              reader=read_pairs, blocks=True),
-)}
+FORMATS: dict[str, LogFormat] = {
+    f.name: f
+    for f in (
+        LogFormat(
+            "nanogpt",
+            "karpathy/nanoGPT: `iter 100: loss 4.2345, time 123.45ms, mfu 12.34%` and "
+            "`step 2000: train loss 3.1234, val loss 3.2345`",
+            lines=(
+                Line(
+                    rf"^iter (?P<step>\d+): loss (?P<loss>{_NUM}), time (?P<step_s>{_NUM})ms"
+                    rf"(?:, mfu (?P<mfu>{_NUM})%)?",
+                    scale={"step_s": 1e-3, "mfu": 0.01},
+                ),
+                Line(
+                    rf"^step (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val_loss>{_NUM})",
+                    names={"train": "train_split/loss"},
+                ),
+            ),
+        ),
+        LogFormat(
+            "build-nanogpt",
+            "karpathy/build-nanogpt's log/log.txt, a step, a name and a value per line: "
+            "`19072 train 3.021431`, `19080 val 3.2034`, `19080 hella 0.3036`; and what it prints: `step 19080 | "
+            "loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54`, with `validation "
+            "loss: 3.2034` and `HellaSwag accuracy: 3049/10042=0.3036` before the line of the step they evaluate",
+            ahead=True,
+            lines=(
+                Line(rf"^(?P<step>\d+) train (?P<loss>{_NUM})$"),
+                Line(rf"^(?P<step>\d+) val (?P<val_loss>{_NUM})$"),
+                Line(rf"^(?P<step>\d+) hella (?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}),
+                Line(
+                    rf"^step\s+(?P<step>\d+) \| loss: (?P<loss>{_NUM}) \| lr (?P<lr>{_NUM}) \| "
+                    rf"norm: (?P<grad_norm>{_NUM}) \| dt: (?P<step_s>{_NUM})ms \| tok/sec: (?P<tokens_per_s>{_NUM})",
+                    scale={"step_s": 1e-3},
+                ),
+                Line(rf"^validation loss: (?P<val_loss>{_NUM})$"),
+                Line(
+                    rf"^HellaSwag accuracy: \d+/\d+=(?P<hellaswag>{_NUM})$", names={"hellaswag": "hellaswag/acc_norm"}
+                ),
+            ),
+        ),
+        LogFormat(
+            "modded-nanogpt",
+            "KellerJordan/modded-nanogpt: `step:125/1390 val_loss:4.1234 train_time:12345ms step_avg:98.76ms`",
+            lines=(
+                Line(
+                    rf"^step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>{_NUM}) )?(?:train_loss:(?P<loss>{_NUM}) )?"
+                    rf"train_time:(?P<wall_s>{_NUM})ms",
+                    scale={"wall_s": 1e-3},
+                ),
+            ),
+        ),
+        LogFormat(
+            "llm.c",
+            "karpathy/llm.c: its main.log (`s:100 trl:3.4567`, `s:100 tel:3.5`, `s:100 eval:0.29`) "
+            "or what it prints: `step  100/74 | loss 3.456789 (+0.12z)| norm 1.2345 (-0.50z)| lr 6.00e-04 | "
+            "123.45 ms | 48.3% bf16 MFU | 244544 tok/s` (before its outlier z-scores: `train loss 3.456789 | "
+            "norm 1.2345 |`), and the CPU reference's `step 10: train loss 5.356 (took 1452.1 ms)`",
+            lines=(
+                Line(
+                    rf"^s:(?P<step>\d+) trl:(?P<loss>{_NUM})(?: lr:(?P<lr>{_NUM}))?"
+                    rf"(?: norm:(?P<grad_norm>{_NUM}))?"
+                ),
+                Line(rf"^s:(?P<step>\d+) tel:(?P<val_loss>{_NUM})"),
+                Line(rf"^s:(?P<step>\d+) eval:(?P<hellaswag>{_NUM})", names={"hellaswag": "hellaswag/acc_norm"}),
+                # `\s*(?:\|\s*)?`, not `\s*\|?\s*`: two runs of spaces side by side split n^2 ways before failing
+                Line(
+                    rf"^step\s+(?P<step>\d+)/\d+\s*[|:]\s*(?:train )?loss (?P<loss>{_NUM})(?: \([^)]*\))?"
+                    rf"(?:\s*\|\s*norm (?P<grad_norm>{_NUM})(?: \([^)]*\))?)?(?:\s*\|\s*lr (?P<lr>{_NUM}))?"
+                    rf"(?:\s*(?:\|\s*)?\(?(?P<step_s>{_NUM}) ms)?(?:\s*\|\s*(?P<mfu>{_NUM})% \w+ MFU)?"
+                    rf"(?:\s*[|,]\s*(?P<tokens_per_s>{_NUM}) tok/s)?",
+                    scale={"step_s": 1e-3, "mfu": 0.01},
+                ),
+                Line(
+                    rf"^step (?P<step>\d+): train loss (?P<loss>{_NUM}) \(took (?P<step_s>{_NUM}) ms\)",
+                    scale={"step_s": 1e-3},
+                ),
+            ),
+        ),
+        LogFormat(
+            "megatron",
+            "Megatron-LM / Megatron-DeepSpeed: ` iteration      100/  500000 | consumed samples: "
+            "51200 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.5E-04 | lm loss: 7.1E+00 | "
+            "loss scale: 65536.0 | grad norm: 1.234 |` and ` validation loss at iteration 1000 | lm loss value: "
+            "3.4E+00 |`; each evaluation set (`on test set`, `[wiki]`, `at the end of training for test "
+            "data`) its own task",
+            reader=_megatron,
+        ),
+        LogFormat(
+            "fairseq",
+            "fairseq (--log-format simple): `| train_inner | epoch 001:    100 / 1563 loss=9.876, "
+            "ppl=940.5, wps=12345.6, ..., num_updates=100, lr=1.25e-05, gnorm=1.234, ...` and `| valid | epoch 001 "
+            "| valid on 'valid' subset | loss 5.678 | ... | num_updates 1000`; losses in bits, read as nats",
+            reader=_fairseq,
+        ),
+        LogFormat(
+            "keras",
+            "Keras' model.fit output: `Epoch 3/10` then `3083s - loss: 1.7197 - acc: 0.5893 - val_loss: "
+            "0.3504 - val_acc: 0.8959` (Keras 2) or `7/7 ━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
+            "val_accuracy: 0.5179 - val_loss: 0.6897` (Keras 3); one step per epoch",
+            scan=_keras,
+            note="Keras prints one line per epoch: steps in this run count epochs (a fit that starts again at "
+            "epoch 1 is counted on from the epoch before)",
+        ),
+        LogFormat(
+            "kv",
+            "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
+            "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops; and blocks "
+            "of one pair per line under a `[step=N/M]` (OLMo) or `[batch=N/M]:` (Composer) line",
+            reader=read_pairs,
+            blocks=True,
+        ),
+    )
+}
 
 _SAMPLE = 2000  # lines `detect` reads from each of a long log's start, middle and end
 
@@ -465,16 +556,20 @@ def detect(lines: Sequence[str], where: str) -> LogFormat:
     stripped = [strip_ansi(line) for line in lines if line.strip()]
     if len(stripped) > 3 * _SAMPLE:
         mid = len(stripped) // 2
-        stripped = stripped[:_SAMPLE] + stripped[mid - _SAMPLE // 2: mid + _SAMPLE // 2] + stripped[-_SAMPLE:]
+        stripped = stripped[:_SAMPLE] + stripped[mid - _SAMPLE // 2 : mid + _SAMPLE // 2] + stripped[-_SAMPLE:]
     scores = {name: sum(n for _, n, _ in fmt.records(stripped)) for name, fmt in FORMATS.items()}
     specific = max((name for name in scores if name != "kv"), key=lambda name: scores[name])  # first of equals
     best = "kv" if scores["kv"] > 2 * scores[specific] else specific
     if scores[best] == 0:
         if any(re.match(r"^\{'(?:eval_)?loss':", line) for line in stripped):
-            raise InputError(f"{where}: these are the Hugging Face Trainer's printed logs, which carry no step; "
-                             "import the checkpoint's trainer_state.json instead: yieldgate import hf-trainer DIR")
-        raise InputError(f"{where}: no line reads as a known training log ({', '.join(FORMATS)}); name the "
-                         r"values with --pattern REGEX, e.g. --pattern 'step (?P<step>\d+) .*loss (?P<loss>\S+)'")
+            raise InputError(
+                f"{where}: these are the Hugging Face Trainer's printed logs, which carry no step; "
+                "import the checkpoint's trainer_state.json instead: yieldgate import hf-trainer DIR"
+            )
+        raise InputError(
+            f"{where}: no line reads as a known training log ({', '.join(FORMATS)}); name the "
+            r"values with --pattern REGEX, e.g. --pattern 'step (?P<step>\d+) .*loss (?P<loss>\S+)'"
+        )
     return FORMATS[best]
 
 

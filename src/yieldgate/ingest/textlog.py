@@ -33,8 +33,10 @@ __all__ = ["TextLog", "read_textlog", "device_count", "batch_tokens", "per_devic
 # A date-time at the start of a line, bare or in brackets, after at most two bracketed tags (TorchTitan's
 # `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`): ISO with `T` or a space, optional fraction (`.` or
 # logging's `,`) and zone.
-_STAMP = re.compile(r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
-                    r"(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])")
+_STAMP = re.compile(
+    r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
+    r"(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])"
+)
 # nanotron's `08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | ...` (month first, as logging's
 # `%m/%d/%Y %H:%M:%S` writes it).
 _US_STAMP = re.compile(r"^\s*(?P<m>\d{2})/(?P<d>\d{2})/(?P<y>\d{4}) (?P<t>\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)(?![\d:])")
@@ -48,8 +50,12 @@ _HEAD_LINES = 5000  # device counts are printed at start-up
 _DEVICES = (
     (re.compile(r"\bworld[ _]size\b\s*(?:[:=]|\.{2,})\s*(\d{1,9})(?!\d)", re.IGNORECASE), "world size"),
     (re.compile(r"\bWORLD_SIZE\s*[:=]\s*(\d{1,9})(?!\d)"), "world size"),
-    (re.compile(r"\b(?:number of|num|n)[ _](?:gpus|devices|accelerators)\b\s*[:=]?\s*(\d{1,9})(?!\d)", re.IGNORECASE),
-     "number of devices"),
+    (
+        re.compile(
+            r"\b(?:number of|num|n)[ _](?:gpus|devices|accelerators)\b\s*[:=]?\s*(\d{1,9})(?!\d)", re.IGNORECASE
+        ),
+        "number of devices",
+    ),
     (re.compile(r"\bMEMBER:\s*\d+/(\d{1,9})(?!\d)"), "distributed members"),
 )
 # Composer's config banner: `num_gpus_per_node: 8` and, on the next lines, `num_nodes: 2`.
@@ -113,7 +119,7 @@ def device_count(lines: Sequence[str], path: Path) -> tuple[int, str] | None:
             if m and int(m.group(1)) > 0:
                 return int(m.group(1)), f"{path}:{i + 1} ({what})"
         if (per_node := _PER_NODE.match(line)) and int(per_node[1]) > 0:
-            nodes = next((int(m[1]) for near in lines[i + 1: i + 10] if (m := _NODES.match(near))), 1)
+            nodes = next((int(m[1]) for near in lines[i + 1 : i + 10] if (m := _NODES.match(near))), 1)
             return int(per_node[1]) * max(nodes, 1), f"{path}:{i + 1} (GPUs per node x nodes)"
         sizes = dict(_PARALLEL.findall(line))
         if "data" in sizes:
@@ -135,8 +141,10 @@ def batch_tokens(lines: Sequence[str], path: Path) -> tuple[float, str] | None:
     for i, line in enumerate(lines[:_HEAD_LINES]):
         m = _BATCH_TOKENS.search(line) if "global batch size" in line else None
         if m and int(m["batch"]) > 0 and int(m["seq"]) > 0:
-            return (float(int(m["batch"]) * int(m["seq"])),
-                    f"global batch size {m['batch']} x sequence length {m['seq']}, {path}:{i + 1}")
+            return (
+                float(int(m["batch"]) * int(m["seq"])),
+                f"global batch size {m['batch']} x sequence length {m['seq']}, {path}:{i + 1}",
+            )
     return None
 
 
@@ -147,13 +155,15 @@ def per_device_throughput(rows: Rows, devices: tuple[int, str] | None, warnings:
     if name not in rows.values or "tokens_per_s" in rows.values:
         return
     if devices is None:
-        warnings.add("devices", f"{rows.source}: tokens/s is logged per device and the device count is unknown: "
-                                f"kept as {name}, no tokens_per_s (give devices to have it)")
+        warnings.add(
+            "devices",
+            f"{rows.source}: tokens/s is logged per device and the device count is unknown: "
+            f"kept as {name}, no tokens_per_s (give devices to have it)",
+        )
         return
     rows.values["tokens_per_s"] = rows.values.pop(name) * devices[0]
     rows.present["tokens_per_s"] = rows.present.pop(name)
-    warnings.add("devices", f"{rows.source}: tokens_per_s = tokens/s per device x {devices[0]} devices "
-                            f"({devices[1]})")
+    warnings.add("devices", f"{rows.source}: tokens_per_s = tokens/s per device x {devices[0]} devices ({devices[1]})")
 
 
 def _clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, float] | None:
@@ -195,6 +205,7 @@ def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple
 
 def _format(fmt: textformats.LogFormat) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
     """A reader of lines as `fmt`, its values as text like a pattern's groups (one path to `_numeric`)."""
+
     def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
         for i, n, values in fmt.records(lines):
             yield i, n, {k: repr(v) for k, v in values.items()}
@@ -202,8 +213,13 @@ def _format(fmt: textformats.LogFormat) -> Callable[[Sequence[str]], Iterator[tu
     return records
 
 
-def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warnings,
-                 overrides: Mapping[str, str], log_format: str = "auto") -> TextLog:
+def read_textlog(
+    paths: Sequence[Path],
+    patterns: Sequence[str],
+    warnings: Warnings,
+    overrides: Mapping[str, str],
+    log_format: str = "auto",
+) -> TextLog:
     """Rows of plain-text logs, the format each file was read as, and what they print once.
 
     With `patterns`, each line is searched with each in turn; the first that matches gives the row, its
@@ -239,13 +255,16 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
             records.append(rec)
             where.append(f"{path}:{i + 1}")
             first_lines.append(i)
-            used[i: i + n] = True
+            used[i : i + n] = True
         devices = devices or device_count(lines, path)
         tokens_per_step = tokens_per_step or batch_tokens(lines, path)
         skipped = ~used & np.array([bool(line.strip()) for line in lines], dtype=bool)
         if skipped.any():
-            warnings.add("unmatched", f"{path}: {int(skipped.sum())} line(s) {what} and were skipped "
-                                      f"(first: line {int(np.argmax(skipped)) + 1})")
+            warnings.add(
+                "unmatched",
+                f"{path}: {int(skipped.sum())} line(s) {what} and were skipped "
+                f"(first: line {int(np.argmax(skipped)) + 1})",
+            )
         if not records:
             continue
         frame = pd.DataFrame.from_records(records).fillna("")
@@ -260,9 +279,11 @@ def read_textlog(paths: Sequence[Path], patterns: Sequence[str], warnings: Warni
             starts.append(clock[1])
         parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
     if not parts:
-        raise InputError(f"{', '.join(map(str, paths))}: no line matched any --pattern" if patterns else
-                         f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log "
-                         "line")
+        raise InputError(
+            f"{', '.join(map(str, paths))}: no line matched any --pattern"
+            if patterns
+            else f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line"
+        )
     rows = concat(parts)
     start = min(starts) if starts else None
     if start is not None:

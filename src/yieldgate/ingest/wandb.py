@@ -72,14 +72,19 @@ def _payloads(path: Path, warnings: Warnings) -> Iterator[tuple[int, bytes]]:
                     at += left
                     continue
                 if at + _RECORD.size > end:
-                    warnings.add("truncated", f"{path}: offset {base + at}: record header cut off at the end; records "
-                                              "before kept")
+                    warnings.add(
+                        "truncated",
+                        f"{path}: offset {base + at}: record header cut off at the end; records before kept",
+                    )
                     return
                 crc, length, kind = _RECORD.unpack_from(data, at)
                 body = data[at + _RECORD.size : at + _RECORD.size + length]
                 if len(body) < length:
-                    warnings.add("truncated", f"{path}: offset {base + at}: last record cut off ({len(body)} of "
-                                              f"{length} bytes); records before it kept")
+                    warnings.add(
+                        "truncated",
+                        f"{path}: offset {base + at}: last record cut off ({len(body)} of "
+                        f"{length} bytes); records before it kept",
+                    )
                     return
                 if zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
                     if kind == 0 and length == 0 and crc == 0:
@@ -138,8 +143,9 @@ def read_log(path: Path, warnings: Warnings, step_key: str) -> Rows:
             try:
                 value = parse_json(item.value_json)  # NaN and Infinity are W&B's spellings too
             except json.JSONDecodeError as exc:
-                raise InputError(f"{path}: offset {offset}: history value of {clip(key)} is not JSON "
-                                 f"({exc.msg})") from None
+                raise InputError(
+                    f"{path}: offset {offset}: history value of {clip(key)} is not JSON ({exc.msg})"
+                ) from None
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 values[key] = float(value)
         step = values.get(step_key, record.history.step.num if step_key == "_step" else None)

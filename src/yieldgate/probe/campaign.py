@@ -50,8 +50,9 @@ _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 def _check_part(value: str, field: str) -> None:
     """Campaign and recipe names become parts of run names (`CAMPAIGN/RECIPE/s0/t100000`)."""
     if not _PART.fullmatch(value):
-        raise ValueError(f"{field} {value!r} must be 1-64 letters, digits, '.', '_', '+' or '-' (it becomes "
-                         "part of run names)")
+        raise ValueError(
+            f"{field} {value!r} must be 1-64 letters, digits, '.', '_', '+' or '-' (it becomes part of run names)"
+        )
 
 
 class _Model(BaseModel):
@@ -143,8 +144,10 @@ class Campaign(_Model):
         if self.next_budget is not None and self.next_budget <= max(self.budgets):
             raise ValueError(f"next_budget ({self.next_budget}) must exceed the largest budget ({max(self.budgets)})")
         if self.probe.batch_size % self.probe.microbatches:
-            raise ValueError(f"probe.batch_size ({self.probe.batch_size}) must be a multiple of probe.microbatches "
-                             f"({self.probe.microbatches})")
+            raise ValueError(
+                f"probe.batch_size ({self.probe.batch_size}) must be a multiple of probe.microbatches "
+                f"({self.probe.microbatches})"
+            )
         return self
 
     def content_hash(self) -> str:
@@ -158,9 +161,10 @@ def load_campaign(path: str | Path) -> Campaign:
     data = read_structured_file(path)
     if isinstance(data, dict) and isinstance(data.get("recipes"), dict):
         data = dict(data)
-        data["recipes"] = {name: (load_recipe(_relative(path, ref)).model_dump(mode="json")
-                                  if isinstance(ref, str) else ref)
-                           for name, ref in data["recipes"].items()}
+        data["recipes"] = {
+            name: (load_recipe(_relative(path, ref)).model_dump(mode="json") if isinstance(ref, str) else ref)
+            for name, ref in data["recipes"].items()
+        }
     return validate(Campaign, data, str(path), EXAMPLE)
 
 
@@ -193,24 +197,48 @@ class ProbeSpec:
 
     def meta(self) -> dict[str, Any]:
         """What the probe's run carries in its meta under `probe`."""
-        return {"campaign": self.campaign, "recipe": self.recipe_name, "recipe_hash": self.recipe_hash,
-                "seed": self.seed, "tokens": self.tokens, "model": self.model.model_dump(), "key": self.key}
+        return {
+            "campaign": self.campaign,
+            "recipe": self.recipe_name,
+            "recipe_hash": self.recipe_hash,
+            "seed": self.seed,
+            "tokens": self.tokens,
+            "model": self.model.model_dump(),
+            "key": self.key,
+        }
 
     def to_json(self) -> dict[str, Any]:
-        return {"campaign": self.campaign, "recipe_name": self.recipe_name,
-                "recipe": self.recipe.model_dump(mode="json"), "seed": self.seed, "tokens": self.tokens,
-                "model": self.model.model_dump(),
-                "probe": self.probe.model_dump(), "data": self.data.model_dump(),
-                "eval_sources": list(self.eval_sources), "run": self.run,
-                "recipe_hash": self.recipe_hash, "key": self.key}
+        return {
+            "campaign": self.campaign,
+            "recipe_name": self.recipe_name,
+            "recipe": self.recipe.model_dump(mode="json"),
+            "seed": self.seed,
+            "tokens": self.tokens,
+            "model": self.model.model_dump(),
+            "probe": self.probe.model_dump(),
+            "data": self.data.model_dump(),
+            "eval_sources": list(self.eval_sources),
+            "run": self.run,
+            "recipe_hash": self.recipe_hash,
+            "key": self.key,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProbeSpec:
-        return cls(campaign=d["campaign"], recipe_name=d["recipe_name"], recipe=Recipe.model_validate(d["recipe"]),
-                   recipe_hash=d["recipe_hash"], seed=d["seed"], tokens=d["tokens"],
-                   model=ModelSize.model_validate(d["model"]), probe=ProbeSettings.model_validate(d["probe"]),
-                   data=DataSettings.model_validate(d["data"]), eval_sources=tuple(d["eval_sources"]), run=d["run"],
-                   key=d["key"])
+        return cls(
+            campaign=d["campaign"],
+            recipe_name=d["recipe_name"],
+            recipe=Recipe.model_validate(d["recipe"]),
+            recipe_hash=d["recipe_hash"],
+            seed=d["seed"],
+            tokens=d["tokens"],
+            model=ModelSize.model_validate(d["model"]),
+            probe=ProbeSettings.model_validate(d["probe"]),
+            data=DataSettings.model_validate(d["data"]),
+            eval_sources=tuple(d["eval_sources"]),
+            run=d["run"],
+            key=d["key"],
+        )
 
 
 def plan(campaign: Campaign) -> list[ProbeSpec]:
@@ -223,15 +251,35 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
             recipe_hash = _digest({"recipe": recipe.model_dump(mode="json"), "data": campaign.data.model_dump()})
             for model in models:
                 for seed in campaign.seeds:
-                    key = _digest({"recipe": recipe_hash, "seed": seed, "tokens": tokens, "model": model.model_dump(),
-                                   "probe": campaign.probe.model_dump(), "eval": campaign.eval_sources})[:20]
+                    key = _digest(
+                        {
+                            "recipe": recipe_hash,
+                            "seed": seed,
+                            "tokens": tokens,
+                            "model": model.model_dump(),
+                            "probe": campaign.probe.model_dump(),
+                            "eval": campaign.eval_sources,
+                        }
+                    )[:20]
                     run = f"{campaign.name}/{name}/s{seed}/t{tokens}"
                     if len(models) > 1:
                         run += f"/m{model.layers}x{model.width}"
-                    specs.append(ProbeSpec(campaign=campaign.name, recipe_name=name, recipe=recipe,
-                                           recipe_hash=recipe_hash, seed=seed, tokens=tokens, model=model,
-                                           probe=campaign.probe, data=campaign.data,
-                                           eval_sources=tuple(campaign.eval_sources), run=run, key=key))
+                    specs.append(
+                        ProbeSpec(
+                            campaign=campaign.name,
+                            recipe_name=name,
+                            recipe=recipe,
+                            recipe_hash=recipe_hash,
+                            seed=seed,
+                            tokens=tokens,
+                            model=model,
+                            probe=campaign.probe,
+                            data=campaign.data,
+                            eval_sources=tuple(campaign.eval_sources),
+                            run=run,
+                            key=key,
+                        )
+                    )
     return specs
 
 
@@ -248,8 +296,9 @@ _RESOLVED: dict[str, Any] = {}
 """Resolved recipes of this worker process, by recipe hash: a worker resolves each recipe once."""
 
 
-def run_probe(spec: ProbeSpec, ledger: str, *, threads: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def run_probe(
+    spec: ProbeSpec, ledger: str, *, threads: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
     """Train one probe into the ledger. Never raises for a failing probe: returns its status and error."""
     from yieldgate.data.recipe import resolve
     from yieldgate.probe.trainer import ProbeConfig, train_probe
@@ -271,19 +320,40 @@ def run_probe(spec: ProbeSpec, ledger: str, *, threads: int | None = None,
         data = _RESOLVED.get(spec.recipe_hash)
         if data is None:
             data = _RESOLVED[spec.recipe_hash] = resolve(
-                spec.recipe, held_out=spec.data.held_out, seed=0, stdlib_bytes=spec.data.stdlib_bytes,
-                max_chars_per_source=spec.data.max_chars_per_source)
-        cfg = ProbeConfig(tokens=spec.tokens, seed=spec.seed, layers=spec.model.layers, width=spec.model.width,
-                          heads=spec.model.heads, threads=threads, eval_sources=spec.eval_sources,
-                          **spec.probe.model_dump())
+                spec.recipe,
+                held_out=spec.data.held_out,
+                seed=0,
+                stdlib_bytes=spec.data.stdlib_bytes,
+                max_chars_per_source=spec.data.max_chars_per_source,
+            )
+        cfg = ProbeConfig(
+            tokens=spec.tokens,
+            seed=spec.seed,
+            layers=spec.model.layers,
+            width=spec.model.width,
+            heads=spec.model.heads,
+            threads=threads,
+            eval_sources=spec.eval_sources,
+            **spec.probe.model_dump(),
+        )
         final = train_probe(data, cfg, run=spec.run, ledger=ledger, progress=progress, resume=True)
-        return {"run": spec.run, "key": spec.key, "status": "finished", "final": final,
-                "seconds": time.perf_counter() - started}
+        return {
+            "run": spec.run,
+            "key": spec.key,
+            "status": "finished",
+            "final": final,
+            "seconds": time.perf_counter() - started,
+        }
     except Exception as exc:  # noqa: BLE001 - a failing probe is recorded, the campaign goes on
         error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         _record_failure(ledger, spec, error)
-        return {"run": spec.run, "key": spec.key, "status": "failed", "error": error,
-                "seconds": time.perf_counter() - started}
+        return {
+            "run": spec.run,
+            "key": spec.key,
+            "status": "failed",
+            "error": error,
+            "seconds": time.perf_counter() - started,
+        }
 
 
 def _record_failure(ledger: str, spec: ProbeSpec, error: str) -> None:
@@ -293,6 +363,7 @@ def _record_failure(ledger: str, spec: ProbeSpec, error: str) -> None:
 
 
 # -- the campaign -------------------------------------------------------------------------------------------
+
 
 @dataclass
 class CampaignRun:
@@ -326,8 +397,11 @@ def pending(ledger: Ledger, specs: list[ProbeSpec]) -> tuple[list[ProbeSpec], li
 def _statuses(ledger: Ledger) -> dict[tuple[str, str], str]:
     """(run, probe key) -> status, for every probe run in the ledger."""
     metas = ledger.run_metas()
-    return {(name, meta["probe"].get("key")): status
-            for name, status, meta in metas.itertuples(index=False) if isinstance(meta.get("probe"), dict)}
+    return {
+        (name, meta["probe"].get("key")): status
+        for name, status, meta in metas.itertuples(index=False)
+        if isinstance(meta.get("probe"), dict)
+    }
 
 
 def cores() -> int:
@@ -337,10 +411,16 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def run_campaign(campaign: Campaign, ledger: str, *, executor: Literal["local", "ray"] = "local",
-                 workers: int | None = None, address: str | None = None,
-                 progress: Progress | None = None,
-                 on_result: Callable[[dict[str, Any]], None] | None = None) -> CampaignRun:
+def run_campaign(
+    campaign: Campaign,
+    ledger: str,
+    *,
+    executor: Literal["local", "ray"] = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Progress | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> CampaignRun:
     """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
     probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed)."""
     if executor not in ("local", "ray"):
@@ -408,8 +488,9 @@ def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any) -> 
     return run_probe(probe, ledger, threads=threads, progress=report)
 
 
-def _run_local(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None,
-               progress: Progress | None) -> Iterator[dict[str, Any]]:
+def _run_local(
+    todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None, progress: Progress | None
+) -> Iterator[dict[str, Any]]:
     """Probes in worker processes (spawned: no state copied from the caller)."""
     import multiprocessing as mp
 
@@ -424,10 +505,12 @@ def _run_local(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int
         try:
             remaining = list(todo)
             while remaining:
-                with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init,
-                                         initargs=(threads,)) as pool:
+                with ProcessPoolExecutor(
+                    workers, mp_context=ctx, initializer=_worker_init, initargs=(threads,)
+                ) as pool:
                     futures: dict[Future[dict[str, Any]], ProbeSpec] = {
-                        pool.submit(_local_task, s.to_json(), ledger, threads, queue): s for s in remaining}
+                        pool.submit(_local_task, s.to_json(), ledger, threads, queue): s for s in remaining
+                    }
                     remaining = []
                     waiting = set(futures)
                     try:
@@ -446,8 +529,9 @@ def _run_local(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int
                         raise
                 if remaining:  # a worker died: the probes it had begun fail, the others go to a new pool
                     crashed = [s for s in remaining if _started(ledger, s)]
-                    yield from _fail(crashed, ledger,
-                                     "the worker process died during the probe (killed or out of memory)")
+                    yield from _fail(
+                        crashed, ledger, "the worker process died during the probe (killed or out of memory)"
+                    )
                     remaining = [s for s in remaining if s not in crashed]
         finally:
             stop.set()
@@ -501,8 +585,9 @@ def _ray() -> Any:
     return ray
 
 
-def _run_ray(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None,
-             progress: Progress | None) -> Iterator[dict[str, Any]]:
+def _run_ray(
+    todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None, progress: Progress | None
+) -> Iterator[dict[str, Any]]:
     """Probes as Ray tasks on a running cluster (`address`), or on a local Ray instance started here (bound
     to 127.0.0.1, no dashboard) with `workers` x `threads` CPUs. The ledger must be reachable from every
     node (a shared file system, or a ledger URL)."""
@@ -514,8 +599,9 @@ def _run_ray(todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, 
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False,
-                     _node_ip_address="127.0.0.1")
+            ray.init(
+                num_cpus=workers * threads, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
+            )
     try:
         task = ray.remote(num_cpus=threads, max_retries=0)(_ray_task)
         refs = {task.remote(s.to_json(), ledger, threads): s for s in todo}

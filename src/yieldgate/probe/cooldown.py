@@ -53,8 +53,9 @@ def checkpoint_path(ledger: str, run: str) -> Path | None:
     return Path(f"{ledger}.checkpoints") / f"{_SAFE.sub('_', run)}.pt"
 
 
-def save_checkpoint(parts: _Parts, cfg: ProbeConfig, data: ResolvedRecipe, *, ledger: str, run: str, step: int,
-                    lr: float) -> dict[str, Any]:
+def save_checkpoint(
+    parts: _Parts, cfg: ProbeConfig, data: ResolvedRecipe, *, ledger: str, run: str, step: int, lr: float
+) -> dict[str, Any]:
     """Write the probe's state beside the ledger (see the module docstring); return the run meta that names it."""
     path = checkpoint_path(ledger, run)
     if path is None:
@@ -62,11 +63,22 @@ def save_checkpoint(parts: _Parts, cfg: ProbeConfig, data: ResolvedRecipe, *, le
     path.parent.mkdir(parents=True, exist_ok=True)
     config = asdict(cfg)
     config["faults"] = asdict(cfg.faults)
-    torch.save({"model": parts.model.state_dict(), "optimizer": parts.opt.state_dict(),
-                "scaler": parts.scaler.state_dict() if parts.scaler else None, "sampler": parts.sampler.state(),
-                "config": config, "step": step, "tokens": step * cfg.batch_size * cfg.context,
-                "samples": step * cfg.batch_size, "lr": lr,
-                "tokenizer_hash": data.tokenizer_hash, "data": data_fingerprint(data)}, path)
+    torch.save(
+        {
+            "model": parts.model.state_dict(),
+            "optimizer": parts.opt.state_dict(),
+            "scaler": parts.scaler.state_dict() if parts.scaler else None,
+            "sampler": parts.sampler.state(),
+            "config": config,
+            "step": step,
+            "tokens": step * cfg.batch_size * cfg.context,
+            "samples": step * cfg.batch_size,
+            "lr": lr,
+            "tokenizer_hash": data.tokenizer_hash,
+            "data": data_fingerprint(data),
+        },
+        path,
+    )
     return {"path": str(path), "bytes": path.stat().st_size, "step": step, "lr": lr}
 
 
@@ -91,8 +103,16 @@ def _config(saved: dict[str, Any]) -> ProbeConfig:
     return ProbeConfig(**fields, faults=Faults(**faults))
 
 
-def cooldown_probe(data: ResolvedRecipe, *, source_run: str, cooldown_tokens: int, run: str, ledger: str,
-                   evals: int = 4, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def cooldown_probe(
+    data: ResolvedRecipe,
+    *,
+    source_run: str,
+    cooldown_tokens: int,
+    run: str,
+    ledger: str,
+    evals: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """Continue probe `source_run` from its checkpoint for `cooldown_tokens` tokens, the LR cooled down linearly from
     its last value to 0, into the ledger as `run` (meta `cooldown_of`), with `evals` evaluations after the one at
     its start; return the final evaluation. `data` must resolve to the original's tokenizer."""
@@ -106,24 +126,38 @@ def cooldown_probe(data: ResolvedRecipe, *, source_run: str, cooldown_tokens: in
     saved_at = (meta.get("checkpoint") or {}).get("path")
     if not saved_at or not Path(saved_at).exists():
         why = (meta.get("checkpoint") or {}).get("reason") or (
-            f"no checkpoint file at {saved_at}" if saved_at else "the run saved no checkpoint (not a probe, or a "
-            "probe trained with checkpoint=False or before probes saved one)")
+            f"no checkpoint file at {saved_at}"
+            if saved_at
+            else "the run saved no checkpoint (not a probe, or a "
+            "probe trained with checkpoint=False or before probes saved one)"
+        )
         raise InputError(f"run {source_run!r} cannot be continued: {why}")
     state = torch.load(saved_at, weights_only=True)  # tensors and plain values only: no pickled code runs
     if state["tokenizer_hash"] != data.tokenizer_hash:
-        raise InputError(f"the data given resolves to tokenizer {data.tokenizer_hash[:12]}, but run "
-                         f"{source_run!r} was trained with {state['tokenizer_hash'][:12]}: give the same recipe")
+        raise InputError(
+            f"the data given resolves to tokenizer {data.tokenizer_hash[:12]}, but run "
+            f"{source_run!r} was trained with {state['tokenizer_hash'][:12]}: give the same recipe"
+        )
     if state["data"] != data_fingerprint(data):
-        raise InputError(f"the data given does not resolve as run {source_run!r}'s did (training and held-out sizes "
-                         f"per source {data_fingerprint(data)} against {state['data']}): give the same recipe and seed")
+        raise InputError(
+            f"the data given does not resolve as run {source_run!r}'s did (training and held-out sizes "
+            f"per source {data_fingerprint(data)} against {state['data']}): give the same recipe and seed"
+        )
     cfg = replace(_config(state["config"]), evals=evals)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed + 1)
     first_steps = math.ceil(cfg.tokens / (cfg.batch_size * cfg.context))
     steps = max(1, math.ceil(cooldown_tokens / (cfg.batch_size * cfg.context)))
-    model = GPT(GPTConfig(vocab_size=data.tokenizer.get_vocab_size(), context=cfg.context, layers=cfg.layers,
-                          width=cfg.width, heads=cfg.heads))
+    model = GPT(
+        GPTConfig(
+            vocab_size=data.tokenizer.get_vocab_size(),
+            context=cfg.context,
+            layers=cfg.layers,
+            width=cfg.width,
+            heads=cfg.heads,
+        )
+    )
     model.load_state_dict(state["model"])
     opt = torch.optim.AdamW(model.parameters(), lr=state["lr"], weight_decay=0.0)
     opt.load_state_dict(state["optimizer"])
@@ -138,12 +172,32 @@ def cooldown_probe(data: ResolvedRecipe, *, source_run: str, cooldown_tokens: in
     first = state["step"] + 1
     numbers = range(first, first + steps)
     eval_at = set((state["step"] + np.linspace(0, steps, evals + 1).round()).astype(int).tolist()[1:])
-    with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, scaler=scaler, signals="full",
-                 config=TrackerConfig(log_every_s=5.0), step=state["step"], tokens=state["tokens"],
-                 samples=state["samples"]) as tr:
+    with Tracker(
+        run,
+        ledger=ledger,
+        manifest=manifest,
+        model=model,
+        optimizer=opt,
+        scaler=scaler,
+        signals="full",
+        config=TrackerConfig(log_every_s=5.0),
+        step=state["step"],
+        tokens=state["tokens"],
+        samples=state["samples"],
+    ) as tr:
         tr.note("cooldown_of", source_run)
-        tr.note("cooldown", {"from_step": state["step"], "from_tokens": state["tokens"], "start_lr": state["lr"],
-                             "tokens": steps * cfg.batch_size * cfg.context, "steps": steps, "to_lr": 0.0})
+        tr.note(
+            "cooldown",
+            {
+                "from_step": state["step"],
+                "from_tokens": state["tokens"],
+                "start_lr": state["lr"],
+                "tokens": steps * cfg.batch_size * cfg.context,
+                "steps": steps,
+                "to_lr": 0.0,
+            },
+        )
         tr.eval(portfolio.evaluate(model), step=state["step"])
-        return run_steps(tr, parts, cfg, numbers, lambda step: cooldown_lr(step, first, steps, state["lr"]), eval_at,
-                         progress)
+        return run_steps(
+            tr, parts, cfg, numbers, lambda step: cooldown_lr(step, first, steps, state["lr"]), eval_at, progress
+        )

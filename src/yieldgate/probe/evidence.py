@@ -34,11 +34,25 @@ from yieldgate.manifest import Manifest, diff
 from yieldgate.names import split_eval_key
 from yieldgate.probe.policy import NewHardwareException, Policy
 
-__all__ = ["target_runs", "budgets", "workflow", "workflow_digest", "manifest_fields", "open_faults", "forecast_yield",
-           "tokens_per_s", "cost_per_btok", "regressions", "hardware_exception", "WORKFLOW"]
+__all__ = [
+    "target_runs",
+    "budgets",
+    "workflow",
+    "workflow_digest",
+    "manifest_fields",
+    "open_faults",
+    "forecast_yield",
+    "tokens_per_s",
+    "cost_per_btok",
+    "regressions",
+    "hardware_exception",
+    "WORKFLOW",
+]
 
-RESOLUTION_FIELDS = re.compile(r"^(seed|name|data\.accepted_tokens|data\.sources\[[^]]+\]\.(unique|accepted)_tokens|"
-                               r"data\.tokenizer\.(content_hash|bytes_per_token))$")
+RESOLUTION_FIELDS = re.compile(
+    r"^(seed|name|data\.accepted_tokens|data\.sources\[[^]]+\]\.(unique|accepted)_tokens|"
+    r"data\.tokenizer\.(content_hash|bytes_per_token))$"
+)
 """Manifest fields that say which run it is or how a recipe resolved on a seed's split, not what was asked."""
 WORKFLOW = ("data", "model", "optimisation")
 """The manifest sections that make up the workflow locked past exploration."""
@@ -126,14 +140,23 @@ def open_faults(ledger: Ledger, runs: list[str], policy: Policy) -> list[dict[st
     found = []
     for run in runs:
         events = ledger.events(run, kind="diagnosis", state="open")
-        for eid, body, start, end in zip(events["id"], events["body"], events["start_step"], events["end_step"],
-                                         strict=True):
-            if (body.get("cause") in req.blocking_causes
-                    and float(body.get("confidence", 1.0)) > req.diagnosis_confidence):
-                found.append({"event": int(eid), "run": run, "cause": body["cause"],
-                              "confidence": body.get("confidence"),
-                              "steps": [None if start is None else int(start), None if end is None else int(end)],
-                              "advice": body.get("advice", "")})
+        for eid, body, start, end in zip(
+            events["id"], events["body"], events["start_step"], events["end_step"], strict=True
+        ):
+            if (
+                body.get("cause") in req.blocking_causes
+                and float(body.get("confidence", 1.0)) > req.diagnosis_confidence
+            ):
+                found.append(
+                    {
+                        "event": int(eid),
+                        "run": run,
+                        "cause": body["cause"],
+                        "confidence": body.get("confidence"),
+                        "steps": [None if start is None else int(start), None if end is None else int(end)],
+                        "advice": body.get("advice", ""),
+                    }
+                )
     return found
 
 
@@ -150,15 +173,17 @@ def _pool(estimates: list[tuple[float, float, float]], level: float) -> tuple[fl
 
 
 @functools.lru_cache(maxsize=256)
-def _forecast_points(tokens: tuple[float, ...], losses: tuple[float, ...], at: float, next_tokens: float,
-                     level: float) -> Forecast:
+def _forecast_points(
+    tokens: tuple[float, ...], losses: tuple[float, ...], at: float, next_tokens: float, level: float
+) -> Forecast:
     """`fit.forecast` of these points; pure and deterministic, so kept by content: gating again after a diagnosis
     is resolved, or under another policy, does not refit the same evaluations."""
     # Several seeds share each budget's token count in a fit over final losses: the difference-based eval noise
     # is undefined there (0/0). The gate reads the fit's interval, which does not use it.
     with np.errstate(invalid="ignore", divide="ignore"):
-        return forecast(np.array(tokens), np.array(losses), next_tokens=next_tokens - at, at_tokens=at, level=level,
-                        boots=BOOTS)
+        return forecast(
+            np.array(tokens), np.array(losses), next_tokens=next_tokens - at, at_tokens=at, level=level, boots=BOOTS
+        )
 
 
 def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
@@ -168,8 +193,9 @@ def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
     return float(points["tokens"].iloc[-1]), float(points["value"].iloc[-1])
 
 
-def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float]],
-               level: float) -> tuple[float, float, float]:
+def _gap_yield(
+    before: list[tuple[float, float]], after: list[tuple[float, float]], level: float
+) -> tuple[float, float, float]:
     """Yield per billion tokens measured between two budgets' final (tokens, loss) points, mean over seeds, with
     the t-interval of the difference of the means (`stats.difference`; unbounded with one seed at each)."""
     la, lb = np.array([p[1] for p in before]), np.array([p[1] for p in after])
@@ -181,8 +207,9 @@ def _gap_yield(before: list[tuple[float, float]], after: list[tuple[float, float
     return gain / span, iv.low / span, iv.high / span
 
 
-def forecast_yield(ledger: Ledger, groups: list[tuple[float, list[str]]], next_tokens: float, level: float,
-                   metric: str) -> dict[str, Any]:
+def forecast_yield(
+    ledger: Ledger, groups: list[tuple[float, list[str]]], next_tokens: float, level: float, metric: str
+) -> dict[str, Any]:
     """The marginal yield per billion tokens forecast from the evidence's tokens to `next_tokens` (see the
     module docstring), with the fit's and the measured yield's own estimates beside it."""
     finals = {r: _final_point(ledger, r, metric) for _, runs in groups for r in runs}  # run -> (tokens, loss)
@@ -201,25 +228,44 @@ def forecast_yield(ledger: Ledger, groups: list[tuple[float, list[str]]], next_t
         for run in last:
             points, mask, note = stable_points(ledger, run, metric)
             used = points[mask] if mask.sum() >= 3 else points
-            f = _forecast_points(tuple(used["tokens"].tolist()), tuple(used["value"].tolist()), finals[run][0],
-                                 next_tokens, level)
-            tail = used.iloc[len(used) // 2:] if len(used) >= 6 else used.iloc[-3:]
+            f = _forecast_points(
+                tuple(used["tokens"].tolist()), tuple(used["value"].tolist()), finals[run][0], next_tokens, level
+            )
+            tail = used.iloc[len(used) // 2 :] if len(used) >= 6 else used.iloc[-3:]
             fits.append((f.yield_per_btok, *f.yield_interval))
             recents.append(_recent_yield(tail["tokens"].to_numpy(), tail["value"].to_numpy(), level))
-            per_seed.append({"run": run, "yield_per_btok": fits[-1][0], "interval": list(fits[-1][1:]),
-                             "recent_yield_per_btok": recents[-1][0], "recent_interval": list(recents[-1][1:]),
-                             "fit": f.fit.to_dict(), "stable_phase": note})
+            per_seed.append(
+                {
+                    "run": run,
+                    "yield_per_btok": fits[-1][0],
+                    "interval": list(fits[-1][1:]),
+                    "recent_yield_per_btok": recents[-1][0],
+                    "recent_interval": list(recents[-1][1:]),
+                    "fit": f.fit.to_dict(),
+                    "stable_phase": note,
+                }
+            )
             notes += [f"{run}: {n}" for n in f.notes]
         fitted, recent = _pool(fits, level), _pool(recents, level)
-        method = (f"each seed's stable-phase fit, pooled over {len(last)} seed{'s' * (len(last) != 1)} "
-                  "(mean, t-interval)")
+        method = (
+            f"each seed's stable-phase fit, pooled over {len(last)} seed{'s' * (len(last) != 1)} (mean, t-interval)"
+        )
     # Each bound is the smaller of the fit's and the measured one's: the measured yield caps the fit's optimism.
     point, lower, upper = (min(a, b) for a, b in zip(fitted, recent, strict=True))
-    return {"method": method, "metric": metric, "at_tokens": at, "next_tokens": float(next_tokens), "level": level,
-            "yield_per_btok": point, "interval": [lower, upper],
-            "forecast": {"yield_per_btok": fitted[0], "interval": list(fitted[1:])},
-            "recent": {"yield_per_btok": recent[0], "interval": list(recent[1:])},
-            "capped_by_recent": recent[2] < fitted[2], "per_seed": per_seed, "notes": notes}
+    return {
+        "method": method,
+        "metric": metric,
+        "at_tokens": at,
+        "next_tokens": float(next_tokens),
+        "level": level,
+        "yield_per_btok": point,
+        "interval": [lower, upper],
+        "forecast": {"yield_per_btok": fitted[0], "interval": list(fitted[1:])},
+        "recent": {"yield_per_btok": recent[0], "interval": list(recent[1:])},
+        "capped_by_recent": recent[2] < fitted[2],
+        "per_seed": per_seed,
+        "notes": notes,
+    }
 
 
 def tokens_per_s(ledger: Ledger, run: str) -> float | None:
@@ -232,8 +278,11 @@ def tokens_per_s(ledger: Ledger, run: str) -> float | None:
 
 def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None]) -> tuple[float | None, str]:
     """USD per billion tokens on the target's hardware at its measured tokens/s, and how (or why unknown)."""
-    hourly = [m.hardware.price_per_device_hour * m.hardware.device_count for m in manifests.values()
-              if m and m.hardware and m.hardware.price_per_device_hour is not None]
+    hourly = [
+        m.hardware.price_per_device_hour * m.hardware.device_count
+        for m in manifests.values()
+        if m and m.hardware and m.hardware.price_per_device_hour is not None
+    ]
     if not manifests or len(hourly) < len(manifests):
         return None, "no price: set hardware.price_per_device_hour in the manifests"
     rates = [r for r in (tokens_per_s(ledger, run) for run in runs) if r is not None]
@@ -260,12 +309,19 @@ def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:
                 higher = bool(series["higher_is_better"].iloc[-1])
                 best = np.nanmax(values) if higher else np.nanmin(values)
                 worse.setdefault(f"{task}/{metric}", []).append(
-                    float(best - values[-1] if higher else values[-1] - best))
+                    float(best - values[-1] if higher else values[-1] - best)
+                )
     return {k: float(np.mean(v)) for k, v in sorted(worse.items())}
 
 
-def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None],
-                       exc: NewHardwareException, metric: str, level: float = 0.8) -> dict[str, Any]:
+def hardware_exception(
+    ledger: Ledger,
+    runs: list[str],
+    manifests: dict[str, Manifest | None],
+    exc: NewHardwareException,
+    metric: str,
+    level: float = 0.8,
+) -> dict[str, Any]:
     """Whether the new-hardware exception holds, and if not why: the manifests differ from the reference's only in
     hardware and library versions, and the validation loss at equal tokens (`compare.compare`'s aligned points)
     stays within noise of the reference's at every point: within the half-width of `compare`'s interval of the
@@ -284,31 +340,44 @@ def hardware_exception(ledger: Ledger, runs: list[str], manifests: dict[str, Man
     if ref_manifest is None or len(known) < len(manifests):
         out["reason"] = "a manifest is missing, so the diff against the reference is unknown"
         return out
-    other = sorted({f for m in known for f in manifest_fields(ref_manifest, m)
-                    if f.split(".")[0] not in HARDWARE})
+    other = sorted({f for m in known for f in manifest_fields(ref_manifest, m) if f.split(".")[0] not in HARDWARE})
     out["differs"] = other
     if other:
         out["reason"] = f"the manifest differs from the reference beyond hardware: {', '.join(other[:4])}"
         return out
     task, name = split_eval_key(metric)
-    points = compare([load_run(ledger, r) for r in reference], [load_run(ledger, r) for r in runs], at="tokens",
-                     task=task, metric=name, level=level, family_wise=False).points
+    points = compare(
+        [load_run(ledger, r) for r in reference],
+        [load_run(ledger, r) for r in runs],
+        at="tokens",
+        task=task,
+        metric=name,
+        level=level,
+        family_wise=False,
+    ).points
     worst = None
     for p in [p for p in points if not p["identical_by_construction"]]:
         half = 0.0 if p["interval"] is None else (p["interval"][1] - p["interval"][0]) / 2
         p["allowed"] = max(exc.loss_tolerance, half)
         if worst is None or abs(p["diff"]) - p["allowed"] > abs(worst["diff"]) - worst["allowed"]:
             worst = p
-    out["curve"] = {"points": points, "level": points[0]["level"] if points else None,
-                    "interval_kind": points[0]["interval_kind"] if points else None,
-                    "loss_tolerance": exc.loss_tolerance}
+    out["curve"] = {
+        "points": points,
+        "level": points[0]["level"] if points else None,
+        "interval_kind": points[0]["interval_kind"] if points else None,
+        "loss_tolerance": exc.loss_tolerance,
+    }
     if worst is None or abs(worst["diff"]) > worst["allowed"]:
-        out["reason"] = ("no aligned points to compare the loss curves at" if worst is None else
-                         f"the loss curve departs from the reference by {worst['diff']:+.4f} at "
-                         f"{worst['tokens']:,.0f} tokens (allowed ±{worst['allowed']:.4f})")
+        out["reason"] = (
+            "no aligned points to compare the loss curves at"
+            if worst is None
+            else f"the loss curve departs from the reference by {worst['diff']:+.4f} at "
+            f"{worst['tokens']:,.0f} tokens (allowed ±{worst['allowed']:.4f})"
+        )
         return out
-    rates = [[rate for rate in (tokens_per_s(ledger, r) for r in group) if rate is not None]
-             for group in (reference, runs)]
+    rates = [
+        [rate for rate in (tokens_per_s(ledger, r) for r in group) if rate is not None] for group in (reference, runs)
+    ]
     if len(rates[0]) < len(reference) or len(rates[1]) < len(runs):
         out["reason"] = "no wall-clock time recorded: tokens/s unknown"
         return out

@@ -108,28 +108,48 @@ class _Draft:
         self.checks.append(Check(name, passed, detail))
         return passed
 
-    def decide(self, decision: Literal["approve", "hold", "reject"], why: str, *, run_next: str | None = None,
-               axis: Literal["learning", "throughput"] = "learning") -> Decision:
+    def decide(
+        self,
+        decision: Literal["approve", "hold", "reject"],
+        why: str,
+        *,
+        run_next: str | None = None,
+        axis: Literal["learning", "throughput"] = "learning",
+    ) -> Decision:
         head = f"{decision} {self.next.name} ({self.next.tokens:,} tokens)"
-        return Decision(target=self.target, decision=decision, stage=self.current.name if self.current else None,
-                        next_stage=self.next.name, rationale=f"{head}: {why}{self.suffix}", axis=axis,
-                        evidence=self.evidence, checks=self.checks, what_to_run_next=run_next,
-                        policy=f"{self.policy.name}@{self.policy.version}", policy_hash=self.policy.content_hash())
+        return Decision(
+            target=self.target,
+            decision=decision,
+            stage=self.current.name if self.current else None,
+            next_stage=self.next.name,
+            rationale=f"{head}: {why}{self.suffix}",
+            axis=axis,
+            evidence=self.evidence,
+            checks=self.checks,
+            what_to_run_next=run_next,
+            policy=f"{self.policy.name}@{self.policy.version}",
+            policy_hash=self.policy.content_hash(),
+        )
 
 
 def _stages(policy: Policy, reached: float) -> tuple[Stage | None, Stage]:
     done = [s for s in policy.stages if s.tokens <= reached]
     current = done[-1] if done else None
     if current is policy.stages[-1]:
-        raise InputError(f"the evidence reached {reached:,.0f} tokens, the last stage {current.name!r} of policy "
-                         f"{policy.name!r}: there is no next stage to gate")
+        raise InputError(
+            f"the evidence reached {reached:,.0f} tokens, the last stage {current.name!r} of policy "
+            f"{policy.name!r}: there is no next stage to gate"
+        )
     return current, policy.stages[len(done)]
 
 
 def _locked(ledger: Ledger, target: str, digest: str | None, manifest: Manifest | None) -> tuple[bool, str]:
     """Past exploration: the workflow must be the one approved earlier for this target."""
-    approved = [row for row in ledger.decisions(target).to_dict("records")
-                if row["decision"] == "approve" and (row["evidence"] or {}).get("workflow")]
+    approved = [
+        row
+        for row in ledger.decisions(target).to_dict("records")
+        if row["decision"] == "approve" and (row["evidence"] or {}).get("workflow")
+    ]
     if not approved:
         return True, "no earlier approval for this target: this decision fixes its workflow"
     last = approved[-1]
@@ -143,22 +163,39 @@ def _locked(ledger: Ledger, target: str, digest: str | None, manifest: Manifest 
     return False, f"the workflow changed since decision #{last['id']} approved it ({changed})"
 
 
-def _throughput_decision(draft: _Draft, exc: dict[str, Any], tolerance: float,
-                         faults: list[dict[str, Any]]) -> Decision:
+def _throughput_decision(
+    draft: _Draft, exc: dict[str, Any], tolerance: float, faults: list[dict[str, Any]]
+) -> Decision:
     ratio, floor = exc["throughput_ratio"], 1 - tolerance
-    draft.check("new-hardware exception", None, "holds: only hardware differs and the loss curve matches the "
-                                                "reference within noise; throughput decides")
-    fast = draft.check("throughput not worse", ratio >= floor, f"{exc['tokens_per_s']:,.0f} vs "
-                       f"{exc['reference_tokens_per_s']:,.0f} tokens/s (x{ratio:.3f}, floor x{floor:.2f})")
+    draft.check(
+        "new-hardware exception",
+        None,
+        "holds: only hardware differs and the loss curve matches the reference within noise; throughput decides",
+    )
+    fast = draft.check(
+        "throughput not worse",
+        ratio >= floor,
+        f"{exc['tokens_per_s']:,.0f} vs "
+        f"{exc['reference_tokens_per_s']:,.0f} tokens/s (x{ratio:.3f}, floor x{floor:.2f})",
+    )
     if faults:
         causes = ", ".join(sorted({f["cause"] for f in faults}))
-        return draft.decide("hold", f"open {causes} diagnosis on the new hardware", axis="throughput",
-                            run_next="fix it, rerun, and run `yieldgate diagnose` again")
+        return draft.decide(
+            "hold",
+            f"open {causes} diagnosis on the new hardware",
+            axis="throughput",
+            run_next="fix it, rerun, and run `yieldgate diagnose` again",
+        )
     if fast:
-        return draft.decide("approve", f"same recipe on new hardware, same learning curve, x{ratio:.3f} tokens/s",
-                            axis="throughput")
-    return draft.decide("hold", f"the new hardware moves x{ratio:.3f} the reference's tokens/s (floor x{floor:.2f})",
-                        axis="throughput", run_next="find the throughput loss (data wait, precision, layout) first")
+        return draft.decide(
+            "approve", f"same recipe on new hardware, same learning curve, x{ratio:.3f} tokens/s", axis="throughput"
+        )
+    return draft.decide(
+        "hold",
+        f"the new hardware moves x{ratio:.3f} the reference's tokens/s (floor x{floor:.2f})",
+        axis="throughput",
+        run_next="find the throughput loss (data wait, precision, layout) first",
+    )
 
 
 def _supply(draft: _Draft, manifest: Manifest | None, reached: float) -> float:
@@ -172,13 +209,26 @@ def _supply(draft: _Draft, manifest: Manifest | None, reached: float) -> float:
     factor = coming / seen if seen and coming is not None else 1.0
     if seen is None or coming is None:
         unknown = ", ".join(s.name for s in recipe.sources if s.unique_tokens is None)
-        draft.check("repetition discount", None, f"unique tokens unknown for {unknown}: the forecast yield is not "
-                    "discounted for repetition (record data.sources[].unique_tokens)")
-    draft.evidence["supply"] = {"stage": nxt.name, "sources": [r.to_dict() for r in stage_supply(
-        recipe, nxt.name, reached, nxt.tokens)], "worth_measured": seen, "worth_next": coming, "discount": factor}
+        draft.check(
+            "repetition discount",
+            None,
+            f"unique tokens unknown for {unknown}: the forecast yield is not "
+            "discounted for repetition (record data.sources[].unique_tokens)",
+        )
+    draft.evidence["supply"] = {
+        "stage": nxt.name,
+        "sources": [r.to_dict() for r in stage_supply(recipe, nxt.name, reached, nxt.tokens)],
+        "worth_measured": seen,
+        "worth_next": coming,
+        "discount": factor,
+    }
     if factor < 1:
-        draft.check("repetition discount", None, f"{nxt.name}'s tokens are worth x{coming:.3g} new ones, the tokens "
-                    f"measured x{seen:.3g}: the forecast yield is discounted x{factor:.3g} (Muennighoff et al. 2023)")
+        draft.check(
+            "repetition discount",
+            None,
+            f"{nxt.name}'s tokens are worth x{coming:.3g} new ones, the tokens "
+            f"measured x{seen:.3g}: the forecast yield is discounted x{factor:.3g} (Muennighoff et al. 2023)",
+        )
     return factor
 
 
@@ -194,8 +244,12 @@ def _epochs(draft: _Draft, holds: list[tuple[str, str]]) -> None:
     unknown = [r["source"] for r in supply["sources"] if r["unique_tokens"] is None and r["drawn_tokens"] > 0]
     if unknown:
         draft.check("data supply", False, f"unique tokens unknown for {', '.join(unknown)}")
-        holds.append((f"the unique tokens of {', '.join(unknown)} are unknown",
-                      "record data.sources[].unique_tokens in the manifests"))
+        holds.append(
+            (
+                f"the unique tokens of {', '.join(unknown)} are unknown",
+                "record data.sources[].unique_tokens in the manifests",
+            )
+        )
         return
     over = sorted((r for r in supply["sources"] if r["epochs"] > limit), key=lambda r: -r["epochs"])
     passes = ", ".join(f"{r['source']} x{r['epochs']:.3g}" for r in supply["sources"])
@@ -203,13 +257,23 @@ def _epochs(draft: _Draft, holds: list[tuple[str, str]]) -> None:
         return
     for r in over:
         need = r["drawn_tokens"] / limit
-        holds.append((f"{nxt.name} would pass {r['source']} {r['epochs']:.3g} times (the policy allows {limit:g})",
-                      f"grow {r['source']} to at least {need:,.0f} unique tokens (it holds {r['unique_tokens']:,}), "
-                      "or lower its weight"))
+        holds.append(
+            (
+                f"{nxt.name} would pass {r['source']} {r['epochs']:.3g} times (the policy allows {limit:g})",
+                f"grow {r['source']} to at least {need:,.0f} unique tokens (it holds {r['unique_tokens']:,}), "
+                "or lower its weight",
+            )
+        )
 
 
-def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[float, list[str]]],
-           manifests: dict[str, Manifest | None], cost: tuple[float | None, str]) -> list[tuple[str, str]]:
+def _holds(
+    draft: _Draft,
+    ledger: Ledger,
+    runs: list[str],
+    groups: list[tuple[float, list[str]]],
+    manifests: dict[str, Manifest | None],
+    cost: tuple[float | None, str],
+) -> list[tuple[str, str]]:
     """The requirements past the forecast's optimistic bound; each unmet one as (why, what to run next)."""
     req, nxt, evidence = draft.policy.requirements, draft.next, draft.evidence
     fc, seeds, (reached, last) = evidence["forecast"], evidence["seeds"], groups[-1]
@@ -217,33 +281,57 @@ def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[fl
     (lo, hi), point, thr = [v * factor for v in fc["interval"]], fc["yield_per_btok"] * factor, req.min_yield_per_btok
     discounted = " (discounted for repetition)" if factor < 1 else ""
     holds: list[tuple[str, str]] = []
-    if not draft.check("lower bound above threshold", lo > thr,
-                       f"lower {lo:,.0f} vs {thr:,.0f} per billion tokens{discounted}"):
+    if not draft.check(
+        "lower bound above threshold", lo > thr, f"lower {lo:,.0f} vs {thr:,.0f} per billion tokens{discounted}"
+    ):
         more = req.min_seeds
         if point > thr and hi > lo:
             more = stats.seeds_for_margin(seeds, (hi - lo) / 2, point - thr)
-        three = ("" if len(groups) >= 3 else f", or probes at {reached / 2:,.0f} and {reached * 2:,.0f} tokens to fit "
-                 "the final losses of three budgets")
-        holds.append((f"the interval is too wide: {point:,.0f} per billion tokens{discounted}, {req.level:.0%} "
-                      f"interval [{lo:,.0f}, {hi:,.0f}], threshold {thr:,.0f}",
-                      f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens{three}"))
+        three = (
+            ""
+            if len(groups) >= 3
+            else f", or probes at {reached / 2:,.0f} and {reached * 2:,.0f} tokens to fit "
+            "the final losses of three budgets"
+        )
+        holds.append(
+            (
+                f"the interval is too wide: {point:,.0f} per billion tokens{discounted}, {req.level:.0%} "
+                f"interval [{lo:,.0f}, {hi:,.0f}], threshold {thr:,.0f}",
+                f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens{three}",
+            )
+        )
     usd, how = cost
     if req.min_yield_per_usd is not None:
         if usd is None:
             draft.check("yield per dollar", False, how)
             holds.append((f"yield per dollar asked for, but {how}", "record the price and wall time in the manifests"))
-        elif not draft.check("yield per dollar", lo / usd > req.min_yield_per_usd,
-                             f"lower {lo / usd:.4g} vs {req.min_yield_per_usd:g} per dollar ({how})"):
-            holds.append((f"the yield per dollar's lower bound {lo / usd:.4g} is below {req.min_yield_per_usd:g}",
-                          "more seeds to narrow the interval, or cheaper hardware"))
+        elif not draft.check(
+            "yield per dollar",
+            lo / usd > req.min_yield_per_usd,
+            f"lower {lo / usd:.4g} vs {req.min_yield_per_usd:g} per dollar ({how})",
+        ):
+            holds.append(
+                (
+                    f"the yield per dollar's lower bound {lo / usd:.4g} is below {req.min_yield_per_usd:g}",
+                    "more seeds to narrow the interval, or cheaper hardware",
+                )
+            )
     _epochs(draft, holds)
     worse = evidence["regressions"] = regressions(ledger, last)
     bad = {k: v for k, v in worse.items() if v > req.regression_tolerance}
-    if not draft.check("no regression", not bad, ", ".join(f"{k} worse by {v:.4f}" for k, v in bad.items())
-                       or f"hard slices and capability tasks within {req.regression_tolerance} of their best"):
+    if not draft.check(
+        "no regression",
+        not bad,
+        ", ".join(f"{k} worse by {v:.4f}" for k, v in bad.items())
+        or f"hard slices and capability tasks within {req.regression_tolerance} of their best",
+    ):
         key = max(bad, key=lambda k: bad[k])
-        holds.append((f"{key} regressed by {bad[key]:.4f} (tolerance {req.regression_tolerance})",
-                      f"find what costs {key} (the mixture's share of that slice, a filter) before scaling up"))
+        holds.append(
+            (
+                f"{key} regressed by {bad[key]:.4f} (tolerance {req.regression_tolerance})",
+                f"find what costs {key} (the mixture's share of that slice, a filter) before scaling up",
+            )
+        )
     if req.min_tokens_per_param > 0:
         params = max((m.model.params for m in manifests.values() if m and m.model and m.model.params), default=None)
         if params is None:
@@ -251,11 +339,17 @@ def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[fl
             holds.append(("model parameters unknown", "record model.params in the manifests"))
         else:
             tpp = evidence["next_tokens_per_param"] = nxt.tokens / params
-            if not draft.check("tokens per parameter", tpp >= req.min_tokens_per_param, f"{nxt.name}: {tpp:.3g} "
-                               f"tokens per parameter, the policy needs {req.min_tokens_per_param:g}"):
-                holds.append((f"{nxt.name} would leave the model undertrained ({tpp:.3g} tokens per parameter)",
-                              f"give {nxt.name} at least {req.min_tokens_per_param * params:,.0f} tokens, or a smaller "
-                              "model"))
+            if not draft.check(
+                "tokens per parameter",
+                tpp >= req.min_tokens_per_param,
+                f"{nxt.name}: {tpp:.3g} tokens per parameter, the policy needs {req.min_tokens_per_param:g}",
+            ):
+                holds.append(
+                    (
+                        f"{nxt.name} would leave the model undertrained ({tpp:.3g} tokens per parameter)",
+                        f"give {nxt.name} at least {req.min_tokens_per_param * params:,.0f} tokens, or a smaller model",
+                    )
+                )
     if evidence["workflow"] is None:
         first = manifests[runs[0]]
         fields = sorted({f for m in manifests.values() if m and first for f in manifest_fields(first, m, WORKFLOW)})
@@ -267,8 +361,11 @@ def _holds(draft: _Draft, ledger: Ledger, runs: list[str], groups: list[tuple[fl
         if not draft.check("workflow locked", ok, why):
             holds.append((why, "restore the approved workflow, or explore the change as a new target"))
     else:
-        draft.check("workflow locked", None, f"{nxt.name} is within the exploration share "
-                                             f"({draft.policy.exploration_share:.0%})")
+        draft.check(
+            "workflow locked",
+            None,
+            f"{nxt.name} is within the exploration share ({draft.policy.exploration_share:.0%})",
+        )
     return holds
 
 
@@ -284,21 +381,37 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     one = len(digests) == 1
     # Seeds behind the forecast: every budget's in a fit over three or more budgets, else the largest budget's.
     seeds = min(len(rs) for _, rs in groups) if len(groups) >= 3 else len(last)
-    draft = _Draft(target, policy, current, nxt, evidence={
-        "runs": runs, "left_out": left_out, "budgets": [{"tokens": t, "runs": rs} for t, rs in groups], "seeds": seeds,
-        "reached_tokens": reached, "next_stage_tokens": nxt.tokens, "primary": policy.primary,
-        "manifests": {r: (m.content_hash() if m else None) for r, m in manifests.items()},
-        "workflow": next(iter(digests)) if one else None,
-        "workflow_fields": workflow(manifests[runs[0]]) if one else None})
+    draft = _Draft(
+        target,
+        policy,
+        current,
+        nxt,
+        evidence={
+            "runs": runs,
+            "left_out": left_out,
+            "budgets": [{"tokens": t, "runs": rs} for t, rs in groups],
+            "seeds": seeds,
+            "reached_tokens": reached,
+            "next_stage_tokens": nxt.tokens,
+            "primary": policy.primary,
+            "manifests": {r: (m.content_hash() if m else None) for r, m in manifests.items()},
+            "workflow": next(iter(digests)) if one else None,
+            "workflow_fields": workflow(manifests[runs[0]]) if one else None,
+        },
+    )
     evidence = draft.evidence
 
     faults = evidence["open_diagnoses"] = open_faults(ledger, runs, policy)
     opened = ", ".join(f"{f['cause']} on {f['run']} (event {f['event']})" for f in faults)
-    draft.check("no open non-data fault", not faults, f"open: {opened}" if faults else
-                f"no open diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence}")
+    draft.check(
+        "no open non-data fault",
+        not faults,
+        f"open: {opened}"
+        if faults
+        else f"no open diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence}",
+    )
     if policy.exception is not None:
-        exc = evidence["exception"] = hardware_exception(ledger, runs, manifests, policy.exception, metric,
-                                                                req.level)
+        exc = evidence["exception"] = hardware_exception(ledger, runs, manifests, policy.exception, metric, req.level)
         if exc["applies"]:
             return _throughput_decision(draft, exc, policy.exception.throughput_tolerance, faults)
         draft.check("new-hardware exception", None, f"ended: {exc['reason']}; learning decides")
@@ -313,13 +426,19 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     if faults:
         causes = sorted({f["cause"] for f in faults})
         advice = faults[0]["advice"] or "see the diagnosis"
-        return draft.decide("hold", f"open {', '.join(causes)} diagnosis: a learning problem that is not the data's "
-                            "fault", run_next=f"fix the {' and '.join(causes)} ({advice}), rerun, and run `yieldgate "
-                            "diagnose` again; the yield of these runs says nothing about the data")
+        return draft.decide(
+            "hold",
+            f"open {', '.join(causes)} diagnosis: a learning problem that is not the data's fault",
+            run_next=f"fix the {' and '.join(causes)} ({advice}), rerun, and run `yieldgate "
+            "diagnose` again; the yield of these runs says nothing about the data",
+        )
     if not enough:
         more = req.min_seeds - seeds
-        return draft.decide("hold", f"{seeds} seed{'s' * (seeds != 1)}, the policy needs {req.min_seeds} for an "
-                            f"interval", run_next=f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens")
+        return draft.decide(
+            "hold",
+            f"{seeds} seed{'s' * (seeds != 1)}, the policy needs {req.min_seeds} for an interval",
+            run_next=f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens",
+        )
     fc = evidence["forecast"]
     if fc is None:
         return draft.decide("hold", draft.checks[-1].detail, run_next=f"record evaluations of {metric}")
@@ -327,36 +446,63 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     factor = _supply(draft, manifests[runs[0]], reached)
     (lo, hi), thr = [v * factor for v in fc["interval"]], req.min_yield_per_btok
     discounted = " (discounted for repetition)" if factor < 1 else ""
-    draft.check("optimistic bound above threshold", hi >= thr,
-                f"upper {hi:,.0f} vs {thr:,.0f} per billion tokens{discounted}")
+    draft.check(
+        "optimistic bound above threshold", hi >= thr, f"upper {hi:,.0f} vs {thr:,.0f} per billion tokens{discounted}"
+    )
     usd, how = cost = cost_per_btok(ledger, last, {r: manifests[r] for r in last})
     evidence.update(cost_per_btok=usd, cost_basis=how)
     if usd is not None:
-        evidence["yield_per_usd"] = {"yield_per_usd": fc["yield_per_btok"] * factor / usd,
-                                     "interval": [lo / usd, hi / usd]}
+        evidence["yield_per_usd"] = {
+            "yield_per_usd": fc["yield_per_btok"] * factor / usd,
+            "interval": [lo / usd, hi / usd],
+        }
     if hi < thr or (req.min_yield_per_usd is not None and usd is not None and hi / usd < req.min_yield_per_usd):
-        per = (f"{hi:,.0f} per billion tokens{discounted}, below {thr:,.0f}" if hi < thr
-               else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}")
+        per = (
+            f"{hi:,.0f} per billion tokens{discounted}, below {thr:,.0f}"
+            if hi < thr
+            else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}"
+        )
         turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
-        why = " (the loss has turned up)" if turned else (
-            f" at {nxt.name}'s repetition" if fc["interval"][1] >= thr else "")
-        return draft.decide("reject", f"even the optimistic bound of the forecast yield, {per}: the data is exhausted "
-                            f"for this purpose{why}")
+        why = (
+            " (the loss has turned up)"
+            if turned
+            else (f" at {nxt.name}'s repetition" if fc["interval"][1] >= thr else "")
+        )
+        return draft.decide(
+            "reject",
+            f"even the optimistic bound of the forecast yield, {per}: the data is exhausted for this purpose{why}",
+        )
     holds = _holds(draft, ledger, runs, groups, manifests, cost)
     if holds:
         return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
-    return draft.decide("approve", f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion "
-                        f"tokens{discounted}, {req.level:.0%} interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on "
-                        f"{seeds} seeds; no open fault or regression")
+    return draft.decide(
+        "approve",
+        f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion "
+        f"tokens{discounted}, {req.level:.0%} interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on "
+        f"{seeds} seeds; no open fault or regression",
+    )
 
 
 def record(ledger: Ledger, decision: Decision, policy: Policy) -> int:
     """Store the decision with the policy, its hash, the evidence and the checks; return its id. The ledger's
     `stage` is the stage decided on (the next one); the stage the evidence reached is in the evidence."""
-    evidence = {**decision.evidence, "checks": [asdict(c) for c in decision.checks],
-                "what_to_run_next": decision.what_to_run_next, "axis": decision.axis, "reached_stage": decision.stage,
-                "policy_name": policy.name, "policy_version": policy.version}
+    evidence = {
+        **decision.evidence,
+        "checks": [asdict(c) for c in decision.checks],
+        "what_to_run_next": decision.what_to_run_next,
+        "axis": decision.axis,
+        "reached_stage": decision.stage,
+        "policy_name": policy.name,
+        "policy_version": policy.version,
+    }
     runs = decision.evidence["runs"]
-    return ledger.add_decision(decision.target, decision.decision, evidence=evidence, rationale=decision.rationale,
-                               run=runs[0] if len(runs) == 1 else None, stage=decision.next_stage,
-                               policy=policy.model_dump(mode="json"), policy_hash=decision.policy_hash)
+    return ledger.add_decision(
+        decision.target,
+        decision.decision,
+        evidence=evidence,
+        rationale=decision.rationale,
+        run=runs[0] if len(runs) == 1 else None,
+        stage=decision.next_stage,
+        policy=policy.model_dump(mode="json"),
+        policy_hash=decision.policy_hash,
+    )

@@ -87,8 +87,9 @@ class GPT(nn.Module):
         to the output projection, whose matmul runs for every token, so it counts (once), as in PaLM's N."""
         return sum(p.numel() for p in self.parameters()) - self.pos.weight.numel()
 
-    def forward(self, idx: torch.Tensor,
-                targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, t = idx.shape  # (batch, time) token ids
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for block in self.blocks:

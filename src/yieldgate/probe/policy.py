@@ -19,8 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from yieldgate.analysis.detectors import CAUSES, LOW_CONFIDENCE
 from yieldgate.manifest import read_structured_file, validate
 
-__all__ = ["Stage", "Requirements", "NewHardwareException", "Policy", "load_policy", "parse_policy",
-           "NON_DATA_CAUSES"]
+__all__ = ["Stage", "Requirements", "NewHardwareException", "Policy", "load_policy", "parse_policy", "NON_DATA_CAUSES"]
 
 NON_DATA_CAUSES = ("schedule", "damaged_update", "infrastructure_stall")
 """Diagnosed causes that are not the data's fault: while one is open, a poor yield must not be blamed on the data."""
@@ -132,8 +131,10 @@ class Policy(_Model):
         if total > 1 + 1e-9:
             raise ValueError(f"stage compute shares add up to {total:.4g}, more than 1")
         if self.primary == "throughput" and self.exception is None:
-            raise ValueError("primary: throughput needs an exception (kind: new_hardware, reference: RUN_OR_GLOB): "
-                             "throughput decides only against a reference whose learning it is shown to keep")
+            raise ValueError(
+                "primary: throughput needs an exception (kind: new_hardware, reference: RUN_OR_GLOB): "
+                "throughput decides only against a reference whose learning it is shown to keep"
+            )
         return self
 
     def content_hash(self) -> str:

@@ -33,6 +33,7 @@ from yieldgate.probe.policy import Policy, Stage
 
 __all__ = ["SourceSupply", "drawn_tokens", "stage_supply", "worth", "plan", "plan_target", "target_recipe"]
 
+
 def _shares(weights: dict[str, float], names: list[str]) -> dict[str, float]:
     total = sum(weights.get(n, 0.0) for n in names)
     return {n: weights.get(n, 0.0) / total if total > 0 else 0.0 for n in names}
@@ -88,8 +89,17 @@ def stage_supply(recipe: Recipe, stage: str, start: float, end: float) -> list[S
             rows.append(SourceSupply(stage, source.name, d1, None, None, None, None))
             continue
         gained = effective_tokens(d1, unique) - effective_tokens(d0, unique)
-        rows.append(SourceSupply(stage, source.name, d1, unique, d1 / unique if unique else math.inf,
-                                 effective_tokens(d1, unique), gained / (d1 - d0) if d1 > d0 else None))
+        rows.append(
+            SourceSupply(
+                stage,
+                source.name,
+                d1,
+                unique,
+                d1 / unique if unique else math.inf,
+                effective_tokens(d1, unique),
+                gained / (d1 - d0) if d1 > d0 else None,
+            )
+        )
     return rows
 
 
@@ -107,8 +117,9 @@ def worth(recipe: Recipe, start: float, end: float) -> float | None:
     return sum((r.stage_worth or 0.0) * added[r.source] for r in rows) / total
 
 
-def plan(recipe: Recipe, stages: Sequence[Stage], max_epochs: float | None = None,
-         params: int | None = None) -> dict[str, Any]:
+def plan(
+    recipe: Recipe, stages: Sequence[Stage], max_epochs: float | None = None, params: int | None = None
+) -> dict[str, Any]:
     """Every stage's data supply (`yieldgate plan`): per source its tokens drawn, epochs, effective tokens and the
     worth of the stage's new tokens; the stage's tokens per parameter where `params` is known; and, for each
     source the policy's `max_epochs` would be passed on, the first stage it happens at and the unique tokens
@@ -125,11 +136,25 @@ def plan(recipe: Recipe, stages: Sequence[Stage], max_epochs: float | None = Non
             sources.append({**r.to_dict(), "over_limit": over})
             if max_epochs is not None and over and r.source not in named:
                 named.add(r.source)
-                advice.append({"source": r.source, "stage": stage.name, "epochs": r.epochs,
-                               "unique_tokens": r.unique_tokens, "needed_unique_tokens": r.drawn_tokens / max_epochs})
-        out.append({"stage": stage.name, "start_tokens": start, "tokens": stage.tokens,
-                    "worth": worth(recipe, start, stage.tokens),
-                    "tokens_per_param": stage.tokens / params if params else None, "sources": sources})
+                advice.append(
+                    {
+                        "source": r.source,
+                        "stage": stage.name,
+                        "epochs": r.epochs,
+                        "unique_tokens": r.unique_tokens,
+                        "needed_unique_tokens": r.drawn_tokens / max_epochs,
+                    }
+                )
+        out.append(
+            {
+                "stage": stage.name,
+                "start_tokens": start,
+                "tokens": stage.tokens,
+                "worth": worth(recipe, start, stage.tokens),
+                "tokens_per_param": stage.tokens / params if params else None,
+                "sources": sources,
+            }
+        )
         start = stage.tokens
     return {"max_epochs": max_epochs, "params": params, "r_star": R_STAR, "stages": out, "grow": advice}
 
@@ -148,8 +173,11 @@ def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
             return manifest.data, manifest.model.params if manifest.model else None
         return validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'"), None
     runs, _ = target_runs(ledger, target)
-    found = [(m.data, m.model.params if m.model else None, workflow_digest(m))
-             for m in (ledger.manifest(r) for r in runs) if m is not None and m.data is not None]
+    found = [
+        (m.data, m.model.params if m.model else None, workflow_digest(m))
+        for m in (ledger.manifest(r) for r in runs)
+        if m is not None and m.data is not None
+    ]
     if not found:
         raise InputError(f"{target}: its runs have no manifest with a data recipe; pass a recipe file")
     if len({digest for _, _, digest in found}) > 1:
@@ -160,5 +188,8 @@ def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
 def plan_target(ledger: Ledger, target: str, policy: Policy) -> dict[str, Any]:
     """`yieldgate plan`: `plan` for `target`'s recipe under `policy`'s stages and max_epochs."""
     recipe, params = target_recipe(ledger, target)
-    return {"target": target, "policy": f"{policy.name}@{policy.version}",
-            **plan(recipe, policy.stages, policy.requirements.max_epochs, params)}
+    return {
+        "target": target,
+        "policy": f"{policy.name}@{policy.version}",
+        **plan(recipe, policy.stages, policy.requirements.max_epochs, params),
+    }

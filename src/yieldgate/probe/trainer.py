@@ -108,16 +108,27 @@ class ProbeConfig:
     faults: Faults = field(default_factory=Faults)
 
     def __post_init__(self) -> None:
-        for name in ("tokens", "batch_size", "microbatches", "context", "layers", "width", "heads", "evals",
-                     "eval_sequences"):
+        for name in (
+            "tokens",
+            "batch_size",
+            "microbatches",
+            "context",
+            "layers",
+            "width",
+            "heads",
+            "evals",
+            "eval_sequences",
+        ):
             if getattr(self, name) < 1:
                 raise InputError(f"probe.{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_size % self.microbatches:
-            raise InputError(f"probe.batch_size ({self.batch_size}) must be a multiple of microbatches "
-                             f"({self.microbatches})")
+            raise InputError(
+                f"probe.batch_size ({self.batch_size}) must be a multiple of microbatches ({self.microbatches})"
+            )
         if not 0 <= self.warmup_frac + self.decay_frac <= 1:
-            raise InputError(f"probe.warmup_frac + decay_frac must be within [0, 1], got "
-                             f"{self.warmup_frac} + {self.decay_frac}")
+            raise InputError(
+                f"probe.warmup_frac + decay_frac must be within [0, 1], got {self.warmup_frac} + {self.decay_frac}"
+            )
 
 
 def wsd(step: int, steps: int, cfg: ProbeConfig) -> float:
@@ -149,8 +160,9 @@ class _Sampler:
         if cfg.faults.drift_to is not None:
             unknown = sorted(set(cfg.faults.drift_to) - set(self.names))
             if unknown:
-                raise InputError(f"faults.drift_to names unknown sources {', '.join(unknown)}; "
-                                 f"sources: {', '.join(self.names)}")
+                raise InputError(
+                    f"faults.drift_to names unknown sources {', '.join(unknown)}; sources: {', '.join(self.names)}"
+                )
             end = np.array([cfg.faults.drift_to.get(n, 0.0) for n in self.names], dtype=float)
             self.p_end = end / end.sum()
         self.windows: dict[str, np.ndarray] = {}
@@ -161,8 +173,9 @@ class _Sampler:
         if cfg.faults.repeat_source is not None:
             name, epochs = cfg.faults.repeat_source
             if name not in self.windows:
-                raise InputError(f"faults.repeat_source names unknown source {name!r}; "
-                                 f"sources: {', '.join(self.names)}")
+                raise InputError(
+                    f"faults.repeat_source names unknown source {name!r}; sources: {', '.join(self.names)}"
+                )
             share = self.p[self.names.index(name)]
             needed = max(1, int(steps * cfg.batch_size * share / epochs))
             self.windows[name] = self.windows[name][:needed]
@@ -176,8 +189,10 @@ class _Sampler:
         for stage in curriculum.stages if curriculum.kind == "staged" else []:
             w = np.array([stage.weights.get(n, 0.0) for n in self.names], dtype=float)
             if w.sum() <= 0:
-                raise InputError(f"curriculum stage ending at {stage.until_tokens} tokens gives no weight to any "
-                                 f"source with data ({', '.join(self.names)})")
+                raise InputError(
+                    f"curriculum stage ending at {stage.until_tokens} tokens gives no weight to any "
+                    f"source with data ({', '.join(self.names)})"
+                )
             self.stages.append((stage.until_tokens / cfg.context, w / w.sum()))
 
     def _source(self) -> int:
@@ -246,8 +261,10 @@ class _Portfolio:
             raise InputError("no held-out sequences: the recipe's sources need more held-out text than one context")
         score = np.array([rarity[s[0][1:]].mean() for s in everything])
         cut = np.quantile(score, 0.9)
-        self.hard = {"rare": [s for s, r in zip(everything, score, strict=True) if r >= cut],
-                     "folio": [s for s in everything if s[2]]}
+        self.hard = {
+            "rare": [s for s, r in zip(everything, score, strict=True) if r >= cut],
+            "folio": [s for s in everything if s[2]],
+        }
 
     def tasks(self) -> list[str]:
         keys = ["val/loss", "val/bpb"] + [f"val/{n}/{m}" for n in self.sets for m in ("loss", "bpb", "acc")]
@@ -285,9 +302,16 @@ class _Portfolio:
         return out
 
 
-def probe_manifest(data: ResolvedRecipe, cfg: ProbeConfig, model: GPT, portfolio: _Portfolio, *,
-                   schedule: str = "wsd", lr: float | None = None,
-                   unique_tokens: dict[str, int] | None = None) -> Manifest:
+def probe_manifest(
+    data: ResolvedRecipe,
+    cfg: ProbeConfig,
+    model: GPT,
+    portfolio: _Portfolio,
+    *,
+    schedule: str = "wsd",
+    lr: float | None = None,
+    unique_tokens: dict[str, int] | None = None,
+) -> Manifest:
     """The probe's manifest; `schedule` and `lr` (default `cfg.lr`) name a cooldown's own; `unique_tokens`
     replaces the recipe's count of the sources named (a repeat fault's window)."""
     recipe = data.recipe.model_copy(deep=True)
@@ -297,14 +321,27 @@ def probe_manifest(data: ResolvedRecipe, cfg: ProbeConfig, model: GPT, portfolio
             s.unique_tokens = unique_tokens[s.name]
     return Manifest(
         data=recipe,
-        model=ModelConfig(name="probe-gpt", params=sum(p.numel() for p in model.parameters()),
-                          non_embedding_params=model.non_embedding_params(), layers=cfg.layers, width=cfg.width,
-                          heads=cfg.heads, head_dim=cfg.width // cfg.heads, context=cfg.context,
-                          vocab_size=model.cfg.vocab_size),
-        optimisation=Optimisation(optimizer="adamw", lr=cfg.lr if lr is None else lr, schedule=schedule,
-                                  batch_size=cfg.batch_size,
-                                  microbatch_size=cfg.batch_size // cfg.microbatches,
-                                  grad_accumulation=cfg.microbatches, grad_clip=1.0, precision="fp32"),
+        model=ModelConfig(
+            name="probe-gpt",
+            params=sum(p.numel() for p in model.parameters()),
+            non_embedding_params=model.non_embedding_params(),
+            layers=cfg.layers,
+            width=cfg.width,
+            heads=cfg.heads,
+            head_dim=cfg.width // cfg.heads,
+            context=cfg.context,
+            vocab_size=model.cfg.vocab_size,
+        ),
+        optimisation=Optimisation(
+            optimizer="adamw",
+            lr=cfg.lr if lr is None else lr,
+            schedule=schedule,
+            batch_size=cfg.batch_size,
+            microbatch_size=cfg.batch_size // cfg.microbatches,
+            grad_accumulation=cfg.microbatches,
+            grad_clip=1.0,
+            precision="fp32",
+        ),
         hardware=Hardware(device_kind="cpu", device_count=1),
         evals=EvalPortfolio(name=PORTFOLIO[0], version=PORTFOLIO[1], tasks=portfolio.tasks()),
         library_versions={"torch": torch.__version__, "python": sys.version.split()[0]},
@@ -327,25 +364,48 @@ def train_probe(
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     steps = math.ceil(cfg.tokens / (cfg.batch_size * cfg.context))
-    model = GPT(GPTConfig(vocab_size=data.tokenizer.get_vocab_size(), context=cfg.context, layers=cfg.layers,
-                          width=cfg.width, heads=cfg.heads))
+    model = GPT(
+        GPTConfig(
+            vocab_size=data.tokenizer.get_vocab_size(),
+            context=cfg.context,
+            layers=cfg.layers,
+            width=cfg.width,
+            heads=cfg.heads,
+        )
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     sampler = _Sampler(data, cfg, steps)
     portfolio = _Portfolio(data, cfg)
     repeated = cfg.faults.repeat_source[0] if cfg.faults.repeat_source is not None else None
-    manifest = probe_manifest(data, cfg, model, portfolio, unique_tokens=None if repeated is None else
-                              {repeated: len(sampler.windows[repeated]) * cfg.context})
+    manifest = probe_manifest(
+        data,
+        cfg,
+        model,
+        portfolio,
+        unique_tokens=None if repeated is None else {repeated: len(sampler.windows[repeated]) * cfg.context},
+    )
     scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
     eval_at = set(np.linspace(0, steps, cfg.evals + 1).round().astype(int).tolist())
     parts = _Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
-    with Tracker(run, ledger=ledger, manifest=manifest, model=model, optimizer=opt, scaler=scaler, signals="full",
-                 config=TrackerConfig(log_every_s=5.0), resume=resume) as tr:
+    with Tracker(
+        run,
+        ledger=ledger,
+        manifest=manifest,
+        model=model,
+        optimizer=opt,
+        scaler=scaler,
+        signals="full",
+        config=TrackerConfig(log_every_s=5.0),
+        resume=resume,
+    ) as tr:
         tr.note("recipe", data.stats)  # what filters and dedup removed, per source
         tr.eval(portfolio.evaluate(model), step=0)
         final = run_steps(tr, parts, cfg, range(1, steps + 1), lambda step: wsd(step, steps, cfg), eval_at, progress)
         if cfg.checkpoint:
-            tr.note("checkpoint", save_checkpoint(parts, cfg, data, ledger=ledger, run=run, step=steps,
-                                                  lr=wsd(steps, steps, cfg)))
+            tr.note(
+                "checkpoint",
+                save_checkpoint(parts, cfg, data, ledger=ledger, run=run, step=steps, lr=wsd(steps, steps, cfg)),
+            )
     return final
 
 
@@ -360,8 +420,15 @@ class _Parts:
     portfolio: _Portfolio
 
 
-def run_steps(tr: Tracker, parts: _Parts, cfg: ProbeConfig, numbers: range, lr_of: Callable[[int], float],
-              eval_at: set[int], progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+def run_steps(
+    tr: Tracker,
+    parts: _Parts,
+    cfg: ProbeConfig,
+    numbers: range,
+    lr_of: Callable[[int], float],
+    eval_at: set[int],
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
     """Train the steps `numbers` (LR `lr_of(step)`), evaluating at the steps of `eval_at`; return the last
     evaluation. Shared by a probe and its cooldown (`probe.cooldown`)."""
     model, opt, scaler, sampler, portfolio = parts.model, parts.opt, parts.scaler, parts.sampler, parts.portfolio
@@ -385,8 +452,13 @@ def run_steps(tr: Tracker, parts: _Parts, cfg: ProbeConfig, numbers: range, lr_o
             part_loss = part / cfg.microbatches
             (scaler.scale(part_loss) if scaler else part_loss).backward()
             loss += part.detach() / cfg.microbatches
-        bad = (float("nan") if cfg.faults.nan_at_step == step
-               else float("inf") if step in cfg.faults.inf_at_steps else None)
+        bad = (
+            float("nan")
+            if cfg.faults.nan_at_step == step
+            else float("inf")
+            if step in cfg.faults.inf_at_steps
+            else None
+        )
         if bad is not None:
             for p in model.parameters():
                 if p.grad is not None:
@@ -400,8 +472,15 @@ def run_steps(tr: Tracker, parts: _Parts, cfg: ProbeConfig, numbers: range, lr_o
         # A guarded trainer skips a non-finite update. This is a host sync on purpose: probes are small.
         elif torch.isfinite(grad_norm):
             opt.step()
-        tr.step(tokens=cfg.batch_size * cfg.context, samples=cfg.batch_size, loss=loss, grad_norm=grad_norm,
-                sources=counts, sample_ids=ids, data_wait_s=wait)
+        tr.step(
+            tokens=cfg.batch_size * cfg.context,
+            samples=cfg.batch_size,
+            loss=loss,
+            grad_norm=grad_norm,
+            sources=counts,
+            sample_ids=ids,
+            data_wait_s=wait,
+        )
         if step in eval_at:
             final = portfolio.evaluate(model)
             tr.eval(final)

@@ -9,8 +9,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["clean", "evidence_lines", "fmt", "render_campaign", "render_decision", "with_interval", "ranking_tables",
-           "accuracy_lines", "forecast_lines", "CHECK_RESULT", "decision_record", "policy_label"]
+__all__ = [
+    "clean",
+    "evidence_lines",
+    "fmt",
+    "render_campaign",
+    "render_decision",
+    "with_interval",
+    "ranking_tables",
+    "accuracy_lines",
+    "forecast_lines",
+    "CHECK_RESULT",
+    "decision_record",
+    "policy_label",
+]
 
 
 def clean(value: Any) -> Any:
@@ -71,13 +83,23 @@ def ranking_tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[l
             continue
         slices = [k for k in scores if k.startswith("hard/")]
         names = [s.removeprefix("hard/").removesuffix("/bpb") for s in slices]
-        title = (f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
-                 f"{', '.join(names) or 'none'})")
+        title = (
+            f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
+            f"{', '.join(names) or 'none'})"
+        )
         by = {key: {e["recipe"]: e for e in scores[key]["order"]} for key in scores}
-        rows = [[str(e["rank"]), e["recipe"], str(e["seeds"]), with_interval(e),
-                 fmt(by.get("yield_per_btok", {}).get(e["recipe"], {}).get("mean")),
-                 *[fmt(by[s].get(e["recipe"], {}).get("mean")) for s in slices], ", ".join(e["ties"]) or "-"]
-                for e in bpb["order"]]
+        rows = [
+            [
+                str(e["rank"]),
+                e["recipe"],
+                str(e["seeds"]),
+                with_interval(e),
+                fmt(by.get("yield_per_btok", {}).get(e["recipe"], {}).get("mean")),
+                *[fmt(by[s].get(e["recipe"], {}).get("mean")) for s in slices],
+                ", ".join(e["ties"]) or "-",
+            ]
+            for e in bpb["order"]
+        ]
         out.append((title, ["rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok", *names, "ties"], rows))
     return out
 
@@ -88,10 +110,15 @@ def accuracy_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
     for entry in sorted(summary["decision_accuracy"].values(), key=lambda e: e["budget"]):
         share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
-        firm = "" if entry["accuracy_resolved"] is None else (f"; {entry['accuracy_resolved']:.0%} of the "
-                                                               f"{entry['resolved_pairs']} it resolves")
-        lines.append(f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
-                     f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}")
+        firm = (
+            ""
+            if entry["accuracy_resolved"] is None
+            else (f"; {entry['accuracy_resolved']:.0%} of the {entry['resolved_pairs']} it resolves")
+        )
+        lines.append(
+            f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
+            f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}"
+        )
     return lines
 
 
@@ -101,9 +128,11 @@ def forecast_lines(summary: dict[str, Any]) -> list[str]:
     for recipe, f in summary["forecasts"].items():
         if f["available"]:
             lo, hi = f["yield_interval"]
-            lines.append(f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
-                         f"{fmt(f['gain'])} val loss [{fmt(f['gain_interval'][0])}, {fmt(f['gain_interval'][1])}], "
-                         f"{fmt(f['yield_per_btok'])} per billion tokens [{fmt(lo)}, {fmt(hi)}]")
+            lines.append(
+                f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
+                f"{fmt(f['gain'])} val loss [{fmt(f['gain_interval'][0])}, {fmt(f['gain_interval'][1])}], "
+                f"{fmt(f['yield_per_btok'])} per billion tokens [{fmt(lo)}, {fmt(hi)}]"
+            )
         else:
             lines.append(f"forecast {recipe}: none ({f['reason']})")
     return lines
@@ -133,8 +162,12 @@ CHECK_RESULT = {True: "pass", False: "FAIL", None: "note"}
 def render_decision(console: Console, decision_id: int, decision: Any) -> None:
     """A gate decision (`probe.gate.Decision`): its rationale, each check, and what to run next."""
     console.print(f"#{decision_id} {decision.rationale}", markup=False, highlight=False, soft_wrap=True)
-    table = Table("check", "result", "detail", title=f"{decision.target} under {decision.policy} "
-                                                     f"({decision.policy_hash[:12]}), decided on {decision.axis}")
+    table = Table(
+        "check",
+        "result",
+        "detail",
+        title=f"{decision.target} under {decision.policy} ({decision.policy_hash[:12]}), decided on {decision.axis}",
+    )
     for c in decision.checks:
         table.add_row(c.name, CHECK_RESULT[c.passed], c.detail)
     console.print(table)
@@ -146,30 +179,50 @@ def render_plan(console: Console, plan: dict[str, Any]) -> None:
     """`yieldgate plan` (`probe.supply.plan_target`): each stage's data supply per source, and which sources to
     grow."""
     limit, target, policy = plan["max_epochs"], plan["target"], plan["policy"]
-    table = Table("stage", "tokens", "source", "unique", "drawn", "epochs", "effective", "worth of new",
-                  title=f"Data supply of {target} under {policy} "
-                        f"(max epochs: {'off' if limit is None else fmt(limit)})")
+    table = Table(
+        "stage",
+        "tokens",
+        "source",
+        "unique",
+        "drawn",
+        "epochs",
+        "effective",
+        "worth of new",
+        title=f"Data supply of {target} under {policy} (max epochs: {'off' if limit is None else fmt(limit)})",
+    )
     for stage in plan["stages"]:
         for i, r in enumerate(stage["sources"]):
             epochs = "?" if r["epochs"] is None else f"{r['epochs']:.3g}" + (" OVER" if r["over_limit"] else "")
-            table.add_row(stage["stage"] if i == 0 else "", f"{stage['tokens']:,}" if i == 0 else "", r["source"],
-                          "?" if r["unique_tokens"] is None else f"{r['unique_tokens']:,}",
-                          f"{r['drawn_tokens']:,.0f}", epochs,
-                          "?" if r["effective_tokens"] is None else f"{r['effective_tokens']:,.0f}",
-                          "?" if r["stage_worth"] is None else f"{r['stage_worth']:.3f}")
+            table.add_row(
+                stage["stage"] if i == 0 else "",
+                f"{stage['tokens']:,}" if i == 0 else "",
+                r["source"],
+                "?" if r["unique_tokens"] is None else f"{r['unique_tokens']:,}",
+                f"{r['drawn_tokens']:,.0f}",
+                epochs,
+                "?" if r["effective_tokens"] is None else f"{r['effective_tokens']:,.0f}",
+                "?" if r["stage_worth"] is None else f"{r['stage_worth']:.3f}",
+            )
         table.add_section()
     console.print(table)
     for stage in plan["stages"]:
         if stage["tokens_per_param"] is not None:
-            console.print(f"{stage['stage']}: {stage['tokens_per_param']:.3g} tokens per parameter", markup=False,
-                          highlight=False)
+            console.print(
+                f"{stage['stage']}: {stage['tokens_per_param']:.3g} tokens per parameter", markup=False, highlight=False
+            )
     for g in plan["grow"]:
-        console.print(f"grow {g['source']}: {g['stage']} passes it {g['epochs']:.3g} times; it needs at least "
-                      f"{g['needed_unique_tokens']:,.0f} unique tokens (holds {g['unique_tokens']:,}), or a lower "
-                      "weight", markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"grow {g['source']}: {g['stage']} passes it {g['epochs']:.3g} times; it needs at least "
+            f"{g['needed_unique_tokens']:,.0f} unique tokens (holds {g['unique_tokens']:,}), or a lower "
+            "weight",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     if any(r["unique_tokens"] is None for s in plan["stages"] for r in s["sources"]):
-        console.print("?: unique tokens not recorded (manifest data.sources[].unique_tokens)", markup=False,
-                      highlight=False)
+        console.print(
+            "?: unique tokens not recorded (manifest data.sources[].unique_tokens)", markup=False, highlight=False
+        )
 
 
 def decision_record(row: dict[str, Any]) -> dict[str, Any]:
@@ -195,12 +248,26 @@ def run_record(row: dict[str, Any]) -> dict[str, Any]:
     """One row of `Ledger.runs` as `yieldgate runs --json` and the dashboard's runs page give it."""
     last_eval = None
     if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
-        last_eval = {"task": row["last_eval_task"], "metric": row["last_eval_metric"],
-                     "value": row["last_eval_value"], "step": int(row["last_eval_step"])}
-    return clean({
-        "name": row["name"], "status": row["status"], "source": row["source"],
-        "tokens": row["tokens"], "steps": row["steps"], "last_step": row["last_step"],
-        "last_eval": last_eval, "manifest_hash": row["manifest_hash"],
-        "created_at": when(row["created_at"]), "updated_at": when(row["updated_at"]),
-        "duration_s": row["duration_s"], "tags": list(row["tags"]), "note": row["note"],
-    })
+        last_eval = {
+            "task": row["last_eval_task"],
+            "metric": row["last_eval_metric"],
+            "value": row["last_eval_value"],
+            "step": int(row["last_eval_step"]),
+        }
+    return clean(
+        {
+            "name": row["name"],
+            "status": row["status"],
+            "source": row["source"],
+            "tokens": row["tokens"],
+            "steps": row["steps"],
+            "last_step": row["last_step"],
+            "last_eval": last_eval,
+            "manifest_hash": row["manifest_hash"],
+            "created_at": when(row["created_at"]),
+            "updated_at": when(row["updated_at"]),
+            "duration_s": row["duration_s"],
+            "tags": list(row["tags"]),
+            "note": row["note"],
+        }
+    )

@@ -79,17 +79,28 @@ def _yields(ledger: Ledger, run: str, notes: list[str]) -> list[tuple[int, float
         return []
     out = []
     for t in report.tranches:
-        figures = {"per_btok": t.yield_per_btok, "per_device_hour": t.yield_per_device_hour,
-                   "per_dollar": t.yield_per_dollar, "per_kwh": t.yield_per_kwh}
+        figures = {
+            "per_btok": t.yield_per_btok,
+            "per_device_hour": t.yield_per_device_hour,
+            "per_dollar": t.yield_per_dollar,
+            "per_kwh": t.yield_per_kwh,
+        }
         out.append((t.end_step, t.end_tokens, {k: v for k, v in figures.items() if v is not None}))
     return out
 
 
 def _diagnoses(ledger: Ledger, run: str) -> list[dict[str, Any]]:
     events = ledger.events(run, kind="diagnosis")
-    return [{"id": int(e["id"]), "start_step": None if pd.isna(e["start_step"]) else int(e["start_step"]),
-             "end_step": None if pd.isna(e["end_step"]) else int(e["end_step"]), "state": e["state"], **e["body"]}
-            for _, e in events.iterrows()]
+    return [
+        {
+            "id": int(e["id"]),
+            "start_step": None if pd.isna(e["start_step"]) else int(e["start_step"]),
+            "end_step": None if pd.isna(e["end_step"]) else int(e["end_step"]),
+            "state": e["state"],
+            **e["body"],
+        }
+        for _, e in events.iterrows()
+    ]
 
 
 def _axis(table: pd.DataFrame) -> tuple[str, np.ndarray]:
@@ -147,8 +158,9 @@ def export_tensorboard(ledger: Ledger, run: str, dest: Path) -> ExportResult:
             writer.add_text("diagnosis", "```\n" + json.dumps(d, indent=2, default=str) + "\n```", d["start_step"] or 0)
     finally:
         writer.close()
-    return ExportResult(run, "tensorboard", str(dest), len(table), list(table.columns), axis, len(yields),
-                        len(diagnoses), notes)
+    return ExportResult(
+        run, "tensorboard", str(dest), len(table), list(table.columns), axis, len(yields), len(diagnoses), notes
+    )
 
 
 def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
@@ -171,37 +183,51 @@ def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
     try:
         manifest = ledger.manifest(run)
         if manifest is not None:  # the manifest as the run's parameters: MLflow's place for how a run was made
-            params = [Param(k[:250], v[:6000])
-                      for k, v in _flat(manifest.model_dump(mode="json"), "manifest").items()]
+            params = [Param(k[:250], v[:6000]) for k, v in _flat(manifest.model_dump(mode="json"), "manifest").items()]
             for start in range(0, len(params), 100):  # MLflow's log_batch limit for params
-                client.log_batch(mlrun.info.run_id, params=params[start:start + 100])
+                client.log_batch(mlrun.info.run_id, params=params[start : start + 100])
         now = 0  # timestamps: the run's own wall clock when recorded, else 0 (MLflow needs one)
-        wall = (table["wall_s"].to_numpy(dtype=float, na_value=np.nan) if "wall_s" in table
-                else np.full(len(table), np.nan))
+        wall = (
+            table["wall_s"].to_numpy(dtype=float, na_value=np.nan) if "wall_s" in table else np.full(len(table), np.nan)
+        )
         metrics = []
         for col, rows, values in _series(table):
             name = metric_name(col)  # MLflow refuses `,` `@` and others: escaped reversibly
-            metrics += [Metric(name, float(values[i]), int(wall[i] * 1000) if math.isfinite(wall[i]) else now,
-                               int(x[i])) for i in rows]
+            metrics += [
+                Metric(name, float(values[i]), int(wall[i] * 1000) if math.isfinite(wall[i]) else now, int(x[i]))
+                for i in rows
+            ]
         if axis == "tokens":
             metrics += [Metric("step", float(s), 0, int(t)) for s, t in zip(table["step"], x, strict=True)]
         for end_step, end_tokens, figures in yields:
-            metrics += [Metric(f"yield/{k}", float(v), 0, int(end_tokens if axis == "tokens" else end_step))
-                        for k, v in figures.items()]
+            metrics += [
+                Metric(f"yield/{k}", float(v), 0, int(end_tokens if axis == "tokens" else end_step))
+                for k, v in figures.items()
+            ]
         for start in range(0, len(metrics), 1000):  # MLflow's log_batch limit
-            client.log_batch(mlrun.info.run_id, metrics=metrics[start:start + 1000])
+            client.log_batch(mlrun.info.run_id, metrics=metrics[start : start + 1000])
         if diagnoses:
-            client.log_text(mlrun.info.run_id, json.dumps(diagnoses, indent=2, default=str),
-                            "yieldgate/diagnoses.json")
+            client.log_text(mlrun.info.run_id, json.dumps(diagnoses, indent=2, default=str), "yieldgate/diagnoses.json")
         client.set_terminated(mlrun.info.run_id)
     except MlflowException as exc:
         # A name MLflow refuses (`a/../b` resolves to another name; one of more than 250 characters): the run
         # made for the export goes, so no half-exported run stays in the store.
         client.delete_run(mlrun.info.run_id)
-        raise InputError(f"{dest}: MLflow refused run {run!r} ({exc.message.splitlines()[0]}); the MLflow run made "
-                         "for it was deleted: export it to TensorBoard or to a table instead") from None
-    return ExportResult(run, "mlflow", f"{uri}#{mlrun.info.run_id}", len(table), list(table.columns), axis,
-                        len(yields), len(diagnoses), notes)
+        raise InputError(
+            f"{dest}: MLflow refused run {run!r} ({exc.message.splitlines()[0]}); the MLflow run made "
+            "for it was deleted: export it to TensorBoard or to a table instead"
+        ) from None
+    return ExportResult(
+        run,
+        "mlflow",
+        f"{uri}#{mlrun.info.run_id}",
+        len(table),
+        list(table.columns),
+        axis,
+        len(yields),
+        len(diagnoses),
+        notes,
+    )
 
 
 def _flat(value: Any, prefix: str) -> dict[str, str]:
@@ -222,8 +248,14 @@ def export_wandb(ledger: Ledger, run: str, dest: Path) -> ExportResult:
     notes: list[str] = []
     yields, diagnoses = _yields(ledger, run, notes), _diagnoses(ledger, run)
     dest.mkdir(parents=True, exist_ok=True)
-    wb = wandb.init(mode="offline", dir=str(dest), name=run, project="yieldgate", reinit="create_new",
-                    settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+    wb = wandb.init(
+        mode="offline",
+        dir=str(dest),
+        name=run,
+        project="yieldgate",
+        reinit="create_new",
+        settings=wandb.Settings(silent=True, console="off", x_disable_stats=True),
+    )
     try:
         if axis == "tokens":
             wb.define_metric("tokens")
@@ -240,8 +272,9 @@ def export_wandb(ledger: Ledger, run: str, dest: Path) -> ExportResult:
     finally:
         wb.finish()
     _wait_for_exit(folder)
-    return ExportResult(run, "wandb", str(folder), len(table), list(table.columns), axis, len(yields),
-                        len(diagnoses), notes)
+    return ExportResult(
+        run, "wandb", str(folder), len(table), list(table.columns), axis, len(yields), len(diagnoses), notes
+    )
 
 
 def _wait_for_exit(folder: Path, timeout_s: float = 30.0) -> None:

@@ -30,8 +30,21 @@ from yieldgate.analysis.yields import YieldReport
 from yieldgate.errors import InputError
 from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
 
-__all__ = ["Figure", "build_figures", "downsample", "smoothed", "figure_dict", "metric_title", "gain_title",
-           "tranche_yields_figure", "RunStyle", "set_axes", "esc", "warm_up", "MAX_POINTS"]
+__all__ = [
+    "Figure",
+    "build_figures",
+    "downsample",
+    "smoothed",
+    "figure_dict",
+    "metric_title",
+    "gain_title",
+    "tranche_yields_figure",
+    "RunStyle",
+    "set_axes",
+    "esc",
+    "warm_up",
+    "MAX_POINTS",
+]
 
 MAX_POINTS = 2000
 """Step-level series (tokens/s, signals) are downsampled to at most this many points per trace (`downsample`):
@@ -70,8 +83,9 @@ def downsample(frame: pd.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
     else:  # one x for every row: columns by position
         bucket = np.arange(n) * columns // n
     if np.all(bucket[1:] >= bucket[:-1]):  # x sorted: each column is one stretch of rows (no sort needed)
-        keep = np.unique(np.r_[_extreme(ys, bucket, np.fmin, first=True), _extreme(ys, bucket, np.fmax, first=False),
-                               0, n - 1])
+        keep = np.unique(
+            np.r_[_extreme(ys, bucket, np.fmin, first=True), _extreme(ys, bucket, np.fmax, first=False), 0, n - 1]
+        )
         return frame.iloc[keep]
     order = np.lexsort((ys, bucket))  # by column, then by y within it (NaN last)
     sorted_bucket = bucket[order]
@@ -109,8 +123,13 @@ def smoothed(values: pd.Series, weight: float, start: float | None = None) -> pd
         return values
     if start is None:
         return values.ewm(alpha=1 - weight, adjust=False).mean()
-    return pd.concat([pd.Series([start]), values], ignore_index=True).ewm(
-        alpha=1 - weight, adjust=False).mean().iloc[1:].set_axis(values.index)
+    return (
+        pd.concat([pd.Series([start]), values], ignore_index=True)
+        .ewm(alpha=1 - weight, adjust=False)
+        .mean()
+        .iloc[1:]
+        .set_axis(values.index)
+    )
 
 
 def _unit(metric: str) -> str:
@@ -137,15 +156,30 @@ class RunStyle:
     def __init__(self, names: list[str]) -> None:
         self.colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
-    def trace(self, run: str, x: np.ndarray, y: np.ndarray, series: str, *, first: bool = True,
-              mode: str = "lines+markers") -> go.Scatter:
-        return go.Scatter(x=x, y=y, name=esc(run), legendgroup=esc(run), showlegend=first, mode=mode,
-                          line={"color": self.colour[run]}, marker={"size": 5}, meta={"series": series})
+    def trace(
+        self, run: str, x: np.ndarray, y: np.ndarray, series: str, *, first: bool = True, mode: str = "lines+markers"
+    ) -> go.Scatter:
+        return go.Scatter(
+            x=x,
+            y=y,
+            name=esc(run),
+            legendgroup=esc(run),
+            showlegend=first,
+            mode=mode,
+            line={"color": self.colour[run]},
+            marker={"size": 5},
+            meta={"series": series},
+        )
 
 
 def set_axes(fig: go.Figure, x: str, y: str, *, height: int = 420) -> go.Figure:
-    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50}, legend_title_text="run",
-                      template="none", hovermode="closest")  # the look comes with `figure_dict`
+    fig.update_layout(
+        height=height,
+        margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        legend_title_text="run",
+        template="none",
+        hovermode="closest",
+    )  # the look comes with `figure_dict`
     fig.update_xaxes(title_text=x)
     fig.update_yaxes(title_text=y)
     return fig
@@ -203,18 +237,28 @@ def _diagnosis_spans(fig: go.Figure, style: RunStyle, runs: list[RunView]) -> No
     for x0, x1, cause, run in sorted(spans):
         line = next((k for k, end in enumerate(line_ends) if end < x0), len(line_ends))
         end = x0 + (len(cause) * LABEL_PX_PER_CHAR + 8) * per_px
-        line_ends[line:line + 1] = [end]
-        fig.add_vrect(x0=x0, x1=x1, fillcolor=style.colour[run], opacity=0.15, line_width=1,
-                      line_color=style.colour[run], annotation_text=esc(cause), annotation_position="top left",
-                      annotation_yshift=-16 * line)
+        line_ends[line : line + 1] = [end]
+        fig.add_vrect(
+            x0=x0,
+            x1=x1,
+            fillcolor=style.colour[run],
+            opacity=0.15,
+            line_width=1,
+            line_color=style.colour[run],
+            annotation_text=esc(cause),
+            annotation_position="top left",
+            annotation_yshift=-16 * line,
+        )
 
 
 def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
     y_range, out = _loss_range(data.runs), []
-    axes = (("step", "loss-steps", "optimizer steps (steps)", "steps"),
-            ("tokens", "loss-tokens", f"accepted {data.amount} ({data.amount})", data.amount),
-            ("wall_s", "loss-time", "wall-clock (s)", "wall-clock time"),
-            ("cost_usd", "loss-cost", "cost (USD)", "cost"))
+    axes = (
+        ("step", "loss-steps", "optimizer steps (steps)", "steps"),
+        ("tokens", "loss-tokens", f"accepted {data.amount} ({data.amount})", data.amount),
+        ("wall_s", "loss-time", "wall-clock (s)", "wall-clock time"),
+        ("cost_usd", "loss-cost", "cost (USD)", "cost"),
+    )
     no_tokens = any(v.curve["tokens"].isna().all() for v in data.runs)
     for column, fig_id, x_title, what in axes:
         if column == "step" and not no_tokens:
@@ -226,8 +270,9 @@ def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
             if len(points) == 0:
                 lacking.append(v.name)
                 continue
-            fig.add_trace(style.trace(v.name, points[column].to_numpy(), points["loss"].to_numpy(),
-                                      f"{data.metric}@{column}"))
+            fig.add_trace(
+                style.trace(v.name, points[column].to_numpy(), points["loss"].to_numpy(), f"{data.metric}@{column}")
+            )
         if not fig.data:
             continue
         if column == "tokens":
@@ -243,16 +288,22 @@ def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
 def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Figure | None:
     """Throughput over time beside learning over time: two axes, never folded into one number. `smooth`: the
     weight of the moving average drawn for tokens/s (`smoothed`; 0: as logged)."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput: tokens/s",
-                                                        f"learning: yield per billion {data.amount}"))
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("throughput: tokens/s", f"learning: yield per billion {data.amount}")
+    )
     for v in data.runs:
         steps = v.data.steps
         tps = steps[["wall_s", "tokens_per_s"]].dropna()
         tps = downsample(tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth)), "wall_s", "tokens_per_s")
         first = True
         if len(tps):
-            fig.add_trace(style.trace(v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s",
-                                      mode="lines"), row=1, col=1)
+            fig.add_trace(
+                style.trace(
+                    v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s", mode="lines"
+                ),
+                row=1,
+                col=1,
+            )
             first = False
         if v.yields is None:
             continue
@@ -261,18 +312,24 @@ def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Fi
         points = [(x, y) for x, y in points if y is not None and math.isfinite(x)]
         if points:
             x, y = zip(*points, strict=True)
-            fig.add_trace(style.trace(v.name, np.array(x), np.array(y), f"yield_per_btok:{data.metric}", first=first),
-                          row=1, col=2)
+            fig.add_trace(
+                style.trace(v.name, np.array(x), np.array(y), f"yield_per_btok:{data.metric}", first=first),
+                row=1,
+                col=2,
+            )
     if not fig.data:
         return None
     set_axes(fig, "wall-clock (s)", "")
     fig.update_yaxes(title_text="tokens/s", row=1, col=1)
     fig.update_yaxes(title_text=gain_title(data.metric, data.amount), row=1, col=2)
-    notes = [f"right: the {data.metric} improvement of each tranche (between evaluations) per billion "
-             f"{data.amount}, at the tranche's end"]
+    notes = [
+        f"right: the {data.metric} improvement of each tranche (between evaluations) per billion "
+        f"{data.amount}, at the tranche's end"
+    ]
     if smooth:
-        notes.insert(0, f"left: tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps "
-                        "(0: as logged)")
+        notes.insert(
+            0, f"left: tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps (0: as logged)"
+        )
     return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig, notes)
 
 
@@ -280,16 +337,20 @@ def _tranche_yields(data: ReportData, style: RunStyle) -> Figure | None:
     return tranche_yields_figure([v.yields for v in data.runs if v.yields], data.metric, data.amount, style)
 
 
-def tranche_yields_figure(reports: list[YieldReport], metric: str, amount: str = "tokens",
-                          style: RunStyle | None = None) -> Figure | None:
+def tranche_yields_figure(
+    reports: list[YieldReport], metric: str, amount: str = "tokens", style: RunStyle | None = None
+) -> Figure | None:
     """Each tranche's yield at its end in tokens, with the band the evaluation noise allows as error bars: a
     tranche whose bar crosses 0 is not told from noise (`YieldReport.eval_noise`, `Tranche.yield_band`). One trace
     per run (`YieldReport.run`); the report's, the dashboard's and a notebook's (`YieldReport._repr_html_`)."""
     style = style or RunStyle([r.run for r in reports])
     fig, level = go.Figure(), None
     for report in reports:
-        rows = [(t.end_tokens, t.yield_per_btok, t.yield_band, t.vs_expected) for t in report.tranches
-                if t.yield_per_btok is not None and math.isfinite(t.end_tokens)]
+        rows = [
+            (t.end_tokens, t.yield_per_btok, t.yield_band, t.vs_expected)
+            for t in report.tranches
+            if t.yield_per_btok is not None and math.isfinite(t.end_tokens)
+        ]
         if not rows:
             continue
         level = report.level
@@ -298,8 +359,14 @@ def tranche_yields_figure(reports: list[YieldReport], metric: str, amount: str =
         low = np.array([np.nan if r[2] is None else r[2][0] for r in rows], dtype=float)
         high = np.array([np.nan if r[2] is None else r[2][1] for r in rows], dtype=float)
         trace = style.trace(report.run, x, y, f"tranche_yield:{metric}")
-        trace.error_y = {"type": "data", "symmetric": False, "array": high - y, "arrayminus": y - low,
-                         "color": style.colour[report.run], "thickness": 1}
+        trace.error_y = {
+            "type": "data",
+            "symmetric": False,
+            "array": high - y,
+            "arrayminus": y - low,
+            "color": style.colour[report.run],
+            "thickness": 1,
+        }
         if report.law is not None:  # each point's learning against the law (`Tranche.vs_expected`), on hover
             whose = "its own" if report.law["run"] == report.run else esc(report.law["run"]) + "'s"
             trace.text = ["" if r[3] is None else f"{r[3]:.2f}x what {whose} law expects" for r in rows]
@@ -309,9 +376,15 @@ def tranche_yields_figure(reports: list[YieldReport], metric: str, amount: str =
     set_axes(fig, f"accepted {amount} at the tranche's end ({amount})", gain_title(metric, amount))
     fig.add_hline(y=0, line_dash="dot", line_color="#888")
     band = "" if level is None else f" ({level:.0%})"
-    return Figure("tranche-yields", "tranche yields with their noise band", fig,
-                  [f"bars: the band{band} the evaluation noise allows around each tranche's yield; a bar that "
-                   "crosses 0 is within noise (no bar: fewer than three evaluations to estimate the noise)"])
+    return Figure(
+        "tranche-yields",
+        "tranche yields with their noise band",
+        fig,
+        [
+            f"bars: the band{band} the evaluation noise allows around each tranche's yield; a bar that "
+            "crosses 0 is within noise (no bar: fewer than three evaluations to estimate the noise)"
+        ],
+    )
 
 
 def _facets(data: ReportData, style: RunStyle, fig_id: str, title: str, kind: str) -> Figure | None:
@@ -333,14 +406,21 @@ def _facets(data: ReportData, style: RunStyle, fig_id: str, title: str, kind: st
     shown: set[str] = set()
     for i, key in enumerate(keys):
         for run, (xs, ys) in series[key].items():
-            fig.add_trace(style.trace(run, np.array(xs), np.array(ys), f"{kind}:{key}", first=run not in shown),
-                          row=i // cols + 1, col=i % cols + 1)
+            fig.add_trace(
+                style.trace(run, np.array(xs), np.array(ys), f"{kind}:{key}", first=run not in shown),
+                row=i // cols + 1,
+                col=i % cols + 1,
+            )
             shown.add(run)
     set_axes(fig, "", "", height=max(320, 280 * rows))
     fig.update_xaxes(title_text=f"accepted {data.amount} ({data.amount})", row=rows)
     fig.update_yaxes(title_text=f"gain per B {data.amount} (the task's unit)", col=1)
-    return Figure(fig_id, title, fig, ["each point: one tranche (between two evaluations), at its end; "
-                                       "a negative value means that score got worse"])
+    return Figure(
+        fig_id,
+        title,
+        fig,
+        ["each point: one tranche (between two evaluations), at its end; a negative value means that score got worse"],
+    )
 
 
 def warm_up() -> None:
@@ -361,10 +441,14 @@ def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
     _check_smooth(smooth)
     style = RunStyle([v.name for v in data.runs])
     figures = _loss_figures(data, style)
-    extra = [_throughput_learning(data, style, smooth), _tranche_yields(data, style),
-             _facets(data, style, "yield-per-source", "tranche yield per source (validation loss of each source)",
-                     "per_source"),
-             _facets(data, style, "yield-capability", "capability yield per task", "capability")]
+    extra = [
+        _throughput_learning(data, style, smooth),
+        _tranche_yields(data, style),
+        _facets(
+            data, style, "yield-per-source", "tranche yield per source (validation loss of each source)", "per_source"
+        ),
+        _facets(data, style, "yield-capability", "capability yield per task", "capability"),
+    ]
     figures += [f for f in extra if f is not None]
     from yieldgate.report.signal_figures import signal_figures  # it builds on this module's helpers
 

@@ -31,8 +31,17 @@ from yieldgate.report.console import evidence_lines
 from yieldgate.report.figures import Figure, build_figures, figure_dict
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
-__all__ = ["ReportResult", "write_report", "render_html", "write_pngs", "comparison_html", "table_html",
-           "notes_html", "RawCell", "CSS"]
+__all__ = [
+    "ReportResult",
+    "write_report",
+    "render_html",
+    "write_pngs",
+    "comparison_html",
+    "table_html",
+    "notes_html",
+    "RawCell",
+    "CSS",
+]
 
 PNG_WIDTH = 1100
 PNG_TITLE_PX = 40
@@ -102,8 +111,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, (dict, list)):
         # readable lines, and the whole body as JSON one click away
         lines = "<br>".join(escape(line) for line in evidence_lines(value))
-        return (f'<td class="json">{lines}<details><summary>JSON</summary>{escape(_compact_json(value))}'
-                "</details></td>")
+        return f'<td class="json">{lines}<details><summary>JSON</summary>{escape(_compact_json(value))}</details></td>'
     return f"<td>{escape(str(value))}</td>"
 
 
@@ -126,20 +134,31 @@ def _runs_section(data: ReportData) -> str:
         final = curve["loss"].dropna()
         tps = steps["tokens_per_s"].dropna()
         manifest = v.data.manifest
-        rows.append([v.name, int(len(steps)), float(steps["tokens"].max()) if len(steps) else None,
-                     float(final.iloc[-1]) if len(final) else None, float(np.median(tps)) if len(tps) else None,
-                     int(len(v.diagnoses)), manifest.content_hash()[:12] if manifest else "-"])
+        rows.append(
+            [
+                v.name,
+                int(len(steps)),
+                float(steps["tokens"].max()) if len(steps) else None,
+                float(final.iloc[-1]) if len(final) else None,
+                float(np.median(tps)) if len(tps) else None,
+                int(len(v.diagnoses)),
+                manifest.content_hash()[:12] if manifest else "-",
+            ]
+        )
     return "<h2>Runs</h2>" + table_html(
-        ["run", "steps", data.amount, f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows)
+        ["run", "steps", data.amount, f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows
+    )
 
 
 def _comparison_section(data: ReportData) -> str:
     if not data.comparisons:
         return ""
-    return ("<h2>Comparison</h2>"
-            '<p class="note">Each later pattern against the first. Speedup (B over A) at the target loss: '
-            "time = throughput &times; sample efficiency.</p>"
-            + "".join(comparison_html(c, amount=data.amount) for c in data.comparisons))
+    return (
+        "<h2>Comparison</h2>"
+        '<p class="note">Each later pattern against the first. Speedup (B over A) at the target loss: '
+        "time = throughput &times; sample efficiency.</p>"
+        + "".join(comparison_html(c, amount=data.amount) for c in data.comparisons)
+    )
 
 
 def _manifest_value(value: Any) -> Any:
@@ -154,28 +173,52 @@ def comparison_html(c: Comparison, *, amount: str = "tokens") -> str:
     serve`. `amount`: what the token counts count (`bytes` for a comparison per byte)."""
     a, b = c.a, c.b
     parts = [f"<h3>{escape(a)} (A) vs {escape(b)} (B)</h3>"]
-    parts.append(table_html(
-        ["", "A", "B", "B over A"],
-        [["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
-         [f"{amount} to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
-         ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
-         [f"throughput ({amount}/s to target)", "", "", c.speedup["throughput"]],
-         ["effective token multiplier", "", "", c.effective_token_multiplier]], "speedup"))
-    parts.append(f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
-                 f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
-                 f"efficiency {_num(c.speedup['sample_efficiency'])}</p>")
+    parts.append(
+        table_html(
+            ["", "A", "B", "B over A"],
+            [
+                ["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
+                [f"{amount} to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
+                ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
+                [f"throughput ({amount}/s to target)", "", "", c.speedup["throughput"]],
+                ["effective token multiplier", "", "", c.effective_token_multiplier],
+            ],
+            "speedup",
+        )
+    )
+    parts.append(
+        f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
+        f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
+        f"efficiency {_num(c.speedup['sample_efficiency'])}</p>"
+    )
     if c.points:
-        parts.append(table_html(
-            [c.aligned_on, f"{c.metric} A", "B", "B - A", "interval", "within noise"],
-            [[p[c.aligned_on], p["a"], p["b"], p["diff"],
-              "-" if p["interval"] is None else f"[{_num(p['interval'][0])}, {_num(p['interval'][1])}]",
-              "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")] for p in c.points],
-            "points"))
+        parts.append(
+            table_html(
+                [c.aligned_on, f"{c.metric} A", "B", "B - A", "interval", "within noise"],
+                [
+                    [
+                        p[c.aligned_on],
+                        p["a"],
+                        p["b"],
+                        p["diff"],
+                        "-" if p["interval"] is None else f"[{_num(p['interval'][0])}, {_num(p['interval'][1])}]",
+                        "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no"),
+                    ]
+                    for p in c.points
+                ],
+                "points",
+            )
+        )
     parts.append(f'<p class="verdict"><strong>{escape(c.verdict)}</strong></p>')
     if c.confounders:
-        parts.append('<p class="note">Confounders: the manifest fields in which the sides differ.</p>' + table_html(
-            ["field", "A", "B"], [[d["field"], _manifest_value(d["a"]), _manifest_value(d["b"])]
-                                  for d in c.confounders], "confounders"))
+        parts.append(
+            '<p class="note">Confounders: the manifest fields in which the sides differ.</p>'
+            + table_html(
+                ["field", "A", "B"],
+                [[d["field"], _manifest_value(d["a"]), _manifest_value(d["b"])] for d in c.confounders],
+                "confounders",
+            )
+        )
     parts.append(notes_html(c.warnings + c.notes))
     return "".join(parts)
 
@@ -194,14 +237,26 @@ def _diagnoses_section(data: ReportData) -> str:
             body = e["body"] if isinstance(e["body"], dict) else {"body": e["body"]}
             steps = [int(s) for s in (e["start_step"], e["end_step"]) if pd.notna(s)]
             tokens = tokens_at_steps(v.data.steps, steps) if steps else np.empty(0)
-            evidence = body.get("evidence",
-                                {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")})
-            rows.append([v.name, body.get("cause", "-"), _span(steps, str), _span(list(tokens), _num),
-                         body.get("confidence"), e["state"], evidence, body.get("advice", "-")])
+            evidence = body.get(
+                "evidence", {k: x for k, x in body.items() if k not in ("cause", "confidence", "advice")}
+            )
+            rows.append(
+                [
+                    v.name,
+                    body.get("cause", "-"),
+                    _span(steps, str),
+                    _span(list(tokens), _num),
+                    body.get("confidence"),
+                    e["state"],
+                    evidence,
+                    body.get("advice", "-"),
+                ]
+            )
     if not rows:
         return ""
     return "<h2>Diagnoses</h2>" + table_html(
-        ["run", "cause", "steps", "tokens", "confidence", "state", "evidence", "advice"], rows, "diagnoses")
+        ["run", "cause", "steps", "tokens", "confidence", "state", "evidence", "advice"], rows, "diagnoses"
+    )
 
 
 def _decisions_section(data: ReportData) -> str:
@@ -212,11 +267,20 @@ def _decisions_section(data: ReportData) -> str:
     for _, d in frame.iterrows():
         # The ledger only stores approve / hold / reject, so the class name is ours, not user text.
         verdict = RawCell(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
-        rows.append([d["target"], d["stage"] or "-", verdict, d["rationale"], d["evidence"],
-                     (d["policy_hash"] or "-")[:12],
-                     datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC")])
+        rows.append(
+            [
+                d["target"],
+                d["stage"] or "-",
+                verdict,
+                d["rationale"],
+                d["evidence"],
+                (d["policy_hash"] or "-")[:12],
+                datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            ]
+        )
     return "<h2>Gate decisions</h2>" + table_html(
-        ["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions")
+        ["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions"
+    )
 
 
 def _manifest_section(data: ReportData) -> str:
@@ -226,13 +290,16 @@ def _manifest_section(data: ReportData) -> str:
     if not data.manifest_diff:
         return f'<h2>Manifest diff</h2><p class="note">The {len(names)} manifests are identical.</p>'
     rows = [[d["field"], *[_manifest_value(d["values"][n]) for n in names]] for d in data.manifest_diff]
-    return ("<h2>Manifest diff</h2><p class=\"note\">Fields in which any run's manifest differs from the first's "
-            "(the confounders of any comparison between them).</p>" + table_html(["field", *names], rows, "manifest"))
+    return (
+        "<h2>Manifest diff</h2><p class=\"note\">Fields in which any run's manifest differs from the first's "
+        "(the confounders of any comparison between them).</p>" + table_html(["field", *names], rows, "manifest")
+    )
 
 
 def _figure_html(fig: Figure) -> str:
-    plot = pio.to_html(figure_dict(fig), include_plotlyjs=False, full_html=False, div_id=fig.id, config=PLOT_CONFIG,
-                       validate=False)
+    plot = pio.to_html(
+        figure_dict(fig), include_plotlyjs=False, full_html=False, div_id=fig.id, config=PLOT_CONFIG, validate=False
+    )
     return f"<h3>{escape(fig.title)}</h3>{plot}{notes_html(fig.notes)}"
 
 
@@ -246,23 +313,31 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
         return f"<h2>{escape(title)}</h2>{drawn}" if drawn else ""
 
     generated = datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = "".join([
-        "<h1>yieldgate report</h1>",
-        f'<p class="muted">{escape(" ".join(data.patterns))} &middot; metric {escape(data.metric)} &middot; '
-        f"generated {generated} by yieldgate {escape(__version__)}</p>",
-        notes_html(data.notes),
-        _runs_section(data),
-        plots(f"Learning against {data.amount}, time and cost", "loss-steps", "loss-tokens", "loss-time", "loss-cost"),
-        plots("Throughput and learning", "throughput-learning"),
-        _comparison_section(data),
-        plots("Yields", "tranche-yields", "yield-per-source", "yield-capability"),
-        plots("Learning signals", "signals-gns", "signals-update-ratio", "signals-clipping"),
-        _diagnoses_section(data), _decisions_section(data), _manifest_section(data),
-    ])
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>yieldgate report: {escape(' '.join(data.patterns))}</title>"
-            f"<style>{CSS}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head>"
-            f"<body>{body}</body></html>\n")
+    body = "".join(
+        [
+            "<h1>yieldgate report</h1>",
+            f'<p class="muted">{escape(" ".join(data.patterns))} &middot; metric {escape(data.metric)} &middot; '
+            f"generated {generated} by yieldgate {escape(__version__)}</p>",
+            notes_html(data.notes),
+            _runs_section(data),
+            plots(
+                f"Learning against {data.amount}, time and cost", "loss-steps", "loss-tokens", "loss-time", "loss-cost"
+            ),
+            plots("Throughput and learning", "throughput-learning"),
+            _comparison_section(data),
+            plots("Yields", "tranche-yields", "yield-per-source", "yield-capability"),
+            plots("Learning signals", "signals-gns", "signals-update-ratio", "signals-clipping"),
+            _diagnoses_section(data),
+            _decisions_section(data),
+            _manifest_section(data),
+        ]
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>yieldgate report: {escape(' '.join(data.patterns))}</title>"
+        f'<style>{CSS}</style><script type="text/javascript">{get_plotlyjs()}</script></head>'
+        f"<body>{body}</body></html>\n"
+    )
 
 
 def _titled(fig: Figure) -> dict[str, Any]:
@@ -288,30 +363,50 @@ def write_pngs(figures: list[Figure], directory: str | os.PathLike[str]) -> list
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"{directory}: cannot create the folder for the PNG figures ({exc.strerror}); "
-                         "pick a writable path") from None
+        raise InputError(
+            f"{directory}: cannot create the folder for the PNG figures ({exc.strerror}); pick a writable path"
+        ) from None
     main = [f for f in figures if f.main]
     paths = [str(out / f"{f.id}.png") for f in main]
     try:
-        pio.write_images([_titled(f) for f in main], paths, width=PNG_WIDTH, validate=False,
-                         height=[(f.figure.layout.height or 450) + PNG_TITLE_PX for f in main])
+        pio.write_images(
+            [_titled(f) for f in main],
+            paths,
+            width=PNG_WIDTH,
+            validate=False,
+            height=[(f.figure.layout.height or 450) + PNG_TITLE_PX for f in main],
+        )
     except ChromeNotFoundError:
-        raise YieldgateError("PNG figures need Chrome or Chromium to be drawn: install it (Debian: "
-                             "`apt-get install chromium`) or run `plotly_get_chrome`") from None
+        raise YieldgateError(
+            "PNG figures need Chrome or Chromium to be drawn: install it (Debian: "
+            "`apt-get install chromium`) or run `plotly_get_chrome`"
+        ) from None
     return paths
 
 
 def _check_writable(path: Path) -> None:
     parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK) or (
-            path.exists() and not os.access(path, os.W_OK)):
-        raise InputError(f"-o {path}: cannot write the report there (not a writable file in an existing folder); "
-                         "pick another path")
+    if (
+        path.is_dir()
+        or not parent.is_dir()
+        or not os.access(parent, os.W_OK)
+        or (path.exists() and not os.access(path, os.W_OK))
+    ):
+        raise InputError(
+            f"-o {path}: cannot write the report there (not a writable file in an existing folder); pick another path"
+        )
 
 
-def write_report(ledger: Ledger, patterns: list[str], out: str | os.PathLike[str], *, metric: str = "val/loss",
-                 png_dir: str | os.PathLike[str] | None = None, per: str | None = None,
-                 smooth: float = 0.0) -> ReportResult:
+def write_report(
+    ledger: Ledger,
+    patterns: list[str],
+    out: str | os.PathLike[str],
+    *,
+    metric: str = "val/loss",
+    png_dir: str | os.PathLike[str] | None = None,
+    per: str | None = None,
+    smooth: float = 0.0,
+) -> ReportResult:
     """Write the HTML report of the runs matching `patterns` to `out` (and the main plots as PNG files into
     `png_dir`). Each pattern is a group of seeds; every later group is compared with the first. `per`: `token` or
     `byte`; None: bytes when the runs' tokenizers differ (`sections.per_for`). `smooth`: the weight of the moving
@@ -326,5 +421,11 @@ def write_report(ledger: Ledger, patterns: list[str], out: str | os.PathLike[str
     except OSError as exc:
         raise InputError(f"-o {path}: cannot write the report ({exc.strerror}); pick another path") from None
     pngs = write_pngs(figures, png_dir) if png_dir is not None else []
-    return ReportResult(path=str(path), runs=[v.name for v in data.runs], figures=[f.id for f in figures],
-                        pngs=pngs, notes=data.notes, per=data.per)
+    return ReportResult(
+        path=str(path),
+        runs=[v.name for v in data.runs],
+        figures=[f.id for f in figures],
+        pngs=pngs,
+        notes=data.notes,
+        per=data.per,
+    )

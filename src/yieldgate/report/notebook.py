@@ -42,14 +42,21 @@ def _plotly_js() -> str:
 def _page(title: str, body: str, figures: list[Figure | None]) -> str:
     drawn = [f for f in figures if f is not None]
     plots = "".join(
-        f"<h4>{escape(f.title)}</h4>" + pio.to_html(figure_dict(f), include_plotlyjs=False, full_html=False,
-                                                    config=PLOT_CONFIG, validate=False) + notes_html(f.notes)
-        for f in drawn)
+        f"<h4>{escape(f.title)}</h4>"
+        + pio.to_html(figure_dict(f), include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, validate=False)
+        + notes_html(f.notes)
+        for f in drawn
+    )
     # The report's CSS, scoped to this output so it does not restyle the notebook around it.
-    css = "".join(f".yieldgate {rule.strip()}\n" for rule in CSS.strip().splitlines() if rule.strip()
-                  and not rule.startswith("body"))
-    return (f"{_plotly_js() if drawn else ''}<style>{css}</style><div class=\"yieldgate\">"
-            f"<h3>{escape(title)}</h3>{body}{plots}</div>")
+    css = "".join(
+        f".yieldgate {rule.strip()}\n"
+        for rule in CSS.strip().splitlines()
+        if rule.strip() and not rule.startswith("body")
+    )
+    return (
+        f'{_plotly_js() if drawn else ""}<style>{css}</style><div class="yieldgate">'
+        f"<h3>{escape(title)}</h3>{body}{plots}</div>"
+    )
 
 
 def comparison_repr(c: Comparison) -> str:
@@ -63,15 +70,35 @@ def comparison_repr(c: Comparison) -> str:
 def yields_repr(r: YieldReport) -> str:
     """The tranche table of `yieldgate yield` and the report's tranche-yield figure with its noise band."""
     by_steps = r.axis == "steps"
-    rows = [[f"{fmt(t.start_step)}-{fmt(t.end_step)}" if by_steps else f"{fmt(t.start_tokens)}-{fmt(t.end_tokens)}",
-             t.loss_start, t.loss_end, t.yield_per_kstep if by_steps else t.yield_per_btok,
-             "-" if t.yield_band is None else f"{fmt(t.yield_band[0])} to {fmt(t.yield_band[1])}",
-             t.yield_per_device_hour, t.yield_per_dollar, t.yield_per_kwh,
-             ", ".join(w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on) or "-"]
-            for t in r.tranches]
-    table = table_html([r.axis, f"{r.metric} start", "end", "per 1k steps" if by_steps else "per B tokens",
-                        f"noise band ({r.level:.0%})", f"per {r.time_unit}", "per $", "per kWh", "note"], rows,
-                       "tranches")
+    rows = [
+        [
+            f"{fmt(t.start_step)}-{fmt(t.end_step)}" if by_steps else f"{fmt(t.start_tokens)}-{fmt(t.end_tokens)}",
+            t.loss_start,
+            t.loss_end,
+            t.yield_per_kstep if by_steps else t.yield_per_btok,
+            "-" if t.yield_band is None else f"{fmt(t.yield_band[0])} to {fmt(t.yield_band[1])}",
+            t.yield_per_device_hour,
+            t.yield_per_dollar,
+            t.yield_per_kwh,
+            ", ".join(w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on) or "-",
+        ]
+        for t in r.tranches
+    ]
+    table = table_html(
+        [
+            r.axis,
+            f"{r.metric} start",
+            "end",
+            "per 1k steps" if by_steps else "per B tokens",
+            f"noise band ({r.level:.0%})",
+            f"per {r.time_unit}",
+            "per $",
+            "per kWh",
+            "note",
+        ],
+        rows,
+        "tranches",
+    )
     what = f"{r.task}/{r.metric}" if r.task else f"training {r.metric}"
     notes = r.notes + [f"{k}: unknown ({why})" for k, why in r.missing.items()]
     figure = tranche_yields_figure([r], f"{r.task}/{r.metric}" if r.task else r.metric)
@@ -83,10 +110,15 @@ def diagnosis_repr(d: Diagnosis) -> str:
     advice), the detectors that could not run, and the findings drawn over their steps."""
     from yieldgate.report.result_figures import diagnosis_figure
 
-    rows: list[list[Any]] = [[f.cause, f"{f.start_step:,}-{f.end_step:,}", round(f.confidence, 3), f.severity,
-                              f.evidence, f.advice] for f in d.findings]
-    body = (table_html(["cause", "steps", "confidence", "severity", "evidence", "advice"], rows, "findings") if rows
-            else notes_html(["No findings."]))
+    rows: list[list[Any]] = [
+        [f.cause, f"{f.start_step:,}-{f.end_step:,}", round(f.confidence, 3), f.severity, f.evidence, f.advice]
+        for f in d.findings
+    ]
+    body = (
+        table_html(["cause", "steps", "confidence", "severity", "evidence", "advice"], rows, "findings")
+        if rows
+        else notes_html(["No findings."])
+    )
     body += notes_html([f"not run: {n.get('detector', '?')}: {n.get('reason', '')}" for n in d.not_run])
     return _page(f"diagnosis of {d.run}", body, [diagnosis_figure(d)])
 
@@ -97,17 +129,20 @@ def forecast_repr(f: Forecast) -> str:
     from yieldgate.report.result_figures import forecast_figure
 
     law = f.fit
-    lines = [f"fit: loss = {fmt(law.E)} + {fmt(law.B)} * {f.axis}^-{fmt(law.beta)} (R^2 {fmt(law.r2)}, "
-             f"{len(law.tokens)} evaluations)",
-             f"next {fmt(f.next_tokens)} {f.axis} after {fmt(f.at_tokens)}: gain {fmt(f.gain)} "
-             f"[{fmt(f.interval[0])}, {fmt(f.interval[1])}] ({f.level:.0%} interval, with evaluation noise "
-             f"{fmt(f.eval_noise)}; the curve alone [{fmt(f.fit_interval[0])}, {fmt(f.fit_interval[1])}])"]
+    lines = [
+        f"fit: loss = {fmt(law.E)} + {fmt(law.B)} * {f.axis}^-{fmt(law.beta)} (R^2 {fmt(law.r2)}, "
+        f"{len(law.tokens)} evaluations)",
+        f"next {fmt(f.next_tokens)} {f.axis} after {fmt(f.at_tokens)}: gain {fmt(f.gain)} "
+        f"[{fmt(f.interval[0])}, {fmt(f.interval[1])}] ({f.level:.0%} interval, with evaluation noise "
+        f"{fmt(f.eval_noise)}; the curve alone [{fmt(f.fit_interval[0])}, {fmt(f.fit_interval[1])}])",
+    ]
     if f.axis == "tokens":
-        lines.append(f"{fmt(f.yield_per_btok)} per billion tokens [{fmt(f.yield_interval[0])}, "
-                     f"{fmt(f.yield_interval[1])}]")
+        lines.append(
+            f"{fmt(f.yield_per_btok)} per billion tokens [{fmt(f.yield_interval[0])}, {fmt(f.yield_interval[1])}]"
+        )
     if f.threshold_tokens is not None:
         lines.append(f"marginal yield falls below the threshold at {fmt(f.threshold_tokens)} tokens")
     body = "".join(f"<p>{escape(line)}</p>" for line in lines) + notes_html(
-        [*f.notes, *([f"poor fit: {law.poor}"] if law.poor else [])])
+        [*f.notes, *([f"poor fit: {law.poor}"] if law.poor else [])]
+    )
     return _page("forecast", body, [forecast_figure(f)])
-

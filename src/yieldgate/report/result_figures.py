@@ -18,8 +18,13 @@ from yieldgate.report.figures import Figure, RunStyle, esc, metric_title, set_ax
 
 __all__ = ["comparison_figure", "forecast_figure", "diagnosis_figure", "AXIS_TITLES"]
 
-AXIS_TITLES = {"tokens": "accepted tokens (tokens)", "time": "wall-clock (s)", "compute": "compute (FLOPs)",
-               "cost": "cost (USD)", "steps": "optimizer steps (steps)"}
+AXIS_TITLES = {
+    "tokens": "accepted tokens (tokens)",
+    "time": "wall-clock (s)",
+    "compute": "compute (FLOPs)",
+    "cost": "cost (USD)",
+    "steps": "optimizer steps (steps)",
+}
 """The axis a comparison is aligned on (`Comparison.aligned_on`), titled with its unit."""
 
 
@@ -30,25 +35,37 @@ def comparison_figure(c: Comparison) -> Figure | None:
         return None
     style = RunStyle([c.a, c.b])
     x = np.array([p[c.aligned_on] for p in c.points], dtype=float)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=(f"{esc(c.metric)} of each side",
-                                                        "B - A, with its interval over seeds"))
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=(f"{esc(c.metric)} of each side", "B - A, with its interval over seeds")
+    )
     for side in (c.a, c.b):
         key = "a" if side == c.a else "b"
-        fig.add_trace(style.trace(side, x, np.array([p[key] for p in c.points], dtype=float), f"compare:{key}"),
-                      row=1, col=1)
+        fig.add_trace(
+            style.trace(side, x, np.array([p[key] for p in c.points], dtype=float), f"compare:{key}"), row=1, col=1
+        )
     diff = np.array([p["diff"] for p in c.points], dtype=float)
     low = np.array([np.nan if p["interval"] is None else p["interval"][0] for p in c.points], dtype=float)
     high = np.array([np.nan if p["interval"] is None else p["interval"][1] for p in c.points], dtype=float)
-    trace = go.Scatter(x=x, y=diff, name="B - A", mode="markers", marker={"size": 7, "color": "#444"},
-                       meta={"series": "compare:diff"}, error_y={"type": "data", "symmetric": False,
-                                                                "array": high - diff, "arrayminus": diff - low})
+    trace = go.Scatter(
+        x=x,
+        y=diff,
+        name="B - A",
+        mode="markers",
+        marker={"size": 7, "color": "#444"},
+        meta={"series": "compare:diff"},
+        error_y={"type": "data", "symmetric": False, "array": high - diff, "arrayminus": diff - low},
+    )
     fig.add_trace(trace, row=1, col=2)
     fig.add_hline(y=0, line_dash="dot", line_color="#888", row=1, col=2)
     set_axes(fig, AXIS_TITLES.get(c.aligned_on, esc(c.aligned_on)), "")
     fig.update_yaxes(title_text=metric_title(c.metric), row=1, col=1)
     fig.update_yaxes(title_text=f"B - A ({metric_title(c.metric).rpartition('(')[2]}", row=1, col=2)
-    return Figure("comparison-points", f"{c.a} (A) vs {c.b} (B), aligned on {c.aligned_on}", fig,
-                  ["right: no bar where a point is identical by construction (the untrained model)"])
+    return Figure(
+        "comparison-points",
+        f"{c.a} (A) vs {c.b} (B), aligned on {c.aligned_on}",
+        fig,
+        ["right: no bar where a point is identical by construction (the untrained model)"],
+    )
 
 
 def forecast_figure(f: Forecast) -> Figure:
@@ -57,23 +74,40 @@ def forecast_figure(f: Forecast) -> Figure:
     law, end = f.fit, f.at_tokens + f.next_tokens
     style = RunStyle(["fitted on", "forecast"])
     fig = go.Figure()
-    fig.add_trace(style.trace("fitted on", np.array(law.tokens), np.array(law.losses), "forecast:points",
-                              mode="markers"))
+    fig.add_trace(
+        style.trace("fitted on", np.array(law.tokens), np.array(law.losses), "forecast:points", mode="markers")
+    )
     grid = np.geomspace(min(law.tokens), end, 200) if min(law.tokens) > 0 else np.linspace(min(law.tokens), end, 200)
-    curve = go.Scatter(x=grid, y=law(grid), name=f"E + B x^-beta (R^2 {law.r2:.3f})", mode="lines",
-                       line={"color": "#888", "dash": "dash"}, meta={"series": "forecast:law"})
+    curve = go.Scatter(
+        x=grid,
+        y=law(grid),
+        name=f"E + B x^-beta (R^2 {law.r2:.3f})",
+        mode="lines",
+        line={"color": "#888", "dash": "dash"},
+        meta={"series": "forecast:law"},
+    )
     fig.add_trace(curve)
     start = float(law(f.at_tokens))
     at_end = start - f.gain
     point = style.trace("forecast", np.array([end]), np.array([at_end]), "forecast:next", mode="markers")
-    point.error_y = {"type": "data", "symmetric": False, "array": [at_end - (start - f.interval[1])],
-                     "arrayminus": [(start - f.interval[0]) - at_end]}
+    point.error_y = {
+        "type": "data",
+        "symmetric": False,
+        "array": [at_end - (start - f.interval[1])],
+        "arrayminus": [(start - f.interval[0]) - at_end],
+    }
     fig.add_trace(point)
     axis = "optimizer steps (steps)" if f.axis == "steps" else "accepted tokens (tokens)"
     set_axes(fig, axis, "loss fitted (the metric's unit)")
-    return Figure("forecast", f"the next {f.next_tokens:,.0f} {f.axis} after {f.at_tokens:,.0f}", fig,
-                  [f"bar: the {f.level:.0%} interval of the loss after the next tranche, the fit's uncertainty and "
-                   "the evaluation noise together"])
+    return Figure(
+        "forecast",
+        f"the next {f.next_tokens:,.0f} {f.axis} after {f.at_tokens:,.0f}",
+        fig,
+        [
+            f"bar: the {f.level:.0%} interval of the loss after the next tranche, the fit's uncertainty and "
+            "the evaluation noise together"
+        ],
+    )
 
 
 def diagnosis_figure(d: Diagnosis) -> Figure | None:
@@ -84,10 +118,24 @@ def diagnosis_figure(d: Diagnosis) -> Figure | None:
     fig = go.Figure()
     for k, f in enumerate(d.findings):
         colour = "#cf222e" if SEVERITY.get(f.cause, "high") == "high" else "#888888"
-        fig.add_trace(go.Bar(x=[max(f.end_step - f.start_step, 1)], base=[f.start_step], y=[esc(f.cause)],
-                             orientation="h", name=esc(f.cause), showlegend=False, opacity=0.3 + 0.7 * f.confidence,
-                             marker={"color": colour}, meta={"series": f"finding:{k}"},
-                             hovertext=f"{esc(f.cause)} ({f.confidence:.2f}): {esc(f.advice)}"))
+        fig.add_trace(
+            go.Bar(
+                x=[max(f.end_step - f.start_step, 1)],
+                base=[f.start_step],
+                y=[esc(f.cause)],
+                orientation="h",
+                name=esc(f.cause),
+                showlegend=False,
+                opacity=0.3 + 0.7 * f.confidence,
+                marker={"color": colour},
+                meta={"series": f"finding:{k}"},
+                hovertext=f"{esc(f.cause)} ({f.confidence:.2f}): {esc(f.advice)}",
+            )
+        )
     set_axes(fig, "optimizer steps (steps)", "", height=max(200, 60 + 40 * len({f.cause for f in d.findings})))
-    return Figure("diagnosis", f"findings of {d.run}", fig,
-                  ["each bar: one finding's step span; darker: more confident; red: a cause, grey: a note"])
+    return Figure(
+        "diagnosis",
+        f"findings of {d.run}",
+        fig,
+        ["each bar: one finding's step span; darker: more confident; red: a cause, grey: a note"],
+    )

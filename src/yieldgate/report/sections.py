@@ -22,6 +22,7 @@ from yieldgate.manifest import diff
 
 __all__ = ["RunView", "ReportData", "collect", "tokens_at_steps"]
 
+
 @dataclass
 class RunView:
     """One run as the report draws it, read once from the ledger."""
@@ -71,8 +72,11 @@ def tokens_at_steps(steps: pd.DataFrame, at: Any) -> np.ndarray:
 
 
 def _signals(ledger: Ledger, run: str) -> pd.DataFrame:
-    keys = [k for k in ledger.extra_keys(run) if k in ("signals/gns", "signals/loss_scale")
-            or k.startswith("signals/update_ratio/")]
+    keys = [
+        k
+        for k in ledger.extra_keys(run)
+        if k in ("signals/gns", "signals/loss_scale") or k.startswith("signals/update_ratio/")
+    ]
     return ledger.extras(run, keys or ["signals/gns"])  # an absent key reads as an empty frame
 
 
@@ -86,18 +90,32 @@ def _view(ledger: Ledger, data: RunData, metric: str, per: str, notes: list[str]
         yields = yield_report(ledger, data.name, metric=metric, per=per, data=data)
     else:
         notes.append(f"run {data.name!r} has {len(curve)} evaluation(s) of {metric}: no curve or yields drawn for it")
-    return RunView(name=data.name, data=data, curve=curve, yields=yields, signals=_signals(ledger, data.name),
-                   diagnoses=ledger.events(data.name, kind="diagnosis"))
+    return RunView(
+        name=data.name,
+        data=data,
+        curve=curve,
+        yields=yields,
+        signals=_signals(ledger, data.name),
+        diagnoses=ledger.events(data.name, kind="diagnosis"),
+    )
 
 
-def _comparisons(groups: list[tuple[str, list[RunView]]], task: str, metric_name: str,
-                 notes: list[str]) -> list[Comparison]:
+def _comparisons(
+    groups: list[tuple[str, list[RunView]]], task: str, metric_name: str, notes: list[str]
+) -> list[Comparison]:
     """Every later group against the first (the reference), where both sides have curves to align."""
     (ref_name, ref), out = groups[0], []
     for name, group in groups[1:]:
         try:
-            out.append(compare([v.data for v in ref], [v.data for v in group], names=(ref_name, name),
-                               task=task, metric=metric_name))
+            out.append(
+                compare(
+                    [v.data for v in ref],
+                    [v.data for v in group],
+                    names=(ref_name, name),
+                    task=task,
+                    metric=metric_name,
+                )
+            )
         except InputError as exc:
             notes.append(f"no comparison of {name!r} with {ref_name!r}: {exc}")
     return out
@@ -164,6 +182,13 @@ def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss", pe
     groups = [(p, [views[n] for n in names[p]]) for p in patterns]
     runs = list(views.values())
     comparisons = _comparisons(groups, task, metric_name, notes) if len(groups) > 1 else []
-    return ReportData(patterns=list(patterns), metric=shown, runs=runs,
-                      comparisons=comparisons, decisions=_decisions(ledger, patterns, everyone),
-                      manifest_diff=_manifest_diff(runs, notes), notes=notes, per=per)
+    return ReportData(
+        patterns=list(patterns),
+        metric=shown,
+        runs=runs,
+        comparisons=comparisons,
+        decisions=_decisions(ledger, patterns, everyone),
+        manifest_diff=_manifest_diff(runs, notes),
+        notes=notes,
+        per=per,
+    )

@@ -28,27 +28,52 @@ def signal_figures(data: ReportData, style: RunStyle) -> list[Figure]:
         sig = v.signals.dropna(subset=["value"])
         g = downsample(sig[sig["key"] == "signals/gns"].sort_values("step"), "step", "value")
         if len(g):
-            gns.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, g["step"]), g["value"].to_numpy(),
-                                      "signals/gns", mode="lines"))
+            gns.add_trace(
+                style.trace(
+                    v.name, tokens_at_steps(v.data.steps, g["step"]), g["value"].to_numpy(), "signals/gns", mode="lines"
+                )
+            )
         u = sig[sig["key"].str.startswith("signals/update_ratio/")]
         layers.update(u["key"])
         # The median over layers per logged step: one line per run; a layer gone quiet shows in its table.
         med = downsample(u.groupby("step", as_index=False)["value"].median(), "step", "value")
         if len(med):
-            ratio.add_trace(style.trace(v.name, tokens_at_steps(v.data.steps, med["step"]), med["value"].to_numpy(),
-                                        "signals/update_ratio/<median>", mode="lines+markers"))
+            ratio.add_trace(
+                style.trace(
+                    v.name,
+                    tokens_at_steps(v.data.steps, med["step"]),
+                    med["value"].to_numpy(),
+                    "signals/update_ratio/<median>",
+                    mode="lines+markers",
+                )
+            )
     out = []
     if gns.data:
         set_axes(gns, f"accepted {data.amount} ({data.amount})", "B_simple (tokens, log)").update_yaxes(type="log")
         out.append(Figure("signals-gns", "gradient noise scale (signals/gns)", gns, main=False))
     if ratio.data:
         set_axes(ratio, f"accepted {data.amount} ({data.amount})", "|update| / |weight| (ratio, log)").update_yaxes(
-            type="log")
-        ratio.add_hline(y=UPDATE_RATIO_REFERENCE, line_dash="dot", line_color="#888",
-                        annotation_text="~1e-3 reference", annotation_position="bottom right")
-        out.append(Figure("signals-update-ratio", "update/weight ratio, median over layers", ratio,
-                          [f"median over the {len(layers)} recorded layer keys (signals/update_ratio/<layer>) "
-                           "at each logged step; dotted: the usual ~1e-3 of a healthy Adam step"], main=False))
+            type="log"
+        )
+        ratio.add_hline(
+            y=UPDATE_RATIO_REFERENCE,
+            line_dash="dot",
+            line_color="#888",
+            annotation_text="~1e-3 reference",
+            annotation_position="bottom right",
+        )
+        out.append(
+            Figure(
+                "signals-update-ratio",
+                "update/weight ratio, median over layers",
+                ratio,
+                [
+                    f"median over the {len(layers)} recorded layer keys (signals/update_ratio/<layer>) "
+                    "at each logged step; dotted: the usual ~1e-3 of a healthy Adam step"
+                ],
+                main=False,
+            )
+        )
     clipping = _clipping(data, style)
     return out + ([clipping] if clipping else [])
 
@@ -63,19 +88,45 @@ def _clipping(data: ReportData, style: RunStyle) -> Figure | None:
             logged = steps[["step", "clipped"]].dropna()
             share = logged.assign(clipped=logged["clipped"].rolling(CLIP_WINDOW, min_periods=1).mean() * 100)
             share = downsample(share, "step", "clipped")
-            fig.add_trace(style.trace(v.name, tokens_at_steps(steps, share["step"]), share["clipped"].to_numpy(),
-                                      "clipped_share", mode="lines"), row=1, col=1)
+            fig.add_trace(
+                style.trace(
+                    v.name,
+                    tokens_at_steps(steps, share["step"]),
+                    share["clipped"].to_numpy(),
+                    "clipped_share",
+                    mode="lines",
+                ),
+                row=1,
+                col=1,
+            )
             first = False
         scale = v.signals[v.signals["key"] == "signals/loss_scale"].dropna(subset=["value"]).sort_values("step")
         scale = downsample(scale, "step", "value")
         if len(scale):
-            fig.add_trace(style.trace(v.name, tokens_at_steps(steps, scale["step"]), scale["value"].to_numpy(),
-                                      "signals/loss_scale", mode="lines", first=first), row=1, col=2)
+            fig.add_trace(
+                style.trace(
+                    v.name,
+                    tokens_at_steps(steps, scale["step"]),
+                    scale["value"].to_numpy(),
+                    "signals/loss_scale",
+                    mode="lines",
+                    first=first,
+                ),
+                row=1,
+                col=2,
+            )
     if not fig.data:
         return None
     set_axes(fig, f"accepted {data.amount} ({data.amount})", "")
     fig.update_yaxes(title_text=f"clipped, of the last {CLIP_WINDOW} logged steps (%)", row=1, col=1)
     fig.update_yaxes(title_text="loss scale (factor, log)", type="log", row=1, col=2)
-    return Figure("signals-clipping", "gradient clipping and the loss scale", fig,
-                  [f"left: the share of the last {CLIP_WINDOW} logged steps whose gradient norm was clipped; right: "
-                   "the loss scale, halved at each overflow (a skipped step)"], main=False)
+    return Figure(
+        "signals-clipping",
+        "gradient clipping and the loss scale",
+        fig,
+        [
+            f"left: the share of the last {CLIP_WINDOW} logged steps whose gradient norm was clipped; right: "
+            "the loss scale, halved at each overflow (a skipped step)"
+        ],
+        main=False,
+    )

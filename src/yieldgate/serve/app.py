@@ -36,12 +36,18 @@ from yieldgate.serve import data, pages
 
 __all__ = ["create_app", "CSP", "TOKEN_COOKIE"]
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-       "connect-src 'self'; font-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; font-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 """Scripts only from this server (no inline script, no eval); plotly sets inline styles, so styles may be inline."""
 
-HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
-           "x-frame-options": "DENY"}
+HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
 TOKEN_COOKIE = "yieldgate_token"
 N = TypeVar("N", int, float)
 STATIC = Path(__file__).with_name("static")
@@ -82,12 +88,16 @@ class _Guard:
                 response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
                 await response(scope, receive, send_with_headers)
                 return
-            if not (self._matches(request.cookies.get(TOKEN_COOKIE))
-                    or (bearer.startswith("Bearer ") and self._matches(bearer[7:]))):
+            if not (
+                self._matches(request.cookies.get(TOKEN_COOKIE))
+                or (bearer.startswith("Bearer ") and self._matches(bearer[7:]))
+            ):
                 response = PlainTextResponse(
                     "401 unauthorized: this dashboard needs its token; open the address `yieldgate serve` printed "
-                    "(it ends in ?token=...) or send the header `Authorization: Bearer <token>`\n", 401,
-                    headers={"www-authenticate": "Bearer"})
+                    "(it ends in ?token=...) or send the header `Authorization: Bearer <token>`\n",
+                    401,
+                    headers={"www-authenticate": "Bearer"},
+                )
                 await response(scope, receive, send_with_headers)
                 return
         await self.app(scope, receive, send_with_headers)
@@ -171,8 +181,14 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     def run_page(request: Request) -> HTMLResponse:
         name = _arg(request, "name", "/run?name=bs64-seed0")
         with ledger() as led:
-            return HTMLResponse(pages.run_page(led, name, metric=request.query_params.get("metric") or "val/loss",
-                                               smooth=_smooth(request.query_params)))
+            return HTMLResponse(
+                pages.run_page(
+                    led,
+                    name,
+                    metric=request.query_params.get("metric") or "val/loss",
+                    smooth=_smooth(request.query_params),
+                )
+            )
 
     def compare_page(request: Request) -> HTMLResponse:
         a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
@@ -227,18 +243,31 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     def api_run_figures(request: Request) -> JSONResponse:
         name = _arg(request, "name", "/api/run/figures?name=bs64-seed0")
         with ledger() as led:
-            return JSONResponse(figures.run_figures(led, name, metric=request.query_params.get("metric") or "val/loss",
-                                                    smooth=_smooth(request.query_params)))
+            return JSONResponse(
+                figures.run_figures(
+                    led,
+                    name,
+                    metric=request.query_params.get("metric") or "val/loss",
+                    smooth=_smooth(request.query_params),
+                )
+            )
 
     def api_run_live(request: Request) -> JSONResponse:
         name = _arg(request, "name", "/api/run/live?name=bs64-seed0&after=1200")
         q = request.query_params
         with ledger() as led:
-            return JSONResponse(data.live_points(led, name, _int(q, "after", "a step number"),
-                                                 metric=q.get("metric") or "val/loss",
-                                                 evals_seen=_int(q, "evals", "a count of evaluations"),
-                                                 curve_after=_int(q, "curve_after", "a step number"),
-                                                 smooth=_smooth(q), smooth_from=_float(q, "smooth_from", "a number")))
+            return JSONResponse(
+                data.live_points(
+                    led,
+                    name,
+                    _int(q, "after", "a step number"),
+                    metric=q.get("metric") or "val/loss",
+                    evals_seen=_int(q, "evals", "a count of evaluations"),
+                    curve_after=_int(q, "curve_after", "a step number"),
+                    smooth=_smooth(q),
+                    smooth_from=_float(q, "smooth_from", "a number"),
+                )
+            )
 
     def api_compare(request: Request) -> JSONResponse:
         a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
@@ -249,16 +278,20 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
     def api_compare_figures(request: Request) -> JSONResponse:
         a, b = _arg(request, "a", "/api/compare/figures?a=x&b=y"), _arg(request, "b", "/api/compare/figures?a=x&b=y")
         with ledger() as led:
-            return JSONResponse(data.comparison_figures(led, a, b, metric=request.query_params.get("metric")
-                                                        or "val/loss", per=_per(request.query_params)))
+            return JSONResponse(
+                data.comparison_figures(
+                    led, a, b, metric=request.query_params.get("metric") or "val/loss", per=_per(request.query_params)
+                )
+            )
 
     def plotly_js(request: Request) -> FileResponse:
         # The plotly.js bundle the installed plotly package ships (what `plotly.offline.get_plotlyjs` reads). Its
         # address names plotly's version, so a browser may keep it (and its compiled code) for good: parsing it
         # is most of a run page's time in a browser.
         path = resources.files("plotly") / "package_data" / "plotly.min.js"
-        return FileResponse(str(path), media_type="text/javascript",
-                            headers={"cache-control": "public, max-age=31536000, immutable"})
+        return FileResponse(
+            str(path), media_type="text/javascript", headers={"cache-control": "public, max-age=31536000, immutable"}
+        )
 
     async def failed(request: Request, exc: Exception) -> Response:
         status = 404 if isinstance(exc, (RunNotFound, _NotFound)) else 400
@@ -267,12 +300,20 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
         return HTMLResponse(pages.error_page(str(exc)), status)
 
     routes = [
-        Route("/", runs_page), Route("/run", run_page), Route("/compare", compare_page),
-        Route("/campaigns", campaigns_page), Route("/campaign", campaign_page),
-        Route("/decisions", decisions_page), Route("/decision", decision_page),
-        Route("/api/runs", api_runs), Route("/api/run/figures", api_run_figures), Route("/api/run/live", api_run_live),
-        Route("/api/compare", api_compare), Route("/api/compare/figures", api_compare_figures),
-        Route("/api/campaigns", api_campaigns), Route("/api/campaign", api_campaign),
+        Route("/", runs_page),
+        Route("/run", run_page),
+        Route("/compare", compare_page),
+        Route("/campaigns", campaigns_page),
+        Route("/campaign", campaign_page),
+        Route("/decisions", decisions_page),
+        Route("/decision", decision_page),
+        Route("/api/runs", api_runs),
+        Route("/api/run/figures", api_run_figures),
+        Route("/api/run/live", api_run_live),
+        Route("/api/compare", api_compare),
+        Route("/api/compare/figures", api_compare_figures),
+        Route("/api/campaigns", api_campaigns),
+        Route("/api/campaign", api_campaign),
         Route("/api/decisions", api_decisions),
         Route(pages.PLOTLY_JS, plotly_js),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

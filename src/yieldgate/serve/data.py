@@ -23,8 +23,18 @@ from yieldgate.report.console import clean, decision_record, run_record
 from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict, smoothed
 from yieldgate.report.sections import collect
 
-__all__ = ["run_records", "run_record", "run_figures", "FigureCache", "live_points", "comparison", "comparison_unit",
-           "comparison_figures", "decision_records", "campaign_records"]
+__all__ = [
+    "run_records",
+    "run_record",
+    "run_figures",
+    "FigureCache",
+    "live_points",
+    "comparison",
+    "comparison_unit",
+    "comparison_figures",
+    "decision_records",
+    "campaign_records",
+]
 
 LIVE_COLUMNS = ("tokens", "wall_s", "tokens_per_s")
 """The step columns a live poll reads (the throughput trace grows from them between full redraws)."""
@@ -63,12 +73,17 @@ def _cursor(ledger: Ledger, run: str, info: dict[str, Any] | None = None) -> dic
     The page compares each poll's cursor with the one it drew. `info`: the run's `Ledger.run_info`, if read."""
     info = ledger.run_info(run) if info is None else info
     last = info["last_step"]
-    return {"status": info["status"], "last_step": None if pd.isna(last) else int(last),
-            "evals": len(ledger.evals(run)), "updated_at": info["updated_at"]}
+    return {
+        "status": info["status"],
+        "last_step": None if pd.isna(last) else int(last),
+        "evals": len(ledger.evals(run)),
+        "updated_at": info["updated_at"],
+    }
 
 
-def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0,
-                info: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_figures(
+    ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0, info: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A run's plots as plotly JSON (the report's figures for this one run), with its notes and cursor. The
     cursor's `curve_step` is the step of the last evaluation drawn (of `metric`, as resolved: a run without
     val/loss is drawn with the metric `default_metric` picks, named in the payload). `smooth`: the throughput's
@@ -77,8 +92,16 @@ def run_figures(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: f
     data = collect(ledger, [run], metric=metric, per="token")
     curve = data.runs[0].curve
     cursor["curve_step"] = int(curve["step"].max()) if len(curve) else None
-    return clean({"run": run, "metric": data.metric, "notes": data.notes, "cursor": cursor, "smooth": smooth,
-                  "figures": [_figure(f) for f in build_figures(data, smooth=smooth)]})
+    return clean(
+        {
+            "run": run,
+            "metric": data.metric,
+            "notes": data.notes,
+            "cursor": cursor,
+            "smooth": smooth,
+            "figures": [_figure(f) for f in build_figures(data, smooth=smooth)],
+        }
+    )
 
 
 class FigureCache:
@@ -96,8 +119,14 @@ class FigureCache:
     @staticmethod
     def _signature(ledger: Ledger, run: str, info: dict[str, Any]) -> tuple[Any, ...]:
         events = ledger.events(run)
-        return (info["status"], info["updated_at"], len(events), int(events["id"].max()) if len(events) else None,
-                int((events["state"] == "resolved").sum()), json.dumps(ledger.meta(run), sort_keys=True, default=str))
+        return (
+            info["status"],
+            info["updated_at"],
+            len(events),
+            int(events["id"].max()) if len(events) else None,
+            int((events["state"] == "resolved").sum()),
+            json.dumps(ledger.meta(run), sort_keys=True, default=str),
+        )
 
     def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0) -> dict[str, Any]:
         """`run_figures`, from the cache when nothing it is drawn from changed since."""
@@ -116,9 +145,17 @@ class FigureCache:
         return payload
 
 
-def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "val/loss", evals_seen: int | None = None,
-                curve_after: int | None = None, smooth: float = 0.0,
-                smooth_from: float | None = None) -> dict[str, Any]:
+def live_points(
+    ledger: Ledger,
+    run: str,
+    after: int | None,
+    *,
+    metric: str = "val/loss",
+    evals_seen: int | None = None,
+    curve_after: int | None = None,
+    smooth: float = 0.0,
+    smooth_from: float | None = None,
+) -> dict[str, Any]:
     """What a live page needs since its last poll: the cursor; the throughput points of the steps after `after`
     (smoothed as the page draws them, continuing from `smooth_from`, the last value drawn; downsampled like the
     plots, so a page left open on a fast run receives a bounded amount); and, when the run has more evaluations
@@ -130,11 +167,23 @@ def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "v
     if after is None:
         steps = steps.iloc[0:0]  # no cursor yet: the page draws the whole run from `run_figures`
     tps = steps[["step", "wall_s", "tokens_per_s"]].dropna()
-    tps = downsample(tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth, smooth_from)), "wall_s",
-                     "tokens_per_s", MAX_POINTS)
-    out = {**cursor, "after": after, "new_steps": len(steps), "curve": None,
-           "throughput": {"step": tps["step"].tolist(), "wall_s": tps["wall_s"].tolist(),
-                          "tokens_per_s": tps["tokens_per_s"].tolist()}}
+    tps = downsample(
+        tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth, smooth_from)),
+        "wall_s",
+        "tokens_per_s",
+        MAX_POINTS,
+    )
+    out = {
+        **cursor,
+        "after": after,
+        "new_steps": len(steps),
+        "curve": None,
+        "throughput": {
+            "step": tps["step"].tolist(),
+            "wall_s": tps["wall_s"].tolist(),
+            "tokens_per_s": tps["tokens_per_s"].tolist(),
+        },
+    }
     if evals_seen is not None and cursor["evals"] != evals_seen:
         curve = run_curve(load_run(ledger, run), *metric_key(metric, "token"))
         if curve_after is not None:
@@ -143,19 +192,43 @@ def live_points(ledger: Ledger, run: str, after: int | None, *, metric: str = "v
     return clean(out)
 
 
-def comparison(ledger: Ledger, a: str, b: str, *, at: str = "tokens", metric: str = "val/loss",
-               target_loss: float | None = None, primary: str = "learning", per: str = "token") -> Comparison:
+def comparison(
+    ledger: Ledger,
+    a: str,
+    b: str,
+    *,
+    at: str = "tokens",
+    metric: str = "val/loss",
+    target_loss: float | None = None,
+    primary: str = "learning",
+    per: str = "token",
+) -> Comparison:
     """What `yieldgate compare A B [--per byte]` computes, from the same call (`to_dict()` is what `--json` prints)."""
-    return compare_groups(ledger, a, b, at=at, target_loss=target_loss, metric=metric,  # type: ignore[arg-type]
-                          primary=primary, per=per)
+    return compare_groups(
+        ledger,
+        a,
+        b,
+        at=at,  # type: ignore[arg-type]
+        target_loss=target_loss,
+        metric=metric,
+        primary=primary,
+        per=per,
+    )
 
 
-def comparison_figures(ledger: Ledger, a: str, b: str, *, metric: str = "val/loss",
-                       per: str | None = None) -> dict[str, Any]:
+def comparison_figures(
+    ledger: Ledger, a: str, b: str, *, metric: str = "val/loss", per: str | None = None
+) -> dict[str, Any]:
     """The plots of both groups' runs together (the report's figures of `yieldgate report A B`)."""
     data = collect(ledger, [a, b], metric=metric, per=per)
-    return clean({"runs": [v.name for v in data.runs], "metric": data.metric, "notes": data.notes,
-                  "figures": [_figure(f) for f in build_figures(data)]})
+    return clean(
+        {
+            "runs": [v.name for v in data.runs],
+            "metric": data.metric,
+            "notes": data.notes,
+            "figures": [_figure(f) for f in build_figures(data)],
+        }
+    )
 
 
 def decision_records(ledger: Ledger, target: str | None = None) -> list[dict[str, Any]]:

@@ -69,8 +69,10 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise InputError(f"host {host!r}: not an address this machine can listen on ({exc.strerror}); "
-                         "e.g. 127.0.0.1, or 0.0.0.0 for every interface") from None
+        raise InputError(
+            f"host {host!r}: not an address this machine can listen on ({exc.strerror}); "
+            "e.g. 127.0.0.1, or 0.0.0.0 for every interface"
+        ) from None
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -91,14 +93,17 @@ def open_server(location: str, *, host: str = "127.0.0.1", port: int = 8765, tok
 
         from yieldgate.serve.app import create_app
     except ImportError as exc:
-        raise YieldgateError(f"serving needs starlette and uvicorn ({exc.name} is missing): "
-                             "pip install 'yieldgate[serve]'") from None
+        raise YieldgateError(
+            f"serving needs starlette and uvicorn ({exc.name} is missing): pip install 'yieldgate[serve]'"
+        ) from None
 
     if not 0 <= port <= 65535:
         raise InputError(f"port must be within 0-65535, got {port}")
     if token is not None and len(token) < MIN_TOKEN_CHARS:
-        raise InputError(f"token must have at least {MIN_TOKEN_CHARS} characters, got {len(token)}; "
-                         "leave it out to have one generated")
+        raise InputError(
+            f"token must have at least {MIN_TOKEN_CHARS} characters, got {len(token)}; "
+            "leave it out to have one generated"
+        )
     Ledger(location, readonly=True).close()  # a missing folder or a damaged file: said now, not at the first page
     loopback = is_loopback(host)
     generated = token is None and not loopback

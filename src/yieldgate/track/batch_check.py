@@ -49,8 +49,10 @@ class BatchConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.accumulation < 1 or self.batch_size % self.accumulation:
-            raise InputError(f"BatchConfig.batch_size ({self.batch_size}) must be a positive multiple of "
-                             f"accumulation ({self.accumulation})")
+            raise InputError(
+                f"BatchConfig.batch_size ({self.batch_size}) must be a positive multiple of "
+                f"accumulation ({self.accumulation})"
+            )
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,17 @@ class BatchCheckResult:
     verdict: str
 
 
-def _train(model: nn.Module, cfg: BatchConfig, make_optimizer: Callable[..., torch.optim.Optimizer], lr: float,
-           sample: Sample, loss_fn: LossFn, tokens: int, seq_tokens: int, seed: int) -> int:
+def _train(
+    model: nn.Module,
+    cfg: BatchConfig,
+    make_optimizer: Callable[..., torch.optim.Optimizer],
+    lr: float,
+    sample: Sample,
+    loss_fn: LossFn,
+    tokens: int,
+    seq_tokens: int,
+    seed: int,
+) -> int:
     """Train `model` in place for at least `tokens` tokens; return the tokens it saw."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
@@ -97,8 +108,9 @@ def _train(model: nn.Module, cfg: BatchConfig, make_optimizer: Callable[..., tor
     return steps * cfg.batch_size * seq_tokens
 
 
-def _mean_sq_grad(model: nn.Module, sample: Sample, loss_fn: LossFn, n: int, draws: int,
-                  rng: np.random.Generator) -> float:
+def _mean_sq_grad(
+    model: nn.Module, sample: Sample, loss_fn: LossFn, n: int, draws: int, rng: np.random.Generator
+) -> float:
     total = 0.0
     for _ in range(draws):
         model.zero_grad(set_to_none=True)
@@ -153,8 +165,10 @@ def batch_size_check(
     for name, values in per_token.items():
         diverged = int((~np.isfinite(values)).sum())
         if diverged:  # a NaN would turn every figure below into NaN, and the verdict into "within noise"
-            raise InputError(f"batch_size_check: the {name}'s held-out loss is not finite after training in "
-                             f"{diverged} of {seeds} seeds (training diverged): lower its lr")
+            raise InputError(
+                f"batch_size_check: the {name}'s held-out loss is not finite after training in "
+                f"{diverged} of {seeds} seeds (training diverged): lower its lr"
+            )
     base, cand = per_token["baseline"].mean(), per_token["candidate"].mean()
     # Paired by seed: seed k trains both configurations from the same state on the same draws.
     iv = stats.difference(per_token["baseline"], per_token["candidate"], level, paired=True)
@@ -173,18 +187,29 @@ def batch_size_check(
     if big_b > b:
         est = gns_estimate(torch.tensor(raw_b), torch.tensor(raw_big), float(b), float(big_b))
         g2, trace = float(est.g2), float(est.trace)
-        norms |= {"noise_corrected_sq": g2, "trace_sigma": trace,
-                  "expected_raw_sq_b": g2 + trace / b, "expected_raw_sq_B": g2 + trace / big_b}
-    paired = (f"{level:.0%} {stats.KINDS['paired']} [{iv.low:.3g}, {iv.high:.3g}] over {seeds} seeds")
+        norms |= {
+            "noise_corrected_sq": g2,
+            "trace_sigma": trace,
+            "expected_raw_sq_b": g2 + trace / b,
+            "expected_raw_sq_B": g2 + trace / big_b,
+        }
+    paired = f"{level:.0%} {stats.KINDS['paired']} [{iv.low:.3g}, {iv.high:.3g}] over {seeds} seeds"
     verdict = (
         f"the candidate learns {relative:.0%} less per token than the small-batch baseline, beyond the seed noise "
         f"({paired}): the throughput change altered learning"
-        if altered else
-        f"learning per token is within {threshold:.0%} of the baseline or within seed noise "
+        if altered
+        else f"learning per token is within {threshold:.0%} of the baseline or within seed noise "
         f"(relative loss {relative:.0%}; {paired})"
     )
-    return BatchCheckResult(tokens=tokens, baseline_learning_per_token=float(base),
-                            candidate_learning_per_token=float(cand),
-                            baseline_learning=learned["baseline"], candidate_learning=learned["candidate"],
-                            relative_loss=float(relative), standard_error=se, altered=altered, grad_norms=norms,
-                            verdict=verdict)
+    return BatchCheckResult(
+        tokens=tokens,
+        baseline_learning_per_token=float(base),
+        candidate_learning_per_token=float(cand),
+        baseline_learning=learned["baseline"],
+        candidate_learning=learned["candidate"],
+        relative_loss=float(relative),
+        standard_error=se,
+        altered=altered,
+        grad_norms=norms,
+        verdict=verdict,
+    )

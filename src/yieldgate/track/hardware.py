@@ -33,8 +33,10 @@ class PeakFlops:
 def peak_table() -> tuple[tuple[re.Pattern[str], PeakFlops], ...]:
     text = resources.files("yieldgate.track").joinpath("peak_flops.csv").read_text()
     return tuple(
-        (re.compile(row["match"], re.IGNORECASE),
-         PeakFlops(row["device"], row["dtype"], float(row["peak_flops"]), row["source"]))
+        (
+            re.compile(row["match"], re.IGNORECASE),
+            PeakFlops(row["device"], row["dtype"], float(row["peak_flops"]), row["source"]),
+        )
         for row in csv.DictReader(text.splitlines())
     )
 
@@ -55,8 +57,15 @@ def peak_flops(device: str, dtype: str, *, override: float | None = None) -> Pea
 def dtype_name(dtype: Any, *, tf32: bool = False) -> str:
     """`torch.bfloat16` -> "bf16", etc.; fp32 matmuls that run as TF32 are "tf32"."""
     name = str(dtype).removeprefix("torch.")
-    mapping = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-               "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+    mapping = {
+        "bfloat16": "bf16",
+        "float16": "fp16",
+        "half": "fp16",
+        "float32": "fp32",
+        "float": "fp32",
+        "float8_e4m3fn": "fp8",
+        "float8_e5m2": "fp8",
+    }
     out = mapping.get(name, name)
     return "tf32" if out == "fp32" and tf32 else out
 
@@ -163,8 +172,13 @@ class Telemetry:
 
     def _sample_nvml(self) -> dict[str, float]:
         nv = self._nvml
-        sums = {"device/gpu_util": 0.0, "device/power_w": 0.0, "device/mem_used_gib": 0.0,
-                "device/pcie_tx_mb_s": 0.0, "device/pcie_rx_mb_s": 0.0}
+        sums = {
+            "device/gpu_util": 0.0,
+            "device/power_w": 0.0,
+            "device/mem_used_gib": 0.0,
+            "device/pcie_tx_mb_s": 0.0,
+            "device/pcie_rx_mb_s": 0.0,
+        }
         energy = 0.0
         clocks, temps, throttle = [], [], 0
         for i, h in enumerate(self._handles):

@@ -33,8 +33,16 @@ import torch
 from torch import nn
 from torch.autograd.graph import register_multi_grad_hook
 
-__all__ = ["Busy", "FlopCount", "layer_groups", "GradientSignals", "GNSEstimate", "gns_estimate", "activation_entropy",
-           "loss_variance"]
+__all__ = [
+    "Busy",
+    "FlopCount",
+    "layer_groups",
+    "GradientSignals",
+    "GNSEstimate",
+    "gns_estimate",
+    "activation_entropy",
+    "loss_variance",
+]
 
 
 class Busy:
@@ -208,8 +216,14 @@ class GradientSignals:
         """
         st, self._state = self._state, _StepState()
         k = st.microbatches
-        out: dict[str, Any] = {"microbatches": k, "small_sq": None, "big_sq": None, "big_total": None,
-                               "update_ratio": st.update_ratio, "skipped": st.optimizer_steps == 0}
+        out: dict[str, Any] = {
+            "microbatches": k,
+            "small_sq": None,
+            "big_sq": None,
+            "big_total": None,
+            "update_ratio": st.update_ratio,
+            "skipped": st.optimizer_steps == 0,
+        }
         big = st.big
         pre = None
         if grad_norm is not None and st.optimizer_steps:
@@ -251,8 +265,9 @@ def _entropy_hook(store: list[torch.Tensor]) -> Callable[..., None]:
 
 
 @contextmanager
-def activation_entropy(modules: dict[str, nn.Module],
-                       busy: Busy | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
+def activation_entropy(
+    modules: dict[str, nn.Module], busy: Busy | None = None
+) -> Iterator[dict[str, list[torch.Tensor]]]:
     """Forward hooks that record, for each module, the mean over positions of the entropy (nats) of the softmax
     over its output features, H = -sum_i p_i ln p_i with p = softmax(h) for each output vector h (..., features);
     removed on exit. It lies between 0 and ln(features) (all features equal).

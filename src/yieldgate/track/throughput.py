@@ -121,8 +121,14 @@ def mfu(
     of returned when it would mislead: an unknown device (no peak), a model that is not a decoder transformer
     (the formula does not apply), unknown FLOPs per token, or a value above 100%.
     """
-    flagged = MFU(value=None, flops_per_token=flops_per_token, peak_flops=peak_flops, devices=devices, dtype=dtype,
-                  attention=attention)
+    flagged = MFU(
+        value=None,
+        flops_per_token=flops_per_token,
+        peak_flops=peak_flops,
+        devices=devices,
+        dtype=dtype,
+        attention=attention,
+    )
     if formula:
         flagged = replace(flagged, formula=formula)
     if formula is None and architecture != "decoder_transformer":

@@ -69,9 +69,9 @@ COUNTED_FLOPS = "counted: torch.utils.flop_counter over one training step (matmu
 _MFU_WHY = {
     "unknown_device": "unknown device {device!r} ({dtype}): give hardware.peak_flops in the manifest",
     "unknown_model": "unknown FLOPs per token: hand the model to the Tracker, or give model.flops_per_token in the "
-                     "manifest",
+    "manifest",
     "not_transformer": "the 6N + 12LHQT formula is for decoder transformers: give model.flops_per_token in the "
-                       "manifest, or hand the model to the Tracker to count them",
+    "manifest, or hand the model to the Tracker to count them",
 }
 
 
@@ -123,16 +123,24 @@ class TrackerConfig:
     """Time the optimizer step (`time/optimizer_s`) with step hooks; None: on with signals="full"."""
 
     def __post_init__(self) -> None:
-        for name in ("log_every_steps", "layer_every", "entropy_every", "throughput_window", "loss_var_window",
-                     "repeat_window", "queue_size"):
+        for name in (
+            "log_every_steps",
+            "layer_every",
+            "entropy_every",
+            "throughput_window",
+            "loss_var_window",
+            "repeat_window",
+            "queue_size",
+        ):
             if getattr(self, name) < 1:
                 raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("log_every_s", "flush_every_s", "telemetry_every_s", "dist_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InputError(f"TrackerConfig.{name} must be > 0, got {getattr(self, name)}")
         if self.online_diagnosis_every_s is not None and not self.online_diagnosis_every_s > 0:
-            raise InputError("TrackerConfig.online_diagnosis_every_s must be > 0 or None, got "
-                             f"{self.online_diagnosis_every_s}")
+            raise InputError(
+                f"TrackerConfig.online_diagnosis_every_s must be > 0 or None, got {self.online_diagnosis_every_s}"
+            )
         if self.gns_microbatches is not None and self.gns_microbatches < 1:
             raise InputError(f"TrackerConfig.gns_microbatches must be >= 1 or None, got {self.gns_microbatches}")
         if not 0 <= self.gns_ema < 1:
@@ -253,8 +261,11 @@ def matmul_params(model: nn.Module) -> int:
     """N of 6N: unique parameters, less embedding tables used only as lookups. An embedding tied to an
     output projection (a Linear sharing its weight) counts once, since that matmul runs for every token."""
     linear_weights = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
-    lookups = {id(m.weight): m.weight.numel() for m in model.modules()
-               if isinstance(m, nn.Embedding) and id(m.weight) not in linear_weights}
+    lookups = {
+        id(m.weight): m.weight.numel()
+        for m in model.modules()
+        if isinstance(m, nn.Embedding) and id(m.weight) not in linear_weights
+    }
     unique = {id(p): p.numel() for p in model.parameters()}
     return sum(n for pid, n in unique.items() if pid not in lookups)
 
@@ -264,10 +275,15 @@ def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str
     shape: dict[str, Any] = {}
     mc = manifest.model if manifest else None
     if mc is not None:
-        shape = {"flops_per_token": mc.flops_per_token, "n": mc.non_embedding_params, "layers": mc.layers,
-                 "heads": mc.heads,
-                 "head_dim": mc.head_dim or (mc.width // mc.heads if mc.width and mc.heads else None),
-                 "context": mc.context, "architecture": mc.architecture}
+        shape = {
+            "flops_per_token": mc.flops_per_token,
+            "n": mc.non_embedding_params,
+            "layers": mc.layers,
+            "heads": mc.heads,
+            "head_dim": mc.head_dim or (mc.width // mc.heads if mc.width and mc.heads else None),
+            "context": mc.context,
+            "architecture": mc.architecture,
+        }
     if model is not None:
         cfg = getattr(model, "cfg", None) or getattr(model, "config", None)
         get = lambda *names: next((getattr(cfg, k) for k in names if getattr(cfg, k, None) is not None), None)  # noqa: E731
@@ -288,15 +304,19 @@ def _resume_point(step: Any, tokens: Any, samples: Any) -> dict[str, float]:
     """The checkpoint's point given to the constructor, checked: {} when none, else step and the counters given."""
     if step is None:
         if tokens is not None or samples is not None:
-            raise InputError("Tracker(tokens=..., samples=...) are the checkpoint's counters at its step: pass "
-                             "step= too")
+            raise InputError(
+                "Tracker(tokens=..., samples=...) are the checkpoint's counters at its step: pass step= too"
+            )
         return {}
     point: dict[str, float] = {}
     for name, value in (("step", step), ("tokens", tokens), ("samples", samples)):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
-                math.isfinite(value) and value >= 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, np.integer, np.floating))
+            or not (math.isfinite(value) and value >= 0)
+        ):
             raise InputError(f"Tracker({name}=...) must be a number >= 0, got {value!r}")
         point[name] = float(value)
     if point["step"] != int(point["step"]):
@@ -385,15 +405,20 @@ class Tracker:
             # Our own gloo group with a short timeout: a dead rank fails our reduction, reported, instead of
             # hanging the run for the default 30 minutes.
             self._group = torch.distributed.new_group(
-                backend="gloo", timeout=timedelta(seconds=self.config.dist_timeout_s))
+                backend="gloo", timeout=timedelta(seconds=self.config.dist_timeout_s)
+            )
 
         param = next(iter(model.parameters()), None) if model is not None else None
         if device is not None:
             self.device = torch.device(device)
         else:
             self.device = param.device if param is not None else torch.device("cpu")
-        base = {"step": point.get("step", 0), "tokens": point.get("tokens", 0.0),
-                "samples": point.get("samples", 0.0), "wall_s": 0.0}
+        base = {
+            "step": point.get("step", 0),
+            "tokens": point.get("tokens", 0.0),
+            "samples": point.get("samples", 0.0),
+            "wall_s": 0.0,
+        }
         # True until the first step, on a resumed run given no point: that step's `step=` may say where it restarted.
         self._rebase = False
         if self.rank == 0:
@@ -431,9 +456,14 @@ class Tracker:
         self._opt_start: Any = None
         layer_names: tuple[str, ...] = ()
         if signals == "full" and model is not None:
-            self._grad = GradientSignals(model, optimizer, loss_averaged=self.config.loss_averaged,
-                                         loss_scale=self._scale_tensor, busy=self.busy,
-                                         sampled_microbatches=self.config.gns_microbatches or 1 << 30)
+            self._grad = GradientSignals(
+                model,
+                optimizer,
+                loss_averaged=self.config.loss_averaged,
+                loss_scale=self._scale_tensor,
+                busy=self.busy,
+                sampled_microbatches=self.config.gns_microbatches or 1 << 30,
+            )
             layer_names = tuple(self._grad.names)
             self._grad.layers_due = (self._step + 1) % self.config.layer_every == 0
             self._entropy_layers = sample_layers(model, self.config.entropy_layers)
@@ -447,18 +477,30 @@ class Tracker:
 
         self._writer = Writer(
             WriterSettings(
-                location=self.location, run=self.run if self.rank == 0 else None, owner=self.owner,
-                base_step=int(base["step"]), base_tokens=base["tokens"], base_samples=base["samples"],
+                location=self.location,
+                run=self.run if self.rank == 0 else None,
+                owner=self.owner,
+                base_step=int(base["step"]),
+                base_tokens=base["tokens"],
+                base_samples=base["samples"],
                 base_wall=base["wall_s"],
-                t0=time.perf_counter(), flush_every_s=self.config.flush_every_s, queue_size=self.config.queue_size,
-                spill_dir=self.config.spill_dir, manifest=manifest,
-                telemetry_every_s=self.config.telemetry_every_s, online_every_s=self.config.online_diagnosis_every_s,
-                throughput_window=self.config.throughput_window, throughput_skip=self.config.throughput_skip,
-                loss_var_window=self.config.loss_var_window, repeat_window=self.config.repeat_window,
+                t0=time.perf_counter(),
+                flush_every_s=self.config.flush_every_s,
+                queue_size=self.config.queue_size,
+                spill_dir=self.config.spill_dir,
+                manifest=manifest,
+                telemetry_every_s=self.config.telemetry_every_s,
+                online_every_s=self.config.online_diagnosis_every_s,
+                throughput_window=self.config.throughput_window,
+                throughput_skip=self.config.throughput_skip,
+                loss_var_window=self.config.loss_var_window,
+                repeat_window=self.config.repeat_window,
                 grad_clip=manifest.optimisation.grad_clip if manifest and manifest.optimisation else None,
                 price_per_device_hour=hw.price_per_device_hour if hw else None,
                 devices=hw.device_count if hw and hw.device_count > 1 else self.world,
-                layer_names=layer_names, full_signals=signals == "full", mfu=mfu_of,
+                layer_names=layer_names,
+                full_signals=signals == "full",
+                mfu=mfu_of,
                 portfolio=(manifest.evals.name, manifest.evals.version) if manifest and manifest.evals else ("", ""),
                 reduce=self._gather if self._group is not None else None,
             ),
@@ -485,8 +527,9 @@ class Tracker:
 
     # -- setup ----------------------------------------------------------------------------------------
 
-    def _open_run(self, resume: bool, takeover: bool, point: dict[str, float],
-                  base: dict[str, float]) -> tuple[dict[str, float], bool]:
+    def _open_run(
+        self, resume: bool, takeover: bool, point: dict[str, float], base: dict[str, float]
+    ) -> tuple[dict[str, float], bool]:
         """Claim the run (creating it, or continuing it) and set apart what a resume supersedes, in one write
         transaction; return where its counters start and whether the first explicit step may still move that
         point (a resumed run given no `step=`)."""
@@ -494,8 +537,10 @@ class Tracker:
 
         def refuse_a_second_tracker() -> None:  # before the ledger, which may be unreachable
             if any(t.run == self.run and os.path.abspath(t.location) == here for t in list(_live)):
-                raise RunInUse(f"run {self.run!r} in {masked(self.location)} is being written by another Tracker in "
-                               "this process; close it first")
+                raise RunInUse(
+                    f"run {self.run!r} in {masked(self.location)} is being written by another Tracker in "
+                    "this process; close it first"
+                )
 
         if not self._pick_name:
             refuse_a_second_tracker()
@@ -504,8 +549,9 @@ class Tracker:
                 if self._pick_name:  # in the claim's write transaction: no other writer takes the name meanwhile
                     self.run = ledger.readable_name() if self.run is None else ledger.free_name(self.run)
                     refuse_a_second_tracker()
-                exists = ledger.claim_run(self.run, owner=self.owner, manifest=self.manifest, resume=resume,
-                                          takeover=takeover)
+                exists = ledger.claim_run(
+                    self.run, owner=self.owner, manifest=self.manifest, resume=resume, takeover=takeover
+                )
                 if not exists:
                     return base, False
                 last = ledger.step_at(self.run, 1 << 62)
@@ -514,17 +560,32 @@ class Tracker:
                 # Wall time and cost keep counting from the last record: the superseded work was paid for.
                 wall = last["wall_s"] or 0.0
                 if "step" not in point:
-                    return {"step": last["step"], "tokens": last["tokens"] or 0.0, "samples": last["samples"] or 0.0,
-                            "wall_s": wall}, True
+                    return {
+                        "step": last["step"],
+                        "tokens": last["tokens"] or 0.0,
+                        "samples": last["samples"] or 0.0,
+                        "wall_s": wall,
+                    }, True
                 at = ledger.step_at(self.run, int(point["step"])) or {"step": 0, "tokens": 0.0, "samples": 0.0}
-                base = {"step": point["step"], "tokens": point.get("tokens", at["tokens"] or 0.0),
-                        "samples": point.get("samples", at["samples"] or 0.0), "wall_s": wall}
+                base = {
+                    "step": point["step"],
+                    "tokens": point.get("tokens", at["tokens"] or 0.0),
+                    "samples": point.get("samples", at["samples"] or 0.0),
+                    "wall_s": wall,
+                }
                 if at["step"] != point["step"] and "tokens" not in point:
-                    log.warning("yieldgate: run %r resumes at step %d, but the ledger's last record before it is step "
-                                "%d: tokens continue from that record's %g; pass tokens= from the checkpoint to be "
-                                "exact", self.run, point["step"], at["step"], base["tokens"])
-                ledger.supersede(self.run, int(point["step"]), resume={
-                    k: base[k] for k in ("step", "tokens", "samples")})
+                    log.warning(
+                        "yieldgate: run %r resumes at step %d, but the ledger's last record before it is step "
+                        "%d: tokens continue from that record's %g; pass tokens= from the checkpoint to be "
+                        "exact",
+                        self.run,
+                        point["step"],
+                        at["step"],
+                        base["tokens"],
+                    )
+                ledger.supersede(
+                    self.run, int(point["step"]), resume={k: base[k] for k in ("step", "tokens", "samples")}
+                )
                 return base, False
         except (InputError, RunInUse, NetworkFilesystem, LedgerRefused):
             raise  # configuration errors: before the first step, never once training runs
@@ -559,8 +620,13 @@ class Tracker:
         fpt = shape.get("flops_per_token")
         formula = "given: model.flops_per_token in the manifest" if fpt is not None else None
         if fpt is None and all(shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")):
-            fpt = flops_per_token(non_embedding_params=shape["n"], layers=shape["layers"], heads=shape["heads"],
-                                  head_dim=shape["head_dim"], context=shape["context"])
+            fpt = flops_per_token(
+                non_embedding_params=shape["n"],
+                layers=shape["layers"],
+                heads=shape["heads"],
+                head_dim=shape["head_dim"],
+                context=shape["context"],
+            )
         hw = self.manifest.hardware if self.manifest else None
         precision = self.manifest.optimisation.precision if self.manifest and self.manifest.optimisation else None
         if precision is None or (precision == "fp32" and model is not None):
@@ -569,16 +635,31 @@ class Tracker:
             precision = hardware.dtype_name(dtype, tf32=tf32)
         name = (hw.device_kind if hw and hw.device_kind else None) or hardware.device_name(self.device)
         peak = hardware.peak_flops(name, precision, override=hw.peak_flops if hw else None)
-        devices = (hw.device_count if hw and hw.device_count > 1 else self.world)
+        devices = hw.device_count if hw and hw.device_count > 1 else self.world
         if fpt is None and model is not None and peak is not None:
             formula = COUNTED_FLOPS
             self._flops = FlopCount()
-        probe = mfu(tokens_per_s=0.0, flops_per_token=fpt, peak_flops=peak.flops if peak else None, devices=devices,
-                    dtype=precision, architecture=shape["architecture"], formula=formula)
-        meta = {"formula": probe.formula, "attention": probe.attention, "flops_per_token": fpt, "dtype": precision,
-                "device": name, "devices": devices, "peak_flops": peak.flops if peak else None,
-                "peak_source": peak.source if peak else None, "flag": probe.flag, "shape": {
-                    k: shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")}}
+        probe = mfu(
+            tokens_per_s=0.0,
+            flops_per_token=fpt,
+            peak_flops=peak.flops if peak else None,
+            devices=devices,
+            dtype=precision,
+            architecture=shape["architecture"],
+            formula=formula,
+        )
+        meta = {
+            "formula": probe.formula,
+            "attention": probe.attention,
+            "flops_per_token": fpt,
+            "dtype": precision,
+            "device": name,
+            "devices": devices,
+            "peak_flops": peak.flops if peak else None,
+            "peak_source": peak.source if peak else None,
+            "flag": probe.flag,
+            "shape": {k: shape.get(k) for k in ("n", "layers", "heads", "head_dim", "context")},
+        }
         if self._flops is not None:
             meta["flag"] = "counting"  # until the first whole step is counted
         elif probe.flag != "ok" or peak is None:
@@ -590,12 +671,22 @@ class Tracker:
         def of(rate: float) -> float | None:
             if self._fpt is None:
                 return None
-            value = mfu(tokens_per_s=rate, flops_per_token=self._fpt, peak_flops=peak_flops, devices=devices,
-                        dtype=precision, formula=formula).value
+            value = mfu(
+                tokens_per_s=rate,
+                flops_per_token=self._fpt,
+                peak_flops=peak_flops,
+                devices=devices,
+                dtype=precision,
+                formula=formula,
+            ).value
             if value is None and not impossible[0]:
                 impossible[0] = True
-                log.warning("yieldgate: MFU above 100%% for run %r (tokens/s %.3g); check the peak or the model "
-                            "shape; such values are left out", self.run, rate)
+                log.warning(
+                    "yieldgate: MFU above 100%% for run %r (tokens/s %.3g); check the peak or the model "
+                    "shape; such values are left out",
+                    self.run,
+                    rate,
+                )
             return value
 
         return of, meta
@@ -608,13 +699,20 @@ class Tracker:
         if counted is None:
             return
         self._flops = None
-        meta = {**self._mfu_meta, "flops_per_token": counted or None, "counted_at_step": self._step,
-                "flag": "ok" if counted else "unknown_model"}
+        meta = {
+            **self._mfu_meta,
+            "flops_per_token": counted or None,
+            "counted_at_step": self._step,
+            "flag": "ok" if counted else "unknown_model",
+        }
         if counted:
             self._fpt = counted
         else:
-            self._unmeasured("mfu", "torch's FLOP counter saw no matmul in a training step (a compiled model?); give "
-                                    "model.flops_per_token in the manifest")
+            self._unmeasured(
+                "mfu",
+                "torch's FLOP counter saw no matmul in a training step (a compiled model?); give "
+                "model.flops_per_token in the manifest",
+            )
         self._mfu_meta = meta
         if self.rank == 0:  # off the training thread: a ledger write may wait on a lock
             threading.Thread(target=self._meta, args=("mfu", meta), name="yieldgate-meta", daemon=True).start()
@@ -627,8 +725,9 @@ class Tracker:
         self._unmeasured_why[signal] = why
         log.warning("yieldgate: %s not recorded for run %r: %s", signal, self.run, why)
         if self.rank == 0 and self._started:  # before that, the constructor writes the meta itself
-            threading.Thread(target=self._meta, args=("unmeasured", dict(self._unmeasured_why)),
-                             name="yieldgate-meta", daemon=True).start()
+            threading.Thread(
+                target=self._meta, args=("unmeasured", dict(self._unmeasured_why)), name="yieldgate-meta", daemon=True
+            ).start()
 
     # -- the per-step path ----------------------------------------------------------------------------
 
@@ -724,9 +823,22 @@ class Tracker:
         if isinstance(lr, torch.Tensor):
             self._keep("lr", i, lr)
             lr = None
-        row = StepRow(self._step, n_tokens, n_samples, now, now - self._last_step_t, data_wait_s, lr,
-                      None if clipped is None else float(clipped), counts, sample_ids, values or None,
-                      rebase=rebase, tokens_total=self._tokens_total, samples_total=self._samples_total)
+        row = StepRow(
+            self._step,
+            n_tokens,
+            n_samples,
+            now,
+            now - self._last_step_t,
+            data_wait_s,
+            lr,
+            None if clipped is None else float(clipped),
+            counts,
+            sample_ids,
+            values or None,
+            rebase=rebase,
+            tokens_total=self._tokens_total,
+            samples_total=self._samples_total,
+        )
         for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
             if isinstance(value, torch.Tensor):
                 self._keep(key, i, value)
@@ -737,8 +849,13 @@ class Tracker:
         if self._grad is not None:
             self._learning_signals(i, grad_norm, tokens)
         if bad:
-            self._fault("step", InputError(f"step {number}: {', '.join(map(repr, bad))} must be numbers; left out "
-                                           "of the row, the step's tokens counted"))
+            self._fault(
+                "step",
+                InputError(
+                    f"step {number}: {', '.join(map(repr, bad))} must be numbers; left out "
+                    "of the row, the step's tokens counted"
+                ),
+            )
         self._wait = 0.0
         due = len(self._rows) >= self.config.log_every_steps
         if not due and self._group is None:
@@ -766,8 +883,11 @@ class Tracker:
             if layers is not None:
                 self._keep("layers:signals/gns", i, self._smoothed_gns("layers", small, layers, b, big_b))
         elif k == 1 and self.world == 1:
-            self._unmeasured("signals/gns", "needs at least 2 microbatches (backward passes) per optimizer step, or "
-                                            "several processes: this run has one")
+            self._unmeasured(
+                "signals/gns",
+                "needs at least 2 microbatches (backward passes) per optimizer step, or "
+                "several processes: this run has one",
+            )
         if layers is not None:
             self._keep("layers:signals/grad_norm", i, layers.sqrt())
         if sig["update_ratio"] is not None:
@@ -869,8 +989,13 @@ class Tracker:
             else:
                 values[key] = value
         if bad:
-            self._fault("eval", InputError(f"eval key(s) {', '.join(map(repr, bad))} left out: a key is "
-                                           "'<task>/<metric>', e.g. 'val/loss' or 'arc_easy/acc'"))
+            self._fault(
+                "eval",
+                InputError(
+                    f"eval key(s) {', '.join(map(repr, bad))} left out: a key is "
+                    "'<task>/<metric>', e.g. 'val/loss' or 'arc_easy/acc'"
+                ),
+            )
         if not values:
             return
         self._evals.append((at, values))
@@ -884,8 +1009,13 @@ class Tracker:
         key = (where, type(exc).__name__)
         if key not in self._reported:
             self._reported.add(key)
-            log.warning("yieldgate tracker: %s failed (%s: %s); training goes on, further errors of this kind are "
-                        "counted, not repeated", where, type(exc).__name__, exc)
+            log.warning(
+                "yieldgate tracker: %s failed (%s: %s); training goes on, further errors of this kind are "
+                "counted, not repeated",
+                where,
+                type(exc).__name__,
+                exc,
+            )
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -893,9 +1023,14 @@ class Tracker:
     def stats(self) -> dict[str, Any]:
         """Faults contained; rows written, dropped and waiting in a spill file (and its path); seconds spent
         on the training thread."""
-        return {"faults": self.faults, "written_rows": self._writer.written_rows,
-                "dropped_rows": self._writer.dropped_rows, "spilled_rows": self._writer.spilled_rows,
-                "spill_path": self._writer.spill_path, "busy_s": self.busy.seconds}
+        return {
+            "faults": self.faults,
+            "written_rows": self._writer.written_rows,
+            "dropped_rows": self._writer.dropped_rows,
+            "spilled_rows": self._writer.spilled_rows,
+            "spill_path": self._writer.spill_path,
+            "busy_s": self.busy.seconds,
+        }
 
     @_whole
     def close(self, status: str = "finished", *, reason: str | None = None) -> None:

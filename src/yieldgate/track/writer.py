@@ -171,8 +171,9 @@ def _joined(frames: list[_Frame]) -> dict[str, Any]:
     for key in keys:
         values = [v for f in frames for v in f.columns.get(key, [None] * f.n)]
         missing = np.array([v is None for v in values], dtype=bool)
-        out[key] = np.ma.masked_array(np.array([math.nan if v is None else v for v in values], dtype=np.float64),
-                                      missing)
+        out[key] = np.ma.masked_array(
+            np.array([math.nan if v is None else v for v in values], dtype=np.float64), missing
+        )
     return out
 
 
@@ -187,8 +188,9 @@ class Writer(threading.Thread):
     wake-up) and the writer collects them once per flush interval, so the training thread never hands the
     interpreter over to this thread from inside a Tracker call."""
 
-    def __init__(self, settings: WriterSettings, telemetry: Telemetry | None,
-                 on_fault: Callable[[str, BaseException], None]):
+    def __init__(
+        self, settings: WriterSettings, telemetry: Telemetry | None, on_fault: Callable[[str, BaseException], None]
+    ):
         super().__init__(name="yieldgate-writer", daemon=True)
         self.s = settings
         self.telemetry = telemetry
@@ -275,9 +277,13 @@ class Writer(threading.Thread):
                 break
         if self._frames:  # neither the ledger nor a spill file took them: say so, count them
             self.dropped_rows += self.buffered_rows
-            self.on_fault("closing with step records nothing could take", RuntimeError(
-                f"{self.buffered_rows} step records lost: the ledger {masked(self.s.location)} and every spill folder "
-                "refused them"))
+            self.on_fault(
+                "closing with step records nothing could take",
+                RuntimeError(
+                    f"{self.buffered_rows} step records lost: the ledger {masked(self.s.location)} and every spill "
+                    "folder refused them"
+                ),
+            )
         if self.s.run is not None and self._status is not None and self._lost is None:
             self._record_status(ledger, self._status)
         if ledger is not None:
@@ -335,9 +341,13 @@ class Writer(threading.Thread):
                 self.on_fault("reading device telemetry", exc)
         try:
             if ledger is not None and self._removed():
-                self.on_fault("writing to the ledger", FileNotFoundError(
-                    f"{self.s.location} was removed while the run was writing to it; a new ledger is made there "
-                    "and the run goes on in it (rows already written went with the removed file)"))
+                self.on_fault(
+                    "writing to the ledger",
+                    FileNotFoundError(
+                        f"{self.s.location} was removed while the run was writing to it; a new ledger is made there "
+                        "and the run goes on in it (rows already written went with the removed file)"
+                    ),
+                )
                 ledger.close()
                 ledger = None
             if self._refused is None:
@@ -346,8 +356,10 @@ class Writer(threading.Thread):
                     ledger.close()
                     ledger = None
             if self._refused is not None:
-                raise LedgerError(f"{self.s.location}: {self._refused}; this run's step records go to a spill file "
-                                  "from now on, never into that file (`yieldgate check` tells what is left of it)")
+                raise LedgerError(
+                    f"{self.s.location}: {self._refused}; this run's step records go to a spill file "
+                    "from now on, never into that file (`yieldgate check` tells what is left of it)"
+                )
             if ledger is None:
                 ledger = self._open()
             with ledger.transaction():
@@ -402,15 +414,21 @@ class Writer(threading.Thread):
         if not self._recent:
             return
         columns = _joined(list(self._recent))
-        window = pd.DataFrame({k: np.ma.filled(v.astype(np.float64), np.nan) if k != "step" else v
-                               for k, v in columns.items()})
+        window = pd.DataFrame(
+            {k: np.ma.filled(v.astype(np.float64), np.nan) if k != "step" else v for k, v in columns.items()}
+        )
         for finding in online_findings(window):
             key = (finding.cause, finding.detector, finding.start_step)
             if key in self._online_seen:
                 continue
             self._online_seen.add(key)
-            ledger.add_event(self.s.run, "diagnosis", {"source": "tracker", **finding.to_dict()},
-                             start_step=finding.start_step, end_step=finding.end_step)
+            ledger.add_event(
+                self.s.run,
+                "diagnosis",
+                {"source": "tracker", **finding.to_dict()},
+                start_step=finding.start_step,
+                end_step=finding.end_step,
+            )
 
     def _open(self) -> Ledger:
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
@@ -420,8 +438,9 @@ class Writer(threading.Thread):
                 # Ours already, or made again in a ledger file that was removed; another's: RunInUse.
                 ledger.claim_run(self.s.run, owner=self.s.owner, manifest=self.s.manifest, resume=True)
             elif self.s.run is not None:
-                ledger.create_run(self.s.run, manifest=self.s.manifest, status="running", source="tracker",
-                                  if_exists="reuse")
+                ledger.create_run(
+                    self.s.run, manifest=self.s.manifest, status="running", source="tracker", if_exists="reuse"
+                )
             self._inode = os.stat(self.s.location).st_ino if self._is_file() else None
             self._size = 0
         except BaseException:
@@ -455,8 +474,10 @@ class Writer(threading.Thread):
         """Where a spill file may go, in order: the configured folder or the ledger's, then the temp folder."""
         # Named by run, host and process: nodes that share a folder (one ledger per node) never share a spill file.
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.s.run or 'run'}-{socket.gethostname()}")
-        folders = [self.s.spill_dir or (str(Path(self.s.location).parent) if self._is_file() else None),
-                   tempfile.gettempdir()]
+        folders = [
+            self.s.spill_dir or (str(Path(self.s.location).parent) if self._is_file() else None),
+            tempfile.gettempdir(),
+        ]
         return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
 
     def _spill(self) -> None:
@@ -468,8 +489,9 @@ class Writer(threading.Thread):
                 run = self.s.run
                 assert run is not None  # only rank 0, which names the run, writes or spills
                 with Ledger(path, durable=True) as side, side.transaction():
-                    side.create_run(run, manifest=self.s.manifest, status="running", source="tracker",
-                                    if_exists="reuse")
+                    side.create_run(
+                        run, manifest=self.s.manifest, status="running", source="tracker", if_exists="reuse"
+                    )
                     if self._frames:
                         side.append_steps(run, _joined(self._frames))
                     if self._evals:
@@ -480,9 +502,15 @@ class Writer(threading.Thread):
                     _remove_ledger_file(path)
                 continue
             if self.spill_path is None:
-                log.warning("yieldgate tracker: the ledger %s cannot take step records now; they are kept in %s "
-                            "and move into the ledger when it is writable again (or run: yieldgate --ledger %s "
-                            "merge %s)", masked(self.s.location), path, masked(self.s.location), path)
+                log.warning(
+                    "yieldgate tracker: the ledger %s cannot take step records now; they are kept in %s "
+                    "and move into the ledger when it is writable again (or run: yieldgate --ledger %s "
+                    "merge %s)",
+                    masked(self.s.location),
+                    path,
+                    masked(self.s.location),
+                    path,
+                )
             self.spill_path = path
             self.spilled_rows += rows
             self._frames, self._evals = [], []
@@ -514,9 +542,15 @@ class Writer(threading.Thread):
             at = ledger.step_at(self.s.run, step - 1) or {"step": 0, "tokens": 0.0, "samples": 0.0}
             tokens, samples = at["tokens"] or 0.0, at["samples"] or 0.0
             if at["step"] != step - 1:
-                log.warning("yieldgate: run %r resumes at step %d, but the ledger's last record before it is step %d: "
-                            "tokens continue from that record's %g; pass step= and tokens= from the checkpoint to "
-                            "Tracker to be exact", self.s.run, step, at["step"], tokens)
+                log.warning(
+                    "yieldgate: run %r resumes at step %d, but the ledger's last record before it is step %d: "
+                    "tokens continue from that record's %g; pass step= and tokens= from the checkpoint to "
+                    "Tracker to be exact",
+                    self.s.run,
+                    step,
+                    at["step"],
+                    tokens,
+                )
             ledger.supersede(self.s.run, step - 1, resume={"step": step - 1, "tokens": tokens, "samples": samples})
         self._base_tokens, self._base_samples = tokens, samples
         self._at = {step - 1: (tokens, self.s.base_wall)}
@@ -531,9 +565,16 @@ class Writer(threading.Thread):
             packet.event.synchronize()  # waits on this thread only: the copies were queued non-blocking
         rows = packet.rows
         n = len(rows)
-        local = np.array([[r.tokens for r in rows], [r.samples for r in rows], [r.step_s for r in rows],
-                          [r.tokens_total for r in rows], [r.samples_total for r in rows]],
-                         dtype=np.float64).reshape(5, n)
+        local = np.array(
+            [
+                [r.tokens for r in rows],
+                [r.samples for r in rows],
+                [r.step_s for r in rows],
+                [r.tokens_total for r in rows],
+                [r.samples_total for r in rows],
+            ],
+            dtype=np.float64,
+        ).reshape(5, n)
         tokens, samples = local[3], local[4]
         spread: dict[str, np.ndarray] = {}
         gathered = None
@@ -546,13 +587,17 @@ class Writer(threading.Thread):
         if gathered is not None:
             tokens, samples = gathered[:, 3].sum(0), gathered[:, 4].sum(0)
             rates = gathered[:, 0] / np.maximum(gathered[:, 2], 1e-12)  # per-rank tokens/s of each step
-            spread = {"dist/tokens_per_s/min": rates.min(0), "dist/tokens_per_s/max": rates.max(0),
-                      "dist/step_s/max": gathered[:, 2].max(0)}
+            spread = {
+                "dist/tokens_per_s/min": rates.min(0),
+                "dist/tokens_per_s/max": rates.max(0),
+                "dist/step_s/max": gathered[:, 2].max(0),
+            }
         if self.s.run is None or n == 0 and not packet.evals:
             return
         if n:
-            frame = self._frame(packet, local[2].tolist(), tokens.tolist(), samples.tolist(),
-                                {k: v.tolist() for k, v in spread.items()})
+            frame = self._frame(
+                packet, local[2].tolist(), tokens.tolist(), samples.tolist(), {k: v.tolist() for k, v in spread.items()}
+            )
             self._frames.append(frame)
             if self.s.online_every_s is not None:
                 self._recent.append(frame)
@@ -565,8 +610,14 @@ class Writer(threading.Thread):
             for step in sorted(self._at)[:-1024]:
                 del self._at[step]
 
-    def _frame(self, packet: Packet, step_s: list[float], tokens: list[float], samples: list[float],
-               spread: dict[str, list[float]]) -> _Frame:
+    def _frame(
+        self,
+        packet: Packet,
+        step_s: list[float],
+        tokens: list[float],
+        samples: list[float],
+        spread: dict[str, list[float]],
+    ) -> _Frame:
         rows = packet.rows
         frame = _Frame([r.step for r in rows])
         tok, smp, wall, rate = [], [], [], []
@@ -661,8 +712,10 @@ class Writer(threading.Thread):
             problem = key_problem(key)
             ok = self._keys[key] = problem is None
             if problem is not None:
-                self.on_fault("recording step values", InputError(
-                    f"key {key!r} {problem}; its values are left out of the step records"))
+                self.on_fault(
+                    "recording step values",
+                    InputError(f"key {key!r} {problem}; its values are left out of the step records"),
+                )
         return ok
 
     @staticmethod
@@ -679,6 +732,15 @@ class Writer(threading.Thread):
             if isinstance(value, TensorRef):
                 value = tensors[value.name]
             task, _, metric = key.rpartition("/")
-            self._evals.append(EvalRecord(step=step, tokens=tokens, wall_s=wall, task=task, metric=metric,
-                                          value=float(value) if value is not None else math.nan,
-                                          portfolio=name, portfolio_version=version))
+            self._evals.append(
+                EvalRecord(
+                    step=step,
+                    tokens=tokens,
+                    wall_s=wall,
+                    task=task,
+                    metric=metric,
+                    value=float(value) if value is not None else math.nan,
+                    portfolio=name,
+                    portfolio_version=version,
+                )
+            )

@@ -39,15 +39,36 @@ class TrackerArgs:
     takeover: bool = False
     """Take the run over from a writer that died without closing it (a job restarted after a crash)."""
 
-    def open(self, *, model: torch.nn.Module | None, optimizer: Any, scaler: Any, step: int,
-             tokens: float | None = None, hparams: Mapping[str, Any] | None = None) -> Tracker:
+    def open(
+        self,
+        *,
+        model: torch.nn.Module | None,
+        optimizer: Any,
+        scaler: Any,
+        step: int,
+        tokens: float | None = None,
+        hparams: Mapping[str, Any] | None = None,
+    ) -> Tracker:
         """`step` (and `tokens`, when the framework counts them): where the framework's state stands as training
         starts, a restored checkpoint's point on a restart (see `Tracker`). `hparams`: what the framework knows of
         the run's hyper-parameters (`Manifest.config`). A script run again records a new run under a suffixed
         name instead of failing on the name its last run took; `resume=True` continues that run instead."""
-        return Tracker(self.run, ledger=self.ledger, manifest=self.manifest, signals=self.signals, model=model,
-                       optimizer=optimizer, scaler=scaler, config=self.config, resume=self.resume,
-                       takeover=self.takeover, step=step, tokens=tokens, hparams=hparams, suffix_if_taken=True)
+        return Tracker(
+            self.run,
+            ledger=self.ledger,
+            manifest=self.manifest,
+            signals=self.signals,
+            model=model,
+            optimizer=optimizer,
+            scaler=scaler,
+            config=self.config,
+            resume=self.resume,
+            takeover=self.takeover,
+            step=step,
+            tokens=tokens,
+            hparams=hparams,
+            suffix_if_taken=True,
+        )
 
 
 def batch_counts(batch: Any, main: str = "input_ids") -> tuple[int | torch.Tensor, int] | None:

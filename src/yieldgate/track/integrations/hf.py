@@ -67,8 +67,7 @@ __all__ = ["YieldgateCallback", "eval_metrics", "trainer_hparams"]
 log = logging.getLogger("yieldgate.track")
 
 # Per-call speed and memory figures of `Trainer.evaluate`: how fast the eval ran, not what the model scored.
-_NOT_SCORES = ("runtime", "samples_per_second", "steps_per_second", "model_preparation_time",
-               "jit_compilation_time")
+_NOT_SCORES = ("runtime", "samples_per_second", "steps_per_second", "model_preparation_time", "jit_compilation_time")
 
 
 def eval_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -97,19 +96,28 @@ def eval_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 # TrainingArguments fields that say where files go, how to publish, or hold a secret: not how the model trains.
-_NOT_HPARAMS = ("output_dir", "logging_dir", "run_name", "overwrite_output_dir", "resume_from_checkpoint",
-                "report_to", "push_to_hub")
+_NOT_HPARAMS = (
+    "output_dir",
+    "logging_dir",
+    "run_name",
+    "overwrite_output_dir",
+    "resume_from_checkpoint",
+    "report_to",
+    "push_to_hub",
+)
 
 
 def trainer_hparams(args: TrainingArguments, model: torch.nn.Module | None) -> dict[str, Any]:
     """The run's hyper-parameters as the Trainer knows them (see the module docstring), as JSON values."""
-    training = {k: v for k, v in args.to_dict().items()
-                if k not in _NOT_HPARAMS and not k.startswith(("hub_", "push_to_hub")) and not k.endswith("_token")}
+    training = {
+        k: v
+        for k, v in args.to_dict().items()
+        if k not in _NOT_HPARAMS and not k.startswith(("hub_", "push_to_hub")) and not k.endswith("_token")
+    }
     out: dict[str, Any] = {"training": training}
     to_dict = getattr(getattr(model, "config", None), "to_dict", None)
     if callable(to_dict):
-        out["model"] = {k: v for k, v in to_dict().items()
-                        if not k.startswith("_") and k != "transformers_version"}
+        out["model"] = {k: v for k, v in to_dict().items() if not k.startswith("_") and k != "transformers_version"}
     return plain_config(out, origin="TrainingArguments", strict=False)
 
 
@@ -140,8 +148,15 @@ class YieldgateCallback(TrainerCallback):
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                       model: torch.nn.Module | None = None, optimizer: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        optimizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
         # Accelerate wraps the torch optimizer; the Tracker's step hooks belong on the torch one, which
         # `AcceleratedOptimizer.step` calls (through the GradScaler with fp16).
         scaler = None
@@ -150,17 +165,23 @@ class YieldgateCallback(TrainerCallback):
         self._optimizer = optimizer
         # The Trainer has restored a checkpoint's state by now: its step, and its token count when it keeps one.
         seen = getattr(state, "num_input_tokens_seen", 0) or None
-        self.tracker = self.args.open(model=model, optimizer=optimizer, scaler=scaler, step=state.global_step,
-                                      tokens=seen if state.global_step else None,
-                                      hparams=trainer_hparams(args, model))
+        self.tracker = self.args.open(
+            model=model,
+            optimizer=optimizer,
+            scaler=scaler,
+            step=state.global_step,
+            tokens=seen if state.global_step else None,
+            hparams=trainer_hparams(args, model),
+        )
         if model is not None:
             self._main = getattr(model, "main_input_name", "input_ids")
             # compiler.disable: under torch.compile the hook runs eagerly ahead of the graph, not traced into it.
             hook = torch.compiler.disable(self.tracker.busy.wrap(self._count))
             self._hook = model.register_forward_pre_hook(hook, with_kwargs=True)
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                     **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.close("finished")
 
     def close(self, status: str = "finished") -> None:
@@ -182,20 +203,22 @@ class YieldgateCallback(TrainerCallback):
         if counts is None:
             if not self._warned:
                 self._warned = True
-                log.warning("yieldgate: cannot count tokens in the model's inputs (keys %s); tokens recorded as 0",
-                            sorted(kwargs))
+                log.warning(
+                    "yieldgate: cannot count tokens in the model's inputs (keys %s); tokens recorded as 0",
+                    sorted(kwargs),
+                )
             return
         self._tokens.add(counts[0])
         self._samples += counts[1]
 
-    def on_optimizer_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                          **kwargs: Any) -> None:
+    def on_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         # After optimizer.step(), before lr_scheduler.step(): the rate this step used (a host float).
         if self._optimizer is not None:
             self._lr = self._optimizer.param_groups[0]["lr"]
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: Any) -> None:
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if self.tracker is None:
             return
         self._pending = {"tokens": self._tokens.take(), "samples": self._samples, "lr": self._lr}
@@ -206,8 +229,14 @@ class YieldgateCallback(TrainerCallback):
         if not _log_follows(args, state, control):
             self._flush()
 
-    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-               logs: dict[str, float] | None = None, **kwargs: Any) -> None:
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if self._pending is None or not logs or "loss" not in logs:
             return  # eval logs, the end-of-training summary
         self._pending["loss"] = logs["loss"]
@@ -216,8 +245,9 @@ class YieldgateCallback(TrainerCallback):
             self._pending["lr"] = logs["learning_rate"]
         self._flush()
 
-    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                      **kwargs: Any) -> None:
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self._flush()  # a step whose log another callback cancelled
 
     def _flush(self) -> None:
@@ -227,8 +257,14 @@ class YieldgateCallback(TrainerCallback):
 
     # -- evaluations ----------------------------------------------------------------------------------
 
-    def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    metrics: dict[str, float] | None = None, **kwargs: Any) -> None:
+    def on_evaluate(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if self.tracker is None or not metrics:
             return  # evaluate() outside train()
         self._flush()  # the eval belongs after the step it follows

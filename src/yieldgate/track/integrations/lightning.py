@@ -95,8 +95,9 @@ def val_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in metrics.items():
         name, _, loader = key.partition(_LOADER)
-        prefix = next((p for p in _VAL_PREFIXES if name.startswith(p) and name[len(p) : len(p) + 1] in ("/", "_")),
-                      None)
+        prefix = next(
+            (p for p in _VAL_PREFIXES if name.startswith(p) and name[len(p) : len(p) + 1] in ("/", "_")), None
+        )
         rest = name[len(prefix) + 1 :] if prefix else ""
         if not rest or not isinstance(value, (torch.Tensor, int, float)) or isinstance(value, bool):
             continue
@@ -149,8 +150,13 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         scaler = getattr(trainer.precision_plugin, "scaler", None)  # a GradScaler with 16-mixed, else None
         # A checkpoint given to fit() is restored by now: global_step is its step.
-        self.tracker = self.args.open(model=pl_module, optimizer=optimizer, scaler=scaler, step=trainer.global_step,
-                                      hparams=lightning_hparams(pl_module, getattr(trainer, "datamodule", None)))
+        self.tracker = self.args.open(
+            model=pl_module,
+            optimizer=optimizer,
+            scaler=scaler,
+            step=trainer.global_step,
+            hparams=lightning_hparams(pl_module, getattr(trainer, "datamodule", None)),
+        )
         self._last_step = trainer.global_step
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
@@ -170,8 +176,11 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
         if counts is None:
             if not self._warned:
                 self._warned = True
-                log.warning("yieldgate: cannot count tokens in a batch of type %s; pass counts= to "
-                            "YieldgateCallback; tokens recorded as 0", type(batch).__name__)
+                log.warning(
+                    "yieldgate: cannot count tokens in a batch of type %s; pass counts= to "
+                    "YieldgateCallback; tokens recorded as 0",
+                    type(batch).__name__,
+                )
             return
         self._tokens.add(counts[0])
         self._samples += counts[1]
@@ -195,8 +204,9 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
         self._last_step = trainer.global_step
         losses, self._losses = self._losses, []
         mean = (losses[0] if len(losses) == 1 else torch.stack(losses).mean()) if losses else None
-        self.tracker.step(tokens=self._tokens.take(), samples=self._samples, loss=mean, lr=self._lr,
-                          grad_norm=self._norm)
+        self.tracker.step(
+            tokens=self._tokens.take(), samples=self._samples, loss=mean, lr=self._lr, grad_norm=self._norm
+        )
         self._samples, self._norm = 0, None
 
     # -- validation -----------------------------------------------------------------------------------
