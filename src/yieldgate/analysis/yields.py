@@ -381,9 +381,11 @@ def _decayed(steps: pd.DataFrame, ends: np.ndarray) -> list[bool | None]:
 
 
 def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> dict[str, pd.DataFrame]:
+    """Every other evaluated series, by `task/metric`; a standard error (lm-eval's `acc_stderr`) is not a
+    capability: it has no yield, and a change in it is no disagreement with the loss."""
     out = {}
     for (t, m), _ in evals.groupby(["task", "metric"], sort=True):
-        if (t, m) != (task, metric):
+        if (t, m) != (task, metric) and not str(m).endswith("_stderr"):
             out[f"{t}/{m}"] = eval_points(evals, steps, t, m)
     return out
 
