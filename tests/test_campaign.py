@@ -138,7 +138,10 @@ def test_an_interrupted_campaign_resumes_without_redoing_finished_probes(tmp_pat
             "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 150_000}}
     path = write(tmp_path, spec)
     cmd = [sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "probe", str(path), "--workers", "1", "--json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal's Ctrl-C finds it: a test run started in the background (`make test-all &`) has it
+    # ignored, and a child inherits that, so the campaign would not hear the interrupt at all.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     finished = 0
     deadline = time.monotonic() + 120
     while finished < 1 and time.monotonic() < deadline and proc.poll() is None:
