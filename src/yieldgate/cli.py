@@ -712,19 +712,10 @@ def compare(
     """
     if primary not in ("learning", "throughput"):
         raise YieldgateError(f"--primary must be learning or throughput, got {primary!r}")
-    from yieldgate.analysis.runs import compare_groups
+    from yieldgate import api
 
     with _ledger(ctx) as ledger:
-        result = compare_groups(
-            ledger,
-            a,
-            b,
-            at=at,  # type: ignore[arg-type]
-            target_loss=target_loss,
-            metric=metric,
-            primary=primary,
-            per=per,
-        )
+        result = api.compare(a, b, ledger=ledger, at=at, target=target_loss, metric=metric, primary=primary, per=per)
     if as_json:
         _print_json(result.to_dict())
         return

@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from yieldgate import api
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger_pg import masked
@@ -151,7 +152,7 @@ def _per(query: Any) -> str | None:
 
 
 def _options(request: Request) -> dict[str, Any]:
-    """The comparison options a query may set, as `compare_groups` takes them (the rest stay the CLI's defaults)."""
+    """The comparison options a query may set, as `api.compare` takes them (the rest stay the CLI's defaults)."""
     q = request.query_params
     out: dict[str, Any] = {}
     for key in ("at", "metric", "primary"):
@@ -159,7 +160,7 @@ def _options(request: Request) -> dict[str, Any]:
             out[key] = q[key]
     if q.get("target_loss"):
         try:
-            out["target_loss"] = float(q["target_loss"])
+            out["target"] = float(q["target_loss"])
         except ValueError:
             raise InputError(f"target_loss must be a number, got {q['target_loss']!r}") from None
     return out
@@ -194,7 +195,7 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
         a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
         with ledger() as led:
             per, note = data.comparison_unit(led, a, b, _per(request.query_params))
-            result = data.comparison(led, a, b, per=per, **_options(request))
+            result = api.compare(a, b, ledger=led, per=per, **_options(request))
         return HTMLResponse(pages.compare_page(result, dict(request.query_params), per=per, note=note))
 
     def campaigns_page(request: Request) -> HTMLResponse:
@@ -273,7 +274,7 @@ def create_app(location: str, *, token: str | None = None, allowed_hosts: list[s
         a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
         with ledger() as led:
             per, _ = data.comparison_unit(led, a, b, _per(request.query_params))
-            return JSONResponse(clean(data.comparison(led, a, b, per=per, **_options(request)).to_dict()))
+            return JSONResponse(clean(api.compare(a, b, ledger=led, per=per, **_options(request)).to_dict()))
 
     def api_compare_figures(request: Request) -> JSONResponse:
         a, b = _arg(request, "a", "/api/compare/figures?a=x&b=y"), _arg(request, "b", "/api/compare/figures?a=x&b=y")

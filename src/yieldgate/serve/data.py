@@ -1,7 +1,7 @@
 """What the dashboard shows, as JSON-ready data, read from the ledger by the same functions as the CLI.
 
 Nothing here computes a result of its own: the runs table is `Ledger.runs`, a run's plots are the report's
-(`sections.collect` + `figures.build_figures`), a comparison is `analysis.runs.compare_groups` (what
+(`sections.collect` + `figures.build_figures`), a comparison is `api.compare` (what
 `yieldgate compare` calls). Every value is JSON-safe (`report.console.clean`: NaN and inf become null).
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from yieldgate.analysis.compare import Comparison, run_curve
-from yieldgate.analysis.runs import compare_groups, comparison_unit, load_run, metric_key
+from yieldgate.analysis.compare import run_curve
+from yieldgate.analysis.runs import comparison_unit, load_run, metric_key
 from yieldgate.ledger import Ledger
 from yieldgate.report.console import clean, decision_record, run_record
 from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict, smoothed
@@ -29,7 +29,6 @@ __all__ = [
     "run_figures",
     "FigureCache",
     "live_points",
-    "comparison",
     "comparison_unit",
     "comparison_figures",
     "decision_records",
@@ -190,30 +189,6 @@ def live_points(
             curve = curve[curve["step"] > curve_after]
         out["curve"] = {c: curve[c].tolist() for c in CURVE_COLUMNS}
     return clean(out)
-
-
-def comparison(
-    ledger: Ledger,
-    a: str,
-    b: str,
-    *,
-    at: str = "tokens",
-    metric: str = "val/loss",
-    target_loss: float | None = None,
-    primary: str = "learning",
-    per: str = "token",
-) -> Comparison:
-    """What `yieldgate compare A B [--per byte]` computes, from the same call (`to_dict()` is what `--json` prints)."""
-    return compare_groups(
-        ledger,
-        a,
-        b,
-        at=at,  # type: ignore[arg-type]
-        target_loss=target_loss,
-        metric=metric,
-        primary=primary,
-        per=per,
-    )
 
 
 def comparison_figures(
