@@ -2,29 +2,27 @@
 
 pandas takes ~0.4 s to import: more than half of what `yieldgate runs` may take in all (< 1 s over 10,000 runs,
 interpreter start included). The ledger builds DataFrames in most of its methods but not in the ones that list
-runs, so it binds pandas through `module("pandas")`: the module's code runs at its first attribute access
-(`importlib.util.LazyLoader`, the standard library's recipe), once, for the whole process.
+runs, so it binds pandas through `module("pandas")`: a stand-in whose first attribute access imports the module
+(through the import system, which is thread-safe) and takes over its names. Nothing is put in `sys.modules`, so
+no other code's `import pandas` is changed.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from types import ModuleType
+from typing import Any
 
 __all__ = ["module"]
 
 
+class _OnFirstUse(ModuleType):
+    def __getattr__(self, attr: str) -> Any:  # only for names not taken over yet
+        real = importlib.import_module(self.__name__)
+        self.__dict__.update(real.__dict__)
+        return getattr(real, attr)
+
+
 def module(name: str) -> ModuleType:
-    """The module `name`, imported already or loaded at its first attribute access. Any later `import name`
-    elsewhere loads it at once (it sits in `sys.modules`), so there is never a second copy."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    lazy = importlib.util.module_from_spec(spec)
-    sys.modules[name] = lazy
-    spec.loader.exec_module(lazy)
-    return lazy
+    """A stand-in for the module `name` that imports it at its first attribute access."""
+    return _OnFirstUse(name)
