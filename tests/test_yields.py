@@ -205,3 +205,19 @@ def test_no_law_where_none_fits_says_why():
         report = yield_report(led, "two")
     assert report.law is None and report.tranches[0].vs_expected is None
     assert "at least 3 evaluations" in report.missing["vs_expected"]
+
+
+def test_a_law_fitted_across_an_lr_decay_says_so():
+    from yieldgate.analysis.runs import yield_report
+    from yieldgate.ledger import EvalRecord, Ledger
+
+    tokens = np.geomspace(1e6, 1e8, 9)
+    with Ledger(":memory:") as led:
+        led.create_run("cosine")
+        led.append_steps("cosine", {"step": np.arange(9) * 100, "tokens": tokens,
+                                    "lr": 1e-3 * 0.5 * (1 + np.cos(np.pi * np.arange(9) / 8))})
+        led.append_evals("cosine", [EvalRecord(step=i * 100, task="val", metric="loss", value=float(v))
+                                    for i, v in enumerate(2.0 + 50.0 * tokens ** -0.3)])
+        report = yield_report(led, "cosine")
+    assert "fitted across the decay" in report.law["poor"]
+    assert any("read vs_expected with care" in n for n in report.notes)

@@ -118,7 +118,10 @@ def expected_law(data: RunData, task: str, metric: str) -> PowerLaw:
         raise InputError(f"{task}/{metric} rises as the model learns; the law fits losses (lower is better)")
     mask, _ = stable_phase(data.steps, points["step"].to_numpy())
     used = points[mask] if mask.sum() >= 3 else points
-    return fit_power_law(used["tokens"].to_numpy(), used["value"].to_numpy())
+    law = fit_power_law(used["tokens"].to_numpy(), used["value"].to_numpy())
+    if len(used) > mask.sum() and law.poor is None:
+        law.poor = "fewer than 3 evaluations before the LR decays: fitted across the decay, which it mixes in"
+    return law
 
 
 def yield_report(
