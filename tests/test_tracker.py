@@ -563,6 +563,24 @@ def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for)
     assert shown == {"far": "stale", "near": "crashed", "fresh": "running"}
 
 
+def test_a_live_writer_is_not_called_crashed_when_the_clock_is_stepped():
+    """A process's start time in Unix seconds moves with the host's clock (NTP stepping a new machine's clock
+    moved it by a second under CI, and a live Tracker's run showed `crashed`): only a process that started after
+    the owner's last heartbeat holds a reused pid."""
+    import psutil
+
+    from yieldgate.owners import REUSED_AFTER_S, Owner, liveness
+
+    me = Owner.this_process()
+    started = psutil.Process().create_time()
+    for step in (-30.0, -1.5, 1.5, 30.0):  # the clock stepped after the owner recorded its start
+        assert liveness(Owner(me.host, me.pid, started - step), time.time()) == "live"
+    # This pid, owned by a run last heard of before this process started: reused.
+    gone = Owner(me.host, me.pid, started - 100.0)
+    assert liveness(gone, started - REUSED_AFTER_S - 1.0) == "crashed"
+    assert liveness(gone, None) == "crashed"
+
+
 def test_one_bad_key_loses_nothing_else(tmp_path):
     """A mistyped key at step 11 (an extra that is no number, an eval key that names nothing) is left out with
     one report; every other column of that step, its other evals and every later step are kept, and the

@@ -7,8 +7,8 @@ refused while the owner lives; a run whose owner died without closing it is take
 `stale` or `crashed` (`Ledger.runs()`, `yieldgate runs`).
 
 An owner is dead when its process is gone (on this host: the pid no longer exists, or it now belongs to a
-process started at another time) or when its heartbeat is older than `STALE_AFTER_S` (another host, or a
-hung process: a host that went down, a partition, a process stopped).
+process started after the owner's last heartbeat) or when its heartbeat is older than `STALE_AFTER_S` (another
+host, or a hung process: a host that went down, a partition, a process stopped).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Owner", "STALE_AFTER_S", "HEARTBEAT_EVERY_S", "liveness"]
+__all__ = ["Owner", "STALE_AFTER_S", "HEARTBEAT_EVERY_S", "REUSED_AFTER_S", "liveness"]
 
 HEARTBEAT_EVERY_S = 10.0
 """The writer stamps the heartbeat at every flush (1 s by default) and at least this often, whatever the flush
@@ -72,12 +72,20 @@ class Owner:
         return f"host {self.host}, pid {self.pid} (started {started})"
 
 
+REUSED_AFTER_S = 5.0
+"""A process holding the owner's pid that started this long after the owner's last heartbeat is another process
+(the pid was reused). A wall-clock reading, not an identity: a process's start time in Unix seconds moves when the
+host's clock is stepped (NTP on a new machine), so only a start well after the owner was last seen alive tells."""
+
+
 def liveness(owner: Owner, heartbeat_at: float | None, now: float | None = None) -> Liveness:
-    """`crashed`: on this host, the owner's process is gone; `stale`: its heartbeat is older than STALE_AFTER_S;
-    else `live`."""
+    """`crashed`: on this host, the owner's process is gone (no process holds its pid, or the one that does started
+    after the owner's last heartbeat: the pid was reused); `stale`: its heartbeat is older than STALE_AFTER_S; else
+    `live`."""
     if owner.host == socket.gethostname():
         started = _process_start(owner.pid)
-        if started is None or (owner.started and started == started and abs(started - owner.started) > 1.0):
+        last_seen = max(owner.started, heartbeat_at or 0.0)
+        if started is None or (owner.started and started == started and started > last_seen + REUSED_AFTER_S):
             return "crashed"
     now = time.time() if now is None else now
     if heartbeat_at is None or now - heartbeat_at > STALE_AFTER_S:
