@@ -18,6 +18,7 @@ import json
 import math
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -88,6 +89,13 @@ RUN_COLUMNS = (
 # while they hold fewer than TAIL_MERGE_ROWS steps, so a long run ends up in ~256-row blocks and a flush
 # seldom decodes and rewrites old rows (the Tracker's CPU per step is a target: benchmarks/bench_tracker.py).
 BLOCK_ROWS = 8192
+_TAILS_PER_QUERY = 200
+"""Extras keys whose tails one query reads (a compound SELECT; SQLite allows 500 parts)."""
+_BLOCK_FIELDS = ["first_step", "last_step", "n", "tokens_max", "columns", "data", "missing", "checksum"]
+_BLOCK_COLUMNS = {
+    "step_blocks": ["run_id", *_BLOCK_FIELDS, "wall_s_max"],
+    "extra_blocks": ["run_id", "key_id", *_BLOCK_FIELDS],
+}
 TAIL_MERGE_ROWS = 256
 COMPACT_BLOCKS = 16
 
@@ -843,7 +851,8 @@ class Ledger:
     def _normalise_steps(
         self, rows: pd.DataFrame | Mapping[str, Any] | Iterable[Mapping[str, Any]]
     ) -> tuple[_Columns, dict[str, _Columns]]:
-        if isinstance(rows, pd.DataFrame):
+        pandas = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: a Tracker's flush never loads it
+        if pandas is not None and isinstance(rows, pandas.DataFrame):
             table: Mapping[str, Any] = {c: rows[c] for c in rows.columns}
         elif isinstance(rows, Mapping):
             table = rows
@@ -903,12 +912,41 @@ class Ledger:
             run_id = self.run_id(run)
             if core.values or not extras:
                 self._write_blocks(run, "step_blocks", {"run_id": run_id}, core)
-            ids = self._key_ids(extras) if extras else {}
-            for key, series in extras.items():
-                if len(series):
-                    self._write_blocks(run, "extra_blocks", {"run_id": run_id, "key_id": ids[key]}, series, key)
+            extras = {key: series for key, series in extras.items() if len(series)}
+            if extras:
+                self._write_extras(run, run_id, extras)
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return len(core)
+
+    def _write_extras(self, run: str, run_id: int, extras: dict[str, _Columns]) -> None:
+        """Write the new records of many extras keys: the common case, every key's series growing at its end
+        (a Tracker's flush), costs one query for all the keys' tails and one insert, instead of both per key;
+        a key whose new steps overlap its stored ones, or whose small blocks are due to merge, goes through
+        `_write_blocks`."""
+        ids = self._key_ids(extras)
+        tails: dict[int, list[tuple[int, int]]] = {ids[key]: [] for key in extras}
+        keys = list(tails)
+        for start in range(0, len(keys), _TAILS_PER_QUERY):
+            chunk = keys[start : start + _TAILS_PER_QUERY]
+            query = " UNION ALL ".join(
+                f"SELECT key_id, n, last_step, first_step FROM (SELECT key_id, n, last_step, first_step FROM "
+                f"extra_blocks WHERE run_id = ? AND key_id = ? ORDER BY first_step DESC LIMIT {COMPACT_BLOCKS}) t{i}"
+                for i in range(len(chunk))
+            )
+            rows = self._db.execute(query, [v for key_id in chunk for v in (run_id, key_id)]).fetchall()
+            for key_id, n, last_step, _ in sorted(rows, key=lambda r: -r[3]):  # each key's last block first
+                tails[key_id].append((n, last_step))
+        appended = []
+        for key, series in extras.items():
+            scope = {"run_id": run_id, "key_id": ids[key]}
+            tail = tails[ids[key]]
+            small = sum(1 for _ in itertools.takewhile(lambda t: t[0] < TAIL_MERGE_ROWS, tail))
+            if (tail and tail[0][1] >= int(series.steps[0])) or small >= COMPACT_BLOCKS:
+                self._write_blocks(run, "extra_blocks", scope, series, key)
+            else:
+                appended += self._block_rows("extra_blocks", scope, series, key)
+        if appended:
+            self._insert_rows("extra_blocks", _BLOCK_COLUMNS["extra_blocks"], appended)
 
     def _checked(
         self, run: str, run_id: int, key: str | None, row: Sequence[Any], want: Sequence[str] | None = None
@@ -952,6 +990,11 @@ class Ledger:
             merged = _concat([self._checked(run, scope["run_id"], key, a[1:]) for a in affected] + [new])
             new = _collapse(merged.steps, merged.values)
             self._db.executemany(f"DELETE FROM {table} WHERE id = ?", [(a[0],) for a in affected])
+        self._insert_rows(table, _BLOCK_COLUMNS[table], self._block_rows(table, scope, new, key))
+
+    @staticmethod
+    def _block_rows(table: str, scope: dict[str, int], new: _Columns, key: str | None) -> list[tuple[Any, ...]]:
+        """The rows (`_BLOCK_COLUMNS[table]`) that store `new` as blocks of at most BLOCK_ROWS steps."""
         rows = []
         for start in range(0, len(new), BLOCK_ROWS):
             cut = slice(start, start + BLOCK_ROWS)
@@ -960,9 +1003,8 @@ class Ledger:
             head = (int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *_encode(part))
             # The core table also keeps its blocks' last wall clock, which `runs()` reads as a run's duration.
             tail_cols = (_largest(part, "wall_s"),) if table == "step_blocks" else ()
-            rows.append((*params, *head, block_checksum(scope["run_id"], key, *head), *tail_cols))
-        columns = [*scope, "first_step", "last_step", "n", "tokens_max", "columns", "data", "missing", "checksum"]
-        self._insert_rows(table, columns + ["wall_s_max"] * (table == "step_blocks"), rows)
+            rows.append((*scope.values(), *head, block_checksum(scope["run_id"], key, *head), *tail_cols))
+        return rows
 
     def _insert_rows(self, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
         """Many new rows into one table: through COPY on PostgreSQL, one prepared INSERT on SQLite."""

@@ -137,6 +137,12 @@ class WriterSettings:
     """Distributed: all-gather a [fields, rows] array from every rank -> [ranks, fields, rows]."""
 
 
+LAYERS_EVERY_S = HEARTBEAT_EVERY_S
+"""Per-layer signals go to the ledger this often (and at close), the rest of a step's record at every flush: a
+model's per-layer keys number hundreds, and written once a second their per-key cost would be most of the
+writer's work, competing with the training loop for the cores."""
+
+
 class _Frame:
     """Step records of one packet in column form: per key, one value per step (None: not recorded).
 
@@ -147,6 +153,8 @@ class _Frame:
         self.steps = steps
         self.n = len(steps)
         self.columns: dict[str, list[float | None]] = {}
+        self.layers: dict[str, list[float | None]] = {}
+        """Per-layer signals (one key per layer and signal): written every LAYERS_EVERY_S, not at every flush."""
 
     def put(self, key: str, values: Sequence[float | None]) -> None:
         """A whole column (left out when no step has a value)."""
@@ -161,6 +169,15 @@ class _Frame:
 
     def get(self, key: str) -> list[float | None]:
         return self.columns.get(key) or [None] * self.n
+
+    def held(self) -> _Frame | None:
+        """The per-layer columns alone, on the steps that have them (one in `layer_every`), or None."""
+        rows = [i for i in range(self.n) if any(column[i] is not None for column in self.layers.values())]
+        if not rows:
+            return None
+        out = _Frame([self.steps[i] for i in rows])
+        out.columns = {key: [column[i] for i in rows] for key, column in self.layers.items()}
+        return out
 
 
 def _joined(frames: list[_Frame]) -> dict[str, Any]:
@@ -203,6 +220,9 @@ class Writer(threading.Thread):
         self.dropped_rows = 0
         self.written_rows = 0
         self._frames: list[_Frame] = []
+        self._held: list[_Frame] = []
+        """Per-layer signals of frames already written, until LAYERS_EVERY_S has passed (`_Frame.held`)."""
+        self._last_layers = time.monotonic()
         self._evals: list[EvalRecord] = []
         # Where the counters start (the run's stored point); each row adds the training thread's running totals.
         self._base_tokens = settings.base_tokens
@@ -321,7 +341,8 @@ class Writer(threading.Thread):
         if self._lost is not None:
             self._drop_lost()
             return ledger
-        if not (self._frames or self._evals or self.spill_path):
+        layers_due = final or time.monotonic() - self._last_layers >= LAYERS_EVERY_S
+        if not (self._frames or self._evals or self.spill_path or (layers_due and self._held)):
             if ledger is not None and self.s.owner is not None and self._refused is None:
                 try:
                     ledger.heartbeat(self.s.run, self.s.owner)
@@ -367,6 +388,9 @@ class Writer(threading.Thread):
                     ledger.heartbeat(self.s.run, self.s.owner)
                 if self._frames:
                     ledger.append_steps(self.s.run, _joined(self._frames))
+                held = self._held + [h for h in map(_Frame.held, self._frames) if h is not None]
+                if held and layers_due:
+                    ledger.append_steps(self.s.run, _joined(held))
                 if self._evals:
                     ledger.append_evals(self.s.run, self._evals)
         except RunInUse as exc:
@@ -384,6 +408,9 @@ class Writer(threading.Thread):
             return ledger
         self.written_rows += self.buffered_rows
         self._frames, self._evals = [], []
+        self._held = [] if layers_due else held
+        if layers_due:
+            self._last_layers = time.monotonic()
         with contextlib.suppress(OSError):
             self._size = os.stat(self.s.location).st_size if self._inode is not None else 0
         if self.spill_path is not None:
@@ -494,6 +521,9 @@ class Writer(threading.Thread):
                     )
                     if self._frames:
                         side.append_steps(run, _joined(self._frames))
+                    held = self._held + [h for h in map(_Frame.held, self._frames) if h is not None]
+                    if held:
+                        side.append_steps(run, _joined(held))
                     if self._evals:
                         side.append_evals(run, self._evals)
             except Exception as exc:  # noqa: BLE001 - try the next folder; else rows stay in memory, bounded
@@ -513,7 +543,7 @@ class Writer(threading.Thread):
                 )
             self.spill_path = path
             self.spilled_rows += rows
-            self._frames, self._evals = [], []
+            self._frames, self._held, self._evals = [], [], []
             return
 
     def _unspill(self, ledger: Ledger) -> None:
@@ -698,11 +728,11 @@ class Writer(threading.Thread):
         if name.startswith("layers:"):
             key = name.removeprefix("layers:")
             for j, layer in enumerate(self.s.layer_names):
-                self._scatter(frame, f"{key}/{layer}", idx, [row[j] for row in values])
+                frame.layers[f"{key}/{layer}"] = self._scatter(frame, idx, [row[j] for row in values])
         elif name.startswith("entropy:"):
-            self._scatter(frame, f"signals/act_entropy/{name.removeprefix('entropy:')}", idx, values)
+            frame.layers[f"signals/act_entropy/{name.removeprefix('entropy:')}"] = self._scatter(frame, idx, values)
         elif self._key_ok(name):
-            self._scatter(frame, name, idx, values)
+            frame.columns[name] = self._scatter(frame, idx, values)
 
     def _key_ok(self, key: str) -> bool:
         """Whether `key` may name a step value (`names.key_problem`); a bad one (no namespace, a control, bidi or
@@ -719,11 +749,11 @@ class Writer(threading.Thread):
         return ok
 
     @staticmethod
-    def _scatter(frame: _Frame, key: str, idx: list[int], values: list[Any]) -> None:
+    def _scatter(frame: _Frame, idx: list[int], values: list[Any]) -> list[float | None]:
         column: list[float | None] = [None] * frame.n
         for i, v in zip(idx, values, strict=True):
             column[i] = v[0] if isinstance(v, list) else v  # a [1]-shaped value per step comes as [x]
-        frame.columns[key] = column
+        return column
 
     def _record_evals(self, step: int, metrics: dict[str, Any], tensors: dict[str, float]) -> None:
         tokens, wall = self._at.get(step, (None, None))
