@@ -1211,40 +1211,140 @@ def dedup_(
 @app.command()
 def audit(
     ctx: typer.Context,
-    pipeline: Annotated[Path, typer.Argument(help="Pipeline file (YAML or JSON): input, tag rule, stages.")],
+    pipelines: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Pipeline file (YAML or JSON): input, tag rule, stages; a second one lines the two up (A, B)."
+        ),
+    ],
     run: Annotated[
-        str | None, typer.Option("--run", help="Record the audit into this run (created if absent).")
+        str | None,
+        typer.Option("--run", help="Record the audit into this run (created if absent); one pipeline only."),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a data pipeline stage by stage and account for each: documents, bytes and tokens in and out,
     drop reasons, throughput, and the retention of the tagged slice beside the retention of everything.
 
+    With two pipelines (A, B): both run, their stages are lined up (same name, else same role: filter, dedup,
+    sample, in order), and a hybrid is built and run that takes at each row the stage keeping more of the
+    tagged slice, or the faster at equal tagged retention, both tried on the same documents.
+
     Example: yieldgate audit pipeline.yaml --run audit-1 --json
+
+    Example: yieldgate audit a.yaml b.yaml   (A vs B, and the hybrid)
     """
+    if len(pipelines) > 2:
+        raise InputError(f"give one pipeline file, or two to compare (A B), not {len(pipelines)}")
+    if len(pipelines) == 2:
+        if run is not None:
+            raise InputError("--run records one pipeline's audit: run `yieldgate audit FILE --run NAME` for each")
+        _audit_pair(pipelines[0], pipelines[1], as_json)
+        return
     from yieldgate.data.pipeline import audit_file
 
-    result = audit_file(pipeline, ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
+    result = audit_file(pipelines[0], ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
     if as_json:
         _print_json(result)
         return
-    table = Table("stage", "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
-    table.columns[0].no_wrap = True
+    table = _stage_table("stage")
     for s in result["stages"]:
-        flag = " !" if s["drops_tagged_slice"] else ""
-        table.add_row(
-            s["stage"],
-            _fmt(s["docs_in"]),
-            _fmt(s["docs_out"]),
-            _rate(s["docs_per_s"]),
-            _rate(s["mb_per_s"]),
-            _pct(s["retention"]),
-            _pct(s["tagged_retention"]) + flag,
-            ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-",
-        )
+        table.add_row(s["stage"], *_stage_cells(s))
     console.print(table)
+    _summary_table({"all stages": result["summary"]})
     if any(s["drops_tagged_slice"] for s in result["stages"]):
         console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
+
+
+def _stage_table(*first: str) -> Table:
+    table = Table(*first, "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
+    table.columns[len(first) - 1].no_wrap = True
+    return table
+
+
+def _stage_cells(s: dict[str, Any]) -> list[str]:
+    flag = " !" if s["drops_tagged_slice"] else ""
+    return [
+        _fmt(s["docs_in"]),
+        _fmt(s["docs_out"]),
+        _rate(s["docs_per_s"]),
+        _rate(s["mb_per_s"]),
+        _pct(s["retention"]),
+        _pct(s["tagged_retention"]) + flag,
+        ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-",
+    ]
+
+
+def _summary_table(rows: dict[str, dict[str, Any]]) -> None:
+    table = Table(
+        "pipeline",
+        "docs in",
+        "docs out",
+        "kept",
+        "bytes kept",
+        "tokens kept",
+        "tagged kept",
+        "docs/s",
+        "MB/s",
+        "seconds",
+    )
+    for name, s in rows.items():
+        table.add_row(
+            name,
+            _fmt(s["docs_in"]),
+            _fmt(s["docs_out"]),
+            _pct(s["retention"]),
+            _pct(s["bytes_retention"]),
+            _pct(s["tokens_retention"]),
+            _pct(s["tagged_retention"]),
+            _rate(s["docs_per_s"]),
+            _rate(s["mb_per_s"]),
+            _fmt(s["seconds"], 3),
+        )
+    console.print(table)
+
+
+def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
+    """`yieldgate audit A B`: both pipelines stage by stage, row by row, the hybrid's choice and the three end to
+    end (`data.pipeline_compare`)."""
+    from rich.progress import Progress
+
+    from yieldgate.data.pipeline_compare import compare_files
+
+    err = Console(stderr=True)
+    with Progress(console=err, disable=as_json or not err.is_terminal, transient=True) as bar:
+        task = bar.add_task("reading the input", total=3)
+        steps = iter(range(4))
+
+        def on_run(what: str) -> None:
+            bar.update(task, description=what, completed=next(steps))
+
+        result = compare_files(a, b, progress=on_run)
+        bar.update(task, completed=3)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    table = _stage_table("row", "stage")
+    table.add_column("hybrid")
+    for n, pair in enumerate(result.pairs, start=1):
+        for side in ("a", "b"):
+            stage = getattr(pair, side)
+            if stage is not None:
+                taken = "taken" if pair.pick == side else ""
+                table.add_row(str(n), f"{side.upper()} {stage['stage']}", *_stage_cells(stage), taken)
+        table.rows[-1].end_section = True
+    console.print(f"A: {result.a}  B: {result.b}  (each stage in its own pipeline)", markup=False)
+    console.print(table)
+    for n, (pair, label) in enumerate(zip(result.pairs, result.hybrid, strict=True), start=1):
+        console.print(f"row {n}: the hybrid takes {label}: {pair.reason}", markup=False, highlight=False)
+    console.print(
+        f"hybrid: {' -> '.join(result.hybrid)}, built and run (each row's two stages tried on the hybrid's stream)",
+        markup=False,
+        highlight=False,
+    )
+    _summary_table({"A": result.summaries["a"], "B": result.summaries["b"], "hybrid": result.summaries["hybrid"]})
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 def _pct(value: float | None) -> str:
