@@ -142,6 +142,8 @@ COMMANDS = {
     "serve": {"--host", "--port", "--token"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
     "audit": {"--json", "--run"},
+    "batch-check": {"--json", "--baseline-batch", "--candidate-batch", "--accumulation", "--precision", "--lr",
+                    "--candidate-lr", "--seeds", "--tokens", "--source", "--run"},
     "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--tokens-per-sample", "--pattern",
                "--format", "--step-pattern", "--step", "--experiment", "--tracking-uri", "--join-on", "--devices"},
     "export": {"--json", "--to"},
