@@ -138,7 +138,7 @@ COMMANDS = {
     "merge": {"--json", "--run"},
     "check": {"--json"},
     "ledger copy": {"--json", "--replace"},
-    "report": {"--json", "--output", "--png", "--metric", "--per", "--smooth"},
+    "report": {"--json", "--output", "--png", "--metric", "--per", "--smooth", "--target-loss"},
     "serve": {"--host", "--port", "--token"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
     "audit": {"--json", "--run"},

@@ -851,6 +851,13 @@ def report(
         float,
         typer.Option("--smooth", help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged)."),
     ] = 0.0,
+    target_loss: Annotated[
+        float | None,
+        typer.Option(
+            "--target-loss",
+            help="The metric's value the frontier counts tokens to (default: the worst best of the runs).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Write one self-contained HTML report (opens with no network): loss against tokens, time and cost,
@@ -859,11 +866,15 @@ def report(
     Example: yieldgate report baseline 'bs256-seed*' -o report.html --png figures/
 
     Example: yieldgate report 'bpe4k-*' 'bpe32k-*' --smooth 0.9   (bits per byte: the tokenizers differ)
+
+    Example: yieldgate report 'sweep-*' --target-loss 3.2   (the frontier: tokens/s against tokens to 3.2)
     """
     from yieldgate.report.html import write_report
 
     with _ledger(ctx) as ledger:
-        result = write_report(ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth)
+        result = write_report(
+            ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth, target=target_loss
+        )
     if as_json:
         _print_json(
             {
@@ -872,6 +883,7 @@ def report(
                 "figures": result.figures,
                 "pngs": result.pngs,
                 "per": result.per,
+                "frontier": result.frontier,
             }
         )
         return
@@ -883,6 +895,15 @@ def report(
         highlight=False,
         soft_wrap=True,
     )
+    if result.frontier is not None:
+        console.print(
+            f"frontier (tokens/s against tokens to {result.frontier['metric']} {_fmt(result.frontier['target'])}): "
+            f"on the Pareto front: {', '.join(result.frontier['front']) or 'no run'}",
+            markup=False,
+            highlight=False,
+        )
+        for run, why in result.frontier["unplaced"].items():
+            console.print(f"not on the frontier plot: {run}: {why}", markup=False, highlight=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
