@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yieldgate.analysis.compare import RunData, compare, crossing
-from yieldgate.ledger import Ledger
+from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
@@ -98,8 +98,38 @@ def test_confounders_and_warnings():
     assert any("differ in hardware, optimisation" in w for w in result.warnings)
     assert any(w.startswith("the sides differ in batch_size: changes made for throughput") and "small-batch check"
                in w for w in result.warnings), result.warnings
+    assert result.batch_check == {"baseline_batch": 64, "candidate_batch": 256, "accumulation": 1, "precision": "fp32"}
     same = compare([linear_run("a", 1, 100, manifest=base)], [linear_run("b", 1, 100, manifest={**base, "seed": 2})])
-    assert not any("small-batch check" in w for w in same.warnings)
+    assert not any("small-batch check" in w for w in same.warnings) and same.batch_check is None
+
+
+def test_compare_prints_the_batch_check_that_answers_it(cli, ledger_path):
+    """Sides that differ in batch, accumulation and precision: the console gives the `yieldgate batch-check` line
+    with B's settings, each flag one the command takes; fp8 is not one the check trains in, so it is left out."""
+    import typer
+
+    from yieldgate.cli import app
+
+    def run(name, optimisation):
+        r = linear_run(name, 1.0, 100.0, manifest={"optimisation": optimisation})
+        led.create_run(name, manifest=r.manifest)
+        led.append_steps(name, r.steps.assign(tokens=r.steps["tokens"].astype(float)))
+        led.append_evals(name, [EvalRecord(step=int(s), tokens=float(t), task="val", metric="loss", value=float(v))
+                                for s, t, v in zip(r.evals["step"], r.evals["tokens"], r.evals["value"], strict=True)])
+
+    with Ledger(ledger_path) as led:
+        run("bs64", {"batch_size": 64, "lr": 3e-4})
+        run("bs256-bf16", {"batch_size": 256, "grad_accumulation": 4, "precision": "bf16", "lr": 6e-4})
+        run("bs256-fp8", {"batch_size": 256, "precision": "fp8", "lr": 3e-4})
+    out = cli("compare", "bs64", "bs256-bf16").stdout
+    line = next(x for x in out.splitlines() if x.startswith("check it: "))
+    assert line == ("check it: yieldgate batch-check --baseline-batch 64 --candidate-batch 256 --accumulation 4 "
+                    "--precision bf16 --lr 0.0003 --candidate-lr 0.0006 --run bs256-bf16")
+    command = typer.main.get_command(app).commands["batch-check"]
+    options = {o for p in command.params for o in p.opts}
+    assert {w for w in line.split() if w.startswith("--")} <= options
+    assert cli.json("compare", "bs64", "bs256-fp8")["batch_check"] == {
+        "baseline_batch": 64, "candidate_batch": 256, "accumulation": 1, "lr": 3e-4}
 
 
 @settings(max_examples=60, deadline=None)
@@ -171,6 +201,8 @@ def test_end_to_end_on_two_tracked_runs_differing_in_batch_size(text, tmp_path, 
     assert out["speedup"]["sample_efficiency"] == pytest.approx(ka / kb)
     assert out["speedup"]["throughput"] == pytest.approx((kb / tb) / (ka / ta))
     assert [c["field"] for c in out["confounders"]] == ["optimisation.batch_size"]
+    assert out["batch_check"] == {"baseline_batch": 4, "candidate_batch": 16, "accumulation": 1, "precision": "fp32",
+                                  "lr": 3e-3}
     assert all(v > 0 for v in out["speedup"].values())
 
 

@@ -119,9 +119,9 @@ def test_report_json_and_png_files(written):
     assert result["path"] == str(out / "report.html") and Path(result["path"]).stat().st_size > 1_000_000
     assert result["runs"] == ["probe/s0", EVIL, "costed/s0", "costed/s1"]
     assert result["figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields",
-                                 "yield-per-source", "yield-capability", "signals-gns", "signals-update-ratio",
-                                 "signals-clipping"]
-    assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:7]]
+                                 "yield-per-source", "yield-capability", "frontier", "signals-gns",
+                                 "signals-update-ratio", "signals-clipping"]
+    assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:8]]
     for png in result["pngs"]:
         raw = Path(png).read_bytes()
         assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, png
@@ -336,8 +336,8 @@ def test_every_axis_says_its_unit(cli, ledger_path):
                                for s in range(20, 201, 20)])
         figures = build_figures(collect(led, ["a", "costed/s0"]))
     assert [f.id for f in figures] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning",
-                                       "tranche-yields", "yield-capability", "signals-gns", "signals-update-ratio",
-                                       "signals-clipping"]
+                                       "tranche-yields", "yield-capability", "frontier", "signals-gns",
+                                       "signals-update-ratio", "signals-clipping"]
     for f in figures:
         titles = _axis_titles(f.figure.to_plotly_json())
         assert titles and all(t.endswith(")") or t.endswith("/s") for t in titles), (f.id, titles)
@@ -466,3 +466,40 @@ def test_diagnosis_labels_never_print_over_each_other(ledger_path):
         xs = sorted(x for x, y in labels if y == line)
         assert all(b - a > width for a, b in zip(xs, xs[1:])), (line, xs)
     assert sorted(labels)[-1][1] == 0  # far from the others: back on the first line
+
+
+def test_the_frontier_of_two_real_probes_agrees_with_the_ledger_rows(cli_for, runs_db, tmp_path):
+    """Two real probes (batch 8 and 16): each run's tokens/s and tokens to the target, computed here from the raw
+    step and eval rows, are the report's points; the front is the runs no other beats on both; a target only one
+    run reaches leaves the other listed with the reason, not dropped."""
+    from yieldgate.analysis.compare import crossing
+
+    cli = cli_for(runs_db)
+    runs = ["probe/s0", EVIL]
+    out = cli.json("report", *runs, "-o", str(tmp_path / "f.html"))
+    assert "frontier" in out["figures"]
+    with Ledger(runs_db, readonly=True) as led:
+        rows = {r: (led.steps(r), led.evals(r)) for r in runs}
+    val = {r: ev[(ev["task"] == "val") & (ev["metric"] == "loss")].sort_values("step") for r, (_, ev) in rows.items()}
+    target = max(v["value"].min() for v in val.values())
+    direct = {}
+    for r, (steps, _) in rows.items():
+        timed = steps.dropna(subset=["tokens", "wall_s"])
+        direct[r] = (timed["tokens"].iloc[-1] / timed["wall_s"].iloc[-1],
+                     crossing(val[r]["tokens"].to_numpy(float), val[r]["value"].to_numpy(float), target))
+    f = out["frontier"]
+    assert f["target"] == pytest.approx(target) and f["unplaced"] == {}
+    for r, (rate, need) in direct.items():
+        assert f["points"][r] == {"tokens_per_s": pytest.approx(rate), "tokens_to_target": pytest.approx(need)}
+    (a, (ra, na)), (b, (rb, nb)) = direct.items()
+    beaten = {a: rb >= ra and nb <= na and (rb > ra or nb < na), b: ra >= rb and na <= nb and (ra > rb or na < nb)}
+    assert set(f["front"]) == {r for r, lost in beaten.items() if not lost} and f["front"]
+    best = {r: v["value"].min() for r, v in val.items()}
+    leader = min(best, key=best.get)
+    strict = cli.json("report", *runs, "-o", str(tmp_path / "g.html"), "--target-loss", str(best[leader]))["frontier"]
+    (other,) = set(runs) - {leader}
+    assert list(strict["points"]) == [leader] and strict["front"] == [leader]
+    assert strict["unplaced"] == {other: f"never reaches the target val/loss {best[leader]:.6g} (its best: "
+                                         f"{best[other]:.6g})"}
+    page = (tmp_path / "g.html").read_text()
+    assert "Pareto front" in page and "not placed: " in page

@@ -6,6 +6,7 @@ stderr with exit status 2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from datetime import UTC, datetime
@@ -746,6 +747,14 @@ def compare(
         )
     for line in result.warnings + result.notes:
         console.print(f"note: {line}", markup=False, highlight=False)
+    if result.batch_check is not None:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in result.batch_check.items())
+        console.print(
+            f"check it: yieldgate batch-check {flags} --run {result.runs[result.b][0]}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(result.verdict, markup=False, highlight=False)
 
 
@@ -842,6 +851,13 @@ def report(
         float,
         typer.Option("--smooth", help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged)."),
     ] = 0.0,
+    target_loss: Annotated[
+        float | None,
+        typer.Option(
+            "--target-loss",
+            help="The metric's value the frontier counts tokens to (default: the worst best of the runs).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Write one self-contained HTML report (opens with no network): loss against tokens, time and cost,
@@ -850,11 +866,15 @@ def report(
     Example: yieldgate report baseline 'bs256-seed*' -o report.html --png figures/
 
     Example: yieldgate report 'bpe4k-*' 'bpe32k-*' --smooth 0.9   (bits per byte: the tokenizers differ)
+
+    Example: yieldgate report 'sweep-*' --target-loss 3.2   (the frontier: tokens/s against tokens to 3.2)
     """
     from yieldgate.report.html import write_report
 
     with _ledger(ctx) as ledger:
-        result = write_report(ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth)
+        result = write_report(
+            ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth, target=target_loss
+        )
     if as_json:
         _print_json(
             {
@@ -863,6 +883,7 @@ def report(
                 "figures": result.figures,
                 "pngs": result.pngs,
                 "per": result.per,
+                "frontier": result.frontier,
             }
         )
         return
@@ -874,6 +895,15 @@ def report(
         highlight=False,
         soft_wrap=True,
     )
+    if result.frontier is not None:
+        console.print(
+            f"frontier (tokens/s against tokens to {result.frontier['metric']} {_fmt(result.frontier['target'])}): "
+            f"on the Pareto front: {', '.join(result.frontier['front']) or 'no run'}",
+            markup=False,
+            highlight=False,
+        )
+        for run, why in result.frontier["unplaced"].items():
+            console.print(f"not on the frontier plot: {run}: {why}", markup=False, highlight=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
@@ -1039,6 +1069,103 @@ def train(
     for key, value in final.items():
         table.add_row(key, _fmt(value))
     console.print(table)
+
+
+@app.command("batch-check")
+def batch_check(
+    ctx: typer.Context,
+    baseline_batch: Annotated[
+        int, typer.Option("--baseline-batch", help="Sequences per step of the small-batch baseline (fp32).")
+    ] = 8,
+    candidate_batch: Annotated[
+        int, typer.Option("--candidate-batch", help="Sequences per step of the candidate (all microbatches).")
+    ] = 64,
+    accumulation: Annotated[int, typer.Option("--accumulation", help="The candidate's microbatches per step.")] = 1,
+    precision: Annotated[
+        str, typer.Option("--precision", help="The candidate's precision: fp32, bf16 or fp16.")
+    ] = "fp32",
+    lr: Annotated[
+        float, typer.Option("--lr", help="Learning rate (AdamW) of the baseline, and of the candidate.")
+    ] = 3e-3,
+    candidate_lr: Annotated[
+        float | None, typer.Option("--candidate-lr", help="The candidate's own learning rate (default: --lr).")
+    ] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds; each trains both from the same model.")] = 3,
+    tokens: Annotated[int, typer.Option("--tokens", help="Tokens (bytes) each training sees.")] = 65_536,
+    source: Annotated[str, typer.Option("--source", help="Built-in corpus source of the text.")] = "shakespeare-modern",
+    run: Annotated[
+        str | None, typer.Option("--run", help="Keep the result with this run (created if absent); diagnose reads it.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The small-batch baseline check: does a bigger batch, accumulation or lower precision change what is learned
+    per token? Trains the reference GPT on the built-in corpus with the small-batch baseline and the candidate, the
+    same tokens from the same model seed by seed, and compares learning per token against the seed noise; prints
+    the verdict with its interval and the gradient norms with their noise correction (defaults: about 30 s on 2
+    CPU cores).
+
+    Example: yieldgate batch-check --baseline-batch 8 --candidate-batch 64 --precision bf16 --run bs64-bf16
+
+    Example: yieldgate batch-check --candidate-batch 256 --accumulation 4 --candidate-lr 6e-3 --seeds 5 --json
+    """
+    from rich.progress import Progress
+
+    from yieldgate.probe.batch import BatchCheckSetup, run_batch_check
+
+    setup = BatchCheckSetup(
+        baseline_batch=baseline_batch,
+        candidate_batch=candidate_batch,
+        accumulation=accumulation,
+        precision=precision,  # type: ignore[arg-type]  # checked by BatchCheckSetup
+        lr=lr,
+        candidate_lr=candidate_lr,
+        seeds=seeds,
+        tokens=tokens,
+        source=source,
+    )
+    err = Console(stderr=True)
+    with Progress(console=err, disable=as_json or not err.is_terminal, transient=True) as bar:
+        task = bar.add_task("training baseline and candidate", total=2 * seeds)
+        result = run_batch_check(
+            setup,
+            ledger=ctx.find_root().obj["ledger"],
+            run=run,
+            progress=lambda done, total: bar.update(task, completed=done),
+        )
+    if as_json:
+        _print_json({"setup": dataclasses.asdict(setup), "run": run, **dataclasses.asdict(result)})
+        return
+    table = Table("", "baseline", "candidate", title=f"learning per token over {result.tokens:,} tokens")
+    table.add_row(
+        "config",
+        f"batch {baseline_batch}, fp32",
+        f"batch {candidate_batch} = {accumulation} x {candidate_batch // accumulation}, {precision}",
+    )
+    table.add_row(
+        "held-out loss drop per seed",
+        ", ".join(map(_fmt, result.baseline_learning)),
+        ", ".join(map(_fmt, result.candidate_learning)),
+    )
+    table.add_row(
+        "learning per token", _fmt(result.baseline_learning_per_token), _fmt(result.candidate_learning_per_token)
+    )
+    norms = result.grad_norms
+    table.add_row(
+        f"raw |g|^2 (batch of {norms['b_tokens']:,} vs {norms['B_tokens']:,} tokens)",
+        _fmt(norms["raw_sq_b"]),
+        _fmt(norms["raw_sq_B"]),
+    )
+    console.print(table)
+    if "noise_corrected_sq" in norms:
+        console.print(
+            f"noise-corrected |G|^2 {_fmt(norms['noise_corrected_sq'])}, tr(Sigma) {_fmt(norms['trace_sigma'])}: "
+            "the raw gap between batch sizes is the noise term tr(Sigma)/b (McCandlish et al. 2018)",
+            markup=False,
+            highlight=False,
+        )
+    console.print(result.verdict, markup=False, highlight=False)
+    if run is not None:
+        console.print(f"kept with run {run!r}: yieldgate diagnose {run} reads it", markup=False, highlight=False)
 
 
 @app.command()
@@ -1211,40 +1338,140 @@ def dedup_(
 @app.command()
 def audit(
     ctx: typer.Context,
-    pipeline: Annotated[Path, typer.Argument(help="Pipeline file (YAML or JSON): input, tag rule, stages.")],
+    pipelines: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Pipeline file (YAML or JSON): input, tag rule, stages; a second one lines the two up (A, B)."
+        ),
+    ],
     run: Annotated[
-        str | None, typer.Option("--run", help="Record the audit into this run (created if absent).")
+        str | None,
+        typer.Option("--run", help="Record the audit into this run (created if absent); one pipeline only."),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a data pipeline stage by stage and account for each: documents, bytes and tokens in and out,
     drop reasons, throughput, and the retention of the tagged slice beside the retention of everything.
 
+    With two pipelines (A, B): both run, their stages are lined up (same name, else same role: filter, dedup,
+    sample, in order), and a hybrid is built and run that takes at each row the stage keeping more of the
+    tagged slice, or the faster at equal tagged retention, both tried on the same documents.
+
     Example: yieldgate audit pipeline.yaml --run audit-1 --json
+
+    Example: yieldgate audit a.yaml b.yaml   (A vs B, and the hybrid)
     """
+    if len(pipelines) > 2:
+        raise InputError(f"give one pipeline file, or two to compare (A B), not {len(pipelines)}")
+    if len(pipelines) == 2:
+        if run is not None:
+            raise InputError("--run records one pipeline's audit: run `yieldgate audit FILE --run NAME` for each")
+        _audit_pair(pipelines[0], pipelines[1], as_json)
+        return
     from yieldgate.data.pipeline import audit_file
 
-    result = audit_file(pipeline, ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
+    result = audit_file(pipelines[0], ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
     if as_json:
         _print_json(result)
         return
-    table = Table("stage", "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
-    table.columns[0].no_wrap = True
+    table = _stage_table("stage")
     for s in result["stages"]:
-        flag = " !" if s["drops_tagged_slice"] else ""
-        table.add_row(
-            s["stage"],
-            _fmt(s["docs_in"]),
-            _fmt(s["docs_out"]),
-            _rate(s["docs_per_s"]),
-            _rate(s["mb_per_s"]),
-            _pct(s["retention"]),
-            _pct(s["tagged_retention"]) + flag,
-            ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-",
-        )
+        table.add_row(s["stage"], *_stage_cells(s))
     console.print(table)
+    _summary_table({"all stages": result["summary"]})
     if any(s["drops_tagged_slice"] for s in result["stages"]):
         console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
+
+
+def _stage_table(*first: str) -> Table:
+    table = Table(*first, "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
+    table.columns[len(first) - 1].no_wrap = True
+    return table
+
+
+def _stage_cells(s: dict[str, Any]) -> list[str]:
+    flag = " !" if s["drops_tagged_slice"] else ""
+    return [
+        _fmt(s["docs_in"]),
+        _fmt(s["docs_out"]),
+        _rate(s["docs_per_s"]),
+        _rate(s["mb_per_s"]),
+        _pct(s["retention"]),
+        _pct(s["tagged_retention"]) + flag,
+        ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-",
+    ]
+
+
+def _summary_table(rows: dict[str, dict[str, Any]]) -> None:
+    table = Table(
+        "pipeline",
+        "docs in",
+        "docs out",
+        "kept",
+        "bytes kept",
+        "tokens kept",
+        "tagged kept",
+        "docs/s",
+        "MB/s",
+        "seconds",
+    )
+    for name, s in rows.items():
+        table.add_row(
+            name,
+            _fmt(s["docs_in"]),
+            _fmt(s["docs_out"]),
+            _pct(s["retention"]),
+            _pct(s["bytes_retention"]),
+            _pct(s["tokens_retention"]),
+            _pct(s["tagged_retention"]),
+            _rate(s["docs_per_s"]),
+            _rate(s["mb_per_s"]),
+            _fmt(s["seconds"], 3),
+        )
+    console.print(table)
+
+
+def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
+    """`yieldgate audit A B`: both pipelines stage by stage, row by row, the hybrid's choice and the three end to
+    end (`data.pipeline_compare`)."""
+    from rich.progress import Progress
+
+    from yieldgate.data.pipeline_compare import compare_files
+
+    err = Console(stderr=True)
+    with Progress(console=err, disable=as_json or not err.is_terminal, transient=True) as bar:
+        task = bar.add_task("reading the input", total=3)
+        steps = iter(range(4))
+
+        def on_run(what: str) -> None:
+            bar.update(task, description=what, completed=next(steps))
+
+        result = compare_files(a, b, progress=on_run)
+        bar.update(task, completed=3)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    table = _stage_table("row", "stage")
+    table.add_column("hybrid")
+    for n, pair in enumerate(result.pairs, start=1):
+        for side in ("a", "b"):
+            stage = getattr(pair, side)
+            if stage is not None:
+                taken = "taken" if pair.pick == side else ""
+                table.add_row(str(n), f"{side.upper()} {stage['stage']}", *_stage_cells(stage), taken)
+        table.rows[-1].end_section = True
+    console.print(f"A: {result.a}  B: {result.b}  (each stage in its own pipeline)", markup=False)
+    console.print(table)
+    for n, (pair, label) in enumerate(zip(result.pairs, result.hybrid, strict=True), start=1):
+        console.print(f"row {n}: the hybrid takes {label}: {pair.reason}", markup=False, highlight=False)
+    console.print(
+        f"hybrid: {' -> '.join(result.hybrid)}, built and run (each row's two stages tried on the hybrid's stream)",
+        markup=False,
+        highlight=False,
+    )
+    _summary_table({"A": result.summaries["a"], "B": result.summaries["b"], "hybrid": result.summaries["hybrid"]})
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 def _pct(value: float | None) -> str:

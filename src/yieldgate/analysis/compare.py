@@ -24,10 +24,19 @@ import pandas as pd
 from yieldgate.analysis import stats
 from yieldgate.analysis.yields import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError
-from yieldgate.manifest import Manifest, diff
+from yieldgate.manifest import Manifest, Optimisation, diff
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing", "tokenizer_of", "unit_for"]
+__all__ = [
+    "RunData",
+    "Comparison",
+    "batch_check_arguments",
+    "compare",
+    "run_curve",
+    "crossing",
+    "tokenizer_of",
+    "unit_for",
+]
 
 Axis = Literal["tokens", "time", "compute", "cost", "steps"]
 AXIS_COLUMN = {"tokens": "tokens", "time": "wall_s", "compute": "flops", "cost": "cost_usd", "steps": "step"}
@@ -66,6 +75,9 @@ class Comparison:
     primary: str
     verdict: str
     runs: dict[str, list[str]] = field(default_factory=dict)
+    batch_check: dict[str, Any] | None = None
+    """When the sides differ in batch size, accumulation or precision: the small-batch check that measures whether
+    that altered learning (`batch_check_arguments`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -206,10 +218,29 @@ def _confounders(a: list[RunData], b: list[RunData], metric: str) -> tuple[list[
     if throughput:
         warnings.append(
             f"the sides differ in {', '.join(throughput)}: changes made for throughput can alter what "
-            "is learned per token; the small-batch check measures whether they did "
-            "(track.batch_check.batch_size_check, kept with a run by Tracker.record_batch_check)"
+            "is learned per token; the small-batch check measures whether they did (probe.batch.run_batch_check "
+            "with the comparison's batch_check arguments, or track.batch_check.batch_size_check on your own model)"
         )
     return fields, warnings
+
+
+def batch_check_arguments(a: Manifest | None, b: Manifest | None) -> dict[str, Any] | None:
+    """The small-batch check that answers this comparison's throughput question (`probe.batch.BatchCheckSetup`'s
+    fields: A's batch as the baseline, B's batch, accumulation, precision and learning rate as the candidate), when
+    the sides differ in a throughput knob (`_THROUGHPUT_KNOBS`); None otherwise. A value a manifest does not hold,
+    or a precision the check cannot train in (tf32, fp8), is left out: the check's default stands."""
+    if a is None or b is None or not any(d.field in _THROUGHPUT_KNOBS for d in diff(a, b)):
+        return None
+    oa, ob = a.optimisation or Optimisation(), b.optimisation or Optimisation()
+    args: dict[str, Any] = {
+        "baseline_batch": oa.batch_size,
+        "candidate_batch": ob.batch_size,
+        "accumulation": ob.grad_accumulation,
+        "precision": ob.precision if ob.precision in ("fp32", "bf16", "fp16") else None,
+        "lr": oa.lr,
+        "candidate_lr": ob.lr if ob.lr != oa.lr else None,
+    }
+    return {k: v for k, v in args.items() if v is not None}
 
 
 _THROUGHPUT_KNOBS = (
@@ -401,6 +432,7 @@ def compare(
         primary=primary,
         verdict=verdict,
         runs={names[0]: [r.name for r in a], names[1]: [r.name for r in b]},
+        batch_check=batch_check_arguments(a[0].manifest, b[0].manifest),
     )
 
 

@@ -255,9 +255,48 @@ class Audit:
 
         return pd.DataFrame([s.to_dict() for s in self.stages])
 
+    def summary(self) -> dict[str, Any]:
+        """The pipeline end to end: what entered the first stage and left the last, the share kept of documents,
+        bytes, tokens and the tagged slice, and the throughput over the time inside all stages together
+        (documents/s and MB/s of the input; reading the input is not timed)."""
+        if not self.stages:
+            raise InputError("the audit has no stages: run a stage through it first")
+        first, last = self.stages[0], self.stages[-1]
+        seconds = sum(s.seconds for s in self.stages)
+
+        def share(out: int | None, into: int | None) -> float | None:
+            return out / into if into and out is not None else None
+
+        def rate(x: float) -> float | None:
+            return x / seconds if seconds > 0 else None
+
+        mb = rate(first.bytes_in)
+        return {
+            "docs_in": first.docs_in,
+            "docs_out": last.docs_out,
+            "bytes_in": first.bytes_in,
+            "bytes_out": last.bytes_out,
+            "tokens_in": first.tokens_in,
+            "tokens_out": last.tokens_out,
+            "tagged_in": first.tagged_in,
+            "tagged_out": last.tagged_out,
+            "retention": share(last.docs_out, first.docs_in),
+            "bytes_retention": share(last.bytes_out, first.bytes_in),
+            "tokens_retention": share(last.tokens_out, first.tokens_in),
+            "tagged_retention": share(last.tagged_out, first.tagged_in),
+            "seconds": seconds,
+            "docs_per_s": rate(first.docs_in),
+            "mb_per_s": None if mb is None else mb / 1e6,
+        }
+
     def to_dict(self) -> dict[str, Any]:
-        """Every stage's figures in order, and the stages' notes."""
-        return {"stages": [s.to_dict() for s in self.stages], "notes": self.notes}
+        """Every stage's figures in order, the pipeline end to end (`summary`, none without stages), and the
+        stages' notes."""
+        return {
+            "stages": [s.to_dict() for s in self.stages],
+            "summary": self.summary() if self.stages else None,
+            "notes": self.notes,
+        }
 
     def record(self, ledger: Any, run: str) -> None:
         """Store the audit in the run's meta (`audit`) and, where the run's manifest has a data recipe, the

@@ -44,10 +44,14 @@ __all__ = [
     "TagRule",
     "audit_file",
     "dedup_paths",
+    "apply_stage",
+    "documents_of",
+    "new_audit",
     "load_pipeline",
     "manifest_for",
     "read_documents",
     "run_pipeline",
+    "stage_names",
 ]
 
 
@@ -137,7 +141,9 @@ def load_pipeline(path: str | Path) -> Pipeline:
     return validate(Pipeline, read_structured_file(path), str(path), "'input: {sources: [milton]}, stages: [...]'")
 
 
-def _documents(spec: InputSpec) -> list[dict[str, Any]]:
+def documents_of(spec: InputSpec) -> list[dict[str, Any]]:
+    """The input's documents, `{"id", "text", "source", "tokens"}` each. Stages never change a document, so one
+    reading can feed several pipelines."""
     docs: list[tuple[str, str, str]] = []
     if spec.sources:
         works = corpus.sources(corpus.load_corpus(stdlib_bytes=spec.stdlib_bytes))
@@ -162,27 +168,45 @@ def _filter(kind: str, params: dict[str, Any]) -> Any:
     return keep
 
 
-def run_pipeline(pipeline: Pipeline) -> Audit:
-    """Run the pipeline's stages over its input through an `Audit` and return it (consumed)."""
-    tag = None
-    if pipeline.tag is not None:
-        search, key = re.compile(pipeline.tag.regex).search, pipeline.tag.field
-        tag = lambda doc: search(doc[key]) is not None  # noqa: E731
-    audit = Audit(tag=tag, text="text", tokens="tokens")
-    docs: Any = _documents(pipeline.input)
+def stage_names(pipeline: Pipeline) -> list[str]:
+    """Each stage's name in the audit table: its `name`, else its kind, numbered (`dedup-1`, `dedup-2`) when
+    the pipeline has that kind more than once unnamed."""
     names = Counter(s.name or s.kind for s in pipeline.stages)
     seen: Counter[str] = Counter()
+    out = []
     for spec in pipeline.stages:
         base = spec.name or spec.kind
         seen[base] += 1
-        name = f"{base}-{seen[base]}" if names[base] > 1 and spec.name is None else base
-        if spec.kind == "dedup":
-            assert spec.dedup is not None
-            docs = audit.whole(name, _dedup_stage(audit, name, spec.dedup), docs)
-        elif spec.kind == "sample":
-            docs = audit.stage(name, _every(spec.every or 1), docs)
-        else:
-            docs = audit.stage(name, _filter(spec.kind, spec.params), docs)
+        out.append(f"{base}-{seen[base]}" if names[base] > 1 and spec.name is None else base)
+    return out
+
+
+def new_audit(tag: TagRule | None) -> Audit:
+    """An `Audit` of pipeline documents: text and tokens from their fields, the slice marked by `tag`."""
+    rule = None
+    if tag is not None:
+        search, key = re.compile(tag.regex).search, tag.field
+        rule = lambda doc: search(doc[key]) is not None  # noqa: E731
+    return Audit(tag=rule, text="text", tokens="tokens")
+
+
+def apply_stage(audit: Audit, spec: StageSpec, name: str, docs: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    """Run one stage over `docs` through `audit`, as table row `name`; lazy for a filter or sample stage."""
+    if spec.kind == "dedup":
+        assert spec.dedup is not None  # StageSpec checks that a dedup stage has its policy
+        return audit.whole(name, _dedup_stage(audit, name, spec.dedup), docs)
+    if spec.kind == "sample":
+        return audit.stage(name, _every(spec.every or 1), docs)
+    return audit.stage(name, _filter(spec.kind, spec.params), docs)
+
+
+def run_pipeline(pipeline: Pipeline, *, documents: list[dict[str, Any]] | None = None) -> Audit:
+    """Run the pipeline's stages over its input through an `Audit` and return it (consumed). `documents`: the
+    input already read (`documents_of(pipeline.input)`), to run several pipelines over one reading."""
+    audit = new_audit(pipeline.tag)
+    docs: Iterable[dict[str, Any]] = documents_of(pipeline.input) if documents is None else documents
+    for spec, name in zip(pipeline.stages, stage_names(pipeline), strict=True):
+        docs = apply_stage(audit, spec, name, docs)
     out = list(docs)
     accepted: Counter[str] = Counter()
     for doc in out:

@@ -449,6 +449,10 @@ def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
         ),
         _facets(data, style, "yield-capability", "capability yield per task", "capability"),
     ]
+    if data.frontier is not None:
+        from yieldgate.report.result_figures import frontier_figure  # it builds on this module's helpers
+
+        extra.append(frontier_figure(data.frontier, data.amount, style))
     figures += [f for f in extra if f is not None]
     from yieldgate.report.signal_figures import signal_figures  # it builds on this module's helpers
 

@@ -74,6 +74,8 @@ class ReportResult:
     notes: list[str] = field(default_factory=list)
     per: str = "token"
     """The unit the report drew in: `token`, or `byte` (bits per byte)."""
+    frontier: dict[str, Any] | None = None
+    """With two runs or more: each run's tokens/s and tokens to target, the Pareto front (`Frontier.to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -323,7 +325,7 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
             plots(
                 f"Learning against {data.amount}, time and cost", "loss-steps", "loss-tokens", "loss-time", "loss-cost"
             ),
-            plots("Throughput and learning", "throughput-learning"),
+            plots("Throughput and learning", "throughput-learning", "frontier"),
             _comparison_section(data),
             plots("Yields", "tranche-yields", "yield-per-source", "yield-capability"),
             plots("Learning signals", "signals-gns", "signals-update-ratio", "signals-clipping"),
@@ -406,14 +408,16 @@ def write_report(
     png_dir: str | os.PathLike[str] | None = None,
     per: str | None = None,
     smooth: float = 0.0,
+    target: float | None = None,
 ) -> ReportResult:
     """Write the HTML report of the runs matching `patterns` to `out` (and the main plots as PNG files into
     `png_dir`). Each pattern is a group of seeds; every later group is compared with the first. `per`: `token` or
     `byte`; None: bytes when the runs' tokenizers differ (`sections.per_for`). `smooth`: the weight of the moving
-    average drawn for throughput (`figures.smoothed`; 0: as logged)."""
+    average drawn for throughput (`figures.smoothed`; 0: as logged). `target`: the metric's value the frontier
+    measures tokens to (None: the worst best across the runs)."""
     path = Path(out)
     _check_writable(path)
-    data = collect(ledger, patterns, metric=metric, per=per)
+    data = collect(ledger, patterns, metric=metric, per=per, target=target)
     figures = build_figures(data, smooth=smooth)
     page = render_html(data, figures)
     try:
@@ -428,4 +432,5 @@ def write_report(
         pngs=pngs,
         notes=data.notes,
         per=data.per,
+        frontier=None if data.frontier is None else data.frontier.to_dict(),
     )

@@ -14,9 +14,10 @@ from yieldgate.analysis.compare import Comparison
 from yieldgate.analysis.detectors import SEVERITY
 from yieldgate.analysis.diagnose import Diagnosis
 from yieldgate.analysis.fit import Forecast
+from yieldgate.analysis.frontier import Frontier
 from yieldgate.report.figures import Figure, RunStyle, esc, metric_title, set_axes
 
-__all__ = ["comparison_figure", "forecast_figure", "diagnosis_figure", "AXIS_TITLES"]
+__all__ = ["comparison_figure", "forecast_figure", "diagnosis_figure", "frontier_figure", "AXIS_TITLES"]
 
 AXIS_TITLES = {
     "tokens": "accepted tokens (tokens)",
@@ -139,3 +140,38 @@ def diagnosis_figure(d: Diagnosis) -> Figure | None:
         fig,
         ["each bar: one finding's step span; darker: more confident; red: a cause, grey: a note"],
     )
+
+
+def frontier_figure(f: Frontier, amount: str = "tokens", style: RunStyle | None = None) -> Figure | None:
+    """Each run's tokens/s against its tokens to the target, one marker per run, the Pareto front joined by a line
+    (ringed markers on it); the runs without a point are named in the notes with the reason."""
+    if not f.points:
+        return None
+    style = style or RunStyle(list(f.points))
+    fig = go.Figure()
+    for run, p in f.points.items():
+        trace = style.trace(
+            run, np.array([p["tokens_to_target"]]), np.array([p["tokens_per_s"]]), "frontier:point", mode="markers"
+        )
+        on = run in f.front
+        trace.marker = {"size": 12 if on else 8, "line": {"width": 2 if on else 0, "color": "#222"}}
+        fig.add_trace(trace)
+    front = sorted(f.front, key=lambda r: f.points[r]["tokens_to_target"])
+    fig.add_trace(
+        go.Scatter(
+            x=[f.points[r]["tokens_to_target"] for r in front],
+            y=[f.points[r]["tokens_per_s"] for r in front],
+            name="Pareto front",
+            mode="lines",
+            line={"color": "#222", "dash": "dot"},
+            meta={"series": "frontier:front"},
+        )
+    )
+    target = "-" if f.target is None else f"{f.target:.4g}"
+    set_axes(fig, f"{amount} to reach {esc(f.metric)} {target} ({amount})", f"{amount}/s (average over the run)")
+    notes = [
+        f"up and to the left is better; ringed and joined: the Pareto front (no other run is as fast and needs as few "
+        f"{amount}); time to target = {amount} to target / {amount} per second"
+    ]
+    notes += [f"not placed: {run}: {why}" for run, why in f.unplaced.items()]
+    return Figure("frontier", f"frontier: {amount}/s against {amount} to target", fig, notes + f.notes)

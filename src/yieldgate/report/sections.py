@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve, unit_for
+from yieldgate.analysis.frontier import Frontier, frontier
 from yieldgate.analysis.runs import default_metric, load_run, match_runs, metric_key, yield_report
 from yieldgate.analysis.yields import YieldReport
 from yieldgate.errors import InputError, RunNotFound
@@ -55,6 +56,8 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     per: str = "token"
     """`token`, or `byte`: losses in bits per byte and the token axes in bytes (`analysis.yields.to_per_byte`)."""
+    frontier: Frontier | None = None
+    """With two runs or more: tokens/s against tokens to the target, the Pareto front (`analysis.frontier`)."""
 
     @property
     def amount(self) -> str:
@@ -158,10 +161,18 @@ def _matching(ledger: Ledger, pattern: str) -> list[str]:
     return [pattern]
 
 
-def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss", per: str | None = None) -> ReportData:
+def collect(
+    ledger: Ledger,
+    patterns: list[str],
+    *,
+    metric: str = "val/loss",
+    per: str | None = None,
+    target: float | None = None,
+) -> ReportData:
     """Read what the report shows of the runs matching `patterns` (names or globs; each pattern is one group
     of seeds, and every later group is compared with the first), each run once. `per`: `token` or `byte`; None
-    chooses (`compare.unit_for`): bytes when the runs' tokenizers differ."""
+    chooses (`compare.unit_for`): bytes when the runs' tokenizers differ. `target`: the metric's value the frontier
+    measures tokens to (None: the worst best across the runs)."""
     if not patterns:
         raise InputError("give at least one run name or pattern, e.g. `yieldgate report 'bs64-seed*'`")
     if per not in (None, "token", "byte"):
@@ -182,6 +193,12 @@ def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss", pe
     groups = [(p, [views[n] for n in names[p]]) for p in patterns]
     runs = list(views.values())
     comparisons = _comparisons(groups, task, metric_name, notes) if len(groups) > 1 else []
+    front = None
+    if len(runs) > 1:
+        try:
+            front = frontier([v.data for v in runs], target=target, task=task, metric=metric_name)
+        except InputError as exc:
+            notes.append(f"no frontier: {exc}")
     return ReportData(
         patterns=list(patterns),
         metric=shown,
@@ -191,4 +208,5 @@ def collect(ledger: Ledger, patterns: list[str], *, metric: str = "val/loss", pe
         manifest_diff=_manifest_diff(runs, notes),
         notes=notes,
         per=per,
+        frontier=front,
     )

@@ -136,12 +136,14 @@ def batch_size_check(
     threshold: float = 0.15,
     grad_draws: int = 8,
     level: float = 0.95,
+    progress: Callable[[int, int], None] | None = None,
 ) -> BatchCheckResult:
     """Run the check from `model`'s current state (the model itself is not changed).
 
     `sample(rng, n)` draws n training sequences (inputs, targets); `loss_fn(model, x, y)` is the mean loss;
     `eval_batch` is a fixed held-out batch, the same for every run. `level`: of the paired interval of the
-    difference in learning per token (`stats.difference`) that must exclude 0 for `altered`.
+    difference in learning per token (`stats.difference`) that must exclude 0 for `altered`. `progress(done,
+    total)` is called after each of the 2 x `seeds` trainings.
     """
     if seeds < 2:
         raise InputError(f"batch_size_check needs seeds >= 2 for a noise floor, got {seeds}")
@@ -161,6 +163,8 @@ def batch_size_check(
             trial = copy.deepcopy(model)
             seen[name] = _train(trial, cfg, make_optimizer, cfg.lr or lr, sample, loss_fn, tokens, seq_tokens, seed)
             learned[name].append(start - held_out(trial))
+            if progress is not None:
+                progress(sum(map(len, learned.values())), 2 * seeds)
     per_token = {k: np.array(v) / seen[k] for k, v in learned.items()}
     for name, values in per_token.items():
         diverged = int((~np.isfinite(values)).sum())

@@ -1,0 +1,117 @@
+"""The frontier across a set of runs: throughput (tokens/s) against sample efficiency (tokens to a target value of
+the metric), with the Pareto front marked.
+
+Time to target = tokens to target / tokens/s (DESIGN.md, "speedups multiply"), so neither axis alone says which run
+is best. A run is on the front when no other run is at least as fast and needs at most as many tokens, while being
+strictly better in one of the two; runs at the same point are both on it (neither beats the other). A run that never
+reaches the target, or has no wall-clock time, has no point: it is listed with the reason, never dropped silently.
+
+Tokens/s is the run's average: accepted tokens over wall-clock seconds at its last step that records both. Tokens to
+target is the first crossing of the target (`compare.crossing`, linear between evaluations), in the metric's own
+direction. The default target is the worst best value across the runs, so every run that has the metric reaches it
+(`compare` chooses the same way).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from yieldgate.analysis.compare import RunData, crossing, run_curve
+from yieldgate.errors import InputError
+from yieldgate.names import LOSS_METRIC, VAL_TASK
+
+__all__ = ["Frontier", "frontier", "pareto_front", "average_tokens_per_s"]
+
+
+def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
+    """The names whose (tokens/s, tokens to target) no other point dominates: higher tokens/s is better, fewer
+    tokens is better. Equal points do not dominate each other. In the order of `points`."""
+    front = []
+    for name, (rate, need) in points.items():
+        dominated = any(
+            r >= rate and n <= need and (r > rate or n < need) for other, (r, n) in points.items() if other != name
+        )
+        if not dominated:
+            front.append(name)
+    return front
+
+
+def average_tokens_per_s(run: RunData) -> float | None:
+    """Accepted tokens over wall-clock seconds at the run's last step that records both (None without them)."""
+    steps = run.steps
+    if not {"tokens", "wall_s"} <= set(steps.columns):
+        return None
+    known = steps[["tokens", "wall_s"]].dropna()
+    known = known[known["wall_s"] > 0]
+    if known.empty:
+        return None
+    return float(known["tokens"].iloc[-1] / known["wall_s"].iloc[-1])
+
+
+@dataclass
+class Frontier:
+    """Each run's point, the front, and the runs without a point (with why)."""
+
+    metric: str
+    target: float | None
+    higher_is_better: bool
+    points: dict[str, dict[str, float]]
+    """run -> {"tokens_per_s", "tokens_to_target"}: the runs with a point."""
+    front: list[str]
+    """The runs on the Pareto front, fastest first."""
+    unplaced: dict[str, str]
+    """run -> why it has no point (never reaches the target, no wall-clock time, no evaluations)."""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def frontier(
+    runs: list[RunData], *, target: float | None = None, task: str = VAL_TASK, metric: str = LOSS_METRIC
+) -> Frontier:
+    """The frontier of `runs` at `target` of `task`/`metric` (see the module docstring)."""
+    if not runs:
+        raise InputError("the frontier needs at least one run")
+    curves = {r.name: run_curve(r, task, metric) for r in runs}
+    shown = f"{task}/{metric}" if task else metric
+    unplaced: dict[str, str] = {}
+    usable = {}
+    for name, curve in curves.items():
+        values = curve.dropna(subset=["tokens", "loss"])
+        if values.empty:
+            unplaced[name] = f"no evaluations of {shown} with token counts"
+        else:
+            usable[name] = values
+    directions = {bool(c["higher_is_better"].iloc[0]) for c in usable.values()}
+    if len(directions) > 1:
+        raise InputError(f"{shown} is recorded as rising in some runs and falling in others: fix it at import")
+    hib = directions.pop() if directions else False
+    notes = []
+    if target is None and usable:
+        bests = [float(c["loss"].max() if hib else c["loss"].min()) for c in usable.values()]
+        target = min(bests) if hib else max(bests)
+        notes.append(f"target {shown} {target:.6g}: the worst best across the runs (every run with it reaches it)")
+    points: dict[str, dict[str, float]] = {}
+    for r in runs:
+        if r.name not in usable:
+            continue
+        assert target is not None  # set above whenever a run is usable
+        c = usable[r.name]
+        need = crossing(c["tokens"].to_numpy(dtype=float), c["loss"].to_numpy(dtype=float), target, hib)
+        rate = average_tokens_per_s(r)
+        if need is None:
+            best = c["loss"].max() if hib else c["loss"].min()
+            unplaced[r.name] = f"never reaches the target {shown} {target:.6g} (its best: {best:.6g})"
+        elif rate is None or not math.isfinite(rate):
+            unplaced[r.name] = "no wall-clock time recorded: no tokens/s"
+        else:
+            points[r.name] = {"tokens_per_s": rate, "tokens_to_target": need}
+    front = pareto_front({n: (p["tokens_per_s"], p["tokens_to_target"]) for n, p in points.items()})
+    front.sort(key=lambda n: -points[n]["tokens_per_s"])
+    return Frontier(
+        metric=shown, target=target, higher_is_better=hib, points=points, front=front, unplaced=unplaced, notes=notes
+    )
