@@ -426,10 +426,12 @@ def note(
 def show(
     ctx: typer.Context, run: Annotated[str, typer.Argument(help="Run name.")], as_json: JsonOption = False
 ) -> None:
-    """Show one run: summary, step columns recorded, extras, evals, events and manifest.
+    """Show one run: summary, goodput, step columns recorded, extras, evals, events and manifest.
 
     Example: yieldgate show bs64-fp16 --json
     """
+    from yieldgate.analysis.goodput import goodput_of
+
     with _ledger(ctx) as ledger:
         info = run_record(ledger.run_info(run))
         steps = ledger.steps(run)
@@ -438,6 +440,7 @@ def show(
         manifest = ledger.manifest(run)
         extra_keys = ledger.extra_keys(run)
         meta = ledger.meta(run)
+        good = goodput_of(ledger, run)
     columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
     stats = {c: _column_stats(steps, c) for c in columns}
     eval_summary = [
@@ -459,6 +462,7 @@ def show(
         "summary": meta.get("summary"),
         "extras": extra_keys,
         "unmeasured": meta.get("unmeasured", {}),
+        "goodput": good.to_dict() if good is not None else None,
         "evals": eval_summary,
         "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
         "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
@@ -482,6 +486,8 @@ def show(
         console.print("extras: " + ", ".join(extra_keys), markup=False)
     for signal, why in result["unmeasured"].items():
         console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
+    if good is not None:
+        console.print(good.line(), markup=False, highlight=False)
     if result["devices"]:
         console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
     if result["summary"]:

@@ -18,6 +18,7 @@ __all__ = [
     "CORE_STEP_COLUMNS",
     "STEP_VALUE_COLUMNS",
     "EXTRA_KEYS",
+    "CHECKPOINT_KEY",
     "RUN_STATUSES",
     "EVENT_KINDS",
     "EVENT_STATES",
@@ -70,6 +71,7 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "tokens/<source>": "tokens (cumulative, per data source)",
     "stream/repeat_rate": "fraction of samples seen before in the window",
     "time/optimizer_s": "s (optimizer step, host or CUDA-event time)",
+    "time/checkpoint_s": "s (checkpoint saves since the step before: Tracker.checkpoint; goodput counts them)",
     "device/cpu_util": "% of one core (this process)",
     "device/rss_gib": "GiB (this process's resident host memory)",
     "device/mem_peak_gib": "GiB (peak allocated by torch on this process's GPU)",
@@ -86,6 +88,8 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "dist/step_s/max": "s (slowest rank's step)",
     "imported/<name>": "as logged (an imported metric with no canonical name, under its source name)",
 }
+
+CHECKPOINT_KEY: Final = "time/checkpoint_s"
 
 RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed", "imported")
 EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault", "resume")

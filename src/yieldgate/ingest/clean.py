@@ -68,6 +68,9 @@ class Warnings:
 
     lines: list[str] = field(default_factory=list)
     _counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    """Where the steps go back in file order (a run restarted from a checkpoint): the bodies of the `resume`
+    events the import records (`_restarts`)."""
 
     def add(self, kind: str, message: str) -> None:
         """Record one finding of `kind`; beyond the first few of a kind only the count grows."""
@@ -411,6 +414,43 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
     return rows.take(~drop)
 
 
+def _restarts(rows: Rows, warnings: Warnings) -> None:
+    """Find where a run restarted from a checkpoint: among the rows of the kind logged most (the training
+    lines), a step at or below the step of the row before it in file order. Each becomes a `resume` event body: the last
+    step before (`old`), the checkpoint's step (`resume`: one before the first step logged again), and, read off
+    the log's clock (`wall_s`, before clock resets are offset), `lost_s`, the time of the steps done again, and
+    `down_s`, the gap to the first line after the restart where the clock ran on through it."""
+    if len(rows) < 2:
+        return
+    kinds = pd.DataFrame({n: rows.present[n] for n in sorted(rows.values)})
+    kind = kinds.groupby(list(kinds.columns), sort=False).ngroup().to_numpy() if len(kinds.columns) else None
+    at = np.arange(len(rows)) if kind is None else np.nonzero(kind == np.bincount(kind).argmax())[0]
+    steps = rows.step[at]
+    clock = rows.values.get("wall_s")
+    timed = rows.present.get("wall_s")
+    for i in np.nonzero(steps[1:] <= steps[:-1])[0] + 1:
+        last = i - 1  # the last row before the restart
+        body: dict[str, Any] = {
+            "source": "import",
+            "where": rows.where[at[i]],
+            "old": {"step": int(steps[last])},
+            "resume": {"step": int(steps[i]) - 1},
+        }
+        if clock is not None and timed is not None and timed[at[last]]:
+            # The checkpoint's row: the work from there to the crash was done again.
+            done = next((j for j in range(last, -1, -1) if steps[j] < steps[i] and timed[at[j]]), None)
+            if done is not None:
+                body["lost_s"] = max(0.0, float(clock[at[last]] - clock[at[done]]))
+            if timed[at[i]] and clock[at[i]] >= clock[at[last]]:
+                body["down_s"] = float(clock[at[i]] - clock[at[last]])
+        warnings.restarts.append(body)
+        warnings.add(
+            "restart",
+            f"{rows.where[at[i]]}: the steps go back from {int(steps[last]):,} to {int(steps[i]):,} (a restart from "
+            f"a checkpoint?): recorded as a resume event, its lost work counted in goodput",
+        )
+
+
 def _fix_clock(rows: Rows, name: str, warnings: Warnings) -> None:
     """Offset a cumulative clock after each point where it goes backwards, so it keeps counting."""
     present = rows.present.get(name)
@@ -449,6 +489,7 @@ def clean(rows: Rows, warnings: Warnings, clocks: tuple[str, ...] = CLOCK_COLUMN
     `clocks` are the cumulative-clock columns, by their mapped (canonical) names.
     """
     rows = _drop_repeats(rows, warnings)
+    _restarts(rows, warnings)
     for name in clocks:
         _fix_clock(rows, name, warnings)
     _report_nonfinite(rows, warnings)

@@ -408,6 +408,9 @@ def write_import(
             ledger.append_steps(run, mapped.steps)
         if mapped.evals:
             ledger.append_evals(run, mapped.evals)
+        for body in warnings.restarts:
+            start, end = body["resume"]["step"], body["old"]["step"]
+            ledger.add_event(run, "resume", body, start_step=start, end_step=end, state="resolved")
         done = ledger.meta(run).get("imports", [])
         done.append(
             {

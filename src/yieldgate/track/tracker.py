@@ -21,6 +21,7 @@ already taken) are raised by the constructor, before the first step.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -44,7 +45,7 @@ from yieldgate.errors import InputError, LedgerRefused, NetworkFilesystem, RunIn
 from yieldgate.ledger import Ledger, default_location
 from yieldgate.ledger_pg import masked
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest, with_hparams
-from yieldgate.names import check_run_name, readable_name, unsafe_character
+from yieldgate.names import CHECKPOINT_KEY, check_run_name, readable_name, unsafe_character
 from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
@@ -512,6 +513,7 @@ class Tracker:
         self._last_ship_t = self._t0
         self._wait = 0.0
         self._batches_used = False
+        self._checkpoint_s = 0.0
         self._rows: list[StepRow] = []
         self._tensors: dict[str, tuple[list[int], list[torch.Tensor]]] = {}
         self._evals: list[tuple[int, dict[str, Any]]] = []
@@ -731,6 +733,23 @@ class Tracker:
 
     # -- the per-step path ----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def checkpoint(self) -> Iterator[None]:
+        """Time a checkpoint save, `with tr.checkpoint(): torch.save(state, path)`: its seconds go into the record
+        of the step just done as `time/checkpoint_s` (into the next step's when that record has left already),
+        where goodput (`yieldgate show`) counts them as time not training."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            if self._rows and self._rows[-1].step == self._step:  # not shipped yet: the step it follows
+                row = self._rows[-1]
+                values = row.values = dict(row.values or {})
+                values[CHECKPOINT_KEY] = values.get(CHECKPOINT_KEY, 0.0) + seconds
+            else:
+                self._checkpoint_s += seconds
+
     def batches(self, iterable: Iterable[T]) -> Iterator[T]:
         """Yield from `iterable`, timing each wait for the next batch (the step's `data_wait_s`)."""
         self._batches_used = True
@@ -800,6 +819,8 @@ class Tracker:
         number = self._step + 1 if step is None else int(step)
         counts = {source: float(n) for source, n in sources.items()} if sources else None
         values, bad = {}, []
+        if self._checkpoint_s:
+            values[CHECKPOINT_KEY], self._checkpoint_s = self._checkpoint_s, 0.0
         for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
             if value is not None and not isinstance(value, torch.Tensor):
                 try:
@@ -1048,6 +1069,12 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001 - contained
             self._fault("close", exc)
         self._writer.close(status if self.rank == 0 else None, reason=reason)
+        if self._checkpoint_s and self.rank == 0 and self._step:  # a save after the last step's record left
+            try:
+                with Ledger(self.location, durable=True) as ledger:
+                    ledger.append_steps(self.run, {"step": [self._step], CHECKPOINT_KEY: [self._checkpoint_s]})
+            except Exception as exc:  # noqa: BLE001 - contained
+                self._fault("recording the last checkpoint save", exc)
         if self._group is not None:
             # Our gloo group goes now, not at interpreter exit, where destroying it with its threads still
             # joinable aborts the process ("terminate called without an active exception").
