@@ -236,6 +236,46 @@ def _loss_from_parts(canon: Rows, rows: Rows, targets: Mapping[str, Target], war
     warnings.add("loss", f"{canon.source}: no total training loss logged: loss = {' + '.join(parts)}")
 
 
+# A count of the tokens one step trained on, logged where no cumulative count is: MaxText's `total_weights` (the
+# step's non-padding target tokens, its metric_logger's line; `learning/total_weights` in its TensorBoard files).
+_STEP_TOKENS = re.compile(r"^(?:learning/)?total_weights$")
+
+
+def _tokens_from_step_counts(canon: Rows, rows: Rows, targets: Mapping[str, Target], warnings: Warnings) -> str | None:
+    """`tokens` as the running sum of a per-step token count where no cumulative count is logged; returns the name
+    summed. Only over a log of every step: the tokens of a step the log skips were counted by nobody, so a log
+    with gaps gets no tokens (and a warning), not a sum that falls short."""
+    names = [name for name, t in targets.items() if t.kind == "extra" and _STEP_TOKENS.match(name)]
+    if "tokens" in canon.values or not names:
+        return None
+    name = names[0]
+    counted = rows.present[name] & np.isfinite(rows.values[name])
+    if not counted.any():
+        return None
+    # one count per step, the last logged (a step logged again after a resume is its later values)
+    steps, last = np.unique(rows.step[counted][::-1], return_index=True)
+    per_step = rows.values[name][counted][::-1][last]
+    span = int(steps[-1] - steps[0]) + 1
+    if len(steps) < span:
+        warnings.add(
+            "tokens",
+            f"{canon.source}: {name} (the tokens of one step) is logged on {len(steps)} of the {span} steps "
+            f"{steps[0]}-{steps[-1]}: not summed into tokens, since the steps it skips are not counted (give "
+            "tokens_per_step to count them)",
+        )
+        return None
+    at = np.minimum(np.searchsorted(steps, canon.step), len(steps) - 1)
+    known = steps[at] == canon.step
+    canon.values["tokens"] = np.where(known, np.cumsum(per_step)[at], np.nan)
+    canon.present["tokens"] = known
+    warnings.add(
+        "tokens",
+        f"{canon.source}: tokens = running sum of {name} (the tokens each step trained on), from step {steps[0]}"
+        + (" (a resumed run?): the tokens of the steps before it are not counted" if steps[0] > 1 else ""),
+    )
+    return name
+
+
 def _step_keeps_its_clock(canon: Rows, eval_keys: Sequence[str]) -> dict[int, float]:
     """An evaluation logged on its own line after its step's training line (TorchTitan's `validate step: 1`,
     Megatron's `validation loss at iteration N`) is timestamped when the evaluation ended: that clock goes with
@@ -292,6 +332,8 @@ def map_rows(
                 f"{canon.source}: {counter} is 0 on every row: not counted by the trainer, so not "
                 f"imported (give tokens_per_step or tokens_per_sample to count them)",
             )
+    given = tokens_per_step is not None or tokens_per_sample is not None
+    summed = None if given else _tokens_from_step_counts(canon, rows, targets, warnings)
     if tokens_per_sample is not None:
         _tokens_from_samples(canon, tokens_per_sample)
     if tokens_per_step is not None:
@@ -335,6 +377,8 @@ def map_rows(
     for key in sorted(canon.values):
         frame[key] = _nullable(canon.values[key][any_step], canon.present[key][any_step])
     mapping = {name: t.describe() for name, t in targets.items()}
+    if summed is not None:
+        mapping[summed] += "; tokens (running sum)"
     return Mapped(frame, evals, mapping)
 
 
