@@ -446,6 +446,7 @@ def show(
             "count": len(g),
             "last_step": int(g["step"].iloc[-1]),
             "last_value": g["value"].iloc[-1],
+            "last_stderr": None if np.isnan(g["stderr"].iloc[-1]) else float(g["stderr"].iloc[-1]),
             "higher_is_better": bool(g["higher_is_better"].iloc[-1]),
         }
         for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
@@ -488,7 +489,10 @@ def show(
     if eval_summary:
         table = Table("eval", "evaluations", "last step", "last value")
         for e in eval_summary:
-            table.add_row(f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]))
+            stderr = "" if e["last_stderr"] is None else f" ± {_fmt(e['last_stderr'])}"
+            table.add_row(
+                f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]) + stderr
+            )
         console.print(table)
     console.print(f"events: {result['events']['open']} open, {result['events']['resolved']} resolved")
     if info["tags"]:

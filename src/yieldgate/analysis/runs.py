@@ -28,7 +28,7 @@ from yieldgate.analysis.yields import (
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
-from yieldgate.names import split_eval_key
+from yieldgate.names import split_eval_key, stderr_of
 
 __all__ = [
     "load_run",
@@ -73,6 +73,12 @@ def metric_key(metric: str, per: str) -> tuple[str, str]:
             f"metric must be an eval key '<task>/<metric>' (val/loss, arc_easy/acc) or 'loss' (the "
             f"training loss), got {metric!r}"
         ) from None
+    measured = stderr_of(name)
+    if measured is not None:
+        raise InputError(
+            f"{metric} is the standard error of {task}/{measured}, kept beside its values, not a metric of its own; "
+            f"use {task}/{measured}"
+        )
     return task, ("bpb" if per == "byte" and name == "loss" else name)
 
 
@@ -100,8 +106,7 @@ def default_metric(data: RunData, metric: str, per: str = "token") -> tuple[str,
     if ("val/bpb" if per == "byte" else "val/loss") in keys or (not keys and not trained):
         return metric, None
     held_out = [k for k in keys if k.endswith("/loss") and k.split("/")[0] in ("val", "test")]
-    capability = [k for k in keys if not k.endswith("_stderr")]
-    chosen = (held_out or capability or [TRAIN_LOSS])[0]
+    chosen = (held_out or keys or [TRAIN_LOSS])[0]
     return chosen, f"{data.name} has no val/loss evaluations; using {chosen}" + (
         " (the training loss)" if chosen == TRAIN_LOSS else ""
     ) + " (choose with metric=...)"

@@ -381,11 +381,11 @@ def _decayed(steps: pd.DataFrame, ends: np.ndarray) -> list[bool | None]:
 
 
 def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> dict[str, pd.DataFrame]:
-    """Every other evaluated series, by `task/metric`; a standard error (lm-eval's `acc_stderr`) is not a
-    capability: it has no yield, and a change in it is no disagreement with the loss."""
+    """Every other evaluated series, by `task/metric` (a standard error is its metric's, never a series: the ledger
+    keeps it beside the value)."""
     out = {}
     for (t, m), _ in evals.groupby(["task", "metric"], sort=True):
-        if (t, m) != (task, metric) and not str(m).endswith("_stderr"):
+        if (t, m) != (task, metric):
             out[f"{t}/{m}"] = eval_points(evals, steps, t, m)
     return out
 

@@ -20,7 +20,7 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean
 from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
-from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import split_eval_key
 
 if TYPE_CHECKING:
@@ -389,7 +389,9 @@ def _same_value(a: float, b: float) -> bool:
 def settle_evals(evals: list[EvalRecord], source: str, warnings: Warnings) -> list[EvalRecord]:
     """One record per (step, portfolio, task, metric), the later kept, as the ledger keeps it; a second value
     of one task's metric at one step is named in a warning (another evaluation set is another task, so it
-    never lands here: `val` and `test` at one step are two records)."""
+    never lands here: `val` and `test` at one step are two records). A standard error read as a metric of its
+    own (lm-eval's `acc_stderr`, a table's `hellaswag/acc_stderr` column) is set as its metric's `stderr`
+    (`ledger.fold_stderr`)."""
     kept: dict[tuple[int, str, str, str], EvalRecord] = {}
     for rec in evals:
         key = (rec.step, rec.portfolio, rec.task, rec.metric)
@@ -402,7 +404,8 @@ def settle_evals(evals: list[EvalRecord], source: str, warnings: Warnings) -> li
             )
         kept.pop(key, None)
         kept[key] = rec
-    return list(kept.values())
+    folded, alone = fold_stderr(kept.values())
+    return folded + alone
 
 
 def write_import(
