@@ -473,6 +473,7 @@ def test_keras_fit_output_of_both_generations(ledger, tmp_path):
     assert _evals(evals, "val/loss") == {1: 0.3504, 2: 0.2832, 3: 0.0778}
     assert _evals(evals, "val/acc") == {1: 0.8959, 2: 0.9182, 3: 0.981}
     assert any("steps in this run count epochs" in w for w in res.warnings)
+    assert ledger.meta("k2")["step_unit"] == "epoch"  # what `yield` labels its tranches by
     keras3 = tmp_path / "keras3.log"
     keras3.write_text("Epoch 1/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
                       "val_accuracy: 0.5179 - val_loss: 0.6897\nEpoch 2/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 789ms 113ms/step - "

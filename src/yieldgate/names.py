@@ -35,6 +35,7 @@ __all__ = [
     "metric_direction",
     "stderr_of",
     "stderr_name",
+    "STEP_UNIT",
 ]
 
 # Core step columns: name -> unit. Stored in the wide core step table; `step` is the key.
@@ -112,6 +113,9 @@ VAL_TASK: Final = "val"
 LOSS_METRIC: Final = "loss"
 BPB_METRIC: Final = "bpb"
 STDERR_SUFFIX: Final = "_stderr"
+# Run meta key: what one step of the run is, where it is not an optimizer step: `epoch` for a source that logs one
+# row per epoch (Keras, YOLO). The analyses label a step axis by it ("per epoch", not "per 1k steps").
+STEP_UNIT: Final = "step_unit"
 
 
 def is_extra_key(key: str) -> bool:

@@ -28,7 +28,7 @@ from yieldgate.analysis.yields import (
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
-from yieldgate.names import split_eval_key, stderr_of
+from yieldgate.names import STEP_UNIT, split_eval_key, stderr_of
 
 __all__ = [
     "load_run",
@@ -55,10 +55,12 @@ def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
         evals, steps = to_per_byte(evals, steps, bpt, name)
     elif per != "token":
         raise InputError(f"per must be 'token' or 'byte', got {per!r}")
-    fpt = ledger.meta(name).get("mfu", {}).get("flops_per_token")
+    meta = ledger.meta(name)
+    fpt = meta.get("mfu", {}).get("flops_per_token")
     if fpt is None and manifest and manifest.model:
         fpt = manifest.model.flops_per_token
-    return RunData(name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt)
+    epochs = meta.get(STEP_UNIT) == "epoch"
+    return RunData(name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt, epochs=epochs)
 
 
 def metric_key(metric: str, per: str) -> tuple[str, str]:
@@ -168,6 +170,7 @@ def yield_report(
         devices=devices_of(ledger, run, data.manifest),
         price_per_device_hour=hw.price_per_device_hour if hw else None,
         law=law,
+        epochs=data.epochs,
     )
     if law is not None:
         report.law = {"run": expected_from or run, **law.to_dict()}
@@ -319,11 +322,12 @@ def forecast_run(
         level=level,
         threshold_per_btok=None if by_steps else threshold_per_btok,
     )
-    result.axis = "steps" if by_steps else "tokens"
+    result.axis = ("epochs" if data.epochs else "steps") if by_steps else "tokens"
+    at = ", ".join(map(str, used["step"].astype(int)))
     result.notes.insert(
         0,
-        f"fitted on evaluations at steps {', '.join(map(str, used['step'].astype(int)))}"
-        + (" against steps (no token counts)" if by_steps else ""),
+        f"fitted on evaluations at {'epochs' if data.epochs else 'steps'} {at}"
+        + (f" against {result.axis} (no token counts)" if by_steps else ""),
     )
     if note:
         result.notes.insert(1, note)

@@ -21,7 +21,7 @@ from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean
 from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
-from yieldgate.names import split_eval_key
+from yieldgate.names import STEP_UNIT, split_eval_key
 
 if TYPE_CHECKING:
     from yieldgate.manifest import Manifest
@@ -421,13 +421,15 @@ def write_import(
     attach: bool = False,
     summary: Mapping[str, float] | None = None,
     devices: tuple[int, str] | None = None,
+    epochs: bool = False,
 ) -> ImportResult:
     """Write one imported run in one transaction; the same records from the same source again write nothing.
 
     The run is created if needed (status `imported`); importing into an existing run merges step by step
     (several files of one resumed run, telemetry joined later). Each import is listed in the run's meta
     under `imports` with its source, content hash, mapping and warnings. `attach`: add to an existing run
-    (telemetry) and leave its status and source alone.
+    (telemetry) and leave its status and source alone. `epochs`: the source's steps count epochs, recorded as the
+    run's meta `step_unit` (`epoch`), which the analyses label their step axis by.
     """
     lines = warnings.summary()
     digest = data_digest(mapped)
@@ -472,6 +474,8 @@ def write_import(
             ledger.set_meta(run, "start_unix", start_unix)
         if devices is not None:
             ledger.set_meta(run, "devices", {"count": devices[0], "from": devices[1]})
+        if epochs:
+            ledger.set_meta(run, STEP_UNIT, "epoch")
         if summary:
             ledger.set_meta(run, "summary", {**ledger.meta(run).get("summary", {}), **summary})
         if not attach:
