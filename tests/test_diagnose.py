@@ -157,7 +157,7 @@ def test_cli_json_shape_and_a_missing_run(cli, ledger_path):
     with Ledger(ledger_path) as led:
         _spiky_run(led)
     out = cli.json("diagnose", "r")
-    assert set(out) == {"run", "findings", "not_run", "unmeasured"} and out["run"] == "r"
+    assert set(out) == {"run", "findings", "not_run", "unmeasured", "notes"} and out["run"] == "r"
     finding = out["findings"][0]
     assert {"cause", "start_step", "end_step", "confidence", "evidence", "advice"} <= set(finding)
     assert all(set(e) == {"detector", "reason"} for e in out["not_run"])

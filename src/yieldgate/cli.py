@@ -968,6 +968,8 @@ def diagnose(
         console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)
     for entry in result.not_run:
         console.print(f"not run: {entry['detector']}: {entry['reason']}", markup=False, highlight=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
     for signal, why in result.unmeasured.items():
         console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
 

@@ -54,6 +54,9 @@ class RunData:
     flops_per_token: float | None = None
     epochs: bool = False
     """Its steps count epochs (run meta `step_unit`: a Keras or YOLO log), not optimizer steps."""
+    objective: str | None = None
+    """Why its loss is not a cross-entropy (preference or RL fine-tuning: `objective.not_cross_entropy`); None when
+    nothing says so."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from yieldgate.analysis.listing import (
     match_runs,
     select_runs,
 )
+from yieldgate.analysis.objective import not_cross_entropy
 from yieldgate.analysis.yields import (
     TRAIN_LOSS,
     YieldReport,
@@ -28,7 +29,7 @@ from yieldgate.analysis.yields import (
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
-from yieldgate.names import STEP_UNIT, split_eval_key, stderr_of
+from yieldgate.names import LOSS_METRIC, STEP_UNIT, split_eval_key, stderr_of
 
 __all__ = [
     "load_run",
@@ -49,6 +50,10 @@ __all__ = [
 
 def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
     steps, evals, manifest = ledger.steps(name), ledger.evals(name), ledger.manifest(name)
+    logged = [*ledger.extra_keys(name), *(f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True))]
+    objective = not_cross_entropy(logged, steps["loss"].to_numpy(dtype=float) if "loss" in steps else None)
+    if per == "byte" and objective is not None:
+        raise InputError(f"run {name!r}: its loss is not a cross-entropy ({objective}), so it has no bits per byte")
     if per == "byte":
         tokenizer = manifest.data.tokenizer if manifest and manifest.data else None
         bpt = tokenizer.bytes_per_token if tokenizer else None
@@ -60,7 +65,21 @@ def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
     if fpt is None and manifest and manifest.model:
         fpt = manifest.model.flops_per_token
     epochs = meta.get(STEP_UNIT) == "epoch"
-    return RunData(name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt, epochs=epochs)
+    return RunData(
+        name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt, epochs=epochs, objective=objective
+    )
+
+
+def objective_note(data: RunData, metric: str) -> str | None:
+    """What a yield or forecast of the loss `metric` of a run whose loss is not a cross-entropy must say; None for any
+    other metric or run."""
+    if data.objective is None or metric != LOSS_METRIC:
+        return None
+    return (
+        f"{data.name}'s loss is not a cross-entropy ({data.objective}): it is the fine-tuning objective as logged, not "
+        "nats per token; a fall in it is the policy moving, not learning per token, and it has no perplexity or bits "
+        "per byte"
+    )
 
 
 def metric_key(metric: str, per: str) -> tuple[str, str]:
@@ -180,6 +199,10 @@ def yield_report(
         report.missing["vs_expected"] = why
     if note:
         report.notes.insert(0, note)
+    objective = objective_note(data, name)
+    if objective is not None:
+        report.notes.insert(0, objective)
+        report.unit = "the objective as logged, not nats/token"
     if "signals/gns" in ledger.extra_keys(run):
         report.batch = batch_advice(data.steps, ledger.extras(run, ["signals/gns"]), data.manifest)
         if report.batch and report.batch["advice"]:
@@ -230,6 +253,10 @@ def compare_groups(
         result.notes.insert(0, unit_note)
     if not task:
         result.notes.insert(0, "compared on the training loss, which is not held out")
+    for data in groups[0] + groups[1]:
+        objective = objective_note(data, name)
+        if objective is not None:
+            result.notes.insert(0, objective)
     return result
 
 
@@ -333,6 +360,9 @@ def forecast_run(
         result.notes.insert(1, note)
     if default_note:
         result.notes.insert(0, default_note)
+    objective = objective_note(data, name)
+    if objective is not None:
+        result.notes.insert(0, objective)
     return result
 
 
