@@ -14,7 +14,8 @@ REAL = Path(__file__).parent / "data" / "real"
 
 def test_what_trainers_log_beside_an_objective_names_it():
     dpo = ["imported/rewards/margins", "imported/rewards/chosen", "imported/logps/chosen", "imported/epoch"]
-    assert not_cross_entropy(dpo) == "it logs logps/chosen, rewards/chosen, rewards/margins: preference or RL fine-tuning"
+    said = "it logs logps/chosen, rewards/chosen, rewards/margins: preference or RL fine-tuning"
+    assert not_cross_entropy(dpo) == said
     assert not_cross_entropy(["imported/objective/kl", "imported/ppo/loss/policy"]) is not None
     assert not_cross_entropy(["imported/train/grpo_loss"]) is not None
     # a pre-training run's extras, and its positive loss, say nothing
