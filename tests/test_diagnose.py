@@ -3,7 +3,10 @@ events kept without duplicates, the CLI, and a fast subset of the fault-injectio
 
 from __future__ import annotations
 
+import csv
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -157,7 +160,7 @@ def test_cli_json_shape_and_a_missing_run(cli, ledger_path):
     with Ledger(ledger_path) as led:
         _spiky_run(led)
     out = cli.json("diagnose", "r")
-    assert set(out) == {"run", "findings", "not_run", "unmeasured"} and out["run"] == "r"
+    assert set(out) == {"run", "findings", "not_run", "unmeasured", "notes"} and out["run"] == "r"
     finding = out["findings"][0]
     assert {"cause", "start_step", "end_step", "confidence", "evidence", "advice"} <= set(finding)
     assert all(set(e) == {"detector", "reason"} for e in out["not_run"])
@@ -450,3 +453,43 @@ def test_a_divergence_in_a_sparse_log_is_one_finding_with_its_logged_count():
     steps["loss"] = np.where(steps["step"] == 700, np.inf, 3.0)
     (finding,) = nonfinite_and_skipped(RunSignals(steps=steps))
     assert "non-finite loss at step 700:" in finding.advice
+
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def _held_out_only(tmp_path: Path, name: str, points: list[tuple[int, float]]) -> Path:
+    """A table of a real run's held-out losses alone (`step,val_loss`): what an evaluation log without the training
+    loss holds."""
+    path = tmp_path / f"{name}.csv"
+    path.write_text("step,val_loss\n" + "".join(f"{s},{v!r}\n" for s, v in points))
+    return path
+
+
+def test_a_held_out_loss_that_turns_up_is_overfitting_without_a_training_loss(cli, tmp_path):
+    """The held-out losses of two real runs that overfit, read from their files without yieldgate and imported
+    without their training loss: Whisper-ja's eval_loss rises at each of its 4 evaluations after the first (0.321 ->
+    0.420), the Keras CSVLogger run's val_loss from 0.340 at epoch 0 to 0.485 at epoch 5. Each is overfitting from its
+    best evaluation, on the held-out curve alone; Whisper-tiny's, which keeps falling, is not."""
+    whisper = json.loads((REAL / "hf-whisper-large-v2-ja-trainer_state.json").read_text())["log_history"]
+    tiny = json.loads((REAL / "hf-whisper-tiny-nb-trainer_state.json").read_text())["log_history"]
+    with (REAL / "keras-csvlogger-amazon-reviews-training_log.csv").open() as f:
+        keras = [(int(row["epoch"]), float(row["val_loss"])) for row in csv.DictReader(f)]
+    runs = {
+        "whisper": [(row["step"], row["eval_loss"]) for row in whisper if "eval_loss" in row],
+        "keras": keras,
+        "tiny": [(row["step"], row["eval_loss"]) for row in tiny if "eval_loss" in row],
+    }
+    for name, points in runs.items():
+        cli("import", "table", str(_held_out_only(tmp_path, name, points)), "--run", name)
+    for name, best in (("whisper", 1000), ("keras", 0)):
+        (found,) = [f for f in cli.json("diagnose", name)["findings"] if f["cause"] == "overfitting"]
+        assert found["detector"] == "heldout_rise" and found["start_step"] == best, found
+        assert found["evidence"]["train_loss"] == "not recorded: the held-out loss alone"
+        assert found["evidence"]["val_rise_z"] > 3 and found["confidence"] > 0.3
+        assert f"best at step {best}" in found["advice"]
+    assert not [f for f in cli.json("diagnose", "tiny")["findings"] if f["cause"] == "overfitting"]
+    # with its training loss, the Whisper-ja run keeps the train-validation gap's reading
+    cli("import", "hf-trainer", str(REAL / "hf-whisper-large-v2-ja-trainer_state.json"), "--run", "whisper-full")
+    (found,) = [f for f in cli.json("diagnose", "whisper-full")["findings"] if f["cause"] == "overfitting"]
+    assert found["detector"] == "train_val_gap"

@@ -10,6 +10,8 @@ several filters and stderrs that a dummy model cannot produce.
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 
@@ -50,17 +52,20 @@ def test_results_per_checkpoint_become_eval_records_and_capability_yield(ledger,
         _write(tmp_path, step, acc, ppl)
     (res,) = import_run(ledger, "lm-eval", [str(tmp_path)],
                         ImportOptions(run="pythia", step_pattern=r"step(\d+)", tokens_per_step=2_097_152))
-    assert res.evals == 3 * 7 and res.steps == 0
+    assert res.evals == 3 * 4 and res.steps == 0
     evals = ledger.evals("pythia")
     acc = evals.query("task == 'lambada_openai' and metric == 'acc'")
     assert acc["step"].tolist() == [1000, 2000, 3000] and acc["value"].tolist() == [0.30, 0.40, 0.45]
     assert acc["tokens"].tolist() == [2_097_152_000.0, 4_194_304_000.0, 6_291_456_000.0]
-    assert set(evals["metric"]) == {"acc", "acc_stderr", "perplexity", "perplexity_stderr", "exact_match,strict-match",
-                                    "exact_match,flexible-extract", "exact_match_stderr,flexible-extract"}
+    # a standard error is its metric's (the strict-match one is "N/A": none), never a metric of its own
+    assert set(evals["metric"]) == {"acc", "perplexity", "exact_match,strict-match", "exact_match,flexible-extract"}
+    stderr = evals.drop_duplicates(["task", "metric"]).set_index(["task", "metric"])["stderr"]
+    assert stderr[("lambada_openai", "acc")] == 0.007 and stderr[("lambada_openai", "perplexity")] == 0.5
+    assert stderr[("gsm8k", "exact_match,flexible-extract")] == 0.002
+    assert math.isnan(stderr[("gsm8k", "exact_match,strict-match")])
     direction = evals.drop_duplicates(["task", "metric"]).set_index(["task", "metric"])["higher_is_better"]
     assert not direction[("lambada_openai", "perplexity")]
     assert direction[("lambada_openai", "acc")] and direction[("gsm8k", "exact_match,strict-match")]
-    assert not direction[("lambada_openai", "acc_stderr")]
     assert set(evals["portfolio"]) == {"lm-eval"} and set(evals["portfolio_version"]) == {"0.4.2"}
     tranches = cli.json("yield", "pythia", "--metric", "lambada_openai/acc")
     assert [t["yield_per_btok"] for t in tranches] == pytest.approx([0.10 / 2.097152, 0.05 / 2.097152])
@@ -127,7 +132,8 @@ def test_harness_written_results(ledger, tmp_path, monkeypatch):
     assert acc["step"].tolist() == [500, 1000] and set(acc["task"]) == {"yg_sums"}
     assert acc["value"].tolist() == [written[500]["acc,none"], written[1000]["acc,none"]]
     assert acc["higher_is_better"].all()
-    assert set(evals["metric"]) == {"acc", "acc_stderr"}  # `name`, `alias`, `sample_len` are not metrics
+    assert set(evals["metric"]) == {"acc"}  # `name`, `alias`, `sample_len` are not metrics, `acc_stderr` is acc's
+    assert acc["stderr"].tolist() == [written[500]["acc_stderr,none"], written[1000]["acc_stderr,none"]]
     assert set(evals["portfolio_version"]) == {lm_eval.__version__}
 
 
@@ -156,10 +162,11 @@ def test_v03_results_named_by_checkpoint_in_a_folder(ledger, tmp_path):
     assert acc["step"].tolist() == [1000, 2000, 3000]
     assert acc["value"].tolist() == pytest.approx([0.40, 0.45, 0.48])
     assert acc["tokens"].tolist() == [2e9, 4e9, 6e9]
-    assert set(evals["metric"]) == {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr", "ppl", "ppl_stderr"}
+    assert set(evals["metric"]) == {"acc", "acc_norm", "ppl"}
     ppl = evals[evals["metric"] == "ppl"]
     assert not ppl["higher_is_better"].any() and acc["higher_is_better"].all()
-    assert len(evals) == 3 * 8
+    assert ppl["stderr"].tolist() == [1.5] * 3 and acc["stderr"].tolist() == [0.01] * 3
+    assert len(evals) == 3 * 4
     assert any("config.json" in w and "skipped" in w for w in res.warnings)
 
 
@@ -192,3 +199,32 @@ def test_results_with_no_metric_is_refused(ledger, tmp_path):
     with pytest.raises(InputError, match="nothing to import: looked for numeric metrics under 'results'"):
         import_run(ledger, "lm-eval", [str(path)], ImportOptions(run="empty"))
     assert "empty" not in set(ledger.runs()["name"])
+
+
+REAL_MMLU = Path(__file__).parent / "data" / "real" / "lmeval-v04-llama3-8b-mmlu.json"
+
+
+def test_real_mmlu_standard_errors_are_their_metrics_never_metrics_of_their_own(cli, tmp_path):
+    """The real Llama-3-8B MMLU results (62 tasks, each `acc,none` beside `acc_stderr,none`) read as two checkpoints
+    of one run: `show`, `yield` and `compare` list 62 accuracies, each with its standard error, and no `*_stderr`
+    metric; asking for one as a metric is one line that names the metric it belongs to. A table export of the run
+    imports back with the standard errors where they were."""
+    for run, steps in (("m", ("1", "2")), ("n", ("1", "3"))):
+        for step in steps:
+            cli("import", "lm-eval", str(REAL_MMLU), "--run", run, "--step", step)
+    shown = cli.json("show", "m")["evals"]
+    assert len(shown) == 62 and not [e for e in shown if "stderr" in e["metric"]]
+    by_task = {e["task"]: e for e in shown}
+    assert by_task["mmlu_abstract_algebra"]["last_stderr"] == 0.04560480215720683  # the file's acc_stderr,none
+    assert by_task["mmlu"]["last_value"] == 0.6504059250818972 and by_task["mmlu"]["count"] == 2
+    (tranche,) = cli.json("yield", "m", "--metric", "mmlu/acc")
+    assert len(tranche["capability"]) == 61 and not [k for k in tranche["capability"] if "stderr" in k]
+    assert "stderr" not in cli("compare", "m", "n", "--json").stdout
+    for command in (("yield", "m"), ("compare", "m", "n"), ("forecast", "m", "--next-steps", "10")):
+        err = cli(*command, "--metric", "mmlu_anatomy/acc_stderr", code=2).stderr
+        assert err.count("\n") == 1 and "standard error of mmlu_anatomy/acc" in err
+    table = tmp_path / "m.csv"
+    cli("export", "m", str(table), "--to", "table")
+    cli("import", "table", str(table), "--run", "back")
+    back = {e["task"]: e for e in cli.json("show", "back")["evals"]}
+    assert len(back) == 62 and back["mmlu_abstract_algebra"]["last_stderr"] == 0.04560480215720683

@@ -473,6 +473,7 @@ def test_keras_fit_output_of_both_generations(ledger, tmp_path):
     assert _evals(evals, "val/loss") == {1: 0.3504, 2: 0.2832, 3: 0.0778}
     assert _evals(evals, "val/acc") == {1: 0.8959, 2: 0.9182, 3: 0.981}
     assert any("steps in this run count epochs" in w for w in res.warnings)
+    assert ledger.meta("k2")["step_unit"] == "epoch"  # what `yield` labels its tranches by
     keras3 = tmp_path / "keras3.log"
     keras3.write_text("Epoch 1/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
                       "val_accuracy: 0.5179 - val_loss: 0.6897\nEpoch 2/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 789ms 113ms/step - "
@@ -543,3 +544,39 @@ def test_build_nanogpt_printed_evaluations_belong_to_the_next_step(ledger, tmp_p
     assert steps["step_s"].tolist() == pytest.approx([0.79853, 19.80722])
     assert _evals(evals, "val/loss") == {19080: 3.2034}
     assert _evals(evals, "hellaswag/acc_norm") == {19080: 0.3036}
+
+
+# MaxText's metric_logger lines as printed in a real run (a custom-Gemma SWA run on TPU, FINDINGS.md's second probe:
+# `I0317 10:00:27.827598 125344476638336 metric_logger.py:181] completed step: 34, seconds: 0.426, ...`).
+_MAXTEXT = ("I0317 10:00:{s:09.6f} 125344476638336 metric_logger.py:181] completed step: {step}, seconds: 0.426, "
+            "TFLOP/s/device: 241.075, Tokens/s/device: 9608.302, total_weights: {weights}, loss: {loss}\n")
+
+
+def test_maxtext_total_weights_are_summed_into_tokens(ledger, tmp_path):
+    """MaxText prints `total_weights`, the non-padding target tokens of each step, and no token count: the run's
+    tokens are their running sum (step 0 is the first step done, so it counts), and the import says so."""
+    weights = [27633, 32387, 29331, 31414]
+    path = tmp_path / "maxtext.log"
+    path.write_text("".join(_MAXTEXT.format(s=13.2 + 0.43 * i, step=i, weights=w, loss=10.5 - i / 4)
+                            for i, w in enumerate(weights)))
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="mt", devices=4))
+    steps = ledger.steps("mt")
+    assert steps["tokens"].tolist() == [27633.0, 60020.0, 89351.0, 120765.0]
+    assert _extra(ledger, "mt", "imported/total_weights") == [float(w) for w in weights]  # kept as logged
+    assert any("tokens = running sum of total_weights" in w for w in res.warnings)
+    assert res.mapping["total_weights"].endswith("; tokens (running sum)")
+
+
+def test_step_token_counts_are_not_summed_over_gaps_or_over_a_logged_count(ledger, tmp_path):
+    """A log that prints the count on every other step cannot give the tokens of the steps it skipped: no tokens,
+    and a warning that says why; a log that also prints a cumulative count keeps that one."""
+    gappy = tmp_path / "gappy.log"
+    gappy.write_text("".join(_MAXTEXT.format(s=13.2 + i, step=2 * i, weights=30000, loss=10.0) for i in range(3)))
+    (res,) = import_run(ledger, "textlog", [str(gappy)], ImportOptions(run="gap"))
+    assert "tokens" not in ledger.steps("gap", nullable=True).dropna(axis=1, how="all").columns
+    assert any("total_weights" in w and "not summed" in w for w in res.warnings)
+    counted = tmp_path / "counted.log"
+    counted.write_text("step: 1, total_weights: 100, consumed_tokens: 128, loss: 3.0\n"
+                       "step: 2, total_weights: 90, consumed_tokens: 256, loss: 2.9\n")
+    import_run(ledger, "textlog", [str(counted)], ImportOptions(run="counted"))
+    assert ledger.steps("counted")["tokens"].tolist() == [128.0, 256.0]

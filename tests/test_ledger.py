@@ -144,6 +144,23 @@ def test_evals_upsert_and_directions(ledger):
         ledger.append_evals("r", [{"step": 1, "task": "val", "metric": "loss", "value": 1.0, "bogus": 1}])
 
 
+def test_a_standard_error_is_stored_beside_its_metric_in_any_order(ledger):
+    """`acc_stderr` given with `acc`, after it, or before it (a Tracker logging them in two calls) is acc's `stderr`;
+    a later value of acc without one keeps it; no `*_stderr` metric is ever stored."""
+    ledger.create_run("r")
+    acc = {"task": "arc", "metric": "acc", "portfolio": "lm-eval"}
+    error = {"task": "arc", "metric": "acc_stderr", "portfolio": "lm-eval"}
+    ledger.append_evals("r", [{**acc, "step": 1, "value": 0.5}, {**error, "step": 1, "value": 0.01}])
+    ledger.append_evals("r", [{**acc, "step": 2, "value": 0.6}])
+    ledger.append_evals("r", [{**error, "step": 2, "value": 0.02}])
+    ledger.append_evals("r", [{**error, "step": 3, "value": 0.03}])
+    ledger.append_evals("r", [{**acc, "step": 3, "value": 0.7}])
+    ledger.append_evals("r", [{**acc, "step": 1, "value": 0.55}])
+    frame = ledger.evals("r")
+    assert frame["metric"].tolist() == ["acc"] * 3 and frame["higher_is_better"].all()
+    assert frame["value"].tolist() == [0.55, 0.6, 0.7] and frame["stderr"].tolist() == [0.01, 0.02, 0.03]
+
+
 def test_events_and_decisions(ledger):
     ledger.create_run("r")
     first = ledger.add_event("r", "diagnosis", {"cause": "schedule", "confidence": 0.9, "x": float("inf")},

@@ -79,6 +79,9 @@ def hf_trainer_state(path: Path, params: dict) -> dict:
     }
     for key in params.get("eval_keys", []):
         facts[key] = _series_facts([(row["step"], row[key]) for row in evals if key in row])
+    if params.get("objective_keys"):  # an RL / preference trainer's: its loss below 0, and what it logs beside it
+        facts["negative_losses"] = sum(value < 0 for _, value in train)
+        facts["objective_keys"] = [key for key in params["objective_keys"] if all(key in row for row in history)]
     return facts
 
 

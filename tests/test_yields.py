@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import csv
+import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -54,11 +57,8 @@ def test_capability_and_per_source_yields_and_disagreement():
     steps, evals = frames([3.0, 2.5, 2.3, 2.2], extra=[
         ("val/code/loss", [4.0, 3.0, 2.9, 2.95], False),
         ("lambada_openai/acc", [0.20, 0.25, 0.24, None], True),
-        ("lambada_openai/acc_stderr", [0.010, 0.012, 0.011, None], False),  # lm-eval's: not a capability
-    ])
+    ])  # a standard error is never a series here: the ledger keeps it beside its metric (tests/test_ingest_lmeval.py)
     t = tranche_yields("r", steps, evals).tranches
-    assert all("lambada_openai/acc_stderr" not in x.capability for x in t)
-    assert not any("stderr" in d for x in t for d in x.disagreements)
     assert t[0].per_source["code"]["yield_per_btok"] == pytest.approx(1.0)
     assert t[2].per_source["code"]["yield_per_btok"] == pytest.approx(-0.05)
     assert t[0].capability["lambada_openai/acc"]["yield_per_btok"] == pytest.approx(0.05)
@@ -221,3 +221,37 @@ def test_a_law_fitted_across_an_lr_decay_says_so():
         report = yield_report(led, "cosine")
     assert "fitted across the decay" in report.law["poor"]
     assert any("read vs_expected with care" in n for n in report.notes)
+
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatch):
+    """Keras' CSVLogger file (a real run: one row per epoch, no token count) and YOLO's results.csv count epochs, not
+    optimizer steps: the tranches are spans of epochs with yields per epoch, in `yield`'s table and --json, the
+    notebook's table, `forecast` and `compare`, and no figure or note says "per 1k steps"."""
+    from yieldgate import api
+    from yieldgate import cli as cli_module
+
+    monkeypatch.setattr(cli_module.console, "width", 200)
+    keras = REAL / "keras-csvlogger-amazon-reviews-training_log.csv"
+    for run in ("keras", "keras2"):
+        cli("import", "table", str(keras), "--run", run)
+    cli("import", "table", str(REAL / "yolo11-seg-gallstone-results.csv"), "--run", "yolo")
+    with keras.open() as f:  # the file's own numbers, read without yieldgate
+        val_loss = [float(row["val_loss"]) for row in csv.DictReader(f)]
+    tranches = cli.json("yield", "keras")
+    assert [t["yield_per_epoch"] for t in tranches] == pytest.approx([a - b for a, b in itertools.pairwise(val_loss)])
+    assert all(t["yield_per_kstep"] is None for t in tranches)
+    assert [(t["start_step"], t["end_step"]) for t in tranches] == [(e, e + 1) for e in range(5)]
+    table = cli("yield", "keras").stdout
+    assert "per epoch" in table and "epochs" in table and "spans of epochs" in table and "1k steps" not in table
+    yolo = cli.json("yield", "yolo")[-1]
+    assert yolo["yield_per_epoch"] is not None and yolo["yield_per_kstep"] is None
+    assert all("yield_per_epoch" in c and "yield_per_kstep" not in c for c in yolo["capability"].values())
+    assert "per epoch" in cli("forecast", "keras", "--next-steps", "2").stdout
+    assert cli.json("compare", "keras", "keras2")["aligned_on"] == "epochs"
+    report = api.yields("keras", ledger=ledger_path)
+    assert report.axis == "epochs" and report.per == "per epoch"
+    page = report._repr_html_()
+    assert "per epoch" in page and "1k steps" not in page

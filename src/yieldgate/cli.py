@@ -450,6 +450,7 @@ def show(
             "count": len(g),
             "last_step": int(g["step"].iloc[-1]),
             "last_value": g["value"].iloc[-1],
+            "last_stderr": None if np.isnan(g["stderr"].iloc[-1]) else float(g["stderr"].iloc[-1]),
             "higher_is_better": bool(g["higher_is_better"].iloc[-1]),
         }
         for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
@@ -495,7 +496,10 @@ def show(
     if eval_summary:
         table = Table("eval", "evaluations", "last step", "last value")
         for e in eval_summary:
-            table.add_row(f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]))
+            stderr = "" if e["last_stderr"] is None else f" ± {_fmt(e['last_stderr'])}"
+            table.add_row(
+                f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]) + stderr
+            )
         console.print(table)
     console.print(f"events: {result['events']['open']} open, {result['events']['resolved']} resolved")
     if info["tags"]:
@@ -636,14 +640,14 @@ def yield_(
     console.print(f"{run}: yield of {what} ({report.unit})", markup=False, highlight=False)
     for note in report.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
-    by_steps = report.axis == "steps"
+    by_steps = report.axis != "tokens"
     per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
     law = report.law is not None
     table = Table(
         report.axis,
         f"{report.metric} start",
         "end",
-        "per 1k steps" if by_steps else "per B tokens",
+        report.per,
         f"noise band ({report.level:.0%})",
         *(["vs law"] if law else []),
         per_time,
@@ -660,7 +664,7 @@ def yield_(
             span,
             _fmt(t.loss_start),
             _fmt(t.loss_end),
-            _fmt(t.yield_per_kstep if by_steps else t.yield_per_btok),
+            _fmt(report.rate(t)),
             band,
             *vs,
             _fmt(t.yield_per_device_hour),
@@ -687,7 +691,8 @@ def yield_(
         )
     for t in report.tranches:
         for d in t.disagreements:
-            console.print(f"steps {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
+            where = "epochs" if report.axis == "epochs" else "steps"
+            console.print(f"{where} {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
     for what, why in report.missing.items():
         console.print(f"{what}: unknown ({why})", markup=False, highlight=False)
 
@@ -791,6 +796,7 @@ def forecast(
     Example: yieldgate forecast whisper-ft --next-steps 1000   (a run without token counts)
     """
     from yieldgate.analysis.runs import forecast_run
+    from yieldgate.analysis.yields import AXES
 
     with _ledger(ctx) as ledger:
         result = forecast_run(
@@ -806,10 +812,11 @@ def forecast(
         _print_json(result.to_dict())
         return
     f, x = result.fit, result.axis
+    label, _, span = AXES[x]
     per = (
         f"{_fmt(result.yield_per_btok)} per billion tokens"
         if x == "tokens"
-        else f"{_fmt(result.gain / result.next_tokens * 1000)} per 1k steps"
+        else f"{_fmt(result.gain / result.next_tokens * span)} {label}"
     )
     console.print(
         f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * {x}^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, {len(f.tokens)} evaluations)",
@@ -997,6 +1004,8 @@ def diagnose(
         console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)
     for entry in result.not_run:
         console.print(f"not run: {entry['detector']}: {entry['reason']}", markup=False, highlight=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
     for signal, why in result.unmeasured.items():
         console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
 

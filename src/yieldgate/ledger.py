@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,6 +46,7 @@ from yieldgate.names import (
     is_extra_key,
     metric_direction,
     readable_name,
+    stderr_of,
     unsafe_character,
 )
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
@@ -57,7 +58,15 @@ if TYPE_CHECKING:
 else:
     pd = lazy.module("pandas")  # loaded by the first DataFrame built: listing runs builds none
 
-__all__ = ["Ledger", "EvalRecord", "DEFAULT_LEDGER", "default_location", "must_exist", "higher_is_better"]
+__all__ = [
+    "Ledger",
+    "EvalRecord",
+    "fold_stderr",
+    "DEFAULT_LEDGER",
+    "default_location",
+    "must_exist",
+    "higher_is_better",
+]
 
 DEFAULT_LEDGER = "yieldgate.db"
 
@@ -145,6 +154,37 @@ class EvalRecord:
     """Eval portfolio name."""
     portfolio_version: str = ""
     """Eval portfolio version."""
+    stderr: float | None = None
+    """Standard error of `value`, where the evaluation reports one (lm-eval's `acc_stderr` beside `acc`)."""
+
+    @property
+    def key(self) -> tuple[int, str, str, str, str]:
+        """What one stored evaluation is: (step, portfolio, portfolio version, task, metric)."""
+        return self.step, self.portfolio, self.portfolio_version, self.task, self.metric
+
+
+def _given(value: float | None) -> float | None:
+    """A value, or None where none was given (None, or the NaN a frame holds for one; PostgreSQL would keep a NaN)."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def fold_stderr(records: Iterable[EvalRecord]) -> tuple[list[EvalRecord], list[EvalRecord]]:
+    """Records given as standard errors of other records' metrics (`acc_stderr` beside `acc`, `names.stderr_of`)
+    set as those records' `stderr`: (the records with them folded in, the standard errors whose metric is not among
+    the records). A standard error is never a metric of its own."""
+    records = list(records)
+    at = {r.key: i for i, r in enumerate(records) if stderr_of(r.metric) is None}
+    alone = []
+    for r in records:
+        base = stderr_of(r.metric)
+        if base is None:
+            continue
+        i = at.get((r.step, r.portfolio, r.portfolio_version, r.task, base))
+        if i is None:
+            alone.append(r)
+        else:
+            records[i] = replace(records[i], stderr=r.value)
+    return [r for r in records if stderr_of(r.metric) is None], alone
 
 
 # -- step columns ---------------------------------------------------------------------------------------
@@ -1200,43 +1240,70 @@ class Ledger:
     # -- evals ----------------------------------------------------------------------------------------
 
     def append_evals(self, run: str, records: Iterable[EvalRecord | Mapping[str, Any]]) -> int:
-        """Add eval records; a record for the same (step, portfolio, task, metric) replaces the old one."""
-        rows = []
+        """Add eval records; a record for the same (step, portfolio, task, metric) replaces the old one, keeping its
+        standard error when the new one has none. A record of a standard error (`acc_stderr`, `names.stderr_of`) is
+        stored as its metric's `stderr`, beside the value given with it or stored before (or still to come: a row of
+        the metric with no value until then). Returns the records given."""
+        given = []
         for i, rec in enumerate(records):
             try:
                 r = rec if isinstance(rec, EvalRecord) else EvalRecord(**rec)
             except TypeError as exc:
                 raise InputError(f"eval record {i}: {exc}") from None
-            hib = higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)
             if not r.task or not r.metric:
                 raise InputError(f"eval record {i}: task and metric must be non-empty, got {r.task!r}/{r.metric!r}")
             unsafe = unsafe_character(f"{r.task}/{r.metric}/{r.portfolio}/{r.portfolio_version}")
             if unsafe is not None:
                 raise InputError(f"eval record {i}: {r.task!r}/{r.metric!r} is not allowed: it holds {unsafe}")
-            rows.append(
-                (
-                    int(r.step),
-                    None if r.tokens is None else float(r.tokens),
-                    None if r.wall_s is None else float(r.wall_s),
-                    r.portfolio,
-                    r.portfolio_version,
-                    r.task,
-                    r.metric,
-                    float(r.value),
-                    int(hib),
-                )
+            given.append(r)
+        folded, alone = fold_stderr(given)
+        rows = [
+            (
+                int(r.step),
+                None if r.tokens is None else float(r.tokens),
+                None if r.wall_s is None else float(r.wall_s),
+                r.portfolio,
+                r.portfolio_version,
+                r.task,
+                r.metric,
+                float(r.value),
+                int(higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)),
+                _given(r.stderr),
             )
+            for r in folded
+        ]
+        columns = (
+            "run_id, step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, higher_is_better, stderr"
+        )
+        key = "ON CONFLICT (run_id, step, portfolio, portfolio_version, task, metric)"
         with self.transaction():
             run_id = self.run_id(run)
             self._db.executemany(
-                "INSERT INTO evals (run_id, step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, "
-                "higher_is_better) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step, portfolio, "
-                "portfolio_version, task, metric) DO UPDATE SET tokens = excluded.tokens, wall_s = excluded.wall_s, "
-                "value = excluded.value, higher_is_better = excluded.higher_is_better",
+                f"INSERT INTO evals ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {key} DO UPDATE SET "
+                "tokens = excluded.tokens, wall_s = excluded.wall_s, value = excluded.value, "
+                "higher_is_better = excluded.higher_is_better, stderr = COALESCE(excluded.stderr, evals.stderr)",
                 [(run_id, *r) for r in rows],
             )
+            for r in alone:
+                metric = str(stderr_of(r.metric))
+                self._db.execute(
+                    f"INSERT INTO evals ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) {key} DO UPDATE SET "
+                    "stderr = excluded.stderr",
+                    (
+                        run_id,
+                        int(r.step),
+                        None if r.tokens is None else float(r.tokens),
+                        None if r.wall_s is None else float(r.wall_s),
+                        r.portfolio,
+                        r.portfolio_version,
+                        r.task,
+                        metric,
+                        int(higher_is_better(metric)),
+                        _given(r.value),
+                    ),
+                )
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
-        return len(rows)
+        return len(given)
 
     def copy_run(self, source: Ledger, run: str) -> int:
         """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into this one:
@@ -1267,10 +1334,11 @@ class Ledger:
 
     def evals(self, run: str) -> pd.DataFrame:
         """A run's eval records: step, tokens, wall_s, portfolio, portfolio_version, task, metric, value,
-        higher_is_better; ordered by task, metric, step."""
+        higher_is_better, stderr (the value's standard error, NaN where none was given); ordered by task, metric,
+        step."""
         rows = self._query(
-            "SELECT step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, higher_is_better "
-            "FROM evals WHERE run_id = ? ORDER BY task, metric, step",
+            "SELECT step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, higher_is_better, "
+            "stderr FROM evals WHERE run_id = ? ORDER BY task, metric, step",
             (self.run_id(run),),
         )
         frame = pd.DataFrame(
@@ -1285,9 +1353,10 @@ class Ledger:
                 "metric",
                 "value",
                 "higher_is_better",
+                "stderr",
             ],
         )
-        for c in ("tokens", "wall_s", "value"):
+        for c in ("tokens", "wall_s", "value", "stderr"):
             frame[c] = frame[c].astype(np.float64)
         frame["higher_is_better"] = frame["higher_is_better"].astype(bool)
         return frame

@@ -15,7 +15,7 @@ import numpy as np
 
 from yieldgate import ledger_pg
 from yieldgate.errors import SchemaVersionError
-from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES
+from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES, metric_direction
 
 __all__ = ["MIGRATIONS", "migrate", "applied_migrations"]
 
@@ -232,6 +232,37 @@ def _column_max(n: int, columns: str, data: bytes, missing: bytes | None, name: 
     return float(values[keep].max()) if keep.any() else None
 
 
+def _eval_stderr(db: Connection) -> None:
+    # A standard error (lm-eval's `acc_stderr`) is the uncertainty of its metric's value, not a metric of its own: a
+    # column beside the value. Rows stored before as metrics `<metric>_stderr` are folded into their metric's row at
+    # the same point (or, with no such row, become one with no value), so no reader meets one as a metric. The name
+    # rule is written out here, as it was when this shipped (`names.stderr_of`).
+    db.execute("ALTER TABLE evals ADD COLUMN stderr REAL")
+    rows = db.execute(
+        "SELECT id, run_id, step, portfolio, portfolio_version, task, metric, value FROM evals "
+        "WHERE metric LIKE '%stderr%'"
+    ).fetchall()
+    for row_id, run_id, step, portfolio, version, task, name, value in rows:
+        base, comma, rest = str(name).partition(",")
+        if not base.endswith("_stderr") or base == "_stderr":
+            continue
+        metric = base[: -len("_stderr")] + comma + rest
+        target = db.execute(
+            "SELECT id FROM evals WHERE run_id = ? AND step = ? AND portfolio = ? AND portfolio_version = ? "
+            "AND task = ? AND metric = ?",
+            (run_id, step, portfolio, version, task, metric),
+        ).fetchone()
+        if target is None:
+            direction = metric_direction(metric)
+            db.execute(
+                "UPDATE evals SET metric = ?, stderr = value, value = NULL, higher_is_better = ? WHERE id = ?",
+                (metric, int(True if direction is None else direction), row_id),
+            )
+        else:
+            db.execute("UPDATE evals SET stderr = ? WHERE id = ?", (value, target[0]))
+            db.execute("DELETE FROM evals WHERE id = ?", (row_id,))
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial", _initial),
@@ -241,6 +272,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0005_run_owner", _run_owner),
     ("0006_block_checksums", _block_checksums),
     ("0007_run_lifecycle", _run_lifecycle),
+    ("0008_eval_stderr", _eval_stderr),
 ]
 
 

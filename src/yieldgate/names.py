@@ -34,6 +34,9 @@ __all__ = [
     "key_problem",
     "split_eval_key",
     "metric_direction",
+    "stderr_of",
+    "stderr_name",
+    "STEP_UNIT",
 ]
 
 # Core step columns: name -> unit. Stored in the wide core step table; `step` is the key.
@@ -113,6 +116,10 @@ TEXTLOG_FORMATS: Final[tuple[str, ...]] = (
 VAL_TASK: Final = "val"
 LOSS_METRIC: Final = "loss"
 BPB_METRIC: Final = "bpb"
+STDERR_SUFFIX: Final = "_stderr"
+# Run meta key: what one step of the run is, where it is not an optimizer step: `epoch` for a source that logs one
+# row per epoch (Keras, YOLO). The analyses label a step axis by it ("per epoch", not "per 1k steps").
+STEP_UNIT: Final = "step_unit"
 
 
 def is_extra_key(key: str) -> bool:
@@ -315,6 +322,24 @@ def split_eval_key(key: str) -> tuple[str, str]:
     if not sep or not task or not metric:
         raise ValueError(f"eval key {key!r} must be '<task>/<metric>', e.g. 'val/loss'")
     return task, metric
+
+
+def stderr_of(metric: str) -> str | None:
+    """The metric whose standard error `metric` names, or None when it names none: lm-eval writes the standard error
+    of `acc` as `acc_stderr` (v0.3; v0.4's `acc_stderr,none` reads as that), of `exact_match,strict-match` as
+    `exact_match_stderr,strict-match`. A standard error is not a metric: the ledger keeps it beside its metric's
+    value (`EvalRecord.stderr`)."""
+    base, comma, rest = metric.partition(",")
+    if not base.endswith(STDERR_SUFFIX) or len(base) == len(STDERR_SUFFIX):
+        return None
+    return base[: -len(STDERR_SUFFIX)] + comma + rest
+
+
+def stderr_name(metric: str) -> str:
+    """The name of `metric`'s standard error as a flat column (`acc` -> `acc_stderr`), which `stderr_of` reads
+    back: how a table export writes it."""
+    base, comma, rest = metric.partition(",")
+    return base + STDERR_SUFFIX + comma + rest
 
 
 # Metric direction (DESIGN.md, "Metric direction"): losses, perplexities, bits per byte and error rates

@@ -38,8 +38,15 @@ __all__ = [
     "unit_for",
 ]
 
-Axis = Literal["tokens", "time", "compute", "cost", "steps"]
-AXIS_COLUMN = {"tokens": "tokens", "time": "wall_s", "compute": "flops", "cost": "cost_usd", "steps": "step"}
+Axis = Literal["tokens", "time", "compute", "cost", "steps", "epochs"]
+AXIS_COLUMN = {
+    "tokens": "tokens",
+    "time": "wall_s",
+    "compute": "flops",
+    "cost": "cost_usd",
+    "steps": "step",
+    "epochs": "step",  # runs whose steps count epochs (`RunData.epochs`)
+}
 _TRAIN_CURVE_POINTS = 40
 LEVEL = 0.95
 """Family-wise level of a comparison's aligned points (Bonferroni over the points that enter the verdict)."""
@@ -54,6 +61,11 @@ class RunData:
     evals: pd.DataFrame
     manifest: Manifest | None = None
     flops_per_token: float | None = None
+    epochs: bool = False
+    """Its steps count epochs (run meta `step_unit`: a Keras or YOLO log), not optimizer steps."""
+    objective: str | None = None
+    """Why its loss is not a cross-entropy (preference or RL fine-tuning: `objective.not_cross_entropy`); None when
+    nothing says so."""
 
 
 @dataclass
@@ -290,10 +302,14 @@ def compare(
         )
     if at == "tokens" and any(curves[id(r)]["tokens"].notna().sum() < 2 for r in a + b):
         lacking = [r.name for r in a + b if curves[id(r)]["tokens"].notna().sum() < 2]
-        at = "steps"
+        at = "epochs" if all(r.epochs for r in a + b) else "steps"
         notes.append(
-            f"aligned on steps: {', '.join(lacking)} record no token counts (equal steps are equal tokens "
-            "only at equal batch size and sequence length)"
+            f"aligned on {at}: {', '.join(lacking)} record no token counts "
+            + (
+                "(equal epochs are equal data only over the same data set)"
+                if at == "epochs"
+                else "(equal steps are equal tokens only at equal batch size and sequence length)"
+            )
         )
 
     # -- aligned points ---------------------------------------------------------------------------------
@@ -309,6 +325,7 @@ def compare(
             "compute": "FLOPs per token (model shape in the manifest)",
             "cost": "cost (cost_usd, or a price per device-hour)",
             "steps": "steps",
+            "epochs": "epochs",
         }.get(at, "token counts")
         warnings.append(f"no aligned points at equal {at}: {', '.join(lacking)} lack {reason}")
     elif hi < lo:
@@ -382,7 +399,7 @@ def compare(
         if any(t is None for t in tokens):
             warnings.append(
                 f"{side} does not reach the target {what} {target_loss:.6g} in every run"
-                + (" (or records no token counts)" if at == "steps" else "")
+                + (" (or records no token counts)" if at in ("steps", "epochs") else "")
             )
         elif any(t is None for t in times):
             warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")

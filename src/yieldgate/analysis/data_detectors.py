@@ -110,22 +110,20 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     evaluations' noise. The gap's change is the least-squares line through the gap at the evaluations from the
     best one on, against its standard error at the evaluation noise (`fit.eval_noise`, difference-based); the
     training loss is smoothed (rolling median) before it is read at the evaluation steps, and must have fallen
-    beyond its own noise since the best evaluation."""
+    beyond its own noise since the best evaluation.
+
+    A run that recorded evaluations and no training loss (an evaluation log, a results table) has no gap: its
+    evidence is the held-out loss alone, rising after its best by more than OVERFIT_Z standard errors while the
+    run went on (OVERFIT_AFTER evaluations and more after it); `train_loss` in the evidence says so."""
     val = sig.val_loss()
     val = val[np.isfinite(val.to_numpy(dtype=float))]
     if len(val) < OVERFIT_MIN_EVALS:
         raise NotRun(f"{len(val)} evaluations of val/loss: overfitting needs at least {OVERFIT_MIN_EVALS}")
-    loss = sig.column("loss", "a log without training loss")
-    loss = loss[np.isfinite(loss.to_numpy(dtype=float))]
+    trained = "loss" in sig.steps and np.isfinite(sig.steps["loss"].to_numpy(dtype=float)).any()
     steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
     best = int(np.argmin(values))
     if len(values) - best - 1 < OVERFIT_AFTER:
         return None
-    width = max(len(loss) // 20, 5)
-    smooth = loss.rolling(width, min_periods=1, center=True).median()
-    # Standard error of the difference of two smoothed points: a median of `width` values has ~1.25 σ/√width.
-    train_se = 1.25 * float(np.diff(loss.to_numpy(dtype=float)).std() / math.sqrt(2)) * math.sqrt(2 / width)
-    train = np.interp(steps, smooth.index.to_numpy(dtype=float), smooth.to_numpy(dtype=float))
     # The noise where the gap is judged: the evaluations from the best one on. Over the whole run the untrained
     # point and the steep first evaluations, which no straight line through neighbours follows, would pass for
     # noise (a character model's 5.2 -> 1.2 -> 0.84 made it 0.34, hiding a rise of 0.2). With too few evaluations
@@ -139,10 +137,31 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     # The line runs through the evaluations after the best one: the best itself is the minimum of noisy points,
     # biased low, and would tilt the line up on a flat curve.
     after = slice(best + 1, None)
-    growth, se = _line(steps[after], values[after] - train[after], sigma)
     rise, rise_se = _line(steps[after], values[after], sigma)
-    train_drop = float(train[best] - train[-1])
     epochs = sig.epochs()
+    if not trained:
+        if not rise > OVERFIT_Z * rise_se:
+            return None
+        return {
+            "best_step": int(steps[best]),
+            "best_val_loss": round(float(values[best]), 4),
+            "last_val_loss": round(float(values[-1]), 4),
+            "val_change_after_best": round(rise, 4),
+            "val_rise_z": round(rise / rise_se, 2),
+            "train_loss": "not recorded: the held-out loss alone",
+            "eval_noise": round(sigma, 5),
+            "epochs": None if epochs is None else round(epochs, 2),
+            "last_step": int(steps[-1]),
+        }
+    loss = sig.column("loss", "a log without training loss")
+    loss = loss[np.isfinite(loss.to_numpy(dtype=float))]
+    width = max(len(loss) // 20, 5)
+    smooth = loss.rolling(width, min_periods=1, center=True).median()
+    # Standard error of the difference of two smoothed points: a median of `width` values has ~1.25 σ/√width.
+    train_se = 1.25 * float(np.diff(loss.to_numpy(dtype=float)).std() / math.sqrt(2)) * math.sqrt(2 / width)
+    train = np.interp(steps, smooth.index.to_numpy(dtype=float), smooth.to_numpy(dtype=float))
+    growth, se = _line(steps[after], values[after] - train[after], sigma)
+    train_drop = float(train[best] - train[-1])
     if not (growth > OVERFIT_Z * se and train_drop > OVERFIT_Z * train_se and rise > -rise_se):
         return None
     return {
@@ -169,11 +188,27 @@ def overfitting(sig: RunSignals) -> list[Finding]:
     if ev is None:
         return []
     epochs = ev["epochs"]
+    best = ev["best_step"]
+    seen = f" after {epochs:g} epochs" if epochs is not None else " then"
+    if "gap_growth" not in ev:  # no training loss: the held-out loss's rise alone, weaker evidence than a gap
+        confidence = 0.4 + min(0.2, (ev["val_rise_z"] - OVERFIT_Z) / 40) + (0.15 if epochs and epochs >= 2 else 0.0)
+        return [
+            Finding(
+                cause="overfitting",
+                start_step=best,
+                end_step=ev["last_step"],
+                confidence=_clip(confidence),
+                detector="heldout_rise",
+                evidence=ev,
+                advice=f"the held-out loss was best at step {best} and has risen by {ev['val_change_after_best']:.3g} "
+                f"({ev['val_rise_z']:g} standard errors) since{seen} while training went on: overfitting or exhausted "
+                f"data (no training loss was recorded to show the gap); keep the checkpoint of step {best}, add "
+                "fresh unique data or regularise before training longer",
+            )
+        ]
     confidence = 0.5 + min(0.25, (ev["gap_growth_z"] - OVERFIT_Z) / 40)
     if epochs is not None and epochs >= 2:
         confidence += 0.15
-    best = ev["best_step"]
-    seen = f" after {epochs:g} epochs" if epochs is not None else " then"
     return [
         Finding(
             cause="overfitting",

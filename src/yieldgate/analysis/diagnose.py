@@ -38,6 +38,7 @@ from yieldgate.analysis.detectors import (
     stall,
 )
 from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
+from yieldgate.analysis.objective import not_cross_entropy
 from yieldgate.analysis.spikes import loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
@@ -94,6 +95,8 @@ class Diagnosis:
     not_run: list[dict[str, str]] = field(default_factory=list)
     unmeasured: dict[str, str] = field(default_factory=dict)
     """Signals the run's Tracker could not record, with why (the run's `unmeasured` meta)."""
+    notes: list[str] = field(default_factory=list)
+    """What a reader of the findings must know of the run: its loss is not a cross-entropy (`objective`)."""
 
     def top(self, above: float = LOW_CONFIDENCE) -> Finding | None:
         """The most confident finding above `above` (default: above low confidence), or None."""
@@ -105,6 +108,7 @@ class Diagnosis:
             "findings": [f.to_dict() for f in self.findings],
             "not_run": list(self.not_run),
             "unmeasured": dict(self.unmeasured),
+            "notes": list(self.notes),
         }
 
     def _repr_html_(self) -> str:
@@ -234,8 +238,16 @@ def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bo
     found again is left as it is, one no longer found is resolved, a new one is added. `against`: other runs known
     to read the same data in the same order (runs with the same data recipe and seed are found without it); loss
     spikes they share at the same steps are put down to the data."""
-    result = run_detectors(load_signals(ledger, run, against), run=run)
+    sig = load_signals(ledger, run, against)
+    result = run_detectors(sig, run=run)
     result.unmeasured = dict(ledger.meta(run).get("unmeasured", {}))
+    logged = [*sig.steps.columns, *(f"{t}/{m}" for t, m in zip(sig.evals["task"], sig.evals["metric"], strict=True))]
+    objective = not_cross_entropy(logged, sig.steps["loss"].to_numpy(dtype=float) if "loss" in sig.steps else None)
+    if objective is not None:
+        result.notes.append(
+            f"the loss is not a cross-entropy ({objective}): it is the fine-tuning objective, which may fall or rise "
+            "as the policy moves; read the findings on it as on that objective, not as learning per token"
+        )
     if not store:
         return result
     with ledger.transaction():

@@ -143,8 +143,9 @@ class Forecast:
     """Tokens at which the marginal yield falls below the requested threshold (None: not asked)."""
     notes: list[str] = field(default_factory=list)
     axis: str = "tokens"
-    """What `at_tokens` and `next_tokens` count: tokens, or optimizer steps for a run without token counts
-    (its `yield_per_btok` is then per billion steps: read `gain / next_tokens` instead)."""
+    """What `at_tokens` and `next_tokens` count: tokens, or optimizer steps (`steps`; `epochs` where the run's steps
+    count epochs) for a run without token counts (its `yield_per_btok` is then per billion steps: read `gain /
+    next_tokens` instead)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)

@@ -18,6 +18,7 @@ from yieldgate.analysis.listing import (
     match_runs,
     select_runs,
 )
+from yieldgate.analysis.objective import not_cross_entropy
 from yieldgate.analysis.yields import (
     TRAIN_LOSS,
     YieldReport,
@@ -28,7 +29,7 @@ from yieldgate.analysis.yields import (
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
-from yieldgate.names import split_eval_key
+from yieldgate.names import LOSS_METRIC, STEP_UNIT, split_eval_key, stderr_of
 
 __all__ = [
     "load_run",
@@ -49,16 +50,36 @@ __all__ = [
 
 def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
     steps, evals, manifest = ledger.steps(name), ledger.evals(name), ledger.manifest(name)
+    logged = [*ledger.extra_keys(name), *(f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True))]
+    objective = not_cross_entropy(logged, steps["loss"].to_numpy(dtype=float) if "loss" in steps else None)
+    if per == "byte" and objective is not None:
+        raise InputError(f"run {name!r}: its loss is not a cross-entropy ({objective}), so it has no bits per byte")
     if per == "byte":
         tokenizer = manifest.data.tokenizer if manifest and manifest.data else None
         bpt = tokenizer.bytes_per_token if tokenizer else None
         evals, steps = to_per_byte(evals, steps, bpt, name)
     elif per != "token":
         raise InputError(f"per must be 'token' or 'byte', got {per!r}")
-    fpt = ledger.meta(name).get("mfu", {}).get("flops_per_token")
+    meta = ledger.meta(name)
+    fpt = meta.get("mfu", {}).get("flops_per_token")
     if fpt is None and manifest and manifest.model:
         fpt = manifest.model.flops_per_token
-    return RunData(name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt)
+    epochs = meta.get(STEP_UNIT) == "epoch"
+    return RunData(
+        name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt, epochs=epochs, objective=objective
+    )
+
+
+def objective_note(data: RunData, metric: str) -> str | None:
+    """What a yield or forecast of the loss `metric` of a run whose loss is not a cross-entropy must say; None for any
+    other metric or run."""
+    if data.objective is None or metric != LOSS_METRIC:
+        return None
+    return (
+        f"{data.name}'s loss is not a cross-entropy ({data.objective}): it is the fine-tuning objective as logged, not "
+        "nats per token; a fall in it is the policy moving, not learning per token, and it has no perplexity or bits "
+        "per byte"
+    )
 
 
 def metric_key(metric: str, per: str) -> tuple[str, str]:
@@ -73,6 +94,12 @@ def metric_key(metric: str, per: str) -> tuple[str, str]:
             f"metric must be an eval key '<task>/<metric>' (val/loss, arc_easy/acc) or 'loss' (the "
             f"training loss), got {metric!r}"
         ) from None
+    measured = stderr_of(name)
+    if measured is not None:
+        raise InputError(
+            f"{metric} is the standard error of {task}/{measured}, kept beside its values, not a metric of its own; "
+            f"use {task}/{measured}"
+        )
     return task, ("bpb" if per == "byte" and name == "loss" else name)
 
 
@@ -100,8 +127,7 @@ def default_metric(data: RunData, metric: str, per: str = "token") -> tuple[str,
     if ("val/bpb" if per == "byte" else "val/loss") in keys or (not keys and not trained):
         return metric, None
     held_out = [k for k in keys if k.endswith("/loss") and k.split("/")[0] in ("val", "test")]
-    capability = [k for k in keys if not k.endswith("_stderr")]
-    chosen = (held_out or capability or [TRAIN_LOSS])[0]
+    chosen = (held_out or keys or [TRAIN_LOSS])[0]
     return chosen, f"{data.name} has no val/loss evaluations; using {chosen}" + (
         " (the training loss)" if chosen == TRAIN_LOSS else ""
     ) + " (choose with metric=...)"
@@ -163,6 +189,7 @@ def yield_report(
         devices=devices_of(ledger, run, data.manifest),
         price_per_device_hour=hw.price_per_device_hour if hw else None,
         law=law,
+        epochs=data.epochs,
     )
     if law is not None:
         report.law = {"run": expected_from or run, **law.to_dict()}
@@ -172,6 +199,10 @@ def yield_report(
         report.missing["vs_expected"] = why
     if note:
         report.notes.insert(0, note)
+    objective = objective_note(data, name)
+    if objective is not None:
+        report.notes.insert(0, objective)
+        report.unit = "the objective as logged, not nats/token"
     if "signals/gns" in ledger.extra_keys(run):
         report.batch = batch_advice(data.steps, ledger.extras(run, ["signals/gns"]), data.manifest)
         if report.batch and report.batch["advice"]:
@@ -222,6 +253,10 @@ def compare_groups(
         result.notes.insert(0, unit_note)
     if not task:
         result.notes.insert(0, "compared on the training loss, which is not held out")
+    for data in groups[0] + groups[1]:
+        objective = objective_note(data, name)
+        if objective is not None:
+            result.notes.insert(0, objective)
     return result
 
 
@@ -314,16 +349,20 @@ def forecast_run(
         level=level,
         threshold_per_btok=None if by_steps else threshold_per_btok,
     )
-    result.axis = "steps" if by_steps else "tokens"
+    result.axis = ("epochs" if data.epochs else "steps") if by_steps else "tokens"
+    at = ", ".join(map(str, used["step"].astype(int)))
     result.notes.insert(
         0,
-        f"fitted on evaluations at steps {', '.join(map(str, used['step'].astype(int)))}"
-        + (" against steps (no token counts)" if by_steps else ""),
+        f"fitted on evaluations at {'epochs' if data.epochs else 'steps'} {at}"
+        + (f" against {result.axis} (no token counts)" if by_steps else ""),
     )
     if note:
         result.notes.insert(1, note)
     if default_note:
         result.notes.insert(0, default_note)
+    objective = objective_note(data, name)
+    if objective is not None:
+        result.notes.insert(0, objective)
     return result
 
 

@@ -46,6 +46,12 @@ TRAIN_LOSS = "loss"
 _TRAIN_POINTS = 10  # tranches of a training-loss curve
 DEVICE_HOUR = "device-hour"
 WALL_HOUR = "wall-hour (device count unknown)"
+# What a tranche spans, by axis: its yield's label, the Tranche figure that holds it, and the span it is per.
+AXES = {
+    "tokens": ("per B tokens", "yield_per_btok", BILLION),
+    "steps": ("per 1k steps", "yield_per_kstep", 1000.0),
+    "epochs": ("per epoch", "yield_per_epoch", 1.0),
+}
 
 
 @dataclass
@@ -64,6 +70,8 @@ class Tranche:
     yield_per_device_hour: float | None
     yield_per_dollar: float | None
     yield_per_kwh: float | None
+    yield_per_epoch: float | None = None
+    """Improvement per epoch, in place of `yield_per_kstep` on a run whose steps count epochs (a Keras or YOLO log)."""
     per_source: dict[str, dict[str, float | None]] = field(default_factory=dict)
     capability: dict[str, dict[str, float | None]] = field(default_factory=dict)
     disagreements: list[str] = field(default_factory=list)
@@ -71,7 +79,7 @@ class Tranche:
     """Interval of the improvement (loss_start - loss_end, or the rise of a score) that the evaluation noise allows,
     at the report's `level`; None when the noise could not be estimated (fewer than three evaluations)."""
     yield_band: tuple[float, float] | None = None
-    """`band` per billion tokens (per thousand steps on a step axis)."""
+    """`band` per billion tokens (per thousand steps on a step axis, per epoch on an epoch axis)."""
     within_noise: bool | None = None
     """The band holds 0: the tranche's change is not told from evaluation noise."""
     spans_lr_decay: bool | None = None
@@ -92,7 +100,8 @@ class YieldReport:
     tranches: list[Tranche]
     missing: dict[str, str] = field(default_factory=dict)
     axis: str = "tokens"
-    """What a tranche spans: `tokens`, or `steps` when the run has no token counts."""
+    """What a tranche spans: `tokens`; `steps` when the run has no token counts, `epochs` when its steps count
+    epochs (`AXES`)."""
     time_unit: str = DEVICE_HOUR
     """What `yield_per_device_hour` is per: a device-hour, or a wall-hour when the device count is unknown."""
     notes: list[str] = field(default_factory=list)
@@ -122,6 +131,15 @@ class YieldReport:
             "law": self.law,
             "tranches": [t.__dict__ for t in self.tranches],
         }
+
+    @property
+    def per(self) -> str:
+        """What each tranche's yield is per, on the report's axis: `per B tokens`, `per 1k steps`, `per epoch`."""
+        return AXES[self.axis][0]
+
+    def rate(self, tranche: Tranche) -> float | None:
+        """A tranche's yield on the report's axis (`per`)."""
+        return getattr(tranche, AXES[self.axis][1])
 
     def _repr_html_(self) -> str:
         """In a notebook: the tranche table and the report's tranche-yield figure (`report.notebook`)."""
@@ -227,13 +245,15 @@ def tranche_yields(
     price_per_device_hour: float | None = None,
     level: float = 0.9,
     law: PowerLaw | None = None,
+    epochs: bool = False,
 ) -> YieldReport:
     """Yields of each tranche between consecutive evaluations of `task`/`metric` (merged to at least
     `tranche_tokens` tokens when given), with per-source losses (`<task>/<source>`) and capability yields
     (every other task of the run) over the same spans. `task` empty and `metric` `loss`: the training loss.
     `devices` None: the device count is unknown, and time is counted in wall-hours of the job. `level`: coverage
     of each tranche's noise band. `law`: a fitted loss curve each tranche's improvement is set against
-    (`Tranche.vs_expected`): the run's own (learning against its trend) or a reference run's (against a baseline)."""
+    (`Tranche.vs_expected`): the run's own (learning against its trend) or a reference run's (against a baseline).
+    `epochs`: the run's steps count epochs, so that without token counts its tranches are spans of epochs."""
     notes: list[str] = []
     if not task and metric == TRAIN_LOSS:
         points = train_loss_points(steps)
@@ -254,10 +274,10 @@ def tranche_yields(
     missing: dict[str, str] = {}
     axis = "tokens"
     if points["tokens"].isna().all():
-        axis = "steps"
+        axis = "epochs" if epochs else "steps"
         missing["yield_per_btok"] = (
             "no token counts in this run (import with tokens_per_step or tokens_per_sample "
-            "to count them); tranches are spans of steps, with yields per 1k steps"
+            f"to count them); tranches are spans of {axis}, with yields {AXES[axis][0]}"
         )
         if tranche_tokens:
             raise InputError(f"run {run!r} has no token counts: tranche_tokens cannot merge its tranches")
@@ -265,6 +285,7 @@ def tranche_yields(
         missing["yield_per_btok"] = "some evaluations have no token count (neither in the eval record nor the steps)"
         points = points.dropna(subset=["tokens"])
     x = points["tokens" if axis == "tokens" else "step"].to_numpy(dtype=float)
+    per_span = AXES[axis][2]  # the tokens or steps a yield on this axis is per
     noise = eval_noise(x, points["value"].to_numpy(dtype=float)) if len(points) >= 3 else math.nan
     noise_dof = len(points) - 2
     if not math.isfinite(noise):
@@ -309,7 +330,8 @@ def tranche_yields(
             loss_start=float(a["value"]),
             loss_end=float(b["value"]),
             yield_per_btok=_per(gain, (b["tokens"] - a["tokens"]) / BILLION),
-            yield_per_kstep=_per(gain, (b["step"] - a["step"]) / 1000.0),
+            yield_per_kstep=None if epochs else _per(gain, (b["step"] - a["step"]) / 1000.0),
+            yield_per_epoch=_per(gain, b["step"] - a["step"]) if epochs else None,
             yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * (devices or 1)),
             yield_per_dollar=_per(gain, cost[i] - cost[i - 1]),
             yield_per_kwh=_per(gain, (energy[i] - energy[i - 1]) / J_PER_KWH),
@@ -320,7 +342,7 @@ def tranche_yields(
             tranche.vs_expected = gain / expected if expected > 0 and math.isfinite(gain) else None
         band = stats.evaluation_difference(gain, noise, noise_dof, level)
         if band is not None:
-            span = (b["tokens"] - a["tokens"]) / BILLION if axis == "tokens" else (b["step"] - a["step"]) / 1000.0
+            span = (b["tokens"] - a["tokens"] if axis == "tokens" else b["step"] - a["step"]) / per_span
             tranche.band = (band.low, band.high)
             tranche.within_noise = stats.verdict(band) == "within noise"
             if span > 0:
@@ -334,7 +356,11 @@ def tranche_yields(
                 "start": start,
                 "end": end,
                 "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION),
-                "yield_per_kstep": _per(change, (b["step"] - a["step"]) / 1000.0),
+                **(
+                    {"yield_per_epoch": _per(change, b["step"] - a["step"])}
+                    if epochs
+                    else {"yield_per_kstep": _per(change, (b["step"] - a["step"]) / 1000.0)}
+                ),
             }
             sub_task = key.rpartition("/")[0]
             if key.endswith(f"/{metric}") and sub_task.startswith(f"{task}/"):
@@ -381,11 +407,11 @@ def _decayed(steps: pd.DataFrame, ends: np.ndarray) -> list[bool | None]:
 
 
 def _other_series(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> dict[str, pd.DataFrame]:
-    """Every other evaluated series, by `task/metric`; a standard error (lm-eval's `acc_stderr`) is not a
-    capability: it has no yield, and a change in it is no disagreement with the loss."""
+    """Every other evaluated series, by `task/metric` (a standard error is its metric's, never a series: the ledger
+    keeps it beside the value)."""
     out = {}
     for (t, m), _ in evals.groupby(["task", "metric"], sort=True):
-        if (t, m) != (task, metric) and not str(m).endswith("_stderr"):
+        if (t, m) != (task, metric):
             out[f"{t}/{m}"] = eval_points(evals, steps, t, m)
     return out
 

@@ -193,6 +193,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
                 start_unix=read.start_unix,
                 summary=read.summary,
                 devices=(opts.devices, "given") if opts.devices else read.devices,
+                epochs=read.rows is not None and read.rows.epochs,
             )
             for run, read, mapped in planned
         ]

@@ -118,6 +118,9 @@ class Rows:
     """Where each row came from (`train.log:17`, `events...:offset 1024`), for warnings."""
     values: dict[str, np.ndarray] = field(default_factory=dict)
     present: dict[str, np.ndarray] = field(default_factory=dict)
+    epochs: bool = False
+    """The steps count epochs, not optimizer steps: a per-epoch table (Keras' CSVLogger, YOLO's results.csv), a
+    Keras `model.fit` log."""
 
     def __len__(self) -> int:
         return len(self.step)
@@ -142,6 +145,7 @@ class Rows:
             where,
             {k: v[keep] for k, v in self.values.items()},
             {k: p[keep] for k, p in self.present.items()},
+            self.epochs,
         )
 
 
@@ -149,7 +153,10 @@ def concat(parts: list[Rows]) -> Rows:
     """Rows of several files of one run, one after the other (a column missing from a file is absent there)."""
     names = list(dict.fromkeys(n for p in parts for n in p.values))
     rows = Rows(
-        ", ".join(p.source for p in parts), np.concatenate([p.step for p in parts]), [w for p in parts for w in p.where]
+        ", ".join(p.source for p in parts),
+        np.concatenate([p.step for p in parts]),
+        [w for p in parts for w in p.where],
+        epochs=all(p.epochs for p in parts),
     )
     for n in names:
         rows.values[n] = np.concatenate([p.values.get(n, np.full(len(p), np.nan)) for p in parts])

@@ -20,8 +20,8 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean
 from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
-from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.names import split_eval_key
+from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
+from yieldgate.names import STEP_UNIT, split_eval_key
 
 if TYPE_CHECKING:
     from yieldgate.manifest import Manifest
@@ -236,6 +236,46 @@ def _loss_from_parts(canon: Rows, rows: Rows, targets: Mapping[str, Target], war
     warnings.add("loss", f"{canon.source}: no total training loss logged: loss = {' + '.join(parts)}")
 
 
+# A count of the tokens one step trained on, logged where no cumulative count is: MaxText's `total_weights` (the
+# step's non-padding target tokens, its metric_logger's line; `learning/total_weights` in its TensorBoard files).
+_STEP_TOKENS = re.compile(r"^(?:learning/)?total_weights$")
+
+
+def _tokens_from_step_counts(canon: Rows, rows: Rows, targets: Mapping[str, Target], warnings: Warnings) -> str | None:
+    """`tokens` as the running sum of a per-step token count where no cumulative count is logged; returns the name
+    summed. Only over a log of every step: the tokens of a step the log skips were counted by nobody, so a log
+    with gaps gets no tokens (and a warning), not a sum that falls short."""
+    names = [name for name, t in targets.items() if t.kind == "extra" and _STEP_TOKENS.match(name)]
+    if "tokens" in canon.values or not names:
+        return None
+    name = names[0]
+    counted = rows.present[name] & np.isfinite(rows.values[name])
+    if not counted.any():
+        return None
+    # one count per step, the last logged (a step logged again after a resume is its later values)
+    steps, last = np.unique(rows.step[counted][::-1], return_index=True)
+    per_step = rows.values[name][counted][::-1][last]
+    span = int(steps[-1] - steps[0]) + 1
+    if len(steps) < span:
+        warnings.add(
+            "tokens",
+            f"{canon.source}: {name} (the tokens of one step) is logged on {len(steps)} of the {span} steps "
+            f"{steps[0]}-{steps[-1]}: not summed into tokens, since the steps it skips are not counted (give "
+            "tokens_per_step to count them)",
+        )
+        return None
+    at = np.minimum(np.searchsorted(steps, canon.step), len(steps) - 1)
+    known = steps[at] == canon.step
+    canon.values["tokens"] = np.where(known, np.cumsum(per_step)[at], np.nan)
+    canon.present["tokens"] = known
+    warnings.add(
+        "tokens",
+        f"{canon.source}: tokens = running sum of {name} (the tokens each step trained on), from step {steps[0]}"
+        + (" (a resumed run?): the tokens of the steps before it are not counted" if steps[0] > 1 else ""),
+    )
+    return name
+
+
 def _step_keeps_its_clock(canon: Rows, eval_keys: Sequence[str]) -> dict[int, float]:
     """An evaluation logged on its own line after its step's training line (TorchTitan's `validate step: 1`,
     Megatron's `validation loss at iteration N`) is timestamped when the evaluation ended: that clock goes with
@@ -292,6 +332,8 @@ def map_rows(
                 f"{canon.source}: {counter} is 0 on every row: not counted by the trainer, so not "
                 f"imported (give tokens_per_step or tokens_per_sample to count them)",
             )
+    given = tokens_per_step is not None or tokens_per_sample is not None
+    summed = None if given else _tokens_from_step_counts(canon, rows, targets, warnings)
     if tokens_per_sample is not None:
         _tokens_from_samples(canon, tokens_per_sample)
     if tokens_per_step is not None:
@@ -335,6 +377,8 @@ def map_rows(
     for key in sorted(canon.values):
         frame[key] = _nullable(canon.values[key][any_step], canon.present[key][any_step])
     mapping = {name: t.describe() for name, t in targets.items()}
+    if summed is not None:
+        mapping[summed] += "; tokens (running sum)"
     return Mapped(frame, evals, mapping)
 
 
@@ -345,7 +389,9 @@ def _same_value(a: float, b: float) -> bool:
 def settle_evals(evals: list[EvalRecord], source: str, warnings: Warnings) -> list[EvalRecord]:
     """One record per (step, portfolio, task, metric), the later kept, as the ledger keeps it; a second value
     of one task's metric at one step is named in a warning (another evaluation set is another task, so it
-    never lands here: `val` and `test` at one step are two records)."""
+    never lands here: `val` and `test` at one step are two records). A standard error read as a metric of its
+    own (lm-eval's `acc_stderr`, a table's `hellaswag/acc_stderr` column) is set as its metric's `stderr`
+    (`ledger.fold_stderr`)."""
     kept: dict[tuple[int, str, str, str], EvalRecord] = {}
     for rec in evals:
         key = (rec.step, rec.portfolio, rec.task, rec.metric)
@@ -358,7 +404,8 @@ def settle_evals(evals: list[EvalRecord], source: str, warnings: Warnings) -> li
             )
         kept.pop(key, None)
         kept[key] = rec
-    return list(kept.values())
+    folded, alone = fold_stderr(kept.values())
+    return folded + alone
 
 
 def write_import(
@@ -374,13 +421,15 @@ def write_import(
     attach: bool = False,
     summary: Mapping[str, float] | None = None,
     devices: tuple[int, str] | None = None,
+    epochs: bool = False,
 ) -> ImportResult:
     """Write one imported run in one transaction; the same records from the same source again write nothing.
 
     The run is created if needed (status `imported`); importing into an existing run merges step by step
     (several files of one resumed run, telemetry joined later). Each import is listed in the run's meta
     under `imports` with its source, content hash, mapping and warnings. `attach`: add to an existing run
-    (telemetry) and leave its status and source alone.
+    (telemetry) and leave its status and source alone. `epochs`: the source's steps count epochs, recorded as the
+    run's meta `step_unit` (`epoch`), which the analyses label their step axis by.
     """
     lines = warnings.summary()
     digest = data_digest(mapped)
@@ -428,6 +477,8 @@ def write_import(
             ledger.set_meta(run, "start_unix", start_unix)
         if devices is not None:
             ledger.set_meta(run, "devices", {"count": devices[0], "from": devices[1]})
+        if epochs:
+            ledger.set_meta(run, STEP_UNIT, "epoch")
         if summary:
             ledger.set_meta(run, "summary", {**ledger.meta(run).get("summary", {}), **summary})
         if not attach:

@@ -6,7 +6,7 @@ of `results` becomes eval records of that task, one per metric:
 - v0.4 writes a metric as `<metric>,<filter>`: the default filter `none` is dropped (`acc,none` -> `acc`); any
   other filter stays in the name (`exact_match,strict-match`), since two filters of one metric are two scores;
 - v0.3 (`results` beside `versions`) writes plain names (`acc`, `acc_stderr`, `ppl`).
-Standard errors (`acc_stderr`) are kept as their own metric (lower is better). The direction of each metric
+A standard error (`acc_stderr`) is not a metric: it is its metric's record's `stderr`. The direction of each metric
 comes from the file's own `higher_is_better` table when it has one, else from its name
 (`names.metric_direction`).
 

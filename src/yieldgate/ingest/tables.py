@@ -35,7 +35,7 @@ def rows_from_columns(
     source: str, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str], step_name: str
 ) -> Rows:
     """`Rows` from {name: (float values, present)}, the step taken from `step_name` (rows without one are
-    errors: a table row must say which step it is)."""
+    errors: a table row must say which step it is); an `epoch` column as the step makes the steps count epochs."""
     values, present = columns[step_name]
     # Past 2**53 a float no longer holds every whole number: such a "step" is a misread column, not a step.
     bad = ~present | ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > 2.0**53)
@@ -43,7 +43,7 @@ def rows_from_columns(
         i = int(np.argmax(bad))
         got = "nothing" if not present[i] else f"{float(values[i])!r}"
         raise InputError(f"{where[i]}: expected a whole step number in {step_name!r}, got {got}")
-    rows = Rows(source, values.astype(np.int64), list(where))
+    rows = Rows(source, values.astype(np.int64), list(where), epochs=step_name.lower() == "epoch")
     for name, (v, p) in columns.items():
         if name != step_name:
             rows.values[name], rows.present[name] = v, p

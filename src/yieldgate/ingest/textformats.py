@@ -88,6 +88,8 @@ class LogFormat:
     ahead: bool = False
     """Lines without a step belong to the step printed next (build-nanogpt evaluates before it prints the step's
     line), not to the one before."""
+    epochs: bool = False
+    """Its steps count epochs (one line per epoch), not optimizer steps."""
 
     def records(self, lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
         """(index of the record's first line, lines it took, values) of each record in `lines`.
@@ -531,6 +533,7 @@ FORMATS: dict[str, LogFormat] = {
             "0.3504 - val_acc: 0.8959` (Keras 2) or `7/7 ━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
             "val_accuracy: 0.5179 - val_loss: 0.6897` (Keras 3); one step per epoch",
             scan=_keras,
+            epochs=True,
             note="Keras prints one line per epoch: steps in this run count epochs (a fit that starts again at "
             "epoch 1 is counted on from the epoch before)",
         ),

@@ -235,11 +235,12 @@ def read_textlog(
     for path in paths:
         check_regular(path, "a plain-text training log")  # a FIFO or /dev/zero is refused, not waited on
         lines = read_lines(path, warnings)
+        epochs = False
         if custom is not None:
             read, name, what = custom, "pattern", "matched no pattern"
         else:
             fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
-            read, name = _format(fmt), fmt.name
+            read, name, epochs = _format(fmt), fmt.name, fmt.epochs
             what = f"are not {name} log lines"
             if fmt.note:
                 warnings.add("format", f"{path}: {fmt.note}")
@@ -277,7 +278,9 @@ def read_textlog(
         if clock is not None:
             columns["timestamp"] = (clock[0], ~np.isnan(clock[0]))  # Unix seconds until all files are read
             starts.append(clock[1])
-        parts.append(rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path))))
+        part = rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path)))
+        part.epochs = part.epochs or epochs
+        parts.append(part)
     if not parts:
         raise InputError(
             f"{', '.join(map(str, paths))}: no line matched any --pattern"

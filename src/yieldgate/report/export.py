@@ -27,6 +27,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
+from yieldgate.names import stderr_name
 
 __all__ = ["ExportResult", "export_run", "run_table", "TARGETS"]
 
@@ -52,7 +53,8 @@ class ExportResult:
 
 def run_table(ledger: Ledger, run: str) -> pd.DataFrame:
     """A run as one wide table: a row per step (step records and eval steps), core columns with data, then
-    extras, then eval keys `<task>/<metric>`. Missing values are NaN."""
+    extras, then eval keys `<task>/<metric>`, then their standard errors `<task>/<metric>_stderr` where recorded
+    (an import reads them back as standard errors). Missing values are NaN."""
     steps = ledger.steps(run, nullable=True)
     steps = steps[["step"] + [c for c in steps.columns if c != "step" and steps[c].notna().any()]]
     frame = steps.set_index("step")
@@ -63,7 +65,12 @@ def run_table(ledger: Ledger, run: str) -> pd.DataFrame:
     if len(evals):
         # One value per step and key: an eval of the same task/metric in two portfolios keeps the last.
         evals = evals.assign(key=evals["task"] + "/" + evals["metric"]).drop_duplicates(["step", "key"], keep="last")
-        frame = frame.join(evals.pivot(index="step", columns="key", values="value"), how="outer")
+        values = evals.pivot(index="step", columns="key", values="value")
+        errors = evals.dropna(subset=["stderr"])
+        if len(errors):
+            errors = errors.assign(key=errors["task"] + "/" + errors["metric"].map(stderr_name))
+            values = values.join(errors.pivot(index="step", columns="key", values="stderr"), how="outer")
+        frame = frame.join(values, how="outer")
     frame.index.name = "step"
     return frame.reset_index().astype({"step": np.int64})
 

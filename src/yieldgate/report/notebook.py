@@ -69,13 +69,13 @@ def comparison_repr(c: Comparison) -> str:
 
 def yields_repr(r: YieldReport) -> str:
     """The tranche table of `yieldgate yield` and the report's tranche-yield figure with its noise band."""
-    by_steps = r.axis == "steps"
+    by_steps = r.axis != "tokens"
     rows = [
         [
             f"{fmt(t.start_step)}-{fmt(t.end_step)}" if by_steps else f"{fmt(t.start_tokens)}-{fmt(t.end_tokens)}",
             t.loss_start,
             t.loss_end,
-            t.yield_per_kstep if by_steps else t.yield_per_btok,
+            r.rate(t),
             "-" if t.yield_band is None else f"{fmt(t.yield_band[0])} to {fmt(t.yield_band[1])}",
             t.yield_per_device_hour,
             t.yield_per_dollar,
@@ -89,7 +89,7 @@ def yields_repr(r: YieldReport) -> str:
             r.axis,
             f"{r.metric} start",
             "end",
-            "per 1k steps" if by_steps else "per B tokens",
+            r.per,
             f"noise band ({r.level:.0%})",
             f"per {r.time_unit}",
             "per $",

@@ -98,7 +98,7 @@ def forecast_figure(f: Forecast) -> Figure:
         "arrayminus": [(start - f.interval[0]) - at_end],
     }
     fig.add_trace(point)
-    axis = "optimizer steps (steps)" if f.axis == "steps" else "accepted tokens (tokens)"
+    axis = {"steps": "optimizer steps (steps)", "epochs": "epochs (epochs)"}.get(f.axis, "accepted tokens (tokens)")
     set_axes(fig, axis, "loss fitted (the metric's unit)")
     return Figure(
         "forecast",
