@@ -173,8 +173,10 @@ def test_an_interrupted_campaign_resumes_without_redoing_finished_probes(tmp_pat
             assert np.array_equal(steps, np.arange(1, len(steps) + 1))
 
 
-def test_the_ray_executor_runs_the_same_probes(tmp_path, cli, ledger_path):
+def test_the_ray_executor_runs_the_same_probes(tmp_path, cli_for, ledger_location):
+    """Ray's workers write into the same ledger: a SQLite file, and a PostgreSQL schema (the team ledger)."""
     pytest.importorskip("ray")
+    cli, ledger_path = cli_for(ledger_location), ledger_location
     spec = {"name": "ray", "recipes": {"clean": SHAKESPEARE}, "seeds": [0, 1], "budgets": [4096],
             "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 100_000}}
     out = cli.json("probe", str(write(tmp_path, spec)), "--executor", "ray", "--workers", "2")

@@ -117,7 +117,7 @@ def _hf_examples(text: np.ndarray, n: int, seed: int, pad: bool) -> list[dict[st
     return out
 
 
-def test_hf_trainer_rows_equal_log_history(corpus, tmp_path):
+def test_hf_trainer_rows_equal_log_history(corpus, tmp_path, ledger_location):
     transformers = pytest.importorskip("transformers")
     from yieldgate.track.integrations.hf import YieldgateCallback
 
@@ -133,7 +133,7 @@ def test_hf_trainer_rows_equal_log_history(corpus, tmp_path):
         report_to="none", disable_tqdm=True, use_cpu=True, dataloader_num_workers=0, seed=0,
         # The Trainer's own token count, the reference for ours (it costs a sync per microbatch; ours does not).
         include_num_input_tokens_seen="non_padding")
-    path = tmp_path / "hf.db"
+    path = ledger_location  # a SQLite file, and a PostgreSQL schema (the team ledger)
     callback = YieldgateCallback("hf-gpt2", ledger=path)
     trainer = transformers.Trainer(
         model=model, args=args, callbacks=[callback],
@@ -232,13 +232,13 @@ def gpt_cfg():
     return GPTConfig(vocab_size=256, context=CONTEXT, layers=2, width=32, heads=2)
 
 
-def test_lightning_rows_equal_its_csv_log(corpus, gpt_cfg, tmp_path):
+def test_lightning_rows_equal_its_csv_log(corpus, gpt_cfg, tmp_path, ledger_location):
     pytest.importorskip("lightning")
     from yieldgate.track.integrations.lightning import YieldgateCallback
 
     torch.manual_seed(0)
     steps, batch = 40, 8
-    path = tmp_path / "l.db"
+    path = ledger_location  # a SQLite file, and a PostgreSQL schema (the team ledger)
     callback = YieldgateCallback("lightning-gpt", ledger=path, signals="full")
     trainer = _lightning_trainer(tmp_path, callback, max_steps=steps, val_check_interval=10, gradient_clip_val=0.5)
     trainer.fit(_lightning_module(gpt_cfg), *_loaders(corpus, steps * batch, batch))
