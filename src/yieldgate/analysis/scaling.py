@@ -300,6 +300,11 @@ def fit_scaling(
         notes=notes,
         replicates=replicates,
     )
+    if law.E < 1e-3 * float(y.min()):
+        law.notes.append(
+            f"E fitted to ~0 ({law.E:.2g}): the probes lie far above the irreducible loss, so E is not identified "
+            "(its interval is not a measurement); predictions rest on A, alpha, B and beta"
+        )
     if min(law.alpha, law.beta) < 1e-6:
         which = "alpha" if law.alpha < 1e-6 else "beta"
         law.notes.append(
