@@ -151,7 +151,7 @@ COMMANDS = {
     "probe": {"--json", "--executor", "--workers", "--address"},
     "campaign": {"--json"},
     "gate": {"--json", "--policy", "--strict"},
-    "plan": {"--json", "--policy"},
+    "plan": {"--json", "--policy", "--flops", "--scaling", "--params"},
     "decisions": {"--json"},
 }
 

@@ -1769,22 +1769,46 @@ def plan(
         ),
     ],
     policy: Annotated[Path, typer.Option("--policy", help="Policy file (YAML or JSON): its stages, and max_epochs.")],
+    flops: Annotated[
+        float | None,
+        typer.Option(
+            "--flops", min=0, help="FLOP budget C: the compute-optimal N and D (C = 6ND) from the L(N, D) law."
+        ),
+    ] = None,
+    scaling: Annotated[
+        str | None,
+        typer.Option(
+            "--scaling",
+            help="Campaign recipe (CAMPAIGN/RECIPE) of 3 or more model sizes to fit L(N, D) from (default: the "
+            "target's own campaign, when it has 3 or more sizes).",
+        ),
+    ] = None,
+    params: Annotated[
+        int | None,
+        typer.Option(
+            "--params", min=1, help="Planned model's non-embedding parameters N (default: the target's manifest's)."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The data supply of every stage of a policy: for each source, the tokens the stage draws from it, how many
     times that passes its unique tokens (epochs), what the repetition is worth as new tokens (Muennighoff et al.
-    2023), and which sources to grow before a stage passes the policy's max_epochs. Nothing is stored.
+    2023), and which sources to grow before a stage passes the policy's max_epochs. With an L(N, D) law (Hoffmann
+    et al. 2022, fitted over a campaign's probes of 3 or more sizes): each stage's predicted loss for the planned
+    model, whether the stage leaves it undertrained, and for --flops the compute-optimal N and D. Nothing is stored.
 
     Example: yieldgate plan 'camp/two' --policy examples/policy.yaml
 
     Example: yieldgate plan recipe.yaml --policy examples/policy.yaml --json
+
+    Example: yieldgate plan 'sizes/clean/*/*/m3x64' --policy policy.yaml --flops 1e13 --params 2000000
     """
     from yieldgate.probe.policy import load_policy
     from yieldgate.probe.supply import plan_target
 
     parsed = load_policy(policy)
     with _ledger(ctx) as ledger:
-        result = plan_target(ledger, target, parsed)
+        result = plan_target(ledger, target, parsed, flops=flops, scaling=scaling, params=params)
     if as_json:
         _print_json(result)
     else:

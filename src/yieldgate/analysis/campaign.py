@@ -26,6 +26,8 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   validation loss at each budget (DESIGN.md: final losses of runs at several budgets, not a within-run fit
   across a decaying learning rate), and the gain and yield of going to the next budget, with the interval
   where the gain measured as the mean over the campaign's seeds should fall.
+- **Across model sizes** (`campaign_sizes`): each recipe's L(N, D) law over three or more sizes, and rank transfer:
+  how often each smaller size orders the recipes as the largest does.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
+from yieldgate.analysis.campaign_sizes import recipe_laws, sizes_of, transfer_by_budget
 from yieldgate.analysis.fit import BILLION, forecast
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
@@ -165,9 +168,12 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
     return {"order": entries, "pairs": pairs, "lower_is_better": lower_is_better}
 
 
-def decision_accuracy(means: dict[int, dict[str, float]], resolved_at_largest: set[frozenset[str]]) -> dict[str, Any]:
+def decision_accuracy(
+    means: dict[int, dict[str, float]], resolved_at_largest: set[frozenset[str]], *, axis: str = "budget"
+) -> dict[str, Any]:
     """For each budget below the largest: the share of recipe pairs ordered as the largest budget orders them
-    (by mean), over all pairs and over the pairs the largest budget resolves."""
+    (by mean), over all pairs and over the pairs the largest budget resolves. `axis` names what the keys of `means`
+    are (`budget`, or `params` for model sizes: `campaign_sizes.rank_transfer`)."""
     budgets = sorted(means)
     if len(budgets) < 2:
         return {}
@@ -183,7 +189,7 @@ def decision_accuracy(means: dict[int, dict[str, float]], resolved_at_largest: s
         agree = [np.sign(here[a] - here[b]) == np.sign(top[a] - top[b]) for a, b in pairs]
         firm = [ok for (a, b), ok in zip(pairs, agree, strict=True) if frozenset((a, b)) in resolved_at_largest]
         out[str(budget)] = {
-            "budget": budget,
+            axis: budget,
             "share_of_largest": budget / budgets[-1],
             "pairs": len(pairs),
             "accuracy": float(np.mean(agree)) if agree else None,
@@ -205,6 +211,12 @@ class CampaignSummary:
     """Recipe -> the next budget's forecast (or why there is none)."""
     probes: dict[str, int]
     """Counts by status."""
+    scaling: dict[str, Any] = field(default_factory=dict)
+    """Recipe -> its L(N, D) law with intervals (or why there is none), for a campaign of several model sizes
+    (`campaign_sizes.recipe_laws`)."""
+    rank_transfer: dict[str, Any] = field(default_factory=dict)
+    """Budget -> smaller size's N -> how often it orders recipe pairs (by bits per byte) as the largest size does
+    (`campaign_sizes.rank_transfer`)."""
     failed: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -213,9 +225,10 @@ class CampaignSummary:
 
 
 def summarise(
-    ledger: Ledger, campaign: str, *, level: float | None = None, next_budget: int | None = None
+    ledger: Ledger, campaign: str, *, level: float | None = None, next_budget: int | None = None, boots: int = 100
 ) -> CampaignSummary:
-    """Rank the campaign's finished probes; see the module docstring."""
+    """Rank the campaign's finished probes; see the module docstring (and `campaign_sizes`' for a campaign of
+    several model sizes; `boots`: its L(N, D) fits' bootstrap refits)."""
     record = ledger.campaign(campaign)
     spec = record["spec"]
     level = level if level is not None else float(spec.get("level", 0.9))
@@ -269,6 +282,7 @@ def summarise(
     target = next_budget or spec.get("next_budget") or (2 * max(budgets) if budgets else None)
     forecasts = {recipe: _forecast(points, target, level) for recipe, points in finals.items()}
     failed = {r.run: r.error or "" for r in runs.itertuples(index=False) if r.status == "failed"}
+    sizes = sizes_of(ledger, runs) if len(models) > 1 else {}
     return CampaignSummary(
         campaign=campaign,
         level=level,
@@ -279,6 +293,8 @@ def summarise(
         probes={str(k): int(v) for k, v in runs["status"].value_counts().items()},
         failed=failed,
         notes=notes,
+        scaling=recipe_laws(ledger, runs, level=level, target_tokens=target, boots=boots) if sizes else {},
+        rank_transfer=transfer_by_budget(scores, sizes, BPB, level=level) if sizes else {},
     )
 
 

@@ -185,11 +185,67 @@ def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
     return found[0][0], found[0][1]
 
 
-def plan_target(ledger: Ledger, target: str, policy: Policy) -> dict[str, Any]:
-    """`yieldgate plan`: `plan` for `target`'s recipe under `policy`'s stages and max_epochs."""
-    recipe, params = target_recipe(ledger, target)
-    return {
+def plan_target(
+    ledger: Ledger,
+    target: str,
+    policy: Policy,
+    *,
+    flops: float | None = None,
+    scaling: str | None = None,
+    params: int | None = None,
+) -> dict[str, Any]:
+    """`yieldgate plan`: `plan` for `target`'s recipe under `policy`'s stages and max_epochs; and, from the L(N, D)
+    law of campaign recipe `scaling` (default: the target's own, when its campaign has 3 or more model sizes), each
+    stage's predicted loss at `params` (default: the target's model's non-embedding parameters) and the
+    compute-optimal N and D for `flops` (`sizing`)."""
+    from yieldgate.analysis.scaling import MIN_SIZES
+    from yieldgate.probe.sizing import campaign_law, sizing
+
+    recipe, total = target_recipe(ledger, target)
+    out = {
         "target": target,
         "policy": f"{policy.name}@{policy.version}",
-        **plan(recipe, policy.stages, policy.requirements.max_epochs, params),
+        **plan(recipe, policy.stages, policy.requirements.max_epochs, total),
     }
+    own, planned = _target_probe(ledger, target)
+    ref = scaling or (own if own and _sizes(ledger, own) >= MIN_SIZES else None)
+    if ref is None:
+        if flops is not None:
+            raise InputError(
+                f"a FLOP budget needs an L(N, D) law, and {target!r} is no probe of a campaign of {MIN_SIZES} or more "
+                "model sizes: name the campaign recipe to fit it from (CAMPAIGN/RECIPE)"
+            )
+        return out
+    name, law = campaign_law(ledger, ref, level=policy.requirements.level)
+    n = params if params is not None else planned
+    section = sizing(
+        law, policy.stages, params=n, flops=flops, recipe=recipe, max_epochs=policy.requirements.max_epochs
+    )
+    out["sizing"] = {"scaling": name, **section}
+    return out
+
+
+def _target_probe(ledger: Ledger, target: str) -> tuple[str | None, int | None]:
+    """(`campaign/recipe` when every run of `target` is a probe of one campaign recipe, the runs' non-embedding
+    parameters when they share one N); (None, None) for a file."""
+    from yieldgate.probe.evidence import target_runs
+
+    if Path(target).is_file():
+        data = read_structured_file(target)
+        model = parse_manifest(data, target).model if isinstance(data, dict) and "data" in data else None
+        return None, model.non_embedding_params if model else None
+    runs, _ = target_runs(ledger, target)
+    probes = {(p["campaign"], p["recipe"]) for p in (ledger.meta(r).get("probe") for r in runs) if isinstance(p, dict)}
+    manifests = [ledger.manifest(r) for r in runs]
+    sizes = {m.model.non_embedding_params for m in manifests if m is not None and m.model is not None}
+    own = "/".join(next(iter(probes))) if len(probes) == 1 else None
+    return own, (next(iter(sizes)) if len(sizes) == 1 else None)
+
+
+def _sizes(ledger: Ledger, ref: str) -> int:
+    """Model sizes among the finished probes of campaign recipe `ref`."""
+    from yieldgate.analysis.campaign import probe_runs
+
+    campaign, _, recipe = ref.partition("/")
+    runs = probe_runs(ledger, campaign)
+    return int(runs.loc[(runs["recipe"] == recipe) & (runs["status"] == "finished"), "model"].nunique())

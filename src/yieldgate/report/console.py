@@ -19,6 +19,9 @@ __all__ = [
     "ranking_tables",
     "accuracy_lines",
     "forecast_lines",
+    "scaling_lines",
+    "sizing_lines",
+    "transfer_lines",
     "CHECK_RESULT",
     "decision_record",
     "policy_label",
@@ -138,6 +141,53 @@ def forecast_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def transfer_lines(summary: dict[str, Any]) -> list[str]:
+    """Rank transfer, one line per budget and smaller model size: how often it orders recipe pairs as the largest
+    size does (a summary stored before rank transfer existed has none)."""
+    lines = []
+    for budget, by_size in sorted(summary.get("rank_transfer", {}).items(), key=lambda item: int(item[0])):
+        for e in sorted(by_size.values(), key=lambda e: e["params"]):
+            share = "-" if e["accuracy"] is None else f"{e['accuracy']:.0%}"
+            firm = (
+                ""
+                if e["accuracy_resolved"] is None
+                else f"; {e['accuracy_resolved']:.0%} of the {e['resolved_pairs']} it resolves"
+            )
+            lines.append(
+                f"rank transfer at {int(budget):,} tokens: {e['size']} (N = {e['params']:,}, "
+                f"{e['share_of_largest']:.0%} of {e['largest']}) orders {share} of {e['pairs']} recipe pairs as "
+                f"{e['largest']} does{firm}"
+            )
+    return lines
+
+
+def scaling_lines(summary: dict[str, Any]) -> list[str]:
+    """Each recipe's L(N, D) law with its intervals and its prediction, or why there is none."""
+    lines = []
+    for recipe, law in summary.get("scaling", {}).items():
+        if not law["available"]:
+            lines.append(f"L(N, D) {recipe}: none ({law['reason']})")
+            continue
+        iv = law["intervals"]
+        terms = ", ".join(
+            f"{k} = {fmt(law[k], 3)} [{fmt(iv[k][0], 3)}, {fmt(iv[k][1], 3)}]" for k in ("E", "A", "alpha", "B", "beta")
+        )
+        lines.append(
+            f"L(N, D) {recipe} = E + A/N^alpha + B/D^beta over {len(law['sizes'])} sizes, {law['probes']} probes, "
+            f"{law['points']} stable-phase evaluations: {terms} ({law['level']:.0%}, {law['boots']} refits resampling "
+            f"{law['resampled']}; residual {fmt(law['noise'], 2)} in log loss)"
+        )
+        p = law.get("prediction")
+        if p:
+            lines.append(
+                f"L(N, D) {recipe} predicts {fmt(p['loss'])} [{fmt(p['interval'][0])}, {fmt(p['interval'][1])}] "
+                f"(one probe: [{fmt(p['measured_interval'][0])}, {fmt(p['measured_interval'][1])}]) at N = "
+                f"{p['params']:,.0f}, D = {p['tokens']:,.0f} tokens, at constant LR"
+            )
+        lines += [f"L(N, D) {recipe}: {n}" for n in law["notes"]]
+    return lines
+
+
 def render_campaign(console: Console, summary: dict[str, Any]) -> None:
     """A campaign summary (`analysis.campaign.summarise`, as stored) as tables and lines."""
     for title, headers, rows in ranking_tables(summary):
@@ -145,7 +195,8 @@ def render_campaign(console: Console, summary: dict[str, Any]) -> None:
         for row in rows:
             table.add_row(*row)
         console.print(table)
-    for line in accuracy_lines(summary) + forecast_lines(summary) + [f"note: {n}" for n in summary["notes"]]:
+    lines = accuracy_lines(summary) + transfer_lines(summary) + forecast_lines(summary) + scaling_lines(summary)
+    for line in lines + [f"note: {n}" for n in summary["notes"]]:
         console.print(line, markup=False, highlight=False)
 
 
@@ -223,6 +274,37 @@ def render_plan(console: Console, plan: dict[str, Any]) -> None:
         console.print(
             "?: unique tokens not recorded (manifest data.sources[].unique_tokens)", markup=False, highlight=False
         )
+    if "sizing" in plan:
+        for line in sizing_lines(plan["sizing"]):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def sizing_lines(sizing: dict[str, Any]) -> list[str]:
+    """`yieldgate plan`'s model-size section (`probe.sizing.sizing`): the law, each stage's predicted loss and
+    tokens per parameter against the fitted optimum, and the compute-optimal N and D of a FLOP budget."""
+    law = sizing["law"]
+    lines = scaling_lines({"scaling": {sizing["scaling"]: {"available": True, **law}}})
+    if sizing["params"] is not None:
+        lines.append(f"planned model: N = {sizing['params']:,} non-embedding parameters")
+    for s in sizing["stages"]:
+        p = s["prediction"]
+        lines.append(
+            f"{s['stage']}: predicted loss {fmt(p['loss'])} [{fmt(p['interval'][0])}, {fmt(p['interval'][1])}] at "
+            f"{s['tokens']:,} tokens (constant LR); {s['tokens_per_param']:.3g} tokens per parameter, fitted "
+            f"optimum {s['optimal_tokens_per_param']:.3g}" + (f"; {s['advice']}" if s["advice"] else "")
+        )
+    f = sizing["flops"]
+    if f is not None:
+        iv, p = f["intervals"], f["prediction"]
+        lines.append(
+            f"compute-optimal at {f['flops']:.3g} FLOPs: N = {f['params']:,.0f} [{iv['params'][0]:,.0f}, "
+            f"{iv['params'][1]:,.0f}], D = {f['tokens']:,.0f} [{iv['tokens'][0]:,.0f}, {iv['tokens'][1]:,.0f}] tokens "
+            f"({f['tokens_per_param']:.3g} per parameter), predicted loss {fmt(p['loss'])} [{fmt(p['interval'][0])}, "
+            f"{fmt(p['interval'][1])}]"
+        )
+        if f["advice"]:
+            lines.append(("undertrained for the token supply: " if f["undertrained"] else "") + f["advice"])
+    return lines + [f"note: {n}" for n in sizing["notes"]]
 
 
 def decision_record(row: dict[str, Any]) -> dict[str, Any]:
