@@ -240,3 +240,17 @@ def test_a_wsd_probe_separates_the_stable_phase_yield_from_the_cooldown_gain():
     assert scores[YIELD] > scores[STABLE_YIELD]  # the second half's yield counts the cooldown's gain as data
     constant = steps.assign(lr=1e-3)
     assert STABLE_YIELD not in probe_scores(evals, None, constant) and COOLDOWN_GAIN not in probe_scores(evals)
+
+
+def test_probes_keep_the_mfu_warning_out_of_the_terminal_and_no_other(caplog):
+    """A CPU has no known peak FLOP/s: every probe's Tracker says MFU is not recorded (its meta keeps why); the
+    campaign's terminal does not repeat it, and any other warning still shows."""
+    import logging
+
+    from yieldgate.probe.campaign import quiet_mfu_warnings
+
+    log = logging.getLogger("yieldgate.track")
+    with caplog.at_level(logging.WARNING, logger="yieldgate.track"), quiet_mfu_warnings():
+        log.warning("yieldgate: %s not recorded for run %r: %s", "mfu", "p", "unknown device 'cpu'")
+        log.warning("yieldgate: %s not recorded for run %r: %s", "signals/gns", "p", "one microbatch")
+    assert [r.getMessage() for r in caplog.records] == ["yieldgate: signals/gns not recorded for run 'p': one microbatch"]

@@ -460,7 +460,7 @@ def _worker_init(threads: int) -> None:
 
 
 def _no_mfu_warning(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("yieldgate: MFU not recorded")
+    return not record.getMessage().startswith("yieldgate: mfu not recorded")
 
 
 @contextmanager
