@@ -65,9 +65,14 @@ def test_resumed_run_in_a_second_events_file(ledger, tmp_path):
     assert ledger.evals("tb")["step"].tolist() == [5, 10]
     # Steps 6 and 7 repeat every value but the wall time: logged again, the later kept (one warning each).
     second = event_files(log)[1]
-    assert [w.split(" with ")[0] for w in res.warnings] == [
+    *relogged, restart = res.warnings
+    assert restart.startswith(f"{second}: offset 88: the steps go back from 7 to 6 (a restart from a checkpoint?)")
+    assert [w.split(" with ")[0] for w in relogged] == [
         f"{second}: offset 88: step 6 logged again", f"{second}: offset 258: step 7 logged again"]
-    assert all(w.endswith("the later values are kept") for w in res.warnings)
+    assert all(w.endswith("the later values are kept") for w in relogged)
+    # The restart is a resume event: the checkpoint's step 5, steps 6 and 7 done twice (goodput counts them).
+    (event,) = ledger.events("tb", kind="resume")["body"]
+    assert event["old"] == {"step": 7} and event["resume"] == {"step": 5} and event["source"] == "import"
 
 
 def test_truncated_tail_keeps_the_records_before_it(ledger, tmp_path):

@@ -113,6 +113,13 @@ def _expected_points(led: Ledger, run: str, series: str) -> int:
     raise AssertionError(f"unknown series {series}")
 
 
+def check_frontier(traces: list[dict]) -> None:
+    """A frontier plot: one point per run, and the Pareto front's line through at least one and at most all of them."""
+    points = [t for t in traces if t["series"] == "frontier:point"]
+    (front,) = [t for t in traces if t["series"] == "frontier:front"]
+    assert front["name"] == "Pareto front" and all(t["n"] == 1 for t in points) and 1 <= front["n"] <= len(points)
+
+
 @pytest.mark.slow
 def test_report_json_and_png_files(written):
     out, result = written
@@ -162,12 +169,15 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
 
     runs = {f["id"]: {html.unescape(t["name"]) for t in f["traces"]} for f in plots}
     everyone, probes, costed = {"probe/s0", EVIL, "costed/s0", "costed/s1"}, {"probe/s0", EVIL}, {"costed/s0", "costed/s1"}
-    assert runs == {"loss-tokens": everyone, "loss-time": everyone, "loss-cost": costed,
+    assert runs == {"loss-tokens": everyone, "loss-time": everyone, "loss-cost": costed, "frontier": everyone | {"Pareto front"},
                     "throughput-learning": everyone, "tranche-yields": everyone, "yield-per-source": probes, "yield-capability": probes,
                     "signals-gns": probes, "signals-update-ratio": probes, "signals-clipping": probes}
     checked = 0
     with Ledger(runs_db, readonly=True) as led:
         for figure in plots:
+            if figure["id"].endswith("frontier"):
+                check_frontier(figure["traces"])
+                continue
             for t in figure["traces"]:
                 expected = _expected_points(led, html.unescape(t["name"]), t["series"])
                 assert t["n"] == expected > 0, (figure["id"], t["name"], t["series"])

@@ -535,11 +535,15 @@ FITS_JS = "document.documentElement.scrollWidth <= window.innerWidth"
 def _check_plots(page, db: Path, names: set[str]) -> int:
     """Every trace of every plot on the page: named after one of `names` (escaped as plotly needs) and holding
     as many points as the ledger has for its series after the documented downsampling (`test_report`'s count)."""
-    from .test_report import _expected_points
+    from .test_report import _expected_points, check_frontier
 
     checked = 0
     with Ledger(db, readonly=True) as led:
         for plot in page.evaluate(PLOTS_JS):
+            if plot["id"].endswith("frontier"):
+                check_frontier(plot["traces"])
+                assert {html.unescape(t["name"]) for t in plot["traces"]} - {"Pareto front"} <= names
+                continue
             for t in plot["traces"]:
                 run = html.unescape(t["name"])
                 assert run in names and t["name"] == html.escape(run, quote=False), (plot["id"], t)

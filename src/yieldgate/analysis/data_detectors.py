@@ -119,7 +119,7 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     val = val[np.isfinite(val.to_numpy(dtype=float))]
     if len(val) < OVERFIT_MIN_EVALS:
         raise NotRun(f"{len(val)} evaluations of val/loss: overfitting needs at least {OVERFIT_MIN_EVALS}")
-    trained = "loss" in sig.steps and np.isfinite(sig.steps["loss"].to_numpy(dtype=float)).any()
+    has_train_loss = "loss" in sig.steps and np.isfinite(sig.steps["loss"].to_numpy(dtype=float)).any()
     steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
     best = int(np.argmin(values))
     if len(values) - best - 1 < OVERFIT_AFTER:
@@ -139,7 +139,7 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     after = slice(best + 1, None)
     rise, rise_se = _line(steps[after], values[after], sigma)
     epochs = sig.epochs()
-    if not trained:
+    if not has_train_loss:
         if not rise > OVERFIT_Z * rise_se:
             return None
         return {

@@ -423,7 +423,7 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
 
 def _restarts(rows: Rows, warnings: Warnings) -> None:
     """Find where a run restarted from a checkpoint: among the rows of the kind logged most (the training
-    lines), a step at or below the step of the row before it in file order. Each becomes a `resume` event body: the last
+    lines), a step below the step of the row before it in file order. Each becomes a `resume` event body: the last
     step before (`old`), the checkpoint's step (`resume`: one before the first step logged again), and, read off
     the log's clock (`wall_s`, before clock resets are offset), `lost_s`, the time of the steps done again, and
     `down_s`, the gap to the first line after the restart where the clock ran on through it."""
@@ -435,7 +435,7 @@ def _restarts(rows: Rows, warnings: Warnings) -> None:
     steps = rows.step[at]
     clock = rows.values.get("wall_s")
     timed = rows.present.get("wall_s")
-    for i in np.nonzero(steps[1:] <= steps[:-1])[0] + 1:
+    for i in np.nonzero(steps[1:] < steps[:-1])[0] + 1:
         last = i - 1  # the last row before the restart
         body: dict[str, Any] = {
             "source": "import",
