@@ -236,13 +236,3 @@ def test_an_import_that_reads_nothing_is_refused(ledger, tmp_path):
                                          r"metric and found no metric at all"):
         import_run(ledger, "table", [str(path)], ImportOptions(run="t"))
     assert len(ledger.runs()) == 0
-
-
-def test_a_metric_name_with_a_control_character_is_imported_under_a_safe_name(ledger, tmp_path):
-    """A damaged log's metric name holding a control character (found by the mutation soak on a Megatron log) is
-    kept as an `imported/` extra with `_` in the character's place, not refused with a message naming no file."""
-    path = tmp_path / "m.csv"
-    path.write_text("step,loss,tflop_per_\x11_gpu\n1,5.0,10\n2,4.0,11\n")
-    import_run(ledger, "table", [str(path)], ImportOptions(run="c"))
-    extras = ledger.extras("c")
-    assert set(extras["key"]) == {"imported/tflop_per___gpu"} and extras["value"].tolist() == [10.0, 11.0]

@@ -225,7 +225,9 @@ def _fit(logn: np.ndarray, logd: np.ndarray, logl: np.ndarray, start: np.ndarray
 def _theta(p: np.ndarray) -> np.ndarray:
     """(E, A, alpha, B, beta) back to the optimiser's (a, b, e, alpha, beta)."""
     e, a, alpha, b, beta = p
-    return np.array([math.log(a), math.log(b), math.log(e), alpha, beta])
+    # E (or A, B) fitted to 0 is exp(e) underflowed: its log is taken at the smallest positive float instead.
+    tiny = np.finfo(float).tiny
+    return np.array([math.log(max(a, tiny)), math.log(max(b, tiny)), math.log(max(e, tiny)), alpha, beta])
 
 
 def fit_scaling(

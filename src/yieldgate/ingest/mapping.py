@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from yieldgate.errors import InputError
-from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key, metric_direction, unsafe_character
+from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key, metric_direction
 
 __all__ = ["Target", "guess", "resolve_mapping", "parse_map_options", "STEP_NAMES", "IMPORTED"]
 
@@ -226,9 +226,6 @@ def _unit(name: str) -> tuple[str, float]:
 
 
 def _imported(name: str) -> Target:
-    # A character that must not reach a terminal (a control or bidi character: a damaged log) becomes `_`; the
-    # mapping the import reports shows the source name beside it.
-    name = "".join("_" if unsafe_character(char) else char for char in name)
     parts = [p for p in re.split(r"/+", name.strip()) if p]
     return Target("extra", "/".join([IMPORTED, *parts]) if parts else f"{IMPORTED}/unnamed")
 
