@@ -236,3 +236,13 @@ def test_an_import_that_reads_nothing_is_refused(ledger, tmp_path):
                                          r"metric and found no metric at all"):
         import_run(ledger, "table", [str(path)], ImportOptions(run="t"))
     assert len(ledger.runs()) == 0
+
+
+def test_a_metric_name_with_a_control_character_is_refused_naming_the_file(ledger, tmp_path):
+    """A damaged log's metric name holding a control character (found by the mutation soak on a Megatron log) is
+    refused in one line that names the file, and nothing is written."""
+    path = tmp_path / "m.csv"
+    path.write_text("step,loss,tflop_per_\x11_gpu\n1,5.0,10\n2,4.0,11\n")
+    with pytest.raises(InputError, match=r"m\.csv: the metric name .* holds U\+0011") as err:
+        import_run(ledger, "table", [str(path)], ImportOptions(run="c"))
+    assert "\n" not in str(err.value) and len(ledger.runs()) == 0

@@ -21,7 +21,7 @@ from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean
 from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
-from yieldgate.names import STEP_UNIT, split_eval_key
+from yieldgate.names import STEP_UNIT, split_eval_key, unsafe_character
 
 if TYPE_CHECKING:
     from yieldgate.manifest import Manifest
@@ -431,6 +431,12 @@ def write_import(
     (telemetry) and leave its status and source alone. `epochs`: the source's steps count epochs, recorded as the
     run's meta `step_unit` (`epoch`), which the analyses label their step axis by.
     """
+    for key in mapped.steps.columns:
+        unsafe = unsafe_character(str(key))
+        if unsafe is not None:  # the ledger refuses such a name too, but without saying which file held it
+            raise InputError(
+                f"{source}: the metric name {str(key)!r} holds {unsafe}; fix the name in the file (a damaged log?)"
+            )
     lines = warnings.summary()
     digest = data_digest(mapped)
     result = ImportResult(
