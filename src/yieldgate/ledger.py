@@ -1257,50 +1257,48 @@ class Ledger:
                 raise InputError(f"eval record {i}: {r.task!r}/{r.metric!r} is not allowed: it holds {unsafe}")
             given.append(r)
         folded, alone = fold_stderr(given)
-        rows = [
-            (
+
+        def given_direction(r: EvalRecord) -> bool:
+            return higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)
+
+        def row(r: EvalRecord, metric: str, value: float | None, stderr: float | None, hib: bool) -> tuple[Any, ...]:
+            tokens = None if r.tokens is None else float(r.tokens)
+            wall = None if r.wall_s is None else float(r.wall_s)
+            return (
                 int(r.step),
-                None if r.tokens is None else float(r.tokens),
-                None if r.wall_s is None else float(r.wall_s),
+                tokens,
+                wall,
                 r.portfolio,
                 r.portfolio_version,
                 r.task,
-                r.metric,
-                float(r.value),
-                int(higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)),
-                _given(r.stderr),
+                metric,
+                value,
+                int(hib),
+                stderr,
             )
-            for r in folded
-        ]
+
         columns = (
             "run_id, step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, higher_is_better, stderr"
         )
-        key = "ON CONFLICT (run_id, step, portfolio, portfolio_version, task, metric)"
+        insert = f"INSERT INTO evals ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+        insert += "(run_id, step, portfolio, portfolio_version, task, metric) DO UPDATE SET "
         with self.transaction():
             run_id = self.run_id(run)
             self._db.executemany(
-                f"INSERT INTO evals ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {key} DO UPDATE SET "
-                "tokens = excluded.tokens, wall_s = excluded.wall_s, value = excluded.value, "
+                insert + "tokens = excluded.tokens, wall_s = excluded.wall_s, value = excluded.value, "
                 "higher_is_better = excluded.higher_is_better, stderr = COALESCE(excluded.stderr, evals.stderr)",
-                [(run_id, *r) for r in rows],
+                [(run_id, *row(r, r.metric, float(r.value), _given(r.stderr), given_direction(r))) for r in folded],
             )
-            for r in alone:
-                metric = str(stderr_of(r.metric))
-                self._db.execute(
-                    f"INSERT INTO evals ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) {key} DO UPDATE SET "
-                    "stderr = excluded.stderr",
-                    (
-                        run_id,
-                        int(r.step),
-                        None if r.tokens is None else float(r.tokens),
-                        None if r.wall_s is None else float(r.wall_s),
-                        r.portfolio,
-                        r.portfolio_version,
-                        r.task,
-                        metric,
-                        int(higher_is_better(metric)),
-                        _given(r.value),
-                    ),
+            # A standard error whose metric is not among these records: its metric's row (stored, or one with no
+            # value yet) takes it.
+            if alone:
+                metrics = [str(stderr_of(r.metric)) for r in alone]
+                self._db.executemany(
+                    insert + "stderr = excluded.stderr",
+                    [
+                        (run_id, *row(r, m, None, _given(r.value), higher_is_better(m)))
+                        for r, m in zip(alone, metrics, strict=True)
+                    ],
                 )
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return len(given)
