@@ -190,37 +190,32 @@ def overfitting(sig: RunSignals) -> list[Finding]:
     epochs = ev["epochs"]
     best = ev["best_step"]
     seen = f" after {epochs:g} epochs" if epochs is not None else " then"
+    more_epochs = 0.15 if epochs is not None and epochs >= 2 else 0.0
     if "gap_growth" not in ev:  # no training loss: the held-out loss's rise alone, weaker evidence than a gap
-        confidence = 0.4 + min(0.2, (ev["val_rise_z"] - OVERFIT_Z) / 40) + (0.15 if epochs and epochs >= 2 else 0.0)
-        return [
-            Finding(
-                cause="overfitting",
-                start_step=best,
-                end_step=ev["last_step"],
-                confidence=_clip(confidence),
-                detector="heldout_rise",
-                evidence=ev,
-                advice=f"the held-out loss was best at step {best} and has risen by {ev['val_change_after_best']:.3g} "
-                f"({ev['val_rise_z']:g} standard errors) since{seen} while training went on: overfitting or exhausted "
-                f"data (no training loss was recorded to show the gap); keep the checkpoint of step {best}, add "
-                "fresh unique data or regularise before training longer",
-            )
-        ]
-    confidence = 0.5 + min(0.25, (ev["gap_growth_z"] - OVERFIT_Z) / 40)
-    if epochs is not None and epochs >= 2:
-        confidence += 0.15
+        detector, confidence = "heldout_rise", 0.4 + min(0.2, (ev["val_rise_z"] - OVERFIT_Z) / 40) + more_epochs
+        advice = (
+            f"the held-out loss was best at step {best} and has risen by {ev['val_change_after_best']:.3g} "
+            f"({ev['val_rise_z']:g} standard errors) since{seen} while training went on: overfitting or exhausted "
+            f"data (no training loss was recorded to show the gap); keep the checkpoint of step {best}, add "
+            "fresh unique data or regularise before training longer"
+        )
+    else:
+        detector, confidence = "train_val_gap", 0.5 + min(0.25, (ev["gap_growth_z"] - OVERFIT_Z) / 40) + more_epochs
+        advice = (
+            f"the held-out loss was best at step {best} and the train-validation gap has widened by "
+            f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep "
+            f"the checkpoint of step {best}, add fresh unique data, or regularise (weight decay, "
+            "dropout, fewer epochs) before training longer"
+        )
     return [
         Finding(
             cause="overfitting",
             start_step=best,
             end_step=ev["last_step"],
             confidence=_clip(confidence),
-            detector="train_val_gap",
+            detector=detector,
             evidence=ev,
-            advice=f"the held-out loss was best at step {best} and the train-validation gap has widened by "
-            f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep "
-            f"the checkpoint of step {best}, add fresh unique data, or regularise (weight decay, "
-            "dropout, fewer epochs) before training longer",
+            advice=advice,
         )
     ]
 
