@@ -66,7 +66,7 @@ def test_a_resumed_tracker_run_counts_its_checkpoints_and_the_steps_it_redid(tex
     assert good.checkpoint_s == pytest.approx(sum(saves.values()) - saves[20], abs=0.01)
     # The lost work: from the step-20 record to the step-23 record of the first attempt.
     assert good.lost_s == pytest.approx(first[23] - first[20], rel=0.1, abs=0.01)
-    assert good.estimated == [] and good.down_s == 0.0
+    assert good.estimated == [] and good.unmeasured == [] and good.down_s == 0.0
     assert good.share == pytest.approx((wall - good.checkpoint_s - good.lost_s) / wall)
     assert 0.0 < good.share < 1.0
 
@@ -103,3 +103,5 @@ def test_a_log_without_restarts_or_timed_saves_says_so(cli_for, tmp_path):
     cli = cli_for(ledger)
     cli("import", "table", str(log), "--run", "p")
     assert "goodput 100.0% of 0.0278 h (checkpoint saves not timed)" in cli("show", "p").stdout
+    assert cli.json("show", "p")["goodput"]["unmeasured"] == [
+        "checkpoint saves: none timed (Tracker.checkpoint, time/checkpoint_s)"]

@@ -51,6 +51,9 @@ class Goodput:
     """Seconds the job was down between a crash and its restart, where a log's clock ran on through it."""
     estimated: list[str] = field(default_factory=list)
     """What was priced at the median step time instead of read off a record."""
+    unmeasured: list[str] = field(default_factory=list)
+    """Losses the run recorded nothing of (no checkpoint save timed): `share` does not count them, so it is an
+    upper bound."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -119,6 +122,7 @@ def goodput(
         lost_s=lost_s,
         down_s=down_s,
         estimated=estimated,
+        unmeasured=[] if saves else ["checkpoint saves: none timed (Tracker.checkpoint, time/checkpoint_s)"],
     )
 
 
