@@ -233,8 +233,9 @@ def test_an_older_ledger_gets_its_durations_on_upgrade(ledger_path):
         led.create_run("no-clock")
         led.append_steps("no-clock", {"step": [1], "loss": [2.0]})
     # Back to the schema before 0007_run_lifecycle, as an older yieldgate left it.
-    _execute(ledger_path, "ALTER TABLE step_blocks DROP COLUMN wall_s_max", "DROP TABLE run_tags",
-             "ALTER TABLE runs DROP COLUMN note", "DELETE FROM schema_migrations WHERE name = '0007_run_lifecycle'")
+    _execute(ledger_path, "DROP INDEX step_blocks_summary", "ALTER TABLE step_blocks DROP COLUMN wall_s_max",
+             "DROP TABLE run_tags", "ALTER TABLE runs DROP COLUMN note",
+             "DELETE FROM schema_migrations WHERE name IN ('0007_run_lifecycle', '0009_listing_index')")
     with Ledger(ledger_path) as led:
         runs = led.runs().set_index("name")
     assert runs.loc["old", "duration_s"] == 7.25 and np.isnan(runs.loc["no-clock", "duration_s"])
@@ -492,15 +493,38 @@ def test_a_command_that_changes_runs_creates_no_ledger(cli_for, tmp_path, args):
     assert not ledger_path.exists()
 
 
-def test_listing_runs_loads_neither_pandas_nor_the_manifest_models(ledger_path, three):
-    """`yieldgate runs` must start fast (< 1 s over 10,000 runs: benchmarks/bench_ledger.py): pandas and the
-    manifest's pydantic models alone take ~0.7 s to import. The listing reads the ledger into plain dicts; this
-    checks it stays that way."""
+@pytest.mark.parametrize("sort", [None, "tokens"])
+def test_listing_runs_loads_neither_pandas_nor_numpy_nor_pydantic(ledger_path, three, sort):
+    """`yieldgate runs` must start fast (< 1 s over 10,000 runs: benchmarks/bench_ledger.py): pandas, numpy and
+    pydantic (the manifest's models, or typer's option checks from 0.29 on) take ~0.7 s to import. The listing
+    reads the ledger into plain dicts; this checks it stays that way."""
     import subprocess
     import sys
 
+    args = ["--sort", sort] if sort else []
     probe = ("import sys\nfrom yieldgate.cli import main\nsys.argv = ['yieldgate', '--ledger', sys.argv[1], 'runs', "
-             "'--sort', 'tokens']\ntry:\n    main()\nfinally:\n    print('loaded:', sorted(m for m in ('pandas.core', "
-             "'yieldgate.manifest', 'scipy', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe, str(ledger_path)], capture_output=True, text=True, timeout=60)
+             "*sys.argv[2:]]\ntry:\n    main()\nfinally:\n    print('loaded:', sorted(m for m in ('pandas.core', "
+             "'numpy', 'pydantic', 'yieldgate.manifest', 'scipy', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe, str(ledger_path), *args], capture_output=True, text=True,
+                         timeout=60)
     assert "bs64-seed0" in out.stdout and "loaded: []" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("lookup", [1000, 0])
+def test_a_page_of_runs_has_the_totals_of_the_whole_listing(ledger_path, three, lookup, monkeypatch):
+    """`list_runs` reads steps and evals for the runs it shows only; what it shows equals the full records, when
+    they are looked up by name and when they are read in one pass (`LOOKUP_RUNS` 0)."""
+    from yieldgate.analysis.listing import list_runs, select_runs
+
+    monkeypatch.setattr("yieldgate.ledger.LOOKUP_RUNS", lookup)
+    with Ledger(ledger_path) as led:
+        led.create_run("empty")
+        everything = led.run_records()
+        for kwargs in ({"limit": 2}, {"limit": 2, "sort": "tokens"}, {"patterns": ["bs64-*"]}, {"limit": 0}):
+            rows, matched = list_runs(led, **kwargs)
+            assert (rows, matched) == select_runs(everything, **kwargs)
+        bare = led.run_records(totals=False)
+    assert {r["steps"] for r in bare} == {None}
+    empty = next(r for r in everything if r["name"] == "empty")
+    assert empty["steps"] == 0 and empty["tokens"] is None and empty["last_eval_value"] is None
+    assert next(r for r in everything if r["name"] == "bs64-seed1")["last_eval_value"] == 2.25

@@ -84,20 +84,19 @@ def runs(
     `analysis.runs.select_runs`)."""
     import pandas as pd
 
-    from yieldgate.analysis.listing import select_runs
+    from yieldgate.analysis.listing import list_runs
     from yieldgate.ledger import RUN_COLUMNS
 
     with _open(ledger, readonly=True) as led:
-        records = led.run_records()
-    rows, _ = select_runs(
-        records,
-        patterns=_many(patterns),
-        tags=list(tags),
-        statuses=_many(status),
-        sort=sort,
-        reverse=reverse,
-        limit=limit,
-    )
+        rows, _ = list_runs(
+            led,
+            patterns=_many(patterns),
+            tags=list(tags),
+            statuses=_many(status),
+            sort=sort,
+            reverse=reverse,
+            limit=limit,
+        )
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
 
 

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from yieldgate import __version__
+from yieldgate import __version__, lazy
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.ledger_pg import masked
@@ -39,7 +39,11 @@ from yieldgate.report.console import (
 from yieldgate.report.console import fmt as _fmt
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from yieldgate.manifest import Manifest
+else:
+    np = lazy.module("numpy")  # `yieldgate runs` and `--help` need none of it
 
 console = Console()
 
@@ -153,7 +157,7 @@ def _print_json(value: Any) -> None:
 
 def _duration(seconds: float | None) -> str:
     """`2h05m`, `3m20s`, `45s`; `-` when unknown."""
-    if seconds is None or not np.isfinite(seconds):
+    if seconds is None or not math.isfinite(seconds):
         return "-"
     s = int(round(seconds))
     if s >= 3600:
@@ -251,17 +255,22 @@ def runs(
 
     Example: yieldgate --ledger runs.db runs --csv > runs.csv
     """
-    from yieldgate.analysis.listing import select_runs
+    from yieldgate.analysis.listing import list_runs
 
     if as_json + as_csv + as_tsv > 1:
         raise InputError("--json, --csv and --tsv each choose the output: give one")
     machine = as_json or as_csv or as_tsv
-    with _ledger(ctx) as ledger:
-        records = ledger.run_records()
     shown = limit if limit is not None else (0 if machine else 100)
-    rows, matched = select_runs(
-        records, patterns=patterns or [], tags=tag or [], statuses=status or [], sort=sort, reverse=reverse, limit=shown
-    )
+    with _ledger(ctx) as ledger:
+        rows, matched = list_runs(
+            ledger,
+            patterns=patterns or [],
+            tags=tag or [],
+            statuses=status or [],
+            sort=sort,
+            reverse=reverse,
+            limit=shown,
+        )
     if as_csv or as_tsv:
         _write_table(rows, "," if as_csv else "\t")
         return

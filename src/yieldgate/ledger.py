@@ -27,8 +27,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 from yieldgate import lazy, ledger_pg, migrations
 from yieldgate import mounts as _mounts
 from yieldgate.checksum import block_checksum, verify_block
@@ -52,10 +50,12 @@ from yieldgate.names import (
 from yieldgate.owners import STALE_AFTER_S, Owner, liveness
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from yieldgate.manifest import Manifest
 else:
+    np = lazy.module("numpy")  # loaded by the first block read or written: listing runs needs neither
     pd = lazy.module("pandas")  # loaded by the first DataFrame built: listing runs builds none
 
 __all__ = [
@@ -92,6 +92,20 @@ RUN_COLUMNS = (
     "heartbeat_at",
     "recorded_status",
 )
+
+# The fields of a run record read off its steps and evals, not off the runs table (`Ledger.add_totals`).
+TOTAL_FIELDS = (
+    "steps",
+    "last_step",
+    "tokens",
+    "last_eval_task",
+    "last_eval_metric",
+    "last_eval_value",
+    "last_eval_step",
+    "duration_s",
+)
+# `add_totals` looks up to this many runs up by name; over it, it reads every run's totals in one pass.
+LOOKUP_RUNS = 1000
 
 # Bulk appends are cut into blocks of BLOCK_ROWS steps. Small appends (a tracker flushing every second)
 # are written as blocks of their own, and every COMPACT_BLOCKS of them at the run's end are merged into one
@@ -678,7 +692,7 @@ class Ledger:
         """One row per run (`run_records`, as a DataFrame), oldest first."""
         return pd.DataFrame(self.run_records(), columns=list(RUN_COLUMNS))
 
-    def run_records(self, name: str | None = None) -> list[dict[str, Any]]:
+    def run_records(self, name: str | None = None, *, totals: bool = True) -> list[dict[str, Any]]:
         """One dict per run: name, status, source, manifest_hash, created_at, updated_at, steps, last_step, tokens,
         last eval, duration_s (the largest recorded `wall_s`: the run's wall clock), tags (a sorted list), note,
         and its writer: owner, heartbeat_at, recorded_status; oldest first. A value not recorded is None.
@@ -686,52 +700,85 @@ class Ledger:
         `status` is computed at read time for a run recorded `running` by a Tracker: `crashed` once its writer's
         process is gone (same host), `stale` once its heartbeat is older than `owners.STALE_AFTER_S` (a dead
         host, or a hung process); `recorded_status` is what the ledger holds. Builds no DataFrame: `yieldgate
-        runs` lists runs without loading pandas. `name`: that run's record alone ([] if there is none)."""
-        only = "WHERE r.name = ?" if name is not None else ""
-        params = (name,) if name is not None else ()
-        rows = self._query(
-            """
-            SELECT r.name, r.status, r.source, r.manifest_hash, r.created_at, r.updated_at,
-                   COALESCE(b.steps, 0), b.last_step, b.tokens,
-                   e.task, e.metric, e.value, e.step, b.wall, r.note,
-                   r.owner_host, r.owner_pid, r.owner_started, r.heartbeat_at
-            FROM runs r
-            LEFT JOIN (SELECT run_id, SUM(n) AS steps, MAX(last_step) AS last_step, MAX(tokens_max) AS tokens,
-                              MAX(wall_s_max) AS wall
-                       FROM step_blocks GROUP BY run_id) b ON b.run_id = r.id
-            LEFT JOIN (SELECT run_id, task, metric, value, step,
-                              ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY step DESC,
-                                                 (task = 'val' AND metric = 'loss') DESC, id DESC) AS k
-                       FROM evals) e ON e.run_id = r.id AND e.k = 1
-            """
-            + only
-            + " ORDER BY r.created_at, r.id",
-            params,
+        runs` lists runs without loading pandas. `name`: that run's record alone ([] if there is none).
+
+        `totals=False` leaves the fields read off steps and evals (`TOTAL_FIELDS`) None, for a listing that
+        chooses its runs first and fills those of the ones it shows with `add_totals`."""
+        only = "WHERE name = ?" if name is not None else ""
+        runs = self._query(
+            "SELECT name, status, source, manifest_hash, created_at, updated_at, note, owner_host, owner_pid, "
+            "owner_started, heartbeat_at FROM runs " + only + " ORDER BY created_at, id",
+            (name,) if name is not None else (),
         )
         tags: dict[str, list[str]] = collections.defaultdict(list)
         for run, tag in self._query(
-            "SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id " + only + " ORDER BY t.tag", params
+            "SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id "
+            + only.replace("name", "r.name")
+            + " ORDER BY t.tag",
+            (name,) if name is not None else (),
         ):
             tags[run].append(tag)
         now = time.time()
         out = []
-        for *row, host, pid, started, beat in rows:
+        for run, recorded, source, digest, created, updated, note, host, pid, started, beat in runs:
             owner = Owner(host, int(pid), float(started or 0.0)) if host is not None else None
-            status = row[1]
-            if status == "running" and owner is not None:
+            status = recorded
+            if recorded == "running" and owner is not None:
                 state = liveness(owner, beat, now)
-                status = status if state == "live" else state
-            values = [
-                *row[:1],
-                status,
-                *row[2:],
-                tags.get(row[0], []),
-                None if owner is None else str(owner),
-                beat,
-                row[1],
-            ]
-            out.append(dict(zip(RUN_COLUMNS, values, strict=True)))
-        return out
+                status = recorded if state == "live" else state
+            out.append(
+                {
+                    "name": run,
+                    "status": status,
+                    "source": source,
+                    "manifest_hash": digest,
+                    "created_at": created,
+                    "updated_at": updated,
+                    **dict.fromkeys(TOTAL_FIELDS),
+                    "note": note,
+                    "tags": tags.get(run, []),
+                    "owner": None if owner is None else str(owner),
+                    "heartbeat_at": beat,
+                    "recorded_status": recorded,
+                }
+            )
+        return self.add_totals(out) if totals else out
+
+    def add_totals(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`records` (of `run_records(totals=False)`) with their `TOTAL_FIELDS` filled in, in place: the run's
+        steps, last step, tokens and wall clock summed from its blocks' index entries (0009_listing_index: no
+        block is read), and its last evaluation (the latest step's; `val/loss` first among equals)."""
+        if not records:
+            return records
+        sums: dict[str, tuple[Any, ...]] = {}
+        last: dict[str, tuple[Any, ...]] = {}
+        names = [r["name"] for r in records]
+        # A page of a listing looks its runs up by name, 500 at a time; more runs are read in one pass per table.
+        chunks = [None] if len(names) > LOOKUP_RUNS else [names[i : i + 500] for i in range(0, len(names), 500)]
+        for chunk in chunks:
+            only = "" if chunk is None else f"WHERE r.name IN ({', '.join('?' * len(chunk))})"
+            params = () if chunk is None else tuple(chunk)
+            for run, *rest in self._query(
+                "SELECT r.name, SUM(b.n), MAX(b.last_step), MAX(b.tokens_max), MAX(b.wall_s_max) "
+                f"FROM step_blocks b JOIN runs r ON r.id = b.run_id {only} GROUP BY r.name",
+                params,
+            ):
+                sums[run] = tuple(rest)
+            for run, *rest in self._query(
+                "SELECT name, task, metric, value, step FROM (SELECT r.name, e.task, e.metric, e.value, e.step, "
+                "ROW_NUMBER() OVER (PARTITION BY e.run_id ORDER BY e.step DESC, "
+                "(e.task = 'val' AND e.metric = 'loss') DESC, e.id DESC) AS k "
+                f"FROM evals e JOIN runs r ON r.id = e.run_id {only}) latest WHERE k = 1",
+                params,
+            ):
+                last[run] = tuple(rest)
+        for r in records:
+            steps, r["last_step"], r["tokens"], r["duration_s"] = sums.get(r["name"], (0, None, None, None))
+            r["steps"] = steps or 0
+            r["last_eval_task"], r["last_eval_metric"], r["last_eval_value"], r["last_eval_step"] = last.get(
+                r["name"], (None, None, None, None)
+            )
+        return records
 
     def run_metas(self) -> pd.DataFrame:
         """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from yieldgate.errors import InputError, RunNotFound
-from yieldgate.ledger import Ledger
+from yieldgate.ledger import TOTAL_FIELDS, Ledger
 from yieldgate.names import RUN_STATUSES, check_tag
 
-__all__ = ["match_runs", "match_patterns", "select_runs", "SORT_KEYS"]
+__all__ = ["match_runs", "match_patterns", "list_runs", "select_runs", "SORT_KEYS"]
 
 
 def match_runs(ledger: Ledger, pattern: str) -> list[str]:
@@ -101,6 +101,31 @@ def select_runs(
         newest = sorted(range(len(rows)), key=lambda i: -rows[i]["updated_at"])[:limit]
         rows = [rows[i] for i in sorted(newest)]
     return rows, matched
+
+
+def list_runs(
+    ledger: Ledger,
+    *,
+    patterns: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    statuses: Sequence[str] = (),
+    sort: str | None = None,
+    reverse: bool = False,
+    limit: int | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """`select_runs` over the ledger's runs, reading steps and evals only for the runs it keeps (all of them when
+    it sorts by steps, tokens or duration): a page of a 10,000-run ledger costs a page's totals, not the ledger's."""
+    by_totals = sort is not None and SORT_KEYS.get(sort) in TOTAL_FIELDS
+    rows, matched = select_runs(
+        ledger.run_records(totals=by_totals),
+        patterns=patterns,
+        tags=tags,
+        statuses=statuses,
+        sort=sort,
+        reverse=reverse,
+        limit=limit,
+    )
+    return (rows if by_totals else ledger.add_totals(rows)), matched
 
 
 def _missing(value: Any) -> bool:
