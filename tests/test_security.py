@@ -105,6 +105,34 @@ SENTINELS = {"WANDB_API_KEY": "wandb-sentinel-7f3a9c", "MLFLOW_TRACKING_TOKEN": 
              "AWS_SECRET_ACCESS_KEY": "aws-sentinel-4411"}
 
 
+def test_console_markup_in_run_names_and_tasks_is_printed_as_written(tmp_path):
+    """rich reads `[...]` in a printed string as style markup: a run named `a[/]b` made `yieldgate runs` crash
+    with a MarkupError traceback, and `[red]x` lost its brackets. Every command prints user strings verbatim."""
+    ledger = tmp_path / "markup.db"
+    names = ["a[/]b", "[red]x[/red]"]
+    with Ledger(ledger) as led:
+        for seed, run in enumerate(names):
+            step = np.arange(1, 101)
+            led.create_run(run, manifest=parse_manifest({"seed": seed}))
+            led.append_steps(run, {"step": step, "tokens": step * 256.0, "wall_s": step * 0.05,
+                                   "loss": 7.0 - np.log(step) + 0.01 * seed, "signals/[b]k": np.ones(100)})
+            led.append_evals(run, [EvalRecord(step=s, tokens=s * 256.0, task=t, metric="loss", value=7.0 - np.log(s))
+                                   for s in (1, 25, 50, 75, 100) for t in ("val", "[bold]t")])
+    shown = {
+        ("runs",): names,
+        ("show", names[0]): [names[0], "signals/[b]k"],
+        ("yield", names[1], "--metric", "[bold]t/loss"): [names[1], "[bold]t/loss"],
+        ("compare", names[0], names[1]): names,
+        ("diagnose", names[0]): [names[0]],
+        ("forecast", names[1], "--next-tokens", "10000"): ["fit: loss"],
+    }
+    for args, words in shown.items():
+        out = _invoke(ledger, *args).stdout
+        assert all(w in out for w in words), (args, out)
+    check("rich markup (`[/]`, `[red]`) in run names, eval tasks and metric keys", "printed as written by every "
+          "command, never styled or a traceback", "0")
+
+
 def test_no_port_opened_and_no_credential_stored(tmp_path, monkeypatch):
     """A tracked run, an import and a report, with credentials in the environment as a user's shell has
     them: no socket listens at any point, and no credential is in the ledger's bytes or the report."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -45,7 +46,9 @@ if TYPE_CHECKING:
 else:
     np = lazy.module("numpy")  # `yieldgate runs` and `--help` need none of it
 
-console = Console()
+# Markup off: a run name, task or metric key is printed as written (`[/]` in a name neither styles nor breaks a
+# table). The few lines that style words ask for markup and escape what they show.
+console = Console(markup=False)
 
 
 class _Group(TyperGroup):
@@ -481,7 +484,7 @@ def show(
         _print_json(result)
         return
     console.print(
-        f"[bold]{info['name']}[/bold]  status {info['status']}  source {info['source']}  "
+        f"[bold]{escape(info['name'])}[/bold]  status {info['status']}  source {info['source']}  "
         f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  "
         f"manifest {info['manifest_hash'] or '-'}",
         markup=True,
