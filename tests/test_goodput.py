@@ -39,9 +39,11 @@ def _train(tr: Tracker, model, opt, text, rng, steps: range, saves: dict[int, fl
 
 def test_a_resumed_tracker_run_counts_its_checkpoints_and_the_steps_it_redid(text, tmp_path):
     """Steps 1-23 with a checkpoint every 5 steps; the job dies and restarts from the step-20 checkpoint, so
-    steps 21-23 are done again. Goodput counts the saves' time and the 3 lost steps' time, as measured here: the
-    step-20 save of the first attempt is inside the lost work (its record went with step 21's), and the save after
-    the last step is kept at close."""
+    steps 21-23 are done again. Goodput counts the saves' time and the 3 lost steps' time, as measured here, each
+    second once. The step-20 save of the first attempt is a save when its seconds are on step 20's kept record, and
+    inside the lost work when step 20's record had left before the save ended (its seconds then ride on step 21's,
+    set apart); which one depends on the writer's timing, the sum of the two does not. The save after the last
+    step is kept at close."""
     ledger = tmp_path / "g.db"
     torch.manual_seed(0)
     model = GPT(CFG)
@@ -62,10 +64,12 @@ def test_a_resumed_tracker_run_counts_its_checkpoints_and_the_steps_it_redid(tex
         good = goodput_of(led, "job")
         wall = float(led.steps("job")["wall_s"].max())
     assert good is not None
-    assert (good.checkpoints, good.restarts, good.steps_lost) == (5, 1, 3)
-    assert good.checkpoint_s == pytest.approx(sum(saves.values()) - saves[20], abs=0.01)
-    # The lost work: from the step-20 record to the step-23 record of the first attempt.
-    assert good.lost_s == pytest.approx(first[23] - first[20], rel=0.1, abs=0.01)
+    assert (good.restarts, good.steps_lost) == (1, 3) and good.checkpoints in (5, 6)
+    step20 = saves[20] if good.checkpoints == 6 else 0.0
+    assert good.checkpoint_s == pytest.approx(sum(saves.values()) - saves[20] + step20, abs=0.01)
+    # The lost work: from the step-20 record (and its save, when that is counted as one) to the step-23 record of
+    # the first attempt.
+    assert good.lost_s == pytest.approx(first[23] - first[20] - step20, rel=0.1, abs=0.01)
     assert good.estimated == [] and good.unmeasured == [] and good.down_s == 0.0
     assert good.share == pytest.approx((wall - good.checkpoint_s - good.lost_s) / wall)
     assert 0.0 < good.share < 1.0

@@ -135,9 +135,15 @@ def goodput_of(ledger: Ledger, run: str) -> Goodput | None:
     lost_wall = {}
     superseded = ledger.superseded(run)
     if len(superseded) and "wall_s" in superseded.columns:
+        extras = ledger.extras(run, [CHECKPOINT_KEY])
         for body in resumes:
             gone = superseded.loc[superseded["event_id"] == body["id"], "wall_s"].dropna()
-            at = ledger.step_at(run, int(body["resume"]["step"]))
+            step = int(body["resume"]["step"])
+            at = ledger.step_at(run, step)
             if len(gone) and at is not None and at["wall_s"] is not None:
-                lost_wall[body["id"]] = max(0.0, float(gone.max()) - at["wall_s"])
+                # The save that wrote the checkpoint resumed from, when its seconds are on the kept record of that
+                # step (they are on the next, set-apart record when the step's record had left before the save
+                # ended), is counted as a save: the lost work starts after it, not once more in the lost time.
+                kept = float(extras.loc[extras["step"] == step, "value"].sum())
+                lost_wall[body["id"]] = max(0.0, float(gone.max()) - at["wall_s"] - kept)
     return goodput(steps, saves, resumes, lost_wall)
