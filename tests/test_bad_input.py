@@ -282,6 +282,13 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("recipe source path: a FIFO", _recipe_path(_fifo("docs.txt")), "FIFO"),
     ("policy that is a directory", lambda tmp: ["gate", "base", "--policy", str(_folder("p.yaml")(tmp))],
      "is a directory"),
+    # Numbers on the command line: what is out of range, or not a finite number, is named.
+    ("a float option given nan", lambda tmp: ["yield", "base", "--tranche-tokens", "nan"], "finite number"),
+    ("a float option given inf", lambda tmp: ["forecast", "base", "--next-tokens", "inf"], "finite number"),
+    ("a float option given a word", lambda tmp: ["forecast", "base", "--next-tokens", "lots"], "takes a number"),
+    ("a negative tranche size", lambda tmp: ["yield", "base", "--tranche-tokens", "-5"], "tranche_tokens"),
+    ("an interval coverage above 1", lambda tmp: ["forecast", "base", "--next-tokens", "1000", "--level", "1.5"],
+     "between 0 and 1"),
 ]
 
 

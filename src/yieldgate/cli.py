@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -99,6 +100,27 @@ ledger_app = typer.Typer(
 app.add_typer(ledger_app, name="ledger")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+
+
+def _number(flag: str) -> Callable[[str], float]:
+    """The parser of a float option: a finite number, or one line naming the option (nan and inf mean nothing in
+    any of them; each command checks its own range)."""
+
+    def parse(text: str | float) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{flag} takes a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise InputError(f"{flag} must be a finite number, got {text}")
+        return value
+
+    return parse
+
+
+def _float_option(flag: str, **kwargs: Any) -> Any:
+    """`typer.Option(flag, ...)` for a float: parsed by `_number`, shown as FLOAT."""
+    return typer.Option(flag, parser=_number(flag), metavar="FLOAT", **kwargs)
 
 
 def _version(value: bool) -> None:
@@ -614,7 +636,11 @@ def yield_(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
     tranche_tokens: Annotated[
-        float | None, typer.Option("--tranche-tokens", help="Merge evaluations into tranches of at least N tokens.")
+        float | None,
+        _float_option(
+            "--tranche-tokens",
+            help="Merge evaluations into tranches of at least N tokens.",
+        ),
     ] = None,
     metric: MetricOption = "val/loss",
     per: PerOption = "token",
@@ -715,7 +741,10 @@ def compare(
     a: Annotated[str, typer.Argument(help="Run name or glob (a seed group), side A (the reference).")],
     b: Annotated[str, typer.Argument(help="Run name or glob, side B.")],
     at: Annotated[str, typer.Option("--at", help="Align on tokens, time, compute or cost.")] = "tokens",
-    target_loss: Annotated[float | None, typer.Option("--target-loss", help="Loss for time-to-target.")] = None,
+    target_loss: Annotated[
+        float | None,
+        _float_option("--target-loss", help="Loss for time-to-target."),
+    ] = None,
     primary: Annotated[str, typer.Option("--primary", help="learning or throughput.")] = "learning",
     metric: MetricOption = "val/loss",
     per: Annotated[
@@ -786,17 +815,30 @@ def forecast(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
     next_tokens: Annotated[
-        float | None, typer.Option("--next-tokens", help="Size of the next tranche in tokens.")
+        float | None,
+        _float_option(
+            "--next-tokens",
+            help="Size of the next tranche in tokens.",
+        ),
     ] = None,
     next_steps: Annotated[
         float | None,
-        typer.Option("--next-steps", help="Size of the next tranche in steps, for a run without token counts."),
+        _float_option(
+            "--next-steps",
+            help="Size of the next tranche in steps, for a run without token counts.",
+        ),
     ] = None,
     threshold: Annotated[
         float | None,
-        typer.Option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for."),
+        _float_option(
+            "--threshold",
+            help="Marginal yield (loss per billion tokens) to find the tokens for.",
+        ),
     ] = None,
-    level: Annotated[float, typer.Option("--level", help="Coverage of the bootstrap interval.")] = 0.8,
+    level: Annotated[
+        float,
+        _float_option("--level", help="Coverage of the bootstrap interval."),
+    ] = 0.8,
     metric: MetricOption = "val/loss",
     as_json: JsonOption = False,
 ) -> None:
@@ -874,11 +916,14 @@ def report(
     ] = None,
     smooth: Annotated[
         float,
-        typer.Option("--smooth", help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged)."),
+        _float_option(
+            "--smooth",
+            help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged).",
+        ),
     ] = 0.0,
     target_loss: Annotated[
         float | None,
-        typer.Option(
+        _float_option(
             "--target-loss",
             help="The metric's value the frontier counts tokens to (default: the worst best of the runs).",
         ),
@@ -1112,10 +1157,18 @@ def batch_check(
         str, typer.Option("--precision", help="The candidate's precision: fp32, bf16 or fp16.")
     ] = "fp32",
     lr: Annotated[
-        float, typer.Option("--lr", help="Learning rate (AdamW) of the baseline, and of the candidate.")
+        float,
+        _float_option(
+            "--lr",
+            help="Learning rate (AdamW) of the baseline, and of the candidate.",
+        ),
     ] = 3e-3,
     candidate_lr: Annotated[
-        float | None, typer.Option("--candidate-lr", help="The candidate's own learning rate (default: --lr).")
+        float | None,
+        _float_option(
+            "--candidate-lr",
+            help="The candidate's own learning rate (default: --lr).",
+        ),
     ] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds; each trains both from the same model.")] = 3,
     tokens: Annotated[int, typer.Option("--tokens", help="Tokens (bytes) each training sees.")] = 65_536,
@@ -1327,8 +1380,9 @@ def dedup_(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (walked); each file is one document.")],
     near: Annotated[
         float | None,
-        typer.Option(
-            "--near", help="Near dedup at estimated Jaccard >= THRESHOLD (MinHash + LSH); exact dedup without it."
+        _float_option(
+            "--near",
+            help="Near dedup at estimated Jaccard >= THRESHOLD (MinHash + LSH); exact dedup without it.",
         ),
     ] = None,
     shingle: Annotated[str, typer.Option("--shingle", help="Shingles for --near: word:N or char:N.")] = "word:3",
@@ -1619,12 +1673,17 @@ def import_(
     ] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
     tokens_per_step: Annotated[
-        float | None, typer.Option("--tokens-per-step", help="Derive tokens = step x N where none are logged.")
+        float | None,
+        _float_option(
+            "--tokens-per-step",
+            help="Derive tokens = step x N where none are logged.",
+        ),
     ] = None,
     tokens_per_sample: Annotated[
         float | None,
-        typer.Option(
-            "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged."
+        _float_option(
+            "--tokens-per-sample",
+            help="Derive tokens = samples x N (N: the sequence length) where samples are logged.",
         ),
     ] = None,
     pattern: Annotated[
@@ -1783,8 +1842,9 @@ def plan(
     policy: Annotated[Path, typer.Option("--policy", help="Policy file (YAML or JSON): its stages, and max_epochs.")],
     flops: Annotated[
         float | None,
-        typer.Option(
-            "--flops", min=0, help="FLOP budget C: the compute-optimal N and D (C = 6ND) from the L(N, D) law."
+        _float_option(
+            "--flops",
+            help="FLOP budget C: the compute-optimal N and D (C = 6ND) from the L(N, D) law.",
         ),
     ] = None,
     scaling: Annotated[

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from yieldgate.analysis import stats
 from yieldgate.errors import InputError
 
 __all__ = [
@@ -206,10 +207,11 @@ def forecast(
     difference of two noisy evaluations, so `interval` adds two draws of the evaluation noise (normal, at
     `eval_noise`'s standard deviation) to each refit's gain; `replicates` > 1: the gain will be measured as the
     mean over that many seeds, whose noise is smaller by its square root."""
+    if not (math.isfinite(next_tokens) and next_tokens > 0):
+        raise InputError(f"next_tokens must be a number > 0, got {next_tokens}")
+    stats.check_level(level)
     law = fit_power_law(tokens, losses)
     at = float(at_tokens if at_tokens is not None else law.tokens[-1])
-    if next_tokens <= 0:
-        raise InputError(f"--next-tokens must be > 0, got {next_tokens}")
     gain = float(law(at) - law(at + next_tokens))
     rng = np.random.default_rng(seed)
     d, y = np.array(law.tokens), np.array(law.losses)

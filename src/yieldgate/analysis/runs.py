@@ -6,9 +6,12 @@ and measurement notes come out of the ledger.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
+from yieldgate.analysis import stats
 from yieldgate.analysis.batch import batch_advice
 from yieldgate.analysis.compare import Axis, Comparison, RunData, compare, unit_for
 from yieldgate.analysis.fit import Forecast, PowerLaw, fit_power_law, forecast, stable_phase
@@ -301,6 +304,7 @@ def forecast_run(
 ) -> Forecast:
     """Forecast the next tranche from the run's stable-LR phase (see `fit.stable_phase`): `next_tokens` on
     its token counts, or `next_steps` on its steps (a run without token counts). Refused past a divergence."""
+    stats.check_level(level)
     data = load_run(ledger, run)
     metric, default_note = default_metric(data, metric)
     task, name = metric_key(metric, "token")
@@ -323,11 +327,14 @@ def forecast_run(
                 f"run {run!r} has no token counts: forecast on its steps with next_steps=N, "
                 "or import it with tokens_per_step"
             )
+        if not (math.isfinite(next_steps) and next_steps > 0):
+            raise InputError(f"next_steps must be a number > 0, got {next_steps}")
         points = points.assign(tokens=points["step"].astype(float))
         size = next_steps
     else:
         if next_tokens is None:
-            raise InputError("next_tokens is needed: the size of the next tranche in tokens")
+            given = " (next_steps is for a run without token counts)" if next_steps is not None else ""
+            raise InputError(f"next_tokens is needed: the size of the next tranche in tokens{given}")
         size = next_tokens
     points = points.dropna(subset=["tokens"])
     points = points[points["tokens"] > 0]

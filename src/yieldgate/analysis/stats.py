@@ -44,6 +44,7 @@ __all__ = [
     "identical",
     "verdict",
     "seeds_for_margin",
+    "check_level",
 ]
 
 KINDS = {
@@ -108,6 +109,16 @@ def normal_quantile(level: float) -> float:
     from scipy import stats as _scipy
 
     return float(_scipy.norm.ppf(0.5 + level / 2))
+
+
+def check_level(level: float, name: str = "level") -> float:
+    """`level`, an interval's coverage, if it lies strictly between 0 and 1; an InputError naming `name` otherwise
+    (checked before any work, not deep in a quantile function)."""
+    from yieldgate.errors import InputError
+
+    if not 0 < level < 1:  # False for nan too
+        raise InputError(f"{name} must be between 0 and 1, got {level}")
+    return level
 
 
 def family_level(level: float, k: int) -> float:

@@ -254,6 +254,9 @@ def tranche_yields(
     of each tranche's noise band. `law`: a fitted loss curve each tranche's improvement is set against
     (`Tranche.vs_expected`): the run's own (learning against its trend) or a reference run's (against a baseline).
     `epochs`: the run's steps count epochs, so that without token counts its tranches are spans of epochs."""
+    if tranche_tokens is not None and not (math.isfinite(tranche_tokens) and tranche_tokens > 0):
+        raise InputError(f"tranche_tokens must be a number > 0, got {tranche_tokens}")
+    stats.check_level(level)
     notes: list[str] = []
     if not task and metric == TRAIN_LOSS:
         points = train_loss_points(steps)
