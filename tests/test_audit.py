@@ -164,6 +164,7 @@ PIPELINE_B = {"input": AB_INPUT, "tag": AB_TAG, "stages": [
     {"kind": "dedup", "dedup": {"kind": "near", "shingle": "char:9", "threshold": 0.8}}]}
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_a_vs_b_the_hybrid_takes_bs_filter_and_as_faster_dedup(cli, tmp_path):
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
     a.write_text(yaml.safe_dump(PIPELINE_A))

@@ -37,6 +37,7 @@ def _train(tr: Tracker, model, opt, text, rng, steps: range, saves: dict[int, fl
     return clock
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_a_resumed_tracker_run_counts_its_checkpoints_and_the_steps_it_redid(text, tmp_path):
     """Steps 1-23 with a checkpoint every 5 steps; the job dies and restarts from the step-20 checkpoint, so
     steps 21-23 are done again. Goodput counts the saves' time and the 3 lost steps' time, as measured here, each

@@ -26,6 +26,7 @@ def _lightning_csv(root, name="run", steps=range(0, 60, 10), val_every=20, start
     return root / name / "version_0" / "metrics.csv"
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_lightning_csvlogger_sparse_rows_become_steps_and_evals(ledger, cli, tmp_path):
     path = _lightning_csv(tmp_path)
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="lit", tokens_per_step=1000))

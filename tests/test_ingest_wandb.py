@@ -39,6 +39,7 @@ def offline_run(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_offline_run_folder_imports_steps_and_evals(ledger, cli, offline_run):
     (res,) = import_run(ledger, "wandb", [str(offline_run)], ImportOptions(run="wb"))
     assert res.mapping == {"train/loss": "loss", "train/lr": "lr", "train/tokens": "tokens", "_runtime": "wall_s",
@@ -57,6 +58,7 @@ def test_offline_run_folder_imports_steps_and_evals(ledger, cli, offline_run):
     assert tranche["yield_per_btok"] == pytest.approx(0.4 / 1024 * 1e9)
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_truncated_and_damaged_logs(ledger, offline_run, tmp_path):
     (log,) = run_logs(offline_run)
     whole = read_log(log, Warnings(), "_step")
@@ -79,6 +81,7 @@ def test_truncated_and_damaged_logs(ledger, offline_run, tmp_path):
     assert ledger.runs().empty
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_history_export_and_step_override(ledger, offline_run, tmp_path):
     # A history export has W&B's own columns (`_step`, `_runtime`, `_timestamp`); written here by pandas, as
     # `wandb.Api().run(path).history().to_csv(...)` does.

@@ -351,6 +351,7 @@ def test_hf_callback_hparams_from_training_arguments_and_model_config(tmp_path):
     Manifest(config=hp)  # JSON all through
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_lightning_callback_hparams_from_save_hyperparameters():
     L = pytest.importorskip("lightning.pytorch")
     import torch

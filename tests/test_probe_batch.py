@@ -10,6 +10,7 @@ from yieldgate.ledger import Ledger
 TINY = ("--tokens", "4096", "--seeds", "2")
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_accumulating_to_the_same_batch_learns_the_same(cli):
     """Two microbatches of 4 draw the same sequences as one batch of 8 and average the same loss: the candidate's
     learning matches the baseline's seed by seed (float summation order aside), so nothing is altered."""
@@ -21,6 +22,7 @@ def test_accumulating_to_the_same_batch_learns_the_same(cli):
     assert "noise_corrected_sq" not in out["grad_norms"]  # the candidate's microbatch is the smaller: no estimate
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_a_much_bigger_batch_at_the_same_lr_is_altered_and_kept_with_the_run(cli, ledger_path):
     """A batch 16x the baseline's at the same learning rate takes 16x fewer steps over the same tokens and learns
     far less per token: altered, beyond the seed noise. Kept with a run (read back here for the figures the table

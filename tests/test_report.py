@@ -478,6 +478,7 @@ def test_diagnosis_labels_never_print_over_each_other(ledger_path):
     assert sorted(labels)[-1][1] == 0  # far from the others: back on the first line
 
 
+@pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_the_frontier_of_two_real_probes_agrees_with_the_ledger_rows(cli_for, runs_db, tmp_path):
     """Two real probes (batch 8 and 16): each run's tokens/s and tokens to the target, computed here from the raw
     step and eval rows, are the report's points; the front is the runs no other beats on both; a target only one
