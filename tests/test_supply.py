@@ -86,3 +86,26 @@ def test_plan_refuses_what_it_cannot_read_in_one_line(cli, tmp_path):
     for target, word in ((str(tmp_path / "bad.yaml"), "weight"), ("nothing*", "no run named or matching")):
         result = cli("plan", target, "--policy", str(tmp_path / "p.yaml"), code=2)
         assert word in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_campaign_recipe_probed_at_several_sizes_is_one_recipe_to_plan(cli, tmp_path):
+    """The probes of one campaign recipe at two model sizes share their data recipe: `plan camp/recipe` plans it
+    (no planned size: they differ); a seed group whose data recipes differ is refused, naming why."""
+    from yieldgate.ledger import Ledger
+
+    (tmp_path / "p.yaml").write_text(POLICY)
+    data = {"sources": [{"name": "web", "weight": 0.7, "unique_tokens": 1500000},
+                        {"name": "code", "weight": 0.3, "unique_tokens": 40000}]}
+    with Ledger(cli.ledger_path) as led:
+        for size, params in (("m1x32", 31_000), ("m2x48", 120_000)):
+            for seed in (0, 1):
+                led.create_run(f"camp/mix/{size}/s{seed}", status="finished", manifest=parse_manifest(
+                    {"data": data, "model": {"params": params}, "seed": seed}))
+        led.create_run("other/s0", status="finished", manifest=parse_manifest({"data": data, "seed": 0}))
+        led.create_run("other/s1", status="finished", manifest=parse_manifest(
+            {"data": {"sources": [{"name": "web", "unique_tokens": 1500000}]}, "seed": 1}))
+    out = cli.json("plan", "camp/mix", "--policy", str(tmp_path / "p.yaml"))
+    assert {r["source"] for r in out["stages"][2]["sources"]} == {"web", "code"}
+    assert out["grow"][0]["source"] == "code"
+    err = cli("plan", "other/*", "--policy", str(tmp_path / "p.yaml"), code=2).stderr
+    assert "differ in data recipe" in err and err.count("\n") == 1

@@ -19,6 +19,7 @@ evidence was measured on (the forecast extrapolates a curve measured at that rep
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -160,9 +161,10 @@ def plan(
 
 
 def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
-    """The recipe (and model parameters, where known) of `target`: a recipe or manifest file (YAML/JSON) not
-    trained yet, or a run, seed group or campaign recipe in the ledger, whose runs must share one workflow."""
-    from yieldgate.probe.evidence import target_runs, workflow_digest
+    """The recipe (and model parameters, where known and shared) of `target`: a recipe or manifest file (YAML/JSON)
+    not trained yet, or a run, seed group or campaign recipe in the ledger, whose runs must share one data recipe
+    (a campaign recipe probed at several model sizes is one recipe: its sizes differ in model only)."""
+    from yieldgate.probe.evidence import target_runs, workflow
 
     if Path(target).is_file():
         data = read_structured_file(target)
@@ -174,15 +176,16 @@ def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
         return validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'"), None
     runs, _ = target_runs(ledger, target)
     found = [
-        (m.data, m.model.params if m.model else None, workflow_digest(m))
+        (m.data, m.model.params if m.model else None, json.dumps(workflow(m)["data"], sort_keys=True))
         for m in (ledger.manifest(r) for r in runs)
         if m is not None and m.data is not None
     ]
     if not found:
         raise InputError(f"{target}: its runs have no manifest with a data recipe; pass a recipe file")
-    if len({digest for _, _, digest in found}) > 1:
-        raise InputError(f"{target}: its runs differ in recipe, model or optimisation; plan one recipe at a time")
-    return found[0][0], found[0][1]
+    if len({recipe for _, _, recipe in found}) > 1:
+        raise InputError(f"{target}: its runs differ in data recipe; plan one recipe at a time")
+    params = {p for _, p, _ in found}
+    return found[0][0], params.pop() if len(params) == 1 else None
 
 
 def plan_target(
