@@ -70,29 +70,6 @@ __all__ = [
 
 DEFAULT_LEDGER = "yieldgate.db"
 
-# The fields of `Ledger.run_records()`, in the order of `Ledger.runs()`'s columns.
-RUN_COLUMNS = (
-    "name",
-    "status",
-    "source",
-    "manifest_hash",
-    "created_at",
-    "updated_at",
-    "steps",
-    "last_step",
-    "tokens",
-    "last_eval_task",
-    "last_eval_metric",
-    "last_eval_value",
-    "last_eval_step",
-    "duration_s",
-    "note",
-    "tags",
-    "owner",
-    "heartbeat_at",
-    "recorded_status",
-)
-
 # The fields of a run record read off its steps and evals, not off the runs table (`Ledger.add_totals`).
 TOTAL_FIELDS = (
     "steps",
@@ -104,7 +81,24 @@ TOTAL_FIELDS = (
     "last_eval_step",
     "duration_s",
 )
-# `add_totals` looks up to this many runs up by name; over it, it reads every run's totals in one pass.
+
+# The fields of `Ledger.run_records()`, in the order of `Ledger.runs()`'s columns.
+RUN_COLUMNS = (
+    "name",
+    "status",
+    "source",
+    "manifest_hash",
+    "created_at",
+    "updated_at",
+    *TOTAL_FIELDS,
+    "note",
+    "tags",
+    "owner",
+    "heartbeat_at",
+    "recorded_status",
+)
+
+# `add_totals` looks up to this many runs by name; over it, it reads every run's totals in one pass.
 LOOKUP_RUNS = 1000
 
 # Bulk appends are cut into blocks of BLOCK_ROWS steps. Small appends (a tracker flushing every second)
