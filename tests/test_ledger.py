@@ -250,10 +250,20 @@ def test_newer_schema_is_refused_and_left_alone(ledger_path):
     assert digest(ledger_path) == before
 
 
-def test_sqlite_url(tmp_path):
+def test_sqlite_url(tmp_path, monkeypatch):
+    """SQLAlchemy's forms: sqlite:////absolute/path (four slashes) and sqlite:///relative/path, read and written;
+    any other scheme is refused in one line, its password masked."""
     with Ledger(f"sqlite:///{tmp_path}/u.db") as led:
         led.create_run("r")
     assert (tmp_path / "u.db").exists()
+    with Ledger(f"sqlite:///{tmp_path}/u.db", readonly=True) as led:
+        assert led.location == f"{tmp_path}/u.db" and len(led.run_records()) == 1
+    monkeypatch.chdir(tmp_path)
+    with Ledger("sqlite:///u.db", readonly=True) as led:
+        assert led.location == "u.db" and len(led.run_records()) == 1
+    with pytest.raises(InputError, match=r"^mysql://me:\*\*\*@db/x: not a ledger address") as refused:
+        Ledger("mysql://me:hunter2@db/x")
+    assert "hunter2" not in str(refused.value)
 
 
 # -- several processes ------------------------------------------------------------------------------

@@ -305,9 +305,11 @@ def runs(
         return
     if not records:
         filtered = bool(patterns or tag or status)
+        where = ctx.find_root().obj["ledger"]
+        missing = "://" not in where and where != ":memory:" and not Path(where).exists()
         console.print(
             f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
-            f"{masked(ctx.find_root().obj['ledger'])}.",
+            f"{masked(where)}{': no ledger file there yet' if missing else ''}.",
             markup=False,
             highlight=False,
         )

@@ -363,8 +363,13 @@ class Ledger:
         if ledger_pg.is_url(location):
             self._open_pg(location, readonly=readonly, busy_timeout_s=busy_timeout_s)
             return
-        if location.startswith("sqlite:///"):
-            location = location[len("sqlite:///") - 1 :] if location.startswith("sqlite:////") else location[10:]
+        if location.startswith("sqlite:///"):  # SQLAlchemy's form: sqlite:///relative.db, sqlite:////absolute.db
+            location = location[len("sqlite:///") :]
+        elif "://" in location:
+            raise InputError(
+                f"{ledger_pg.masked(location)}: not a ledger address yieldgate opens; give a file (./yieldgate.db, "
+                "sqlite:///PATH) or a PostgreSQL URL (postgresql://USER@HOST:PORT/DB)"
+            )
         self.location = location
         self.readonly = readonly
         self._depth = 0

@@ -49,8 +49,9 @@ def is_url(location: str) -> bool:
 
 
 def masked(location: str) -> str:
-    """`location` fit to print: a URL's password replaced by `***` (query options kept, as they hold none)."""
-    if not is_url(location):
+    """`location` fit to print: a URL's password replaced by `***` (query options kept, as they hold none); any
+    scheme's, so that a URL yieldgate refuses is not printed with its password either."""
+    if "://" not in location:
         return location
     try:
         parts = urlsplit(location)
