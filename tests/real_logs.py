@@ -823,7 +823,7 @@ SHARED_LOGS = [
              "with the same tags (epoch_loss, epoch_Euclidean, epoch_cosine_similarity) at step = epoch; a "
              "transient spike of the validation loss at epoch 15 (11.97 against ~1).",
      'params': {'keys': ['train/epoch_loss', 'validation/epoch_loss', 'validation/epoch_cosine_similarity']},
-     'facts': {'event_files': 2,
+     'facts': {'event_files': 3,
                'scalars': ['train/epoch_Euclidean', 'train/epoch_cosine_similarity', 'train/epoch_loss',
                            'validation/epoch_Euclidean', 'validation/epoch_cosine_similarity',
                            'validation/epoch_loss'],
@@ -849,7 +849,7 @@ SHARED_LOGS = [
      'note': "Keras' TensorBoard callback (TF 2.0, Oct 2019), a train/ folder only: epoch_loss and "
              "epoch_accuracy at step = epoch for 5 epochs, plus the Keras graph and a profile run.",
      'params': {'keys': ['train/epoch_loss', 'train/epoch_accuracy']},
-     'facts': {'event_files': 1,
+     'facts': {'event_files': 2,
                'scalars': ['train/epoch_accuracy', 'train/epoch_loss'],
                'series': {'train/epoch_loss': {'count': 5,
                                                'first': [0, 0.5385050773620605],

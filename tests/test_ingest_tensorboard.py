@@ -220,6 +220,7 @@ def _keras_log(log, epochs=4, batches_per_epoch=0):
     since TF 2.2, `evaluation_loss_vs_iterations` at step = batches trained)."""
     from torch.utils.tensorboard import SummaryWriter
 
+    SummaryWriter(log / "train").close()  # a file with no scalars first, as the profiler's `.profile-empty`
     train, val = SummaryWriter(log / "train"), SummaryWriter(log / "validation")
     for e in range(epochs):
         for b in range(batches_per_epoch):
