@@ -240,3 +240,19 @@ def test_real_keras_tensorboard_folders_read_as_one_run_in_epochs(imported):
             assert max(got, key=lambda p: p[1]) == tuple(series[key]["max"]), key
         assert ledger.events(run, kind="resume").empty
         assert ledger.meta(run)["step_unit"] == "epoch"
+
+
+def test_real_hf_trainer_tensorboard_and_state_file_read_as_the_same_curve(imported):
+    """One t5-small run written twice by the HF Trainer, as trainer_state.json and through its TensorBoardCallback
+    (torch's SummaryWriter, rank-0 tensors): the same 430 training losses (to float32), and the TensorBoard
+    directory's second file holds the run's only evaluation (shared/real; skipped where absent)."""
+    ledger_path, results = imported
+    if "hf-t5-summarization-tb" not in results:
+        pytest.skip("hf-t5-summarization-tb: not in shared/real")
+    with Ledger(ledger_path, readonly=True) as ledger:
+        tb = _series(ledger, "hf-t5-summarization-tb", "loss")
+        state = _series(ledger, "hf-t5-summarization-trainer_state", "loss")
+        val = _series(ledger, "hf-t5-summarization-tb", "val/loss")
+    assert [s for s, _ in tb] == [s for s, _ in state] and len(tb) == 430
+    assert [v for _, v in tb] == pytest.approx([v for _, v in state], rel=1e-6)
+    assert val == [(215337, pytest.approx(1.6339, abs=1e-4))]
