@@ -212,3 +212,54 @@ def test_records_across_chunk_boundaries_read_as_one_file(tmp_path, monkeypatch)
         cut = scalars if cut is None else cut
         assert scalars.equals(cut) and "last record cut off" in warnings.summary()[0], chunk
     assert len(cut) == len(whole)  # the cut record was the text summary, not a scalar
+
+
+def _keras_log(log, epochs=4, batches_per_epoch=0):
+    """The layout of Keras' TensorBoard callback: `train/` and `validation/` folders of one run, the same tags
+    in both (`epoch_loss` at step = epoch; with `update_freq='batch'` also `batch_loss` at step = batch and,
+    since TF 2.2, `evaluation_loss_vs_iterations` at step = batches trained)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    SummaryWriter(log / "train").close()  # a file with no scalars first, as the profiler's `.profile-empty`
+    train, val = SummaryWriter(log / "train"), SummaryWriter(log / "validation")
+    for e in range(epochs):
+        for b in range(batches_per_epoch):
+            done = e * batches_per_epoch + b + 1  # the batches trained: Keras' step of a batch's values
+            train.add_scalar("batch_loss", 3.0 - done / 100, done)
+        train.add_scalar("epoch_loss", 2.0 - e / 10, e, new_style=True)
+        train.add_scalar("epoch_accuracy", 0.5 + e / 10, e, new_style=True)
+        val.add_scalar("epoch_loss", 2.5 - e / 20, e, new_style=True)
+        val.add_scalar("epoch_accuracy", 0.4 + e / 20, e, new_style=True)
+        if batches_per_epoch:
+            val.add_scalar("evaluation_loss_vs_iterations", 2.5 - e / 20, (e + 1) * batches_per_epoch)
+    train.close()
+    val.close()
+    return log
+
+
+def test_keras_train_and_validation_folders_are_one_run_counted_in_epochs(ledger, cli, tmp_path):
+    """Read file by file, the validation folder restarted the run at step 0 over the training values (a resume
+    event, the training loss lost); a real Keras log read so: shared/real's keras-tf2-cbam-noise-tb."""
+    (res,) = import_run(ledger, "tensorboard", [str(_keras_log(tmp_path / "fit"))], ImportOptions(run="k"))
+    steps = ledger.steps("k")
+    assert steps["step"].tolist() == [0, 1, 2, 3]
+    assert steps["loss"].tolist() == pytest.approx([2.0, 1.9, 1.8, 1.7])
+    evals = ledger.evals("k")
+    assert set(evals["task"] + "/" + evals["metric"]) == {"val/loss", "val/acc"}
+    val = evals[evals["metric"] == "loss"].sort_values("step")
+    assert val["step"].tolist() == [0, 1, 2, 3] and val["value"].tolist() == pytest.approx([2.5, 2.45, 2.4, 2.35])
+    assert ledger.events("k", kind="resume").empty
+    assert ledger.meta("k")["step_unit"] == "epoch"
+    assert any("steps in this run count epochs" in w for w in res.warnings)
+
+
+def test_keras_batch_logs_count_batches_and_validate_against_iterations(ledger, tmp_path):
+    log = _keras_log(tmp_path / "fit", epochs=3, batches_per_epoch=5)
+    (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="k"))
+    steps = ledger.steps("k")
+    assert steps["step"].tolist() == list(range(1, 16))
+    assert steps["loss"].tolist() == pytest.approx([3.0 - b / 100 for b in range(1, 16)])
+    val = ledger.evals("k").sort_values("step")
+    assert val["step"].tolist() == [5, 10, 15] and val["metric"].unique().tolist() == ["loss"]
+    assert "step_unit" not in ledger.meta("k")
+    assert any("left out" in w and "epoch_loss" in w for w in res.warnings)

@@ -580,3 +580,22 @@ def test_step_token_counts_are_not_summed_over_gaps_or_over_a_logged_count(ledge
                        "step: 2, total_weights: 90, consumed_tokens: 256, loss: 2.9\n")
     import_run(ledger, "textlog", [str(counted)], ImportOptions(run="counted"))
     assert ledger.steps("counted")["tokens"].tolist() == [128.0, 256.0]
+
+
+def test_olmo_per_device_throughput_is_the_jobs_times_the_devices(ledger, tmp_path):
+    """OLMo prints `throughput/device/tokens_per_second` (one device's) and no job-wide rate: with the device
+    count given it is the job's tokens_per_s, as TorchTitan's `tps`; it was an `imported/` extra nothing read,
+    whatever the count (the lines of tests/data/real/olmo-1b-azure-nccl-sharp-10steps.log)."""
+    path = tmp_path / "olmo.log"
+    path.write_text("[2024-04-17 09:42:26] INFO     [olmo.train:816, rank=0] [step=1/739328]\n"
+                    "    train/CrossEntropyLoss=11.25\n    throughput/total_tokens=4,194,304\n"
+                    "[2024-04-17 09:42:38] INFO     [olmo.train:816, rank=0] [step=2/739328]\n"
+                    "    train/CrossEntropyLoss=10.73\n    throughput/total_tokens=8,388,608\n"
+                    "    throughput/device/tokens_per_second=45,538\n")
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="o", devices=8))
+    steps = ledger.steps("o", nullable=True)
+    assert steps["tokens_per_s"].tolist()[1] == 45538 * 8
+    assert any("tokens_per_s = tokens/s per device x 8 devices (given)" in w for w in res.warnings)
+    (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="o2"))
+    assert ledger.steps("o2", nullable=True)["tokens_per_s"].isna().all()
+    assert any("kept as tokens_per_s_per_device" in w for w in res.warnings)

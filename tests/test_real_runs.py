@@ -5,6 +5,7 @@ or one clear line (exit 2), never a traceback."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test
 
 ROOT = Path(__file__).parent / "data" / "real"
 # What a user adds on the command line, by file: only what the file cannot say.
-EXTRA_ARGS = {"lmeval-v04-llama3-8b-mmlu.json": ["--step", "1"], "lmeval-v04-llama3-8b-gsm8k.json": ["--step", "1"]}
+EXTRA_ARGS = {"lmeval-v04-llama3-8b-mmlu.json": ["--step", "1"], "lmeval-v04-llama3-8b-gsm8k.json": ["--step", "1"],
+              # the readme it comes from runs `torchrun --nproc_per_node=8`
+              "olmo-1b-azure-nccl-sharp-10steps.log": ["--devices", "8"]}
 ANALYSES = {"yield": [], "forecast": ["--next-tokens", "1e9", "--next-steps", "1000"], "diagnose": [], "show": []}
 
 
@@ -160,3 +163,96 @@ def test_real_build_nanogpt_printed_evaluations_are_read_at_the_next_step(import
     assert len(val) == facts["stepless_val_lines"] and len(hella) == facts["stepless_hellaswag_lines"]
     assert val[0] == (19080, facts["val_first"]) and val[-1][1] == facts["val_last"]
     assert hella[-1][1] == facts["hellaswag_last"]
+
+
+def _entry(path: str) -> dict:
+    return next(e for e in [*REAL_LOGS, *SHARED_LOGS] if e["path"] == path)
+
+
+def test_real_olmo_blocks_read_with_their_commas_and_the_jobs_throughput(imported):
+    """OLMo's `[step=N/M]` blocks of `name=value` lines, thousands written with commas; its throughput is one
+    device's, so the job's tokens/s is 8 x that (the device count the run's readme gives)."""
+    ledger_path, results = imported
+    run = "olmo-1b-azure-nccl-sharp-10steps"
+    entry, result = results[run]
+    assert result.exit_code == 0, result.stderr
+    series = entry["facts"]["series"]
+    with Ledger(ledger_path, readonly=True) as ledger:
+        loss, tokens = _series(ledger, run, "loss"), _series(ledger, run, "tokens")
+        tokens_per_s = _series(ledger, run, "tokens_per_s")
+        extras = ledger.extras(run)
+    facts = series["train/CrossEntropyLoss"]
+    assert len(loss) == facts["count"] and [list(loss[0]), list(loss[-1])] == [facts["first"], facts["last"]]
+    total = series["throughput/total_tokens"]
+    assert [list(tokens[0]), list(tokens[-1])] == [total["first"], total["last"]]
+    per_device = series["throughput/device/tokens_per_second"]
+    assert len(tokens_per_s) == per_device["count"] and tokens_per_s[0] == (2, per_device["first"][1] * 8)
+    perplexity = extras[extras["key"] == "imported/train/perplexity"]["value"].tolist()
+    assert perplexity[0] == series["train/Perplexity"]["first"][1]  # 76,631, not 76 or 631
+
+
+PYTHIA_160M_5SHOT = [f"lmeval-v03-pythia-160m-5shot-step{step}.json" for step in (3000, 13000, 33000, 143000)]
+PYTHIA_TOKENS_PER_STEP = 2_097_152  # Pythia's batch: 1024 sequences of 2048 tokens
+
+
+def test_real_pythia_checkpoints_give_capability_yield_per_billion_tokens(tmp_path):
+    """Four checkpoints of one model, each its own lm-eval file (the step only in config.model_args): one run
+    of 4 x 128 evaluations, and `yield` over a task is its change per B tokens between checkpoints."""
+    ledger = str(tmp_path / "pythia.db")
+    runner = CliRunner()
+    result = runner.invoke(app, ["--ledger", ledger, "import", "lm-eval", *(str(ROOT / p) for p in PYTHIA_160M_5SHOT),
+                                 "--run", "pythia-160m", "--tokens-per-step", str(PYTHIA_TOKENS_PER_STEP)])
+    assert result.exit_code == 0, result.stderr
+    steps = [3000, 13000, 33000, 143000]
+    acc = [_entry(p)["facts"]["values"]["lambada_openai|acc"] for p in PYTHIA_160M_5SHOT]
+    with Ledger(ledger, readonly=True) as led:
+        evals = led.evals("pythia-160m")
+        assert evals.groupby("step").size().to_dict() == dict.fromkeys(steps, 128)
+        assert evals["stderr"].notna().all()  # every metric here has its *_stderr
+        lam = evals[(evals["task"] == "lambada_openai") & (evals["metric"] == "acc")].sort_values("step")
+        assert lam["value"].tolist() == acc and lam["tokens"].tolist() == [s * PYTHIA_TOKENS_PER_STEP for s in steps]
+        ppl = evals[(evals["task"] == "lambada_openai") & (evals["metric"] == "ppl")]
+        assert not ppl["higher_is_better"].any()
+    result = runner.invoke(app, ["--ledger", ledger, "yield", "pythia-160m", "--metric", "lambada_openai/acc",
+                                 "--json"])
+    assert result.exit_code == 0, result.stderr
+    tranches = json.loads(result.stdout)
+    assert [(t["start_step"], t["end_step"]) for t in tranches] == list(zip(steps, steps[1:], strict=False))
+    for t, a, b, s0, s1 in zip(tranches, acc, acc[1:], steps, steps[1:], strict=False):
+        assert t["yield_per_btok"] == pytest.approx((b - a) / ((s1 - s0) * PYTHIA_TOKENS_PER_STEP / 1e9), rel=1e-9)
+
+
+def test_real_keras_tensorboard_folders_read_as_one_run_in_epochs(imported):
+    """Keras' train/ and validation/ folders hold the same tags at step = epoch: one run, its loss the training
+    folder's and val/loss the validation folder's, never a restart (shared/real; skipped where absent)."""
+    ledger_path, results = imported
+    run = "keras-tf2-cbam-noise-tb"
+    if run not in results:
+        pytest.skip(f"{run}: not in shared/real")
+    entry, result = results[run]
+    assert result.exit_code == 0, result.stderr
+    series = entry["facts"]["series"]
+    with Ledger(ledger_path, readonly=True) as ledger:
+        for key, what in (("train/epoch_loss", "loss"), ("validation/epoch_loss", "val/loss")):
+            got = _series(ledger, run, what)
+            assert len(got) == series[key]["count"], key
+            assert [list(got[0]), list(got[-1])] == [series[key]["first"], series[key]["last"]], key
+            assert max(got, key=lambda p: p[1]) == tuple(series[key]["max"]), key
+        assert ledger.events(run, kind="resume").empty
+        assert ledger.meta(run)["step_unit"] == "epoch"
+
+
+def test_real_hf_trainer_tensorboard_and_state_file_read_as_the_same_curve(imported):
+    """One t5-small run written twice by the HF Trainer, as trainer_state.json and through its TensorBoardCallback
+    (torch's SummaryWriter, rank-0 tensors): the same 430 training losses (to float32), and the TensorBoard
+    directory's second file holds the run's only evaluation (shared/real; skipped where absent)."""
+    ledger_path, results = imported
+    if "hf-t5-summarization-tb" not in results:
+        pytest.skip("hf-t5-summarization-tb: not in shared/real")
+    with Ledger(ledger_path, readonly=True) as ledger:
+        tb = _series(ledger, "hf-t5-summarization-tb", "loss")
+        state = _series(ledger, "hf-t5-summarization-trainer_state", "loss")
+        val = _series(ledger, "hf-t5-summarization-tb", "val/loss")
+    assert [s for s, _ in tb] == [s for s, _ in state] and len(tb) == 430
+    assert [v for _, v in tb] == pytest.approx([v for _, v in state], rel=1e-6)
+    assert val == [(215337, pytest.approx(1.6339, abs=1e-4))]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from tests.real_logs import REAL_LOGS, SHARED_LOGS
 
 ROOT = Path(__file__).parent / "data" / "real"
 # shared/ beside the clone (the steering repository's shared folder; a copy of it on CI)
-SHARED_ROOT = Path(__file__).resolve().parents[2] / "shared" / "real"
+# (or YIELDGATE_SHARED_REAL: a folder laid out as shared/real, to check the uncommitted files where they are kept)
+SHARED_ROOT = Path(os.environ.get("YIELDGATE_SHARED_REAL") or Path(__file__).resolve().parents[2] / "shared" / "real")
 MAX_BYTES = 1_000_000
 
 
@@ -109,6 +111,24 @@ def tensorboard(path: Path, params: dict) -> dict:
         "scalar_tags": sorted(points),
         "series": {tag: _series_facts(points[tag]) for tag in params["tags"]},
     }
+
+
+def keras_tensorboard(path: Path, params: dict) -> dict:
+    """Keras' TensorBoard callback: one run as ``train/`` and ``validation/`` folders holding the same tags
+    (``epoch_loss`` at step = epoch), so every scalar is keyed ``<folder>/<tag>``."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    points: dict[str, list[tuple[int, float]]] = {}
+    for event_file in sorted(path.rglob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(event_file)).Load():
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name != "scalars":
+                    continue
+                key = f"{event_file.parent.name}/{value.tag}"
+                points.setdefault(key, []).append((event.step, float(tensor_util.make_ndarray(value.tensor))))
+    return {"event_files": len(list(path.rglob("events.out.tfevents.*"))), "scalars": sorted(points),
+            "series": {key: _series_facts(points[key]) for key in params["keys"]}}
 
 
 def csv_table(path: Path, params: dict) -> dict:
@@ -328,6 +348,26 @@ def keras_fit(path: Path, params: dict) -> dict:
             "val_acc": _series_facts(val_acc), "total_seconds": sum(seconds)}
 
 
+OLMO_STEP = re.compile(r"\] \[step=(\d+)/(\d+)\]$")
+OLMO_PAIR = re.compile(r"^    ([^=]+)=([\d,.]+)$")
+
+
+def olmo(path: Path, params: dict) -> dict:
+    """allenai/OLMo's trainer console: a ``[time] INFO [olmo.train:N, rank=0] [step=N/M]`` line, then one
+    indented ``name=value`` line per metric (thousands written with commas: ``76,631``)."""
+    blocks: list[tuple[int, dict[str, float]]] = []
+    total = None
+    for line in _lines(path):
+        if match := OLMO_STEP.search(line):
+            blocks.append((int(match[1]), {}))
+            total = int(match[2])
+        elif (match := OLMO_PAIR.match(line)) and blocks:
+            blocks[-1][1][match[1]] = _num(match[2])
+    series = {name: _series_facts([(step, pairs[name]) for step, pairs in blocks if name in pairs])
+              for name in params["names"]}
+    return {"blocks": len(blocks), "planned_steps": total, "series": series}
+
+
 def lm_eval(path: Path, params: dict) -> dict:
     """lm-evaluation-harness results: v0.3 keys metrics plainly (``acc``), v0.4 as
     ``<metric>,<filter>`` (``acc,none``) and adds groups."""
@@ -354,6 +394,8 @@ PARSERS = {
     "torchtitan-validate": torchtitan_validate,
     "keras-fit": keras_fit,
     "lm-eval": lm_eval,
+    "olmo": olmo,
+    "keras-tensorboard": keras_tensorboard,
 }
 
 
@@ -376,7 +418,7 @@ def _assert_equal(actual, expected, where: str) -> None:
 
 
 def _check_facts(root: Path, entry: dict) -> None:
-    if entry["parser"] == "tensorboard":
+    if entry["parser"] in ("tensorboard", "keras-tensorboard"):
         pytest.importorskip("tensorboard", reason="the event-file reader is the [tensorboard] extra")
     parser = PARSERS[entry["parser"]]
     actual = parser(root / entry["path"], entry.get("params", {}))

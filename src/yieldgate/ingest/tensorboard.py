@@ -246,6 +246,67 @@ def _other_axes(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
     return kept.sort_values(["file", "offset"], kind="stable").reset_index(drop=True)
 
 
+# Keras' TensorBoard callback writes one run as two folders of one log directory, `train/` and `validation/`,
+# with the same tag names in both: `epoch_<metric>` at step = epoch (History's `<metric>` and `val_<metric>`),
+# `batch_<metric>` at step = batch with `update_freq='batch'` or N, and `evaluation_<metric>_vs_iterations`
+# (validation at step = batches trained) since TF 2.2. Read file by file, the validation folder is a second run
+# that restarts at step 0 over the training values.
+_KERAS_SPLITS = {"train": "", "validation": "val_"}
+_KERAS_TAG = re.compile(r"^(?:(?P<kind>epoch|batch)_(?P<metric>.+)|evaluation_(?P<eval>.+)_vs_iterations)$")
+
+
+def _keras_layout(
+    files: Sequence[Path], scalars: pd.DataFrame, warnings: Warnings
+) -> tuple[pd.DataFrame, np.ndarray, bool]:
+    """The scalars of a Keras log directory renamed to History's names (`loss`, `val_loss`), the row group of
+    each (the n-th event file of `train/` and of `validation/` are one run, so their values of one step form one
+    row), and whether the steps count epochs. Anything else is returned as it is, one group per file."""
+    group = scalars["file"].to_numpy()
+    split = np.array([f.parent.name if f.parent.name in _KERAS_SPLITS else "" for f in files], dtype=object)
+    in_split = split[group] != ""
+    if not in_split.any():
+        return scalars, group, False
+    parts = scalars["tag"][in_split].str.extract(_KERAS_TAG)
+    if parts.isna().all(axis=1).any():  # a tag Keras does not write: not its layout
+        return scalars, group, False
+    batches = bool((parts["kind"] == "batch").any())
+    prefix = np.array([_KERAS_SPLITS.get(s, "") for s in split], dtype=object)[group[in_split]]
+    # Batch steps: the training's `batch_*` and the validation's `evaluation_*_vs_iterations`; epoch steps:
+    # `epoch_*` of both. The other axis's tags cannot share the rows and are left out.
+    axis_tag = parts["metric"].where(parts["kind"] == ("batch" if batches else "epoch"))
+    if batches:
+        axis_tag = axis_tag.fillna(parts["eval"].where(prefix == "val_"))
+    kept = axis_tag.notna().to_numpy()
+    if not kept.all():
+        left = sorted(set(scalars["tag"][in_split][~kept]))
+        warnings.add(
+            "keras",
+            f"{len(left)} Keras tag(s) logged against {'epochs' if batches else 'batches'} while the run's steps "
+            f"count {'batches' if batches else 'epochs'} ({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}): "
+            "left out",
+        )
+    renamed = scalars["tag"].to_numpy(dtype=object).copy()
+    renamed[np.flatnonzero(in_split)[kept]] = prefix[kept] + axis_tag.to_numpy(dtype=object)[kept]
+    # One row group per n-th file of each split (a resumed fit writes a second file in each); files outside
+    # the two folders keep groups of their own.
+    rank: dict[str, int] = {}
+    order = np.zeros(len(files), dtype=np.int64)
+    for i, s in enumerate(split):
+        order[i] = rank.get(s, 0) if s else len(files) + i
+        rank[s] = rank.get(s, 0) + 1
+    out = scalars.assign(tag=renamed)
+    keep = np.ones(len(out), dtype=bool)
+    keep[np.flatnonzero(in_split)[~kept]] = False
+    tag = "batch" if batches else "epoch"
+    warnings.add(
+        "keras",
+        f"Keras TensorBoard log (its train/ and validation/ folders are one run): tags read by Keras' History "
+        f"names (train/{tag}_loss as loss, validation/{tag if not batches else 'evaluation'}_loss"
+        f"{'_vs_iterations' if batches else ''} as val_loss)" + ("" if batches else "; steps in this run count epochs"),
+    )
+    return out[keep].reset_index(drop=True), order[group[keep]], not batches
+
+
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     """Importer entry point: one run from event directories or files."""
     from yieldgate.ingest import Read
@@ -259,10 +320,11 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
             + (f" ({empty} of them empty)" if empty else "")
         )
     scalars = _other_axes(scalars, warnings)
+    scalars, group, epochs = _keras_layout(files, scalars, warnings)
     file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()
     rows = pivot(
         ", ".join(map(str, files)),
-        scalars["file"].to_numpy(),
+        group,
         scalars["step"].to_numpy(),
         scalars["tag"],
         scalars["value"].to_numpy(),
@@ -272,4 +334,5 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     )
     if any(name.startswith("yieldgate/") for name in rows.values):  # `yieldgate export --to tensorboard`
         return [Read(", ".join(sources), own_export(rows, warnings, step="yieldgate/step", prefix="yieldgate/"))]
+    rows.epochs = epochs
     return [Read(", ".join(sources), rows, start_unix=float(scalars["wall_time"].min()))]

@@ -189,6 +189,10 @@ _KV_ALIASES = {
     # metrics.py) and MaxText's `Tokens/s/device`. The job's tokens/s is this times the device count.
     "tps": PER_DEVICE_TOKENS_PER_S,
     "tokens/s/device": PER_DEVICE_TOKENS_PER_S,
+    # OLMo's `throughput/device/tokens_per_second=45,538` and Composer's SpeedMonitor
+    # `throughput/device/tokens_per_sec` (beside its job-wide `throughput/tokens_per_sec`).
+    "throughput/device/tokens_per_second": PER_DEVICE_TOKENS_PER_S,
+    "throughput/device/tokens_per_sec": PER_DEVICE_TOKENS_PER_S,
 }
 # Per-step times (a cumulative clock is `wall`, `elapsed`, `train_time`: the mapping knows those).
 _STEP_TIMES = {
