@@ -220,6 +220,17 @@ def test_real_pythia_checkpoints_give_capability_yield_per_billion_tokens(tmp_pa
     assert [(t["start_step"], t["end_step"]) for t in tranches] == list(zip(steps, steps[1:], strict=False))
     for t, a, b, s0, s1 in zip(tranches, acc, acc[1:], steps, steps[1:], strict=False):
         assert t["yield_per_btok"] == pytest.approx((b - a) / ((s1 - s0) * PYTHIA_TOKENS_PER_STEP / 1e9), rel=1e-9)
+    # The noise bands come from the standard errors the files report, each tranche's ± 1.645 sqrt(se0^2 + se1^2)
+    # at 90%: lambada's rise of 0.075 (about ten standard errors) is beyond noise, not "within noise" as the
+    # curve's own noise estimate (two degrees of freedom through four points) had it; the last tranche's 0.002
+    # is within. No MMLU subtask is listed as worsening: none moves beyond its errors held over all 127 others.
+    se = [json.loads((ROOT / p).read_text())["results"]["lambada_openai"]["acc_stderr"] for p in PYTHIA_160M_5SHOT]
+    for t, a, b, e0, e1 in zip(tranches, acc, acc[1:], se, se[1:], strict=False):
+        half = 1.6448536269514722 * math.hypot(e0, e1)
+        assert t["band_from"] == "reported" and t["band"] == pytest.approx([b - a - half, b - a + half], rel=1e-9)
+    assert [t["within_noise"] for t in tranches] == [False, False, True]
+    assert all(not d.startswith("lambada_openai/acc improved while hendrycksTest") for t in tranches
+               for d in t["disagreements"])
 
 
 def test_real_keras_tensorboard_folders_read_as_one_run_in_epochs(imported):

@@ -713,7 +713,7 @@ def yield_(
             note,
         )
     console.print(table)
-    if report.eval_noise is not None:
+    if report.eval_noise is not None and not any(t.band_from == "reported" for t in report.tranches):
         console.print(
             f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
             "curve); a tranche whose band holds 0 is within noise",

@@ -41,6 +41,7 @@ __all__ = [
     "pooled_mean",
     "slope_interval",
     "evaluation_difference",
+    "reported_difference",
     "identical",
     "verdict",
     "seeds_for_margin",
@@ -56,10 +57,11 @@ KINDS = {
     "prediction": "prediction of a measured value",
     "curve": "a fitted curve's own",
     "evaluations": "difference of two evaluations, each off the curve by the evaluation noise",
+    "reported": "difference of two evaluations, each with the standard error its harness reported",
 }
 """The kinds of interval, by key: what the interval is an interval of."""
 
-Kind = Literal["mean", "difference", "paired", "slope", "pooled", "prediction", "curve", "evaluations"]
+Kind = Literal["mean", "difference", "paired", "slope", "pooled", "prediction", "curve", "evaluations", "reported"]
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,17 @@ def evaluation_difference(estimate: float, sigma: float, dof: float, level: floa
         return None
     half = t_quantile(level, dof) * sigma * math.sqrt(2.0)
     return Interval(estimate, estimate - half, estimate + half, level, "evaluations", 2, dof)
+
+
+def reported_difference(estimate: float, se_start: float, se_end: float, level: float) -> Interval | None:
+    """The change between two evaluations whose harness reported each one's standard error (lm-eval's
+    `acc_stderr`: the sampling error of a mean over the task's items): ± z(level)·√(se_start² + se_end²), normal
+    quantiles as the errors are of means over many items. The two are taken as independent, which the same items
+    at both ends make conservative. None unless all three are finite."""
+    if not (math.isfinite(estimate) and math.isfinite(se_start) and math.isfinite(se_end)):
+        return None
+    half = normal_quantile(level) * math.hypot(se_start, se_end)
+    return Interval(estimate, estimate - half, estimate + half, level, "reported", 2, math.inf)
 
 
 def identical(*groups: Any) -> bool:

@@ -17,8 +17,13 @@ What real runs lack is said, never filled in:
 evaluation noise (`fit.eval_noise`, from all the run's evaluations of the metric): `band` is the interval that noise
 allows around it (`stats.evaluation_difference`, at `level`), `yield_band` the same per billion tokens (per
 thousand steps without token counts), and `within_noise` says the band holds 0: that tranche's gain (or loss) is
-not told from noise. **Schedule.** `spans_lr_decay` marks a tranche whose end is at an LR below 90% of the peak
-so far (the `fit.stable_phase` rule): its yield mixes data with annealing, and a cooldown's gain is no data yield.
+not told from noise. Where the harness reported each evaluation's standard error (lm-eval's `*_stderr`), the band
+is built from those two instead (`stats.reported_difference`): a curve through a few checkpoints estimates its
+noise with one or two degrees of freedom, and called a ten-standard-error gain "within noise". A capability that
+moved against the followed metric is listed in `disagreements` unless its own reported standard errors hold the
+change (at `level` family-wise over the run's capabilities). **Schedule.** `spans_lr_decay` marks a tranche whose
+end is at an LR below 90% of the peak so far (the `fit.stable_phase` rule): its yield mixes data with annealing,
+and a cooldown's gain is no data yield.
 
 Functions take plain DataFrames (the ledger's `steps` and `evals` frames) and return plain data.
 """
@@ -82,6 +87,9 @@ class Tranche:
     """`band` per billion tokens (per thousand steps on a step axis, per epoch on an epoch axis)."""
     within_noise: bool | None = None
     """The band holds 0: the tranche's change is not told from evaluation noise."""
+    band_from: str | None = None
+    """What the band is built from: `reported` (the two evaluations' standard errors) or `curve` (the noise
+    around the fitted curve); None without a band."""
     spans_lr_decay: bool | None = None
     """The LR at the tranche's end is below 90% of its peak so far (None: no LR recorded)."""
     vs_expected: float | None = None
@@ -180,6 +188,7 @@ def eval_points(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str
             "tokens": tokens,
             "value": ev["value"].to_numpy(dtype=float),
             "higher_is_better": ev["higher_is_better"].to_numpy(dtype=bool),
+            "stderr": ev["stderr"].to_numpy(dtype=float) if "stderr" in ev else np.full(len(ev), np.nan),
         }
     )
 
@@ -291,7 +300,10 @@ def tranche_yields(
     per_span = AXES[axis][2]  # the tokens or steps a yield on this axis is per
     noise = eval_noise(x, points["value"].to_numpy(dtype=float)) if len(points) >= 3 else math.nan
     noise_dof = len(points) - 2
-    if not math.isfinite(noise):
+    reported = "stderr" in points and bool(np.isfinite(points["stderr"].to_numpy(dtype=float)).all())
+    if reported:
+        notes.append("noise bands from the standard errors the evaluations reported, not from the curve")
+    elif not math.isfinite(noise):
         missing["band"] = f"{len(points)} evaluations: the evaluation noise needs three or more"
     points = _merge_points(points, tranche_tokens).reset_index(drop=True)
     if len(points) < 2:
@@ -343,8 +355,10 @@ def tranche_yields(
         if law is not None and axis == "tokens" and not hib and a["tokens"] > 0:  # the law has no value at 0 tokens
             expected = float(law(float(a["tokens"])) - law(float(b["tokens"])))
             tranche.vs_expected = gain / expected if expected > 0 and math.isfinite(gain) else None
-        band = stats.evaluation_difference(gain, noise, noise_dof, level)
+        band = stats.reported_difference(gain, a["stderr"], b["stderr"], level) if "stderr" in points else None
+        band = band or stats.evaluation_difference(gain, noise, noise_dof, level)
         if band is not None:
+            tranche.band_from = "reported" if band.kind == "reported" else "curve"
             span = (b["tokens"] - a["tokens"] if axis == "tokens" else b["step"] - a["step"]) / per_span
             tranche.band = (band.low, band.high)
             tranche.within_noise = stats.verdict(band) == "within noise"
@@ -355,6 +369,11 @@ def tranche_yields(
                 continue  # not evaluated at both ends of this tranche: no figure, never interpolated
             start, end = float(s.loc[a["step"], "value"]), float(s.loc[b["step"], "value"])
             change = _improvement(start, end, bool(s["higher_is_better"].iloc[0]))
+            # Held family-wise over the tranche's capabilities: MMLU alone is 57 tasks, and at 90% each a tenth of
+            # those that did not move would be listed as moving.
+            moved = stats.reported_difference(
+                change, s.loc[a["step"], "stderr"], s.loc[b["step"], "stderr"], stats.family_level(level, len(others))
+            )
             entry = {
                 "start": start,
                 "end": end,
@@ -370,7 +389,8 @@ def tranche_yields(
                 tranche.per_source[sub_task.removeprefix(f"{task}/")] = entry
             else:
                 tranche.capability[key] = entry
-                if math.isfinite(gain) and math.isfinite(change) and gain * change < 0:
+                told = moved is None or stats.verdict(moved) != "within noise"  # no reported error: as measured
+                if math.isfinite(gain) and math.isfinite(change) and gain * change < 0 and told:
                     tranche.disagreements.append(
                         f"{task}/{metric} {'improved' if gain > 0 else 'worsened'} while {key} "
                         f"{'improved' if change > 0 else 'worsened'}"
