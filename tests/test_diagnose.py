@@ -493,3 +493,18 @@ def test_a_held_out_loss_that_turns_up_is_overfitting_without_a_training_loss(cl
     cli("import", "hf-trainer", str(REAL / "hf-whisper-large-v2-ja-trainer_state.json"), "--run", "whisper-full")
     (found,) = [f for f in cli.json("diagnose", "whisper-full")["findings"] if f["cause"] == "overfitting"]
     assert found["detector"] == "train_val_gap"
+
+
+def test_a_log_of_one_row_per_epoch_is_not_called_a_non_iid_stream(cli_for, tmp_path):
+    """Per-epoch means (a Keras CSVLogger or TensorBoard log: steps count epochs) are smooth by construction: their
+    detrended autocorrelation says nothing of the batches. Logged per step, the same values are read as before."""
+    rows = [f"{e},{2 / (1 + e / 10) + 0.02 * math.sin(e / 3):.5f}" for e in range(200)]
+    per_epoch, per_step = tmp_path / "epochs.csv", tmp_path / "steps.csv"
+    per_epoch.write_text("epoch,loss\n" + "\n".join(rows) + "\n")
+    per_step.write_text("step,loss\n" + "\n".join(rows) + "\n")
+    cli = cli_for(tmp_path / "l.db")
+    cli("import", "table", str(per_epoch), "--run", "keras")
+    cli("import", "table", str(per_step), "--run", "steps")
+    causes = lambda run: [f["cause"] for f in cli.json("diagnose", run)["findings"]]  # noqa: E731
+    assert "non_iid_stream" not in causes("keras")
+    assert "non_iid_stream" in causes("steps")

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.manifest import Manifest
+from yieldgate.names import STEP_UNIT
 
 __all__ = [
     "CAUSES",
@@ -204,8 +205,12 @@ class RunSignals:
         return [c for c in self.steps.columns if c.startswith(prefix) and self.steps[c].notna().any()]
 
     def epochs(self) -> float | None:
-        """Epochs over the unique data at the end of the run, when known: the largest imported `imported/epoch`
-        (a trainer's own epoch counter), else the accepted tokens over the manifest's unique tokens."""
+        """Epochs over the unique data at the end of the run, when known: the steps themselves where they count
+        epochs (run meta `step_unit`: a Keras or YOLO log, one row per epoch), the largest imported
+        `imported/epoch` (a trainer's own epoch counter), else the accepted tokens over the manifest's unique
+        tokens."""
+        if self.meta.get(STEP_UNIT) == "epoch" and len(self.steps):
+            return float(self.steps["step"].max() - self.steps["step"].min() + 1)
         if "imported/epoch" in self.steps and self.steps["imported/epoch"].notna().any():
             return float(self.steps["imported/epoch"].max())
         sources = self.manifest.data.sources if self.manifest and self.manifest.data else []
