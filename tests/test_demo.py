@@ -54,7 +54,8 @@ def test_the_worked_example_reports_what_the_ledger_holds(tmp_path):
         for name, figures in out["runs"].items():
             steps = led.steps(f"demo/{name}/s0")
             assert figures["tokens_per_s"] == steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1]
-    # The bigger batch moves more tokens per second; the speedup to target multiplies out.
-    assert out["runs"]["pipeline-b"]["tokens_per_s"] > out["runs"]["pipeline-a"]["tokens_per_s"]
+    # The speedup to target multiplies out. Which pipeline moves more tokens per second is a timing on a shared
+    # machine (the 4x batch usually wins, and lost once under load): benchmarks time things, tests do not.
+    assert all(f["tokens_per_s"] > 0 for f in out["runs"].values())
     sp = out["at_equal_tokens"]["speedup"]
     assert abs(sp["time"] - sp["throughput"] * sp["sample_efficiency"]) < 1e-9 * sp["time"]
