@@ -604,3 +604,25 @@ def test_one_bad_key_loses_nothing_else(tmp_path):
         assert sorted(set(zip(evals["task"], evals["metric"]))) == [("val", "acc"), ("val", "loss")]
         assert sorted(set(evals["step"])) == [10, 11, 20]
         assert led.runs().set_index("name").loc["bad", "status"] == "finished"
+
+
+def test_a_step_numbered_backwards_or_a_count_that_is_no_count_never_bends_the_totals(tmp_path, caplog):
+    """`step=5` twice replaced the first row, `step=3` after it landed before rows with more tokens, and one
+    `tokens=nan` made every later row's tokens NaN. Now: a row numbered at or before the last is left out with its
+    tokens still counted (a gap, not an offset), and a count that is nan or negative adds none, each said once."""
+    with Tracker("t", ledger=tmp_path / "t.db") as tr:
+        tr.step(tokens=100, loss=3.0, step=5)
+        tr.step(tokens=100, loss=2.9, step=5)
+        tr.step(tokens=100, loss=2.8, step=3)
+        tr.step(tokens=float("nan"), loss=2.75)
+        tr.step(tokens=-4, samples=float("inf"), loss=2.72)
+        tr.step(tokens=100, loss=2.7)
+        assert tr.stats["faults"] == 4
+    with Ledger(tmp_path / "t.db", readonly=True) as led:
+        steps = led.steps("t")
+    assert steps["step"].tolist() == [5, 6, 7, 8]
+    assert steps["tokens"].tolist() == [100.0, 300.0, 300.0, 400.0]
+    assert steps["loss"].tolist() == [3.0, 2.75, 2.72, 2.7]
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("step 5 is not after step 5" in m for m in said) == 1
+    assert sum("tokens must be counts >= 0, got tokens=nan" in m for m in said) == 1

@@ -430,6 +430,8 @@ class Tracker:
             torch.distributed.broadcast_object_list(chosen, src=0, group=self._group)
             self.run = chosen[0]
         self._step = int(base["step"])
+        self._numbered = self._step > 0 or bool(point)
+        """A step is recorded (or the run resumed at one): an explicit `step=` must come after `_step`."""
         self._tokens_total = 0.0
         self._samples_total = 0.0
         self._source_totals: dict[str, float] = {}
@@ -816,6 +818,11 @@ class Tracker:
         # counts, a bad optional value (an extra that is no number) is left out of its row and reported, and the
         # step's tokens still count: a row that never reaches the ledger is a gap, never an offset.
         n_tokens, n_samples = float(tokens), float(samples if samples is not None else 0)
+        # A count that is no count (nan, inf, negative) would poison the running total for the rest of the run:
+        # this step adds none, and says so.
+        uncounted = [name for name, n in (("tokens", n_tokens), ("samples", n_samples)) if not 0 <= n < math.inf]
+        n_tokens = n_tokens if "tokens" not in uncounted else 0.0
+        n_samples = n_samples if "samples" not in uncounted else 0.0
         number = self._step + 1 if step is None else int(step)
         counts = {source: float(n) for source, n in sources.items()} if sources else None
         values, bad = {}, []
@@ -828,7 +835,6 @@ class Tracker:
                 except (TypeError, ValueError):
                     bad.append(key)
         rebase, self._rebase = self._rebase and step is not None, False
-        self._step = number
         # Running totals on the training thread (host floats), shipped with every row: the writer never sums
         # the rows it happens to receive.
         self._tokens_total += n_tokens
@@ -836,6 +842,19 @@ class Tracker:
         if counts:
             for source, n in counts.items():
                 counts[source] = self._source_totals[source] = self._source_totals.get(source, 0.0) + n
+        if step is not None and not rebase and (number < 0 or (self._numbered and number <= self._step)):
+            # A step numbered at or before the last one recorded would replace it, or land before rows with more
+            # tokens: its row is left out (a gap), its counts stay in the totals (never an offset).
+            self._fault(
+                "step numbering",
+                InputError(
+                    f"step {number} is not after step {self._step}, the last recorded: a Tracker's steps increase "
+                    "(Tracker(resume=True, step=...) restarts from a checkpoint); its row is left out, its tokens "
+                    "counted"
+                ),
+            )
+            return
+        self._step, self._numbered = number, True
         if data_wait_s is None and self._batches_used:
             data_wait_s = self._wait
         i = len(self._rows)
@@ -875,6 +894,15 @@ class Tracker:
                 InputError(
                     f"step {number}: {', '.join(map(repr, bad))} must be numbers; left out "
                     "of the row, the step's tokens counted"
+                ),
+            )
+        if uncounted:
+            self._fault(
+                "step counts",
+                InputError(
+                    f"step {number}: {' and '.join(uncounted)} must be counts >= 0, got "
+                    + ", ".join(f"{n}={v!r}" for n, v in (("tokens", tokens), ("samples", samples)) if n in uncounted)
+                    + "; this step adds none to the run's totals"
                 ),
             )
         self._wait = 0.0
