@@ -626,3 +626,5 @@ def test_a_step_numbered_backwards_or_a_count_that_is_no_count_never_bends_the_t
     said = [r.getMessage() for r in caplog.records]
     assert sum("step 5 is not after step 5" in m for m in said) == 1
     assert sum("tokens must be counts >= 0, got tokens=nan" in m for m in said) == 1
+    check("`tr.step(step=N)` at or before the last step, or `tokens=nan` / negative", "the misnumbered row left out "
+          "with its tokens counted, a bad count adds none; each said once; later rows exact", "2 (the misnumbered rows)")
