@@ -329,11 +329,12 @@ Scores = dict[int, dict[str, dict[str, dict[int, float]]]]
 """budget -> score -> recipe (`recipe@size` with several model sizes) -> seed -> value."""
 
 
-def campaign_scores(ledger: Ledger, campaign: str) -> Scores:
-    """Every finished probe's scores (`probe_scores`, with the campaign's `last_evals`), by budget, score, recipe
-    and seed: what `summarise` ranks."""
+def campaign_scores(ledger: Ledger, campaign: str, *, last_evals: int | None = None) -> Scores:
+    """Every finished probe's scores (`probe_scores`, with the campaign's `last_evals` unless given), by budget,
+    score, recipe and seed: what `summarise` ranks."""
     spec = ledger.campaign(campaign)["spec"]
-    return _gather(ledger, probe_runs(ledger, campaign), spec, int(spec.get("last_evals", 1)))[0]
+    last = last_evals if last_evals is not None else int(spec.get("last_evals", 1))
+    return _gather(ledger, probe_runs(ledger, campaign), spec, last)[0]
 
 
 def _gather(
