@@ -4,8 +4,9 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
 
 - **Scores** per probe: final bits per byte (`bpb`: the mean of `val/<source>/bpb` over the campaign's
   eval sources at the last evaluation, the same held-out text for every recipe; `val/bpb`, the recipe's own
-  held-out text, when the campaign names none), yield (validation
-  loss gained per billion tokens over the probe's second half: loss at half the budget minus the final loss,
+  held-out text, when the campaign names none; with the campaign's `last_evals` N > 1, the mean of that over the
+  last N evaluations, which averages out some of the noise of where one evaluation catches the weights), yield
+  (validation loss gained per billion tokens over the probe's second half: loss at half the budget minus the final loss,
   over half the budget), and the final bits per byte of each hard slice (`hard/<slice>/bpb`). A probe trained
   with a warmup-stable-decay schedule (its LR falls below 90% of the peak before the end: `fit.stable_phase`'s
   rule) has a second half that holds the cooldown, whose gain is annealing, not data: it also gets
@@ -21,7 +22,10 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   seeds). Ties are marked, never broken by guessing.
 - **Decision accuracy** (DataDecide, Magnusson et al. 2025): for each smaller budget, the share of recipe
   pairs it orders (by mean final bits per byte) the same way as the largest budget; also over the pairs the
-  largest budget resolves.
+  largest budget resolves; and, abstaining where the smaller budget's own seeds call a pair a tie, the share of
+  pairs it abstains on and its accuracy on the pairs it decides. Its compute is the tokens of all its probes of a
+  recipe (budget x seeds) as a share of one probe of the largest budget: the full-scale run the probes stand in
+  for (the largest budget's other seeds only make the reference order trustworthy).
 - **Forecasts** per recipe with three or more budgets: loss = E + B * tokens^-beta fitted to every seed's final
   validation loss at each budget (DESIGN.md: final losses of runs at several budgets, not a within-run fit
   across a decaying learning rate), and the gain and yield of going to the next budget, with the interval
@@ -47,7 +51,7 @@ from yieldgate.analysis.fit import BILLION, forecast
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 
-__all__ = ["CampaignSummary", "summarise", "probe_scores", "rank", "decision_accuracy"]
+__all__ = ["CampaignSummary", "summarise", "campaign_scores", "probe_scores", "rank", "decision_accuracy"]
 
 BPB = "bpb"
 YIELD = "yield_per_btok"
@@ -81,15 +85,24 @@ def _at(curve: pd.DataFrame, tokens: float) -> float:
 
 
 def probe_scores(
-    evals: pd.DataFrame, eval_sources: list[str] | None = None, steps: pd.DataFrame | None = None
+    evals: pd.DataFrame,
+    eval_sources: list[str] | None = None,
+    steps: pd.DataFrame | None = None,
+    *,
+    last_evals: int = 1,
 ) -> dict[str, float]:
     """One probe's scores from its evaluations and (for the stable/cooldown split) its step records' `tokens` and
-    `lr` (see the module docstring); NaN where a score is missing."""
+    `lr` (see the module docstring); NaN where a score is missing. `bpb` is the mean over the last `last_evals`
+    evaluations (fewer when the probe has fewer)."""
+    keys = [f"val/{s}/bpb" for s in eval_sources] if eval_sources else ["val/bpb"]
+    at: list[float] = []
+    for step in sorted(evals["step"].unique())[-last_evals:]:
+        here = evals[evals["step"] == step]
+        value = {f"{t}/{m}": float(v) for t, m, v in zip(here["task"], here["metric"], here["value"], strict=True)}
+        at.append(float(np.mean([value.get(k, math.nan) for k in keys])))
     last = evals[evals["step"] == evals["step"].max()]
     final = {f"{t}/{m}": float(v) for t, m, v in zip(last["task"], last["metric"], last["value"], strict=True)}
-    keys = [f"val/{s}/bpb" for s in eval_sources] if eval_sources else ["val/bpb"]
-    values = [final.get(k, math.nan) for k in keys]
-    out = {BPB: float(np.mean(values)) if values else math.nan}
+    out = {BPB: float(np.mean(at)) if at else math.nan}
     out.update({k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")})
     loss = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
     out["val/loss"] = float(loss["value"].iloc[-1]) if len(loss) else math.nan
@@ -169,11 +182,20 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
 
 
 def decision_accuracy(
-    means: dict[int, dict[str, float]], resolved_at_largest: set[frozenset[str]], *, axis: str = "budget"
+    means: dict[int, dict[str, float]],
+    resolved_at_largest: set[frozenset[str]],
+    *,
+    axis: str = "budget",
+    resolved: dict[int, set[frozenset[str]]] | None = None,
+    seeds: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """For each budget below the largest: the share of recipe pairs ordered as the largest budget orders them
     (by mean), over all pairs and over the pairs the largest budget resolves. `axis` names what the keys of `means`
-    are (`budget`, or `params` for model sizes: `campaign_sizes.rank_transfer`)."""
+    are (`budget`, or `params` for model sizes: `campaign_sizes.rank_transfer`).
+
+    With `resolved` (budget -> the pairs that budget's own seeds resolve), also the share of pairs it abstains on
+    (a tie there) and its accuracy on the pairs it decides; with `seeds` (budget -> probes per recipe), its
+    compute: budget x seeds over one probe of the largest budget (see the module docstring)."""
     budgets = sorted(means)
     if len(budgets) < 2:
         return {}
@@ -196,6 +218,15 @@ def decision_accuracy(
             "resolved_pairs": len(firm),
             "accuracy_resolved": float(np.mean(firm)) if firm else None,
         }
+        if seeds is not None:
+            out[str(budget)].update(seeds=seeds[budget], compute_share=budget * seeds[budget] / budgets[-1])
+        if resolved is not None:
+            decided = [ok for (a, b), ok in zip(pairs, agree, strict=True) if frozenset((a, b)) in resolved[budget]]
+            out[str(budget)].update(
+                decided_pairs=len(decided),
+                abstained=1 - len(decided) / len(pairs) if pairs else None,
+                accuracy_decided=float(np.mean(decided)) if decided else None,
+            )
     return out
 
 
@@ -232,6 +263,7 @@ def summarise(
     record = ledger.campaign(campaign)
     spec = record["spec"]
     level = level if level is not None else float(spec.get("level", 0.9))
+    last_evals = int(spec.get("last_evals", 1))
     runs = probe_runs(ledger, campaign)
     if runs.empty:
         raise InputError(f"campaign {campaign!r} has no probe runs in {ledger.location}; run `yieldgate probe` first")
@@ -247,20 +279,13 @@ def summarise(
     models = sorted(runs["model"].unique())
     if len(models) > 1:
         notes.append(f"{len(models)} model sizes: recipes are ranked per size as `recipe@size`")
-    done = runs[runs["status"] == "finished"]
-    scores: dict[int, dict[str, dict[str, dict[int, float]]]] = {}  # budget -> score -> recipe -> seed -> value
-    finals: dict[str, list[tuple[float, float]]] = {}  # recipe -> (tokens, final val loss)
-    for row in done.itertuples(index=False):
-        recipe = row.recipe if len(models) == 1 else f"{row.recipe}@{row.model}"
-        evals = ledger.evals(row.run)
-        if evals.empty:
-            continue
-        scored = probe_scores(evals, spec.get("eval_sources"), ledger.steps(row.run, ["tokens", "lr"]))
-        for key, value in scored.items():
-            scores.setdefault(row.tokens, {}).setdefault(key, {}).setdefault(recipe, {})[row.seed] = value
-        last = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
-        if len(last):
-            finals.setdefault(recipe, []).append((float(last["tokens"].iloc[-1]), float(last["value"].iloc[-1])))
+    if spec.get("eval_sources") and not spec.get("probe", {}).get("eval_documents") and len(_tokenizer_texts(spec)) > 1:
+        notes.append(
+            "the recipes' tokenizers are trained on different text (their sources, filters or dedup differ), so "
+            "eval windows drawn at token positions fall on different held-out text for each: set "
+            "probe.eval_documents to score every recipe on the same bytes"
+        )
+    scores, finals = _gather(ledger, runs, spec, last_evals)
     rankings: dict[str, dict[str, Any]] = {}
     for budget in sorted(scores):
         rankings[str(budget)] = {
@@ -275,9 +300,11 @@ def summarise(
     }
     accuracy: dict[str, Any] = {}
     if means:
-        largest = max(means)
-        firm = {frozenset((p["a"], p["b"])) for p in rankings[str(largest)][BPB]["pairs"] if p["resolved"]}
-        accuracy = decision_accuracy(means, firm)
+        resolved = {
+            b: {frozenset((p["a"], p["b"])) for p in rankings[str(b)][BPB]["pairs"] if p["resolved"]} for b in means
+        }
+        seeds = {b: max(e["seeds"] for e in rankings[str(b)][BPB]["order"]) for b in means}
+        accuracy = decision_accuracy(means, resolved[max(means)], resolved=resolved, seeds=seeds)
     budgets = sorted(int(b) for b in scores)
     target = next_budget or spec.get("next_budget") or (2 * max(budgets) if budgets else None)
     forecasts = {recipe: _forecast(points, target, level) for recipe, points in finals.items()}
@@ -296,6 +323,54 @@ def summarise(
         scaling=recipe_laws(ledger, runs, level=level, target_tokens=target, boots=boots) if sizes else {},
         rank_transfer=transfer_by_budget(scores, sizes, BPB, level=level) if sizes else {},
     )
+
+
+Scores = dict[int, dict[str, dict[str, dict[int, float]]]]
+"""budget -> score -> recipe (`recipe@size` with several model sizes) -> seed -> value."""
+
+
+def campaign_scores(ledger: Ledger, campaign: str, *, last_evals: int | None = None) -> Scores:
+    """Every finished probe's scores (`probe_scores`, with the campaign's `last_evals` unless given), by budget,
+    score, recipe and seed: what `summarise` ranks."""
+    spec = ledger.campaign(campaign)["spec"]
+    last = last_evals if last_evals is not None else int(spec.get("last_evals", 1))
+    return _gather(ledger, probe_runs(ledger, campaign), spec, last)[0]
+
+
+def _gather(
+    ledger: Ledger, runs: pd.DataFrame, spec: dict[str, Any], last_evals: int
+) -> tuple[Scores, dict[str, list[tuple[float, float]]]]:
+    """(scores, recipe -> [(tokens, final val loss)] for the forecasts) over the finished probes of `runs`."""
+    several = runs["model"].nunique() > 1
+    scores: Scores = {}
+    finals: dict[str, list[tuple[float, float]]] = {}
+    for row in runs[runs["status"] == "finished"].itertuples(index=False):
+        recipe = f"{row.recipe}@{row.model}" if several else row.recipe
+        evals = ledger.evals(row.run)
+        if evals.empty:
+            continue
+        scored = probe_scores(
+            evals, spec.get("eval_sources"), ledger.steps(row.run, ["tokens", "lr"]), last_evals=last_evals
+        )
+        for key, value in scored.items():
+            scores.setdefault(row.tokens, {}).setdefault(key, {}).setdefault(recipe, {})[row.seed] = value
+        last = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
+        if len(last):
+            finals.setdefault(recipe, []).append((float(last["tokens"].iloc[-1]), float(last["value"].iloc[-1])))
+    return scores, finals
+
+
+def _tokenizer_texts(spec: dict[str, Any]) -> set[str]:
+    """The distinct texts the campaign's recipes train their tokenizers on, as what decides them: the sources
+    (with the eval sources, added to every recipe), filters and dedup."""
+    extra = set(spec.get("eval_sources") or [])
+    return {
+        json.dumps(
+            [sorted({s["name"] for s in r["sources"]} | extra), r.get("filters", []), r.get("dedup", {})],
+            sort_keys=True,
+        )
+        for r in spec["recipes"].values()
+    }
 
 
 def _forecast(points: list[tuple[float, float]], target: float | None, level: float) -> dict[str, Any]:

@@ -85,6 +85,9 @@ class ProbeSettings(_Model):
     evals: int = Field(default=8, ge=1)
     """Evaluations over each budget (plus one at step 0)."""
     eval_sequences: int = Field(default=32, ge=1)
+    eval_documents: int | None = Field(default=None, ge=1)
+    """Score whole held-out documents, this many per source, instead of `eval_sequences` windows: the same text
+    under every recipe's tokenizer (`probe.trainer.ProbeConfig.eval_documents`)."""
     eval_seed: int | None = 0
     """Seed of the eval draw, the same for every probe: seeds then differ in training only, and every probe is
     scored on the same held-out sequences (None: each probe's own seed)."""
@@ -112,6 +115,12 @@ class Campaign(_Model):
     """Seeds (a number N means seeds 0..N-1)."""
     budgets: list[int] = Field(min_length=1)
     """Token budgets, each > 0."""
+    budget_seeds: dict[int, list[int]] = Field(default_factory=dict)
+    """Seeds of particular budgets, instead of `seeds` (a number N means seeds 0..N-1): more seeds where probes are
+    cheap, or seeds disjoint from the largest budget's, whose probes of the same seed share the initialisation and
+    the first tokens of the data order with the smaller budget's."""
+    last_evals: int = Field(default=1, ge=1)
+    """Score each probe by the mean of its last N evaluations' bits per byte (1: the final evaluation)."""
     models: list[ModelSize] = Field(default_factory=list)
     """Model sizes (default: one, the probe default)."""
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
@@ -131,14 +140,29 @@ class Campaign(_Model):
     def _count(cls, value: Any) -> Any:
         return list(range(value)) if isinstance(value, int) and not isinstance(value, bool) else value
 
+    @field_validator("budget_seeds", mode="before")
+    @classmethod
+    def _counts(cls, value: Any) -> Any:
+        return {k: cls._count(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    def seeds_of(self, budget: int) -> list[int]:
+        """The seeds of `budget`'s probes."""
+        return self.budget_seeds.get(budget, self.seeds)
+
     @model_validator(mode="after")
     def _check(self) -> Campaign:
         _check_part(self.name, "name")
         for recipe in self.recipes:
             _check_part(recipe, "recipe name")
-        for what, values in (("seeds", self.seeds), ("budgets", self.budgets)):
+        named = [(f"budget_seeds[{b}]", v) for b, v in self.budget_seeds.items()]
+        for what, values in (("seeds", self.seeds), ("budgets", self.budgets), *named):
             if len(set(values)) < len(values):
                 raise ValueError(f"{what} repeat a value: {values}")
+            if not values:
+                raise ValueError(f"{what} must name at least one seed")
+        unknown = sorted(set(self.budget_seeds) - set(self.budgets))
+        if unknown:
+            raise ValueError(f"budget_seeds names budgets not in budgets: {unknown}")
         if min(self.budgets) < 1:
             raise ValueError(f"budgets must be > 0, got {self.budgets}")
         if self.next_budget is not None and self.next_budget <= max(self.budgets):
@@ -244,20 +268,23 @@ class ProbeSpec:
 def plan(campaign: Campaign) -> list[ProbeSpec]:
     """Every probe of the campaign, largest budgets first."""
     models = campaign.models or [ModelSize()]
+    # A setting at its default that older probes did not have stays out of the key, so their keys still match.
+    unset = {"eval_documents"} if campaign.probe.eval_documents is None else None
+    probe_settings = campaign.probe.model_dump(exclude=unset)
     specs = []
     for tokens in sorted(campaign.budgets, reverse=True):
         for name, declared in campaign.recipes.items():
             recipe = with_eval_sources(declared, campaign.eval_sources)
             recipe_hash = _digest({"recipe": recipe.model_dump(mode="json"), "data": campaign.data.model_dump()})
             for model in models:
-                for seed in campaign.seeds:
+                for seed in campaign.seeds_of(tokens):
                     key = _digest(
                         {
                             "recipe": recipe_hash,
                             "seed": seed,
                             "tokens": tokens,
                             "model": model.model_dump(),
-                            "probe": campaign.probe.model_dump(),
+                            "probe": probe_settings,
                             "eval": campaign.eval_sources,
                         }
                     )[:20]

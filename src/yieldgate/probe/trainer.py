@@ -14,14 +14,15 @@ from __future__ import annotations
 import math
 import sys
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from yieldgate.data.recipe import ResolvedRecipe
+from yieldgate.data.recipe import ResolvedRecipe, SourceData
 from yieldgate.errors import InputError
 from yieldgate.manifest import EvalPortfolio, Hardware, Manifest, ModelConfig, Optimisation
 from yieldgate.probe.cooldown import cooldown_probe, save_checkpoint
@@ -89,7 +90,12 @@ class ProbeConfig:
     evals: int = 8
     """Evaluations over the budget (plus one at step 0)."""
     eval_sequences: int = 32
-    """Held-out sequences per source per evaluation."""
+    """Held-out sequences per source per evaluation (drawn from token positions: see `eval_documents`)."""
+    eval_documents: int | None = None
+    """Score this many whole held-out documents per source instead of `eval_sequences` windows: every token of
+    each but its first, so the text scored is the same whatever the tokenizer. Windows drawn at token positions
+    fall on different text under two recipes' tokenizers, and with a few dozen windows the difference of text
+    outweighs the difference of data between close recipes; bits per byte on the same bytes does not."""
     eval_seed: int | None = None
     """Seed of the eval draw (None: `seed`). A campaign fixes it, so its probes differ by seed in training only and
     are scored on the same held-out sequences."""
@@ -121,6 +127,8 @@ class ProbeConfig:
         ):
             if getattr(self, name) < 1:
                 raise InputError(f"probe.{name} must be >= 1, got {getattr(self, name)}")
+        if self.eval_documents is not None and self.eval_documents < 1:
+            raise InputError(f"probe.eval_documents must be >= 1 (or None), got {self.eval_documents}")
         if self.batch_size % self.microbatches:
             raise InputError(
                 f"probe.batch_size ({self.batch_size}) must be a multiple of microbatches ({self.microbatches})"
@@ -232,26 +240,51 @@ class _Sampler:
         return arr[:, :-1], arr[:, 1:], counts, ids
 
 
+class _Seq(NamedTuple):
+    """One held-out row of the eval portfolio."""
+
+    ids: np.ndarray
+    """context + 1 token ids (a document's last row padded with 0)."""
+    scored: np.ndarray
+    """(context,) bool: which next-token predictions count."""
+    nbytes: float
+    """UTF-8 bytes of the scored tokens (for bits per byte)."""
+    folio: bool
+
+
 class _Portfolio:
-    """The eval portfolio's fixed held-out sequences, drawn once per probe."""
+    """The eval portfolio's fixed held-out sequences, drawn once per probe: `eval_sequences` windows per source
+    at token positions, or (`eval_documents`) whole documents, the same text under any tokenizer."""
 
     def __init__(self, data: ResolvedRecipe, cfg: ProbeConfig) -> None:
-        rng = np.random.default_rng(10_000 + (cfg.seed if cfg.eval_seed is None else cfg.eval_seed))
+        eval_seed = cfg.seed if cfg.eval_seed is None else cfg.eval_seed
+        rng = np.random.default_rng(10_000 + eval_seed)
         t = cfg.context
         vocab = data.tokenizer.get_vocab_size()
         counts = np.bincount(np.concatenate([s.train for s in data.sources.values()]), minlength=vocab) + 1
         rarity = -np.log(counts / counts.sum())
-        self.sets: dict[str, list[tuple[np.ndarray, float, bool]]] = {}
+        self.sets: dict[str, list[_Seq]] = {}
+        self.documents: dict[str, list[int]] = {}
+        """Source -> the held-out documents scored whole (`eval_documents`), by index."""
         for name, src in data.sources.items():
-            seqs = []
-            for doc, nbytes, tags in zip(src.held_out, src.held_out_bytes, src.held_out_tags, strict=True):
-                bpt = nbytes / max(len(doc), 1)
-                for w in range((len(doc) - 1) // t):
-                    seqs.append((doc[w * t : w * t + t + 1], bpt, "folio" in tags))
-            if not seqs:
-                continue
-            pick = rng.permutation(len(seqs))[: cfg.eval_sequences]
-            self.sets[name] = [seqs[i] for i in sorted(pick)]
+            if cfg.eval_documents:
+                # Its own generator per source (seeded by the source's name): the same documents whatever other
+                # sources the recipe has.
+                pick = np.random.default_rng([10_000 + eval_seed, zlib.crc32(name.encode())]).permutation(
+                    len(src.held_out)
+                )[: cfg.eval_documents]
+                self.documents[name] = sorted(int(i) for i in pick)
+                seqs = [row for i in self.documents[name] for row in _document_rows(data, src, i, t)]
+            else:
+                seqs = []
+                for doc, nbytes, tags in zip(src.held_out, src.held_out_bytes, src.held_out_tags, strict=True):
+                    bpt = nbytes / max(len(doc), 1)
+                    for w in range((len(doc) - 1) // t):
+                        seqs.append(_Seq(doc[w * t : w * t + t + 1], np.ones(t, dtype=bool), bpt * t, "folio" in tags))
+                if seqs:
+                    seqs = [seqs[i] for i in sorted(rng.permutation(len(seqs))[: cfg.eval_sequences])]
+            if seqs:
+                self.sets[name] = seqs
         unknown = sorted(set(cfg.eval_sources) - set(data.sources))
         if unknown:
             raise InputError(f"eval_sources names sources the recipe lacks: {', '.join(unknown)}")
@@ -259,11 +292,11 @@ class _Portfolio:
         everything = [s for n in self.common for s in self.sets[n]]
         if not everything:
             raise InputError("no held-out sequences: the recipe's sources need more held-out text than one context")
-        score = np.array([rarity[s[0][1:]].mean() for s in everything])
+        score = np.array([rarity[s.ids[1:]][s.scored].mean() for s in everything])
         cut = np.quantile(score, 0.9)
         self.hard = {
             "rare": [s for s, r in zip(everything, score, strict=True) if r >= cut],
-            "folio": [s for s in everything if s[2]],
+            "folio": [s for s in everything if s.folio],
         }
 
     def tasks(self) -> list[str]:
@@ -276,13 +309,15 @@ class _Portfolio:
         out: dict[str, float] = {}
         total_nll = total_tok = total_bits_bytes = 0.0
 
-        def score(seqs: list[tuple[np.ndarray, float, bool]]) -> tuple[float, float, float, int, float]:
-            arr = torch.from_numpy(np.stack([s[0] for s in seqs]).astype(np.int64))
+        def score(seqs: list[_Seq]) -> tuple[float, float, float, int, float]:
+            arr = torch.from_numpy(np.stack([s.ids for s in seqs]).astype(np.int64))
+            scored = torch.from_numpy(np.stack([s.scored for s in seqs]))  # (n, t)
             logits, _ = model(arr[:, :-1])
             nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), arr[:, 1:], reduction="none")  # (n, t)
-            acc = (logits.argmax(-1) == arr[:, 1:]).float().mean().item()
-            nbytes = sum(s[1] * (len(s[0]) - 1) for s in seqs)
-            return nll.sum().item(), acc, nbytes, nll.numel(), nll.mean().item()
+            n = int(scored.sum())
+            total = nll[scored].sum().item()
+            acc = (logits.argmax(-1) == arr[:, 1:])[scored].float().mean().item()
+            return total, acc, sum(s.nbytes for s in seqs), n, total / n
 
         for name, seqs in self.sets.items():
             nll, acc, nbytes, n, mean = score(seqs)
@@ -300,6 +335,24 @@ class _Portfolio:
                 out[f"hard/{hard}/bpb"] = nll / math.log(2) / nbytes
         model.train()
         return out
+
+
+def _document_rows(data: ResolvedRecipe, src: SourceData, i: int, t: int) -> list[_Seq]:
+    """Held-out document `i` of `src` as rows of t + 1 tokens (the last padded), every token but the first scored
+    once; its bytes are the document's less its first token's (a byte-level BPE token's string has one character
+    per byte), so two tokenizers score the same bytes."""
+    doc, folio = src.held_out[i], "folio" in src.held_out_tags[i]
+    if len(doc) < 2:
+        return []
+    first = len(data.tokenizer.id_to_token(int(doc[0])))
+    rows = []
+    for start in range(0, len(doc) - 1, t):
+        piece = doc[start : start + t + 1]
+        ids = np.zeros(t + 1, dtype=doc.dtype)
+        ids[: len(piece)] = piece
+        rows.append(_Seq(ids, np.arange(t) < len(piece) - 1, 0.0, folio))
+    share = (src.held_out_bytes[i] - first) / (len(doc) - 1)  # bytes per scored token, spread evenly over the rows
+    return [row._replace(nbytes=share * int(row.scored.sum())) for row in rows]
 
 
 def probe_manifest(
@@ -343,7 +396,11 @@ def probe_manifest(
             precision="fp32",
         ),
         hardware=Hardware(device_kind="cpu", device_count=1),
-        evals=EvalPortfolio(name=PORTFOLIO[0], version=PORTFOLIO[1], tasks=portfolio.tasks()),
+        evals=EvalPortfolio(
+            name=PORTFOLIO[0] if cfg.eval_documents is None else f"{PORTFOLIO[0]}-documents",
+            version=PORTFOLIO[1],
+            tasks=portfolio.tasks(),
+        ),
         library_versions={"torch": torch.__version__, "python": sys.version.split()[0]},
         seed=cfg.seed,
     )

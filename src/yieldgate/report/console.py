@@ -118,10 +118,18 @@ def accuracy_lines(summary: dict[str, Any]) -> list[str]:
             if entry["accuracy_resolved"] is None
             else (f"; {entry['accuracy_resolved']:.0%} of the {entry['resolved_pairs']} it resolves")
         )
-        lines.append(
+        line = (
             f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
             f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}"
         )
+        if "compute_share" in entry:  # a summary stored before compute and abstention were counted has neither
+            decided = "-" if entry["accuracy_decided"] is None else f"{entry['accuracy_decided']:.0%}"
+            line += (
+                f"; {entry['seeds']} seed(s) cost {entry['compute_share']:.1%} of one largest-budget probe; "
+                f"abstains on {entry['abstained']:.0%} (ties at its seeds), {decided} of the "
+                f"{entry['decided_pairs']} it decides"
+            )
+        lines.append(line)
     return lines
 
 
