@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -27,15 +28,23 @@ from yieldgate.ledger import Ledger
 BASE_STEPS = 20
 
 
-@pytest.fixture
-def base(tmp_path: Path) -> Path:
-    """A ledger holding one imported run, `base`, of BASE_STEPS steps and two evals."""
-    path = tmp_path / "ledger.db"
-    csv = tmp_path / "base.csv"
+@pytest.fixture(scope="session")
+def base_files(tmp_path_factory) -> Path:
+    """Imported once per session (each import is a CLI call), then copied for every test."""
+    folder = tmp_path_factory.mktemp("base")
+    csv = folder / "base.csv"
     csv.write_text("step,tokens,loss,val_loss\n" + "".join(
         f"{s},{s * 1000},{3 / s},{3.1 / s if s % 10 == 0 else ''}\n" for s in range(1, BASE_STEPS + 1)))
-    _invoke(path, "import", "table", str(csv), "--run", "base", code=0)
-    return path
+    _invoke(folder / "ledger.db", "import", "table", str(csv), "--run", "base", code=0)
+    return folder
+
+
+@pytest.fixture
+def base(base_files: Path, tmp_path: Path) -> Path:
+    """A ledger holding one imported run, `base`, of BASE_STEPS steps and two evals (and its table, base.csv)."""
+    for name in ("ledger.db", "base.csv"):
+        shutil.copyfile(base_files / name, tmp_path / name)
+    return tmp_path / "ledger.db"
 
 
 def _invoke(ledger: Path, *args: str, code: int) -> tuple[str, str]:

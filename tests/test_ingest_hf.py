@@ -10,6 +10,9 @@ import torch
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 
+# A real Trainer run (6 s, most of it importing transformers): the fast tier reads the public trainer_state.json
+# files in tests/data/real instead (tests/test_real_sources.py).
+pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def state_file(tmp_path_factory):

@@ -3,6 +3,7 @@ pandas/pyarrow) and on a training log in modded-nanogpt's print format, mutated 
 
 from __future__ import annotations
 
+import csv
 import math
 
 import numpy as np
@@ -13,17 +14,43 @@ from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 
 
-def _lightning_csv(root, name="run", steps=range(0, 60, 10), val_every=20, start=0):
-    """A metrics.csv written by Lightning's own CSVLogger: train rows and sparse val/epoch rows."""
+def _rows(steps, val_every):
+    """What a Lightning module logs: train rows every step, and sparse val/epoch rows."""
+    for s in steps:
+        yield s, {"train_loss": 4.0 - s / 100, "lr-AdamW": 1e-3}
+        if s % val_every == 0 and s > 0:
+            yield s, {"val_loss": 4.1 - s / 100, "epoch": s // val_every}
+
+
+def _lightning_csv(root, name="run", steps=range(0, 60, 10), val_every=20):
+    """A metrics.csv written by Lightning's own CSVLogger (importing lightning costs 6-10 s: the full tier only)."""
     from lightning.pytorch.loggers import CSVLogger
 
     logger = CSVLogger(root, name=name, version=0)
-    for s in steps:
-        logger.log_metrics({"train_loss": 4.0 - s / 100, "lr-AdamW": 1e-3}, step=s)
-        if s % val_every == 0 and s > 0:
-            logger.log_metrics({"val_loss": 4.1 - s / 100, "epoch": s // val_every}, step=s)
+    for step, metrics in _rows(steps, val_every):
+        logger.log_metrics(metrics, step=step)
     logger.save()
     return root / name / "version_0" / "metrics.csv"
+
+
+def _metrics_csv(root, name="run", steps=range(0, 60, 10), val_every=20):
+    """The same file in CSVLogger's layout (columns sorted, an empty cell where a row lacks a key), written with the
+    csv module; `test_the_fast_tiers_metrics_csv_is_byte_for_byte_lightnings` keeps the two the same."""
+    rows = [{"step": step, **metrics} for step, metrics in _rows(steps, val_every)]
+    path = root / name / "version_0" / "metrics.csv"
+    path.parent.mkdir(parents=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=sorted({k for row in rows for k in row}))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+@pytest.mark.slow  # imports lightning
+def test_the_fast_tiers_metrics_csv_is_byte_for_byte_lightnings(tmp_path):
+    for steps in (range(0, 60, 10), range(20, 70, 10)):
+        assert (_metrics_csv(tmp_path / "ours", name=str(steps.start), steps=steps).read_bytes()
+                == _lightning_csv(tmp_path / "lightning", name=str(steps.start), steps=steps).read_bytes())
 
 
 @pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
@@ -51,9 +78,9 @@ def test_lightning_csvlogger_sparse_rows_become_steps_and_evals(ledger, cli, tmp
 
 
 def test_files_of_a_resumed_run_are_joined_on_step(ledger, tmp_path):
-    first = _lightning_csv(tmp_path / "a", steps=range(0, 40, 10))
+    first = _metrics_csv(tmp_path / "a", steps=range(0, 40, 10))
     # Resumed from step 20: steps 20 and 30 are logged again (the same values), then it goes on.
-    second = _lightning_csv(tmp_path / "b", steps=range(20, 70, 10))
+    second = _metrics_csv(tmp_path / "b", steps=range(20, 70, 10))
     (res,) = import_run(ledger, "table", [str(first), str(second)], ImportOptions(run="r"))
     assert ledger.steps("r")["step"].tolist() == [0, 10, 20, 30, 40, 50, 60]
     assert ledger.evals("r")["step"].tolist() == [20, 40, 60]
@@ -82,7 +109,7 @@ def test_jsonl_and_parquet_keep_nan_apart_from_absent(ledger, tmp_path):
 
 
 def test_a_bad_cell_is_one_error_naming_file_line_and_column_and_nothing_is_written(ledger, tmp_path):
-    path = _lightning_csv(tmp_path)
+    path = _metrics_csv(tmp_path)
     lines = path.read_text().splitlines(keepends=True)
     lines[3] = lines[3].replace("3.8", "3.8x", 1)
     path.write_text("".join(lines[:2] + ["\n"] + lines[2:]))  # a blank line is skipped, the numbering kept
@@ -92,7 +119,7 @@ def test_a_bad_cell_is_one_error_naming_file_line_and_column_and_nothing_is_writ
 
 
 def test_reimporting_the_same_file_changes_nothing(ledger, tmp_path):
-    path = _lightning_csv(tmp_path)
+    path = _metrics_csv(tmp_path)
     first = import_run(ledger, "table", [str(path)], ImportOptions(run="r"))[0]
     again = import_run(ledger, "table", [str(path)], ImportOptions(run="r"))[0]
     assert not first.unchanged and again.unchanged

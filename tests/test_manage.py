@@ -331,6 +331,7 @@ def test_config_differences_are_confounders_and_seeds_are_not(cli, ledger_path):
     assert "config: lr=0.0003, training.seed=1, width=64" in cli("show", "lr-a").stdout
 
 
+@pytest.mark.slow  # imports transformers (4-5 s per worker): the full tier (make test-all)
 def test_hf_callback_hparams_from_training_arguments_and_model_config(tmp_path):
     transformers = pytest.importorskip("transformers")
     from yieldgate.track.integrations.hf import trainer_hparams
