@@ -153,7 +153,7 @@ def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path, loss_aver
     frozen = torch.optim.SGD(model.parameters(), lr=0.0)
     path = tmp_path / "gns.db"
     with Tracker("gns", ledger=path, signals="full", model=model, optimizer=frozen,
-                 config=TrackerConfig(gns_ema=0.99, loss_averaged=loss_averaged)) as tr:
+                 config=TrackerConfig(gns_ema=0.99, gns_every=1, loss_averaged=loss_averaged)) as tr:
         for _ in range(300):
             frozen.zero_grad()
             for _ in range(4):
@@ -165,6 +165,31 @@ def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path, loss_aver
         gns = led.extras("gns", ["signals/gns"])["value"].to_numpy()
     assert len(gns) == 300
     assert abs(gns[-1] / brute - 1) < 0.25, (gns[-1], brute)
+
+
+def test_gns_is_measured_every_gns_every_steps_and_on_every_layer_step(text, tmp_path):
+    """The default cadence: the microbatches' norms (one fused pass per backward, the costly part) are taken on every
+    5th step and on every layer step (the per-layer GNS), and only there; the steps between are counted only."""
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    path = tmp_path / "cadence.db"
+    with Tracker("cadence", ledger=path, signals="full", model=model, optimizer=opt,
+                 config=TrackerConfig(gns_every=5, layer_every=4)) as tr:
+        for _ in range(20):
+            opt.zero_grad()
+            for _ in range(2):
+                x, y = batch(text, rng, 2)
+                (model(x, y)[1] / 2).backward()
+            opt.step()
+            tr.step(tokens=2 * 2 * CFG.context, samples=4)
+    with Ledger(path, readonly=True) as led:
+        gns = led.extras("cadence")
+    assert gns[gns["key"] == "signals/gns"]["step"].tolist() == [4, 5, 8, 10, 12, 15, 16, 20]
+    layer_key = next(k for k in gns["key"].unique() if k.startswith("signals/gns/"))
+    assert gns[gns["key"] == layer_key]["step"].tolist() == [4, 8, 12, 16, 20]
+    assert np.isfinite(gns[gns["key"] == "signals/gns"]["value"]).all()
 
 
 def test_activation_entropy_hooks_are_removed(text):

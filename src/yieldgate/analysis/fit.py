@@ -104,9 +104,7 @@ def _fit(
     r = residuals(first.x)
     sigma = 1.4826 * float(np.median(np.abs(r - np.median(r))))
     floor = 1e-6 * (float(losses.max() - losses.min()) or 1.0)
-    result = least_squares(
-        residuals, x0=first.x, jac=jacobian, bounds=bounds, loss="cauchy", f_scale=max(sigma, floor)
-    )
+    result = least_squares(residuals, x0=first.x, jac=jacobian, bounds=bounds, loss="cauchy", f_scale=max(sigma, floor))
     e, b, beta = result.x
     return float(e), float(b * scale**beta), float(beta)
 

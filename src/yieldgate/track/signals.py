@@ -153,6 +153,8 @@ class GradientSignals:
         self._want_update_ratio = False
         self.layers_due = True
         """Measure |g_B|^2 per layer at the next optimizer step."""
+        self.small_due = True
+        """Measure the microbatches' |g_b|^2 in the next step's backward passes (off it they are only counted)."""
         self.total_from_norm = False
         """The caller passes the pre-clip global norm: off-cadence steps take |g_B|^2 from it, no gradient pass."""
         device = self.params[0].device if self.params else torch.device("cpu")
@@ -179,7 +181,7 @@ class GradientSignals:
 
     def _on_backward(self, grads: tuple[torch.Tensor | None, ...]) -> None:
         self._state.microbatches += 1
-        if len(self._state.small) >= self.sampled_microbatches:
+        if not self.small_due or len(self._state.small) >= self.sampled_microbatches:
             return  # counted, not measured: each microbatch is an unbiased sample of E|g_b|^2
         sq = self._layer_sq(list(grads))
         scale = self.loss_scale()

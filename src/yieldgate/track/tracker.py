@@ -100,6 +100,11 @@ class TrackerConfig:
     """Layers sampled for activation entropy."""
     gns_ema: float = 0.95
     """EMA decay for the GNS numerator and denominator (smoothed separately, DESIGN.md)."""
+    gns_every: int = 5
+    """Steps between gradient-noise-scale measurements (signals="full"; layer steps are always measured, for the
+    per-layer GNS): each costs one fused norm over the gradients per backward pass, 3-5% of a small model's step on
+    CPU when taken every step. The EMAs (`gns_ema`) are updated on measured steps only, so they span gns_every
+    times as many steps."""
     gns_microbatches: int | None = None
     """Microbatches per step whose gradient norms feed the small-batch side of the GNS (None: all). Fewer cost
     less; each is an unbiased sample, but the estimate gets noisier (one of four: ~35% off the brute-force
@@ -128,6 +133,7 @@ class TrackerConfig:
             "log_every_steps",
             "layer_every",
             "entropy_every",
+            "gns_every",
             "throughput_window",
             "loss_var_window",
             "repeat_window",
@@ -469,6 +475,7 @@ class Tracker:
             )
             layer_names = tuple(self._grad.names)
             self._grad.layers_due = (self._step + 1) % self.config.layer_every == 0
+            self._grad.small_due = self._gns_due(self._step + 1)
             self._entropy_layers = sample_layers(model, self.config.entropy_layers)
         self._model = model
         timing = self.config.optimizer_timing if self.config.optimizer_timing is not None else signals == "full"
@@ -946,6 +953,7 @@ class Tracker:
         layer_step = (self._step + 1) % cfg.layer_every == 0
         self._grad.want_update_ratio(layer_step)
         self._grad.layers_due = layer_step
+        self._grad.small_due = self._gns_due(self._step + 1)
         self._grad.total_from_norm = norm is not None
         if self._entropy_ctx is not None:
             self._entropy_ctx.__exit__(None, None, None)
@@ -956,6 +964,9 @@ class Tracker:
         if (self._step + 1) % cfg.entropy_every == 0 and self._entropy_layers:
             self._entropy_ctx = activation_entropy(self._entropy_layers, self.busy)
             self._entropy_store = self._entropy_ctx.__enter__()
+
+    def _gns_due(self, step: int) -> bool:
+        return step % self.config.gns_every == 0 or step % self.config.layer_every == 0
 
     def _smoothed_gns(self, key: str, small: torch.Tensor, big: torch.Tensor, b: float, big_b: float) -> torch.Tensor:
         """B_simple = tr(Σ)/|G|^2 from EMAs of numerator and denominator kept apart (DESIGN.md); NaN while the
