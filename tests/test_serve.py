@@ -159,7 +159,8 @@ def test_a_run_with_only_a_training_loss_or_nothing_yet_gets_a_page(tmp_path):
     client = TestClient(create_app(str(path)))
     hf = client.get("/api/run/figures", params={"name": "hf"}).json()
     assert hf["metric"] == "loss" and [f["id"] for f in hf["figures"]] == ["loss-steps"]
-    assert _figures(hf)["loss-steps"]["figure"]["layout"]["yaxis"]["title"]["text"] == "loss (nats/token)"
+    # No token count: the loss is drawn as logged, never labelled nats/token (a classifier's or YOLO's loss is not one).
+    assert _figures(hf)["loss-steps"]["figure"]["layout"]["yaxis"]["title"]["text"] == "loss (as logged)"
     assert "hf has no val/loss evaluations; using loss (the training loss) (choose with metric=...)" in hf["notes"]
     fresh = client.get("/api/run/figures", params={"name": "fresh"}).json()
     assert fresh["figures"] == [] and fresh["cursor"]["last_step"] is None

@@ -255,3 +255,9 @@ def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatc
     assert report.axis == "epochs" and report.per == "per epoch"
     page = report._repr_html_()
     assert "per epoch" in page and "1k steps" not in page
+    # This Keras run is a binary review classifier: its loss is a cross-entropy per review, not per token. A run that
+    # counts no tokens has its loss labelled as logged, in the table, the notebook and the report's axes.
+    assert report.unit == "the loss as logged" and "(the loss as logged)" in table
+    assert "nats/token" not in table + page
+    figures = cli("report", "keras", "--output", str(ledger_path.parent / "keras.html")).stdout
+    assert "nats/token" not in (ledger_path.parent / "keras.html").read_text(), figures

@@ -396,7 +396,9 @@ def tranche_yields(
                         f"{'improved' if change > 0 else 'worsened'}"
                     )
         tranches.append(tranche)
-    unit = "nats/token" if metric == LOSS_METRIC else metric
+    # A loss is in nats per token only where the run counts tokens (a language model's cross-entropy); a run that
+    # counts steps or epochs (Keras, YOLO) logs whatever its model minimises: a squared error, a box loss.
+    unit = metric if metric != LOSS_METRIC else "nats/token" if axis == "tokens" else "the loss as logged"
     return YieldReport(
         run=run,
         task=task,

@@ -132,13 +132,17 @@ def smoothed(values: pd.Series, weight: float, start: float | None = None) -> pd
     )
 
 
-def _unit(metric: str) -> str:
-    return {"loss": "nats/token", "bpb": "bits/byte"}.get(metric.rpartition("/")[2], "score")
+def _unit(metric: str, tokens: bool = True) -> str:
+    name = metric.rpartition("/")[2]
+    if name == "loss" and not tokens:
+        return "as logged"  # no token count: a Keras or YOLO loss is whatever the model minimises (yields.py)
+    return {"loss": "nats/token", "bpb": "bits/byte"}.get(name, "score")
 
 
-def metric_title(metric: str) -> str:
-    """An axis title for a metric with its unit: a loss in nats/token, bits per byte, else a score."""
-    return f"{esc(metric)} ({_unit(metric)})"
+def metric_title(metric: str, tokens: bool = True) -> str:
+    """An axis title for a metric with its unit: a loss in nats/token (as logged where a run counts no tokens),
+    bits per byte, else a score."""
+    return f"{esc(metric)} ({_unit(metric, tokens)})"
 
 
 def gain_title(metric: str, amount: str) -> str:
@@ -277,7 +281,7 @@ def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
             continue
         if column == "tokens":
             _diagnosis_spans(fig, style, data.runs)
-        set_axes(fig, x_title, metric_title(data.metric)).update_yaxes(range=y_range)
+        set_axes(fig, x_title, metric_title(data.metric, tokens=not no_tokens)).update_yaxes(range=y_range)
         notes = [f"not drawn, no {what} recorded: {', '.join(lacking)}"] if lacking else []
         if column == "tokens" and any(len(v.diagnoses) for v in data.runs):
             notes.append("shaded: the step spans of diagnoses (table below)")
