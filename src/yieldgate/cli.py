@@ -21,6 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from yieldgate import __version__, lazy
@@ -339,7 +340,9 @@ def runs(
             _duration(r["duration_s"]),
             last,
         ]
-        table.add_row(*cells, *([" ".join(r["tags"])] if tagged else []))
+        # Text cells, shown as written: a plain string goes through rich's highlighter, a regex pass per cell (about
+        # 0.05 s of a 100-run listing).
+        table.add_row(*map(Text, cells), *([Text(" ".join(r["tags"]))] if tagged else []))
     console.print(table)
     if matched > len(records):
         which = f"the first by {sort}" if sort else "the most recently updated"
