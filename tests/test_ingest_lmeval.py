@@ -228,3 +228,18 @@ def test_real_mmlu_standard_errors_are_their_metrics_never_metrics_of_their_own(
     cli("import", "table", str(table), "--run", "back")
     back = {e["task"]: e for e in cli.json("show", "back")["evals"]}
     assert len(back) == 62 and back["mmlu_abstract_algebra"]["last_stderr"] == 0.04560480215720683
+
+
+def test_a_file_whose_only_change_is_a_standard_error_imports_again(cli, tmp_path):
+    """Importing the same file twice is one import; a corrected file is a new one, even when all that changed is a
+    standard error (the import's digest once left them out, so the correction was skipped as already imported)."""
+    path = tmp_path / "gsm8k.json"
+    results = json.loads((REAL_MMLU.parent / "lmeval-v04-llama3-8b-gsm8k.json").read_text())
+    path.write_text(json.dumps(results))
+    cli("import", "lm-eval", str(path), "--run", "g", "--step", "1")
+    assert "already imported" in cli("import", "lm-eval", str(path), "--run", "g", "--step", "1").stdout
+    results["results"]["gsm8k"]["exact_match_stderr,strict-match"] = 0.02
+    path.write_text(json.dumps(results))
+    cli("import", "lm-eval", str(path), "--run", "g", "--step", "1")
+    (shown,) = [e for e in cli.json("show", "g")["evals"] if e["metric"] == "exact_match,strict-match"]
+    assert shown["last_stderr"] == 0.02

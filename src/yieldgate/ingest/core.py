@@ -7,6 +7,7 @@ module does the rest, so every format treats messy logs the same way (`yieldgate
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -496,9 +497,9 @@ def data_digest(mapped: Mapped) -> str:
     """sha256 of the mapped records: what makes an import the same import (same source, same options)."""
     h = hashlib.sha256()
     h.update(pd.util.hash_pandas_object(mapped.steps.fillna(-1.2345e300), index=False).to_numpy().tobytes())
-    evals = pd.DataFrame(
-        [(e.step, e.task, e.metric, e.value, e.tokens, e.wall_s) for e in mapped.evals],
-        columns=["step", "task", "metric", "value", "tokens", "wall_s"],
-    )
+    # Every field of each evaluation: a corrected file that changes only a standard error or a direction is a new
+    # import, not one skipped as already done.
+    fields = [f.name for f in dataclasses.fields(EvalRecord)]
+    evals = pd.DataFrame([dataclasses.astuple(e) for e in mapped.evals], columns=fields).astype(str)
     h.update(pd.util.hash_pandas_object(evals, index=False).to_numpy().tobytes())
     return h.hexdigest()
