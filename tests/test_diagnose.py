@@ -508,3 +508,52 @@ def test_a_log_of_one_row_per_epoch_is_not_called_a_non_iid_stream(cli_for, tmp_
     causes = lambda run: [f["cause"] for f in cli.json("diagnose", run)["findings"]]  # noqa: E731
     assert "non_iid_stream" not in causes("keras")
     assert "non_iid_stream" in causes("steps")
+
+
+def test_one_evaluation_far_off_the_curve_is_an_eval_spike_and_a_level_shift_is_not(ledger):
+    """The shape of a real Keras run (keras-tf2-cbam-noise-tb in tests/real_logs.py, not committed): 1,000 per-epoch
+    validation losses falling from 1.36 to 0.025 with one of 11.97 at epoch 15 among values near 1. It is reported
+    once, at its step, as a transient of one evaluation; the same curve without it, and one whose loss steps up and
+    stays up, have no such finding."""
+    rng = np.random.default_rng(0)
+    epochs = np.arange(1000)
+    clean = 0.025 + 1.34 * np.exp(-epochs / 60) * (1 + 0.03 * rng.standard_normal(1000))
+    spiked = clean.copy()
+    spiked[15] = 11.968791961669922
+    shifted = clean + np.where(epochs >= 400, 0.05, 0.0)
+    for name, values in (("spiked", spiked), ("clean", clean), ("shifted", shifted)):
+        ledger.create_run(name, status="imported", source="import")
+        ledger.append_steps(name, {"step": epochs, "loss": clean * 0.9})
+        ledger.append_evals(name, [EvalRecord(step=int(s), task="val", metric="loss", value=float(v))
+                                   for s, v in zip(epochs, values, strict=True)])
+    (found,) = [f for f in diagnose(ledger, "spiked", store=False).findings if f.detector == "eval_spike"]
+    assert (found.cause, found.start_step, found.end_step, found.severity) == ("transient_spike", 15, 15, "low")
+    assert found.evidence["eval"] == "val/loss" and found.evidence["neighbour_steps"] == [14, 16]
+    assert "val/loss at step 15 is 11.97" in found.advice
+    for name in ("clean", "shifted"):
+        assert not [f for f in diagnose(ledger, name, store=False).findings if f.detector == "eval_spike"], name
+
+
+def test_no_eval_spike_in_the_real_held_out_curves():
+    """Every committed real run with 5 or more held-out losses of one task, read from its file: no evaluation is
+    called a spike (the overfitting Whisper-ja and Keras runs rise smoothly; the rest fall)."""
+    series = {
+        "whisper-ja": [(row["step"], row["eval_loss"]) for row in json.loads(
+            (REAL / "hf-whisper-large-v2-ja-trainer_state.json").read_text())["log_history"] if "eval_loss" in row],
+        "whisper-tiny": [(row["step"], row["eval_loss"]) for row in json.loads(
+            (REAL / "hf-whisper-tiny-nb-trainer_state.json").read_text())["log_history"] if "eval_loss" in row],
+        "whisper-hi": [(row["step"], row["eval_loss"]) for row in json.loads(
+            (REAL / "hf-whisper-small-hi-trainer_state.json").read_text())["log_history"] if "eval_loss" in row],
+    }
+    with (REAL / "keras-csvlogger-amazon-reviews-training_log.csv").open() as f:
+        series["keras"] = [(int(row["epoch"]), float(row["val_loss"])) for row in csv.DictReader(f)]
+    from yieldgate.analysis.detectors import RunSignals
+    from yieldgate.analysis.spikes import eval_spikes
+
+    checked = 0
+    for name, points in series.items():
+        evals = pd.DataFrame([{"step": s, "task": "val", "metric": "loss", "value": v} for s, v in points])
+        if len(evals) >= 5:
+            assert eval_spikes(RunSignals(steps=pd.DataFrame({"step": []}), evals=evals)) == [], name
+            checked += 1
+    assert checked >= 2

@@ -39,7 +39,7 @@ from yieldgate.analysis.detectors import (
 )
 from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
 from yieldgate.analysis.objective import not_cross_entropy
-from yieldgate.analysis.spikes import loss_spikes
+from yieldgate.analysis.spikes import eval_spikes, loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 
@@ -64,6 +64,7 @@ Detector = Callable[[RunSignals], list[Finding]]
 
 DETECTORS: dict[str, Detector] = {
     "loss_spikes": loss_spikes,
+    "eval_spikes": eval_spikes,
     "nonfinite_and_skipped": nonfinite_and_skipped,
     "stall": stall,
     "schedule": schedule,

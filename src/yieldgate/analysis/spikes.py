@@ -31,13 +31,14 @@ from yieldgate.analysis.detectors import (
     SPIKE_SIGMA,
     SPIKE_WINDOW,
     Finding,
+    NotRun,
     RunSignals,
     _clip,
     _runs,
 )
 from yieldgate.analysis.fit import eval_noise
 
-__all__ = ["spike_steps", "loss_spikes", "recovery"]
+__all__ = ["spike_steps", "loss_spikes", "recovery", "eval_spikes"]
 
 
 def spike_steps(values: np.ndarray, window: int = SPIKE_WINDOW, k: float = SPIKE_SIGMA) -> list[tuple[int, float]]:
@@ -240,4 +241,66 @@ def loss_spikes(sig: RunSignals) -> list[Finding]:
                 "update; watch for a recurrence",
             )
         )
+    return found
+
+
+EVAL_SPIKE_SIGMA = 6.0
+"""An evaluation is a spike when it lies this many robust standard deviations above its neighbours' line ..."""
+EVAL_SPIKE_SHARE = 0.1
+"""... and at least this share of their line's value above them (a curve smooth to the last digit has σ ~ 0)."""
+EVAL_SPIKE_MIN = 5
+"""Evaluations of one task needed before a spike among them can be told from the curve."""
+
+
+def eval_spikes(sig: RunSignals) -> list[Finding]:
+    """A single held-out evaluation far above both its neighbours, the next one back on the curve:
+    a transient of the evaluation (a different or broken eval batch, an eval-time precision fault) or of the model
+    that the run recovered from. The training-loss detector cannot see it (it reads the training loss), and the two
+    tranche yields around it are distorted by it: one a large loss, the next a large gain. Per task, on `loss` and
+    `bpb` evaluations; σ is 1.4826 x the median absolute deviation of every interior evaluation's distance to its
+    neighbours' line."""
+    e = sig.evals
+    if e.empty or not e["metric"].isin(("loss", "bpb")).any():
+        raise NotRun("no held-out loss or bits-per-byte evaluations")
+    found, read = [], 0
+    for (task, metric), rows in e[e["metric"].isin(("loss", "bpb"))].groupby(["task", "metric"], sort=True):
+        rows = rows[np.isfinite(rows["value"].to_numpy(dtype=float))].sort_values("step")
+        steps, values = rows["step"].to_numpy(dtype=float), rows["value"].to_numpy(dtype=float)
+        if len(values) < EVAL_SPIKE_MIN or len(np.unique(steps)) < len(steps):
+            continue
+        read += 1
+        # The line through each interior evaluation's neighbours, at its step.
+        w = (steps[1:-1] - steps[:-2]) / (steps[2:] - steps[:-2])
+        line = values[:-2] + w * (values[2:] - values[:-2])
+        above = values[1:-1] - line
+        sigma = 1.4826 * float(np.median(np.abs(above - np.median(above))))
+        # Above both neighbours by the margin, not only above their line: the first evaluation after the loss steps
+        # up to a new level lies above the line too, but not above the next one.
+        over = values[1:-1] - np.maximum(values[:-2], values[2:])
+        for i in np.nonzero((over > EVAL_SPIKE_SIGMA * sigma) & (over > EVAL_SPIKE_SHARE * np.abs(line)))[0]:
+            step, key = int(steps[i + 1]), f"{task}/{metric}"
+            found.append(
+                Finding(
+                    cause="transient_spike",
+                    start_step=step,
+                    end_step=step,
+                    confidence=0.6,
+                    detector="eval_spike",
+                    evidence={
+                        "eval": key,
+                        "value": float(values[i + 1]),
+                        "neighbours": [float(values[i]), float(values[i + 2])],
+                        "neighbour_steps": [int(steps[i]), int(steps[i + 2])],
+                        "above_line": round(float(above[i]), 6),
+                        "sigma": round(sigma, 6),
+                        "k": EVAL_SPIKE_SIGMA,
+                    },
+                    advice=f"{key} at step {step} is {values[i + 1]:.4g} against {values[i]:.4g} and "
+                    f"{values[i + 2]:.4g} at the evaluations around it, and the next is back on the curve: one "
+                    "evaluation off (a broken eval batch, or a transient the run recovered from); the two tranche "
+                    "yields around it are distorted by it, so read yields over wider tranches",
+                )
+            )
+    if not read:
+        raise NotRun(f"fewer than {EVAL_SPIKE_MIN} held-out loss evaluations of any one task")
     return found
