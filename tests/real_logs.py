@@ -1,6 +1,7 @@
 """Registry of the real public training logs (provenance in tests/data/real/SOURCES.md).
 
-Plain data: one entry per file or TensorBoard run directory. ``kind`` is the yieldgate import
+Plain data: one entry per file or TensorBoard run directory (the earlier pythia checkpoints differ only in their
+values, so `_pythia_5shot` writes the rest once). ``kind`` is the yieldgate import
 kind, ``format`` a descriptive name of the source format, ``parser`` the independent parser in
 tests/test_real_sources.py, ``params`` what that parser needs (which tags or columns to
 summarise, where warm-up ends, where a spike sits), ``facts`` what a correct reading of the raw
@@ -14,6 +15,27 @@ committed (binary TensorBoard event files, or text files the index does not hold
 from repository snapshots): their paths are relative to the steering repository's
 ``shared/real`` folder, and the checks skip them where that folder or file is absent.
 """
+
+_PYTHIA_METRICS = [['lambada_openai', 'acc'], ['lambada_openai', 'ppl'], ['arc_easy', 'acc'],
+                   ['arc_easy', 'acc_norm'], ['piqa', 'acc'], ['winogrande', 'acc']]
+
+
+def _pythia_5shot(step: int, values: dict[str, float]) -> dict:
+    """An earlier checkpoint of the 5-shot pythia-v1.1-160m set: the same 65 tasks and checked metrics as step143000,
+    with the file's own values."""
+    return {
+        'path': f'lmeval-v03-pythia-160m-5shot-step{step}.json',
+        'kind': 'lm-eval',
+        'format': 'lm-eval-v0.3',
+        'parser': 'lm-eval',
+        'note': f'lm-evaluation-harness v0.3 results of EleutherAI pythia-v1.1-160m at revision step{step}, 5-shot, '
+                'the same 65 tasks as step143000: with it and the other checkpoints (3000, 13000, 33000, 143000) a '
+                'many-checkpoint set, 2,097,152 tokens a step (Pythia: 1024 x 2048), for capability yield per B '
+                'tokens.',
+        'params': {'metrics': _PYTHIA_METRICS},
+        'facts': {'tasks': 65, 'versions': 65, 'has_groups': False, 'values': values},
+    }
+
 
 REAL_LOGS = [
     {'path': 'hf-whisper-large-v2-ja-trainer_state.json',
@@ -534,12 +556,7 @@ REAL_LOGS = [
              'pythia-v1.1-160m at revision step143000 (the final checkpoint), 5-shot, 65 tasks incl. '
              'hendrycksTest-*, lambada_openai (acc and ppl, ppl lower is better), wsc and winogrande '
              'without acc_norm; the step is only in config.model_args.',
-     'params': {'metrics': [['lambada_openai', 'acc'],
-                            ['lambada_openai', 'ppl'],
-                            ['arc_easy', 'acc'],
-                            ['arc_easy', 'acc_norm'],
-                            ['piqa', 'acc'],
-                            ['winogrande', 'acc']]},
+     'params': {'metrics': _PYTHIA_METRICS},
      'facts': {'tasks': 65,
                'versions': 65,
                'has_groups': False,
@@ -580,72 +597,24 @@ REAL_LOGS = [
                'has_groups': False,
                'values': {'gsm8k|exact_match,strict-match': 0.5087187263078089,
                           'gsm8k|exact_match,flexible-extract': 0.511751326762699}}},
-    {'path': 'lmeval-v03-pythia-160m-5shot-step3000.json',
-     'kind': 'lm-eval',
-     'format': 'lm-eval-v0.3',
-     'parser': 'lm-eval',
-     'note': 'lm-evaluation-harness v0.3 results of EleutherAI pythia-v1.1-160m at revision step3000, 5-shot, the '
-             'same 65 tasks as step143000: with it and the other checkpoints (3000, 13000, 33000, 143000) a '
-             'many-checkpoint set, 2,097,152 tokens a step (Pythia: 1024 x 2048), for capability yield per B tokens.',
-     'params': {'metrics': [['lambada_openai', 'acc'],
-                            ['lambada_openai', 'ppl'],
-                            ['arc_easy', 'acc'],
-                            ['arc_easy', 'acc_norm'],
-                            ['piqa', 'acc'],
-                            ['winogrande', 'acc']]},
-     'facts': {'tasks': 65,
-               'versions': 65,
-               'has_groups': False,
-               'values': {'lambada_openai|acc': 0.15253250533669707,
-                          'lambada_openai|ppl': 271.2371578187154,
-                          'arc_easy|acc': 0.3792087542087542,
-                          'arc_easy|acc_norm': 0.35648148148148145,
-                          'piqa|acc': 0.5903155603917302,
-                          'winogrande|acc': 0.5248618784530387}}},
-    {'path': 'lmeval-v03-pythia-160m-5shot-step13000.json',
-     'kind': 'lm-eval',
-     'format': 'lm-eval-v0.3',
-     'parser': 'lm-eval',
-     'note': 'lm-evaluation-harness v0.3 results of EleutherAI pythia-v1.1-160m at revision step13000, 5-shot, the '
-             'same 65 tasks as step143000: with it and the other checkpoints (3000, 13000, 33000, 143000) a '
-             'many-checkpoint set, 2,097,152 tokens a step (Pythia: 1024 x 2048), for capability yield per B tokens.',
-     'params': {'metrics': [['lambada_openai', 'acc'],
-                            ['lambada_openai', 'ppl'],
-                            ['arc_easy', 'acc'],
-                            ['arc_easy', 'acc_norm'],
-                            ['piqa', 'acc'],
-                            ['winogrande', 'acc']]},
-     'facts': {'tasks': 65,
-               'versions': 65,
-               'has_groups': False,
-               'values': {'lambada_openai|acc': 0.22705220260042694,
-                          'lambada_openai|ppl': 84.02309334919916,
-                          'arc_easy|acc': 0.41792929292929293,
-                          'arc_easy|acc_norm': 0.3846801346801347,
-                          'piqa|acc': 0.6164309031556039,
-                          'winogrande|acc': 0.5146014206787688}}},
-    {'path': 'lmeval-v03-pythia-160m-5shot-step33000.json',
-     'kind': 'lm-eval',
-     'format': 'lm-eval-v0.3',
-     'parser': 'lm-eval',
-     'note': 'lm-evaluation-harness v0.3 results of EleutherAI pythia-v1.1-160m at revision step33000, 5-shot, the '
-             'same 65 tasks as step143000: with it and the other checkpoints (3000, 13000, 33000, 143000) a '
-             'many-checkpoint set, 2,097,152 tokens a step (Pythia: 1024 x 2048), for capability yield per B tokens.',
-     'params': {'metrics': [['lambada_openai', 'acc'],
-                            ['lambada_openai', 'ppl'],
-                            ['arc_easy', 'acc'],
-                            ['arc_easy', 'acc_norm'],
-                            ['piqa', 'acc'],
-                            ['winogrande', 'acc']]},
-     'facts': {'tasks': 65,
-               'versions': 65,
-               'has_groups': False,
-               'values': {'lambada_openai|acc': 0.2555792742091985,
-                          'lambada_openai|ppl': 56.75131477014402,
-                          'arc_easy|acc': 0.4393939393939394,
-                          'arc_easy|acc_norm': 0.4187710437710438,
-                          'piqa|acc': 0.6365614798694232,
-                          'winogrande|acc': 0.5224940805051302}}},
+    _pythia_5shot(3000, {'lambada_openai|acc': 0.15253250533669707,
+                     'lambada_openai|ppl': 271.2371578187154,
+                     'arc_easy|acc': 0.3792087542087542,
+                     'arc_easy|acc_norm': 0.35648148148148145,
+                     'piqa|acc': 0.5903155603917302,
+                     'winogrande|acc': 0.5248618784530387}),
+    _pythia_5shot(13000, {'lambada_openai|acc': 0.22705220260042694,
+                     'lambada_openai|ppl': 84.02309334919916,
+                     'arc_easy|acc': 0.41792929292929293,
+                     'arc_easy|acc_norm': 0.3846801346801347,
+                     'piqa|acc': 0.6164309031556039,
+                     'winogrande|acc': 0.5146014206787688}),
+    _pythia_5shot(33000, {'lambada_openai|acc': 0.2555792742091985,
+                     'lambada_openai|ppl': 56.75131477014402,
+                     'arc_easy|acc': 0.4393939393939394,
+                     'arc_easy|acc_norm': 0.4187710437710438,
+                     'piqa|acc': 0.6365614798694232,
+                     'winogrande|acc': 0.5224940805051302}),
     {'path': 'olmo-1b-azure-nccl-sharp-10steps.log',
      'kind': 'textlog',
      'format': 'olmo',
