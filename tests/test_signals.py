@@ -177,6 +177,15 @@ def test_gns_is_measured_every_gns_every_steps_and_on_every_layer_step(text, tmp
     path = tmp_path / "cadence.db"
     with Tracker("cadence", ledger=path, signals="full", model=model, optimizer=opt,
                  config=TrackerConfig(gns_every=5, layer_every=4)) as tr:
+        grads = tr._grad
+        passes = []  # the optimizer step's pass over the accumulated gradients, by step
+
+        def layer_sq(tensors, real=grads._layer_sq):
+            if tensors and tensors[0] is grads.params[0].grad:
+                passes.append(tr._step + 1)
+            return real(tensors)
+
+        grads._layer_sq = layer_sq
         for _ in range(20):
             opt.zero_grad()
             for _ in range(2):
@@ -187,6 +196,8 @@ def test_gns_is_measured_every_gns_every_steps_and_on_every_layer_step(text, tmp
     with Ledger(path, readonly=True) as led:
         gns = led.extras("cadence")
     assert gns[gns["key"] == "signals/gns"]["step"].tolist() == [4, 5, 8, 10, 12, 15, 16, 20]
+    # No pre-clip norm is passed here, so the GNS steps need |g_B|^2 from the gradients too; the steps between do not.
+    assert passes == [4, 5, 8, 10, 12, 15, 16, 20]
     layer_key = next(k for k in gns["key"].unique() if k.startswith("signals/gns/"))
     assert gns[gns["key"] == layer_key]["step"].tolist() == [4, 8, 12, 16, 20]
     assert np.isfinite(gns[gns["key"] == "signals/gns"]["value"]).all()

@@ -194,7 +194,9 @@ class GradientSignals:
         self._want_update_ratio = flag
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if self.layers_due or not self.total_from_norm:
+        # |g_B|^2 is read on layer steps, and on GNS steps unless the loop passes the pre-clip norm (it is then that
+        # norm squared): between them nothing needs the pass over the gradients.
+        if self.layers_due or (self.small_due and not self.total_from_norm):
             self._state.big = self._layer_sq([p.grad for p in self.params])
         self._state.optimizer_steps += 1
         if self._want_update_ratio:
