@@ -532,6 +532,14 @@ def test_one_evaluation_far_off_the_curve_is_an_eval_spike_and_a_level_shift_is_
     assert "val/loss at step 15 is 11.97" in found.advice
     for name in ("clean", "shifted"):
         assert not [f for f in diagnose(ledger, name, store=False).findings if f.detector == "eval_spike"], name
+    # Two eval portfolios with val/loss at the same steps are two curves, each read on its own.
+    ledger.create_run("portfolios", status="imported", source="import")
+    ledger.append_steps("portfolios", {"step": epochs, "loss": clean * 0.9})
+    ledger.append_evals("portfolios", [EvalRecord(step=int(s), task="val", metric="loss", value=float(v), portfolio=p)
+                                       for p, values in (("a", clean), ("b", spiked))
+                                       for s, v in zip(epochs, values, strict=True)])
+    (found,) = [f for f in diagnose(ledger, "portfolios", store=False).findings if f.detector == "eval_spike"]
+    assert found.start_step == 15 and found.evidence["value"] == spiked[15]
 
 
 def test_no_eval_spike_in_the_real_held_out_curves():

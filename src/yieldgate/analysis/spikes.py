@@ -263,7 +263,10 @@ def eval_spikes(sig: RunSignals) -> list[Finding]:
     if e.empty or not e["metric"].isin(("loss", "bpb")).any():
         raise NotRun("no held-out loss or bits-per-byte evaluations")
     found, read = [], 0
-    for (task, metric), rows in e[e["metric"].isin(("loss", "bpb"))].groupby(["task", "metric"], sort=True):
+    # One series per portfolio (and version) too: two portfolios' val/loss at the same steps are two curves.
+    series = [c for c in ("portfolio", "portfolio_version") if c in e]
+    for keys, rows in e[e["metric"].isin(("loss", "bpb"))].groupby([*series, "task", "metric"], sort=True):
+        task, metric = keys[-2:]
         rows = rows[np.isfinite(rows["value"].to_numpy(dtype=float))].sort_values("step")
         steps, values = rows["step"].to_numpy(dtype=float), rows["value"].to_numpy(dtype=float)
         if len(values) < EVAL_SPIKE_MIN or len(np.unique(steps)) < len(steps):
