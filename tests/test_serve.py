@@ -527,6 +527,15 @@ def _until(page, expression: str, timeout: float = 10.0, what: str = "") -> None
     _wait(lambda: page.evaluate(expression), timeout, what or expression, every=0.02)
 
 
+def _scroll_through(page) -> None:
+    """Bring each plot's box into view in turn, as a reader scrolling down does (a plot below the window is drawn
+    when it comes near it), until each is drawn; then back to the top."""
+    for k in range(page.evaluate("document.querySelectorAll('.plot').length")):
+        page.locator(".plot").nth(k).scroll_into_view_if_needed()
+        _until(page, f"document.querySelectorAll('.plot')[{k}].classList.contains('js-plotly-plot')", 5.0)
+    page.evaluate("window.scrollTo(0, 0)")
+
+
 PLOTS_JS = """[...document.querySelectorAll('.js-plotly-plot')].map(div => ({
     id: div.id, traces: div._fullData.map(t => ({name: t.name, series: t.meta.series, n: t._length}))}))"""
 FITS_JS = "document.documentElement.scrollWidth <= window.innerWidth"
@@ -607,6 +616,11 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             for run, shot in (("base/s0", "run.png"), (EVIL, "run-hostile-name.png")):
                 page.goto(f"{base}/run?{urlencode({'name': run})}")
                 _until(page, "Number(document.body.dataset.draws || 0) >= 1")
+                # Drawn at first: the plots near the window; the rest as the reader scrolls to them.
+                drawn, boxes = page.evaluate("[document.querySelectorAll('.js-plotly-plot').length, "
+                                             "document.querySelectorAll('.plot').length]")
+                assert 0 < drawn < boxes == 6, (drawn, boxes)
+                _scroll_through(page)
                 assert [p["id"] for p in page.evaluate(PLOTS_JS)] == [
                     "fig-loss-tokens", "fig-loss-time", "fig-throughput-learning", "fig-tranche-yields",
                     "fig-signals-gns", "fig-signals-clipping"]
@@ -618,11 +632,13 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             # Throughput smoothing: drawn again at once, every point kept, the choice kept in the address.
             page.select_option("#smooth", "0.9")
             _until(page, "Number(document.body.dataset.draws) >= 2")
+            _scroll_through(page)
             assert _check_plots(page, runs_db, {EVIL}) == checked // 2 and "smooth=0.9" in page.url
 
             # The comparison page: its plots counted the same way.
             page.goto(f"{base}/compare?a=base/*&b=big/s0")
-            _until(page, "document.querySelectorAll('.js-plotly-plot').length >= 3")
+            _until(page, "document.querySelectorAll('.js-plotly-plot').length >= 1")
+            _scroll_through(page)
             assert "effective token multiplier" in page.evaluate("document.body.innerText")
             assert _check_plots(page, runs_db, {"base/s0", "base/s1", "big/s0"}) >= 15 and page.evaluate(FITS_JS)
             page.screenshot(path=str(screenshots / "compare.png"), full_page=True)
@@ -656,6 +672,7 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             # Live: the open page of a run a Tracker is writing shows its next evaluation within 2 s.
             page.goto(f"{base}/run?name=live")
             _until(page, "Number(document.body.dataset.draws || 0) >= 1")
+            _scroll_through(page)
             count = "document.getElementById('fig-loss-tokens')._fullData[0]._length"
             assert page.evaluate(count) == 2 and page.evaluate("document.getElementById('status').textContent") == "running"
             # Steps between evaluations: the throughput trace grows without a reload.

@@ -46,9 +46,34 @@ function setStatus(status) {
 
 // -- plots --------------------------------------------------------------------------------------------
 
+// A plot is drawn when it comes within NEAR_VIEWPORTS window heights of the window; one further down waits until
+// the reader scrolls towards it. Drawing is most of a page's time after plotly.js starts (a million-step run page
+// has seven plots, two of them in view), and a live redraw redraws only the plots near the window: the others
+// keep the newest figure and draw it when reached.
+const NEAR_VIEWPORTS = 0.5;
+const waiting = new WeakMap();  // plot div -> the figure it draws when it comes near the window
+const nearWindow = new IntersectionObserver((entries) => {
+  for (const entry of entries) if (entry.isIntersecting) drawWaiting(entry.target);
+}, {rootMargin: `${Math.round(NEAR_VIEWPORTS * 100)}% 0px`});
+
+function isNearWindow(div) {
+  const box = div.getBoundingClientRect();
+  const margin = NEAR_VIEWPORTS * window.innerHeight;
+  return box.bottom > -margin && box.top < window.innerHeight + margin;
+}
+
+function drawWaiting(div) {
+  const figure = waiting.get(div);
+  if (!figure) return;
+  waiting.delete(div);
+  nearWindow.unobserve(div);
+  Plotly.react(div, figure.data, figure.layout, PLOT_CONFIG);
+}
+
 function drawFigures(container, payload) {
   const loading = document.getElementById("loading");
   if (loading) loading.remove();
+  const divs = [];
   for (const f of payload.figures) {
     let div = document.getElementById(`fig-${f.id}`);
     if (!div) {
@@ -60,9 +85,10 @@ function drawFigures(container, payload) {
       notes.id = `notes-${f.id}`;
       container.appendChild(notes);
     }
-    Plotly.react(div, f.figure.data, f.figure.layout, PLOT_CONFIG);
     const notes = document.getElementById(`notes-${f.id}`);
     notes.replaceChildren(...f.notes.map((n) => el("p", n, "note")));
+    waiting.set(div, f.figure);
+    divs.push(div);
   }
   let general = document.getElementById("page-notes");
   if (!general) {
@@ -71,6 +97,12 @@ function drawFigures(container, payload) {
     container.prepend(general);
   }
   general.replaceChildren(...(payload.notes || []).map((n) => el("p", n, "note")));
+  // Every box has its place now (plots keep their height before they are drawn): those near the window draw at
+  // once, the rest when they come near it.
+  for (const div of divs) {
+    if (isNearWindow(div)) drawWaiting(div);
+    else nearWindow.observe(div);
+  }
 }
 
 function showError(container, error) {
