@@ -253,6 +253,40 @@ def test_keras_train_and_validation_folders_are_one_run_counted_in_epochs(ledger
     assert any("steps in this run count epochs" in w for w in res.warnings)
 
 
+def test_an_estimators_eval_folders_are_evaluations_not_the_training_loss(ledger, tmp_path):
+    """TF Estimator writes its evaluations into `eval/` (and `eval_<name>/`) of the model directory under the
+    training's tag names at the global step. Read as they were, an evaluation's `loss` was merged into the training
+    row of its step (the training loss lost there), `accuracy` became an extra, and an evaluator running behind
+    the training turned the step clock back (a spurious timer reset offsetting every later time)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    model_dir = tmp_path / "model"
+    train = SummaryWriter(model_dir)
+    for step in range(0, 3001, 100):
+        train.add_scalar("loss", 3.0 - step / 1000, step, walltime=1000.0 + step)
+        train.add_scalar("global_step/sec", 10.0, step, walltime=1000.0 + step)
+    train.close()
+    evaluator, holdout = SummaryWriter(model_dir / "eval"), SummaryWriter(model_dir / "eval_holdout")
+    for step in (1000, 2000, 3000):
+        # An evaluator beside the training: checkpoint N evaluated while the training is 50 steps on, or before.
+        evaluator.add_scalar("loss", 3.5 - step / 1000, step, walltime=1000.0 + step + 50)
+        evaluator.add_scalar("accuracy", step / 4000, step, walltime=1000.0 + step + 50)
+        holdout.add_scalar("loss", 3.7 - step / 1000, step, walltime=900.0)
+    evaluator.close()
+    holdout.close()
+    (res,) = import_run(ledger, "tensorboard", [str(model_dir)], ImportOptions(run="est"))
+    steps = ledger.steps("est")
+    assert steps["step"].tolist() == list(range(0, 3001, 100))
+    assert steps["loss"].tolist() == pytest.approx([3.0 - s / 1000 for s in range(0, 3001, 100)])
+    assert steps["wall_s"].tolist() == pytest.approx(list(range(0, 3001, 100)))
+    evals = ledger.evals("est").sort_values(["task", "metric", "step"])
+    got = {(t, m): v for (t, m), v in evals.groupby(["task", "metric"])["value"].agg(list).items()}
+    assert got == {("val", "loss"): pytest.approx([2.5, 1.5, 0.5]), ("val", "acc"): pytest.approx([0.25, 0.5, 0.75]),
+                   ("val/holdout", "loss"): pytest.approx([2.7, 1.7, 0.7])}
+    assert ledger.events("est", kind="resume").empty
+    assert any("TF Estimator layout" in w for w in res.warnings) and not any("went back" in w for w in res.warnings)
+
+
 def test_keras_batch_logs_count_batches_and_validate_against_iterations(ledger, tmp_path):
     log = _keras_log(tmp_path / "fit", epochs=3, batches_per_epoch=5)
     (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="k"))

@@ -175,7 +175,8 @@ def pivot(
     warnings: Warnings,
 ) -> Rows:
     """Rows from long-form scalars (one value of one metric each): one row per (group, step), in order of
-    first appearance, plus `wall_time` (the row's latest Unix time, counted from the earliest value's).
+    first appearance, plus `wall_time` (the row's latest Unix time, counted from the earliest value's; NaN: a
+    value without a time of its own).
 
     `group` tells apart rows of one step that are separate records (an events file of a resumed run); within
     a row, a metric logged twice keeps its last value, with a warning. `where(i)` names the i-th value's
@@ -199,12 +200,12 @@ def pivot(
             "relogged", f"{where(i)}: {int(repeated.sum())} value(s) logged more than once at one step; the last kept"
         )
     wall = np.full(n_rows, -np.inf)
-    np.maximum.at(wall, row, wall_time)
+    np.fmax.at(wall, row, wall_time)  # a NaN time is none: a row of such values only has no clock
     first = np.full(n_rows, len(step), dtype=np.int64)
     np.minimum.at(first, row, np.arange(len(step)))
     rows = Rows(source, step[first].astype(np.int64), [where(int(i)) for i in first])
-    rows.values["wall_time"] = wall - wall_time.min()
-    rows.present["wall_time"] = np.ones(n_rows, dtype=bool)
+    rows.values["wall_time"] = wall - np.nanmin(wall_time)
+    rows.present["wall_time"] = np.isfinite(wall)
     grid = last.reshape(n_rows, n_cols)
     for j, n in enumerate(names):
         got = grid[:, j] >= 0

@@ -246,6 +246,39 @@ def _other_axes(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
     return kept.sort_values(["file", "offset"], kind="stable").reset_index(drop=True)
 
 
+# TF Estimator writes a run's evaluations into the model directory that holds the training's event files, in
+# `eval/` (and `evaluate(name=N)`'s in `eval_N/`), under the training's own tag names (`loss`, `accuracy`) at the
+# global step. Read as they are, an evaluation's `loss` is taken for the training loss at that step.
+_ESTIMATOR_EVAL = re.compile(r"^eval(?:_(?P<name>.+))?$")
+
+
+def _estimator_layout(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
+    """The scalars with the tags of an Estimator's evaluation folders named as evaluations (`eval/loss`,
+    `eval/<name>/loss`): an `eval` or `eval_<name>` folder beside the event files of the training it evaluates."""
+    trained = {f.parent for f in files if not _ESTIMATOR_EVAL.match(f.parent.name)}
+    prefix = np.full(len(files), "", dtype=object)
+    for i, f in enumerate(files):
+        m = _ESTIMATOR_EVAL.match(f.parent.name)
+        if m and f.parent.parent in trained:
+            prefix[i] = f"eval/{m['name']}/" if m["name"] else "eval/"
+    of_row = prefix[scalars["file"].to_numpy()]
+    evaluated = of_row != ""
+    if not evaluated.any():
+        return scalars
+    folders = sorted({str(f.parent) for f, p in zip(files, prefix, strict=True) if p})
+    warnings.add(
+        "estimator",
+        f"TF Estimator layout: the scalars in {', '.join(folders)} are evaluations of the training beside them, "
+        "read as eval/<tag> (their `loss` is the validation loss)",
+    )
+    # Their clock is not the training's (an evaluator may run beside it, on a checkpoint some steps behind): the
+    # step's time is the training's.
+    return scalars.assign(
+        tag=np.where(evaluated, of_row + scalars["tag"].to_numpy(dtype=object), scalars["tag"]),
+        wall_time=np.where(evaluated, np.nan, scalars["wall_time"].to_numpy(dtype=float)),
+    )
+
+
 # Keras' TensorBoard callback writes one run as two folders of one log directory, `train/` and `validation/`,
 # with the same tag names in both: `epoch_<metric>` at step = epoch (History's `<metric>` and `val_<metric>`),
 # `batch_<metric>` at step = batch with `update_freq='batch'` or N, and `evaluation_<metric>_vs_iterations`
@@ -320,6 +353,7 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
             + (f" ({empty} of them empty)" if empty else "")
         )
     scalars = _other_axes(scalars, warnings)
+    scalars = _estimator_layout(files, scalars, warnings)
     scalars, group, epochs = _keras_layout(files, scalars, warnings)
     file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()
     rows = pivot(
