@@ -253,6 +253,48 @@ def test_keras_train_and_validation_folders_are_one_run_counted_in_epochs(ledger
     assert any("steps in this run count epochs" in w for w in res.warnings)
 
 
+def test_a_fairseq_logdir_reads_as_its_text_log_does(ledger, tmp_path):
+    """fairseq's --tensorboard-logdir: `train_inner/`, `train/` (each epoch's means) and one folder per validation
+    subset, the same names in each, at step = num_updates, losses in bits. Read as they were, the validation's and
+    the epoch means' `loss` were merged into the training rows of their steps, and the validation folders, read after
+    the training, turned the clock back (every later time offset)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    ln2 = np.log(2.0)
+    log = tmp_path / "tb"
+    inner, epoch, valid, wiki = (SummaryWriter(log / k) for k in ("train_inner", "train", "valid", "valid_wiki"))
+    for step in range(100, 1001, 100):
+        inner.add_scalar("loss", 10 - step / 200, step, walltime=1000.0 + step)
+        inner.add_scalar("wps", 5000.0, step, walltime=1000.0 + step)
+        inner.add_scalar("gnorm", 1.5, step, walltime=1000.0 + step)
+    for step in (550, 1000):  # an epoch's last update: not one --log-interval logs
+        epoch.add_scalar("loss", 11.0, step, walltime=1000.0 + step + 1)
+        valid.add_scalar("loss", 9.0 - step / 200, step, walltime=1000.0 + step + 5)
+        valid.add_scalar("ppl", 2 ** (9.0 - step / 200), step, walltime=1000.0 + step + 5)
+        valid.add_scalar("best_loss", 9.0 - step / 200, step, walltime=1000.0 + step + 5)
+        wiki.add_scalar("loss", 9.5 - step / 200, step, walltime=1000.0 + step + 6)
+    for w in (inner, epoch, valid, wiki):
+        w.close()
+    (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="fs"))
+    everything = ledger.steps("fs")
+    steps = everything[everything["loss"].notna()]
+    assert steps["step"].tolist() == list(range(100, 1001, 100))
+    assert steps["loss"].tolist() == pytest.approx([(10 - s / 200) * ln2 for s in range(100, 1001, 100)])
+    assert steps["tokens_per_s"].tolist() == [5000.0] * 10 and steps["grad_norm"].tolist() == [1.5] * 10
+    assert steps["wall_s"].tolist() == pytest.approx(list(range(0, 901, 100)))
+    # Step 550 was validated, not logged: its row holds the time the last validation ended, and nothing else.
+    assert everything["step"].tolist() == [*range(100, 501, 100), 550, *range(600, 1001, 100)]
+    assert everything.set_index("step").loc[550].dropna().to_dict() == {"wall_s": 456.0}
+    evals = ledger.evals("fs").sort_values(["task", "metric", "step"])
+    got = {(t, m): v for (t, m), v in evals.groupby(["task", "metric"])["value"].agg(list).items()}
+    assert got == {("val", "loss"): pytest.approx([(9 - 2.75) * ln2, 4 * ln2]),
+                   ("val", "ppl"): pytest.approx([76.1093, 16]),  # a perplexity: 2 ** bits, as logged
+                   ("val/wiki", "loss"): pytest.approx([(9.5 - 2.75) * ln2, 4.5 * ln2])}
+    assert sorted(evals["wall_s"]) == pytest.approx([455, 455, 456, 905, 905, 906])  # each its own clock
+    assert ledger.events("fs", kind="resume").empty and not any("went back" in w for w in res.warnings)
+    assert any("train/ (each epoch's means) skipped" in w and "valid/best_loss" in w for w in res.warnings)
+
+
 def test_an_estimators_eval_folders_are_evaluations_not_the_training_loss(ledger, tmp_path):
     """TF Estimator writes its evaluations into `eval/` (and `eval_<name>/`) of the model directory under the
     training's tag names at the global step. Read as they were, an evaluation's `loss` was merged into the training

@@ -246,6 +246,49 @@ def _other_axes(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
     return kept.sort_values(["file", "offset"], kind="stable").reset_index(drop=True)
 
 
+# fairseq (and metaseq) with --tensorboard-logdir write one folder per progress bar, the same statistic names in
+# each at step = num_updates: `train_inner/` (every --log-interval updates), `train/` (each epoch's means, at its
+# last update) and one per validation subset (`valid/`, `valid_wiki/`, `test/`). Its losses are in bits.
+def _fairseq_layout(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
+    """The scalars of a fairseq log directory under the names its text log is read by (`textformats`: losses in
+    nats, a validation subset's losses as evaluations), without the per-epoch means (not a step's values) and a
+    validation's other statistics (its speed, `best_loss`)."""
+    from yieldgate.ingest.textformats import fairseq_name
+
+    roots = {f.parent.parent for f in files if f.parent.name == "train_inner"}
+    if not roots:
+        return scalars
+    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([scalars["file"], scalars["tag"]]))
+    names, scales = np.empty(len(pairs), dtype=object), np.ones(len(pairs))
+    dropped: set[str] = set()
+    for k, (i, tag) in enumerate(pairs):
+        folder = files[i].parent
+        if folder.parent not in roots or folder.name == "train_inner":
+            named = fairseq_name(tag, False, None) if folder.parent in roots else None
+            names[k], scales[k] = named or (tag, 1.0)
+        elif folder.name == "train":
+            names[k] = None
+        else:  # a validation subset: `valid`, `valid_<name>` (as the text log names it), or any other name
+            subset = None if folder.name == "valid" else folder.name.removeprefix("valid_")
+            named = fairseq_name(tag, True, subset)
+            names[k], scales[k] = named or (None, 1.0)
+            if named is None:
+                dropped.add(f"{folder.name}/{tag}")
+    kept = names[codes] != None  # noqa: E711 (an object array: elementwise)
+    warnings.add(
+        "fairseq",
+        "fairseq TensorBoard log: train_inner/ read as the training, losses from bits to nats; train/ (each "
+        "epoch's means) skipped"
+        + (f"; validation statistics not read: {', '.join(sorted(dropped)[:4])}" if dropped else ""),
+    )
+    out = scalars.assign(tag=names[codes], value=scalars["value"].to_numpy() * scales[codes])[kept]
+    # One process wrote the folders in turn: their values in the order written (each file's own order kept), so a
+    # validation's row comes after the training rows before it, not after the whole training (its clock read
+    # as a timer reset).
+    written = out.groupby("file", sort=False)["wall_time"].cummax().to_numpy()
+    return out.iloc[np.argsort(written, kind="stable")].reset_index(drop=True)
+
+
 # TF Estimator writes a run's evaluations into the model directory that holds the training's event files, in
 # `eval/` (and `evaluate(name=N)`'s in `eval_N/`), under the training's own tag names (`loss`, `accuracy`) at the
 # global step. Read as they are, an evaluation's `loss` is taken for the training loss at that step.
@@ -353,6 +396,7 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
             + (f" ({empty} of them empty)" if empty else "")
         )
     scalars = _other_axes(scalars, warnings)
+    scalars = _fairseq_layout(files, scalars, warnings)
     scalars = _estimator_layout(files, scalars, warnings)
     scalars, group, epochs = _keras_layout(files, scalars, warnings)
     file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()

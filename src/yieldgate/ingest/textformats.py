@@ -320,21 +320,27 @@ def _fairseq_json(line: str) -> dict[str, float] | None:
     return _fairseq_values(valid, m["subset"], pairs)
 
 
+def fairseq_name(key: str, valid: bool, subset: str | None) -> tuple[str, float] | None:
+    """Our name for a fairseq statistic and the factor to our units (its losses are in bits: to nats), or None
+    for one we do not read. A validation (`valid: True`; `subset`: a second validation set, its own source) keeps
+    its losses and perplexity only (not its speed, nor `best_loss`, the best so far)."""
+    if key not in _FAIRSEQ_NAMES or (valid and key not in ("loss", "nll_loss", "ppl")):
+        return None
+    name = _FAIRSEQ_NAMES[key]
+    if valid:
+        name = f"val/{subset}/{name}" if subset else "val_" + name
+    return name, _LN2 if key in ("loss", "nll_loss") else 1.0
+
+
 def _fairseq_values(valid: bool, subset: str | None, pairs: Mapping[str, float]) -> dict[str, float] | None:
     """A fairseq record's values under our names (losses from bits to nats), or None without its step."""
     if "num_updates" not in pairs:
         return None
     out = {"step": pairs["num_updates"]}
     for key, value in pairs.items():
-        if key not in _FAIRSEQ_NAMES:
-            continue
-        value = value * (_LN2 if key in ("loss", "nll_loss") else 1.0)
-        name = _FAIRSEQ_NAMES[key]
-        if valid:
-            if key not in ("loss", "nll_loss", "ppl"):
-                continue
-            name = f"val/{subset}/{name}" if subset else "val_" + name
-        out[name] = value
+        named = fairseq_name(key, valid, subset)
+        if named is not None:
+            out[named[0]] = value * named[1]
     return out
 
 
