@@ -295,6 +295,34 @@ def test_a_fairseq_logdir_reads_as_its_text_log_does(ledger, tmp_path):
     assert any("train/ (each epoch's means) skipped" in w and "valid/best_loss" in w for w in res.warnings)
 
 
+def test_a_loops_own_train_and_val_folders_are_one_run_with_its_evaluations(ledger, tmp_path):
+    """`SummaryWriter(log / "train")` beside `SummaryWriter(log / "val")` and `(log / "test")`, the same tags in
+    each: the validation's `loss` was merged into the training row of its step, `accuracy` lost as an extra, and
+    the test folder, read after the training, turned the clock back."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    log = tmp_path / "runs" / "exp1"
+    train, val, test = (SummaryWriter(log / k) for k in ("train", "val", "test"))
+    for step in range(1, 41):
+        train.add_scalar("loss", 4.0 - step / 20, step, walltime=100.0 + step)
+        if step % 10 == 0:
+            val.add_scalar("loss", 4.2 - step / 25, step, walltime=100.0 + step + 0.5)
+            val.add_scalar("accuracy", step / 50, step, walltime=100.0 + step + 0.5)
+    test.add_scalar("loss", 2.8, 40, walltime=150.0)
+    for w in (train, val, test):
+        w.close()
+    (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="exp1"))
+    steps = ledger.steps("exp1")
+    assert steps["loss"].tolist() == pytest.approx([4.0 - s / 20 for s in range(1, 41)])
+    assert steps["wall_s"].tolist() == pytest.approx(range(0, 40))
+    evals = ledger.evals("exp1").sort_values(["task", "metric", "step"])
+    got = {(t, m): v for (t, m), v in evals.groupby(["task", "metric"])["value"].agg(list).items()}
+    assert got == {("val", "loss"): pytest.approx([3.8, 3.4, 3.0, 2.6]),
+                   ("val", "acc"): pytest.approx([0.2, 0.4, 0.6, 0.8]), ("test", "loss"): pytest.approx([2.8])}
+    assert ledger.events("exp1", kind="resume").empty and not any("went back" in w for w in res.warnings)
+    assert any("evaluations beside a train/ folder" in w for w in res.warnings)
+
+
 def test_an_estimators_eval_folders_are_evaluations_not_the_training_loss(ledger, tmp_path):
     """TF Estimator writes its evaluations into `eval/` (and `eval_<name>/`) of the model directory under the
     training's tag names at the global step. Read as they were, an evaluation's `loss` was merged into the training

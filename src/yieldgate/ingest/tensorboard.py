@@ -282,11 +282,52 @@ def _fairseq_layout(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warn
         + (f"; validation statistics not read: {', '.join(sorted(dropped)[:4])}" if dropped else ""),
     )
     out = scalars.assign(tag=names[codes], value=scalars["value"].to_numpy() * scales[codes])[kept]
-    # One process wrote the folders in turn: their values in the order written (each file's own order kept), so a
-    # validation's row comes after the training rows before it, not after the whole training (its clock read
-    # as a timer reset).
-    written = out.groupby("file", sort=False)["wall_time"].cummax().to_numpy()
-    return out.iloc[np.argsort(written, kind="stable")].reset_index(drop=True)
+    return _in_written_order(out)
+
+
+def _in_written_order(scalars: pd.DataFrame) -> pd.DataFrame:
+    """Scalars of folders one process wrote in turn, in the order written (each file's own order kept): a
+    validation's row comes after the training rows before it, not after the whole training (where its clock
+    would read as a timer reset)."""
+    written = scalars.groupby("file", sort=False)["wall_time"].cummax().to_numpy()
+    return scalars.iloc[np.argsort(written, kind="stable")].reset_index(drop=True)
+
+
+# A loop's own split folders: `SummaryWriter(log / "train")` beside `SummaryWriter(log / "val")` (or `valid`,
+# `validation`, `eval`, `dev`, `test`, with a `_<name>` of a second set), the same tag names in each. Read as they
+# are, the validation's `loss` is merged into the training row of its step. Keras' own tags in `train/` and
+# `validation/` are read by `_keras_layout`; fairseq's folders by `_fairseq_layout`.
+_TRAIN_FOLDER = re.compile(r"^(?:train|training)$")
+_EVAL_FOLDER = re.compile(r"^(?P<split>val|valid|validation|eval|dev|test)(?:[_-](?P<name>.+))?$")
+
+
+def _split_folders(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
+    """The scalars with the tags of evaluation folders beside a `train` folder named as evaluations (`eval/loss`,
+    `eval/<name>/loss`; a `test` folder's as `test/loss`), in the order written."""
+    parents = {f.parent.parent for f in files if _TRAIN_FOLDER.match(f.parent.name)}
+    parents -= {f.parent.parent for f in files if f.parent.name == "train_inner"}
+    prefix = np.full(len(files), "", dtype=object)
+    for i, f in enumerate(files):
+        m = _EVAL_FOLDER.match(f.parent.name)
+        if m and f.parent.parent in parents:
+            task = "test" if m["split"] == "test" else "eval"
+            prefix[i] = f"{task}/{m['name']}/" if m["name"] else f"{task}/"
+    of_row = prefix[scalars["file"].to_numpy()]
+    evaluated = of_row != ""
+    if not evaluated.any():
+        return scalars
+    split = np.array([bool(_TRAIN_FOLDER.match(f.parent.name) or p) for f, p in zip(files, prefix, strict=True)])
+    in_split = scalars[split[scalars["file"].to_numpy()]]
+    if in_split["tag"].str.fullmatch(_KERAS_TAG).all():  # Keras' own names: `_keras_layout` reads them
+        return scalars
+    folders = sorted({str(f.parent) for f, p in zip(files, prefix, strict=True) if p})
+    warnings.add(
+        "split-folders",
+        f"{', '.join(folders)}: evaluations beside a train/ folder, their tags read as eval/<tag> (test/<tag> for a "
+        "test folder)",
+    )
+    renamed = np.where(evaluated, of_row + scalars["tag"].to_numpy(dtype=object), scalars["tag"])
+    return _in_written_order(scalars.assign(tag=renamed))
 
 
 # TF Estimator writes a run's evaluations into the model directory that holds the training's event files, in
@@ -398,6 +439,7 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     scalars = _other_axes(scalars, warnings)
     scalars = _fairseq_layout(files, scalars, warnings)
     scalars = _estimator_layout(files, scalars, warnings)
+    scalars = _split_folders(files, scalars, warnings)
     scalars, group, epochs = _keras_layout(files, scalars, warnings)
     file_of, offset = scalars["file"].to_numpy(), scalars["offset"].to_numpy()
     rows = pivot(
