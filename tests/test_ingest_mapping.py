@@ -59,6 +59,17 @@ from yieldgate.ingest.mapping import Target, guess, parse_map_options, resolve_m
     ("metrics/eval/LanguageCrossEntropy", "eval", "val/loss", 1.0),
     ("Eval metrics/eval/LanguageCrossEntropy", "eval", "val/loss", 1.0),
     ("tok/s", "core", "tokens_per_s", 1.0),
+    # PyTorch's TensorBoard tutorial (the split after the metric), test splits, NeMo's and Lightning's names
+    ("Loss/train", "core", "loss", 1.0),
+    ("Loss/test", "eval", "test/loss", 1.0),
+    ("Accuracy/val", "eval", "val/acc", 1.0),
+    ("perplexity/valid", "eval", "val/ppl", 1.0),
+    ("accuracy/train", "extra", "imported/accuracy/train", 1.0),
+    ("test_loss", "eval", "test/loss", 1.0),
+    ("test_runtime", "extra", "imported/test_runtime", 1.0),
+    ("reduced_train_loss", "core", "loss", 1.0),
+    ("train/loss_step", "core", "loss", 1.0),
+    ("train_loss_epoch", "extra", "imported/train_loss_epoch", 1.0),
 ])
 def test_guess(name, kind, key, scale):
     assert guess(name) == Target(kind, key, scale)

@@ -76,6 +76,8 @@ _CORE_ALIASES = {
         "training_loss",
         "loss/train",
         "train_loss_step",
+        "train/loss_step",
+        "reduced_train_loss",
         "trn_loss",
         "lm_loss",
         "crossentropyloss",
@@ -130,7 +132,12 @@ _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in name
 # Validation metrics: `<prefix><sep>[<source>/]<metric>` with one of these prefixes, the metric one whose
 # direction is known (`names.metric_direction`: `eval_wer`, `eval_rougeLsum`, `val/acc`); `eval_runtime`
 # and `eval_samples_per_second` are not evaluations.
-_VAL_PREFIX = re.compile(r"^(?:eval|val|valid|validation|dev)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$")
+_VAL_PREFIX = re.compile(
+    r"^(?P<split>eval|val|valid|validation|dev|test)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$"
+)
+# The split after the metric, as PyTorch's TensorBoard tutorial names them (`Loss/train`, `Loss/test`,
+# `Accuracy/val`). A `test` split is an evaluation of task `test`, the others of task `val`.
+_SPLIT_SUFFIX = re.compile(r"^(?P<metric>[^/]+)/(?P<split>eval|val|valid|validation|dev|test)$")
 # A compound name after the prefix (`val_recon_loss`, a loss term; `val_epoch_perplexity`, an aggregate;
 # `eval_wiki_loss`, a second eval set) stays one metric of task `val`: only a `/` names a data source.
 _VAL_METRICS = {"loss", "bpb", "ppl", "perplexity", "acc", "accuracy", "bits_per_byte"}
@@ -283,13 +290,15 @@ def guess(name: str) -> Target:
     score = _SCORE.match(name.strip())
     if score and metric_direction(_score_base(score["metric"])) is not None:
         return Target("eval", f"{VAL_TASK}/{score['metric']}")
-    m = _VAL_PREFIX.match(norm)
+    m = _VAL_PREFIX.match(norm) or _SPLIT_SUFFIX.match(norm)
     if (
         m
         and m["metric"] not in _NOT_EVAL_METRICS
         and (m["metric"] in _VAL_METRICS or m["metric"] in _VAL_RENAMES or metric_direction(m["metric"]) is not None)
     ):
-        task = VAL_TASK if m["source"] is None else f"{VAL_TASK}/{m['source']}"
+        split = "test" if m["split"] == "test" else VAL_TASK
+        source = m.groupdict().get("source")
+        task = split if source is None else f"{split}/{source}"
         return Target("eval", f"{task}/{_VAL_RENAMES.get(m['metric'], m['metric'])}")
     return canonical or _imported(name)
 
