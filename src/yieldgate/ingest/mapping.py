@@ -132,9 +132,7 @@ _ALIASES = {alias: col for col, names in _CORE_ALIASES.items() for alias in name
 # Validation metrics: `<prefix><sep>[<source>/]<metric>` with one of these prefixes, the metric one whose
 # direction is known (`names.metric_direction`: `eval_wer`, `eval_rougeLsum`, `val/acc`); `eval_runtime`
 # and `eval_samples_per_second` are not evaluations.
-_VAL_PREFIX = re.compile(
-    r"^(?P<split>eval|val|valid|validation|dev|test)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$"
-)
+_VAL_PREFIX = re.compile(r"^(?P<split>eval|val|valid|validation|dev|test)(?:_|/)(?:(?P<source>.+)/)?(?P<metric>[^/]+)$")
 # The split after the metric, as PyTorch's TensorBoard tutorial names them (`Loss/train`, `Loss/test`,
 # `Accuracy/val`). A `test` split is an evaluation of task `test`, the others of task `val`.
 _SPLIT_SUFFIX = re.compile(r"^(?P<metric>[^/]+)/(?P<split>eval|val|valid|validation|dev|test)$")
