@@ -246,6 +246,43 @@ def _other_axes(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
     return kept.sort_values(["file", "offset"], kind="stable").reset_index(drop=True)
 
 
+# DeepSpeed's Monitor writes `Train/Samples/<name>` (`train_loss`, `lr`, `loss_scale`, `elapsed_time_ms_*`) at x =
+# the samples trained so far, not the step: on a step axis a batch of 32 samples would read as 32 steps.
+_DEEPSPEED = "Train/Samples/"
+
+
+def _deepspeed_samples(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
+    """DeepSpeed Monitor's scalars under their own names (`train_loss`, `lr`) at the step, and `samples` at each:
+    the step is the samples over the batch, the samples between consecutive logged points (its Monitor writes
+    every step), where every x is a multiple of it. Otherwise the x stays the step, with a warning that the
+    steps count samples."""
+    on_samples = scalars["tag"].str.startswith(_DEEPSPEED).to_numpy()
+    if not on_samples.any():
+        return scalars
+    x = np.unique(scalars["step"].to_numpy()[on_samples])
+    gaps = np.diff(x)
+    batch = int(pd.Series(gaps).mode().min()) if len(gaps) else 0
+    ours = scalars[on_samples]
+    ours = ours.assign(tag=ours["tag"].str.removeprefix(_DEEPSPEED))
+    if batch > 0 and not (x % batch).any():
+        first = ours.drop_duplicates(["file", "step"])
+        samples = first.assign(tag="samples", value=first["step"].astype(np.float64))
+        ours = pd.concat([ours, samples], ignore_index=True).assign(step=lambda f: f["step"] // batch)
+        warnings.add(
+            "deepspeed",
+            f"DeepSpeed Monitor's {_DEEPSPEED}* scalars are logged against samples: step = samples / {batch:,} (the "
+            "samples between consecutive logged steps), and the samples kept as such",
+        )
+    else:
+        warnings.add(
+            "deepspeed",
+            f"DeepSpeed Monitor's {_DEEPSPEED}* scalars are logged against samples, at irregular intervals (no "
+            "batch size divides them all): the steps of this run count samples",
+        )
+    kept = pd.concat([scalars[~on_samples], ours], ignore_index=True)
+    return kept.sort_values(["file", "offset"], kind="stable").reset_index(drop=True)
+
+
 # fairseq (and metaseq) with --tensorboard-logdir write one folder per progress bar, the same statistic names in
 # each at step = num_updates: `train_inner/` (every --log-interval updates), `train/` (each epoch's means, at its
 # last update) and one per validation subset (`valid/`, `valid_wiki/`, `test/`). Its losses are in bits.
@@ -437,6 +474,7 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
             + (f" ({empty} of them empty)" if empty else "")
         )
     scalars = _other_axes(scalars, warnings)
+    scalars = _deepspeed_samples(scalars, warnings)
     scalars = _fairseq_layout(files, scalars, warnings)
     scalars = _estimator_layout(files, scalars, warnings)
     scalars = _split_folders(files, scalars, warnings)
