@@ -256,9 +256,9 @@ def _deepspeed_samples(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFram
     the step is the samples over the batch, the samples between consecutive logged points (its Monitor writes
     every step), where every x is a multiple of it. Otherwise the x stays the step, with a warning that the
     steps count samples."""
-    on_samples = scalars["tag"].str.startswith(_DEEPSPEED).to_numpy()
-    if not on_samples.any():
+    if not any(str(tag).startswith(_DEEPSPEED) for tag in pd.unique(scalars["tag"])):  # a few tags, many events
         return scalars
+    on_samples = scalars["tag"].str.startswith(_DEEPSPEED).to_numpy()
     x = np.unique(scalars["step"].to_numpy()[on_samples])
     gaps = np.diff(x)
     batch = int(pd.Series(gaps).mode().min()) if len(gaps) else 0
@@ -349,9 +349,11 @@ def _split_folders(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warni
         if m and f.parent.parent in parents:
             task = "test" if m["split"] == "test" else "eval"
             prefix[i] = f"{task}/{m['name']}/" if m["name"] else f"{task}/"
+    if not prefix.any():
+        return scalars
     of_row = prefix[scalars["file"].to_numpy()]
     evaluated = of_row != ""
-    if not evaluated.any():
+    if not evaluated.any():  # its event files hold no scalars
         return scalars
     split = np.array([bool(_TRAIN_FOLDER.match(f.parent.name) or p) for f, p in zip(files, prefix, strict=True)])
     in_split = scalars[split[scalars["file"].to_numpy()]]
@@ -382,9 +384,11 @@ def _estimator_layout(files: Sequence[Path], scalars: pd.DataFrame, warnings: Wa
         m = _ESTIMATOR_EVAL.match(f.parent.name)
         if m and f.parent.parent in trained:
             prefix[i] = f"eval/{m['name']}/" if m["name"] else "eval/"
+    if not prefix.any():
+        return scalars
     of_row = prefix[scalars["file"].to_numpy()]
     evaluated = of_row != ""
-    if not evaluated.any():
+    if not evaluated.any():  # its event files hold no scalars
         return scalars
     folders = sorted({str(f.parent) for f, p in zip(files, prefix, strict=True) if p})
     warnings.add(
