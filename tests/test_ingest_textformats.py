@@ -37,7 +37,8 @@ def _evals(evals, key):
 @pytest.mark.parametrize(("name", "fmt"), [
     ("nanogpt.log", "nanogpt"), ("modded-nanogpt.log", "modded-nanogpt"), ("llmc-main.log", "llm.c"),
     ("llmc-stdout.log", "llm.c"), ("megatron.log", "megatron"), ("fairseq.log", "fairseq"),
-    ("torchtitan.log", "kv"), ("nanotron.log", "kv"), ("olmo.log", "kv"), ("composer.log", "kv")])
+    ("torchtitan.log", "kv"), ("nanotron.log", "kv"), ("olmo.log", "kv"), ("composer.log", "kv"),
+    ("lightning-tqdm.log", "tqdm")])
 def test_each_trainers_log_is_detected(ledger, name, fmt):
     res, steps, _ = _import(ledger, name)
     assert res.source.endswith(f"(read as {fmt})")
@@ -599,3 +600,28 @@ def test_olmo_per_device_throughput_is_the_jobs_times_the_devices(ledger, tmp_pa
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="o2"))
     assert ledger.steps("o2", nullable=True)["tokens_per_s"].isna().all()
     assert any("kept as tokens_per_s_per_device" in w for w in res.warnings)
+
+
+def test_tqdm_bars_count_batches_across_epochs_and_read_each_validation_once(ledger, tmp_path):
+    """PyTorch Lightning's console as a file keeps it: each refresh of the bar after a carriage return, the count
+    per epoch, `val_loss` shown in the training bar from its validation on. No format read it (an import error)."""
+    res, steps, evals = _import(ledger, "lightning-tqdm.log")
+    assert steps["step"].tolist() == [100, 200, 300, 400, 500, 600, 700, 800]  # 400 batches an epoch, counted on
+    assert steps["loss"].tolist() == [3.91, 3.42, 3.05, 2.87, 2.71, 2.60, 2.52, 2.47]
+    assert steps["wall_s"].tolist() == [10, 20, 30, 40, 52, 62, 72, 82]  # epoch 0 took 42 s with its validation
+    assert _evals(evals, "val/loss") == {400: 2.91, 800: 2.55}  # each once, though the bar keeps showing it
+    assert any("a step here is a batch" in w for w in res.warnings)
+    # A loop's own bars: no epoch in the description (each bar counts from 0 again), a validation bar after each.
+    log = tmp_path / "train.log"
+    log.write_text(
+        "100%|██████████| 153/153 [00:03<00:00, 44.53it/s, loss=0.783, metrics={'acc': 0.6151}]\n"
+        "valid: 100%|██████████| 39/39 [00:00<00:00, 116.60it/s, loss=0.469, metrics={'acc': 0.6493}]\n"
+        " 50%|█████     | 77/153 [00:01<00:01, 47.1it/s, loss=0.61]\r"
+        "100%|██████████| 153/153 [00:03<00:00, 47.32it/s, loss=0.529, metrics={'acc': 0.7565}]\n"
+        "valid: 100%|██████████| 39/39 [00:00<00:00, 95.90it/s, loss=0.396, metrics={'acc': 0.7}]\n"
+    )
+    (res,) = import_run(ledger, "textlog", [str(log)], ImportOptions(run="loop"))
+    steps, evals = ledger.steps("loop"), ledger.evals("loop")
+    assert steps["step"].tolist() == [153, 230, 306] and steps["loss"].tolist() == [0.783, 0.61, 0.529]
+    assert steps["wall_s"].tolist() == [3, 4, 6]
+    assert _evals(evals, "val/loss") == {153: 0.469, 306: 0.396}

@@ -109,6 +109,7 @@ TEXTLOG_FORMATS: Final[tuple[str, ...]] = (
     "megatron",
     "fairseq",
     "keras",
+    "tqdm",
     "kv",
 )
 
