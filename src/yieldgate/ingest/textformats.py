@@ -470,7 +470,9 @@ def _tqdm(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
     at its end are evaluations of the step before it."""
     epoch: int | None = None
     offset, total, before_s, elapsed = 0, 0, 0.0, 0.0  # the batches and seconds of the epochs before this bar
-    step, shown = -1, {}  # the last step read, the values last read of those a bar keeps showing
+    step = -1  # the last step read
+    shown: dict[str, float] = {}  # the values last read of those a bar keeps showing
+    validated: dict[str, float] = {}  # the values of the last validation bar read
     last: tuple[int, str] | None = None  # the last (epoch, count) read
     for i, line in enumerate(lines):
         m = _TQDM.search(line) if "%|" in line else None
@@ -480,9 +482,13 @@ def _tqdm(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
         if not pairs:
             continue
         if _TQDM_EVAL.match(m["desc"]):
-            if step >= 0 and m["n"] == m["total"] and pairs != shown.get("eval"):
-                shown["eval"] = pairs
-                yield i, 1, {"step": float(step), **{k if k.startswith("val") else f"val_{k}": v for k, v in pairs.items()}}
+            if step >= 0 and m["n"] == m["total"] and pairs != validated:
+                validated = pairs
+                yield (
+                    i,
+                    1,
+                    {"step": float(step), **{k if k.startswith("val") else f"val_{k}": v for k, v in pairs.items()}},
+                )
             continue
         found = _TQDM_EPOCH.search(m["desc"])
         this = int(found["epoch"]) if found else 0
