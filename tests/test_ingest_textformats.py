@@ -38,7 +38,7 @@ def _evals(evals, key):
     ("nanogpt.log", "nanogpt"), ("modded-nanogpt.log", "modded-nanogpt"), ("llmc-main.log", "llm.c"),
     ("llmc-stdout.log", "llm.c"), ("megatron.log", "megatron"), ("fairseq.log", "fairseq"),
     ("torchtitan.log", "kv"), ("nanotron.log", "kv"), ("olmo.log", "kv"), ("composer.log", "kv"),
-    ("lightning-tqdm.log", "tqdm")])
+    ("lightning-tqdm.log", "tqdm"), ("hf-printed.log", "hf-printed")])
 def test_each_trainers_log_is_detected(ledger, name, fmt):
     res, steps, _ = _import(ledger, name)
     assert res.source.endswith(f"(read as {fmt})")
@@ -625,3 +625,19 @@ def test_tqdm_bars_count_batches_across_epochs_and_read_each_validation_once(led
     assert steps["step"].tolist() == [153, 230, 306] and steps["loss"].tolist() == [0.783, 0.61, 0.529]
     assert steps["wall_s"].tolist() == [3, 4, 6]
     assert _evals(evals, "val/loss") == {153: 0.469, 306: 0.396}
+
+
+def test_the_hf_trainers_console_takes_each_logs_step_from_its_progress_bar(ledger, tmp_path):
+    """The Trainer prints each log as a dict after its bar (`500/1689 [01:30<03:29, 5.68it/s]{'loss': ...}`), an
+    evaluation after a bar of its own batches; no format read it (an error sent the user to trainer_state.json)."""
+    res, steps, evals = _import(ledger, "hf-printed.log")
+    assert steps["step"].tolist() == [500, 1000]  # the dict cut by a redrawn bar at 1500 is not read
+    assert steps["loss"].tolist() == [1.6771, 1.2034] and steps["grad_norm"].tolist() == [3.5, 2.1]
+    assert steps["lr"].tolist() == pytest.approx([7.039668442865602e-06, 4.08e-06])  # quoted values too
+    assert steps["wall_s"].tolist() == [90, 181]
+    assert _evals(evals, "val/loss") == {1000: 1.4121} and _evals(evals, "val/bleu") == {1000: 21.3}  # not step 57
+    # Without the bar there is no step: one clear error.
+    log = tmp_path / "dicts.log"
+    log.write_text("{'loss': 1.6771, 'learning_rate': 7.04e-06, 'epoch': 0.89}\n{'loss': 1.2, 'epoch': 1.78}\n")
+    with pytest.raises(InputError, match="printed logs without its progress bar.*hf-trainer"):
+        import_run(ledger, "textlog", [str(log)], ImportOptions(run="dicts"))

@@ -110,6 +110,7 @@ TEXTLOG_FORMATS: Final[tuple[str, ...]] = (
     "fairseq",
     "keras",
     "tqdm",
+    "hf-printed",
     "kv",
 )
 

@@ -13,6 +13,7 @@ absent, not a number.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -447,12 +448,12 @@ def _keras(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
 # 44.5it/s, loss=0.783]` (many hand-written loops). The count is the batches of the bar's epoch, the elapsed time
 # the bar's own, and the values after the rate its postfix.
 _TQDM = re.compile(
-    r"^(?P<desc>[^|]*?):?\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
+    r"^(?P<desc>[^|]*?):?\s*\d+%\|[^|]*\|\s*(?P<n>\d{1,15})/(?P<total>\d{1,15})\s*"
     r"\[(?P<elapsed>\d+(?::\d+){1,2})<[^,\]]*,[^,\]]*(?:,\s*(?P<post>[^\]]*))?\]"
 )
 _TQDM_EPOCH = re.compile(r"(?i)\bepoch\s*(?P<epoch>\d+)")
 _TQDM_EVAL = re.compile(r"(?i)^\s*(?:valid|validation|val|eval|evaluating|evaluation|test|testing)\b")
-_TQDM_PAIR = re.compile(rf"(\w+)=((?:{_NUM}))(?=,|\s|$)")
+_TQDM_PAIR = re.compile(rf"(?<!\w)(\w+)=((?:{_NUM}))(?=,|\s|$)")  # tried once per word
 
 
 def _seconds(clock: str) -> float:
@@ -506,6 +507,52 @@ def _tqdm(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
             values[k] = v
         if len(values) > 2:
             yield i, 1, values
+
+
+# The Hugging Face Trainer's console: its progress bar, then each log as a printed dict, usually on the bar's own
+# line: `  2%|▏   | 500/22184 [01:40<1:12:54,  4.96it/s]{'loss': 2.5609, 'learning_rate': 1.96e-05, 'epoch': 0.05}`
+# (newer versions quote the values: `{'loss': '1.178', ...}`). An evaluation draws a bar of its own (its batches)
+# before `{'eval_loss': ...}`; `{'train_runtime': ..., 'train_loss': ...}` at the end is the run's summary.
+_HF_BAR = re.compile(
+    r"(?<!\d)(?P<n>\d{1,15})/(?P<total>\d{1,15})\s*\[(?P<elapsed>\d+(?::\d+){1,2})<"
+)  # once per digit run
+_HF_LOG = re.compile(r"\{'(?P<first>loss|eval_[^']+|train_runtime)':[^{}]*\}")
+
+
+def _hf_printed(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, float]]]:
+    """Each printed training log at the step its bar shows before it (the bar's elapsed time as wall_s), and each
+    evaluation at the training bar's step: the bar whose total the first training log was printed under (an
+    evaluation's own bar counts its batches). A log cut by a redrawn bar, and the summary, are not read."""
+    total: int | None = None  # the training bar's total, once a training log told it apart
+    last: re.Match[str] | None = None  # the last bar drawn
+    trained: re.Match[str] | None = None  # the training bar's last state
+    for i, line in enumerate(lines):
+        log = _HF_LOG.search(line) if "{'" in line else None
+        if log is None and "/" not in line:
+            continue
+        for bar in _HF_BAR.finditer(line, 0, log.start() if log else len(line)):
+            last = bar
+            if total is not None and int(bar["total"]) == total:
+                trained = bar
+        if log is None or last is None or log["first"] == "train_runtime":
+            continue
+        if log["first"] == "loss" and total is None:
+            total, trained = int(last["total"]), last
+        if trained is None:
+            continue
+        try:
+            record = ast.literal_eval(log.group(0))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        values = {"step": float(trained["n"])}
+        for key, value in record.items():
+            try:
+                values[str(key)] = float(value)
+            except (TypeError, ValueError):
+                continue
+        if log["first"] == "loss":
+            values["wall_s"] = _seconds(trained["elapsed"])
+        yield i, 1, values
 
 
 FORMATS: dict[str, LogFormat] = {
@@ -624,6 +671,13 @@ FORMATS: dict[str, LogFormat] = {
             "mean)",
         ),
         LogFormat(
+            "hf-printed",
+            "the Hugging Face Trainer's console: `  2%|▏   | 500/22184 [01:40<1:12:54,  4.96it/s]{'loss': 2.5609, "
+            "'learning_rate': 1.96e-05, 'epoch': 0.05}` and `{'eval_loss': 1.137, ...}` after an evaluation's bar; "
+            "the step is the training bar's count",
+            scan=_hf_printed,
+        ),
+        LogFormat(
             "kv",
             "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
             "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops; and blocks "
@@ -652,8 +706,8 @@ def detect(lines: Sequence[str], where: str) -> LogFormat:
     if scores[best] == 0:
         if any(re.match(r"^\{'(?:eval_)?loss':", line) for line in stripped):
             raise InputError(
-                f"{where}: these are the Hugging Face Trainer's printed logs, which carry no step; "
-                "import the checkpoint's trainer_state.json instead: yieldgate import hf-trainer DIR"
+                f"{where}: these are the Hugging Face Trainer's printed logs without its progress bar, so no "
+                "step; import the checkpoint's trainer_state.json instead: yieldgate import hf-trainer DIR"
             )
         raise InputError(
             f"{where}: no line reads as a known training log ({', '.join(FORMATS)}); name the "
