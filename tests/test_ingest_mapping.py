@@ -70,6 +70,11 @@ from yieldgate.ingest.mapping import Target, guess, parse_map_options, resolve_m
     ("reduced_train_loss", "core", "loss", 1.0),
     ("train/loss_step", "core", "loss", 1.0),
     ("train_loss_epoch", "extra", "imported/train_loss_epoch", 1.0),
+    # vision scores: timm's summary.csv, torchvision's and DeiT's logs, segmentation and image quality
+    ("eval_top1", "eval", "val/top1", 1.0),
+    ("val_acc1", "eval", "val/acc1", 1.0),
+    ("eval_mIoU", "eval", "val/miou", 1.0),
+    ("val_psnr", "eval", "val/psnr", 1.0),
 ])
 def test_guess(name, kind, key, scale):
     assert guess(name) == Target(kind, key, scale)

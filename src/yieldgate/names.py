@@ -403,6 +403,17 @@ _HIGHER_IS_BETTER = frozenset(
         "ndcg",
         "bertscore",
         "score",
+        # vision: top-k accuracy (timm's `top1`, torchvision's and DeiT's `acc1`), overlap and image quality
+        "top1",
+        "top5",
+        "acc1",
+        "acc5",
+        "auroc",
+        "iou",
+        "miou",
+        "dice",
+        "psnr",
+        "ssim",
     }
 )
 
