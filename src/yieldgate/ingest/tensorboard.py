@@ -349,24 +349,35 @@ def _split_folders(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warni
         if m and f.parent.parent in parents:
             task = "test" if m["split"] == "test" else "eval"
             prefix[i] = f"{task}/{m['name']}/" if m["name"] else f"{task}/"
-    if not prefix.any():
+    found = _prefixed(files, scalars, prefix)
+    if found is None:
         return scalars
-    of_row = prefix[scalars["file"].to_numpy()]
-    evaluated = of_row != ""
-    if not evaluated.any():  # its event files hold no scalars
-        return scalars
+    tags, _, folders = found
     split = np.array([bool(_TRAIN_FOLDER.match(f.parent.name) or p) for f, p in zip(files, prefix, strict=True)])
     in_split = scalars[split[scalars["file"].to_numpy()]]
     if in_split["tag"].str.fullmatch(_KERAS_TAG).all():  # Keras' own names: `_keras_layout` reads them
         return scalars
-    folders = sorted({str(f.parent) for f, p in zip(files, prefix, strict=True) if p})
     warnings.add(
         "split-folders",
         f"{', '.join(folders)}: evaluations beside a train/ folder, their tags read as eval/<tag> (test/<tag> for a "
         "test folder)",
     )
-    renamed = np.where(evaluated, of_row + scalars["tag"].to_numpy(dtype=object), scalars["tag"])
-    return _in_written_order(scalars.assign(tag=renamed))
+    return _in_written_order(scalars.assign(tag=tags))
+
+
+def _prefixed(
+    files: Sequence[Path], scalars: pd.DataFrame, prefix: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
+    """The tags with their file's prefix (`eval/` for an evaluation folder's, "" for others), which scalars got
+    one, and those files' folders; None when no scalar did (no folder matched, or its files hold no scalars)."""
+    if not prefix.any():
+        return None
+    of_row = prefix[scalars["file"].to_numpy()]
+    evaluated = of_row != ""
+    if not evaluated.any():
+        return None
+    tags = np.where(evaluated, of_row + scalars["tag"].to_numpy(dtype=object), scalars["tag"])
+    return tags, evaluated, sorted({str(f.parent) for f, p in zip(files, prefix, strict=True) if p})
 
 
 # TF Estimator writes a run's evaluations into the model directory that holds the training's event files, in
@@ -384,13 +395,10 @@ def _estimator_layout(files: Sequence[Path], scalars: pd.DataFrame, warnings: Wa
         m = _ESTIMATOR_EVAL.match(f.parent.name)
         if m and f.parent.parent in trained:
             prefix[i] = f"eval/{m['name']}/" if m["name"] else "eval/"
-    if not prefix.any():
+    found = _prefixed(files, scalars, prefix)
+    if found is None:
         return scalars
-    of_row = prefix[scalars["file"].to_numpy()]
-    evaluated = of_row != ""
-    if not evaluated.any():  # its event files hold no scalars
-        return scalars
-    folders = sorted({str(f.parent) for f, p in zip(files, prefix, strict=True) if p})
+    tags, evaluated, folders = found
     warnings.add(
         "estimator",
         f"TF Estimator layout: the scalars in {', '.join(folders)} are evaluations of the training beside them, "
@@ -398,10 +406,7 @@ def _estimator_layout(files: Sequence[Path], scalars: pd.DataFrame, warnings: Wa
     )
     # Their clock is not the training's (an evaluator may run beside it, on a checkpoint some steps behind): the
     # step's time is the training's.
-    return scalars.assign(
-        tag=np.where(evaluated, of_row + scalars["tag"].to_numpy(dtype=object), scalars["tag"]),
-        wall_time=np.where(evaluated, np.nan, scalars["wall_time"].to_numpy(dtype=float)),
-    )
+    return scalars.assign(tag=tags, wall_time=np.where(evaluated, np.nan, scalars["wall_time"].to_numpy(dtype=float)))
 
 
 # Keras' TensorBoard callback writes one run as two folders of one log directory, `train/` and `validation/`,
