@@ -325,13 +325,14 @@ def test_a_loops_own_train_and_val_folders_are_one_run_with_its_evaluations(ledg
 
 def test_deepspeed_monitors_sample_axis_becomes_steps_and_samples(ledger, tmp_path):
     """DeepSpeed's Monitor logs `Train/Samples/train_loss` at x = samples trained: read as steps, a 32-sample batch
-    made 32 steps of each step (and the loss an extra)."""
+    made 32 steps of each step (and the loss an extra). As its engine writes them: the loss in `backward()`, before
+    the step's samples are counted (x = 0 for the first step), the LR in `step()`, after (x = 32)."""
     from torch.utils.tensorboard import SummaryWriter
 
     regular, odd = SummaryWriter(tmp_path / "ds"), SummaryWriter(tmp_path / "odd")
     for step in range(1, 51):
-        regular.add_scalar("Train/Samples/train_loss", 5.0 - step / 20, step * 32, walltime=100.0 + step)
-        regular.add_scalar("Train/Samples/lr", 1e-4, step * 32, walltime=100.0 + step)
+        regular.add_scalar("Train/Samples/train_loss", 5.0 - step / 20, (step - 1) * 32, walltime=100.0 + step)
+        regular.add_scalar("Train/Samples/lr", step * 1e-5, step * 32, walltime=100.0 + step)
     for samples in (32, 64, 100, 132):  # no batch size divides them all
         odd.add_scalar("Train/Samples/train_loss", 4.0, samples, walltime=100.0 + samples)
     regular.close()
@@ -340,7 +341,8 @@ def test_deepspeed_monitors_sample_axis_becomes_steps_and_samples(ledger, tmp_pa
     steps = ledger.steps("ds")
     assert steps["step"].tolist() == list(range(1, 51))
     assert steps["samples"].tolist() == [32.0 * s for s in range(1, 51)]
-    assert steps["loss"].tolist() == pytest.approx([5.0 - s / 20 for s in range(1, 51)])
+    assert steps["loss"].tolist() == pytest.approx([5.0 - s / 20 for s in range(1, 51)])  # each step's own LR beside
+    assert steps["lr"].tolist() == pytest.approx([s * 1e-5 for s in range(1, 51)])
     assert any("step = samples / 32" in w for w in res.warnings)
     (res,) = import_run(ledger, "tensorboard", [str(tmp_path / "odd")], ImportOptions(run="odd"))
     assert ledger.steps("odd")["step"].tolist() == [32, 64, 100, 132]

@@ -247,14 +247,17 @@ def _other_axes(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
 
 
 # DeepSpeed's Monitor writes `Train/Samples/<name>` (`train_loss`, `lr`, `loss_scale`, `elapsed_time_ms_*`) at x =
-# the samples trained so far, not the step: on a step axis a batch of 32 samples would read as 32 steps.
+# the samples trained so far, not the step: on a step axis a batch of 32 samples would read as 32 steps. Its engine
+# writes the loss in `backward()`, before the step's samples are counted, and the rest in `step()`, after: a step's
+# loss stands one batch before its LR.
 _DEEPSPEED = "Train/Samples/"
+_DEEPSPEED_BEFORE = {"train_loss"}
 
 
 def _deepspeed_samples(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
     """DeepSpeed Monitor's scalars under their own names (`train_loss`, `lr`) at the step, and `samples` at each:
     the step is the samples over the batch, the samples between consecutive logged points (its Monitor writes
-    every step), where every x is a multiple of it. Otherwise the x stays the step, with a warning that the
+    every step), where every x is a multiple of it; the loss, logged before its step's samples, one batch on. Otherwise the x stays the step, with a warning that the
     steps count samples."""
     if not any(str(tag).startswith(_DEEPSPEED) for tag in pd.unique(scalars["tag"])):  # a few tags, many events
         return scalars
@@ -265,13 +268,16 @@ def _deepspeed_samples(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFram
     ours = scalars[on_samples]
     ours = ours.assign(tag=ours["tag"].str.removeprefix(_DEEPSPEED))
     if batch > 0 and not (x % batch).any():
+        before = ours["tag"].isin(_DEEPSPEED_BEFORE).to_numpy()
+        ours = ours.assign(step=ours["step"].to_numpy() + np.where(before, batch, 0))  # the samples through its step
         first = ours.drop_duplicates(["file", "step"])
         samples = first.assign(tag="samples", value=first["step"].astype(np.float64))
         ours = pd.concat([ours, samples], ignore_index=True).assign(step=lambda f: f["step"] // batch)
         warnings.add(
             "deepspeed",
             f"DeepSpeed Monitor's {_DEEPSPEED}* scalars are logged against samples: step = samples / {batch:,} (the "
-            "samples between consecutive logged steps), and the samples kept as such",
+            "samples between consecutive logged steps; the loss, logged before its step's samples are counted, one "
+            "batch on), and the samples kept as such",
         )
     else:
         warnings.add(
