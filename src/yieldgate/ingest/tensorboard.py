@@ -257,8 +257,8 @@ _DEEPSPEED_BEFORE = {"train_loss"}
 def _deepspeed_samples(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
     """DeepSpeed Monitor's scalars under their own names (`train_loss`, `lr`) at the step, and `samples` at each:
     the step is the samples over the batch, the samples between consecutive logged points (its Monitor writes
-    every step), where every x is a multiple of it; the loss, logged before its step's samples, one batch on. Otherwise the x stays the step, with a warning that the
-    steps count samples."""
+    every step), where every x is a multiple of it; the loss, logged before its step's samples, one batch on.
+    Otherwise the x stays the step, with a warning that the steps count samples."""
     if not any(str(tag).startswith(_DEEPSPEED) for tag in pd.unique(scalars["tag"])):  # a few tags, many events
         return scalars
     on_samples = scalars["tag"].str.startswith(_DEEPSPEED).to_numpy()
