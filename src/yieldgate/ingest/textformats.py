@@ -668,7 +668,8 @@ FORMATS: dict[str, LogFormat] = {
             scan=_tqdm,
             note="tqdm's bars count batches: a step here is a batch (with gradient accumulation, several make one "
             "optimizer step), and the bar's values are whatever its loop shows (Lightning's `loss` is a running "
-            "mean)",
+            "mean). PyTorch Lightning before 2.0 counts its validation batches in the same bar: there the steps "
+            "include them, and its refreshes during a validation read as steps with the last loss shown",
         ),
         LogFormat(
             "hf-printed",
