@@ -666,10 +666,8 @@ FORMATS: dict[str, LogFormat] = {
             "[00:03<00:04, 55.1it/s, loss=0.412, v_num=0, val_loss=0.381]`, each refresh a line; the step is the "
             "batches counted across epochs",
             scan=_tqdm,
-            note="tqdm's bars count batches: a step here is a batch (with gradient accumulation, several make one "
-            "optimizer step), and the bar's values are whatever its loop shows (Lightning's `loss` is a running "
-            "mean). PyTorch Lightning before 2.0 counts its validation batches in the same bar: there the steps "
-            "include them, and its refreshes during a validation read as steps with the last loss shown",
+            note="tqdm's bars count batches: a step here is a batch (several with gradient accumulation), the values "
+            "what the loop shows; PyTorch Lightning before 2.0 counts its validation batches in the bar too",
         ),
         LogFormat(
             "hf-printed",
