@@ -152,6 +152,31 @@ def test_curricula_order_the_sources(data, tmp_path):
     sampler = _Sampler(dataclasses.replace(data, recipe=staged), cfg, 20)
     counts = [sampler.batch()[2] for _ in range(20)]
     assert all(c["milton"] == 512 for c in counts[:10]) and all(c["shakespeare-folio"] == 512 for c in counts[10:])
+    # Stages at shares of the run: the same phases at any budget, as `plan` counts them (`supply.drawn_tokens`),
+    # and after the last stage the recipe's own weights.
+    from yieldgate.probe.supply import drawn_tokens
+
+    shares = parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "staged", "stages": [
+        {"until_share": 0.25, "weights": {"milton": 1}},
+        {"until_share": 0.5, "weights": {"shakespeare-folio": 1}}]}}}).data
+    for steps in (20, 80):
+        tokens = 8 * 64 * steps
+        sampler = _Sampler(dataclasses.replace(data, recipe=shares), dataclasses.replace(cfg, tokens=tokens), steps)
+        counts = [sampler.batch()[2] for _ in range(steps)]
+        quarter = steps // 4
+        assert all(c["milton"] == 512 for c in counts[:quarter])
+        assert all(c["shakespeare-folio"] == 512 for c in counts[quarter : 2 * quarter])
+        drawn = {name: sum(c[name] for c in counts) for name in counts[0]}
+        assert drawn["milton"] > tokens // 4 and drawn["shakespeare-modern"] > 0  # the recipe's weights after
+        expected = drawn_tokens(shares, tokens)
+        assert all(abs(drawn[n] - expected[n]) < 0.12 * tokens for n in drawn), (drawn, expected)
+    for stages, message in [([{"weights": {"milton": 1}}], "until_tokens or at until_share"),
+                            ([{"until_tokens": 5, "until_share": 0.5, "weights": {"milton": 1}}], "give one"),
+                            ([{"until_tokens": 5, "weights": {"milton": 1}}, {"until_share": 1.0, "weights": {}}],
+                             "not a mix"),
+                            ([{"until_share": 1.5, "weights": {"milton": 1}}], "until_share")]:
+        with pytest.raises(InputError, match=message):
+            parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "staged", "stages": stages}}})
 
 
 def test_a_cooldown_continues_a_probe_from_its_checkpoint_as_a_linked_run(data, tmp_path):

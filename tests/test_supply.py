@@ -36,6 +36,12 @@ def test_drawn_tokens_follow_weights_and_a_staged_curriculum():
                      curriculum={"kind": "staged", "stages": [{"until_tokens": 400, "weights": {"code": 1}}]})
     assert drawn_tokens(staged, 300) == {"web": 0, "code": 300}
     assert drawn_tokens(staged, 1000) == {"web": 450, "code": 400 + 150}  # the recipe's weights after the stages
+    # Stages at shares of the run scale with its budget: the last fifth from code, at 1,000 tokens as at 10,000.
+    anneal = _recipe(sources=[{"name": "web", "weight": 3}, {"name": "code", "weight": 1}],
+                     curriculum={"kind": "staged", "stages": [{"until_share": 0.8, "weights": {"web": 3, "code": 1}},
+                                                              {"until_share": 1.0, "weights": {"code": 1}}]})
+    assert drawn_tokens(anneal, 1000) == pytest.approx({"web": 600, "code": 200 + 200})
+    assert drawn_tokens(anneal, 10_000) == pytest.approx({"web": 6000, "code": 2000 + 2000})
 
 
 def test_a_stage_names_each_sources_epochs_and_the_worth_of_its_new_tokens():

@@ -113,19 +113,30 @@ class DedupPolicy(_Model):
 
 
 class CurriculumStage(_Model):
-    """One stage of a staged curriculum: source weights that hold until `until_tokens`."""
+    """One stage of a staged curriculum: source weights that hold until `until_tokens`, or until `until_share` of
+    the run's tokens (a stage that scales with the budget, as an annealing phase does: a probe at a tenth of the
+    budget then sees its phases at a tenth of the length, not cut off). After the last stage the recipe's own
+    weights hold."""
 
-    until_tokens: int = Field(gt=0)
+    until_tokens: int | None = Field(default=None, gt=0)
     """Accepted tokens at which this stage ends."""
+    until_share: float | None = Field(default=None, gt=0, le=1)
+    """Share of the run's tokens at which this stage ends (instead of `until_tokens`)."""
     weights: dict[str, float]
     """Source name -> weight during this stage."""
 
     @model_validator(mode="after")
     def _check(self) -> CurriculumStage:
+        if (self.until_tokens is None) == (self.until_share is None):
+            raise ValueError("a stage ends at until_tokens or at until_share (a share of the run's tokens): give one")
         for name, w in self.weights.items():
             if w < 0:
                 raise ValueError(f"weights.{name}: must be >= 0, got {w}")
         return self
+
+    def end(self, tokens: float) -> float:
+        """Tokens at which this stage ends in a run of `tokens`."""
+        return float(self.until_tokens) if self.until_tokens is not None else float(self.until_share or 0) * tokens
 
 
 class Curriculum(_Model):
@@ -140,9 +151,12 @@ class Curriculum(_Model):
     def _check(self) -> Curriculum:
         if self.kind == "staged" and not self.stages:
             raise ValueError("a staged curriculum needs at least one stage")
-        ends = [s.until_tokens for s in self.stages]
-        if ends != sorted(set(ends)):
-            raise ValueError(f"stages must have strictly increasing until_tokens, got {ends}")
+        for field in ("until_tokens", "until_share"):
+            ends = [getattr(s, field) for s in self.stages]
+            if None not in ends and ends != sorted(set(ends)):
+                raise ValueError(f"stages must have strictly increasing {field}, got {ends}")
+        if len({s.until_tokens is None for s in self.stages}) > 1:
+            raise ValueError("stages end either all at until_tokens or all at until_share, not a mix")
         return self
 
 

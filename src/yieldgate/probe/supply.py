@@ -46,7 +46,7 @@ def drawn_tokens(recipe: Recipe, tokens: float) -> dict[str, float]:
     base = _shares({s.name: s.weight for s in recipe.sources}, names)
     spans: list[tuple[float, dict[str, float]]] = []  # (end, shares) in token order
     if recipe.curriculum.kind == "staged":
-        spans = [(float(st.until_tokens), _shares(st.weights, names)) for st in recipe.curriculum.stages]
+        spans = [(st.end(tokens), _shares(st.weights, names)) for st in recipe.curriculum.stages]
     spans.append((math.inf, base))
     drawn = dict.fromkeys(names, 0.0)
     start = 0.0

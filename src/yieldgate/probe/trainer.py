@@ -198,10 +198,10 @@ class _Sampler:
             w = np.array([stage.weights.get(n, 0.0) for n in self.names], dtype=float)
             if w.sum() <= 0:
                 raise InputError(
-                    f"curriculum stage ending at {stage.until_tokens} tokens gives no weight to any "
-                    f"source with data ({', '.join(self.names)})"
+                    f"curriculum stage ending at {stage.end(self.total * cfg.context):,.0f} tokens gives no weight "
+                    f"to any source with data ({', '.join(self.names)})"
                 )
-            self.stages.append((stage.until_tokens / cfg.context, w / w.sum()))
+            self.stages.append((stage.end(self.total * cfg.context) / cfg.context, w / w.sum()))
 
     def _source(self) -> int:
         if self.ordered:  # sources one after another, each for its share of the budget
@@ -209,8 +209,8 @@ class _Sampler:
             return min(int(np.searchsorted(edges, self.drawn, side="right")), len(self.names) - 1)
         frac = min(self.drawn / self.total, 1.0)  # a cooldown continuing the probe draws past its budget
         p = (1.0 - frac) * self.p + frac * self.p_end  # the recipe's weights, unless a drift fault creeps away
-        if self.stages:  # the stage the stream is in; the last one holds after its end
-            p = next((w for end, w in self.stages if self.drawn < end), self.stages[-1][1])
+        if self.stages:  # the stage the stream is in; after the last one, the recipe's weights (as `plan` counts)
+            p = next((w for end, w in self.stages if self.drawn < end), p)
         return int(self.rng.choice(len(self.names), p=p))
 
     def state(self) -> dict[str, Any]:
