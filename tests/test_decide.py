@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from yieldgate.analysis.campaign import BPB, decision_accuracy, probe_scores, rank
+from yieldgate.analysis.campaign import BPB, beyond_seed_noise, decision_accuracy, probe_scores, rank
 from yieldgate.data.recipe import resolve
 from yieldgate.errors import InputError
 from yieldgate.manifest import Recipe
@@ -56,6 +56,18 @@ def test_abstention_follows_the_rankings_paired_interval():
               "c": {0: 0.9, 1: 2.3, 2: 1.3, 3: 1.4}}
     pairs = {frozenset((p["a"], p["b"])): p["resolved"] for p in rank(scores, lower_is_better=True, level=0.9)["pairs"]}
     assert pairs == {frozenset("ab"): True, frozenset("ac"): False, frozenset("bc"): False}
+
+
+def test_abstention_within_the_seeds_pooled_noise():
+    # Two seeds each: every recipe's two seeds are 0.2 apart (variance 0.02), so the noise of a difference of two
+    # 2-seed means is sqrt(0.02) * sqrt(2 / 2) = 0.1414. Means: a 1.0, b 1.1, c 1.3: a-b (0.1) is within it, a-c
+    # (0.3) and b-c (0.2) beyond.
+    scores = {"a": {0: 0.9, 1: 1.1}, "b": {0: 1.0, 1: 1.2}, "c": {0: 1.2, 1: 1.4}}
+    assert beyond_seed_noise(scores) == {frozenset("ac"), frozenset("bc")}
+    # One recipe's seeds spread out more: the pooled variance is (0.02 + 0.02 + 0.18) / 3 = 0.0733, the unit
+    # 0.2708: only a-c is beyond.
+    assert beyond_seed_noise({**scores, "c": {0: 1.0, 1: 1.6}}) == {frozenset("ac")}
+    assert beyond_seed_noise({"a": {0: 1.0}, "b": {0: 3.0}}) is None  # one seed: no spread to measure
 
 
 def recipe(**over) -> Recipe:

@@ -22,8 +22,10 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   seeds). Ties are marked, never broken by guessing.
 - **Decision accuracy** (DataDecide, Magnusson et al. 2025): for each smaller budget, the share of recipe
   pairs it orders (by mean final bits per byte) the same way as the largest budget; also over the pairs the
-  largest budget resolves; and, abstaining where the smaller budget's own seeds call a pair a tie, the share of
-  pairs it abstains on and its accuracy on the pairs it decides. Its compute is the tokens of all its probes of a
+  largest budget resolves; and, abstaining on the pairs within the smaller budget's own seed noise
+  (`beyond_seed_noise`: one noise unit of a difference of means, its seeds' spread pooled over the recipes; with one
+  seed there is none to measure, and no abstention), the share of pairs it abstains on and its accuracy on the pairs
+  it decides. Its compute is the tokens of all its probes of a
   recipe (budget x seeds) as a share of one probe of the largest budget: the full-scale run the probes stand in
   for (the largest budget's other seeds only make the reference order trustworthy).
 - **Forecasts** per recipe with three or more budgets: loss = E + B * tokens^-beta fitted to every seed's final
@@ -51,7 +53,15 @@ from yieldgate.analysis.fit import BILLION, forecast
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 
-__all__ = ["CampaignSummary", "summarise", "campaign_scores", "probe_scores", "rank", "decision_accuracy"]
+__all__ = [
+    "CampaignSummary",
+    "summarise",
+    "campaign_scores",
+    "probe_scores",
+    "rank",
+    "beyond_seed_noise",
+    "decision_accuracy",
+]
 
 BPB = "bpb"
 YIELD = "yield_per_btok"
@@ -181,6 +191,21 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
     return {"order": entries, "pairs": pairs, "lower_is_better": lower_is_better}
 
 
+def beyond_seed_noise(by_recipe: dict[str, dict[int, float]]) -> set[frozenset[str]] | None:
+    """The recipe pairs whose difference of means lies beyond one noise unit of such a difference: the seeds' spread
+    pooled over the recipes (sqrt of the mean over recipes of the variance of a recipe's score over its k seeds) times
+    sqrt(2/k). The rest are within noise (abstain). Less strict than `rank`'s family-wise interval, which with two or
+    three seeds resolves almost nothing; the pooled spread has (k - 1) x recipes degrees of freedom, where a pair's
+    own has k - 1. None with fewer than two seeds per recipe: there is no spread to measure."""
+    k = min((len(seeds) for seeds in by_recipe.values()), default=0)
+    if k < 2:
+        return None
+    means = {r: float(np.mean(list(v.values()))) for r, v in by_recipe.items()}
+    spread = math.sqrt(float(np.mean([np.var(list(v.values()), ddof=1) for v in by_recipe.values()])))
+    unit = spread * math.sqrt(2 / k)
+    return {frozenset((a, b)) for a, b in itertools.combinations(sorted(means), 2) if abs(means[a] - means[b]) > unit}
+
+
 def decision_accuracy(
     means: dict[int, dict[str, float]],
     resolved_at_largest: set[frozenset[str]],
@@ -193,9 +218,10 @@ def decision_accuracy(
     (by mean), over all pairs and over the pairs the largest budget resolves. `axis` names what the keys of `means`
     are (`budget`, or `params` for model sizes: `campaign_sizes.rank_transfer`).
 
-    With `resolved` (budget -> the pairs that budget's own seeds resolve), also the share of pairs it abstains on
-    (a tie there) and its accuracy on the pairs it decides; with `seeds` (budget -> probes per recipe), its
-    compute: budget x seeds over one probe of the largest budget (see the module docstring)."""
+    With `resolved` (budget -> the pairs that budget's own seeds decide), also the share of pairs it abstains on
+    and its accuracy on the pairs it decides (a budget missing from `resolved` gets neither); with `seeds` (budget
+    -> probes per recipe), its compute: budget x seeds over one probe of the largest budget (see the module
+    docstring)."""
     budgets = sorted(means)
     if len(budgets) < 2:
         return {}
@@ -220,7 +246,7 @@ def decision_accuracy(
         }
         if seeds is not None:
             out[str(budget)].update(seeds=seeds[budget], compute_share=budget * seeds[budget] / budgets[-1])
-        if resolved is not None:
+        if resolved is not None and budget in resolved:
             decided = [ok for (a, b), ok in zip(pairs, agree, strict=True) if frozenset((a, b)) in resolved[budget]]
             out[str(budget)].update(
                 decided_pairs=len(decided),
@@ -300,11 +326,11 @@ def summarise(
     }
     accuracy: dict[str, Any] = {}
     if means:
-        resolved = {
-            b: {frozenset((p["a"], p["b"])) for p in rankings[str(b)][BPB]["pairs"] if p["resolved"]} for b in means
-        }
+        firm = {frozenset((p["a"], p["b"])) for p in rankings[str(max(means))][BPB]["pairs"] if p["resolved"]}
+        within = {b: beyond_seed_noise(scores[b][BPB]) for b in means}
+        decided = {b: pairs for b, pairs in within.items() if pairs is not None}
         seeds = {b: max(e["seeds"] for e in rankings[str(b)][BPB]["order"]) for b in means}
-        accuracy = decision_accuracy(means, resolved[max(means)], resolved=resolved, seeds=seeds)
+        accuracy = decision_accuracy(means, firm, resolved=decided, seeds=seeds)
     budgets = sorted(int(b) for b in scores)
     target = next_budget or spec.get("next_budget") or (2 * max(budgets) if budgets else None)
     forecasts = {recipe: _forecast(points, target, level) for recipe, points in finals.items()}

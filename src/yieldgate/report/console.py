@@ -123,10 +123,11 @@ def accuracy_lines(summary: dict[str, Any]) -> list[str]:
             f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}"
         )
         if "compute_share" in entry:  # a summary stored before compute and abstention were counted has neither
+            line += f"; {entry['seeds']} seed(s) cost {entry['compute_share']:.1%} of one largest-budget probe"
+        if "abstained" in entry:  # none with one seed: no spread to abstain by
             decided = "-" if entry["accuracy_decided"] is None else f"{entry['accuracy_decided']:.0%}"
             line += (
-                f"; {entry['seeds']} seed(s) cost {entry['compute_share']:.1%} of one largest-budget probe; "
-                f"abstains on {entry['abstained']:.0%} (ties at its seeds), {decided} of the "
+                f"; abstains on {entry['abstained']:.0%} (within its seeds' noise), {decided} of the "
                 f"{entry['decided_pairs']} it decides"
             )
         lines.append(line)
