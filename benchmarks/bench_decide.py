@@ -1,8 +1,9 @@
 """Do probes at 10% of the compute pick the recipes the largest budget picks? Decision accuracy on a real campaign.
 
 Issue #22, "Probe calls at 10% of the compute": on the built-in corpus, a campaign of at least 6 recipes (15 pairs)
-reaches >= 90% decision accuracy at <= 10% of the largest budget's compute, in <= 20 min on 2 CPU cores, with at
-least a third of the pairs within 3 noise units of each other at the largest budget.
+reaches >= 90% decision accuracy at <= 10% of the largest budget's compute (over all pairs, or on the pairs it
+decides while abstaining on at most half: the issue allows abstaining on pairs within noise, reporting the rate), in
+<= 20 min on 2 CPU cores, with at least a third of the pairs within 3 noise units of each other at the largest budget.
 
 It runs `examples/decide.yaml` with `yieldgate probe`'s machinery (`probe.campaign.run_campaign`, worker processes):
 seven real recipe choices (mixtures, a filter, dedup, a curriculum), every probe a real training of the reference GPT,
@@ -16,10 +17,11 @@ own tokenizer), averaged over the last evaluations (`last_evals`). Then, with `a
   deviation of its own per-seed differences, 2 degrees of freedom with 3 seeds, noisier).
 - **The curve**: each smaller budget with each number k of its seeds (the mean over every k-subset of them: what one
   such experiment gets on average), its **decision accuracy** (share of pairs ordered as at the largest), its
-  **abstention** (share of pairs its own k seeds call a tie: `rank`'s paired interval at the campaign's level,
-  family-wise) and its accuracy on the pairs it decides, against its **compute**: budget x k over the largest budget,
-  all k probes of a recipe against one probe of the largest budget, the full-scale run they stand in for (the
-  largest budget's other seeds only make the reference trustworthy). The smaller budgets' seeds are disjoint from
+  **abstention** (share of pairs whose difference is within one noise unit of its own k seeds, pooled over the
+  recipes: `analysis.campaign.beyond_seed_noise`; none with one seed) and its accuracy on the pairs it decides,
+  against its **compute**: budget x k over the largest budget, all k probes of a recipe against one probe of the
+  largest budget, the full-scale run they stand in for (the largest budget's other seeds only make the reference
+  trustworthy). The smaller budgets' seeds are disjoint from
   the largest's: a probe shares its seed's initialisation and the first tokens of its data order with the probe of
   the same seed at another budget, which would make small and large agree by construction.
 - **Compute** counts training tokens (every probe is the same model: FLOPs are proportional); evaluations are not
@@ -28,6 +30,7 @@ own tokenizer), averaged over the last evaluations (`last_evals`). Then, with `a
   prints the most passes any source makes), so probe and target see their data at the same repetition: none.
 
     .venv/bin/python benchmarks/bench_decide.py [--campaign examples/decide.yaml] [--workers 2] [--ledger PATH] [--json]
+        [--add-budget TOKENS:SEEDS ...]
 
 `--ledger PATH` keeps the probes (a re-run then skips the finished ones and its wall time counts only what it trained;
 `yieldgate --ledger PATH campaign decide` shows the campaign's own summary). `tests/test_decide.py` checks the
@@ -49,14 +52,23 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from scipy.stats import norm
 
-from yieldgate.analysis.campaign import BPB, campaign_scores, decision_accuracy, probe_runs, rank, summarise
+from yieldgate.analysis.campaign import (
+    BPB,
+    beyond_seed_noise,
+    campaign_scores,
+    decision_accuracy,
+    probe_runs,
+    rank,
+    summarise,
+)
 from yieldgate.ledger import Ledger
-from yieldgate.probe.campaign import load_campaign, quiet_mfu_warnings, run_campaign
+from yieldgate.probe.campaign import Campaign, load_campaign, quiet_mfu_warnings, run_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"recipes": 6, "pairs": 15, "close_share": 1 / 3, "close_units": 3.0, "accuracy": 0.9, "compute": 0.10,
-           "wall_s": 20 * 60}
+TARGETS = {"recipes": 6, "pairs": 15, "close_share": 1 / 3, "close_units": 3.0, "accuracy": 0.9, "abstain": 0.5,
+           "compute": 0.10, "wall_s": 20 * 60}
 
 
 def pairs_at_largest(by_recipe: dict[str, dict[int, float]], level: float) -> tuple[list[dict[str, Any]], float]:
@@ -71,6 +83,14 @@ def pairs_at_largest(by_recipe: dict[str, dict[int, float]], level: float) -> tu
         rows.append({"a": p["a"], "b": p["b"], "diff": p["diff"], "units": abs(p["diff"]) / pooled,
                      "units_paired": abs(p["diff"]) / float(per_seed.std(ddof=1)), "resolved": p["resolved"]})
     return sorted(rows, key=lambda r: r["units"]), pooled
+
+
+def ceiling(pairs: list[dict[str, Any]], seeds: int) -> float:
+    """How often a probe that knew the true order of every pair would agree with the reference: the mean over pairs
+    of Phi(d / (sigma sqrt(2 / seeds))), the chance that `seeds` seeds at the largest budget order a pair whose
+    true difference is d (in noise units sigma) the right way. d is the measured difference, which overstates the
+    closest pairs' (a plug-in estimate: the true ceiling is lower)."""
+    return float(np.mean([norm.cdf(p["units"] / math.sqrt(2 / seeds)) for p in pairs]))
 
 
 def most_epochs(ledger: Ledger, campaign: str, budget: int) -> dict[str, Any]:
@@ -90,8 +110,9 @@ def most_epochs(ledger: Ledger, campaign: str, budget: int) -> dict[str, Any]:
 
 
 def curve(bpb: dict[int, dict[str, dict[int, float]]], level: float) -> list[dict[str, Any]]:
-    """Each smaller budget with k of its seeds, k = 1..all: decision accuracy, abstention and accuracy on decided
-    pairs against the largest budget, the mean (and the worst) over every k-subset of its seeds."""
+    """Each smaller budget with k of its seeds, k = 1..all: decision accuracy over all pairs, abstention (a pair
+    within its k seeds' noise: `beyond_seed_noise`) and accuracy on the decided pairs against the largest budget,
+    the mean (and the worst) over every k-subset of its seeds."""
     largest = max(bpb)
     top = rank(bpb[largest], lower_is_better=True, level=level)
     reference = {e["recipe"]: e["mean"] for e in top["order"]}
@@ -103,19 +124,59 @@ def curve(bpb: dict[int, dict[str, dict[int, float]]], level: float) -> list[dic
             runs = []
             for subset in itertools.combinations(seeds, k):
                 by_recipe = {r: {s: v[s] for s in subset} for r, v in bpb[budget].items()}
-                ranking = rank(by_recipe, lower_is_better=True, level=level)
-                decided = {frozenset((p["a"], p["b"])) for p in ranking["pairs"] if p["resolved"]}
-                means = {e["recipe"]: e["mean"] for e in ranking["order"]}
-                runs.append(decision_accuracy({budget: means, largest: reference}, firm,
-                                              resolved={budget: decided}, seeds={budget: k})[str(budget)])
-            decided_acc = [r["accuracy_decided"] for r in runs if r["accuracy_decided"] is not None]
+                means = {r: float(np.mean(list(v.values()))) for r, v in by_recipe.items()}
+                decided = beyond_seed_noise(by_recipe)
+                runs.append(decision_accuracy({budget: means, largest: reference}, firm, seeds={budget: k},
+                                              resolved=None if decided is None else {budget: decided})[str(budget)])
+            abstained = [r["abstained"] for r in runs if "abstained" in r]
+            decided_acc = [r["accuracy_decided"] for r in runs if r.get("accuracy_decided") is not None]
             rows.append({"budget": budget, "seeds": k, "subsets": len(runs), "compute_share": runs[0]["compute_share"],
                          "pairs": runs[0]["pairs"], "accuracy": float(np.mean([r["accuracy"] for r in runs])),
                          "accuracy_min": float(min(r["accuracy"] for r in runs)),
-                         "abstained": float(np.mean([r["abstained"] for r in runs])),
+                         "abstained": float(np.mean(abstained)) if abstained else None,
                          "accuracy_decided": float(np.mean(decided_acc)) if decided_acc else None,
+                         "accuracy_decided_min": float(min(decided_acc)) if decided_acc else None,
                          "subsets_deciding": len(decided_acc)})
     return sorted(rows, key=lambda r: (r["compute_share"], r["budget"]))
+
+
+def meets(row: dict[str, Any]) -> bool:
+    """The accuracy target: over all pairs, or on the pairs decided while abstaining on at most half of them."""
+    if row["accuracy"] >= TARGETS["accuracy"]:
+        return True
+    decided = row["accuracy_decided"]
+    return decided is not None and decided >= TARGETS["accuracy"] and row["abstained"] <= TARGETS["abstain"]
+
+
+def accuracy_check(rows: list[dict[str, Any]], budgets: list[int]) -> tuple[bool, str]:
+    """The best configuration of the campaign's own `budgets` at <= 10% of the compute, and whether it meets the
+    target (budgets added with --add-budget are explored, not checked: picking the best of many is luck)."""
+    cheap = [r for r in rows if r["compute_share"] <= TARGETS["compute"] + 1e-9 and r["budget"] in budgets]
+    if not cheap:
+        return False, "no configuration at <= 10% compute"
+    best = max(cheap, key=lambda r: (meets(r), r["accuracy"], r["accuracy_decided"] or 0.0, -r["compute_share"]))
+    what = (f"{best['budget']:,} tokens x {best['seeds']} seed(s) ({best['compute_share']:.1%} compute, mean over "
+            f"{best['subsets']} seed subset(s)): {best['accuracy']:.1%} over all pairs "
+            f"(worst {best['accuracy_min']:.1%})")
+    if best["accuracy_decided"] is not None:
+        what += (f", {best['accuracy_decided']:.1%} on the pairs decided (worst {best['accuracy_decided_min']:.1%}), "
+                 f"abstaining on {best['abstained']:.1%}")
+    what += (f"; the best of {len(cheap)} configurations at <= 10% (target >= 90% at <= 10%, over all pairs or on the "
+             "pairs decided abstaining on at most half)")
+    return meets(best), what
+
+
+def with_budgets(campaign: Campaign, extra: list[str]) -> Campaign:
+    """The campaign with more budgets, each `TOKENS:SEEDS` with its own seeds from 100 (the probes it already has
+    keep their keys: a ledger's finished ones are not trained again)."""
+    if not extra:
+        return campaign
+    spec = campaign.model_dump()
+    for item in extra:
+        tokens, seeds = (int(x) for x in item.split(":"))
+        spec["budgets"] = sorted({*spec["budgets"], tokens})
+        spec["budget_seeds"][tokens] = list(range(100, 100 + seeds))
+    return Campaign.model_validate(spec)
 
 
 def main() -> None:
@@ -124,9 +185,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ledger", help="keep the probes in this ledger (default: a temporary one)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--add-budget", action="append", default=[], metavar="TOKENS:SEEDS",
+                        help="also probe TOKENS per probe with SEEDS seeds (100, 101, ...): more seeds at smaller "
+                             "budgets, beside the campaign's own (repeatable)")
     args = parser.parse_args()
     logging.getLogger("yieldgate").setLevel(logging.ERROR)
-    campaign = load_campaign(args.campaign)
+    own = load_campaign(args.campaign)
+    campaign = with_budgets(own, args.add_budget)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-decide-") as tmp:
         ledger = args.ledger or str(Path(tmp) / "decide.db")
@@ -146,25 +211,23 @@ def main() -> None:
     pairs, pooled = pairs_at_largest(bpb[largest], campaign.level)
     rows = curve(bpb, campaign.level)
     close = sum(p["units"] < TARGETS["close_units"] for p in pairs)
-    cheap = [r for r in rows if r["compute_share"] <= TARGETS["compute"] + 1e-9]
-    best = max(cheap, key=lambda r: (r["accuracy"], -r["compute_share"]), default=None)
+    reference_seeds = len(campaign.seeds_of(largest))
+    best_possible = ceiling(pairs, reference_seeds)
+    accurate, accuracy_what = accuracy_check(rows, own.budgets)
     checks = [
         ("recipes", len(bpb[largest]) >= TARGETS["recipes"], f"{len(bpb[largest])} recipes (target >= 6)"),
         ("pairs", len(pairs) >= TARGETS["pairs"], f"{len(pairs)} pairs (target >= 15)"),
         ("close pairs", close >= TARGETS["close_share"] * len(pairs),
          f"{close} of {len(pairs)} pairs within 3 noise units at the largest budget (target >= a third)"),
-        ("accuracy", best is not None and best["accuracy"] >= TARGETS["accuracy"],
-         "no configuration at <= 10% compute" if best is None else
-         f"decision accuracy {best['accuracy']:.1%} at {best['compute_share']:.1%} compute ({best['budget']:,} tokens "
-         f"x {best['seeds']} seed(s), mean over {best['subsets']} seed subset(s), worst {best['accuracy_min']:.1%}; "
-         f"the best of {len(cheap)} configurations at <= 10%) (target >= 90% at <= 10%)"),
+        ("accuracy", accurate, accuracy_what),
         ("wall time", wall <= TARGETS["wall_s"] and len(done.finished) == done.planned,
          f"{wall / 60:.1f} min on {args.workers} workers, training {len(done.finished)} of the {done.planned} probes "
          "(target <= 20 min, training all)"),
     ]
     keep = ("budget", "seeds", "compute_share", "accuracy", "abstained")
     result = {
-        "campaign": campaign.name, "largest_budget": largest, "reference_seeds": len(campaign.seeds_of(largest)),
+        "campaign": campaign.name, "largest_budget": largest, "reference_seeds": reference_seeds,
+        "ceiling": best_possible,
         "level": campaign.level, "last_evals": campaign.last_evals, "noise_unit_bpb": pooled, "pairs": pairs,
         "close_pairs": close, "curve": rows, "most_epochs_at_largest": repeats,
         "smoothing": {str(k): [{x: r[x] for x in keep} for r in v] for k, v in smoothing.items()},
@@ -193,12 +256,14 @@ def main() -> None:
         table.add_row(p["a"], p["b"], f"{p['diff']:+.4f}", f"{p['units']:.2f}", f"{p['units_paired']:.2f}",
                       "yes" if p["resolved"] else "tie")
     console.print(table)
-    table = Table(title="Decision accuracy against compute (share of one largest-budget probe; mean over seed subsets)")
+    table = Table(title="Decision accuracy against compute (share of one largest-budget probe; mean over seed subsets; "
+                        "abstains: within its seeds' noise, - with one seed)")
     for column in ("compute", "budget", "seeds", "subsets", "accuracy", "worst", "abstains", "acc. on decided"):
         table.add_column(column, justify="right")
     for r in rows:
         table.add_row(f"{r['compute_share']:.1%}", f"{r['budget']:,}", str(r["seeds"]), str(r["subsets"]),
-                      f"{r['accuracy']:.1%}", f"{r['accuracy_min']:.1%}", f"{r['abstained']:.1%}",
+                      f"{r['accuracy']:.1%}", f"{r['accuracy_min']:.1%}",
+                      "-" if r["abstained"] is None else f"{r['abstained']:.1%}",
                       "-" if r["accuracy_decided"] is None else f"{r['accuracy_decided']:.1%}")
     console.print(table)
     table = Table(title="Decision accuracy with the score averaged over the last k evaluations (the same probes)")
@@ -208,6 +273,9 @@ def main() -> None:
         table.add_row(f"{r['compute_share']:.1%}", f"{r['budget']:,}", str(r["seeds"]),
                       *(f"{smoothing[k][i]['accuracy']:.1%}" for k in smoothing))
     console.print(table)
+    console.print(f"a probe that knew every pair's true order would agree with this {reference_seeds}-seed reference "
+                  f"on about {best_possible:.1%} of the pairs (the reference's own noise; estimated from the measured "
+                  "differences, which overstates this ceiling)", markup=False, highlight=False)
     console.print(f"most passes over a source's unique tokens at {largest:,} tokens: {repeats['epochs']:.2f} "
                   f"({repeats['recipe']}, {repeats['source']}); the smaller budgets make fewer", markup=False,
                   highlight=False)
