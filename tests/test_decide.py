@@ -68,6 +68,7 @@ def test_abstention_within_the_seeds_pooled_noise():
     # 0.2708: only a-c is beyond.
     assert beyond_seed_noise({**scores, "c": {0: 1.0, 1: 1.6}}) == {frozenset("ac")}
     assert beyond_seed_noise({"a": {0: 1.0}, "b": {0: 3.0}}) is None  # one seed: no spread to measure
+    assert beyond_seed_noise({**scores, "c": {0: 1.2, 1: float("nan")}}) is None  # a diverged probe leaves one
 
 
 def recipe(**over) -> Recipe:

@@ -25,9 +25,9 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   largest budget resolves; and, abstaining on the pairs within the smaller budget's own seed noise
   (`beyond_seed_noise`: one noise unit of a difference of means, its seeds' spread pooled over the recipes; with one
   seed there is none to measure, and no abstention), the share of pairs it abstains on and its accuracy on the pairs
-  it decides. Its compute is the tokens of all its probes of a
-  recipe (budget x seeds) as a share of one probe of the largest budget: the full-scale run the probes stand in
-  for (the largest budget's other seeds only make the reference order trustworthy).
+  it decides. Its compute is the tokens of all its probes of a recipe (budget x seeds) as a share of one probe of
+  the largest budget: the full-scale run the probes stand in for (the largest budget's other seeds only make the
+  reference order trustworthy).
 - **Forecasts** per recipe with three or more budgets: loss = E + B * tokens^-beta fitted to every seed's final
   validation loss at each budget (DESIGN.md: final losses of runs at several budgets, not a within-run fit
   across a decaying learning rate), and the gain and yield of going to the next budget, with the interval
@@ -197,11 +197,12 @@ def beyond_seed_noise(by_recipe: dict[str, dict[int, float]]) -> set[frozenset[s
     sqrt(2/k). The rest are within noise (abstain). Less strict than `rank`'s family-wise interval, which with two or
     three seeds resolves almost nothing; the pooled spread has (k - 1) x recipes degrees of freedom, where a pair's
     own has k - 1. None with fewer than two seeds per recipe: there is no spread to measure."""
-    k = min((len(seeds) for seeds in by_recipe.values()), default=0)
-    if k < 2:
+    finite = {r: [x for x in v.values() if math.isfinite(x)] for r, v in by_recipe.items()}
+    k = min((len(values) for values in finite.values()), default=0)
+    if k < 2:  # a diverged probe leaves its recipe fewer scores: no pair of it is decided on a guess
         return None
-    means = {r: float(np.mean(list(v.values()))) for r, v in by_recipe.items()}
-    spread = math.sqrt(float(np.mean([np.var(list(v.values()), ddof=1) for v in by_recipe.values()])))
+    means = {r: float(np.mean(values)) for r, values in finite.items()}
+    spread = math.sqrt(float(np.mean([np.var(values, ddof=1) for values in finite.values()])))
     unit = spread * math.sqrt(2 / k)
     return {frozenset((a, b)) for a, b in itertools.combinations(sorted(means), 2) if abs(means[a] - means[b]) > unit}
 
