@@ -59,6 +59,7 @@ from yieldgate.analysis.campaign import (
     beyond_seed_noise,
     campaign_scores,
     decision_accuracy,
+    pooled_seed_std,
     probe_runs,
     rank,
     summarise,
@@ -74,7 +75,7 @@ TARGETS = {"recipes": 6, "pairs": 15, "close_share": 1 / 3, "close_units": 3.0, 
 def pairs_at_largest(by_recipe: dict[str, dict[int, float]], level: float) -> tuple[list[dict[str, Any]], float]:
     """Every recipe pair at the largest budget with its difference in noise units, and the noise unit (the pooled
     seed standard deviation)."""
-    pooled = math.sqrt(float(np.mean([np.var(list(s.values()), ddof=1) for s in by_recipe.values()])))
+    pooled = pooled_seed_std({r: list(s.values()) for r, s in by_recipe.items()})
     ranking = rank(by_recipe, lower_is_better=True, level=level)
     rows = []
     for p in ranking["pairs"]:

@@ -59,6 +59,7 @@ __all__ = [
     "campaign_scores",
     "probe_scores",
     "rank",
+    "pooled_seed_std",
     "beyond_seed_noise",
     "decision_accuracy",
 ]
@@ -191,6 +192,12 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
     return {"order": entries, "pairs": pairs, "lower_is_better": lower_is_better}
 
 
+def pooled_seed_std(scores: dict[str, list[float]]) -> float:
+    """The seeds' spread pooled over recipes: sqrt of the mean over recipes of the variance of a recipe's scores
+    (each recipe with two or more)."""
+    return math.sqrt(float(np.mean([np.var(values, ddof=1) for values in scores.values()])))
+
+
 def beyond_seed_noise(by_recipe: dict[str, dict[int, float]]) -> set[frozenset[str]] | None:
     """The recipe pairs whose difference of means lies beyond one noise unit of such a difference: the seeds' spread
     pooled over the recipes (sqrt of the mean over recipes of the variance of a recipe's score over its k seeds) times
@@ -202,8 +209,7 @@ def beyond_seed_noise(by_recipe: dict[str, dict[int, float]]) -> set[frozenset[s
     if k < 2:  # a diverged probe leaves its recipe fewer scores: no pair of it is decided on a guess
         return None
     means = {r: float(np.mean(values)) for r, values in finite.items()}
-    spread = math.sqrt(float(np.mean([np.var(values, ddof=1) for values in finite.values()])))
-    unit = spread * math.sqrt(2 / k)
+    unit = pooled_seed_std(finite) * math.sqrt(2 / k)
     return {frozenset((a, b)) for a, b in itertools.combinations(sorted(means), 2) if abs(means[a] - means[b]) > unit}
 
 
@@ -328,7 +334,7 @@ def summarise(
     accuracy: dict[str, Any] = {}
     if means:
         firm = {frozenset((p["a"], p["b"])) for p in rankings[str(max(means))][BPB]["pairs"] if p["resolved"]}
-        within = {b: beyond_seed_noise(scores[b][BPB]) for b in means}
+        within = {b: beyond_seed_noise(scores[b][BPB]) for b in means if b != max(means)}
         decided = {b: pairs for b, pairs in within.items() if pairs is not None}
         seeds = {b: max(e["seeds"] for e in rankings[str(b)][BPB]["order"]) for b in means}
         accuracy = decision_accuracy(means, firm, resolved=decided, seeds=seeds)
