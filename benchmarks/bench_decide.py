@@ -54,16 +54,8 @@ from rich.console import Console
 from rich.table import Table
 from scipy.stats import norm
 
-from yieldgate.analysis.campaign import (
-    BPB,
-    beyond_seed_noise,
-    campaign_scores,
-    decision_accuracy,
-    pooled_seed_std,
-    probe_runs,
-    rank,
-    summarise,
-)
+from yieldgate.analysis.campaign import BPB, campaign_scores, probe_runs, summarise
+from yieldgate.analysis.ranking import beyond_seed_noise, decision_accuracy, pooled_seed_std, rank
 from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign import Campaign, load_campaign, quiet_mfu_warnings, run_campaign
 

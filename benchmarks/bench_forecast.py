@@ -24,7 +24,8 @@ from yieldgate.analysis.runs import forecast_check
 from yieldgate.data.recipe import resolve
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import parse_manifest
-from yieldgate.probe.trainer import ProbeConfig, train_probe
+from yieldgate.probe.config import ProbeConfig
+from yieldgate.probe.trainer import train_probe
 
 RECIPE = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
           "tokenizer": {"name": "bpe-512", "vocab_size": 512}}

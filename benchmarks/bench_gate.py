@@ -35,9 +35,9 @@ from tests.gate_cases import ONE, POLICY, TWO, probe_config, resolve_recipe  # n
 
 def main() -> None:
     from yieldgate.analysis.diagnose import diagnose
+    from yieldgate.gate.gate import gate
+    from yieldgate.gate.policy import load_policy, parse_policy
     from yieldgate.ledger import Ledger
-    from yieldgate.probe.gate import gate
-    from yieldgate.probe.policy import load_policy, parse_policy
     from yieldgate.probe.trainer import train_probe
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from yieldgate.probe.trainer import Faults, ProbeConfig
+from yieldgate.probe.config import Faults, ProbeConfig
 
 RECIPE = {
     "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "shakespeare-folio", "weight": 0.3},

@@ -9,7 +9,7 @@ from typing import Any
 
 from yieldgate.data.recipe import ResolvedRecipe, resolve
 from yieldgate.manifest import parse_manifest
-from yieldgate.probe.trainer import Faults, ProbeConfig
+from yieldgate.probe.config import Faults, ProbeConfig
 
 POLICY = Path(__file__).parents[1] / "examples" / "policy.yaml"
 TOKENIZER = {"name": "bpe-512", "vocab_size": 512}

@@ -89,7 +89,8 @@ def test_yield_puts_the_batch_beside_the_gradient_noise_scale(tmp_path):
     from yieldgate.analysis.runs import yield_report
     from yieldgate.data.recipe import resolve
     from yieldgate.manifest import parse_manifest
-    from yieldgate.probe.trainer import ProbeConfig, train_probe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.trainer import train_probe
 
     recipe = resolve(parse_manifest({"data": {"sources": [{"name": "milton"}]}}).data, seed=0,
                      max_chars_per_source=200_000)

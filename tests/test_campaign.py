@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import yaml
 
-from yieldgate.analysis.campaign import beyond_seed_noise, campaign_scores, decision_accuracy, rank
+from yieldgate.analysis.campaign import campaign_scores
+from yieldgate.analysis.ranking import beyond_seed_noise, decision_accuracy, rank
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign import load_campaign, plan

@@ -8,20 +8,24 @@ import pandas as pd
 import pytest
 import yaml
 
-from yieldgate.analysis.campaign import BPB, beyond_seed_noise, decision_accuracy, probe_scores, rank
+from yieldgate.analysis.campaign import BPB, probe_scores
+from yieldgate.analysis.ranking import beyond_seed_noise, decision_accuracy, rank
 from yieldgate.data.recipe import resolve
 from yieldgate.errors import InputError
 from yieldgate.manifest import Recipe
 from yieldgate.probe.campaign import load_campaign, plan
-from yieldgate.probe.trainer import ProbeConfig, _Portfolio
+from yieldgate.probe.config import ProbeConfig
+from yieldgate.probe.parts import Portfolio
 
 
 def evals_at(values: dict[int, tuple[float, float]]) -> pd.DataFrame:
     """Evaluation records of one probe: step -> (bpb on source a, bpb on source b)."""
     rows = []
     for step, (a, b) in values.items():
-        rows += [{"step": step, "tokens": 100 * step, "task": f"val/{s}", "metric": "bpb", "value": v}
-                 for s, v in (("a", a), ("b", b))]
+        rows += [
+            {"step": step, "tokens": 100 * step, "task": f"val/{s}", "metric": "bpb", "value": v}
+            for s, v in (("a", a), ("b", b))
+        ]
         rows.append({"step": step, "tokens": 100 * step, "task": "val", "metric": "loss", "value": a + b})
     return pd.DataFrame(rows)
 
@@ -52,8 +56,11 @@ def test_a_small_budget_abstains_on_the_pairs_its_seeds_call_a_tie_and_pays_for_
 
 def test_abstention_follows_the_rankings_paired_interval():
     # Seeds 0-3: b - a = +0.10 on every seed (resolved however noisy the seeds are), c - a flips sign (a tie).
-    scores = {"a": {0: 1.0, 1: 2.0, 2: 1.5, 3: 1.2}, "b": {0: 1.1, 1: 2.1, 2: 1.6, 3: 1.3},
-              "c": {0: 0.9, 1: 2.3, 2: 1.3, 3: 1.4}}
+    scores = {
+        "a": {0: 1.0, 1: 2.0, 2: 1.5, 3: 1.2},
+        "b": {0: 1.1, 1: 2.1, 2: 1.6, 3: 1.3},
+        "c": {0: 0.9, 1: 2.3, 2: 1.3, 3: 1.4},
+    }
     pairs = {frozenset((p["a"], p["b"])): p["resolved"] for p in rank(scores, lower_is_better=True, level=0.9)["pairs"]}
     assert pairs == {frozenset("ab"): True, frozenset("ac"): False, frozenset("bc"): False}
 
@@ -72,20 +79,24 @@ def test_abstention_within_the_seeds_pooled_noise():
 
 
 def recipe(**over) -> Recipe:
-    spec = {"sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "milton", "weight": 0.5}],
-            "tokenizer": {"name": "bpe-512", "vocab_size": 512}, **over}
+    spec = {
+        "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "milton", "weight": 0.5}],
+        "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+        **over,
+    }
     return Recipe.model_validate(spec)
 
 
 def test_whole_documents_score_the_same_bytes_under_two_tokenizers():
     plain = resolve(recipe(), max_chars_per_source=60_000)
-    filtered = resolve(recipe(filters=[{"kind": "max_symbol_ratio", "params": {"max": 0.06}}]),
-                       max_chars_per_source=60_000)
+    filtered = resolve(
+        recipe(filters=[{"kind": "max_symbol_ratio", "params": {"max": 0.06}}]), max_chars_per_source=60_000
+    )
     assert plain.tokenizer_hash != filtered.tokenizer_hash  # the filter changes the tokenizer's training text
     cfg = ProbeConfig(tokens=1000, eval_seed=0, eval_documents=3, eval_sources=("shakespeare-modern", "milton"))
     scored_bytes = {}
     for data in (plain, filtered):
-        portfolio = _Portfolio(data, cfg)
+        portfolio = Portfolio(data, cfg)
         for name, rows in portfolio.sets.items():
             src, picked = data.sources[name], portfolio.documents[name]
             assert len(picked) == 3
@@ -99,7 +110,7 @@ def test_whole_documents_score_the_same_bytes_under_two_tokenizers():
         assert docs_a == docs_b, name  # the same documents under both tokenizers
         assert 3 <= first_a <= 3 * 8 and 3 <= first_b <= 3 * 8  # differing only in each document's first token
     windows = ProbeConfig(tokens=1000, eval_seed=0, eval_sequences=3, eval_sources=("shakespeare-modern", "milton"))
-    assert all(len(rows) == 3 for rows in _Portfolio(plain, windows).sets.values())  # the default is unchanged
+    assert all(len(rows) == 3 for rows in Portfolio(plain, windows).sets.values())  # the default is unchanged
 
 
 def write(tmp_path, spec: dict):
@@ -109,21 +120,31 @@ def write(tmp_path, spec: dict):
 
 
 def test_budgets_take_their_own_seeds_and_old_keys_stay(tmp_path):
-    spec = {"name": "k", "recipes": {"a": {"sources": [{"name": "milton"}]}}, "seeds": [0, 1], "budgets": [1000, 2000],
-            "eval_sources": ["milton"]}
+    spec = {
+        "name": "k",
+        "recipes": {"a": {"sources": [{"name": "milton"}]}},
+        "seeds": [0, 1],
+        "budgets": [1000, 2000],
+        "eval_sources": ["milton"],
+    }
     specs = plan(load_campaign(write(tmp_path, spec)))
     # The keys `plan` gave these probes before per-budget seeds and `eval_documents` existed: a ledger's finished
     # probes are still found.
     assert [(s.run, s.key) for s in specs] == [
-        ("k/a/s0/t2000", "e763b5d519bea4233c32"), ("k/a/s1/t2000", "8bf17b380455abc4c475"),
-        ("k/a/s0/t1000", "33dd68927d1baf62a65d"), ("k/a/s1/t1000", "9aeaf5c993e56bf84bfa")]
+        ("k/a/s0/t2000", "e763b5d519bea4233c32"),
+        ("k/a/s1/t2000", "8bf17b380455abc4c475"),
+        ("k/a/s0/t1000", "33dd68927d1baf62a65d"),
+        ("k/a/s1/t1000", "9aeaf5c993e56bf84bfa"),
+    ]
     more = plan(load_campaign(write(tmp_path, {**spec, "budget_seeds": {1000: 3}})))
     assert [s.run for s in more if s.tokens == 1000] == ["k/a/s0/t1000", "k/a/s1/t1000", "k/a/s2/t1000"]
     assert [s.key for s in more if s.tokens == 2000] == [s.key for s in specs if s.tokens == 2000]
     docs = plan(load_campaign(write(tmp_path, {**spec, "probe": {"eval_documents": 4}})))
     assert not {s.key for s in docs} & {s.key for s in specs}  # scored on other text: other probes
-    for bad, message in [({"budget_seeds": {3000: 2}}, "budget_seeds names budgets not in budgets"),
-                         ({"budget_seeds": {1000: [5, 5]}}, r"budget_seeds\[1000\] repeat a value"),
-                         ({"probe": {"eval_documents": 0}}, "eval_documents")]:
+    for bad, message in [
+        ({"budget_seeds": {3000: 2}}, "budget_seeds names budgets not in budgets"),
+        ({"budget_seeds": {1000: [5, 5]}}, r"budget_seeds\[1000\] repeat a value"),
+        ({"probe": {"eval_documents": 0}}, "eval_documents"),
+    ]:
         with pytest.raises(InputError, match=message):
             load_campaign(write(tmp_path, {**spec, **bad}))

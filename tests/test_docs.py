@@ -204,7 +204,7 @@ def test_the_manifest_page_example_is_a_valid_manifest_and_the_example_file(tmp_
 
 
 def test_the_gate_page_policy_is_the_example_file():
-    from yieldgate.probe.policy import load_policy, parse_policy
+    from yieldgate.gate.policy import load_policy, parse_policy
 
     shown = parse_policy(yaml.safe_load(blocks("gate.md", "yaml")[0]), origin="docs/gate.md")
     assert shown == load_policy(ROOT / "examples" / "policy.yaml")

@@ -93,7 +93,8 @@ def test_forecast_check_on_a_real_probe(tmp_path):
     from yieldgate.data.recipe import resolve
     from yieldgate.ledger import Ledger
     from yieldgate.manifest import parse_manifest
-    from yieldgate.probe.trainer import ProbeConfig, train_probe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.trainer import train_probe
 
     recipe = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
               "tokenizer": {"name": "bpe-512", "vocab_size": 512}}

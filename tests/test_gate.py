@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from yieldgate.analysis.diagnose import diagnose
 from yieldgate.errors import InputError
+from yieldgate.gate.gate import gate, record
+from yieldgate.gate.policy import Policy, Requirements, load_policy, parse_policy
 from yieldgate.ledger import Ledger
-from yieldgate.probe.gate import gate, record
-from yieldgate.probe.policy import Policy, Requirements, load_policy, parse_policy
 from yieldgate.probe.trainer import train_probe
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`

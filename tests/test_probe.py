@@ -12,13 +12,17 @@ from yieldgate.data.recipe import resolve
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import parse_manifest
-from yieldgate.probe.trainer import Faults, ProbeConfig, train_probe, wsd
+from yieldgate.probe.config import Faults, ProbeConfig, wsd
+from yieldgate.probe.trainer import train_probe
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
 RECIPE = {
-    "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "shakespeare-folio", "weight": 0.3},
-                {"name": "milton", "weight": 0.2}],
+    "sources": [
+        {"name": "shakespeare-modern", "weight": 0.5},
+        {"name": "shakespeare-folio", "weight": 0.3},
+        {"name": "milton", "weight": 0.2},
+    ],
     "filters": [{"kind": "min_chars", "params": {"min": 200}}],
     "dedup": {"kind": "exact"},
     "tokenizer": {"name": "bpe-512", "vocab_size": 512},
@@ -116,13 +120,17 @@ def test_faults_are_off_by_default_and_change_the_run(data, tmp_path):
 
 def test_train_command(tmp_path, cli):
     recipe = tmp_path / "milton.yaml"
-    recipe.write_text("sources:\n  - {name: milton}\n  - {name: shakespeare-folio, weight: 0.5}\n"
-                      "tokenizer: {name: bpe-256, vocab_size: 300}\n")
+    recipe.write_text(
+        "sources:\n  - {name: milton}\n  - {name: shakespeare-folio, weight: 0.5}\n"
+        "tokenizer: {name: bpe-256, vocab_size: 300}\n"
+    )
     out = cli.json("train", str(recipe), "--tokens", "4096", "--seed", "1")
     assert out["run"] == "milton/s1/t4096" and out["final"]["val/loss"] > 0
     listed = cli.json("runs")
     assert listed[0]["name"] == "milton/s1/t4096" and listed[0]["tokens"] == 4096
-    cool = cli.json("train", str(recipe), "--seed", "1", "--resume-from", "milton/s1/t4096", "--cooldown-tokens", "1024")
+    cool = cli.json(
+        "train", str(recipe), "--seed", "1", "--resume-from", "milton/s1/t4096", "--cooldown-tokens", "1024"
+    )
     assert cool["run"] == "milton/s1/t4096/cooldown1024" and cool["final"]["val/loss"] > 0
     assert {r["name"]: r["tokens"] for r in cli.json("runs")}["milton/s1/t4096/cooldown1024"] == 4096 + 1024
     assert "go together" in cli("train", str(recipe), "--resume-from", "milton/s1/t4096", code=2).stderr
@@ -137,31 +145,55 @@ def test_train_command(tmp_path, cli):
 
 def test_curricula_order_the_sources(data, tmp_path):
     """ordered_by_source: one source after another; staged: each stage's weights while it lasts."""
-    from yieldgate.probe.trainer import _Sampler
+    from yieldgate.probe.parts import Sampler
 
     cfg = ProbeConfig(tokens=8 * 64 * 20, batch_size=8, context=64)
     ordered = data.recipe.model_copy(deep=True)
-    ordered.curriculum = parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "ordered_by_source"}}}).data.curriculum
-    sampler = _Sampler(dataclasses.replace(data, recipe=ordered), cfg, 20)
+    ordered.curriculum = parse_manifest(
+        {"data": {**RECIPE, "curriculum": {"kind": "ordered_by_source"}}}
+    ).data.curriculum
+    sampler = Sampler(dataclasses.replace(data, recipe=ordered), cfg, 20)
     firsts = [sampler.batch()[2] for _ in range(20)]
     assert firsts[0] == {"shakespeare-modern": 512, "shakespeare-folio": 0, "milton": 0}
     assert firsts[-1] == {"shakespeare-modern": 0, "shakespeare-folio": 0, "milton": 512}
-    staged = parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "staged", "stages": [
-        {"until_tokens": 5120, "weights": {"milton": 1}},
-        {"until_tokens": 10240, "weights": {"shakespeare-folio": 1}}]}}}).data
-    sampler = _Sampler(dataclasses.replace(data, recipe=staged), cfg, 20)
+    staged = parse_manifest(
+        {
+            "data": {
+                **RECIPE,
+                "curriculum": {
+                    "kind": "staged",
+                    "stages": [
+                        {"until_tokens": 5120, "weights": {"milton": 1}},
+                        {"until_tokens": 10240, "weights": {"shakespeare-folio": 1}},
+                    ],
+                },
+            }
+        }
+    ).data
+    sampler = Sampler(dataclasses.replace(data, recipe=staged), cfg, 20)
     counts = [sampler.batch()[2] for _ in range(20)]
     assert all(c["milton"] == 512 for c in counts[:10]) and all(c["shakespeare-folio"] == 512 for c in counts[10:])
     # Stages at shares of the run: the same phases at any budget, as `plan` counts them (`supply.drawn_tokens`),
     # and after the last stage the recipe's own weights.
-    from yieldgate.probe.supply import drawn_tokens
+    from yieldgate.data.supply import drawn_tokens
 
-    shares = parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "staged", "stages": [
-        {"until_share": 0.25, "weights": {"milton": 1}},
-        {"until_share": 0.5, "weights": {"shakespeare-folio": 1}}]}}}).data
+    shares = parse_manifest(
+        {
+            "data": {
+                **RECIPE,
+                "curriculum": {
+                    "kind": "staged",
+                    "stages": [
+                        {"until_share": 0.25, "weights": {"milton": 1}},
+                        {"until_share": 0.5, "weights": {"shakespeare-folio": 1}},
+                    ],
+                },
+            }
+        }
+    ).data
     for steps in (20, 80):
         tokens = 8 * 64 * steps
-        sampler = _Sampler(dataclasses.replace(data, recipe=shares), dataclasses.replace(cfg, tokens=tokens), steps)
+        sampler = Sampler(dataclasses.replace(data, recipe=shares), dataclasses.replace(cfg, tokens=tokens), steps)
         counts = [sampler.batch()[2] for _ in range(steps)]
         quarter = steps // 4
         assert all(c["milton"] == 512 for c in counts[:quarter])
@@ -170,11 +202,12 @@ def test_curricula_order_the_sources(data, tmp_path):
         assert drawn["milton"] > tokens // 4 and drawn["shakespeare-modern"] > 0  # the recipe's weights after
         expected = drawn_tokens(shares, tokens)
         assert all(abs(drawn[n] - expected[n]) < 0.12 * tokens for n in drawn), (drawn, expected)
-    for stages, message in [([{"weights": {"milton": 1}}], "until_tokens or at until_share"),
-                            ([{"until_tokens": 5, "until_share": 0.5, "weights": {"milton": 1}}], "give one"),
-                            ([{"until_tokens": 5, "weights": {"milton": 1}}, {"until_share": 1.0, "weights": {}}],
-                             "not a mix"),
-                            ([{"until_share": 1.5, "weights": {"milton": 1}}], "until_share")]:
+    for stages, message in [
+        ([{"weights": {"milton": 1}}], "until_tokens or at until_share"),
+        ([{"until_tokens": 5, "until_share": 0.5, "weights": {"milton": 1}}], "give one"),
+        ([{"until_tokens": 5, "weights": {"milton": 1}}, {"until_share": 1.0, "weights": {}}], "not a mix"),
+        ([{"until_share": 1.5, "weights": {"milton": 1}}], "until_share"),
+    ]:
         with pytest.raises(InputError, match=message):
             parse_manifest({"data": {**RECIPE, "curriculum": {"kind": "staged", "stages": stages}}})
 

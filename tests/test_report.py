@@ -15,16 +15,11 @@ import pytest
 from yieldgate.data.recipe import resolve
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
-from yieldgate.probe.trainer import ProbeConfig, train_probe
+from yieldgate.probe.config import ProbeConfig
+from yieldgate.probe.trainer import train_probe
 from yieldgate.report.console import clean, evidence_lines
-from yieldgate.report.figures import (
-    MAX_POINTS,
-    build_figures,
-    downsample,
-    metric_title,
-    smoothed,
-    tranche_yields_figure,
-)
+from yieldgate.report.figures.base import MAX_POINTS, downsample, metric_title, smoothed
+from yieldgate.report.figures.runs import build_figures, tranche_yields_figure
 from yieldgate.report.sections import collect
 
 from .test_probe import RECIPE
@@ -414,7 +409,7 @@ def test_png_figures_carry_their_title_escaped(ledger_path):
 
 
 def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetched(ledger_path):
-    """compare, yields, diagnose and forecast results as Jupyter shows them (`_repr_html_`): the CLI's numbers,
+    """compare, yields, diagnose and forecast results as Jupyter shows them (`notebook.RENDERERS`): the CLI's numbers,
     the report's figures, plotly.js inlined once per process from the installed package, every name escaped."""
     import re
 
@@ -423,8 +418,8 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     import yieldgate
     from yieldgate.analysis.fit import forecast as fit_forecast
     from yieldgate.report import notebook
+    from yieldgate.report.figures.results import comparison_figure, diagnosis_figure, forecast_figure
     from yieldgate.report.html import _num
-    from yieldgate.report.result_figures import comparison_figure, diagnosis_figure, forecast_figure
 
     with Ledger(ledger_path) as led:
         for seed in (0, 1):
@@ -438,7 +433,7 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     # `yieldgate forecast`'s own fit, with 40 bootstrap refits instead of 400 (a fast test; the same function)
     tokens = np.arange(20, 201, 20) * 512.0
     forecast = fit_forecast(tokens, 1.5 + 40 * tokens ** -0.35 + 0.003 * np.sin(tokens), next_tokens=50_000, boots=40)
-    pages = {name: result._repr_html_() for name, result in
+    pages = {name: notebook.result_html(result) for name, result in
              (("compare", comparison), ("yields", report), ("diagnose", diagnosis), ("forecast", forecast))}
     plotly_js = get_plotlyjs()
     assert plotly_js in pages["compare"] and not any(plotly_js in p for k, p in pages.items() if k != "compare")
@@ -460,8 +455,37 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     assert len(forecast_figure(forecast).figure.data[0].x) == len(forecast.fit.tokens)
 
 
+def test_import_yieldgate_in_an_ipython_shell_shows_results_as_the_report_draws_them():
+    """In a running IPython shell, `import yieldgate` registers the report's renderers with the shell's HTML
+    formatter (the analysis types know nothing of the report), and a forecast shows its fit and its figure."""
+    pytest.importorskip("IPython")
+    script = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "import sys, numpy as np, yieldgate\n"
+        "assert 'yieldgate.report.notebook' in sys.modules\n"
+        "from yieldgate.analysis.fit import forecast\n"
+        "tokens = np.arange(20, 201, 20) * 512.0\n"
+        "f = forecast(tokens, 1.5 + 40 * tokens ** -0.35, next_tokens=50_000, boots=20)\n"
+        "data, _ = shell.display_formatter.format(f)\n"
+        "page = data.get('text/html', '')\n"
+        "assert 'fit: loss = ' in page and 'Plotly.newPlot' in page, 'the shell drew no forecast'\n"
+        "assert not hasattr(f, '_repr_html_')\n"
+        "print('ok')\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    # Outside a shell, `import yieldgate` loads no part of the report.
+    plain = "import sys, yieldgate; assert not any(m.startswith('yieldgate.report') for m in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_diagnosis_labels_never_print_over_each_other(ledger_path):
-    from yieldgate.report.figures import LABEL_PX_PER_CHAR, PLOT_PX
+    from yieldgate.report.figures.runs import LABEL_PX_PER_CHAR, PLOT_PX
 
     with Ledger(ledger_path) as led:
         _tokenized_run(led, "a", tokenizer="t", bytes_per_token=3.0)

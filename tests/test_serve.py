@@ -29,7 +29,7 @@ from yieldgate.report.console import (
     policy_label,
     ranking_tables,
 )
-from yieldgate.report.figures import MAX_POINTS, smoothed
+from yieldgate.report.figures.base import MAX_POINTS, smoothed
 from yieldgate.serve import open_server
 from yieldgate.serve.app import CSP, create_app
 from yieldgate.serve.pages import DECISION_FIELDS, PLOTLY_JS
@@ -328,8 +328,8 @@ def _campaign(led: Ledger, name: str = "mix") -> int:
     summary the real `summarise` makes of them (what `yieldgate probe` stores); then the real gate on one seed of
     `two` (a hold: too few seeds), recorded as `yieldgate gate` records it. Returns the decision's id."""
     from yieldgate.analysis.campaign import summarise
-    from yieldgate.probe.gate import gate, record
-    from yieldgate.probe.policy import load_policy
+    from yieldgate.gate.gate import gate, record
+    from yieldgate.gate.policy import load_policy
 
     recipes = {"two": 0.0, "three": 0.0005, "one": 0.08}
     led.put_campaign(name, {"name": name, "recipes": {r: {"sources": [{"name": "web"}]} for r in recipes},

@@ -1,4 +1,4 @@
-"""Data supply at a stage (`probe/supply.py`): epochs per source and the worth of repeated tokens."""
+"""Data supply at a stage (`gate/supply.py`): epochs per source and the worth of repeated tokens."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from yieldgate.manifest import parse_manifest
 from yieldgate.analysis.detectors import R_STAR, effective_tokens
-from yieldgate.probe.supply import drawn_tokens, stage_supply, worth
+from yieldgate.data.supply import drawn_tokens
+from yieldgate.gate.supply import stage_supply, worth
+from yieldgate.manifest import parse_manifest
 
 
 def _recipe(**data):

@@ -232,6 +232,7 @@ def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatc
     notebook's table, `forecast` and `compare`, and no figure or note says "per 1k steps"."""
     from yieldgate import api
     from yieldgate import cli as cli_module
+    from yieldgate.report.notebook import result_html
 
     monkeypatch.setattr(cli_module.console, "width", 200)
     keras = REAL / "keras-csvlogger-amazon-reviews-training_log.csv"
@@ -253,7 +254,7 @@ def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatc
     assert cli.json("compare", "keras", "keras2")["aligned_on"] == "epochs"
     report = api.yields("keras", ledger=ledger_path)
     assert report.axis == "epochs" and report.per == "per epoch"
-    page = report._repr_html_()
+    page = result_html(report)
     assert "per epoch" in page and "1k steps" not in page
     # This Keras run is a binary review classifier: its loss is a cross-entropy per review, not per token. A run that
     # counts no tokens has its loss labelled as logged, in the table, the notebook and the report's axes.

@@ -8,10 +8,10 @@ The public API: `Tracker` (in the training loop), `Ledger` (the store), and one 
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+import sys
 from typing import TYPE_CHECKING
 
+from yieldgate._version import __version__
 from yieldgate.errors import (
     BlockDamaged,
     InputError,
@@ -123,6 +123,21 @@ _HOMES = {
     "Tracker": "track",
     "TrackerConfig": "track",
 }
+
+
+def _show_results_in_notebooks() -> None:
+    """In a running IPython shell (Jupyter), results of `compare`, `yields`, `diagnose` and `forecast` are shown as
+    the report draws them: the report registers its renderers with the shell (`report.notebook.register`). Outside
+    one, nothing is imported."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None and getattr(shell, "display_formatter", None) is not None:
+        from yieldgate.report.notebook import register
+
+        register(shell)
+
+
+_show_results_in_notebooks()
 
 
 def __getattr__(name: str) -> object:

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from yieldgate.analysis.diagnose import Diagnosis
     from yieldgate.analysis.fit import Forecast
     from yieldgate.analysis.yields import YieldReport
+    from yieldgate.gate.gate import Decision
     from yieldgate.ingest.core import ImportResult
-    from yieldgate.probe.gate import Decision
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
@@ -248,8 +248,8 @@ def diagnose(run: str, *, ledger: LedgerArg = None, against: Sequence[str] = (),
 def gate(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = None, record: bool = True) -> Decision:
     """Approve, hold or reject TARGET's next stage under a policy file (`yieldgate gate`); the decision is kept with
     its evidence unless `record` is off."""
-    from yieldgate.probe import gate as gates
-    from yieldgate.probe.policy import load_policy
+    from yieldgate.gate import gate as gates
+    from yieldgate.gate.policy import load_policy
 
     parsed = load_policy(Path(policy))
     with _open(ledger, readonly=not record) as led:
@@ -263,8 +263,8 @@ def plan(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = Non
     """Each stage's data supply under a policy file (`yieldgate plan`): per source its epochs, effective tokens
     and the worth of the stage's new tokens, and the sources to grow; TARGET is a run, seed group or campaign
     recipe, or a recipe or manifest file. Nothing is stored."""
-    from yieldgate.probe.policy import load_policy
-    from yieldgate.probe.supply import plan_target
+    from yieldgate.gate.plan import plan_target
+    from yieldgate.gate.policy import load_policy
 
     parsed = load_policy(Path(policy))
     with _open(ledger, readonly=True) as led:

@@ -24,7 +24,8 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from yieldgate import __version__, lazy
+from yieldgate import lazy
+from yieldgate._version import __version__
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.ledger_pg import masked
@@ -1111,7 +1112,9 @@ def train(
 
     from yieldgate.data.recipe import resolve
     from yieldgate.manifest import load_recipe
-    from yieldgate.probe.trainer import ProbeConfig, cooldown_probe, train_probe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.cooldown import cooldown_probe
+    from yieldgate.probe.trainer import train_probe
 
     if (resume_from is None) != (cooldown_tokens is None):
         raise InputError("--resume-from and --cooldown-tokens go together")
@@ -1819,8 +1822,8 @@ def gate_(
 
     Example: yieldgate gate 'milton/s*/t150000' --policy examples/policy.yaml --strict
     """
-    from yieldgate.probe.gate import gate, record
-    from yieldgate.probe.policy import load_policy
+    from yieldgate.gate.gate import gate, record
+    from yieldgate.gate.policy import load_policy
 
     parsed = load_policy(policy)
     with _ledger(ctx) as ledger:
@@ -1880,8 +1883,8 @@ def plan(
 
     Example: yieldgate plan 'sizes/clean/*/*/m3x64' --policy policy.yaml --flops 1e13 --params 2000000
     """
-    from yieldgate.probe.policy import load_policy
-    from yieldgate.probe.supply import plan_target
+    from yieldgate.gate.plan import plan_target
+    from yieldgate.gate.policy import load_policy
 
     parsed = load_policy(policy)
     with _ledger(ctx) as ledger:

@@ -28,11 +28,11 @@ from rich.table import Table
 
 from yieldgate.analysis.campaign import summarise
 from yieldgate.analysis.runs import compare_groups
+from yieldgate.gate.policy import Policy
 from yieldgate.ledger import Ledger
 from yieldgate.ledger_pg import is_url, masked
 from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
-from yieldgate.probe.policy import Policy
 from yieldgate.report.console import fmt, render_campaign, render_decision
 
 __all__ = ["run_demo", "Settings", "QUICK", "FULL"]
@@ -152,7 +152,8 @@ def _prepare_corpus(console: Console) -> dict[str, Any]:
 
 def _worked_example(location: str, s: Settings, console: Console) -> dict[str, Any]:
     from yieldgate.data.recipe import resolve
-    from yieldgate.probe.trainer import ProbeConfig, train_probe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.trainer import train_probe
 
     pipelines = {"pipeline-a": (PIPELINE_A, 16), "pipeline-b": (PIPELINE_B, 64)}
     threads = max(1, min(cores(), 4))
@@ -339,7 +340,7 @@ def demo_policy(s: Settings) -> Policy:
 
 
 def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console) -> dict[str, Any]:
-    from yieldgate.probe.gate import gate, record
+    from yieldgate.gate.gate import gate, record
 
     top = campaign["rankings"][str(max(campaign["budgets"]))]["bpb"]["order"][0]["recipe"]
     target = f"{campaign['campaign']}/{top}"

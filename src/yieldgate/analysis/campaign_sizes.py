@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from yieldgate.analysis.fit import stable_phase
+from yieldgate.analysis.ranking import decision_accuracy, rank
 from yieldgate.analysis.scaling import MIN_SIZES, ScalingLaw, fit_scaling
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
@@ -94,8 +95,6 @@ def rank_transfer(
     """Decision accuracy across sizes at one budget: `by_size` is N -> recipe -> seed -> score (lower is better),
     `labels` N -> the size's name (`2x64`). Each smaller size's entry (keyed by str(N)) has `campaign.
     decision_accuracy`'s fields with the size in `params` and `size`."""
-    from yieldgate.analysis.campaign import decision_accuracy, rank
-
     ranked = {n: rank(recipes, lower_is_better=True, level=level) for n, recipes in by_size.items()}
     means = {n: {e["recipe"]: e["mean"] for e in r["order"]} for n, r in ranked.items()}
     largest = max(ranked)

@@ -94,12 +94,6 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the report's tables and the aligned points drawn (`report.notebook`)."""
-        from yieldgate.report.notebook import comparison_repr
-
-        return comparison_repr(self)
-
 
 def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> pd.DataFrame:
     """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (recorded, else

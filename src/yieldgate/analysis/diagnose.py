@@ -112,12 +112,6 @@ class Diagnosis:
             "notes": list(self.notes),
         }
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the findings with their evidence, drawn over their steps (`report.notebook`)."""
-        from yieldgate.report.notebook import diagnosis_repr
-
-        return diagnosis_repr(self)
-
 
 def _merge(findings: list[Finding]) -> list[Finding]:
     """One finding per cause and nearby span: the most confident one's advice, every detector's evidence."""

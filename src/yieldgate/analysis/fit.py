@@ -168,12 +168,6 @@ class Forecast:
         out["fit"] = self.fit.to_dict()
         return out
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the forecast's lines and the fit drawn out to it (`report.notebook`)."""
-        from yieldgate.report.notebook import forecast_repr
-
-        return forecast_repr(self)
-
 
 def eval_noise(tokens: np.ndarray, losses: np.ndarray) -> float:
     """Standard deviation of one evaluation around the smooth curve, from the evaluations alone.

@@ -149,12 +149,6 @@ class YieldReport:
         """A tranche's yield on the report's axis (`per`)."""
         return getattr(tranche, AXES[self.axis][1])
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the tranche table and the report's tranche-yield figure (`report.notebook`)."""
-        from yieldgate.report.notebook import yields_repr
-
-        return yields_repr(self)
-
 
 def _at_steps(steps: pd.DataFrame, column: str, at: np.ndarray) -> np.ndarray:
     """Values of a cumulative step column at exactly these steps (NaN where that step has no value)."""

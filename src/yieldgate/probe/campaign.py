@@ -328,7 +328,8 @@ def run_probe(
 ) -> dict[str, Any]:
     """Train one probe into the ledger. Never raises for a failing probe: returns its status and error."""
     from yieldgate.data.recipe import resolve
-    from yieldgate.probe.trainer import ProbeConfig, train_probe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.trainer import train_probe
 
     # Claimed in one write transaction with the check, so two `yieldgate probe` commands on one campaign share the
     # work: a probe another live process trains, or finished since this one planned, is skipped, never restarted

@@ -6,13 +6,6 @@ go lower: the schedule is the limit) or because the data has no more to teach th
 the plateau tells them apart: a drop beyond noise means the schedule, no drop the data (`diagnose` reads the
 cooldown run's result when it judges the original's plateau, `learning_detectors._plateau`).
 
-**Checkpoint.** A probe saves its state when it ends (`ProbeConfig.checkpoint`, on by default): one
-`torch.save` file in a folder beside the ledger file, `<ledger>.checkpoints/<run>.pt`, holding the model's and
-AdamW's state (fp32: the weights and two moments, about 12 bytes per parameter: ~1.5 MB for the default
-2-layer, 64-wide probe), the loss scaler's and the sampler's state (generator, cursors), the probe's config and
-its last step, tokens and LR. The run's meta `checkpoint` names the file, its size and the step it holds. A
-ledger given by URL has no folder to put it beside: no checkpoint is saved, and the meta says so.
-
 **Cooldown run.** `cooldown_probe` loads the checkpoint, checks that the data resolves to the same tokenizer,
 and trains `cooldown_tokens` more tokens from the same stream, the LR falling linearly from the original's last
 LR to 0. The new run continues the original's step and token counts (its first step is the original's last + 1),
@@ -23,8 +16,7 @@ evaluates at its start and a few times on the way, and carries meta `cooldown_of
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,58 +25,19 @@ import torch
 
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
+from yieldgate.probe.checkpoint import data_fingerprint
+from yieldgate.probe.config import Faults, ProbeConfig
+from yieldgate.probe.model import GPT, GPTConfig
+from yieldgate.probe.parts import Parts, Portfolio, Sampler
+from yieldgate.probe.trainer import probe_manifest, run_steps
 from yieldgate.track import Tracker, TrackerConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from yieldgate.data.recipe import ResolvedRecipe
-    from yieldgate.probe.trainer import ProbeConfig, _Parts
 
-__all__ = ["checkpoint_path", "save_checkpoint", "cooldown_probe", "cooldown_lr"]
-
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def checkpoint_path(ledger: str, run: str) -> Path | None:
-    """Where a probe's checkpoint lives: `<ledger>.checkpoints/<run>.pt` (None for a ledger given by URL)."""
-    if "://" in ledger:
-        return None
-    return Path(f"{ledger}.checkpoints") / f"{_SAFE.sub('_', run)}.pt"
-
-
-def save_checkpoint(
-    parts: _Parts, cfg: ProbeConfig, data: ResolvedRecipe, *, ledger: str, run: str, step: int, lr: float
-) -> dict[str, Any]:
-    """Write the probe's state beside the ledger (see the module docstring); return the run meta that names it."""
-    path = checkpoint_path(ledger, run)
-    if path is None:
-        return {"path": None, "reason": "the ledger is a URL: no folder beside it to keep a checkpoint in"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    config = asdict(cfg)
-    config["faults"] = asdict(cfg.faults)
-    torch.save(
-        {
-            "model": parts.model.state_dict(),
-            "optimizer": parts.opt.state_dict(),
-            "scaler": parts.scaler.state_dict() if parts.scaler else None,
-            "sampler": parts.sampler.state(),
-            "config": config,
-            "step": step,
-            "tokens": step * cfg.batch_size * cfg.context,
-            "samples": step * cfg.batch_size,
-            "lr": lr,
-            "tokenizer_hash": data.tokenizer_hash,
-            "data": data_fingerprint(data),
-        },
-        path,
-    )
-    return {"path": str(path), "bytes": path.stat().st_size, "step": step, "lr": lr}
-
-
-def data_fingerprint(data: ResolvedRecipe) -> dict[str, list[int]]:
-    """Training and held-out sizes per source: a recipe resolved with another seed or prefix differs here."""
-    return {name: [len(s.train), len(s.held_out)] for name, s in sorted(data.sources.items())}
+__all__ = ["cooldown_probe", "cooldown_lr"]
 
 
 def cooldown_lr(step: int, first: int, steps: int, start_lr: float) -> float:
@@ -93,8 +46,6 @@ def cooldown_lr(step: int, first: int, steps: int, start_lr: float) -> float:
 
 
 def _config(saved: dict[str, Any]) -> ProbeConfig:
-    from yieldgate.probe.trainer import Faults, ProbeConfig
-
     faults = dict(saved["faults"])
     for key in ("inf_at_steps", "repeat_source"):  # JSON-like round trip: tuples come back as lists
         if isinstance(faults.get(key), list):
@@ -116,9 +67,6 @@ def cooldown_probe(
     """Continue probe `source_run` from its checkpoint for `cooldown_tokens` tokens, the LR cooled down linearly from
     its last value to 0, into the ledger as `run` (meta `cooldown_of`), with `evals` evaluations after the one at
     its start; return the final evaluation. `data` must resolve to the original's tokenizer."""
-    from yieldgate.probe.model import GPT, GPTConfig
-    from yieldgate.probe.trainer import _Parts, _Portfolio, _Sampler, probe_manifest, run_steps
-
     if cooldown_tokens < 1:
         raise InputError(f"cooldown_tokens must be >= 1, got {cooldown_tokens}")
     with Ledger(ledger, readonly=True) as led:
@@ -164,11 +112,11 @@ def cooldown_probe(
     scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
     if scaler is not None and state["scaler"]:
         scaler.load_state_dict(state["scaler"])
-    sampler = _Sampler(data, cfg, first_steps)
+    sampler = Sampler(data, cfg, first_steps)
     sampler.load_state(state["sampler"])
-    portfolio = _Portfolio(data, cfg)
+    portfolio = Portfolio(data, cfg)
     manifest = probe_manifest(data, cfg, model, portfolio, schedule="linear-cooldown", lr=state["lr"])
-    parts = _Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
+    parts = Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
     first = state["step"] + 1
     numbers = range(first, first + steps)
     eval_at = set((state["step"] + np.linspace(0, steps, evals + 1).round()).astype(int).tolist()[1:])

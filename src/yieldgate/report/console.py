@@ -220,7 +220,7 @@ CHECK_RESULT = {True: "pass", False: "FAIL", None: "note"}
 
 
 def render_decision(console: Console, decision_id: int, decision: Any) -> None:
-    """A gate decision (`probe.gate.Decision`): its rationale, each check, and what to run next."""
+    """A gate decision (`gate.gate.Decision`): its rationale, each check, and what to run next."""
     console.print(f"#{decision_id} {decision.rationale}", markup=False, highlight=False, soft_wrap=True)
     table = Table(
         "check",
@@ -236,7 +236,7 @@ def render_decision(console: Console, decision_id: int, decision: Any) -> None:
 
 
 def render_plan(console: Console, plan: dict[str, Any]) -> None:
-    """`yieldgate plan` (`probe.supply.plan_target`): each stage's data supply per source, and which sources to
+    """`yieldgate plan` (`gate.plan.plan_target`): each stage's data supply per source, and which sources to
     grow."""
     limit, target, policy = plan["max_epochs"], plan["target"], plan["policy"]
     table = Table(
@@ -289,7 +289,7 @@ def render_plan(console: Console, plan: dict[str, Any]) -> None:
 
 
 def sizing_lines(sizing: dict[str, Any]) -> list[str]:
-    """`yieldgate plan`'s model-size section (`probe.sizing.sizing`): the law, each stage's predicted loss and
+    """`yieldgate plan`'s model-size section (`gate.sizing.sizing`): the law, each stage's predicted loss and
     tokens per parameter against the fitted optimum, and the compute-optimal N and D of a FLOP budget."""
     law = sizing["law"]
     lines = scaling_lines({"scaling": {sizing["scaling"]: {"available": True, **law}}})

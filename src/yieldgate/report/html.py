@@ -23,12 +23,13 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from yieldgate import __version__
+from yieldgate._version import __version__
 from yieldgate.analysis.compare import Comparison
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.report.console import evidence_lines
-from yieldgate.report.figures import Figure, build_figures, figure_dict
+from yieldgate.report.figures.base import Figure, figure_dict
+from yieldgate.report.figures.runs import build_figures
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
 __all__ = [

@@ -1,6 +1,7 @@
-"""The result objects of `compare`, `yields`, `diagnose` and `forecast` in a notebook: `_repr_html_` on each
-class calls the function here, which renders the numbers the CLI prints (the report's tables, `html.py`) beside
-the report's figures (`figures.py`, `result_figures.py`).
+"""The result objects of `compare`, `yields`, `diagnose` and `forecast` in a notebook: `register` hands IPython an
+HTML formatter for each result type (by its module and name: analysis never imports the report), which renders the
+numbers the CLI prints (the report's tables, `html.py`) beside the report's figures (`figures/`). `import yieldgate`
+calls it when an IPython shell is running.
 
 Nothing is fetched: plotly.js comes from the installed `plotly` package, inlined into the first result shown in a
 Python process (as plotly's own offline notebook mode does) and used by every later one. Every user string is
@@ -10,6 +11,7 @@ escaped (the tables with `html.escape`, the figures by `figures.esc`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,8 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from yieldgate.report.console import fmt
-from yieldgate.report.figures import Figure, figure_dict, tranche_yields_figure
+from yieldgate.report.figures.base import Figure, figure_dict
+from yieldgate.report.figures.runs import tranche_yields_figure
 from yieldgate.report.html import CSS, PLOT_CONFIG, comparison_html, notes_html, table_html
 
 if TYPE_CHECKING:
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from yieldgate.analysis.fit import Forecast
     from yieldgate.analysis.yields import YieldReport
 
-__all__ = ["comparison_repr", "yields_repr", "diagnosis_repr", "forecast_repr"]
+__all__ = ["comparison_repr", "yields_repr", "diagnosis_repr", "forecast_repr", "register", "result_html", "RENDERERS"]
 
 _shipped = threading.Event()
 """plotly.js went out with a result already in this process: the next ones use it."""
@@ -62,7 +65,7 @@ def _page(title: str, body: str, figures: list[Figure | None]) -> str:
 def comparison_repr(c: Comparison) -> str:
     """A comparison as the report shows it (`html.comparison_html`: `yieldgate compare`'s numbers), with its
     aligned points drawn."""
-    from yieldgate.report.result_figures import comparison_figure
+    from yieldgate.report.figures.results import comparison_figure
 
     return _page(f"comparison of {c.a} and {c.b}", comparison_html(c), [comparison_figure(c)])
 
@@ -108,7 +111,7 @@ def yields_repr(r: YieldReport) -> str:
 def diagnosis_repr(d: Diagnosis) -> str:
     """The findings of `yieldgate diagnose` (cause, steps, confidence, evidence with its JSON one click away,
     advice), the detectors that could not run, and the findings drawn over their steps."""
-    from yieldgate.report.result_figures import diagnosis_figure
+    from yieldgate.report.figures.results import diagnosis_figure
 
     rows: list[list[Any]] = [
         [f.cause, f"{f.start_step:,}-{f.end_step:,}", round(f.confidence, 3), f.severity, f.evidence, f.advice]
@@ -126,7 +129,7 @@ def diagnosis_repr(d: Diagnosis) -> str:
 def forecast_repr(f: Forecast) -> str:
     """`yieldgate forecast`'s lines (the law, the next tranche's gain with both intervals, where the marginal
     yield falls below a threshold) and the fit drawn out to the forecast."""
-    from yieldgate.report.result_figures import forecast_figure
+    from yieldgate.report.figures.results import forecast_figure
 
     law = f.fit
     lines = [
@@ -146,3 +149,29 @@ def forecast_repr(f: Forecast) -> str:
         [*f.notes, *([f"poor fit: {law.poor}"] if law.poor else [])]
     )
     return _page("forecast", body, [forecast_figure(f)])
+
+
+RENDERERS: dict[tuple[str, str], Callable[[Any], str]] = {
+    ("yieldgate.analysis.compare", "Comparison"): comparison_repr,
+    ("yieldgate.analysis.yields", "YieldReport"): yields_repr,
+    ("yieldgate.analysis.diagnose", "Diagnosis"): diagnosis_repr,
+    ("yieldgate.analysis.fit", "Forecast"): forecast_repr,
+}
+"""Each result type, by the module that defines it and its name, and the function that draws it."""
+
+
+def result_html(result: Any) -> str:
+    """The HTML a notebook shows for `result` (one of `RENDERERS`' types), as IPython's formatter draws it."""
+    kind = type(result)
+    render = RENDERERS.get((kind.__module__, kind.__name__))
+    if render is None:
+        raise TypeError(f"no notebook view of {kind.__name__}: one of {sorted(n for _, n in RENDERERS)} is shown")
+    return render(result)
+
+
+def register(shell: Any) -> None:
+    """Give IPython's `text/html` formatter a renderer for each result type of `RENDERERS`, by name: the types are
+    matched when an object of them is shown, and their modules are not imported here."""
+    formatter = shell.display_formatter.formatters["text/html"]
+    for (module, name), render in RENDERERS.items():
+        formatter.for_type_by_name(module, name, render)

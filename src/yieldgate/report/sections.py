@@ -1,6 +1,6 @@
 """What the HTML report shows, as plain data: the runs it covers and its tables.
 
-`collect` reads the ledger once per run; the figures (`figures.py`) and the page (`html.py`) only render
+`collect` reads the ledger once per run; the figures (`figures/`) and the page (`html.py`) only render
 what it returns. Nothing here writes to the ledger.
 """
 

@@ -20,7 +20,8 @@ from yieldgate.analysis.compare import run_curve
 from yieldgate.analysis.runs import comparison_unit, load_run, metric_key
 from yieldgate.ledger import Ledger
 from yieldgate.report.console import clean, decision_record, run_record
-from yieldgate.report.figures import MAX_POINTS, Figure, build_figures, downsample, figure_dict, smoothed
+from yieldgate.report.figures.base import MAX_POINTS, Figure, downsample, figure_dict, smoothed
+from yieldgate.report.figures.runs import build_figures
 from yieldgate.report.sections import collect
 
 __all__ = [

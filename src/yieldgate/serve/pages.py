@@ -1,7 +1,7 @@
 """The dashboard's HTML pages: server-rendered tables around plots that `static/app.js` draws from the JSON API.
 
 Every user string (run names, sources, event bodies, manifest values, error messages) passes through
-`html.escape`, in text and in attribute values alike; the plots escape their own (`report/figures.py`), and the
+`html.escape`, in text and in attribute values alike; the plots escape their own (`report/figures/`), and the
 page script writes text with `textContent` only. No inline script anywhere: the Content-Security-Policy
 (`app.CSP`) allows scripts from this server's own `/static/` only.
 """
@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import plotly
 
-from yieldgate import __version__
+from yieldgate._version import __version__
 from yieldgate.analysis.compare import Comparison
 from yieldgate.ledger import Ledger
 from yieldgate.report.console import (
@@ -49,7 +49,7 @@ PLOTLY_JS = f"/static/plotly-{plotly.__version__}.min.js"
 """Where the pages load plotly.js from: the installed package's bundle, its version in the address (cached for good)."""
 
 SMOOTHING = (0.0, 0.6, 0.9, 0.99)
-"""The throughput smoothing a run page offers (`report.figures.smoothed`: 0 draws tokens/s as logged)."""
+"""The throughput smoothing a run page offers (`report.figures.base.smoothed`: 0 draws tokens/s as logged)."""
 
 EXTRA_CSS = """
 nav { margin-bottom: 1rem; } nav a { margin-right: 1rem; }
@@ -319,11 +319,11 @@ def decisions_page(rows: list[dict[str, Any]], target: str | None) -> str:
 
 
 DECISION_FIELDS = ("checks", "what_to_run_next", "axis", "reached_stage", "policy_name", "policy_version")
-"""What `probe.gate.record` adds to a decision's evidence beside the numbers: shown in their own places."""
+"""What `gate.gate.record` adds to a decision's evidence beside the numbers: shown in their own places."""
 
 
 def decision_page(row: dict[str, Any]) -> str:
-    """One gate decision as stored (`probe.gate.record`): rationale, each check (as `yieldgate gate` prints them),
+    """One gate decision as stored (`gate.gate.record`): rationale, each check (as `yieldgate gate` prints them),
     what to run next, the evidence summarised field by field and the runs it cites; the full evidence and the
     policy as JSON one click away."""
     evidence = row["evidence"]

@@ -50,7 +50,7 @@ class Server:
         import uvicorn
 
         from yieldgate.analysis import stats
-        from yieldgate.report.figures import warm_up
+        from yieldgate.report.figures.base import warm_up
 
         # The analysis imports scipy.stats when it first needs a quantile (~1 s) and plotly builds its validators
         # at the first figure (~0.3 s): now, while the socket holds any early request in its queue, rather than

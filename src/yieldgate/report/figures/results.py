@@ -1,4 +1,4 @@
-"""Figures of one result object, drawn with the report's figure code (`figures.py`: its look, units on every axis,
+"""Figures of one result object, drawn with the report's figure code (`base.py`: its look, units on every axis,
 every user string escaped, `meta.series` on each trace): a comparison's aligned points, a forecast's fit, a
 diagnosis's findings over their steps. The notebook HTML of those results (`notebook.py`) draws them; a yield
 report draws `figures.tranche_yields_figure`, the report's and the dashboard's own.
@@ -15,7 +15,7 @@ from yieldgate.analysis.detectors import SEVERITY
 from yieldgate.analysis.diagnose import Diagnosis
 from yieldgate.analysis.fit import Forecast
 from yieldgate.analysis.frontier import Frontier
-from yieldgate.report.figures import Figure, RunStyle, esc, metric_title, set_axes
+from yieldgate.report.figures.base import Figure, RunStyle, esc, metric_title, set_axes
 
 __all__ = ["comparison_figure", "forecast_figure", "diagnosis_figure", "frontier_figure", "AXIS_TITLES"]
 

@@ -1,4 +1,4 @@
-"""The learning-signal plots of a run page and the report, with `figures.py`'s helpers: the gradient noise scale,
+"""The learning-signal plots of a run page and the report, with `base.py`'s helpers: the gradient noise scale,
 the median update/weight ratio with its ~1e-3 reference, and gradient clipping beside the loss scale. Every
 series is drawn against accepted tokens and downsampled min/max per pixel column (`figures.downsample`).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from yieldgate.report.figures import Figure, RunStyle, downsample, set_axes
+from yieldgate.report.figures.base import Figure, RunStyle, downsample, set_axes
 from yieldgate.report.sections import ReportData, tokens_at_steps
 
 __all__ = ["signal_figures", "UPDATE_RATIO_REFERENCE", "CLIP_WINDOW"]

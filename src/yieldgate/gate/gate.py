@@ -34,9 +34,7 @@ from typing import Any, Literal
 
 from yieldgate.analysis import stats
 from yieldgate.errors import InputError
-from yieldgate.ledger import Ledger
-from yieldgate.manifest import Manifest, parse_manifest
-from yieldgate.probe.evidence import (
+from yieldgate.gate.evidence import (
     WORKFLOW,
     budgets,
     cost_per_btok,
@@ -49,8 +47,10 @@ from yieldgate.probe.evidence import (
     workflow,
     workflow_digest,
 )
-from yieldgate.probe.policy import Policy, Stage
-from yieldgate.probe.supply import stage_supply, worth
+from yieldgate.gate.policy import Policy, Stage
+from yieldgate.gate.supply import stage_supply, worth
+from yieldgate.ledger import Ledger
+from yieldgate.manifest import Manifest, parse_manifest
 
 __all__ = ["Check", "Decision", "gate", "record"]
 

@@ -24,10 +24,11 @@ from yieldgate.analysis.campaign import probe_runs
 from yieldgate.analysis.campaign_sizes import fit_recipe, scaling_points
 from yieldgate.analysis.detectors import EPOCHS_FRESH, UNDERTRAINED_FACTOR
 from yieldgate.analysis.scaling import ScalingLaw
+from yieldgate.data.supply import drawn_tokens
 from yieldgate.errors import InputError
+from yieldgate.gate.policy import Stage
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Recipe
-from yieldgate.probe.policy import Stage
 
 __all__ = ["campaign_law", "sizing", "supply_tokens"]
 
@@ -54,8 +55,6 @@ def campaign_law(ledger: Ledger, ref: str, *, level: float, boots: int = 100) ->
 def supply_tokens(recipe: Recipe, max_epochs: float) -> float | None:
     """The most tokens the recipe draws before any source passes `max_epochs` epochs of its unique tokens; None
     where a source drawn from has no unique-token count."""
-    from yieldgate.probe.supply import drawn_tokens
-
     if any(s.unique_tokens is None and s.weight > 0 for s in recipe.sources):
         return None
 

@@ -29,10 +29,10 @@ from yieldgate.analysis.compare import compare
 from yieldgate.analysis.fit import BILLION, Forecast, forecast
 from yieldgate.analysis.runs import load_run, match_runs, stable_points
 from yieldgate.errors import InputError, RunNotFound
+from yieldgate.gate.policy import NewHardwareException, Policy
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest, diff
 from yieldgate.names import split_eval_key
-from yieldgate.probe.policy import NewHardwareException, Policy
 
 __all__ = [
     "target_runs",
