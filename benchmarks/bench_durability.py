@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from yieldgate.ledger import Ledger
-from yieldgate.owners import Owner
+from yieldgate.ledger.owners import Owner
 
 ROWS = 100  # steps per flush: a loop of 100 steps/s at the default 1 s flush interval
 

@@ -31,7 +31,7 @@ from bench_ledger import list_runs  # benchmarks/ is the script's folder, first 
 
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.names import STEP_VALUE_COLUMNS
-from yieldgate.owners import Owner
+from yieldgate.ledger.owners import Owner
 
 BATCH = 10_000
 FLUSH_ROWS = 10

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yieldgate import ledger as ledger_module
+from yieldgate.ledger import steps as ledger_steps
 from yieldgate.errors import InputError, LedgerError, RunNotFound, SchemaVersionError
 from yieldgate.ledger import EvalRecord, Ledger, higher_is_better
 from yieldgate.manifest import parse_manifest
@@ -74,8 +74,8 @@ def test_relogged_steps_merge_column_by_column(ledger):
 
 
 def test_small_appends_are_compacted_into_blocks_and_bulk_appends_split(ledger, monkeypatch):
-    monkeypatch.setattr(ledger_module, "BLOCK_ROWS", 64)
-    monkeypatch.setattr(ledger_module, "TAIL_MERGE_ROWS", 16)
+    monkeypatch.setattr(ledger_steps, "BLOCK_ROWS", 64)
+    monkeypatch.setattr(ledger_steps, "TAIL_MERGE_ROWS", 16)
     ledger.create_run("small")
     for step in range(200):  # a tracker flushing one row at a time
         ledger.append_steps("small", [{"step": step, "tokens": 10 * (step + 1), "loss": 1.0 / (step + 1)}])
@@ -84,7 +84,7 @@ def test_small_appends_are_compacted_into_blocks_and_bulk_appends_split(ledger, 
     blocks = dict(ledger._db.execute(
         "SELECT r.name, COUNT(*) FROM step_blocks b JOIN runs r ON r.id = b.run_id GROUP BY r.name").fetchall())
     # every COMPACT_BLOCKS small blocks at the end are merged: ~200/17 full ones, at most 15 small ones after
-    assert blocks["small"] <= 200 // 17 + ledger_module.COMPACT_BLOCKS
+    assert blocks["small"] <= 200 // 17 + ledger_steps.COMPACT_BLOCKS
     assert blocks["bulk"] == 4
     small = ledger.steps("small")
     assert small["step"].tolist() == list(range(200))

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import yieldgate.checksum
+import yieldgate.ledger.checksum
 from tests.reliability import check
 from yieldgate.errors import BlockDamaged, YieldgateError
 from yieldgate.ledger import Ledger
-from yieldgate.ledger_check import check_ledger
+from yieldgate.ledger.check import check_ledger
 
 RUNS = {"a": 3000, "b": 600}
 
@@ -84,8 +84,8 @@ def test_a_flipped_bit_is_refused_or_changes_no_number(tmp_path, monkeypatch):
     assert outcomes["numbers changed, no error"] == 0, outcomes
     assert sum(outcomes.values()) == trials  # every other exception (a traceback) would have failed the test
     # The same flips with the checksums not checked, as before they existed: most change numbers silently.
-    monkeypatch.setattr(yieldgate.checksum, "block_ok", lambda *a, **k: None)
-    monkeypatch.setattr("yieldgate.ledger_check.block_ok", lambda *a, **k: None)
+    monkeypatch.setattr(yieldgate.ledger.checksum, "block_ok", lambda *a, **k: None)
+    monkeypatch.setattr("yieldgate.ledger.check.block_ok", lambda *a, **k: None)
     unchecked = flip_outcomes(tmp_path, trials, seed=1)
     assert unchecked["numbers changed, no error"] > trials / 2, unchecked
     print(f"checked: {dict(outcomes)}; unchecked: {dict(unchecked)}")
@@ -154,7 +154,7 @@ def test_the_quick_check_of_a_file_that_never_stands_still_ends(tmp_path, monkey
     import itertools
     import time
 
-    import yieldgate.ledger_file as ledger_file
+    import yieldgate.ledger.file as ledger_file
 
     path = tmp_path / "moving.db"
     path.write_bytes(b"x" * 4096)

@@ -12,8 +12,8 @@ import pytest
 from tests.conftest import pg_ledger_url
 from yieldgate.errors import InputError, LedgerError
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.ledger_check import check_ledger
-from yieldgate.ledger_copy import TABLES, copy_ledger, ledger_digest
+from yieldgate.ledger.check import check_ledger
+from yieldgate.ledger.copy import TABLES, copy_ledger, ledger_digest
 from yieldgate.manifest import parse_manifest
 
 
@@ -118,7 +118,7 @@ def test_a_copy_that_fails_verification_stores_nothing(tmp_path, monkeypatch):
         got = ledger_digest(ledger)
         return got if len(calls) == 1 else ("0" * 64, got[1])
 
-    monkeypatch.setattr("yieldgate.ledger_copy.ledger_digest", digest_that_differs_on_the_destination)
+    monkeypatch.setattr("yieldgate.ledger.copy.ledger_digest", digest_that_differs_on_the_destination)
     with pytest.raises(LedgerError, match="the copy does not match .*digests differ.*nothing was stored"):
         copy_ledger(src, dest)
     assert not os.path.exists(dest)

@@ -17,9 +17,9 @@ from tests.conftest import NO_PG, PG_URL, pg_ledger_url
 from tests.reliability import check
 from yieldgate.errors import LedgerError, LedgerRefused, SchemaVersionError
 from yieldgate.ledger import Ledger
-from yieldgate.ledger_copy import ledger_digest
-from yieldgate.ledger_pg import masked, pg_ddl
-from yieldgate.migrations import MIGRATIONS
+from yieldgate.ledger.copy import ledger_digest
+from yieldgate.ledger.pg import masked, pg_ddl
+from yieldgate.ledger.migrations import MIGRATIONS
 
 
 @pytest.fixture

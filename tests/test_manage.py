@@ -15,7 +15,7 @@ import pytest
 from yieldgate.analysis.runs import compare_groups
 from yieldgate.errors import InputError, ManifestError, RunInUse, RunReferenced
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.ledger_pg import masked
+from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, diff, flat_config, parse_manifest
 
 from .test_manifest import BASE
@@ -518,7 +518,7 @@ def test_a_page_of_runs_has_the_totals_of_the_whole_listing(ledger_path, three, 
     they are looked up by name and when they are read in one pass (`LOOKUP_RUNS` 0)."""
     from yieldgate.analysis.listing import list_runs, select_runs
 
-    monkeypatch.setattr("yieldgate.ledger.LOOKUP_RUNS", lookup)
+    monkeypatch.setattr("yieldgate.ledger.runs.LOOKUP_RUNS", lookup)
     with Ledger(ledger_path) as led:
         led.create_run("empty")
         everything = led.run_records()

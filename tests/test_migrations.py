@@ -7,7 +7,7 @@ import pytest
 
 from yieldgate.errors import SchemaVersionError
 from yieldgate.ledger import Ledger
-from yieldgate.migrations import MIGRATIONS, applied_migrations, migrate
+from yieldgate.ledger.migrations import MIGRATIONS, applied_migrations, migrate
 
 
 def test_a_new_ledger_records_every_migration(ledger_path):
@@ -33,7 +33,7 @@ def test_a_failing_migration_rolls_back_whole(ledger_path, monkeypatch):
         db.execute("CREATE TABLE half_done (x)")
         raise RuntimeError("migration bug")
 
-    monkeypatch.setattr("yieldgate.migrations.MIGRATIONS", [*MIGRATIONS, ("0002_broken", broken)])
+    monkeypatch.setattr("yieldgate.ledger.migrations.MIGRATIONS", [*MIGRATIONS, ("0002_broken", broken)])
     with pytest.raises(RuntimeError, match="migration bug"):
         Ledger(ledger_path)
     db = sqlite3.connect(ledger_path)

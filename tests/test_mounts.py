@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from yieldgate.mounts import filesystem_of, network_filesystem
+from yieldgate.ledger.mounts import filesystem_of, network_filesystem
 
 
 def table(tmp_path: Path, lines: list[str]) -> str:

@@ -380,7 +380,7 @@ def test_another_process_checkpointing_is_not_read_as_truncation(tmp_path):
     read in between used to call a healthy ledger truncated, and a Tracker opening its run then ran unrecorded."""
     import multiprocessing
 
-    from yieldgate.ledger_file import file_problem
+    from yieldgate.ledger.file import file_problem
 
     path = str(tmp_path / "busy.db")
     writer = multiprocessing.get_context("spawn").Process(target=_checkpoint_repeatedly, args=(path, 12))
@@ -398,7 +398,7 @@ def test_another_process_checkpointing_is_not_read_as_truncation(tmp_path):
 
 @pytest.mark.parametrize("kind", ["nfs4", "lustre", "gpfs", "cifs", "fuse.sshfs"])
 def test_a_ledger_on_a_network_filesystem_is_refused(tmp_path, cli_for, monkeypatch, kind):
-    import yieldgate.mounts
+    import yieldgate.ledger.mounts
     from yieldgate.errors import NetworkFilesystem
 
     mounts = tmp_path / "mounts"
@@ -408,7 +408,7 @@ def test_a_ledger_on_a_network_filesystem_is_refused(tmp_path, cli_for, monkeypa
     Ledger(path).close()  # made where it is local (this host's real mounts): a ledger copied onto the share
     with pytest.raises(NetworkFilesystem, match=rf"on a {kind} filesystem .*one ledger per node .*yieldgate merge"):
         Ledger(path, mounts=str(mounts))
-    monkeypatch.setattr(yieldgate.mounts, "MOUNTS", str(mounts))
+    monkeypatch.setattr(yieldgate.ledger.mounts, "MOUNTS", str(mounts))
     with pytest.raises(NetworkFilesystem):  # the Tracker's constructor: before the first step
         Tracker("nfs", ledger=path)
     result = cli_for(path)("runs", code=2)

@@ -479,7 +479,7 @@ def test_a_dead_writers_run_is_taken_over_only_when_asked(tmp_path):
 
 
 def test_another_hosts_writer_is_dead_once_its_heartbeat_is_stale(tmp_path):
-    from yieldgate.owners import STALE_AFTER_S
+    from yieldgate.ledger.owners import STALE_AFTER_S
 
     path = str(tmp_path / "host.db")
     Tracker("far", ledger=path).close()
@@ -543,7 +543,7 @@ def test_dropped_rows_are_gaps_never_an_offset(tmp_path):
 def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for):
     """Computed at read time from the owner and its heartbeat: a writer on another node unheard of for longer than
     STALE_AFTER_S is `stale`; one on this host whose process is gone is `crashed`; the recorded status stays."""
-    from yieldgate.owners import STALE_AFTER_S
+    from yieldgate.ledger.owners import STALE_AFTER_S
 
     path = tmp_path / "shown.db"
     for name in ("far", "near", "fresh"):
@@ -569,7 +569,7 @@ def test_a_live_writer_is_not_called_crashed_when_the_clock_is_stepped():
     the owner's last heartbeat holds a reused pid."""
     import psutil
 
-    from yieldgate.owners import REUSED_AFTER_S, Owner, liveness
+    from yieldgate.ledger.owners import REUSED_AFTER_S, Owner, liveness
 
     me = Owner.this_process()
     started = psutil.Process().create_time()

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
         yields,
     )
     from yieldgate.ledger import EvalRecord, Ledger
-    from yieldgate.ledger_check import CheckResult, check_ledger
-    from yieldgate.ledger_copy import CopyResult, copy_ledger
+    from yieldgate.ledger.check import CheckResult, check_ledger
+    from yieldgate.ledger.copy import CopyResult, copy_ledger
     from yieldgate.manifest import Manifest, load_manifest
     from yieldgate.track import Tracker, TrackerConfig
 
@@ -114,10 +114,10 @@ _HOMES = {
     ),
     "Ledger": "ledger",
     "EvalRecord": "ledger",
-    "CheckResult": "ledger_check",
-    "check_ledger": "ledger_check",
-    "CopyResult": "ledger_copy",
-    "copy_ledger": "ledger_copy",
+    "CheckResult": "ledger.check",
+    "check_ledger": "ledger.check",
+    "CopyResult": "ledger.copy",
+    "copy_ledger": "ledger.copy",
     "Manifest": "manifest",
     "load_manifest": "manifest",
     "Tracker": "track",

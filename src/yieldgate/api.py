@@ -85,7 +85,7 @@ def runs(
     import pandas as pd
 
     from yieldgate.analysis.listing import list_runs
-    from yieldgate.ledger import RUN_COLUMNS
+    from yieldgate.ledger.runs import RUN_COLUMNS
 
     with _open(ledger, readonly=True) as led:
         rows, _ = list_runs(

@@ -24,11 +24,10 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from yieldgate import lazy
 from yieldgate._version import __version__
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
-from yieldgate.ledger_pg import masked
+from yieldgate.ledger.pg import masked
 from yieldgate.names import TEXTLOG_FORMATS
 from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import (
@@ -41,6 +40,7 @@ from yieldgate.report.console import (
     run_record,
 )
 from yieldgate.report.console import fmt as _fmt
+from yieldgate.util import lazy
 
 if TYPE_CHECKING:
     import numpy as np
@@ -1584,7 +1584,7 @@ def check(
 
     Example: yieldgate --ledger yieldgate.db check bs64-fp16 --json
     """
-    from yieldgate.ledger_check import check_ledger
+    from yieldgate.ledger.check import check_ledger
 
     with _ledger(ctx) as ledger:
         result = check_ledger(ledger, run)
@@ -1653,7 +1653,7 @@ def ledger_copy(
 
     Example: yieldgate ledger copy yieldgate.db postgresql://yg@db.internal:5432/yieldgate
     """
-    from yieldgate.ledger_copy import copy_ledger
+    from yieldgate.ledger.copy import copy_ledger
 
     result = copy_ledger(source, destination, replace=replace)
     if as_json:

@@ -30,7 +30,8 @@ from yieldgate.analysis.campaign import summarise
 from yieldgate.analysis.runs import compare_groups
 from yieldgate.gate.policy import Policy
 from yieldgate.ledger import Ledger
-from yieldgate.ledger_pg import is_url, masked
+from yieldgate.ledger.location import Location
+from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
 from yieldgate.report.console import fmt, render_campaign, render_decision
@@ -102,7 +103,7 @@ def run_demo(
     console = console or Console()
     settings = QUICK if quick else FULL
     started = time.perf_counter()
-    url = is_url(location)
+    url = Location.parse(location).is_url
     location = location if url else str(Path(location).resolve())
     shown = masked(location)
     out: dict[str, Any] = {"ledger": shown}

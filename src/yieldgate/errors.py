@@ -42,7 +42,8 @@ class SchemaVersionError(LedgerError):
 
 
 class BlockDamaged(LedgerError):
-    """A stored block of step records fails its checksum (`yieldgate.checksum`): its numbers cannot be trusted."""
+    """A stored block of step records fails its checksum (`yieldgate.ledger.checksum`): its numbers cannot be
+    trusted."""
 
 
 class NetworkFilesystem(LedgerError):

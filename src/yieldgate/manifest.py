@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from yieldgate.errors import InputError, ManifestError
-from yieldgate.inputs import check_regular, read_regular
+from yieldgate.util.inputs import check_regular, read_regular
 
 __all__ = [
     "Source",

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from yieldgate.errors import InputError, RunNotFound
-from yieldgate.ledger import TOTAL_FIELDS, Ledger
+from yieldgate.ledger import Ledger
+from yieldgate.ledger.runs import TOTAL_FIELDS
 from yieldgate.names import RUN_STATUSES, check_tag
 
 __all__ = ["match_runs", "match_patterns", "list_runs", "select_runs", "SORT_KEYS"]

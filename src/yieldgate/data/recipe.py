@@ -19,8 +19,8 @@ import numpy as np
 
 from yieldgate.data import corpus, dedup
 from yieldgate.errors import InputError
-from yieldgate.inputs import read_regular
 from yieldgate.manifest import Filter, Recipe, Source, Tokenizer
+from yieldgate.util.inputs import read_regular
 
 __all__ = ["ResolvedRecipe", "SourceData", "resolve", "train_tokenizer", "FILTERS"]
 

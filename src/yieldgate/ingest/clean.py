@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.inputs import read_regular
+from yieldgate.util.inputs import read_regular
 
 __all__ = [
     "Rows",

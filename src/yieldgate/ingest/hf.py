@@ -19,7 +19,7 @@ from pathlib import Path
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clip, concat, read_json
-from yieldgate.inputs import check_regular
+from yieldgate.util.inputs import check_regular
 
 __all__ = ["read", "read_state"]
 

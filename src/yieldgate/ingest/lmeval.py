@@ -34,9 +34,9 @@ from typing import Any, TypeGuard
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Warnings, clip, read_json
-from yieldgate.inputs import check_regular
 from yieldgate.ledger import EvalRecord
 from yieldgate.names import metric_direction
+from yieldgate.util.inputs import check_regular
 
 __all__ = ["read", "read_results", "metric_name"]
 

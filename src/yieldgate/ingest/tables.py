@@ -21,7 +21,7 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, parse_json, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
-from yieldgate.inputs import check_regular
+from yieldgate.util.inputs import check_regular
 
 __all__ = ["read_table", "rows_from_columns", "numeric_column"]
 

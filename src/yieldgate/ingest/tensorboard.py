@@ -29,7 +29,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Warnings, check_columns, own_export, pivot, placeholder
-from yieldgate.inputs import check_regular, open_regular
+from yieldgate.util.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_scalars", "event_files"]
 

@@ -26,7 +26,7 @@ from yieldgate.ingest import textformats
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
-from yieldgate.inputs import check_regular
+from yieldgate.util.inputs import check_regular
 
 __all__ = ["TextLog", "read_textlog", "device_count", "batch_tokens", "per_device_throughput"]
 

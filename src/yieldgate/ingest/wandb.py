@@ -28,7 +28,7 @@ from pathlib import Path
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, own_export, parse_json, placeholder
-from yieldgate.inputs import check_regular, open_regular
+from yieldgate.util.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_log", "run_logs", "finished"]
 

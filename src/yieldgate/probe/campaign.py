@@ -36,8 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger
+from yieldgate.ledger.owners import Owner
 from yieldgate.manifest import Recipe, Source, load_recipe, read_structured_file, validate
-from yieldgate.owners import Owner
 
 __all__ = ["Campaign", "ProbeSpec", "load_campaign", "plan", "run_campaign", "run_probe", "CampaignRun"]
 

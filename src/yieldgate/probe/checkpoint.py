@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from yieldgate.ledger.location import Location
+
 if TYPE_CHECKING:
     from yieldgate.data.recipe import ResolvedRecipe
     from yieldgate.probe.config import ProbeConfig
@@ -29,7 +31,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def checkpoint_path(ledger: str, run: str) -> Path | None:
     """Where a probe's checkpoint lives: `<ledger>.checkpoints/<run>.pt` (None for a ledger given by URL)."""
-    if "://" in ledger:
+    if Location.parse(ledger).is_url:
         return None
     return Path(f"{ledger}.checkpoints") / f"{_SAFE.sub('_', run)}.pt"
 

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from yieldgate import api
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger
-from yieldgate.ledger_pg import masked
+from yieldgate.ledger.pg import masked
 from yieldgate.report.console import clean
 from yieldgate.serve import data, pages
 

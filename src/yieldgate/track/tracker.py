@@ -43,10 +43,10 @@ from torch import nn
 
 from yieldgate.errors import InputError, LedgerRefused, NetworkFilesystem, RunInUse
 from yieldgate.ledger import Ledger, default_location
-from yieldgate.ledger_pg import masked
+from yieldgate.ledger.owners import Owner
+from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest, with_hparams
 from yieldgate.names import CHECKPOINT_KEY, check_run_name, readable_name, unsafe_character
-from yieldgate.owners import Owner
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
 from yieldgate.track.signals import (
@@ -380,7 +380,7 @@ class Tracker:
 
         One process writes a run: a run another live process is writing is refused (RunInUse, naming it), and
         one whose writer died without closing it is taken over only with `takeover=True` (see
-        `yieldgate.owners`: dead means its process is gone, or no heartbeat for `STALE_AFTER_S`)."""
+        `yieldgate.ledger.owners`: dead means its process is gone, or no heartbeat for `STALE_AFTER_S`)."""
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
         point = _resume_point(step, tokens, samples)

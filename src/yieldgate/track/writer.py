@@ -32,10 +32,11 @@ import torch
 from yieldgate.data.stream import RepeatCounter
 from yieldgate.errors import InputError, LedgerError, RunInUse
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.ledger_file import file_problem
-from yieldgate.ledger_pg import is_url, masked
+from yieldgate.ledger.file import file_problem
+from yieldgate.ledger.location import Location
+from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
+from yieldgate.ledger.pg import masked
 from yieldgate.names import key_problem
-from yieldgate.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
 from yieldgate.track.throughput import Throughput
@@ -478,10 +479,10 @@ class Writer(threading.Thread):
     def _is_file(self) -> bool:
         """The ledger is a file (not `:memory:`, not a PostgreSQL URL): its inode and size are watched, and spill
         files go beside it."""
-        return self.s.location != ":memory:" and not is_url(self.s.location)
+        return Location.parse(self.s.location).is_file
 
     def _damaged(self) -> str | None:
-        """The ledger file truncated or replaced by a shorter copy, or its headers damaged (`ledger_file`): writing
+        """The ledger file truncated or replaced by a shorter copy, or its headers damaged (`ledger.file`): writing
         on would mix this run's pages into a file SQLite no longer describes."""
         if self._inode is None:
             return None

@@ -14,7 +14,7 @@ What each step record holds, and where it comes from:
   after it (work done after the checkpoint, thrown away by the restart) are set apart, not continued, and
   tokens continue from the checkpoint's `num_input_tokens_seen` when the Trainer counts them, else from the
   ledger's record at that step. A restart after a crash also passes `takeover=True`: the crashed process
-  never closed the run, and one writer owns a run at a time (`yieldgate.owners`).
+  never closed the run, and one writer owns a run at a time (`yieldgate.ledger.owners`).
 - **tokens, samples**: counted from each training microbatch as the model receives it (a forward pre-hook on
   the model, training mode only), summed over the step's microbatches, per process (the Tracker sums the
   processes). Tokens are the attention mask's sum (padding left out) or, without a mask, B x T of the inputs.

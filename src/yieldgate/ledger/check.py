@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yieldgate.checksum import block_ok
 from yieldgate.errors import LedgerError
-from yieldgate.ledger import Ledger
-from yieldgate.ledger_pg import PgConnection
+from yieldgate.ledger.checksum import block_ok
+from yieldgate.ledger.pg import PgConnection
+from yieldgate.ledger.store import Ledger
 
 __all__ = ["CheckResult", "Damage", "check_ledger"]
 

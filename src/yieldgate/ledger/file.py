@@ -4,7 +4,7 @@ listing and at every Tracker flush (a stat and two small reads).
 They catch what SQLite would read silently or only fail on later: a file truncated or replaced by a shorter
 copy (its header says more pages than it holds, or it is shorter than it was), a header that is not
 SQLite's, a write-ahead log whose header is damaged. They do not read the pages: `yieldgate check`
-(`ledger_check.check_ledger`) does, with SQLite's integrity check and every block's checksum.
+(`check.check_ledger`) does, with SQLite's integrity check and every block's checksum.
 File format: https://www.sqlite.org/fileformat2.html (database header, section 1.3; WAL, section 4).
 
 Reading the headers opens the files, and closing any descriptor of a database file drops every POSIX lock this

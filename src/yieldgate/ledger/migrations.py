@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from yieldgate import lazy, ledger_pg
 from yieldgate.errors import SchemaVersionError
+from yieldgate.ledger import pg as ledger_pg
 from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES, metric_direction
+from yieldgate.util import lazy
 
 if TYPE_CHECKING:
     import numpy as np
@@ -187,14 +188,14 @@ def _resume_events(db: Connection) -> None:
 
 
 def _run_owner(db: Connection) -> None:
-    # One writer per run (yieldgate.owners): the process that claimed it (host, pid, process start time) and the
+    # One writer per run (yieldgate.ledger.owners): the process that claimed it (host, pid, process start time) and the
     # last heartbeat its writer stamped. NULL: no Tracker claimed the run (an import, an older ledger).
     for column in ("owner_host TEXT", "owner_pid INTEGER", "owner_started REAL", "heartbeat_at REAL"):
         db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
 
 
 def _block_checksums(db: Connection) -> None:
-    # A checksum per stored block (yieldgate.checksum), computed on write and checked on every read, so a damaged
+    # A checksum per stored block (yieldgate.ledger.checksum), computed on write and checked on every read, so a damaged
     # block is an error naming its run and steps, never silently wrong numbers. Blocks written before this
     # migration keep NULL: read as before, counted as unverified by `yieldgate check`.
     for table in ("step_blocks", "extra_blocks", "superseded_blocks"):

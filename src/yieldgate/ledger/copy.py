@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from yieldgate import ledger_pg
 from yieldgate.errors import InputError, LedgerError
-from yieldgate.ledger import Ledger
+from yieldgate.ledger import pg as ledger_pg
+from yieldgate.ledger.location import Location
+from yieldgate.ledger.store import Ledger
 
 __all__ = ["CopyResult", "copy_ledger", "ledger_digest", "TABLES"]
 
@@ -142,11 +143,11 @@ def copy_ledger(
     refused, InputError)."""
     t0 = time.perf_counter()
     src_text, dest_text = os.fspath(source), os.fspath(destination)
-    if src_text != ":memory:" and not ledger_pg.is_url(src_text) and not os.path.exists(src_text):
+    if Location.parse(src_text).missing():
         raise InputError(f"{src_text}: no ledger there to copy; give the file or PostgreSQL URL the runs are in")
     if _same(src_text, dest_text):
         raise InputError(f"{ledger_pg.masked(dest_text)}: the source and the destination are the same ledger")
-    new_file = not ledger_pg.is_url(dest_text) and dest_text != ":memory:" and not os.path.exists(dest_text)
+    new_file = Location.parse(dest_text).missing()
     try:
         return _copy(src_text, dest_text, replace=replace, t0=t0)
     except BaseException:
@@ -195,6 +196,6 @@ def _copy(src_text: str, dest_text: str, *, replace: bool, t0: float) -> CopyRes
 
 
 def _same(a: str, b: str) -> bool:
-    if ledger_pg.is_url(a) or ledger_pg.is_url(b):
+    if Location.parse(a).is_url or Location.parse(b).is_url:
         return a == b
     return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)

@@ -4,7 +4,7 @@
 PostgreSQL through psycopg 3, with the few translations the two servers need, each stated here once:
 
 - Parameters: SQLite's `?` become psycopg's `%s` (a literal `%` is doubled).
-- Types, in the schema's `CREATE TABLE` / `ALTER TABLE` statements (`migrations.py` is written for SQLite and
+- Types, in the schema's `CREATE TABLE` / `ALTER TABLE` statements (`ledger/migrations.py` is written for SQLite and
   its shipped statements never change): `INTEGER PRIMARY KEY` (SQLite's row id) becomes a BIGINT identity,
   `INTEGER` BIGINT (steps are int64), `REAL` DOUBLE PRECISION (PostgreSQL's REAL is float32), `BLOB` BYTEA.
 - Transactions: `BEGIN IMMEDIATE` (SQLite: take the database's write lock now) becomes `BEGIN` plus a
