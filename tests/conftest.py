@@ -30,10 +30,9 @@ NO_PG = ("YIELDGATE_TEST_PG_URL is not set: `make pg-start` starts a throwaway P
 @contextmanager
 def pg_ledger_url() -> Iterator[str]:
     """A URL of an empty PostgreSQL ledger: a schema of its own on the test server, dropped afterwards."""
-    import psycopg
-
     if not PG_URL:
         pytest.skip(NO_PG)
+    psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not installed: pip install '.[postgres]'")
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_URL, autocommit=True) as admin:
         admin.execute(f"CREATE SCHEMA {schema}")

@@ -58,6 +58,36 @@ def test_docs_layout_names_every_module_and_no_other():
     assert sorted(named - modules) == [], "docs/layout.md names modules that do not exist"
 
 
+def test_every_public_import_docs_api_names_works():
+    """docs/api.md's `from yieldgate import ...` lines and its `::: dotted.path` references import, as do the names of
+    `yieldgate.__all__` (each loaded lazily on first use)."""
+    import importlib
+
+    import yieldgate
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    for line in re.findall(r"^from (yieldgate[\w.]*) import (.+)$", text, flags=re.M):
+        module = importlib.import_module(line[0])
+        for name in (n.strip() for n in line[1].split(",")):
+            assert hasattr(module, name), f"docs/api.md: from {line[0]} import {name}"
+    references = re.findall(r"^::: (yieldgate[\w.]*)$", text, flags=re.M)
+    assert references, "docs/api.md has no ::: references"
+    for dotted in references:
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes down from it
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+            break
+        else:
+            raise AssertionError(f"docs/api.md: ::: {dotted} does not import")
+    for name in yieldgate.__all__:
+        assert getattr(yieldgate, name) is not None, name
+
+
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     root = tmp_path / "yieldgate"
     for name, text in {"__init__.py": "", **files}.items():
