@@ -203,3 +203,34 @@ def broken_nevers(graph: Graph, nevers: list[tuple[str, str, str]] = NEVERS) -> 
             if _within(a, prefix):
                 out += [f"{a} -> {b}: {why}" for b in sorted(imported) if _within(b, banned)]
     return out
+
+
+def summary(root: Path) -> dict[str, object]:
+    """The figures of the package's layout: modules, modules at the root, circles, arrows up, broken never-rules,
+    the largest module and the functions over 80 lines."""
+    graph = read_graph(root)
+    lines = {m: len(p.read_text().splitlines()) for m, p in graph.files.items()}
+    long = []
+    for path in graph.files.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+                if node.end_lineno - node.lineno + 1 > 80:
+                    long.append(f"{path.relative_to(root)}:{node.name}")
+    largest = max(lines, key=lines.__getitem__)
+    return {
+        "modules": len(graph.files),
+        "root_modules": sum(1 for m, p in graph.files.items() if m.count(".") == 1 and p.name != "__init__.py"),
+        "circles": len(cycles(graph.internal)),
+        "arrows_up": len(arrows_up(graph)),
+        "never_rules_broken": len(broken_nevers(graph)),
+        "largest_module": f"{largest} ({lines[largest]} lines)",
+        "modules_over_600_lines": sum(1 for n in lines.values() if n > 600),
+        "functions_over_80_lines": len(long),
+    }
+
+
+if __name__ == "__main__":  # python -m tests.support.import_graph [src/yieldgate]
+    import json
+    import sys
+
+    print(json.dumps(summary(Path(sys.argv[1] if len(sys.argv) > 1 else "src/yieldgate")), indent=2))
