@@ -31,7 +31,7 @@ import numpy as np
 
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
-from yieldgate.serve.pages import PLOTLY_JS
+from yieldgate.serve.views import PLOTLY_JS
 
 BATCH = 50_000  # steps per append_steps call
 EVALS = 200  # evaluations of the big run (val/loss and val/web/loss each)

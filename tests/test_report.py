@@ -394,6 +394,38 @@ def test_no_section_heading_without_content_and_manifest_values_read_as_values(c
     assert 'class="confounders"' in page and "table.manifest td, table.confounders td { overflow-wrap: anywhere;" in page
 
 
+def test_every_page_renders_through_one_escaping_environment():
+    """The report's, the notebook's and the dashboard's templates render through `jinja.ENV`: a value is escaped
+    (as the standard library spells it: `&#x27;`, `&quot;`) in text and in attributes alike, whatever kind of cell
+    it is; an undefined name is an error, never an empty string; no template turns escaping off, and `Markup` is
+    made only where the code vouches for it (plotly's output, plotly.js, our style sheets, the escaper itself)."""
+    import jinja2
+
+    from yieldgate.report.jinja import ENV, Cell, render, table
+
+    macros = ENV.get_template("_macros.html").module
+    q = "it's \"q\" & <b>"
+    drawn = str(macros.table(table([EVIL], [[EVIL, Cell(q, cls=q, href=q), {"note": EVIL}, 3.5, True, None]], q)))
+    e, eq = html.escape(EVIL), html.escape(q)
+    assert drawn == (
+        f'<table class="{eq}"><thead><tr><th>{e}</th></tr></thead><tbody><tr><td>{e}</td>'
+        f'<td class="{eq}"><a href="{eq}">{eq}</a></td>'
+        f'<td class="json">note: {e}<details><summary>JSON</summary>{html.escape(json.dumps({"note": EVIL}))}</details>'
+        '</td><td class="num">3.5</td><td>true</td><td class="num">-</td></tr></tbody></table>'
+    )
+    with pytest.raises(jinja2.UndefinedError, match="message"):
+        render("dashboard/error.html", scripts=(), preload=None, version="0", css="")
+    names = ENV.list_templates()
+    assert "report.html" in names and "notebook.html" in names and "dashboard/decision.html" in names
+    for name in names:
+        text, _, _ = ENV.loader.get_source(ENV, name)  # type: ignore[union-attr]
+        assert "|safe" not in text.replace(" ", "") and "autoescape" not in text, name
+    src = Path(__file__).parents[1] / "src" / "yieldgate"
+    made = {str(f.relative_to(src)): f.read_text().count("Markup(") for f in src.rglob("*.py")}
+    assert {f: n for f, n in made.items() if n} == {"report/jinja.py": 2, "report/html.py": 2,
+                                                   "report/notebook.py": 2, "serve/views.py": 1}
+
+
 def test_png_figures_carry_their_title_escaped(ledger_path):
     from yieldgate.report.html import PNG_TITLE_PX, _titled
 
@@ -419,7 +451,7 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     from yieldgate.analysis.fit import forecast as fit_forecast
     from yieldgate.report import notebook
     from yieldgate.report.figures.results import comparison_figure, diagnosis_figure, forecast_figure
-    from yieldgate.report.html import _num
+    from yieldgate.report.jinja import num as _num
 
     with Ledger(ledger_path) as led:
         for seed in (0, 1):

@@ -32,7 +32,7 @@ from yieldgate.report.console import (
 from yieldgate.report.figures.base import MAX_POINTS, smoothed
 from yieldgate.serve import open_server
 from yieldgate.serve.app import CSP, create_app
-from yieldgate.serve.pages import DECISION_FIELDS, PLOTLY_JS
+from yieldgate.serve.views import DECISION_FIELDS, PLOTLY_JS
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_BODY = "<script>window.__pwned=1</script>"

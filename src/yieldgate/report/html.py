@@ -1,35 +1,33 @@
 """`yieldgate report`: one self-contained HTML file (plotly.js inlined once, no network needed to open it).
 
-`collect` (sections.py) reads the ledger, `build_figures` (figures.py) turns that into plots, and this module
-renders the page. Every user string that goes into the page's HTML — run names, patterns, sources, tasks,
-diagnosis and decision bodies, manifest values — passes through `html.escape`; the plots escape their own
-(see figures.py). `--png DIR` writes the main plots as PNG files with kaleido, which drives a local
-Chrome/Chromium.
+`collect` (sections.py) reads the ledger, `build_figures` (figures/) turns that into plots, and this module fills
+in `templates/report.html` through the pages' one environment (`jinja.py`, autoescape: every user string reaches
+the page as text; the plots escape their own, `figures.base.esc`). Its style sheet and its tables of a comparison
+(`comparison_view`) are shared with the notebook and the dashboard. `--png DIR` writes the main plots as PNG
+files with kaleido, which drives a local Chrome/Chromium.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.io as pio
+from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 from yieldgate._version import __version__
 from yieldgate.analysis.compare import Comparison
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
-from yieldgate.report.console import evidence_lines
-from yieldgate.report.figures.base import Figure, figure_dict
+from yieldgate.report.figures.base import Figure, esc, figure_dict
 from yieldgate.report.figures.runs import build_figures
+from yieldgate.report.jinja import Cell, Table, num, plot, render, table
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
 __all__ = [
@@ -37,17 +35,14 @@ __all__ = [
     "write_report",
     "render_html",
     "write_pngs",
-    "comparison_html",
-    "table_html",
-    "notes_html",
-    "RawCell",
+    "ComparisonView",
+    "comparison_view",
     "CSS",
 ]
 
 PNG_WIDTH = 1100
 PNG_TITLE_PX = 40
 """Room for a PNG's title above the plot (the file's height grows by it)."""
-PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1200px; color: #222; }
@@ -82,55 +77,66 @@ class ReportResult:
         return dict(self.__dict__)
 
 
-class RawCell(str):
-    """A table cell this module wrote itself (no user text inside): inserted as HTML, not escaped."""
+@dataclass(frozen=True)
+class ComparisonView:
+    """One comparison as `_macros.html`'s `comparison` draws it: the numbers `yieldgate compare` prints."""
+
+    result: Comparison
+    speedup: Table
+    points: Table | None
+    confounders: Table | None
 
 
-def _num(value: Any, digits: int = 4) -> str:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"
-    if abs(value) >= 1e4:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
+def _manifest_value(value: Any) -> Any:
+    """A manifest value for a table cell: text as text (not quoted JSON), structures as lines with the JSON one
+    click away (`cell`), nothing as `-`."""
+    return "-" if value is None else value
 
 
-def _compact_json(value: Any) -> str:
-    """A stored body (evidence, policy) as one line of JSON for a table cell."""
-    return json.dumps(value, sort_keys=True, default=str)
+def comparison_view(c: Comparison, *, amount: str = "tokens") -> ComparisonView:
+    """One comparison as tables (the numbers `yieldgate compare` prints, from the same `Comparison`): speedup
+    split, aligned points, verdict, confounders (one row per manifest field) and notes. Shared with the notebook
+    and `yieldgate serve`. `amount`: what the token counts count (`bytes` for a comparison per byte)."""
+    a, b = c.a, c.b
+    speedup = table(
+        ["", "A", "B", "B over A"],
+        [
+            ["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
+            [f"{amount} to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
+            ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
+            [f"throughput ({amount}/s to target)", "", "", c.speedup["throughput"]],
+            ["effective token multiplier", "", "", c.effective_token_multiplier],
+        ],
+        "speedup",
+    )
+    points = None
+    if c.points:
+        points = table(
+            [c.aligned_on, f"{c.metric} A", "B", "B - A", "interval", "within noise"],
+            [
+                [
+                    p[c.aligned_on],
+                    p["a"],
+                    p["b"],
+                    p["diff"],
+                    "-" if p["interval"] is None else f"[{num(p['interval'][0])}, {num(p['interval'][1])}]",
+                    "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no"),
+                ]
+                for p in c.points
+            ],
+            "points",
+        )
+    confounders = None
+    if c.confounders:
+        confounders = table(
+            ["field", "A", "B"],
+            [[d["field"], _manifest_value(d["a"]), _manifest_value(d["b"])] for d in c.confounders],
+            "confounders",
+        )
+    return ComparisonView(c, speedup, points, confounders)
 
 
-def _cell(value: Any) -> str:
-    """One table cell: numbers right-aligned, structures as compact JSON, text escaped."""
-    if isinstance(value, RawCell):
-        return str(value)
-    if isinstance(value, bool):
-        return f"<td>{str(value).lower()}</td>"
-    if value is None or isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-        return f'<td class="num">{_num(value)}</td>'
-    if isinstance(value, (dict, list)):
-        # readable lines, and the whole body as JSON one click away
-        lines = "<br>".join(escape(line) for line in evidence_lines(value))
-        return f'<td class="json">{lines}<details><summary>JSON</summary>{escape(_compact_json(value))}</details></td>'
-    return f"<td>{escape(str(value))}</td>"
-
-
-def table_html(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
-    """A table: headers and cells escaped (a `RawCell` cell excepted), numbers formatted, bodies as lines + JSON."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def notes_html(lines: list[str]) -> str:
-    """One escaped paragraph per note."""
-    return "".join(f'<p class="note">{escape(line)}</p>' for line in lines)
-
-
-def _runs_section(data: ReportData) -> str:
+def _runs_table(data: ReportData) -> Table:
     rows = []
     for v in data.runs:
         steps, curve = v.data.steps, v.curve
@@ -148,82 +154,7 @@ def _runs_section(data: ReportData) -> str:
                 manifest.content_hash()[:12] if manifest else "-",
             ]
         )
-    return "<h2>Runs</h2>" + table_html(
-        ["run", "steps", data.amount, f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows
-    )
-
-
-def _comparison_section(data: ReportData) -> str:
-    if not data.comparisons:
-        return ""
-    return (
-        "<h2>Comparison</h2>"
-        '<p class="note">Each later pattern against the first. Speedup (B over A) at the target loss: '
-        "time = throughput &times; sample efficiency.</p>"
-        + "".join(comparison_html(c, amount=data.amount) for c in data.comparisons)
-    )
-
-
-def _manifest_value(value: Any) -> Any:
-    """A manifest value for a table cell: text as text (not quoted JSON), structures as lines with the JSON one
-    click away (`_cell`), nothing as `-`."""
-    return "-" if value is None else value
-
-
-def comparison_html(c: Comparison, *, amount: str = "tokens") -> str:
-    """One comparison as tables (the numbers `yieldgate compare` prints, from the same `Comparison`): speedup
-    split, aligned points, verdict, confounders (one row per manifest field) and notes. Shared with `yieldgate
-    serve`. `amount`: what the token counts count (`bytes` for a comparison per byte)."""
-    a, b = c.a, c.b
-    parts = [f"<h3>{escape(a)} (A) vs {escape(b)} (B)</h3>"]
-    parts.append(
-        table_html(
-            ["", "A", "B", "B over A"],
-            [
-                ["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
-                [f"{amount} to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
-                ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
-                [f"throughput ({amount}/s to target)", "", "", c.speedup["throughput"]],
-                ["effective token multiplier", "", "", c.effective_token_multiplier],
-            ],
-            "speedup",
-        )
-    )
-    parts.append(
-        f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
-        f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
-        f"efficiency {_num(c.speedup['sample_efficiency'])}</p>"
-    )
-    if c.points:
-        parts.append(
-            table_html(
-                [c.aligned_on, f"{c.metric} A", "B", "B - A", "interval", "within noise"],
-                [
-                    [
-                        p[c.aligned_on],
-                        p["a"],
-                        p["b"],
-                        p["diff"],
-                        "-" if p["interval"] is None else f"[{_num(p['interval'][0])}, {_num(p['interval'][1])}]",
-                        "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no"),
-                    ]
-                    for p in c.points
-                ],
-                "points",
-            )
-        )
-    parts.append(f'<p class="verdict"><strong>{escape(c.verdict)}</strong></p>')
-    if c.confounders:
-        parts.append(
-            '<p class="note">Confounders: the manifest fields in which the sides differ.</p>'
-            + table_html(
-                ["field", "A", "B"],
-                [[d["field"], _manifest_value(d["a"]), _manifest_value(d["b"])] for d in c.confounders],
-                "confounders",
-            )
-        )
-    parts.append(notes_html(c.warnings + c.notes))
-    return "".join(parts)
+    return table(["run", "steps", data.amount, f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows)
 
 
 def _span(values: list[Any], fmt: Any) -> str:
@@ -231,7 +162,7 @@ def _span(values: list[Any], fmt: Any) -> str:
     return "-".join(dict.fromkeys(fmt(v) for v in values)) or "-"
 
 
-def _diagnoses_section(data: ReportData) -> str:
+def _diagnoses_table(data: ReportData) -> Table | None:
     """One row per diagnosis event; bodies are rendered generically (cause, confidence, evidence, advice), and
     a body without an `evidence` field shows its remaining fields as the evidence."""
     rows = []
@@ -248,7 +179,7 @@ def _diagnoses_section(data: ReportData) -> str:
                     v.name,
                     body.get("cause", "-"),
                     _span(steps, str),
-                    _span(list(tokens), _num),
+                    _span(list(tokens), num),
                     body.get("confidence"),
                     e["state"],
                     evidence,
@@ -256,90 +187,59 @@ def _diagnoses_section(data: ReportData) -> str:
                 ]
             )
     if not rows:
-        return ""
-    return "<h2>Diagnoses</h2>" + table_html(
-        ["run", "cause", "steps", "tokens", "confidence", "state", "evidence", "advice"], rows, "diagnoses"
-    )
+        return None
+    return table(["run", "cause", "steps", "tokens", "confidence", "state", "evidence", "advice"], rows, "diagnoses")
 
 
-def _decisions_section(data: ReportData) -> str:
+def _decisions_table(data: ReportData) -> Table | None:
     frame = data.decisions
     if frame is None or frame.empty:
-        return ""
-    rows = []
-    for _, d in frame.iterrows():
-        # The ledger only stores approve / hold / reject, so the class name is ours, not user text.
-        verdict = RawCell(f'<td class="{d["decision"]}">{escape(d["decision"])}</td>')
-        rows.append(
-            [
-                d["target"],
-                d["stage"] or "-",
-                verdict,
-                d["rationale"],
-                d["evidence"],
-                (d["policy_hash"] or "-")[:12],
-                datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            ]
-        )
-    return "<h2>Gate decisions</h2>" + table_html(
-        ["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions"
-    )
+        return None
+    rows = [
+        [
+            d["target"],
+            d["stage"] or "-",
+            Cell(d["decision"], cls=d["decision"]),  # approve, hold or reject: styled by the report's CSS
+            d["rationale"],
+            d["evidence"],
+            (d["policy_hash"] or "-")[:12],
+            datetime.fromtimestamp(d["created_at"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        ]
+        for _, d in frame.iterrows()
+    ]
+    return table(["target", "stage", "decision", "rationale", "evidence", "policy", "decided"], rows, "decisions")
 
 
-def _manifest_section(data: ReportData) -> str:
-    names = [v.name for v in data.runs if v.data.manifest is not None]
-    if len(names) < 2:
-        return ""
+def _manifest_table(data: ReportData, names: list[str]) -> Table | None:
+    """The fields in which the runs' manifests differ, one column per run with a manifest."""
     if not data.manifest_diff:
-        return f'<h2>Manifest diff</h2><p class="note">The {len(names)} manifests are identical.</p>'
+        return None
     rows = [[d["field"], *[_manifest_value(d["values"][n]) for n in names]] for d in data.manifest_diff]
-    return (
-        "<h2>Manifest diff</h2><p class=\"note\">Fields in which any run's manifest differs from the first's "
-        "(the confounders of any comparison between them).</p>" + table_html(["field", *names], rows, "manifest")
-    )
-
-
-def _figure_html(fig: Figure) -> str:
-    plot = pio.to_html(
-        figure_dict(fig), include_plotlyjs=False, full_html=False, div_id=fig.id, config=PLOT_CONFIG, validate=False
-    )
-    return f"<h3>{escape(fig.title)}</h3>{plot}{notes_html(fig.notes)}"
+    return table(["field", *names], rows, "manifest")
 
 
 def render_html(data: ReportData, figures: list[Figure]) -> str:
-    """The whole page: plotly.js once in the head, then the sections; every user string escaped. A section with
+    """The whole page (`templates/report.html`): plotly.js once in the head, then the sections. A section with
     nothing to show is left out, heading and all."""
-    by_id = {f.id: f for f in figures}
-
-    def plots(title: str, *ids: str) -> str:
-        drawn = "".join(_figure_html(by_id[i]) for i in ids if i in by_id)
-        return f"<h2>{escape(title)}</h2>{drawn}" if drawn else ""
-
-    generated = datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = "".join(
-        [
-            "<h1>yieldgate report</h1>",
-            f'<p class="muted">{escape(" ".join(data.patterns))} &middot; metric {escape(data.metric)} &middot; '
-            f"generated {generated} by yieldgate {escape(__version__)}</p>",
-            notes_html(data.notes),
-            _runs_section(data),
-            plots(
-                f"Learning against {data.amount}, time and cost", "loss-steps", "loss-tokens", "loss-time", "loss-cost"
-            ),
-            plots("Throughput and learning", "throughput-learning", "frontier"),
-            _comparison_section(data),
-            plots("Yields", "tranche-yields", "yield-per-source", "yield-capability"),
-            plots("Learning signals", "signals-gns", "signals-update-ratio", "signals-clipping"),
-            _diagnoses_section(data),
-            _decisions_section(data),
-            _manifest_section(data),
-        ]
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>yieldgate report: {escape(' '.join(data.patterns))}</title>"
-        f'<style>{CSS}</style><script type="text/javascript">{get_plotlyjs()}</script></head>'
-        f"<body>{body}</body></html>\n"
+    manifests = [v.name for v in data.runs if v.data.manifest is not None]
+    return render(
+        "report.html",
+        patterns=" ".join(data.patterns),
+        metric=data.metric,
+        amount=data.amount,
+        generated=datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        version=__version__,
+        notes=data.notes,
+        runs=_runs_table(data),
+        figures={f.id: plot(f, div_id=f.id) for f in figures},
+        comparisons=[comparison_view(c, amount=data.amount) for c in data.comparisons],
+        diagnoses=_diagnoses_table(data),
+        decisions=_decisions_table(data),
+        manifests=len(manifests),
+        manifest=_manifest_table(data, manifests),
+        # Safe as HTML: this module's own style sheet, and plotly.js from the installed plotly package.
+        css=Markup(CSS),
+        plotly_js=Markup(get_plotlyjs()),
     )
 
 
@@ -347,7 +247,7 @@ def _titled(fig: Figure) -> dict[str, Any]:
     """A figure for a PNG file: its heading drawn as the plot's title (on the page it is the h3 above the plot),
     escaped as plotly draws a subset of HTML, with the room it needs at the top."""
     out = figure_dict(fig)
-    out["layout"]["title"] = {"text": escape(fig.title), "x": 0.01, "xanchor": "left"}
+    out["layout"]["title"] = {"text": esc(fig.title), "x": 0.01, "xanchor": "left"}
     margin = dict(out["layout"].get("margin") or {})
     margin["t"] = int(margin.get("t") or 40) + PNG_TITLE_PX
     out["layout"]["margin"] = margin

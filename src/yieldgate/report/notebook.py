@@ -4,24 +4,25 @@ numbers the CLI prints (the report's tables, `html.py`) beside the report's figu
 calls it when an IPython shell is running.
 
 Nothing is fetched: plotly.js comes from the installed `plotly` package, inlined into the first result shown in a
-Python process (as plotly's own offline notebook mode does) and used by every later one. Every user string is
-escaped (the tables with `html.escape`, the figures by `figures.esc`).
+Python process (as plotly's own offline notebook mode does) and used by every later one. The views render from
+`templates/notebook.html` through the report's environment (`jinja.ENV`, autoescape), so every user string is
+escaped; the figures escape their own (`figures.base.esc`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from html import escape
 from typing import TYPE_CHECKING, Any
 
-import plotly.io as pio
+from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 from yieldgate.report.console import fmt
-from yieldgate.report.figures.base import Figure, figure_dict
+from yieldgate.report.figures.base import Figure
 from yieldgate.report.figures.runs import tranche_yields_figure
-from yieldgate.report.html import CSS, PLOT_CONFIG, comparison_html, notes_html, table_html
+from yieldgate.report.html import CSS, comparison_view
+from yieldgate.report.jinja import plot, render, table
 
 if TYPE_CHECKING:
     from yieldgate.analysis.compare import Comparison
@@ -35,39 +36,44 @@ _shipped = threading.Event()
 """plotly.js went out with a result already in this process: the next ones use it."""
 
 
-def _plotly_js() -> str:
+def _plotly_js() -> Markup | None:
     if _shipped.is_set():
-        return ""
+        return None
     _shipped.set()
-    return f'<script type="text/javascript">{get_plotlyjs()}</script>'
+    return Markup(get_plotlyjs())  # safe as HTML: plotly.js from the installed plotly package
 
 
-def _page(title: str, body: str, figures: list[Figure | None]) -> str:
-    drawn = [f for f in figures if f is not None]
-    plots = "".join(
-        f"<h4>{escape(f.title)}</h4>"
-        + pio.to_html(figure_dict(f), include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, validate=False)
-        + notes_html(f.notes)
-        for f in drawn
-    )
-    # The report's CSS, scoped to this output so it does not restyle the notebook around it.
-    css = "".join(
+SCOPED_CSS = Markup(
+    "".join(
         f".yieldgate {rule.strip()}\n"
         for rule in CSS.strip().splitlines()
         if rule.strip() and not rule.startswith("body")
     )
-    return (
-        f'{_plotly_js() if drawn else ""}<style>{css}</style><div class="yieldgate">'
-        f"<h3>{escape(title)}</h3>{body}{plots}</div>"
+)
+"""The report's style sheet scoped to a result's output, so it does not restyle the notebook around it (safe as HTML:
+the report's own CSS)."""
+
+
+def _page(kind: str, title: str, figures: list[Figure | None], **values: Any) -> str:
+    """`templates/notebook.html` for a result of `kind`, with its figures; plotly.js with the first one drawn."""
+    drawn = [plot(f) for f in figures if f is not None]
+    return render(
+        "notebook.html",
+        kind=kind,
+        title=title,
+        plots=drawn,
+        plotly_js=_plotly_js() if drawn else None,
+        css=SCOPED_CSS,
+        **values,
     )
 
 
 def comparison_repr(c: Comparison) -> str:
-    """A comparison as the report shows it (`html.comparison_html`: `yieldgate compare`'s numbers), with its
+    """A comparison as the report shows it (`html.comparison_view`: `yieldgate compare`'s numbers), with its
     aligned points drawn."""
     from yieldgate.report.figures.results import comparison_figure
 
-    return _page(f"comparison of {c.a} and {c.b}", comparison_html(c), [comparison_figure(c)])
+    return _page("comparison", f"comparison of {c.a} and {c.b}", [comparison_figure(c)], comparison=comparison_view(c))
 
 
 def yields_repr(r: YieldReport) -> str:
@@ -87,7 +93,7 @@ def yields_repr(r: YieldReport) -> str:
         ]
         for t in r.tranches
     ]
-    table = table_html(
+    tranches = table(
         [
             r.axis,
             f"{r.metric} start",
@@ -105,7 +111,7 @@ def yields_repr(r: YieldReport) -> str:
     what = f"{r.task}/{r.metric}" if r.task else f"training {r.metric}"
     notes = r.notes + [f"{k}: unknown ({why})" for k, why in r.missing.items()]
     figure = tranche_yields_figure([r], f"{r.task}/{r.metric}" if r.task else r.metric)
-    return _page(f"{r.run}: yield of {what} ({r.unit})", notes_html(notes) + table, [figure])
+    return _page("yields", f"{r.run}: yield of {what} ({r.unit})", [figure], notes=notes, tranches=tranches)
 
 
 def diagnosis_repr(d: Diagnosis) -> str:
@@ -117,13 +123,15 @@ def diagnosis_repr(d: Diagnosis) -> str:
         [f.cause, f"{f.start_step:,}-{f.end_step:,}", round(f.confidence, 3), f.severity, f.evidence, f.advice]
         for f in d.findings
     ]
-    body = (
-        table_html(["cause", "steps", "confidence", "severity", "evidence", "advice"], rows, "findings")
+    return _page(
+        "diagnosis",
+        f"diagnosis of {d.run}",
+        [diagnosis_figure(d)],
+        findings=table(["cause", "steps", "confidence", "severity", "evidence", "advice"], rows, "findings")
         if rows
-        else notes_html(["No findings."])
+        else None,
+        not_run=[f"not run: {n.get('detector', '?')}: {n.get('reason', '')}" for n in d.not_run],
     )
-    body += notes_html([f"not run: {n.get('detector', '?')}: {n.get('reason', '')}" for n in d.not_run])
-    return _page(f"diagnosis of {d.run}", body, [diagnosis_figure(d)])
 
 
 def forecast_repr(f: Forecast) -> str:
@@ -145,10 +153,8 @@ def forecast_repr(f: Forecast) -> str:
         )
     if f.threshold_tokens is not None:
         lines.append(f"marginal yield falls below the threshold at {fmt(f.threshold_tokens)} tokens")
-    body = "".join(f"<p>{escape(line)}</p>" for line in lines) + notes_html(
-        [*f.notes, *([f"poor fit: {law.poor}"] if law.poor else [])]
-    )
-    return _page("forecast", body, [forecast_figure(f)])
+    notes = [*f.notes, *([f"poor fit: {law.poor}"] if law.poor else [])]
+    return _page("forecast", "forecast", [forecast_figure(f)], lines=lines, notes=notes)
 
 
 RENDERERS: dict[tuple[str, str], Callable[[Any], str]] = {
@@ -163,15 +169,15 @@ RENDERERS: dict[tuple[str, str], Callable[[Any], str]] = {
 def result_html(result: Any) -> str:
     """The HTML a notebook shows for `result` (one of `RENDERERS`' types), as IPython's formatter draws it."""
     kind = type(result)
-    render = RENDERERS.get((kind.__module__, kind.__name__))
-    if render is None:
+    draw = RENDERERS.get((kind.__module__, kind.__name__))
+    if draw is None:
         raise TypeError(f"no notebook view of {kind.__name__}: one of {sorted(n for _, n in RENDERERS)} is shown")
-    return render(result)
+    return draw(result)
 
 
 def register(shell: Any) -> None:
     """Give IPython's `text/html` formatter a renderer for each result type of `RENDERERS`, by name: the types are
     matched when an object of them is shown, and their modules are not imported here."""
     formatter = shell.display_formatter.formatters["text/html"]
-    for (module, name), render in RENDERERS.items():
-        formatter.for_type_by_name(module, name, render)
+    for (module, name), draw in RENDERERS.items():
+        formatter.for_type_by_name(module, name, draw)

@@ -33,7 +33,8 @@ from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.pg import masked
 from yieldgate.report.console import clean
-from yieldgate.serve import data, pages
+from yieldgate.serve import data
+from yieldgate.serve import views as pages  # was pages.py; the call sites move with the create_app split
 
 __all__ = ["create_app", "CSP", "TOKEN_COOKIE"]
 
