@@ -20,7 +20,7 @@ from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
 
-__all__ = ["CampaignRun", "Progress", "run_campaign", "pending", "cores", "quiet_mfu_warnings"]
+__all__ = ["CampaignRun", "Progress", "run_campaign", "pending", "cores", "quiet_mfu_warnings", "MFU_LOGGER"]
 
 
 @dataclass
@@ -101,26 +101,28 @@ def run_campaign(
     return out
 
 
+MFU_LOGGER = "yieldgate.track.mfu"
+"""The Tracker's logger for its one warning that a run records no MFU, and for nothing else."""
+
+
 def _worker_init(threads: int) -> None:
     # Before torch loads in this process: its thread pools size themselves from these.
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-    logging.getLogger("yieldgate.track").addFilter(_no_mfu_warning)  # this process only runs probes
-
-
-def _no_mfu_warning(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("yieldgate: mfu not recorded")
+    logging.getLogger(MFU_LOGGER).setLevel(logging.ERROR)  # this process only runs probes: for good
 
 
 @contextmanager
 def quiet_mfu_warnings() -> Iterator[None]:
     """A CPU has no known peak FLOP/s, so every probe would warn that MFU is not recorded: each run's meta
-    (`mfu`) keeps the reason, and the terminal keeps the campaign's progress."""
-    logger = logging.getLogger("yieldgate.track")
-    logger.addFilter(_no_mfu_warning)
+    (`mfu`) keeps the reason, and the terminal keeps the campaign's progress. The Tracker says it on its own
+    logger (`MFU_LOGGER`), raised above WARNING while this lasts and put back after; every other warning shows."""
+    logger = logging.getLogger(MFU_LOGGER)
+    before = logger.level
+    logger.setLevel(max(before, logging.ERROR))
     try:
         yield
     finally:
-        logger.removeFilter(_no_mfu_warning)
+        logger.setLevel(before)
 
 
 def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any) -> dict[str, Any]:
