@@ -22,14 +22,13 @@ from yieldgate.data.corpus import (
     SDIST,
     SDIST_SHA256,
     SOURCES,
-    CorpusError,
     Work,
     documents,
     load_corpus,
     sources,
     split_by_work,
 )
-from yieldgate.errors import InputError
+from yieldgate.errors import CorpusError, InputError
 
 SEEDS = range(6)
 

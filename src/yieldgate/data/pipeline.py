@@ -30,12 +30,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from yieldgate.config_files import read_structured_file, validate
 from yieldgate.data import corpus
 from yieldgate.data.audit import Audit, Drop
 from yieldgate.data.dedup import DedupResult, dedup
 from yieldgate.data.recipe import FILTERS
 from yieldgate.errors import InputError
-from yieldgate.manifest import DedupPolicy, Manifest, Recipe, Source, read_structured_file, validate
+from yieldgate.manifest import DedupPolicy, Manifest, Recipe, Source
 
 __all__ = [
     "InputSpec",
@@ -271,7 +272,7 @@ def dedup_paths(
     editions from other plays best (docs/data-audit.md)."""
     import pydantic
 
-    from yieldgate.manifest import format_validation_error
+    from yieldgate.config_files import format_validation_error
 
     try:
         policy = DedupPolicy(

@@ -10,13 +10,14 @@ from typing import Any
 
 from yieldgate.analysis.campaign import probe_runs
 from yieldgate.analysis.scaling import MIN_SIZES
+from yieldgate.config_files import read_structured_file, validate
 from yieldgate.errors import InputError
 from yieldgate.gate.evidence import target_runs, workflow
 from yieldgate.gate.policy import Policy
 from yieldgate.gate.sizing import campaign_law, sizing
 from yieldgate.gate.supply import plan
 from yieldgate.ledger import Ledger
-from yieldgate.manifest import Recipe, parse_manifest, read_structured_file, validate
+from yieldgate.manifest import Recipe, parse_manifest
 
 __all__ = ["plan_target", "target_recipe"]
 

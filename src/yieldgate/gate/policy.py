@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from yieldgate.analysis.detectors import CAUSES, LOW_CONFIDENCE
-from yieldgate.manifest import read_structured_file, validate
+from yieldgate.config_files import read_structured_file, validate
 
 __all__ = ["Stage", "Requirements", "NewHardwareException", "Policy", "load_policy", "parse_policy", "NON_DATA_CAUSES"]
 

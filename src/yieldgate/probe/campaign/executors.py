@@ -1,0 +1,267 @@
+"""Running a campaign: the probes the ledger lacks (resumption), in local worker processes or as Ray tasks, each
+through `run.run_probe`; a worker that dies fails only the probes it had begun."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from yieldgate.errors import InputError
+from yieldgate.ledger import Ledger
+from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
+from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
+
+__all__ = ["CampaignRun", "Progress", "run_campaign", "pending", "cores", "quiet_mfu_warnings", "MFU_LOGGER"]
+
+
+@dataclass
+class CampaignRun:
+    """What one `run_campaign` call did."""
+
+    campaign: str
+    planned: int
+    skipped: list[str]
+    """Runs already in the ledger (finished, same key)."""
+    finished: list[str]
+    failed: dict[str, str]
+    """Run -> error."""
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+Progress = Callable[[str, int, int], None]
+"""(run, step, steps) -> None, a few times a second per training probe."""
+
+
+def pending(ledger: Ledger, specs: list[ProbeSpec]) -> tuple[list[ProbeSpec], list[str]]:
+    """(probes to train, runs to skip): a probe is done when its run is finished with the same key."""
+    status = probe_statuses(ledger)
+    todo = [s for s in specs if status.get((s.run, s.key)) != "finished"]
+    skip = [s.run for s in specs if status.get((s.run, s.key)) == "finished"]
+    return todo, skip
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def run_campaign(
+    campaign: Campaign,
+    ledger: str,
+    *,
+    executor: Literal["local", "ray"] = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Progress | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> CampaignRun:
+    """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
+    probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed)."""
+    if executor not in ("local", "ray"):
+        raise InputError(f"--executor must be local or ray, got {executor!r}")
+    if executor == "ray":
+        _ray()  # a missing Ray is said before anything is written
+    ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
+    specs = plan(campaign)
+    with Ledger(ledger) as led:
+        led.put_campaign(campaign.name, campaign.model_dump(mode="json"), campaign.content_hash())
+        todo, skipped = pending(led, specs)
+    workers = max(1, min(workers or cores(), len(todo) or 1))
+    threads = max(1, cores() // workers)
+    out = CampaignRun(campaign=campaign.name, planned=len(specs), skipped=skipped, finished=[], failed={}, seconds=0.0)
+    started = time.perf_counter()
+    if on_result is not None:  # every planned probe gets a result: skipped, finished or failed
+        for name in skipped:
+            on_result({"run": name, "status": "skipped"})
+    run = _run_local if executor == "local" else _run_ray
+    for result in run(todo, ledger, workers=workers, threads=threads, address=address, progress=progress):
+        if result["status"] == "finished":
+            out.finished.append(result["run"])
+        elif result["status"] == "skipped":  # trained by another process running the same campaign
+            out.skipped.append(result["run"])
+        else:
+            out.failed[result["run"]] = result["error"]
+        if on_result is not None:
+            on_result(result)
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+MFU_LOGGER = "yieldgate.track.mfu"
+"""The Tracker's logger for its one warning that a run records no MFU, and for nothing else."""
+
+
+def _worker_init(threads: int) -> None:
+    # Before torch loads in this process: its thread pools size themselves from these.
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    logging.getLogger(MFU_LOGGER).setLevel(logging.ERROR)  # this process only runs probes: for good
+
+
+@contextmanager
+def quiet_mfu_warnings() -> Iterator[None]:
+    """A CPU has no known peak FLOP/s, so every probe would warn that MFU is not recorded: each run's meta
+    (`mfu`) keeps the reason, and the terminal keeps the campaign's progress. The Tracker says it on its own
+    logger (`MFU_LOGGER`), raised above WARNING while this lasts and put back after; every other warning shows."""
+    logger = logging.getLogger(MFU_LOGGER)
+    before = logger.level
+    logger.setLevel(max(before, logging.ERROR))
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any) -> dict[str, Any]:
+    probe = ProbeSpec.from_json(spec)
+    last = [0.0]
+
+    def report(step: int, steps: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.25 or step == steps:  # a few messages a second per probe, not one per step
+            last[0] = now
+            queue.put((probe.run, step, steps))
+
+    return run_probe(probe, ledger, threads=threads, progress=report)
+
+
+def _run_local(
+    todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None, progress: Progress | None
+) -> Iterator[dict[str, Any]]:
+    """Probes in worker processes (spawned: no state copied from the caller)."""
+    import multiprocessing as mp
+
+    if not todo:
+        return
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        queue = manager.Queue()
+        stop = threading.Event()
+        relay = threading.Thread(target=_relay, args=(queue, stop, progress), daemon=True)
+        relay.start()
+        try:
+            remaining = list(todo)
+            while remaining:
+                with ProcessPoolExecutor(
+                    workers, mp_context=ctx, initializer=_worker_init, initargs=(threads,)
+                ) as pool:
+                    futures: dict[Future[dict[str, Any]], ProbeSpec] = {
+                        pool.submit(_local_task, s.to_json(), ledger, threads, queue): s for s in remaining
+                    }
+                    remaining = []
+                    waiting = set(futures)
+                    try:
+                        while waiting:
+                            done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+                            for future in done:
+                                try:
+                                    yield future.result()
+                                except BrokenProcessPool:
+                                    remaining.append(futures[future])
+                    except (KeyboardInterrupt, GeneratorExit):
+                        # Interrupted: nothing more starts, and the probes in training stop now (their runs end
+                        # `killed`, and the next run of the campaign trains them again).
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        _stop_workers()
+                        raise
+                if remaining:  # a worker died: the probes it had begun fail, the others go to a new pool
+                    crashed = [s for s in remaining if _started(ledger, s)]
+                    yield from _fail(
+                        crashed, ledger, "the worker process died during the probe (killed or out of memory)"
+                    )
+                    remaining = [s for s in remaining if s not in crashed]
+        finally:
+            stop.set()
+            relay.join(timeout=2)
+
+
+def _started(ledger: str, spec: ProbeSpec) -> bool:
+    """The probe's run was begun by this attempt and not ended (a worker that dies leaves it `running`)."""
+    with Ledger(ledger, readonly=True) as led:
+        return probe_statuses(led).get((spec.run, spec.key)) in ("running", "killed")
+
+
+def _fail(specs: list[ProbeSpec], ledger: str, error: str) -> Iterator[dict[str, Any]]:
+    for spec in specs:
+        record_failure(ledger, spec, error)
+        yield {"run": spec.run, "key": spec.key, "status": "failed", "error": error}
+
+
+def _stop_workers() -> None:
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.terminate()
+        except psutil.Error:
+            pass
+
+
+def _relay(queue: Any, stop: threading.Event, progress: Progress | None) -> None:
+    import queue as q
+
+    while not stop.is_set():
+        try:
+            run, step, steps = queue.get(timeout=0.2)
+        except (q.Empty, EOFError, OSError):
+            continue
+        if progress is not None:
+            progress(run, step, steps)
+
+
+def _ray_task(spec: dict[str, Any], ledger: str, threads: int) -> dict[str, Any]:
+    _worker_init(threads)
+    return run_probe(ProbeSpec.from_json(spec), ledger, threads=threads)
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'yieldgate[ray]'") from None
+    return ray
+
+
+def _run_ray(
+    todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None, progress: Progress | None
+) -> Iterator[dict[str, Any]]:
+    """Probes as Ray tasks on a running cluster (`address`), or on a local Ray instance started here (bound
+    to 127.0.0.1, no dashboard) with `workers` x `threads` CPUs. The ledger must be reachable from every
+    node (a shared file system, or a ledger URL)."""
+    ray = _ray()
+    if not todo:
+        return
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(
+                num_cpus=workers * threads, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
+            )
+    try:
+        task = ray.remote(num_cpus=threads, max_retries=0)(_ray_task)
+        refs = {task.remote(s.to_json(), ledger, threads): s for s in todo}
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            spec = refs.pop(done[0])
+            try:
+                yield ray.get(done[0])
+            except ray.exceptions.RayError as exc:  # the task's worker died
+                yield from _fail([spec], ledger, f"Ray task failed: {str(exc).splitlines()[0]}")
+    finally:
+        if started_here:
+            ray.shutdown()

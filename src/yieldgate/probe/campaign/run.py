@@ -1,0 +1,96 @@
+"""One probe: claim its run, resolve its recipe (once per worker process), train it into the ledger, and record a
+failure rather than raise it. Runs in a worker process (`executors`) or in the caller's."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from yieldgate.errors import RunInUse
+from yieldgate.ledger import Ledger
+from yieldgate.ledger.owners import Owner
+from yieldgate.probe.campaign.spec import ProbeSpec
+
+__all__ = ["run_probe", "probe_statuses", "record_failure"]
+
+_RESOLVED: dict[str, Any] = {}
+"""Resolved recipes of this worker process, by recipe hash: a worker resolves each recipe once."""
+
+
+def run_probe(
+    spec: ProbeSpec, ledger: str, *, threads: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Train one probe into the ledger. Never raises for a failing probe: returns its status and error."""
+    from yieldgate.data.recipe import resolve
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.trainer import train_probe
+
+    # Claimed in one write transaction with the check, so two `yieldgate probe` commands on one campaign share the
+    # work: a probe another live process trains, or finished since this one planned, is skipped, never restarted
+    # under it. A fresh run: a half-written one of an earlier attempt (its writer dead) is dropped.
+    try:
+        with Ledger(ledger) as led, led.transaction():
+            if probe_statuses(led).get((spec.run, spec.key)) == "finished":
+                return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": "finished by another process"}
+            led.claim_run(spec.run, owner=Owner.this_process(), resume=True, takeover=True, source="probe")
+            led.create_run(spec.run, status="running", source="probe", if_exists="replace")
+            led.set_meta(spec.run, "probe", spec.meta())
+    except RunInUse as exc:
+        return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": str(exc)}
+    started = time.perf_counter()
+    try:
+        data = _RESOLVED.get(spec.recipe_hash)
+        if data is None:
+            data = _RESOLVED[spec.recipe_hash] = resolve(
+                spec.recipe,
+                held_out=spec.data.held_out,
+                seed=0,
+                stdlib_bytes=spec.data.stdlib_bytes,
+                max_chars_per_source=spec.data.max_chars_per_source,
+            )
+        cfg = ProbeConfig(
+            tokens=spec.tokens,
+            seed=spec.seed,
+            layers=spec.model.layers,
+            width=spec.model.width,
+            heads=spec.model.heads,
+            threads=threads,
+            eval_sources=spec.eval_sources,
+            **spec.probe.model_dump(),
+        )
+        final = train_probe(data, cfg, run=spec.run, ledger=ledger, progress=progress, resume=True)
+        return {
+            "run": spec.run,
+            "key": spec.key,
+            "status": "finished",
+            "final": final,
+            "seconds": time.perf_counter() - started,
+        }
+    except Exception as exc:  # noqa: BLE001 - a failing probe is recorded, the campaign goes on
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        record_failure(ledger, spec, error)
+        return {
+            "run": spec.run,
+            "key": spec.key,
+            "status": "failed",
+            "error": error,
+            "seconds": time.perf_counter() - started,
+        }
+
+
+def record_failure(ledger: str, spec: ProbeSpec, error: str) -> None:
+    """The probe's run ends `failed`, with `error` in its meta (`error`)."""
+    with Ledger(ledger) as led:
+        led.set_status(spec.run, "failed")
+        led.set_meta(spec.run, "error", error)
+
+
+def probe_statuses(ledger: Ledger) -> dict[tuple[str, str], str]:
+    """(run, probe key) -> status, for every probe run in the ledger."""
+    metas = ledger.run_metas()
+    return {
+        (name, meta["probe"].get("key")): status
+        for name, status, meta in metas.itertuples(index=False)
+        if isinstance(meta.get("probe"), dict)
+    }

@@ -1,0 +1,302 @@
+"""The campaign file: its keys and their validation (`Campaign`), and its probes (`plan` -> `ProbeSpec`), each known
+by a key that hashes everything its result depends on (see the package docstring)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from yieldgate.config_files import read_structured_file, validate
+from yieldgate.manifest import Recipe, Source, load_recipe
+
+__all__ = [
+    "Campaign",
+    "ModelSize",
+    "ProbeSettings",
+    "DataSettings",
+    "ProbeSpec",
+    "load_campaign",
+    "plan",
+    "with_eval_sources",
+]
+
+EXAMPLE = "'name: mix, recipes: {clean: {sources: [{name: milton}]}}, seeds: [0, 1], budgets: [50000, 100000]'"
+
+
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+def _check_part(value: str, field: str) -> None:
+    """Campaign and recipe names become parts of run names (`CAMPAIGN/RECIPE/s0/t100000`)."""
+    if not _PART.fullmatch(value):
+        raise ValueError(
+            f"{field} {value!r} must be 1-64 letters, digits, '.', '_', '+' or '-' (it becomes part of run names)"
+        )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ModelSize(_Model):
+    """A probe model's shape."""
+
+    layers: int = Field(default=2, ge=1)
+    width: int = Field(default=64, ge=1)
+    heads: int = Field(default=4, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSize:
+        if self.width % self.heads:
+            raise ValueError(f"width ({self.width}) must be a multiple of heads ({self.heads})")
+        return self
+
+
+class ProbeSettings(_Model):
+    """What every probe of the campaign shares (see `probe.trainer.ProbeConfig`)."""
+
+    batch_size: int = Field(default=16, ge=1)
+    microbatches: int = Field(default=2, ge=1)
+    context: int = Field(default=64, ge=2)
+    lr: float = Field(default=3e-3, gt=0)
+    warmup_frac: float = Field(default=0.05, ge=0, le=1)
+    decay_frac: float = Field(default=0.2, ge=0, le=1)
+    evals: int = Field(default=8, ge=1)
+    """Evaluations over each budget (plus one at step 0)."""
+    eval_sequences: int = Field(default=32, ge=1)
+    eval_documents: int | None = Field(default=None, ge=1)
+    """Score whole held-out documents, this many per source, instead of `eval_sequences` windows: the same text
+    under every recipe's tokenizer (`probe.trainer.ProbeConfig.eval_documents`)."""
+    eval_seed: int | None = 0
+    """Seed of the eval draw, the same for every probe: seeds then differ in training only, and every probe is
+    scored on the same held-out sequences (None: each probe's own seed)."""
+
+
+class DataSettings(_Model):
+    """How recipes are resolved into tokens (part of each probe's key)."""
+
+    max_chars_per_source: int | None = Field(default=None, ge=1)
+    """Keep a deterministic prefix of each source's training documents (fast, small probes)."""
+    held_out: float = Field(default=0.1, gt=0, lt=1)
+    """Share of works held out for evaluation (split by work)."""
+    stdlib_bytes: int = Field(default=2_000_000, ge=1)
+    """Bytes of Python's standard library in the `python-stdlib` source."""
+
+
+class Campaign(_Model):
+    """Recipes x seeds x token budgets (x model sizes)."""
+
+    name: str = Field(min_length=1)
+    """The campaign's name: the first part of its probes' run names."""
+    recipes: dict[str, Recipe] = Field(min_length=1)
+    """Recipes by name (inline, or a path to a recipe file relative to the campaign file)."""
+    seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
+    """Seeds (a number N means seeds 0..N-1)."""
+    budgets: list[int] = Field(min_length=1)
+    """Token budgets, each > 0."""
+    budget_seeds: dict[int, list[int]] = Field(default_factory=dict)
+    """Seeds of particular budgets, instead of `seeds` (a number N means seeds 0..N-1): more seeds where probes are
+    cheap, or seeds disjoint from the largest budget's, whose probes of the same seed share the initialisation and
+    the first tokens of the data order with the smaller budget's."""
+    last_evals: int = Field(default=1, ge=1)
+    """Score each probe by the mean of its last N evaluations' bits per byte (1: the final evaluation)."""
+    models: list[ModelSize] = Field(default_factory=list)
+    """Model sizes (default: one, the probe default)."""
+    probe: ProbeSettings = Field(default_factory=ProbeSettings)
+    data: DataSettings = Field(default_factory=DataSettings)
+    eval_sources: list[str] = Field(default_factory=list)
+    """Built-in sources every probe is evaluated on, whatever its recipe trains on: the common yardstick of a
+    mixture campaign (added to each recipe at weight 0: held-out text, never sampled for training). The overall
+    `val/loss`, `val/bpb` and the hard slices are computed on their held-out text only. Without it each recipe
+    is evaluated on its own sources' held-out text."""
+    level: float = Field(default=0.9, gt=0, lt=1)
+    """Coverage of the intervals over seeds; a pair whose interval holds 0 is a tie."""
+    next_budget: int | None = Field(default=None, ge=1)
+    """Budget the forecast looks ahead to (default: twice the largest)."""
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _count(cls, value: Any) -> Any:
+        return list(range(value)) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("budget_seeds", mode="before")
+    @classmethod
+    def _counts(cls, value: Any) -> Any:
+        return {k: cls._count(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    def seeds_of(self, budget: int) -> list[int]:
+        """The seeds of `budget`'s probes."""
+        return self.budget_seeds.get(budget, self.seeds)
+
+    @model_validator(mode="after")
+    def _check(self) -> Campaign:
+        _check_part(self.name, "name")
+        for recipe in self.recipes:
+            _check_part(recipe, "recipe name")
+        named = [(f"budget_seeds[{b}]", v) for b, v in self.budget_seeds.items()]
+        for what, values in (("seeds", self.seeds), ("budgets", self.budgets), *named):
+            if len(set(values)) < len(values):
+                raise ValueError(f"{what} repeat a value: {values}")
+            if not values:
+                raise ValueError(f"{what} must name at least one seed")
+        unknown = sorted(set(self.budget_seeds) - set(self.budgets))
+        if unknown:
+            raise ValueError(f"budget_seeds names budgets not in budgets: {unknown}")
+        if min(self.budgets) < 1:
+            raise ValueError(f"budgets must be > 0, got {self.budgets}")
+        if self.next_budget is not None and self.next_budget <= max(self.budgets):
+            raise ValueError(f"next_budget ({self.next_budget}) must exceed the largest budget ({max(self.budgets)})")
+        if self.probe.batch_size % self.probe.microbatches:
+            raise ValueError(
+                f"probe.batch_size ({self.probe.batch_size}) must be a multiple of probe.microbatches "
+                f"({self.probe.microbatches})"
+            )
+        return self
+
+    def content_hash(self) -> str:
+        return _digest(self.model_dump(mode="json"))
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Load and validate a campaign file; recipe entries that are strings are recipe files (relative paths
+    are relative to the campaign file)."""
+    path = Path(path)
+    data = read_structured_file(path)
+    if isinstance(data, dict) and isinstance(data.get("recipes"), dict):
+        data = dict(data)
+        data["recipes"] = {
+            name: (load_recipe(_relative(path, ref)).model_dump(mode="json") if isinstance(ref, str) else ref)
+            for name, ref in data["recipes"].items()
+        }
+    return validate(Campaign, data, str(path), EXAMPLE)
+
+
+def _relative(campaign: Path, ref: str) -> Path:
+    p = Path(ref).expanduser()
+    return p if p.is_absolute() else campaign.parent / p
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One probe of a campaign."""
+
+    campaign: str
+    recipe_name: str
+    recipe: Recipe
+    recipe_hash: str
+    """Hash of the recipe with the campaign's data settings: what the resolved tokens depend on."""
+    seed: int
+    tokens: int
+    model: ModelSize
+    probe: ProbeSettings
+    data: DataSettings
+    eval_sources: tuple[str, ...]
+    run: str
+    key: str
+
+    def meta(self) -> dict[str, Any]:
+        """What the probe's run carries in its meta under `probe`."""
+        return {
+            "campaign": self.campaign,
+            "recipe": self.recipe_name,
+            "recipe_hash": self.recipe_hash,
+            "seed": self.seed,
+            "tokens": self.tokens,
+            "model": self.model.model_dump(),
+            "key": self.key,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "campaign": self.campaign,
+            "recipe_name": self.recipe_name,
+            "recipe": self.recipe.model_dump(mode="json"),
+            "seed": self.seed,
+            "tokens": self.tokens,
+            "model": self.model.model_dump(),
+            "probe": self.probe.model_dump(),
+            "data": self.data.model_dump(),
+            "eval_sources": list(self.eval_sources),
+            "run": self.run,
+            "recipe_hash": self.recipe_hash,
+            "key": self.key,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProbeSpec:
+        return cls(
+            campaign=d["campaign"],
+            recipe_name=d["recipe_name"],
+            recipe=Recipe.model_validate(d["recipe"]),
+            recipe_hash=d["recipe_hash"],
+            seed=d["seed"],
+            tokens=d["tokens"],
+            model=ModelSize.model_validate(d["model"]),
+            probe=ProbeSettings.model_validate(d["probe"]),
+            data=DataSettings.model_validate(d["data"]),
+            eval_sources=tuple(d["eval_sources"]),
+            run=d["run"],
+            key=d["key"],
+        )
+
+
+def plan(campaign: Campaign) -> list[ProbeSpec]:
+    """Every probe of the campaign, largest budgets first."""
+    models = campaign.models or [ModelSize()]
+    # A setting at its default that older probes did not have stays out of the key, so their keys still match.
+    unset = {"eval_documents"} if campaign.probe.eval_documents is None else None
+    probe_settings = campaign.probe.model_dump(exclude=unset)
+    specs = []
+    for tokens in sorted(campaign.budgets, reverse=True):
+        for name, declared in campaign.recipes.items():
+            recipe = with_eval_sources(declared, campaign.eval_sources)
+            recipe_hash = _digest({"recipe": recipe.model_dump(mode="json"), "data": campaign.data.model_dump()})
+            for model in models:
+                for seed in campaign.seeds_of(tokens):
+                    key = _digest(
+                        {
+                            "recipe": recipe_hash,
+                            "seed": seed,
+                            "tokens": tokens,
+                            "model": model.model_dump(),
+                            "probe": probe_settings,
+                            "eval": campaign.eval_sources,
+                        }
+                    )[:20]
+                    run = f"{campaign.name}/{name}/s{seed}/t{tokens}"
+                    if len(models) > 1:
+                        run += f"/m{model.layers}x{model.width}"
+                    specs.append(
+                        ProbeSpec(
+                            campaign=campaign.name,
+                            recipe_name=name,
+                            recipe=recipe,
+                            recipe_hash=recipe_hash,
+                            seed=seed,
+                            tokens=tokens,
+                            model=model,
+                            probe=campaign.probe,
+                            data=campaign.data,
+                            eval_sources=tuple(campaign.eval_sources),
+                            run=run,
+                            key=key,
+                        )
+                    )
+    return specs
+
+
+def with_eval_sources(recipe: Recipe, names: list[str]) -> Recipe:
+    """The recipe with each eval source it lacks added at weight 0 (evaluated on, never trained on)."""
+    have = {s.name for s in recipe.sources}
+    missing = [Source(name=n, weight=0.0) for n in names if n not in have]
+    return recipe.model_copy(update={"sources": [*recipe.sources, *missing]}) if missing else recipe
