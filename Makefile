@@ -4,11 +4,15 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
+# The extras the tests and benchmarks exercise: every one (`all`), installed with the `dev` or `bench` group.
+EXTRAS := all
 
 .PHONY: demo test test-all browsers pg-start pg-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint
 
+# pip >= 25.1 reads pyproject.toml's dependency groups (`--group dev`: the contributors' tools, not extras).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet 'pip>=25.1'
 
 # torch==2.13.0 first: on these machines it is a CPU build already on disk, and the project's own range
 # (torch>=2.3,<3) is then satisfied without pulling a multi-GB CUDA build.
@@ -21,11 +25,11 @@ $(VENV)/.demo: pyproject.toml $(VENV)/.torch
 	touch $@
 
 $(VENV)/.dev: pyproject.toml $(VENV)/.torch
-	$(PIP) install --quiet -e '.[dev]'
+	$(PIP) install --quiet -e '.[$(EXTRAS)]' --group dev
 	touch $@
 
 $(VENV)/.bench: pyproject.toml $(VENV)/.torch
-	$(PIP) install --quiet -e '.[bench]'
+	$(PIP) install --quiet -e '.[$(EXTRAS)]' --group bench
 	touch $@
 
 demo: $(VENV)/.demo

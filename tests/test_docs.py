@@ -137,7 +137,7 @@ def test_readme_quickstart_commands_are_the_docs():
 
 @pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path: Path):
-    pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    pytest.importorskip("mkdocs", reason="the docs group is not installed: pip install --group docs")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=ROOT,
