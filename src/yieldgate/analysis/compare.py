@@ -258,6 +258,38 @@ _THROUGHPUT_KNOBS = (
 """Manifest fields a team changes for tokens/s that may change the optimiser's steps (McCandlish et al. 2018)."""
 
 
+@dataclass
+class _Sides:
+    """Both sides' runs, each with its curve (`run_curve`)."""
+
+    a: list[RunData]
+    b: list[RunData]
+    curves: dict[int, pd.DataFrame]
+
+    @property
+    def runs(self) -> list[RunData]:
+        return self.a + self.b
+
+    def curve(self, run: RunData) -> pd.DataFrame:
+        return self.curves[id(run)]
+
+
+@dataclass
+class _Remarks:
+    """What a comparison says beside its numbers, in the order its sections find it."""
+
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _ToTarget:
+    """One side's tokens and wall time to the target, averaged over its seeds (None: not every seed has one)."""
+
+    tokens: float | None
+    time: float | None
+
+
 def compare(
     a: list[RunData],
     b: list[RunData],
@@ -279,172 +311,217 @@ def compare(
         raise InputError("compare needs at least one run on each side")
     if at not in AXIS_COLUMN:
         raise InputError(f"--at must be one of {', '.join(AXIS_COLUMN)}, got {at!r}")
-    curves = {id(r): run_curve(r, task, metric) for r in a + b}
-    notes: list[str] = []
-    warnings: list[str] = []
-    for r in a + b:
-        c = curves[id(r)]
-        if c["loss"].isna().all() or len(c) < 2:
-            raise InputError(
-                f"run {r.name!r} has fewer than two evaluations of {task or 'training'}/{metric}: nothing to align"
-            )
-    hib = bool(curves[id(a[0])]["higher_is_better"].iloc[0])
-    if any(bool(curves[id(r)]["higher_is_better"].iloc[0]) != hib for r in a + b):
-        raise InputError(
-            f"{task}/{metric} is recorded as rising in some runs and falling in others: fix its "
-            "direction at import (higher_is_better) before comparing"
-        )
-    if at == "tokens" and any(curves[id(r)]["tokens"].notna().sum() < 2 for r in a + b):
-        lacking = [r.name for r in a + b if curves[id(r)]["tokens"].notna().sum() < 2]
-        at = "epochs" if all(r.epochs for r in a + b) else "steps"
-        notes.append(
-            f"aligned on {at}: {', '.join(lacking)} record no token counts "
-            + (
-                "(equal epochs are equal data only over the same data set)"
-                if at == "epochs"
-                else "(equal steps are equal tokens only at equal batch size and sequence length)"
-            )
-        )
-
-    # -- aligned points ---------------------------------------------------------------------------------
-    column = AXIS_COLUMN[at]
-    points: list[dict[str, Any]] = []
-    usable = [r for r in a + b if curves[id(r)][column].notna().sum() >= 2]
-    lo = max((float(curves[id(r)][column].min()) for r in usable), default=math.nan)
-    hi = min((float(curves[id(r)][column].max()) for r in usable), default=math.nan)
-    if len(usable) < len(a + b):
-        lacking = [r.name for r in a + b if r not in usable]
-        reason = {
-            "time": "wall-clock time",
-            "compute": "FLOPs per token (model shape in the manifest)",
-            "cost": "cost (cost_usd, or a price per device-hour)",
-            "steps": "steps",
-            "epochs": "epochs",
-        }.get(at, "token counts")
-        warnings.append(f"no aligned points at equal {at}: {', '.join(lacking)} lack {reason}")
-    elif hi < lo:
-        spans = "; ".join(
-            f"{r.name} {curves[id(r)][column].min():.6g}-{curves[id(r)][column].max():.6g}" for r in a + b
-        )
-        warnings.append(
-            f"no overlap on {at}: the runs' evaluations span {spans}; nothing can be compared at equal {at}"
-        )
-    else:
-        grid = np.linspace(lo, hi, n_points) if hi > lo else np.array([lo])
-        exact = all(set(np.round(grid, 6)) <= set(np.round(curves[id(r)][column].dropna(), 6)) for r in a + b)
-        if not exact:
-            notes.append(f"losses at equal {at} are interpolated linearly between each run's evaluations")
-        values = [
-            (
-                np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in a]),
-                np.array([np.interp(x, *_xy(curves[id(r)], column)) for r in b]),
-            )
-            for x in grid
-        ]
-        # The untrained model (every run at 0 on the axis: no token, step or second of training yet) and points
-        # where no seed varies are the same on both sides by construction, or differ only by the seeds'
-        # initialisations: they say nothing about what the runs learned and are left out of the verdicts (and of
-        # the family the level is held over).
-        same = [x <= 0 or stats.identical(va, vb) for x, (va, vb) in zip(grid, values, strict=True)]
-        family = max(sum(not s for s in same), 1) if family_wise else 1
-        for x, (va, vb), skip in zip(grid, values, same, strict=True):
-            delta = float(vb.mean() - va.mean())
-            iv = None if skip else stats.difference(va, vb, level, family=family)
-            spread = [v.var(ddof=1) for v in (va, vb) if len(v) >= 2]
-            points.append(
-                {
-                    at: float(x),
-                    "a": float(va.mean()),
-                    "b": float(vb.mean()),
-                    "diff": delta,
-                    "interval": None if iv is None else [iv.low, iv.high],
-                    "level": level,
-                    "family": family,
-                    "interval_kind": stats.KINDS["difference"],
-                    "noise_floor": math.sqrt(float(np.mean(spread))) if spread else None,
-                    "identical_by_construction": skip,
-                    "within_noise": None if iv is None else stats.verdict(iv) == "within noise",
-                }
-            )
-        if any(same):
-            notes.append(
-                f"{sum(same)} point(s) where every run is identical by construction (the untrained model) "
-                "are left out of the verdict"
-            )
+    sides = _sides(a, b, task, metric)
+    hib = _higher_is_better(sides, task, metric)
+    said = _Remarks()
+    at = _axis(sides, at, said)
+    points = _aligned_points(sides, at, n_points, level, family_wise, said)
     if len(a) < 2 and len(b) < 2:
-        notes.append("one seed per side: no noise floor is known, so no difference can be called real")
+        said.notes.append("one seed per side: no noise floor is known, so no difference can be called real")
 
-    # -- time to target ---------------------------------------------------------------------------------
     what = "loss" if metric == LOSS_METRIC else f"value of {metric} ({'higher' if hib else 'lower'} is better)"
     if target_loss is None:
         # The worst best value across all runs: every run reaches it, so every side has a time to target.
-        bests = [float(curves[id(r)]["loss"].max() if hib else curves[id(r)]["loss"].min()) for r in a + b]
+        bests = [float(sides.curve(r)["loss"].max() if hib else sides.curve(r)["loss"].min()) for r in sides.runs]
         target_loss = min(bests) if hib else max(bests)
-        notes.append(f"target {what} {target_loss:.6g}: the worst best across runs (every run reaches it)")
-    to_target: dict[str, dict[str, float | None]] = {}
-    for side, group in zip(names, (a, b), strict=True):
-        tokens = [
-            crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), target_loss, hib)
-            for r in group
-        ]
-        times = [
-            None if t is None else _time_at_tokens(r, curves[id(r)], t) for r, t in zip(group, tokens, strict=True)
-        ]
-        if any(t is None for t in tokens):
-            warnings.append(
-                f"{side} does not reach the target {what} {target_loss:.6g} in every run"
-                + (" (or records no token counts)" if at in ("steps", "epochs") else "")
-            )
-        elif any(t is None for t in times):
-            warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")
-        to_target[side] = {"tokens": _mean(tokens), "time": _mean(times)}
-    ta, tb = to_target[names[0]], to_target[names[1]]
+        said.notes.append(f"target {what} {target_loss:.6g}: the worst best across runs (every run reaches it)")
+    ta, tb = (
+        _to_target(side, group, sides, target_loss, hib, f"{what} {target_loss:.6g}", at, said)
+        for side, group in zip(names, (a, b), strict=True)
+    )
     speedup = {
-        "time": _ratio(ta["time"], tb["time"]),
-        "throughput": _ratio(_ratio(tb["tokens"], tb["time"]), _ratio(ta["tokens"], ta["time"])),
-        "sample_efficiency": _ratio(ta["tokens"], tb["tokens"]),
+        "time": _ratio(ta.time, tb.time),
+        "throughput": _ratio(_ratio(tb.tokens, tb.time), _ratio(ta.tokens, ta.time)),
+        "sample_efficiency": _ratio(ta.tokens, tb.tokens),
     }
-
-    # -- effective token multiplier ---------------------------------------------------------------------
-    b_last = [curves[id(r)].dropna(subset=["tokens", "loss"]) for r in b]
-    multiplier = None
-    if all(len(c) for c in b_last):
-        b_loss = float(np.mean([c["loss"].iloc[-1] for c in b_last]))
-        b_tokens = float(np.mean([c["tokens"].iloc[-1] for c in b_last]))
-        a_need = [
-            crossing(curves[id(r)]["tokens"].to_numpy(), curves[id(r)]["loss"].to_numpy(), b_loss, hib) for r in a
-        ]
-        multiplier = _ratio(_mean(a_need), b_tokens)
-        if multiplier is None:
-            notes.append(
-                f"{names[0]} never reaches {names[1]}'s last {what} ({b_loss:.6g}): no effective token multiplier"
-            )
-    else:
-        notes.append("no token counts: no effective token multiplier")
-
+    multiplier = _effective_multiplier(sides, names, hib, what, said)
     confounders, confound_warnings = _confounders(a, b, metric)
-    warnings += confound_warnings
-    verdict = _verdict(names, primary, speedup, points, at, len(a), len(b), level)
+    said.warnings += confound_warnings
     return Comparison(
         a=names[0],
         b=names[1],
         aligned_on=at,
         metric=f"{task}/{metric}",
         target_loss=target_loss,
-        tokens_to_target={names[0]: ta["tokens"], names[1]: tb["tokens"]},
-        time_to_target_s={names[0]: ta["time"], names[1]: tb["time"]},
+        tokens_to_target={names[0]: ta.tokens, names[1]: tb.tokens},
+        time_to_target_s={names[0]: ta.time, names[1]: tb.time},
         speedup=speedup,
         effective_token_multiplier=multiplier,
         points=points,
         confounders=confounders,
-        warnings=warnings,
-        notes=notes,
+        warnings=said.warnings,
+        notes=said.notes,
         seeds={names[0]: len(a), names[1]: len(b)},
         primary=primary,
-        verdict=verdict,
+        verdict=_verdict(names, primary, speedup, points, at, len(a), len(b), level),
         runs={names[0]: [r.name for r in a], names[1]: [r.name for r in b]},
         batch_check=batch_check_arguments(a[0].manifest, b[0].manifest),
     )
+
+
+def _sides(a: list[RunData], b: list[RunData], task: str, metric: str) -> _Sides:
+    """Every run's curve of `task`/`metric`; refused where a run has fewer than two evaluations of it."""
+    sides = _Sides(a, b, {id(r): run_curve(r, task, metric) for r in a + b})
+    for r in sides.runs:
+        c = sides.curve(r)
+        if c["loss"].isna().all() or len(c) < 2:
+            raise InputError(
+                f"run {r.name!r} has fewer than two evaluations of {task or 'training'}/{metric}: nothing to align"
+            )
+    return sides
+
+
+def _higher_is_better(sides: _Sides, task: str, metric: str) -> bool:
+    """The metric's direction, which every run must record alike."""
+    hib = bool(sides.curve(sides.a[0])["higher_is_better"].iloc[0])
+    if any(bool(sides.curve(r)["higher_is_better"].iloc[0]) != hib for r in sides.runs):
+        raise InputError(
+            f"{task}/{metric} is recorded as rising in some runs and falling in others: fix its "
+            "direction at import (higher_is_better) before comparing"
+        )
+    return hib
+
+
+def _axis(sides: _Sides, at: Axis, said: _Remarks) -> Axis:
+    """The axis asked for, or steps (epochs) when tokens were asked for and a run records no token counts."""
+    if at != "tokens" or all(sides.curve(r)["tokens"].notna().sum() >= 2 for r in sides.runs):
+        return at
+    lacking = [r.name for r in sides.runs if sides.curve(r)["tokens"].notna().sum() < 2]
+    at = "epochs" if all(r.epochs for r in sides.runs) else "steps"
+    said.notes.append(
+        f"aligned on {at}: {', '.join(lacking)} record no token counts "
+        + (
+            "(equal epochs are equal data only over the same data set)"
+            if at == "epochs"
+            else "(equal steps are equal tokens only at equal batch size and sequence length)"
+        )
+    )
+    return at
+
+
+_LACKING = {
+    "time": "wall-clock time",
+    "compute": "FLOPs per token (model shape in the manifest)",
+    "cost": "cost (cost_usd, or a price per device-hour)",
+    "steps": "steps",
+    "epochs": "epochs",
+}
+"""What a run lacks that has no values on an axis (token counts for the rest)."""
+
+
+def _aligned_points(
+    sides: _Sides, at: Axis, n_points: int, level: float, family_wise: bool, said: _Remarks
+) -> list[dict[str, Any]]:
+    """Both sides' mean at `n_points` equal values of the axis over the span every run covers, with the interval of
+    their difference; none (and a warning) where a run has no values on the axis or the spans do not overlap."""
+    column = AXIS_COLUMN[at]
+    usable = [r for r in sides.runs if sides.curve(r)[column].notna().sum() >= 2]
+    lo = max((float(sides.curve(r)[column].min()) for r in usable), default=math.nan)
+    hi = min((float(sides.curve(r)[column].max()) for r in usable), default=math.nan)
+    if len(usable) < len(sides.runs):
+        lacking = [r.name for r in sides.runs if r not in usable]
+        said.warnings.append(
+            f"no aligned points at equal {at}: {', '.join(lacking)} lack {_LACKING.get(at, 'token counts')}"
+        )
+        return []
+    if hi < lo:
+        spans = "; ".join(
+            f"{r.name} {sides.curve(r)[column].min():.6g}-{sides.curve(r)[column].max():.6g}" for r in sides.runs
+        )
+        said.warnings.append(
+            f"no overlap on {at}: the runs' evaluations span {spans}; nothing can be compared at equal {at}"
+        )
+        return []
+    grid = np.linspace(lo, hi, n_points) if hi > lo else np.array([lo])
+    exact = all(set(np.round(grid, 6)) <= set(np.round(sides.curve(r)[column].dropna(), 6)) for r in sides.runs)
+    if not exact:
+        said.notes.append(f"losses at equal {at} are interpolated linearly between each run's evaluations")
+    values = [
+        (
+            np.array([np.interp(x, *_xy(sides.curve(r), column)) for r in sides.a]),
+            np.array([np.interp(x, *_xy(sides.curve(r), column)) for r in sides.b]),
+        )
+        for x in grid
+    ]
+    # The untrained model (every run at 0 on the axis: no token, step or second of training yet) and points
+    # where no seed varies are the same on both sides by construction, or differ only by the seeds'
+    # initialisations: they say nothing about what the runs learned and are left out of the verdicts (and of
+    # the family the level is held over).
+    same = [x <= 0 or stats.identical(va, vb) for x, (va, vb) in zip(grid, values, strict=True)]
+    family = max(sum(not s for s in same), 1) if family_wise else 1
+    points = [
+        _point(at, float(x), va, vb, skip, level, family) for x, (va, vb), skip in zip(grid, values, same, strict=True)
+    ]
+    if any(same):
+        said.notes.append(
+            f"{sum(same)} point(s) where every run is identical by construction (the untrained model) "
+            "are left out of the verdict"
+        )
+    return points
+
+
+def _point(at: str, x: float, va: np.ndarray, vb: np.ndarray, skip: bool, level: float, family: int) -> dict[str, Any]:
+    """One aligned point: the sides' means at `x` on the axis `at`, and the interval of their difference (none for a
+    point identical by construction)."""
+    iv = None if skip else stats.difference(va, vb, level, family=family)
+    spread = [v.var(ddof=1) for v in (va, vb) if len(v) >= 2]
+    return {
+        at: x,
+        "a": float(va.mean()),
+        "b": float(vb.mean()),
+        "diff": float(vb.mean() - va.mean()),
+        "interval": None if iv is None else [iv.low, iv.high],
+        "level": level,
+        "family": family,
+        "interval_kind": stats.KINDS["difference"],
+        "noise_floor": math.sqrt(float(np.mean(spread))) if spread else None,
+        "identical_by_construction": skip,
+        "within_noise": None if iv is None else stats.verdict(iv) == "within noise",
+    }
+
+
+def _to_target(
+    side: str,
+    group: list[RunData],
+    sides: _Sides,
+    target: float,
+    hib: bool,
+    target_label: str,
+    at: Axis,
+    said: _Remarks,
+) -> _ToTarget:
+    """One side's tokens and wall time to `target`, each the mean over its seeds."""
+    curves = [sides.curve(r) for r in group]
+    tokens = [crossing(c["tokens"].to_numpy(), c["loss"].to_numpy(), target, hib) for c in curves]
+    times = [None if t is None else _time_at_tokens(r, c, t) for r, c, t in zip(group, curves, tokens, strict=True)]
+    if any(t is None for t in tokens):
+        said.warnings.append(
+            f"{side} does not reach the target {target_label} in every run"
+            + (" (or records no token counts)" if at in ("steps", "epochs") else "")
+        )
+    elif any(t is None for t in times):
+        said.warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")
+    return _ToTarget(tokens=_mean(tokens), time=_mean(times))
+
+
+def _effective_multiplier(sides: _Sides, names: tuple[str, str], hib: bool, what: str, said: _Remarks) -> float | None:
+    """How many times B's tokens A needs to reach B's last value (None, with a note, where it never does or a run
+    counts no tokens)."""
+    b_last = [sides.curve(r).dropna(subset=["tokens", "loss"]) for r in sides.b]
+    if not all(len(c) for c in b_last):
+        said.notes.append("no token counts: no effective token multiplier")
+        return None
+    b_loss = float(np.mean([c["loss"].iloc[-1] for c in b_last]))
+    b_tokens = float(np.mean([c["tokens"].iloc[-1] for c in b_last]))
+    a_need = [
+        crossing(sides.curve(r)["tokens"].to_numpy(), sides.curve(r)["loss"].to_numpy(), b_loss, hib) for r in sides.a
+    ]
+    multiplier = _ratio(_mean(a_need), b_tokens)
+    if multiplier is None:
+        said.notes.append(
+            f"{names[0]} never reaches {names[1]}'s last {what} ({b_loss:.6g}): no effective token multiplier"
+        )
+    return multiplier
 
 
 def _xy(curve: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:

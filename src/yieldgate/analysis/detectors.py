@@ -343,8 +343,46 @@ def _runs(steps: np.ndarray, gap: int = 1) -> list[tuple[int, int]]:
 # -- infrastructure stall ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Timing:
+    """A run's step timing as the stall detector reads it: per kind of stall (`data_wait`, `throughput`), the
+    rolling and the per-step condition, with the early baselines (`evidence`)."""
+
+    frame: pd.DataFrame
+    """The step records by step, tokens/s per step where tokens and step time are recorded."""
+    masks: dict[str, tuple[np.ndarray, np.ndarray]]
+    evidence: dict[str, Any]
+    wait_share: np.ndarray | None
+    """Data-wait share of each step's time (None: not recorded)."""
+    rate: np.ndarray | None
+    """Tokens/s of each step (None: not recorded)."""
+
+
 def stall(sig: RunSignals) -> list[Finding]:
     """Data-wait share of step time rising, or tokens/s dropping, while learning per token is unchanged."""
+    timing = _timing(sig)
+    n = len(timing.frame)
+    found: list[Finding] = []
+    covered = np.zeros(n, dtype=bool)
+    # A data-wait stall first; a tokens/s drop is reported apart, over the steps the wait does not explain.
+    for kind in ("data_wait", "throughput"):
+        if kind not in timing.masks:
+            continue
+        flagged, raw = timing.masks[kind]
+        idx = np.flatnonzero(flagged & ~covered)
+        if not len(idx):
+            continue
+        first, last = int(idx[0]), n - 1 if flagged[-1] else int(idx[-1])
+        while first > 0 and raw[first - 1]:  # the rolling median flags a stall about half a window after its onset
+            first -= 1
+        covered[first : last + 1] = True
+        found.append(_stall_finding(sig, timing, kind, first, last))
+    return found
+
+
+def _timing(sig: RunSignals) -> _Timing:
+    """The data-wait share and tokens/s of each step, their rolling medians and early baselines; NotRun without
+    timing or with too few steps."""
     s = sig.steps.set_index("step")
     has_wait = all(c in s and s[c].notna().any() for c in ("data_wait_s", "step_s"))
     has_rate = "tokens_per_s" in s and s["tokens_per_s"].notna().any()
@@ -358,9 +396,9 @@ def stall(sig: RunSignals) -> list[Finding]:
     if n < 4 * STALL_MIN_STEPS:
         raise NotRun(f"{n} steps recorded; a stall needs at least {4 * STALL_MIN_STEPS}")
     early = slice(2, max(n // 5, STALL_MIN_STEPS + 2))
-    steps = s.index.to_numpy()
     masks: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # kind -> (rolling condition, per-step condition)
     ev: dict[str, Any] = {}
+    frac = rate = None
     if has_wait:
         frac = (s["data_wait_s"] / s["step_s"]).to_numpy(dtype=float)
         rolling = pd.Series(frac).rolling(STALL_MIN_STEPS, min_periods=STALL_MIN_STEPS).median().to_numpy()
@@ -376,63 +414,53 @@ def stall(sig: RunSignals) -> list[Finding]:
         base_rate = float(np.nanmedian(rate[early]))
         masks["throughput"] = (rolling_rate < THROUGHPUT_DROP * base_rate, rate < THROUGHPUT_DROP * base_rate)
         ev |= {"tokens_per_s_early": round(base_rate, 1)}
-    found: list[Finding] = []
-    covered = np.zeros(n, dtype=bool)
-    # A data-wait stall first; a tokens/s drop is reported apart, over the steps the wait does not explain.
-    for kind in ("data_wait", "throughput"):
-        if kind not in masks:
-            continue
-        flagged, raw = masks[kind]
-        idx = np.flatnonzero(flagged & ~covered)
-        if not len(idx):
-            continue
-        first, last = int(idx[0]), n - 1 if flagged[-1] else int(idx[-1])
-        while first > 0 and raw[first - 1]:  # the rolling median flags a stall about half a window after its onset
-            first -= 1
-        span = slice(first, last + 1)
-        covered[span] = True
-        here = dict(ev, signal=kind)
-        if has_wait:
-            here["wait_fraction_during"] = round(float(np.nanmedian(frac[span])), 4)
-        if has_rate:
-            here["tokens_per_s_during"] = round(float(np.nanmedian(rate[span])), 1)
-        here["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
-        if kind == "data_wait":
-            confidence = 0.9
-            advice = (
-                "the input pipeline stalled, not learning: the data-wait share of step time rose; add loader "
-                "workers/prefetch and check storage; changing the data or the schedule will not help"
-            )
-        else:
-            # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
-            # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
-            # unless the device says it throttled. The loader is not the cause: its wait did not rise.
-            throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[span] > 0).any())
-            confidence = 0.8 if throttled else LOW_CONFIDENCE
-            here["device_throttled"] = throttled
-            wait = (
-                f" while the data-wait share went from {here['wait_fraction_early']:.0%} to "
-                f"{here['wait_fraction_during']:.0%}"
-                if has_wait
-                else ""
-            )
-            advice = f"steps got slower{wait}: the compute side slowed, not the loader; " + (
-                "the device reports throttling: check its cooling and power limits"
-                if throttled
-                else "a note: on a shared host this is contention as often as a fault; check what else ran"
-            )
-        found.append(
-            Finding(
-                cause="infrastructure_stall",
-                start_step=int(steps[first]),
-                end_step=int(steps[last]),
-                confidence=confidence,
-                detector=f"stall_{kind}",
-                evidence=here,
-                advice=advice,
-            )
+    return _Timing(frame=s, masks=masks, evidence=ev, wait_share=frac, rate=rate)
+
+
+def _stall_finding(sig: RunSignals, timing: _Timing, kind: str, first: int, last: int) -> Finding:
+    """A stall of `kind` over the rows `first`-`last`: the input pipeline (data wait), or the compute side slowing
+    (a note unless the device says it throttled)."""
+    s, span = timing.frame, slice(first, last + 1)
+    steps = s.index.to_numpy()
+    here = dict(timing.evidence, signal=kind)
+    if timing.wait_share is not None:
+        here["wait_fraction_during"] = round(float(np.nanmedian(timing.wait_share[span])), 4)
+    if timing.rate is not None:
+        here["tokens_per_s_during"] = round(float(np.nanmedian(timing.rate[span])), 1)
+    here["learning_per_token_ratio"] = _learning_ratio(sig, int(steps[first]))
+    if kind == "data_wait":
+        confidence = 0.9
+        advice = (
+            "the input pipeline stalled, not learning: the data-wait share of step time rose; add loader "
+            "workers/prefetch and check storage; changing the data or the schedule will not help"
         )
-    return found
+    else:
+        # Slower steps without more data wait: on a shared host that is contention as often as a stall (the
+        # calibration runs, two to a 2-core host, saw step time double for a quarter of a run), so a note,
+        # unless the device says it throttled. The loader is not the cause: its wait did not rise.
+        throttled = "device/throttle_reasons" in s and bool((s["device/throttle_reasons"].iloc[span] > 0).any())
+        confidence = 0.8 if throttled else LOW_CONFIDENCE
+        here["device_throttled"] = throttled
+        wait = (
+            f" while the data-wait share went from {here['wait_fraction_early']:.0%} to "
+            f"{here['wait_fraction_during']:.0%}"
+            if timing.wait_share is not None
+            else ""
+        )
+        advice = f"steps got slower{wait}: the compute side slowed, not the loader; " + (
+            "the device reports throttling: check its cooling and power limits"
+            if throttled
+            else "a note: on a shared host this is contention as often as a fault; check what else ran"
+        )
+    return Finding(
+        cause="infrastructure_stall",
+        start_step=int(steps[first]),
+        end_step=int(steps[last]),
+        confidence=confidence,
+        detector=f"stall_{kind}",
+        evidence=here,
+        advice=advice,
+    )
 
 
 def _learning_ratio(sig: RunSignals, at: int) -> float | None:

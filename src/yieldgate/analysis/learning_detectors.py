@@ -7,6 +7,8 @@ throughput change that altered learning, and early warnings in the learning sign
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +48,29 @@ def _slope_t(values: np.ndarray) -> float:
     return float(slope / se) if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
 
 
+@dataclass(frozen=True)
+class _Curve:
+    """The loss and LR columns as the schedule detector reads them."""
+
+    loss: pd.Series
+    lr: pd.Series
+    values: np.ndarray
+    """The loss by step, NaN included."""
+    peak: float
+    """The peak LR."""
+    start_loss: float
+    """The mean loss over the first five steps."""
+
+    @property
+    def n(self) -> int:
+        return len(self.loss)
+
+    @property
+    def tenth(self) -> int:
+        """A tenth of the steps, at least 5: the stretch read at either end of the run."""
+        return max(self.n // 10, 5)
+
+
 def schedule(sig: RunSignals) -> list[Finding]:
     """Learning rate too high (the loss rises at the peak LR, or activations collapse there), too low (a slow,
     steady descent), a missing warm-up (the first step at the peak LR), and a plateau at the peak LR, from the lr
@@ -53,122 +78,131 @@ def schedule(sig: RunSignals) -> list[Finding]:
     activation collapse, says which. Never "too high" and "too low" at once."""
     loss = sig.column("loss", "a log without training loss")
     lr = sig.column("lr", "a log without the learning rate")
-    found = []
     n = len(loss)
     if n < 40:
         raise NotRun(f"{n} steps with a loss: the schedule needs at least 40")
     values = loss.to_numpy(dtype=float)
-    finite = np.isfinite(values)
-    peak = float(lr.max())
-    early = pd.Series(values[finite][: max(n // 10, 5)])
-    ev_common = {"peak_lr": peak}
-    # Missing warm-up: the schedule itself says so; early instability raises the confidence.
-    first_lr = float(lr.iloc[0])
-    if first_lr >= WARMUP_START * peak:
-        unstable = bool((early.diff() > 3 * early.diff().abs().median()).any()) if len(early) > 3 else False
-        clip = sig.steps["clipped"].iloc[: max(n // 10, 5)].mean() if "clipped" in sig.steps else np.nan
-        ev = {
-            **ev_common,
-            "first_lr": first_lr,
-            "early_loss_jump": unstable,
-            "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3),
-        }
-        found.append(
-            Finding(
-                cause="schedule",
-                start_step=int(lr.index[0]),
-                end_step=int(lr.index[min(n // 10, n - 1)]),
-                confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6,
-                detector="no_warmup",
-                evidence=ev,
-                advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps",
-            )
-        )
-    # Peak-LR phase: steps at >= 95% of the peak, its first tenth skipped (the end of warm-up's descent).
-    at_peak = lr.index[lr.to_numpy() >= 0.95 * peak]
-    phase = loss.loc[at_peak[0] : at_peak[-1]] if len(at_peak) else loss.iloc[:0]
-    phase = phase[np.isfinite(phase.to_numpy(dtype=float))]
-    start_loss = float(np.nanmean(values[:5]))
-    collapsed = _entropy_collapse(sig)
-    stalled = False
-    if len(phase) >= 40:
-        phase = phase.iloc[len(phase) // 10 :]
-        q = np.array_split(phase.to_numpy(dtype=float), 4)
-        first_q, last_q = float(q[0].mean()), float(q[-1].mean())
-        step_noise = float(np.std(np.diff(phase.to_numpy(dtype=float)))) / np.sqrt(2)
-        noise = step_noise / np.sqrt(len(q[0]))  # standard error of a quarter's mean
-        before = start_loss - first_q  # what the run learned before the peak phase settled
-        progress = first_q - last_q
-        ratio = progress / before if before > 0 else np.nan
-        slope_t = _slope_t(phase.to_numpy(dtype=float)[len(phase) // 2 :])
-        ev = {
-            **ev_common,
-            "loss_start": round(start_loss, 4),
-            "peak_phase_first_quarter": round(first_q, 4),
-            "peak_phase_last_quarter": round(last_q, 4),
-            "progress_ratio": round(float(ratio), 4),
-            "second_half_slope_t": round(slope_t, 2),
-        }
-        if progress < -3 * noise and progress < -0.01 * abs(first_q):
-            found.append(
-                Finding(
-                    cause="schedule",
-                    start_step=int(phase.index[0]),
-                    end_step=int(phase.index[-1]),
-                    confidence=0.9,
-                    detector="lr_too_high",
-                    evidence={**ev, "diverging": True},
-                    advice="LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)",
-                )
-            )
-        elif before > 0 and collapsed is not None:
-            found.append(
-                Finding(
-                    cause="schedule",
-                    start_step=int(phase.index[0]),
-                    end_step=int(phase.index[-1]),
-                    confidence=0.9,
-                    detector="lr_too_high",
-                    evidence={**ev, "act_entropy_share": collapsed},
-                    advice="LR too high: learning stalled at the peak LR while the activations "
-                    "collapsed (Wortsman et al. 2023); lower the peak LR (try /3-/10) and compare "
-                    "a short probe",
-                )
-            )
-        elif slope_t > PLATEAU_T and not ratio >= PLATEAU_RATIO and len(phase) >= PLATEAU_SHARE * n:
-            # Flat within its noise, after learning little (or nothing) in a long constant-LR phase: a plateau. The
-            # few peak steps of a cosine schedule are no constant-LR phase, and its decay no cooldown experiment.
-            stalled = True
-            found += _plateau(sig, loss, lr, phase, q[-1], step_noise, ev)
-    end_loss = float(np.nanmean(values[-max(n // 10, 5) :]))
-    drop = (start_loss - end_loss) / start_loss if start_loss > 0 else np.nan
-    tail = values[finite][-n // 4 :]
-    tail_t = _slope_t(tail) if len(tail) > 5 else 0.0
-    ratio_u = _median_update_ratio(sig)
+    curve = _Curve(loss, lr, values, peak=float(lr.max()), start_loss=float(np.nanmean(values[:5])))
+    found = []
+    warmup = _no_warmup(sig, curve)
+    if warmup is not None:
+        found.append(warmup)
+    at_peak, stalled = _peak_phase(sig, curve)
+    found += at_peak
     too_high = any(f.detector == "lr_too_high" for f in found)
     # Too low: a descent that is slow over the run yet steady (its tail still falls beyond the noise), never beside
     # a too-high finding or a plateau.
-    if 0 <= drop < SLOW_DROP and tail_t < PLATEAU_T and not too_high and not stalled:
-        ev = {
-            **ev_common,
+    if not too_high and not stalled:
+        too_low = _too_low(sig, curve)
+        if too_low is not None:
+            found.append(too_low)
+    return found
+
+
+def _no_warmup(sig: RunSignals, c: _Curve) -> Finding | None:
+    """Missing warm-up: the schedule itself says so; early instability raises the confidence."""
+    first_lr = float(c.lr.iloc[0])
+    if first_lr < WARMUP_START * c.peak:
+        return None
+    early = pd.Series(c.values[np.isfinite(c.values)][: c.tenth])
+    unstable = bool((early.diff() > 3 * early.diff().abs().median()).any()) if len(early) > 3 else False
+    clip = sig.steps["clipped"].iloc[: c.tenth].mean() if "clipped" in sig.steps else np.nan
+    return Finding(
+        cause="schedule",
+        start_step=int(c.lr.index[0]),
+        end_step=int(c.lr.index[min(c.n // 10, c.n - 1)]),
+        confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6,
+        detector="no_warmup",
+        evidence={
+            "peak_lr": c.peak,
+            "first_lr": first_lr,
+            "early_loss_jump": unstable,
+            "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3),
+        },
+        advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps",
+    )
+
+
+def _peak_phase(sig: RunSignals, c: _Curve) -> tuple[list[Finding], bool]:
+    """The peak-LR phase (steps at >= 95% of the peak, its first tenth skipped: the end of warm-up's descent): the
+    loss rising there or the activations collapsing (LR too high), or a plateau (`_plateau`); and whether it
+    stalled."""
+    at_peak = c.lr.index[c.lr.to_numpy() >= 0.95 * c.peak]
+    phase = c.loss.loc[at_peak[0] : at_peak[-1]] if len(at_peak) else c.loss.iloc[:0]
+    phase = phase[np.isfinite(phase.to_numpy(dtype=float))]
+    collapsed = _entropy_collapse(sig)
+    if len(phase) < 40:
+        return [], False
+    phase = phase.iloc[len(phase) // 10 :]
+    q = np.array_split(phase.to_numpy(dtype=float), 4)
+    first_q, last_q = float(q[0].mean()), float(q[-1].mean())
+    step_noise = float(np.std(np.diff(phase.to_numpy(dtype=float)))) / np.sqrt(2)
+    noise = step_noise / np.sqrt(len(q[0]))  # standard error of a quarter's mean
+    before = c.start_loss - first_q  # what the run learned before the peak phase settled
+    progress = first_q - last_q
+    ratio = progress / before if before > 0 else np.nan
+    slope_t = _slope_t(phase.to_numpy(dtype=float)[len(phase) // 2 :])
+    ev = {
+        "peak_lr": c.peak,
+        "loss_start": round(c.start_loss, 4),
+        "peak_phase_first_quarter": round(first_q, 4),
+        "peak_phase_last_quarter": round(last_q, 4),
+        "progress_ratio": round(float(ratio), 4),
+        "second_half_slope_t": round(slope_t, 2),
+    }
+    start, end = int(phase.index[0]), int(phase.index[-1])
+    if progress < -3 * noise and progress < -0.01 * abs(first_q):
+        advice = "LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)"
+        return [_too_high(start, end, {**ev, "diverging": True}, advice)], False
+    if before > 0 and collapsed is not None:
+        advice = (
+            "LR too high: learning stalled at the peak LR while the activations collapsed (Wortsman et al. 2023); "
+            "lower the peak LR (try /3-/10) and compare a short probe"
+        )
+        return [_too_high(start, end, {**ev, "act_entropy_share": collapsed}, advice)], False
+    if slope_t > PLATEAU_T and not ratio >= PLATEAU_RATIO and len(phase) >= PLATEAU_SHARE * c.n:
+        # Flat within its noise, after learning little (or nothing) in a long constant-LR phase: a plateau. The
+        # few peak steps of a cosine schedule are no constant-LR phase, and its decay no cooldown experiment.
+        return _plateau(sig, c.loss, c.lr, phase, q[-1], step_noise, ev), True
+    return [], False
+
+
+def _too_high(start: int, end: int, evidence: dict[str, Any], advice: str) -> Finding:
+    return Finding(
+        cause="schedule",
+        start_step=start,
+        end_step=end,
+        confidence=0.9,
+        detector="lr_too_high",
+        evidence=evidence,
+        advice=advice,
+    )
+
+
+def _too_low(sig: RunSignals, c: _Curve) -> Finding | None:
+    """LR too low: a slow descent over the run whose tail still falls beyond the noise."""
+    end_loss = float(np.nanmean(c.values[-c.tenth :]))
+    drop = (c.start_loss - end_loss) / c.start_loss if c.start_loss > 0 else np.nan
+    tail = c.values[np.isfinite(c.values)][-c.n // 4 :]
+    tail_t = _slope_t(tail) if len(tail) > 5 else 0.0
+    if not (0 <= drop < SLOW_DROP and tail_t < PLATEAU_T):
+        return None
+    ratio_u = _median_update_ratio(sig)
+    return Finding(
+        cause="schedule",
+        start_step=int(c.loss.index[0]),
+        end_step=int(c.loss.index[-1]),
+        confidence=0.75 + (0.15 if ratio_u is not None and ratio_u < 2e-3 else 0.0),
+        detector="lr_too_low",
+        evidence={
+            "peak_lr": c.peak,
             "relative_loss_drop": round(float(drop), 4),
             "tail_slope_t": round(tail_t, 2),
             "update_ratio_median": ratio_u,
-        }
-        confidence = 0.75 + (0.15 if ratio_u is not None and ratio_u < 2e-3 else 0.0)
-        found.append(
-            Finding(
-                cause="schedule",
-                start_step=int(loss.index[0]),
-                end_step=int(loss.index[-1]),
-                confidence=confidence,
-                detector="lr_too_low",
-                evidence=ev,
-                advice="LR too low: the loss falls slowly and steadily, far from where it could be; raise "
-                "the peak LR (try x3-x10) and compare a short probe",
-            )
-        )
-    return found
+        },
+        advice="LR too low: the loss falls slowly and steadily, far from where it could be; raise "
+        "the peak LR (try x3-x10) and compare a short probe",
+    )
 
 
 COOLDOWN = (

@@ -230,6 +230,20 @@ def _theta(p: np.ndarray) -> np.ndarray:
     return np.array([math.log(max(a, tiny)), math.log(max(b, tiny)), math.log(max(e, tiny)), alpha, beta])
 
 
+@dataclass(frozen=True)
+class _Points:
+    """The evaluation points of a fit: N, D, loss and the probe of each, checked finite and positive."""
+
+    n: np.ndarray
+    d: np.ndarray
+    y: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted({int(v) for v in self.n})
+
+
 def fit_scaling(
     params: Any,
     tokens: Any,
@@ -243,51 +257,14 @@ def fit_scaling(
     """Fit L(N, D) to evaluation points: each has N (`params`), D (`tokens`), a loss, and the probe it came from
     (`probes`: any label; the bootstrap's unit). Refuses fewer than 3 model sizes, and any point whose N, D or
     loss is not a finite positive number."""
-    n = np.asarray(params, dtype=float)
-    d = np.asarray(tokens, dtype=float)
-    y = np.asarray(losses, dtype=float)
-    labels = np.asarray(probes).astype(str)
-    if not len(n) == len(d) == len(y) == len(labels):
-        lengths = ", ".join(str(len(v)) for v in (n, d, y, labels))
-        raise InputError(f"params, tokens, losses and probes differ in length: {lengths}")
-    bad = ~(np.isfinite(n) & np.isfinite(d) & np.isfinite(y) & (n > 0) & (d > 0) & (y > 0))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"an L(N, D) fit needs finite positive N, D and loss; {int(bad.sum())} point(s) are not, the first in "
-            f"probe {str(labels[i])!r} (N = {n[i]:g}, D = {d[i]:g}, loss = {y[i]:g}): drop or re-run that probe"
-        )
-    sizes = sorted({int(v) for v in n})
-    if len(sizes) < MIN_SIZES:
-        raise InputError(
-            f"an L(N, D) fit needs probes of at least {MIN_SIZES} model sizes, got {len(sizes)} "
-            f"(N = {', '.join(f'{s:,}' for s in sizes) or 'none'}): add sizes to the campaign's `models`"
-        )
-    logn, logd, logl = np.log(n), np.log(d), np.log(y)
-    best = _fit(logn, logd, logl)
+    p = _points(params, tokens, losses, probes)
+    n, d, y, labels, sizes = p.n, p.d, p.y, p.labels, p.sizes
+    best = _fit(np.log(n), np.log(d), np.log(y))
     if best is None:
         raise InputError(f"the L(N, D) fit did not converge on {len(y)} points from {len(set(labels))} probes")
-    notes = []
-    by_size = {s: np.flatnonzero(n.astype(int) == s) for s in sizes}
-    per_size = {s: sorted(set(labels[idx])) for s, idx in by_size.items()}
-    resampled = "probes" if all(len(p) >= 2 for p in per_size.values()) else "evaluations"
-    if resampled == "evaluations":
-        single = [f"{s:,}" for s, p in per_size.items() if len(p) < 2]
-        notes.append(
-            f"one probe at N = {', '.join(single)}: the bootstrap resamples evaluations, which share a probe's seed, "
-            "so the intervals miss the seed-to-seed spread; train 2 or more seeds per size"
-        )
-    rng = np.random.default_rng(seed)
-    rows = []
-    for _ in range(boots):
-        pick = np.concatenate([_resample(rng, idx, labels, resampled) for idx in by_size.values()])
-        refit = _fit(logn[pick], logd[pick], logl[pick], start=_theta(best))
-        if refit is not None:
-            rows.append(refit)
-    replicates = np.array(rows).reshape(-1, 5)
-    if len(replicates) < boots // 2:
-        notes.append(f"only {len(replicates)} of {boots} bootstrap refits converged: the intervals are rough")
-    resid = np.log(_law(best, n, d)) - logl
+    notes: list[str] = []
+    replicates, resampled = _bootstrap(p, best, boots, seed, notes)
+    resid = np.log(_law(best, n, d)) - np.log(y)
     law = ScalingLaw(
         **{k: float(v) for k, v in zip(_NAMES, best, strict=True)},
         intervals={k: _percentiles(replicates[:, i], level, float(best[i])) for i, k in enumerate(_NAMES)},
@@ -314,6 +291,58 @@ def fit_scaling(
             "so the law cannot extrapolate along it"
         )
     return law
+
+
+def _points(params: Any, tokens: Any, losses: Any, probes: Any) -> _Points:
+    """The fit's points as arrays; refused where their lengths differ, a value is not finite and positive, or
+    fewer than MIN_SIZES model sizes are among them."""
+    n = np.asarray(params, dtype=float)
+    d = np.asarray(tokens, dtype=float)
+    y = np.asarray(losses, dtype=float)
+    labels = np.asarray(probes).astype(str)
+    if not len(n) == len(d) == len(y) == len(labels):
+        lengths = ", ".join(str(len(v)) for v in (n, d, y, labels))
+        raise InputError(f"params, tokens, losses and probes differ in length: {lengths}")
+    bad = ~(np.isfinite(n) & np.isfinite(d) & np.isfinite(y) & (n > 0) & (d > 0) & (y > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"an L(N, D) fit needs finite positive N, D and loss; {int(bad.sum())} point(s) are not, the first in "
+            f"probe {str(labels[i])!r} (N = {n[i]:g}, D = {d[i]:g}, loss = {y[i]:g}): drop or re-run that probe"
+        )
+    points = _Points(n, d, y, labels)
+    if len(points.sizes) < MIN_SIZES:
+        raise InputError(
+            f"an L(N, D) fit needs probes of at least {MIN_SIZES} model sizes, got {len(points.sizes)} "
+            f"(N = {', '.join(f'{s:,}' for s in points.sizes) or 'none'}): add sizes to the campaign's `models`"
+        )
+    return points
+
+
+def _bootstrap(p: _Points, best: np.ndarray, boots: int, seed: int, notes: list[str]) -> tuple[np.ndarray, str]:
+    """`boots` refits on points resampled within each model size: by probe where every size has two or more, else
+    by evaluation (with a note); the converged refits' parameters (one row each) and the unit resampled."""
+    by_size = {s: np.flatnonzero(p.n.astype(int) == s) for s in p.sizes}
+    per_size = {s: sorted(set(p.labels[idx])) for s, idx in by_size.items()}
+    resampled = "probes" if all(len(names) >= 2 for names in per_size.values()) else "evaluations"
+    if resampled == "evaluations":
+        single = [f"{s:,}" for s, names in per_size.items() if len(names) < 2]
+        notes.append(
+            f"one probe at N = {', '.join(single)}: the bootstrap resamples evaluations, which share a probe's seed, "
+            "so the intervals miss the seed-to-seed spread; train 2 or more seeds per size"
+        )
+    logn, logd, logl = np.log(p.n), np.log(p.d), np.log(p.y)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(boots):
+        pick = np.concatenate([_resample(rng, idx, p.labels, resampled) for idx in by_size.values()])
+        refit = _fit(logn[pick], logd[pick], logl[pick], start=_theta(best))
+        if refit is not None:
+            rows.append(refit)
+    replicates = np.array(rows).reshape(-1, 5)
+    if len(replicates) < boots // 2:
+        notes.append(f"only {len(replicates)} of {boots} bootstrap refits converged: the intervals are rough")
+    return replicates, resampled
 
 
 def _resample(rng: np.random.Generator, idx: np.ndarray, labels: np.ndarray, unit: str) -> np.ndarray:

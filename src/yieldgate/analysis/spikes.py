@@ -16,9 +16,11 @@ Pure and cheap: the Tracker runs `loss_spikes` online on a trailing window (`dia
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from yieldgate.analysis.detectors import (
     GRAD_SPIKE_SIGMA,
@@ -122,39 +124,89 @@ def _peer_spikes(sig: RunSignals) -> dict[str, set[int]]:
     return out
 
 
+@dataclass(frozen=True, order=True)
+class _Hit:
+    """One spike of one signal (`loss` or `grad_norm`) at one step, with its z-score."""
+
+    step: int
+    signal: str
+    value: float
+    z: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "signal": self.signal, "value": self.value, "z": self.z}
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Spikes within two steps of each other, from `start` to `end`, with what followed them (`evidence`)."""
+
+    start: int
+    end: int
+    evidence: dict[str, Any]
+
+
+@dataclass
+class _Groups:
+    """The spike groups by what followed them."""
+
+    transient: list[_Group] = field(default_factory=list)
+    damaged: list[_Group] = field(default_factory=list)
+    shared: list[_Group] = field(default_factory=list)
+    """Groups a peer run that reads the same data order spikes at too."""
+    grad_only: list[tuple[int, int, list[_Hit]]] = field(default_factory=list)
+    """Groups without a loss spike, with their hits."""
+
+
+_COMMON = {"window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA}
+"""The thresholds, in every spike finding's evidence."""
+
+
 def loss_spikes(sig: RunSignals) -> list[Finding]:
     """Loss spikes above the trailing window's level + 6σ, with any gradient-norm spike at the same step as
     evidence, each read by what followed it (see the module docstring). A gradient-norm spike without a loss
     spike is only a note: at probe scale the norm is heavy-tailed (clean calibration runs reached z = 72 early
     on) and clipping bounds the update it makes."""
     loss = sig.column("loss", "a log without training loss")
-    spikes: list[tuple[int, str, float, float]] = []  # (step, signal, value, z)
+    hits = _hits(sig, loss)
+    if not hits:
+        return []
+    groups = _groups(sig, loss, hits)
+    found = [_shared_finding(groups.shared)] if groups.shared else []
+    found += [_transient_finding(g) for g in groups.transient]
+    if len(groups.damaged) >= RECURRING_SPIKES:
+        found.append(_recurring_finding(sig, groups.damaged))
+    else:
+        found += [_damaged_finding(g) for g in groups.damaged]
+    found += [_grad_only_finding(start, end, grad_hits) for start, end, grad_hits in groups.grad_only]
+    return found
+
+
+def _hits(sig: RunSignals, loss: pd.Series) -> list[_Hit]:
+    """The spikes of the loss and of the gradient norm (where recorded), in step order."""
     series = {"loss": loss}
     if "grad_norm" in sig.steps and sig.steps["grad_norm"].notna().any():
         series["grad_norm"] = sig.steps.set_index("step")["grad_norm"].dropna()
+    hits: list[_Hit] = []
     for name, values in series.items():
         steps, v = values.index.to_numpy(), values.to_numpy(dtype=float)
         k = SPIKE_SIGMA if name == "loss" else GRAD_SPIKE_SIGMA
-        spikes += [(int(steps[i]), name, float(v[i]), round(float(z), 2)) for i, z in spike_steps(v, k=k)]
-    if not spikes:
-        return []
-    spikes.sort()
-    as_json = lambda hits: [{"step": st, "signal": n, "value": v, "z": z} for st, n, v, z in hits]  # noqa: E731
+        hits += [_Hit(int(steps[i]), name, float(v[i]), round(float(z), 2)) for i, z in spike_steps(v, k=k)]
+    return sorted(hits)
+
+
+def _groups(sig: RunSignals, loss: pd.Series, hits: list[_Hit]) -> _Groups:
+    """The hits grouped by step (within two steps), each group with a loss spike read by what followed it."""
     loss_steps, loss_values = loss.index.to_numpy(), loss.to_numpy(dtype=float)
     peers = _peer_spikes(sig)
-    common = {"window": SPIKE_WINDOW, "k": SPIKE_SIGMA, "k_grad_norm": GRAD_SPIKE_SIGMA}
-    # (first step, last step, evidence) per spike group; `notes`: groups without a loss spike, with their hits
-    transient: list[tuple[int, int, dict[str, Any]]] = []
-    damaged: list[tuple[int, int, dict[str, Any]]] = []
-    shared: list[tuple[int, int, dict[str, Any]]] = []
-    notes: list[tuple[int, int, list[tuple[int, str, float, float]]]] = []
-    for start, end in _runs(np.array([sp[0] for sp in spikes]), gap=2):
-        hits = [sp for sp in spikes if start <= sp[0] <= end]
-        if not any(h[1] == "loss" for h in hits):
-            notes.append((start, end, hits))
+    groups = _Groups()
+    for start, end in _runs(np.array([h.step for h in hits]), gap=2):
+        here = [h for h in hits if start <= h.step <= end]
+        if not any(h.signal == "loss" for h in here):
+            groups.grad_only.append((start, end, here))
             continue
         ev = {
-            "spikes": as_json(hits),
+            "spikes": [h.to_dict() for h in here],
             **recovery(loss_steps, loss_values, start, end),
             **_heldout_change(sig, start, end),
         }
@@ -163,85 +215,85 @@ def loss_spikes(sig: RunSignals) -> list[Finding]:
         ev["shared_with"] = sorted(
             p for p, at in peers.items() if any(abs(a - st) <= 1 for a in at for st in range(start, end + 1))
         )
-        (shared if ev["shared_with"] else transient if ev["recovered"] else damaged).append((start, end, ev))
-    found = []
-    if shared:
-        runs = sorted({p for *_, ev in shared for p in ev["shared_with"]})
-        steps = [s for s, _, _ in shared]
-        recovered = all(ev["recovered"] for *_, ev in shared)
-        found.append(
-            Finding(
-                cause="transient_spike" if recovered else "damaged_update",
-                start_step=steps[0],
-                end_step=shared[-1][1],
-                confidence=0.8,
-                detector="shared_data_spike",
-                evidence={"steps": steps, "shared_with": runs, "events": [ev for *_, ev in shared], **common},
-                advice=f"{', '.join(runs)} read the same data in the same order and spike at the same steps "
-                f"({', '.join(map(str, steps[:10]))}): the data is the cause; inspect and filter the batches at "
-                "those steps",
-            )
-        )
-    for start, end, ev in transient:
-        found.append(
-            Finding(
-                cause="transient_spike",
-                start_step=start,
-                end_step=end,
-                confidence=0.6,
-                detector="transient_spike",
-                evidence={**ev, **common},
-                advice=f"a loss spike at step {start} recovered by step {ev['recovered_at']}"
-                + (" and left the held-out loss unchanged" if ev["val_change"] is not None else "")
-                + ": an outlier batch, not a schedule fault; nothing to change unless it recurs (inspect that "
-                "batch)",
-            )
-        )
-    if len(damaged) >= RECURRING_SPIKES:
-        has_lr = "lr" in sig.steps and sig.steps["lr"].notna().any()
-        ev = {"spikes": [ev["spikes"] for *_, ev in damaged][:20], "count": len(damaged), **common}
-        found.append(
-            Finding(
-                cause="schedule" if has_lr else "damaged_update",
-                start_step=damaged[0][0],
-                end_step=damaged[-1][1],
-                confidence=0.8,
-                detector="recurring_spikes",
-                evidence=ev,
-                advice="recurring loss spikes that do not recover: the update is unstable at this LR; lower the peak "
-                "LR, lengthen warm-up or tighten clipping",
-            )
-        )
-    else:
-        for start, end, ev in damaged:
-            loss_z = max(h["z"] for h in ev["spikes"] if h["signal"] == "loss")
-            found.append(
-                Finding(
-                    cause="damaged_update",
-                    start_step=start,
-                    end_step=end,
-                    confidence=_clip(0.6 + (loss_z - SPIKE_SIGMA) / 20),
-                    detector="spike",
-                    evidence={**ev, **common},
-                    advice=f"a spike at step {start} that the run did not recover from (or that raised the loss level "
-                    "after it): inspect that step's batch and skip it; if it recurs, lower the LR or tighten "
-                    "clipping",
-                )
-            )
-    for start, end, hits in notes:
-        found.append(
-            Finding(
-                cause="damaged_update",
-                start_step=start,
-                end_step=end,
-                confidence=LOW_CONFIDENCE,
-                detector="grad_norm_spike",
-                evidence={"spikes": as_json(hits), **common},
-                advice=f"a gradient-norm spike at step {start} without a loss spike: clipping bounds its "
-                "update; watch for a recurrence",
-            )
-        )
-    return found
+        kind = groups.shared if ev["shared_with"] else groups.transient if ev["recovered"] else groups.damaged
+        kind.append(_Group(start, end, ev))
+    return groups
+
+
+def _shared_finding(shared: list[_Group]) -> Finding:
+    """Spikes that peer runs reading the same data in the same order share: the data is the cause."""
+    runs = sorted({p for g in shared for p in g.evidence["shared_with"]})
+    steps = [g.start for g in shared]
+    recovered = all(g.evidence["recovered"] for g in shared)
+    return Finding(
+        cause="transient_spike" if recovered else "damaged_update",
+        start_step=steps[0],
+        end_step=shared[-1].end,
+        confidence=0.8,
+        detector="shared_data_spike",
+        evidence={"steps": steps, "shared_with": runs, "events": [g.evidence for g in shared], **_COMMON},
+        advice=f"{', '.join(runs)} read the same data in the same order and spike at the same steps "
+        f"({', '.join(map(str, steps[:10]))}): the data is the cause; inspect and filter the batches at "
+        "those steps",
+    )
+
+
+def _transient_finding(g: _Group) -> Finding:
+    return Finding(
+        cause="transient_spike",
+        start_step=g.start,
+        end_step=g.end,
+        confidence=0.6,
+        detector="transient_spike",
+        evidence={**g.evidence, **_COMMON},
+        advice=f"a loss spike at step {g.start} recovered by step {g.evidence['recovered_at']}"
+        + (" and left the held-out loss unchanged" if g.evidence["val_change"] is not None else "")
+        + ": an outlier batch, not a schedule fault; nothing to change unless it recurs (inspect that "
+        "batch)",
+    )
+
+
+def _recurring_finding(sig: RunSignals, damaged: list[_Group]) -> Finding:
+    """RECURRING_SPIKES or more spikes the run did not recover from: the schedule, when the LR is recorded."""
+    has_lr = "lr" in sig.steps and sig.steps["lr"].notna().any()
+    return Finding(
+        cause="schedule" if has_lr else "damaged_update",
+        start_step=damaged[0].start,
+        end_step=damaged[-1].end,
+        confidence=0.8,
+        detector="recurring_spikes",
+        evidence={"spikes": [g.evidence["spikes"] for g in damaged][:20], "count": len(damaged), **_COMMON},
+        advice="recurring loss spikes that do not recover: the update is unstable at this LR; lower the peak "
+        "LR, lengthen warm-up or tighten clipping",
+    )
+
+
+def _damaged_finding(g: _Group) -> Finding:
+    loss_z = max(h["z"] for h in g.evidence["spikes"] if h["signal"] == "loss")
+    return Finding(
+        cause="damaged_update",
+        start_step=g.start,
+        end_step=g.end,
+        confidence=_clip(0.6 + (loss_z - SPIKE_SIGMA) / 20),
+        detector="spike",
+        evidence={**g.evidence, **_COMMON},
+        advice=f"a spike at step {g.start} that the run did not recover from (or that raised the loss level "
+        "after it): inspect that step's batch and skip it; if it recurs, lower the LR or tighten "
+        "clipping",
+    )
+
+
+def _grad_only_finding(start: int, end: int, hits: list[_Hit]) -> Finding:
+    return Finding(
+        cause="damaged_update",
+        start_step=start,
+        end_step=end,
+        confidence=LOW_CONFIDENCE,
+        detector="grad_norm_spike",
+        evidence={"spikes": [h.to_dict() for h in hits], **_COMMON},
+        advice=f"a gradient-norm spike at step {start} without a loss spike: clipping bounds its "
+        "update; watch for a recurrence",
+    )
 
 
 EVAL_SPIKE_SIGMA = 6.0

@@ -236,6 +236,44 @@ def cost_from_price(wall_s: np.ndarray, devices: int, price_per_device_hour: flo
     return np.asarray(wall_s, dtype=float) / 3600.0 * devices * price_per_device_hour
 
 
+@dataclass
+class _Remarks:
+    """What a report says beside its figures, in the order the sections find it: notes, and each missing figure
+    with its reason."""
+
+    notes: list[str] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Spend:
+    """The cumulative spend at each evaluation step (NaN where unknown)."""
+
+    wall: np.ndarray
+    cost: np.ndarray
+    energy: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """How each tranche is measured: on which axis, against which noise and law, with which spend, and beside which
+    other series (`_other_series`, by step)."""
+
+    task: str
+    metric: str
+    axis: str
+    epochs: bool
+    higher_is_better: bool
+    noise: float
+    noise_dof: int
+    level: float
+    devices: int | None
+    spend: _Spend
+    decayed: list[bool | None]
+    others: dict[str, pd.DataFrame]
+    law: PowerLaw | None
+
+
 def tranche_yields(
     run: str,
     steps: pd.DataFrame,
@@ -260,10 +298,64 @@ def tranche_yields(
     if tranche_tokens is not None and not (math.isfinite(tranche_tokens) and tranche_tokens > 0):
         raise InputError(f"tranche_tokens must be a number > 0, got {tranche_tokens}")
     stats.check_level(level)
-    notes: list[str] = []
+    said = _Remarks()
+    points = _curve_points(run, steps, evals, task, metric, said)
+    axis, points = _axis(run, points, epochs, tranche_tokens, said)
+    x = points["tokens" if axis == "tokens" else "step"].to_numpy(dtype=float)
+    noise = eval_noise(x, points["value"].to_numpy(dtype=float)) if len(points) >= 3 else math.nan
+    noise_dof = len(points) - 2
+    reported = "stderr" in points and bool(np.isfinite(points["stderr"].to_numpy(dtype=float)).all())
+    if reported:
+        said.notes.append("noise bands from the standard errors the evaluations reported, not from the curve")
+    elif not math.isfinite(noise):
+        said.missing["band"] = f"{len(points)} evaluations: the evaluation noise needs three or more"
+    points = _merge_points(points, tranche_tokens).reset_index(drop=True)
+    if len(points) < 2:
+        raise InputError(
+            f"run {run!r} has {len(points)} evaluation of {task or 'training'} {metric}"
+            f"{' with a token count' if axis == 'tokens' else ''}; a yield needs two"
+        )
+    measure = _Measure(
+        task=task,
+        metric=metric,
+        axis=axis,
+        epochs=epochs,
+        higher_is_better=bool(points["higher_is_better"].iloc[0]),
+        noise=noise,
+        noise_dof=noise_dof,
+        level=level,
+        devices=devices,
+        spend=_spend(steps, points["step"].to_numpy(), devices, price_per_device_hour, said),
+        decayed=_decayed(steps, points["step"].to_numpy()),
+        others={k: series.set_index("step") for k, series in _other_series(evals, steps, task, metric).items()},
+        law=law,
+    )
+    tranches = [_tranche(measure, points, i) for i in range(1, len(points))]
+    # A loss is in nats per token only where the run counts tokens (a language model's cross-entropy); a run that
+    # counts steps or epochs (Keras, YOLO) logs whatever its model minimises: a squared error, a box loss.
+    unit = metric if metric != LOSS_METRIC else "nats/token" if axis == "tokens" else "the loss as logged"
+    return YieldReport(
+        run=run,
+        task=task,
+        metric=metric,
+        unit=unit,
+        tranches=tranches,
+        missing=said.missing,
+        axis=axis,
+        time_unit=DEVICE_HOUR if devices is not None else WALL_HOUR,
+        notes=said.notes,
+        eval_noise=noise if math.isfinite(noise) else None,
+        level=level,
+    )
+
+
+def _curve_points(
+    run: str, steps: pd.DataFrame, evals: pd.DataFrame, task: str, metric: str, said: _Remarks
+) -> pd.DataFrame:
+    """The points tranches run between: the evaluations of `task`/`metric`, or points of the training loss."""
     if not task and metric == TRAIN_LOSS:
         points = train_loss_points(steps)
-        notes.append(
+        said.notes.append(
             "training loss, not held out: a falling training loss is not proof of learning (a model "
             "that memorises shows it too); each point is the mean over a tenth of the logged steps"
         )
@@ -277,43 +369,42 @@ def tranche_yields(
             f"run {run!r} has no evaluations of {task}/{metric}; it has: {', '.join(known) or 'none'}"
             + ("; the training loss is metric 'loss'" if "loss" in steps and steps["loss"].notna().any() else "")
         )
-    missing: dict[str, str] = {}
-    axis = "tokens"
+    return points
+
+
+def _axis(
+    run: str, points: pd.DataFrame, epochs: bool, tranche_tokens: float | None, said: _Remarks
+) -> tuple[str, pd.DataFrame]:
+    """What the tranches span (`AXES`): tokens, else steps or epochs when the run counts no tokens; with the points
+    that have a token count, on the token axis."""
     if points["tokens"].isna().all():
         axis = "epochs" if epochs else "steps"
-        missing["yield_per_btok"] = (
+        said.missing["yield_per_btok"] = (
             "no token counts in this run (import with tokens_per_step or tokens_per_sample "
             f"to count them); tranches are spans of {axis}, with yields {AXES[axis][0]}"
         )
         if tranche_tokens:
             raise InputError(f"run {run!r} has no token counts: tranche_tokens cannot merge its tranches")
-    elif points["tokens"].isna().any():
-        missing["yield_per_btok"] = "some evaluations have no token count (neither in the eval record nor the steps)"
-        points = points.dropna(subset=["tokens"])
-    x = points["tokens" if axis == "tokens" else "step"].to_numpy(dtype=float)
-    per_span = AXES[axis][2]  # the tokens or steps a yield on this axis is per
-    noise = eval_noise(x, points["value"].to_numpy(dtype=float)) if len(points) >= 3 else math.nan
-    noise_dof = len(points) - 2
-    reported = "stderr" in points and bool(np.isfinite(points["stderr"].to_numpy(dtype=float)).all())
-    if reported:
-        notes.append("noise bands from the standard errors the evaluations reported, not from the curve")
-    elif not math.isfinite(noise):
-        missing["band"] = f"{len(points)} evaluations: the evaluation noise needs three or more"
-    points = _merge_points(points, tranche_tokens).reset_index(drop=True)
-    if len(points) < 2:
-        raise InputError(
-            f"run {run!r} has {len(points)} evaluation of {task or 'training'} {metric}"
-            f"{' with a token count' if axis == 'tokens' else ''}; a yield needs two"
+        return axis, points
+    if points["tokens"].isna().any():
+        said.missing["yield_per_btok"] = (
+            "some evaluations have no token count (neither in the eval record nor the steps)"
         )
-    at = points["step"].to_numpy()
+        points = points.dropna(subset=["tokens"])
+    return "tokens", points
+
+
+def _spend(
+    steps: pd.DataFrame, at: np.ndarray, devices: int | None, price_per_device_hour: float | None, said: _Remarks
+) -> _Spend:
+    """Wall time, cost (recorded, else from the price per device-hour) and energy at the steps `at`."""
     wall = _at_steps(steps, "wall_s", at)
     cost = _at_steps(steps, "cost_usd", at)
     energy = _sampled_at_steps(steps, "energy_j", at)
-    time_unit = DEVICE_HOUR if devices is not None else WALL_HOUR
     if np.isnan(wall).all():
-        missing["yield_per_device_hour"] = "no wall-clock time recorded at the evaluation steps"
+        said.missing["yield_per_device_hour"] = "no wall-clock time recorded at the evaluation steps"
     elif devices is None:
-        notes.append(
+        said.notes.append(
             "device count unknown: yields per device-hour are per wall-hour of the job (give the count at "
             "import, devices=N, or in the manifest's hardware.device_count)"
         )
@@ -321,91 +412,91 @@ def tranche_yields(
         if price_per_device_hour is not None and not np.isnan(wall).all() and devices is not None:
             cost = cost_from_price(wall, devices, price_per_device_hour)
         else:
-            missing["yield_per_dollar"] = "no cost recorded and no price per device-hour in the manifest"
+            said.missing["yield_per_dollar"] = "no cost recorded and no price per device-hour in the manifest"
     if np.isnan(energy).all():
-        missing["yield_per_kwh"] = "no energy recorded (needs NVML or RAPL)"
-    hib = bool(points["higher_is_better"].iloc[0])
-    others = {k: series.set_index("step") for k, series in _other_series(evals, steps, task, metric).items()}
-    decayed = _decayed(steps, points["step"].to_numpy())
-    tranches = []
-    for i in range(1, len(points)):
-        a, b = points.iloc[i - 1], points.iloc[i]
-        gain = _improvement(a["value"], b["value"], hib)
-        tranche = Tranche(
-            start_step=int(a["step"]),
-            end_step=int(b["step"]),
-            start_tokens=float(a["tokens"]),
-            end_tokens=float(b["tokens"]),
-            loss_start=float(a["value"]),
-            loss_end=float(b["value"]),
-            yield_per_btok=_per(gain, (b["tokens"] - a["tokens"]) / BILLION),
-            yield_per_kstep=None if epochs else _per(gain, (b["step"] - a["step"]) / 1000.0),
-            yield_per_epoch=_per(gain, b["step"] - a["step"]) if epochs else None,
-            yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * (devices or 1)),
-            yield_per_dollar=_per(gain, cost[i] - cost[i - 1]),
-            yield_per_kwh=_per(gain, (energy[i] - energy[i - 1]) / J_PER_KWH),
-            spans_lr_decay=decayed[i],
-        )
-        if law is not None and axis == "tokens" and not hib and a["tokens"] > 0:  # the law has no value at 0 tokens
-            expected = float(law(float(a["tokens"])) - law(float(b["tokens"])))
-            tranche.vs_expected = gain / expected if expected > 0 and math.isfinite(gain) else None
-        band = stats.reported_difference(gain, a["stderr"], b["stderr"], level) if "stderr" in points else None
-        band = band or stats.evaluation_difference(gain, noise, noise_dof, level)
-        if band is not None:
-            tranche.band_from = "reported" if band.kind == "reported" else "curve"
-            span = (b["tokens"] - a["tokens"] if axis == "tokens" else b["step"] - a["step"]) / per_span
-            tranche.band = (band.low, band.high)
-            tranche.within_noise = stats.verdict(band) == "within noise"
-            if span > 0:
-                tranche.yield_band = (band.low / span, band.high / span)
-        for key, s in others.items():
-            if a["step"] not in s.index or b["step"] not in s.index:
-                continue  # not evaluated at both ends of this tranche: no figure, never interpolated
-            start, end = float(s.loc[a["step"], "value"]), float(s.loc[b["step"], "value"])
-            change = _improvement(start, end, bool(s["higher_is_better"].iloc[0]))
-            # Held family-wise over the tranche's capabilities: MMLU alone is 57 tasks, and at 90% each a tenth of
-            # those that did not move would be listed as moving.
-            moved = stats.reported_difference(
-                change, s.loc[a["step"], "stderr"], s.loc[b["step"], "stderr"], stats.family_level(level, len(others))
-            )
-            entry = {
-                "start": start,
-                "end": end,
-                "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION),
-                **(
-                    {"yield_per_epoch": _per(change, b["step"] - a["step"])}
-                    if epochs
-                    else {"yield_per_kstep": _per(change, (b["step"] - a["step"]) / 1000.0)}
-                ),
-            }
-            sub_task = key.rpartition("/")[0]
-            if key.endswith(f"/{metric}") and sub_task.startswith(f"{task}/"):
-                tranche.per_source[sub_task.removeprefix(f"{task}/")] = entry
-            else:
-                tranche.capability[key] = entry
-                told = moved is None or stats.verdict(moved) != "within noise"  # no reported error: as measured
-                if math.isfinite(gain) and math.isfinite(change) and gain * change < 0 and told:
-                    tranche.disagreements.append(
-                        f"{task}/{metric} {'improved' if gain > 0 else 'worsened'} while {key} "
-                        f"{'improved' if change > 0 else 'worsened'}"
-                    )
-        tranches.append(tranche)
-    # A loss is in nats per token only where the run counts tokens (a language model's cross-entropy); a run that
-    # counts steps or epochs (Keras, YOLO) logs whatever its model minimises: a squared error, a box loss.
-    unit = metric if metric != LOSS_METRIC else "nats/token" if axis == "tokens" else "the loss as logged"
-    return YieldReport(
-        run=run,
-        task=task,
-        metric=metric,
-        unit=unit,
-        tranches=tranches,
-        missing=missing,
-        axis=axis,
-        time_unit=time_unit,
-        notes=notes,
-        eval_noise=noise if math.isfinite(noise) else None,
-        level=level,
+        said.missing["yield_per_kwh"] = "no energy recorded (needs NVML or RAPL)"
+    return _Spend(wall=wall, cost=cost, energy=energy)
+
+
+def _tranche(m: _Measure, points: pd.DataFrame, i: int) -> Tranche:
+    """The tranche between points `i - 1` and `i`: its yields, its noise band, and the other series over it."""
+    a, b = points.iloc[i - 1], points.iloc[i]
+    gain = _improvement(a["value"], b["value"], m.higher_is_better)
+    wall, cost, energy = m.spend.wall, m.spend.cost, m.spend.energy
+    tranche = Tranche(
+        start_step=int(a["step"]),
+        end_step=int(b["step"]),
+        start_tokens=float(a["tokens"]),
+        end_tokens=float(b["tokens"]),
+        loss_start=float(a["value"]),
+        loss_end=float(b["value"]),
+        yield_per_btok=_per(gain, (b["tokens"] - a["tokens"]) / BILLION),
+        yield_per_kstep=None if m.epochs else _per(gain, (b["step"] - a["step"]) / 1000.0),
+        yield_per_epoch=_per(gain, b["step"] - a["step"]) if m.epochs else None,
+        yield_per_device_hour=_per(gain, (wall[i] - wall[i - 1]) / 3600.0 * (m.devices or 1)),
+        yield_per_dollar=_per(gain, cost[i] - cost[i - 1]),
+        yield_per_kwh=_per(gain, (energy[i] - energy[i - 1]) / J_PER_KWH),
+        spans_lr_decay=m.decayed[i],
     )
+    law = m.law
+    if law is not None and m.axis == "tokens" and not m.higher_is_better and a["tokens"] > 0:
+        # the law has no value at 0 tokens
+        expected = float(law(float(a["tokens"])) - law(float(b["tokens"])))
+        tranche.vs_expected = gain / expected if expected > 0 and math.isfinite(gain) else None
+    _set_band(tranche, m, a, b, gain, "stderr" in points)
+    _set_others(tranche, m, a, b, gain)
+    return tranche
+
+
+def _set_band(tranche: Tranche, m: _Measure, a: pd.Series, b: pd.Series, gain: float, reported: bool) -> None:
+    """The tranche's noise band: from the two evaluations' reported standard errors where there are, else from the
+    evaluation noise around the curve."""
+    band = stats.reported_difference(gain, a["stderr"], b["stderr"], m.level) if reported else None
+    band = band or stats.evaluation_difference(gain, m.noise, m.noise_dof, m.level)
+    if band is None:
+        return
+    tranche.band_from = "reported" if band.kind == "reported" else "curve"
+    span = (b["tokens"] - a["tokens"] if m.axis == "tokens" else b["step"] - a["step"]) / AXES[m.axis][2]
+    tranche.band = (band.low, band.high)
+    tranche.within_noise = stats.verdict(band) == "within noise"
+    if span > 0:
+        tranche.yield_band = (band.low / span, band.high / span)
+
+
+def _set_others(tranche: Tranche, m: _Measure, a: pd.Series, b: pd.Series, gain: float) -> None:
+    """The other series over the tranche: per-source losses of the followed task, and capabilities, with a
+    disagreement where a capability moved against the followed metric beyond its reported noise."""
+    for key, s in m.others.items():
+        if a["step"] not in s.index or b["step"] not in s.index:
+            continue  # not evaluated at both ends of this tranche: no figure, never interpolated
+        start, end = float(s.loc[a["step"], "value"]), float(s.loc[b["step"], "value"])
+        change = _improvement(start, end, bool(s["higher_is_better"].iloc[0]))
+        # Held family-wise over the tranche's capabilities: MMLU alone is 57 tasks, and at 90% each a tenth of
+        # those that did not move would be listed as moving.
+        moved = stats.reported_difference(
+            change, s.loc[a["step"], "stderr"], s.loc[b["step"], "stderr"], stats.family_level(m.level, len(m.others))
+        )
+        entry = {
+            "start": start,
+            "end": end,
+            "yield_per_btok": _per(change, (b["tokens"] - a["tokens"]) / BILLION),
+            **(
+                {"yield_per_epoch": _per(change, b["step"] - a["step"])}
+                if m.epochs
+                else {"yield_per_kstep": _per(change, (b["step"] - a["step"]) / 1000.0)}
+            ),
+        }
+        sub_task = key.rpartition("/")[0]
+        if key.endswith(f"/{m.metric}") and sub_task.startswith(f"{m.task}/"):
+            tranche.per_source[sub_task.removeprefix(f"{m.task}/")] = entry
+            continue
+        tranche.capability[key] = entry
+        told = moved is None or stats.verdict(moved) != "within noise"  # no reported error: as measured
+        if math.isfinite(gain) and math.isfinite(change) and gain * change < 0 and told:
+            tranche.disagreements.append(
+                f"{m.task}/{m.metric} {'improved' if gain > 0 else 'worsened'} while {key} "
+                f"{'improved' if change > 0 else 'worsened'}"
+            )
 
 
 DECAYED = 0.9

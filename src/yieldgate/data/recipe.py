@@ -19,7 +19,7 @@ import numpy as np
 
 from yieldgate.data import corpus, dedup
 from yieldgate.errors import InputError
-from yieldgate.manifest import Filter, Recipe, Source, Tokenizer
+from yieldgate.manifest import DedupPolicy, Filter, Recipe, Source, Tokenizer
 from yieldgate.util.inputs import read_regular
 
 __all__ = ["ResolvedRecipe", "SourceData", "resolve", "train_tokenizer", "FILTERS"]
@@ -112,6 +112,16 @@ def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) ->
     raise InputError(f"source {source.name!r}: {ref!r} is neither a built-in source ({known}) nor a file or folder")
 
 
+@dataclass
+class _SourceDocs:
+    """One source's documents on their way through the recipe: training documents kept, held-out documents with
+    their work's tags, and the training documents dedup removed."""
+
+    train: list[str]
+    held: list[tuple[str, frozenset[str]]]
+    removed: list[str] = field(default_factory=list)
+
+
 def resolve(
     recipe: Recipe,
     *,
@@ -129,11 +139,52 @@ def resolve(
     prefix of each source's training documents (small probes and tests)."""
     works_by_source = corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
     stats: dict[str, Any] = {"filters": {}, "dedup": {"kind": recipe.dedup.kind, "removed_docs": 0}}
+    docs = _filtered_documents(recipe, works_by_source, held_out, seed, chunk_chars, max_chars_per_source, stats)
+    recipe_dedup = _dedup(recipe, docs, stats)
+    all_train = [d for source in docs.values() for d in source.train]
+    if not all_train:
+        raise InputError("the recipe's filters and dedup left no training documents")
+    tok_cfg = recipe.tokenizer or Tokenizer(name="bpe-1k", vocab_size=1024)
+    tokenizer = _cached_tokenizer(all_train, tok_cfg.vocab_size or 1024, cache_dir)
+    sources = {
+        source.name: _tokenized(source, docs[source.name], tokenizer, np.random.default_rng([seed, i]))
+        for i, source in enumerate(recipe.sources)
+    }
+    total_bytes = sum(len(d.encode()) for source in docs.values() for d in source.train)
+    bytes_per_token = total_bytes / max(sum(len(s.train) for s in sources.values()), 1)
+    tokenizer_hash = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
+    tokenizer_model = Tokenizer(
+        name=tok_cfg.name,
+        content_hash=tokenizer_hash,
+        vocab_size=tokenizer.get_vocab_size(),
+        bytes_per_token=bytes_per_token,
+    )
+    stats["sources"] = {name: s.stats for name, s in sources.items()}
+    return ResolvedRecipe(
+        recipe=_accounted(recipe, sources, tokenizer_model, recipe_dedup),
+        sources=sources,
+        tokenizer=tokenizer,
+        bytes_per_token=bytes_per_token,
+        stats=json.loads(json.dumps(stats)),
+        tokenizer_hash=tokenizer_hash,
+    )
+
+
+def _filtered_documents(
+    recipe: Recipe,
+    works_by_source: dict[str, list[corpus.Work]],
+    held_out: float,
+    seed: int,
+    chunk_chars: int,
+    max_chars_per_source: int | None,
+    stats: dict[str, Any],
+) -> dict[str, _SourceDocs]:
+    """Each source's works split by work into training and held out, cut into documents, and its training documents
+    filtered (counted in `stats["filters"]`); by source, in recipe order."""
     works = {source.name: _works_for(source, works_by_source) for source in recipe.sources}
     train_all, eval_all = corpus.split_by_work([w for ws in works.values() for w in ws], held_out=held_out, seed=seed)
     train_ids, eval_ids = {w.id for w in train_all}, {w.id for w in eval_all}
-    filtered: dict[str, list[str]] = {}
-    held: dict[str, list[tuple[str, frozenset[str]]]] = {}
+    out: dict[str, _SourceDocs] = {}
     for source in recipe.sources:
         train_works = [w for w in works[source.name] if w.id in train_ids]
         eval_works = [w for w in works[source.name] if w.id in eval_ids]
@@ -142,99 +193,79 @@ def resolve(
             docs = _prefix(docs, max_chars_per_source)
         for f in recipe.filters:
             docs = _apply_filter(f, docs, stats["filters"])
-        filtered[source.name] = docs
-        held[source.name] = [
+        held = [
             (text, w.tags | {w.edition} - {""})
             for w in eval_works
             for _, text in corpus.documents([w], chunk_chars=chunk_chars)
         ]
-    # Dedup runs once over every source's training documents, in recipe order: a document duplicating one
-    # of an earlier source (a Folio chunk of a modern play) is removed from the later source.
-    keep: np.ndarray | None = None
-    if recipe.dedup.kind != "none":
-        result = dedup.dedup([(name, d) for name, docs in filtered.items() for d in docs], recipe.dedup)
-        keep, recipe_dedup = result.keep, result.policy
-        stats["dedup"] = {
-            **recipe_dedup.model_dump(mode="json"),
-            **result.stats(),
-            "removed_docs": int((~result.keep).sum()),
-        }
-    else:
-        recipe_dedup = recipe.dedup
-    kept: dict[str, tuple[list[str], list[tuple[str, frozenset[str]]], list[str]]] = {}
+        out[source.name] = _SourceDocs(train=docs, held=held)
+    return out
+
+
+def _dedup(recipe: Recipe, docs: dict[str, _SourceDocs], stats: dict[str, Any]) -> DedupPolicy:
+    """Dedup once over every source's training documents, in recipe order: a document duplicating one of an earlier
+    source (a Folio chunk of a modern play) is removed from the later source. Moves the removed documents of each
+    source to its `removed`, counts them in `stats["dedup"]`, and returns the dedup policy as applied."""
+    if recipe.dedup.kind == "none":
+        return recipe.dedup
+    result = dedup.dedup([(name, d) for name, source in docs.items() for d in source.train], recipe.dedup)
+    stats["dedup"] = {
+        **result.policy.model_dump(mode="json"),
+        **result.stats(),
+        "removed_docs": int((~result.keep).sum()),
+    }
     at = 0
-    for name, docs in filtered.items():
-        mask = keep[at : at + len(docs)] if keep is not None else np.ones(len(docs), dtype=bool)
-        at += len(docs)
-        kept[name] = (
-            [d for d, k in zip(docs, mask, strict=True) if k],
-            held[name],
-            [d for d, k in zip(docs, mask, strict=True) if not k],
-        )
-    all_train = [d for docs, _, _ in kept.values() for d in docs]
-    if not all_train:
-        raise InputError("the recipe's filters and dedup left no training documents")
-    tok_cfg = recipe.tokenizer or Tokenizer(name="bpe-1k", vocab_size=1024)
-    tokenizer = _cached_tokenizer(all_train, tok_cfg.vocab_size or 1024, cache_dir)
-    content = tokenizer.to_str()
-    sources: dict[str, SourceData] = {}
-    total_bytes = total_tokens = 0
-    for source in recipe.sources:
-        docs, held_docs, removed = kept[source.name]
-        ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch(docs)] if docs else []
-        duplicate_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(removed)) if removed else 0
-        if source.shuffled_share > 0:
-            _shuffle_documents(ids, source.shuffled_share, np.random.default_rng([seed, len(sources)]))
-        train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
-        total_tokens += len(train)
-        total_bytes += sum(len(d.encode()) for d in docs)
-        held_ids = (
-            [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in held_docs])]
-            if held_docs
-            else []
-        )
-        sources[source.name] = SourceData(
-            name=source.name,
-            weight=source.weight,
-            train=train,
-            held_out=held_ids,
-            held_out_bytes=[len(t.encode()) for t, _ in held_docs],
-            held_out_tags=[tags for _, tags in held_docs],
-            stats={
-                "train_docs": len(docs),
-                "train_tokens": int(len(train)),
-                "held_out_docs": len(held_docs),
-                "shuffled_docs": round(source.shuffled_share * len(ids)),
-                "dedup_removed_docs": len(removed),
-                "dedup_removed_tokens": duplicate_tokens,
-            },
-        )
-    bytes_per_token = total_bytes / max(total_tokens, 1)
-    tokenizer_hash = hashlib.sha256(content.encode()).hexdigest()
-    tokenizer_model = Tokenizer(
-        name=tok_cfg.name,
-        content_hash=tokenizer_hash,
-        vocab_size=tokenizer.get_vocab_size(),
-        bytes_per_token=bytes_per_token,
+    for source in docs.values():
+        mask = result.keep[at : at + len(source.train)]
+        at += len(source.train)
+        source.removed = [d for d, k in zip(source.train, mask, strict=True) if not k]
+        source.train = [d for d, k in zip(source.train, mask, strict=True) if k]
+    return result.policy
+
+
+def _tokenized(source: Source, docs: _SourceDocs, tokenizer: Any, rng: np.random.Generator) -> SourceData:
+    """One source's documents as token ids: training documents concatenated (a `shuffled_share` of them with their
+    tokens shuffled by `rng`), held-out documents apart, with the source's counts."""
+    ids = [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch(docs.train)] if docs.train else []
+    duplicate_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(docs.removed)) if docs.removed else 0
+    if source.shuffled_share > 0:
+        _shuffle_documents(ids, source.shuffled_share, rng)
+    train = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
+    held_ids = (
+        [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch([t for t, _ in docs.held])]
+        if docs.held
+        else []
     )
+    return SourceData(
+        name=source.name,
+        weight=source.weight,
+        train=train,
+        held_out=held_ids,
+        held_out_bytes=[len(t.encode()) for t, _ in docs.held],
+        held_out_tags=[tags for _, tags in docs.held],
+        stats={
+            "train_docs": len(docs.train),
+            "train_tokens": int(len(train)),
+            "held_out_docs": len(docs.held),
+            "shuffled_docs": round(source.shuffled_share * len(ids)),
+            "dedup_removed_docs": len(docs.removed),
+            "dedup_removed_tokens": duplicate_tokens,
+        },
+    )
+
+
+def _accounted(recipe: Recipe, sources: dict[str, SourceData], tokenizer: Tokenizer, applied: DedupPolicy) -> Recipe:
+    """The recipe with its accounting filled in: the tokenizer's identity, the dedup as applied, and each source's
+    accepted (what passed the filters) and unique (what is left after dedup: the stream's distinct data) tokens."""
     resolved = recipe.model_copy(deep=True)
-    resolved.tokenizer = tokenizer_model
-    resolved.dedup = recipe_dedup  # bands and rows as applied
+    resolved.tokenizer = tokenizer
+    resolved.dedup = applied  # bands and rows as applied
     for s in resolved.sources:
-        # accepted: what passed the filters; unique: what is left after dedup (the stream's distinct data)
         st = sources[s.name].stats
         s.unique_tokens = st["train_tokens"]
         s.accepted_tokens = st["train_tokens"] + st["dedup_removed_tokens"]
     resolved.accepted_tokens = sum(s.accepted_tokens or 0 for s in resolved.sources)
-    stats["sources"] = {name: s.stats for name, s in sources.items()}
-    return ResolvedRecipe(
-        recipe=resolved,
-        sources=sources,
-        tokenizer=tokenizer,
-        bytes_per_token=bytes_per_token,
-        stats=json.loads(json.dumps(stats)),
-        tokenizer_hash=tokenizer_hash,
-    )
+    return resolved
 
 
 def _shuffle_documents(ids: list[np.ndarray], share: float, rng: np.random.Generator) -> None:

@@ -266,97 +266,159 @@ def _epochs(draft: _Draft, holds: list[tuple[str, str]]) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Target:
+    """The target's runs as the gate reads them: grouped by budget (`budgets`), each with its manifest."""
+
+    runs: list[str]
+    left_out: dict[str, str]
+    groups: list[tuple[float, list[str]]]
+    manifests: dict[str, Manifest | None]
+
+    @property
+    def reached(self) -> float:  # the largest budget's tokens
+        return self.groups[-1][0]
+
+    @property
+    def last(self) -> list[str]:  # the largest budget's runs
+        return self.groups[-1][1]
+
+    @property
+    def seeds(self) -> int:
+        """Seeds behind the forecast: every budget's in a fit over three or more budgets, else the largest's."""
+        return min(len(rs) for _, rs in self.groups) if len(self.groups) >= 3 else len(self.last)
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """The forecast yield per billion tokens and its interval, discounted for repetition, against the threshold."""
+
+    point: float
+    lo: float
+    hi: float
+    threshold: float
+    factor: float
+    """The repetition discount (`_supply`); 1: none."""
+
+    @property
+    def discounted(self) -> str:
+        return " (discounted for repetition)" if self.factor < 1 else ""
+
+
 def _holds(
-    draft: _Draft,
-    ledger: Ledger,
-    runs: list[str],
-    groups: list[tuple[float, list[str]]],
-    manifests: dict[str, Manifest | None],
-    cost: tuple[float | None, str],
+    draft: _Draft, ledger: Ledger, t: _Target, bounds: _Bounds, cost: tuple[float | None, str]
 ) -> list[tuple[str, str]]:
     """The requirements past the forecast's optimistic bound; each unmet one as (why, what to run next)."""
-    req, nxt, evidence = draft.policy.requirements, draft.next, draft.evidence
-    fc, seeds, (reached, last) = evidence["forecast"], evidence["seeds"], groups[-1]
-    factor = (evidence.get("supply") or {}).get("discount", 1.0)
-    (lo, hi), point, thr = [v * factor for v in fc["interval"]], fc["yield_per_btok"] * factor, req.min_yield_per_btok
-    discounted = " (discounted for repetition)" if factor < 1 else ""
     holds: list[tuple[str, str]] = []
-    if not draft.check(
-        "lower bound above threshold", lo > thr, f"lower {lo:,.0f} vs {thr:,.0f} per billion tokens{discounted}"
+    _interval(draft, t, bounds, holds)
+    _per_dollar(draft, bounds, cost, holds)
+    _epochs(draft, holds)
+    _regressions(draft, ledger, t, holds)
+    _tokens_per_param(draft, t, holds)
+    _workflow(draft, ledger, t, holds)
+    return holds
+
+
+def _interval(draft: _Draft, t: _Target, b: _Bounds, holds: list[tuple[str, str]]) -> None:
+    """The forecast interval's lower bound above the threshold; else the seeds (or budgets) that would narrow it."""
+    req = draft.policy.requirements
+    if draft.check(
+        "lower bound above threshold",
+        b.lo > b.threshold,
+        f"lower {b.lo:,.0f} vs {b.threshold:,.0f} per billion tokens{b.discounted}",
     ):
-        more = req.min_seeds
-        if point > thr and hi > lo:
-            more = stats.seeds_for_margin(seeds, (hi - lo) / 2, point - thr)
-        three = (
-            ""
-            if len(groups) >= 3
-            else f", or probes at {reached / 2:,.0f} and {reached * 2:,.0f} tokens to fit "
-            "the final losses of three budgets"
+        return
+    more = req.min_seeds
+    if b.point > b.threshold and b.hi > b.lo:
+        more = stats.seeds_for_margin(draft.evidence["seeds"], (b.hi - b.lo) / 2, b.point - b.threshold)
+    three = (
+        ""
+        if len(t.groups) >= 3
+        else f", or probes at {t.reached / 2:,.0f} and {t.reached * 2:,.0f} tokens to fit "
+        "the final losses of three budgets"
+    )
+    holds.append(
+        (
+            f"the interval is too wide: {b.point:,.0f} per billion tokens{b.discounted}, {req.level:.0%} "
+            f"interval [{b.lo:,.0f}, {b.hi:,.0f}], threshold {b.threshold:,.0f}",
+            f"run {more} more seed{'s' * (more != 1)} at {t.reached:,.0f} tokens{three}",
         )
+    )
+
+
+def _per_dollar(draft: _Draft, b: _Bounds, cost: tuple[float | None, str], holds: list[tuple[str, str]]) -> None:
+    """The lower bound per dollar above the policy's `min_yield_per_usd`, where it asks for one."""
+    least = draft.policy.requirements.min_yield_per_usd
+    usd, how = cost
+    if least is None:
+        return
+    if usd is None:
+        draft.check("yield per dollar", False, how)
+        holds.append((f"yield per dollar asked for, but {how}", "record the price and wall time in the manifests"))
+    elif not draft.check(
+        "yield per dollar", b.lo / usd > least, f"lower {b.lo / usd:.4g} vs {least:g} per dollar ({how})"
+    ):
         holds.append(
             (
-                f"the interval is too wide: {point:,.0f} per billion tokens{discounted}, {req.level:.0%} "
-                f"interval [{lo:,.0f}, {hi:,.0f}], threshold {thr:,.0f}",
-                f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens{three}",
+                f"the yield per dollar's lower bound {b.lo / usd:.4g} is below {least:g}",
+                "more seeds to narrow the interval, or cheaper hardware",
             )
         )
-    usd, how = cost
-    if req.min_yield_per_usd is not None:
-        if usd is None:
-            draft.check("yield per dollar", False, how)
-            holds.append((f"yield per dollar asked for, but {how}", "record the price and wall time in the manifests"))
-        elif not draft.check(
-            "yield per dollar",
-            lo / usd > req.min_yield_per_usd,
-            f"lower {lo / usd:.4g} vs {req.min_yield_per_usd:g} per dollar ({how})",
-        ):
-            holds.append(
-                (
-                    f"the yield per dollar's lower bound {lo / usd:.4g} is below {req.min_yield_per_usd:g}",
-                    "more seeds to narrow the interval, or cheaper hardware",
-                )
-            )
-    _epochs(draft, holds)
-    worse = evidence["regressions"] = regressions(ledger, last)
-    bad = {k: v for k, v in worse.items() if v > req.regression_tolerance}
-    if not draft.check(
+
+
+def _regressions(draft: _Draft, ledger: Ledger, t: _Target, holds: list[tuple[str, str]]) -> None:
+    """No hard slice or capability task of the largest budget's runs worse than the tolerance below its best."""
+    tolerance = draft.policy.requirements.regression_tolerance
+    worse = draft.evidence["regressions"] = regressions(ledger, t.last)
+    bad = {k: v for k, v in worse.items() if v > tolerance}
+    if draft.check(
         "no regression",
         not bad,
         ", ".join(f"{k} worse by {v:.4f}" for k, v in bad.items())
-        or f"hard slices and capability tasks within {req.regression_tolerance} of their best",
+        or f"hard slices and capability tasks within {tolerance} of their best",
     ):
-        key = max(bad, key=lambda k: bad[k])
+        return
+    key = max(bad, key=lambda k: bad[k])
+    holds.append(
+        (
+            f"{key} regressed by {bad[key]:.4f} (tolerance {tolerance})",
+            f"find what costs {key} (the mixture's share of that slice, a filter) before scaling up",
+        )
+    )
+
+
+def _tokens_per_param(draft: _Draft, t: _Target, holds: list[tuple[str, str]]) -> None:
+    """The next stage's tokens per model parameter at least the policy's `min_tokens_per_param`, where it asks."""
+    least, nxt = draft.policy.requirements.min_tokens_per_param, draft.next
+    if least <= 0:
+        return
+    params = max((m.model.params for m in t.manifests.values() if m and m.model and m.model.params), default=None)
+    if params is None:
+        draft.check("tokens per parameter", False, "model parameters unknown (manifest model.params)")
+        holds.append(("model parameters unknown", "record model.params in the manifests"))
+        return
+    tpp = draft.evidence["next_tokens_per_param"] = nxt.tokens / params
+    if not draft.check(
+        "tokens per parameter", tpp >= least, f"{nxt.name}: {tpp:.3g} tokens per parameter, the policy needs {least:g}"
+    ):
         holds.append(
             (
-                f"{key} regressed by {bad[key]:.4f} (tolerance {req.regression_tolerance})",
-                f"find what costs {key} (the mixture's share of that slice, a filter) before scaling up",
+                f"{nxt.name} would leave the model undertrained ({tpp:.3g} tokens per parameter)",
+                f"give {nxt.name} at least {least * params:,.0f} tokens, or a smaller model",
             )
         )
-    if req.min_tokens_per_param > 0:
-        params = max((m.model.params for m in manifests.values() if m and m.model and m.model.params), default=None)
-        if params is None:
-            draft.check("tokens per parameter", False, "model parameters unknown (manifest model.params)")
-            holds.append(("model parameters unknown", "record model.params in the manifests"))
-        else:
-            tpp = evidence["next_tokens_per_param"] = nxt.tokens / params
-            if not draft.check(
-                "tokens per parameter",
-                tpp >= req.min_tokens_per_param,
-                f"{nxt.name}: {tpp:.3g} tokens per parameter, the policy needs {req.min_tokens_per_param:g}",
-            ):
-                holds.append(
-                    (
-                        f"{nxt.name} would leave the model undertrained ({tpp:.3g} tokens per parameter)",
-                        f"give {nxt.name} at least {req.min_tokens_per_param * params:,.0f} tokens, or a smaller model",
-                    )
-                )
+
+
+def _workflow(draft: _Draft, ledger: Ledger, t: _Target, holds: list[tuple[str, str]]) -> None:
+    """One workflow among the target's runs, and past the exploration share the one approved earlier (`_locked`)."""
+    evidence, nxt = draft.evidence, draft.next
     if evidence["workflow"] is None:
-        first = manifests[runs[0]]
-        fields = sorted({f for m in manifests.values() if m and first for f in manifest_fields(first, m, WORKFLOW)})
+        first = t.manifests[t.runs[0]]
+        fields = sorted({f for m in t.manifests.values() if m and first for f in manifest_fields(first, m, WORKFLOW)})
         draft.check("one workflow", False, f"the target's runs differ in {', '.join(fields[:4]) or 'their manifests'}")
         holds.append(("the target mixes workflows", "gate one recipe (one workflow) at a time"))
     elif not draft.policy.is_exploration(nxt):
-        ok, why = _locked(ledger, draft.target, evidence["workflow"], manifests[runs[0]])
+        ok, why = _locked(ledger, draft.target, evidence["workflow"], t.manifests[t.runs[0]])
         evidence["locked"] = why
         if not draft.check("workflow locked", ok, why):
             holds.append((why, "restore the approved workflow, or explore the change as a new target"))
@@ -366,42 +428,91 @@ def _holds(
             None,
             f"{nxt.name} is within the exploration share ({draft.policy.exploration_share:.0%})",
         )
-    return holds
 
 
 def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss") -> Decision:
     """Decide whether `target`'s evidence earns its next stage under `policy`; see the module docstring."""
     req = policy.requirements
     runs, left_out = target_runs(ledger, target)
-    groups = budgets(ledger, runs)
-    reached, last = groups[-1]
-    current, nxt = _stages(policy, reached)
-    manifests = {r: ledger.manifest(r) for r in runs}
-    digests = {workflow_digest(m) for m in manifests.values()}
+    t = _Target(runs, left_out, budgets(ledger, runs), {r: ledger.manifest(r) for r in runs})
+    draft = _draft(t, target, policy)
+    evidence = draft.evidence
+    faults = _faults(draft, ledger, t)
+    if policy.exception is not None:
+        exc = evidence["exception"] = hardware_exception(
+            ledger, t.runs, t.manifests, policy.exception, metric, req.level
+        )
+        if exc["applies"]:
+            return _throughput_decision(draft, exc, policy.exception.throughput_tolerance, faults)
+        draft.check("new-hardware exception", None, f"ended: {exc['reason']}; learning decides")
+        draft.suffix = f"; new-hardware exception ended: {exc['reason']}"
+
+    seeds = t.seeds
+    enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
+    try:
+        evidence["forecast"] = forecast_yield(ledger, t.groups, draft.next.tokens, req.level, metric)
+    except InputError as err:
+        evidence["forecast"] = None
+        draft.check("forecast", False, f"no forecast: {err}")
+    held = _held_before_forecast(draft, faults, enough, t, metric)
+    if held is not None:
+        return held
+    fc = evidence["forecast"]
+    factor = _supply(draft, t.manifests[t.runs[0]], t.reached)
+    lo, hi = (v * factor for v in fc["interval"])
+    bounds = _Bounds(fc["yield_per_btok"] * factor, lo, hi, req.min_yield_per_btok, factor)
+    draft.check(
+        "optimistic bound above threshold",
+        hi >= bounds.threshold,
+        f"upper {hi:,.0f} vs {bounds.threshold:,.0f} per billion tokens{bounds.discounted}",
+    )
+    usd, how = cost = cost_per_btok(ledger, t.last, {r: t.manifests[r] for r in t.last})
+    evidence.update(cost_per_btok=usd, cost_basis=how)
+    if usd is not None:
+        evidence["yield_per_usd"] = {"yield_per_usd": bounds.point / usd, "interval": [lo / usd, hi / usd]}
+    rejected = _rejected(draft, bounds, usd)
+    if rejected is not None:
+        return rejected
+    holds = _holds(draft, ledger, t, bounds, cost)
+    if holds:
+        return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
+    return draft.decide(
+        "approve",
+        f"forecast yield {bounds.point:,.0f} per billion "
+        f"tokens{bounds.discounted}, {req.level:.0%} interval [{lo:,.0f}, {hi:,.0f}], above {bounds.threshold:,.0f} on "
+        f"{seeds} seeds; no open fault or regression",
+    )
+
+
+def _draft(t: _Target, target: str, policy: Policy) -> _Draft:
+    """The decision's draft, its evidence started with the runs, budgets, manifests and workflow."""
+    current, nxt = _stages(policy, t.reached)
+    digests = {workflow_digest(m) for m in t.manifests.values()}
     one = len(digests) == 1
-    # Seeds behind the forecast: every budget's in a fit over three or more budgets, else the largest budget's.
-    seeds = min(len(rs) for _, rs in groups) if len(groups) >= 3 else len(last)
-    draft = _Draft(
+    return _Draft(
         target,
         policy,
         current,
         nxt,
         evidence={
-            "runs": runs,
-            "left_out": left_out,
-            "budgets": [{"tokens": t, "runs": rs} for t, rs in groups],
-            "seeds": seeds,
-            "reached_tokens": reached,
+            "runs": t.runs,
+            "left_out": t.left_out,
+            "budgets": [{"tokens": tokens, "runs": rs} for tokens, rs in t.groups],
+            "seeds": t.seeds,
+            "reached_tokens": t.reached,
             "next_stage_tokens": nxt.tokens,
             "primary": policy.primary,
-            "manifests": {r: (m.content_hash() if m else None) for r, m in manifests.items()},
+            "manifests": {r: (m.content_hash() if m else None) for r, m in t.manifests.items()},
             "workflow": next(iter(digests)) if one else None,
-            "workflow_fields": workflow(manifests[runs[0]]) if one else None,
+            "workflow_fields": workflow(t.manifests[t.runs[0]]) if one else None,
         },
     )
-    evidence = draft.evidence
 
-    faults = evidence["open_diagnoses"] = open_faults(ledger, runs, policy)
+
+def _faults(draft: _Draft, ledger: Ledger, t: _Target) -> list[dict[str, Any]]:
+    """The open diagnoses of a cause that is not the data's fault, checked and kept in the evidence."""
+    req = draft.policy.requirements
+    faults = draft.evidence["open_diagnoses"] = open_faults(ledger, t.runs, draft.policy)
     opened = ", ".join(f"{f['cause']} on {f['run']} (event {f['event']})" for f in faults)
     draft.check(
         "no open non-data fault",
@@ -410,19 +521,14 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
         if faults
         else f"no open diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence}",
     )
-    if policy.exception is not None:
-        exc = evidence["exception"] = hardware_exception(ledger, runs, manifests, policy.exception, metric, req.level)
-        if exc["applies"]:
-            return _throughput_decision(draft, exc, policy.exception.throughput_tolerance, faults)
-        draft.check("new-hardware exception", None, f"ended: {exc['reason']}; learning decides")
-        draft.suffix = f"; new-hardware exception ended: {exc['reason']}"
+    return faults
 
-    enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
-    try:
-        evidence["forecast"] = forecast_yield(ledger, groups, nxt.tokens, req.level, metric)
-    except InputError as err:
-        evidence["forecast"] = None
-        draft.check("forecast", False, f"no forecast: {err}")
+
+def _held_before_forecast(
+    draft: _Draft, faults: list[dict[str, Any]], enough: bool | None, t: _Target, metric: str
+) -> Decision | None:
+    """A hold before the forecast is read: an open fault, too few seeds, or no forecast; None: none of those."""
+    req = draft.policy.requirements
     if faults:
         causes = sorted({f["cause"] for f in faults})
         advice = faults[0]["advice"] or "see the diagnosis"
@@ -433,53 +539,36 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
             "diagnose` again; the yield of these runs says nothing about the data",
         )
     if not enough:
-        more = req.min_seeds - seeds
+        seeds, more = t.seeds, req.min_seeds - t.seeds
         return draft.decide(
             "hold",
             f"{seeds} seed{'s' * (seeds != 1)}, the policy needs {req.min_seeds} for an interval",
-            run_next=f"run {more} more seed{'s' * (more != 1)} at {reached:,.0f} tokens",
+            run_next=f"run {more} more seed{'s' * (more != 1)} at {t.reached:,.0f} tokens",
         )
-    fc = evidence["forecast"]
-    if fc is None:
+    if draft.evidence["forecast"] is None:
         return draft.decide("hold", draft.checks[-1].detail, run_next=f"record evaluations of {metric}")
+    return None
 
-    factor = _supply(draft, manifests[runs[0]], reached)
-    (lo, hi), thr = [v * factor for v in fc["interval"]], req.min_yield_per_btok
-    discounted = " (discounted for repetition)" if factor < 1 else ""
-    draft.check(
-        "optimistic bound above threshold", hi >= thr, f"upper {hi:,.0f} vs {thr:,.0f} per billion tokens{discounted}"
+
+def _rejected(draft: _Draft, b: _Bounds, usd: float | None) -> Decision | None:
+    """A reject: even the forecast's optimistic bound is below the threshold (per billion tokens, or per dollar where
+    the policy asks); None otherwise."""
+    least_usd, fc, nxt = draft.policy.requirements.min_yield_per_usd, draft.evidence["forecast"], draft.next
+    if b.hi < b.threshold:
+        per = f"{b.hi:,.0f} per billion tokens{b.discounted}, below {b.threshold:,.0f}"
+    elif least_usd is not None and usd is not None and b.hi / usd < least_usd:
+        per = f"{b.hi / usd:.4g} per dollar, below {least_usd:g}"
+    else:
+        return None
+    turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
+    why = (
+        " (the loss has turned up)"
+        if turned
+        else (f" at {nxt.name}'s repetition" if fc["interval"][1] >= b.threshold else "")
     )
-    usd, how = cost = cost_per_btok(ledger, last, {r: manifests[r] for r in last})
-    evidence.update(cost_per_btok=usd, cost_basis=how)
-    if usd is not None:
-        evidence["yield_per_usd"] = {
-            "yield_per_usd": fc["yield_per_btok"] * factor / usd,
-            "interval": [lo / usd, hi / usd],
-        }
-    if hi < thr or (req.min_yield_per_usd is not None and usd is not None and hi / usd < req.min_yield_per_usd):
-        per = (
-            f"{hi:,.0f} per billion tokens{discounted}, below {thr:,.0f}"
-            if hi < thr
-            else f"{hi / usd:.4g} per dollar, below {req.min_yield_per_usd:g}"
-        )
-        turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
-        why = (
-            " (the loss has turned up)"
-            if turned
-            else (f" at {nxt.name}'s repetition" if fc["interval"][1] >= thr else "")
-        )
-        return draft.decide(
-            "reject",
-            f"even the optimistic bound of the forecast yield, {per}: the data is exhausted for this purpose{why}",
-        )
-    holds = _holds(draft, ledger, runs, groups, manifests, cost)
-    if holds:
-        return draft.decide("hold", "; ".join(h[0] for h in holds), run_next="; ".join(h[1] for h in holds))
     return draft.decide(
-        "approve",
-        f"forecast yield {fc['yield_per_btok'] * factor:,.0f} per billion "
-        f"tokens{discounted}, {req.level:.0%} interval [{lo:,.0f}, {hi:,.0f}], above {thr:,.0f} on "
-        f"{seeds} seeds; no open fault or regression",
+        "reject",
+        f"even the optimistic bound of the forecast yield, {per}: the data is exhausted for this purpose{why}",
     )
 
 

@@ -33,8 +33,7 @@ from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.pg import masked
 from yieldgate.report.console import clean
-from yieldgate.serve import data
-from yieldgate.serve import views as pages  # was pages.py; the call sites move with the create_app split
+from yieldgate.serve import data, views
 
 __all__ = ["create_app", "CSP", "TOKEN_COOKIE"]
 
@@ -167,162 +166,194 @@ def _options(request: Request) -> dict[str, Any]:
     return out
 
 
+def _ledger(request: Request) -> Ledger:
+    """The app's ledger, opened read-only for this request (a Tracker writing elsewhere is seen at the next one)."""
+    return Ledger(request.app.state.location, readonly=True)
+
+
+def _figures(request: Request) -> data.FigureCache:
+    """The app's figure cache, kept across requests (`create_app`)."""
+    return request.app.state.figures
+
+
+# -- pages ------------------------------------------------------------------------------------------------------
+
+
+def runs_page(request: Request) -> HTMLResponse:
+    return HTMLResponse(views.runs_page(masked(request.app.state.location)))
+
+
+def run_page(request: Request) -> HTMLResponse:
+    name = _arg(request, "name", "/run?name=bs64-seed0")
+    with _ledger(request) as led:
+        return HTMLResponse(
+            views.run_page(
+                led,
+                name,
+                metric=request.query_params.get("metric") or "val/loss",
+                smooth=_smooth(request.query_params),
+            )
+        )
+
+
+def compare_page(request: Request) -> HTMLResponse:
+    a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
+    with _ledger(request) as led:
+        per, note = data.comparison_unit(led, a, b, _per(request.query_params))
+        result = api.compare(a, b, ledger=led, per=per, **_options(request))
+    return HTMLResponse(views.compare_page(result, dict(request.query_params), per=per, note=note))
+
+
+def campaigns_page(request: Request) -> HTMLResponse:
+    with _ledger(request) as led:
+        return HTMLResponse(views.campaigns_page(data.campaign_records(led)))
+
+
+def campaign_page(request: Request) -> HTMLResponse:
+    name = _arg(request, "name", "/campaign?name=mixtures")
+    with _ledger(request) as led:
+        record = _campaign(led, name)
+        decisions = [d for d in data.decision_records(led) if d["target"].startswith(f"{name}/")]
+    return HTMLResponse(views.campaign_page(record, decisions))
+
+
+def decisions_page(request: Request) -> HTMLResponse:
+    target = request.query_params.get("target") or None
+    with _ledger(request) as led:
+        return HTMLResponse(views.decisions_page(data.decision_records(led, target), target))
+
+
+def decision_page(request: Request) -> HTMLResponse:
+    wanted = _int(request.query_params, "id", "a decision number")
+    if wanted is None:
+        raise InputError("/decision: the query parameter 'id' is missing; e.g. /decision?id=1")
+    with _ledger(request) as led:
+        found = [d for d in data.decision_records(led) if d["id"] == wanted]
+    if not found:
+        raise _NotFound(f"no gate decision #{wanted} in this ledger; /decisions lists them")
+    return HTMLResponse(views.decision_page(found[0]))
+
+
+# -- JSON -------------------------------------------------------------------------------------------------------
+
+
+def api_campaigns(request: Request) -> JSONResponse:
+    with _ledger(request) as led:
+        return JSONResponse(led.campaigns())
+
+
+def api_campaign(request: Request) -> JSONResponse:
+    name = _arg(request, "name", "/api/campaign?name=mixtures")
+    with _ledger(request) as led:
+        return JSONResponse(clean(_campaign(led, name)))
+
+
+def api_decisions(request: Request) -> JSONResponse:
+    with _ledger(request) as led:
+        return JSONResponse(data.decision_records(led, request.query_params.get("target") or None))
+
+
+def api_runs(request: Request) -> JSONResponse:
+    with _ledger(request) as led:
+        return JSONResponse(data.run_records(led))
+
+
+def api_run_figures(request: Request) -> JSONResponse:
+    name = _arg(request, "name", "/api/run/figures?name=bs64-seed0")
+    with _ledger(request) as led:
+        return JSONResponse(
+            _figures(request).run_figures(
+                led,
+                name,
+                metric=request.query_params.get("metric") or "val/loss",
+                smooth=_smooth(request.query_params),
+            )
+        )
+
+
+def api_run_live(request: Request) -> JSONResponse:
+    name = _arg(request, "name", "/api/run/live?name=bs64-seed0&after=1200")
+    q = request.query_params
+    with _ledger(request) as led:
+        return JSONResponse(
+            data.live_points(
+                led,
+                name,
+                _int(q, "after", "a step number"),
+                metric=q.get("metric") or "val/loss",
+                evals_seen=_int(q, "evals", "a count of evaluations"),
+                curve_after=_int(q, "curve_after", "a step number"),
+                smooth=_smooth(q),
+                smooth_from=_float(q, "smooth_from", "a number"),
+            )
+        )
+
+
+def api_compare(request: Request) -> JSONResponse:
+    a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
+    with _ledger(request) as led:
+        per, _ = data.comparison_unit(led, a, b, _per(request.query_params))
+        return JSONResponse(clean(api.compare(a, b, ledger=led, per=per, **_options(request)).to_dict()))
+
+
+def api_compare_figures(request: Request) -> JSONResponse:
+    a, b = _arg(request, "a", "/api/compare/figures?a=x&b=y"), _arg(request, "b", "/api/compare/figures?a=x&b=y")
+    with _ledger(request) as led:
+        return JSONResponse(
+            data.comparison_figures(
+                led, a, b, metric=request.query_params.get("metric") or "val/loss", per=_per(request.query_params)
+            )
+        )
+
+
+def plotly_js(request: Request) -> FileResponse:
+    # The plotly.js bundle the installed plotly package ships (what `plotly.offline.get_plotlyjs` reads). Its
+    # address names plotly's version, so a browser may keep it (and its compiled code) for good: parsing it
+    # is most of a run page's time in a browser.
+    path = resources.files("plotly") / "package_data" / "plotly.min.js"
+    return FileResponse(
+        str(path), media_type="text/javascript", headers={"cache-control": "public, max-age=31536000, immutable"}
+    )
+
+
+async def failed(request: Request, exc: Exception) -> Response:
+    """A library error as the answer: 404 for what is not in the ledger, else 400; JSON under /api, else a page."""
+    status = 404 if isinstance(exc, (RunNotFound, _NotFound)) else 400
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": str(exc)}, status)
+    return HTMLResponse(views.error_page(str(exc)), status)
+
+
+ROUTES = [
+    Route("/", runs_page),
+    Route("/run", run_page),
+    Route("/compare", compare_page),
+    Route("/campaigns", campaigns_page),
+    Route("/campaign", campaign_page),
+    Route("/decisions", decisions_page),
+    Route("/decision", decision_page),
+    Route("/api/runs", api_runs),
+    Route("/api/run/figures", api_run_figures),
+    Route("/api/run/live", api_run_live),
+    Route("/api/compare", api_compare),
+    Route("/api/compare/figures", api_compare_figures),
+    Route("/api/campaigns", api_campaigns),
+    Route("/api/campaign", api_campaign),
+    Route("/api/decisions", api_decisions),
+    Route(views.PLOTLY_JS, plotly_js),
+    Mount("/static", StaticFiles(directory=STATIC), name="static"),
+]
+"""Every address the dashboard answers: its pages, their JSON under /api, and the assets."""
+
+
 def create_app(location: str, *, token: str | None = None, allowed_hosts: list[str] | None = None) -> Starlette:
     """The dashboard over the ledger at `location` (read-only). `token`: required of every request when set.
     `allowed_hosts`: the Host headers answered (a loopback server answers only its own names, so a web page
     cannot reach it through a DNS name that points at 127.0.0.1); None answers any."""
-
-    def ledger() -> Ledger:
-        return Ledger(location, readonly=True)
-
-    figures = data.FigureCache()
-
-    def runs_page(request: Request) -> HTMLResponse:
-        return HTMLResponse(pages.runs_page(masked(location)))
-
-    def run_page(request: Request) -> HTMLResponse:
-        name = _arg(request, "name", "/run?name=bs64-seed0")
-        with ledger() as led:
-            return HTMLResponse(
-                pages.run_page(
-                    led,
-                    name,
-                    metric=request.query_params.get("metric") or "val/loss",
-                    smooth=_smooth(request.query_params),
-                )
-            )
-
-    def compare_page(request: Request) -> HTMLResponse:
-        a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
-        with ledger() as led:
-            per, note = data.comparison_unit(led, a, b, _per(request.query_params))
-            result = api.compare(a, b, ledger=led, per=per, **_options(request))
-        return HTMLResponse(pages.compare_page(result, dict(request.query_params), per=per, note=note))
-
-    def campaigns_page(request: Request) -> HTMLResponse:
-        with ledger() as led:
-            return HTMLResponse(pages.campaigns_page(data.campaign_records(led)))
-
-    def campaign_page(request: Request) -> HTMLResponse:
-        name = _arg(request, "name", "/campaign?name=mixtures")
-        with ledger() as led:
-            record = _campaign(led, name)
-            decisions = [d for d in data.decision_records(led) if d["target"].startswith(f"{name}/")]
-        return HTMLResponse(pages.campaign_page(record, decisions))
-
-    def decisions_page(request: Request) -> HTMLResponse:
-        target = request.query_params.get("target") or None
-        with ledger() as led:
-            return HTMLResponse(pages.decisions_page(data.decision_records(led, target), target))
-
-    def decision_page(request: Request) -> HTMLResponse:
-        wanted = _int(request.query_params, "id", "a decision number")
-        if wanted is None:
-            raise InputError("/decision: the query parameter 'id' is missing; e.g. /decision?id=1")
-        with ledger() as led:
-            found = [d for d in data.decision_records(led) if d["id"] == wanted]
-        if not found:
-            raise _NotFound(f"no gate decision #{wanted} in this ledger; /decisions lists them")
-        return HTMLResponse(pages.decision_page(found[0]))
-
-    def api_campaigns(request: Request) -> JSONResponse:
-        with ledger() as led:
-            return JSONResponse(led.campaigns())
-
-    def api_campaign(request: Request) -> JSONResponse:
-        name = _arg(request, "name", "/api/campaign?name=mixtures")
-        with ledger() as led:
-            return JSONResponse(clean(_campaign(led, name)))
-
-    def api_decisions(request: Request) -> JSONResponse:
-        with ledger() as led:
-            return JSONResponse(data.decision_records(led, request.query_params.get("target") or None))
-
-    def api_runs(request: Request) -> JSONResponse:
-        with ledger() as led:
-            return JSONResponse(data.run_records(led))
-
-    def api_run_figures(request: Request) -> JSONResponse:
-        name = _arg(request, "name", "/api/run/figures?name=bs64-seed0")
-        with ledger() as led:
-            return JSONResponse(
-                figures.run_figures(
-                    led,
-                    name,
-                    metric=request.query_params.get("metric") or "val/loss",
-                    smooth=_smooth(request.query_params),
-                )
-            )
-
-    def api_run_live(request: Request) -> JSONResponse:
-        name = _arg(request, "name", "/api/run/live?name=bs64-seed0&after=1200")
-        q = request.query_params
-        with ledger() as led:
-            return JSONResponse(
-                data.live_points(
-                    led,
-                    name,
-                    _int(q, "after", "a step number"),
-                    metric=q.get("metric") or "val/loss",
-                    evals_seen=_int(q, "evals", "a count of evaluations"),
-                    curve_after=_int(q, "curve_after", "a step number"),
-                    smooth=_smooth(q),
-                    smooth_from=_float(q, "smooth_from", "a number"),
-                )
-            )
-
-    def api_compare(request: Request) -> JSONResponse:
-        a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
-        with ledger() as led:
-            per, _ = data.comparison_unit(led, a, b, _per(request.query_params))
-            return JSONResponse(clean(api.compare(a, b, ledger=led, per=per, **_options(request)).to_dict()))
-
-    def api_compare_figures(request: Request) -> JSONResponse:
-        a, b = _arg(request, "a", "/api/compare/figures?a=x&b=y"), _arg(request, "b", "/api/compare/figures?a=x&b=y")
-        with ledger() as led:
-            return JSONResponse(
-                data.comparison_figures(
-                    led, a, b, metric=request.query_params.get("metric") or "val/loss", per=_per(request.query_params)
-                )
-            )
-
-    def plotly_js(request: Request) -> FileResponse:
-        # The plotly.js bundle the installed plotly package ships (what `plotly.offline.get_plotlyjs` reads). Its
-        # address names plotly's version, so a browser may keep it (and its compiled code) for good: parsing it
-        # is most of a run page's time in a browser.
-        path = resources.files("plotly") / "package_data" / "plotly.min.js"
-        return FileResponse(
-            str(path), media_type="text/javascript", headers={"cache-control": "public, max-age=31536000, immutable"}
-        )
-
-    async def failed(request: Request, exc: Exception) -> Response:
-        status = 404 if isinstance(exc, (RunNotFound, _NotFound)) else 400
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"error": str(exc)}, status)
-        return HTMLResponse(pages.error_page(str(exc)), status)
-
-    routes = [
-        Route("/", runs_page),
-        Route("/run", run_page),
-        Route("/compare", compare_page),
-        Route("/campaigns", campaigns_page),
-        Route("/campaign", campaign_page),
-        Route("/decisions", decisions_page),
-        Route("/decision", decision_page),
-        Route("/api/runs", api_runs),
-        Route("/api/run/figures", api_run_figures),
-        Route("/api/run/live", api_run_live),
-        Route("/api/compare", api_compare),
-        Route("/api/compare/figures", api_compare_figures),
-        Route("/api/campaigns", api_campaigns),
-        Route("/api/campaign", api_campaign),
-        Route("/api/decisions", api_decisions),
-        Route(pages.PLOTLY_JS, plotly_js),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ]
     middleware = [Middleware(_Guard, token=token)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={YieldgateError: failed})
-    app.state.figures = figures
+    app = Starlette(routes=ROUTES, middleware=middleware, exception_handlers={YieldgateError: failed})
+    app.state.location = location
+    app.state.figures = data.FigureCache()
     return app
