@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from yieldgate.aliases import STEP_NAMES, Target
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean
-from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
+from yieldgate.ingest.mapping import resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import STEP_UNIT, split_eval_key, unsafe_character
 
