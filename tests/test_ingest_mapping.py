@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from yieldgate.aliases import Target, guess
 from yieldgate.errors import InputError
-from yieldgate.ingest.mapping import Target, guess, parse_map_options, resolve_mapping
+from yieldgate.ingest.mapping import parse_map_options, resolve_mapping
 
 
 @pytest.mark.parametrize(("name", "kind", "key", "scale"), [

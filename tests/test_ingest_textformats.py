@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from yieldgate.aliases import guess
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
-from yieldgate.ingest.mapping import guess
-from yieldgate.ingest.textformats import FORMATS, read_pairs, strip_ansi
+from yieldgate.ingest.textlog import FORMATS, read_pairs, strip_ansi
 
 LOGS = Path(__file__).parent / "data" / "textlogs"
 LN2 = math.log(2)

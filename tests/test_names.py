@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yieldgate.ingest.textformats import FORMATS
+from yieldgate.ingest.textlog import FORMATS
 from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, TEXTLOG_FORMATS, is_extra_key, split_eval_key
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "data-contract.md"

@@ -98,7 +98,7 @@ RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed
 EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault", "resume")
 EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
 
-# The trainers' log formats `yieldgate import textlog --format` reads, one reader each in ingest/textformats.py
+# The trainers' log formats `yieldgate import textlog --format` reads, one reader each in ingest/textlog/
 # (tests/test_names.py keeps the two lists one). Here so that the command line names them without importing the
 # importers.
 TEXTLOG_FORMATS: Final[tuple[str, ...]] = (

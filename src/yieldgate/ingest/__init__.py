@@ -39,7 +39,7 @@ class ImportOptions:
     patterns: Sequence[str] = ()
     """textlog: regular expressions with named groups, tried in order on each line."""
     log_format: str = "auto"
-    """textlog without patterns: a known trainer's format (`textformats.FORMATS`), or `auto` to detect it."""
+    """textlog without patterns: a known trainer's format (`textlog.FORMATS`), or `auto` to detect it."""
     step_pattern: str | None = None
     """lm-eval: regex with one group that takes the step from a results file's name."""
     step: int | None = None

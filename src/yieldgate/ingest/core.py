@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from yieldgate.aliases import STEP_NAMES, Target
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean
-from yieldgate.ingest.mapping import STEP_NAMES, Target, resolve_mapping
+from yieldgate.ingest.mapping import resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import STEP_UNIT, split_eval_key, unsafe_character
 
@@ -308,6 +309,23 @@ def map_rows(
     """
     overrides = {src: key for src, key in (overrides or {}).items() if key != "step"}
     targets: dict[str, Target] = resolve_mapping(rows.values, overrides, None)
+    canon = _renamed(rows, targets)
+    _loss_from_parts(canon, rows, targets, warnings)
+    _impossible_mfu(canon, warnings)
+    summed = _count_tokens(canon, rows, targets, warnings, tokens_per_step, tokens_per_sample)
+    canon = clean(canon, warnings)
+    _wall_from_step_times(canon, warnings)
+    _energy(canon, warnings)
+    kinds = {t.key: t.kind for t in targets.values()}
+    evals = _eval_records(canon, [key for key, kind in kinds.items() if kind == "eval"])
+    mapping = {name: t.describe() for name, t in targets.items()}
+    if summed is not None:
+        mapping[summed] += "; tokens (running sum)"
+    return Mapped(_step_frame(canon), evals, mapping)
+
+
+def _renamed(rows: Rows, targets: Mapping[str, Target]) -> Rows:
+    """`rows` under their targets' keys, in their targets' units (the step column left out)."""
     canon = Rows(rows.source, rows.step, rows.where)
     for name, target in targets.items():
         if target.kind == "step":
@@ -320,8 +338,19 @@ def map_rows(
             continue
         canon.values[target.key] = rows.values[name] * target.scale
         canon.present[target.key] = rows.present[name].copy()
-    _loss_from_parts(canon, rows, targets, warnings)
-    _impossible_mfu(canon, warnings)
+    return canon
+
+
+def _count_tokens(
+    canon: Rows,
+    rows: Rows,
+    targets: Mapping[str, Target],
+    warnings: Warnings,
+    tokens_per_step: float | None,
+    tokens_per_sample: float | None,
+) -> str | None:
+    """The tokens column: counters that never moved from 0 dropped, then the tokens given per step or per sample,
+    or else summed from per-step counts; returns the source name summed into tokens, if one was."""
     for counter in ("tokens", "samples"):
         present = canon.present.get(counter)
         if present is not None and present.any() and not canon.values[counter][present].any():
@@ -344,15 +373,15 @@ def map_rows(
         tokens = canon.values.get("tokens", np.full(len(canon), np.nan)).copy()
         tokens[~have] = canon.step[~have] * float(tokens_per_step)
         canon.values["tokens"], canon.present["tokens"] = tokens, np.ones(len(canon), dtype=bool)
-    canon = clean(canon, warnings)
-    _wall_from_step_times(canon, warnings)
-    _energy(canon, warnings)
-    kinds = {t.key: t.kind for t in targets.values()}
-    eval_wall = _step_keeps_its_clock(canon, [key for key, kind in kinds.items() if kind == "eval"])
+    return summed
+
+
+def _eval_records(canon: Rows, keys: Sequence[str]) -> list[EvalRecord]:
+    """The eval records of the eval `keys`, taken out of `canon`: each at its row's step, with the row's tokens and
+    wall clock."""
+    eval_wall = _step_keeps_its_clock(canon, keys)
     evals: list[EvalRecord] = []
-    for key, kind in kinds.items():
-        if kind != "eval":
-            continue
+    for key in keys:
         task, metric = split_eval_key(key)
         present = canon.present.pop(key)
         values = canon.values.pop(key)
@@ -370,17 +399,18 @@ def map_rows(
                     wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None),
                 )
             )
-    # Rows that only carried eval values are not step records.
+    return evals
+
+
+def _step_frame(canon: Rows) -> pd.DataFrame:
+    """The step records: one row per step with a value (rows that only carried eval values are not step records)."""
     any_step = np.zeros(len(canon), dtype=bool)
     for p in canon.present.values():
         any_step |= p
     frame = pd.DataFrame({"step": canon.step[any_step]})
     for key in sorted(canon.values):
         frame[key] = _nullable(canon.values[key][any_step], canon.present[key][any_step])
-    mapping = {name: t.describe() for name, t in targets.items()}
-    if summed is not None:
-        mapping[summed] += "; tokens (running sum)"
-    return Mapped(frame, evals, mapping)
+    return frame
 
 
 def _same_value(a: float, b: float) -> bool:

@@ -293,10 +293,10 @@ def _deepspeed_samples(scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFram
 # each at step = num_updates: `train_inner/` (every --log-interval updates), `train/` (each epoch's means, at its
 # last update) and one per validation subset (`valid/`, `valid_wiki/`, `test/`). Its losses are in bits.
 def _fairseq_layout(files: Sequence[Path], scalars: pd.DataFrame, warnings: Warnings) -> pd.DataFrame:
-    """The scalars of a fairseq log directory under the names its text log is read by (`textformats`: losses in
+    """The scalars of a fairseq log directory under the names its text log is read by (`textlog.fairseq`: losses in
     nats, a validation subset's losses as evaluations), without the per-epoch means (not a step's values) and a
     validation's other statistics (its speed, `best_loss`)."""
-    from yieldgate.ingest.textformats import fairseq_name
+    from yieldgate.ingest.textlog.fairseq import fairseq_name
 
     roots = {f.parent.parent for f in files if f.parent.name == "train_inner"}
     if not roots:

@@ -253,7 +253,7 @@ def _contained(method: Any) -> Any:
 def _eval_key(name: Any) -> str | None:
     """`<task>/<metric>` for an eval key as given: itself, or the eval an importer would map the name to
     (`val_loss` -> `val/loss`); None when it names no evaluation."""
-    from yieldgate.ingest.mapping import guess
+    from yieldgate.aliases import guess
 
     if not isinstance(name, str):
         return None

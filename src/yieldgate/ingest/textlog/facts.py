@@ -1,7 +1,4 @@
-"""Plain-text training logs: read as a known trainer's format (`textformats`, detected per file) or with
-named-group regular expressions, into `Rows` under the log's own names.
-
-Beyond each line's values, what a log says once or in passing:
+"""What a text log says once or in passing, beyond each line's values:
 - **Its clock.** A timestamp that starts a record's line (`2024-01-02 10:11:12,345 INFO ...`,
   `[2024-01-02 10:11:12] iteration 10/...`, `2024-01-02T10:11:12.345Z`) gives the record's `timestamp`,
   seconds since the log's first timestamp (a line's leading one, or Megatron's `[...] datetime: ...` marks
@@ -9,26 +6,22 @@ Beyond each line's values, what a log says once or in passing:
   own clock (`train_time`, `elapsed`) keeps precedence.
 - **Its device count**, where the trainer prints it (`world size: 8`; Megatron's data x tensor x pipeline
   parallel sizes; `number of GPUs: 8`; Lightning's `MEMBER: 1/8`): per-device-hour yields need it.
+- **Its batch in tokens**, where the trainer prints its global batch and sequence length (TorchTitan).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from yieldgate.errors import InputError
-from yieldgate.ingest import textformats
-from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines, unix_seconds
-from yieldgate.ingest.core import pick_step
-from yieldgate.ingest.tables import numeric_column, rows_from_columns
-from yieldgate.util.inputs import check_regular
+from yieldgate.ingest.clean import Rows, Warnings, unix_seconds
+from yieldgate.ingest.textlog.base import PER_DEVICE_TOKENS_PER_S, strip_ansi
 
-__all__ = ["TextLog", "read_textlog", "device_count", "batch_tokens", "per_device_throughput"]
+__all__ = ["batch_tokens", "clock", "device_count", "per_device_throughput"]
 
 # A date-time at the start of a line, bare or in brackets, after at most two bracketed tags (TorchTitan's
 # `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`): ISO with `T` or a space, optional fraction (`.` or
@@ -73,26 +66,11 @@ _ND_MESH = re.compile(r"Building \d-D device mesh with \[[^\]]*\],\s*\[(?P<sizes
 _BATCH_TOKENS = re.compile(r"\bglobal batch size (?P<batch>\d{1,9}),.{0,80}?\bsequence length (?P<seq>\d{1,9})\b")
 
 
-@dataclass
-class TextLog:
-    """What plain-text logs of one run hold: their rows, the format each file was read as, and the facts
-    printed once."""
-
-    rows: Rows
-    formats: list[str]
-    start_unix: float | None
-    """Unix time of the first timestamped line (naive times read as this machine's local time)."""
-    devices: tuple[int, str] | None
-    """(device count, where it was printed) when a log says."""
-    tokens_per_step: tuple[float, str] | None = None
-    """(tokens per optimizer step, where the log printed the batch that gives it) when a log says."""
-
-
 def _stamp(line: str) -> str | None:
     """The dated timestamp that starts `line` (ISO, bracketed, or month/day/year), as ISO text."""
     if line[:1] not in " \t[0123456789\x1b":
         return None
-    text = textformats.strip_ansi(line)
+    text = strip_ansi(line)
     if m := _STAMP.match(text):
         return m["ts"].replace(",", ".")
     if m := _US_STAMP.match(text):
@@ -151,7 +129,7 @@ def batch_tokens(lines: Sequence[str], path: Path) -> tuple[float, str] | None:
 def per_device_throughput(rows: Rows, devices: tuple[int, str] | None, warnings: Warnings) -> None:
     """A per-device tokens/s (TorchTitan's `tps`, MaxText's `Tokens/s/device`) times the device count is the job's
     `tokens_per_s`; with no device count it stays an extra under its own name, said in a warning."""
-    name = textformats.PER_DEVICE_TOKENS_PER_S
+    name = PER_DEVICE_TOKENS_PER_S
     if name not in rows.values or "tokens_per_s" in rows.values:
         return
     if devices is None:
@@ -166,7 +144,7 @@ def per_device_throughput(rows: Rows, devices: tuple[int, str] | None, warnings:
     warnings.add("devices", f"{rows.source}: tokens_per_s = tokens/s per device x {devices[0]} devices ({devices[1]})")
 
 
-def _clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, float] | None:
+def clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, float] | None:
     """Unix time of each record (the timestamp its first line starts with, NaN where none), and of the
     log's first timestamped line; None when no line starts with one."""
     stamp = _stamp
@@ -179,116 +157,3 @@ def _clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, floa
     stamps = pd.Series([stamp(lines[i]) or "" for i in where] + [first], dtype=object)
     seconds = unix_seconds(stamps)
     return seconds[:-1], float(seconds[-1])
-
-
-def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
-    """A reader of lines by `--pattern`s: (index, 1, the first matching pattern's groups) per matched line."""
-    compiled = []
-    for p in patterns:
-        try:
-            rx = re.compile(p)
-        except re.error as exc:
-            raise InputError(f"--pattern {p!r}: not a regular expression ({exc})") from None
-        if not rx.groupindex:
-            raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
-        compiled.append(rx)
-
-    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
-        for i, line in enumerate(lines):
-            line = textformats.strip_ansi(line)
-            m = next((m for rx in compiled if (m := rx.search(line))), None)
-            if m is not None:
-                yield i, 1, {k: v for k, v in m.groupdict().items() if v is not None}
-
-    return records
-
-
-def _format(fmt: textformats.LogFormat) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
-    """A reader of lines as `fmt`, its values as text like a pattern's groups (one path to `_numeric`)."""
-
-    def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
-        for i, n, values in fmt.records(lines):
-            yield i, n, {k: repr(v) for k, v in values.items()}
-
-    return records
-
-
-def read_textlog(
-    paths: Sequence[Path],
-    patterns: Sequence[str],
-    warnings: Warnings,
-    overrides: Mapping[str, str],
-    log_format: str = "auto",
-) -> TextLog:
-    """Rows of plain-text logs, the format each file was read as, and what they print once.
-
-    With `patterns`, each line is searched with each in turn; the first that matches gives the row, its
-    named groups the metrics (a group that took no part in the match is absent). Without, the lines are
-    read as `log_format` (`yieldgate.ingest.textformats`), or as the format detected in each file (`auto`).
-    Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
-    if patterns and log_format != "auto":
-        raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
-    custom = _custom(patterns) if patterns else None
-    parts, formats, starts = [], [], []
-    devices: tuple[int, str] | None = None
-    tokens_per_step: tuple[float, str] | None = None
-    for path in paths:
-        check_regular(path, "a plain-text training log")  # a FIFO or /dev/zero is refused, not waited on
-        lines = read_lines(path, warnings)
-        epochs = False
-        if custom is not None:
-            read, name, what = custom, "pattern", "matched no pattern"
-        else:
-            fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
-            read, name, epochs = _format(fmt), fmt.name, fmt.epochs
-            what = f"are not {name} log lines"
-            if fmt.note:
-                warnings.add("format", f"{path}: {fmt.note}")
-        formats.append(name)
-        records: list[dict[str, str]] = []
-        where: list[str] = []
-        first_lines: list[int] = []
-        used = np.zeros(len(lines), dtype=bool)
-        names: dict[str, None] = {}
-        for i, n, rec in read(lines):
-            names.update(dict.fromkeys(rec))
-            check_columns(len(names), f"{path}:{i + 1}")
-            records.append(rec)
-            where.append(f"{path}:{i + 1}")
-            first_lines.append(i)
-            used[i : i + n] = True
-        devices = devices or device_count(lines, path)
-        tokens_per_step = tokens_per_step or batch_tokens(lines, path)
-        skipped = ~used & np.array([bool(line.strip()) for line in lines], dtype=bool)
-        if skipped.any():
-            warnings.add(
-                "unmatched",
-                f"{path}: {int(skipped.sum())} line(s) {what} and were skipped "
-                f"(first: line {int(np.argmax(skipped)) + 1})",
-            )
-        if not records:
-            continue
-        frame = pd.DataFrame.from_records(records).fillna("")
-        columns = {}
-        for col in frame.columns:
-            values = numeric_column(col, frame[col], where, warnings, str(path))
-            if values is not None:
-                columns[col] = values
-        clock = _clock(lines, first_lines) if "timestamp" not in columns else None
-        if clock is not None:
-            columns["timestamp"] = (clock[0], ~np.isnan(clock[0]))  # Unix seconds until all files are read
-            starts.append(clock[1])
-        part = rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path)))
-        part.epochs = part.epochs or epochs
-        parts.append(part)
-    if not parts:
-        raise InputError(
-            f"{', '.join(map(str, paths))}: no line matched any --pattern"
-            if patterns
-            else f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line"
-        )
-    rows = concat(parts)
-    start = min(starts) if starts else None
-    if start is not None:
-        rows.values["timestamp"] = rows.values["timestamp"] - start  # seconds since the job's first line
-    return TextLog(rows, formats, start, devices, tokens_per_step)
