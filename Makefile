@@ -94,9 +94,9 @@ bench: $(VENV)/.bench
 # Rewrites the Reliability table (docs/reliability.md) from what the reliability tests measure.
 reliability-table: $(VENV)/.dev pg-start
 	@status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q \
-		tests/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
-		tests/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/test_distributed.py \
-		tests/test_kill_matrix.py tests/test_reliability_pg.py tests/test_ledger_pg.py || status=$$?; .ci/pg stop; \
+		tests/integration/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
+		tests/integration/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/integration/test_distributed.py \
+		tests/integration/test_kill_matrix.py tests/integration/test_reliability_pg.py tests/test_ledger_pg.py || status=$$?; .ci/pg stop; \
 		exit $$status
 
 soak: $(VENV)/.dev pg-start
@@ -119,7 +119,7 @@ wheel: $(VENV)/.dev
 # The docs' Quickstart as written, against dist/'s wheel installed with [torch] into a fresh virtual environment
 # (make test-all runs the same test on a wheel it builds itself).
 quickstart: wheel
-	YIELDGATE_WHEEL="$$(ls dist/yieldgate-*.whl)" $(BIN)/python -m pytest -q -m slow tests/test_quickstart.py
+	YIELDGATE_WHEEL="$$(ls dist/yieldgate-*.whl)" $(BIN)/python -m pytest -q -m slow tests/integration/test_quickstart.py
 
 clean:
 	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .hypothesis

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cases live with the tests that check them
 
-from tests.diagnose_cases import (  # noqa: E402
+from tests.support.diagnose_cases import (  # noqa: E402
     CONDITIONS,
     _data,
     _job,

@@ -12,7 +12,7 @@ exception's curve check: each clean and each LR x30 seed from 3 on against the c
 
     .venv/bin/python benchmarks/bench_gate.py [--seeds 6] [--json]
 
-`tests/test_gate.py` runs seeds 0-2 of the same probes.
+`tests/integration/test_gate.py` runs seeds 0-2 of the same probes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the settings live with the tests that use them
 
-from tests.gate_cases import ONE, POLICY, TWO, probe_config, resolve_recipe  # noqa: E402
+from tests.support.gate_cases import ONE, POLICY, TWO, probe_config, resolve_recipe  # noqa: E402
 
 
 def main() -> None:

@@ -99,14 +99,14 @@ def chromium() -> str:
 @pytest.fixture(scope="session")
 def text() -> np.ndarray:
     """About 540 kB of real text (Python's standard library, training side of a split by module) as bytes."""
-    from .helpers import stdlib_corpus
+    from tests.support.helpers import stdlib_corpus
 
     train, _, _ = stdlib_corpus(600_000)
     return train
 
 
 def pytest_sessionfinish(session, exitstatus):
-    from tests import reliability
+    from tests.support import reliability
 
     if reliability.WRITE and reliability.measured:
         reliability.write_table()

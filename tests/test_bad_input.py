@@ -3,7 +3,7 @@ campaigns and policies, damaged event files, tables with missing columns, non-fi
 non-UTF-8 text, hostile run names, a ledger from a newer schema. Each is refused with one line on stderr and exit status 2, and the
 ledger (which holds a run already) is left exactly as it was; or, where the input is partly good data (a
 truncated event file, a diverged loss), imported with a warning that says what was done. Each case keeps
-its Reliability row (docs/reliability.md) true (tests/reliability.py)."""
+its Reliability row (docs/reliability.md) true (tests/support/reliability.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.digest import ledger_digest
-from tests.reliability import check
+from tests.support.digest import ledger_digest
+from tests.support.reliability import check
 from yieldgate.cli import app
 from yieldgate.ledger import Ledger
 

@@ -15,7 +15,7 @@ from yieldgate.manifest import parse_manifest
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
 
-from .helpers import CFG, batch
+from tests.support.helpers import CFG, batch
 
 
 def linear_run(name: str, slope: float, rate: float, *, offset: float = 0.0, points: int = 11,

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests import diagnose_cases as bench
+from tests.support import diagnose_cases as bench
 from yieldgate.analysis.data_detectors import (
     _expected_repeat,
     duplicated_stream,
@@ -511,7 +511,7 @@ def test_a_log_of_one_row_per_epoch_is_not_called_a_non_iid_stream(cli_for, tmp_
 
 
 def test_one_evaluation_far_off_the_curve_is_an_eval_spike_and_a_level_shift_is_not(ledger):
-    """The shape of a real Keras run (keras-tf2-cbam-noise-tb in tests/real_logs.py, not committed): 1,000 per-epoch
+    """The shape of a real Keras run (keras-tf2-cbam-noise-tb in tests/support/real_logs.py, not committed): 1,000 per-epoch
     validation losses falling from 1.36 to 0.025 with one of 11.97 at epoch 15 among values near 1. It is reported
     once, at its step, as a transient of one evaluation; the same curve without it, and one whose loss steps up and
     stays up, have no such finding."""

@@ -1,7 +1,7 @@
 """The README and the docs site stay short, linked, built and true to the CLI they describe.
 
 The reference pages checked against the code elsewhere: the names table (tests/test_names.py), the Reliability
-table (tests/reliability.py). The Quickstart is run as written by tests/test_quickstart.py.
+table (tests/support/reliability.py). The Quickstart is run as written by tests/integration/test_quickstart.py.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def test_quickstart_page_has_its_script_and_commands():
 
 
 def test_readme_quickstart_commands_are_the_docs():
-    """The README's Quickstart commands are the page's, which tests/test_quickstart.py runs."""
+    """The README's Quickstart commands are the page's, which tests/integration/test_quickstart.py runs."""
     readme_commands = quickstart(README.read_text())[1]
     docs_commands = quickstart((DOCS / "quickstart.md").read_text())[1]
     assert [c for c in readme_commands if not c.startswith("make ")][1:] == docs_commands[1:]

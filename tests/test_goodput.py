@@ -14,7 +14,7 @@ from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
 
-from .helpers import CFG, batch
+from tests.support.helpers import CFG, batch
 
 
 def _train(tr: Tracker, model, opt, text, rng, steps: range, saves: dict[int, float], path) -> dict[int, float]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.digest import ledger_digest
-from tests.reliability import check
+from tests.support.digest import ledger_digest
+from tests.support.reliability import check
 from yieldgate.errors import InputError
 from yieldgate.ingest import KINDS, ImportOptions, import_run
 

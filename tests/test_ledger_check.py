@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import yieldgate.ledger.checksum
-from tests.reliability import check
+from tests.support.reliability import check
 from yieldgate.errors import BlockDamaged, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.check import check_ledger

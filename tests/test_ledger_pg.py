@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.conftest import NO_PG, PG_URL, pg_ledger_url
-from tests.reliability import check
+from tests.support.reliability import check
 from yieldgate.errors import LedgerError, LedgerRefused, SchemaVersionError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.copy import ledger_digest

@@ -8,7 +8,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.helpers import shuffled
+from tests.support.helpers import shuffled
 from yieldgate.errors import InputError, ManifestError
 from yieldgate.manifest import DedupPolicy, Hardware, Manifest, diff, load_manifest, parse_manifest
 

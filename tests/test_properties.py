@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import shuffled
+from tests.support.helpers import shuffled
 from yieldgate.analysis.compare import RunData, compare
 from yieldgate.analysis.fit import fit_power_law
 from yieldgate.analysis.yields import tranche_yields

@@ -1,6 +1,6 @@
 """Independent checks of the real-log corpus: tests/data/real (committed) and shared/real.
 
-Every fact in tests/real_logs.py is recomputed here from the raw file with the standard
+Every fact in tests/support/real_logs.py is recomputed here from the raw file with the standard
 library (and, for event files, the tensorboard package's own reader), never with yieldgate
 code: these parsers are the yardstick the importers are measured against, so each one is
 a few lines that follow the source format literally.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.real_logs import REAL_LOGS, SHARED_LOGS
+from tests.support.real_logs import REAL_LOGS, SHARED_LOGS
 
 ROOT = Path(__file__).parent / "data" / "real"
 # shared/ beside the clone (the steering repository's shared folder; a copy of it on CI)
@@ -466,7 +466,7 @@ def test_every_file_is_registered_and_sourced() -> None:
     registered = {entry["path"] for entry in REAL_LOGS}
     for path in _corpus_files():
         rel = path.relative_to(ROOT).as_posix()
-        assert rel in registered or rel.split("/")[0] in registered, f"{rel} is not in tests/real_logs.py"
+        assert rel in registered or rel.split("/")[0] in registered, f"{rel} is not in tests/support/real_logs.py"
         # Each file has a SOURCES.md section headed by its name, holding a 40-hex commit and
         # saying that it was taken from the search index (read_file), not from a snapshot.
         section = _section(committed, rel)

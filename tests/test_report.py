@@ -22,7 +22,7 @@ from yieldgate.report.figures.base import MAX_POINTS, downsample, metric_title, 
 from yieldgate.report.figures.runs import build_figures, tranche_yields_figure
 from yieldgate.report.sections import collect
 
-from .test_probe import RECIPE
+from tests.integration.test_probe import RECIPE
 
 EVIL = "<script>alert(1)</script>"
 EVIDENCE_HTML = "<img src=x onerror=window.__pwned=1>"

@@ -1,6 +1,6 @@
 """Security: the HTML report escapes every user string; nothing listens on a network port; no credential
 reaches the ledger or the report; nothing is ever unpickled. Each test keeps its Reliability row (docs)
-true (tests/reliability.py)."""
+true (tests/support/reliability.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from tests.digest import ledger_digest
-from tests.reliability import check
+from tests.support.digest import ledger_digest
+from tests.support.reliability import check
 from yieldgate.cli import app
 from yieldgate.ingest import KINDS
 from yieldgate.ledger import EvalRecord, Ledger

@@ -20,7 +20,7 @@ from yieldgate.track.signals import (
 )
 from yieldgate.track.tracker import matmul_params
 
-from .helpers import CFG, batch
+from tests.support.helpers import CFG, batch
 
 def test_gns_formulas_exactly():
     est = gns_estimate(torch.tensor([5.0]), torch.tensor([2.0]), b=1.0, big_b=4.0)

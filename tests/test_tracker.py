@@ -18,9 +18,9 @@ from yieldgate.track import Tracker, TrackerConfig
 from yieldgate.track.throughput import flops_per_token
 from yieldgate.track.tracker import matmul_params
 
-from tests.reliability import check
+from tests.support.reliability import check
 
-from .helpers import CFG, batch
+from tests.support.helpers import CFG, batch
 
 
 def train(tr: Tracker | None, model, opt, text, steps: int, *, micro: int = 1, seqs: int = 8, seed: int = 0,

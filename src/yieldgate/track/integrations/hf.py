@@ -21,7 +21,7 @@ What each step record holds, and where it comes from:
   The Trainer's own `state.num_input_tokens_seen` (`include_num_input_tokens_seen`) is not used: it costs a
   host sync (`.item()`) and an all-gather on every microbatch, while counting from shapes costs nothing and a
   mask's sum is read without draining the device's queue (`TokenCounter`). On the same batches both counts
-  agree (`tests/test_integrations.py` checks it).
+  agree (`tests/integration/test_integrations.py` checks it).
 - **loss, grad_norm**: the Trainer moves them to the host only at its logging steps (`logging_steps`), where
   they reach `on_log` as floats; they are recorded at those steps and left empty at the others. So the ledger's
   rows equal `state.log_history`'s at every logging step. The Trainer's `loss` there is *the mean over the

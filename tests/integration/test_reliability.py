@@ -1,5 +1,5 @@
 """Faults of real clusters, tried on the Tracker and the ledger; each test keeps its docs/reliability.md row true
-(tests/reliability.py: the table is the tests' own results)."""
+(tests/support/reliability.py: the table is the tests' own results)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability import check
+from tests.support.reliability import check
 from yieldgate.ledger import Ledger
 from yieldgate.track.tracker import Tracker, TrackerConfig
 

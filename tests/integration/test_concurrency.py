@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.reliability import check
+from tests.support.reliability import check
 from yieldgate.ledger import Ledger
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`

@@ -16,7 +16,7 @@ import torch
 from yieldgate.ledger import Ledger
 from yieldgate.track.integrations import TokenCounter, batch_counts
 
-from .helpers import stdlib_corpus
+from tests.support.helpers import stdlib_corpus
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability import check
-from tests.test_reliability import child, completed, printed, stored_steps
+from tests.support.reliability import check
+from tests.integration.test_reliability import child, completed, printed, stored_steps
 from yieldgate.ledger import Ledger
 
 pytestmark = pytest.mark.slow  # processes killed mid-run

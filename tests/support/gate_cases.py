@@ -1,4 +1,4 @@
-"""The gate's probe settings, shared by its tests (tests/test_gate.py) and its benchmark
+"""The gate's probe settings, shared by its tests (tests/integration/test_gate.py) and its benchmark
 (benchmarks/bench_gate.py): the example policy, the two recipes, and the probe they are trained with.
 """
 
@@ -11,7 +11,7 @@ from yieldgate.data.recipe import ResolvedRecipe, resolve
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.config import Faults, ProbeConfig
 
-POLICY = Path(__file__).parents[1] / "examples" / "policy.yaml"
+POLICY = Path(__file__).parents[2] / "examples" / "policy.yaml"
 TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
 TWO = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
        "tokenizer": TOKENIZER}

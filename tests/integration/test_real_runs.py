@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.real_logs import REAL_LOGS, SHARED_LOGS
+from tests.support.real_logs import REAL_LOGS, SHARED_LOGS
 from tests.test_real_sources import SHARED_ROOT
 from yieldgate.cli import app
 from yieldgate.ledger import Ledger
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
-ROOT = Path(__file__).parent / "data" / "real"
+ROOT = Path(__file__).parents[1] / "data" / "real"
 # What a user adds on the command line, by file: only what the file cannot say.
 EXTRA_ARGS = {"lmeval-v04-llama3-8b-mmlu.json": ["--step", "1"], "lmeval-v04-llama3-8b-gsm8k.json": ["--step", "1"],
               # the readme it comes from runs `torchrun --nproc_per_node=8`

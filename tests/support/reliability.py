@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 START, END = "<!-- reliability:start -->", "<!-- reliability:end -->"
 HEADER = "| fault or bad input | outcome | rows lost |\n|---|---|---|\n"
 WRITE = os.environ.get("YIELDGATE_WRITE_RELIABILITY") == "1"

@@ -11,7 +11,7 @@ from yieldgate.probe.model import GPT
 from yieldgate.track.batch_check import BatchConfig, batch_size_check
 from yieldgate.track.tracker import Tracker
 
-from .helpers import CFG, batch
+from tests.support.helpers import CFG, batch
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 

@@ -25,7 +25,7 @@ from yieldgate.probe.trainer import train_probe
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
-from tests import gate_cases as bench
+from tests.support import gate_cases as bench
 
 POLICY_FILE = bench.POLICY
 CLEAN = "camp/two/s[012]/t150000"

@@ -195,7 +195,7 @@ def gns_lead_times(results: list[dict[str, Any]]) -> dict[str, Any]:
             "by_condition": dict(Counter(r["condition"] for r, _ in fired))}
 
 
-REAL = Path(__file__).parent / "data" / "real"
+REAL = Path(__file__).parents[1] / "data" / "real"
 
 
 @dataclass(frozen=True)

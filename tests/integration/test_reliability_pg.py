@@ -1,6 +1,6 @@
 """Faults of a team ledger on PostgreSQL, tried on the test server (`make pg-start`; `make test-all` starts it):
 the server stopped under a running Tracker, a server not there when the run starts, and many processes writing
-while `yieldgate compare` reads. Each keeps its docs/reliability.md row true (tests/reliability.py)."""
+while `yieldgate compare` reads. Each keeps its docs/reliability.md row true (tests/support/reliability.py)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import PG_URL, pg_ledger_url
-from tests.reliability import check
+from tests.support.reliability import check
 from yieldgate.ledger import EvalRecord, Ledger
 
 pytestmark = pytest.mark.slow  # real processes and a server stopped and started: `make test-all`
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
