@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import yieldgate
-from yieldgate import EvalRecord, Ledger
+from yieldgate import EvalRecord, Ledger, api
 from yieldgate.report.console import clean
 
 
@@ -71,3 +71,44 @@ def test_runs_can_be_managed_from_python_as_from_the_cli(two_runs, cli):
     with pytest.raises(yieldgate.InputError, match=r"^tag 'a b' is not allowed"):
         yieldgate.tag_runs("a", "a b", ledger=two_runs)
     assert yieldgate.runs(ledger=two_runs)["tags"].tolist() == [["base", "v1"]]
+
+
+# Every argument of the Python API that takes one of a set of values, given a value outside it: (what is called,
+# the argument the error must name).
+BAD_CHOICES = [
+    (lambda led, tmp: yieldgate.runs(ledger=led, sort="size"), "sort"),
+    (lambda led, tmp: yieldgate.runs(ledger=led, status="done"), "status"),
+    (lambda led, tmp: yieldgate.yields("a", ledger=led, per="bit"), "per"),
+    (lambda led, tmp: yieldgate.compare("a", "b", ledger=led, primary="nope"), "primary"),
+    (lambda led, tmp: yieldgate.compare("a", "b", ledger=led, at="nope"), "at"),
+    (lambda led, tmp: yieldgate.compare("a", "b", ledger=led, per="bit"), "per"),
+    (lambda led, tmp: yieldgate.import_run("nope", str(tmp / "x.csv"), run="x", ledger=led), "kind"),
+    (lambda led, tmp: yieldgate.import_run("textlog", str(tmp / "x.log"), run="x", ledger=led, log_format="nope"),
+     "log_format"),
+    (lambda led, tmp: yieldgate.import_run("table", str(tmp / "x.csv"), run="x", ledger=led, join_on="nope"),
+     "join_on"),
+    (lambda led, tmp: yieldgate.export_run("a", "nope", tmp / "out", ledger=led), "to"),
+    # api.report: `yieldgate.report` is the subpackage once `yieldgate.report.console` is imported (above)
+    (lambda led, tmp: api.report("a", tmp / "r.html", ledger=led, per="bit"), "per"),
+]
+
+
+@pytest.mark.parametrize(("call", "parameter"), BAD_CHOICES, ids=[f"{i}-{p}" for i, (_, p) in enumerate(BAD_CHOICES)])
+def test_a_bad_choice_is_an_input_error_that_names_the_argument(two_runs, tmp_path, call, parameter):
+    """`yieldgate.compare(primary="nope")` was taken as throughput-first: every choice is checked, and the error
+    names the argument (as Python spells it) and lists the values it takes."""
+    with pytest.raises(yieldgate.InputError, match=rf"^{parameter} must be (one of )?\w") as caught:
+        call(two_runs, tmp_path)
+    assert caught.value.parameters == (parameter,)
+    assert str(caught.value).endswith(("got 'nope'", "got 'bit'", "got 'size'", "got 'done'"))
+
+
+def test_the_cli_says_the_flag_where_the_library_says_the_argument(two_runs, cli):
+    assert cli("compare", "a", "b", "--primary", "nope", code=2).stderr == \
+        "error: --primary must be learning or throughput, got 'nope'\n"
+    assert cli("runs", "--sort", "size", code=2).stderr == \
+        "error: --sort must be one of name, created, updated, status, steps, tokens, duration, got 'size'\n"
+    assert cli("import", "nope", "x.csv", "--run", "x", code=2).stderr.startswith(
+        "error: KIND must be one of tensorboard, mlflow, ")
+    with pytest.raises(yieldgate.InputError, match=r"^primary must be learning or throughput, got 'nope'$"):
+        yieldgate.compare("a", "b", ledger=two_runs, primary="nope")

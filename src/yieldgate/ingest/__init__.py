@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings
 from yieldgate.ingest.core import ImportResult, Mapped, map_rows, settle_evals, write_import
 from yieldgate.ingest.mapping import parse_map_options
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.names import TEXTLOG_FORMATS
 
 __all__ = ["ImportOptions", "Read", "import_run", "KINDS"]
 
@@ -53,6 +54,12 @@ class ImportOptions:
     wrong; else read from the log (`world size: 8`) when it prints it."""
     join_on: str = "step"
     """table: `step` (rows carry the run's step), or `time`: telemetry joined onto an existing run by wall clock."""
+
+    def __post_init__(self) -> None:
+        check_choice("log_format", self.log_format, ("auto", *TEXTLOG_FORMATS))
+        check_choice("join_on", self.join_on, ("step", "time"))
+        if self.devices is not None and self.devices < 1:
+            raise InputError(f"--devices must be >= 1, got {self.devices}")
 
 
 @dataclass
@@ -140,8 +147,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     that does not parse leaves the ledger as it was. Importing the same source into the same run again
     writes nothing (`ImportResult.unchanged`).
     """
-    if kind not in KINDS:
-        raise InputError(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
+    check_choice("kind", kind, KINDS)
     if not sources:
         raise InputError(f"yieldgate import {kind} needs at least one SOURCE")
     from yieldgate.manifest import load_manifest  # pydantic, on the imports that attach a manifest only
@@ -149,10 +155,6 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
     overrides = parse_map_options(opts.map)
     warnings = Warnings()
-    if opts.devices is not None and opts.devices < 1:
-        raise InputError(f"--devices must be >= 1, got {opts.devices}")
-    if opts.join_on not in ("step", "time"):
-        raise InputError(f"--join-on must be step or time, got {opts.join_on!r}")
     if opts.join_on == "time":
         return [_join_telemetry(ledger, kind, sources, opts, warnings, manifest)]
     reads = KINDS[kind](sources, opts, warnings)

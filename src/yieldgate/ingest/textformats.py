@@ -713,10 +713,3 @@ def detect(lines: Sequence[str], where: str) -> LogFormat:
             r"values with --pattern REGEX, e.g. --pattern 'step (?P<step>\d+) .*loss (?P<loss>\S+)'"
         )
     return FORMATS[best]
-
-
-def get(name: str) -> LogFormat:
-    """The format named by `--format`."""
-    if name not in FORMATS:
-        raise InputError(f"unknown --format {name!r}; use auto or one of {', '.join(FORMATS)}")
-    return FORMATS[name]

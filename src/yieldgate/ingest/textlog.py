@@ -224,8 +224,8 @@ def read_textlog(
 
     With `patterns`, each line is searched with each in turn; the first that matches gives the row, its
     named groups the metrics (a group that took no part in the match is absent). Without, the lines are
-    read as `log_format` (`yieldgate.ingest.textformats`), or as the format detected in each file (`auto`).
-    Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
+    read as `log_format` (a `textformats.FORMATS` name; `ImportOptions` checks it), or as the format detected in
+    each file (`auto`). Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
     if patterns and log_format != "auto":
         raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
     custom = _custom(patterns) if patterns else None
@@ -239,7 +239,7 @@ def read_textlog(
         if custom is not None:
             read, name, what = custom, "pattern", "matched no pattern"
         else:
-            fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.get(log_format)
+            fmt = textformats.detect(lines, str(path)) if log_format == "auto" else textformats.FORMATS[log_format]
             read, name, epochs = _format(fmt), fmt.name, fmt.epochs
             what = f"are not {name} log lines"
             if fmt.note:

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from yieldgate.errors import InputError, RunInUse
+from yieldgate.errors import InputError, RunInUse, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Recipe, Source, load_recipe, read_structured_file, validate
 from yieldgate.owners import Owner
@@ -451,8 +451,7 @@ def run_campaign(
 ) -> CampaignRun:
     """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
     probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed)."""
-    if executor not in ("local", "ray"):
-        raise InputError(f"--executor must be local or ray, got {executor!r}")
+    check_choice("executor", executor, ("local", "ray"))
     if executor == "ray":
         _ray()  # a missing Ray is said before anything is written
     ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
