@@ -60,15 +60,25 @@ console = Console(markup=False)
 # spelling per argument: an argument two commands spelled differently would need a second name in the library.
 FLAGS = {
     "at": "--at",
+    "chunk_chars": "--chunk-chars",
+    "devices": "--devices",
     "executor": "--executor",
+    "experiment": "--experiment",
     "join_on": "--join-on",
     "kind": "KIND",
     "log_format": "--format",
+    "map": "--map",
+    "patterns": "--pattern",
     "per": "--per",
     "primary": "--primary",
+    "run": "--run",
     "sort": "--sort",
     "status": "--status",
+    "step": "--step",
+    "step_pattern": "--step-pattern",
     "to": "--to",
+    "tokens_per_sample": "--tokens-per-sample",
+    "tokens_per_step": "--tokens-per-step",
 }
 
 

@@ -179,7 +179,7 @@ _EVAL_METRICS = _VAL_METRICS | {
 }
 _TRAIN_PREFIXES = {"train", "training", "trainer"}
 
-# Namespaces whose keys are stored as extras when named by --map (everything else with a `/` is an eval key).
+# Namespaces whose keys are stored as extras when named by `map` (everything else with a `/` is an eval key).
 _EXTRA_NAMESPACES = {k.split("/")[0] for k in EXTRA_KEYS}
 
 
@@ -321,8 +321,9 @@ def _target_of(key: str) -> Target:
             return Target("extra", key)
         return Target("eval", key)
     raise InputError(
-        f"--map {key}=...: {key!r} is neither a core column ({', '.join(CORE_STEP_COLUMNS)}), an "
-        "eval key such as val/loss, nor a namespaced extra such as signals/gns"
+        f"map {key}=...: {key!r} is neither a core column ({', '.join(CORE_STEP_COLUMNS)}), an "
+        "eval key such as val/loss, nor a namespaced extra such as signals/gns",
+        parameter="map",
     )
 
 
@@ -332,7 +333,7 @@ def parse_map_options(options: Iterable[str]) -> dict[str, str]:
     for opt in options:
         key, sep, source = opt.partition("=")
         if not sep or not key or not source:
-            raise InputError(f"--map {opt!r}: expected KEY=SOURCE_NAME, e.g. --map val/loss=eval/ce_loss")
+            raise InputError(f"map {opt!r}: expected KEY=SOURCE_NAME, e.g. val/loss=eval/ce_loss", parameter="map")
         _target_of(key)
         out[source] = key
     return out
@@ -354,7 +355,8 @@ def resolve_mapping(
     missing = [s for s in overrides if s not in names]
     if missing:
         raise InputError(
-            f"--map ...={missing[0]}: no metric {missing[0]!r} in the source; it has {', '.join(sorted(names)[:20])}"
+            f"map ...={missing[0]}: no metric {missing[0]!r} in the source; it has {', '.join(sorted(names)[:20])}",
+            parameter="map",
         )
     for name in names:
         if name in overrides:

@@ -710,6 +710,7 @@ def detect(lines: Sequence[str], where: str) -> LogFormat:
             )
         raise InputError(
             f"{where}: no line reads as a known training log ({', '.join(FORMATS)}); name the "
-            r"values with --pattern REGEX, e.g. --pattern 'step (?P<step>\d+) .*loss (?P<loss>\S+)'"
+            r"values with patterns, e.g. 'step (?P<step>\d+) .*loss (?P<loss>\S+)'",
+            parameter="patterns",
         )
     return FORMATS[best]

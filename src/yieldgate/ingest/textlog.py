@@ -182,15 +182,17 @@ def _clock(lines: Sequence[str], where: Sequence[int]) -> tuple[np.ndarray, floa
 
 
 def _custom(patterns: Sequence[str]) -> Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]:
-    """A reader of lines by `--pattern`s: (index, 1, the first matching pattern's groups) per matched line."""
+    """A reader of lines by `patterns`: (index, 1, the first matching pattern's groups) per matched line."""
     compiled = []
     for p in patterns:
         try:
             rx = re.compile(p)
         except re.error as exc:
-            raise InputError(f"--pattern {p!r}: not a regular expression ({exc})") from None
+            raise InputError(f"patterns {p!r}: not a regular expression ({exc})", parameter="patterns") from None
         if not rx.groupindex:
-            raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
+            raise InputError(
+                f"patterns {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)", parameter="patterns"
+            )
         compiled.append(rx)
 
     def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
@@ -227,7 +229,9 @@ def read_textlog(
     read as `log_format` (a `textformats.FORMATS` name; `ImportOptions` checks it), or as the format detected in
     each file (`auto`). Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
     if patterns and log_format != "auto":
-        raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
+        raise InputError(
+            f"patterns and log_format {log_format} exclude each other: give one", parameter=("patterns", "log_format")
+        )
     custom = _custom(patterns) if patterns else None
     parts, formats, starts = [], [], []
     devices: tuple[int, str] | None = None
@@ -281,11 +285,11 @@ def read_textlog(
         part = rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path)))
         part.epochs = part.epochs or epochs
         parts.append(part)
+    if not parts and patterns:
+        raise InputError(f"{', '.join(map(str, paths))}: no line matched any patterns", parameter="patterns")
     if not parts:
         raise InputError(
-            f"{', '.join(map(str, paths))}: no line matched any --pattern"
-            if patterns
-            else f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line"
+            f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line"
         )
     rows = concat(parts)
     start = min(starts) if starts else None

@@ -608,7 +608,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'yieldgate[ray]'") from None
+        raise InputError("executor ray needs Ray: pip install 'yieldgate[ray]'", parameter="executor") from None
     return ray
 
 
