@@ -104,7 +104,7 @@ def test_wandb_export_is_an_offline_run_the_importer_reads(ledger, run, tmp_path
 def test_export_errors(ledger, run, tmp_path, cli):
     with pytest.raises(InputError, match="writes .csv or .parquet"):
         export_run(ledger, run, "table", str(tmp_path / "r.xlsx"))
-    with pytest.raises(InputError, match="--to must be one of"):
+    with pytest.raises(InputError, match="^to must be one of"):
         export_run(ledger, run, "excel", str(tmp_path / "r.csv"))
     out = cli.json("export", "r", str(tmp_path / "c.csv"), "--to", "table")
     assert out["rows"] == 6 and np.isfinite(pd.read_csv(tmp_path / "c.csv")["tokens"]).all()

@@ -77,7 +77,7 @@ def test_step_from_model_args_and_errors(ledger, tmp_path):
     assert set(ledger.evals("p")["step"]) == {143000}
     plain = tmp_path / "results.json"
     plain.write_text(json.dumps(_results(1, 0.5, 10.0)))
-    with pytest.raises(InputError, match=r"no step: .* give --step N \(a released model's checkpoint\) or --step-pattern"):
+    with pytest.raises(InputError, match=r"give step N \(a released model's checkpoint\) or step_pattern, .*: the file has no 'step' field"):
         import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q"))
     with pytest.raises(InputError, match="does not match the file's path"):
         import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern=r"ckpt-(\d+)"))

@@ -264,7 +264,7 @@ def test_textlog_errors_are_one_line(ledger, tmp_path):
         import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"loss (\d+)"]))
     with pytest.raises(InputError, match="not a regular expression"):
         import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"(?P<loss"]))
-    with pytest.raises(InputError, match="no line matched any --pattern"):
+    with pytest.raises(InputError, match="no line matched any patterns"):
         import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"step (?P<step>\d+)"]))
     with pytest.raises(InputError, match="no step column"):
         import_run(ledger, "textlog", [str(path)], ImportOptions(run="x", patterns=[r"loss (?P<loss>\d+)"]))

@@ -293,11 +293,17 @@ def export_run(run: str, to: str, dest: str | os.PathLike[str], *, ledger: Ledge
 
 
 def report(
-    patterns: str | Sequence[str], output: str | os.PathLike[str], *, ledger: LedgerArg = None, metric: str = "val/loss"
+    patterns: str | Sequence[str],
+    output: str | os.PathLike[str],
+    *,
+    ledger: LedgerArg = None,
+    metric: str = "val/loss",
+    per: str | None = None,
 ) -> ReportResult:
-    """The self-contained HTML report of runs or seed groups (`yieldgate report`)."""
+    """The self-contained HTML report of runs or seed groups (`yieldgate report`); `per` None: bits per byte when
+    their tokenizers differ, per token otherwise."""
     from yieldgate.report.html import write_report
 
     groups = [patterns] if isinstance(patterns, str) else list(patterns)
     with _open(ledger, readonly=True) as led:
-        return write_report(led, groups, output, metric=metric)
+        return write_report(led, groups, output, metric=metric, per=per)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -54,6 +55,42 @@ else:
 console = Console(markup=False)
 
 
+# How the command line spells each library argument an `InputError` names (`InputError.parameters`): the library
+# speaks of its arguments (`at must be one of ...`), a command of its flags (`--at must be one of ...`). One
+# spelling per argument: an argument two commands spelled differently would need a second name in the library.
+FLAGS = {
+    "at": "--at",
+    "chunk_chars": "--chunk-chars",
+    "devices": "--devices",
+    "executor": "--executor",
+    "experiment": "--experiment",
+    "join_on": "--join-on",
+    "kind": "KIND",
+    "log_format": "--format",
+    "map": "--map",
+    "patterns": "--pattern",
+    "per": "--per",
+    "primary": "--primary",
+    "run": "--run",
+    "sort": "--sort",
+    "status": "--status",
+    "step": "--step",
+    "step_pattern": "--step-pattern",
+    "to": "--to",
+    "tokens_per_sample": "--tokens-per-sample",
+    "tokens_per_step": "--tokens-per-step",
+}
+
+
+def _in_flags(exc: InputError) -> str:
+    """The message of `exc` with each argument it names (the first time it stands as a word) spelled as its flag."""
+    message = str(exc)
+    for parameter in exc.parameters:
+        word = re.compile(rf"(?<![\w./'\"-]){re.escape(parameter)}(?![\w/'\"-])")
+        message = word.sub(FLAGS.get(parameter, parameter), message, count=1)
+    return message
+
+
 class _Group(TyperGroup):
     """Maps yieldgate's errors to one line on stderr and exit status 2, for every (sub)command."""
 
@@ -61,7 +98,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except YieldgateError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {_in_flags(exc) if isinstance(exc, InputError) else exc}", err=True)
             raise typer.Exit(2) from None
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
@@ -769,8 +806,6 @@ def compare(
 
     Example: yieldgate compare 'baseline-seed*' 'bs256-seed*' --at tokens --json
     """
-    if primary not in ("learning", "throughput"):
-        raise YieldgateError(f"--primary must be learning or throughput, got {primary!r}")
     from yieldgate import api
 
     with _ledger(ctx) as ledger:

@@ -1,14 +1,20 @@
 """yieldgate's exceptions: one root, a few named leaves.
 
 Every message carries the offending value and, where there is one, the fix. The CLI prints the message
-as one line on stderr and exits with status 2.
+as one line on stderr and exits with status 2. A message speaks of the library's arguments (`metric`,
+`tokens_per_step`), never of a command's flags: an `InputError` lists the arguments it names in `parameters`, and
+the CLI puts its flags in their place (`cli.FLAGS`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import TypeVar
+
 __all__ = [
     "YieldgateError",
     "InputError",
+    "check_choice",
     "ManifestError",
     "CorpusError",
     "LedgerError",
@@ -27,7 +33,29 @@ class YieldgateError(Exception):
 
 
 class InputError(YieldgateError):
-    """A file or value handed to yieldgate is missing, unreadable or malformed."""
+    """A file or value handed to yieldgate is missing, unreadable or malformed.
+
+    `parameter`: the argument (or arguments, in the order the message names them) the message is about, each
+    written in the message by its Python name, so that a front end that spells it otherwise can put its own
+    spelling in its place: the CLI prints `--tokens-per-step must be > 0` for `tokens_per_step must be > 0`."""
+
+    def __init__(self, message: str, *, parameter: str | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.parameters: tuple[str, ...] = (parameter,) if isinstance(parameter, str) else parameter
+
+
+_Choice = TypeVar("_Choice")
+
+
+def check_choice(parameter: str, value: _Choice, choices: Collection[_Choice]) -> _Choice:
+    """`value` when it is one of `choices`; else an InputError that names `parameter` and lists the valid values
+    (`primary must be learning or throughput, got 'nope'`). The one check of every argument that takes one of a
+    set of values, made by the function that owns the set."""
+    if value in choices:
+        return value
+    listed = [str(c) for c in choices]
+    valid = " or ".join(listed) if len(listed) == 2 else f"one of {', '.join(listed)}"
+    raise InputError(f"{parameter} must be {valid}, got {value!r}", parameter=parameter)
 
 
 class ManifestError(InputError):

@@ -25,6 +25,7 @@ __all__ = [
     "VAL_TASK",
     "LOSS_METRIC",
     "BPB_METRIC",
+    "PER_UNITS",
     "is_extra_key",
     "unsafe_character",
     "check_run_name",
@@ -97,6 +98,10 @@ CHECKPOINT_KEY: Final = "time/checkpoint_s"
 RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed", "imported")
 EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault", "resume")
 EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
+
+# What a loss is read per (`per=`): per token as logged, or per byte (bits per byte, through the tokenizer's
+# `bytes_per_token`): the unit that compares runs whose tokenizers differ.
+PER_UNITS: Final[tuple[str, ...]] = ("token", "byte")
 
 # The trainers' log formats `yieldgate import textlog --format` reads, one reader each in ingest/textlog/
 # (tests/test_names.py keeps the two lists one). Here so that the command line names them without importing the

@@ -23,7 +23,7 @@ import pandas as pd
 
 from yieldgate.analysis import stats
 from yieldgate.analysis.yields import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest, Optimisation, diff
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
@@ -47,6 +47,8 @@ AXIS_COLUMN = {
     "steps": "step",
     "epochs": "step",  # runs whose steps count epochs (`RunData.epochs`)
 }
+PRIMARIES = ("learning", "throughput")
+"""What a comparison's verdict leads with (`primary`): learning per token, or tokens per second."""
 _TRAIN_CURVE_POINTS = 40
 LEVEL = 0.95
 """Family-wise level of a comparison's aligned points (Bonferroni over the points that enter the verdict)."""
@@ -307,10 +309,10 @@ def compare(
     """Compare group A with group B (each a list of seeds of one configuration); see the module docstring. Each
     aligned point's interval of the difference is at `level`, family-wise over the points (Bonferroni) unless
     `family_wise` is off (`stats`)."""
+    check_choice("at", at, AXIS_COLUMN)
+    check_choice("primary", primary, PRIMARIES)
     if not a or not b:
         raise InputError("compare needs at least one run on each side")
-    if at not in AXIS_COLUMN:
-        raise InputError(f"--at must be one of {', '.join(AXIS_COLUMN)}, got {at!r}")
     sides = _sides(a, b, task, metric)
     hib = _higher_is_better(sides, task, metric)
     said = _Remarks()

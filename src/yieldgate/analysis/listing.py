@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from yieldgate.errors import InputError, RunNotFound
+from yieldgate.errors import InputError, RunNotFound, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.runs import TOTAL_FIELDS
 from yieldgate.names import RUN_STATUSES, check_tag
@@ -44,7 +44,7 @@ def match_patterns(names: Sequence[str], patterns: Sequence[str], where: str) ->
     return [n for n in names if n in chosen]
 
 
-# `--sort` keys -> `Ledger.runs()` columns.
+# `sort` keys -> `Ledger.runs()` columns.
 SORT_KEYS = {
     "name": "name",
     "created": "created_at",
@@ -75,11 +75,10 @@ def select_runs(
     Returns (the runs, how many matched before `limit`). A pattern matching nothing is an empty answer, not an
     error: this is a filter. Plain Python over dicts: `yieldgate runs` loads no pandas."""
     tags = [check_tag(t) for t in tags]
-    bad = [s for s in statuses if s not in _STATUSES]
-    if bad:
-        raise InputError(f"status must be one of {', '.join(_STATUSES)}, got {bad[0]!r}")
-    if sort is not None and sort not in SORT_KEYS:
-        raise InputError(f"sort must be one of {', '.join(SORT_KEYS)}, got {sort!r}")
+    for status in statuses:
+        check_choice("status", status, _STATUSES)
+    if sort is not None:
+        check_choice("sort", sort, SORT_KEYS)
     if limit is not None and limit < 0:
         raise InputError(f"limit must be >= 0, got {limit}")
     rows = [

@@ -29,10 +29,10 @@ from yieldgate.analysis.yields import (
     to_per_byte,
     tranche_yields,
 )
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
-from yieldgate.names import LOSS_METRIC, STEP_UNIT, split_eval_key, stderr_of
+from yieldgate.names import LOSS_METRIC, PER_UNITS, STEP_UNIT, split_eval_key, stderr_of
 
 __all__ = [
     "load_run",
@@ -55,14 +55,13 @@ def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
     steps, evals, manifest = ledger.steps(name), ledger.evals(name), ledger.manifest(name)
     logged = [*ledger.extra_keys(name), *(f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True))]
     objective = not_cross_entropy(logged, steps["loss"].to_numpy(dtype=float) if "loss" in steps else None)
+    check_choice("per", per, PER_UNITS)
     if per == "byte" and objective is not None:
         raise InputError(f"run {name!r}: its loss is not a cross-entropy ({objective}), so it has no bits per byte")
     if per == "byte":
         tokenizer = manifest.data.tokenizer if manifest and manifest.data else None
         bpt = tokenizer.bytes_per_token if tokenizer else None
         evals, steps = to_per_byte(evals, steps, bpt, name)
-    elif per != "token":
-        raise InputError(f"per must be 'token' or 'byte', got {per!r}")
     meta = ledger.meta(name)
     fpt = meta.get("mfu", {}).get("flops_per_token")
     if fpt is None and manifest and manifest.model:

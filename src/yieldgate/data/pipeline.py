@@ -306,7 +306,7 @@ def read_documents(paths: Iterable[str | os.PathLike[str]], chunk_chars: int | N
         else:
             raise InputError(f"{p}: no such file or folder")
     if chunk_chars is not None and chunk_chars < 1:
-        raise InputError(f"--chunk-chars must be >= 1, got {chunk_chars}")
+        raise InputError(f"chunk_chars must be >= 1, got {chunk_chars}", parameter="chunk_chars")
     out: list[tuple[str, str]] = []
     for f in files:
         try:

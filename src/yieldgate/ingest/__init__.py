@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings
 from yieldgate.ingest.core import ImportResult, Mapped, map_rows, settle_evals, write_import
 from yieldgate.ingest.mapping import parse_map_options
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.names import TEXTLOG_FORMATS
 
 __all__ = ["ImportOptions", "Read", "import_run", "KINDS"]
 
@@ -54,6 +55,12 @@ class ImportOptions:
     join_on: str = "step"
     """table: `step` (rows carry the run's step), or `time`: telemetry joined onto an existing run by wall clock."""
 
+    def __post_init__(self) -> None:
+        check_choice("log_format", self.log_format, ("auto", *TEXTLOG_FORMATS))
+        check_choice("join_on", self.join_on, ("step", "time"))
+        if self.devices is not None and self.devices < 1:
+            raise InputError(f"devices must be >= 1, got {self.devices}", parameter="devices")
+
 
 @dataclass
 class Read:
@@ -68,7 +75,7 @@ class Read:
     suffix: str | None = None
     """For several runs from one source: the part after `PREFIX/` of the run's name."""
     start_unix: float | None = None
-    """Unix time the run started, when the source has absolute times (kept for `--join-on time`)."""
+    """Unix time the run started, when the source has absolute times (kept for `join_on="time"`)."""
     devices: tuple[int, str] | None = None
     """(device count, where the source says it), when it does."""
     summary: dict[str, float] = field(default_factory=dict)
@@ -140,8 +147,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     that does not parse leaves the ledger as it was. Importing the same source into the same run again
     writes nothing (`ImportResult.unchanged`).
     """
-    if kind not in KINDS:
-        raise InputError(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
+    check_choice("kind", kind, KINDS)
     if not sources:
         raise InputError(f"yieldgate import {kind} needs at least one SOURCE")
     from yieldgate.manifest import load_manifest  # pydantic, on the imports that attach a manifest only
@@ -149,10 +155,6 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
     overrides = parse_map_options(opts.map)
     warnings = Warnings()
-    if opts.devices is not None and opts.devices < 1:
-        raise InputError(f"--devices must be >= 1, got {opts.devices}")
-    if opts.join_on not in ("step", "time"):
-        raise InputError(f"--join-on must be step or time, got {opts.join_on!r}")
     if opts.join_on == "time":
         return [_join_telemetry(ledger, kind, sources, opts, warnings, manifest)]
     reads = KINDS[kind](sources, opts, warnings)
@@ -177,7 +179,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
             mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
         mapped.evals = settle_evals(mapped.evals + read.evals, read.source, warnings)
         if mapped.steps.empty and not mapped.evals:
-            raise InputError(_nothing_read(kind, read, mapped))
+            raise InputError(_nothing_read(kind, read, mapped), parameter="map")
         run = opts.run if read.suffix is None else f"{opts.run}/{read.suffix}"
         planned.append((run, read, mapped))
     with ledger.transaction():
@@ -210,18 +212,18 @@ def _nothing_read(kind: str, read: Read, mapped: Mapped) -> str:
     found = f"only {', '.join(sorted(mapped.mapping)[:8])}" if mapped.mapping else "no metric at all"
     return (
         f"{read.source}: nothing to import: looked for {looked_for} and found {found}; check that this is "
-        f"{kind} output, or name the columns with --map KEY=NAME"
+        f"{kind} output, or name the columns with map KEY=NAME"
     )
 
 
 def _join_telemetry(
     ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions, warnings: Warnings, manifest
 ) -> ImportResult:
-    """`--join-on time`: telemetry tables onto the existing run `opts.run`, by wall clock."""
+    """`join_on="time"`: telemetry tables onto the existing run `opts.run`, by wall clock."""
     from yieldgate.ingest.telemetry import join_on_time
 
     if kind != "table":
-        raise InputError(f"--join-on time joins telemetry tables (kind table), not {kind}")
+        raise InputError(f"join_on time joins telemetry tables (kind table), not {kind}", parameter="join_on")
     paths = [Path(s) for s in sources]
     for p in paths:
         if not p.is_file():

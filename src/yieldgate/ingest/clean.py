@@ -98,7 +98,8 @@ def check_columns(count: int, where: str) -> None:
         raise InputError(
             f"{where}: {count:,} columns, more than the {MAX_COLUMNS:,} one import takes; keep the "
             f"columns you need, or split the table into tables of at most {MAX_COLUMNS:,} columns, each "
-            "with the step, and import them one by one into the same --run"
+            "with the step, and import them one by one into the same run",
+            parameter="run",
         )
 
 

@@ -72,7 +72,8 @@ def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str, p
         if candidate in lowered:
             return lowered[candidate]
     raise InputError(
-        f"{source}: no step column among {', '.join(names[:20]) or 'no columns'}; name it with --map step=COLUMN"
+        f"{source}: no step column among {', '.join(names[:20]) or 'no columns'}; name it with map step=COLUMN",
+        parameter="map",
     )
 
 
@@ -83,11 +84,12 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> pd.arrays.FloatingArra
 def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
     """tokens = samples x N where a row logs samples and no tokens (a batch-size ramp keeps them right)."""
     if per_sample <= 0:
-        raise InputError(f"--tokens-per-sample must be > 0, got {per_sample:g}")
+        raise InputError(f"tokens_per_sample must be > 0, got {per_sample:g}", parameter="tokens_per_sample")
     if "samples" not in canon.values or not canon.present["samples"].any():
         raise InputError(
-            f"{canon.source}: --tokens-per-sample needs logged samples (e.g. Megatron's consumed "
-            "samples) and this source has none; use --tokens-per-step N"
+            f"{canon.source}: tokens_per_sample needs logged samples (e.g. Megatron's consumed "
+            "samples) and this source has none; use tokens_per_step N",
+            parameter=("tokens_per_sample", "tokens_per_step"),
         )
     logged = canon.present["samples"]
     # A row without samples (a validation line) takes those of its step's other row.
@@ -368,7 +370,7 @@ def _count_tokens(
         _tokens_from_samples(canon, tokens_per_sample)
     if tokens_per_step is not None:
         if tokens_per_step <= 0:
-            raise InputError(f"--tokens-per-step must be > 0, got {tokens_per_step:g}")
+            raise InputError(f"tokens_per_step must be > 0, got {tokens_per_step:g}", parameter="tokens_per_step")
         have = canon.present.get("tokens", np.zeros(len(canon), dtype=bool))
         tokens = canon.values.get("tokens", np.full(len(canon), np.nan)).copy()
         tokens[~have] = canon.step[~have] * float(tokens_per_step)

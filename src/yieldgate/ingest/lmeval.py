@@ -64,12 +64,16 @@ def _step_in_path(path: Path, pattern: re.Pattern[str] | None) -> int | None:
     if pattern is not None:
         m = pattern.search(path.as_posix())
         if not m:
-            raise InputError(f"{path}: --step-pattern {pattern.pattern!r} does not match the file's path")
+            raise InputError(
+                f"{path}: step_pattern {pattern.pattern!r} does not match the file's path", parameter="step_pattern"
+            )
         text = m.groupdict().get("step") or (m.group(1) if m.groups() else m.group(0))
         try:
             return int(text)
         except ValueError:
-            raise InputError(f"{path}: --step-pattern matched {text!r}, not a whole number") from None
+            raise InputError(
+                f"{path}: step_pattern matched {text!r}, not a whole number", parameter="step_pattern"
+            ) from None
     return None
 
 
@@ -89,9 +93,9 @@ def _step(path: Path, results: dict[str, Any], pattern: re.Pattern[str] | None, 
     if given is not None:
         return given
     raise InputError(
-        f"{path}: no step: no 'step' field, no step<N> in config.model_args and none in the file's "
-        r"path; give --step N (a released model's checkpoint) or --step-pattern, e.g. 'ckpt(\d+)' for "
-        "results of folders named ckpt1000"
+        rf"{path}: give step N (a released model's checkpoint) or step_pattern, e.g. 'ckpt(\d+)' for results of "
+        "folders named ckpt1000: the file has no 'step' field, no step<N> in config.model_args and none in its path",
+        parameter=("step", "step_pattern"),
     )
 
 
@@ -228,7 +232,8 @@ def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Wa
                     if tokens_per_step is None:
                         raise InputError(
                             f"{path}: checkpoints are given by tokens only ({tokens[0]!r}); give "  # type: ignore[index]
-                            "--tokens-per-step N to number their steps"
+                            "tokens_per_step N to number their steps",
+                            parameter="tokens_per_step",
                         )
                     tok, step = axis[i], int(round(axis[i] / tokens_per_step))
                 rec = _record(
@@ -295,7 +300,9 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
     try:
         pattern = re.compile(opts.step_pattern) if opts.step_pattern else None
     except re.error as exc:
-        raise InputError(f"--step-pattern {opts.step_pattern!r}: not a regular expression ({exc})") from None
+        raise InputError(
+            f"step_pattern {opts.step_pattern!r}: not a regular expression ({exc})", parameter="step_pattern"
+        ) from None
     records = []
     for s in sources:
         source = Path(s)

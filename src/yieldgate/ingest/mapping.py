@@ -10,8 +10,7 @@ from yieldgate.aliases import EXTRA_NAMESPACES, IMPORTED, Target, guess, importe
 from yieldgate.errors import InputError
 from yieldgate.names import CORE_STEP_COLUMNS, is_extra_key
 
-# `guess` is re-exported for track/tracker.py's import only, until it reads `yieldgate.aliases` like the rest.
-__all__ = ["guess", "parse_map_options", "resolve_mapping"]
+__all__ = ["parse_map_options", "resolve_mapping"]
 
 
 def _target_of(key: str) -> Target:
@@ -26,8 +25,9 @@ def _target_of(key: str) -> Target:
             return Target("extra", key)
         return Target("eval", key)
     raise InputError(
-        f"--map {key}=...: {key!r} is neither a core column ({', '.join(CORE_STEP_COLUMNS)}), an "
-        "eval key such as val/loss, nor a namespaced extra such as signals/gns"
+        f"map {key}=...: {key!r} is neither a core column ({', '.join(CORE_STEP_COLUMNS)}), an "
+        "eval key such as val/loss, nor a namespaced extra such as signals/gns",
+        parameter="map",
     )
 
 
@@ -37,7 +37,7 @@ def parse_map_options(options: Iterable[str]) -> dict[str, str]:
     for opt in options:
         key, sep, source = opt.partition("=")
         if not sep or not key or not source:
-            raise InputError(f"--map {opt!r}: expected KEY=SOURCE_NAME, e.g. --map val/loss=eval/ce_loss")
+            raise InputError(f"map {opt!r}: expected KEY=SOURCE_NAME, e.g. val/loss=eval/ce_loss", parameter="map")
         _target_of(key)
         out[source] = key
     return out
@@ -59,7 +59,8 @@ def resolve_mapping(
     missing = [s for s in overrides if s not in names]
     if missing:
         raise InputError(
-            f"--map ...={missing[0]}: no metric {missing[0]!r} in the source; it has {', '.join(sorted(names)[:20])}"
+            f"map ...={missing[0]}: no metric {missing[0]!r} in the source; it has {', '.join(sorted(names)[:20])}",
+            parameter="map",
         )
     for name in names:
         if name in overrides:

@@ -141,8 +141,8 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
         uri, ids = store_uri(sources[0]), list(sources[1:])
     if not ids:
         raise InputError(
-            "mlflow: give the store and then a run id (or, with --experiment, an experiment name): "
-            "yieldgate import mlflow ./mlruns RUN_ID --run NAME"
+            "mlflow: give the store and then a run id (or, with experiment, an experiment name), e.g. ./mlruns RUN_ID",
+            parameter="experiment",
         )
     client = MlflowClient(tracking_uri=uri)
     if opts.experiment:
@@ -154,5 +154,8 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
             warnings.add("empty", f"mlflow run {run_id}: no metrics logged")
         out.append(Read(f"mlflow:{uri}#{run_id}", rows, suffix=name if opts.experiment else None, start_unix=start))
     if not opts.experiment and len(out) > 1:
-        raise InputError("mlflow: several run ids go to several runs; import them one by one, or use --experiment")
+        raise InputError(
+            "mlflow: several run ids go to several runs; import them one by one, or use experiment",
+            parameter="experiment",
+        )
     return out

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from yieldgate.errors import InputError, YieldgateError
+from yieldgate.errors import InputError, YieldgateError, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.names import stderr_name
 
@@ -309,7 +309,6 @@ TARGETS: dict[str, Callable[..., ExportResult]] = {
 
 def export_run(ledger: Ledger, run: str, to: str, dest: str) -> ExportResult:
     """Export one run `to` tensorboard, mlflow, wandb or table at `dest`."""
-    if to not in TARGETS:
-        raise InputError(f"--to must be one of {', '.join(TARGETS)}, got {to!r}")
+    check_choice("to", to, TARGETS)
     ledger.run_id(run)  # RunNotFound before anything is written
     return TARGETS[to](ledger, run, dest)

@@ -175,8 +175,6 @@ def collect(
     measures tokens to (None: the worst best across the runs)."""
     if not patterns:
         raise InputError("give at least one run name or pattern, e.g. `yieldgate report 'bs64-seed*'`")
-    if per not in (None, "token", "byte"):
-        raise InputError(f"per must be 'token' or 'byte', got {per!r}")
     notes: list[str] = []
     names = {p: _matching(ledger, p) for p in dict.fromkeys(patterns)}
     everyone = list(dict.fromkeys(n for found in names.values() for n in found))

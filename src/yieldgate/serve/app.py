@@ -144,11 +144,9 @@ def _smooth(query: Any) -> float:
 
 
 def _per(query: Any) -> str | None:
-    """`per` as the query sets it; None (not set): chosen by the tokenizers (`data.comparison_unit`)."""
-    per = query.get("per") or None
-    if per not in (None, "token", "byte"):
-        raise InputError(f"per must be 'token' or 'byte', got {per!r}")
-    return per
+    """`per` as the query sets it (the library checks it); None (not set): chosen by the tokenizers
+    (`data.comparison_unit`)."""
+    return query.get("per") or None
 
 
 def _options(request: Request) -> dict[str, Any]:

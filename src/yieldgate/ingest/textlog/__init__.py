@@ -23,7 +23,7 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
@@ -202,15 +202,15 @@ def detect(lines: Sequence[str], where: str) -> LogFormat:
             )
         raise InputError(
             f"{where}: no line reads as a known training log ({', '.join(FORMATS)}); name the "
-            r"values with --pattern REGEX, e.g. --pattern 'step (?P<step>\d+) .*loss (?P<loss>\S+)'"
+            r"values with patterns, e.g. 'step (?P<step>\d+) .*loss (?P<loss>\S+)'",
+            parameter="patterns",
         )
     return FORMATS[best]
 
 
 def get(name: str) -> LogFormat:
-    """The format named by `--format`."""
-    if name not in FORMATS:
-        raise InputError(f"unknown --format {name!r}; use auto or one of {', '.join(FORMATS)}")
+    """The format named `name` (`log_format`)."""
+    check_choice("log_format", name, tuple(FORMATS))
     return FORMATS[name]
 
 
@@ -234,15 +234,17 @@ RecordReader: TypeAlias = Callable[[Sequence[str]], Iterator[tuple[int, int, dic
 
 
 def _custom(patterns: Sequence[str]) -> RecordReader:
-    """A reader of lines by `--pattern`s: (index, 1, the first matching pattern's groups) per matched line."""
+    """A reader of lines by `patterns`: (index, 1, the first matching pattern's groups) per matched line."""
     compiled = []
     for p in patterns:
         try:
             rx = re.compile(p)
         except re.error as exc:
-            raise InputError(f"--pattern {p!r}: not a regular expression ({exc})") from None
+            raise InputError(f"patterns {p!r}: not a regular expression ({exc})", parameter="patterns") from None
         if not rx.groupindex:
-            raise InputError(f"--pattern {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)")
+            raise InputError(
+                f"patterns {p!r}: has no named groups; name each value, e.g. (?P<loss>[\\d.]+)", parameter="patterns"
+            )
         compiled.append(rx)
 
     def records(lines: Sequence[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
@@ -292,7 +294,9 @@ def read_textlog(
     read as `log_format` (one of `FORMATS`), or as the format detected in each file (`auto`).
     Lines that are not log lines are skipped and counted; terminal colour codes are ignored."""
     if patterns and log_format != "auto":
-        raise InputError(f"--pattern and --format {log_format} exclude each other: give one")
+        raise InputError(
+            f"patterns and log_format {log_format} exclude each other: give one", parameter=("patterns", "log_format")
+        )
     custom = _custom(patterns) if patterns else None
     parts, formats, starts = [], [], []
     devices: tuple[int, str] | None = None
@@ -311,11 +315,11 @@ def read_textlog(
             parts.append(part)
             if first_stamp is not None:
                 starts.append(first_stamp)
+    if not parts and patterns:
+        raise InputError(f"{', '.join(map(str, paths))}: no line matched any patterns", parameter="patterns")
     if not parts:
         raise InputError(
-            f"{', '.join(map(str, paths))}: no line matched any --pattern"
-            if patterns
-            else f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line"
+            f"{', '.join(map(str, paths))}: no line reads as a {' or '.join(sorted(set(formats)))} log line"
         )
     rows = concat(parts)
     start = min(starts) if starts else None

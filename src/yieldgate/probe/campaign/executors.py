@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
@@ -71,8 +71,7 @@ def run_campaign(
 ) -> CampaignRun:
     """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
     probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed)."""
-    if executor not in ("local", "ray"):
-        raise InputError(f"--executor must be local or ray, got {executor!r}")
+    check_choice("executor", executor, ("local", "ray"))
     if executor == "ray":
         _ray()  # a missing Ray is said before anything is written
     ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
@@ -231,7 +230,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'yieldgate[ray]'") from None
+        raise InputError("executor ray needs Ray: pip install 'yieldgate[ray]'", parameter="executor") from None
     return ray
 
 
