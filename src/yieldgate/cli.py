@@ -706,12 +706,12 @@ def yield_(
 
     Example: yieldgate yield new-mixture --expected-from baseline
     """
-    from yieldgate.analysis.runs import yield_report
+    from yieldgate import api
     from yieldgate.analysis.yields import DEVICE_HOUR
 
     with _ledger(ctx) as ledger:
-        report = yield_report(
-            ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per, expected_from=expected_from
+        report = api.yields(
+            run, ledger=ledger, tranche_tokens=tranche_tokens, metric=metric, per=per, expected_from=expected_from
         )
 
     if as_json:
@@ -890,13 +890,13 @@ def forecast(
 
     Example: yieldgate forecast whisper-ft --next-steps 1000   (a run without token counts)
     """
-    from yieldgate.analysis.runs import forecast_run
+    from yieldgate import api
     from yieldgate.analysis.yields import AXES
 
     with _ledger(ctx) as ledger:
-        result = forecast_run(
-            ledger,
+        result = api.forecast(
             run,
+            ledger=ledger,
             next_tokens=next_tokens,
             next_steps=next_steps,
             threshold_per_btok=threshold,
@@ -1918,16 +1918,14 @@ def plan(
 
     Example: yieldgate plan 'sizes/clean/*/*/m3x64' --policy policy.yaml --flops 1e13 --params 2000000
     """
-    from yieldgate.gate.plan import plan_target
-    from yieldgate.gate.policy import load_policy
+    from yieldgate import api
 
-    parsed = load_policy(policy)
     with _ledger(ctx) as ledger:
-        result = plan_target(ledger, target, parsed, flops=flops, scaling=scaling, params=params)
+        result = api.plan(target, policy, ledger=ledger, flops=flops, scaling=scaling, params=params)
     if as_json:
-        _print_json(result)
+        _print_json(result.to_dict())
     else:
-        render_plan(console, result)
+        render_plan(console, result.to_dict())
 
 
 @app.command()
