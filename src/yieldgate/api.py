@@ -33,11 +33,15 @@ if TYPE_CHECKING:
     from yieldgate.gate.gate import Decision
     from yieldgate.gate.plan import SupplyPlan
     from yieldgate.ingest.core import ImportResult
+    from yieldgate.ledger_check import CheckResult
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
 __all__ = [
     "runs",
+    "list_runs",
+    "RunListing",
+    "matching_runs",
     "remove_runs",
     "rename_run",
     "tag_runs",
@@ -53,6 +57,11 @@ __all__ = [
     "import_run",
     "export_run",
     "report",
+    "decisions",
+    "campaigns",
+    "campaign",
+    "check",
+    "merge",
 ]
 
 LedgerArg = Ledger | str | os.PathLike[str] | None
@@ -86,11 +95,36 @@ def runs(
     `analysis.listing.select_runs`)."""
     import pandas as pd
 
-    from yieldgate.analysis.listing import list_runs
     from yieldgate.ledger import RUN_COLUMNS
 
+    listed = list_runs(patterns, ledger=ledger, tags=tags, status=status, sort=sort, reverse=reverse, limit=limit)
+    return pd.DataFrame(listed.rows, columns=list(RUN_COLUMNS))
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """The runs `list_runs` selected, and how many matched before its `limit`."""
+
+    rows: list[dict[str, Any]]
+    """One record per run (`Ledger.run_records`), in the order asked."""
+    matched: int
+
+
+def list_runs(
+    patterns: str | Sequence[str] = (),
+    *,
+    ledger: LedgerArg = None,
+    tags: Sequence[str] = (),
+    status: str | Sequence[str] = (),
+    sort: str | None = None,
+    reverse: bool = False,
+    limit: int | None = None,
+) -> RunListing:
+    """`runs` as plain records, without pandas (what `yieldgate runs` prints), with the count before `limit`."""
+    from yieldgate.analysis.listing import list_runs as listed
+
     with _open(ledger, readonly=True) as led:
-        rows, _ = list_runs(
+        rows, matched = listed(
             led,
             patterns=_many(patterns),
             tags=list(tags),
@@ -99,7 +133,7 @@ def runs(
             reverse=reverse,
             limit=limit,
         )
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    return RunListing(rows, matched)
 
 
 def _many(value: str | Sequence[str]) -> list[str]:
@@ -126,6 +160,13 @@ def _matching(led: Ledger, patterns: str | Sequence[str]) -> list[str]:
     from yieldgate.analysis.listing import match_patterns
 
     return match_patterns(led.runs()["name"].tolist(), _many(patterns), led.location)
+
+
+def matching_runs(patterns: str | Sequence[str], *, ledger: LedgerArg = None) -> list[str]:
+    """The runs the patterns (names or globs) match, in ledger order: what `remove_runs`, `tag_runs` and
+    `untag_runs` change. A pattern that matches no run is RunNotFound."""
+    with _open(ledger, readonly=True, existing=True) as led:
+        return _matching(led, patterns)
 
 
 def remove_runs(patterns: str | Sequence[str], *, ledger: LedgerArg = None) -> list[RemovedRun]:
@@ -161,10 +202,12 @@ def untag_runs(
         return {run: led.untag_run(run, _many(tags)) for run in _matching(led, patterns)}
 
 
-def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> None:
-    """Keep a note with a run, replacing the one before; empty text removes it (`yieldgate note`)."""
+def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> str | None:
+    """Keep a note with a run, replacing the one before; empty text removes it (`yieldgate note`). Returns the note
+    as kept (None: removed)."""
     with _open(ledger, readonly=False, existing=True) as led:
         led.set_note(run, text)
+        return led.note(run)
 
 
 def yields(
@@ -357,6 +400,9 @@ def diagnose(run: str, *, ledger: LedgerArg = None, against: Sequence[str] = (),
     """Causes with evidence (`yieldgate diagnose`); the findings are kept as open events unless `store` is off."""
     from yieldgate.analysis.diagnose import diagnose as run_diagnosis
 
+    with _open(ledger, readonly=True) as led:
+        for name in (run, *against):
+            led.run_id(name)  # a missing run fails here, before a ledger file is made for the write
     with _open(ledger, readonly=not store) as led:
         return run_diagnosis(led, run, against=against, store=store)
 
@@ -406,8 +452,9 @@ def import_run(
     from yieldgate.ingest import import_run as run_import
 
     paths = [sources] if isinstance(sources, str) else list(sources)
+    opts = ImportOptions(run=run, **options)  # checked before a ledger file is made
     with _open(ledger, readonly=False) as led:
-        return run_import(led, kind, paths, ImportOptions(run=run, **options))
+        return run_import(led, kind, paths, opts)
 
 
 def export_run(run: str, to: str, dest: str | os.PathLike[str], *, ledger: LedgerArg = None) -> ExportResult:
@@ -425,11 +472,54 @@ def report(
     ledger: LedgerArg = None,
     metric: str = "val/loss",
     per: str | None = None,
+    png_dir: str | os.PathLike[str] | None = None,
+    smooth: float = 0.0,
+    target: float | None = None,
 ) -> ReportResult:
-    """The self-contained HTML report of runs or seed groups (`yieldgate report`); `per` None: bits per byte when
-    their tokenizers differ, per token otherwise."""
+    """The self-contained HTML report of runs or seed groups (`yieldgate report`), and its main plots as PNG files
+    in `png_dir`; `per` None: bits per byte when their tokenizers differ, per token otherwise; `smooth`: the weight
+    of the moving average drawn for tokens/s; `target`: the metric's value the frontier counts tokens to."""
     from yieldgate.report.html import write_report
 
     groups = [patterns] if isinstance(patterns, str) else list(patterns)
     with _open(ledger, readonly=True) as led:
-        return write_report(led, groups, output, metric=metric, per=per)
+        return write_report(led, groups, output, metric=metric, png_dir=png_dir, per=per, smooth=smooth, target=target)
+
+
+def decisions(target: str | None = None, *, ledger: LedgerArg = None) -> list[dict[str, Any]]:
+    """The gate decisions, oldest first, each with its policy and evidence (`yieldgate decisions`): those on
+    `target` (as it was gated) when given (`Ledger.decisions`)."""
+    with _open(ledger, readonly=True) as led:
+        return led.decisions(target).to_dict("records")
+
+
+def campaigns(*, ledger: LedgerArg = None) -> list[str]:
+    """The names of the ledger's campaigns (`yieldgate campaign`)."""
+    with _open(ledger, readonly=True) as led:
+        return led.campaigns()
+
+
+def campaign(name: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
+    """A campaign's stored record: its spec, and the summary `yieldgate probe` last stored (None before one)."""
+    with _open(ledger, readonly=True) as led:
+        return led.campaign(name)
+
+
+def check(run: str | None = None, *, ledger: LedgerArg = None) -> CheckResult:
+    """SQLite's integrity check (of a file) and every stored block's checksum, or only `run`'s blocks
+    (`yieldgate check`)."""
+    from yieldgate.ledger_check import check_ledger
+
+    with _open(ledger, readonly=True) as led:
+        return check_ledger(led, run)
+
+
+def merge(source: str | os.PathLike[str], *, runs: Sequence[str] = (), ledger: LedgerArg = None) -> dict[str, int]:
+    """Merge the runs of another ledger file (a Tracker's spill file, another node's ledger), or only `runs`, into
+    this one (`yieldgate merge`), one transaction per run; merging twice changes nothing. Returns the step records
+    merged per run."""
+    path = Path(source)
+    if not path.is_file():
+        raise InputError(f"{path}: no such ledger file; give the path the Tracker reported")
+    with Ledger(path, readonly=True) as side, _open(ledger, readonly=False) as led:
+        return {name: led.copy_run(side, name) for name in list(runs) or side.runs()["name"].tolist()}
