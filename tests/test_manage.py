@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from yieldgate.analysis.runs import compare_groups
+from yieldgate import api
 from yieldgate.errors import InputError, ManifestError, RunInUse, RunReferenced
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger.pg import masked
@@ -324,8 +324,8 @@ def test_config_differences_are_confounders_and_seeds_are_not(cli, ledger_path):
         _run(led, "lr-a", config={"lr": 3e-4, "training": {"seed": 1}, "width": 64})
         _run(led, "lr-b", config={"lr": 1e-3, "training": {"seed": 2}, "width": 128})
         _run(led, "seed-b", config={"lr": 3e-4, "training": {"seed": 2}, "width": 64})
-        by_lr = compare_groups(led, "lr-a", "lr-b")
-        by_seed = compare_groups(led, "lr-a", "seed-b")
+        by_lr = api.compare("lr-a", "lr-b", ledger=led, per="token")
+        by_seed = api.compare("lr-a", "seed-b", ledger=led, per="token")
     assert [c["field"] for c in by_lr.confounders] == ["config.lr", "config.width"]
     assert by_seed.confounders == []
     assert "config: lr=0.0003, training.seed=1, width=64" in cli("show", "lr-a").stdout

@@ -82,7 +82,7 @@ def test_plan_prints_every_stage_and_names_the_source_to_grow(cli, tmp_path):
                             "needed_unique_tokens": 375000.0}]
     import yieldgate
 
-    assert yieldgate.plan(str(tmp_path / "r.yaml"), tmp_path / "p.yaml", ledger=cli.ledger_path) == out
+    assert yieldgate.plan(str(tmp_path / "r.yaml"), tmp_path / "p.yaml", ledger=cli.ledger_path).to_dict() == out
     text = cli(*args).stdout
     assert "OVER" in text and "grow code: full passes it 37.5 times" in text and "375,000 unique" in text
 

@@ -20,22 +20,28 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger, default_location, must_exist
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from yieldgate.analysis.compare import Comparison
+    from yieldgate.analysis.compare import Comparison, RunData
     from yieldgate.analysis.diagnose import Diagnosis
     from yieldgate.analysis.fit import Forecast
     from yieldgate.analysis.yields import YieldReport
     from yieldgate.gate.gate import Decision
+    from yieldgate.gate.plan import SupplyPlan
     from yieldgate.ingest.core import ImportResult
+    from yieldgate.ledger.check import CheckResult
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
 __all__ = [
     "runs",
+    "list_runs",
+    "RunListing",
+    "matching_runs",
     "remove_runs",
     "rename_run",
     "tag_runs",
@@ -51,6 +57,11 @@ __all__ = [
     "import_run",
     "export_run",
     "report",
+    "decisions",
+    "campaigns",
+    "campaign",
+    "check",
+    "merge",
 ]
 
 LedgerArg = Ledger | str | os.PathLike[str] | None
@@ -81,14 +92,39 @@ def runs(
     """The ledger's runs, one row each (`yieldgate runs`): those matching any of `patterns` (names or globs; none:
     all), carrying every one of `tags`, with any `status`; ordered by `sort` (name, created, updated, status, steps,
     tokens, duration; default oldest first), `reverse`d if asked; the first `limit` (see
-    `analysis.runs.select_runs`)."""
+    `analysis.listing.select_runs`)."""
     import pandas as pd
 
-    from yieldgate.analysis.listing import list_runs
     from yieldgate.ledger.runs import RUN_COLUMNS
 
+    listed = list_runs(patterns, ledger=ledger, tags=tags, status=status, sort=sort, reverse=reverse, limit=limit)
+    return pd.DataFrame(listed.rows, columns=list(RUN_COLUMNS))
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """The runs `list_runs` selected, and how many matched before its `limit`."""
+
+    rows: list[dict[str, Any]]
+    """One record per run (`Ledger.run_records`), in the order asked."""
+    matched: int
+
+
+def list_runs(
+    patterns: str | Sequence[str] = (),
+    *,
+    ledger: LedgerArg = None,
+    tags: Sequence[str] = (),
+    status: str | Sequence[str] = (),
+    sort: str | None = None,
+    reverse: bool = False,
+    limit: int | None = None,
+) -> RunListing:
+    """`runs` as plain records, without pandas (what `yieldgate runs` prints), with the count before `limit`."""
+    from yieldgate.analysis.listing import list_runs as listed
+
     with _open(ledger, readonly=True) as led:
-        rows, _ = list_runs(
+        rows, matched = listed(
             led,
             patterns=_many(patterns),
             tags=list(tags),
@@ -97,7 +133,7 @@ def runs(
             reverse=reverse,
             limit=limit,
         )
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    return RunListing(rows, matched)
 
 
 def _many(value: str | Sequence[str]) -> list[str]:
@@ -124,6 +160,13 @@ def _matching(led: Ledger, patterns: str | Sequence[str]) -> list[str]:
     from yieldgate.analysis.listing import match_patterns
 
     return match_patterns(led.runs()["name"].tolist(), _many(patterns), led.location)
+
+
+def matching_runs(patterns: str | Sequence[str], *, ledger: LedgerArg = None) -> list[str]:
+    """The runs the patterns (names or globs) match, in ledger order: what `remove_runs`, `tag_runs` and
+    `untag_runs` change. A pattern that matches no run is RunNotFound."""
+    with _open(ledger, readonly=True, existing=True) as led:
+        return _matching(led, patterns)
 
 
 def remove_runs(patterns: str | Sequence[str], *, ledger: LedgerArg = None) -> list[RemovedRun]:
@@ -159,10 +202,12 @@ def untag_runs(
         return {run: led.untag_run(run, _many(tags)) for run in _matching(led, patterns)}
 
 
-def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> None:
-    """Keep a note with a run, replacing the one before; empty text removes it (`yieldgate note`)."""
+def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> str | None:
+    """Keep a note with a run, replacing the one before; empty text removes it (`yieldgate note`). Returns the note
+    as kept (None: removed)."""
     with _open(ledger, readonly=False, existing=True) as led:
         led.set_note(run, text)
+        return led.note(run)
 
 
 def yields(
@@ -197,19 +242,36 @@ def compare(
 ) -> Comparison:
     """Two runs or seed groups (globs) aligned at equal tokens, time, compute or cost (`yieldgate compare`); `per`
     None: bits per byte when their tokenizers differ, per token otherwise (said in the notes)."""
-    from yieldgate.analysis.runs import compare_groups
+    from yieldgate.analysis.compare import compare as aligned
+    from yieldgate.analysis.listing import match_runs
+    from yieldgate.analysis.load import comparison_unit, default_metric, load_run, metric_key, objective_note
 
     with _open(ledger, readonly=True) as led:
-        return compare_groups(
-            led,
-            a,
-            b,
-            at=at,  # type: ignore[arg-type]
-            target_loss=target,
-            metric=metric,
-            primary=primary,
-            per=per,
-        )
+        per, unit_note = comparison_unit(led, a, b, per)
+        groups = [[load_run(led, n, per=per) for n in match_runs(led, p)] for p in (a, b)]
+    metric, note = default_metric(groups[0][0], metric, per)
+    task, name = metric_key(metric, per)
+    result = aligned(
+        groups[0],
+        groups[1],
+        names=(a, b),
+        at=at,  # type: ignore[arg-type]  # checked there
+        target_loss=target,
+        task=task,
+        metric=name,
+        primary=primary,  # type: ignore[arg-type]  # checked there
+    )
+    if note:
+        result.notes.insert(0, note)
+    if unit_note:
+        result.notes.insert(0, unit_note)
+    if not task:
+        result.notes.insert(0, "compared on the training loss, which is not held out")
+    for data in groups[0] + groups[1]:
+        objective = objective_note(data, name)
+        if objective is not None:
+            result.notes.insert(0, objective)
+    return result
 
 
 def forecast(
@@ -222,25 +284,125 @@ def forecast(
     metric: str = "val/loss",
     level: float = 0.8,
 ) -> Forecast:
-    """The next tranche's gain from the run's stable-LR evaluations (`yieldgate forecast`)."""
-    from yieldgate.analysis.runs import forecast_run
+    """The next tranche's gain from the run's stable-LR evaluations (`yieldgate forecast`; `fit.stable_phase`):
+    `next_tokens` on its token counts, or `next_steps` on its steps (a run without token counts). Refused past a
+    divergence."""
+    from yieldgate.analysis import stats
+    from yieldgate.analysis.fit import forecast as fitted
+    from yieldgate.analysis.load import default_metric, load_run, metric_key, objective_note
+    from yieldgate.analysis.yields import eval_points
 
+    stats.check_level(level)
     with _open(ledger, readonly=True) as led:
-        return forecast_run(
-            led,
-            run,
-            next_tokens=next_tokens,
-            next_steps=next_steps,
-            threshold_per_btok=threshold_per_btok,
-            metric=metric,
-            level=level,
+        data = load_run(led, run)
+        metric, default_note = default_metric(data, metric)
+        task, name = metric_key(metric, "token")
+        if not task:
+            raise InputError(
+                f"run {run!r}: a forecast needs held-out evaluations; the training loss (metric 'loss') "
+                "falls on memorised data too"
+            )
+        points = eval_points(data.evals, data.steps, task, name)
+        if points.empty:
+            known = sorted({f"{t}/{m}" for t, m in zip(data.evals["task"], data.evals["metric"], strict=True)})
+            raise InputError(f"run {run!r} has no evaluations of {metric}; it has: {', '.join(known) or 'none'}")
+        diverged = _divergence(led, run, points)
+    if diverged:
+        raise InputError(f"run {run!r} diverged ({diverged}): a curve fitted across a divergence forecasts nothing")
+    used, size, by_steps, note = _tranche_points(data, points, metric, next_tokens, next_steps)
+    result = fitted(
+        used["tokens"].to_numpy(),
+        used["value"].to_numpy(),
+        next_tokens=size,
+        at_tokens=float(used["tokens"].iloc[-1]),
+        level=level,
+        threshold_per_btok=None if by_steps else threshold_per_btok,
+    )
+    result.axis = ("epochs" if data.epochs else "steps") if by_steps else "tokens"
+    at = ", ".join(map(str, used["step"].astype(int)))
+    result.notes.insert(
+        0,
+        f"fitted on evaluations at {'epochs' if data.epochs else 'steps'} {at}"
+        + (f" against {result.axis} (no token counts)" if by_steps else ""),
+    )
+    if note:
+        result.notes.insert(1, note)
+    if default_note:
+        result.notes.insert(0, default_note)
+    objective = objective_note(data, name)
+    if objective is not None:
+        result.notes.insert(0, objective)
+    return result
+
+
+def _tranche_points(
+    data: RunData, points: pd.DataFrame, metric: str, next_tokens: float | None, next_steps: float | None
+) -> tuple[pd.DataFrame, float, bool, str | None]:
+    """What `forecast` fits and forecasts: the evaluations of the run's stable-LR phase (all, when fewer than 3
+    are), the next tranche's size, whether on steps (no token counts), and `fit.stable_phase`'s note."""
+    import math
+
+    from yieldgate.analysis.fit import stable_phase
+
+    by_steps = bool(points["tokens"].isna().all())
+    if by_steps:
+        if next_steps is None:
+            raise InputError(
+                f"run {data.name!r} has no token counts: forecast on its steps with next_steps=N, "
+                "or import it with tokens_per_step"
+            )
+        if not (math.isfinite(next_steps) and next_steps > 0):
+            raise InputError(f"next_steps must be a number > 0, got {next_steps}")
+        points = points.assign(tokens=points["step"].astype(float))
+        size = next_steps
+    else:
+        if next_tokens is None:
+            given = " (next_steps is for a run without token counts)" if next_steps is not None else ""
+            raise InputError(f"next_tokens is needed: the size of the next tranche in tokens{given}")
+        size = next_tokens
+    points = points.dropna(subset=["tokens"])
+    points = points[points["tokens"] > 0]
+    mask, note = stable_phase(data.steps, points["step"].to_numpy())
+    used = points[mask] if mask.sum() >= 3 else points
+    if len(used) < 3:
+        raise InputError(
+            f"run {data.name!r} has {len(used)} evaluations of {metric} to fit; a forecast needs 3 or more"
         )
+    if bool(used["higher_is_better"].iloc[0]):
+        raise InputError(
+            f"{metric} rises as the model learns; the power-law forecast fits losses (lower is better): "
+            "forecast a loss, e.g. metric val/loss"
+        )
+    return used, size, by_steps, note
+
+
+def _divergence(ledger: Ledger, run: str, points: pd.DataFrame) -> str | None:
+    """Where the run diverged (a logged training loss or evaluation that is NaN or infinite), with the count
+    and the span: "non-finite training loss at 6 logged steps, 1,200-1,250"."""
+    import numpy as np
+
+    steps = ledger.steps(run, nullable=True)
+    logged = steps.dropna(subset=["loss"]) if "loss" in steps else steps.iloc[:0]
+    for what, step, values in (
+        ("training loss", logged["step"], logged.get("loss")),
+        ("evaluation", points["step"], points["value"]),
+    ):
+        if values is None:
+            continue
+        bad = step.to_numpy()[~np.isfinite(values.to_numpy(dtype=float, na_value=np.nan))]
+        if len(bad):
+            span = f"step {bad[0]:,}" if len(bad) == 1 else f"{len(bad):,} logged steps, {bad[0]:,}-{bad[-1]:,}"
+            return f"non-finite {what} at {span}"
+    return None
 
 
 def diagnose(run: str, *, ledger: LedgerArg = None, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
     """Causes with evidence (`yieldgate diagnose`); the findings are kept as open events unless `store` is off."""
     from yieldgate.analysis.diagnose import diagnose as run_diagnosis
 
+    with _open(ledger, readonly=True) as led:
+        for name in (run, *against):
+            led.run_id(name)  # a missing run fails here, before a ledger file is made for the write
     with _open(ledger, readonly=not store) as led:
         return run_diagnosis(led, run, against=against, store=store)
 
@@ -259,16 +421,26 @@ def gate(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = Non
     return decision
 
 
-def plan(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = None) -> dict[str, Any]:
+def plan(
+    target: str,
+    policy: str | os.PathLike[str],
+    *,
+    ledger: LedgerArg = None,
+    flops: float | None = None,
+    scaling: str | None = None,
+    params: int | None = None,
+) -> SupplyPlan:
     """Each stage's data supply under a policy file (`yieldgate plan`): per source its epochs, effective tokens
     and the worth of the stage's new tokens, and the sources to grow; TARGET is a run, seed group or campaign
-    recipe, or a recipe or manifest file. Nothing is stored."""
+    recipe, or a recipe or manifest file. With an L(N, D) law (the campaign recipe `scaling`, else the target's
+    own campaign of 3 or more sizes): each stage's predicted loss at `params` and the compute-optimal N and D for
+    `flops`. Nothing is stored."""
     from yieldgate.gate.plan import plan_target
     from yieldgate.gate.policy import load_policy
 
     parsed = load_policy(Path(policy))
     with _open(ledger, readonly=True) as led:
-        return plan_target(led, target, parsed)
+        return plan_target(led, target, parsed, flops=flops, scaling=scaling, params=params)
 
 
 def import_run(
@@ -280,8 +452,9 @@ def import_run(
     from yieldgate.ingest import import_run as run_import
 
     paths = [sources] if isinstance(sources, str) else list(sources)
+    opts = ImportOptions(run=run, **options)  # checked before a ledger file is made
     with _open(ledger, readonly=False) as led:
-        return run_import(led, kind, paths, ImportOptions(run=run, **options))
+        return run_import(led, kind, paths, opts)
 
 
 def export_run(run: str, to: str, dest: str | os.PathLike[str], *, ledger: LedgerArg = None) -> ExportResult:
@@ -299,11 +472,54 @@ def report(
     ledger: LedgerArg = None,
     metric: str = "val/loss",
     per: str | None = None,
+    png_dir: str | os.PathLike[str] | None = None,
+    smooth: float = 0.0,
+    target: float | None = None,
 ) -> ReportResult:
-    """The self-contained HTML report of runs or seed groups (`yieldgate report`); `per` None: bits per byte when
-    their tokenizers differ, per token otherwise."""
+    """The self-contained HTML report of runs or seed groups (`yieldgate report`), and its main plots as PNG files
+    in `png_dir`; `per` None: bits per byte when their tokenizers differ, per token otherwise; `smooth`: the weight
+    of the moving average drawn for tokens/s; `target`: the metric's value the frontier counts tokens to."""
     from yieldgate.report.html import write_report
 
     groups = [patterns] if isinstance(patterns, str) else list(patterns)
     with _open(ledger, readonly=True) as led:
-        return write_report(led, groups, output, metric=metric, per=per)
+        return write_report(led, groups, output, metric=metric, png_dir=png_dir, per=per, smooth=smooth, target=target)
+
+
+def decisions(target: str | None = None, *, ledger: LedgerArg = None) -> list[dict[str, Any]]:
+    """The gate decisions, oldest first, each with its policy and evidence (`yieldgate decisions`): those on
+    `target` (as it was gated) when given (`Ledger.decisions`)."""
+    with _open(ledger, readonly=True) as led:
+        return led.decisions(target).to_dict("records")
+
+
+def campaigns(*, ledger: LedgerArg = None) -> list[str]:
+    """The names of the ledger's campaigns (`yieldgate campaign`)."""
+    with _open(ledger, readonly=True) as led:
+        return led.campaigns()
+
+
+def campaign(name: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
+    """A campaign's stored record: its spec, and the summary `yieldgate probe` last stored (None before one)."""
+    with _open(ledger, readonly=True) as led:
+        return led.campaign(name)
+
+
+def check(run: str | None = None, *, ledger: LedgerArg = None) -> CheckResult:
+    """SQLite's integrity check (of a file) and every stored block's checksum, or only `run`'s blocks
+    (`yieldgate check`)."""
+    from yieldgate.ledger.check import check_ledger
+
+    with _open(ledger, readonly=True) as led:
+        return check_ledger(led, run)
+
+
+def merge(source: str | os.PathLike[str], *, runs: Sequence[str] = (), ledger: LedgerArg = None) -> dict[str, int]:
+    """Merge the runs of another ledger file (a Tracker's spill file, another node's ledger), or only `runs`, into
+    this one (`yieldgate merge`), one transaction per run; merging twice changes nothing. Returns the step records
+    merged per run."""
+    path = Path(source)
+    if not path.is_file():
+        raise InputError(f"{path}: no such ledger file; give the path the Tracker reported")
+    with Ledger(path, readonly=True) as side, _open(ledger, readonly=False) as led:
+        return {name: led.copy_run(side, name) for name in list(runs) or side.runs()["name"].tolist()}

@@ -205,6 +205,11 @@ def _column_stats(steps: Any, column: str) -> dict[str, tuple[int, float]]:
     }
 
 
+def _where(ctx: typer.Context) -> str:
+    """The ledger's location as `--ledger` (or $YIELDGATE_LEDGER) gives it: an api function opens it for the call."""
+    return str(ctx.find_root().obj["ledger"])
+
+
 def _ledger(ctx: typer.Context, *, readonly: bool = True) -> Ledger:
     return Ledger(ctx.find_root().obj["ledger"], readonly=readonly)
 
@@ -319,22 +324,16 @@ def runs(
 
     Example: yieldgate --ledger runs.db runs --csv > runs.csv
     """
-    from yieldgate.analysis.listing import list_runs
+    from yieldgate import api
 
     if as_json + as_csv + as_tsv > 1:
         raise InputError("--json, --csv and --tsv each choose the output: give one")
     machine = as_json or as_csv or as_tsv
     shown = limit if limit is not None else (0 if machine else 100)
-    with _ledger(ctx) as ledger:
-        rows, matched = list_runs(
-            ledger,
-            patterns=patterns or [],
-            tags=tag or [],
-            statuses=status or [],
-            sort=sort,
-            reverse=reverse,
-            limit=shown,
-        )
+    listing = api.list_runs(
+        patterns or [], ledger=_where(ctx), tags=tag or [], status=status or [], sort=sort, reverse=reverse, limit=shown
+    )
+    rows, matched = listing.rows, listing.matched
     if as_csv or as_tsv:
         _write_table(rows, "," if as_csv else "\t")
         return
@@ -402,24 +401,24 @@ def rm(
 
     Example: yieldgate rm 'scratch-*' --yes
     """
-    from yieldgate.analysis.listing import match_patterns
+    from yieldgate import api
 
     with _runs_ledger(ctx) as ledger:
-        names = match_patterns(ledger.runs()["name"].tolist(), patterns, ledger.location)
+        names = api.matching_runs(patterns, ledger=ledger)
         if not yes:
             listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
             typer.echo(f"{len(names)} run{'s' * (len(names) != 1)}: {listed}", err=True)
             if not typer.confirm("Remove them with their steps, evals and events?", default=False, err=True):
                 typer.echo("Nothing removed.", err=True)
                 raise typer.Exit(1)
-        removed = ledger.remove_runs(names)
+        removed = api.remove_runs(names, ledger=ledger)  # the names as confirmed: each matches only itself
     if as_json:
-        _print_json(removed)
+        _print_json([r.to_dict() for r in removed])
         return
     for r in removed:
         console.print(
-            f"removed {r['name']}: {r['steps']:,} steps, {r['extra_values']:,} extra values, "
-            f"{r['evals']:,} evals, {r['events']:,} events",
+            f"removed {r.name}: {r.steps:,} steps, {r.extra_values:,} extra values, {r.evals:,} evals, "
+            f"{r.events:,} events",
             markup=False,
             highlight=False,
         )
@@ -436,8 +435,10 @@ def rename(
 
     Example: yieldgate rename brisk-otter-7 bs64-lr3e-4
     """
+    from yieldgate import api
+
     with _runs_ledger(ctx) as ledger:
-        ledger.rename_run(old, new)
+        api.rename_run(old, new, ledger=ledger)
     if as_json:
         _print_json({"old": old, "new": new})
         return
@@ -445,11 +446,10 @@ def rename(
 
 
 def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: bool, add: bool) -> None:
-    from yieldgate.analysis.listing import match_patterns
+    from yieldgate import api
 
-    with _runs_ledger(ctx) as ledger, ledger.transaction():
-        names = match_patterns(ledger.runs()["name"].tolist(), [patterns], ledger.location)
-        after = {n: (ledger.tag_run if add else ledger.untag_run)(n, tags) for n in names}
+    with _runs_ledger(ctx) as ledger:
+        after = (api.tag_runs if add else api.untag_runs)(patterns, tags, ledger=ledger)
     if as_json:
         _print_json([{"name": n, "tags": t} for n, t in after.items()])
         return
@@ -490,9 +490,10 @@ def note(
 
     Example: yieldgate note bs64-lr3e-4 "baseline for the dedup study; loader fixed at step 1200"
     """
+    from yieldgate import api
+
     with _runs_ledger(ctx) as ledger:
-        ledger.set_note(run, text)
-        saved = ledger.note(run)
+        saved = api.note_run(run, text, ledger=ledger)
     if as_json:
         _print_json({"name": run, "note": saved})
         return
@@ -706,12 +707,12 @@ def yield_(
 
     Example: yieldgate yield new-mixture --expected-from baseline
     """
-    from yieldgate.analysis.runs import yield_report
+    from yieldgate import api
     from yieldgate.analysis.yields import DEVICE_HOUR
 
     with _ledger(ctx) as ledger:
-        report = yield_report(
-            ledger, run, tranche_tokens=tranche_tokens, metric=metric, per=per, expected_from=expected_from
+        report = api.yields(
+            run, ledger=ledger, tranche_tokens=tranche_tokens, metric=metric, per=per, expected_from=expected_from
         )
 
     if as_json:
@@ -890,13 +891,13 @@ def forecast(
 
     Example: yieldgate forecast whisper-ft --next-steps 1000   (a run without token counts)
     """
-    from yieldgate.analysis.runs import forecast_run
+    from yieldgate import api
     from yieldgate.analysis.yields import AXES
 
     with _ledger(ctx) as ledger:
-        result = forecast_run(
-            ledger,
+        result = api.forecast(
             run,
+            ledger=ledger,
             next_tokens=next_tokens,
             next_steps=next_steps,
             threshold_per_btok=threshold,
@@ -980,12 +981,11 @@ def report(
 
     Example: yieldgate report 'sweep-*' --target-loss 3.2   (the frontier: tokens/s against tokens to 3.2)
     """
-    from yieldgate.report.html import write_report
+    from yieldgate import api
 
-    with _ledger(ctx) as ledger:
-        result = write_report(
-            ledger, patterns, out, metric=metric, png_dir=png, per=per, smooth=smooth, target=target_loss
-        )
+    result = api.report(
+        patterns, out, ledger=_where(ctx), metric=metric, png_dir=png, per=per, smooth=smooth, target=target_loss
+    )
     if as_json:
         _print_json(
             {
@@ -1077,13 +1077,9 @@ def diagnose(
 
     Example: yieldgate diagnose bs64-fp16 --against bs64-fp16-lr2 --json
     """
-    from yieldgate.analysis.diagnose import diagnose as diagnose_run
+    from yieldgate import api
 
-    with _ledger(ctx) as ledger:
-        for name in (run, *(against or ())):
-            ledger.run_id(name)  # a missing run fails here, before a ledger file is created for the write
-    with _ledger(ctx, readonly=False) as ledger:
-        result = diagnose_run(ledger, run, against=against or ())
+    result = api.diagnose(run, ledger=_where(ctx), against=against or ())
     if as_json:
         _print_json(result.to_dict())
         return
@@ -1363,15 +1359,17 @@ def campaign(
 
     Example: yieldgate campaign mixtures --json
     """
+    from yieldgate import api
+
     with _ledger(ctx) as ledger:
         if name is None:
-            names = ledger.campaigns()
+            names = api.campaigns(ledger=ledger)
             if as_json:
                 _print_json(names)
             else:
                 console.print("\n".join(names) or "no campaigns in this ledger", markup=False, highlight=False)
             return
-        record = ledger.campaign(name)
+        record = api.campaign(name, ledger=ledger)
     if record["summary"] is None:
         raise InputError(f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file")
     if as_json:
@@ -1619,10 +1617,9 @@ def check(
 
     Example: yieldgate --ledger yieldgate.db check bs64-fp16 --json
     """
-    from yieldgate.ledger.check import check_ledger
+    from yieldgate import api
 
-    with _ledger(ctx) as ledger:
-        result = check_ledger(ledger, run)
+    result = api.check(run, ledger=_where(ctx))
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -1658,11 +1655,9 @@ def merge(
 
     Example: yieldgate --ledger yieldgate.db merge /tmp/yieldgate-spill-bs64-node07-1234.db
     """
-    if not source.is_file():
-        raise InputError(f"{source}: no such ledger file; give the path the Tracker reported")
-    with Ledger(source, readonly=True) as side, _ledger(ctx, readonly=False) as ledger:
-        names = list(run) if run else side.runs()["name"].tolist()
-        copied = {name: ledger.copy_run(side, name) for name in names}
+    from yieldgate import api
+
+    copied = api.merge(source, runs=run or (), ledger=_where(ctx))
     if as_json:
         _print_json({"source": str(source), "runs": copied})
         return
@@ -1774,10 +1769,13 @@ def import_(
 
     Example: yieldgate import textlog train.log --run gpt2 --tokens-per-step 524288   (nanoGPT, Megatron, ...: detected)
     """
-    from yieldgate.ingest import ImportOptions, import_run
+    from yieldgate import api
 
-    opts = ImportOptions(
+    results = api.import_run(
+        kind,
+        sources,
         run=run,
+        ledger=_where(ctx),
         map=map_ or (),
         manifest=manifest,
         tokens_per_step=tokens_per_step,
@@ -1791,8 +1789,6 @@ def import_(
         join_on=join_on,
         devices=devices,
     )
-    with _ledger(ctx, readonly=False) as ledger:
-        results = import_run(ledger, kind, sources, opts)
     if as_json:
         _print_json([r.to_dict() for r in results])
         return
@@ -1826,10 +1822,9 @@ def export(
 
     Example: yieldgate export bs64-fp16 runs/tb --to tensorboard
     """
-    from yieldgate.report.export import export_run
+    from yieldgate import api
 
-    with _ledger(ctx) as ledger:
-        result = export_run(ledger, run, to, dest)
+    result = api.export_run(run, to, dest, ledger=_where(ctx))
     if as_json:
         _print_json(result.to_dict())
         return
@@ -1918,16 +1913,14 @@ def plan(
 
     Example: yieldgate plan 'sizes/clean/*/*/m3x64' --policy policy.yaml --flops 1e13 --params 2000000
     """
-    from yieldgate.gate.plan import plan_target
-    from yieldgate.gate.policy import load_policy
+    from yieldgate import api
 
-    parsed = load_policy(policy)
     with _ledger(ctx) as ledger:
-        result = plan_target(ledger, target, parsed, flops=flops, scaling=scaling, params=params)
+        result = api.plan(target, policy, ledger=ledger, flops=flops, scaling=scaling, params=params)
     if as_json:
-        _print_json(result)
+        _print_json(result.to_dict())
     else:
-        render_plan(console, result)
+        render_plan(console, result.to_dict())
 
 
 @app.command()
@@ -1941,8 +1934,9 @@ def decisions(
 
     Example: yieldgate decisions 'milton/s*/t150000' --json
     """
-    with _ledger(ctx) as ledger:
-        rows = [decision_record(r) for r in ledger.decisions(target).to_dict("records")]
+    from yieldgate import api
+
+    rows = [decision_record(r) for r in api.decisions(target, ledger=_where(ctx))]
     if as_json:
         _print_json(rows)
         return

@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from yieldgate import api
 from yieldgate.analysis.campaign import summarise
-from yieldgate.analysis.runs import compare_groups
 from yieldgate.gate.policy import Policy
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.location import Location
@@ -184,8 +184,8 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
             bar.remove_task(task)
     a, b = "demo/pipeline-a/*", "demo/pipeline-b/*"
     with Ledger(location, readonly=True) as led:
-        by_tokens = compare_groups(led, a, b, at="tokens", per="byte")
-        by_time = compare_groups(led, a, b, at="time", per="byte")
+        by_tokens = api.compare(a, b, ledger=led, at="tokens", per="byte")
+        by_time = api.compare(a, b, ledger=led, at="time", per="byte")
         runs = {name: _pipeline_figures(led, f"demo/{name}/s0") for name in pipelines}
         confounders = [
             d.field for d in diff(_manifest(led, "demo/pipeline-a/s0"), _manifest(led, "demo/pipeline-b/s0"))

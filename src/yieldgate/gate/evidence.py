@@ -27,7 +27,8 @@ import numpy as np
 from yieldgate.analysis import stats
 from yieldgate.analysis.compare import compare
 from yieldgate.analysis.fit import BILLION, Forecast, forecast
-from yieldgate.analysis.runs import load_run, match_runs, stable_points
+from yieldgate.analysis.listing import match_runs
+from yieldgate.analysis.load import load_run, stable_points
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.gate.policy import NewHardwareException, Policy
 from yieldgate.ledger import Ledger

@@ -4,7 +4,9 @@ a campaign's L(N, D) law, each stage's predicted loss and the compute-optimal si
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,41 @@ from yieldgate.gate.supply import plan
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Recipe, parse_manifest
 
-__all__ = ["plan_target", "target_recipe"]
+__all__ = ["plan_target", "target_recipe", "SupplyPlan"]
+
+
+@dataclass(frozen=True)
+class SupplyPlan:
+    """`yieldgate plan`'s result: the data supply of a target's recipe at each stage of a policy (`supply.plan`),
+    and with an L(N, D) law, each stage's predicted loss and the compute-optimal size (`sizing.sizing`)."""
+
+    target: str
+    policy: str
+    """`name@version`."""
+    max_epochs: float | None
+    """The policy's limit on passes over a source's unique tokens (None: none)."""
+    params: int | None
+    """The planned model's parameters, where known: each stage's tokens per parameter are counted against it."""
+    r_star: float
+    """R*, the constant of Muennighoff et al. (2023)'s law of repeated data that the sources' worth is read with."""
+    stages: list[dict[str, Any]]
+    """Per stage: its tokens, the worth of its new tokens and per source the tokens drawn, epochs and worth."""
+    grow: list[dict[str, Any]]
+    """The sources to grow: each with the first stage that passes it more than `max_epochs` times."""
+    sizing: dict[str, Any] | None = None
+    """From a campaign's L(N, D) law: each stage's predicted loss, and the compute-optimal N and D of a budget."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "target": self.target,
+            "policy": self.policy,
+            "max_epochs": self.max_epochs,
+            "params": self.params,
+            "r_star": self.r_star,
+            "stages": self.stages,
+            "grow": self.grow,
+        }
+        return out if self.sizing is None else {**out, "sizing": self.sizing}
 
 
 def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
@@ -56,17 +92,17 @@ def plan_target(
     flops: float | None = None,
     scaling: str | None = None,
     params: int | None = None,
-) -> dict[str, Any]:
+) -> SupplyPlan:
     """`yieldgate plan`: `plan` for `target`'s recipe under `policy`'s stages and max_epochs; and, from the L(N, D)
     law of campaign recipe `scaling` (default: the target's own, when its campaign has 3 or more model sizes), each
     stage's predicted loss at `params` (default: the target's model's non-embedding parameters) and the
     compute-optimal N and D for `flops` (`sizing`)."""
     recipe, total = target_recipe(ledger, target)
-    out = {
-        "target": target,
-        "policy": f"{policy.name}@{policy.version}",
+    out = SupplyPlan(
+        target=target,
+        policy=f"{policy.name}@{policy.version}",
         **plan(recipe, policy.stages, policy.requirements.max_epochs, total),
-    }
+    )
     own, planned = _target_probe(ledger, target)
     ref = scaling or (own if own and _sizes(ledger, own) >= MIN_SIZES else None)
     if ref is None:
@@ -81,8 +117,7 @@ def plan_target(
     section = sizing(
         law, policy.stages, params=n, flops=flops, recipe=recipe, max_epochs=policy.requirements.max_epochs
     )
-    out["sizing"] = {"scaling": name, **section}
-    return out
+    return dataclasses.replace(out, sizing={"scaling": name, **section})
 
 
 def _target_probe(ledger: Ledger, target: str) -> tuple[str | None, int | None]:

@@ -15,7 +15,9 @@ import pandas as pd
 
 from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve, unit_for
 from yieldgate.analysis.frontier import Frontier, frontier
-from yieldgate.analysis.runs import default_metric, load_run, match_runs, metric_key, yield_report
+from yieldgate.analysis.listing import match_runs
+from yieldgate.analysis.load import default_metric, load_run, metric_key
+from yieldgate.analysis.runs import yield_report
 from yieldgate.analysis.yields import YieldReport
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger

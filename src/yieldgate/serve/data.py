@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.compare import run_curve
-from yieldgate.analysis.runs import comparison_unit, load_run, metric_key
+from yieldgate.analysis.load import comparison_unit, load_run, metric_key
 from yieldgate.ledger import Ledger
 from yieldgate.report.console import clean, decision_record, run_record
 from yieldgate.report.figures.base import MAX_POINTS, Figure, downsample, figure_dict, smoothed
