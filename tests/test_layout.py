@@ -42,6 +42,10 @@ def test_the_designs_never_rules_hold(graph):
     assert broken_nevers(graph) == []
 
 
+def test_every_import_of_the_package_names_a_module_that_exists(graph):
+    assert graph.unresolved == []
+
+
 def test_every_module_has_a_layer(graph):
     assert [m for m in graph.files if layer_of(m) is None] == []
 
@@ -110,6 +114,7 @@ def test_a_circle_is_caught_even_through_a_function_level_import(tmp_path):
     )
     graph = read_graph(root)
     assert cycles(graph.internal) == [["yieldgate.analysis.a", "yieldgate.analysis.b", "yieldgate.analysis.c"]]
+    assert graph.unresolved == []
     assert "yieldgate.analysis.a" not in graph.internal["yieldgate.analysis.d"]  # annotations only: no edge
 
 
@@ -120,7 +125,7 @@ def test_an_arrow_up_and_each_never_rule_are_caught(tmp_path):
             "ledger/store.py": "import rich\nfrom yieldgate.report import console\n",
             "analysis/compare.py": "from yieldgate.report.console import render\n",
             "ingest/table.py": "from yieldgate.analysis import compare\n",
-            "track/tracker.py": "import typer\n",
+            "track/tracker.py": "import typer\ndef f():\n    from yieldgate.ledger_pg import masked\n",
             "report/console.py": "from yieldgate.analysis import compare\n",
         },
     )
@@ -135,4 +140,5 @@ def test_an_arrow_up_and_each_never_rule_are_caught(tmp_path):
         "yieldgate.ledger.store -> rich: the store knows no screen",
         "yieldgate.track.tracker -> typer: the tracker has no CLI",
     ]
+    assert graph.unresolved == ["yieldgate.track.tracker:3: yieldgate.ledger_pg"]  # a path a move left behind
     assert [name for name, _ in LAYERS][layer_of("yieldgate.report.console")] == "report"

@@ -24,6 +24,9 @@ class Graph:
     """module -> the package's modules it imports."""
     external: dict[str, set[str]] = field(default_factory=dict)
     """module -> the top-level names of the other packages it imports (`rich`, `typer`, ...)."""
+    unresolved: list[str] = field(default_factory=list)
+    """`module:line: name` for every import of one of the package's modules that does not exist (a stale path left by
+    a move: mypy, told to ignore missing imports, does not see it)."""
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -66,6 +69,7 @@ def read_graph(root: Path) -> Graph:
                 continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
+                wanted = [t for t in targets if t.split(".")[0] == top]
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
@@ -73,11 +77,15 @@ def read_graph(root: Path) -> Graph:
                 else:
                     source = node.module or ""
                 targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in files else source for a in node.names]
+                wanted = [source] if source.split(".")[0] == top else []
             else:
                 continue
+            graph.unresolved += [f"{module}:{node.lineno}: {name}" for name in wanted if name not in files]
             for target in targets:
                 if target.split(".")[0] == top:
                     found = known(target)
+                    if found == top and target != top:
+                        continue  # a module that does not exist: `unresolved`, not an import of the package root
                     if found and found != module:
                         inside.add(found)
                 else:
