@@ -32,7 +32,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -49,6 +48,7 @@ from yieldgate.manifest import Manifest, load_manifest, parse_manifest, with_hpa
 from yieldgate.names import CHECKPOINT_KEY, check_run_name, readable_name, unsafe_character
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
+from yieldgate.track.config import TrackerConfig
 from yieldgate.track.signals import (
     Busy,
     FlopCount,
@@ -74,84 +74,6 @@ _MFU_WHY = {
     "not_transformer": "the 6N + 12LHQT formula is for decoder transformers: give model.flops_per_token in the "
     "manifest, or hand the model to the Tracker to count them",
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrackerConfig:
-    """Cadences and windows. The defaults are DESIGN.md's; the overhead targets hold at these."""
-
-    log_every_steps: int = 10
-    """Steps between host transfers of buffered device values."""
-    log_every_s: float = 1.0
-    """Seconds between host transfers (single process; distributed runs transfer on steps only)."""
-    flush_every_s: float = 1.0
-    """Seconds between ledger writes."""
-    online_diagnosis_every_s: float | None = None
-    """Seconds between runs of the cheap diagnosis detectors (loss and gradient-norm spikes, NaN/Inf, stalls)
-    on the last 256 steps, each new finding written as an open `diagnosis` event while the run goes on. Off
-    by default: the overhead targets are measured without it."""
-    telemetry_every_s: float = 5.0
-    """Seconds between device telemetry readings (utilisation, power, clocks, memory; energy is cumulative)."""
-    layer_every: int = 10
-    """Steps between per-layer gradient norms and update/weight ratios (signals="full")."""
-    entropy_every: int = 100
-    """Steps between activation-entropy samples (signals="full")."""
-    entropy_layers: int = 4
-    """Layers sampled for activation entropy."""
-    gns_ema: float = 0.95
-    """EMA decay for the GNS numerator and denominator (smoothed separately, DESIGN.md)."""
-    gns_every: int = 5
-    """Steps between gradient-noise-scale measurements (signals="full"; layer steps are always measured, for the
-    per-layer GNS): each costs one fused norm over the gradients per backward pass, 3-5% of a small model's step on
-    CPU when taken every step. The EMAs (`gns_ema`) are updated on measured steps only, so they span gns_every
-    times as many steps."""
-    gns_microbatches: int | None = None
-    """Microbatches per step whose gradient norms feed the small-batch side of the GNS (None: all). Fewer cost
-    less; each is an unbiased sample, but the estimate gets noisier (one of four: ~35% off the brute-force
-    value where all four are within 10%, on tests/test_signals.py's check)."""
-    throughput_window: int = 20
-    """Steps in the tokens/s window."""
-    throughput_skip: int = 2
-    """Warm-up steps left out of tokens/s."""
-    loss_var_window: int = 50
-    """Steps in the per-batch loss-variance window."""
-    repeat_window: int = 100_000
-    """Samples remembered by the stream-duplicate counter."""
-    queue_size: int = 256
-    """Packets the writer queue holds before dropping (and counting) new ones."""
-    spill_dir: str | None = None
-    """Folder for spill files (None: the ledger's folder when writable, else the system's temp folder)."""
-    loss_averaged: bool = True
-    """Whether each microbatch's loss is divided by the accumulation count (the common practice)."""
-    dist_timeout_s: float = 120.0
-    """Timeout of the tracker's own cross-rank reductions: a dead rank is reported, not waited on."""
-    optimizer_timing: bool | None = None
-    """Time the optimizer step (`time/optimizer_s`) with step hooks; None: on with signals="full"."""
-
-    def __post_init__(self) -> None:
-        for name in (
-            "log_every_steps",
-            "layer_every",
-            "entropy_every",
-            "gns_every",
-            "throughput_window",
-            "loss_var_window",
-            "repeat_window",
-            "queue_size",
-        ):
-            if getattr(self, name) < 1:
-                raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("log_every_s", "flush_every_s", "telemetry_every_s", "dist_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"TrackerConfig.{name} must be > 0, got {getattr(self, name)}")
-        if self.online_diagnosis_every_s is not None and not self.online_diagnosis_every_s > 0:
-            raise InputError(
-                f"TrackerConfig.online_diagnosis_every_s must be > 0 or None, got {self.online_diagnosis_every_s}"
-            )
-        if self.gns_microbatches is not None and self.gns_microbatches < 1:
-            raise InputError(f"TrackerConfig.gns_microbatches must be >= 1 or None, got {self.gns_microbatches}")
-        if not 0 <= self.gns_ema < 1:
-            raise InputError(f"TrackerConfig.gns_ema must be in [0, 1), got {self.gns_ema}")
 
 
 _live: weakref.WeakSet[Tracker] = weakref.WeakSet()
@@ -486,6 +408,7 @@ class Tracker:
             optimizer.register_step_post_hook(self.busy.wrap(self._opt_post))
 
         self._writer = Writer(
+            self.config,
             WriterSettings(
                 location=self.location,
                 run=self.run if self.rank == 0 else None,
@@ -495,16 +418,7 @@ class Tracker:
                 base_samples=base["samples"],
                 base_wall=base["wall_s"],
                 t0=time.perf_counter(),
-                flush_every_s=self.config.flush_every_s,
-                queue_size=self.config.queue_size,
-                spill_dir=self.config.spill_dir,
                 manifest=manifest,
-                telemetry_every_s=self.config.telemetry_every_s,
-                online_every_s=self.config.online_diagnosis_every_s,
-                throughput_window=self.config.throughput_window,
-                throughput_skip=self.config.throughput_skip,
-                loss_var_window=self.config.loss_var_window,
-                repeat_window=self.config.repeat_window,
                 grad_clip=manifest.optimisation.grad_clip if manifest and manifest.optimisation else None,
                 price_per_device_hour=hw.price_per_device_hour if hw else None,
                 devices=hw.device_count if hw and hw.device_count > 1 else self.world,

@@ -37,6 +37,7 @@ from yieldgate.ledger.location import Location
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.ledger.pg import masked
 from yieldgate.names import key_problem
+from yieldgate.track.config import TrackerConfig
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.signals import loss_variance
 from yieldgate.track.throughput import Throughput
@@ -96,7 +97,7 @@ class Packet:
 
 @dataclass(frozen=True, kw_only=True)
 class WriterSettings:
-    """What the writer needs to know of the run."""
+    """What the writer needs to know of the run, beyond the Tracker's `TrackerConfig` (handed over whole)."""
 
     location: str
     run: str | None
@@ -108,25 +109,8 @@ class WriterSettings:
     base_samples: float = 0.0
     base_wall: float = 0.0
     t0: float
-    flush_every_s: float = 1.0
-    queue_size: int = 256
-    spill_dir: str | None = None
-    """Folder of spill files (None: the ledger's folder when writable, else the system's temp folder)."""
-    max_buffered_rows: int = 1_000_000
-    """Rows kept in memory when even the spill file cannot be written; the oldest beyond are dropped."""
-    telemetry_every_s: float = 5.0
-    """Seconds between device telemetry readings (energy is a cumulative counter: nothing is lost between)."""
     manifest: Any = None
     """The run's manifest, to create the run again in a ledger file that was removed mid-run."""
-    online_every_s: float | None = None
-    """Seconds between runs of the cheap diagnosis detectors on the last `online_window` steps (None: off)."""
-    online_window: int = 256
-    busy_timeout_s: float = 1.0
-    """How long a flush waits for another process's lock on the ledger before retrying at the next one."""
-    throughput_window: int = 20
-    throughput_skip: int = 2
-    loss_var_window: int = 50
-    repeat_window: int = 100_000
     grad_clip: float | None = None
     price_per_device_hour: float | None = None
     devices: int = 1
@@ -137,6 +121,13 @@ class WriterSettings:
     reduce: Callable[[np.ndarray], np.ndarray] | None = None
     """Distributed: all-gather a [fields, rows] array from every rank -> [ranks, fields, rows]."""
 
+
+MAX_BUFFERED_ROWS = 1_000_000
+"""Rows kept in memory when even the spill file cannot be written; the oldest beyond are dropped."""
+ONLINE_WINDOW = 256
+"""Steps the online diagnosis detectors look at (`TrackerConfig.online_diagnosis_every_s`)."""
+BUSY_TIMEOUT_S = 1.0
+"""How long a flush waits for another process's lock on the ledger before retrying at the next one."""
 
 LAYERS_EVERY_S = HEARTBEAT_EVERY_S
 """Per-layer signals go to the ledger this often (and at close), the rest of a step's record at every flush: a
@@ -207,9 +198,14 @@ class Writer(threading.Thread):
     interpreter over to this thread from inside a Tracker call."""
 
     def __init__(
-        self, settings: WriterSettings, telemetry: Telemetry | None, on_fault: Callable[[str, BaseException], None]
+        self,
+        config: TrackerConfig,
+        settings: WriterSettings,
+        telemetry: Telemetry | None,
+        on_fault: Callable[[str, BaseException], None],
     ):
         super().__init__(name="yieldgate-writer", daemon=True)
+        self.config = config
         self.s = settings
         self.telemetry = telemetry
         self.on_fault = on_fault
@@ -228,9 +224,9 @@ class Writer(threading.Thread):
         # Where the counters start (the run's stored point); each row adds the training thread's running totals.
         self._base_tokens = settings.base_tokens
         self._base_samples = settings.base_samples
-        self._throughput = Throughput(window=settings.throughput_window, skip=settings.throughput_skip)
-        self._losses: deque[float] = deque(maxlen=settings.loss_var_window)
-        self._repeats = RepeatCounter(settings.repeat_window)
+        self._throughput = Throughput(window=config.throughput_window, skip=config.throughput_skip)
+        self._losses: deque[float] = deque(maxlen=config.loss_var_window)
+        self._repeats = RepeatCounter(config.repeat_window)
         self._last_scale: float | None = None
         self._skipped = 0
         # tokens and wall time at each recent step, for evals; the run's starting point is known exactly
@@ -261,12 +257,12 @@ class Writer(threading.Thread):
 
     def submit(self, packet: Packet) -> None:
         """Called on the training thread: append, or drop and count when the inbox is full."""
-        if len(self._inbox) >= self.s.queue_size:
+        if len(self._inbox) >= self.config.queue_size:
             self.dropped_rows += len(packet.rows)
             self.on_fault("writer queue full: step records dropped", RuntimeError(f"{self.dropped_rows} rows dropped"))
             return
         self._inbox.append(packet)
-        if len(self._inbox) == self.s.queue_size // 2:
+        if len(self._inbox) == self.config.queue_size // 2:
             self._wake.set()  # a very fast loop: collect before the inbox fills, not at the next interval
 
     def close(self, status: str | None = None, timeout: float = 60.0, *, reason: str | None = None) -> None:
@@ -288,11 +284,11 @@ class Writer(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - reported; rows stay buffered and are retried
                 self.on_fault("opening the ledger", exc)
         while True:
-            self._wake.wait(min(self.s.flush_every_s, HEARTBEAT_EVERY_S))
+            self._wake.wait(min(self.config.flush_every_s, HEARTBEAT_EVERY_S))
             self._wake.clear()
             stopping = self._stopping  # read before draining: every packet submitted before close is drained
             self._drain()
-            if stopping or time.monotonic() - self._last_flush >= min(self.s.flush_every_s, HEARTBEAT_EVERY_S):
+            if stopping or time.monotonic() - self._last_flush >= min(self.config.flush_every_s, HEARTBEAT_EVERY_S):
                 ledger = self._flush(ledger, final=stopping)
             if stopping:
                 break
@@ -352,7 +348,7 @@ class Writer(threading.Thread):
                 except Exception as exc:  # noqa: BLE001 - a locked ledger: the next flush stamps it
                     self.on_fault("stamping the run's heartbeat", exc)
             return ledger
-        due = final or time.monotonic() - self._last_telemetry >= self.s.telemetry_every_s
+        due = final or time.monotonic() - self._last_telemetry >= self.config.telemetry_every_s
         if self.telemetry is not None and self._frames and due:
             self._last_telemetry = time.monotonic()
             try:
@@ -404,7 +400,7 @@ class Writer(threading.Thread):
             # while this flush waited for the lock go too.
             self._drain()
             self._spill()
-            while self.buffered_rows > self.s.max_buffered_rows and len(self._frames) > 1:
+            while self.buffered_rows > MAX_BUFFERED_ROWS and len(self._frames) > 1:
                 self.dropped_rows += self._frames.pop(0).n
             return ledger
         self.written_rows += self.buffered_rows
@@ -416,7 +412,10 @@ class Writer(threading.Thread):
             self._size = os.stat(self.s.location).st_size if self._inode is not None else 0
         if self.spill_path is not None:
             self._unspill(ledger)
-        if self.s.online_every_s is not None and time.monotonic() - self._last_online >= self.s.online_every_s:
+        if (
+            self.config.online_diagnosis_every_s is not None
+            and time.monotonic() - self._last_online >= self.config.online_diagnosis_every_s
+        ):
             self._last_online = time.monotonic()
             try:
                 self._online_diagnosis(ledger)
@@ -460,7 +459,7 @@ class Writer(threading.Thread):
 
     def _open(self) -> Ledger:
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
-        ledger = Ledger(self.s.location, busy_timeout_s=self.s.busy_timeout_s, durable=True)
+        ledger = Ledger(self.s.location, busy_timeout_s=BUSY_TIMEOUT_S, durable=True)
         try:
             if self.s.run is not None and self.s.owner is not None:
                 # Ours already, or made again in a ledger file that was removed; another's: RunInUse.
@@ -503,7 +502,7 @@ class Writer(threading.Thread):
         # Named by run, host and process: nodes that share a folder (one ledger per node) never share a spill file.
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.s.run or 'run'}-{socket.gethostname()}")
         folders = [
-            self.s.spill_dir or (str(Path(self.s.location).parent) if self._is_file() else None),
+            self.config.spill_dir or (str(Path(self.s.location).parent) if self._is_file() else None),
             tempfile.gettempdir(),
         ]
         return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
@@ -630,9 +629,9 @@ class Writer(threading.Thread):
                 packet, local[2].tolist(), tokens.tolist(), samples.tolist(), {k: v.tolist() for k, v in spread.items()}
             )
             self._frames.append(frame)
-            if self.s.online_every_s is not None:
+            if self.config.online_diagnosis_every_s is not None:
                 self._recent.append(frame)
-                while sum(f.n for f in self._recent) - self._recent[0].n >= self.s.online_window:
+                while sum(f.n for f in self._recent) - self._recent[0].n >= ONLINE_WINDOW:
                     self._recent.popleft()
         eval_values = {name: float(t) for name, t in packet.eval_tensors.items()}  # host tensors: no device sync
         for step, metrics in packet.evals:
