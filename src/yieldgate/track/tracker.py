@@ -49,6 +49,7 @@ from yieldgate.names import CHECKPOINT_KEY, check_run_name, readable_name, unsaf
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
 from yieldgate.track.config import TrackerConfig
+from yieldgate.track.packet import Pending, StepRow, Timer
 from yieldgate.track.signals import (
     Busy,
     FlopCount,
@@ -58,7 +59,7 @@ from yieldgate.track.signals import (
     sample_layers,
 )
 from yieldgate.track.throughput import flops_per_token, mfu
-from yieldgate.track.writer import Packet, StepRow, TensorRef, Writer, WriterSettings
+from yieldgate.track.writer import Writer, WriterSettings
 
 __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
 
@@ -254,10 +255,6 @@ def _resume_point(step: Any, tokens: Any, samples: Any) -> dict[str, float]:
     return point
 
 
-def _to_host(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to("cpu", non_blocking=True) if tensor.device.type == "cuda" else tensor
-
-
 class Tracker:
     """Records a run's steps, learning signals and evals into the ledger from inside a training loop."""
 
@@ -383,7 +380,6 @@ class Tracker:
 
         self._grad: GradientSignals | None = None
         self._optimizer = optimizer
-        self._timer_events: list[tuple[int, str, Any, Any]] = []
         self._opt_start: Any = None
         layer_names: tuple[str, ...] = ()
         if signals == "full" and model is not None:
@@ -437,10 +433,7 @@ class Tracker:
         self._wait = 0.0
         self._batches_used = False
         self._checkpoint_s = 0.0
-        self._rows: list[StepRow] = []
-        self._tensors: dict[str, tuple[list[int], list[torch.Tensor]]] = {}
-        self._evals: list[tuple[int, dict[str, Any]]] = []
-        self._eval_tensors: dict[str, torch.Tensor] = {}
+        self._pending = Pending()
         self._gns_state: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._entropy_ctx: Any = None
         self._entropy_store: dict[str, list[torch.Tensor]] | None = None
@@ -666,8 +659,9 @@ class Tracker:
             yield
         finally:
             seconds = time.perf_counter() - start
-            if self._rows and self._rows[-1].step == self._step:  # not shipped yet: the step it follows
-                row = self._rows[-1]
+            rows = self._pending.rows
+            if rows and rows[-1].step == self._step:  # not shipped yet: the step it follows
+                row = rows[-1]
                 values = row.values = dict(row.values or {})
                 values[CHECKPOINT_KEY] = values.get(CHECKPOINT_KEY, 0.0) + seconds
             else:
@@ -695,7 +689,9 @@ class Tracker:
 
     def _opt_post(self, *_: Any) -> None:
         if self._opt_start is not None:
-            self._timer_events.append((len(self._rows), "time/optimizer_s", self._opt_start, self._clock()))
+            self._pending.timers.append(
+                Timer(len(self._pending.rows), "time/optimizer_s", self._opt_start, self._clock())
+            )
             self._opt_start = None
 
     def _clock(self) -> Any:
@@ -704,13 +700,6 @@ class Tracker:
             event.record()
             return event
         return time.perf_counter()
-
-    def _keep(self, name: str, index: int, value: torch.Tensor) -> None:
-        kept = self._tensors.get(name)
-        if kept is None:
-            kept = self._tensors[name] = ([], [])
-        kept[0].append(index)
-        kept[1].append(value.detach())
 
     @_contained
     def step(
@@ -778,11 +767,11 @@ class Tracker:
         self._step, self._numbered = number, True
         if data_wait_s is None and self._batches_used:
             data_wait_s = self._wait
-        i = len(self._rows)
+        i = len(self._pending.rows)
         if lr is None and self._optimizer is not None:
             lr = self._optimizer.param_groups[0]["lr"]
         if isinstance(lr, torch.Tensor):
-            self._keep("lr", i, lr)
+            self._pending.keep_step("lr", i, lr)
             lr = None
         row = StepRow(
             self._step,
@@ -802,11 +791,11 @@ class Tracker:
         )
         for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
             if isinstance(value, torch.Tensor):
-                self._keep(key, i, value)
+                self._pending.keep_step(key, i, value)
         scale = self._scale_tensor()
         if scale is not None:
-            self._keep("signals/loss_scale", i, scale.float().reshape(()).clone())
-        self._rows.append(row)
+            self._pending.keep_step("signals/loss_scale", i, scale.float().reshape(()).clone())
+        self._pending.rows.append(row)
         if self._grad is not None:
             self._learning_signals(i, grad_norm, tokens)
         if bad:
@@ -827,7 +816,7 @@ class Tracker:
                 ),
             )
         self._wait = 0.0
-        due = len(self._rows) >= self.config.log_every_steps
+        due = len(self._pending.rows) >= self.config.log_every_steps
         if not due and self._group is None:
             due = now - self._last_ship_t >= self.config.log_every_s
         if due:
@@ -849,9 +838,11 @@ class Tracker:
         # the per-layer norms may exist (no pre-clip norm was passed) but are not recorded.
         layers = big if self._step % cfg.layer_every == 0 else None
         if small is not None and sig["big_total"] is not None and big_b > b > 0:
-            self._keep("signals/gns", i, self._smoothed_gns("global", small.sum(), sig["big_total"], b, big_b))
+            self._pending.keep_step(
+                "signals/gns", i, self._smoothed_gns("global", small.sum(), sig["big_total"], b, big_b)
+            )
             if layers is not None:
-                self._keep("layers:signals/gns", i, self._smoothed_gns("layers", small, layers, b, big_b))
+                self._pending.keep_layers("signals/gns", i, self._smoothed_gns("layers", small, layers, b, big_b))
         elif k == 1 and self.world == 1:
             self._unmeasured(
                 "signals/gns",
@@ -859,9 +850,9 @@ class Tracker:
                 "several processes: this run has one",
             )
         if layers is not None:
-            self._keep("layers:signals/grad_norm", i, layers.sqrt())
+            self._pending.keep_layers("signals/grad_norm", i, layers.sqrt())
         if sig["update_ratio"] is not None:
-            self._keep("layers:signals/update_ratio", i, sig["update_ratio"])
+            self._pending.keep_layers("signals/update_ratio", i, sig["update_ratio"])
         # Arm the next step: weight snapshot and per-layer norms on layer steps; off them, |g_B|^2 comes from
         # the pre-clip norm the loop passes (no extra pass over the gradients).
         layer_step = (self._step + 1) % cfg.layer_every == 0
@@ -873,7 +864,7 @@ class Tracker:
             self._entropy_ctx.__exit__(None, None, None)
             for name, values in (self._entropy_store or {}).items():
                 if values:
-                    self._keep(f"entropy:{name}", i, torch.stack(values).mean())
+                    self._pending.keep_entropy(name, i, torch.stack(values).mean())
             self._entropy_ctx = self._entropy_store = None
         if (self._step + 1) % cfg.entropy_every == 0 and self._entropy_layers:
             self._entropy_ctx = activation_entropy(self._entropy_layers, self.busy)
@@ -898,18 +889,8 @@ class Tracker:
     @_whole
     def _ship(self) -> None:
         """Start the host copy of buffered tensors and hand the packet to the writer."""
-        packet = Packet(rows=self._rows, timers=self._timer_events, evals=self._evals)
         # Non-blocking copies: the writer thread waits for them, the training thread never does.
-        for name, (idx, values) in self._tensors.items():
-            packet.tensors[name] = (idx, _to_host(torch.stack(values)))
-        if self._eval_tensors:
-            names = list(self._eval_tensors)
-            stacked = _to_host(torch.stack([self._eval_tensors[n] for n in names]))
-            packet.eval_tensors = {n: stacked[j] for j, n in enumerate(names)}
-        if self.device.type == "cuda" and (packet.tensors or packet.eval_tensors):
-            packet.event = torch.cuda.Event()
-            packet.event.record()
-        self._rows, self._tensors, self._timer_events, self._evals, self._eval_tensors = [], {}, [], [], {}
+        packet = self._pending.take(cuda=self.device.type == "cuda")
         self._last_ship_t = time.perf_counter()
         if packet.rows or packet.evals:
             self._writer.submit(packet)
@@ -957,9 +938,7 @@ class Tracker:
                 self._fault("eval", InputError(f"eval key {key!r} is not allowed: it holds {unsafe}; left out"))
                 continue
             if isinstance(value, torch.Tensor):
-                ref = f"{len(self._evals)}:{key}"
-                self._eval_tensors[ref] = value.detach().float().reshape(())
-                values[key] = TensorRef(ref)
+                values[key] = self._pending.eval_value(value)
             else:
                 values[key] = value
         if bad:
@@ -972,7 +951,7 @@ class Tracker:
             )
         if not values:
             return
-        self._evals.append((at, values))
+        self._pending.evals.append((at, values))
         if self._group is None:
             self._ship()
         # Distributed: the eval goes with the next regular packet, so that every rank ships the same packets

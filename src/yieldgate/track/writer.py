@@ -21,13 +21,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from yieldgate.data.stream import RepeatCounter
 from yieldgate.errors import InputError, LedgerError, RunInUse
@@ -39,60 +38,13 @@ from yieldgate.ledger.pg import masked
 from yieldgate.names import key_problem
 from yieldgate.track.config import TrackerConfig
 from yieldgate.track.hardware import Telemetry
+from yieldgate.track.packet import Packet, Stacked, StepRow, TensorRef
 from yieldgate.track.signals import loss_variance
 from yieldgate.track.throughput import Throughput
 
-__all__ = ["Packet", "StepRow", "TensorRef", "Writer", "WriterSettings"]
+__all__ = ["Writer", "WriterSettings"]
 
 log = logging.getLogger("yieldgate.track")
-
-
-@dataclass(slots=True)
-class StepRow:
-    """Host-side values of one step, as the training thread saw them."""
-
-    step: int
-    tokens: float
-    samples: float
-    t_end: float
-    step_s: float
-    data_wait_s: float | None
-    lr: float | None = None
-    clipped: float | None = None
-    sources: dict[str, Any] | None = None
-    """Tokens per source since the Tracker started (running totals), for the sources this step drew from."""
-    sample_ids: Any = None
-    values: dict[str, float] | None = None
-    """Host values given as plain numbers (loss, grad_norm, user extras), by canonical key."""
-    rebase: bool = False
-    """The first step of a resumed run, numbered by the loop: the run resumes after the stored record before it."""
-    tokens_total: float = 0.0
-    """Tokens since the Tracker started, through this step (this rank): the training thread's running total."""
-    samples_total: float = 0.0
-    """Samples likewise."""
-
-
-@dataclass(frozen=True, slots=True)
-class TensorRef:
-    """An eval value that is a device tensor shipped in the same packet under `name`."""
-
-    name: str
-
-
-@dataclass
-class Packet:
-    """Steps handed from the training thread: host rows, and device tensors being copied to the host.
-
-    `tensors[name] = (row indices, tensor)`: a stacked tensor whose first axis follows the indices (per-layer
-    values are [rows, layers]). `event` completes when the copies have landed (CUDA), else None.
-    """
-
-    rows: list[StepRow]
-    tensors: dict[str, tuple[list[int], torch.Tensor]] = field(default_factory=dict)
-    timers: list[tuple[int, str, Any, Any]] = field(default_factory=list)
-    event: Any = None
-    evals: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    eval_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -633,7 +585,8 @@ class Writer(threading.Thread):
                 self._recent.append(frame)
                 while sum(f.n for f in self._recent) - self._recent[0].n >= ONLINE_WINDOW:
                     self._recent.popleft()
-        eval_values = {name: float(t) for name, t in packet.eval_tensors.items()}  # host tensors: no device sync
+        # Host tensors (the packet's event has completed): no device sync.
+        eval_values = packet.eval_tensors.tolist() if packet.eval_tensors is not None else []
         for step, metrics in packet.evals:
             self._record_evals(step, metrics, eval_values)
         if len(self._at) > 4096:
@@ -668,10 +621,9 @@ class Writer(threading.Thread):
         frame.put("mfu", [None if x is None else self.s.mfu(x) for x in rate])
         if self.s.price_per_device_hour is not None:
             frame.put("cost_usd", [w / 3600.0 * self.s.devices * self.s.price_per_device_hour for w in wall])
-        for name, (idx, values) in packet.tensors.items():
-            self._place(frame, name, idx, values.float().tolist())
-        for i, name, start, end in packet.timers:
-            frame.set(name, i, start.elapsed_time(end) / 1e3 if hasattr(start, "elapsed_time") else end - start)
+        self._place(frame, packet)
+        for timer in packet.timers:
+            frame.set(timer.key, timer.row, timer.seconds())
         for name, column in spread.items():
             frame.put(name, column)
         for i, r in enumerate(rows):
@@ -723,16 +675,18 @@ class Writer(threading.Thread):
             if len(self._losses) == self._losses.maxlen:
                 frame.set("signals/loss_var", i, loss_variance(np.fromiter(self._losses, dtype=np.float64)))
 
-    def _place(self, frame: _Frame, name: str, idx: list[int], values: list[Any]) -> None:
-        """Spread a shipped tensor's rows (`idx`) into the frame's columns: per-layer values are [rows, layers]."""
-        if name.startswith("layers:"):
-            key = name.removeprefix("layers:")
+    def _place(self, frame: _Frame, packet: Packet) -> None:
+        """Spread the packet's shipped tensors into the frame's columns, slot by slot: step values by key,
+        per-layer signals ([rows, layers]) as `<key>/<layer>`, activation entropy as `signals/act_entropy/<layer>`."""
+        for key, stacked in packet.steps.items():
+            if self._key_ok(key):
+                frame.columns[key] = self._scatter(frame, stacked)
+        for key, stacked in packet.layers.items():
+            per_row = stacked.values.float().tolist()
             for j, layer in enumerate(self.s.layer_names):
-                frame.layers[f"{key}/{layer}"] = self._scatter(frame, idx, [row[j] for row in values])
-        elif name.startswith("entropy:"):
-            frame.layers[f"signals/act_entropy/{name.removeprefix('entropy:')}"] = self._scatter(frame, idx, values)
-        elif self._key_ok(name):
-            frame.columns[name] = self._scatter(frame, idx, values)
+                frame.layers[f"{key}/{layer}"] = self._scatter(frame, stacked, [row[j] for row in per_row])
+        for layer, stacked in packet.entropy.items():
+            frame.layers[f"signals/act_entropy/{layer}"] = self._scatter(frame, stacked)
 
     def _key_ok(self, key: str) -> bool:
         """Whether `key` may name a step value (`names.key_problem`); a bad one (no namespace, a control, bidi or
@@ -749,18 +703,19 @@ class Writer(threading.Thread):
         return ok
 
     @staticmethod
-    def _scatter(frame: _Frame, idx: list[int], values: list[Any]) -> list[float | None]:
+    def _scatter(frame: _Frame, stacked: Stacked, values: list[Any] | None = None) -> list[float | None]:
+        """One column of the frame from a stacked tensor's rows (or `values` read from it)."""
         column: list[float | None] = [None] * frame.n
-        for i, v in zip(idx, values, strict=True):
+        for i, v in zip(stacked.rows, stacked.values.float().tolist() if values is None else values, strict=True):
             column[i] = v[0] if isinstance(v, list) else v  # a [1]-shaped value per step comes as [x]
         return column
 
-    def _record_evals(self, step: int, metrics: dict[str, Any], tensors: dict[str, float]) -> None:
+    def _record_evals(self, step: int, metrics: dict[str, Any], tensors: list[float]) -> None:
         tokens, wall = self._at.get(step, (None, None))
         name, version = self.s.portfolio
         for key, value in metrics.items():
             if isinstance(value, TensorRef):
-                value = tensors[value.name]
+                value = tensors[value.index]
             task, _, metric = key.rpartition("/")
             self._evals.append(
                 EvalRecord(
