@@ -49,6 +49,7 @@ from yieldgate.names import CHECKPOINT_KEY, check_run_name, readable_name, unsaf
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
 from yieldgate.track.config import TrackerConfig
+from yieldgate.track.derive import Derivation, Start
 from yieldgate.track.packet import Pending, StepRow, Timer
 from yieldgate.track.signals import (
     Busy,
@@ -59,7 +60,7 @@ from yieldgate.track.signals import (
     sample_layers,
 )
 from yieldgate.track.throughput import flops_per_token, mfu
-from yieldgate.track.writer import Writer, WriterSettings
+from yieldgate.track.writer import Writer
 
 __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
 
@@ -366,7 +367,6 @@ class Tracker:
         self._unmeasured_why: dict[str, str] = {}
         self._started = False
         mfu_of, self._mfu_meta = self._mfu_setup(model)
-        hw = manifest.hardware if manifest else None
         telemetry = hardware.Telemetry([self.device.index or 0] if self.device.type == "cuda" else None)
         if self.rank == 0:
             self._meta("mfu", self._mfu_meta)
@@ -403,31 +403,30 @@ class Tracker:
             optimizer.register_step_pre_hook(self.busy.wrap(self._opt_pre))
             optimizer.register_step_post_hook(self.busy.wrap(self._opt_post))
 
+        self._t0 = time.perf_counter()
+        start = Start(step=int(base["step"]), tokens=base["tokens"], samples=base["samples"], wall_s=base["wall_s"])
+        derivation = Derivation(
+            self.config,
+            start=start,
+            t0=self._t0,
+            manifest=manifest,
+            world=self.world,
+            layer_names=layer_names,
+            full_signals=signals == "full",
+            mfu=mfu_of,
+            on_fault=self._fault,
+        )
         self._writer = Writer(
             self.config,
-            WriterSettings(
-                location=self.location,
-                run=self.run if self.rank == 0 else None,
-                owner=self.owner,
-                base_step=int(base["step"]),
-                base_tokens=base["tokens"],
-                base_samples=base["samples"],
-                base_wall=base["wall_s"],
-                t0=time.perf_counter(),
-                manifest=manifest,
-                grad_clip=manifest.optimisation.grad_clip if manifest and manifest.optimisation else None,
-                price_per_device_hour=hw.price_per_device_hour if hw else None,
-                devices=hw.device_count if hw and hw.device_count > 1 else self.world,
-                layer_names=layer_names,
-                full_signals=signals == "full",
-                mfu=mfu_of,
-                portfolio=(manifest.evals.name, manifest.evals.version) if manifest and manifest.evals else ("", ""),
-                reduce=self._gather if self._group is not None else None,
-            ),
-            telemetry if self.rank == 0 else None,
-            self._fault,
+            derivation,
+            location=self.location,
+            run=self.run if self.rank == 0 else None,
+            owner=self.owner,
+            manifest=manifest,
+            telemetry=telemetry if self.rank == 0 else None,
+            on_fault=self._fault,
+            reduce=self._gather if self._group is not None else None,
         )
-        self._t0 = self._writer.s.t0
         self._last_step_t = self._t0
         self._last_ship_t = self._t0
         self._wait = 0.0
