@@ -373,6 +373,34 @@ def test_config_is_validated_with_the_field_name():
         Tracker("x", ledger=":memory:", signals="some")
 
 
+def test_the_throughput_window_is_validated_with_the_field_name():
+    # Before, these reached Throughput() inside the Tracker's constructor as a ValueError naming no field.
+    with pytest.raises(InputError, match=r"TrackerConfig.throughput_window must be >= 2, got 1"):
+        TrackerConfig(throughput_window=1)
+    with pytest.raises(InputError, match=r"TrackerConfig.throughput_skip must be >= 0, got -1"):
+        TrackerConfig(throughput_skip=-1)
+
+
+def test_every_config_field_has_its_docstring_and_the_old_import_works():
+    import ast
+    import dataclasses
+    import inspect
+
+    import yieldgate.track.config as config_module
+    from yieldgate.track.tracker import TrackerConfig as via_tracker
+
+    assert via_tracker is TrackerConfig is config_module.TrackerConfig
+    (cls,) = [n for n in ast.parse(inspect.getsource(config_module)).body
+              if isinstance(n, ast.ClassDef) and n.name == "TrackerConfig"]
+    documented = {
+        field.target.id
+        for field, doc in zip(cls.body, cls.body[1:])
+        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+        and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
+    }
+    assert documented == {f.name for f in dataclasses.fields(TrackerConfig)}
+
+
 def test_online_diagnosis_writes_a_spike_while_the_run_goes_on(tmp_path):
     path = tmp_path / "online.db"
     rng = np.random.default_rng(0)

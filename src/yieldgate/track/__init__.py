@@ -1,5 +1,6 @@
 """The Tracker: throughput and learning signals from inside a PyTorch training loop."""
 
-from yieldgate.track.tracker import Tracker, TrackerConfig
+from yieldgate.track.config import TrackerConfig
+from yieldgate.track.tracker import Tracker
 
 __all__ = ["Tracker", "TrackerConfig"]

@@ -32,7 +32,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -49,6 +48,9 @@ from yieldgate.manifest import Manifest, load_manifest, parse_manifest, with_hpa
 from yieldgate.names import CHECKPOINT_KEY, check_run_name, readable_name, unsafe_character
 from yieldgate.track import hardware
 from yieldgate.track.batch_check import BatchCheckResult
+from yieldgate.track.config import TrackerConfig
+from yieldgate.track.derive import Derivation, Start
+from yieldgate.track.packet import Pending, StepRow, Timer
 from yieldgate.track.signals import (
     Busy,
     FlopCount,
@@ -58,7 +60,7 @@ from yieldgate.track.signals import (
     sample_layers,
 )
 from yieldgate.track.throughput import flops_per_token, mfu
-from yieldgate.track.writer import Packet, StepRow, TensorRef, Writer, WriterSettings
+from yieldgate.track.writer import Writer
 
 __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
 
@@ -74,84 +76,6 @@ _MFU_WHY = {
     "not_transformer": "the 6N + 12LHQT formula is for decoder transformers: give model.flops_per_token in the "
     "manifest, or hand the model to the Tracker to count them",
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrackerConfig:
-    """Cadences and windows. The defaults are DESIGN.md's; the overhead targets hold at these."""
-
-    log_every_steps: int = 10
-    """Steps between host transfers of buffered device values."""
-    log_every_s: float = 1.0
-    """Seconds between host transfers (single process; distributed runs transfer on steps only)."""
-    flush_every_s: float = 1.0
-    """Seconds between ledger writes."""
-    online_diagnosis_every_s: float | None = None
-    """Seconds between runs of the cheap diagnosis detectors (loss and gradient-norm spikes, NaN/Inf, stalls)
-    on the last 256 steps, each new finding written as an open `diagnosis` event while the run goes on. Off
-    by default: the overhead targets are measured without it."""
-    telemetry_every_s: float = 5.0
-    """Seconds between device telemetry readings (utilisation, power, clocks, memory; energy is cumulative)."""
-    layer_every: int = 10
-    """Steps between per-layer gradient norms and update/weight ratios (signals="full")."""
-    entropy_every: int = 100
-    """Steps between activation-entropy samples (signals="full")."""
-    entropy_layers: int = 4
-    """Layers sampled for activation entropy."""
-    gns_ema: float = 0.95
-    """EMA decay for the GNS numerator and denominator (smoothed separately, DESIGN.md)."""
-    gns_every: int = 5
-    """Steps between gradient-noise-scale measurements (signals="full"; layer steps are always measured, for the
-    per-layer GNS): each costs one fused norm over the gradients per backward pass, 3-5% of a small model's step on
-    CPU when taken every step. The EMAs (`gns_ema`) are updated on measured steps only, so they span gns_every
-    times as many steps."""
-    gns_microbatches: int | None = None
-    """Microbatches per step whose gradient norms feed the small-batch side of the GNS (None: all). Fewer cost
-    less; each is an unbiased sample, but the estimate gets noisier (one of four: ~35% off the brute-force
-    value where all four are within 10%, on tests/test_signals.py's check)."""
-    throughput_window: int = 20
-    """Steps in the tokens/s window."""
-    throughput_skip: int = 2
-    """Warm-up steps left out of tokens/s."""
-    loss_var_window: int = 50
-    """Steps in the per-batch loss-variance window."""
-    repeat_window: int = 100_000
-    """Samples remembered by the stream-duplicate counter."""
-    queue_size: int = 256
-    """Packets the writer queue holds before dropping (and counting) new ones."""
-    spill_dir: str | None = None
-    """Folder for spill files (None: the ledger's folder when writable, else the system's temp folder)."""
-    loss_averaged: bool = True
-    """Whether each microbatch's loss is divided by the accumulation count (the common practice)."""
-    dist_timeout_s: float = 120.0
-    """Timeout of the tracker's own cross-rank reductions: a dead rank is reported, not waited on."""
-    optimizer_timing: bool | None = None
-    """Time the optimizer step (`time/optimizer_s`) with step hooks; None: on with signals="full"."""
-
-    def __post_init__(self) -> None:
-        for name in (
-            "log_every_steps",
-            "layer_every",
-            "entropy_every",
-            "gns_every",
-            "throughput_window",
-            "loss_var_window",
-            "repeat_window",
-            "queue_size",
-        ):
-            if getattr(self, name) < 1:
-                raise InputError(f"TrackerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("log_every_s", "flush_every_s", "telemetry_every_s", "dist_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"TrackerConfig.{name} must be > 0, got {getattr(self, name)}")
-        if self.online_diagnosis_every_s is not None and not self.online_diagnosis_every_s > 0:
-            raise InputError(
-                f"TrackerConfig.online_diagnosis_every_s must be > 0 or None, got {self.online_diagnosis_every_s}"
-            )
-        if self.gns_microbatches is not None and self.gns_microbatches < 1:
-            raise InputError(f"TrackerConfig.gns_microbatches must be >= 1 or None, got {self.gns_microbatches}")
-        if not 0 <= self.gns_ema < 1:
-            raise InputError(f"TrackerConfig.gns_ema must be in [0, 1), got {self.gns_ema}")
 
 
 _live: weakref.WeakSet[Tracker] = weakref.WeakSet()
@@ -332,10 +256,6 @@ def _resume_point(step: Any, tokens: Any, samples: Any) -> dict[str, float]:
     return point
 
 
-def _to_host(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to("cpu", non_blocking=True) if tensor.device.type == "cuda" else tensor
-
-
 class Tracker:
     """Records a run's steps, learning signals and evals into the ledger from inside a training loop."""
 
@@ -447,7 +367,6 @@ class Tracker:
         self._unmeasured_why: dict[str, str] = {}
         self._started = False
         mfu_of, self._mfu_meta = self._mfu_setup(model)
-        hw = manifest.hardware if manifest else None
         telemetry = hardware.Telemetry([self.device.index or 0] if self.device.type == "cuda" else None)
         if self.rank == 0:
             self._meta("mfu", self._mfu_meta)
@@ -461,7 +380,6 @@ class Tracker:
 
         self._grad: GradientSignals | None = None
         self._optimizer = optimizer
-        self._timer_events: list[tuple[int, str, Any, Any]] = []
         self._opt_start: Any = None
         layer_names: tuple[str, ...] = ()
         if signals == "full" and model is not None:
@@ -485,48 +403,36 @@ class Tracker:
             optimizer.register_step_pre_hook(self.busy.wrap(self._opt_pre))
             optimizer.register_step_post_hook(self.busy.wrap(self._opt_post))
 
-        self._writer = Writer(
-            WriterSettings(
-                location=self.location,
-                run=self.run if self.rank == 0 else None,
-                owner=self.owner,
-                base_step=int(base["step"]),
-                base_tokens=base["tokens"],
-                base_samples=base["samples"],
-                base_wall=base["wall_s"],
-                t0=time.perf_counter(),
-                flush_every_s=self.config.flush_every_s,
-                queue_size=self.config.queue_size,
-                spill_dir=self.config.spill_dir,
-                manifest=manifest,
-                telemetry_every_s=self.config.telemetry_every_s,
-                online_every_s=self.config.online_diagnosis_every_s,
-                throughput_window=self.config.throughput_window,
-                throughput_skip=self.config.throughput_skip,
-                loss_var_window=self.config.loss_var_window,
-                repeat_window=self.config.repeat_window,
-                grad_clip=manifest.optimisation.grad_clip if manifest and manifest.optimisation else None,
-                price_per_device_hour=hw.price_per_device_hour if hw else None,
-                devices=hw.device_count if hw and hw.device_count > 1 else self.world,
-                layer_names=layer_names,
-                full_signals=signals == "full",
-                mfu=mfu_of,
-                portfolio=(manifest.evals.name, manifest.evals.version) if manifest and manifest.evals else ("", ""),
-                reduce=self._gather if self._group is not None else None,
-            ),
-            telemetry if self.rank == 0 else None,
-            self._fault,
+        self._t0 = time.perf_counter()
+        start = Start(step=int(base["step"]), tokens=base["tokens"], samples=base["samples"], wall_s=base["wall_s"])
+        derivation = Derivation(
+            self.config,
+            start=start,
+            t0=self._t0,
+            manifest=manifest,
+            world=self.world,
+            layer_names=layer_names,
+            full_signals=signals == "full",
+            mfu=mfu_of,
+            on_fault=self._fault,
         )
-        self._t0 = self._writer.s.t0
+        self._writer = Writer(
+            self.config,
+            derivation,
+            location=self.location,
+            run=self.run if self.rank == 0 else None,
+            owner=self.owner,
+            manifest=manifest,
+            telemetry=telemetry if self.rank == 0 else None,
+            on_fault=self._fault,
+            reduce=self._gather if self._group is not None else None,
+        )
         self._last_step_t = self._t0
         self._last_ship_t = self._t0
         self._wait = 0.0
         self._batches_used = False
         self._checkpoint_s = 0.0
-        self._rows: list[StepRow] = []
-        self._tensors: dict[str, tuple[list[int], list[torch.Tensor]]] = {}
-        self._evals: list[tuple[int, dict[str, Any]]] = []
-        self._eval_tensors: dict[str, torch.Tensor] = {}
+        self._pending = Pending()
         self._gns_state: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._entropy_ctx: Any = None
         self._entropy_store: dict[str, list[torch.Tensor]] | None = None
@@ -752,8 +658,9 @@ class Tracker:
             yield
         finally:
             seconds = time.perf_counter() - start
-            if self._rows and self._rows[-1].step == self._step:  # not shipped yet: the step it follows
-                row = self._rows[-1]
+            rows = self._pending.rows
+            if rows and rows[-1].step == self._step:  # not shipped yet: the step it follows
+                row = rows[-1]
                 values = row.values = dict(row.values or {})
                 values[CHECKPOINT_KEY] = values.get(CHECKPOINT_KEY, 0.0) + seconds
             else:
@@ -781,7 +688,9 @@ class Tracker:
 
     def _opt_post(self, *_: Any) -> None:
         if self._opt_start is not None:
-            self._timer_events.append((len(self._rows), "time/optimizer_s", self._opt_start, self._clock()))
+            self._pending.timers.append(
+                Timer(len(self._pending.rows), "time/optimizer_s", self._opt_start, self._clock())
+            )
             self._opt_start = None
 
     def _clock(self) -> Any:
@@ -790,13 +699,6 @@ class Tracker:
             event.record()
             return event
         return time.perf_counter()
-
-    def _keep(self, name: str, index: int, value: torch.Tensor) -> None:
-        kept = self._tensors.get(name)
-        if kept is None:
-            kept = self._tensors[name] = ([], [])
-        kept[0].append(index)
-        kept[1].append(value.detach())
 
     @_contained
     def step(
@@ -864,11 +766,11 @@ class Tracker:
         self._step, self._numbered = number, True
         if data_wait_s is None and self._batches_used:
             data_wait_s = self._wait
-        i = len(self._rows)
+        i = len(self._pending.rows)
         if lr is None and self._optimizer is not None:
             lr = self._optimizer.param_groups[0]["lr"]
         if isinstance(lr, torch.Tensor):
-            self._keep("lr", i, lr)
+            self._pending.keep_step("lr", i, lr)
             lr = None
         row = StepRow(
             self._step,
@@ -888,11 +790,11 @@ class Tracker:
         )
         for key, value in (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items()):
             if isinstance(value, torch.Tensor):
-                self._keep(key, i, value)
+                self._pending.keep_step(key, i, value)
         scale = self._scale_tensor()
         if scale is not None:
-            self._keep("signals/loss_scale", i, scale.float().reshape(()).clone())
-        self._rows.append(row)
+            self._pending.keep_step("signals/loss_scale", i, scale.float().reshape(()).clone())
+        self._pending.rows.append(row)
         if self._grad is not None:
             self._learning_signals(i, grad_norm, tokens)
         if bad:
@@ -913,7 +815,7 @@ class Tracker:
                 ),
             )
         self._wait = 0.0
-        due = len(self._rows) >= self.config.log_every_steps
+        due = len(self._pending.rows) >= self.config.log_every_steps
         if not due and self._group is None:
             due = now - self._last_ship_t >= self.config.log_every_s
         if due:
@@ -935,9 +837,11 @@ class Tracker:
         # the per-layer norms may exist (no pre-clip norm was passed) but are not recorded.
         layers = big if self._step % cfg.layer_every == 0 else None
         if small is not None and sig["big_total"] is not None and big_b > b > 0:
-            self._keep("signals/gns", i, self._smoothed_gns("global", small.sum(), sig["big_total"], b, big_b))
+            self._pending.keep_step(
+                "signals/gns", i, self._smoothed_gns("global", small.sum(), sig["big_total"], b, big_b)
+            )
             if layers is not None:
-                self._keep("layers:signals/gns", i, self._smoothed_gns("layers", small, layers, b, big_b))
+                self._pending.keep_layers("signals/gns", i, self._smoothed_gns("layers", small, layers, b, big_b))
         elif k == 1 and self.world == 1:
             self._unmeasured(
                 "signals/gns",
@@ -945,9 +849,9 @@ class Tracker:
                 "several processes: this run has one",
             )
         if layers is not None:
-            self._keep("layers:signals/grad_norm", i, layers.sqrt())
+            self._pending.keep_layers("signals/grad_norm", i, layers.sqrt())
         if sig["update_ratio"] is not None:
-            self._keep("layers:signals/update_ratio", i, sig["update_ratio"])
+            self._pending.keep_layers("signals/update_ratio", i, sig["update_ratio"])
         # Arm the next step: weight snapshot and per-layer norms on layer steps; off them, |g_B|^2 comes from
         # the pre-clip norm the loop passes (no extra pass over the gradients).
         layer_step = (self._step + 1) % cfg.layer_every == 0
@@ -959,7 +863,7 @@ class Tracker:
             self._entropy_ctx.__exit__(None, None, None)
             for name, values in (self._entropy_store or {}).items():
                 if values:
-                    self._keep(f"entropy:{name}", i, torch.stack(values).mean())
+                    self._pending.keep_entropy(name, i, torch.stack(values).mean())
             self._entropy_ctx = self._entropy_store = None
         if (self._step + 1) % cfg.entropy_every == 0 and self._entropy_layers:
             self._entropy_ctx = activation_entropy(self._entropy_layers, self.busy)
@@ -984,18 +888,8 @@ class Tracker:
     @_whole
     def _ship(self) -> None:
         """Start the host copy of buffered tensors and hand the packet to the writer."""
-        packet = Packet(rows=self._rows, timers=self._timer_events, evals=self._evals)
         # Non-blocking copies: the writer thread waits for them, the training thread never does.
-        for name, (idx, values) in self._tensors.items():
-            packet.tensors[name] = (idx, _to_host(torch.stack(values)))
-        if self._eval_tensors:
-            names = list(self._eval_tensors)
-            stacked = _to_host(torch.stack([self._eval_tensors[n] for n in names]))
-            packet.eval_tensors = {n: stacked[j] for j, n in enumerate(names)}
-        if self.device.type == "cuda" and (packet.tensors or packet.eval_tensors):
-            packet.event = torch.cuda.Event()
-            packet.event.record()
-        self._rows, self._tensors, self._timer_events, self._evals, self._eval_tensors = [], {}, [], [], {}
+        packet = self._pending.take(cuda=self.device.type == "cuda")
         self._last_ship_t = time.perf_counter()
         if packet.rows or packet.evals:
             self._writer.submit(packet)
@@ -1043,9 +937,7 @@ class Tracker:
                 self._fault("eval", InputError(f"eval key {key!r} is not allowed: it holds {unsafe}; left out"))
                 continue
             if isinstance(value, torch.Tensor):
-                ref = f"{len(self._evals)}:{key}"
-                self._eval_tensors[ref] = value.detach().float().reshape(())
-                values[key] = TensorRef(ref)
+                values[key] = self._pending.eval_value(value)
             else:
                 values[key] = value
         if bad:
@@ -1058,7 +950,7 @@ class Tracker:
             )
         if not values:
             return
-        self._evals.append((at, values))
+        self._pending.evals.append((at, values))
         if self._group is None:
             self._ship()
         # Distributed: the eval goes with the next regular packet, so that every rank ships the same packets
