@@ -177,26 +177,8 @@ def batch_size_check(
     # Paired by seed: seed k trains both configurations from the same state on the same draws.
     iv = stats.difference(per_token["baseline"], per_token["candidate"], level, paired=True)
     assert iv is not None and iv.dof is not None  # paired over seeds >= 2, every value finite
-    se = iv.half / stats.t_quantile(level, iv.dof) if iv.half > 0 else 0.0
     relative = 1.0 - cand / base if base > 0 else math.nan
     altered = bool(relative > threshold and iv.high < 0)
-
-    b = (baseline.batch_size // baseline.accumulation) * seq_tokens
-    big_b = (candidate.batch_size // candidate.accumulation) * seq_tokens
-    rng = np.random.default_rng(10_000)
-    probe = copy.deepcopy(model)
-    raw_b = _mean_sq_grad(probe, sample, loss_fn, b // seq_tokens, grad_draws, rng)
-    raw_big = _mean_sq_grad(probe, sample, loss_fn, big_b // seq_tokens, grad_draws, rng)
-    norms: dict[str, Any] = {"b_tokens": b, "B_tokens": big_b, "raw_sq_b": raw_b, "raw_sq_B": raw_big}
-    if big_b > b:
-        est = gns_estimate(torch.tensor(raw_b), torch.tensor(raw_big), float(b), float(big_b))
-        g2, trace = float(est.g2), float(est.trace)
-        norms |= {
-            "noise_corrected_sq": g2,
-            "trace_sigma": trace,
-            "expected_raw_sq_b": g2 + trace / b,
-            "expected_raw_sq_B": g2 + trace / big_b,
-        }
     paired = f"{level:.0%} {stats.KINDS['paired']} [{iv.low:.3g}, {iv.high:.3g}] over {seeds} seeds"
     verdict = (
         f"the candidate learns {relative:.0%} less per token than the small-batch baseline, beyond the seed noise "
@@ -212,8 +194,39 @@ def batch_size_check(
         baseline_learning=learned["baseline"],
         candidate_learning=learned["candidate"],
         relative_loss=float(relative),
-        standard_error=se,
+        standard_error=iv.half / stats.t_quantile(level, iv.dof) if iv.half > 0 else 0.0,
         altered=altered,
-        grad_norms=norms,
+        grad_norms=_grad_norms(model, sample, loss_fn, baseline, candidate, seq_tokens, grad_draws),
         verdict=verdict,
     )
+
+
+def _grad_norms(
+    model: nn.Module,
+    sample: Sample,
+    loss_fn: LossFn,
+    baseline: BatchConfig,
+    candidate: BatchConfig,
+    seq_tokens: int,
+    draws: int,
+) -> dict[str, Any]:
+    """The raw mean squared gradient norm at the baseline's and the candidate's microbatch size, from `model`'s
+    state (on a copy), with their noise correction (|G|^2 and tr(Σ), `signals.gns_estimate`) where the candidate's
+    microbatch is the larger."""
+    b = (baseline.batch_size // baseline.accumulation) * seq_tokens
+    big_b = (candidate.batch_size // candidate.accumulation) * seq_tokens
+    rng = np.random.default_rng(10_000)
+    probe = copy.deepcopy(model)
+    raw_b = _mean_sq_grad(probe, sample, loss_fn, b // seq_tokens, draws, rng)
+    raw_big = _mean_sq_grad(probe, sample, loss_fn, big_b // seq_tokens, draws, rng)
+    norms: dict[str, Any] = {"b_tokens": b, "B_tokens": big_b, "raw_sq_b": raw_b, "raw_sq_B": raw_big}
+    if big_b > b:
+        est = gns_estimate(torch.tensor(raw_b), torch.tensor(raw_big), float(b), float(big_b))
+        g2, trace = float(est.g2), float(est.trace)
+        norms |= {
+            "noise_corrected_sq": g2,
+            "trace_sigma": trace,
+            "expected_raw_sq_b": g2 + trace / b,
+            "expected_raw_sq_B": g2 + trace / big_b,
+        }
+    return norms
