@@ -464,12 +464,7 @@ def write_import(
     (telemetry) and leave its status and source alone. `epochs`: the source's steps count epochs, recorded as the
     run's meta `step_unit` (`epoch`), which the analyses label their step axis by.
     """
-    for key in mapped.steps.columns:
-        unsafe = unsafe_character(str(key))
-        if unsafe is not None:  # the ledger refuses such a name too, but without saying which file held it
-            raise InputError(
-                f"{source}: the metric name {str(key)!r} holds {unsafe}; fix the name in the file (a damaged log?)"
-            )
+    _refuse_unsafe_names(mapped, source)
     lines = warnings.summary()
     digest = data_digest(mapped)
     result = ImportResult(
@@ -499,30 +494,55 @@ def write_import(
         for body in warnings.restarts:
             start, end = body["resume"]["step"], body["old"]["step"]
             ledger.add_event(run, "resume", body, start_step=start, end_step=end, state="resolved")
-        done = ledger.meta(run).get("imports", [])
-        done.append(
-            {
-                "kind": kind,
-                "source": source,
-                "sha256": digest,
-                "steps": result.steps,
-                "evals": result.evals,
-                "mapping": mapped.mapping,
-                "warnings": lines,
-            }
-        )
-        ledger.set_meta(run, "imports", done)
-        if start_unix is not None and "start_unix" not in ledger.meta(run):
-            ledger.set_meta(run, "start_unix", start_unix)
-        if devices is not None:
-            ledger.set_meta(run, "devices", {"count": devices[0], "from": devices[1]})
-        if epochs:
-            ledger.set_meta(run, STEP_UNIT, "epoch")
-        if summary:
-            ledger.set_meta(run, "summary", {**ledger.meta(run).get("summary", {}), **summary})
+        entry = {
+            "kind": kind,
+            "source": source,
+            "sha256": digest,
+            "steps": result.steps,
+            "evals": result.evals,
+            "mapping": mapped.mapping,
+            "warnings": lines,
+        }
+        _note_import(ledger, run, entry, start_unix=start_unix, devices=devices, epochs=epochs, summary=summary)
         if not attach:
             ledger.set_status(run, "imported")
     return result
+
+
+def _refuse_unsafe_names(mapped: Mapped, source: str) -> None:
+    """A metric name holding a control character is refused naming the file (the ledger refuses such a name too,
+    but without saying which file held it)."""
+    for key in mapped.steps.columns:
+        unsafe = unsafe_character(str(key))
+        if unsafe is not None:
+            raise InputError(
+                f"{source}: the metric name {str(key)!r} holds {unsafe}; fix the name in the file (a damaged log?)"
+            )
+
+
+def _note_import(
+    ledger: Ledger,
+    run: str,
+    entry: dict[str, Any],
+    *,
+    start_unix: float | None,
+    devices: tuple[int, str] | None,
+    epochs: bool,
+    summary: Mapping[str, float] | None,
+) -> None:
+    """The run's meta after an import: the import listed under `imports`, and what the source told of the run (its
+    start, device count, step unit, summary)."""
+    done = ledger.meta(run).get("imports", [])
+    done.append(entry)
+    ledger.set_meta(run, "imports", done)
+    if start_unix is not None and "start_unix" not in ledger.meta(run):
+        ledger.set_meta(run, "start_unix", start_unix)
+    if devices is not None:
+        ledger.set_meta(run, "devices", {"count": devices[0], "from": devices[1]})
+    if epochs:
+        ledger.set_meta(run, STEP_UNIT, "epoch")
+    if summary:
+        ledger.set_meta(run, "summary", {**ledger.meta(run).get("summary", {}), **summary})
 
 
 def data_digest(mapped: Mapped) -> str:
