@@ -10,6 +10,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -132,18 +133,38 @@ class LedgerConnection:
                 return db
             if not path.parent.exists():
                 raise LedgerError(f"{location}: folder {path.parent} does not exist; create it first")
-            db = sqlite3.connect(path, isolation_level=None, timeout=self._busy_ms / 1000, check_same_thread=False)
-            db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            migrations.check(db, location)  # refuse a newer schema before changing anything
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute(f"PRAGMA synchronous = {'FULL' if self._durable else 'NORMAL'}")
-            db.execute("PRAGMA foreign_keys = ON")
-            migrations.migrate(db, location)
-            return db
+            return self._open_writable(path, location)
         except sqlite3.OperationalError as exc:  # the file may be fine: locked, unwritable, a full disk
             raise LedgerError(f"{location}: cannot open the ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{location}: not a usable yieldgate ledger ({exc}); use another ledger file") from None
+
+    def _open_writable(self, path: Path, location: str) -> sqlite3.Connection:
+        """Connect, switch to WAL and migrate, trying again while another process holds the file. Two
+        processes opening one new file at once race for the switch to WAL and the first migration, and SQLite
+        answers some of those steps "database is locked" at once instead of waiting in its busy handler."""
+        deadline = time.monotonic() + self._busy_ms / 1000
+        pause = 0.01
+        while True:
+            db = sqlite3.connect(path, isolation_level=None, timeout=self._busy_ms / 1000, check_same_thread=False)
+            try:
+                db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                migrations.check(db, location)  # refuse a newer schema before changing anything
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute(f"PRAGMA synchronous = {'FULL' if self._durable else 'NORMAL'}")
+                db.execute("PRAGMA foreign_keys = ON")
+                migrations.migrate(db, location)
+                return db
+            except sqlite3.OperationalError as exc:
+                db.close()
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() + pause > deadline:
+                    raise
+            except BaseException:
+                db.close()
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
 
     def _open_pg(self, url: str, *, readonly: bool, busy_timeout_s: float) -> None:
         self.location = ledger_pg.masked(url)
