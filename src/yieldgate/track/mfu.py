@@ -4,7 +4,8 @@ FLOPs per token come from the manifest (`model.flops_per_token`), else from the 
 (6N + 12·L·H·Q·T, `throughput.flops_per_token`), else, for a model the Tracker holds on a device with a known peak,
 from torch's FLOP counter over one whole training step (`signals.FlopCount`). The peak is `hardware.peak_flops`'s
 (device, dtype) row or the manifest's override. `MfuPlan` turns a tokens/s rate into MFU, None where it would
-mislead, and says why a run records none (`MfuPlan.why`).
+mislead; why a run records none is said once, on the logger `yieldgate.track.mfu` (`MFU_LOGGER`), so a caller
+that knows (a CPU probe campaign) can silence that warning by its name.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from yieldgate.manifest import Manifest
 from yieldgate.track import hardware
 from yieldgate.track.throughput import flops_per_token, mfu
 
-__all__ = ["COUNTED_FLOPS", "MfuPlan", "matmul_params", "plan_mfu"]
+__all__ = ["COUNTED_FLOPS", "MFU_LOGGER", "MfuPlan", "matmul_params", "plan_mfu"]
 
 log = logging.getLogger("yieldgate.track")
 
+MFU_LOGGER = "yieldgate.track.mfu"
+"""The logger of the one warning that a run records no MFU (and why); every other Tracker warning is on
+`yieldgate.track`."""
 COUNTED_FLOPS = "counted: torch.utils.flop_counter over one training step (matmuls and convolutions)"
 # Why MFU is not recorded, by `throughput.mfu`'s flag: said once when the run starts, kept in the run's meta.
 _MFU_WHY = {

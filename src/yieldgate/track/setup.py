@@ -33,7 +33,7 @@ from yieldgate.track import hardware
 from yieldgate.track.config import TrackerConfig
 from yieldgate.track.derive import Derivation, Start
 from yieldgate.track.guard import live
-from yieldgate.track.mfu import MfuPlan, plan_mfu
+from yieldgate.track.mfu import MFU_LOGGER, MfuPlan, plan_mfu
 from yieldgate.track.packet import Pending, Timer
 from yieldgate.track.resume import claim, start_at
 from yieldgate.track.signals import Busy, FlopCount, GradientSignals, sample_layers
@@ -264,12 +264,14 @@ class TrackerSetup:
             ).start()
 
     def _unmeasured(self, signal: str, why: str) -> None:
-        """A signal this run cannot record: said once (logging) and kept in the run's meta
-        (`unmeasured`), where `yieldgate show` and `yieldgate diagnose` repeat it."""
+        """A signal this run cannot record: said once (logging; MFU on its own logger, `MFU_LOGGER`, which a caller
+        silences by name) and kept in the run's meta (`unmeasured`), where `yieldgate show` and `yieldgate diagnose`
+        repeat it."""
         if self._unmeasured_why.get(signal) == why:
             return
         self._unmeasured_why[signal] = why
-        log.warning("yieldgate: %s not recorded for run %r: %s", signal, self.run, why)
+        logger = logging.getLogger(MFU_LOGGER) if signal == "mfu" else log
+        logger.warning("yieldgate: %s not recorded for run %r: %s", signal, self.run, why)
         if self.rank == 0 and self._started:  # before that, the constructor writes the meta itself
             threading.Thread(
                 target=self._meta, args=("unmeasured", dict(self._unmeasured_why)), name="yieldgate-meta", daemon=True
