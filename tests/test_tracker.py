@@ -656,3 +656,25 @@ def test_a_step_numbered_backwards_or_a_count_that_is_no_count_never_bends_the_t
     assert sum("tokens must be counts >= 0, got tokens=nan" in m for m in said) == 1
     check("`tr.step(step=N)` at or before the last step, or `tokens=nan` / negative", "the misnumbered row left out "
           "with its tokens counted, a bad count adds none; each said once; later rows exact", "2 (the misnumbered rows)")
+
+
+def test_the_mfu_warning_has_its_own_logger_so_a_caller_can_silence_it_by_name(text, tmp_path, caplog):
+    # A caller that knows a run records no MFU (a CPU probe campaign) silences that warning by its logger's name,
+    # `yieldgate.track.mfu`, never by its text; every other warning of the Tracker still shows.
+    import logging
+
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    quiet = logging.getLogger("yieldgate.track.mfu")
+    quiet.disabled = True
+    try:
+        with caplog.at_level(logging.WARNING), Tracker("quiet", ledger=tmp_path / "q.db", model=model, optimizer=opt,
+                                                       signals="full") as tr:
+            train(tr, model, opt, text, 2)
+    finally:
+        quiet.disabled = False
+    said = [(r.name, r.getMessage().split(":")[1]) for r in caplog.records if "not recorded" in r.getMessage()]
+    assert said == [("yieldgate.track", " signals/gns not recorded for run 'quiet'")]
+    with Ledger(tmp_path / "q.db", readonly=True) as led:  # the run still keeps why
+        assert "unknown device 'cpu'" in led.meta("quiet")["unmeasured"]["mfu"]

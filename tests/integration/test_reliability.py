@@ -270,6 +270,7 @@ def test_the_trackers_commits_are_synced_before_they_return(tmp_path, monkeypatc
     # A power loss cannot be staged here; what bounds its loss can be checked: every transaction the Tracker
     # commits (claim, flushes, heartbeat, status, spill) runs on a connection with synchronous=FULL, where
     # SQLite syncs the WAL before COMMIT returns (with NORMAL, commits since the last checkpoint may be lost).
+    import yieldgate.track.setup as setup_module
     import yieldgate.track.tracker as tracker_module
     import yieldgate.track.writer as writer_module
 
@@ -281,6 +282,7 @@ def test_the_trackers_commits_are_synced_before_they_return(tmp_path, monkeypatc
             return super().transaction()
 
     monkeypatch.setattr(tracker_module, "Ledger", Spy)
+    monkeypatch.setattr(setup_module, "Ledger", Spy)  # the claim and the run's notes (track/setup.py)
     monkeypatch.setattr(writer_module, "Ledger", Spy)
     slowest = 0.0
     with Tracker("durable", ledger=tmp_path / "d.db", config=TrackerConfig(flush_every_s=0.05)) as tr:

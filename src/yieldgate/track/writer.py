@@ -4,8 +4,9 @@ them to the ledger, off the training thread.
 The training thread only records host counters and device tensors, and every few steps appends a packet
 to a bounded inbox (full: the packet is dropped and counted, never waited for). Here, on a background
 thread that wakes once per flush interval, the packet's tensors are waited for (their non-blocking copy to
-the host), ranks' counters are reduced (distributed runs), derived columns are computed (windowed tokens/s,
-MFU, cost, energy, repeat rate, loss variance, GNS) and rows are written to the ledger; when it cannot be
+the host), ranks' counters are reduced (distributed runs), the step records' columns are derived
+(`derive.Derivation`: windowed tokens/s, MFU, cost, repeat rate, loss variance...), device telemetry (energy,
+power) is sampled into them, and rows are written to the ledger with the run's heartbeat; when it cannot be
 written they are kept, then spilled to a side file, and moved in once it can.
 """
 
@@ -216,39 +217,11 @@ class Writer(threading.Thread):
             return ledger
         layers_due = final or time.monotonic() - self._last_layers >= LAYERS_EVERY_S
         if not (self._frames or self._evals or self.spill_path or (layers_due and self._held)):
-            if ledger is not None and self.owner is not None and self._refused is None:
-                try:
-                    ledger.heartbeat(self.run_name, self.owner)
-                except RunInUse as exc:
-                    self._lose(exc)
-                except Exception as exc:  # noqa: BLE001 - a locked ledger: the next flush stamps it
-                    self.on_fault("stamping the run's heartbeat", exc)
+            self._stamp(ledger)
             return ledger
-        due = final or time.monotonic() - self._last_telemetry >= self.config.telemetry_every_s
-        if self.telemetry is not None and self._frames and due:
-            self._last_telemetry = time.monotonic()
-            try:
-                last = self._frames[-1]
-                for key, value in self.telemetry.sample().items():
-                    last.set(key, last.n - 1, value)
-            except OSError as exc:
-                self.on_fault("reading device telemetry", exc)
+        self._sample_telemetry(final)
         try:
-            if ledger is not None and self._removed():
-                self.on_fault(
-                    "writing to the ledger",
-                    FileNotFoundError(
-                        f"{self.location} was removed while the run was writing to it; a new ledger is made there "
-                        "and the run goes on in it (rows already written went with the removed file)"
-                    ),
-                )
-                ledger.close()
-                ledger = None
-            if self._refused is None:
-                self._refused = self._damaged()
-                if self._refused is not None and ledger is not None:
-                    ledger.close()
-                    ledger = None
+            ledger = self._checked(ledger)
             if self._refused is not None:
                 raise LedgerError(
                     f"{self.location}: {self._refused}; this run's step records go to a spill file "
@@ -256,16 +229,7 @@ class Writer(threading.Thread):
                 )
             if ledger is None:
                 ledger = self._open()
-            with ledger.transaction():
-                if self.owner is not None:
-                    ledger.heartbeat(self.run_name, self.owner)
-                if self._frames:
-                    ledger.append_steps(self.run_name, joined(self._frames))
-                held = self._held + [h for h in map(Frame.held, self._frames) if h is not None]
-                if held and layers_due:
-                    ledger.append_steps(self.run_name, joined(held))
-                if self._evals:
-                    ledger.append_evals(self.run_name, self._evals)
+            held = self._write(ledger, layers_due)
         except RunInUse as exc:
             self._lose(exc)
             return ledger
@@ -288,16 +252,77 @@ class Writer(threading.Thread):
             self._size = os.stat(self.location).st_size if self._inode is not None else 0
         if self.spill_path is not None:
             self._unspill(ledger)
-        if (
-            self.config.online_diagnosis_every_s is not None
-            and time.monotonic() - self._last_online >= self.config.online_diagnosis_every_s
-        ):
+        self._online(ledger)
+        return ledger
+
+    def _stamp(self, ledger: Ledger | None) -> None:
+        """The heartbeat alone (nothing to write): this process still writes the run."""
+        if ledger is not None and self.owner is not None and self._refused is None:
+            assert self.run_name is not None
+            try:
+                ledger.heartbeat(self.run_name, self.owner)
+            except RunInUse as exc:
+                self._lose(exc)
+            except Exception as exc:  # noqa: BLE001 - a locked ledger: the next flush stamps it
+                self.on_fault("stamping the run's heartbeat", exc)
+
+    def _sample_telemetry(self, final: bool) -> None:
+        """Device telemetry into the last buffered step, every `telemetry_every_s` (energy is a cumulative counter:
+        nothing is lost between readings)."""
+        due = final or time.monotonic() - self._last_telemetry >= self.config.telemetry_every_s
+        if self.telemetry is not None and self._frames and due:
+            self._last_telemetry = time.monotonic()
+            try:
+                last = self._frames[-1]
+                for key, value in self.telemetry.sample().items():
+                    last.set(key, last.n - 1, value)
+            except OSError as exc:
+                self.on_fault("reading device telemetry", exc)
+
+    def _checked(self, ledger: Ledger | None) -> Ledger | None:
+        """The open ledger, or None once closed here: a removed file is made again at the next open; a truncated,
+        replaced or damaged one is refused from then on (`_refused`: the rows go to a spill file)."""
+        if ledger is not None and self._removed():
+            self.on_fault(
+                "writing to the ledger",
+                FileNotFoundError(
+                    f"{self.location} was removed while the run was writing to it; a new ledger is made there "
+                    "and the run goes on in it (rows already written went with the removed file)"
+                ),
+            )
+            ledger.close()
+            ledger = None
+        if self._refused is None:
+            self._refused = self._damaged()
+            if self._refused is not None and ledger is not None:
+                ledger.close()
+                ledger = None
+        return ledger
+
+    def _write(self, ledger: Ledger, layers_due: bool) -> list[Frame]:
+        """One transaction: the heartbeat, the buffered step records (their per-layer signals when due) and evals.
+        Returns the per-layer records held back (written when `layers_due`)."""
+        assert self.run_name is not None
+        with ledger.transaction():
+            if self.owner is not None:
+                ledger.heartbeat(self.run_name, self.owner)
+            if self._frames:
+                ledger.append_steps(self.run_name, joined(self._frames))
+            held = self._held + [h for h in map(Frame.held, self._frames) if h is not None]
+            if held and layers_due:
+                ledger.append_steps(self.run_name, joined(held))
+            if self._evals:
+                ledger.append_evals(self.run_name, self._evals)
+        return held
+
+    def _online(self, ledger: Ledger) -> None:
+        every = self.config.online_diagnosis_every_s
+        if every is not None and time.monotonic() - self._last_online >= every:
             self._last_online = time.monotonic()
             try:
                 self._online_diagnosis(ledger)
             except Exception as exc:  # noqa: BLE001 - contained: a detector must not stop the writer
                 self.on_fault("running the online diagnosis", exc)
-        return ledger
 
     def _lose(self, exc: RunInUse) -> None:
         """Another process took the run over (it judged this writer dead): never write into its run again."""
