@@ -308,6 +308,32 @@ def map_rows(
     """
     overrides = {src: key for src, key in (overrides or {}).items() if key != "step"}
     targets: dict[str, Target] = resolve_mapping(rows.values, overrides, None)
+    canon = _renamed(rows, targets)
+    _loss_from_parts(canon, rows, targets, warnings)
+    _impossible_mfu(canon, warnings)
+    _drop_uncounted(canon, warnings)
+    given = tokens_per_step is not None or tokens_per_sample is not None
+    summed = None if given else _tokens_from_step_counts(canon, rows, targets, warnings)
+    if tokens_per_sample is not None:
+        _tokens_from_samples(canon, tokens_per_sample)
+    if tokens_per_step is not None:
+        _tokens_from_steps(canon, tokens_per_step)
+    canon = clean(canon, warnings)
+    _wall_from_step_times(canon, warnings)
+    _energy(canon, warnings)
+    kinds = {t.key: t.kind for t in targets.values()}
+    eval_keys = [key for key, kind in kinds.items() if kind == "eval"]
+    eval_wall = _step_keeps_its_clock(canon, eval_keys)
+    evals = [rec for key in eval_keys for rec in _eval_records(canon, key, eval_wall)]
+    mapping = {name: t.describe() for name, t in targets.items()}
+    if summed is not None:
+        mapping[summed] += "; tokens (running sum)"
+    return Mapped(_step_frame(canon), evals, mapping)
+
+
+def _renamed(rows: Rows, targets: Mapping[str, Target]) -> Rows:
+    """`rows` on canonical names, scaled to canonical units; two names onto one key merge, the first's values
+    first."""
     canon = Rows(rows.source, rows.step, rows.where)
     for name, target in targets.items():
         if target.kind == "step":
@@ -320,67 +346,65 @@ def map_rows(
             continue
         canon.values[target.key] = rows.values[name] * target.scale
         canon.present[target.key] = rows.present[name].copy()
-    _loss_from_parts(canon, rows, targets, warnings)
-    _impossible_mfu(canon, warnings)
+    return canon
+
+
+def _drop_uncounted(canon: Rows, warnings: Warnings) -> None:
+    """Drop a token or sample counter that is 0 on every row: LLaMA-Factory writes total_tokens 0 on every line
+    unless told to count them, and a counter that never moves from 0 was not counted."""
     for counter in ("tokens", "samples"):
         present = canon.present.get(counter)
         if present is not None and present.any() and not canon.values[counter][present].any():
-            # LLaMA-Factory writes total_tokens 0 on every line unless told to count them: a counter that never
-            # moves from 0 was not counted
             del canon.values[counter], canon.present[counter]
             warnings.add(
                 "zero",
                 f"{canon.source}: {counter} is 0 on every row: not counted by the trainer, so not "
                 f"imported (give tokens_per_step or tokens_per_sample to count them)",
             )
-    given = tokens_per_step is not None or tokens_per_sample is not None
-    summed = None if given else _tokens_from_step_counts(canon, rows, targets, warnings)
-    if tokens_per_sample is not None:
-        _tokens_from_samples(canon, tokens_per_sample)
-    if tokens_per_step is not None:
-        if tokens_per_step <= 0:
-            raise InputError(f"--tokens-per-step must be > 0, got {tokens_per_step:g}")
-        have = canon.present.get("tokens", np.zeros(len(canon), dtype=bool))
-        tokens = canon.values.get("tokens", np.full(len(canon), np.nan)).copy()
-        tokens[~have] = canon.step[~have] * float(tokens_per_step)
-        canon.values["tokens"], canon.present["tokens"] = tokens, np.ones(len(canon), dtype=bool)
-    canon = clean(canon, warnings)
-    _wall_from_step_times(canon, warnings)
-    _energy(canon, warnings)
-    kinds = {t.key: t.kind for t in targets.values()}
-    eval_wall = _step_keeps_its_clock(canon, [key for key, kind in kinds.items() if kind == "eval"])
-    evals: list[EvalRecord] = []
-    for key, kind in kinds.items():
-        if kind != "eval":
-            continue
-        task, metric = split_eval_key(key)
-        present = canon.present.pop(key)
-        values = canon.values.pop(key)
-        none = np.zeros(len(canon.step), dtype=bool)
-        wall, wall_ok = canon.values.get("wall_s", none), canon.present.get("wall_s", none)
-        tokens, tokens_ok = canon.values.get("tokens", none), canon.present.get("tokens", none)
-        for i in np.nonzero(present)[0]:
-            evals.append(
-                EvalRecord(
-                    step=int(canon.step[i]),
-                    task=task,
-                    metric=metric,
-                    value=float(values[i]),
-                    tokens=float(tokens[i]) if tokens_ok[i] else None,
-                    wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None),
-                )
-            )
-    # Rows that only carried eval values are not step records.
+
+
+def _tokens_from_steps(canon: Rows, tokens_per_step: float) -> None:
+    """Tokens where the source logs none: step x `tokens_per_step`."""
+    if tokens_per_step <= 0:
+        raise InputError(f"--tokens-per-step must be > 0, got {tokens_per_step:g}")
+    have = canon.present.get("tokens", np.zeros(len(canon), dtype=bool))
+    tokens = canon.values.get("tokens", np.full(len(canon), np.nan)).copy()
+    tokens[~have] = canon.step[~have] * float(tokens_per_step)
+    canon.values["tokens"], canon.present["tokens"] = tokens, np.ones(len(canon), dtype=bool)
+
+
+def _eval_records(canon: Rows, key: str, eval_wall: Mapping[int, float]) -> list[EvalRecord]:
+    """The evaluations of one `task/metric` key, taken out of the step rows, with the tokens and wall time of their
+    step (`eval_wall`: the clock of an evaluation logged on its own line, `_step_keeps_its_clock`)."""
+    task, metric = split_eval_key(key)
+    present = canon.present.pop(key)
+    values = canon.values.pop(key)
+    none = np.zeros(len(canon.step), dtype=bool)
+    wall, wall_ok = canon.values.get("wall_s", none), canon.present.get("wall_s", none)
+    tokens, tokens_ok = canon.values.get("tokens", none), canon.present.get("tokens", none)
+    return [
+        EvalRecord(
+            step=int(canon.step[i]),
+            task=task,
+            metric=metric,
+            value=float(values[i]),
+            tokens=float(tokens[i]) if tokens_ok[i] else None,
+            wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None),
+        )
+        for i in np.nonzero(present)[0]
+    ]
+
+
+def _step_frame(canon: Rows) -> pd.DataFrame:
+    """The step records as nullable floats, one column per key; rows that only carried eval values are not step
+    records."""
     any_step = np.zeros(len(canon), dtype=bool)
     for p in canon.present.values():
         any_step |= p
     frame = pd.DataFrame({"step": canon.step[any_step]})
     for key in sorted(canon.values):
         frame[key] = _nullable(canon.values[key][any_step], canon.present[key][any_step])
-    mapping = {name: t.describe() for name, t in targets.items()}
-    if summed is not None:
-        mapping[summed] += "; tokens (running sum)"
-    return Mapped(frame, evals, mapping)
+    return frame
 
 
 def _same_value(a: float, b: float) -> bool:
@@ -438,7 +462,6 @@ def write_import(
             raise InputError(
                 f"{source}: the metric name {str(key)!r} holds {unsafe}; fix the name in the file (a damaged log?)"
             )
-    lines = warnings.summary()
     digest = data_digest(mapped)
     result = ImportResult(
         kind=kind,
@@ -447,7 +470,7 @@ def write_import(
         steps=int(mapped.steps["step"].nunique()),
         evals=len(mapped.evals),
         mapping=mapped.mapping,
-        warnings=lines,
+        warnings=warnings.summary(),
     )
     with ledger.transaction():
         exists = run in set(ledger.runs()["name"])
@@ -460,26 +483,8 @@ def write_import(
             ledger.create_run(run, manifest=manifest, status="imported", source=f"import:{kind}", if_exists="reuse")
         if manifest is not None and exists:
             ledger.set_manifest(run, manifest)
-        if len(mapped.steps):
-            ledger.append_steps(run, mapped.steps)
-        if mapped.evals:
-            ledger.append_evals(run, mapped.evals)
-        for body in warnings.restarts:
-            start, end = body["resume"]["step"], body["old"]["step"]
-            ledger.add_event(run, "resume", body, start_step=start, end_step=end, state="resolved")
-        done = ledger.meta(run).get("imports", [])
-        done.append(
-            {
-                "kind": kind,
-                "source": source,
-                "sha256": digest,
-                "steps": result.steps,
-                "evals": result.evals,
-                "mapping": mapped.mapping,
-                "warnings": lines,
-            }
-        )
-        ledger.set_meta(run, "imports", done)
+        _write_records(ledger, run, mapped, warnings)
+        _note_import(ledger, run, result, digest)
         if start_unix is not None and "start_unix" not in ledger.meta(run):
             ledger.set_meta(run, "start_unix", start_unix)
         if devices is not None:
@@ -491,6 +496,34 @@ def write_import(
         if not attach:
             ledger.set_status(run, "imported")
     return result
+
+
+def _write_records(ledger: Ledger, run: str, mapped: Mapped, warnings: Warnings) -> None:
+    """The mapped steps and evaluations, and each restart found in the source as a resolved `resume` event."""
+    if len(mapped.steps):
+        ledger.append_steps(run, mapped.steps)
+    if mapped.evals:
+        ledger.append_evals(run, mapped.evals)
+    for body in warnings.restarts:
+        start, end = body["resume"]["step"], body["old"]["step"]
+        ledger.add_event(run, "resume", body, start_step=start, end_step=end, state="resolved")
+
+
+def _note_import(ledger: Ledger, run: str, result: ImportResult, digest: str) -> None:
+    """List this import in the run's meta `imports`: what makes the same import again write nothing."""
+    done = ledger.meta(run).get("imports", [])
+    done.append(
+        {
+            "kind": result.kind,
+            "source": result.source,
+            "sha256": digest,
+            "steps": result.steps,
+            "evals": result.evals,
+            "mapping": result.mapping,
+            "warnings": result.warnings,
+        }
+    )
+    ledger.set_meta(run, "imports", done)
 
 
 def data_digest(mapped: Mapped) -> str:
