@@ -419,7 +419,7 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     from yieldgate.analysis.fit import forecast as fit_forecast
     from yieldgate.report import notebook
     from yieldgate.report.figures.results import comparison_figure, diagnosis_figure, forecast_figure
-    from yieldgate.report.html import _num
+    from yieldgate.report.format import fmt
 
     with Ledger(ledger_path) as led:
         for seed in (0, 1):
@@ -445,7 +445,7 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     figure = comparison_figure(comparison)
     assert [len(t.x) for t in figure.figure.data] == [len(comparison.points)] * 3
     assert html.escape(f"{EVIL}/s0: yield of val/loss (nats/token)") in pages["yields"]
-    assert all(f'<td class="num">{_num(t.yield_per_btok)}</td>' in pages["yields"] for t in report.tranches)
+    assert all(f'<td class="num">{fmt(t.yield_per_btok)}</td>' in pages["yields"] for t in report.tranches)
     (trace,) = tranche_yields_figure([report], "val/loss").figure.data  # the report's and the dashboard's figure
     assert len(trace.x) == len(report.tranches) and trace.meta["series"] == "tranche_yield:val/loss"
     spike = [f for f in diagnosis.findings if f.start_step == 201]

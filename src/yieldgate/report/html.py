@@ -10,7 +10,6 @@ Chrome/Chromium.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from yieldgate.ledger import Ledger
 from yieldgate.report.console import evidence_lines
 from yieldgate.report.figures.base import Figure, figure_dict
 from yieldgate.report.figures.runs import build_figures
+from yieldgate.report.format import fmt
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
 __all__ = [
@@ -86,18 +86,6 @@ class RawCell(str):
     """A table cell this module wrote itself (no user text inside): inserted as HTML, not escaped."""
 
 
-def _num(value: Any, digits: int = 4) -> str:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"
-    if abs(value) >= 1e4:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
-
-
 def _compact_json(value: Any) -> str:
     """A stored body (evidence, policy) as one line of JSON for a table cell."""
     return json.dumps(value, sort_keys=True, default=str)
@@ -110,7 +98,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return f"<td>{str(value).lower()}</td>"
     if value is None or isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-        return f'<td class="num">{_num(value)}</td>'
+        return f'<td class="num">{fmt(value)}</td>'
     if isinstance(value, (dict, list)):
         # readable lines, and the whole body as JSON one click away
         lines = "<br>".join(escape(line) for line in evidence_lines(value))
@@ -190,9 +178,9 @@ def comparison_html(c: Comparison, *, amount: str = "tokens") -> str:
         )
     )
     parts.append(
-        f'<p class="note">target {escape(c.metric)} = {_num(c.target_loss)}; speedup.time '
-        f"{_num(c.speedup['time'])} = throughput {_num(c.speedup['throughput'])} &times; sample "
-        f"efficiency {_num(c.speedup['sample_efficiency'])}</p>"
+        f'<p class="note">target {escape(c.metric)} = {fmt(c.target_loss)}; speedup.time '
+        f"{fmt(c.speedup['time'])} = throughput {fmt(c.speedup['throughput'])} &times; sample "
+        f"efficiency {fmt(c.speedup['sample_efficiency'])}</p>"
     )
     if c.points:
         parts.append(
@@ -204,7 +192,7 @@ def comparison_html(c: Comparison, *, amount: str = "tokens") -> str:
                         p["a"],
                         p["b"],
                         p["diff"],
-                        "-" if p["interval"] is None else f"[{_num(p['interval'][0])}, {_num(p['interval'][1])}]",
+                        "-" if p["interval"] is None else f"[{fmt(p['interval'][0])}, {fmt(p['interval'][1])}]",
                         "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no"),
                     ]
                     for p in c.points
@@ -226,9 +214,9 @@ def comparison_html(c: Comparison, *, amount: str = "tokens") -> str:
     return "".join(parts)
 
 
-def _span(values: list[Any], fmt: Any) -> str:
+def _span(values: list[Any], show: Any) -> str:
     """`a-b`, or `a` when both ends are equal, or `-` when none is recorded."""
-    return "-".join(dict.fromkeys(fmt(v) for v in values)) or "-"
+    return "-".join(dict.fromkeys(show(v) for v in values)) or "-"
 
 
 def _diagnoses_section(data: ReportData) -> str:
@@ -248,7 +236,7 @@ def _diagnoses_section(data: ReportData) -> str:
                     v.name,
                     body.get("cause", "-"),
                     _span(steps, str),
-                    _span(list(tokens), _num),
+                    _span(list(tokens), fmt),
                     body.get("confidence"),
                     e["state"],
                     evidence,

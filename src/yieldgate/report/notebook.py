@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from yieldgate.report.console import fmt
 from yieldgate.report.figures.base import Figure, figure_dict
 from yieldgate.report.figures.runs import tranche_yields_figure
+from yieldgate.report.format import fmt
 from yieldgate.report.html import CSS, PLOT_CONFIG, comparison_html, notes_html, table_html
 
 if TYPE_CHECKING:
