@@ -451,7 +451,7 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     from yieldgate.analysis.fit import forecast as fit_forecast
     from yieldgate.report import notebook
     from yieldgate.report.figures.results import comparison_figure, diagnosis_figure, forecast_figure
-    from yieldgate.report.jinja import num as _num
+    from yieldgate.report.format import fmt as _num
 
     with Ledger(ledger_path) as led:
         for seed in (0, 1):

@@ -40,7 +40,7 @@ from yieldgate.report.console import (
     render_plan,
     run_record,
 )
-from yieldgate.report.console import fmt as _fmt
+from yieldgate.report.format import fmt as _fmt
 from yieldgate.util import lazy
 
 if TYPE_CHECKING:

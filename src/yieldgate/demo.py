@@ -34,7 +34,8 @@ from yieldgate.ledger.location import Location
 from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
-from yieldgate.report.console import fmt, render_campaign, render_decision
+from yieldgate.report.console import render_campaign, render_decision
+from yieldgate.report.format import fmt
 
 __all__ = ["run_demo", "Settings", "QUICK", "FULL"]
 

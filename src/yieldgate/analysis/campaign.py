@@ -51,6 +51,7 @@ from yieldgate.analysis.fit import BILLION, forecast
 from yieldgate.analysis.ranking import beyond_seed_noise, decision_accuracy, rank
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
+from yieldgate.util.hashing import canonical_json
 
 __all__ = [
     "CampaignSummary",
@@ -271,10 +272,7 @@ def _tokenizer_texts(spec: dict[str, Any]) -> set[str]:
     (with the eval sources, added to every recipe), filters and dedup."""
     extra = set(spec.get("eval_sources") or [])
     return {
-        json.dumps(
-            [sorted({s["name"] for s in r["sources"]} | extra), r.get("filters", []), r.get("dedup", {})],
-            sort_keys=True,
-        )
+        canonical_json([sorted({s["name"] for s in r["sources"]} | extra), r.get("filters", []), r.get("dedup", {})])
         for r in spec["recipes"].values()
     }
 

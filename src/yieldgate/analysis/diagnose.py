@@ -12,8 +12,6 @@ skipped steps, stalls) on a trailing window of step records, a DataFrame with `s
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +40,7 @@ from yieldgate.analysis.objective import not_cross_entropy
 from yieldgate.analysis.spikes import eval_spikes, loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
+from yieldgate.util.hashing import content_hash
 
 __all__ = [
     "DETECTORS",
@@ -169,8 +168,7 @@ def data_order(manifest: Manifest | None) -> str | None:
     no seed, so the order is unknown)."""
     if manifest is None or manifest.data is None or manifest.seed is None:
         return None
-    recipe = json.dumps({"data": manifest.data.model_dump(mode="json"), "seed": manifest.seed}, sort_keys=True)
-    return hashlib.sha256(recipe.encode()).hexdigest()
+    return content_hash({"data": manifest.data.model_dump(mode="json"), "seed": manifest.seed}, spaced=True)
 
 
 def peer_losses(ledger: Ledger, run: str, against: Sequence[str] = ()) -> dict[str, pd.Series]:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import hashlib
-import json
 import math
 import re
 from typing import Any
@@ -34,6 +32,7 @@ from yieldgate.gate.policy import NewHardwareException, Policy
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest, diff
 from yieldgate.names import split_eval_key
+from yieldgate.util.hashing import content_hash
 
 __all__ = [
     "target_runs",
@@ -126,7 +125,7 @@ def workflow_digest(manifest: Manifest | None) -> str | None:
     """sha256 of `workflow(manifest)`; None for a run without a manifest."""
     if manifest is None:
         return None
-    return hashlib.sha256(json.dumps(workflow(manifest), sort_keys=True).encode()).hexdigest()
+    return content_hash(workflow(manifest), spaced=True)
 
 
 def manifest_fields(a: Manifest, b: Manifest, sections: tuple[str, ...] | None = None) -> list[str]:

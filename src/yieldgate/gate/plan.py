@@ -5,7 +5,6 @@ a campaign's L(N, D) law, each stage's predicted loss and the compute-optimal si
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from yieldgate.gate.sizing import campaign_law, sizing
 from yieldgate.gate.supply import plan
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Recipe, parse_manifest
+from yieldgate.util.hashing import canonical_json
 
 __all__ = ["plan_target", "target_recipe", "SupplyPlan"]
 
@@ -72,7 +72,7 @@ def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
         return validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'"), None
     runs, _ = target_runs(ledger, target)
     found = [
-        (m.data, m.model.params if m.model else None, json.dumps(workflow(m)["data"], sort_keys=True))
+        (m.data, m.model.params if m.model else None, canonical_json(workflow(m)["data"]))
         for m in (ledger.manifest(r) for r in runs)
         if m is not None and m.data is not None
     ]

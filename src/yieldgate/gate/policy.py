@@ -8,8 +8,6 @@ explains each field.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from yieldgate.analysis.detectors import CAUSES, LOW_CONFIDENCE
 from yieldgate.config_files import read_structured_file, validate
+from yieldgate.util.hashing import content_hash
 
 __all__ = ["Stage", "Requirements", "NewHardwareException", "Policy", "load_policy", "parse_policy", "NON_DATA_CAUSES"]
 
@@ -143,8 +142,7 @@ class Policy(_Model):
         for key in _ADDED_LATER:  # fields added since policies were first hashed: at their default, absent
             if data["requirements"][key] is None:
                 del data["requirements"][key]
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return content_hash(data)
 
     def is_exploration(self, stage: Stage) -> bool:
         """Whether the stage lies within the exploration share (cumulative compute share up to and including it)."""

@@ -198,16 +198,25 @@ def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Wa
         inner = _aggregate(path, next(iter(doc.values())), tokens_per_step, warnings)
         if inner is not None:
             return inner
+    return _curve_records(path, doc, tokens_per_step, warnings)
+
+
+_Axis = tuple[str, list[float]]
+"""A checkpoint axis of a curves file: its key and its values (`_axis`)."""
+
+
+def _curve_records(
+    path: Path, doc: dict[str, Any], tokens_per_step: float | None, warnings: Warnings
+) -> list[EvalRecord] | None:
+    """The records of a curves file: one value per checkpoint of each task (or task and metric), the checkpoints
+    given by steps, tokens or both; None when `doc` has neither axis."""
     steps, tokens = _axis(doc, _STEP_AXES), _axis(doc, _TOKEN_AXES)
-    if steps is not None:
-        axis = steps[1]
-    elif tokens is not None:
-        axis = tokens[1]
-    else:
+    axis = steps or tokens
+    if axis is None:
         return None
-    n = len(axis)
-    if tokens is not None and len(tokens[1]) != n:
-        raise InputError(f"{path}: {tokens[0]!r} has {len(tokens[1])} values and {steps[0]!r} {n}")  # type: ignore[index]
+    n = len(axis[1])
+    if steps is not None and tokens is not None and len(tokens[1]) != n:
+        raise InputError(f"{path}: {tokens[0]!r} has {len(tokens[1])} values and {steps[0]!r} {n}")
     records: list[EvalRecord] = []
     skip = {steps[0] if steps else None, tokens[0] if tokens else None}
     for task, series in doc.items():
@@ -217,40 +226,35 @@ def _aggregate(path: Path, doc: Any, tokens_per_step: float | None, warnings: Wa
         for metric, values in by_metric.items():
             if not isinstance(values, list):
                 continue
+            label = f"{task}{'.' + metric if metric else ''}"
             if len(values) != n:
-                raise InputError(
-                    f"{path}: {task}{'.' + metric if metric else ''} has {len(values)} values for {n} checkpoints"
-                )
+                raise InputError(f"{path}: {label} has {len(values)} values for {n} checkpoints")
             name = metric_name(str(metric), plain=True) if metric else "score"
             if name is None:
                 continue
             for i, value in enumerate(values):
-                if steps is not None:
-                    step = int(axis[i])
-                    tok = tokens[1][i] if tokens is not None else _tokens(step, tokens_per_step)
-                else:
-                    if tokens_per_step is None:
-                        raise InputError(
-                            f"{path}: checkpoints are given by tokens only ({tokens[0]!r}); give "  # type: ignore[index]
-                            "tokens_per_step N to number their steps",
-                            parameter="tokens_per_step",
-                        )
-                    tok, step = axis[i], int(round(axis[i] / tokens_per_step))
-                rec = _record(
-                    path,
-                    f"{task}{'.' + metric if metric else ''}[{i}]",
-                    str(task),
-                    name,
-                    value,
-                    step,
-                    tok,
-                    None,
-                    "",
-                    warnings,
-                )
+                step, tok = _checkpoint(path, i, steps, tokens, tokens_per_step)
+                rec = _record(path, f"{label}[{i}]", str(task), name, value, step, tok, None, "", warnings)
                 if rec is not None:
                     records.append(rec)
     return records
+
+
+def _checkpoint(
+    path: Path, i: int, steps: _Axis | None, tokens: _Axis | None, tokens_per_step: float | None
+) -> tuple[int, float | None]:
+    """The step and tokens of a curves file's checkpoint `i`: its step, else its tokens over `tokens_per_step`."""
+    if steps is not None:
+        step = int(steps[1][i])
+        return step, tokens[1][i] if tokens is not None else _tokens(step, tokens_per_step)
+    assert tokens is not None  # a curves file has steps, tokens or both (`_curve_records`)
+    if tokens_per_step is None:
+        raise InputError(
+            f"{path}: checkpoints are given by tokens only ({tokens[0]!r}); give "
+            "tokens_per_step N to number their steps",
+            parameter="tokens_per_step",
+        )
+    return int(round(tokens[1][i] / tokens_per_step)), tokens[1][i]
 
 
 def _tokens(step: int, tokens_per_step: float | None) -> float | None:

@@ -69,54 +69,14 @@ def cooldown_probe(
     its start; return the final evaluation. `data` must resolve to the original's tokenizer."""
     if cooldown_tokens < 1:
         raise InputError(f"cooldown_tokens must be >= 1, got {cooldown_tokens}")
-    with Ledger(ledger, readonly=True) as led:
-        meta = led.meta(source_run)
-    saved_at = (meta.get("checkpoint") or {}).get("path")
-    if not saved_at or not Path(saved_at).exists():
-        why = (meta.get("checkpoint") or {}).get("reason") or (
-            f"no checkpoint file at {saved_at}"
-            if saved_at
-            else "the run saved no checkpoint (not a probe, or a "
-            "probe trained with checkpoint=False or before probes saved one)"
-        )
-        raise InputError(f"run {source_run!r} cannot be continued: {why}")
-    state = torch.load(saved_at, weights_only=True)  # tensors and plain values only: no pickled code runs
-    if state["tokenizer_hash"] != data.tokenizer_hash:
-        raise InputError(
-            f"the data given resolves to tokenizer {data.tokenizer_hash[:12]}, but run "
-            f"{source_run!r} was trained with {state['tokenizer_hash'][:12]}: give the same recipe"
-        )
-    if state["data"] != data_fingerprint(data):
-        raise InputError(
-            f"the data given does not resolve as run {source_run!r}'s did (training and held-out sizes "
-            f"per source {data_fingerprint(data)} against {state['data']}): give the same recipe and seed"
-        )
+    state = _checkpoint(ledger, source_run, data)
     cfg = replace(_config(state["config"]), evals=evals)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed + 1)
-    first_steps = math.ceil(cfg.tokens / (cfg.batch_size * cfg.context))
     steps = max(1, math.ceil(cooldown_tokens / (cfg.batch_size * cfg.context)))
-    model = GPT(
-        GPTConfig(
-            vocab_size=data.tokenizer.get_vocab_size(),
-            context=cfg.context,
-            layers=cfg.layers,
-            width=cfg.width,
-            heads=cfg.heads,
-        )
-    )
-    model.load_state_dict(state["model"])
-    opt = torch.optim.AdamW(model.parameters(), lr=state["lr"], weight_decay=0.0)
-    opt.load_state_dict(state["optimizer"])
-    scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
-    if scaler is not None and state["scaler"]:
-        scaler.load_state_dict(state["scaler"])
-    sampler = Sampler(data, cfg, first_steps)
-    sampler.load_state(state["sampler"])
-    portfolio = Portfolio(data, cfg)
-    manifest = probe_manifest(data, cfg, model, portfolio, schedule="linear-cooldown", lr=state["lr"])
-    parts = Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
+    parts = _restored(state, cfg, data)
+    manifest = probe_manifest(data, cfg, parts.model, parts.portfolio, schedule="linear-cooldown", lr=state["lr"])
     first = state["step"] + 1
     numbers = range(first, first + steps)
     eval_at = set((state["step"] + np.linspace(0, steps, evals + 1).round()).astype(int).tolist()[1:])
@@ -124,9 +84,9 @@ def cooldown_probe(
         run,
         ledger=ledger,
         manifest=manifest,
-        model=model,
-        optimizer=opt,
-        scaler=scaler,
+        model=parts.model,
+        optimizer=parts.opt,
+        scaler=parts.scaler,
         signals="full",
         config=TrackerConfig(log_every_s=5.0),
         step=state["step"],
@@ -145,7 +105,57 @@ def cooldown_probe(
                 "to_lr": 0.0,
             },
         )
-        tr.eval(portfolio.evaluate(model), step=state["step"])
+        tr.eval(parts.portfolio.evaluate(parts.model), step=state["step"])
         return run_steps(
             tr, parts, cfg, numbers, lambda step: cooldown_lr(step, first, steps, state["lr"]), eval_at, progress
         )
+
+
+def _checkpoint(ledger: str, source_run: str, data: ResolvedRecipe) -> dict[str, Any]:
+    """The state `source_run` saved at its end, refused where there is none or `data` does not resolve as the run's
+    did (another tokenizer, other training or held-out sizes)."""
+    with Ledger(ledger, readonly=True) as led:
+        meta = led.meta(source_run)
+    saved_at = (meta.get("checkpoint") or {}).get("path")
+    if not saved_at or not Path(saved_at).exists():
+        why = (meta.get("checkpoint") or {}).get("reason") or (
+            f"no checkpoint file at {saved_at}"
+            if saved_at
+            else "the run saved no checkpoint (not a probe, or a "
+            "probe trained with checkpoint=False or before probes saved one)"
+        )
+        raise InputError(f"run {source_run!r} cannot be continued: {why}")
+    state: dict[str, Any] = torch.load(saved_at, weights_only=True)  # tensors and plain values only: no pickled code
+    if state["tokenizer_hash"] != data.tokenizer_hash:
+        raise InputError(
+            f"the data given resolves to tokenizer {data.tokenizer_hash[:12]}, but run "
+            f"{source_run!r} was trained with {state['tokenizer_hash'][:12]}: give the same recipe"
+        )
+    if state["data"] != data_fingerprint(data):
+        raise InputError(
+            f"the data given does not resolve as run {source_run!r}'s did (training and held-out sizes "
+            f"per source {data_fingerprint(data)} against {state['data']}): give the same recipe and seed"
+        )
+    return state
+
+
+def _restored(state: dict[str, Any], cfg: ProbeConfig, data: ResolvedRecipe) -> Parts:
+    """The model, optimizer, loss scaler and sampler as the checkpoint left them, and the eval portfolio."""
+    model = GPT(
+        GPTConfig(
+            vocab_size=data.tokenizer.get_vocab_size(),
+            context=cfg.context,
+            layers=cfg.layers,
+            width=cfg.width,
+            heads=cfg.heads,
+        )
+    )
+    model.load_state_dict(state["model"])
+    opt = torch.optim.AdamW(model.parameters(), lr=state["lr"], weight_decay=0.0)
+    opt.load_state_dict(state["optimizer"])
+    scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
+    if scaler is not None and state["scaler"]:
+        scaler.load_state_dict(state["scaler"])
+    sampler = Sampler(data, cfg, math.ceil(cfg.tokens / (cfg.batch_size * cfg.context)))
+    sampler.load_state(state["sampler"])
+    return Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=Portfolio(data, cfg))

@@ -1,13 +1,18 @@
-"""Console rendering shared by the CLI and the demo: number formatting and the campaign tables."""
+"""Console rendering shared by the CLI and the demo: the campaign tables and the lines of results, numbers formatted by
+`report.format.fmt`."""
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from yieldgate.report.format import fmt
+from yieldgate.util.jsonsafe import json_safe
+
+clean = json_safe  # the name cli.py imports it by
 
 __all__ = [
     "clean",
@@ -28,34 +33,6 @@ __all__ = [
 ]
 
 
-def clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    return value
-
-
-def fmt(value: Any, digits: int = 4) -> str:
-    value = clean(value)
-    if value is None:
-        return "-"
-    if isinstance(value, bool):  # before int: True is an int to Python, not to a reader
-        return str(value).lower()
-    if isinstance(value, float):
-        if value.is_integer() or abs(value) >= 1e4:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}g}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
 def evidence_lines(body: Any, limit: int = 10) -> list[str]:
     """A stored body (a diagnosis's or a decision's evidence) as `name: value` lines for a table cell:
     nested fields dotted, numbers formatted, a long list counted; past `limit` lines, how many more."""
@@ -72,7 +49,7 @@ def evidence_lines(body: Any, limit: int = 10) -> list[str]:
         else:
             lines.append(f"{name}: {fmt(value)}" if name else fmt(value))
 
-    walk("", clean(body))
+    walk("", json_safe(body))
     return lines[:limit] + ([f"... {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
@@ -345,7 +322,7 @@ def run_record(row: dict[str, Any]) -> dict[str, Any]:
             "value": row["last_eval_value"],
             "step": int(row["last_eval_step"]),
         }
-    return clean(
+    return json_safe(
         {
             "name": row["name"],
             "status": row["status"],

@@ -27,7 +27,8 @@ from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.report.figures.base import Figure, esc, figure_dict
 from yieldgate.report.figures.runs import build_figures
-from yieldgate.report.jinja import Cell, Table, num, plot, render, table
+from yieldgate.report.format import fmt
+from yieldgate.report.jinja import Cell, Table, plot, render, table
 from yieldgate.report.sections import ReportData, collect, tokens_at_steps
 
 __all__ = [
@@ -119,7 +120,7 @@ def comparison_view(c: Comparison, *, amount: str = "tokens") -> ComparisonView:
                     p["a"],
                     p["b"],
                     p["diff"],
-                    "-" if p["interval"] is None else f"[{num(p['interval'][0])}, {num(p['interval'][1])}]",
+                    "-" if p["interval"] is None else f"[{fmt(p['interval'][0])}, {fmt(p['interval'][1])}]",
                     "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no"),
                 ]
                 for p in c.points
@@ -179,7 +180,7 @@ def _diagnoses_table(data: ReportData) -> Table | None:
                     v.name,
                     body.get("cause", "-"),
                     _span(steps, str),
-                    _span(list(tokens), num),
+                    _span(list(tokens), fmt),
                     body.get("confidence"),
                     e["state"],
                     evidence,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,24 +20,11 @@ from markupsafe import Markup
 
 from yieldgate.report.console import evidence_lines
 from yieldgate.report.figures.base import Figure, figure_dict
+from yieldgate.report.format import fmt
 
-__all__ = ["ENV", "render", "Cell", "Table", "cell", "table", "Plot", "plot", "num", "PLOT_CONFIG"]
+__all__ = ["ENV", "render", "Cell", "Table", "cell", "table", "Plot", "plot", "PLOT_CONFIG"]
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-
-
-def num(value: Any, digits: int = 4) -> str:
-    """A number for a table cell or a line: integers with thousands separators, `digits` significant digits
-    otherwise, `-` for none or a non-finite value."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"
-    if abs(value) >= 1e4:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
 
 
 def _compact_json(value: Any) -> str:
@@ -63,7 +49,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,  # a page file ends with a newline
     )
-    env.filters["num"] = num
+    env.filters["num"] = fmt
     env.filters["pretty_json"] = lambda value: json.dumps(value, indent=2, sort_keys=True)
     return env
 
@@ -106,7 +92,7 @@ def cell(value: Any) -> Cell:
     if isinstance(value, bool):
         return Cell(str(value).lower())
     if value is None or isinstance(value, (int, float, np.integer, np.floating)):
-        return Cell(num(value), cls="num")
+        return Cell(fmt(value), cls="num")
     if isinstance(value, (dict, list)):
         return Cell(_compact_json(value), cls="json", lines=evidence_lines(value))
     return Cell(str(value))

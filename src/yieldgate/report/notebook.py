@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from yieldgate.report.console import fmt
 from yieldgate.report.figures.base import Figure
 from yieldgate.report.figures.runs import tranche_yields_figure
+from yieldgate.report.format import fmt
 from yieldgate.report.html import CSS, comparison_view
 from yieldgate.report.jinja import plot, render, table
 

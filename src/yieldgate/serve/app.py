@@ -32,8 +32,8 @@ from yieldgate import api
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.pg import masked
-from yieldgate.report.console import clean
 from yieldgate.serve import data, views
+from yieldgate.util.jsonsafe import json_safe
 
 __all__ = ["create_app", "CSP", "TOKEN_COOKIE"]
 
@@ -243,7 +243,7 @@ def api_campaigns(request: Request) -> JSONResponse:
 def api_campaign(request: Request) -> JSONResponse:
     name = _arg(request, "name", "/api/campaign?name=mixtures")
     with _ledger(request) as led:
-        return JSONResponse(clean(_campaign(led, name)))
+        return JSONResponse(json_safe(_campaign(led, name)))
 
 
 def api_decisions(request: Request) -> JSONResponse:
@@ -291,7 +291,7 @@ def api_compare(request: Request) -> JSONResponse:
     a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
     with _ledger(request) as led:
         per, _ = data.comparison_unit(led, a, b, _per(request.query_params))
-        return JSONResponse(clean(api.compare(a, b, ledger=led, per=per, **_options(request)).to_dict()))
+        return JSONResponse(json_safe(api.compare(a, b, ledger=led, per=per, **_options(request)).to_dict()))
 
 
 def api_compare_figures(request: Request) -> JSONResponse:

@@ -2,7 +2,7 @@
 
 Nothing here computes a result of its own: the runs table is `Ledger.runs`, a run's plots are the report's
 (`sections.collect` + `figures.build_figures`), a comparison is `api.compare` (what
-`yieldgate compare` calls). Every value is JSON-safe (`report.console.clean`: NaN and inf become null).
+`yieldgate compare` calls). Every value is JSON-safe (`util.jsonsafe.json_safe`: NaN and inf become null).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import pandas as pd
 from yieldgate.analysis.compare import run_curve
 from yieldgate.analysis.load import comparison_unit, load_run, metric_key
 from yieldgate.ledger import Ledger
-from yieldgate.report.console import clean, decision_record, run_record
+from yieldgate.report.console import decision_record, run_record
 from yieldgate.report.figures.base import MAX_POINTS, Figure, downsample, figure_dict, smoothed
 from yieldgate.report.figures.runs import build_figures
 from yieldgate.report.sections import collect
+from yieldgate.util.jsonsafe import json_safe
 
 __all__ = [
     "run_records",
@@ -56,12 +57,12 @@ def _plain(value: Any) -> Any:
         shape = value.get("shape")
         value = array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
     if isinstance(value, np.ndarray):
-        return clean(value.tolist())
+        return json_safe(value.tolist())
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return clean(value)
+    return json_safe(value)
 
 
 def _figure(fig: Figure) -> dict[str, Any]:
@@ -92,7 +93,7 @@ def run_figures(
     data = collect(ledger, [run], metric=metric, per="token")
     curve = data.runs[0].curve
     cursor["curve_step"] = int(curve["step"].max()) if len(curve) else None
-    return clean(
+    return json_safe(
         {
             "run": run,
             "metric": data.metric,
@@ -189,7 +190,7 @@ def live_points(
         if curve_after is not None:
             curve = curve[curve["step"] > curve_after]
         out["curve"] = {c: curve[c].tolist() for c in CURVE_COLUMNS}
-    return clean(out)
+    return json_safe(out)
 
 
 def comparison_figures(
@@ -197,7 +198,7 @@ def comparison_figures(
 ) -> dict[str, Any]:
     """The plots of both groups' runs together (the report's figures of `yieldgate report A B`)."""
     data = collect(ledger, [a, b], metric=metric, per=per)
-    return clean(
+    return json_safe(
         {
             "runs": [v.name for v in data.runs],
             "metric": data.metric,
@@ -209,7 +210,7 @@ def comparison_figures(
 
 def decision_records(ledger: Ledger, target: str | None = None) -> list[dict[str, Any]]:
     """The gate decisions, oldest first, as `yieldgate decisions [TARGET] --json` prints them."""
-    return [clean(decision_record(r)) for r in ledger.decisions(target).to_dict("records")]
+    return [json_safe(decision_record(r)) for r in ledger.decisions(target).to_dict("records")]
 
 
 def campaign_records(ledger: Ledger) -> list[dict[str, Any]]:
