@@ -34,8 +34,9 @@ CLEAN = "camp/two/s[012]/t150000"
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory) -> Path:
     """One ledger of real probes: a campaign recipe (3 seeds at 150k, 2 at 50k and 100k, with run meta `probe`),
-    Milton alone repeated for 40 epochs (3 seeds), LR x30 (2 seeds, diagnosed), and one run each of the recipe
-    on 'new hardware' (only the manifest's hardware changed) and with its mixture changed."""
+    Milton alone repeated for 40 epochs (3 seeds), LR x30 (2 seeds, diagnosed), one run each of the recipe
+    on 'new hardware' (only the manifest's hardware changed) and with its mixture changed, a NaN gradient (3
+    seeds, not diagnosed) and a stall at constant LR (2 seeds, not diagnosed)."""
     db = str(tmp_path_factory.mktemp("gate") / "probes.db")
     two, one = bench.resolve_recipe(bench.TWO), bench.resolve_recipe(bench.ONE)
     runs = []
@@ -52,6 +53,10 @@ def probes(tmp_path_factory) -> Path:
     for seed in range(2):
         train_probe(two, bench.probe_config(seed, lr_multiplier=30.0), run=f"lr30/s{seed}", ledger=db)
     train_probe(two, bench.probe_config(3), run="newhw/s3", ledger=db)
+    for seed in range(3):  # a NaN gradient at step 100 (the update skipped), and nobody runs `diagnose`
+        train_probe(two, bench.probe_config(seed, nan_at_step=100), run=f"nan/s{seed}", ledger=db)
+    for seed in range(2):  # a 2-wide model at a constant LR: it learns all it can by step ~50, then stalls
+        train_probe(two, bench.stall_config(seed), run=f"stall/s{seed}", ledger=db)
     mixed = bench.resolve_recipe({**bench.TWO, "sources": [{"name": "shakespeare-modern", "weight": 0.4},
                                                            {"name": "milton", "weight": 0.6}]})
     train_probe(mixed, bench.probe_config(3), run="mixed/s3", ledger=db)
@@ -219,6 +224,110 @@ def test_a_scarce_source_is_held_before_the_stage_that_would_pass_it_40_times(pr
     assert 0.4 < discount < 0.8  # repeated tokens are worth less than new ones (Muennighoff et al.)
     assert allowed.decision == "approve", allowed.rationale  # the same evidence, a policy allowing 64 passes
     assert "discounted for repetition" in allowed.rationale
+
+
+def test_nothing_is_approved_undiagnosed_and_a_second_gate_runs_no_detector(probes, policy, monkeypatch):
+    """NaN gradients at step 100 on three seeds that nobody diagnosed: the gate runs the detectors itself, holds on
+    the damaged update, and keeps what it found in the decision. (On the gate that read only stored diagnoses, the
+    same runs were approved with "no open fault".) The findings are kept by the runs' content: a second gate runs
+    no detector."""
+    from yieldgate.gate import findings
+
+    with Ledger(probes, readonly=True) as led:
+        assert led.events("nan/s0", kind="diagnosis").empty  # nobody diagnosed them
+        d = gate(led, "nan/s*", policy)
+        assert d.decision == "hold", d.rationale
+        assert "open damaged_update diagnosis" in d.rationale and "not the data's fault" in d.rationale
+        found = d.evidence["open_diagnoses"]
+        assert {f["run"] for f in found} == {"nan/s0", "nan/s1", "nan/s2"}
+        assert all(f["cause"] == "damaged_update" and f["event"] is None for f in found)
+        assert {tuple(f["steps"]) for f in found} == {(100, 100)}
+        check = next(c for c in d.checks if c.name == "no open non-data fault")
+        assert check.passed is False and "found by the gate" in check.detail
+        assert {f["run"] for f in d.evidence["diagnosed"]} == {"nan/s0", "nan/s1", "nan/s2"}
+
+        def no_detector(*args, **kwargs):
+            raise AssertionError("the detectors ran again on unchanged runs")
+
+        monkeypatch.setattr(findings, "diagnose", no_detector)
+        again = gate(led, "nan/s*", _variant(min_seeds=2))
+    assert again.decision == "hold" and again.evidence["diagnosed"] == d.evidence["diagnosed"]
+
+
+def test_an_undetermined_stall_holds_for_the_cooldown_and_never_rejects_the_data(probes):
+    """A 2-wide model at a constant LR stalls from step ~50: `diagnose` calls it `stalled`, cause undetermined
+    (schedule or data). Its curve is flat, so the forecast's optimistic bound is below the threshold, which read as
+    "the data is exhausted" before. By default it holds, says the cause is not known and names the cooldown probe;
+    a policy that asks for it (`undetermined_stall: reject`) reads the flat curve as the data's limit."""
+    policy = _variant(min_seeds=2)
+    with Ledger(probes, readonly=True) as led:
+        d = gate(led, "stall/s*", policy)
+        old = gate(led, "stall/s*", _variant(min_seeds=2, undetermined_stall="reject"))
+    assert d.decision == "hold", d.rationale
+    assert "cause not known" in d.rationale and "exhausted" not in d.rationale
+    assert "cooldown" in d.what_to_run_next and "--resume-from stall/s0" in d.what_to_run_next
+    assert {f["run"] for f in d.evidence["undetermined_stalls"]} == {"stall/s0", "stall/s1"}
+    assert next(c for c in d.checks if c.name == "no stall of unknown cause").passed is False
+    assert old.decision == "reject" and "data is exhausted" in old.rationale, old.rationale
+    assert policy.content_hash() == _variant(min_seeds=2, undetermined_stall=None).content_hash()
+
+
+def test_the_noise_band_is_measured_where_learning_is(probes):
+    """A real probe's tranche bands: over all its evaluations, step 0's steep untrained point passes curvature off
+    as noise and calls trained tranches "within noise"; over the trained ones (`fit.learning_noise`: step 0 and
+    warm-up left out) the noise is a fraction of that and the trained tranches are told from it. The forecast and
+    the detectors read the same noise."""
+    import numpy as np
+
+    from yieldgate.analysis.fit import eval_noise, learning_noise
+    from yieldgate.analysis.load import load_run
+    from yieldgate.analysis.runs import yield_report
+
+    with Ledger(probes, readonly=True) as led:
+        report = yield_report(led, "camp/two/s0/t150000")
+        data = load_run(led, "camp/two/s0/t150000")
+    val = data.evals[(data.evals["task"] == "val") & (data.evals["metric"] == "loss")].sort_values("step")
+    steps = val["step"].to_numpy(float)
+    tokens = np.interp(steps, data.steps["step"], data.steps["tokens"])
+    everything = eval_noise(tokens, val["value"].to_numpy(float))
+    assert report.eval_noise == pytest.approx(learning_noise(tokens, val["value"], steps, data.steps)[0])
+    assert everything > 2 * report.eval_noise  # step 0 inflated it
+    trained = [t for t in report.tranches if not t.spans_lr_decay]
+    assert sum(not t.within_noise for t in trained) >= len(trained) // 2, [t.band for t in trained]
+    assert any("step 0 and warm-up" in n for n in report.notes)
+
+
+def test_each_interval_is_one_named_interval_with_its_level(decided):
+    """The decision's interval is the fitted forecast's or the measured recent yield's, whole (the gate took the
+    smaller of each bound from the two, an interval of nothing), and says which, with its level, once."""
+    for name, d in decided.items():
+        fc = d.evidence.get("forecast")
+        if not fc:
+            continue
+        source = "recent" if fc["capped_by_recent"] else "forecast"
+        assert fc["interval"] == fc[source]["interval"] and fc["yield_per_btok"] == fc[source]["yield_per_btok"], name
+        assert "80%" in fc["interval_of"] and ("recent" in fc["interval_of"]) == fc["capped_by_recent"], name
+        if d.decision == "approve":
+            assert d.rationale.count("interval") == 1 and fc["interval_of"] in d.rationale, d.rationale
+
+
+def test_the_next_stage_is_priced_beside_the_learning_it_buys(probes):
+    """At the measured throughput: the next stage's 500k tokens in device-hours, dollars at the policy's price, and
+    the forecast drop it buys; the probes record no energy, and the decision says so rather than guess."""
+    with Ledger(probes, readonly=True) as led:
+        d = gate(led, CLEAN, _variant(prices={"per_device_hour": 2.0}))
+        steps = [led.steps(r, ["tokens", "wall_s"]).dropna().iloc[-1] for r in d.evidence["runs"]]
+    price = d.evidence["next_stage_price"]
+    tps = sum(s["tokens"] / s["wall_s"] for s in steps) / len(steps)
+    assert price["tokens_per_s"] == pytest.approx(tps)
+    assert price["device_hours"] == pytest.approx(500_000 / tps / 3600 * price["devices"])
+    assert price["usd"] == pytest.approx(price["device_hours"] * 2.0) and price["usd_per_device_hour"] == 2.0
+    assert price["kwh"] is None and "energy" in price["missing"]["kwh"]
+    fc = d.evidence["forecast"]
+    assert price["forecast_gain"] == pytest.approx(fc["yield_per_btok"] * 500_000 / 1e9)
+    check = next(c for c in d.checks if c.name == "next stage's price")
+    assert check.passed is None and "device-hours" in check.detail and "$" in check.detail
+    assert "? kWh" in check.detail and "forecast" in check.detail
 
 
 def test_hold_with_a_single_seed_and_say_how_many_more(decided):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,14 @@ def probe_config(seed: int, tokens: int = 150_000, **faults: Any) -> ProbeConfig
     """The gate's probe: ~31k parameters, 150k tokens in 147 steps of 16 x 64, 12 evaluations, one thread."""
     return ProbeConfig(tokens=tokens, seed=seed, layers=1, width=32, heads=2, evals=12, eval_sequences=32, threads=1,
                        faults=Faults(**faults))
+
+
+def stall_config(seed: int) -> ProbeConfig:
+    """A probe that stalls at a constant LR: 2 wide, so it learns all it can (the unigram statistics) by step ~50 of
+    440, and the LR never decays. `diagnose` calls it `stalled`: schedule or data, undetermined."""
+    return dataclasses.replace(
+        probe_config(seed, tokens=450_000), width=2, heads=1, lr=1e-2, warmup_frac=0.02, decay_frac=0.0
+    )
 
 
 def resolve_recipe(recipe: dict[str, Any]) -> ResolvedRecipe:

@@ -28,7 +28,7 @@ from yieldgate.analysis.detectors import (
     effective_tokens,
     repeat_worth,
 )
-from yieldgate.analysis.fit import eval_noise
+from yieldgate.analysis.fit import eval_noise, learning_noise
 
 __all__ = ["data_exhaustion", "overfitting", "heldout_turn", "duplicated_stream", "non_iid_stream", "mixture_drift"]
 
@@ -127,12 +127,11 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     # The noise where the gap is judged: the evaluations from the best one on. Over the whole run the untrained
     # point and the steep first evaluations, which no straight line through neighbours follows, would pass for
     # noise (a character model's 5.2 -> 1.2 -> 0.84 made it 0.34, hiding a rise of 0.2). With too few evaluations
-    # after the best, every trained one (step > 0). A curve that turns inflates the difference-based noise a
+    # after the best, every trained one (`fit.learning_noise`). A curve that turns inflates the difference-based noise a
     # little (the kink at the best): the test errs towards silence.
     sigma = eval_noise(steps[best:], values[best:]) if len(values) - best >= OVERFIT_NOISE_POINTS else math.nan
     if not math.isfinite(sigma):
-        trained = steps > 0
-        sigma = eval_noise(steps[trained], values[trained])
+        sigma = learning_noise(steps, values, steps, sig.steps)[0]
     sigma = max(sigma, 1e-6 * abs(float(values[best])))
     # The line runs through the evaluations after the best one: the best itself is the minimum of noisy points,
     # biased low, and would tilt the line up on a flat curve.

@@ -72,11 +72,12 @@ def yield_report(
         devices=devices_of(ledger, run, data.manifest),
         price_per_device_hour=hw.price_per_device_hour if hw else None,
         law=law,
+        law_is_baseline=expected_from is not None and expected_from != run,
         epochs=data.epochs,
     )
     if law is not None:
         report.law = {"run": expected_from or run, **law.to_dict()}
-        if law.poor:
+        if law.poor and not law.flat:  # a flat law sets nothing against: `missing` says why
             report.notes.append(f"the law each tranche is set against is poor ({law.poor}): read vs_expected with care")
     elif why is not None and report.axis == "tokens":
         report.missing["vs_expected"] = why

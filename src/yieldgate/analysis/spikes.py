@@ -38,7 +38,7 @@ from yieldgate.analysis.detectors import (
     _clip,
     _runs,
 )
-from yieldgate.analysis.fit import eval_noise
+from yieldgate.analysis.fit import learning_noise
 
 __all__ = ["spike_steps", "loss_spikes", "recovery", "eval_spikes"]
 
@@ -97,7 +97,7 @@ def recovery(steps: np.ndarray, values: np.ndarray, start: int, end: int) -> dic
 
 def _heldout_change(sig: RunSignals, start: int, end: int) -> dict[str, Any]:
     """The held-out loss at the last evaluation before the spike and the first after its recovery window, in units
-    of the evaluations' noise (`fit.eval_noise`); None where no evaluation brackets the spike."""
+    of the evaluations' noise (`fit.learning_noise`); None where no evaluation brackets the spike."""
     val = sig.val_loss()
     if len(val) < 3:
         return {"val_change": None}
@@ -105,7 +105,7 @@ def _heldout_change(sig: RunSignals, start: int, end: int) -> dict[str, Any]:
     before, after = values[steps < start], values[steps > end + RECOVER_STEPS]
     if not len(before) or not len(after):
         return {"val_change": None}
-    noise = eval_noise(steps, values)
+    noise = learning_noise(steps, values, steps, sig.steps)[0]
     change = float(after[0] - before[-1])
     return {
         "val_change": round(change, 4),

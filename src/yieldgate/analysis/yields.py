@@ -14,16 +14,16 @@ What real runs lack is said, never filled in:
   note that it is not held out.
 
 **Noise.** Each tranche's improvement is the difference of two evaluations, each off the smooth curve by the
-evaluation noise (`fit.eval_noise`, from all the run's evaluations of the metric): `band` is the interval that noise
-allows around it (`stats.evaluation_difference`, at `level`), `yield_band` the same per billion tokens (per
-thousand steps without token counts), and `within_noise` says the band holds 0: that tranche's gain (or loss) is
-not told from noise. Where the harness reported each evaluation's standard error (lm-eval's `*_stderr`), the band
-is built from those two instead (`stats.reported_difference`): a curve through a few checkpoints estimates its
-noise with one or two degrees of freedom, and called a ten-standard-error gain "within noise". A capability that
-moved against the followed metric is listed in `disagreements` unless its own reported standard errors hold the
-change (at `level` family-wise over the run's capabilities). **Schedule.** `spans_lr_decay` marks a tranche whose
-end is at an LR below 90% of the peak so far (the `fit.stable_phase` rule): its yield mixes data with annealing,
-and a cooldown's gain is no data yield.
+evaluation noise (`fit.learning_noise`: from the run's trained evaluations, step 0 and warm-up left out): `band` is
+the interval that noise allows around it (`stats.evaluation_difference`, at `level`), `yield_band` the same per
+billion tokens (per thousand steps without token counts), and `within_noise` says the band holds 0: that tranche's
+gain (or loss) is not told from noise. Where the harness reported each evaluation's standard error (lm-eval's
+`*_stderr`), the band is built from those two instead (`stats.reported_difference`): a curve through a few
+checkpoints estimates its noise with one or two degrees of freedom, and called a ten-standard-error gain "within
+noise". A capability that moved against the followed metric is listed in `disagreements` unless its own reported
+standard errors hold the change (at `level` family-wise over the run's capabilities). **Schedule.** `spans_lr_decay`
+marks a tranche whose end is at an LR below 90% of the peak so far (the `fit.stable_phase` rule): its yield mixes
+data with annealing, and a cooldown's gain is no data yield.
 
 Functions take plain DataFrames (the ledger's `steps` and `evals` frames) and return plain data.
 """
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.fit import PowerLaw, eval_noise
+from yieldgate.analysis.fit import PowerLaw, learning_noise
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
@@ -93,8 +93,10 @@ class Tranche:
     spans_lr_decay: bool | None = None
     """The LR at the tranche's end is below 90% of its peak so far (None: no LR recorded)."""
     vs_expected: float | None = None
-    """The tranche's improvement over the improvement the report's law (`YieldReport.law`) expects over the same
-    tokens: 1 is learning on the law, 0.5 half of it. None without a law, or where the law expects no gain."""
+    """The tranche's learning against the report's law (`YieldReport.law`): against the run's own law, its
+    improvement over the law's over the same tokens; against a baseline's (`expected_from`), the tokens the baseline
+    needs for the same loss drop over the tranche's tokens (at equal loss). 1 is learning on the law, 0.5 half of
+    it. None without a law, where the law is flat, or where it expects no gain."""
 
 
 @dataclass
@@ -272,6 +274,25 @@ class _Measure:
     decayed: list[bool | None]
     others: dict[str, pd.DataFrame]
     law: PowerLaw | None
+    law_is_baseline: bool = False
+    """The law is another run's: tranches are set against it at equal loss, not at equal tokens."""
+
+
+def _noise(points: pd.DataFrame, steps: pd.DataFrame, x: np.ndarray, said: _Remarks) -> tuple[float, int]:
+    """The run's evaluation noise and its degrees of freedom (`fit.learning_noise`), with what the report says of
+    it: bands from reported standard errors, too few evaluations, or the untrained ones left out."""
+    noise, noise_dof, left_out = learning_noise(x, points["value"].to_numpy(dtype=float), points["step"], steps)
+    reported = "stderr" in points and bool(np.isfinite(points["stderr"].to_numpy(dtype=float)).all())
+    if reported:
+        said.notes.append("noise bands from the standard errors the evaluations reported, not from the curve")
+    elif not math.isfinite(noise):
+        said.missing["band"] = f"{len(points)} evaluations: the evaluation noise needs three or more"
+    elif left_out:
+        said.notes.append(
+            f"noise bands from the {noise_dof + 2} trained evaluations: step 0 and warm-up ({left_out}) left out, "
+            "where the curve bends too fast to read noise from"
+        )
+    return noise, noise_dof
 
 
 def tranche_yields(
@@ -286,6 +307,7 @@ def tranche_yields(
     price_per_device_hour: float | None = None,
     level: float = 0.9,
     law: PowerLaw | None = None,
+    law_is_baseline: bool = False,
     epochs: bool = False,
 ) -> YieldReport:
     """Yields of each tranche between consecutive evaluations of `task`/`metric` (merged to at least
@@ -293,8 +315,9 @@ def tranche_yields(
     (every other task of the run) over the same spans. `task` empty and `metric` `loss`: the training loss.
     `devices` None: the device count is unknown, and time is counted in wall-hours of the job. `level`: coverage
     of each tranche's noise band. `law`: a fitted loss curve each tranche's improvement is set against
-    (`Tranche.vs_expected`): the run's own (learning against its trend) or a reference run's (against a baseline).
-    `epochs`: the run's steps count epochs, so that without token counts its tranches are spans of epochs."""
+    (`Tranche.vs_expected`): the run's own (learning against its trend), or with `law_is_baseline` a reference
+    run's (against a baseline, at equal loss). `epochs`: the run's steps count epochs, so that without token counts
+    its tranches are spans of epochs."""
     if tranche_tokens is not None and not (math.isfinite(tranche_tokens) and tranche_tokens > 0):
         raise InputError(f"tranche_tokens must be a number > 0, got {tranche_tokens}")
     stats.check_level(level)
@@ -302,13 +325,7 @@ def tranche_yields(
     points = _curve_points(run, steps, evals, task, metric, said)
     axis, points = _axis(run, points, epochs, tranche_tokens, said)
     x = points["tokens" if axis == "tokens" else "step"].to_numpy(dtype=float)
-    noise = eval_noise(x, points["value"].to_numpy(dtype=float)) if len(points) >= 3 else math.nan
-    noise_dof = len(points) - 2
-    reported = "stderr" in points and bool(np.isfinite(points["stderr"].to_numpy(dtype=float)).all())
-    if reported:
-        said.notes.append("noise bands from the standard errors the evaluations reported, not from the curve")
-    elif not math.isfinite(noise):
-        said.missing["band"] = f"{len(points)} evaluations: the evaluation noise needs three or more"
+    noise, noise_dof = _noise(points, steps, x, said)
     points = _merge_points(points, tranche_tokens).reset_index(drop=True)
     if len(points) < 2:
         raise InputError(
@@ -328,8 +345,11 @@ def tranche_yields(
         spend=_spend(steps, points["step"].to_numpy(), devices, price_per_device_hour, said),
         decayed=_decayed(steps, points["step"].to_numpy()),
         others={k: series.set_index("step") for k, series in _other_series(evals, steps, task, metric).items()},
-        law=law,
+        law=None if law is not None and law.flat else law,
+        law_is_baseline=law_is_baseline,
     )
+    if law is not None and law.flat:
+        said.missing["vs_expected"] = f"the law is flat ({law.poor}): it expects almost no gain to set tranches against"
     tranches = [_tranche(measure, points, i) for i in range(1, len(points))]
     # A loss is in nats per token only where the run counts tokens (a language model's cross-entropy); a run that
     # counts steps or epochs (Keras, YOLO) logs whatever its model minimises: a squared error, a box loss.
@@ -440,12 +460,27 @@ def _tranche(m: _Measure, points: pd.DataFrame, i: int) -> Tranche:
     )
     law = m.law
     if law is not None and m.axis == "tokens" and not m.higher_is_better and a["tokens"] > 0:
-        # the law has no value at 0 tokens
-        expected = float(law(float(a["tokens"])) - law(float(b["tokens"])))
-        tranche.vs_expected = gain / expected if expected > 0 and math.isfinite(gain) else None
+        tranche.vs_expected = _vs_law(law, m.law_is_baseline, a, b, gain)
     _set_band(tranche, m, a, b, gain, "stderr" in points)
     _set_others(tranche, m, a, b, gain)
     return tranche
+
+
+def _vs_law(law: PowerLaw, baseline: bool, a: pd.Series, b: pd.Series, gain: float) -> float | None:
+    """The tranche's learning against the law. Its own law: the improvement over the law's over the same tokens
+    (the law has no value at 0 tokens). A baseline's law: at equal loss, the tokens the baseline needs for the same
+    drop (from the tranche's start loss to its end loss) over the tranche's tokens, an effective-token multiplier.
+    At equal tokens a run that lags its baseline is set against the baseline's flatter, later stretch of curve and
+    reads as on the law while it needs three times the tokens. None where the law cannot say (a loss at or below
+    the baseline's floor, no gain expected)."""
+    if not baseline:
+        expected = float(law(float(a["tokens"])) - law(float(b["tokens"])))
+        return gain / expected if expected > 0 and math.isfinite(gain) else None
+    start, end = law.tokens_at(float(a["value"])), law.tokens_at(float(b["value"]))
+    spent = float(b["tokens"] - a["tokens"])
+    if start is None or end is None or spent <= 0:
+        return None
+    return (end - start) / spent
 
 
 def _set_band(tranche: Tranche, m: _Measure, a: pd.Series, b: pd.Series, gain: float, reported: bool) -> None:

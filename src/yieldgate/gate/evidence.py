@@ -26,7 +26,7 @@ from yieldgate.analysis import stats
 from yieldgate.analysis.compare import compare
 from yieldgate.analysis.fit import BILLION, Forecast, forecast
 from yieldgate.analysis.listing import match_runs
-from yieldgate.analysis.load import load_run, stable_points
+from yieldgate.analysis.load import devices_of, load_run, stable_points
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.gate.policy import NewHardwareException, Policy
 from yieldgate.ledger import Ledger
@@ -44,6 +44,7 @@ __all__ = [
     "forecast_yield",
     "tokens_per_s",
     "cost_per_btok",
+    "stage_price",
     "regressions",
     "hardware_exception",
     "WORKFLOW",
@@ -134,30 +135,26 @@ def manifest_fields(a: Manifest, b: Manifest, sections: tuple[str, ...] | None =
     return [f for f in out if sections is None or f.split(".")[0].split("[")[0] in sections]
 
 
-def open_faults(ledger: Ledger, runs: list[str], policy: Policy) -> list[dict[str, Any]]:
-    """Open diagnosis events on the runs whose cause the policy blocks on, above its confidence."""
+def open_faults(
+    findings: list[dict[str, Any]], policy: Policy, causes: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The findings (`findings.target_findings`) whose cause the policy blocks on (or one of `causes`), above its
+    confidence: each with its run, cause, confidence, steps, advice and the stored event (None: found by the gate)."""
     req = policy.requirements
-    found = []
-    for run in runs:
-        events = ledger.events(run, kind="diagnosis", state="open")
-        for eid, body, start, end in zip(
-            events["id"], events["body"], events["start_step"], events["end_step"], strict=True
-        ):
-            if (
-                body.get("cause") in req.blocking_causes
-                and float(body.get("confidence", 1.0)) > req.diagnosis_confidence
-            ):
-                found.append(
-                    {
-                        "event": int(eid),
-                        "run": run,
-                        "cause": body["cause"],
-                        "confidence": body.get("confidence"),
-                        "steps": [None if start is None else int(start), None if end is None else int(end)],
-                        "advice": body.get("advice", ""),
-                    }
-                )
-    return found
+    wanted = req.blocking_causes if causes is None else causes
+    return [
+        {
+            "event": f.get("event"),
+            "run": f["run"],
+            "cause": f["cause"],
+            "confidence": f.get("confidence"),
+            "steps": [f.get("start_step"), f.get("end_step")],
+            "advice": f.get("advice", ""),
+        }
+        for f in findings
+        if f["cause"] in wanted
+        and (1.0 if f.get("confidence") is None else float(f["confidence"])) > req.diagnosis_confidence
+    ]
 
 
 def _recent_yield(tokens: np.ndarray, losses: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -250,8 +247,26 @@ def forecast_yield(
         method = (
             f"each seed's stable-phase fit, pooled over {len(last)} seed{'s' * (len(last) != 1)} (mean, t-interval)"
         )
-    # Each bound is the smaller of the fit's and the measured one's: the measured yield caps the fit's optimism.
-    point, lower, upper = (min(a, b) for a, b in zip(fitted, recent, strict=True))
+    # The measured yield caps the fit's optimism: where its upper bound is the lower, its estimate and interval
+    # decide, whole. One interval, named, never bounds taken from two (the minimum of each bound mixed a fit's
+    # bootstrap interval with a t-interval of measured slopes, an interval of nothing).
+    capped = recent[2] < fitted[2]
+    point, lower, upper = recent if capped else fitted
+    if len(groups) >= 3:
+        named = (
+            f"the {level:.0%} t-interval of the yield measured between the last two budgets"
+            if capped
+            else f"the fitted forecast's {level:.0%} bootstrap interval"
+        )
+    else:
+        seeds = "one seed's" if len(last) == 1 else f"the {level:.0%} t-interval over {len(last)} seeds of their"
+        named = (
+            f"{seeds} recent measured yield{'s' * (len(last) > 1)}"
+            if capped
+            else f"{seeds} fitted forecast{'s' * (len(last) > 1)}"
+        )
+        if len(last) == 1:
+            named += f", {level:.0%} interval"
     return {
         "method": method,
         "metric": metric,
@@ -260,9 +275,10 @@ def forecast_yield(
         "level": level,
         "yield_per_btok": point,
         "interval": [lower, upper],
+        "interval_of": named,
         "forecast": {"yield_per_btok": fitted[0], "interval": list(fitted[1:])},
         "recent": {"yield_per_btok": recent[0], "interval": list(recent[1:])},
-        "capped_by_recent": recent[2] < fitted[2],
+        "capped_by_recent": capped,
         "per_seed": per_seed,
         "notes": notes,
     }
@@ -291,6 +307,58 @@ def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest
     tps = float(np.mean(rates))
     usd = float(np.mean(hourly))
     return BILLION / tps / 3600 * usd, f"{tps:,.0f} tokens/s at ${usd:g} per hour"
+
+
+def stage_price(
+    ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None], tokens: float, policy: Policy
+) -> dict[str, Any]:
+    """A stage's `tokens` priced at the target's measured throughput (tokens over wall-clock time, per run, mean
+    over runs): device-hours, dollars (the policy's price per device-hour, else the manifests'), and kWh from the
+    energy the runs recorded per token (`energy_j`), with dollars for it where the policy prices a kWh. A figure
+    that cannot be had is None, and `missing` says why."""
+    missing: dict[str, str] = {}
+    rates = [r for r in (tokens_per_s(ledger, run) for run in runs) if r is not None]
+    devices = [devices_of(ledger, r, manifests.get(r)) for r in runs]
+    count = max((d for d in devices if d is not None), default=1)
+    tps = float(np.mean(rates)) if len(rates) == len(runs) and rates else None
+    hours = None if tps is None else tokens / tps / 3600 * count
+    if tps is None:
+        missing["device_hours"] = "no wall-clock time recorded: tokens/s unknown"
+    prices = policy.prices
+    hourly = prices.per_device_hour if prices and prices.per_device_hour else None
+    listed = [m.hardware.price_per_device_hour for m in manifests.values() if m and m.hardware]
+    if hourly is None and listed and all(p is not None for p in listed):
+        hourly = float(np.mean([p for p in listed if p is not None]))
+    usd = None if hours is None or hourly is None else hours * hourly
+    if hourly is None:
+        missing["usd"] = "no price: set prices.per_device_hour in the policy or hardware.price_per_device_hour"
+    per_token = [_joules_per_token(ledger, run) for run in runs]
+    kwh = None
+    if all(j is not None for j in per_token) and per_token:
+        kwh = tokens * float(np.mean([j for j in per_token if j is not None])) / 3.6e6
+    else:
+        missing["kwh"] = "no energy recorded (energy_j) by the runs"
+    energy_usd = kwh * prices.per_kwh if kwh is not None and prices and prices.per_kwh else None
+    return {
+        "tokens": tokens,
+        "tokens_per_s": tps,
+        "devices": count,
+        "device_hours": hours,
+        "usd": usd,
+        "usd_per_device_hour": hourly,
+        "kwh": kwh,
+        "energy_usd": energy_usd,
+        "missing": missing,
+    }
+
+
+def _joules_per_token(ledger: Ledger, run: str) -> float | None:
+    steps = ledger.steps(run, ["tokens", "energy_j"]).dropna()
+    if steps.empty or not steps["tokens"].iloc[-1] > 0:
+        return None
+    first = steps.iloc[0]
+    spent, tokens = steps["energy_j"].iloc[-1] - first["energy_j"], steps["tokens"].iloc[-1] - first["tokens"]
+    return float(spent / tokens) if tokens > 0 and spent >= 0 else None
 
 
 def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:

@@ -43,10 +43,12 @@ from yieldgate.gate.evidence import (
     manifest_fields,
     open_faults,
     regressions,
+    stage_price,
     target_runs,
     workflow,
     workflow_digest,
 )
+from yieldgate.gate.findings import target_findings
 from yieldgate.gate.policy import Policy, Stage
 from yieldgate.gate.supply import stage_supply, worth
 from yieldgate.ledger import Ledger
@@ -339,8 +341,8 @@ def _interval(draft: _Draft, t: _Target, b: _Bounds, holds: list[tuple[str, str]
     )
     holds.append(
         (
-            f"the interval is too wide: {b.point:,.0f} per billion tokens{b.discounted}, {req.level:.0%} "
-            f"interval [{b.lo:,.0f}, {b.hi:,.0f}], threshold {b.threshold:,.0f}",
+            f"the interval is too wide: {b.point:,.0f} per billion tokens{b.discounted}, "
+            f"{draft.evidence['forecast']['interval_of']} [{b.lo:,.0f}, {b.hi:,.0f}], threshold {b.threshold:,.0f}",
             f"run {more} more seed{'s' * (more != 1)} at {t.reached:,.0f} tokens{three}",
         )
     )
@@ -437,7 +439,7 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     t = _Target(runs, left_out, budgets(ledger, runs), {r: ledger.manifest(r) for r in runs})
     draft = _draft(t, target, policy)
     evidence = draft.evidence
-    faults = _faults(draft, ledger, t)
+    faults, stalls = _faults(draft, ledger, t)
     if policy.exception is not None:
         exc = evidence["exception"] = hardware_exception(
             ledger, t.runs, t.manifests, policy.exception, metric, req.level
@@ -454,7 +456,7 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     except InputError as err:
         evidence["forecast"] = None
         draft.check("forecast", False, f"no forecast: {err}")
-    held = _held_before_forecast(draft, faults, enough, t, metric)
+    held = _held_before_forecast(draft, faults, stalls, enough, t, metric)
     if held is not None:
         return held
     fc = evidence["forecast"]
@@ -470,6 +472,7 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     evidence.update(cost_per_btok=usd, cost_basis=how)
     if usd is not None:
         evidence["yield_per_usd"] = {"yield_per_usd": bounds.point / usd, "interval": [lo / usd, hi / usd]}
+    _price(draft, ledger, t, bounds)
     rejected = _rejected(draft, bounds, usd)
     if rejected is not None:
         return rejected
@@ -479,8 +482,30 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     return draft.decide(
         "approve",
         f"forecast yield {bounds.point:,.0f} per billion "
-        f"tokens{bounds.discounted}, {req.level:.0%} interval [{lo:,.0f}, {hi:,.0f}], above {bounds.threshold:,.0f} on "
+        f"tokens{bounds.discounted}, {fc['interval_of']} [{lo:,.0f}, {hi:,.0f}], above {bounds.threshold:,.0f} on "
         f"{seeds} seeds; no open fault or regression",
+    )
+
+
+def _price(draft: _Draft, ledger: Ledger, t: _Target, b: _Bounds) -> None:
+    """The next stage's price beside the learning it is forecast to buy (a note: the price decides only through
+    the policy's `min_yield_per_usd`)."""
+    nxt = draft.next
+    price = draft.evidence["next_stage_price"] = stage_price(
+        ledger, t.last, {r: t.manifests[r] for r in t.last}, float(nxt.tokens), draft.policy
+    )
+    gain = b.point * nxt.tokens / 1e9
+    price["forecast_gain"] = gain
+    parts = [f"{nxt.tokens:,} tokens"]
+    parts.append("? device-hours" if price["device_hours"] is None else f"{price['device_hours']:.3g} device-hours")
+    parts.append("$?" if price["usd"] is None else f"${price['usd']:.3g}")
+    parts.append("? kWh" if price["kwh"] is None else f"{price['kwh']:.3g} kWh")
+    unknown = "; ".join(price["missing"].values())
+    draft.check(
+        "next stage's price",
+        None,
+        f"{nxt.name}: {', '.join(parts)} at the measured throughput, for a forecast {gain:.3g} drop in "
+        f"{draft.evidence['forecast']['metric']}" + (f" ({unknown})" if unknown else ""),
     )
 
 
@@ -509,25 +534,49 @@ def _draft(t: _Target, target: str, policy: Policy) -> _Draft:
     )
 
 
-def _faults(draft: _Draft, ledger: Ledger, t: _Target) -> list[dict[str, Any]]:
-    """The open diagnoses of a cause that is not the data's fault, checked and kept in the evidence."""
+def _faults(draft: _Draft, ledger: Ledger, t: _Target) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The target's diagnoses (`findings`: stored and found by the gate's own run of the detectors) kept in the
+    evidence; return the open ones of a cause that is not the data's fault, and the stalls of undetermined cause,
+    each checked."""
     req = draft.policy.requirements
-    faults = draft.evidence["open_diagnoses"] = open_faults(ledger, t.runs, draft.policy)
-    opened = ", ".join(f"{f['cause']} on {f['run']} (event {f['event']})" for f in faults)
+    found = draft.evidence["diagnosed"] = target_findings(ledger, t.runs)
+    faults = draft.evidence["open_diagnoses"] = open_faults(found, draft.policy)
+    stalls = draft.evidence["undetermined_stalls"] = open_faults(found, draft.policy, ["stalled"])
+    opened = ", ".join(f"{f['cause']} on {f['run']} ({_origin(f)})" for f in faults)
+    looked = f"the detectors ran on {len(t.runs)} run{'s' * (len(t.runs) != 1)}"
     draft.check(
         "no open non-data fault",
         not faults,
         f"open: {opened}"
         if faults
-        else f"no open diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence}",
+        else f"no diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence} ({looked})",
     )
-    return faults
+    holding = req.undetermined_stall != "reject"
+    draft.check(
+        "no stall of unknown cause",
+        not stalls if holding else None,
+        f"learning stalled at constant LR on {', '.join(sorted({f['run'] for f in stalls}))}: schedule or data, "
+        "not yet told apart"
+        if stalls
+        else "no plateau at constant LR without a cooldown after it",
+    )
+    return faults, stalls if holding else []
+
+
+def _origin(f: dict[str, Any]) -> str:
+    return "found by the gate" if f["event"] is None else f"event {f['event']}"
 
 
 def _held_before_forecast(
-    draft: _Draft, faults: list[dict[str, Any]], enough: bool | None, t: _Target, metric: str
+    draft: _Draft,
+    faults: list[dict[str, Any]],
+    stalls: list[dict[str, Any]],
+    enough: bool | None,
+    t: _Target,
+    metric: str,
 ) -> Decision | None:
-    """A hold before the forecast is read: an open fault, too few seeds, or no forecast; None: none of those."""
+    """A hold before the forecast is read: an open fault, a stall of unknown cause, too few seeds, or no forecast;
+    None: none of those."""
     req = draft.policy.requirements
     if faults:
         causes = sorted({f["cause"] for f in faults})
@@ -537,6 +586,16 @@ def _held_before_forecast(
             f"open {', '.join(causes)} diagnosis: a learning problem that is not the data's fault",
             run_next=f"fix the {' and '.join(causes)} ({advice}), rerun, and run `yieldgate "
             "diagnose` again; the yield of these runs says nothing about the data",
+        )
+    if stalls:
+        runs = sorted({f["run"] for f in stalls})
+        return draft.decide(
+            "hold",
+            f"learning stalled at constant LR on {', '.join(runs)}, cause not known: the LR's noise floor "
+            "(schedule) or the data; the flat curve neither earns the next stage nor shows the data exhausted",
+            run_next=f"the cooldown probe: continue {runs[0]} with its LR cooled down over ~10% of its tokens "
+            f"(`yieldgate train RECIPE --resume-from {runs[0]} --cooldown-tokens N`) and evaluate; a drop means the "
+            "schedule was the limit, no drop means the data; then gate again",
         )
     if not enough:
         seeds, more = t.seeds, req.min_seeds - t.seeds

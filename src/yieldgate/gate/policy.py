@@ -18,7 +18,16 @@ from yieldgate.analysis.detectors import CAUSES, LOW_CONFIDENCE
 from yieldgate.config_files import read_structured_file, validate
 from yieldgate.util.hashing import content_hash
 
-__all__ = ["Stage", "Requirements", "NewHardwareException", "Policy", "load_policy", "parse_policy", "NON_DATA_CAUSES"]
+__all__ = [
+    "Stage",
+    "Requirements",
+    "NewHardwareException",
+    "Prices",
+    "Policy",
+    "load_policy",
+    "parse_policy",
+    "NON_DATA_CAUSES",
+]
 
 NON_DATA_CAUSES = ("schedule", "damaged_update", "infrastructure_stall")
 """Diagnosed causes that are not the data's fault: while one is open, a poor yield must not be blamed on the data."""
@@ -68,6 +77,10 @@ class Requirements(_Model):
     """Open diagnoses at or below this confidence are notes and do not block (diagnose's low-confidence line)."""
     level: float = Field(default=0.8, gt=0, lt=1)
     """Coverage of the yield interval."""
+    undetermined_stall: Literal["hold", "reject"] | None = None
+    """What a stall of undetermined cause does (diagnose's `stalled`: a plateau at constant LR with no cooldown
+    after it, which the schedule's noise floor and exhausted data both explain): `hold` (the default, also when
+    unset) until the cooldown probe tells them apart; `reject` reads the flat curve as the data's limit."""
 
     @field_validator("blocking_causes")
     @classmethod
@@ -91,6 +104,16 @@ class NewHardwareException(_Model):
     """Tokens/s may fall this fraction below the reference's and still count as not worse (host noise)."""
 
 
+class Prices(_Model):
+    """What the next stage's compute costs, for its price in the decision (a manifest's own
+    `hardware.price_per_device_hour` is used where the policy gives none)."""
+
+    per_device_hour: float | None = Field(default=None, gt=0)
+    """USD per device-hour."""
+    per_kwh: float | None = Field(default=None, gt=0)
+    """USD per kWh of the energy the runs recorded (`energy_j`), for the energy's share of the price."""
+
+
 class Policy(_Model):
     """A stage gate: stages with budgets, the exploration share, and the requirements for the next stage."""
 
@@ -110,6 +133,8 @@ class Policy(_Model):
     """What the evidence must show to earn the next stage."""
     exception: NewHardwareException | None = None
     """Optional: the new-hardware exception, where throughput decides."""
+    prices: Prices | None = None
+    """Optional: the prices the next stage is priced at (device-hours, kWh) in each decision."""
 
     @field_validator("version", mode="before")
     @classmethod
@@ -142,6 +167,8 @@ class Policy(_Model):
         for key in _ADDED_LATER:  # fields added since policies were first hashed: at their default, absent
             if data["requirements"][key] is None:
                 del data["requirements"][key]
+        if data["prices"] is None:
+            del data["prices"]
         return content_hash(data)
 
     def is_exploration(self, stage: Stage) -> bool:
@@ -154,7 +181,7 @@ class Policy(_Model):
         raise ValueError(f"stage {stage.name!r} is not in policy {self.name!r}")
 
 
-_ADDED_LATER = ("max_epochs",)
+_ADDED_LATER = ("max_epochs", "undetermined_stall")
 """Requirements added after decisions were first stored: left out of the hash while unset, so that a policy
 written before them keeps the hash its decisions name."""
 
