@@ -21,30 +21,37 @@ RECORD_TABLES = ("runs", "manifests", "run_tags", "evals", "events", "decisions"
 
 
 def build(path: Path) -> None:
-    """A ledger holding every kind of record: two runs with steps, a manifest, meta, a note, tags, evaluations (one
-    with its standard error), events (one resolved, one a resume that set steps apart), a decision citing both runs
-    with its evidence and policy, and a campaign with its summary."""
+    """A ledger holding every kind of record (`add_every_kind`), and a resume that set steps of run b apart."""
     with Ledger(path) as led:
-        for run, loss in (("a", 2.5), ("b", 2.4)):
-            led.create_run(run, manifest=parse_manifest(BASE), source="tracker")
+        for run in ("a", "b"):
+            led.create_run(run, source="tracker")
             led.append_steps(run, {"step": list(range(1, 401)), "tokens": [s * 4096.0 for s in range(1, 401)],
                                    "loss": [3.0 - s / 400 for s in range(1, 401)]})
-            led.append_evals(run, [EvalRecord(step=s, task="val", metric="loss", value=loss - s / 1000, tokens=s * 4096.0)
-                                   for s in (100, 200, 300)])
-            led.append_evals(run, [{"step": 300, "task": "arc", "metric": "acc", "value": 0.41},
-                                   {"step": 300, "task": "arc", "metric": "acc_stderr", "value": 0.02}])
-            led.set_meta(run, "mfu", {"formula": "6N", "peak_flops": 9.9e14})
-            led.set_status(run, "finished")
-        led.set_note("a", "baseline, lr 3e-4")
-        led.tag_run("a", ["baseline", "sweep-7"])
+        add_every_kind(led)
         led.supersede("b", 350, resume={"step": 350, "tokens": 350 * 4096.0})
-        event = led.add_event("a", "warning", {"source": "tracker", "message": "loss spike at 150"}, start_step=150)
-        led.resolve_event(event)
-        led.add_event("a", "diagnosis", {"cause": "schedule", "evidence": {"lr": 3e-4}}, start_step=100, end_step=200)
-        led.add_decision("model-x", "approve", evidence={"runs": ["a", "b"], "yield": 1.06}, rationale="b 6% better",
-                         run="b", stage="pretrain", policy={"min_yield": 1.0}, policy_hash="p1")
-        led.put_campaign("sweep", {"recipes": {"clean": "x"}, "seeds": 2}, "h1")
-        led.set_campaign_summary("sweep", {"ranking": ["clean"], "accuracy": 0.9})
+
+
+def add_every_kind(led: Ledger) -> None:
+    """To runs a and b (with steps past 300): a manifest, meta, a note, tags, evaluations (one with its standard
+    error), a final status, events (one resolved), a decision citing both runs with its evidence and policy, and a
+    campaign with its summary."""
+    for run, loss in (("a", 2.5), ("b", 2.4)):
+        led.set_manifest(run, parse_manifest(BASE))
+        led.append_evals(run, [EvalRecord(step=s, task="val", metric="loss", value=loss - s / 1000, tokens=s * 4096.0)
+                               for s in (100, 200, 300)])
+        led.append_evals(run, [{"step": 300, "task": "arc", "metric": "acc", "value": 0.41},
+                               {"step": 300, "task": "arc", "metric": "acc_stderr", "value": 0.02}])
+        led.set_meta(run, "mfu", {"formula": "6N", "peak_flops": 9.9e14})
+        led.set_status(run, "finished")
+    led.set_note("a", "baseline, lr 3e-4")
+    led.tag_run("a", ["baseline", "sweep-7"])
+    event = led.add_event("a", "warning", {"source": "tracker", "message": "loss spike at 150"}, start_step=150)
+    led.resolve_event(event)
+    led.add_event("a", "diagnosis", {"cause": "schedule", "evidence": {"lr": 3e-4}}, start_step=100, end_step=200)
+    led.add_decision("model-x", "approve", evidence={"runs": ["a", "b"], "yield": 1.06}, rationale="b 6% better",
+                     run="b", stage="pretrain", policy={"min_yield": 1.0}, policy_hash="p1")
+    led.put_campaign("sweep", {"recipes": {"clean": "x"}, "seeds": 2}, "h1")
+    led.set_campaign_summary("sweep", {"ranking": ["clean"], "accuracy": 0.9})
 
 
 def _flip(value: object) -> object:
@@ -120,7 +127,7 @@ def test_a_flipped_bit_in_a_record_is_reported_by_check_and_refused_on_read(
     path.write_bytes(whole.read_bytes())
     with Ledger(path, readonly=True) as led:
         before = check_ledger(led)
-    assert before.clean and before.verified_records > 0 and before.unverified_records == {}
+    assert before.clean and before.verified_records > 0
     damage(path, table, column, where)
     with Ledger(path, readonly=True) as led:
         result = check_ledger(led)
@@ -180,7 +187,7 @@ def test_evals_merged_into_stored_ones_keep_their_checksums_right(tmp_path):
                                {"step": 2, "task": "val", "metric": "loss", "value": float("nan"), "tokens": 7}])
         got = led.evals("r")
         result = check_ledger(led)
-    assert result.clean and result.unverified_records == {}
+    assert result.clean and result.verified_records == 4
     rows = {(r.step, r.task): (r.value, r.stderr) for r in got.itertuples()}
     assert rows[(1, "arc")] == (0.6, 0.01)
     assert rows[(2, "arc")][1] == 0.03 and rows[(2, "arc")][0] != rows[(2, "arc")][0]  # NaN: no value
@@ -199,19 +206,22 @@ def test_an_older_ledger_gets_checksums_on_upgrade_and_checks_whole(whole, tmp_p
     db.commit()
     db.close()
     out = cli_for(path).json("check")  # a read-only command upgrades it once
-    assert out["clean"] is True and out["verified_records"] == want and out["unverified_records"] == {}
+    assert out["clean"] is True and out["verified_records"] == want
     damage(path, "evals", "value", f"{A} AND task = 'val' AND step = 300")
     assert "evaluation val/loss at step 300" in cli_for(path)("check", code=2).stdout
 
 
-def test_a_record_without_a_checksum_reads_as_before_and_counts_unverified(whole, tmp_path):
+def test_a_record_without_a_checksum_is_damaged(whole, tmp_path):
+    """Every record has a checksum since migration 0010, and a damaged record header can make SQLite read the last
+    column, the checksum, as NULL: a missing one is damage, not "unverified" as a block written before 0006 is."""
     path = tmp_path / "l.db"
     path.write_bytes(whole.read_bytes())
     db = sqlite3.connect(path)
-    db.execute(f"UPDATE evals SET checksum = NULL WHERE {A}")
+    db.execute(f"UPDATE evals SET checksum = NULL WHERE {A} AND task = 'arc'")
     db.commit()
     db.close()
     with Ledger(path, readonly=True) as led:
-        assert len(led.evals("a")) == 4
+        with pytest.raises(BlockDamaged, match="run 'a', evaluation arc/acc at step 300"):
+            led.evals("a")
         result = check_ledger(led)
-    assert result.clean and result.unverified_records == {"a": 4}
+    assert [(d.run, d.problem) for d in result.damaged] == [("a", "evaluation arc/acc at step 300: has no checksum")]

@@ -54,10 +54,8 @@ class CheckResult:
     unverified: dict[str, int] = field(default_factory=dict)
     """Per run, blocks without a checksum (written before migration 0006) or in an algorithm not installed here."""
     verified_records: int = 0
-    """Other records (runs, manifests, tags, evaluations, events, decisions, campaigns) whose checksum matched."""
-    unverified_records: dict[str, int] = field(default_factory=dict)
-    """Per run (`-` for records of no run), records without a checksum: written around yieldgate, since migration
-    0010 gave every stored record one."""
+    """Other records (runs, manifests, tags, evaluations, events, decisions, campaigns) whose checksum matched
+    (every one of them has one since migration 0010: a missing one is damage)."""
 
     @property
     def clean(self) -> bool:
@@ -72,7 +70,6 @@ class CheckResult:
             "verified_blocks": self.verified_blocks,
             "unverified": dict(self.unverified),
             "verified_records": self.verified_records,
-            "unverified_records": dict(self.unverified_records),
         }
 
 
@@ -134,8 +131,8 @@ def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
     damaged: list[Damage] = []
     with _damaged_text_read(db):
         verified, unverified = _check_blocks(db, run, run_id, damaged)
-        verified_records, unverified_records = _check_records(db, run, run_id, damaged)
-    return CheckResult(ledger.location, integrity, damaged, verified, unverified, verified_records, unverified_records)
+        verified_records = _check_records(db, run, run_id, damaged)
+    return CheckResult(ledger.location, integrity, damaged, verified, unverified, verified_records)
 
 
 @contextlib.contextmanager
@@ -191,10 +188,9 @@ def _check_blocks(db: Any, run: str | None, run_id: int | None, damaged: list[Da
     return verified, unverified
 
 
-def _check_records(db: Any, run: str | None, run_id: int | None, damaged: list[Damage]) -> tuple[int, dict[str, int]]:
-    """Every other record's checksum: (records verified, records unverified per run); damage appended to
-    `damaged`, naming the run and the record."""
-    unverified: dict[str, int] = {}
+def _check_records(db: Any, run: str | None, run_id: int | None, damaged: list[Damage]) -> int:
+    """Every other record's checksum: the records verified; damage appended to `damaged`, naming the run and the
+    record."""
     verified = 0
     for table, (sql, by_run) in _RECORDS.items():
         params: tuple[Any, ...] = ()
@@ -208,22 +204,20 @@ def _check_records(db: Any, run: str | None, run_id: int | None, damaged: list[D
             damaged.append(Damage(f"{table}: cannot be read ({exc})", run=run))
             continue
         for row_id, name, rid, checksum, *values in rows:
-            ok = record_ok(table, checksum, values)
-            if ok is None:
-                unverified[name or "-"] = unverified.get(name or "-", 0) + 1
-            elif ok:
+            if record_ok(table, checksum, values) is not False:
                 verified += 1
-            else:
-                what = record_name(table, values, row_id)
-                orphan = rid is not None and name is None and table not in ("runs", "manifests")
-                damaged.append(
-                    Damage(
-                        f"{what}: fails its checksum" + (f" (and its run id {rid} names no run)" if orphan else ""),
-                        run=name,
-                        record=what,
-                    )
+                continue
+            what = record_name(table, values, row_id)
+            fails = "has no checksum" if checksum is None else "fails its checksum"
+            orphan = rid is not None and name is None and table not in ("runs", "manifests")
+            damaged.append(
+                Damage(
+                    f"{what}: {fails}" + (f" (and its run id {rid} names no run)" if orphan else ""),
+                    run=name,
+                    record=what,
                 )
-    return verified, unverified
+            )
+    return verified
 
 
 def _int(value: Any) -> int | None:

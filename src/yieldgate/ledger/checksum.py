@@ -18,8 +18,9 @@ a resolved event) first checks the stored row, so damage is never sealed under a
 before migration `0010_record_checksums` got theirs from it. Left out of a run's record: `updated_at` and its
 writer's claim (`owner_*`, `heartbeat_at`), rewritten by every flush of a live Tracker; damage there can change
 whether a run reads as live, stale or crashed, never a stored number or status. The `extra_keys` names are
-covered by the checksums of the blocks that use them. A row read with no checksum (written around yieldgate)
-counts as unverified, like a block.
+covered by the checksums of the blocks that use them. Unlike a block's, a record's missing checksum is damage:
+every record has one since that migration, and a damaged record header can make SQLite read its last column,
+the checksum, as NULL.
 
 A checksum guards against damage on disk (a flipped bit, a torn page SQLite's own checks miss), not
 against someone rewriting the ledger on purpose.
@@ -259,11 +260,8 @@ def record_checksum(table: str, values: Sequence[Any]) -> str:
     return _RECORD_PREFIX + content_hash([table, *read])[:16]
 
 
-def record_ok(table: str, checksum: Any, values: Sequence[Any]) -> bool | None:
-    """True when the record matches its checksum, False when it does not (or is malformed), None when it has
-    none (written around yieldgate)."""
-    if checksum is None:
-        return None
+def record_ok(table: str, checksum: Any, values: Sequence[Any]) -> bool:
+    """True when the record matches its checksum; False when it does not, or has none, or is malformed."""
     try:
         return bool(checksum == record_checksum(table, values))
     except (TypeError, ValueError, OverflowError):

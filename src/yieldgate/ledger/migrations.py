@@ -301,8 +301,8 @@ def _record_checksums(db: Connection) -> None:
 
 
 def _stamp(table: str, values: tuple[object, ...]) -> str | None:
-    """A stored row's checksum; None (unverified) for one whose values no write of yieldgate could have stored (a
-    value of another type), so that the upgrade completes and `yieldgate check` counts it."""
+    """A stored row's checksum; None for one whose values no write of yieldgate could have stored (a value of another
+    type: damage), so that the upgrade completes and `yieldgate check` reports the row."""
     try:
         return record_checksum(table, values)
     except TypeError:
