@@ -8,10 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import yieldgate.ledger.checksum
 from tests.support.reliability import check
+from tests.test_checksums import CASES, add_every_kind, damage
+from tests.test_checksums import build as build_every_kind
 from yieldgate.errors import BlockDamaged, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.check import check_ledger
@@ -21,7 +24,7 @@ RUNS = {"a": 3000, "b": 600}
 
 def build(path: Path) -> None:
     """Two runs as a Tracker leaves them: 100-step flushes (compacted into ~256-step blocks), core columns with a
-    NaN loss per flush, two extras."""
+    NaN loss per flush, two extras; and every other kind of record (`test_checksums.add_every_kind`)."""
     rng = np.random.default_rng(0)
     with Ledger(path) as led:
         for run, steps in RUNS.items():
@@ -33,19 +36,26 @@ def build(path: Path) -> None:
                 led.append_steps(run, {"step": s, "tokens": s * 4096.0, "wall_s": s * 0.1, "loss": loss,
                                        "lr": np.full(100, 3e-4), "grad_norm": rng.random(100),
                                        "signals/gns": rng.random(100), "tokens/web": s * 2048.0})
+        add_every_kind(led)
 
 
 def reads(path: Path) -> dict:
-    """Every number a user reads of the runs: the runs table's counts, core columns and extras."""
+    """Every number a user reads of the runs: the runs table (statuses, counts, notes, tags, last evaluations), core
+    columns, extras, evaluations, meta, manifests, events, decisions and campaigns (as text, to compare exactly)."""
     with Ledger(path, readonly=True) as led:
-        out = {"runs": led.runs()[["name", "steps", "last_step", "tokens"]]}
+        out = {"runs": led.runs().drop(columns=["updated_at", "heartbeat_at"]).astype(str),
+               "events": led.events().astype(str), "decisions": led.decisions().astype(str),
+               "campaign": pd.DataFrame({"v": [repr(led.campaign("sweep"))]})}
         for run in RUNS:
             out[run] = led.steps(run, nullable=True)
             out[f"{run}/extras"] = led.extras(run)
+            out[f"{run}/evals"] = led.evals(run)
+            manifest = led.manifest(run)
+            out[f"{run}/meta"] = pd.DataFrame({"v": [repr(led.meta(run)), manifest and manifest.to_json()]})
     return out
 
 
-def flip_outcomes(tmp_path: Path, trials: int, seed: int) -> Counter:
+def flip_outcomes(tmp_path: Path, trials: int, seed: int, *, checked: bool = True) -> Counter:
     original = tmp_path / "original.db"
     if not original.exists():
         build(original)
@@ -61,7 +71,11 @@ def flip_outcomes(tmp_path: Path, trials: int, seed: int) -> Counter:
         try:
             got = reads(path)
         except YieldgateError:
-            outcomes["refused on read"] += 1  # SQLite's own error, or a block's checksum: one LedgerError
+            outcomes["refused on read"] += 1  # SQLite's own error, or a checksum: one LedgerError
+        except (TypeError, ValueError, KeyError):  # a damaged JSON body read as it lies, with checksums not checked
+            if checked:
+                raise
+            outcomes["traceback"] += 1
         else:
             if got.keys() == want.keys() and all(got[k].equals(want[k]) for k in want):
                 outcomes["no number changed"] += 1
@@ -86,12 +100,15 @@ def test_a_flipped_bit_is_refused_or_changes_no_number(tmp_path, monkeypatch):
     # The same flips with the checksums not checked, as before they existed: most change numbers silently.
     monkeypatch.setattr(yieldgate.ledger.checksum, "block_ok", lambda *a, **k: None)
     monkeypatch.setattr("yieldgate.ledger.check.block_ok", lambda *a, **k: None)
-    unchecked = flip_outcomes(tmp_path, trials, seed=1)
+    monkeypatch.setattr(yieldgate.ledger.checksum, "record_ok", lambda *a, **k: None)
+    monkeypatch.setattr("yieldgate.ledger.check.record_ok", lambda *a, **k: None)
+    unchecked = flip_outcomes(tmp_path, trials, seed=1, checked=False)
     assert unchecked["numbers changed, no error"] > trials / 2, unchecked
     print(f"checked: {dict(outcomes)}; unchecked: {dict(unchecked)}")
-    check("single bit flipped at a random offset of a ledger file (300 trials)",
-          "each flip is refused on read (SQLite's error, or a block checksum naming the run and steps) or found by "
-          "`yieldgate check`, or changes no number; unchecked, over half changed numbers with no error",
+    check("single bit flipped at a random offset of a ledger file holding every kind of record (300 trials)",
+          "each flip is refused on read (SQLite's error, or a block's or record's checksum naming the run and its "
+          "steps or record) or found by `yieldgate check`, or changes no number; unchecked, over half changed "
+          "numbers with no error",
           "0 numbers read wrong")
 
 
@@ -163,3 +180,29 @@ def test_the_quick_check_of_a_file_that_never_stands_still_ends(tmp_path, monkey
     start = time.monotonic()
     assert ledger_file.file_problem(path, settle_s=0.05).startswith("reading ")
     assert time.monotonic() - start < 2
+
+
+def test_a_flipped_bit_in_each_kind_of_record_reads_no_wrong_number(tmp_path):
+    """One bit flipped in each kind of stored record (`test_checksums.CASES`): each is refused on read and found by
+    `check`, so no evaluation, status, note, event or decision is read wrong."""
+    whole = tmp_path / "whole.db"
+    build_every_kind(whole)
+    wrong = 0
+    for i, (table, column, where, _, _, read) in enumerate(CASES):
+        path = tmp_path / f"flip{i}.db"
+        path.write_bytes(whole.read_bytes())
+        damage(path, table, column, where)
+        with Ledger(path, readonly=True) as led:
+            try:
+                read(led)
+            except BlockDamaged:
+                pass
+            else:
+                wrong += 1
+            wrong += check_ledger(led).clean
+    assert wrong == 0
+    check(f"one bit flipped inside a stored record ({len(CASES)} cases: evaluations, run statuses, names, sources, "
+          "meta, notes, manifests, tags, events, decisions, campaigns)",
+          "each is refused on read (`BlockDamaged` naming the run and the record) and reported by `yieldgate check`, "
+          "exit 2: `damaged: run 'a': evaluation val/loss at step 300: fails its checksum`",
+          "0 numbers read wrong")

@@ -235,7 +235,8 @@ def test_an_older_ledger_gets_its_durations_on_upgrade(ledger_path):
     # Back to the schema before 0007_run_lifecycle, as an older yieldgate left it.
     _execute(ledger_path, "DROP INDEX step_blocks_summary", "ALTER TABLE step_blocks DROP COLUMN wall_s_max",
              "DROP TABLE run_tags", "ALTER TABLE runs DROP COLUMN note",
-             "DELETE FROM schema_migrations WHERE name IN ('0007_run_lifecycle', '0009_listing_index')")
+             "DELETE FROM schema_migrations WHERE name IN ('0007_run_lifecycle', '0009_listing_index', "
+             "'0010_record_checksums')")
     with Ledger(ledger_path) as led:
         runs = led.runs().set_index("name")
     assert runs.loc["old", "duration_s"] == 7.25 and np.isnan(runs.loc["no-clock", "duration_s"])

@@ -57,7 +57,7 @@ def test_standard_errors_stored_as_metrics_are_folded_into_their_metrics(ledger_
         led.create_run("old")
     db = sqlite3.connect(ledger_path, isolation_level=None)
     db.execute("ALTER TABLE evals DROP COLUMN stderr")
-    db.execute("DELETE FROM schema_migrations WHERE name = '0008_eval_stderr'")
+    db.execute("DELETE FROM schema_migrations WHERE name IN ('0008_eval_stderr', '0010_record_checksums')")
     rows = [(1, "arc", "acc", 0.5, 1), (1, "arc", "acc_stderr", 0.01, 0), (2, "arc", "acc", 0.6, 1),
             (2, "arc", "acc_stderr", 0.02, 0), (1, "gsm8k", "exact_match,strict-match", 0.3, 1),
             (1, "gsm8k", "exact_match_stderr,strict-match", 0.03, 0), (1, "lambada", "ppl_stderr", 1.5, 0),

@@ -512,8 +512,10 @@ def test_another_hosts_writer_is_dead_once_its_heartbeat_is_stale(tmp_path):
     path = str(tmp_path / "host.db")
     Tracker("far", ledger=path).close()
     for age, refused in ((5.0, True), (STALE_AFTER_S + 5, False)):
+        with Ledger(path) as led:  # the status through the ledger: it is checksummed, the writer's claim is not
+            led.set_status("far", "running")
         with sqlite3.connect(path) as db:  # a writer on another node, last heard of `age` seconds ago
-            db.execute("UPDATE runs SET status = 'running', owner_host = 'node-7', owner_pid = 4242, "
+            db.execute("UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, "
                        "owner_started = 1.0, heartbeat_at = ? WHERE name = 'far'", (time.time() - age,))
         if refused:
             with pytest.raises(RunInUse, match="host node-7, pid 4242"):
@@ -579,9 +581,12 @@ def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for)
     owners = {"far": ("node-7", 4242, time.time() - STALE_AFTER_S - 5),
               "near": (os.uname().nodename, 2**22 + 17, time.time()),  # above Linux's pid_max: no such process
               "fresh": ("node-7", 4242, time.time() - 2)}
+    with Ledger(path) as led:  # the status through the ledger: it is checksummed, the writer's claim is not
+        for name in owners:
+            led.set_status(name, "running")
     with sqlite3.connect(path) as db:
         for name, (host, pid, beat) in owners.items():
-            db.execute("UPDATE runs SET status = 'running', owner_host = ?, owner_pid = ?, owner_started = 1.0, "
+            db.execute("UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = 1.0, "
                        "heartbeat_at = ? WHERE name = ?", (host, pid, beat, name))
     with Ledger(path, readonly=True) as led:
         runs = led.runs().set_index("name")

@@ -75,8 +75,8 @@ class SchemaVersionError(LedgerError):
 
 
 class BlockDamaged(LedgerError):
-    """A stored block of step records fails its checksum (`yieldgate.ledger.checksum`): its numbers cannot be
-    trusted."""
+    """A stored block of step records, or another stored record (an evaluation, a run's status, an event, a
+    decision), fails its checksum (`yieldgate.ledger.checksum`): what it holds cannot be trusted."""
 
 
 class NetworkFilesystem(LedgerError):

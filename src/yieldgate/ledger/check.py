@@ -1,18 +1,22 @@
-"""`check_ledger`: is a ledger file whole? SQLite's own integrity check, then every stored block's checksum.
+"""`check_ledger`: is a ledger file whole? SQLite's own integrity check, then every stored block's and record's
+checksum (`ledger.checksum`).
 
-Damage is reported by run and step range (and extra key), so a user knows which runs to restore or
-re-import; blocks written before checksums existed are counted as unverified, not as whole.
+Damage is reported by run and step range (and extra key), or by run and record (`evaluation val/loss at step 300`,
+`event #12 (resume)`), so a user knows which runs to restore or re-import; blocks written before checksums existed
+are counted as unverified, not as whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from yieldgate.errors import LedgerError
-from yieldgate.ledger.checksum import block_ok
+from yieldgate.ledger.checksum import block_ok, record_columns, record_name, record_ok
 from yieldgate.ledger.pg import PgConnection
 from yieldgate.ledger.store import Ledger
 
@@ -31,6 +35,9 @@ class Damage:
     """The extra's key for an extra block; None for core step records."""
     first_step: int | None = None
     last_step: int | None = None
+    record: str | None = None
+    """The damaged record other than a block (`evaluation val/loss at step 300`, `run record (...)`); None for a
+    block."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,9 @@ class CheckResult:
     """Blocks whose checksum matched."""
     unverified: dict[str, int] = field(default_factory=dict)
     """Per run, blocks without a checksum (written before migration 0006) or in an algorithm not installed here."""
+    verified_records: int = 0
+    """Other records (runs, manifests, tags, evaluations, events, decisions, campaigns) whose checksum matched
+    (every one of them has one since migration 0010: a missing one is damage)."""
 
     @property
     def clean(self) -> bool:
@@ -59,6 +69,7 @@ class CheckResult:
             "damaged": [asdict(d) for d in self.damaged],
             "verified_blocks": self.verified_blocks,
             "unverified": dict(self.unverified),
+            "verified_records": self.verified_records,
         }
 
 
@@ -74,10 +85,37 @@ _TABLES = {
 }
 
 
+# Each record table's rows as (row id, run name, run id, checksum, covered fields...), and the condition that picks
+# one run's rows (None: rows of no run, not checked when one run is asked for). A manifest is named by the first
+# run that uses it.
+_RECORDS: dict[str, tuple[str, str | None]] = {
+    "runs": (f"SELECT NULL, x.name, x.id, x.checksum, {record_columns('runs', 'x')} FROM runs x", "x.id = ?"),
+    "manifests": (
+        f"SELECT NULL, r.name, r.id, x.checksum, {record_columns('manifests', 'x')} FROM manifests x "
+        "LEFT JOIN runs r ON r.id = (SELECT MIN(u.id) FROM runs u WHERE u.manifest_hash = x.hash)",
+        "x.hash = (SELECT manifest_hash FROM runs WHERE id = ?)",
+    ),
+    "run_tags": (
+        f"SELECT NULL, r.name, x.run_id, x.checksum, {record_columns('run_tags', 'x')} FROM run_tags x "
+        "LEFT JOIN runs r ON r.id = x.run_id",
+        "x.run_id = ?",
+    ),
+    **{
+        table: (
+            f"SELECT x.id, r.name, x.run_id, x.checksum, {record_columns(table, 'x')} FROM {table} x "
+            "LEFT JOIN runs r ON r.id = x.run_id",
+            "x.run_id = ?",
+        )
+        for table in ("evals", "events", "decisions")
+    },
+    "campaigns": (f"SELECT NULL, NULL, NULL, x.checksum, {record_columns('campaigns', 'x')} FROM campaigns x", None),
+}
+
+
 def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
     """Run SQLite's `PRAGMA integrity_check` on the whole file (a PostgreSQL server checks its own pages), then check
-    every stored block's checksum (of `run` only, when given). A clean result: no message from SQLite and no
-    damaged block."""
+    every stored block's and record's checksum (of `run` only, when given). A clean result: no message from SQLite
+    and no damaged block or record."""
     db = ledger._db  # noqa: SLF001 - a check reads the store below the Ledger's typed reads, on purpose
     if isinstance(db, PgConnection):
         messages = ["ok"]  # the server keeps its own pages whole (WAL, and data checksums where initdb enabled them)
@@ -89,10 +127,33 @@ def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
         except sqlite3.DatabaseError as exc:
             messages = [f"integrity check could not run: {exc}"]
     integrity = [] if messages == ["ok"] else messages
+    run_id = ledger.run_id(run) if run is not None else None
     damaged: list[Damage] = []
+    with _damaged_text_read(db):
+        verified, unverified = _check_blocks(db, run, run_id, damaged)
+        verified_records = _check_records(db, run, run_id, damaged)
+    return CheckResult(ledger.location, integrity, damaged, verified, unverified, verified_records)
+
+
+@contextlib.contextmanager
+def _damaged_text_read(db: Any) -> Iterator[None]:
+    """SQLite text read with its undecodable bytes kept (as surrogates), so that a damaged name or body fails its
+    checksum, naming its record, instead of failing the read of its whole table."""
+    if not isinstance(db, sqlite3.Connection):
+        yield
+        return
+    before = db.text_factory
+    db.text_factory = lambda data: data.decode("utf-8", "surrogateescape")
+    try:
+        yield
+    finally:
+        db.text_factory = before
+
+
+def _check_blocks(db: Any, run: str | None, run_id: int | None, damaged: list[Damage]) -> tuple[int, dict[str, int]]:
+    """Every stored block's checksum: (blocks verified, blocks unverified per run); damage appended to `damaged`."""
     unverified: dict[str, int] = {}
     verified = 0
-    run_id = ledger.run_id(run) if run is not None else None
     for table, sql in _TABLES.items():
         params: tuple[Any, ...] = ()
         if run_id is not None:
@@ -124,7 +185,39 @@ def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
                         last_step=_int(last),
                     )
                 )
-    return CheckResult(ledger.location, integrity, damaged, verified, unverified)
+    return verified, unverified
+
+
+def _check_records(db: Any, run: str | None, run_id: int | None, damaged: list[Damage]) -> int:
+    """Every other record's checksum: the records verified; damage appended to `damaged`, naming the run and the
+    record."""
+    verified = 0
+    for table, (sql, by_run) in _RECORDS.items():
+        params: tuple[Any, ...] = ()
+        if run_id is not None:
+            if by_run is None:
+                continue
+            sql, params = f"{sql} WHERE {by_run}", (run_id,)
+        try:
+            rows = db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            damaged.append(Damage(f"{table}: cannot be read ({exc})", run=run))
+            continue
+        for row_id, name, rid, checksum, *values in rows:
+            if record_ok(table, checksum, values) is not False:
+                verified += 1
+                continue
+            what = record_name(table, values, row_id)
+            fails = "has no checksum" if checksum is None else "fails its checksum"
+            orphan = rid is not None and name is None and table not in ("runs", "manifests")
+            damaged.append(
+                Damage(
+                    f"{what}: {fails}" + (f" (and its run id {rid} names no run)" if orphan else ""),
+                    run=name,
+                    record=what,
+                )
+            )
+    return verified
 
 
 def _int(value: Any) -> int | None:

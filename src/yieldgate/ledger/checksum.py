@@ -1,6 +1,6 @@
-"""Checksums of stored step blocks: computed on write, checked on every read.
+"""Checksums of every stored record: computed on write, checked on every read and by `yieldgate check`.
 
-A block (`step_blocks`, `extra_blocks`, `superseded_blocks`) carries `checksum`, a text `<algorithm>:<hex>`
+Blocks. A block (`step_blocks`, `extra_blocks`, `superseded_blocks`) carries `checksum`, a text `<algorithm>:<hex>`
 over everything that gives its numbers their meaning: the run's id, the extra's key (its name, not its id,
 so a damaged key table is caught too), first and last step, row count, the tokens maximum, the column
 names, the value bytes and the missing-value bits. The algorithm is CRC32C (Castagnoli; `google-crc32c`,
@@ -8,6 +8,19 @@ installed with the tensorboard extra) when importable, else zlib's CRC32; the na
 value, so a ledger written with one is read correctly where only the other is installed (a CRC32C block
 read without `google-crc32c` counts as unverified, not as damaged). Blocks written before migration
 `0006_block_checksums` have none and are read as before, unverified (`yieldgate check` counts them).
+
+Records. Every other row (`RECORD_FIELDS`: a run's record, its manifest, tags, evaluations, events, gate decisions
+with their evidence, campaigns) carries `checksum`, `sha256:` and the first 16 hex digits of
+`util.hashing.content_hash` over the table's name and the row's fields in `RECORD_FIELDS` order, each as the
+ledger reads it back on either backend (a REAL as a float, a NaN, which SQLite keeps as NULL, as null; JSON bodies
+as their stored text). A write computes it in the transaction that writes the row; a rewrite (a status, a note,
+a resolved event) first checks the stored row, so damage is never sealed under a fresh checksum. Rows stored
+before migration `0010_record_checksums` got theirs from it. Left out of a run's record: `updated_at` and its
+writer's claim (`owner_*`, `heartbeat_at`), rewritten by every flush of a live Tracker; damage there can change
+whether a run reads as live, stale or crashed, never a stored number or status. The `extra_keys` names are
+covered by the checksums of the blocks that use them. Unlike a block's, a record's missing checksum is damage:
+every record has one since that migration, and a damaged record header can make SQLite read its last column,
+the checksum, as NULL.
 
 A checksum guards against damage on disk (a flipped bit, a torn page SQLite's own checks miss), not
 against someone rewriting the ledger on purpose.
@@ -18,12 +31,25 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 from yieldgate.errors import BlockDamaged
+from yieldgate.util.hashing import content_hash
 
-__all__ = ["ALGORITHM", "block_checksum", "block_ok", "verify_block"]
+__all__ = [
+    "ALGORITHM",
+    "RECORD_FIELDS",
+    "block_checksum",
+    "block_ok",
+    "record_checksum",
+    "record_columns",
+    "record_name",
+    "record_ok",
+    "verify_block",
+    "verify_record",
+]
 
 google_crc32c: ModuleType | None
 try:
@@ -136,4 +162,141 @@ def verify_block(where: str, run: str, key: str | None, row: tuple[Any, ...], ru
             f"{where}: run {run!r}, {what} of steps {first}-{last}: the stored block fails its "
             "checksum (the file is damaged); its numbers are not read. `yieldgate check` reports "
             "all damage; restore the ledger from a backup or re-import the run"
+        )
+
+
+# The fields each record's checksum covers, in order, with the type each is read back as. Stored checksums depend
+# on them: never change a table's list (a field added later needs a new migration and a new algorithm name).
+RECORD_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "runs": (
+        ("name", "text"),
+        ("status", "text"),
+        ("source", "text"),
+        ("manifest_hash", "text"),
+        ("created_at", "real"),
+        ("meta", "text"),
+        ("note", "text"),
+    ),
+    "manifests": (("hash", "text"), ("body", "text"), ("created_at", "real")),
+    "run_tags": (("run_id", "int"), ("tag", "text")),
+    "evals": (
+        ("run_id", "int"),
+        ("step", "int"),
+        ("tokens", "real"),
+        ("wall_s", "real"),
+        ("portfolio", "text"),
+        ("portfolio_version", "text"),
+        ("task", "text"),
+        ("metric", "text"),
+        ("value", "real"),
+        ("higher_is_better", "int"),
+        ("stderr", "real"),
+    ),
+    "events": (
+        ("run_id", "int"),
+        ("kind", "text"),
+        ("start_step", "int"),
+        ("end_step", "int"),
+        ("body", "text"),
+        ("state", "text"),
+        ("created_at", "real"),
+        ("resolved_at", "real"),
+    ),
+    "decisions": (
+        ("target", "text"),
+        ("run_id", "int"),
+        ("stage", "text"),
+        ("decision", "text"),
+        ("policy_hash", "text"),
+        ("policy", "text"),
+        ("evidence", "text"),
+        ("rationale", "text"),
+        ("created_at", "real"),
+    ),
+    "campaigns": (
+        ("name", "text"),
+        ("spec_hash", "text"),
+        ("spec", "text"),
+        ("summary", "text"),
+        ("created_at", "real"),
+        ("updated_at", "real"),
+    ),
+}
+_RECORD_PREFIX = "sha256:"
+
+
+def record_columns(table: str, alias: str = "") -> str:
+    """The covered columns of `table`, comma-separated in `RECORD_FIELDS` order (each prefixed `alias.`)."""
+    return ", ".join(alias + ("." if alias else "") + name for name, _ in RECORD_FIELDS[table])
+
+
+def _as_read(kind: str, value: Any) -> Any:
+    # What either backend reads back: SQLite keeps a NaN as NULL and a REAL that is a whole number as an integer on
+    # disk (-0.0 as 0); PostgreSQL keeps both as given. A value of the wrong type (damage to a record's header)
+    # raises TypeError.
+    if value is None:
+        return None
+    if kind == "text":
+        if not isinstance(value, str):
+            raise TypeError("not text")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("not a number")
+    if kind == "int":
+        if not isinstance(value, int):
+            raise TypeError("not an integer")
+        return value
+    number = float(value)
+    return None if math.isnan(number) else number + 0.0  # -0.0 + 0.0 == 0.0
+
+
+def record_checksum(table: str, values: Sequence[Any]) -> str:
+    """The checksum stored with a record of `table`: `sha256:` and 16 hex digits, over `values` (its
+    `RECORD_FIELDS` in order)."""
+    fields = RECORD_FIELDS[table]
+    if len(values) != len(fields):
+        raise TypeError(f"{table}: {len(fields)} fields, got {len(values)}")
+    read = [_as_read(kind, v) for (_, kind), v in zip(fields, values, strict=True)]
+    return _RECORD_PREFIX + content_hash([table, *read])[:16]
+
+
+def record_ok(table: str, checksum: Any, values: Sequence[Any]) -> bool:
+    """True when the record matches its checksum; False when it does not, or has none, or is malformed."""
+    try:
+        return bool(checksum == record_checksum(table, values))
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def record_name(table: str, values: Sequence[Any], row_id: Any = None) -> str:
+    """How a message names a record of `table` (`values`: its `RECORD_FIELDS`; `row_id` for events and
+    decisions): `evaluation val/loss at step 300`, `event #12 (resume)`, `tag 'baseline'`."""
+    f = dict(zip((name for name, _ in RECORD_FIELDS[table]), values, strict=True))
+    if table == "runs":
+        return "run record (name, status, source, manifest, meta, note)"
+    if table == "manifests":
+        return f"manifest {str(f['hash'])[:12]}"
+    if table == "run_tags":
+        return f"tag {f['tag']!r}"
+    if table == "evals":
+        portfolio = f" of portfolio {f['portfolio']} {f['portfolio_version']}".rstrip() if f["portfolio"] else ""
+        return f"evaluation {f['task']}/{f['metric']}{portfolio} at step {f['step']}"
+    if table == "events":
+        return f"event #{row_id} ({f['kind']})"
+    if table == "decisions":
+        return f"decision #{row_id} ({f['decision']} of target {f['target']!r})"
+    return f"campaign {f['name']!r}"
+
+
+def verify_record(
+    where: str, table: str, checksum: Any, values: Sequence[Any], run: str | None, row_id: Any = None
+) -> None:
+    """Raise BlockDamaged naming the run and the record (`record_name`) when a record of `table` (`values`: its
+    `RECORD_FIELDS`) fails its checksum."""
+    if record_ok(table, checksum, values) is False:
+        owner = f"run {run!r}, " if run is not None else ""
+        raise BlockDamaged(
+            f"{where}: {owner}{record_name(table, values, row_id)}: the stored record fails its checksum (the file "
+            "is damaged); it is not read. `yieldgate check` reports all damage; restore the ledger from a backup, "
+            "or remove the run and record it again"
         )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from yieldgate.errors import InputError
+from yieldgate.ledger.checksum import record_checksum, record_columns, verify_record
 from yieldgate.names import (
     EVENT_KINDS,
     EVENT_STATES,
@@ -120,59 +121,78 @@ class RecordsMixin(LedgerConnection):
         def given_direction(r: EvalRecord) -> bool:
             return higher_is_better(r.metric) if r.higher_is_better is None else bool(r.higher_is_better)
 
-        def row(r: EvalRecord, metric: str, value: float | None, stderr: float | None, hib: bool) -> tuple[Any, ...]:
+        def row(r: EvalRecord, metric: str, value: float | None, hib: bool, stderr: float | None) -> list[Any]:
             tokens = None if r.tokens is None else float(r.tokens)
             wall = None if r.wall_s is None else float(r.wall_s)
-            return (
-                int(r.step),
-                tokens,
-                wall,
-                r.portfolio,
-                r.portfolio_version,
-                r.task,
-                metric,
-                value,
-                int(hib),
-                stderr,
-            )
+            step, portfolio, version = int(r.step), r.portfolio, r.portfolio_version
+            return [run_id, step, tokens, wall, portfolio, version, r.task, metric, value, int(hib), stderr]
 
-        columns = (
-            "run_id, step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, higher_is_better, stderr"
-        )
-        insert = f"INSERT INTO evals ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
-        insert += "(run_id, step, portfolio, portfolio_version, task, metric) DO UPDATE SET "
         with self.transaction():
             run_id = self.run_id(run)
-            self._db.executemany(
-                insert + "tokens = excluded.tokens, wall_s = excluded.wall_s, value = excluded.value, "
-                "higher_is_better = excluded.higher_is_better, stderr = COALESCE(excluded.stderr, evals.stderr)",
-                [(run_id, *row(r, r.metric, float(r.value), _given(r.stderr), given_direction(r))) for r in folded],
-            )
+            # Each stored record these replace or complete, merged here (not by the upsert), so that the row written
+            # is known whole and its checksum with it; a stored one is checked before it is merged.
+            stored = self._stored_evals(run, run_id, [r.step for r in given])
+            rows: dict[tuple[int, str, str, str, str], list[Any]] = {}
+
+            def current(key: tuple[int, str, str, str, str]) -> list[Any] | None:
+                if key in rows:
+                    return rows[key]
+                if key not in stored:
+                    return None
+                checksum, values = stored[key]
+                verify_record(self.location, "evals", checksum, values, run)
+                return values
+
+            for r in folded:
+                old = current(r.key)
+                stderr = _given(r.stderr)
+                stderr = old[10] if stderr is None and old is not None else stderr
+                rows[r.key] = row(r, r.metric, float(r.value), given_direction(r), stderr)
             # A standard error whose metric is not among these records: its metric's row (stored, or one with no
             # value yet) takes it.
-            if alone:
-                metrics = [str(stderr_of(r.metric)) for r in alone]
-                self._db.executemany(
-                    insert + "stderr = excluded.stderr",
-                    [
-                        (run_id, *row(r, m, None, _given(r.value), higher_is_better(m)))
-                        for r, m in zip(alone, metrics, strict=True)
-                    ],
-                )
+            for r in alone:
+                metric = str(stderr_of(r.metric))
+                key = (r.step, r.portfolio, r.portfolio_version, r.task, metric)
+                old = current(key)
+                new = row(r, metric, None, higher_is_better(metric), None) if old is None else old
+                rows[key] = [*new[:10], _given(r.value)]
+            fields = record_columns("evals")
+            self._db.executemany(
+                f"INSERT INTO evals ({fields}, checksum) VALUES ({', '.join('?' * 12)}) ON CONFLICT "
+                "(run_id, step, portfolio, portfolio_version, task, metric) DO UPDATE SET tokens = excluded.tokens, "
+                "wall_s = excluded.wall_s, value = excluded.value, higher_is_better = excluded.higher_is_better, "
+                "stderr = excluded.stderr, checksum = excluded.checksum",
+                [(*values, record_checksum("evals", values)) for values in rows.values()],
+            )
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return len(given)
+
+    def _stored_evals(
+        self, run: str, run_id: int, steps: list[int]
+    ) -> dict[tuple[int, str, str, str, str], tuple[Any, list[Any]]]:
+        """The run's stored evaluations between the least and the largest of `steps`, by key (`EvalRecord.key`):
+        (checksum, their `RECORD_FIELDS["evals"]`), not yet checked."""
+        if not steps:
+            return {}
+        rows = self._db.execute(
+            f"SELECT checksum, {record_columns('evals')} FROM evals WHERE run_id = ? AND step >= ? AND step <= ?",
+            (run_id, int(min(steps)), int(max(steps))),
+        ).fetchall()
+        return {(v[1], v[4], v[5], v[6], v[7]): (checksum, v) for checksum, *v in rows}
 
     def evals(self, run: str) -> pd.DataFrame:
         """A run's eval records: step, tokens, wall_s, portfolio, portfolio_version, task, metric, value,
         higher_is_better, stderr (the value's standard error, NaN where none was given); ordered by task, metric,
         step."""
+        run_id = self.run_id(run)
         rows = self._query(
-            "SELECT step, tokens, wall_s, portfolio, portfolio_version, task, metric, value, higher_is_better, "
-            "stderr FROM evals WHERE run_id = ? ORDER BY task, metric, step",
-            (self.run_id(run),),
+            f"SELECT checksum, {record_columns('evals')} FROM evals WHERE run_id = ? ORDER BY task, metric, step",
+            (run_id,),
         )
+        for checksum, *values in rows:
+            verify_record(self.location, "evals", checksum, values, run)
         frame = pd.DataFrame(
-            rows,
+            [row[2:] for row in rows],
             columns=[
                 "step",
                 "tokens",
@@ -209,27 +229,38 @@ class RecordsMixin(LedgerConnection):
         if state not in EVENT_STATES:
             raise InputError(f"event state must be one of {', '.join(EVENT_STATES)}, got {state!r}")
         text = json_body(body, "event body")
+        first, last = (None if s is None else int(s) for s in (start_step, end_step))
         with self.transaction():
             run_id = self.run_id(run) if run is not None else None
+            values = (run_id, kind, first, last, text, state, time.time(), None)
             cur = self._db.execute(
-                "INSERT INTO events (run_id, kind, start_step, end_step, body, state, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (run_id, kind, start_step, end_step, text, state, time.time()),
+                f"INSERT INTO events ({record_columns('events')}, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "RETURNING id",
+                (*values, record_checksum("events", values)),
             )
             return inserted_id(cur)
 
     def resolve_event(self, event_id: int) -> None:
         with self.transaction():
-            cur = self._db.execute(
-                "UPDATE events SET state = 'resolved', resolved_at = ? WHERE id = ?", (time.time(), event_id)
-            )
-            if cur.rowcount == 0:
+            rows = self._db.execute(
+                f"SELECT e.checksum, r.name, {record_columns('events', 'e')} FROM events e "
+                "LEFT JOIN runs r ON r.id = e.run_id WHERE e.id = ?",
+                (event_id,),
+            ).fetchall()
+            if not rows:
                 raise InputError(f"no event with id {event_id} in {self.location}")
+            checksum, run, *values = rows[0]
+            verify_record(self.location, "events", checksum, values, run, event_id)
+            values[5:] = ["resolved", values[6], time.time()]
+            self._db.execute(
+                "UPDATE events SET state = ?, resolved_at = ?, checksum = ? WHERE id = ?",
+                (values[5], values[7], record_checksum("events", values), event_id),
+            )
 
     def events(self, run: str | None = None, *, kind: str | None = None, state: str | None = None) -> pd.DataFrame:
         """Events, oldest first: id, run, kind, start_step, end_step, body (dict), state, created_at."""
         sql = (
-            "SELECT e.id, r.name, e.kind, e.start_step, e.end_step, e.body, e.state, e.created_at, e.resolved_at "
+            f"SELECT e.id, r.name, e.checksum, {record_columns('events', 'e')} "
             "FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE 1 = 1"
         )
         params: list[Any] = []
@@ -240,7 +271,10 @@ class RecordsMixin(LedgerConnection):
             if value is not None:
                 sql += f" AND e.{column} = ?"
                 params.append(value)
-        rows = self._query(sql + " ORDER BY e.id", params)
+        rows = []
+        for event_id, name, checksum, *values in self._query(sql + " ORDER BY e.id", params):
+            verify_record(self.location, "events", checksum, values, name, event_id)
+            rows.append((event_id, name, *values[1:]))
         frame = pd.DataFrame(
             rows, columns=["id", "run", "kind", "start_step", "end_step", "body", "state", "created_at", "resolved_at"]
         )
@@ -264,34 +298,42 @@ class RecordsMixin(LedgerConnection):
             raise InputError(f"decision must be approve, hold or reject, got {decision!r}")
         with self.transaction():
             run_id = self.run_id(run) if run is not None else None
+            values = (
+                target,
+                run_id,
+                stage,
+                decision,
+                policy_hash,
+                None if policy is None else json_body(policy, "policy"),
+                json_body(evidence, "evidence"),
+                rationale,
+                time.time(),
+            )
             cur = self._db.execute(
-                "INSERT INTO decisions (target, run_id, stage, decision, policy_hash, policy, evidence, rationale, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (
-                    target,
-                    run_id,
-                    stage,
-                    decision,
-                    policy_hash,
-                    None if policy is None else json_body(policy, "policy"),
-                    json_body(evidence, "evidence"),
-                    rationale,
-                    time.time(),
-                ),
+                f"INSERT INTO decisions ({record_columns('decisions')}, checksum) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (*values, record_checksum("decisions", values)),
             )
             return inserted_id(cur)
 
     def decisions(self, target: str | None = None) -> pd.DataFrame:
         """Gate decisions, oldest first: the audit trail."""
-        sql = "SELECT id, target, stage, decision, policy_hash, policy, evidence, rationale, created_at FROM decisions"
+        sql = (
+            f"SELECT d.id, r.name, d.checksum, {record_columns('decisions', 'd')} FROM decisions d "
+            "LEFT JOIN runs r ON r.id = d.run_id"
+        )
         params: list[Any] = []
         if target is not None:
-            sql += " WHERE target = ?"
+            sql += " WHERE d.target = ?"
             params.append(target)
-        rows = [
-            (*row[:5], None if row[5] is None else json.loads(row[5]), json.loads(row[6]), *row[7:])
-            for row in self._query(sql + " ORDER BY id", params)
-        ]
+        rows = []
+        for decision_id, run, checksum, *values in self._query(sql + " ORDER BY d.id", params):
+            verify_record(self.location, "decisions", checksum, values, run, decision_id)
+            target_, _, stage, decision, policy_hash, policy, evidence, rationale, created = values
+            policy_ = None if policy is None else json.loads(policy)
+            rows.append(
+                (decision_id, target_, stage, decision, policy_hash, policy_, json.loads(evidence), rationale, created)
+            )
         # Object columns: pandas' string dtype would turn a decision's missing stage or policy hash into NaN.
         frame = pd.DataFrame(
             rows,
@@ -317,40 +359,54 @@ class RecordsMixin(LedgerConnection):
         text = json_body(spec, "campaign spec")
         now = time.time()
         with self.transaction():
-            row = self._db.execute("SELECT spec_hash FROM campaigns WHERE name = ?", (name,)).fetchone()
+            row = self._campaign_row(name)
             if row is None:
-                self._db.execute(
-                    "INSERT INTO campaigns (name, spec_hash, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-                    (name, spec_hash, text, now, now),
-                )
-            elif row[0] != spec_hash:
-                self._db.execute(
-                    "UPDATE campaigns SET spec_hash = ?, spec = ?, summary = NULL, updated_at = ? WHERE name = ?",
-                    (spec_hash, text, now, name),
-                )
+                self._put_campaign_row(name, [name, spec_hash, text, None, now, now], insert=True)
+            elif row[1] != spec_hash:
+                self._put_campaign_row(name, [name, spec_hash, text, None, row[4], now])
 
     def set_campaign_summary(self, name: str, summary: Mapping[str, Any]) -> None:
         """Store the latest summary of a campaign's results (rankings, decision accuracy, forecasts)."""
+        text = json_body(summary, "campaign summary")
         with self.transaction():
-            cur = self._db.execute(
-                "UPDATE campaigns SET summary = ?, updated_at = ? WHERE name = ?",
-                (json_body(summary, "campaign summary"), time.time(), name),
-            )
-            if cur.rowcount == 0:
+            row = self._campaign_row(name)
+            if row is None:
                 raise InputError(f"no campaign named {name!r} in {self.location}")
+            self._put_campaign_row(name, [*row[:3], text, row[4], time.time()])
+
+    def _campaign_row(self, name: str) -> list[Any] | None:
+        """A campaign's stored `RECORD_FIELDS["campaigns"]`, once they pass their checksum; None if there is none."""
+        rows = self._query(f"SELECT checksum, {record_columns('campaigns')} FROM campaigns WHERE name = ?", (name,))
+        if not rows:
+            return None
+        checksum, *values = rows[0]
+        verify_record(self.location, "campaigns", checksum, values, None)
+        return values
+
+    def _put_campaign_row(self, name: str, values: list[Any], *, insert: bool = False) -> None:
+        checksum = record_checksum("campaigns", values)
+        if insert:
+            self._db.execute(
+                f"INSERT INTO campaigns ({record_columns('campaigns')}, checksum) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*values, checksum),
+            )
+        else:
+            self._db.execute(
+                "UPDATE campaigns SET spec_hash = ?, spec = ?, summary = ?, updated_at = ?, checksum = ? "
+                "WHERE name = ?",
+                (values[1], values[2], values[3], values[5], checksum, name),
+            )
 
     def campaign(self, name: str) -> dict[str, Any]:
         """A campaign's record: name, spec_hash, spec, summary (None before it was summarised), timestamps."""
-        rows = self._query(
-            "SELECT name, spec_hash, spec, summary, created_at, updated_at FROM campaigns WHERE name = ?", (name,)
-        )
-        if not rows:
+        row = self._campaign_row(name)
+        if row is None:
             known = [r[0] for r in self._query("SELECT name FROM campaigns ORDER BY name")]
             raise InputError(
                 f"no campaign named {name!r} in {self.location}"
                 + (f"; campaigns: {', '.join(known)}" if known else "; run `yieldgate probe CAMPAIGN.yaml`")
             )
-        n, h, spec, summary, created, updated = rows[0]
+        n, h, spec, summary, created, updated = row
         return {
             "name": n,
             "spec_hash": h,

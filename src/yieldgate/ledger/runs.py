@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from yieldgate.errors import InputError, RunInUse, RunNotFound, RunReferenced
+from yieldgate.ledger.checksum import RECORD_FIELDS, record_checksum, record_columns, verify_record
 from yieldgate.ledger.owners import STALE_AFTER_S, Owner, liveness
 from yieldgate.names import (
     RUN_STATUSES,
@@ -70,11 +71,32 @@ class RunsMixin(LedgerConnection):
 
     def _put_manifest(self, manifest: Manifest) -> str:
         digest = manifest.content_hash()
+        body, now = manifest.to_json(), time.time()
         self._db.execute(
-            "INSERT INTO manifests (hash, body, created_at) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING",
-            (digest, manifest.to_json(), time.time()),
+            "INSERT INTO manifests (hash, body, created_at, checksum) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (hash) DO NOTHING",
+            (digest, body, now, record_checksum("manifests", (digest, body, now))),
         )
         return digest
+
+    def _run_record(self, run_id: int) -> dict[str, Any]:
+        """The run's checksummed fields (`RECORD_FIELDS["runs"]`) as stored, once they pass their checksum
+        (BlockDamaged otherwise)."""
+        *values, checksum = self._query(f"SELECT {record_columns('runs')}, checksum FROM runs WHERE id = ?", (run_id,))[
+            0
+        ]
+        verify_record(self.location, "runs", checksum, values, values[0])
+        return dict(zip((name for name, _ in RECORD_FIELDS["runs"]), values, strict=True))
+
+    def _update_run(self, run_id: int, record: dict[str, Any] | None = None, **changes: Any) -> None:
+        """Set columns of a run's row with its checksum, in one statement. The stored record is checked first
+        (`record`: as `_run_record` just read it), so that damage is never sealed under a new checksum."""
+        record = dict(self._run_record(run_id) if record is None else record)
+        record.update((k, v) for k, v in changes.items() if k in record)
+        self._db.execute(
+            f"UPDATE runs SET {', '.join(f'{k} = ?' for k in changes)}, checksum = ? WHERE id = ?",
+            (*changes.values(), record_checksum("runs", list(record.values())), run_id),
+        )
 
     def create_run(
         self,
@@ -101,20 +123,28 @@ class RunsMixin(LedgerConnection):
                 if if_exists == "error":
                     raise InputError(f"run {name!r} already exists in {self.location}; pick another name")
                 run_id = int(row[0])
+                changes: dict[str, Any] = {"status": status, "source": source, "updated_at": now}
+                if digest is not None:
+                    changes["manifest_hash"] = digest
                 if if_exists == "replace":
                     for table in ("step_blocks", "extra_blocks", "evals", "events"):
                         self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-                    self._db.execute("UPDATE runs SET meta = '{}' WHERE id = ?", (run_id,))
-                self._db.execute(
-                    "UPDATE runs SET status = ?, manifest_hash = COALESCE(?, manifest_hash), source = ?, "
-                    "updated_at = ? WHERE id = ?",
-                    (status, digest, source, now, run_id),
-                )
+                    changes["meta"] = "{}"
+                self._update_run(run_id, **changes)
                 return run_id
             cur = self._db.execute(
-                "INSERT INTO runs (name, status, manifest_hash, source, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (name, status, digest, source, now, now),
+                "INSERT INTO runs (name, status, manifest_hash, source, created_at, updated_at, meta, checksum) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    name,
+                    status,
+                    digest,
+                    source,
+                    now,
+                    now,
+                    "{}",
+                    record_checksum("runs", (name, status, source, digest, now, "{}", None)),
+                ),
             )
             return inserted_id(cur)
 
@@ -196,40 +226,38 @@ class RunsMixin(LedgerConnection):
         if status not in RUN_STATUSES:
             raise InputError(f"run status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
         with self.transaction():
-            self._db.execute(
-                "UPDATE runs SET status = ?, updated_at = ? WHERE id = ?", (status, time.time(), self.run_id(run))
-            )
+            self._update_run(self.run_id(run), status=status, updated_at=time.time())
 
     def set_manifest(self, run: str, manifest: Manifest) -> str:
         with self.transaction():
             digest = self._put_manifest(manifest)
-            self._db.execute(
-                "UPDATE runs SET manifest_hash = ?, updated_at = ? WHERE id = ?",
-                (digest, time.time(), self.run_id(run)),
-            )
+            self._update_run(self.run_id(run), manifest_hash=digest, updated_at=time.time())
         return digest
 
     def set_meta(self, run: str, key: str, value: Any) -> None:
         """Record how the run's figures were measured under `key` (e.g. `mfu`: formula, peak, dtype)."""
         with self.transaction():
             run_id = self.run_id(run)
-            meta = json.loads(self._db.execute("SELECT meta FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
+            record = self._run_record(run_id)
+            meta = json.loads(record["meta"])
             meta[key] = value
-            self._db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json_body(meta, "run meta"), run_id))
+            self._update_run(run_id, record, meta=json_body(meta, "run meta"))
 
     def meta(self, run: str) -> dict[str, Any]:
         """What `set_meta` recorded for the run."""
-        return json.loads(self._query("SELECT meta FROM runs WHERE id = ?", (self.run_id(run),))[0][0])
+        return json.loads(self._run_record(self.run_id(run))["meta"])
 
     def manifest(self, run: str) -> Manifest | None:
         """The run's manifest, or None when it has none."""
-        rows = self._query(
-            "SELECT m.body FROM runs r JOIN manifests m ON m.hash = r.manifest_hash WHERE r.id = ?",
-            (self.run_id(run),),
-        )
+        digest = self._run_record(self.run_id(run))["manifest_hash"]
+        rows = self._query(f"SELECT {record_columns('manifests')}, checksum FROM manifests WHERE hash = ?", (digest,))
+        if not rows:
+            return None
+        *values, checksum = rows[0]
+        verify_record(self.location, "manifests", checksum, values, run)
         from yieldgate.manifest import parse_manifest  # pydantic: only the commands that read manifests load it
 
-        return parse_manifest(json.loads(rows[0][0]), origin=f"manifest of run {run!r}") if rows else None
+        return parse_manifest(json.loads(values[1]), origin=f"manifest of run {run!r}")
 
     def runs(self) -> pd.DataFrame:
         """One row per run (`run_records`, as a DataFrame), oldest first."""
@@ -249,21 +277,25 @@ class RunsMixin(LedgerConnection):
         chooses its runs first and fills those of the ones it shows with `add_totals`."""
         only = "WHERE name = ?" if name is not None else ""
         runs = self._query(
-            "SELECT name, status, source, manifest_hash, created_at, updated_at, note, owner_host, owner_pid, "
-            "owner_started, heartbeat_at FROM runs " + only + " ORDER BY created_at, id",
+            f"SELECT {record_columns('runs')}, checksum, updated_at, owner_host, owner_pid, owner_started, "
+            "heartbeat_at FROM runs " + only + " ORDER BY created_at, id",
             (name,) if name is not None else (),
         )
         tags: dict[str, list[str]] = collections.defaultdict(list)
-        for run, tag in self._query(
-            "SELECT r.name, t.tag FROM run_tags t JOIN runs r ON r.id = t.run_id "
+        for run, run_id, tag, checksum in self._query(
+            "SELECT r.name, t.run_id, t.tag, t.checksum FROM run_tags t JOIN runs r ON r.id = t.run_id "
             + only.replace("name", "r.name")
             + " ORDER BY t.tag",
             (name,) if name is not None else (),
         ):
+            verify_record(self.location, "run_tags", checksum, (run_id, tag), run)
             tags[run].append(tag)
         now = time.time()
         out = []
-        for run, recorded, source, digest, created, updated, note, host, pid, started, beat in runs:
+        for row in runs:
+            verify_record(self.location, "runs", row[7], row[:7], row[0])
+            run, recorded, source, digest, created, _, note = row[:7]
+            updated, host, pid, started, beat = row[8:]
             owner = Owner(host, int(pid), float(started or 0.0)) if host is not None else None
             status = recorded
             if recorded == "running" and owner is not None:
@@ -307,14 +339,17 @@ class RunsMixin(LedgerConnection):
                 params,
             ):
                 sums[run] = tuple(rest)
-            for run, *rest in self._query(
-                "SELECT name, task, metric, value, step FROM (SELECT r.name, e.task, e.metric, e.value, e.step, "
+            fields = record_columns("evals")
+            for run, checksum, *values in self._query(
+                f"SELECT name, checksum, {fields} FROM (SELECT r.name, e.checksum, {record_columns('evals', 'e')}, "
                 "ROW_NUMBER() OVER (PARTITION BY e.run_id ORDER BY e.step DESC, "
                 "(e.task = 'val' AND e.metric = 'loss') DESC, e.id DESC) AS k "
                 f"FROM evals e JOIN runs r ON r.id = e.run_id {only}) latest WHERE k = 1",
                 params,
             ):
-                last[run] = tuple(rest)
+                verify_record(self.location, "evals", checksum, values, run)
+                _, step, _, _, _, _, task, metric, value, _, _ = values
+                last[run] = (task, metric, value, step)
         for r in records:
             steps, r["last_step"], r["tokens"], r["duration_s"] = sums.get(r["name"], (0, None, None, None))
             r["steps"] = steps or 0
@@ -325,8 +360,10 @@ class RunsMixin(LedgerConnection):
 
     def run_metas(self) -> pd.DataFrame:
         """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""
-        rows = self._query("SELECT name, status, meta FROM runs ORDER BY created_at, id")
-        return pd.DataFrame([(n, s, json.loads(m)) for n, s, m in rows], columns=["name", "status", "meta"])
+        rows = self._query(f"SELECT {record_columns('runs')}, checksum FROM runs ORDER BY created_at, id")
+        for *values, checksum in rows:
+            verify_record(self.location, "runs", checksum, values, values[0])
+        return pd.DataFrame([(r[0], r[1], json.loads(r[5])) for r in rows], columns=["name", "status", "meta"])
 
     def run_info(self, run: str) -> dict[str, Any]:
         """The `run_records()` record of one run (RunNotFound if there is none)."""
@@ -357,13 +394,15 @@ class RunsMixin(LedgerConnection):
                 "for its Tracker to close"
             )
         run_id = self.run_id(run)
-        citing = [
-            (int(i), t)
-            for i, t, rid, evidence in self._db.execute(
-                "SELECT id, target, run_id, evidence FROM decisions ORDER BY id"
-            ).fetchall()
-            if rid == run_id or run in (json.loads(evidence).get("runs") or [])
-        ]
+        citing = []
+        for i, checksum, *values in self._query(
+            f"SELECT id, checksum, {record_columns('decisions')} FROM decisions ORDER BY id"
+        ):
+            # A damaged decision cannot say which runs it cites: it holds every removal and rename (BlockDamaged).
+            verify_record(self.location, "decisions", checksum, values, None, i)
+            target, rid, evidence = values[0], values[1], values[6]
+            if rid == run_id or run in (json.loads(evidence).get("runs") or []):
+                citing.append((int(i), target))
         if citing:
             which = ", ".join(f"#{i} (target {t!r})" for i, t in citing[:3]) + (" ..." if len(citing) > 3 else "")
             many = len(citing) > 1
@@ -412,7 +451,7 @@ class RunsMixin(LedgerConnection):
                     f"{self.location}; pick another name"
                 )
             self._refuse_if_held(run, "rename")
-            self._db.execute("UPDATE runs SET name = ? WHERE name = ?", (new, run))
+            self._update_run(self.run_id(run), name=new)
 
     def tag_run(self, run: str, tags: Iterable[str]) -> list[str]:
         """Add tags to a run (one already there is kept once); return its tags, sorted."""
@@ -420,7 +459,8 @@ class RunsMixin(LedgerConnection):
         with self.transaction():
             run_id = self.run_id(run)
             self._db.executemany(
-                "INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING", [(run_id, t) for t in wanted]
+                "INSERT INTO run_tags (run_id, tag, checksum) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                [(run_id, t, record_checksum("run_tags", (run_id, t))) for t in wanted],
             )
             return self.tags(run)
 
@@ -439,18 +479,22 @@ class RunsMixin(LedgerConnection):
 
     def tags(self, run: str) -> list[str]:
         """The run's tags, sorted."""
-        rows = self._query("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", (self.run_id(run),))
+        run_id = self.run_id(run)
+        rows = self._query("SELECT tag, checksum FROM run_tags WHERE run_id = ? ORDER BY tag", (run_id,))
+        for tag, checksum in rows:
+            verify_record(self.location, "run_tags", checksum, (run_id, tag), run)
         return [r[0] for r in rows]
 
     def set_note(self, run: str, text: str) -> None:
         """Keep a free-text note with the run (it replaces the one before; empty text removes it)."""
         note = check_note(text)
         with self.transaction():
-            self._db.execute("UPDATE runs SET note = ? WHERE id = ?", (note or None, self.run_id(run)))
+            self._update_run(self.run_id(run), note=note or None)
 
     def note(self, run: str) -> str | None:
         """The run's note, or None."""
-        return self._query("SELECT note FROM runs WHERE id = ?", (self.run_id(run),))[0][0]
+        note: str | None = self._run_record(self.run_id(run))["note"]
+        return note
 
     def free_name(self, base: str) -> str:
         """`base` when no run has that name, else the first free of `base-2`, `base-3`, ... (a re-run script's

@@ -41,7 +41,7 @@ from yieldgate.ledger.blocks import (
     largest,
     take,
 )
-from yieldgate.ledger.connection import LedgerConnection, json_body
+from yieldgate.ledger.connection import LedgerConnection
 
 __all__ = ["StepsMixin"]
 
@@ -278,14 +278,21 @@ class StepsMixin(LedgerConnection):
             old_step = max(
                 [last["step"] if last else after] + [int(decoded["extra_blocks", b[0]].steps[-1]) for b in extra]
             )
+            # The event is written whole, with the counts of what moves: one insert, one checksum of its body.
+            moved = {"step_blocks": 0, "extra_blocks": 0}
+            for (table, _), cols in decoded.items():
+                moved[table] += int((cols.steps > after).sum())
             body: dict[str, Any] = {
                 "source": source,
                 "resume": dict(resume),
                 "old": {"step": old_step, "tokens": last["tokens"] if last else None},
-                "superseded": {"steps": 0, "extra_values": 0, "evals": evals.to_dict("records")},
+                "superseded": {
+                    "steps": moved["step_blocks"],
+                    "extra_values": moved["extra_blocks"],
+                    "evals": evals.to_dict("records"),
+                },
             }
             event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
-            moved = {"step_blocks": 0, "extra_blocks": 0}
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
                 for block_id, key_id, key, *_ in blocks:
                     cols = decoded[table, block_id]
@@ -298,13 +305,10 @@ class StepsMixin(LedgerConnection):
                         "data, missing, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (event, run_id, key_id, *head[:3], *head[4:], block_checksum(run_id, key, *head)),
                     )
-                    moved[table] += len(gone)
                     if len(kept):
                         scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
                         self._write_blocks(run, table, scope, kept, key)
             self._db.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, after))
-            body["superseded"].update(steps=moved["step_blocks"], extra_values=moved["extra_blocks"])
-            self._db.execute("UPDATE events SET body = ? WHERE id = ?", (json_body(body, "event body"), event))
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return event
 
