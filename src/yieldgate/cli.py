@@ -12,33 +12,37 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 from typer.core import TyperGroup
 
 from yieldgate._version import __version__
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
-from yieldgate.ledger.pg import masked
 from yieldgate.names import TEXTLOG_FORMATS
-from yieldgate.report.console import clean as _clean
+from yieldgate.report.console import (
+    clean as _clean,
+)
 from yieldgate.report.console import (
     decision_record,
     evidence_lines,
     policy_label,
     render_campaign,
     render_decision,
+    render_no_runs,
     render_plan,
+    render_removed,
+    render_runs,
+    render_show,
+    render_tags,
     run_record,
+    say,
+    write_table,
 )
 from yieldgate.report.format import fmt as _fmt
 from yieldgate.util import lazy
@@ -187,24 +191,6 @@ def _main(
     ctx.obj = {"ledger": ledger}
 
 
-def _column_stats(steps: Any, column: str) -> dict[str, tuple[int, float]]:
-    """(step, value) of a step column's first, last, smallest and largest recorded value (NaN and inf skipped
-    for min and max)."""
-    logged = steps[["step", column]].dropna()
-    finite = logged[np.isfinite(logged[column].to_numpy(dtype=float))]
-    pick = finite if len(finite) else logged
-
-    def at(i: int, frame: Any) -> tuple[int, float]:
-        return int(frame["step"].iloc[i]), float(frame[column].iloc[i])
-
-    return {
-        "first": at(0, logged),
-        "last": at(-1, logged),
-        "min": at(int(np.argmin(pick[column].to_numpy())), pick),
-        "max": at(int(np.argmax(pick[column].to_numpy())), pick),
-    }
-
-
 def _where(ctx: typer.Context) -> str:
     """The ledger's location as `--ledger` (or $YIELDGATE_LEDGER) gives it: an api function opens it for the call."""
     return str(ctx.find_root().obj["ledger"])
@@ -222,52 +208,6 @@ def _runs_ledger(ctx: typer.Context) -> Ledger:
 
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_clean(value), indent=2) + "\n")
-
-
-def _duration(seconds: float | None) -> str:
-    """`2h05m`, `3m20s`, `45s`; `-` when unknown."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
-# The columns of `runs --csv/--tsv`: one row per run, times in ISO 8601 UTC, durations in seconds, tags joined
-# by spaces (a tag holds none).
-_TABLE_COLUMNS = (
-    "name",
-    "status",
-    "source",
-    "created_at",
-    "updated_at",
-    "duration_s",
-    "steps",
-    "last_step",
-    "tokens",
-    "last_eval_task",
-    "last_eval_metric",
-    "last_eval_value",
-    "last_eval_step",
-    "tags",
-    "note",
-    "manifest_hash",
-)
-
-
-def _write_table(rows: list[dict[str, Any]], sep: str) -> None:
-    import csv
-
-    iso = lambda ts: datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")  # noqa: E731
-    writer = csv.writer(sys.stdout, delimiter=sep, lineterminator="\n")
-    writer.writerow(_TABLE_COLUMNS)
-    for row in rows:
-        row = _clean(row)
-        row.update(created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]), tags=" ".join(row["tags"]))
-        if sep == "\t":  # TSV has no quoting: a tab or line break inside a note would split the row
-            row["note"] = None if row["note"] is None else " ".join(row["note"].split())
-        writer.writerow(["" if row[c] is None else row[c] for c in _TABLE_COLUMNS])
 
 
 Patterns = Annotated[list[str], typer.Argument(help="Run names or globs (quote them: 'bs64-seed*').")]
@@ -333,59 +273,16 @@ def runs(
     listing = api.list_runs(
         patterns or [], ledger=_where(ctx), tags=tag or [], status=status or [], sort=sort, reverse=reverse, limit=shown
     )
-    rows, matched = listing.rows, listing.matched
     if as_csv or as_tsv:
-        _write_table(rows, "," if as_csv else "\t")
+        write_table(listing.rows, sys.stdout, "," if as_csv else "\t")
         return
-    records = [run_record(r) for r in rows]
+    records = [run_record(r) for r in listing.rows]
     if as_json:
         _print_json(records)
-        return
-    if not records:
-        filtered = bool(patterns or tag or status)
-        where = ctx.find_root().obj["ledger"]
-        missing = "://" not in where and where != ":memory:" and not Path(where).exists()
-        console.print(
-            f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
-            f"{masked(where)}{': no ledger file there yet' if missing else ''}.",
-            markup=False,
-            highlight=False,
-        )
-        return
-    # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
-    # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
-    # The manifest hash is in --json, --csv and `yieldgate show`.
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("run", overflow="fold", min_width=8)
-    for header in ("status", "tokens", "steps"):
-        table.add_column(header, no_wrap=True)
-    table.add_column("created", min_width=10, max_width=10)
-    table.add_column("duration", no_wrap=True)
-    table.add_column("last eval", overflow="fold", min_width=8)
-    tagged = any(r["tags"] for r in records)
-    if tagged:
-        table.add_column("tags", overflow="fold", min_width=8)
-    for r in records:
-        ev = r["last_eval"]
-        last = f"{ev['task']}/{ev['metric']} {_fmt(ev['value'])} @{ev['step']}" if ev else "-"
-        cells = [
-            r["name"],
-            r["status"],
-            _fmt(r["tokens"]),
-            _fmt(r["steps"]),
-            r["created_at"],
-            _duration(r["duration_s"]),
-            last,
-        ]
-        # Text cells, shown as written: a plain string goes through rich's highlighter, a regex pass per cell (about
-        # 0.05 s of a 100-run listing).
-        table.add_row(*map(Text, cells), *([Text(" ".join(r["tags"]))] if tagged else []))
-    console.print(table)
-    if matched > len(records):
-        which = f"the first by {sort}" if sort else "the most recently updated"
-        console.print(
-            f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)", markup=False, highlight=False
-        )
+    elif not records:
+        render_no_runs(ctx.find_root().obj["ledger"], console, filtered=bool(patterns or tag or status))
+    else:
+        render_runs(records, console, matched=listing.matched, sort=sort)
 
 
 @app.command("rm")
@@ -414,14 +311,8 @@ def rm(
         removed = api.remove_runs(names, ledger=ledger)  # the names as confirmed: each matches only itself
     if as_json:
         _print_json([r.to_dict() for r in removed])
-        return
-    for r in removed:
-        console.print(
-            f"removed {r.name}: {r.steps:,} steps, {r.extra_values:,} extra values, {r.evals:,} evals, "
-            f"{r.events:,} events",
-            markup=False,
-            highlight=False,
-        )
+    else:
+        render_removed(removed, console)
 
 
 @app.command()
@@ -441,8 +332,8 @@ def rename(
         api.rename_run(old, new, ledger=ledger)
     if as_json:
         _print_json({"old": old, "new": new})
-        return
-    console.print(f"renamed {old} to {new}", markup=False, highlight=False)
+    else:
+        say(console, f"renamed {old} to {new}")
 
 
 def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: bool, add: bool) -> None:
@@ -452,9 +343,8 @@ def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: b
         after = (api.tag_runs if add else api.untag_runs)(patterns, tags, ledger=ledger)
     if as_json:
         _print_json([{"name": n, "tags": t} for n, t in after.items()])
-        return
-    for n, t in after.items():
-        console.print(f"{n}: {' '.join(t) or '(no tags)'}", markup=False, highlight=False)
+    else:
+        render_tags(after, console)
 
 
 Tags = Annotated[list[str], typer.Argument(help="Tags: letters, digits and _ . : / = + @ - (e.g. baseline, lr=3e-4).")]
@@ -496,8 +386,8 @@ def note(
         saved = api.note_run(run, text, ledger=ledger)
     if as_json:
         _print_json({"name": run, "note": saved})
-        return
-    console.print(f"{run}: {'note kept' if saved else 'note removed'}", markup=False, highlight=False)
+    else:
+        say(console, f"{run}: {'note kept' if saved else 'note removed'}")
 
 
 @app.command()
@@ -508,90 +398,13 @@ def show(
 
     Example: yieldgate show bs64-fp16 --json
     """
-    from yieldgate.analysis.goodput import goodput_of
+    from yieldgate import api
 
-    with _ledger(ctx) as ledger:
-        info = run_record(ledger.run_info(run))
-        steps = ledger.steps(run)
-        evals = ledger.evals(run)
-        events = ledger.events(run)
-        manifest = ledger.manifest(run)
-        extra_keys = ledger.extra_keys(run)
-        meta = ledger.meta(run)
-        good = goodput_of(ledger, run)
-    columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
-    stats = {c: _column_stats(steps, c) for c in columns}
-    eval_summary = [
-        {
-            "task": task,
-            "metric": metric,
-            "count": len(g),
-            "last_step": int(g["step"].iloc[-1]),
-            "last_value": g["value"].iloc[-1],
-            "last_stderr": None if np.isnan(g["stderr"].iloc[-1]) else float(g["stderr"].iloc[-1]),
-            "higher_is_better": bool(g["higher_is_better"].iloc[-1]),
-        }
-        for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
-    ]
-    result: dict[str, Any] = {
-        "run": info,
-        "step_columns": columns,
-        "column_stats": stats,
-        "devices": meta.get("devices"),
-        "summary": meta.get("summary"),
-        "extras": extra_keys,
-        "unmeasured": meta.get("unmeasured", {}),
-        "goodput": good.to_dict() if good is not None else None,
-        "evals": eval_summary,
-        "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
-        "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
-    }
+    result = api.show(run, ledger=_where(ctx))
     if as_json:
         _print_json(result)
-        return
-    console.print(
-        f"[bold]{escape(info['name'])}[/bold]  status {info['status']}  source {info['source']}  "
-        f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  "
-        f"manifest {info['manifest_hash'] or '-'}",
-        markup=True,
-        highlight=False,
-    )
-    table = Table("step column", "rows", "first", "last", "min", "max")
-    for c, count in columns.items():
-        s = stats[c]
-        table.add_row(c, f"{count:,}", *(f"{_fmt(s[k][1])} @{s[k][0]:,}" for k in ("first", "last", "min", "max")))
-    console.print(table)
-    if extra_keys:
-        console.print("extras: " + ", ".join(extra_keys), markup=False)
-    for signal, why in result["unmeasured"].items():
-        console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
-    if good is not None:
-        console.print(good.line(), markup=False, highlight=False)
-    if result["devices"]:
-        console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
-    if result["summary"]:
-        console.print("summary: " + ", ".join(f"{k} {_fmt(v)}" for k, v in result["summary"].items()), markup=False)
-    if eval_summary:
-        table = Table("eval", "evaluations", "last step", "last value")
-        for e in eval_summary:
-            stderr = "" if e["last_stderr"] is None else f" ± {_fmt(e['last_stderr'])}"
-            table.add_row(
-                f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]) + stderr
-            )
-        console.print(table)
-    console.print(f"events: {result['events']['open']} open, {result['events']['resolved']} resolved")
-    if info["tags"]:
-        console.print("tags: " + " ".join(info["tags"]), markup=False, highlight=False)
-    if manifest is not None and manifest.config:
-        from yieldgate.manifest import flat_config
-
-        console.print(
-            "config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat_config(manifest.config).items()),
-            markup=False,
-            highlight=False,
-        )
-    if info["note"]:
-        console.print(f"note: {info['note']}", markup=False, highlight=False)
+    else:
+        render_show(result, console)
 
 
 def _manifest_of(ctx: typer.Context, ref: str) -> Manifest:
@@ -1346,7 +1159,7 @@ def probe(
     )
     for run, error in done.failed.items():
         err.print(f"failed: {run}: {error}", markup=False, highlight=False)
-    render_campaign(console, summary.to_dict())
+    render_campaign(summary.to_dict(), console)
 
 
 @app.command()
@@ -1375,7 +1188,7 @@ def campaign(
     if as_json:
         _print_json(record)
         return
-    render_campaign(console, record["summary"])
+    render_campaign(record["summary"], console)
 
 
 class _CampaignProgress:
@@ -1863,7 +1676,7 @@ def gate_(
     if as_json:
         _print_json({"id": decision_id, **decision.to_dict()})
     else:
-        render_decision(console, decision_id, decision)
+        render_decision(decision, console, decision_id)
     if strict and decision.decision != "approve":
         raise typer.Exit(3 if decision.decision == "hold" else 4)
 
@@ -1920,7 +1733,7 @@ def plan(
     if as_json:
         _print_json(result.to_dict())
     else:
-        render_plan(console, result.to_dict())
+        render_plan(result.to_dict(), console)
 
 
 @app.command()

@@ -310,7 +310,7 @@ def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
         f"{len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, {len(done.failed)} failed.",
         highlight=False,
     )
-    render_campaign(console, summary.to_dict())
+    render_campaign(summary.to_dict(), console)
     return summary.to_dict()
 
 
@@ -356,7 +356,7 @@ def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console
     with Ledger(location) as led:
         decision = gate(led, target, policy)
         decision_id = record(led, decision, policy)
-    render_decision(console, decision_id, decision)
+    render_decision(decision, console, decision_id)
     return {"id": decision_id, **decision.to_dict()}
 
 
