@@ -33,13 +33,18 @@ from yieldgate.report.console import (
     evidence_lines,
     policy_label,
     render_campaign,
+    render_comparison,
     render_decision,
+    render_forecast,
+    render_manifest_diff,
     render_no_runs,
     render_plan,
     render_removed,
+    render_report,
     render_runs,
     render_show,
     render_tags,
+    render_yields,
     run_record,
     say,
     write_table,
@@ -437,7 +442,7 @@ def manifest_validate(
     if as_json:
         _print_json({"file": str(path), "valid": True, "hash": manifest.content_hash()})
     else:
-        console.print(f"{path}: valid, hash {manifest.content_hash()}", markup=False, highlight=False)
+        say(console, f"{path}: valid, hash {manifest.content_hash()}")
 
 
 @manifest_app.command("diff")
@@ -454,25 +459,17 @@ def manifest_diff(
     from yieldgate.manifest import diff
 
     ma, mb = _manifest_of(ctx, a), _manifest_of(ctx, b)
-    differences = diff(ma, mb)
+    result = {
+        "a": a,
+        "b": b,
+        "hash_a": ma.content_hash(),
+        "hash_b": mb.content_hash(),
+        "differences": [d.model_dump() for d in diff(ma, mb)],
+    }
     if as_json:
-        _print_json(
-            {
-                "a": a,
-                "b": b,
-                "hash_a": ma.content_hash(),
-                "hash_b": mb.content_hash(),
-                "differences": [d.model_dump() for d in differences],
-            }
-        )
-        return
-    if not differences:
-        console.print(f"{a} and {b}: identical manifests", markup=False)
-        return
-    table = Table("field", a, b)
-    for d in differences:
-        table.add_row(d.field, json.dumps(d.a), json.dumps(d.b))
-    console.print(table)
+        _print_json(result)
+    else:
+        render_manifest_diff(result, console)
 
 
 MetricOption = Annotated[
@@ -521,7 +518,6 @@ def yield_(
     Example: yieldgate yield new-mixture --expected-from baseline
     """
     from yieldgate import api
-    from yieldgate.analysis.yields import DEVICE_HOUR
 
     with _ledger(ctx) as ledger:
         report = api.yields(
@@ -530,66 +526,8 @@ def yield_(
 
     if as_json:
         _print_json(report.to_dict()["tranches"])
-        return
-    what = f"{report.task}/{report.metric}" if report.task else f"training {report.metric}"
-    console.print(f"{run}: yield of {what} ({report.unit})", markup=False, highlight=False)
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    by_steps = report.axis != "tokens"
-    per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
-    law = report.law is not None
-    table = Table(
-        report.axis,
-        f"{report.metric} start",
-        "end",
-        report.per,
-        f"noise band ({report.level:.0%})",
-        *(["vs law"] if law else []),
-        per_time,
-        "per $",
-        "per kWh",
-        "note",
-    )
-    for t in report.tranches:
-        span = f"{t.start_step:,}-{t.end_step:,}" if by_steps else f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}"
-        band = f"{_fmt(t.yield_band[0])} to {_fmt(t.yield_band[1])}" if t.yield_band else "-"
-        note = ", ".join([w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on])
-        vs = [f"{_fmt(t.vs_expected)}x" if t.vs_expected is not None else "-"] if law else []
-        table.add_row(
-            span,
-            _fmt(t.loss_start),
-            _fmt(t.loss_end),
-            _fmt(report.rate(t)),
-            band,
-            *vs,
-            _fmt(t.yield_per_device_hour),
-            _fmt(t.yield_per_dollar),
-            _fmt(t.yield_per_kwh),
-            note,
-        )
-    console.print(table)
-    if report.eval_noise is not None and not any(t.band_from == "reported" for t in report.tranches):
-        console.print(
-            f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
-            "curve); a tranche whose band holds 0 is within noise",
-            markup=False,
-            highlight=False,
-        )
-    if report.law is not None:
-        whose = "its own" if report.law["run"] == run else f"{report.law['run']}'s"
-        console.print(
-            f"vs law: the tranche's improvement over what {whose} law loss = {_fmt(report.law['E'])} + "
-            f"{_fmt(report.law['B'])} * tokens^-{_fmt(report.law['beta'])} expects over the same tokens "
-            "(1: on the law)",
-            markup=False,
-            highlight=False,
-        )
-    for t in report.tranches:
-        for d in t.disagreements:
-            where = "epochs" if report.axis == "epochs" else "steps"
-            console.print(f"{where} {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
-    for what, why in report.missing.items():
-        console.print(f"{what}: unknown ({why})", markup=False, highlight=False)
+    else:
+        render_yields(report, console, run)
 
 
 @app.command()
@@ -627,42 +565,9 @@ def compare(
     if as_json:
         _print_json(result.to_dict())
         return
-    table = Table(result.aligned_on, f"{a}", f"{b}", "B - A", "interval", "within noise")
-    for p in result.points:
-        interval = "-" if p["interval"] is None else f"[{_fmt(p['interval'][0])}, {_fmt(p['interval'][1])}]"
-        noise = "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")
-        table.add_row(_fmt(p[result.aligned_on]), _fmt(p["a"]), _fmt(p["b"]), _fmt(p["diff"]), interval, noise)
-    console.print(table)
-    s = result.speedup
-    console.print(
-        f"target {result.metric} {_fmt(result.target_loss)}: tokens {_fmt(result.tokens_to_target[a])} vs "
-        f"{_fmt(result.tokens_to_target[b])}, time {_fmt(result.time_to_target_s[a])} s vs "
-        f"{_fmt(result.time_to_target_s[b])} s",
-        markup=False,
-        highlight=False,
-    )
-    console.print(
-        f"speedup (B over A): time {_fmt(s['time'])} = throughput {_fmt(s['throughput'])} x sample "
-        f"efficiency {_fmt(s['sample_efficiency'])}; effective token multiplier "
-        f"{_fmt(result.effective_token_multiplier)}",
-        markup=False,
-        highlight=False,
-    )
-    for c in result.confounders:
-        console.print(
-            f"confounder: {c['field']}: {json.dumps(c['a'])} vs {json.dumps(c['b'])}", markup=False, highlight=False
-        )
-    for line in result.warnings + result.notes:
-        console.print(f"note: {line}", markup=False, highlight=False)
-    if result.batch_check is not None:
-        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in result.batch_check.items())
-        console.print(
-            f"check it: yieldgate batch-check {flags} --run {result.runs[result.b][0]}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-    console.print(result.verdict, markup=False, highlight=False)
+    check = result.batch_check  # the library's arguments, spelled as batch-check's flags
+    flags = None if check is None else {f"--{k.replace('_', '-')}": str(v) for k, v in check.items()}
+    render_comparison(result, console, check_flags=flags)
 
 
 @app.command()
@@ -705,7 +610,6 @@ def forecast(
     Example: yieldgate forecast whisper-ft --next-steps 1000   (a run without token counts)
     """
     from yieldgate import api
-    from yieldgate.analysis.yields import AXES
 
     with _ledger(ctx) as ledger:
         result = api.forecast(
@@ -719,36 +623,8 @@ def forecast(
         )
     if as_json:
         _print_json(result.to_dict())
-        return
-    f, x = result.fit, result.axis
-    label, _, span = AXES[x]
-    per = (
-        f"{_fmt(result.yield_per_btok)} per billion tokens"
-        if x == "tokens"
-        else f"{_fmt(result.gain / result.next_tokens * span)} {label}"
-    )
-    console.print(
-        f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * {x}^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, {len(f.tokens)} evaluations)",
-        markup=False,
-        highlight=False,
-    )
-    console.print(
-        f"next {_fmt(result.next_tokens)} {x} after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
-        f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval, with "
-        f"evaluation noise {_fmt(result.eval_noise)}; the curve alone [{_fmt(result.fit_interval[0])}, "
-        f"{_fmt(result.fit_interval[1])}]), {per}",
-        markup=False,
-        highlight=False,
-    )
-    if result.threshold_tokens is not None:
-        console.print(
-            f"marginal yield falls below {_fmt(threshold)} per billion tokens at "
-            f"{_fmt(result.threshold_tokens)} tokens",
-            markup=False,
-            highlight=False,
-        )
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    else:
+        render_forecast(result, console, threshold)
 
 
 @app.command()
@@ -810,26 +686,8 @@ def report(
                 "frontier": result.frontier,
             }
         )
-        return
-    n = len(result.runs)
-    console.print(
-        f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
-        + (f", {len(result.pngs)} PNG files in {png}" if result.pngs else ""),
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    if result.frontier is not None:
-        console.print(
-            f"frontier (tokens/s against tokens to {result.frontier['metric']} {_fmt(result.frontier['target'])}): "
-            f"on the Pareto front: {', '.join(result.frontier['front']) or 'no run'}",
-            markup=False,
-            highlight=False,
-        )
-        for run, why in result.frontier["unplaced"].items():
-            console.print(f"not on the frontier plot: {run}: {why}", markup=False, highlight=False)
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    else:
+        render_report(result, console, png)
 
 
 @app.command()

@@ -13,6 +13,7 @@ from yieldgate.report.console.campaign import (
     transfer_lines,
     with_interval,
 )
+from yieldgate.report.console.compare import render_comparison, render_manifest_diff, render_report
 from yieldgate.report.console.gate import (
     CHECK_RESULT,
     decision_record,
@@ -34,6 +35,7 @@ from yieldgate.report.console.runs import (
     when,
     write_table,
 )
+from yieldgate.report.console.yields import render_forecast, render_yields
 
 __all__ = [
     "clean",
@@ -41,6 +43,11 @@ __all__ = [
     "fmt",
     "say",
     "render_campaign",
+    "render_comparison",
+    "render_forecast",
+    "render_manifest_diff",
+    "render_report",
+    "render_yields",
     "render_decision",
     "render_plan",
     "with_interval",
