@@ -13,12 +13,10 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
 from yieldgate._version import __version__
@@ -26,17 +24,26 @@ from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.names import TEXTLOG_FORMATS
 from yieldgate.report.console import (
-    clean as _clean,
-)
-from yieldgate.report.console import (
+    CampaignProgress,
     decision_record,
-    evidence_lines,
-    policy_label,
+    render_audit,
+    render_audit_pair,
+    render_batch_check,
     render_campaign,
+    render_campaign_run,
+    render_campaigns,
+    render_check,
     render_comparison,
+    render_copy,
     render_decision,
+    render_decisions,
+    render_dedup,
+    render_diagnosis,
+    render_export,
     render_forecast,
+    render_imports,
     render_manifest_diff,
+    render_merge,
     render_no_runs,
     render_plan,
     render_removed,
@@ -44,12 +51,13 @@ from yieldgate.report.console import (
     render_runs,
     render_show,
     render_tags,
+    render_training,
     render_yields,
     run_record,
     say,
     write_table,
 )
-from yieldgate.report.format import fmt as _fmt
+from yieldgate.report.console import clean as _clean
 from yieldgate.util import lazy
 
 if TYPE_CHECKING:
@@ -753,26 +761,8 @@ def diagnose(
     result = api.diagnose(run, ledger=_where(ctx), against=against or ())
     if as_json:
         _print_json(result.to_dict())
-        return
-    if result.findings:
-        table = Table("cause", "steps", "confidence", "advice", "evidence", title=f"{run}: diagnosis")
-        for f in result.findings:
-            table.add_row(
-                f.cause,
-                f"{f.start_step}-{f.end_step}",
-                f"{f.confidence:.2f}",
-                f.advice,
-                "\n".join(evidence_lines(f.evidence)),
-            )
-        console.print(table)
     else:
-        console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)
-    for entry in result.not_run:
-        console.print(f"not run: {entry['detector']}: {entry['reason']}", markup=False, highlight=False)
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    for signal, why in result.unmeasured.items():
-        console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
+        render_diagnosis(result, console, run)
 
 
 @app.command()
@@ -846,11 +836,8 @@ def train(
             )
     if as_json:
         _print_json({"run": name, "final": final})
-        return
-    table = Table("eval", "value", title=f"{name}: final evaluation")
-    for key, value in final.items():
-        table.add_row(key, _fmt(value))
-    console.print(table)
+    else:
+        render_training(final, console, name)
 
 
 @app.command("batch-check")
@@ -924,38 +911,8 @@ def batch_check(
         )
     if as_json:
         _print_json({"setup": dataclasses.asdict(setup), "run": run, **dataclasses.asdict(result)})
-        return
-    table = Table("", "baseline", "candidate", title=f"learning per token over {result.tokens:,} tokens")
-    table.add_row(
-        "config",
-        f"batch {baseline_batch}, fp32",
-        f"batch {candidate_batch} = {accumulation} x {candidate_batch // accumulation}, {precision}",
-    )
-    table.add_row(
-        "held-out loss drop per seed",
-        ", ".join(map(_fmt, result.baseline_learning)),
-        ", ".join(map(_fmt, result.candidate_learning)),
-    )
-    table.add_row(
-        "learning per token", _fmt(result.baseline_learning_per_token), _fmt(result.candidate_learning_per_token)
-    )
-    norms = result.grad_norms
-    table.add_row(
-        f"raw |g|^2 (batch of {norms['b_tokens']:,} vs {norms['B_tokens']:,} tokens)",
-        _fmt(norms["raw_sq_b"]),
-        _fmt(norms["raw_sq_B"]),
-    )
-    console.print(table)
-    if "noise_corrected_sq" in norms:
-        console.print(
-            f"noise-corrected |G|^2 {_fmt(norms['noise_corrected_sq'])}, tr(Sigma) {_fmt(norms['trace_sigma'])}: "
-            "the raw gap between batch sizes is the noise term tr(Sigma)/b (McCandlish et al. 2018)",
-            markup=False,
-            highlight=False,
-        )
-    console.print(result.verdict, markup=False, highlight=False)
-    if run is not None:
-        console.print(f"kept with run {run!r}: yieldgate diagnose {run} reads it", markup=False, highlight=False)
+    else:
+        render_batch_check(result, console, setup, run)
 
 
 @app.command()
@@ -986,7 +943,7 @@ def probe(
     location = ctx.find_root().obj["ledger"]
     total = len(plan(campaign))
     try:
-        with _CampaignProgress(as_json, total) as (on_step, on_result):
+        with CampaignProgress(Console(stderr=True), total, quiet=as_json) as (on_step, on_result):
             done = run_campaign(
                 campaign,
                 location,
@@ -1008,15 +965,7 @@ def probe(
     if as_json:
         _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
         return
-    err = Console(stderr=True)
-    err.print(
-        f"{campaign.name}: {len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
-        f"{len(done.failed)} failed ({done.seconds:.0f} s)",
-        markup=False,
-        highlight=False,
-    )
-    for run, error in done.failed.items():
-        err.print(f"failed: {run}: {error}", markup=False, highlight=False)
+    render_campaign_run(done, Console(stderr=True))
     render_campaign(summary.to_dict(), console)
 
 
@@ -1035,10 +984,7 @@ def campaign(
     with _ledger(ctx) as ledger:
         if name is None:
             names = api.campaigns(ledger=ledger)
-            if as_json:
-                _print_json(names)
-            else:
-                console.print("\n".join(names) or "no campaigns in this ledger", markup=False, highlight=False)
+            _print_json(names) if as_json else render_campaigns(names, console)
             return
         record = api.campaign(name, ledger=ledger)
     if record["summary"] is None:
@@ -1047,44 +993,6 @@ def campaign(
         _print_json(record)
         return
     render_campaign(record["summary"], console)
-
-
-class _CampaignProgress:
-    """A live display for a campaign: one bar for the whole campaign, one per probe in training."""
-
-    def __init__(self, quiet: bool, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            disable=quiet,
-        )
-        self.overall = self.bar.add_task("probes", total=total)
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> tuple[Any, Any]:
-        self.bar.__enter__()
-        return self.step, self.result
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.bar.__exit__(exc_type, exc, tb)
-
-    def step(self, run: str, step: int, steps: int) -> None:
-        if run not in self.tasks:
-            self.tasks[run] = self.bar.add_task(f"  {run}", total=steps)
-        self.bar.update(self.tasks[run], completed=step, total=steps)
-
-    def result(self, result: dict[str, Any]) -> None:
-        task = self.tasks.pop(result["run"], None)
-        if task is not None:
-            self.bar.remove_task(task)
-        self.bar.advance(self.overall)
 
 
 @app.command("dedup")
@@ -1112,20 +1020,10 @@ def dedup_(
     from yieldgate.data.pipeline import dedup_paths
 
     result = dedup_paths(paths, near=near, shingle=shingle, chunk_chars=chunk_chars)
-    out = result.to_dict()
     if as_json:
-        _print_json(out)
-        return
-    table = Table(
-        title=f"{out['documents']:,} documents, {len(out['clusters']):,} clusters, "
-        f"{out['duplicate_share']:.1%} of tokens duplicate"
-    )
-    table.add_column("cluster")
-    table.add_column("members", overflow="fold")  # paths in full: they are what the user acts on
-    table.add_column("similarity")
-    for n, c in enumerate(out["clusters"], start=1):
-        table.add_row(str(n), "\n".join(c["members"]), _fmt(c["similarity"]))
-    console.print(table)
+        _print_json(result.to_dict())
+    else:
+        render_dedup(result.to_dict(), console)
 
 
 @app.command()
@@ -1166,62 +1064,8 @@ def audit(
     result = audit_file(pipelines[0], ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
     if as_json:
         _print_json(result)
-        return
-    table = _stage_table("stage")
-    for s in result["stages"]:
-        table.add_row(s["stage"], *_stage_cells(s))
-    console.print(table)
-    _summary_table({"all stages": result["summary"]})
-    if any(s["drops_tagged_slice"] for s in result["stages"]):
-        console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
-
-
-def _stage_table(*first: str) -> Table:
-    table = Table(*first, "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
-    table.columns[len(first) - 1].no_wrap = True
-    return table
-
-
-def _stage_cells(s: dict[str, Any]) -> list[str]:
-    flag = " !" if s["drops_tagged_slice"] else ""
-    return [
-        _fmt(s["docs_in"]),
-        _fmt(s["docs_out"]),
-        _rate(s["docs_per_s"]),
-        _rate(s["mb_per_s"]),
-        _pct(s["retention"]),
-        _pct(s["tagged_retention"]) + flag,
-        ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-",
-    ]
-
-
-def _summary_table(rows: dict[str, dict[str, Any]]) -> None:
-    table = Table(
-        "pipeline",
-        "docs in",
-        "docs out",
-        "kept",
-        "bytes kept",
-        "tokens kept",
-        "tagged kept",
-        "docs/s",
-        "MB/s",
-        "seconds",
-    )
-    for name, s in rows.items():
-        table.add_row(
-            name,
-            _fmt(s["docs_in"]),
-            _fmt(s["docs_out"]),
-            _pct(s["retention"]),
-            _pct(s["bytes_retention"]),
-            _pct(s["tokens_retention"]),
-            _pct(s["tagged_retention"]),
-            _rate(s["docs_per_s"]),
-            _rate(s["mb_per_s"]),
-            _fmt(s["seconds"], 3),
-        )
-    console.print(table)
+    else:
+        render_audit(result, console)
 
 
 def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
@@ -1243,36 +1087,8 @@ def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
         bar.update(task, completed=3)
     if as_json:
         _print_json(result.to_dict())
-        return
-    table = _stage_table("row", "stage")
-    table.add_column("hybrid")
-    for n, pair in enumerate(result.pairs, start=1):
-        for side in ("a", "b"):
-            stage = getattr(pair, side)
-            if stage is not None:
-                taken = "taken" if pair.pick == side else ""
-                table.add_row(str(n), f"{side.upper()} {stage['stage']}", *_stage_cells(stage), taken)
-        table.rows[-1].end_section = True
-    console.print(f"A: {result.a}  B: {result.b}  (each stage in its own pipeline)", markup=False)
-    console.print(table)
-    for n, (pair, label) in enumerate(zip(result.pairs, result.hybrid, strict=True), start=1):
-        console.print(f"row {n}: the hybrid takes {label}: {pair.reason}", markup=False, highlight=False)
-    console.print(
-        f"hybrid: {' -> '.join(result.hybrid)}, built and run (each row's two stages tried on the hybrid's stream)",
-        markup=False,
-        highlight=False,
-    )
-    _summary_table({"A": result.summaries["a"], "B": result.summaries["b"], "hybrid": result.summaries["hybrid"]})
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    else:
+        render_audit_pair(result, console)
 
 
 @app.command("check")
@@ -1294,20 +1110,7 @@ def check(
     if as_json:
         _print_json(result.to_dict())
     else:
-        for message in result.integrity:
-            console.print(f"sqlite: {message!r}", markup=False, highlight=False)
-        for d in result.damaged:
-            steps = f" steps {d.first_step}-{d.last_step}" if d.first_step is not None else ""
-            key = f" extra {d.key!r}" if d.key is not None else ""
-            console.print(f"damaged: run {d.run!r}{key}{steps}: {d.problem}", markup=False, highlight=False)
-        for name, blocks in result.unverified.items():
-            console.print(
-                f"unverified: run {name!r}: {blocks} blocks written before checksums", markup=False, highlight=False
-            )
-        verdict = "whole" if result.clean else "DAMAGED"
-        console.print(
-            f"{result.location}: {verdict} ({result.verified_blocks} blocks verified)", markup=False, highlight=False
-        )
+        render_check(result, console)
     if not result.clean:
         raise typer.Exit(2)
 
@@ -1331,9 +1134,8 @@ def merge(
     copied = api.merge(source, runs=run or (), ledger=_where(ctx))
     if as_json:
         _print_json({"source": str(source), "runs": copied})
-        return
-    for name, rows in copied.items():
-        console.print(f"{name}: {rows} step records merged from {source}", markup=False, highlight=False)
+    else:
+        render_merge(copied, console, source)
 
 
 @ledger_app.command("copy")
@@ -1359,15 +1161,8 @@ def ledger_copy(
     result = copy_ledger(source, destination, replace=replace)
     if as_json:
         _print_json(result.to_dict())
-        return
-    replaced = f", {result.replaced} records it held deleted first" if result.replaced else ""
-    console.print(
-        f"{result.source} -> {result.destination}: {result.rows['runs']} runs, "
-        f"{sum(result.rows.values())} rows in {len(result.rows)} tables{replaced}; counts and digest "
-        f"verified (sha256 {result.digest[:16]}), {result.seconds:.1f} s",
-        markup=False,
-        highlight=False,
-    )
+    else:
+        render_copy(result, console)
 
 
 @app.command("import")
@@ -1462,16 +1257,8 @@ def import_(
     )
     if as_json:
         _print_json([r.to_dict() for r in results])
-        return
-    for r in results:
-        what = "already imported, nothing changed" if r.unchanged else f"{r.steps:,} step rows, {r.evals:,} evals"
-        console.print(f"{r.run}: {what} from {r.source}", markup=False, highlight=False)
-        table = Table("source metric", "imported as")
-        for name, target in r.mapping.items():
-            table.add_row(name, target)
-        console.print(table)
-    for line in results[0].warnings if results else []:
-        console.print(f"warning: {line}", markup=False, highlight=False)
+    else:
+        render_imports(results, console)
 
 
 @app.command()
@@ -1498,15 +1285,8 @@ def export(
     result = api.export_run(run, to, dest, ledger=_where(ctx))
     if as_json:
         _print_json(result.to_dict())
-        return
-    console.print(
-        f"{run}: {result.rows:,} rows, {len(result.columns) - 1} columns, {result.yields} yields, "
-        f"{result.diagnoses} diagnoses -> {result.to} {result.dest} (x-axis: {result.x_axis})",
-        markup=False,
-        highlight=False,
-    )
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    else:
+        render_export(result, console, run)
 
 
 @app.command("gate")
@@ -1610,22 +1390,8 @@ def decisions(
     rows = [decision_record(r) for r in api.decisions(target, ledger=_where(ctx))]
     if as_json:
         _print_json(rows)
-        return
-    if not rows:
-        console.print("No decisions" + (f" on {target}" if target else "") + ".", markup=False, highlight=False)
-        return
-    table = Table("id", "when (UTC)", "target", "stage", "decision", "policy", "rationale")
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["created_at"][:16].replace("T", " "),
-            r["target"],
-            r["stage"] or "-",
-            r["decision"],
-            policy_label(r),
-            r["rationale"],
-        )
-    console.print(table)
+    else:
+        render_decisions(rows, console, target)
 
 
 @app.command()

@@ -15,6 +15,7 @@ __all__ = [
     "forecast_lines",
     "ranking_tables",
     "render_campaign",
+    "render_campaigns",
     "scaling_lines",
     "transfer_lines",
     "with_interval",
@@ -158,3 +159,8 @@ def with_interval(entry: dict[str, Any]) -> str:
     if entry["interval"] is None:
         return fmt(entry["mean"])
     return f"{fmt(entry['mean'])} ± {fmt((entry['interval'][1] - entry['interval'][0]) / 2, 2)}"
+
+
+def render_campaigns(names: list[str], console: Console) -> None:
+    """`yieldgate campaign` without a name: the ledger's campaigns, one a line."""
+    console.print("\n".join(names) or "no campaigns in this ledger", markup=False, highlight=False)

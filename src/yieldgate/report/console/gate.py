@@ -12,7 +12,15 @@ from rich.table import Table
 from yieldgate.report.console.campaign import scaling_lines
 from yieldgate.report.format import fmt
 
-__all__ = ["CHECK_RESULT", "decision_record", "policy_label", "render_decision", "render_plan", "sizing_lines"]
+__all__ = [
+    "CHECK_RESULT",
+    "decision_record",
+    "policy_label",
+    "render_decision",
+    "render_decisions",
+    "render_plan",
+    "sizing_lines",
+]
 
 
 CHECK_RESULT = {True: "pass", False: "FAIL", None: "note"}
@@ -128,3 +136,17 @@ def policy_label(row: dict[str, Any]) -> str:
     if not policy and not row["policy_hash"]:
         return "-"
     return f"{policy.get('name', '?')}@{policy.get('version', '?')}#{(row['policy_hash'] or '-')[:12]}"
+
+
+def render_decisions(rows: list[dict[str, Any]], console: Console, target: str | None = None) -> None:
+    """`yieldgate decisions`: the trail (`decision_record` rows), oldest first, or that there is none."""
+    if not rows:
+        console.print("No decisions" + (f" on {target}" if target else "") + ".", markup=False, highlight=False)
+        return
+    table = Table("id", "when (UTC)", "target", "stage", "decision", "policy", "rationale")
+    for r in rows:
+        when = r["created_at"][:16].replace("T", " ")
+        table.add_row(
+            str(r["id"]), when, r["target"], r["stage"] or "-", r["decision"], policy_label(r), r["rationale"]
+        )
+    console.print(table)
