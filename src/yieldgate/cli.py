@@ -189,13 +189,7 @@ def _version(value: bool) -> None:
 def _main(
     ctx: typer.Context,
     ledger: Annotated[
-        str,
-        typer.Option(
-            "--ledger",
-            envvar="YIELDGATE_LEDGER",
-            help="Ledger file (SQLite) or URL.",
-            show_default=True,
-        ),
+        str, typer.Option("--ledger", envvar="YIELDGATE_LEDGER", help="Ledger file (SQLite) or URL.", show_default=True)
     ] = DEFAULT_LEDGER,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -498,11 +492,7 @@ def yield_(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
     tranche_tokens: Annotated[
-        float | None,
-        _float_option(
-            "--tranche-tokens",
-            help="Merge evaluations into tranches of at least N tokens.",
-        ),
+        float | None, _float_option("--tranche-tokens", help="Merge evaluations into tranches of at least N tokens.")
     ] = None,
     metric: MetricOption = "val/loss",
     per: PerOption = "token",
@@ -544,10 +534,7 @@ def compare(
     a: Annotated[str, typer.Argument(help="Run name or glob (a seed group), side A (the reference).")],
     b: Annotated[str, typer.Argument(help="Run name or glob, side B.")],
     at: Annotated[str, typer.Option("--at", help="Align on tokens, time, compute or cost.")] = "tokens",
-    target_loss: Annotated[
-        float | None,
-        _float_option("--target-loss", help="Loss for time-to-target."),
-    ] = None,
+    target_loss: Annotated[float | None, _float_option("--target-loss", help="Loss for time-to-target.")] = None,
     primary: Annotated[str, typer.Option("--primary", help="learning or throughput.")] = "learning",
     metric: MetricOption = "val/loss",
     per: Annotated[
@@ -583,30 +570,17 @@ def forecast(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
     next_tokens: Annotated[
-        float | None,
-        _float_option(
-            "--next-tokens",
-            help="Size of the next tranche in tokens.",
-        ),
+        float | None, _float_option("--next-tokens", help="Size of the next tranche in tokens.")
     ] = None,
     next_steps: Annotated[
         float | None,
-        _float_option(
-            "--next-steps",
-            help="Size of the next tranche in steps, for a run without token counts.",
-        ),
+        _float_option("--next-steps", help="Size of the next tranche in steps, for a run without token counts."),
     ] = None,
     threshold: Annotated[
         float | None,
-        _float_option(
-            "--threshold",
-            help="Marginal yield (loss per billion tokens) to find the tokens for.",
-        ),
+        _float_option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for."),
     ] = None,
-    level: Annotated[
-        float,
-        _float_option("--level", help="Coverage of the bootstrap interval."),
-    ] = 0.8,
+    level: Annotated[float, _float_option("--level", help="Coverage of the bootstrap interval.")] = 0.8,
     metric: MetricOption = "val/loss",
     as_json: JsonOption = False,
 ) -> None:
@@ -655,10 +629,7 @@ def report(
     ] = None,
     smooth: Annotated[
         float,
-        _float_option(
-            "--smooth",
-            help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged).",
-        ),
+        _float_option("--smooth", help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged)."),
     ] = 0.0,
     target_loss: Annotated[
         float | None,
@@ -854,18 +825,10 @@ def batch_check(
         str, typer.Option("--precision", help="The candidate's precision: fp32, bf16 or fp16.")
     ] = "fp32",
     lr: Annotated[
-        float,
-        _float_option(
-            "--lr",
-            help="Learning rate (AdamW) of the baseline, and of the candidate.",
-        ),
+        float, _float_option("--lr", help="Learning rate (AdamW) of the baseline, and of the candidate.")
     ] = 3e-3,
     candidate_lr: Annotated[
-        float | None,
-        _float_option(
-            "--candidate-lr",
-            help="The candidate's own learning rate (default: --lr).",
-        ),
+        float | None, _float_option("--candidate-lr", help="The candidate's own learning rate (default: --lr).")
     ] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds; each trains both from the same model.")] = 3,
     tokens: Annotated[int, typer.Option("--tokens", help="Tokens (bytes) each training sees.")] = 65_536,
@@ -1001,8 +964,7 @@ def dedup_(
     near: Annotated[
         float | None,
         _float_option(
-            "--near",
-            help="Near dedup at estimated Jaccard >= THRESHOLD (MinHash + LSH); exact dedup without it.",
+            "--near", help="Near dedup at estimated Jaccard >= THRESHOLD (MinHash + LSH); exact dedup without it."
         ),
     ] = None,
     shingle: Annotated[str, typer.Option("--shingle", help="Shingles for --near: word:N or char:N.")] = "word:3",
@@ -1036,8 +998,7 @@ def audit(
         ),
     ],
     run: Annotated[
-        str | None,
-        typer.Option("--run", help="Record the audit into this run (created if absent); one pipeline only."),
+        str | None, typer.Option("--run", help="Record the audit into this run (created if absent); one pipeline only.")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -1165,6 +1126,40 @@ def ledger_copy(
         render_copy(result, console)
 
 
+# The options of `yieldgate import` that one kind of source reads (textlog, lm-eval, mlflow, table), and its devices.
+PatternOption = Annotated[
+    list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups (repeatable).")
+]
+FormatOption = Annotated[
+    str,
+    typer.Option("--format", help=f"textlog without --pattern: auto (detect) or one of {', '.join(TEXTLOG_FORMATS)}."),
+]
+StepPatternOption = Annotated[
+    str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the step from the file name.")
+]
+StepOption = Annotated[
+    int | None,
+    typer.Option(
+        "--step", help="lm-eval: the step of results files that name none (a released model's final checkpoint)."
+    ),
+]
+ExperimentOption = Annotated[
+    bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import each of its runs.")
+]
+TrackingUriOption = Annotated[str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the store.")]
+JoinOnOption = Annotated[
+    str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock).")
+]
+DevicesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--devices",
+        help="Devices the run trained on, for per-device-hour yields (default: what the log prints, e.g. "
+        "'world size: 8').",
+    ),
+]
+
+
 @app.command("import")
 def import_(
     ctx: typer.Context,
@@ -1177,56 +1172,22 @@ def import_(
     ] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
     tokens_per_step: Annotated[
-        float | None,
-        _float_option(
-            "--tokens-per-step",
-            help="Derive tokens = step x N where none are logged.",
-        ),
+        float | None, _float_option("--tokens-per-step", help="Derive tokens = step x N where none are logged.")
     ] = None,
     tokens_per_sample: Annotated[
         float | None,
         _float_option(
-            "--tokens-per-sample",
-            help="Derive tokens = samples x N (N: the sequence length) where samples are logged.",
+            "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged."
         ),
     ] = None,
-    pattern: Annotated[
-        list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups (repeatable).")
-    ] = None,
-    log_format: Annotated[
-        str,
-        typer.Option(
-            "--format", help=f"textlog without --pattern: auto (detect) or one of {', '.join(TEXTLOG_FORMATS)}."
-        ),
-    ] = "auto",
-    step_pattern: Annotated[
-        str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the step from the file name.")
-    ] = None,
-    step: Annotated[
-        int | None,
-        typer.Option(
-            "--step", help="lm-eval: the step of results files that name none (a released model's final checkpoint)."
-        ),
-    ] = None,
-    experiment: Annotated[
-        bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import each of its runs.")
-    ] = False,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the store.")
-    ] = None,
-    join_on: Annotated[
-        str,
-        typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock)."),
-    ] = "step",
-    devices: Annotated[
-        int | None,
-        typer.Option(
-            "--devices",
-            help="Devices the run trained on, for per-device-hour "
-            "yields (default: what the log prints, e.g. "
-            "'world size: 8').",
-        ),
-    ] = None,
+    pattern: PatternOption = None,
+    log_format: FormatOption = "auto",
+    step_pattern: StepPatternOption = None,
+    step: StepOption = None,
+    experiment: ExperimentOption = False,
+    tracking_uri: TrackingUriOption = None,
+    join_on: JoinOnOption = "step",
+    devices: DevicesOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -1331,10 +1292,7 @@ def plan(
     policy: Annotated[Path, typer.Option("--policy", help="Policy file (YAML or JSON): its stages, and max_epochs.")],
     flops: Annotated[
         float | None,
-        _float_option(
-            "--flops",
-            help="FLOP budget C: the compute-optimal N and D (C = 6ND) from the L(N, D) law.",
-        ),
+        _float_option("--flops", help="FLOP budget C: the compute-optimal N and D (C = 6ND) from the L(N, D) law."),
     ] = None,
     scaling: Annotated[
         str | None,
