@@ -15,7 +15,12 @@ from yieldgate.report.console.campaign import (
     transfer_lines,
     with_interval,
 )
-from yieldgate.report.console.compare import render_comparison, render_manifest_diff, render_report
+from yieldgate.report.console.compare import (
+    render_comparison,
+    render_manifest_diff,
+    render_pipelines,
+    render_report,
+)
 from yieldgate.report.console.data import render_audit, render_audit_pair, render_dedup
 from yieldgate.report.console.gate import (
     CHECK_RESULT,
@@ -72,6 +77,7 @@ __all__ = [
     "render_forecast",
     "render_comparison",
     "render_manifest_diff",
+    "render_pipelines",
     "render_report",
     # probes and campaigns
     "render_diagnosis",

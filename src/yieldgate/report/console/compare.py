@@ -1,5 +1,6 @@
 """Comparisons on the console: two runs or seed groups point by point with the speedup split and the confounders
-(`yieldgate compare`), two manifests field by field (`manifest diff`), and what `yieldgate report` wrote."""
+(`yieldgate compare`), two manifests field by field (`manifest diff`), what `yieldgate report` wrote, and the
+demo's two pipelines side by side."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from yieldgate.analysis.compare import Comparison
     from yieldgate.report.html import ReportResult
 
-__all__ = ["render_comparison", "render_manifest_diff", "render_report"]
+__all__ = ["render_comparison", "render_manifest_diff", "render_pipelines", "render_report"]
 
 
 def render_comparison(result: Comparison, console: Console, *, check_flags: dict[str, str] | None = None) -> None:
@@ -81,3 +82,59 @@ def render_report(result: ReportResult, console: Console, png_dir: object = None
             say(console, f"not on the frontier plot: {run}: {why}")
     for note in result.notes:
         say(console, f"note: {note}")
+
+
+def render_pipelines(
+    runs: dict[str, Any], console: Console, by_tokens: Comparison, by_time: Comparison, confounders: list[str]
+) -> None:
+    """The demo's worked example: seed 0 of each pipeline (batch, training data kept, throughput, final bits per
+    byte overall and per hard slice), both comparisons' points in bits per byte, the speedup split, the verdict
+    and the confounders."""
+    hard = sorted({k for r in runs.values() for k in r["hard"]})
+    table = Table(
+        "pipeline",
+        "batch",
+        "training MB kept",
+        "tokens/s",
+        "final val bpb",
+        *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard],
+        title="Seed 0 of each pipeline",
+    )
+    for name, r in runs.items():
+        table.add_row(
+            name,
+            str(r["batch"]),
+            f"{r['train_mb']:.2f}",
+            fmt(r["tokens_per_s"]),
+            fmt(r["val_bpb"]),
+            *[fmt(r["hard"].get(h)) for h in hard],
+        )
+    console.print(table)
+    for comparison in (by_tokens, by_time):
+        points = Table(
+            comparison.aligned_on,
+            "A bpb",
+            "B bpb",
+            "B - A",
+            "within seed noise",
+            title=f"Bits per byte at equal {comparison.aligned_on}",
+        )
+        for p in comparison.points:
+            points.add_row(
+                fmt(p[comparison.aligned_on]),
+                fmt(p["a"]),
+                fmt(p["b"]),
+                fmt(p["diff"]),
+                "-" if p["within_noise"] is None else "yes" if p["within_noise"] else "no",
+            )
+        console.print(points)
+    sp = by_tokens.speedup
+    console.print(
+        f"Speedup of B over A to A's and B's common target (bpb {fmt(by_tokens.target_loss)}): time "
+        f"{fmt(sp['time'])}x = throughput {fmt(sp['throughput'])}x x sample efficiency "
+        f"{fmt(sp['sample_efficiency'])}x.",
+        markup=False,
+        highlight=False,
+    )
+    console.print(by_tokens.verdict, markup=False, highlight=False)
+    console.print("Confounders (manifest diff): " + ", ".join(confounders), markup=False, highlight=False)
