@@ -48,6 +48,7 @@ __all__ = [
     "untag_runs",
     "note_run",
     "RemovedRun",
+    "show",
     "yields",
     "compare",
     "forecast",
@@ -208,6 +209,66 @@ def note_run(run: str, text: str, *, ledger: LedgerArg = None) -> str | None:
     with _open(ledger, readonly=False, existing=True) as led:
         led.set_note(run, text)
         return led.note(run)
+
+
+def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
+    """One run whole (`yieldgate show`): its record (as `runs` gives it), each step column recorded with its count
+    and its first, last, smallest and largest value (`(step, value)`; NaN and inf skipped for the extremes), the
+    devices, summary, extras and unmeasured signals, goodput, each eval's last value, the events and the manifest."""
+    import numpy as np
+
+    from yieldgate.analysis.goodput import goodput_of
+    from yieldgate.report.console import run_record
+
+    with _open(ledger, readonly=True) as led:
+        info, steps, evals = run_record(led.run_info(run)), led.steps(run), led.evals(run)
+        events, manifest, extras, meta = led.events(run), led.manifest(run), led.extra_keys(run), led.meta(run)
+        good = goodput_of(led, run)
+    columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
+    return {
+        "run": info,
+        "step_columns": columns,
+        "column_stats": {c: _column_stats(steps, c) for c in columns},
+        "devices": meta.get("devices"),
+        "summary": meta.get("summary"),
+        "extras": extras,
+        "unmeasured": meta.get("unmeasured", {}),
+        "goodput": good.to_dict() if good is not None else None,
+        "evals": [
+            {
+                "task": task,
+                "metric": metric,
+                "count": len(g),
+                "last_step": int(g["step"].iloc[-1]),
+                "last_value": g["value"].iloc[-1],
+                "last_stderr": None if np.isnan(g["stderr"].iloc[-1]) else float(g["stderr"].iloc[-1]),
+                "higher_is_better": bool(g["higher_is_better"].iloc[-1]),
+            }
+            for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
+        ],
+        "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
+        "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
+    }
+
+
+def _column_stats(steps: pd.DataFrame, column: str) -> dict[str, tuple[int, float]]:
+    """(step, value) of a step column's first, last, smallest and largest recorded value (NaN and inf skipped
+    for min and max)."""
+    import numpy as np
+
+    logged = steps[["step", column]].dropna()
+    finite = logged[np.isfinite(logged[column].to_numpy(dtype=float))]
+    pick = finite if len(finite) else logged
+
+    def at(i: int, frame: pd.DataFrame) -> tuple[int, float]:
+        return int(frame["step"].iloc[i]), float(frame[column].iloc[i])
+
+    return {
+        "first": at(0, logged),
+        "last": at(-1, logged),
+        "min": at(int(np.argmin(pick[column].to_numpy())), pick),
+        "max": at(int(np.argmax(pick[column].to_numpy())), pick),
+    }
 
 
 def yields(

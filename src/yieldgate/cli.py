@@ -12,35 +12,52 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 from typer.core import TyperGroup
 
 from yieldgate._version import __version__
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
-from yieldgate.ledger.pg import masked
 from yieldgate.names import TEXTLOG_FORMATS
-from yieldgate.report.console import clean as _clean
 from yieldgate.report.console import (
+    CampaignProgress,
     decision_record,
-    evidence_lines,
-    policy_label,
+    render_audit,
+    render_audit_pair,
+    render_batch_check,
     render_campaign,
+    render_campaign_run,
+    render_campaigns,
+    render_check,
+    render_comparison,
+    render_copy,
     render_decision,
+    render_decisions,
+    render_dedup,
+    render_diagnosis,
+    render_export,
+    render_forecast,
+    render_imports,
+    render_manifest_diff,
+    render_merge,
+    render_no_runs,
     render_plan,
+    render_removed,
+    render_report,
+    render_runs,
+    render_show,
+    render_tags,
+    render_training,
+    render_yields,
     run_record,
+    say,
+    write_table,
 )
-from yieldgate.report.format import fmt as _fmt
+from yieldgate.report.console import clean as _clean
 from yieldgate.util import lazy
 
 if TYPE_CHECKING:
@@ -172,37 +189,13 @@ def _version(value: bool) -> None:
 def _main(
     ctx: typer.Context,
     ledger: Annotated[
-        str,
-        typer.Option(
-            "--ledger",
-            envvar="YIELDGATE_LEDGER",
-            help="Ledger file (SQLite) or URL.",
-            show_default=True,
-        ),
+        str, typer.Option("--ledger", envvar="YIELDGATE_LEDGER", help="Ledger file (SQLite) or URL.", show_default=True)
     ] = DEFAULT_LEDGER,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
     ctx.obj = {"ledger": ledger}
-
-
-def _column_stats(steps: Any, column: str) -> dict[str, tuple[int, float]]:
-    """(step, value) of a step column's first, last, smallest and largest recorded value (NaN and inf skipped
-    for min and max)."""
-    logged = steps[["step", column]].dropna()
-    finite = logged[np.isfinite(logged[column].to_numpy(dtype=float))]
-    pick = finite if len(finite) else logged
-
-    def at(i: int, frame: Any) -> tuple[int, float]:
-        return int(frame["step"].iloc[i]), float(frame[column].iloc[i])
-
-    return {
-        "first": at(0, logged),
-        "last": at(-1, logged),
-        "min": at(int(np.argmin(pick[column].to_numpy())), pick),
-        "max": at(int(np.argmax(pick[column].to_numpy())), pick),
-    }
 
 
 def _where(ctx: typer.Context) -> str:
@@ -222,52 +215,6 @@ def _runs_ledger(ctx: typer.Context) -> Ledger:
 
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_clean(value), indent=2) + "\n")
-
-
-def _duration(seconds: float | None) -> str:
-    """`2h05m`, `3m20s`, `45s`; `-` when unknown."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
-# The columns of `runs --csv/--tsv`: one row per run, times in ISO 8601 UTC, durations in seconds, tags joined
-# by spaces (a tag holds none).
-_TABLE_COLUMNS = (
-    "name",
-    "status",
-    "source",
-    "created_at",
-    "updated_at",
-    "duration_s",
-    "steps",
-    "last_step",
-    "tokens",
-    "last_eval_task",
-    "last_eval_metric",
-    "last_eval_value",
-    "last_eval_step",
-    "tags",
-    "note",
-    "manifest_hash",
-)
-
-
-def _write_table(rows: list[dict[str, Any]], sep: str) -> None:
-    import csv
-
-    iso = lambda ts: datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")  # noqa: E731
-    writer = csv.writer(sys.stdout, delimiter=sep, lineterminator="\n")
-    writer.writerow(_TABLE_COLUMNS)
-    for row in rows:
-        row = _clean(row)
-        row.update(created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]), tags=" ".join(row["tags"]))
-        if sep == "\t":  # TSV has no quoting: a tab or line break inside a note would split the row
-            row["note"] = None if row["note"] is None else " ".join(row["note"].split())
-        writer.writerow(["" if row[c] is None else row[c] for c in _TABLE_COLUMNS])
 
 
 Patterns = Annotated[list[str], typer.Argument(help="Run names or globs (quote them: 'bs64-seed*').")]
@@ -333,59 +280,16 @@ def runs(
     listing = api.list_runs(
         patterns or [], ledger=_where(ctx), tags=tag or [], status=status or [], sort=sort, reverse=reverse, limit=shown
     )
-    rows, matched = listing.rows, listing.matched
     if as_csv or as_tsv:
-        _write_table(rows, "," if as_csv else "\t")
+        write_table(listing.rows, sys.stdout, "," if as_csv else "\t")
         return
-    records = [run_record(r) for r in rows]
+    records = [run_record(r) for r in listing.rows]
     if as_json:
         _print_json(records)
-        return
-    if not records:
-        filtered = bool(patterns or tag or status)
-        where = ctx.find_root().obj["ledger"]
-        missing = "://" not in where and where != ":memory:" and not Path(where).exists()
-        console.print(
-            f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
-            f"{masked(where)}{': no ledger file there yet' if missing else ''}.",
-            markup=False,
-            highlight=False,
-        )
-        return
-    # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
-    # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
-    # The manifest hash is in --json, --csv and `yieldgate show`.
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("run", overflow="fold", min_width=8)
-    for header in ("status", "tokens", "steps"):
-        table.add_column(header, no_wrap=True)
-    table.add_column("created", min_width=10, max_width=10)
-    table.add_column("duration", no_wrap=True)
-    table.add_column("last eval", overflow="fold", min_width=8)
-    tagged = any(r["tags"] for r in records)
-    if tagged:
-        table.add_column("tags", overflow="fold", min_width=8)
-    for r in records:
-        ev = r["last_eval"]
-        last = f"{ev['task']}/{ev['metric']} {_fmt(ev['value'])} @{ev['step']}" if ev else "-"
-        cells = [
-            r["name"],
-            r["status"],
-            _fmt(r["tokens"]),
-            _fmt(r["steps"]),
-            r["created_at"],
-            _duration(r["duration_s"]),
-            last,
-        ]
-        # Text cells, shown as written: a plain string goes through rich's highlighter, a regex pass per cell (about
-        # 0.05 s of a 100-run listing).
-        table.add_row(*map(Text, cells), *([Text(" ".join(r["tags"]))] if tagged else []))
-    console.print(table)
-    if matched > len(records):
-        which = f"the first by {sort}" if sort else "the most recently updated"
-        console.print(
-            f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)", markup=False, highlight=False
-        )
+    elif not records:
+        render_no_runs(ctx.find_root().obj["ledger"], console, filtered=bool(patterns or tag or status))
+    else:
+        render_runs(records, console, matched=listing.matched, sort=sort)
 
 
 @app.command("rm")
@@ -414,14 +318,8 @@ def rm(
         removed = api.remove_runs(names, ledger=ledger)  # the names as confirmed: each matches only itself
     if as_json:
         _print_json([r.to_dict() for r in removed])
-        return
-    for r in removed:
-        console.print(
-            f"removed {r.name}: {r.steps:,} steps, {r.extra_values:,} extra values, {r.evals:,} evals, "
-            f"{r.events:,} events",
-            markup=False,
-            highlight=False,
-        )
+    else:
+        render_removed(removed, console)
 
 
 @app.command()
@@ -441,8 +339,8 @@ def rename(
         api.rename_run(old, new, ledger=ledger)
     if as_json:
         _print_json({"old": old, "new": new})
-        return
-    console.print(f"renamed {old} to {new}", markup=False, highlight=False)
+    else:
+        say(console, f"renamed {old} to {new}")
 
 
 def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: bool, add: bool) -> None:
@@ -452,9 +350,8 @@ def _tags_command(ctx: typer.Context, patterns: str, tags: list[str], as_json: b
         after = (api.tag_runs if add else api.untag_runs)(patterns, tags, ledger=ledger)
     if as_json:
         _print_json([{"name": n, "tags": t} for n, t in after.items()])
-        return
-    for n, t in after.items():
-        console.print(f"{n}: {' '.join(t) or '(no tags)'}", markup=False, highlight=False)
+    else:
+        render_tags(after, console)
 
 
 Tags = Annotated[list[str], typer.Argument(help="Tags: letters, digits and _ . : / = + @ - (e.g. baseline, lr=3e-4).")]
@@ -496,8 +393,8 @@ def note(
         saved = api.note_run(run, text, ledger=ledger)
     if as_json:
         _print_json({"name": run, "note": saved})
-        return
-    console.print(f"{run}: {'note kept' if saved else 'note removed'}", markup=False, highlight=False)
+    else:
+        say(console, f"{run}: {'note kept' if saved else 'note removed'}")
 
 
 @app.command()
@@ -508,90 +405,13 @@ def show(
 
     Example: yieldgate show bs64-fp16 --json
     """
-    from yieldgate.analysis.goodput import goodput_of
+    from yieldgate import api
 
-    with _ledger(ctx) as ledger:
-        info = run_record(ledger.run_info(run))
-        steps = ledger.steps(run)
-        evals = ledger.evals(run)
-        events = ledger.events(run)
-        manifest = ledger.manifest(run)
-        extra_keys = ledger.extra_keys(run)
-        meta = ledger.meta(run)
-        good = goodput_of(ledger, run)
-    columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
-    stats = {c: _column_stats(steps, c) for c in columns}
-    eval_summary = [
-        {
-            "task": task,
-            "metric": metric,
-            "count": len(g),
-            "last_step": int(g["step"].iloc[-1]),
-            "last_value": g["value"].iloc[-1],
-            "last_stderr": None if np.isnan(g["stderr"].iloc[-1]) else float(g["stderr"].iloc[-1]),
-            "higher_is_better": bool(g["higher_is_better"].iloc[-1]),
-        }
-        for (task, metric), g in evals.groupby(["task", "metric"], sort=True)
-    ]
-    result: dict[str, Any] = {
-        "run": info,
-        "step_columns": columns,
-        "column_stats": stats,
-        "devices": meta.get("devices"),
-        "summary": meta.get("summary"),
-        "extras": extra_keys,
-        "unmeasured": meta.get("unmeasured", {}),
-        "goodput": good.to_dict() if good is not None else None,
-        "evals": eval_summary,
-        "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
-        "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
-    }
+    result = api.show(run, ledger=_where(ctx))
     if as_json:
         _print_json(result)
-        return
-    console.print(
-        f"[bold]{escape(info['name'])}[/bold]  status {info['status']}  source {info['source']}  "
-        f"steps {_fmt(info['steps'])}  tokens {_fmt(info['tokens'])}  "
-        f"manifest {info['manifest_hash'] or '-'}",
-        markup=True,
-        highlight=False,
-    )
-    table = Table("step column", "rows", "first", "last", "min", "max")
-    for c, count in columns.items():
-        s = stats[c]
-        table.add_row(c, f"{count:,}", *(f"{_fmt(s[k][1])} @{s[k][0]:,}" for k in ("first", "last", "min", "max")))
-    console.print(table)
-    if extra_keys:
-        console.print("extras: " + ", ".join(extra_keys), markup=False)
-    for signal, why in result["unmeasured"].items():
-        console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
-    if good is not None:
-        console.print(good.line(), markup=False, highlight=False)
-    if result["devices"]:
-        console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
-    if result["summary"]:
-        console.print("summary: " + ", ".join(f"{k} {_fmt(v)}" for k, v in result["summary"].items()), markup=False)
-    if eval_summary:
-        table = Table("eval", "evaluations", "last step", "last value")
-        for e in eval_summary:
-            stderr = "" if e["last_stderr"] is None else f" ± {_fmt(e['last_stderr'])}"
-            table.add_row(
-                f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), _fmt(e["last_value"]) + stderr
-            )
-        console.print(table)
-    console.print(f"events: {result['events']['open']} open, {result['events']['resolved']} resolved")
-    if info["tags"]:
-        console.print("tags: " + " ".join(info["tags"]), markup=False, highlight=False)
-    if manifest is not None and manifest.config:
-        from yieldgate.manifest import flat_config
-
-        console.print(
-            "config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat_config(manifest.config).items()),
-            markup=False,
-            highlight=False,
-        )
-    if info["note"]:
-        console.print(f"note: {info['note']}", markup=False, highlight=False)
+    else:
+        render_show(result, console)
 
 
 def _manifest_of(ctx: typer.Context, ref: str) -> Manifest:
@@ -624,7 +444,7 @@ def manifest_validate(
     if as_json:
         _print_json({"file": str(path), "valid": True, "hash": manifest.content_hash()})
     else:
-        console.print(f"{path}: valid, hash {manifest.content_hash()}", markup=False, highlight=False)
+        say(console, f"{path}: valid, hash {manifest.content_hash()}")
 
 
 @manifest_app.command("diff")
@@ -641,25 +461,17 @@ def manifest_diff(
     from yieldgate.manifest import diff
 
     ma, mb = _manifest_of(ctx, a), _manifest_of(ctx, b)
-    differences = diff(ma, mb)
+    result = {
+        "a": a,
+        "b": b,
+        "hash_a": ma.content_hash(),
+        "hash_b": mb.content_hash(),
+        "differences": [d.model_dump() for d in diff(ma, mb)],
+    }
     if as_json:
-        _print_json(
-            {
-                "a": a,
-                "b": b,
-                "hash_a": ma.content_hash(),
-                "hash_b": mb.content_hash(),
-                "differences": [d.model_dump() for d in differences],
-            }
-        )
-        return
-    if not differences:
-        console.print(f"{a} and {b}: identical manifests", markup=False)
-        return
-    table = Table("field", a, b)
-    for d in differences:
-        table.add_row(d.field, json.dumps(d.a), json.dumps(d.b))
-    console.print(table)
+        _print_json(result)
+    else:
+        render_manifest_diff(result, console)
 
 
 MetricOption = Annotated[
@@ -680,11 +492,7 @@ def yield_(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
     tranche_tokens: Annotated[
-        float | None,
-        _float_option(
-            "--tranche-tokens",
-            help="Merge evaluations into tranches of at least N tokens.",
-        ),
+        float | None, _float_option("--tranche-tokens", help="Merge evaluations into tranches of at least N tokens.")
     ] = None,
     metric: MetricOption = "val/loss",
     per: PerOption = "token",
@@ -708,7 +516,6 @@ def yield_(
     Example: yieldgate yield new-mixture --expected-from baseline
     """
     from yieldgate import api
-    from yieldgate.analysis.yields import DEVICE_HOUR
 
     with _ledger(ctx) as ledger:
         report = api.yields(
@@ -717,66 +524,8 @@ def yield_(
 
     if as_json:
         _print_json(report.to_dict()["tranches"])
-        return
-    what = f"{report.task}/{report.metric}" if report.task else f"training {report.metric}"
-    console.print(f"{run}: yield of {what} ({report.unit})", markup=False, highlight=False)
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    by_steps = report.axis != "tokens"
-    per_time = "per device-h" if report.time_unit == DEVICE_HOUR else "per wall-h"
-    law = report.law is not None
-    table = Table(
-        report.axis,
-        f"{report.metric} start",
-        "end",
-        report.per,
-        f"noise band ({report.level:.0%})",
-        *(["vs law"] if law else []),
-        per_time,
-        "per $",
-        "per kWh",
-        "note",
-    )
-    for t in report.tranches:
-        span = f"{t.start_step:,}-{t.end_step:,}" if by_steps else f"{_fmt(t.start_tokens)}-{_fmt(t.end_tokens)}"
-        band = f"{_fmt(t.yield_band[0])} to {_fmt(t.yield_band[1])}" if t.yield_band else "-"
-        note = ", ".join([w for w, on in (("within noise", t.within_noise), ("LR decay", t.spans_lr_decay)) if on])
-        vs = [f"{_fmt(t.vs_expected)}x" if t.vs_expected is not None else "-"] if law else []
-        table.add_row(
-            span,
-            _fmt(t.loss_start),
-            _fmt(t.loss_end),
-            _fmt(report.rate(t)),
-            band,
-            *vs,
-            _fmt(t.yield_per_device_hour),
-            _fmt(t.yield_per_dollar),
-            _fmt(t.yield_per_kwh),
-            note,
-        )
-    console.print(table)
-    if report.eval_noise is not None and not any(t.band_from == "reported" for t in report.tranches):
-        console.print(
-            f"evaluation noise: {_fmt(report.eval_noise)} (one evaluation's standard deviation around the "
-            "curve); a tranche whose band holds 0 is within noise",
-            markup=False,
-            highlight=False,
-        )
-    if report.law is not None:
-        whose = "its own" if report.law["run"] == run else f"{report.law['run']}'s"
-        console.print(
-            f"vs law: the tranche's improvement over what {whose} law loss = {_fmt(report.law['E'])} + "
-            f"{_fmt(report.law['B'])} * tokens^-{_fmt(report.law['beta'])} expects over the same tokens "
-            "(1: on the law)",
-            markup=False,
-            highlight=False,
-        )
-    for t in report.tranches:
-        for d in t.disagreements:
-            where = "epochs" if report.axis == "epochs" else "steps"
-            console.print(f"{where} {t.start_step}-{t.end_step}: {d}", markup=False, highlight=False)
-    for what, why in report.missing.items():
-        console.print(f"{what}: unknown ({why})", markup=False, highlight=False)
+    else:
+        render_yields(report, console, run)
 
 
 @app.command()
@@ -785,10 +534,7 @@ def compare(
     a: Annotated[str, typer.Argument(help="Run name or glob (a seed group), side A (the reference).")],
     b: Annotated[str, typer.Argument(help="Run name or glob, side B.")],
     at: Annotated[str, typer.Option("--at", help="Align on tokens, time, compute or cost.")] = "tokens",
-    target_loss: Annotated[
-        float | None,
-        _float_option("--target-loss", help="Loss for time-to-target."),
-    ] = None,
+    target_loss: Annotated[float | None, _float_option("--target-loss", help="Loss for time-to-target.")] = None,
     primary: Annotated[str, typer.Option("--primary", help="learning or throughput.")] = "learning",
     metric: MetricOption = "val/loss",
     per: Annotated[
@@ -814,42 +560,9 @@ def compare(
     if as_json:
         _print_json(result.to_dict())
         return
-    table = Table(result.aligned_on, f"{a}", f"{b}", "B - A", "interval", "within noise")
-    for p in result.points:
-        interval = "-" if p["interval"] is None else f"[{_fmt(p['interval'][0])}, {_fmt(p['interval'][1])}]"
-        noise = "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")
-        table.add_row(_fmt(p[result.aligned_on]), _fmt(p["a"]), _fmt(p["b"]), _fmt(p["diff"]), interval, noise)
-    console.print(table)
-    s = result.speedup
-    console.print(
-        f"target {result.metric} {_fmt(result.target_loss)}: tokens {_fmt(result.tokens_to_target[a])} vs "
-        f"{_fmt(result.tokens_to_target[b])}, time {_fmt(result.time_to_target_s[a])} s vs "
-        f"{_fmt(result.time_to_target_s[b])} s",
-        markup=False,
-        highlight=False,
-    )
-    console.print(
-        f"speedup (B over A): time {_fmt(s['time'])} = throughput {_fmt(s['throughput'])} x sample "
-        f"efficiency {_fmt(s['sample_efficiency'])}; effective token multiplier "
-        f"{_fmt(result.effective_token_multiplier)}",
-        markup=False,
-        highlight=False,
-    )
-    for c in result.confounders:
-        console.print(
-            f"confounder: {c['field']}: {json.dumps(c['a'])} vs {json.dumps(c['b'])}", markup=False, highlight=False
-        )
-    for line in result.warnings + result.notes:
-        console.print(f"note: {line}", markup=False, highlight=False)
-    if result.batch_check is not None:
-        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in result.batch_check.items())
-        console.print(
-            f"check it: yieldgate batch-check {flags} --run {result.runs[result.b][0]}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-    console.print(result.verdict, markup=False, highlight=False)
+    check = result.batch_check  # the library's arguments, spelled as batch-check's flags
+    flags = None if check is None else {f"--{k.replace('_', '-')}": str(v) for k, v in check.items()}
+    render_comparison(result, console, check_flags=flags)
 
 
 @app.command()
@@ -857,30 +570,17 @@ def forecast(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run name.")],
     next_tokens: Annotated[
-        float | None,
-        _float_option(
-            "--next-tokens",
-            help="Size of the next tranche in tokens.",
-        ),
+        float | None, _float_option("--next-tokens", help="Size of the next tranche in tokens.")
     ] = None,
     next_steps: Annotated[
         float | None,
-        _float_option(
-            "--next-steps",
-            help="Size of the next tranche in steps, for a run without token counts.",
-        ),
+        _float_option("--next-steps", help="Size of the next tranche in steps, for a run without token counts."),
     ] = None,
     threshold: Annotated[
         float | None,
-        _float_option(
-            "--threshold",
-            help="Marginal yield (loss per billion tokens) to find the tokens for.",
-        ),
+        _float_option("--threshold", help="Marginal yield (loss per billion tokens) to find the tokens for."),
     ] = None,
-    level: Annotated[
-        float,
-        _float_option("--level", help="Coverage of the bootstrap interval."),
-    ] = 0.8,
+    level: Annotated[float, _float_option("--level", help="Coverage of the bootstrap interval.")] = 0.8,
     metric: MetricOption = "val/loss",
     as_json: JsonOption = False,
 ) -> None:
@@ -892,7 +592,6 @@ def forecast(
     Example: yieldgate forecast whisper-ft --next-steps 1000   (a run without token counts)
     """
     from yieldgate import api
-    from yieldgate.analysis.yields import AXES
 
     with _ledger(ctx) as ledger:
         result = api.forecast(
@@ -906,36 +605,8 @@ def forecast(
         )
     if as_json:
         _print_json(result.to_dict())
-        return
-    f, x = result.fit, result.axis
-    label, _, span = AXES[x]
-    per = (
-        f"{_fmt(result.yield_per_btok)} per billion tokens"
-        if x == "tokens"
-        else f"{_fmt(result.gain / result.next_tokens * span)} {label}"
-    )
-    console.print(
-        f"fit: loss = {_fmt(f.E)} + {_fmt(f.B)} * {x}^-{_fmt(f.beta)}  (R^2 {_fmt(f.r2)}, {len(f.tokens)} evaluations)",
-        markup=False,
-        highlight=False,
-    )
-    console.print(
-        f"next {_fmt(result.next_tokens)} {x} after {_fmt(result.at_tokens)}: gain {_fmt(result.gain)} "
-        f"[{_fmt(result.interval[0])}, {_fmt(result.interval[1])}] ({result.level:.0%} interval, with "
-        f"evaluation noise {_fmt(result.eval_noise)}; the curve alone [{_fmt(result.fit_interval[0])}, "
-        f"{_fmt(result.fit_interval[1])}]), {per}",
-        markup=False,
-        highlight=False,
-    )
-    if result.threshold_tokens is not None:
-        console.print(
-            f"marginal yield falls below {_fmt(threshold)} per billion tokens at "
-            f"{_fmt(result.threshold_tokens)} tokens",
-            markup=False,
-            highlight=False,
-        )
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    else:
+        render_forecast(result, console, threshold)
 
 
 @app.command()
@@ -958,10 +629,7 @@ def report(
     ] = None,
     smooth: Annotated[
         float,
-        _float_option(
-            "--smooth",
-            help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged).",
-        ),
+        _float_option("--smooth", help="Weight of the moving average drawn for tokens/s, in [0, 1) (0: as logged)."),
     ] = 0.0,
     target_loss: Annotated[
         float | None,
@@ -997,26 +665,8 @@ def report(
                 "frontier": result.frontier,
             }
         )
-        return
-    n = len(result.runs)
-    console.print(
-        f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots"
-        + (f", {len(result.pngs)} PNG files in {png}" if result.pngs else ""),
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    if result.frontier is not None:
-        console.print(
-            f"frontier (tokens/s against tokens to {result.frontier['metric']} {_fmt(result.frontier['target'])}): "
-            f"on the Pareto front: {', '.join(result.frontier['front']) or 'no run'}",
-            markup=False,
-            highlight=False,
-        )
-        for run, why in result.frontier["unplaced"].items():
-            console.print(f"not on the frontier plot: {run}: {why}", markup=False, highlight=False)
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    else:
+        render_report(result, console, png)
 
 
 @app.command()
@@ -1082,26 +732,8 @@ def diagnose(
     result = api.diagnose(run, ledger=_where(ctx), against=against or ())
     if as_json:
         _print_json(result.to_dict())
-        return
-    if result.findings:
-        table = Table("cause", "steps", "confidence", "advice", "evidence", title=f"{run}: diagnosis")
-        for f in result.findings:
-            table.add_row(
-                f.cause,
-                f"{f.start_step}-{f.end_step}",
-                f"{f.confidence:.2f}",
-                f.advice,
-                "\n".join(evidence_lines(f.evidence)),
-            )
-        console.print(table)
     else:
-        console.print(f"{run}: no finding from the detectors that ran", markup=False, highlight=False)
-    for entry in result.not_run:
-        console.print(f"not run: {entry['detector']}: {entry['reason']}", markup=False, highlight=False)
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    for signal, why in result.unmeasured.items():
-        console.print(f"not recorded: {signal}: {why}", markup=False, highlight=False)
+        render_diagnosis(result, console, run)
 
 
 @app.command()
@@ -1175,11 +807,8 @@ def train(
             )
     if as_json:
         _print_json({"run": name, "final": final})
-        return
-    table = Table("eval", "value", title=f"{name}: final evaluation")
-    for key, value in final.items():
-        table.add_row(key, _fmt(value))
-    console.print(table)
+    else:
+        render_training(final, console, name)
 
 
 @app.command("batch-check")
@@ -1196,18 +825,10 @@ def batch_check(
         str, typer.Option("--precision", help="The candidate's precision: fp32, bf16 or fp16.")
     ] = "fp32",
     lr: Annotated[
-        float,
-        _float_option(
-            "--lr",
-            help="Learning rate (AdamW) of the baseline, and of the candidate.",
-        ),
+        float, _float_option("--lr", help="Learning rate (AdamW) of the baseline, and of the candidate.")
     ] = 3e-3,
     candidate_lr: Annotated[
-        float | None,
-        _float_option(
-            "--candidate-lr",
-            help="The candidate's own learning rate (default: --lr).",
-        ),
+        float | None, _float_option("--candidate-lr", help="The candidate's own learning rate (default: --lr).")
     ] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds; each trains both from the same model.")] = 3,
     tokens: Annotated[int, typer.Option("--tokens", help="Tokens (bytes) each training sees.")] = 65_536,
@@ -1253,38 +874,8 @@ def batch_check(
         )
     if as_json:
         _print_json({"setup": dataclasses.asdict(setup), "run": run, **dataclasses.asdict(result)})
-        return
-    table = Table("", "baseline", "candidate", title=f"learning per token over {result.tokens:,} tokens")
-    table.add_row(
-        "config",
-        f"batch {baseline_batch}, fp32",
-        f"batch {candidate_batch} = {accumulation} x {candidate_batch // accumulation}, {precision}",
-    )
-    table.add_row(
-        "held-out loss drop per seed",
-        ", ".join(map(_fmt, result.baseline_learning)),
-        ", ".join(map(_fmt, result.candidate_learning)),
-    )
-    table.add_row(
-        "learning per token", _fmt(result.baseline_learning_per_token), _fmt(result.candidate_learning_per_token)
-    )
-    norms = result.grad_norms
-    table.add_row(
-        f"raw |g|^2 (batch of {norms['b_tokens']:,} vs {norms['B_tokens']:,} tokens)",
-        _fmt(norms["raw_sq_b"]),
-        _fmt(norms["raw_sq_B"]),
-    )
-    console.print(table)
-    if "noise_corrected_sq" in norms:
-        console.print(
-            f"noise-corrected |G|^2 {_fmt(norms['noise_corrected_sq'])}, tr(Sigma) {_fmt(norms['trace_sigma'])}: "
-            "the raw gap between batch sizes is the noise term tr(Sigma)/b (McCandlish et al. 2018)",
-            markup=False,
-            highlight=False,
-        )
-    console.print(result.verdict, markup=False, highlight=False)
-    if run is not None:
-        console.print(f"kept with run {run!r}: yieldgate diagnose {run} reads it", markup=False, highlight=False)
+    else:
+        render_batch_check(result, console, setup, run)
 
 
 @app.command()
@@ -1315,7 +906,7 @@ def probe(
     location = ctx.find_root().obj["ledger"]
     total = len(plan(campaign))
     try:
-        with _CampaignProgress(as_json, total) as (on_step, on_result):
+        with CampaignProgress(Console(stderr=True), total, quiet=as_json) as (on_step, on_result):
             done = run_campaign(
                 campaign,
                 location,
@@ -1337,16 +928,8 @@ def probe(
     if as_json:
         _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
         return
-    err = Console(stderr=True)
-    err.print(
-        f"{campaign.name}: {len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
-        f"{len(done.failed)} failed ({done.seconds:.0f} s)",
-        markup=False,
-        highlight=False,
-    )
-    for run, error in done.failed.items():
-        err.print(f"failed: {run}: {error}", markup=False, highlight=False)
-    render_campaign(console, summary.to_dict())
+    render_campaign_run(done, Console(stderr=True))
+    render_campaign(summary.to_dict(), console)
 
 
 @app.command()
@@ -1364,10 +947,7 @@ def campaign(
     with _ledger(ctx) as ledger:
         if name is None:
             names = api.campaigns(ledger=ledger)
-            if as_json:
-                _print_json(names)
-            else:
-                console.print("\n".join(names) or "no campaigns in this ledger", markup=False, highlight=False)
+            _print_json(names) if as_json else render_campaigns(names, console)
             return
         record = api.campaign(name, ledger=ledger)
     if record["summary"] is None:
@@ -1375,45 +955,7 @@ def campaign(
     if as_json:
         _print_json(record)
         return
-    render_campaign(console, record["summary"])
-
-
-class _CampaignProgress:
-    """A live display for a campaign: one bar for the whole campaign, one per probe in training."""
-
-    def __init__(self, quiet: bool, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            disable=quiet,
-        )
-        self.overall = self.bar.add_task("probes", total=total)
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> tuple[Any, Any]:
-        self.bar.__enter__()
-        return self.step, self.result
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.bar.__exit__(exc_type, exc, tb)
-
-    def step(self, run: str, step: int, steps: int) -> None:
-        if run not in self.tasks:
-            self.tasks[run] = self.bar.add_task(f"  {run}", total=steps)
-        self.bar.update(self.tasks[run], completed=step, total=steps)
-
-    def result(self, result: dict[str, Any]) -> None:
-        task = self.tasks.pop(result["run"], None)
-        if task is not None:
-            self.bar.remove_task(task)
-        self.bar.advance(self.overall)
+    render_campaign(record["summary"], console)
 
 
 @app.command("dedup")
@@ -1422,8 +964,7 @@ def dedup_(
     near: Annotated[
         float | None,
         _float_option(
-            "--near",
-            help="Near dedup at estimated Jaccard >= THRESHOLD (MinHash + LSH); exact dedup without it.",
+            "--near", help="Near dedup at estimated Jaccard >= THRESHOLD (MinHash + LSH); exact dedup without it."
         ),
     ] = None,
     shingle: Annotated[str, typer.Option("--shingle", help="Shingles for --near: word:N or char:N.")] = "word:3",
@@ -1441,20 +982,10 @@ def dedup_(
     from yieldgate.data.pipeline import dedup_paths
 
     result = dedup_paths(paths, near=near, shingle=shingle, chunk_chars=chunk_chars)
-    out = result.to_dict()
     if as_json:
-        _print_json(out)
-        return
-    table = Table(
-        title=f"{out['documents']:,} documents, {len(out['clusters']):,} clusters, "
-        f"{out['duplicate_share']:.1%} of tokens duplicate"
-    )
-    table.add_column("cluster")
-    table.add_column("members", overflow="fold")  # paths in full: they are what the user acts on
-    table.add_column("similarity")
-    for n, c in enumerate(out["clusters"], start=1):
-        table.add_row(str(n), "\n".join(c["members"]), _fmt(c["similarity"]))
-    console.print(table)
+        _print_json(result.to_dict())
+    else:
+        render_dedup(result.to_dict(), console)
 
 
 @app.command()
@@ -1467,8 +998,7 @@ def audit(
         ),
     ],
     run: Annotated[
-        str | None,
-        typer.Option("--run", help="Record the audit into this run (created if absent); one pipeline only."),
+        str | None, typer.Option("--run", help="Record the audit into this run (created if absent); one pipeline only.")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -1495,62 +1025,8 @@ def audit(
     result = audit_file(pipelines[0], ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
     if as_json:
         _print_json(result)
-        return
-    table = _stage_table("stage")
-    for s in result["stages"]:
-        table.add_row(s["stage"], *_stage_cells(s))
-    console.print(table)
-    _summary_table({"all stages": result["summary"]})
-    if any(s["drops_tagged_slice"] for s in result["stages"]):
-        console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
-
-
-def _stage_table(*first: str) -> Table:
-    table = Table(*first, "docs in", "docs out", "docs/s", "MB/s", "kept", "tagged kept", "drops")
-    table.columns[len(first) - 1].no_wrap = True
-    return table
-
-
-def _stage_cells(s: dict[str, Any]) -> list[str]:
-    flag = " !" if s["drops_tagged_slice"] else ""
-    return [
-        _fmt(s["docs_in"]),
-        _fmt(s["docs_out"]),
-        _rate(s["docs_per_s"]),
-        _rate(s["mb_per_s"]),
-        _pct(s["retention"]),
-        _pct(s["tagged_retention"]) + flag,
-        ", ".join(f"{k} {v:,}" for k, v in s["drops"].items()) or "-",
-    ]
-
-
-def _summary_table(rows: dict[str, dict[str, Any]]) -> None:
-    table = Table(
-        "pipeline",
-        "docs in",
-        "docs out",
-        "kept",
-        "bytes kept",
-        "tokens kept",
-        "tagged kept",
-        "docs/s",
-        "MB/s",
-        "seconds",
-    )
-    for name, s in rows.items():
-        table.add_row(
-            name,
-            _fmt(s["docs_in"]),
-            _fmt(s["docs_out"]),
-            _pct(s["retention"]),
-            _pct(s["bytes_retention"]),
-            _pct(s["tokens_retention"]),
-            _pct(s["tagged_retention"]),
-            _rate(s["docs_per_s"]),
-            _rate(s["mb_per_s"]),
-            _fmt(s["seconds"], 3),
-        )
-    console.print(table)
+    else:
+        render_audit(result, console)
 
 
 def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
@@ -1572,36 +1048,8 @@ def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
         bar.update(task, completed=3)
     if as_json:
         _print_json(result.to_dict())
-        return
-    table = _stage_table("row", "stage")
-    table.add_column("hybrid")
-    for n, pair in enumerate(result.pairs, start=1):
-        for side in ("a", "b"):
-            stage = getattr(pair, side)
-            if stage is not None:
-                taken = "taken" if pair.pick == side else ""
-                table.add_row(str(n), f"{side.upper()} {stage['stage']}", *_stage_cells(stage), taken)
-        table.rows[-1].end_section = True
-    console.print(f"A: {result.a}  B: {result.b}  (each stage in its own pipeline)", markup=False)
-    console.print(table)
-    for n, (pair, label) in enumerate(zip(result.pairs, result.hybrid, strict=True), start=1):
-        console.print(f"row {n}: the hybrid takes {label}: {pair.reason}", markup=False, highlight=False)
-    console.print(
-        f"hybrid: {' -> '.join(result.hybrid)}, built and run (each row's two stages tried on the hybrid's stream)",
-        markup=False,
-        highlight=False,
-    )
-    _summary_table({"A": result.summaries["a"], "B": result.summaries["b"], "hybrid": result.summaries["hybrid"]})
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    else:
+        render_audit_pair(result, console)
 
 
 @app.command("check")
@@ -1623,20 +1071,7 @@ def check(
     if as_json:
         _print_json(result.to_dict())
     else:
-        for message in result.integrity:
-            console.print(f"sqlite: {message!r}", markup=False, highlight=False)
-        for d in result.damaged:
-            steps = f" steps {d.first_step}-{d.last_step}" if d.first_step is not None else ""
-            key = f" extra {d.key!r}" if d.key is not None else ""
-            console.print(f"damaged: run {d.run!r}{key}{steps}: {d.problem}", markup=False, highlight=False)
-        for name, blocks in result.unverified.items():
-            console.print(
-                f"unverified: run {name!r}: {blocks} blocks written before checksums", markup=False, highlight=False
-            )
-        verdict = "whole" if result.clean else "DAMAGED"
-        console.print(
-            f"{result.location}: {verdict} ({result.verified_blocks} blocks verified)", markup=False, highlight=False
-        )
+        render_check(result, console)
     if not result.clean:
         raise typer.Exit(2)
 
@@ -1660,9 +1095,8 @@ def merge(
     copied = api.merge(source, runs=run or (), ledger=_where(ctx))
     if as_json:
         _print_json({"source": str(source), "runs": copied})
-        return
-    for name, rows in copied.items():
-        console.print(f"{name}: {rows} step records merged from {source}", markup=False, highlight=False)
+    else:
+        render_merge(copied, console, source)
 
 
 @ledger_app.command("copy")
@@ -1688,15 +1122,42 @@ def ledger_copy(
     result = copy_ledger(source, destination, replace=replace)
     if as_json:
         _print_json(result.to_dict())
-        return
-    replaced = f", {result.replaced} records it held deleted first" if result.replaced else ""
-    console.print(
-        f"{result.source} -> {result.destination}: {result.rows['runs']} runs, "
-        f"{sum(result.rows.values())} rows in {len(result.rows)} tables{replaced}; counts and digest "
-        f"verified (sha256 {result.digest[:16]}), {result.seconds:.1f} s",
-        markup=False,
-        highlight=False,
-    )
+    else:
+        render_copy(result, console)
+
+
+# The options of `yieldgate import` that one kind of source reads (textlog, lm-eval, mlflow, table), and its devices.
+PatternOption = Annotated[
+    list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups (repeatable).")
+]
+FormatOption = Annotated[
+    str,
+    typer.Option("--format", help=f"textlog without --pattern: auto (detect) or one of {', '.join(TEXTLOG_FORMATS)}."),
+]
+StepPatternOption = Annotated[
+    str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the step from the file name.")
+]
+StepOption = Annotated[
+    int | None,
+    typer.Option(
+        "--step", help="lm-eval: the step of results files that name none (a released model's final checkpoint)."
+    ),
+]
+ExperimentOption = Annotated[
+    bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import each of its runs.")
+]
+TrackingUriOption = Annotated[str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the store.")]
+JoinOnOption = Annotated[
+    str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock).")
+]
+DevicesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--devices",
+        help="Devices the run trained on, for per-device-hour yields (default: what the log prints, e.g. "
+        "'world size: 8').",
+    ),
+]
 
 
 @app.command("import")
@@ -1711,56 +1172,22 @@ def import_(
     ] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
     tokens_per_step: Annotated[
-        float | None,
-        _float_option(
-            "--tokens-per-step",
-            help="Derive tokens = step x N where none are logged.",
-        ),
+        float | None, _float_option("--tokens-per-step", help="Derive tokens = step x N where none are logged.")
     ] = None,
     tokens_per_sample: Annotated[
         float | None,
         _float_option(
-            "--tokens-per-sample",
-            help="Derive tokens = samples x N (N: the sequence length) where samples are logged.",
+            "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged."
         ),
     ] = None,
-    pattern: Annotated[
-        list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups (repeatable).")
-    ] = None,
-    log_format: Annotated[
-        str,
-        typer.Option(
-            "--format", help=f"textlog without --pattern: auto (detect) or one of {', '.join(TEXTLOG_FORMATS)}."
-        ),
-    ] = "auto",
-    step_pattern: Annotated[
-        str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the step from the file name.")
-    ] = None,
-    step: Annotated[
-        int | None,
-        typer.Option(
-            "--step", help="lm-eval: the step of results files that name none (a released model's final checkpoint)."
-        ),
-    ] = None,
-    experiment: Annotated[
-        bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import each of its runs.")
-    ] = False,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the store.")
-    ] = None,
-    join_on: Annotated[
-        str,
-        typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock)."),
-    ] = "step",
-    devices: Annotated[
-        int | None,
-        typer.Option(
-            "--devices",
-            help="Devices the run trained on, for per-device-hour "
-            "yields (default: what the log prints, e.g. "
-            "'world size: 8').",
-        ),
-    ] = None,
+    pattern: PatternOption = None,
+    log_format: FormatOption = "auto",
+    step_pattern: StepPatternOption = None,
+    step: StepOption = None,
+    experiment: ExperimentOption = False,
+    tracking_uri: TrackingUriOption = None,
+    join_on: JoinOnOption = "step",
+    devices: DevicesOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -1791,16 +1218,8 @@ def import_(
     )
     if as_json:
         _print_json([r.to_dict() for r in results])
-        return
-    for r in results:
-        what = "already imported, nothing changed" if r.unchanged else f"{r.steps:,} step rows, {r.evals:,} evals"
-        console.print(f"{r.run}: {what} from {r.source}", markup=False, highlight=False)
-        table = Table("source metric", "imported as")
-        for name, target in r.mapping.items():
-            table.add_row(name, target)
-        console.print(table)
-    for line in results[0].warnings if results else []:
-        console.print(f"warning: {line}", markup=False, highlight=False)
+    else:
+        render_imports(results, console)
 
 
 @app.command()
@@ -1827,15 +1246,8 @@ def export(
     result = api.export_run(run, to, dest, ledger=_where(ctx))
     if as_json:
         _print_json(result.to_dict())
-        return
-    console.print(
-        f"{run}: {result.rows:,} rows, {len(result.columns) - 1} columns, {result.yields} yields, "
-        f"{result.diagnoses} diagnoses -> {result.to} {result.dest} (x-axis: {result.x_axis})",
-        markup=False,
-        highlight=False,
-    )
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    else:
+        render_export(result, console, run)
 
 
 @app.command("gate")
@@ -1863,7 +1275,7 @@ def gate_(
     if as_json:
         _print_json({"id": decision_id, **decision.to_dict()})
     else:
-        render_decision(console, decision_id, decision)
+        render_decision(decision, console, decision_id)
     if strict and decision.decision != "approve":
         raise typer.Exit(3 if decision.decision == "hold" else 4)
 
@@ -1880,10 +1292,7 @@ def plan(
     policy: Annotated[Path, typer.Option("--policy", help="Policy file (YAML or JSON): its stages, and max_epochs.")],
     flops: Annotated[
         float | None,
-        _float_option(
-            "--flops",
-            help="FLOP budget C: the compute-optimal N and D (C = 6ND) from the L(N, D) law.",
-        ),
+        _float_option("--flops", help="FLOP budget C: the compute-optimal N and D (C = 6ND) from the L(N, D) law."),
     ] = None,
     scaling: Annotated[
         str | None,
@@ -1920,7 +1329,7 @@ def plan(
     if as_json:
         _print_json(result.to_dict())
     else:
-        render_plan(console, result.to_dict())
+        render_plan(result.to_dict(), console)
 
 
 @app.command()
@@ -1939,22 +1348,8 @@ def decisions(
     rows = [decision_record(r) for r in api.decisions(target, ledger=_where(ctx))]
     if as_json:
         _print_json(rows)
-        return
-    if not rows:
-        console.print("No decisions" + (f" on {target}" if target else "") + ".", markup=False, highlight=False)
-        return
-    table = Table("id", "when (UTC)", "target", "stage", "decision", "policy", "rationale")
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["created_at"][:16].replace("T", " "),
-            r["target"],
-            r["stage"] or "-",
-            r["decision"],
-            policy_label(r),
-            r["rationale"],
-        )
-    console.print(table)
+    else:
+        render_decisions(rows, console, target)
 
 
 @app.command()

@@ -24,7 +24,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from yieldgate import api
 from yieldgate.analysis.campaign import summarise
@@ -34,8 +33,7 @@ from yieldgate.ledger.location import Location
 from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
-from yieldgate.report.console import render_campaign, render_decision
-from yieldgate.report.format import fmt
+from yieldgate.report.console import render_campaign, render_decision, render_pipelines
 
 __all__ = ["run_demo", "Settings", "QUICK", "FULL"]
 
@@ -191,7 +189,7 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
         confounders = [
             d.field for d in diff(_manifest(led, "demo/pipeline-a/s0"), _manifest(led, "demo/pipeline-b/s0"))
         ]
-    _render_pipelines(console, runs, by_tokens, by_time, confounders)
+    render_pipelines(runs, console, by_tokens, by_time, confounders)
     return {
         "runs": runs,
         "at_equal_tokens": by_tokens.to_dict(),
@@ -228,59 +226,6 @@ def _pipeline_figures(led: Ledger, run: str) -> dict[str, Any]:
     }
 
 
-def _render_pipelines(
-    console: Console, runs: dict[str, Any], by_tokens: Any, by_time: Any, confounders: list[str]
-) -> None:
-    hard = sorted({k for r in runs.values() for k in r["hard"]})
-    table = Table(
-        "pipeline",
-        "batch",
-        "training MB kept",
-        "tokens/s",
-        "final val bpb",
-        *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard],
-        title="Seed 0 of each pipeline",
-    )
-    for name, r in runs.items():
-        table.add_row(
-            name,
-            str(r["batch"]),
-            f"{r['train_mb']:.2f}",
-            fmt(r["tokens_per_s"]),
-            fmt(r["val_bpb"]),
-            *[fmt(r["hard"].get(h)) for h in hard],
-        )
-    console.print(table)
-    for comparison in (by_tokens, by_time):
-        points = Table(
-            comparison.aligned_on,
-            "A bpb",
-            "B bpb",
-            "B - A",
-            "within seed noise",
-            title=f"Bits per byte at equal {comparison.aligned_on}",
-        )
-        for p in comparison.points:
-            points.add_row(
-                fmt(p[comparison.aligned_on]),
-                fmt(p["a"]),
-                fmt(p["b"]),
-                fmt(p["diff"]),
-                "-" if p["within_noise"] is None else "yes" if p["within_noise"] else "no",
-            )
-        console.print(points)
-    sp = by_tokens.speedup
-    console.print(
-        f"Speedup of B over A to A's and B's common target (bpb {fmt(by_tokens.target_loss)}): time "
-        f"{fmt(sp['time'])}x = throughput {fmt(sp['throughput'])}x x sample efficiency "
-        f"{fmt(sp['sample_efficiency'])}x.",
-        markup=False,
-        highlight=False,
-    )
-    console.print(by_tokens.verdict, markup=False, highlight=False)
-    console.print("Confounders (manifest diff): " + ", ".join(confounders), markup=False, highlight=False)
-
-
 def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
     campaign = Campaign.model_validate(
         {
@@ -310,7 +255,7 @@ def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
         f"{len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, {len(done.failed)} failed.",
         highlight=False,
     )
-    render_campaign(console, summary.to_dict())
+    render_campaign(summary.to_dict(), console)
     return summary.to_dict()
 
 
@@ -356,7 +301,7 @@ def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console
     with Ledger(location) as led:
         decision = gate(led, target, policy)
         decision_id = record(led, decision, policy)
-    render_decision(console, decision_id, decision)
+    render_decision(decision, console, decision_id)
     return {"id": decision_id, **decision.to_dict()}
 
 

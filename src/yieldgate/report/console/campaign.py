@@ -1,0 +1,166 @@
+"""A probe campaign on the console: its rankings per budget, decision accuracy, rank transfer, forecasts and
+L(N, D) laws, as `yieldgate probe` and `yieldgate campaign` print them (and the demo)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from yieldgate.report.format import fmt
+
+__all__ = [
+    "accuracy_lines",
+    "forecast_lines",
+    "ranking_tables",
+    "render_campaign",
+    "render_campaigns",
+    "scaling_lines",
+    "transfer_lines",
+    "with_interval",
+]
+
+
+def ranking_tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """A campaign summary's rankings (`analysis.campaign.summarise`, as stored): per budget, smallest first, a
+    title, the headers and the rows (rank, recipe, seeds, bpb with its interval, yield, hard slices, ties)."""
+    level, out = summary["level"], []
+    for budget, scores in sorted(summary["rankings"].items(), key=lambda item: int(item[0])):
+        bpb = scores.get("bpb")
+        if bpb is None:
+            continue
+        slices = [k for k in scores if k.startswith("hard/")]
+        names = [s.removeprefix("hard/").removesuffix("/bpb") for s in slices]
+        title = (
+            f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
+            f"{', '.join(names) or 'none'})"
+        )
+        by = {key: {e["recipe"]: e for e in scores[key]["order"]} for key in scores}
+        rows = [
+            [
+                str(e["rank"]),
+                e["recipe"],
+                str(e["seeds"]),
+                with_interval(e),
+                fmt(by.get("yield_per_btok", {}).get(e["recipe"], {}).get("mean")),
+                *[fmt(by[s].get(e["recipe"], {}).get("mean")) for s in slices],
+                ", ".join(e["ties"]) or "-",
+            ]
+            for e in bpb["order"]
+        ]
+        out.append((title, ["rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok", *names, "ties"], rows))
+    return out
+
+
+def accuracy_lines(summary: dict[str, Any]) -> list[str]:
+    """A campaign's decision accuracy, one line per smaller budget: how often it orders recipe pairs as the
+    largest budget does."""
+    lines = []
+    for entry in sorted(summary["decision_accuracy"].values(), key=lambda e: e["budget"]):
+        share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
+        firm = (
+            ""
+            if entry["accuracy_resolved"] is None
+            else (f"; {entry['accuracy_resolved']:.0%} of the {entry['resolved_pairs']} it resolves")
+        )
+        line = (
+            f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
+            f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}"
+        )
+        if "compute_share" in entry:  # a summary stored before compute and abstention were counted has neither
+            line += f"; {entry['seeds']} seed(s) cost {entry['compute_share']:.1%} of one largest-budget probe"
+        if "abstained" in entry:  # none with one seed: no spread to abstain by
+            decided = "-" if entry["accuracy_decided"] is None else f"{entry['accuracy_decided']:.0%}"
+            line += (
+                f"; abstains on {entry['abstained']:.0%} (within its seeds' noise), {decided} of the "
+                f"{entry['decided_pairs']} it decides"
+            )
+        lines.append(line)
+    return lines
+
+
+def forecast_lines(summary: dict[str, Any]) -> list[str]:
+    """A campaign's forecasts, one line per recipe: the next budget's gain and yield with intervals, or why none."""
+    lines = []
+    for recipe, f in summary["forecasts"].items():
+        if f["available"]:
+            lo, hi = f["yield_interval"]
+            lines.append(
+                f"forecast {recipe}: {f['from_tokens']:,.0f} -> {f['to_tokens']:,.0f} tokens gains "
+                f"{fmt(f['gain'])} val loss [{fmt(f['gain_interval'][0])}, {fmt(f['gain_interval'][1])}], "
+                f"{fmt(f['yield_per_btok'])} per billion tokens [{fmt(lo)}, {fmt(hi)}]"
+            )
+        else:
+            lines.append(f"forecast {recipe}: none ({f['reason']})")
+    return lines
+
+
+def transfer_lines(summary: dict[str, Any]) -> list[str]:
+    """Rank transfer, one line per budget and smaller model size: how often it orders recipe pairs as the largest
+    size does (a summary stored before rank transfer existed has none)."""
+    lines = []
+    for budget, by_size in sorted(summary.get("rank_transfer", {}).items(), key=lambda item: int(item[0])):
+        for e in sorted(by_size.values(), key=lambda e: e["params"]):
+            share = "-" if e["accuracy"] is None else f"{e['accuracy']:.0%}"
+            firm = (
+                ""
+                if e["accuracy_resolved"] is None
+                else f"; {e['accuracy_resolved']:.0%} of the {e['resolved_pairs']} it resolves"
+            )
+            lines.append(
+                f"rank transfer at {int(budget):,} tokens: {e['size']} (N = {e['params']:,}, "
+                f"{e['share_of_largest']:.0%} of {e['largest']}) orders {share} of {e['pairs']} recipe pairs as "
+                f"{e['largest']} does{firm}"
+            )
+    return lines
+
+
+def scaling_lines(summary: dict[str, Any]) -> list[str]:
+    """Each recipe's L(N, D) law with its intervals and its prediction, or why there is none."""
+    lines = []
+    for recipe, law in summary.get("scaling", {}).items():
+        if not law["available"]:
+            lines.append(f"L(N, D) {recipe}: none ({law['reason']})")
+            continue
+        iv = law["intervals"]
+        terms = ", ".join(
+            f"{k} = {fmt(law[k], 3)} [{fmt(iv[k][0], 3)}, {fmt(iv[k][1], 3)}]" for k in ("E", "A", "alpha", "B", "beta")
+        )
+        lines.append(
+            f"L(N, D) {recipe} = E + A/N^alpha + B/D^beta over {len(law['sizes'])} sizes, {law['probes']} probes, "
+            f"{law['points']} stable-phase evaluations: {terms} ({law['level']:.0%}, {law['boots']} refits resampling "
+            f"{law['resampled']}; residual {fmt(law['noise'], 2)} in log loss)"
+        )
+        p = law.get("prediction")
+        if p:
+            lines.append(
+                f"L(N, D) {recipe} predicts {fmt(p['loss'])} [{fmt(p['interval'][0])}, {fmt(p['interval'][1])}] "
+                f"(one probe: [{fmt(p['measured_interval'][0])}, {fmt(p['measured_interval'][1])}]) at N = "
+                f"{p['params']:,.0f}, D = {p['tokens']:,.0f} tokens, at constant LR"
+            )
+        lines += [f"L(N, D) {recipe}: {n}" for n in law["notes"]]
+    return lines
+
+
+def render_campaign(summary: dict[str, Any], console: Console) -> None:
+    """A campaign summary (`analysis.campaign.summarise`, as stored) as tables and lines."""
+    for title, headers, rows in ranking_tables(summary):
+        table = Table(*headers, title=title)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    lines = accuracy_lines(summary) + transfer_lines(summary) + forecast_lines(summary) + scaling_lines(summary)
+    for line in lines + [f"note: {n}" for n in summary["notes"]]:
+        console.print(line, markup=False, highlight=False)
+
+
+def with_interval(entry: dict[str, Any]) -> str:
+    if entry["interval"] is None:
+        return fmt(entry["mean"])
+    return f"{fmt(entry['mean'])} ± {fmt((entry['interval'][1] - entry['interval'][0]) / 2, 2)}"
+
+
+def render_campaigns(names: list[str], console: Console) -> None:
+    """`yieldgate campaign` without a name: the ledger's campaigns, one a line."""
+    console.print("\n".join(names) or "no campaigns in this ledger", markup=False, highlight=False)

@@ -1,0 +1,140 @@
+"""Comparisons on the console: two runs or seed groups point by point with the speedup split and the confounders
+(`yieldgate compare`), two manifests field by field (`manifest diff`), what `yieldgate report` wrote, and the
+demo's two pipelines side by side."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from yieldgate.report.console.lines import say
+from yieldgate.report.format import fmt
+
+if TYPE_CHECKING:
+    from yieldgate.analysis.compare import Comparison
+    from yieldgate.report.html import ReportResult
+
+__all__ = ["render_comparison", "render_manifest_diff", "render_pipelines", "render_report"]
+
+
+def render_comparison(result: Comparison, console: Console, *, check_flags: dict[str, str] | None = None) -> None:
+    """`yieldgate compare`: the aligned points with their intervals, time and tokens to target, the speedup split
+    into throughput x sample efficiency, the confounders, the notes, the batch check to run (`check_flags`: each
+    of `result.batch_check`'s arguments spelled as its command-line flag) and the verdict."""
+    a, b = result.a, result.b
+    table = Table(result.aligned_on, f"{a}", f"{b}", "B - A", "interval", "within noise")
+    for p in result.points:
+        interval = "-" if p["interval"] is None else f"[{fmt(p['interval'][0])}, {fmt(p['interval'][1])}]"
+        noise = "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")
+        table.add_row(fmt(p[result.aligned_on]), fmt(p["a"]), fmt(p["b"]), fmt(p["diff"]), interval, noise)
+    console.print(table)
+    s = result.speedup
+    say(
+        console,
+        f"target {result.metric} {fmt(result.target_loss)}: tokens {fmt(result.tokens_to_target[a])} vs "
+        f"{fmt(result.tokens_to_target[b])}, time {fmt(result.time_to_target_s[a])} s vs "
+        f"{fmt(result.time_to_target_s[b])} s",
+    )
+    say(
+        console,
+        f"speedup (B over A): time {fmt(s['time'])} = throughput {fmt(s['throughput'])} x sample "
+        f"efficiency {fmt(s['sample_efficiency'])}; effective token multiplier "
+        f"{fmt(result.effective_token_multiplier)}",
+    )
+    for c in result.confounders:
+        say(console, f"confounder: {c['field']}: {json.dumps(c['a'])} vs {json.dumps(c['b'])}")
+    for line in result.warnings + result.notes:
+        say(console, f"note: {line}")
+    if check_flags is not None:
+        flags = " ".join(f"{flag} {value}" for flag, value in check_flags.items())
+        say(console, f"check it: yieldgate batch-check {flags} --run {result.runs[b][0]}", soft_wrap=True)
+    say(console, result.verdict)
+
+
+def render_manifest_diff(result: dict[str, Any], console: Console) -> None:
+    """`yieldgate manifest diff`: the fields in which the two manifests differ (`result` as `--json` prints it)."""
+    a, b = result["a"], result["b"]
+    if not result["differences"]:
+        console.print(f"{a} and {b}: identical manifests", markup=False)
+        return
+    table = Table("field", a, b)
+    for d in result["differences"]:
+        table.add_row(d["field"], json.dumps(d["a"]), json.dumps(d["b"]))
+    console.print(table)
+
+
+def render_report(result: ReportResult, console: Console, png_dir: object = None) -> None:
+    """`yieldgate report`: the file written with its runs, plots and PNG files (in `png_dir`, as given), the
+    frontier and the notes."""
+    n = len(result.runs)
+    pngs = f", {len(result.pngs)} PNG files in {png_dir}" if result.pngs else ""
+    say(console, f"wrote {result.path}: {n} run{'s' * (n != 1)}, {len(result.figures)} plots{pngs}", soft_wrap=True)
+    if result.frontier is not None:
+        say(
+            console,
+            f"frontier (tokens/s against tokens to {result.frontier['metric']} {fmt(result.frontier['target'])}): "
+            f"on the Pareto front: {', '.join(result.frontier['front']) or 'no run'}",
+        )
+        for run, why in result.frontier["unplaced"].items():
+            say(console, f"not on the frontier plot: {run}: {why}")
+    for note in result.notes:
+        say(console, f"note: {note}")
+
+
+def render_pipelines(
+    runs: dict[str, Any], console: Console, by_tokens: Comparison, by_time: Comparison, confounders: list[str]
+) -> None:
+    """The demo's worked example: seed 0 of each pipeline (batch, training data kept, throughput, final bits per
+    byte overall and per hard slice), both comparisons' points in bits per byte, the speedup split, the verdict
+    and the confounders."""
+    hard = sorted({k for r in runs.values() for k in r["hard"]})
+    table = Table(
+        "pipeline",
+        "batch",
+        "training MB kept",
+        "tokens/s",
+        "final val bpb",
+        *[h.removeprefix("hard/").removesuffix("/bpb") + " bpb" for h in hard],
+        title="Seed 0 of each pipeline",
+    )
+    for name, r in runs.items():
+        table.add_row(
+            name,
+            str(r["batch"]),
+            f"{r['train_mb']:.2f}",
+            fmt(r["tokens_per_s"]),
+            fmt(r["val_bpb"]),
+            *[fmt(r["hard"].get(h)) for h in hard],
+        )
+    console.print(table)
+    for comparison in (by_tokens, by_time):
+        points = Table(
+            comparison.aligned_on,
+            "A bpb",
+            "B bpb",
+            "B - A",
+            "within seed noise",
+            title=f"Bits per byte at equal {comparison.aligned_on}",
+        )
+        for p in comparison.points:
+            points.add_row(
+                fmt(p[comparison.aligned_on]),
+                fmt(p["a"]),
+                fmt(p["b"]),
+                fmt(p["diff"]),
+                "-" if p["within_noise"] is None else "yes" if p["within_noise"] else "no",
+            )
+        console.print(points)
+    sp = by_tokens.speedup
+    console.print(
+        f"Speedup of B over A to A's and B's common target (bpb {fmt(by_tokens.target_loss)}): time "
+        f"{fmt(sp['time'])}x = throughput {fmt(sp['throughput'])}x x sample efficiency "
+        f"{fmt(sp['sample_efficiency'])}x.",
+        markup=False,
+        highlight=False,
+    )
+    console.print(by_tokens.verdict, markup=False, highlight=False)
+    console.print("Confounders (manifest diff): " + ", ".join(confounders), markup=False, highlight=False)

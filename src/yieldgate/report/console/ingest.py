@@ -1,0 +1,42 @@
+"""Runs in and out on the console: what `yieldgate import` brought in and under which names, and what
+`yieldgate export` wrote where."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from yieldgate.report.console.lines import say
+
+if TYPE_CHECKING:
+    from yieldgate.ingest.core import ImportResult
+    from yieldgate.report.export import ExportResult
+
+__all__ = ["render_export", "render_imports"]
+
+
+def render_imports(results: list[ImportResult], console: Console) -> None:
+    """`yieldgate import`: per run imported, its rows and the source metric each canonical name came from; then
+    the warnings (the first run's: one source, said once)."""
+    for r in results:
+        what = "already imported, nothing changed" if r.unchanged else f"{r.steps:,} step rows, {r.evals:,} evals"
+        say(console, f"{r.run}: {what} from {r.source}")
+        table = Table("source metric", "imported as")
+        for name, target in r.mapping.items():
+            table.add_row(name, target)
+        console.print(table)
+    for line in results[0].warnings if results else []:
+        say(console, f"warning: {line}")
+
+
+def render_export(result: ExportResult, console: Console, run: str) -> None:
+    """`yieldgate export`: what was written (rows, columns, yields, diagnoses), to which tool and where."""
+    say(
+        console,
+        f"{run}: {result.rows:,} rows, {len(result.columns) - 1} columns, {result.yields} yields, "
+        f"{result.diagnoses} diagnoses -> {result.to} {result.dest} (x-axis: {result.x_axis})",
+    )
+    for note in result.notes:
+        say(console, f"note: {note}")

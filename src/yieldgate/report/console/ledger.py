@@ -1,0 +1,48 @@
+"""Whole ledgers on the console: the file's check (`yieldgate check`), runs merged from another file (`merge`) and
+a ledger copied whole (`ledger copy`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from yieldgate.report.console.lines import say
+
+if TYPE_CHECKING:
+    from yieldgate.ledger.check import CheckResult
+    from yieldgate.ledger.copy import CopyResult
+
+__all__ = ["render_check", "render_copy", "render_merge"]
+
+
+def render_check(result: CheckResult, console: Console) -> None:
+    """`yieldgate check`: SQLite's complaints, each damaged block by run and step range, the blocks written before
+    checksums, and the verdict."""
+    for message in result.integrity:
+        say(console, f"sqlite: {message!r}")
+    for d in result.damaged:
+        steps = f" steps {d.first_step}-{d.last_step}" if d.first_step is not None else ""
+        key = f" extra {d.key!r}" if d.key is not None else ""
+        say(console, f"damaged: run {d.run!r}{key}{steps}: {d.problem}")
+    for name, blocks in result.unverified.items():
+        say(console, f"unverified: run {name!r}: {blocks} blocks written before checksums")
+    verdict = "whole" if result.clean else "DAMAGED"
+    say(console, f"{result.location}: {verdict} ({result.verified_blocks} blocks verified)")
+
+
+def render_merge(copied: dict[str, int], console: Console, source: object) -> None:
+    """`yieldgate merge`: the step records each run brought in from `source`."""
+    for name, rows in copied.items():
+        say(console, f"{name}: {rows} step records merged from {source}")
+
+
+def render_copy(result: CopyResult, console: Console) -> None:
+    """`yieldgate ledger copy`: what was copied, and that the counts and digest were checked."""
+    replaced = f", {result.replaced} records it held deleted first" if result.replaced else ""
+    say(
+        console,
+        f"{result.source} -> {result.destination}: {result.rows['runs']} runs, "
+        f"{sum(result.rows.values())} rows in {len(result.rows)} tables{replaced}; counts and digest "
+        f"verified (sha256 {result.digest[:16]}), {result.seconds:.1f} s",
+    )

@@ -1,0 +1,133 @@
+"""Probes and diagnoses on the console: a run's diagnosis with its evidence (`yieldgate diagnose`), a probe's final
+evaluation (`train`), the small-batch baseline check (`batch-check`), and a campaign while it trains and once it has
+(`probe`)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from yieldgate.report.console.lines import evidence_lines, say
+from yieldgate.report.format import fmt
+
+if TYPE_CHECKING:
+    from yieldgate.analysis.diagnose import Diagnosis
+    from yieldgate.probe.batch import BatchCheckSetup
+    from yieldgate.probe.campaign.executors import CampaignRun
+    from yieldgate.track.batch_check import BatchCheckResult
+
+__all__ = ["CampaignProgress", "render_batch_check", "render_campaign_run", "render_diagnosis", "render_training"]
+
+
+def render_diagnosis(result: Diagnosis, console: Console, run: str) -> None:
+    """`yieldgate diagnose`: each finding with its steps, confidence, advice and evidence, then the detectors that
+    did not run and why, the notes, and the signals the run did not record."""
+    if result.findings:
+        table = Table("cause", "steps", "confidence", "advice", "evidence", title=f"{run}: diagnosis")
+        for f in result.findings:
+            steps, evidence = f"{f.start_step}-{f.end_step}", "\n".join(evidence_lines(f.evidence))
+            table.add_row(f.cause, steps, f"{f.confidence:.2f}", f.advice, evidence)
+        console.print(table)
+    else:
+        say(console, f"{run}: no finding from the detectors that ran")
+    for entry in result.not_run:
+        say(console, f"not run: {entry['detector']}: {entry['reason']}")
+    for note in result.notes:
+        say(console, f"note: {note}")
+    for signal, why in result.unmeasured.items():
+        say(console, f"not recorded: {signal}: {why}")
+
+
+def render_training(final: dict[str, float], console: Console, run: str) -> None:
+    """`yieldgate train`: the probe's final evaluation, one row per eval key."""
+    table = Table("eval", "value", title=f"{run}: final evaluation")
+    for key, value in final.items():
+        table.add_row(key, fmt(value))
+    console.print(table)
+
+
+def render_batch_check(
+    result: BatchCheckResult, console: Console, setup: BatchCheckSetup, run: str | None = None
+) -> None:
+    """`yieldgate batch-check`: learning per token of the baseline and the candidate, their raw gradient norms and
+    the noise-corrected one, the verdict, and the run it was kept with."""
+    b, k = setup.candidate_batch, setup.accumulation
+    table = Table("", "baseline", "candidate", title=f"learning per token over {result.tokens:,} tokens")
+    table.add_row("config", f"batch {setup.baseline_batch}, fp32", f"batch {b} = {k} x {b // k}, {setup.precision}")
+    table.add_row(
+        "held-out loss drop per seed",
+        ", ".join(map(fmt, result.baseline_learning)),
+        ", ".join(map(fmt, result.candidate_learning)),
+    )
+    table.add_row(
+        "learning per token", fmt(result.baseline_learning_per_token), fmt(result.candidate_learning_per_token)
+    )
+    norms = result.grad_norms
+    table.add_row(
+        f"raw |g|^2 (batch of {norms['b_tokens']:,} vs {norms['B_tokens']:,} tokens)",
+        fmt(norms["raw_sq_b"]),
+        fmt(norms["raw_sq_B"]),
+    )
+    console.print(table)
+    if "noise_corrected_sq" in norms:
+        say(
+            console,
+            f"noise-corrected |G|^2 {fmt(norms['noise_corrected_sq'])}, tr(Sigma) {fmt(norms['trace_sigma'])}: "
+            "the raw gap between batch sizes is the noise term tr(Sigma)/b (McCandlish et al. 2018)",
+        )
+    say(console, result.verdict)
+    if run is not None:
+        say(console, f"kept with run {run!r}: yieldgate diagnose {run} reads it")
+
+
+def render_campaign_run(done: CampaignRun, console: Console) -> None:
+    """What `yieldgate probe` trained: probes trained, skipped and failed, with each failure's error."""
+    say(
+        console,
+        f"{done.campaign}: {len(done.finished)} probes trained, {len(done.skipped)} already in the ledger, "
+        f"{len(done.failed)} failed ({done.seconds:.0f} s)",
+    )
+    for run, error in done.failed.items():
+        say(console, f"failed: {run}: {error}")
+
+
+class CampaignProgress:
+    """A live display for a campaign: one bar for the whole campaign, one per probe in training. Entered, it gives
+    `(step, result)`: run_campaign's `progress` and `on_result`."""
+
+    def __init__(self, console: Console, total: int, *, quiet: bool = False) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=quiet,
+        )
+        self.overall = self.bar.add_task("probes", total=total)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> tuple[Any, Any]:
+        self.bar.__enter__()
+        return self.step, self.result
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.bar.__exit__(exc_type, exc, tb)
+
+    def step(self, run: str, step: int, steps: int) -> None:
+        if run not in self.tasks:
+            self.tasks[run] = self.bar.add_task(f"  {run}", total=steps)
+        self.bar.update(self.tasks[run], completed=step, total=steps)
+
+    def result(self, result: dict[str, Any]) -> None:
+        task = self.tasks.pop(result["run"], None)
+        if task is not None:
+            self.bar.remove_task(task)
+        self.bar.advance(self.overall)

@@ -1,0 +1,218 @@
+"""Runs on the console: the runs table and its records (`runs --json`, `--csv`, the dashboard's runs page), a
+run shown whole (`yieldgate show`), and what removing and tagging runs did."""
+
+from __future__ import annotations
+
+import csv
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from yieldgate.ledger.pg import masked
+from yieldgate.report.console.lines import say
+from yieldgate.report.format import fmt
+from yieldgate.util.jsonsafe import json_safe
+
+__all__ = [
+    "TABLE_COLUMNS",
+    "duration",
+    "render_no_runs",
+    "render_removed",
+    "render_runs",
+    "render_show",
+    "render_tags",
+    "run_record",
+    "when",
+    "write_table",
+]
+
+
+def when(ts: float) -> str:
+    """A timestamp as the runs table shows it: `2026-12-01 10:18` (UTC)."""
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def run_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One row of `Ledger.runs` as `yieldgate runs --json` and the dashboard's runs page give it."""
+    last_eval = None
+    if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
+        last_eval = {
+            "task": row["last_eval_task"],
+            "metric": row["last_eval_metric"],
+            "value": row["last_eval_value"],
+            "step": int(row["last_eval_step"]),
+        }
+    return json_safe(
+        {
+            "name": row["name"],
+            "status": row["status"],
+            "source": row["source"],
+            "tokens": row["tokens"],
+            "steps": row["steps"],
+            "last_step": row["last_step"],
+            "last_eval": last_eval,
+            "manifest_hash": row["manifest_hash"],
+            "created_at": when(row["created_at"]),
+            "updated_at": when(row["updated_at"]),
+            "duration_s": row["duration_s"],
+            "tags": list(row["tags"]),
+            "note": row["note"],
+        }
+    )
+
+
+def duration(seconds: float | None) -> str:
+    """`2h05m`, `3m20s`, `45s`; `-` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+# The columns of `runs --csv/--tsv`: one row per run, times in ISO 8601 UTC, durations in seconds, tags joined
+# by spaces (a tag holds none).
+TABLE_COLUMNS = (
+    "name",
+    "status",
+    "source",
+    "created_at",
+    "updated_at",
+    "duration_s",
+    "steps",
+    "last_step",
+    "tokens",
+    "last_eval_task",
+    "last_eval_metric",
+    "last_eval_value",
+    "last_eval_step",
+    "tags",
+    "note",
+    "manifest_hash",
+)
+
+
+def write_table(rows: list[dict[str, Any]], out: TextIO, sep: str) -> None:
+    """Rows of `Ledger.runs` as CSV (`sep` ",") or TSV ("\\t") with `TABLE_COLUMNS`, written to `out`."""
+    iso = lambda ts: datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")  # noqa: E731
+    writer = csv.writer(out, delimiter=sep, lineterminator="\n")
+    writer.writerow(TABLE_COLUMNS)
+    for row in rows:
+        row = json_safe(row)
+        row.update(created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]), tags=" ".join(row["tags"]))
+        if sep == "\t":  # TSV has no quoting: a tab or line break inside a note would split the row
+            row["note"] = None if row["note"] is None else " ".join(row["note"].split())
+        writer.writerow(["" if row[c] is None else row[c] for c in TABLE_COLUMNS])
+
+
+def render_runs(records: list[dict[str, Any]], console: Console, *, matched: int, sort: str | None) -> None:
+    """`yieldgate runs`: the records (`run_record`) as a table, and how many of the `matched` runs it shows."""
+    # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
+    # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
+    # The manifest hash is in --json, --csv and `yieldgate show`.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("run", overflow="fold", min_width=8)
+    for header in ("status", "tokens", "steps"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("created", min_width=10, max_width=10)
+    table.add_column("duration", no_wrap=True)
+    table.add_column("last eval", overflow="fold", min_width=8)
+    tagged = any(r["tags"] for r in records)
+    if tagged:
+        table.add_column("tags", overflow="fold", min_width=8)
+    for r in records:
+        ev = r["last_eval"]
+        last = f"{ev['task']}/{ev['metric']} {fmt(ev['value'])} @{ev['step']}" if ev else "-"
+        cells = [r["name"], r["status"], fmt(r["tokens"]), fmt(r["steps"]), r["created_at"], duration(r["duration_s"])]
+        # Text cells, shown as written: a plain string goes through rich's highlighter, a regex pass per cell (about
+        # 0.05 s of a 100-run listing).
+        table.add_row(*map(Text, [*cells, last]), *([Text(" ".join(r["tags"]))] if tagged else []))
+    console.print(table)
+    if matched > len(records):
+        which = f"the first by {sort}" if sort else "the most recently updated"
+        say(console, f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)")
+
+
+def render_no_runs(location: str, console: Console, *, filtered: bool) -> None:
+    """`yieldgate runs` when no run is listed: none in the ledger, or none matching the filters; a file location
+    that does not exist yet says so."""
+    missing = "://" not in location and location != ":memory:" and not Path(location).exists()
+    say(
+        console,
+        f"No runs {'match' if filtered else 'in'} {'the filters in ' if filtered else ''}"
+        f"{masked(location)}{': no ledger file there yet' if missing else ''}.",
+    )
+
+
+def render_removed(removed: list[Any], console: Console) -> None:
+    """`yieldgate rm`: each run removed (`api.RemovedRun`) with what went with it."""
+    for r in removed:
+        say(
+            console,
+            f"removed {r.name}: {r.steps:,} steps, {r.extra_values:,} extra values, {r.evals:,} evals, "
+            f"{r.events:,} events",
+        )
+
+
+def render_tags(tags: dict[str, list[str]], console: Console) -> None:
+    """`yieldgate tag` and `untag`: each run's tags after the change."""
+    for name, held in tags.items():
+        say(console, f"{name}: {' '.join(held) or '(no tags)'}")
+
+
+def render_show(result: dict[str, Any], console: Console) -> None:
+    """`yieldgate show`: one run's summary line, its step columns, extras, goodput, evals, events, tags, config and
+    note (`result` as `show --json` prints it)."""
+    from yieldgate.analysis.goodput import Goodput  # pandas: not for `yieldgate runs`
+    from yieldgate.manifest import flat_config
+
+    info, stats = result["run"], result["column_stats"]
+    console.print(
+        f"[bold]{escape(info['name'])}[/bold]  status {info['status']}  source {info['source']}  "
+        f"steps {fmt(info['steps'])}  tokens {fmt(info['tokens'])}  "
+        f"manifest {info['manifest_hash'] or '-'}",
+        markup=True,
+        highlight=False,
+    )
+    table = Table("step column", "rows", "first", "last", "min", "max")
+    for c, count in result["step_columns"].items():
+        s = stats[c]
+        table.add_row(c, f"{count:,}", *(f"{fmt(s[k][1])} @{s[k][0]:,}" for k in ("first", "last", "min", "max")))
+    console.print(table)
+    if result["extras"]:
+        console.print("extras: " + ", ".join(result["extras"]), markup=False)
+    for signal, why in result["unmeasured"].items():
+        say(console, f"not recorded: {signal}: {why}")
+    if result["goodput"] is not None:
+        say(console, Goodput(**result["goodput"]).line())
+    if result["devices"]:
+        console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
+    if result["summary"]:
+        console.print("summary: " + ", ".join(f"{k} {fmt(v)}" for k, v in result["summary"].items()), markup=False)
+    _render_evals(result["evals"], console)
+    console.print(f"events: {result['events']['open']} open, {result['events']['resolved']} resolved")
+    if info["tags"]:
+        say(console, "tags: " + " ".join(info["tags"]))
+    config = (result["manifest"] or {}).get("config")
+    if config:
+        say(console, "config: " + ", ".join(f"{k}={fmt(v)}" for k, v in flat_config(config).items()))
+    if info["note"]:
+        say(console, f"note: {info['note']}")
+
+
+def _render_evals(evals: list[dict[str, Any]], console: Console) -> None:
+    if not evals:
+        return
+    table = Table("eval", "evaluations", "last step", "last value")
+    for e in evals:
+        stderr = "" if e["last_stderr"] is None else f" ± {fmt(e['last_stderr'])}"
+        table.add_row(f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), fmt(e["last_value"]) + stderr)
+    console.print(table)
