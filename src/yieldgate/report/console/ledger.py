@@ -17,18 +17,23 @@ __all__ = ["render_check", "render_copy", "render_merge"]
 
 
 def render_check(result: CheckResult, console: Console) -> None:
-    """`yieldgate check`: SQLite's complaints, each damaged block by run and step range, the blocks written before
-    checksums, and the verdict."""
+    """`yieldgate check`: SQLite's complaints, each damaged block (by run and step range) and record (by run and
+    what it is), the blocks written before checksums, and the verdict."""
     for message in result.integrity:
         say(console, f"sqlite: {message!r}")
     for d in result.damaged:
         steps = f" steps {d.first_step}-{d.last_step}" if d.first_step is not None else ""
         key = f" extra {d.key!r}" if d.key is not None else ""
-        say(console, f"damaged: run {d.run!r}{key}{steps}: {d.problem}")
+        owner = f"run {d.run!r}" if d.run is not None else "the ledger"  # a campaign, a decision on no run
+        say(console, f"damaged: {owner}{key}{steps}: {d.problem}")
     for name, blocks in result.unverified.items():
         say(console, f"unverified: run {name!r}: {blocks} blocks written before checksums")
     verdict = "whole" if result.clean else "DAMAGED"
-    say(console, f"{result.location}: {verdict} ({result.verified_blocks} blocks verified)")
+    say(
+        console,
+        f"{result.location}: {verdict} ({result.verified_blocks} blocks and {result.verified_records} records "
+        "verified)",
+    )
 
 
 def render_merge(copied: dict[str, int], console: Console, source: object) -> None:
