@@ -92,9 +92,19 @@ BAD_CHOICES = [
     (lambda led, tmp: yieldgate.import_run("table", str(tmp / "x.csv"), run="x", ledger=led, join_on="nope"),
      "join_on"),
     (lambda led, tmp: yieldgate.export_run("a", "nope", tmp / "out", ledger=led), "to"),
-    # api.report: `yieldgate.report` is the subpackage once `yieldgate.report.console` is imported (above)
-    (lambda led, tmp: api.report("a", tmp / "r.html", ledger=led, per="bit"), "per"),
+    # `yieldgate.report` stays the API function although `yieldgate.report.console` is imported (above)
+    (lambda led, tmp: yieldgate.report("a", tmp / "r.html", ledger=led, per="bit"), "per"),
 ]
+
+
+def test_yieldgate_report_stays_the_function_once_the_report_package_is_imported():
+    """Importing a subpackage sets it as an attribute of its parent: `yieldgate.report` became the `report` package
+    and `yieldgate.report(...)` raised "'module' object is not callable"."""
+    import yieldgate.report.html  # noqa: F401 - the import that shadowed it
+    from yieldgate.report import notebook
+
+    assert yieldgate.report is api.report and callable(yieldgate.report)
+    assert notebook.__name__ == "yieldgate.report.notebook"
 
 
 @pytest.mark.parametrize(("call", "parameter"), BAD_CHOICES, ids=[f"{i}-{p}" for i, (_, p) in enumerate(BAD_CHOICES)])

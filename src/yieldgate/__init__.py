@@ -9,6 +9,7 @@ The public API: `Tracker` (in the training loop), `Ledger` (the store), and one 
 from __future__ import annotations
 
 import sys
+import types
 from typing import TYPE_CHECKING
 
 from yieldgate._version import __version__
@@ -138,6 +139,21 @@ def _show_results_in_notebooks() -> None:
 
 
 _show_results_in_notebooks()
+
+
+class _Package(types.ModuleType):
+    """The package, whose public names are functions: `yieldgate.report` stays the API's `report` after the
+    `yieldgate.report` subpackage is imported. (The import system sets a subpackage as an attribute of its parent
+    when it loads it, which shadowed the function: `yieldgate.report(...)` raised "module is not callable". The
+    subpackage is reached through `from yieldgate.report import ...`, which reads `sys.modules`.)"""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _HOMES and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> object:

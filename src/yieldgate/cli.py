@@ -85,6 +85,7 @@ FLAGS = {
     "kind": "KIND",
     "log_format": "--format",
     "map": "--map",
+    "out": "-o",
     "patterns": "--pattern",
     "per": "--per",
     "primary": "--primary",

@@ -16,6 +16,7 @@ import pandas as pd
 from yieldgate.analysis.detectors import (
     COOLDOWN_DROP_SIGMA,
     ENTROPY_COLLAPSE,
+    LOW_CONFIDENCE,
     PLATEAU_RATIO,
     PLATEAU_SHARE,
     PLATEAU_T,
@@ -100,18 +101,22 @@ def schedule(sig: RunSignals) -> list[Finding]:
 
 
 def _no_warmup(sig: RunSignals, c: _Curve) -> Finding | None:
-    """Missing warm-up: the schedule itself says so; early instability raises the confidence."""
+    """Missing warm-up: the schedule itself says so; early instability raises the confidence. A warm-up that is
+    there but short (the first step at half the peak or more, below it: a 2-step ramp of a 49-step probe) is a note
+    (LOW_CONFIDENCE) unless the run was unstable early: the schedule is not what a missing warm-up is blamed for."""
     first_lr = float(c.lr.iloc[0])
     if first_lr < WARMUP_START * c.peak:
         return None
     early = pd.Series(c.values[np.isfinite(c.values)][: c.tenth])
     unstable = bool((early.diff() > 3 * early.diff().abs().median()).any()) if len(early) > 3 else False
     clip = sig.steps["clipped"].iloc[: c.tenth].mean() if "clipped" in sig.steps else np.nan
+    damaged = unstable or (not np.isnan(clip) and clip > 0.5)
+    ramp = first_lr < c.peak * (1 - 1e-9)
     return Finding(
         cause="schedule",
         start_step=int(c.lr.index[0]),
         end_step=int(c.lr.index[min(c.n // 10, c.n - 1)]),
-        confidence=0.85 if unstable or (not np.isnan(clip) and clip > 0.5) else 0.6,
+        confidence=0.85 if damaged else LOW_CONFIDENCE if ramp else 0.6,
         detector="no_warmup",
         evidence={
             "peak_lr": c.peak,
@@ -119,7 +124,12 @@ def _no_warmup(sig: RunSignals, c: _Curve) -> Finding | None:
             "early_loss_jump": unstable,
             "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3),
         },
-        advice="no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps",
+        advice=(
+            f"a short warm-up: the first step ran at {first_lr / c.peak:.0%} of the peak LR; warm up over the first "
+            "~1-5% of steps"
+            if ramp
+            else "no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps"
+        ),
     )
 
 

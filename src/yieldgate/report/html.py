@@ -297,7 +297,8 @@ def _check_writable(path: Path) -> None:
         or (path.exists() and not os.access(path, os.W_OK))
     ):
         raise InputError(
-            f"-o {path}: cannot write the report there (not a writable file in an existing folder); pick another path"
+            f"out {path}: cannot write the report there (not a writable file in an existing folder); pick another path",
+            parameter="out",
         )
 
 
@@ -325,7 +326,9 @@ def write_report(
     try:
         path.write_text(page, encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"-o {path}: cannot write the report ({exc.strerror}); pick another path") from None
+        raise InputError(
+            f"out {path}: cannot write the report ({exc.strerror}); pick another path", parameter="out"
+        ) from None
     pngs = write_pngs(figures, png_dir) if png_dir is not None else []
     return ReportResult(
         path=str(path),
