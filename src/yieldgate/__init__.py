@@ -2,7 +2,7 @@
 
 The public API: `Tracker` (in the training loop), `Ledger` (the store), and one function per command
 (`yields`, `compare`, `forecast`, `diagnose`, `gate`, `import_run`, `export_run`, `report`, `runs`, `remove_runs`,
-`rename_run`, `tag_runs`, `untag_runs`, `note_run`: see
+`rename_run`, `tag_runs`, `untag_runs`, `note_run`, `waste`: see
 `yieldgate.api`). Each is imported when first used: `import yieldgate` alone loads neither pandas nor torch.
 """
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         runs,
         tag_runs,
         untag_runs,
+        waste,
         yields,
     )
     from yieldgate.ledger import EvalRecord, Ledger
@@ -78,6 +79,7 @@ __all__ = [
     "untag_runs",
     "note_run",
     "yields",
+    "waste",
     "compare",
     "forecast",
     "diagnose",
@@ -109,6 +111,7 @@ _HOMES = {
             "runs",
             "tag_runs",
             "untag_runs",
+            "waste",
             "yields",
         ),
         "api",

@@ -50,6 +50,7 @@ __all__ = [
     "RemovedRun",
     "show",
     "yields",
+    "waste",
     "compare",
     "forecast",
     "diagnose",
@@ -288,6 +289,18 @@ def yields(
         return yield_report(
             led, run, tranche_tokens=tranche_tokens, metric=metric, per=per, expected_from=expected_from
         )
+
+
+def waste(target: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
+    """The compute a run, a seed group or a campaign's probes (a glob: `camp/*`) spent on work that bought no
+    learning (`analysis.waste`): tranches within noise of zero, restarts' redone work, diverged steps, each in
+    device-hours, dollars and kWh where recorded, beside goodput. Returns {"runs": [per run], "total": summed}."""
+    from yieldgate.analysis.listing import match_runs
+    from yieldgate.analysis.waste import total, waste
+
+    with _open(ledger, readonly=True) as led:
+        each = [waste(led, run) for run in match_runs(led, target)]
+    return {"runs": [w.to_dict() for w in each], "total": total(each, target).to_dict()}
 
 
 def compare(
