@@ -164,5 +164,14 @@ def __getattr__(name: str) -> object:
     if name in _HOMES:
         import importlib
 
-        return getattr(importlib.import_module(f"yieldgate.{_HOMES[name]}"), name)
+        try:
+            home = importlib.import_module(f"yieldgate.{_HOMES[name]}")
+        except ModuleNotFoundError as exc:
+            from yieldgate.util.extras import missing_extra
+
+            named = missing_extra(exc, f"yieldgate.{name}")
+            if named is None:
+                raise
+            raise named from None
+        return getattr(home, name)
     raise AttributeError(f"module 'yieldgate' has no attribute {name!r}")

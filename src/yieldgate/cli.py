@@ -118,6 +118,14 @@ class _Group(TyperGroup):
         except YieldgateError as exc:
             typer.echo(f"error: {_in_flags(exc) if isinstance(exc, InputError) else exc}", err=True)
             raise typer.Exit(2) from None
+        except ModuleNotFoundError as exc:  # an optional dependency of ours: the extra that installs it
+            from yieldgate.util.extras import missing_extra
+
+            named = missing_extra(exc, f"`yieldgate {ctx.invoked_subcommand or ctx.info_name}`")
+            if named is None:
+                raise
+            typer.echo(f"error: {named}", err=True)
+            raise typer.Exit(2) from None
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         return super().parse_args(ctx, _ledger_first(args))

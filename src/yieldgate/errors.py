@@ -25,6 +25,7 @@ __all__ = [
     "BlockDamaged",
     "NetworkFilesystem",
     "LedgerRefused",
+    "MissingExtra",
 ]
 
 
@@ -98,3 +99,9 @@ class RunInUse(YieldgateError):
 
 class RunReferenced(YieldgateError):
     """A gate decision cites the run as evidence: removing or renaming it would break the audit trail."""
+
+
+class MissingExtra(YieldgateError, ImportError):
+    """An optional dependency is not installed: the message names the extra that installs it
+    (`pip install 'yieldgate[torch]'`). An ImportError too, so that code that tries an import and falls back
+    still does."""
