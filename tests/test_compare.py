@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yieldgate.analysis.compare import RunData, compare, crossing
+from yieldgate.errors import InputError
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.model import GPT
@@ -278,3 +279,37 @@ def test_runs_without_tokens_align_on_steps_and_an_accuracy_is_reached_from_belo
     assert result.target_loss == pytest.approx(0.45)  # a's best accuracy: both reach it
     assert any("target value of acc (higher is better) 0.45" in n for n in result.notes)
     assert result.points[-1]["diff"] == pytest.approx(0.2)
+
+
+def _versioned(run: RunData, versions: list[str]) -> RunData:
+    """`run` with its evaluations taken with these portfolio versions, one per evaluation."""
+    run.evals = run.evals.assign(portfolio="held-out", portfolio_version=versions)
+    return run
+
+
+def test_runs_on_different_portfolio_versions_are_refused_in_one_line():
+    a = _versioned(linear_run("a", 1.0, 100.0), ["v1"] * 11)
+    b = _versioned(linear_run("b", 1.0, 100.0), ["v2"] * 11)
+    with pytest.raises(InputError, match=r"no portfolio version in common \(a: held-out v1; b: held-out v2\)") as err:
+        compare([a], [b])
+    assert "\n" not in str(err.value)
+
+
+def test_a_version_switch_compares_only_the_version_both_sides_share():
+    # a switches to v2 at its 6th evaluation (5000 tokens), where v2 reads 1 nat lower than v1 for the same model;
+    # b is evaluated with v2 throughout and learns exactly as a does. Like with like, the sides are the same.
+    a = linear_run("a", 1.0, 100.0)
+    a.evals["value"] = a.evals["value"] - np.where(np.arange(11) >= 5, 1.0, 0.0)
+    a = _versioned(a, ["v1"] * 5 + ["v2"] * 6)
+    b = linear_run("b", 1.0, 100.0, offset=-1.0)
+    b = _versioned(b, ["v2"] * 11)
+    result = compare([a], [b])
+    assert [p["tokens"] for p in result.points] == pytest.approx(np.linspace(5000, 10_000, 6))
+    assert all(p["diff"] == pytest.approx(0.0) for p in result.points)
+    assert any("compared on held-out v2 only" in w and "a: held-out v1, held-out v2" in w for w in result.warnings)
+
+
+def test_one_version_on_every_side_says_nothing_of_portfolios():
+    a = _versioned(linear_run("a", 1.0, 100.0), ["v1"] * 11)
+    b = _versioned(linear_run("b", 2.0, 100.0), ["v1"] * 11)
+    assert not any("portfolio" in w for w in compare([a], [b]).warnings)
