@@ -109,7 +109,7 @@ class ScalingLaw:
     rmse: float
     """Root mean square of the log-loss residuals."""
     notes: list[str] = field(default_factory=list)
-    unidentified: str | None = None
+    unidentified: str | None = field(default=None, init=False)
     """Why the law is not identified (E at its bound or its interval reaching it or wider than E, an exponent at 0)
     and what probes would identify it; None when it is (module docstring, "Identified")."""
     replicates: np.ndarray = field(default_factory=lambda: np.empty((0, 5)), repr=False)
