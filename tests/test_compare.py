@@ -313,3 +313,52 @@ def test_one_version_on_every_side_says_nothing_of_portfolios():
     a = _versioned(linear_run("a", 1.0, 100.0), ["v1"] * 11)
     b = _versioned(linear_run("b", 2.0, 100.0), ["v1"] * 11)
     assert not any("portfolio" in w for w in compare([a], [b]).warnings)
+
+
+def _hosted(run: RunData, load: float, wait_share: float = 0.02, throttled: bool = False) -> RunData:
+    """`run` with its steps timed (`step_s` 1 s, `data_wait_s` that share of it) and host telemetry at every step: the
+    host's load, and the GPU's clock-throttle bits."""
+    steps = run.steps["step"].to_numpy()
+    run.steps = run.steps.assign(step_s=1.0, data_wait_s=wait_share)
+    run.host = pd.concat([
+        pd.DataFrame({"step": steps, "key": "host/load_1m", "value": load + 0.05 * (steps % 3)}),
+        pd.DataFrame({"step": steps, "key": "device/throttle_reasons", "value": 4.0 if throttled else 0.0}),
+    ])
+    return run
+
+
+def test_host_conditions_that_differ_are_confounders_and_the_same_are_not():
+    # a beside a quiet host, b beside a neighbour loading it to ~7.9, throttled and waiting on data a third of a step
+    a = _hosted(linear_run("a", 1.0, 100.0), load=0.4)
+    b = _hosted(linear_run("b", 1.0, 80.0), load=7.9, wait_share=0.3, throttled=True)
+    rows = {c["field"]: (c["a"], c["b"]) for c in compare([a], [b]).confounders}
+    assert rows == {
+        "host.load_1m (median)": (pytest.approx(0.45), pytest.approx(7.95)),
+        "data_wait_share (median)": (0.02, 0.3),
+        "device.throttled_share": (0.0, 1.0),
+    }
+    assert any("different host conditions (host.load_1m (median)" in w for w in compare([a], [b]).warnings)
+    # The same host conditions (a load of 0.4 against 0.5: under the floor of one runnable task): no host rows.
+    same = compare([_hosted(linear_run("a", 1.0, 100.0), load=0.4)], [_hosted(linear_run("b", 1.0, 80.0), load=0.5)])
+    assert same.confounders == [] and not any("host conditions" in w for w in same.warnings)
+
+
+def test_a_host_signal_only_one_side_recorded_is_no_confounder():
+    a = _hosted(linear_run("a", 1.0, 100.0), load=0.4)
+    b = linear_run("b", 1.0, 100.0)  # an imported log: no telemetry, no step timing
+    assert compare([a], [b]).confounders == []
+
+
+def test_compare_reads_the_host_telemetry_a_run_recorded(tmp_path):
+    from yieldgate import api
+
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as led:
+        for name, load in (("quiet", 0.4), ("noisy", 7.9)):
+            led.create_run(name)
+            led.append_steps(name, [{"step": s, "tokens": s * 1000.0, "wall_s": s * 1.0, "host/load_1m": load}
+                                    for s in range(0, 11)])
+            led.append_evals(name, [EvalRecord(step=s, task="val", metric="loss", value=4.0 - 0.1 * s)
+                                    for s in range(0, 11)])
+    result = api.compare("quiet", "noisy", ledger=str(path))
+    assert {"field": "host.load_1m (median)", "a": 0.4, "b": 7.9} in result.confounders

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
+from yieldgate.analysis.conditions import host_confounders
 from yieldgate.analysis.yields import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest, Optimisation, diff
@@ -68,6 +69,9 @@ class RunData:
     objective: str | None = None
     """Why its loss is not a cross-entropy (preference or RL fine-tuning: `objective.not_cross_entropy`); None when
     nothing says so."""
+    host: pd.DataFrame | None = None
+    """Its host telemetry (`conditions.HOST_KEYS`, long form: step, key, value), for the host confounders; None:
+    not read."""
 
 
 @dataclass
@@ -342,6 +346,13 @@ def compare(
     multiplier = _effective_multiplier(sides, names, hib, what, said)
     confounders, confound_warnings = _confounders(a, b, metric)
     said.warnings += confound_warnings
+    host = host_confounders([(r.steps, r.host) for r in a], [(r.steps, r.host) for r in b])
+    if host:
+        said.warnings.append(
+            f"the sides ran under different host conditions ({', '.join(h['field'] for h in host)}): a difference "
+            "in time or throughput may be the hosts', not the change under test"
+        )
+    confounders += host
     return Comparison(
         a=names[0],
         b=names[1],
