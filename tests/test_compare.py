@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yieldgate.analysis.compare import RunData, compare, crossing
+from yieldgate.errors import InputError
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.model import GPT
@@ -278,3 +279,86 @@ def test_runs_without_tokens_align_on_steps_and_an_accuracy_is_reached_from_belo
     assert result.target_loss == pytest.approx(0.45)  # a's best accuracy: both reach it
     assert any("target value of acc (higher is better) 0.45" in n for n in result.notes)
     assert result.points[-1]["diff"] == pytest.approx(0.2)
+
+
+def _versioned(run: RunData, versions: list[str]) -> RunData:
+    """`run` with its evaluations taken with these portfolio versions, one per evaluation."""
+    run.evals = run.evals.assign(portfolio="held-out", portfolio_version=versions)
+    return run
+
+
+def test_runs_on_different_portfolio_versions_are_refused_in_one_line():
+    a = _versioned(linear_run("a", 1.0, 100.0), ["v1"] * 11)
+    b = _versioned(linear_run("b", 1.0, 100.0), ["v2"] * 11)
+    with pytest.raises(InputError, match=r"no portfolio version in common \(a: held-out v1; b: held-out v2\)") as err:
+        compare([a], [b])
+    assert "\n" not in str(err.value)
+
+
+def test_a_version_switch_compares_only_the_version_both_sides_share():
+    # a switches to v2 at its 6th evaluation (5000 tokens), where v2 reads 1 nat lower than v1 for the same model;
+    # b is evaluated with v2 throughout and learns exactly as a does. Like with like, the sides are the same.
+    a = linear_run("a", 1.0, 100.0)
+    a.evals["value"] = a.evals["value"] - np.where(np.arange(11) >= 5, 1.0, 0.0)
+    a = _versioned(a, ["v1"] * 5 + ["v2"] * 6)
+    b = linear_run("b", 1.0, 100.0, offset=-1.0)
+    b = _versioned(b, ["v2"] * 11)
+    result = compare([a], [b])
+    assert [p["tokens"] for p in result.points] == pytest.approx(np.linspace(5000, 10_000, 6))
+    assert all(p["diff"] == pytest.approx(0.0) for p in result.points)
+    assert any("compared on held-out v2 only" in w and "a: held-out v1, held-out v2" in w for w in result.warnings)
+
+
+def test_one_version_on_every_side_says_nothing_of_portfolios():
+    a = _versioned(linear_run("a", 1.0, 100.0), ["v1"] * 11)
+    b = _versioned(linear_run("b", 2.0, 100.0), ["v1"] * 11)
+    assert not any("portfolio" in w for w in compare([a], [b]).warnings)
+
+
+def _hosted(run: RunData, load: float, wait_share: float = 0.02, throttled: bool = False) -> RunData:
+    """`run` with its steps timed (`step_s` 1 s, `data_wait_s` that share of it) and host telemetry at every step: the
+    host's load, and the GPU's clock-throttle bits."""
+    steps = run.steps["step"].to_numpy()
+    run.steps = run.steps.assign(step_s=1.0, data_wait_s=wait_share)
+    run.host = pd.concat([
+        pd.DataFrame({"step": steps, "key": "host/load_1m", "value": load + 0.05 * (steps % 3)}),
+        pd.DataFrame({"step": steps, "key": "device/throttle_reasons", "value": 4.0 if throttled else 0.0}),
+    ])
+    return run
+
+
+def test_host_conditions_that_differ_are_confounders_and_the_same_are_not():
+    # a beside a quiet host, b beside a neighbour loading it to ~7.9, throttled and waiting on data a third of a step
+    a = _hosted(linear_run("a", 1.0, 100.0), load=0.4)
+    b = _hosted(linear_run("b", 1.0, 80.0), load=7.9, wait_share=0.3, throttled=True)
+    rows = {c["field"]: (c["a"], c["b"]) for c in compare([a], [b]).confounders}
+    assert rows == {
+        "host.load_1m (median)": (pytest.approx(0.45), pytest.approx(7.95)),
+        "data_wait_share (median)": (0.02, 0.3),
+        "device.throttled_share": (0.0, 1.0),
+    }
+    assert any("different host conditions (host.load_1m (median)" in w for w in compare([a], [b]).warnings)
+    # The same host conditions (a load of 0.4 against 0.5: under the floor of one runnable task): no host rows.
+    same = compare([_hosted(linear_run("a", 1.0, 100.0), load=0.4)], [_hosted(linear_run("b", 1.0, 80.0), load=0.5)])
+    assert same.confounders == [] and not any("host conditions" in w for w in same.warnings)
+
+
+def test_a_host_signal_only_one_side_recorded_is_no_confounder():
+    a = _hosted(linear_run("a", 1.0, 100.0), load=0.4)
+    b = linear_run("b", 1.0, 100.0)  # an imported log: no telemetry, no step timing
+    assert compare([a], [b]).confounders == []
+
+
+def test_compare_reads_the_host_telemetry_a_run_recorded(tmp_path):
+    from yieldgate import api
+
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as led:
+        for name, load in (("quiet", 0.4), ("noisy", 7.9)):
+            led.create_run(name)
+            led.append_steps(name, [{"step": s, "tokens": s * 1000.0, "wall_s": s * 1.0, "host/load_1m": load}
+                                    for s in range(0, 11)])
+            led.append_evals(name, [EvalRecord(step=s, task="val", metric="loss", value=4.0 - 0.1 * s)
+                                    for s in range(0, 11)])
+    result = api.compare("quiet", "noisy", ledger=str(path))
+    assert {"field": "host.load_1m (median)", "a": 0.4, "b": 7.9} in result.confounders

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -47,5 +49,6 @@ def test_telemetry_on_a_cpu_machine_samples_without_failing():
     tel.sample()
     sample = tel.sample()
     assert "device/cpu_util" in sample and sample["device/cpu_util"] >= 0
+    assert sample["host/load_1m"] == pytest.approx(os.getloadavg()[0], abs=2.0)  # the host's, sampled a moment apart
     assert 0 < sample["device/rss_gib"] < 64
     assert ("energy_j" in sample) == ("rapl" in tel.sources)

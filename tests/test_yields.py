@@ -283,3 +283,42 @@ def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatc
     assert "nats/token" not in table + page
     figures = cli("report", "keras", "--output", str(ledger_path.parent / "keras.html")).stdout
     assert "nats/token" not in (ledger_path.parent / "keras.html").read_text(), figures
+
+
+def _switching(versions, losses, steps_at=(0, 100, 200, 300, 400, 500)):
+    """A run whose val/loss evaluations switch portfolio version mid-run (one version per evaluation)."""
+    steps = pd.DataFrame({"step": list(steps_at), "tokens": [s * 1e7 for s in steps_at]})
+    evals = pd.DataFrame([
+        {"step": s, "tokens": np.nan, "task": "val", "metric": "loss", "value": v, "higher_is_better": False,
+         "portfolio": "held-out", "portfolio_version": ver}
+        for s, v, ver in zip(steps_at, losses, versions)
+    ])
+    return steps, evals
+
+
+def test_a_portfolio_version_change_starts_a_new_curve_and_no_tranche_spans_it():
+    # v2 reads 0.5 nats lower than v1 for the same model: today the tranche 200-300 across the switch reads as a
+    # gain of 0.6 nats (0.5 of it the change of ruler)
+    steps, evals = _switching(["v1", "v1", "v1", "v2", "v2", "v2"], [4.0, 3.5, 3.3, 2.7, 2.6, 2.55])
+    report = tranche_yields("r", steps, evals)
+    assert [(t.start_step, t.end_step) for t in report.tranches] == [(0, 100), (100, 200), (300, 400), (400, 500)]
+    assert [t.yield_per_btok for t in report.tranches] == pytest.approx([0.5, 0.2, 0.1, 0.05])
+    switch = [n for n in report.notes if "portfolio changed" in n]
+    assert len(switch) == 1
+    assert "held-out v1 to held-out v2 at step 300" in switch[0] and "step 200 to step 300" in switch[0]
+    assert "not computed" in switch[0]
+
+
+def test_a_step_evaluated_with_both_versions_loses_no_tranche():
+    steps, evals = _switching(["v1", "v1", "v1", "v2", "v2"], [4.0, 3.5, 3.3, 2.8, 2.7], (0, 100, 200, 200, 300))
+    steps = steps.drop_duplicates("step")
+    report = tranche_yields("r", steps, evals)
+    assert [(t.start_step, t.end_step) for t in report.tranches] == [(0, 100), (100, 200), (200, 300)]
+    assert [t.loss_start for t in report.tranches] == pytest.approx([4.0, 3.5, 2.8])
+    assert any("both were evaluated at step 200" in n for n in report.notes)
+
+
+def test_no_two_evaluations_of_one_version_is_refused():
+    steps, evals = _switching(["v1", "v2"], [4.0, 3.0], (0, 100))
+    with pytest.raises(InputError, match="no two evaluations of val loss with one portfolio version"):
+        tranche_yields("r", steps, evals)

@@ -77,6 +77,7 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "time/optimizer_s": "s (optimizer step, host or CUDA-event time)",
     "time/checkpoint_s": "s (checkpoint saves since the step before: Tracker.checkpoint; goodput counts them)",
     "device/cpu_util": "% of one core (this process)",
+    "host/load_1m": "runnable tasks (the host's 1-minute load average, every process on it)",
     "device/rss_gib": "GiB (this process's resident host memory)",
     "device/mem_peak_gib": "GiB (peak allocated by torch on this process's GPU)",
     "device/gpu_util": "% (mean over this process's GPUs)",

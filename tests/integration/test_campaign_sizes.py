@@ -77,15 +77,15 @@ def test_the_campaign_and_plan_show_the_law(sizes, tmp_path, cli_for):
     plan = cli.json("plan", "sizes/clean/*/*/m3x64", "--policy", str(policy), "--flops", "1e13", "--params", "2000000")
     sizing = plan["sizing"]
     assert sizing["scaling"] == "sizes/clean" and sizing["params"] == 2_000_000
-    f = sizing["flops"]
-    assert 6 * f["params"] * f["tokens"] == pytest.approx(1e13)
-    assert f["intervals"]["params"][0] <= f["params"] <= f["intervals"]["params"][1]
+    # Probes this small fit E to ~0: the law is not identified, so no compute-optimal size is named (it once
+    # advised "train N = 86"), and the plan says which probes would identify it.
+    assert sizing["flops"] is None and "E fitted to ~0" in sizing["flops_refused"]["reason"]
+    assert "larger ones (past N = 182,848" in sizing["flops_refused"]["reason"]
     # 2M parameters on 200k tokens is 0.1 tokens per parameter: far below any optimum.
     assert sizing["stages"][0]["undertrained"] and "would leave the model undertrained" in sizing["stages"][0]["advice"]
-    # The source holds ~156k unique tokens: 4 epochs cannot feed the compute-optimal model.
-    assert f["supply_tokens"] < f["tokens"] and f["undertrained"]
     text = cli("plan", "sizes/clean/*/*/m3x64", "--policy", str(policy), "--flops", "1e13").stdout
-    assert "compute-optimal at 1e+13 FLOPs: N = " in text and "planned model: N = 182,848" in text
+    assert "compute-optimal at" not in text and "train N =" not in text and "planned model: N = 182,848" in text
+    assert "note: no compute-optimal size for 1e+13 FLOPs: the law is not identified" in text
 
 
 def test_rank_transfer_matches_a_count_from_the_ledger(tmp_path, cli, ledger_path):

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
+from yieldgate.analysis.conditions import host_confounders
 from yieldgate.analysis.yields import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest, Optimisation, diff
@@ -68,6 +69,9 @@ class RunData:
     objective: str | None = None
     """Why its loss is not a cross-entropy (preference or RL fine-tuning: `objective.not_cross_entropy`); None when
     nothing says so."""
+    host: pd.DataFrame | None = None
+    """Its host telemetry (`conditions.HOST_KEYS`, long form: step, key, value), for the host confounders; None:
+    not read."""
 
 
 @dataclass
@@ -97,13 +101,16 @@ class Comparison:
         return dict(self.__dict__)
 
 
-def run_curve(run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC) -> pd.DataFrame:
+def run_curve(
+    run: RunData, task: str = VAL_TASK, metric: str = LOSS_METRIC, *, by_portfolio: bool = False
+) -> pd.DataFrame:
     """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (recorded, else
-    from the manifest's price per device-hour; NaN where the run lacks it), in step order."""
+    from the manifest's price per device-hour; NaN where the run lacks it), in step order. `by_portfolio`: one point
+    per step and portfolio version (`yields.eval_points`), for a caller that keeps one version."""
     if not task and metric == TRAIN_LOSS:  # the training loss: means over stretches of the logged steps
         points = train_loss_points(run.steps, n=_TRAIN_CURVE_POINTS)
     else:
-        points = eval_points(run.evals, run.steps, task, metric)
+        points = eval_points(run.evals, run.steps, task, metric, by_portfolio=by_portfolio)
     steps = run.steps.set_index("step") if len(run.steps) else pd.DataFrame()
     out = points.rename(columns={"value": "loss"})
     for column in ("wall_s", "cost_usd"):
@@ -313,9 +320,9 @@ def compare(
     check_choice("primary", primary, PRIMARIES)
     if not a or not b:
         raise InputError("compare needs at least one run on each side")
-    sides = _sides(a, b, task, metric)
-    hib = _higher_is_better(sides, task, metric)
     said = _Remarks()
+    sides = _sides(a, b, task, metric, said)
+    hib = _higher_is_better(sides, task, metric)
     at = _axis(sides, at, said)
     points = _aligned_points(sides, at, n_points, level, family_wise, said)
     if len(a) < 2 and len(b) < 2:
@@ -339,6 +346,13 @@ def compare(
     multiplier = _effective_multiplier(sides, names, hib, what, said)
     confounders, confound_warnings = _confounders(a, b, metric)
     said.warnings += confound_warnings
+    host = host_confounders([(r.steps, r.host) for r in a], [(r.steps, r.host) for r in b])
+    if host:
+        said.warnings.append(
+            f"the sides ran under different host conditions ({', '.join(h['field'] for h in host)}): a difference "
+            "in time or throughput may be the hosts', not the change under test"
+        )
+    confounders += host
     return Comparison(
         a=names[0],
         b=names[1],
@@ -361,9 +375,11 @@ def compare(
     )
 
 
-def _sides(a: list[RunData], b: list[RunData], task: str, metric: str) -> _Sides:
-    """Every run's curve of `task`/`metric`; refused where a run has fewer than two evaluations of it."""
-    sides = _Sides(a, b, {id(r): run_curve(r, task, metric) for r in a + b})
+def _sides(a: list[RunData], b: list[RunData], task: str, metric: str, said: _Remarks) -> _Sides:
+    """Every run's curve of `task`/`metric`, of one portfolio version (`_one_portfolio`); refused where a run has
+    fewer than two evaluations of it."""
+    sides = _Sides(a, b, {id(r): run_curve(r, task, metric, by_portfolio=True) for r in a + b})
+    _one_portfolio(sides, f"{task}/{metric}", said)
     for r in sides.runs:
         c = sides.curve(r)
         if c["loss"].isna().all() or len(c) < 2:
@@ -371,6 +387,33 @@ def _sides(a: list[RunData], b: list[RunData], task: str, metric: str) -> _Sides
                 f"run {r.name!r} has fewer than two evaluations of {task or 'training'}/{metric}: nothing to align"
             )
     return sides
+
+
+def _one_portfolio(sides: _Sides, key: str, said: _Remarks) -> None:
+    """Keep in every curve only the evaluations of one portfolio version that every run has: two versions' values are
+    two rulers (another held-out set, another harness), and a difference across them is not one of learning. The
+    latest version the runs share (by where the first run of A starts it), with a warning that names it, where any
+    run has more than one; refused when the runs share none. A training-loss curve has no portfolio."""
+    held = {
+        id(r): list(dict.fromkeys(sides.curve(r)["portfolio"])) for r in sides.runs if "portfolio" in sides.curve(r)
+    }
+    if len({v for versions in held.values() for v in versions}) < 2:
+        return
+    listing = "; ".join(f"{r.name}: {', '.join(held[id(r)])}" for r in sides.runs if id(r) in held)
+    common = [v for v in held[id(sides.runs[0])] if all(v in versions for versions in held.values())]
+    if not common:
+        raise InputError(
+            f"the runs evaluate {key} with no portfolio version in common ({listing}): values of two versions do not "
+            "compare; evaluate both sides with one version"
+        )
+    chosen = common[-1]
+    said.warnings.append(
+        f"the runs evaluate {key} with more than one portfolio version ({listing}): compared on {chosen} only, the "
+        "latest they share; the other versions' evaluations are left out"
+    )
+    for r in sides.runs:
+        curve = sides.curve(r)
+        sides.curves[id(r)] = curve[curve["portfolio"] == chosen].reset_index(drop=True)
 
 
 def _higher_is_better(sides: _Sides, task: str, metric: str) -> bool:

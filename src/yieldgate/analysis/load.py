@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.compare import RunData, unit_for
+from yieldgate.analysis.conditions import HOST_KEYS
 from yieldgate.analysis.fit import stable_phase
 from yieldgate.analysis.listing import match_runs
 from yieldgate.analysis.objective import not_cross_entropy
@@ -47,7 +48,14 @@ def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
         fpt = manifest.model.flops_per_token
     epochs = meta.get(STEP_UNIT) == "epoch"
     return RunData(
-        name=name, steps=steps, evals=evals, manifest=manifest, flops_per_token=fpt, epochs=epochs, objective=objective
+        name=name,
+        steps=steps,
+        evals=evals,
+        manifest=manifest,
+        flops_per_token=fpt,
+        epochs=epochs,
+        objective=objective,
+        host=ledger.extras(name, keys=HOST_KEYS),
     )
 
 

@@ -17,6 +17,13 @@ spread. `Prediction.interval` is the law's own uncertainty at (N, D); `measured_
 scatter around the law (the residuals' spread, in log loss), which is where one new probe's measured loss
 should fall.
 
+**Identified.** E is read as a measurement only when the probes pin it (`ScalingLaw.unidentified` holds why not,
+and what probes would pin it): its estimate is off its bound 0 (at least E_FLOOR of the lowest loss fitted), and its
+bootstrap interval neither reaches that bound nor is wider than E itself. Probes far above the irreducible loss
+(tiny models, few tokens) fit E to ~0 and let A, alpha, B, beta absorb it: the exponents, and every compute-optimal
+split drawn from them, are then those of a local description, not of the law. An exponent at its bound 0 (the loss
+does not fall with N or D over the probes) leaves the split undefined likewise.
+
 **Compute-optimal split** (Hoffmann et al., eq. 4) for C = 6ND FLOPs:
 N_opt = G (C/6)^(beta/(alpha+beta)), D_opt = G^-1 (C/6)^(alpha/(alpha+beta)), G = (alpha A / (beta B))^(1/(alpha+beta)).
 """
@@ -34,10 +41,14 @@ from scipy.special import logsumexp
 
 from yieldgate.errors import InputError
 
-__all__ = ["ScalingLaw", "Prediction", "fit_scaling", "MIN_SIZES"]
+__all__ = ["ScalingLaw", "Prediction", "fit_scaling", "MIN_SIZES", "E_FLOOR"]
 
 MIN_SIZES = 3
 """Model sizes an L(N, D) fit needs: A and alpha are two numbers learned from how loss moves with N."""
+E_FLOOR = 1e-3
+"""E below this share of the lowest loss fitted is at its bound (E >= 0): fitted to ~0, not identified."""
+_IDENTIFYING_SIZES = 5
+"""Sizes that give each of the law's five parameters a point of its own; fewer leave E traded against A and alpha."""
 HUBER_DELTA = 1e-3
 """Hoffmann et al.'s delta, in log loss."""
 _GRID = np.array(
@@ -98,6 +109,9 @@ class ScalingLaw:
     rmse: float
     """Root mean square of the log-loss residuals."""
     notes: list[str] = field(default_factory=list)
+    unidentified: str | None = field(default=None, init=False)
+    """Why the law is not identified (E at its bound or its interval reaching it or wider than E, an exponent at 0)
+    and what probes would identify it; None when it is (module docstring, "Identified")."""
     replicates: np.ndarray = field(default_factory=lambda: np.empty((0, 5)), repr=False)
     """(boots, 5): E, A, alpha, B, beta of each bootstrap refit."""
 
@@ -290,7 +304,35 @@ def fit_scaling(
             f"{which} fitted to 0: the loss does not fall with {'N' if which == 'alpha' else 'D'} over these probes, "
             "so the law cannot extrapolate along it"
         )
+    law.unidentified = _unidentified(law, E_FLOOR * float(y.min()))
     return law
+
+
+def _unidentified(law: ScalingLaw, floor: float) -> str | None:
+    """Why `law` is not identified, with the probes that would identify it; None when it is (module docstring)."""
+    lo, hi = law.intervals["E"]
+    level = f"{law.level:.0%}"
+    if law.E < floor:
+        why = f"E fitted to ~0 ({law.E:.2g}, at its bound)"
+    elif lo < floor:
+        why = f"E's {level} interval [{lo:.3g}, {hi:.3g}] reaches 0"
+    elif hi - lo > law.E:
+        why = f"E's {level} interval [{lo:.3g}, {hi:.3g}] is wider than E ({law.E:.3g}) itself"
+    elif min(law.alpha, law.beta) < 1e-6:
+        which = "alpha" if law.alpha < 1e-6 else "beta"
+        why = f"{which} fitted to 0 (the loss does not fall with {'N' if which == 'alpha' else 'D'} over the probes)"
+    else:
+        return None
+    more = (
+        f"probes of more sizes ({len(law.sizes)} now, {_IDENTIFYING_SIZES} or more) or "
+        if len(law.sizes) < _IDENTIFYING_SIZES
+        else ""
+    )
+    return (
+        f"the law is not identified: {why}; over the probes (N = {law.sizes[0]:,} to {law.sizes[-1]:,}) the "
+        f"irreducible loss is not told from the power terms: {more}larger ones (past N = {law.sizes[-1]:,}, trained "
+        "on more tokens) would identify it"
+    )
 
 
 def _points(params: Any, tokens: Any, losses: Any, probes: Any) -> _Points:

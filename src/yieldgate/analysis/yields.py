@@ -42,7 +42,17 @@ from yieldgate.analysis.fit import PowerLaw, learning_noise
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["Tranche", "YieldReport", "tranche_yields", "eval_points", "train_loss_points", "to_per_byte", "TRAIN_LOSS"]
+__all__ = [
+    "Tranche",
+    "YieldReport",
+    "tranche_yields",
+    "eval_points",
+    "portfolio_curves",
+    "portfolio_label",
+    "train_loss_points",
+    "to_per_byte",
+    "TRAIN_LOSS",
+]
 
 BILLION = 1e9
 J_PER_KWH = 3.6e6
@@ -171,10 +181,40 @@ def _sampled_at_steps(steps: pd.DataFrame, column: str, at: np.ndarray) -> np.nd
     return np.where(inside, np.interp(at, x, y), np.nan)
 
 
-def eval_points(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
-    """One task/metric's evaluations in step order, with tokens (from the record, else the step table)."""
-    ev = evals[(evals["task"] == task) & (evals["metric"] == metric)].sort_values("step")
-    ev = ev.drop_duplicates("step", keep="last")
+UNVERSIONED = "unversioned"
+"""The portfolio label of evaluations that name no portfolio and no version (`portfolio_label`)."""
+
+
+def portfolio_label(portfolio: str, version: str) -> str:
+    """What tells one evaluation portfolio version from another: `<portfolio> <version>`, or `UNVERSIONED`."""
+    return f"{portfolio} {version}".strip() or UNVERSIONED
+
+
+def _portfolios(ev: pd.DataFrame) -> pd.Series:
+    """Each evaluation's portfolio label (`portfolio_label`); `UNVERSIONED` for a frame without the columns."""
+    if "portfolio" not in ev and "portfolio_version" not in ev:
+        return pd.Series(UNVERSIONED, index=ev.index, dtype=object)
+    name = ev["portfolio"].fillna("").astype(str) if "portfolio" in ev else pd.Series("", index=ev.index)
+    version = ev["portfolio_version"].fillna("").astype(str) if "portfolio_version" in ev else ""
+    return pd.Series([portfolio_label(n, v) for n, v in zip(name, version, strict=True)], index=ev.index, dtype=object)
+
+
+def eval_points(
+    evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str, *, by_portfolio: bool = False
+) -> pd.DataFrame:
+    """One task/metric's evaluations in step order, with tokens (from the record, else the step table) and the
+    portfolio version each was taken with (`portfolio`, `portfolio_label`). One point per step (the last stored),
+    or with `by_portfolio` one per step and portfolio version: a step evaluated with two versions (the step a
+    portfolio changed at) keeps both, the version that started earlier first, so that each version's points are
+    contiguous (`portfolio_curves`)."""
+    ev = evals[(evals["task"] == task) & (evals["metric"] == metric)].copy()
+    ev["portfolio"] = _portfolios(ev)
+    if by_portfolio:
+        started = ev.groupby("portfolio")["step"].transform("min")
+        ev = ev.assign(started=started).sort_values(["step", "started"], kind="stable")
+        ev = ev.drop_duplicates(["step", "portfolio"], keep="last")
+    else:
+        ev = ev.sort_values("step").drop_duplicates("step", keep="last")
     tokens = ev["tokens"].to_numpy(dtype=float)
     from_steps = _at_steps(steps, "tokens", ev["step"].to_numpy())
     tokens = np.where(np.isnan(tokens), from_steps, tokens)
@@ -185,8 +225,20 @@ def eval_points(evals: pd.DataFrame, steps: pd.DataFrame, task: str, metric: str
             "value": ev["value"].to_numpy(dtype=float),
             "higher_is_better": ev["higher_is_better"].to_numpy(dtype=bool),
             "stderr": ev["stderr"].to_numpy(dtype=float) if "stderr" in ev else np.full(len(ev), np.nan),
+            "portfolio": ev["portfolio"].to_numpy(dtype=object),
         }
     )
+
+
+def portfolio_curves(points: pd.DataFrame) -> list[pd.DataFrame]:
+    """`eval_points(..., by_portfolio=True)` cut where the portfolio version changes: each piece one curve of one
+    version, in step order. Two versions' values are two measurements (another held-out set, another harness): a
+    difference across the change is the change of ruler, not learning."""
+    if "portfolio" not in points or points.empty:
+        return [points]
+    label = points["portfolio"].to_numpy(dtype=object)
+    cuts = [0, *(i for i in range(1, len(label)) if label[i] != label[i - 1]), len(label)]
+    return [points.iloc[a:b].reset_index(drop=True) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 def train_loss_points(steps: pd.DataFrame, n: int = _TRAIN_POINTS) -> pd.DataFrame:
@@ -324,13 +376,21 @@ def tranche_yields(
     said = _Remarks()
     points = _curve_points(run, steps, evals, task, metric, said)
     axis, points = _axis(run, points, epochs, tranche_tokens, said)
-    x = points["tokens" if axis == "tokens" else "step"].to_numpy(dtype=float)
-    noise, noise_dof = _noise(points, steps, x, said)
-    points = _merge_points(points, tranche_tokens).reset_index(drop=True)
+    curves = _version_curves(points, said)
+    longest = max(reversed(curves), key=len)  # the longest curve, the latest among equals
+    x = longest["tokens" if axis == "tokens" else "step"].to_numpy(dtype=float)
+    noise, noise_dof = _noise(longest, steps, x, said)
+    points = pd.concat([_merge_points(c, tranche_tokens) for c in curves]).reset_index(drop=True)
     if len(points) < 2:
         raise InputError(
             f"run {run!r} has {len(points)} evaluation of {task or 'training'} {metric}"
             f"{' with a token count' if axis == 'tokens' else ''}; a yield needs two"
+        )
+    spans = [i for i in range(1, len(points)) if _same_portfolio(points, i)]
+    if not spans:
+        raise InputError(
+            f"run {run!r} has no two evaluations of {task or 'training'} {metric} with one portfolio version "
+            f"({', '.join(c['portfolio'].iloc[0] for c in curves)}); a yield needs two of one version"
         )
     measure = _Measure(
         task=task,
@@ -350,7 +410,7 @@ def tranche_yields(
     )
     if law is not None and law.flat:
         said.missing["vs_expected"] = f"the law is flat ({law.poor}): it expects almost no gain to set tranches against"
-    tranches = [_tranche(measure, points, i) for i in range(1, len(points))]
+    tranches = [_tranche(measure, points, i) for i in spans]
     # A loss is in nats per token only where the run counts tokens (a language model's cross-entropy); a run that
     # counts steps or epochs (Keras, YOLO) logs whatever its model minimises: a squared error, a box loss.
     unit = metric if metric != LOSS_METRIC else "nats/token" if axis == "tokens" else "the loss as logged"
@@ -382,7 +442,7 @@ def _curve_points(
         if points.empty:
             raise InputError(f"run {run!r} has fewer than 2 logged training losses; nothing to take yields of")
     else:
-        points = eval_points(evals, steps, task, metric)
+        points = eval_points(evals, steps, task, metric, by_portfolio=True)
     if points.empty:
         known = sorted({f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True)})
         raise InputError(
@@ -390,6 +450,36 @@ def _curve_points(
             + ("; the training loss is metric 'loss'" if "loss" in steps and steps["loss"].notna().any() else "")
         )
     return points
+
+
+def _same_portfolio(points: pd.DataFrame, i: int) -> bool:
+    """Points `i - 1` and `i` were taken with one portfolio version (always, for a curve that records none)."""
+    return "portfolio" not in points or points["portfolio"].iloc[i] == points["portfolio"].iloc[i - 1]
+
+
+def _version_curves(points: pd.DataFrame, said: _Remarks) -> list[pd.DataFrame]:
+    """The run's curve cut at each change of portfolio version (`portfolio_curves`), with a note per change: a new
+    curve starts there, and the tranche across it (when no step was evaluated with both) is not computed."""
+    curves = portfolio_curves(points)
+    for before, after in zip(curves[:-1], curves[1:], strict=True):
+        old, new = before.iloc[-1], after.iloc[0]
+        across = (
+            f"both were evaluated at step {int(new['step'])}, so no tranche spans the change"
+            if old["step"] == new["step"]
+            else f"the tranche from step {int(old['step'])} to step {int(new['step'])} spans both versions and is "
+            "not computed (its difference would be the change of ruler, not learning)"
+        )
+        said.notes.append(
+            f"the evaluation portfolio changed from {old['portfolio']} to {new['portfolio']} at step "
+            f"{int(new['step'])}: a new curve starts there; {across}"
+        )
+    if len(curves) > 1:
+        longest = max(reversed(curves), key=len)
+        said.notes.append(
+            f"the evaluation noise is read from the longest curve of one version ({longest['portfolio'].iloc[0]}, "
+            f"{len(longest)} evaluations)"
+        )
+    return curves
 
 
 def _axis(

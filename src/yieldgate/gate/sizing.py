@@ -13,6 +13,11 @@ supply D_opt tokens without passing any source more than max_epochs times (the p
 be undertrained for the token supply, and the plan names the largest model the supply trains compute-optimally.
 
 The law predicts the constant-LR loss (`campaign_sizes`: it is fitted to stable-phase evaluations).
+
+**What it will not say.** No compute-optimal size comes from a law that is not identified
+(`ScalingLaw.unidentified`: E at its bound, as on tiny probes, where the split once named "train N = 86"), nor one
+more than EXTRAPOLATION times outside the sizes the probes span: the plan says why instead (a note, and
+`flops_refused`), with the probes or the budgets that would let it answer.
 """
 
 from __future__ import annotations
@@ -30,7 +35,13 @@ from yieldgate.gate.policy import Stage
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Recipe
 
-__all__ = ["campaign_law", "sizing", "supply_tokens"]
+__all__ = ["campaign_law", "sizing", "supply_tokens", "EXTRAPOLATION"]
+
+EXTRAPOLATION = 10.0
+"""How far outside the probed sizes (a factor of N, either way) a compute-optimal size is named: one decade. The
+exponents come from the probes' one or two decades of N, and an exponent off by its typical bootstrap spread
+(~0.05 on a few sizes) moves a prediction by 10^0.05 ~ 12% per decade: past one decade the answer rests on that
+error more than on the data (Hoffmann et al. 2022 named Chinchilla, 70B, at ~4x their largest fitted model)."""
 
 
 def campaign_law(ledger: Ledger, ref: str, *, level: float, boots: int = 100) -> tuple[str, ScalingLaw]:
@@ -111,7 +122,11 @@ def sizing(
             )
     else:
         out["notes"].append("no planned model size (the target's manifest gives no model.non_embedding_params)")
-    if flops is not None:
+    refused = _refusal(law, flops) if flops is not None else None
+    if refused is not None:
+        out["notes"].append(refused)
+        out["flops_refused"] = {"flops": flops, "reason": refused}
+    elif flops is not None:
         opt = law.optimal(flops)
         epochs = max_epochs if max_epochs is not None else EPOCHS_FRESH
         supply = supply_tokens(recipe, epochs) if recipe is not None else None
@@ -128,21 +143,54 @@ def sizing(
             # The largest compute the supply trains compute-optimally: D_opt(C) = supply, with D_opt = C / (6 N_opt).
             c_supply = _flops_for_tokens(law, supply)
             n_supply = law.optimal(c_supply)["params"]
+            named = _within(law, n_supply)
             entry.update(
                 undertrained=supply / opt["params"] < opt["tokens_per_param"] / UNDERTRAINED_FACTOR,
-                supply_params=n_supply,
+                supply_params=n_supply if named else None,
                 supply_flops=c_supply,
                 advice=(
                     f"the compute-optimal model (N = {opt['params']:,.0f}) needs {opt['tokens']:,.0f} tokens; the "
                     f"sources supply {supply:,.0f} within {epochs:g} epochs, {supply / opt['params']:.3g} tokens per "
-                    f"parameter against the fitted optimum's {opt['tokens_per_param']:.3g}: grow the sources, or "
-                    f"train N = {n_supply:,.0f} (compute-optimal for that supply at {c_supply:.3g} FLOPs)"
+                    f"parameter against the fitted optimum's {opt['tokens_per_param']:.3g}: grow the sources"
+                    + (
+                        f", or train N = {n_supply:,.0f} (compute-optimal for that supply at {c_supply:.3g} FLOPs)"
+                        if named
+                        else f" (the size compute-optimal for that supply lies more than {EXTRAPOLATION:g}x outside "
+                        "the probed sizes: not named)"
+                    )
                 ),
             )
         elif supply is None:
             out["notes"].append("token supply unknown (data.sources[].unique_tokens): not checked against D_opt")
         out["flops"] = entry
     return out
+
+
+def _within(law: ScalingLaw, params: float) -> bool:
+    """`params` lies within EXTRAPOLATION times the probed sizes, either way."""
+    return law.sizes[0] / EXTRAPOLATION <= params <= law.sizes[-1] * EXTRAPOLATION
+
+
+def _refusal(law: ScalingLaw, flops: float) -> str | None:
+    """Why the plan names no compute-optimal size for `flops` (the law not identified, or the size more than
+    EXTRAPOLATION times outside the probed ones, with the budgets whose optimum is not); None when it names one."""
+    if law.unidentified is not None:
+        return f"no compute-optimal size for {flops:.3g} FLOPs: {law.unidentified}"
+    n = law.optimal(flops)["params"]
+    if _within(law, n):
+        return None
+    lo, hi = law.sizes[0] / EXTRAPOLATION, law.sizes[-1] * EXTRAPOLATION
+    return (
+        f"no compute-optimal size for {flops:.3g} FLOPs: the law puts it at N = {n:,.0f}, more than "
+        f"{EXTRAPOLATION:g}x outside the probed sizes (N = {law.sizes[0]:,} to {law.sizes[-1]:,}); probe sizes nearer "
+        f"it, or plan a budget of {_flops_for_params(law, lo):.3g} to {_flops_for_params(law, hi):.3g} FLOPs"
+    )
+
+
+def _flops_for_params(law: ScalingLaw, params: float) -> float:
+    """C at which the compute-optimal N is `params`: N_opt = G (C/6)^(beta/(alpha+beta)), inverted."""
+    g = (law.alpha * law.A / (law.beta * law.B)) ** (1.0 / (law.alpha + law.beta))
+    return 6.0 * (params / g) ** ((law.alpha + law.beta) / law.beta)
 
 
 def _flops_for_tokens(law: ScalingLaw, tokens: float) -> float:

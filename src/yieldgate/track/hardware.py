@@ -168,6 +168,9 @@ class Telemetry:
         if self._cpu_last is not None and now > self._cpu_last[0]:
             out["device/cpu_util"] = 100.0 * (busy - self._cpu_last[1]) / (now - self._cpu_last[0])
         self._cpu_last = (now, busy)
+        if hasattr(os, "getloadavg"):  # not on Windows
+            # Every process on the host, not this one: a neighbour's load slows a run for reasons not its own.
+            out["host/load_1m"] = os.getloadavg()[0]
         return out
 
     def _sample_nvml(self) -> dict[str, float]:
