@@ -298,6 +298,13 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("a negative tranche size", lambda tmp: ["yield", "base", "--tranche-tokens", "-5"], "tranche_tokens"),
     ("an interval coverage above 1", lambda tmp: ["forecast", "base", "--next-tokens", "1000", "--level", "1.5"],
      "between 0 and 1"),
+    # An import into a run that exists never overwrites it (yieldgate.ingest.guard).
+    ("import into a run that exists, without --replace or --append",
+     lambda tmp: ["import", "table", str(_file("m.csv", "step,loss\n1,9\n2,8\n")(tmp)), "--run", "base"],
+     "--replace"),
+    ("import --append of steps at or before the run's last",
+     lambda tmp: ["import", "table", str(_file("m.csv", "step,loss\n15,9\n25,8\n")(tmp)), "--run", "base",
+                  "--append"], "step 15 is at or before"),
 ]
 
 
@@ -373,6 +380,22 @@ def test_a_metric_name_mlflow_refuses_is_one_line_on_export(base, tmp_path):
     assert client.search_runs([exp.experiment_id]) == []  # the run made for the export was deleted
     check("export to MLflow of a metric name MLflow refuses (`a/../b`)",
           f"refused, exit 2, no MLflow run left: `{_shown(err, tmp_path)}`", "0")
+
+
+def test_an_import_into_a_run_a_live_tracker_writes_is_refused(base, tmp_path):
+    """Even with --replace: an import never splices its rows into a live run (yieldgate.ingest.guard)."""
+    from yieldgate import Tracker
+
+    with Tracker("live", ledger=base) as tr:
+        tr.step(tokens=1000, loss=1.0)
+        _, err = _invoke(base, "import", "table", str(tmp_path / "base.csv"), "--run", "live", "--replace", code=2)
+        assert err.count("\n") == 1 and "live Tracker" in err, err
+    with Ledger(base, readonly=True) as led:
+        assert led.steps("live")["step"].tolist() == [1] and led.superseded("live").empty
+    shown = _shown(err, tmp_path).replace(str(os.getpid()), "PID")
+    shown = shown[: shown.index("(host ") + 6] + "…, pid PID, …): an import never writes a live run"
+    check("import into a run a live Tracker writes, with --replace too", f"refused, exit 2, the run unchanged: `{shown}`",
+          "0")
 
 
 def test_a_ledger_with_a_damaged_schema_text_is_refused_in_one_line(base, tmp_path):
