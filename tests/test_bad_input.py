@@ -298,6 +298,13 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("a negative tranche size", lambda tmp: ["yield", "base", "--tranche-tokens", "-5"], "tranche_tokens"),
     ("an interval coverage above 1", lambda tmp: ["forecast", "base", "--next-tokens", "1000", "--level", "1.5"],
      "between 0 and 1"),
+    # Lines and names past any real log's: refused before they are parsed (a 100 MB header took minutes).
+    ("CSV with a 4 MB header line", _table("m.csv", "step,loss" + "x" * 4_000_000 + "\n1,2\n"), "a line of"),
+    ("JSONL with a 4 MB line", _table("m.jsonl", '{"step": 1, "' + "x" * 4_000_000 + '": 2}\n'), "a line of"),
+    ("text log with a 4 MB line", _import("textlog", _file("train.log", "step 1: loss " + "9" * 4_000_000 + "\n")),
+     "a line of"),
+    ("CSV with a metric name of 500 characters", _table("m.csv", "step," + "x" * 500 + "\n1,2\n"),
+     "longer than the 200"),
     # An import into a run that exists never overwrites it (yieldgate.ingest.guard).
     ("import into a run that exists, without --replace or --append",
      lambda tmp: ["import", "table", str(_file("m.csv", "step,loss\n1,9\n2,8\n")(tmp)), "--run", "base"],

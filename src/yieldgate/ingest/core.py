@@ -20,11 +20,11 @@ import pandas as pd
 
 from yieldgate.aliases import STEP_NAMES, Target
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, clean
+from yieldgate.ingest.clean import Rows, Warnings, clean, clip
 from yieldgate.ingest.guard import keep_stored, make_room, refuse_live
 from yieldgate.ingest.mapping import resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
-from yieldgate.names import STEP_UNIT, split_eval_key, unsafe_character
+from yieldgate.names import MAX_NAME_CHARS, STEP_UNIT, split_eval_key, unsafe_character
 
 if TYPE_CHECKING:
     from yieldgate.manifest import Manifest
@@ -539,12 +539,19 @@ def _replaced(run: str, moved: Mapping[str, int]) -> str:
 
 def _refuse_unsafe_names(mapped: Mapped, source: str) -> None:
     """A metric name holding a control character is refused naming the file (the ledger refuses such a name too,
-    but without saying which file held it)."""
-    for key in mapped.steps.columns:
-        unsafe = unsafe_character(str(key))
+    but without saying which file held it), and so is one longer than MAX_NAME_CHARS (a damaged header)."""
+    names = [str(key) for key in mapped.steps.columns] + [f"{e.task}/{e.metric}" for e in mapped.evals]
+    for key in dict.fromkeys(names):
+        unsafe = unsafe_character(key)
         if unsafe is not None:
             raise InputError(
-                f"{source}: the metric name {str(key)!r} holds {unsafe}; fix the name in the file (a damaged log?)"
+                f"{source}: the metric name {clip(key)} holds {unsafe}; fix the name in the file (a damaged log?)"
+            )
+        if len(key) > MAX_NAME_CHARS:
+            raise InputError(
+                f"{source}: the metric name {clip(key)} is longer than the {MAX_NAME_CHARS} characters a name may "
+                "have (a damaged file?); shorten it in the file, or give it a short name with map KEY=NAME",
+                parameter="map",
             )
 
 
