@@ -225,6 +225,14 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("campaign: a misspelt field (seed for seeds)",
      _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}\nbudgets: [1000]\nseed: 3\n"),
      "unknown field"),
+    # Values no probe campaign can use: bounded before any work (probe/campaign/spec.py).
+    ("campaign: seeds: 10**12", _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}\n"
+                                                   "budgets: [1000]\nseeds: 1000000000000\n"), "at most 1000"),
+    ("campaign: a context of 10**9 tokens", _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}"
+                                                              "\nbudgets: [1000]\nprobe: {context: 1000000000}\n"),
+     "probe.context"),
+    ("campaign: a budget of 1e18 tokens", _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}\n"
+                                                            "budgets: [1000000000000000000]\n"), "at most 1e+12"),
     ("policy: malformed YAML", _policy("p.yaml", "name: p\nstages: [{name: a\n"), "malformed YAML"),
     ("policy: YAML with a Python object tag (code execution)",
      _policy("p.yaml", "name: !!python/object/apply:os.system ['touch pwned']\n"), "malformed YAML"),
@@ -403,6 +411,19 @@ def test_an_import_into_a_run_a_live_tracker_writes_is_refused(base, tmp_path):
     shown = shown[: shown.index("(host ") + 6] + "…, pid PID, …): an import never writes a live run"
     check("import into a run a live Tracker writes, with --replace too", f"refused, exit 2, the run unchanged: `{shown}`",
           "0")
+
+
+def test_a_campaign_whose_every_probe_fails_exits_2_naming_the_first_failure(base, tmp_path):
+    broken = "{sources: [{name: nowhere, path: " + str(tmp_path / "no-such-dir") + "}]}"
+    spec = tmp_path / "c.yaml"
+    spec.write_text(f"name: f\nrecipes: {{a: {broken}, b: {broken}}}\nseeds: [0]\nbudgets: [1000]\n")
+    _, err = _invoke(base, "probe", str(spec), "--workers", "1", code=2)
+    line = err.strip().splitlines()[-1]  # the progress bar goes to stderr before it
+    assert line.startswith("error: campaign 'f': all 2 probe(s) failed") and "neither a built-in source" in line, err
+    with Ledger(base, readonly=True) as led:  # each failure is stored with its reason
+        assert {led.run_info(r)["status"] for r in ("f/a/s0/t1000", "f/b/s0/t1000")} == {"failed"}
+    check("campaign whose every probe fails", "exit 2, one line naming the first failure (each failure stored in its "
+          "run's meta); before: exit 0 with nothing ranked", "0")
 
 
 def test_a_ledger_with_a_damaged_schema_text_is_refused_in_one_line(base, tmp_path):
