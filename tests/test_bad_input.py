@@ -225,6 +225,14 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("campaign: a misspelt field (seed for seeds)",
      _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}\nbudgets: [1000]\nseed: 3\n"),
      "unknown field"),
+    # Values no probe campaign can use: bounded before any work (probe/campaign/spec.py).
+    ("campaign: seeds: 10**12", _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}\n"
+                                                   "budgets: [1000]\nseeds: 1000000000000\n"), "at most 1000"),
+    ("campaign: a context of 10**9 tokens", _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}"
+                                                              "\nbudgets: [1000]\nprobe: {context: 1000000000}\n"),
+     "probe.context"),
+    ("campaign: a budget of 1e18 tokens", _campaign("c.yaml", "name: c\nrecipes: {a: {sources: [{name: milton}]}}\n"
+                                                            "budgets: [1000000000000000000]\n"), "at most 1e+12"),
     ("policy: malformed YAML", _policy("p.yaml", "name: p\nstages: [{name: a\n"), "malformed YAML"),
     ("policy: YAML with a Python object tag (code execution)",
      _policy("p.yaml", "name: !!python/object/apply:os.system ['touch pwned']\n"), "malformed YAML"),
@@ -298,6 +306,20 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("a negative tranche size", lambda tmp: ["yield", "base", "--tranche-tokens", "-5"], "tranche_tokens"),
     ("an interval coverage above 1", lambda tmp: ["forecast", "base", "--next-tokens", "1000", "--level", "1.5"],
      "between 0 and 1"),
+    # Lines and names past any real log's: refused before they are parsed (a 100 MB header took minutes).
+    ("CSV with a 4 MB header line", _table("m.csv", "step,loss" + "x" * 4_000_000 + "\n1,2\n"), "a line of"),
+    ("JSONL with a 4 MB line", _table("m.jsonl", '{"step": 1, "' + "x" * 4_000_000 + '": 2}\n'), "a line of"),
+    ("text log with a 4 MB line", _import("textlog", _file("train.log", "step 1: loss " + "9" * 4_000_000 + "\n")),
+     "a line of"),
+    ("CSV with a metric name of 500 characters", _table("m.csv", "step," + "x" * 500 + "\n1,2\n"),
+     "longer than the 200"),
+    # An import into a run that exists never overwrites it (yieldgate.ingest.guard).
+    ("import into a run that exists, without --replace or --append",
+     lambda tmp: ["import", "table", str(_file("m.csv", "step,loss\n1,9\n2,8\n")(tmp)), "--run", "base"],
+     "--replace"),
+    ("import --append of steps at or before the run's last",
+     lambda tmp: ["import", "table", str(_file("m.csv", "step,loss\n15,9\n25,8\n")(tmp)), "--run", "base",
+                  "--append"], "step 15 is at or before"),
 ]
 
 
@@ -373,6 +395,35 @@ def test_a_metric_name_mlflow_refuses_is_one_line_on_export(base, tmp_path):
     assert client.search_runs([exp.experiment_id]) == []  # the run made for the export was deleted
     check("export to MLflow of a metric name MLflow refuses (`a/../b`)",
           f"refused, exit 2, no MLflow run left: `{_shown(err, tmp_path)}`", "0")
+
+
+def test_an_import_into_a_run_a_live_tracker_writes_is_refused(base, tmp_path):
+    """Even with --replace: an import never splices its rows into a live run (yieldgate.ingest.guard)."""
+    from yieldgate import Tracker
+
+    with Tracker("live", ledger=base) as tr:
+        tr.step(tokens=1000, loss=1.0)
+        _, err = _invoke(base, "import", "table", str(tmp_path / "base.csv"), "--run", "live", "--replace", code=2)
+        assert err.count("\n") == 1 and "live Tracker" in err, err
+    with Ledger(base, readonly=True) as led:
+        assert led.steps("live")["step"].tolist() == [1] and led.superseded("live").empty
+    shown = _shown(err, tmp_path).replace(str(os.getpid()), "PID")
+    shown = shown[: shown.index("(host ") + 6] + "…, pid PID, …): an import never writes a live run"
+    check("import into a run a live Tracker writes, with --replace too", f"refused, exit 2, the run unchanged: `{shown}`",
+          "0")
+
+
+def test_a_campaign_whose_every_probe_fails_exits_2_naming_the_first_failure(base, tmp_path):
+    broken = "{sources: [{name: nowhere, path: " + str(tmp_path / "no-such-dir") + "}]}"
+    spec = tmp_path / "c.yaml"
+    spec.write_text(f"name: f\nrecipes: {{a: {broken}, b: {broken}}}\nseeds: [0]\nbudgets: [1000]\n")
+    _, err = _invoke(base, "probe", str(spec), "--workers", "1", code=2)
+    line = err.strip().splitlines()[-1]  # the progress bar goes to stderr before it
+    assert line.startswith("error: campaign 'f': all 2 probe(s) failed") and "neither a built-in source" in line, err
+    with Ledger(base, readonly=True) as led:  # each failure is stored with its reason
+        assert {led.run_info(r)["status"] for r in ("f/a/s0/t1000", "f/b/s0/t1000")} == {"failed"}
+    check("campaign whose every probe fails", "exit 2, one line naming the first failure (each failure stored in its "
+          "run's meta); before: exit 0 with nothing ranked", "0")
 
 
 def test_a_ledger_with_a_damaged_schema_text_is_refused_in_one_line(base, tmp_path):

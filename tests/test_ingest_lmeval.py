@@ -210,8 +210,8 @@ def test_real_mmlu_standard_errors_are_their_metrics_never_metrics_of_their_own(
     metric; asking for one as a metric is one line that names the metric it belongs to. A table export of the run
     imports back with the standard errors where they were."""
     for run, steps in (("m", ("1", "2")), ("n", ("1", "3"))):
-        for step in steps:
-            cli("import", "lm-eval", str(REAL_MMLU), "--run", run, "--step", step)
+        for i, step in enumerate(steps):  # the second checkpoint after the first: appended
+            cli("import", "lm-eval", str(REAL_MMLU), "--run", run, "--step", step, *(["--append"] if i else []))
     shown = cli.json("show", "m")["evals"]
     assert len(shown) == 62 and not [e for e in shown if "stderr" in e["metric"]]
     by_task = {e["task"]: e for e in shown}
@@ -240,6 +240,7 @@ def test_a_file_whose_only_change_is_a_standard_error_imports_again(cli, tmp_pat
     assert "already imported" in cli("import", "lm-eval", str(path), "--run", "g", "--step", "1").stdout
     results["results"]["gsm8k"]["exact_match_stderr,strict-match"] = 0.02
     path.write_text(json.dumps(results))
-    cli("import", "lm-eval", str(path), "--run", "g", "--step", "1")
+    cli("import", "lm-eval", str(path), "--run", "g", "--step", "1", code=2)  # into a run that exists: asked for
+    cli("import", "lm-eval", str(path), "--run", "g", "--step", "1", "--replace")
     (shown,) = [e for e in cli.json("show", "g")["evals"] if e["metric"] == "exact_match,strict-match"]
     assert shown["last_stderr"] == 0.02

@@ -76,6 +76,7 @@ console = Console(markup=False)
 # speaks of its arguments (`at must be one of ...`), a command of its flags (`--at must be one of ...`). One
 # spelling per argument: an argument two commands spelled differently would need a second name in the library.
 FLAGS = {
+    "append": "--append",
     "at": "--at",
     "chunk_chars": "--chunk-chars",
     "devices": "--devices",
@@ -89,6 +90,7 @@ FLAGS = {
     "patterns": "--pattern",
     "per": "--per",
     "primary": "--primary",
+    "replace": "--replace",
     "run": "--run",
     "sort": "--sort",
     "status": "--status",
@@ -1197,6 +1199,12 @@ def import_(
     tracking_uri: TrackingUriOption = None,
     join_on: JoinOnOption = "step",
     devices: DevicesOption = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Into a run that exists: set its records apart (kept) and put these in.")
+    ] = False,
+    append: Annotated[
+        bool, typer.Option("--append", help="Into a run that exists: add steps after its last stored step.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -1224,6 +1232,8 @@ def import_(
         tracking_uri=tracking_uri,
         join_on=join_on,
         devices=devices,
+        replace=replace,
+        append=append,
     )
     if as_json:
         _print_json([r.to_dict() for r in results])

@@ -26,6 +26,7 @@ __all__ = [
     "NetworkFilesystem",
     "LedgerRefused",
     "MissingExtra",
+    "ProbesFailed",
 ]
 
 
@@ -95,6 +96,10 @@ class RunNotFound(LedgerError):
 class RunInUse(YieldgateError):
     """Another process writes that run (or wrote it and died without closing it): a second writer would splice
     two runs into one."""
+
+
+class ProbesFailed(YieldgateError):
+    """Every probe of a campaign failed: there is nothing to rank, and a command that said "done" would hide it."""
 
 
 class RunReferenced(YieldgateError):

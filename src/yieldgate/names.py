@@ -28,6 +28,7 @@ __all__ = [
     "PER_UNITS",
     "is_extra_key",
     "unsafe_character",
+    "MAX_NAME_CHARS",
     "check_run_name",
     "check_tag",
     "check_note",
@@ -161,16 +162,21 @@ def unsafe_character(text: str) -> str | None:
     return None
 
 
+MAX_NAME_CHARS: Final = 200
+"""The longest run name, metric key or eval task/metric name the ledger takes from an import: a name is a label a
+person reads, and a longer one is a damaged file (a 16 MB header line once became one metric name)."""
+
+
 def check_run_name(name: str) -> str:
     """`name` when it may name a run; InputError naming the rule it breaks otherwise."""
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"run name must be a non-empty string, got {name!r}")
     unsafe = unsafe_character(name)
-    if name != name.strip() or unsafe is not None or len(name) > 200:
+    if name != name.strip() or unsafe is not None or len(name) > MAX_NAME_CHARS:
         raise InputError(
             f"run name {name!r} is not allowed: "
             + (f"it holds {unsafe}; " if unsafe else "")
-            + "use up to 200 printable characters, no control characters or surrounding spaces"
+            + f"use up to {MAX_NAME_CHARS} printable characters, no control characters or surrounding spaces"
         )
     # A name is a key, never a path; "/" namespaces runs (PREFIX/<name>). Path forms that could only be a
     # mistake or an attempt to climb out of a folder are refused.

@@ -54,10 +54,23 @@ class ImportOptions:
     wrong; else read from the log (`world size: 8`) when it prints it."""
     join_on: str = "step"
     """table: `step` (rows carry the run's step), or `time`: telemetry joined onto an existing run by wall clock."""
+    replace: bool = False
+    """Into a run that exists: set its records apart as superseded (kept, never deleted) and put these in their
+    place. Without it (or `append`) an import into an existing run is refused."""
+    append: bool = False
+    """Into a run that exists: add these records after its last stored step (refused when a step is not after it)."""
 
     def __post_init__(self) -> None:
         check_choice("log_format", self.log_format, ("auto", *TEXTLOG_FORMATS))
         check_choice("join_on", self.join_on, ("step", "time"))
+        if self.replace and self.append:
+            raise InputError("replace and append exclude each other: pick one", parameter=("replace", "append"))
+        if self.join_on == "time" and (self.replace or self.append):
+            raise InputError(
+                "replace and append do not apply to join_on time: telemetry adds columns to the run and keeps "
+                "every value it holds",
+                parameter=("replace", "append", "join_on"),
+            )
         if self.devices is not None and self.devices < 1:
             raise InputError(f"devices must be >= 1, got {self.devices}", parameter="devices")
 
@@ -145,7 +158,8 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
 
     Everything is read and mapped before the ledger is touched, then written in one transaction: a source
     that does not parse leaves the ledger as it was. Importing the same source into the same run again
-    writes nothing (`ImportResult.unchanged`).
+    writes nothing (`ImportResult.unchanged`); another into a run that exists needs `opts.replace` or
+    `opts.append` (`ingest.guard`).
     """
     check_choice("kind", kind, KINDS)
     if not sources:
@@ -196,6 +210,8 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
                 summary=read.summary,
                 devices=(opts.devices, "given") if opts.devices else read.devices,
                 epochs=read.rows is not None and read.rows.epochs,
+                replace=opts.replace,
+                append=opts.append,
             )
             for run, read, mapped in planned
         ]

@@ -338,6 +338,22 @@ def unix_seconds(cells: pd.Series) -> np.ndarray:
     return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
 
 
+# The longest line an importer reads. A real log's or table's lines are short (a CSV header of MAX_COLUMNS names
+# of MAX_NAME_CHARS is 400,000 characters); a longer one is a damaged or binary file, and one of 100 MB once kept
+# an import busy for minutes before it became a metric name of millions of characters.
+MAX_LINE_CHARS = 1_000_000
+
+
+def _refuse_long_lines(path: Path, lines: Sequence[str], expected: str) -> None:
+    """InputError naming the first line longer than MAX_LINE_CHARS."""
+    for i, line in enumerate(lines, start=1):
+        if len(line) > MAX_LINE_CHARS:
+            raise InputError(
+                f"{path}:{i}: a line of {len(line):,} characters, more than the {MAX_LINE_CHARS:,} a line of "
+                f"{expected} holds (a damaged or binary file?); fix or remove that line"
+            )
+
+
 def read_lines(
     path: Path,
     warnings: Warnings,
@@ -371,6 +387,8 @@ def read_lines(
             "undecodable bytes read as U+FFFD; save the file as UTF-8 to keep them",
         )
     lines = text.splitlines(keepends=True)
+    if len(text) > MAX_LINE_CHARS:
+        _refuse_long_lines(path, lines, expected)
     if lines and not lines[-1].endswith(("\n", "\r")) and not (complete is not None and complete(lines)):
         warnings.add(
             "truncated",

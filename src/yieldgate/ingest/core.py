@@ -20,10 +20,11 @@ import pandas as pd
 
 from yieldgate.aliases import STEP_NAMES, Target
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, clean
+from yieldgate.ingest.clean import Rows, Warnings, clean, clip
+from yieldgate.ingest.guard import keep_stored, make_room, refuse_live
 from yieldgate.ingest.mapping import resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
-from yieldgate.names import STEP_UNIT, split_eval_key, unsafe_character
+from yieldgate.names import MAX_NAME_CHARS, STEP_UNIT, split_eval_key, unsafe_character
 
 if TYPE_CHECKING:
     from yieldgate.manifest import Manifest
@@ -55,6 +56,11 @@ class ImportResult:
     warnings: list[str]
     unchanged: bool = False
     """True when this very source was already imported into the run: nothing was written."""
+    set_apart: dict[str, int] | None = None
+    """With `replace`: the run's records that the import set apart as superseded (`steps`, `extra_values`,
+    `evals`; kept, read with `Ledger.superseded`); None when nothing was replaced."""
+    kept: int = 0
+    """With `attach`: values the run already held for a column at a step, kept instead of the imported ones."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -452,17 +458,22 @@ def write_import(
     manifest: Manifest | None = None,
     start_unix: float | None = None,
     attach: bool = False,
+    replace: bool = False,
+    append: bool = False,
     summary: Mapping[str, float] | None = None,
     devices: tuple[int, str] | None = None,
     epochs: bool = False,
 ) -> ImportResult:
     """Write one imported run in one transaction; the same records from the same source again write nothing.
 
-    The run is created if needed (status `imported`); importing into an existing run merges step by step
-    (several files of one resumed run, telemetry joined later). Each import is listed in the run's meta
-    under `imports` with its source, content hash, mapping and warnings. `attach`: add to an existing run
-    (telemetry) and leave its status and source alone. `epochs`: the source's steps count epochs, recorded as the
-    run's meta `step_unit` (`epoch`), which the analyses label their step axis by.
+    The run is created if needed (status `imported`). Nothing stored is overwritten: a run that exists is
+    refused (InputError) unless `replace` (its records set apart as superseded, `Ledger.supersede`, and the
+    import stands in their place) or `append` (every imported step after the run's last stored one; the run's
+    status and source left alone); a run a live Tracker writes is refused whatever is asked (RunInUse). Each
+    import is listed in the run's meta under `imports` with its source, content hash, mapping and warnings.
+    `attach`: add columns to an existing run (telemetry), leaving its status and source, and every value it
+    already holds, alone (`ImportResult.kept`). `epochs`: the source's steps count epochs, recorded as the run's
+    meta `step_unit` (`epoch`), which the analyses label their step axis by.
     """
     _refuse_unsafe_names(mapped, source)
     lines = warnings.summary()
@@ -483,7 +494,15 @@ def write_import(
             if any(d.get("source") == source and d.get("sha256") == digest for d in done):
                 result.unchanged = True
                 return result
-        if not attach:
+            refuse_live(ledger, run)
+            if attach:
+                mapped = keep_stored(ledger, run, mapped, result)
+            else:
+                moved = make_room(ledger, run, mapped, kind=kind, source=source, replace=replace, append=append)
+                if moved is not None:
+                    result.set_apart = moved
+                    result.warnings.append(_replaced(run, moved))
+        if not attach and not (exists and append):
             ledger.create_run(run, manifest=manifest, status="imported", source=f"import:{kind}", if_exists="reuse")
         if manifest is not None and exists:
             ledger.set_manifest(run, manifest)
@@ -504,19 +523,35 @@ def write_import(
             "warnings": lines,
         }
         _note_import(ledger, run, entry, start_unix=start_unix, devices=devices, epochs=epochs, summary=summary)
-        if not attach:
+        if not attach and not (exists and append):
             ledger.set_status(run, "imported")
     return result
 
 
+def _replaced(run: str, moved: Mapping[str, int]) -> str:
+    """What a replacing import set apart, said with its warnings."""
+    return (
+        f"run {run!r} replaced: its {moved['steps']:,} step rows, {moved['extra_values']:,} extra values and "
+        f"{moved['evals']:,} evals are set apart as superseded (kept, not deleted: Ledger.superseded and the "
+        "run's `warning` event hold them)"
+    )
+
+
 def _refuse_unsafe_names(mapped: Mapped, source: str) -> None:
     """A metric name holding a control character is refused naming the file (the ledger refuses such a name too,
-    but without saying which file held it)."""
-    for key in mapped.steps.columns:
-        unsafe = unsafe_character(str(key))
+    but without saying which file held it), and so is one longer than MAX_NAME_CHARS (a damaged header)."""
+    names = [str(key) for key in mapped.steps.columns] + [f"{e.task}/{e.metric}" for e in mapped.evals]
+    for key in dict.fromkeys(names):
+        unsafe = unsafe_character(key)
         if unsafe is not None:
             raise InputError(
-                f"{source}: the metric name {str(key)!r} holds {unsafe}; fix the name in the file (a damaged log?)"
+                f"{source}: the metric name {clip(key)} holds {unsafe}; fix the name in the file (a damaged log?)"
+            )
+        if len(key) > MAX_NAME_CHARS:
+            raise InputError(
+                f"{source}: the metric name {clip(key)} is longer than the {MAX_NAME_CHARS} characters a name may "
+                "have (a damaged file?); shorten it in the file, or give it a short name with map KEY=NAME",
+                parameter="map",
             )
 
 

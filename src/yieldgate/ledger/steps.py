@@ -244,13 +244,28 @@ class StepsMixin(LedgerConnection):
             out[name] = None if stored is None or stored[1][i] else float(stored[0][i])
         return out
 
-    def supersede(self, run: str, after_step: int, *, resume: Mapping[str, Any], source: str = "tracker") -> int | None:
+    def supersede(
+        self,
+        run: str,
+        after_step: int,
+        *,
+        resume: Mapping[str, Any] | None = None,
+        replaced: Mapping[str, Any] | None = None,
+        source: str = "tracker",
+    ) -> int | None:
         """Set apart the run's records after `after_step`: the run was resumed from a checkpoint taken there, so
         the work recorded after it was thrown away. Steps and extras move to `superseded_blocks` (read them with
         `superseded`), evals into the event's body, and a `resume` event keeps both points: `old`, the last
         stored step and its tokens, and `resume`, as given. From then on the run's steps, extras and evals are
         the surviving records only; nothing is spliced. Returns the event's id, or None when nothing was stored
-        after `after_step`."""
+        after `after_step`.
+
+        `replaced` instead of `resume`: the records are set apart because an import replaces them (`import` with
+        `replace`), not because work was thrown away; the event is a resolved `warning` holding `replaced` (what
+        replaced them, the run's status and source before) in place of `resume`, so that goodput does not count
+        the set-apart records as lost work."""
+        if (resume is None) == (replaced is None):
+            raise InputError("supersede needs exactly one of resume and replaced")
         after = int(after_step)
         with self.transaction():
             run_id = self.run_id(run)
@@ -284,7 +299,7 @@ class StepsMixin(LedgerConnection):
                 moved[table] += int((cols.steps > after).sum())
             body: dict[str, Any] = {
                 "source": source,
-                "resume": dict(resume),
+                **({"resume": dict(resume)} if resume is not None else {"replaced": dict(replaced or {})}),
                 "old": {"step": old_step, "tokens": last["tokens"] if last else None},
                 "superseded": {
                     "steps": moved["step_blocks"],
@@ -292,7 +307,8 @@ class StepsMixin(LedgerConnection):
                     "evals": evals.to_dict("records"),
                 },
             }
-            event = self.add_event(run, "resume", body, start_step=after, end_step=old_step, state="resolved")
+            kind = "resume" if resume is not None else "warning"
+            event = self.add_event(run, kind, body, start_step=after, end_step=old_step, state="resolved")
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
                 for block_id, key_id, key, *_ in blocks:
                     cols = decoded[table, block_id]
@@ -313,8 +329,8 @@ class StepsMixin(LedgerConnection):
         return event
 
     def superseded(self, run: str) -> pd.DataFrame:
-        """Core step records that a resume set apart (`supersede`): event_id (the `resume` event), step and the
-        core columns, by event and step. They are not part of `steps(run)`."""
+        """Core step records that a resume or a replacing import set apart (`supersede`): event_id (the `resume` or
+        `warning` event), step and the core columns, by event and step. They are not part of `steps(run)`."""
         run_id = self.run_id(run)
         rows = self._query(
             f"SELECT event_id, {BLOCK.replace('tokens_max', 'NULL')} FROM superseded_blocks WHERE run_id = ? "

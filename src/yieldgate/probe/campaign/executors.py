@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from yieldgate.errors import InputError, check_choice
+from yieldgate.errors import InputError, ProbesFailed, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
@@ -70,7 +70,8 @@ def run_campaign(
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> CampaignRun:
     """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
-    probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed)."""
+    probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed).
+    ProbesFailed when every probe trained failed and none of the campaign's is finished (each failure is stored)."""
     check_choice("executor", executor, ("local", "ray"))
     if executor == "ray":
         _ray()  # a missing Ray is said before anything is written
@@ -97,6 +98,12 @@ def run_campaign(
         if on_result is not None:
             on_result(result)
     out.seconds = time.perf_counter() - started
+    if out.failed and not out.finished and not out.skipped:
+        first, error = next(iter(out.failed.items()))
+        raise ProbesFailed(
+            f"campaign {campaign.name!r}: all {len(out.failed)} probe(s) failed, nothing to rank; the first, "
+            f"{first}: {error} (each failure is in its run's meta: yieldgate show RUN)"
+        )
     return out
 
 

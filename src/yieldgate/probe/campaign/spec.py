@@ -26,6 +26,18 @@ __all__ = [
     "with_eval_sources",
 ]
 
+# Bounds on what one campaign may ask for, checked when the file is read, before any work: a probe campaign trains
+# small models on a CPU or one GPU, and a value past these is a typo (`seeds: 1000000000000` once died of a
+# MemoryError, `context: 1000000000` ran every probe to a failure, a budget of 1e18 tokens trained for hours).
+MAX_SEEDS = 1000
+"""Seeds of one budget."""
+MAX_PROBES = 10_000
+"""Probes of one campaign: recipes x seeds x budgets x model sizes."""
+MAX_CONTEXT = 1_048_576
+"""Tokens of one probe's context window (2**20)."""
+MAX_TOKENS = 10**12
+"""Tokens one probe trains on (a budget)."""
+
 EXAMPLE = "'name: mix, recipes: {clean: {sources: [{name: milton}]}}, seeds: [0, 1], budgets: [50000, 100000]'"
 
 
@@ -47,9 +59,9 @@ class _Model(BaseModel):
 class ModelSize(_Model):
     """A probe model's shape."""
 
-    layers: int = Field(default=2, ge=1)
-    width: int = Field(default=64, ge=1)
-    heads: int = Field(default=4, ge=1)
+    layers: int = Field(default=2, ge=1, le=1024)
+    width: int = Field(default=64, ge=1, le=65_536)
+    heads: int = Field(default=4, ge=1, le=1024)
 
     @model_validator(mode="after")
     def _check(self) -> ModelSize:
@@ -61,15 +73,16 @@ class ModelSize(_Model):
 class ProbeSettings(_Model):
     """What every probe of the campaign shares (see `probe.trainer.ProbeConfig`)."""
 
-    batch_size: int = Field(default=16, ge=1)
-    microbatches: int = Field(default=2, ge=1)
-    context: int = Field(default=64, ge=2)
+    batch_size: int = Field(default=16, ge=1, le=1_048_576)
+    microbatches: int = Field(default=2, ge=1, le=1_048_576)
+    context: int = Field(default=64, ge=2, le=MAX_CONTEXT)
+    """Tokens per sequence (at most MAX_CONTEXT; the recipe's sources must hold more training tokens than this)."""
     lr: float = Field(default=3e-3, gt=0)
     warmup_frac: float = Field(default=0.05, ge=0, le=1)
     decay_frac: float = Field(default=0.2, ge=0, le=1)
-    evals: int = Field(default=8, ge=1)
+    evals: int = Field(default=8, ge=1, le=100_000)
     """Evaluations over each budget (plus one at step 0)."""
-    eval_sequences: int = Field(default=32, ge=1)
+    eval_sequences: int = Field(default=32, ge=1, le=1_000_000)
     eval_documents: int | None = Field(default=None, ge=1)
     """Score whole held-out documents, this many per source, instead of `eval_sequences` windows: the same text
     under every recipe's tokenizer (`probe.trainer.ProbeConfig.eval_documents`)."""
@@ -123,7 +136,14 @@ class Campaign(_Model):
     @field_validator("seeds", mode="before")
     @classmethod
     def _count(cls, value: Any) -> Any:
-        return list(range(value)) if isinstance(value, int) and not isinstance(value, bool) else value
+        # A count is bounded before it becomes a list (10**12 seeds would not fit in memory).
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value > MAX_SEEDS:
+                raise ValueError(f"must be at most {MAX_SEEDS} seeds, got {value:,}")
+            return list(range(value))
+        if isinstance(value, list) and len(value) > MAX_SEEDS:
+            raise ValueError(f"must be at most {MAX_SEEDS} seeds, got {len(value):,}")
+        return value
 
     @field_validator("budget_seeds", mode="before")
     @classmethod
@@ -150,6 +170,14 @@ class Campaign(_Model):
             raise ValueError(f"budget_seeds names budgets not in budgets: {unknown}")
         if min(self.budgets) < 1:
             raise ValueError(f"budgets must be > 0, got {self.budgets}")
+        if max(self.budgets) > MAX_TOKENS:
+            raise ValueError(f"budgets must be at most {MAX_TOKENS:.0e} tokens a probe, got {max(self.budgets):.3g}")
+        probes = len(self.recipes) * sum(len(self.seeds_of(b)) for b in self.budgets) * max(1, len(self.models))
+        if probes > MAX_PROBES:
+            raise ValueError(
+                f"the campaign plans {probes:,} probes (recipes x seeds x budgets x models), more than {MAX_PROBES:,}; "
+                "split it into campaigns"
+            )
         if self.next_budget is not None and self.next_budget <= max(self.budgets):
             raise ValueError(f"next_budget ({self.next_budget}) must exceed the largest budget ({max(self.budgets)})")
         if self.probe.batch_size % self.probe.microbatches:
