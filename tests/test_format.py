@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from yieldgate.report.format import fmt
-from yieldgate.report.html import table_html
+from yieldgate.report.jinja import Cell, table
 
 
 @pytest.mark.parametrize(
@@ -36,5 +36,5 @@ def test_fmt(value, shown):
 
 def test_fmt_digits_and_the_report_tables_use_it():
     assert fmt(3.14159, digits=2) == "3.1"
-    html = table_html(["a", "b", "c"], [[1234567, 0.000123456, math.nan]])
-    assert '<td class="num">1,234,567</td><td class="num">0.0001235</td><td class="num">-</td>' in html
+    (row,) = table(["a", "b", "c"], [[1234567, 0.000123456, math.nan]]).rows
+    assert row == [Cell("1,234,567", cls="num"), Cell("0.0001235", cls="num"), Cell("-", cls="num")]

@@ -421,7 +421,7 @@ def test_the_decision_pages_show_each_check_and_the_evidence_with_the_json_one_c
     page = client.get("/decision", params={"id": decided}).text
     evidence = row["evidence"]
     assert f"<h1>Decision #{decided}: hold</h1>" in page and html.escape(row["rationale"]) in page
-    assert [c["name"] for c in evidence["checks"]] == ["no open non-data fault", "seeds"]
+    assert [c["name"] for c in evidence["checks"]] == ["no open non-data fault", "no stall of unknown cause", "seeds"]
     for c in evidence["checks"]:
         result = CHECK_RESULT[c["passed"]]
         assert (f"<td>{html.escape(c['name'])}</td><td class=\"check-{result.lower()}\">{result}</td>"
