@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yieldgate.analysis.yields import to_per_byte, tranche_yields
+from yieldgate.analysis.points import to_per_byte
+from yieldgate.analysis.yields import tranche_yields
 from yieldgate.errors import InputError
 
 

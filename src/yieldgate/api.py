@@ -364,7 +364,7 @@ def forecast(
     from yieldgate.analysis import stats
     from yieldgate.analysis.fit import forecast as fitted
     from yieldgate.analysis.load import default_metric, load_run, metric_key, objective_note
-    from yieldgate.analysis.yields import eval_points
+    from yieldgate.analysis.points import eval_points
 
     stats.check_level(level)
     with _open(ledger, readonly=True) as led:

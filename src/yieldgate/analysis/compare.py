@@ -23,7 +23,7 @@ import pandas as pd
 
 from yieldgate.analysis import stats
 from yieldgate.analysis.conditions import host_confounders
-from yieldgate.analysis.yields import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
+from yieldgate.analysis.points import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest, Optimisation, diff
 from yieldgate.names import LOSS_METRIC, VAL_TASK
@@ -106,7 +106,7 @@ def run_curve(
 ) -> pd.DataFrame:
     """The run's evaluations of `task`/`metric` with every axis: tokens, wall_s, flops, cost_usd (recorded, else
     from the manifest's price per device-hour; NaN where the run lacks it), in step order. `by_portfolio`: one point
-    per step and portfolio version (`yields.eval_points`), for a caller that keeps one version."""
+    per step and portfolio version (`points.eval_points`), for a caller that keeps one version."""
     if not task and metric == TRAIN_LOSS:  # the training loss: means over stretches of the logged steps
         points = train_loss_points(run.steps, n=_TRAIN_CURVE_POINTS)
     else:

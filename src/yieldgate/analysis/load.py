@@ -14,7 +14,7 @@ from yieldgate.analysis.conditions import HOST_KEYS
 from yieldgate.analysis.fit import stable_phase
 from yieldgate.analysis.listing import match_runs
 from yieldgate.analysis.objective import not_cross_entropy
-from yieldgate.analysis.yields import TRAIN_LOSS, eval_points, to_per_byte
+from yieldgate.analysis.points import TRAIN_LOSS, eval_points, to_per_byte
 from yieldgate.errors import InputError, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest

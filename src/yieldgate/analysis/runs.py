@@ -9,7 +9,8 @@ from yieldgate.analysis.batch import batch_advice
 from yieldgate.analysis.compare import RunData
 from yieldgate.analysis.fit import PowerLaw, fit_power_law, forecast, stable_phase
 from yieldgate.analysis.load import default_metric, devices_of, load_run, metric_key, objective_note, stable_points
-from yieldgate.analysis.yields import YieldReport, eval_points, tranche_yields
+from yieldgate.analysis.points import eval_points
+from yieldgate.analysis.yields import YieldReport, tranche_yields
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 

@@ -57,7 +57,7 @@ class ReportData:
     manifest_diff: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     per: str = "token"
-    """`token`, or `byte`: losses in bits per byte and the token axes in bytes (`analysis.yields.to_per_byte`)."""
+    """`token`, or `byte`: losses in bits per byte and the token axes in bytes (`analysis.points.to_per_byte`)."""
     frontier: Frontier | None = None
     """With two runs or more: tokens/s against tokens to the target, the Pareto front (`analysis.frontier`)."""
 
