@@ -8,22 +8,8 @@ from typing import Annotated
 
 import typer
 
-from yieldgate.cli.common import (
-    JsonOption,
-    _float_option,
-    _ledger,
-    _print_json,
-    _where,
-    app,
-    console,
-)
-from yieldgate.report.console import (
-    render_comparison,
-    render_diagnosis,
-    render_forecast,
-    render_report,
-    render_yields,
-)
+from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json, _where, app, console
+from yieldgate.report.console import render_comparison, render_diagnosis, render_forecast, render_report, render_yields
 
 MetricOption = Annotated[
     str,

@@ -8,19 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from yieldgate.cli.common import (
-    JsonOption,
-    _float_option,
-    _print_json,
-    app,
-    console,
-)
+from yieldgate.cli.common import JsonOption, _float_option, _print_json, app, console
 from yieldgate.errors import InputError
-from yieldgate.report.console import (
-    render_audit,
-    render_audit_pair,
-    render_dedup,
-)
+from yieldgate.report.console import render_audit, render_audit_pair, render_dedup
 
 
 @app.command("dedup")

@@ -7,21 +7,8 @@ from typing import Annotated
 
 import typer
 
-from yieldgate.cli.common import (
-    JsonOption,
-    _float_option,
-    _ledger,
-    _print_json,
-    _where,
-    app,
-    console,
-)
-from yieldgate.report.console import (
-    decision_record,
-    render_decision,
-    render_decisions,
-    render_plan,
-)
+from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json, _where, app, console
+from yieldgate.report.console import decision_record, render_decision, render_decisions, render_plan
 
 
 @app.command("gate")

@@ -7,19 +7,9 @@ from typing import Annotated
 
 import typer
 
-from yieldgate.cli.common import (
-    JsonOption,
-    _float_option,
-    _print_json,
-    _where,
-    app,
-    console,
-)
+from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console
 from yieldgate.names import TEXTLOG_FORMATS
-from yieldgate.report.console import (
-    render_export,
-    render_imports,
-)
+from yieldgate.report.console import render_export, render_imports
 
 # The options of `yieldgate import` that one kind of source reads (textlog, lm-eval, mlflow, table), and its devices.
 PatternOption = Annotated[

@@ -8,19 +8,8 @@ from typing import Annotated
 
 import typer
 
-from yieldgate.cli.common import (
-    JsonOption,
-    _print_json,
-    _where,
-    app,
-    console,
-    ledger_app,
-)
-from yieldgate.report.console import (
-    render_check,
-    render_copy,
-    render_merge,
-)
+from yieldgate.cli.common import JsonOption, _print_json, _where, app, console, ledger_app
+from yieldgate.report.console import render_check, render_copy, render_merge
 
 
 @app.command("check")

@@ -10,14 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from yieldgate.cli.common import (
-    JsonOption,
-    _float_option,
-    _ledger,
-    _print_json,
-    app,
-    console,
-)
+from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json, app, console
 from yieldgate.errors import InputError
 from yieldgate.report.console import (
     CampaignProgress,

@@ -8,16 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from yieldgate.cli.common import (
-    JsonOption,
-    _ledger,
-    _print_json,
-    _runs_ledger,
-    _where,
-    app,
-    console,
-    manifest_app,
-)
+from yieldgate.cli.common import JsonOption, _ledger, _print_json, _runs_ledger, _where, app, console, manifest_app
 from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.report.console import (
     render_manifest_diff,
