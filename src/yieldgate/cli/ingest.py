@@ -1,0 +1,143 @@
+"""Runs in and out of other tools: `yieldgate import` and `yieldgate export`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console
+from yieldgate.names import TEXTLOG_FORMATS
+from yieldgate.report.console import render_export, render_imports
+
+# The options of `yieldgate import` that one kind of source reads (textlog, lm-eval, mlflow, table), and its devices.
+PatternOption = Annotated[
+    list[str] | None, typer.Option("--pattern", help="textlog: regex with named groups (repeatable).")
+]
+FormatOption = Annotated[
+    str,
+    typer.Option("--format", help=f"textlog without --pattern: auto (detect) or one of {', '.join(TEXTLOG_FORMATS)}."),
+]
+StepPatternOption = Annotated[
+    str | None, typer.Option("--step-pattern", help="lm-eval: regex whose group takes the step from the file name.")
+]
+StepOption = Annotated[
+    int | None,
+    typer.Option(
+        "--step", help="lm-eval: the step of results files that name none (a released model's final checkpoint)."
+    ),
+]
+ExperimentOption = Annotated[
+    bool, typer.Option("--experiment", help="mlflow: SOURCE is an experiment; import each of its runs.")
+]
+TrackingUriOption = Annotated[str | None, typer.Option("--tracking-uri", help="mlflow: tracking URI of the store.")]
+JoinOnOption = Annotated[
+    str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock).")
+]
+DevicesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--devices",
+        help="Devices the run trained on, for per-device-hour yields (default: what the log prints, e.g. "
+        "'world size: 8').",
+    ),
+]
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    kind: Annotated[str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table or textlog.")],
+    sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
+    run: Annotated[str, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")],
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable)."),
+    ] = None,
+    manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
+    tokens_per_step: Annotated[
+        float | None, _float_option("--tokens-per-step", help="Derive tokens = step x N where none are logged.")
+    ] = None,
+    tokens_per_sample: Annotated[
+        float | None,
+        _float_option(
+            "--tokens-per-sample", help="Derive tokens = samples x N (N: the sequence length) where samples are logged."
+        ),
+    ] = None,
+    pattern: PatternOption = None,
+    log_format: FormatOption = "auto",
+    step_pattern: StepPatternOption = None,
+    step: StepOption = None,
+    experiment: ExperimentOption = False,
+    tracking_uri: TrackingUriOption = None,
+    join_on: JoinOnOption = "step",
+    devices: DevicesOption = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Into a run that exists: set its records apart (kept) and put these in.")
+    ] = False,
+    append: Annotated[
+        bool, typer.Option("--append", help="Into a run that exists: add steps after its last stored step.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Import a run logged by another tool, mapped onto yieldgate's canonical names.
+
+    Example: yieldgate import tensorboard runs/exp1 --run exp1 --tokens-per-step 524288
+
+    Example: yieldgate import textlog train.log --run gpt2 --tokens-per-step 524288   (nanoGPT, Megatron, ...: detected)
+    """
+    from yieldgate import api
+
+    results = api.import_run(
+        kind,
+        sources,
+        run=run,
+        ledger=_where(ctx),
+        map=map_ or (),
+        manifest=manifest,
+        tokens_per_step=tokens_per_step,
+        tokens_per_sample=tokens_per_sample,
+        patterns=pattern or (),
+        log_format=log_format,
+        step_pattern=step_pattern,
+        step=step,
+        experiment=experiment,
+        tracking_uri=tracking_uri,
+        join_on=join_on,
+        devices=devices,
+        replace=replace,
+        append=append,
+    )
+    if as_json:
+        _print_json([r.to_dict() for r in results])
+    else:
+        render_imports(results, console)
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run name.")],
+    dest: Annotated[
+        str,
+        typer.Argument(
+            help="table: a .csv or .parquet file; tensorboard, wandb: a folder; "
+            "mlflow: a store folder, .db file or tracking URI."
+        ),
+    ],
+    to: Annotated[str, typer.Option("--to", help="tensorboard, mlflow, wandb or table.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Write a run's records, yields and diagnoses to TensorBoard, MLflow, W&B (offline) or a CSV/Parquet table,
+    with tokens as the x-axis where the tool has one.
+
+    Example: yieldgate export bs64-fp16 runs/tb --to tensorboard
+    """
+    from yieldgate import api
+
+    result = api.export_run(run, to, dest, ledger=_where(ctx))
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        render_export(result, console, run)

@@ -1,0 +1,244 @@
+"""The commands that train: one probe, the small-batch check, a probe campaign, and a campaign's
+stored results."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json, app, console
+from yieldgate.errors import InputError
+from yieldgate.report.console import (
+    CampaignProgress,
+    render_batch_check,
+    render_campaign,
+    render_campaign_run,
+    render_campaigns,
+    render_training,
+)
+
+
+@app.command()
+def train(
+    ctx: typer.Context,
+    recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML or JSON): sources, filters, dedup, tokenizer.")],
+    tokens: Annotated[int | None, typer.Option("--tokens", help="Token budget of the probe.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of model, sampler and eval draw.")] = 0,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run", help="Run name (default: RECIPE/s<seed>/t<tokens>, or RUN/cooldown<N> with --resume-from)."
+        ),
+    ] = None,
+    resume_from: Annotated[
+        str | None,
+        typer.Option(
+            "--resume-from", help="Continue this probe run from its checkpoint (with --cooldown-tokens), as a new run."
+        ),
+    ] = None,
+    cooldown_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--cooldown-tokens",
+            min=1,
+            help="Tokens over which the LR cools down linearly to 0 from the resumed run's last LR.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train one probe of the reference GPT on a recipe, with the Tracker, into the ledger; or, with --resume-from
+    and --cooldown-tokens, continue a probe with its LR cooled down to 0 (the experiment that tells a plateau's
+    cause: a drop means the schedule was the limit, none the data; `diagnose` on the original reads it).
+
+    Example: yieldgate train recipes/shakespeare.yaml --tokens 1000000 --seed 1
+    Example: yieldgate train recipes/shakespeare.yaml --resume-from shakespeare/s1/t1000000 --cooldown-tokens 100000
+    """
+    from rich.progress import Progress
+
+    from yieldgate.data.recipe import resolve
+    from yieldgate.manifest import load_recipe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.cooldown import cooldown_probe
+    from yieldgate.probe.trainer import train_probe
+
+    if (resume_from is None) != (cooldown_tokens is None):
+        raise InputError("--resume-from and --cooldown-tokens go together")
+    if resume_from is None and tokens is None:
+        raise InputError("give --tokens (the probe's budget), or --resume-from with --cooldown-tokens")
+    parsed = load_recipe(recipe)
+    name = run or (f"{resume_from}/cooldown{cooldown_tokens}" if resume_from else f"{recipe.stem}/s{seed}/t{tokens}")
+    location = ctx.find_root().obj["ledger"]
+    with Progress(console=Console(stderr=True), disable=as_json) as bar:
+        task = bar.add_task(f"{name}: preparing data", total=None)
+        data = resolve(parsed, seed=seed)
+        bar.update(task, description=f"{name}: training")
+        on_step = lambda step, steps: bar.update(task, completed=step, total=steps)  # noqa: E731
+        if resume_from is not None and cooldown_tokens is not None:  # given together (checked above)
+            final = cooldown_probe(
+                data,
+                source_run=resume_from,
+                cooldown_tokens=cooldown_tokens,
+                run=name,
+                ledger=location,
+                progress=on_step,
+            )
+        else:
+            assert tokens is not None  # checked above
+            final = train_probe(
+                data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location, progress=on_step
+            )
+    if as_json:
+        _print_json({"run": name, "final": final})
+    else:
+        render_training(final, console, name)
+
+
+@app.command("batch-check")
+def batch_check(
+    ctx: typer.Context,
+    baseline_batch: Annotated[
+        int, typer.Option("--baseline-batch", help="Sequences per step of the small-batch baseline (fp32).")
+    ] = 8,
+    candidate_batch: Annotated[
+        int, typer.Option("--candidate-batch", help="Sequences per step of the candidate (all microbatches).")
+    ] = 64,
+    accumulation: Annotated[int, typer.Option("--accumulation", help="The candidate's microbatches per step.")] = 1,
+    precision: Annotated[
+        str, typer.Option("--precision", help="The candidate's precision: fp32, bf16 or fp16.")
+    ] = "fp32",
+    lr: Annotated[
+        float, _float_option("--lr", help="Learning rate (AdamW) of the baseline, and of the candidate.")
+    ] = 3e-3,
+    candidate_lr: Annotated[
+        float | None, _float_option("--candidate-lr", help="The candidate's own learning rate (default: --lr).")
+    ] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds; each trains both from the same model.")] = 3,
+    tokens: Annotated[int, typer.Option("--tokens", help="Tokens (bytes) each training sees.")] = 65_536,
+    source: Annotated[str, typer.Option("--source", help="Built-in corpus source of the text.")] = "shakespeare-modern",
+    run: Annotated[
+        str | None, typer.Option("--run", help="Keep the result with this run (created if absent); diagnose reads it.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The small-batch baseline check: does a bigger batch, accumulation or lower precision change what is learned
+    per token? Trains the reference GPT on the built-in corpus with the small-batch baseline and the candidate, the
+    same tokens from the same model seed by seed, and compares learning per token against the seed noise; prints
+    the verdict with its interval and the gradient norms with their noise correction (defaults: about 30 s on 2
+    CPU cores).
+
+    Example: yieldgate batch-check --baseline-batch 8 --candidate-batch 64 --precision bf16 --run bs64-bf16
+
+    Example: yieldgate batch-check --candidate-batch 256 --accumulation 4 --candidate-lr 6e-3 --seeds 5 --json
+    """
+    from rich.progress import Progress
+
+    from yieldgate.probe.batch import BatchCheckSetup, run_batch_check
+
+    setup = BatchCheckSetup(
+        baseline_batch=baseline_batch,
+        candidate_batch=candidate_batch,
+        accumulation=accumulation,
+        precision=precision,  # type: ignore[arg-type]  # checked by BatchCheckSetup
+        lr=lr,
+        candidate_lr=candidate_lr,
+        seeds=seeds,
+        tokens=tokens,
+        source=source,
+    )
+    err = Console(stderr=True)
+    with Progress(console=err, disable=as_json or not err.is_terminal, transient=True) as bar:
+        task = bar.add_task("training baseline and candidate", total=2 * seeds)
+        result = run_batch_check(
+            setup,
+            ledger=ctx.find_root().obj["ledger"],
+            run=run,
+            progress=lambda done, total: bar.update(task, completed=done),
+        )
+    if as_json:
+        _print_json({"setup": dataclasses.asdict(setup), "run": run, **dataclasses.asdict(result)})
+    else:
+        render_batch_check(result, console, setup, run)
+
+
+@app.command()
+def probe(
+    ctx: typer.Context,
+    campaign_file: Annotated[Path, typer.Argument(help="Campaign file (YAML or JSON): recipes, seeds, budgets.")],
+    executor: Annotated[str, typer.Option("--executor", help="local (worker processes) or ray (Ray tasks).")] = "local",
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Probes at once (default: one per core).")
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Ray cluster address (default: a local Ray instance started for the campaign)."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a probe campaign: every recipe x seed x budget the ledger does not already hold, then rank the
+    recipes per budget with intervals over seeds, mark ties, and measure decision accuracy.
+
+    Re-running a campaign skips finished probes; a probe that fails is recorded with its error.
+
+    Example: yieldgate probe campaign.yaml --workers 2
+    """
+    from yieldgate.analysis.campaign import summarise
+    from yieldgate.probe.campaign import load_campaign, plan, run_campaign
+
+    campaign = load_campaign(campaign_file)
+    location = ctx.find_root().obj["ledger"]
+    total = len(plan(campaign))
+    try:
+        with CampaignProgress(Console(stderr=True), total, quiet=as_json) as (on_step, on_result):
+            done = run_campaign(
+                campaign,
+                location,
+                executor=executor,  # type: ignore[arg-type]
+                workers=workers,
+                address=address,
+                progress=on_step,
+                on_result=on_result,
+            )
+    except KeyboardInterrupt:
+        typer.echo(
+            f"interrupted: the probes finished so far are in {location}; run the same command again to train the rest",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    with _ledger(ctx, readonly=False) as ledger:
+        summary = summarise(ledger, campaign.name)
+        ledger.set_campaign_summary(campaign.name, summary.to_dict())
+    if as_json:
+        _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
+        return
+    render_campaign_run(done, Console(stderr=True))
+    render_campaign(summary.to_dict(), console)
+
+
+@app.command()
+def campaign(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Campaign name (omit to list the campaigns).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a campaign's rankings, ties, decision accuracy and forecasts, as last stored by `yieldgate probe`.
+
+    Example: yieldgate campaign mixtures --json
+    """
+    from yieldgate import api
+
+    with _ledger(ctx) as ledger:
+        if name is None:
+            names = api.campaigns(ledger=ledger)
+            _print_json(names) if as_json else render_campaigns(names, console)
+            return
+        record = api.campaign(name, ledger=ledger)
+    if record["summary"] is None:
+        raise InputError(f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file")
+    if as_json:
+        _print_json(record)
+        return
+    render_campaign(record["summary"], console)
