@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from yieldgate.analysis.compare import RunData, unit_for
+from yieldgate.analysis.compare import RunData
 from yieldgate.analysis.conditions import HOST_KEYS
+from yieldgate.analysis.confounders import unit_for
 from yieldgate.analysis.fit import stable_phase
 from yieldgate.analysis.listing import match_runs
 from yieldgate.analysis.objective import not_cross_entropy
@@ -123,7 +124,7 @@ def default_metric(data: RunData, metric: str, per: str = "token") -> tuple[str,
 
 
 def comparison_unit(ledger: Ledger, a: str, b: str, per: str | None = None) -> tuple[str, str | None]:
-    """`per` as asked, else the unit the two groups compare in (`compare.unit_for`: bytes when their tokenizers
+    """`per` as asked, else the unit the two groups compare in (`confounders.unit_for`: bytes when their tokenizers
     differ), with the note that says so."""
     if per is not None:
         return per, None

@@ -311,22 +311,28 @@ class StepsMixin(LedgerConnection):
             event = self.add_event(run, kind, body, start_step=after, end_step=old_step, state="resolved")
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
                 for block_id, key_id, key, *_ in blocks:
-                    cols = decoded[table, block_id]
-                    later = cols.steps > after
-                    gone, kept = take(cols, later), take(cols, ~later)
-                    self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
-                    head = (int(gone.steps[0]), int(gone.steps[-1]), len(gone), None, *encode(gone))
-                    self._db.execute(
-                        "INSERT INTO superseded_blocks (event_id, run_id, key_id, first_step, last_step, n, columns, "
-                        "data, missing, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (event, run_id, key_id, *head[:3], *head[4:], block_checksum(run_id, key, *head)),
-                    )
-                    if len(kept):
-                        scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
-                        self._write_blocks(run, table, scope, kept, key)
+                    self._set_apart(run, run_id, event, table, (block_id, key_id, key), decoded[table, block_id], after)
             self._db.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, after))
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return event
+
+    def _set_apart(
+        self, run: str, run_id: int, event: int, table: str, block: tuple[Any, Any, Any], cols: Any, after: int
+    ) -> None:
+        """One block's steps after `after` into `superseded_blocks` under `event`; the steps up to it written back."""
+        block_id, key_id, key = block
+        later = cols.steps > after
+        gone, kept = take(cols, later), take(cols, ~later)
+        self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
+        head = (int(gone.steps[0]), int(gone.steps[-1]), len(gone), None, *encode(gone))
+        self._db.execute(
+            "INSERT INTO superseded_blocks (event_id, run_id, key_id, first_step, last_step, n, columns, "
+            "data, missing, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (event, run_id, key_id, *head[:3], *head[4:], block_checksum(run_id, key, *head)),
+        )
+        if len(kept):
+            scope = {"run_id": run_id} if key_id is None else {"run_id": run_id, "key_id": key_id}
+            self._write_blocks(run, table, scope, kept, key)
 
     def superseded(self, run: str) -> pd.DataFrame:
         """Core step records that a resume or a replacing import set apart (`supersede`): event_id (the `resume` or

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve, unit_for
+from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve
+from yieldgate.analysis.confounders import unit_for
 from yieldgate.analysis.frontier import Frontier, frontier
 from yieldgate.analysis.listing import match_runs
 from yieldgate.analysis.load import default_metric, load_run, metric_key
@@ -173,7 +174,7 @@ def collect(
 ) -> ReportData:
     """Read what the report shows of the runs matching `patterns` (names or globs; each pattern is one group
     of seeds, and every later group is compared with the first), each run once. `per`: `token` or `byte`; None
-    chooses (`compare.unit_for`): bytes when the runs' tokenizers differ. `target`: the metric's value the frontier
+    chooses (`confounders.unit_for`): bytes when the runs' tokenizers differ. `target`: the metric's value the frontier
     measures tokens to (None: the worst best across the runs)."""
     if not patterns:
         raise InputError("give at least one run name or pattern, e.g. `yieldgate report 'bs64-seed*'`")
