@@ -266,7 +266,7 @@ def test_a_taken_name_gets_a_suffix_when_asked_and_resume_continues(ledger_path)
     with Tracker("exp", ledger=ledger_path) as tr:
         tr.step(tokens=10)
     with pytest.raises(InputError, match="already exists"):
-        Tracker("exp", ledger=ledger_path)
+        Tracker("exp", ledger=ledger_path, suffix_if_taken=False)
     args = TrackerArgs("exp", ledger=ledger_path)  # what both framework callbacks open
     for expected in ("exp-2", "exp-3"):
         tr = args.open(model=None, optimizer=None, scaler=None, step=0)

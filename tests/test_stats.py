@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from yieldgate.analysis import compare, ranking, stats
-from yieldgate.gate import evidence, gate
+from yieldgate.gate import evidence, requirements
 from yieldgate.track import batch_check
 
 
@@ -66,7 +66,7 @@ def test_an_estimate_outside_its_interval_is_refused_and_identical_points_are_to
     assert stats.seeds_for_margin(3, 2.0, 1.0) == 9 and stats.seeds_for_margin(3, 10.0, 1.0) == 12
 
 
-@pytest.mark.parametrize("module", [compare, ranking, gate, evidence, batch_check])
+@pytest.mark.parametrize("module", [compare, ranking, requirements, evidence, batch_check])
 def test_every_consumer_decides_through_stats(module):
     source = inspect.getsource(module)
     assert "from yieldgate.analysis import stats" in source and "stats." in source

@@ -145,6 +145,23 @@ def test_an_unwritable_ledger_never_stops_training(text, tmp_path):
     assert tr.stats["faults"] >= 1 and tr.stats["written_rows"] == 0
 
 
+def test_a_script_run_twice_makes_a_second_run_and_says_so(tmp_path, caplog):
+    """As W&B and MLflow do: the second `Tracker("quickstart")` records `quickstart-2` (said in one line) instead of
+    crashing with "already exists"; the first run is untouched."""
+    path = tmp_path / "q.db"
+    for _ in range(2):
+        with Tracker("quickstart", ledger=path) as tr:
+            for step in range(1, 4):
+                tr.step(tokens=128, loss=3.0 - step * 0.1)
+    assert tr.run == "quickstart-2"
+    said = [r.getMessage() for r in caplog.records if "already" in r.getMessage()]
+    assert said == [f"yieldgate: run 'quickstart' is in {path} already: recording this one as 'quickstart-2' "
+                    "(resume=True continues it instead)"]
+    with Ledger(path, readonly=True) as led:
+        assert list(led.runs()["name"]) == ["quickstart", "quickstart-2"]
+        assert len(led.steps("quickstart")) == 3 and len(led.steps("quickstart-2")) == 3
+
+
 def test_resume_continues_steps_and_tokens(text, tmp_path):
     path = tmp_path / "r.db"
     torch.manual_seed(0)
@@ -153,7 +170,7 @@ def test_resume_continues_steps_and_tokens(text, tmp_path):
     with Tracker("r", ledger=path) as tr:
         train(tr, model, opt, text, 5)
     with pytest.raises(InputError, match="already exists.*resume=True"):
-        Tracker("r", ledger=path)
+        Tracker("r", ledger=path, suffix_if_taken=False)
     with Tracker("r", ledger=path, resume=True) as tr:
         train(tr, model, opt, text, 3)
     with Ledger(path, readonly=True) as led:
@@ -429,7 +446,7 @@ def test_online_diagnosis_writes_a_spike_while_the_run_goes_on(tmp_path):
 def _start(ledger: str, run: str, go, results, resume: bool) -> None:
     go.wait(60)
     try:
-        with Tracker(run, ledger=ledger, resume=resume):
+        with Tracker(run, ledger=ledger, resume=resume, suffix_if_taken=False):
             results.put("accepted")
     except (InputError, RunInUse) as exc:
         results.put(f"{type(exc).__name__}: {exc}")
@@ -455,7 +472,7 @@ def test_two_processes_starting_one_run_at_once_one_is_refused(tmp_path):
     for p in procs:
         p.join(30)
     assert outcomes[0] == "accepted" and outcomes[1].startswith("InputError: run 'same' already exists"), outcomes
-    check("two processes start one run at the same instant",
+    check("two processes start one run at the same instant (suffix_if_taken=False; by default the second is name-2)",
           "one is accepted; the other is refused: `run 'same' already exists …; pass resume=True to continue it`", "0")
 
 

@@ -147,7 +147,16 @@ class TrackerSetup:
         try:
             with Ledger(self.location, durable=True) as ledger, ledger.transaction():
                 if self._pick_name:  # in the claim's write transaction: no other writer takes the name meanwhile
-                    self.run = ledger.readable_name() if self.run is None else ledger.free_name(self.run)
+                    asked = self.run
+                    self.run = ledger.readable_name() if asked is None else ledger.free_name(asked)
+                    if asked is not None and self.run != asked:
+                        log.warning(
+                            "yieldgate: run %r is in %s already: recording this one as %r (resume=True continues "
+                            "it instead)",
+                            asked,
+                            masked(self.location),
+                            self.run,
+                        )
                     refuse_a_second_tracker()
                 return claim(
                     ledger,

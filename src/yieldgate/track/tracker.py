@@ -87,13 +87,13 @@ class Tracker(TrackerSetup):
         step: int | None = None,
         tokens: float | None = None,
         samples: float | None = None,
-        suffix_if_taken: bool = False,
+        suffix_if_taken: bool = True,
     ) -> None:
         """`run` names the run; None gives it a readable unique name (`brisk-otter-7`, in `tracker.run`). A name
-        already in the ledger is refused unless `resume` (below), or, with `suffix_if_taken`, the run is recorded
-        under the first free `<run>-2`, `<run>-3`, ... (what a training script run again wants; the framework
-        callbacks do this). The name is chosen in the transaction that creates the run, so two processes starting
-        at once get two names.
+        already in the ledger is recorded as a new run under the first free `<run>-2`, `<run>-3`, ... (a training
+        script run again makes a second run, as W&B and MLflow do; said in one line), unless `resume` (below)
+        continues it; `suffix_if_taken=False` refuses a taken name instead. The name is chosen in the transaction
+        that creates the run, so two processes starting at once get two names.
 
         `hparams`: the hyper-parameters (a mapping, nested as you like: `vars(args)`, a config dict), kept as the
         manifest's `config` (merged over one the manifest has, these winning key by key at the top level), where
@@ -116,7 +116,7 @@ class Tracker(TrackerSetup):
         point = resume_point(step, tokens, samples)
         # None until rank 0 picks a free name while it creates the run (`_open_run`).
         self.run: str = check_run_name(run) if run is not None else None  # type: ignore[assignment]
-        self._pick_name = run is None or (suffix_if_taken and not resume)
+        self._pick_name = run is None or (suffix_if_taken and not resume and not takeover)
         self.config = config or TrackerConfig()
         self.signals = signals
         self.location = str(ledger) if ledger is not None else default_location()
