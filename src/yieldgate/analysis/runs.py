@@ -5,9 +5,13 @@ the benchmarks share with the commands (`api.yields` is `yield_report`; `api.for
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from yieldgate.analysis.batch import batch_advice
 from yieldgate.analysis.compare import RunData
-from yieldgate.analysis.fit import PowerLaw, fit_power_law, forecast, stable_phase
+from yieldgate.analysis.curriculum import stage_yields
+from yieldgate.analysis.fit import PowerLaw, fit_power_law, forecast, learning_noise, stable_phase
 from yieldgate.analysis.load import default_metric, devices_of, load_run, metric_key, objective_note, stable_points
 from yieldgate.analysis.points import eval_points
 from yieldgate.analysis.yields import YieldReport, tranche_yields
@@ -82,6 +86,7 @@ def yield_report(
             report.notes.append(f"the law each tranche is set against is poor ({law.poor}): read vs_expected with care")
     elif why is not None and report.axis == "tokens":
         report.missing["vs_expected"] = why
+    report.stages = _curriculum_stages(data, task, name, report)
     if note:
         report.notes.insert(0, note)
     objective = objective_note(data, name)
@@ -126,3 +131,15 @@ def forecast_check(
         "measured": measured,
         "held": bool(lo <= measured <= hi),
     }
+
+
+def _curriculum_stages(data: RunData, task: str, metric: str, report: YieldReport) -> list[dict[str, Any]]:
+    """The yield of each stage of the run's staged curriculum (`curriculum.stage_yields`), on the report's noise."""
+    recipe = data.manifest.data if data.manifest else None
+    if recipe is None or recipe.curriculum.kind != "staged" or report.axis != "tokens" or not task:
+        return []
+    points = eval_points(data.evals, data.steps, task, metric).dropna(subset=["tokens"])
+    tokens = data.steps["tokens"].max() if "tokens" in data.steps else math.nan
+    x, steps = points["tokens"].to_numpy(dtype=float), points["step"].to_numpy(dtype=float)
+    noise, dof, _ = learning_noise(x, points["value"].to_numpy(dtype=float), steps, data.steps)
+    return stage_yields(points, recipe.curriculum, float(tokens), noise=noise, noise_dof=dof, level=report.level)

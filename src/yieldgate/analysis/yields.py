@@ -130,6 +130,8 @@ class YieldReport:
     law: dict[str, Any] | None = None
     """The fitted loss(tokens) = E + B * tokens^-beta each tranche's `vs_expected` divides by, with the run it was
     fitted on (`run`) and its quality (`fit.PowerLaw.to_dict`)."""
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    """The yield of each stage of a staged curriculum (`curriculum.stage_yields`); [] for any other recipe."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -146,6 +148,7 @@ class YieldReport:
             "batch": self.batch,
             "law": self.law,
             "tranches": [t.__dict__ for t in self.tranches],
+            "stages": self.stages,
         }
 
     @property

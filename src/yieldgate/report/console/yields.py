@@ -72,6 +72,14 @@ def _render_yield_notes(report: YieldReport, console: Console, run: str) -> None
         for d in t.disagreements:
             where = "epochs" if report.axis == "epochs" else "steps"
             say(console, f"{where} {t.start_step}-{t.end_step}: {d}")
+    for stage in report.stages:
+        span = f"{fmt(stage['start_tokens'])}-{fmt(stage['end_tokens'])} tokens"
+        if stage["yield_per_btok"] is None:
+            say(console, f"curriculum {stage['stage']} ({span}): no yield ({stage['missing']})")
+            continue
+        band = f", band {fmt(stage['band'][0])} to {fmt(stage['band'][1])}" if stage["band"] else ""
+        noise = " (within noise)" if stage.get("within_noise") else ""
+        say(console, f"curriculum {stage['stage']} ({span}): {fmt(stage['yield_per_btok'])} {report.per}{band}{noise}")
     for what, why in report.missing.items():
         say(console, f"{what}: unknown ({why})")
 
