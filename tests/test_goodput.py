@@ -109,4 +109,5 @@ def test_a_log_without_restarts_or_timed_saves_says_so(cli_for, tmp_path):
     cli("import", "table", str(log), "--run", "p")
     assert "goodput 100.0% of 0.0278 h (checkpoint saves not timed)" in cli("show", "p").stdout
     assert cli.json("show", "p")["goodput"]["unmeasured"] == [
-        "checkpoint saves: none timed (Tracker.checkpoint, time/checkpoint_s)"]
+        "checkpoint saves: none timed (Tracker.checkpoint, time/checkpoint_s)"
+    ]
