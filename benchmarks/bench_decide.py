@@ -264,8 +264,8 @@ def main() -> None:
         (
             "wall time",
             wall <= TARGETS["wall_s"] and len(done.finished) == done.planned,
-            f"{wall / 60:.1f} min on {args.workers} workers, training {len(done.finished)} of the {done.planned} probes "
-            "(target <= 20 min, training all)",
+            f"{wall / 60:.1f} min on {args.workers} workers, training {len(done.finished)} of the {done.planned} "
+            "probes (target <= 20 min, training all)",
         ),
     ]
     keep = ("budget", "seeds", "compute_share", "accuracy", "abstained")

@@ -116,7 +116,7 @@ def ours_pipeline(
     )
     result = dedup([(str(k), t) for k, t in enumerate(texts)], policy, seed=seed)
     i, j, _ = result.pairs
-    return result.clusters, set(zip(i.tolist(), j.tolist()))
+    return result.clusters, set(zip(i.tolist(), j.tolist(), strict=True))
 
 
 PIPELINES: dict[str, Callable[..., tuple[list[list[int]], set]]] = {
@@ -137,7 +137,7 @@ def work_gap(works: list[corpus.Work]) -> dict[str, float]:
     truth, ignore = dedup_eval.known_pairs(plays)
     i, j, jac = dedup_eval.exact_jaccard_pairs(shingle([w.text for w in plays], CHOSEN), 0.0)
     editions, others = [], []
-    for a, b, x in zip(i.tolist(), j.tolist(), jac.tolist()):
+    for a, b, x in zip(i.tolist(), j.tolist(), jac.tolist(), strict=True):
         key = dedup_eval._key(plays[a].id, plays[b].id)
         if key not in ignore:
             (editions if key in truth else others).append(x)
@@ -158,7 +158,7 @@ def speed_and_recall(works: list[corpus.Work], threshold: float, repeats: int) -
     mb = sum(len(t.encode()) for t in texts) / 1e6
     bands, rows = lsh_params(threshold, PERMUTATIONS)
     i, j, _ = dedup_eval.exact_jaccard_pairs(shingle(texts, CHOSEN), threshold)
-    truth = set(zip(i.tolist(), j.tolist()))
+    truth = set(zip(i.tolist(), j.tolist(), strict=True))
     test = [w for w in works if w.author == "shakespeare" and w.tags & set(dedup_eval.TEST_GENRES)]
     work_truth, ignore = dedup_eval.known_pairs(test)
     same_play = sum(

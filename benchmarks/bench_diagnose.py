@@ -56,8 +56,8 @@ def print_false_positives(fp: dict[str, Any]) -> None:
 def print_gns_leads(g: dict[str, Any]) -> None:
     print(
         f"\nGNS early warning (a heuristic): fired on {g['fired']}/{g['faulted']} faulted probes "
-        f"({', '.join(f'{c} {n}' for c, n in sorted(g['by_condition'].items())) or '-'}) and {g['clean_fired']}/{g['clean']} "
-        "clean ones"
+        f"({', '.join(f'{c} {n}' for c, n in sorted(g['by_condition'].items())) or '-'}) "
+        f"and {g['clean_fired']}/{g['clean']} clean ones"
     )
     if g["leads"]:
         print(

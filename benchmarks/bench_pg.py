@@ -30,8 +30,8 @@ import numpy as np
 from bench_ledger import list_runs  # benchmarks/ is the script's folder, first on sys.path
 
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.names import STEP_VALUE_COLUMNS
 from yieldgate.ledger.owners import Owner
+from yieldgate.names import STEP_VALUE_COLUMNS
 
 BATCH = 10_000
 FLUSH_ROWS = 10

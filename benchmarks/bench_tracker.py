@@ -288,7 +288,9 @@ def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     """Medians over the repeats, the prescribed whole-loop subtraction beside them, and the targets."""
     base = runs[BASELINE]
     for name, samples in runs.items():
-        for sample, b in zip(samples, base if name != FULL else []):  # each repeat against its own baseline
+        for sample, b in zip(
+            samples, base if name != FULL else [], strict=False
+        ):  # each repeat against its own baseline
             sample["loop_cpu_minus_baseline_ms"] = sample["loop_cpu_ms"] - b["loop_cpu_ms"]
     figures = {
         name: {k: statistics.median(s[k] for s in samples) for k in samples[0]} for name, samples in runs.items()

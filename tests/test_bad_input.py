@@ -1,8 +1,8 @@
 """Bad input handed to the `yieldgate` command: malformed, truncated and hostile manifests, recipes,
 campaigns and policies, damaged event files, tables with missing columns, non-finite or huge values,
-non-UTF-8 text, hostile run names, a ledger from a newer schema. Each is refused with one line on stderr and exit status 2, and the
-ledger (which holds a run already) is left exactly as it was; or, where the input is partly good data (a
-truncated event file, a diverged loss), imported with a warning that says what was done. Each case keeps
+non-UTF-8 text, hostile run names, a ledger from a newer schema. Each is refused with one line on stderr and exit
+status 2, and the ledger (which holds a run already) is left exactly as it was; or, where the input is partly good
+data (a truncated event file, a diverged loss), imported with a warning that says what was done. Each case keeps
 its Reliability row (docs/reliability.md) true (tests/support/reliability.py)."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _file(name: str, data: str | bytes) -> Callable[[Path], Path]:
 
 MANIFEST = {"data": {"sources": [{"name": "web", "weight": 1.0}]}, "seed": 1}
 _LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefg", "bcdefgh")
+    f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefg", "bcdefgh", strict=True)
 )
 
 

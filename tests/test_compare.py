@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.helpers import CFG, batch
 from yieldgate.analysis.compare import RunData, compare, crossing
 from yieldgate.analysis.conditions import SIGNALS
 from yieldgate.errors import InputError
@@ -16,8 +17,6 @@ from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
-
-from tests.support.helpers import CFG, batch
 
 
 def linear_run(

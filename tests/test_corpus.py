@@ -381,7 +381,7 @@ def test_documents_chunk_at_line_breaks_and_lose_nothing(works, chunk_chars):
             assert pieces[0][0] == w.id
             continue
         assert [i for i, _ in pieces] == [f"{w.id}#{n}" for n in range(len(pieces))]
-        for (_, text), (_, following) in zip(pieces, pieces[1:]):
+        for (_, text), (_, following) in zip(pieces, pieces[1:], strict=False):
             assert text.endswith("\n")
             if len(text) > chunk_chars:
                 assert text.count("\n") == 1, "only a single long line may pass chunk_chars"

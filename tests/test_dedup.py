@@ -59,7 +59,7 @@ def test_lsh_params_cover_the_permutations_and_bend_at_the_threshold():
     for threshold in (0.1, 0.5, 0.8):
         bands, rows = dedup.lsh_params(threshold, 128)
         assert bands * rows == 128
-        p = lambda s: 1 - (1 - s**rows) ** bands  # noqa: E731
+        p = lambda s, rows=rows, bands=bands: 1 - (1 - s**rows) ** bands  # noqa: E731
         assert p(threshold * 0.5) < 0.5 < p(min(threshold * 1.5, 1))
 
 
@@ -94,7 +94,7 @@ def test_exact_jaccard_pairs_match_python_sets():
         for b in range(a + 1, len(texts))
         if len(sets[a] & sets[b]) / len(sets[a] | sets[b]) >= 0.3
     }
-    assert dict(zip(zip(i.tolist(), j.tolist()), jac.tolist())) == pytest.approx(want)
+    assert dict(zip(zip(i.tolist(), j.tolist(), strict=True), jac.tolist(), strict=True)) == pytest.approx(want)
 
 
 def test_bad_shingle_and_paths(tmp_path):

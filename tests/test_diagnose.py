@@ -434,13 +434,16 @@ def test_the_gns_early_warning_is_labelled_a_heuristic_and_its_lead_is_measured(
     assert (f.detector, f.start_step, f.evidence["lead_steps"]) == ("early_gns", 250, 100)
     assert "heuristic" in f.evidence["heuristic"] and f.advice.startswith("heuristic early warning")
     assert "not a verdict" in f.advice
+
     # The benchmark's lead-time table over faulted probes: leads where the validation loss degraded, the rest apart.
-    ew = lambda lead, merged=False: {
-        "cause": "early_warning",
-        "confidence": 0.45,  # noqa: E731
-        "detector": "early_gns+early_act_entropy" if merged else "early_gns",
-        "evidence": {"early_gns": {"lead_steps": lead}} if merged else {"lead_steps": lead},
-    }
+    def ew(lead, merged=False):
+        return {
+            "cause": "early_warning",
+            "confidence": 0.45,
+            "detector": "early_gns+early_act_entropy" if merged else "early_gns",
+            "evidence": {"early_gns": {"lead_steps": lead}} if merged else {"lead_steps": lead},
+        }
+
     results = [
         {"condition": "lr_x30", "findings": [ew(120)]},
         {"condition": "loop_200", "findings": [ew(-10, True)]},
@@ -571,10 +574,10 @@ def test_a_log_of_one_row_per_epoch_is_not_called_a_non_iid_stream(cli_for, tmp_
 
 
 def test_one_evaluation_far_off_the_curve_is_an_eval_spike_and_a_level_shift_is_not(ledger):
-    """The shape of a real Keras run (keras-tf2-cbam-noise-tb in tests/support/real_logs.py, not committed): 1,000 per-epoch
-    validation losses falling from 1.36 to 0.025 with one of 11.97 at epoch 15 among values near 1. It is reported
-    once, at its step, as a transient of one evaluation; the same curve without it, and one whose loss steps up and
-    stays up, have no such finding."""
+    """The shape of a real Keras run (keras-tf2-cbam-noise-tb in tests/support/real_logs.py, not committed): 1,000
+    per-epoch validation losses falling from 1.36 to 0.025 with one of 11.97 at epoch 15 among values near 1. It is
+    reported once, at its step, as a transient of one evaluation; the same curve without it, and one whose loss steps
+    up and stays up, have no such finding."""
     rng = np.random.default_rng(0)
     epochs = np.arange(1000)
     clean = 0.025 + 1.34 * np.exp(-epochs / 60) * (1 + 0.03 * rng.standard_normal(1000))

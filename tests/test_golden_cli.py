@@ -249,7 +249,8 @@ CASES = {
 
 LEFT_OUT = {
     # Each trains the reference GPT (seconds to minutes; a fixed ledger cannot stand in for a training): their
-    # --json is read by tests/integration/test_probe.py, tests/test_probe_batch.py and tests/integration/test_campaign.py (`make test-all`).
+    # --json is read by tests/integration/test_probe.py, tests/test_probe_batch.py and
+    # tests/integration/test_campaign.py (`make test-all`).
     # `campaign` is covered: it prints the summary `probe` stored, which the fixture stores without training.
     "train": "trains a probe",
     "batch-check": "trains the baseline and the candidate",

@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.helpers import CFG, batch
 from yieldgate.analysis.goodput import goodput_of
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
-
-from tests.support.helpers import CFG, batch
 
 
 def _train(tr: Tracker, model, opt, text, rng, steps: range, saves: dict[int, float], path) -> dict[int, float]:

@@ -222,7 +222,10 @@ step:3/6 train_loss:8.5000 train_time:930ms step_avg:310.00ms
 step:4/6 train_loss:8.0000 train_time:1240ms step_avg:310.00ms
 step:4/6 val_loss:8.1000 train_time:1241ms step_avg:310.25ms
 """
-PATTERN = r"step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>\S+) )?(?:train_loss:(?P<loss>\S+) )?train_time:(?P<wall_ms>\d+)ms"
+PATTERN = (
+    r"step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>\S+) )?(?:train_loss:(?P<loss>\S+) )?"
+    r"train_time:(?P<wall_ms>\d+)ms"
+)
 
 
 def _textlog(ledger, tmp_path, text, run="log"):
@@ -342,7 +345,7 @@ def test_llamafactory_trainer_log_epochs_and_keras_names(ledger, tmp_path):
     assert ledger.steps("keras")["step"].tolist() == [0, 1]
     assert any("each row is an epoch" in w for w in res.warnings)
     evals = ledger.evals("keras")
-    assert sorted(set(zip(evals["task"], evals["metric"]))) == [("val", "acc"), ("val", "loss")]
+    assert sorted(set(zip(evals["task"], evals["metric"], strict=True))) == [("val", "acc"), ("val", "loss")]
     wb = tmp_path / "wandb_export.csv"
     wb.write_text('"Step","epoch/epoch","epoch/loss","epoch/val_loss"\n"0","0","1.2","1.1"\n"1","1","0.9","1.0"\n')
     import_run(ledger, "table", [str(wb)], ImportOptions(run="wbk"))

@@ -31,7 +31,7 @@ def _extra(ledger, run, key):
 def _evals(evals, key):
     task, metric = key.rsplit("/", 1)
     rows = evals[(evals["task"] == task) & (evals["metric"] == metric)]
-    return dict(zip(rows["step"].tolist(), rows["value"].tolist()))
+    return dict(zip(rows["step"].tolist(), rows["value"].tolist(), strict=True))
 
 
 @pytest.mark.parametrize(
@@ -318,7 +318,10 @@ def test_olmo_core_names_and_a_second_fairseq_validation_set():
     ):
         ((name, _),) = read_pairs(line, step=False).items()
         assert guess(name).key == target, line
-    line = "2021-05-10 10:03:39 | INFO | valid_wiki | epoch 001 | valid on 'valid_wiki' subset | loss 7.0 | num_updates 200"
+    line = (
+        "2021-05-10 10:03:39 | INFO | valid_wiki | epoch 001 | valid on 'valid_wiki' subset | loss 7.0 "
+        "| num_updates 200"
+    )
     assert FORMATS["fairseq"].read(line) == pytest.approx({"step": 200, "val/wiki/loss": 7.0 * LN2})
 
 
@@ -414,8 +417,10 @@ def test_torchtitan_numbers_with_separators_and_an_impossible_mfu(ledger, tmp_pa
     path = tmp_path / "titan.log"
     path.write_text(
         "".join(
-            f"[rank0]:[titan] 2025-05-01 10:00:{s:02d},000 - root - INFO - \x1b[31mstep: {s:2d}  \x1b[32mloss:  {9 - s / 10:.4f}  "
-            f"\x1b[33mmemory: 12.50GiB(15.81%)  \x1b[34mtps: 3,198  \x1b[36mtflops: 4,700.89  \x1b[35mmfu: 15131.59%\x1b[39m\n"
+            f"[rank0]:[titan] 2025-05-01 10:00:{s:02d},000 - root - INFO - "
+            f"\x1b[31mstep: {s:2d}  \x1b[32mloss:  {9 - s / 10:.4f}  "
+            f"\x1b[33mmemory: 12.50GiB(15.81%)  \x1b[34mtps: 3,198  \x1b[36mtflops: 4,700.89  "
+            f"\x1b[35mmfu: 15131.59%\x1b[39m\n"
             for s in range(1, 6)
         )
     )

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yieldgate.ledger import steps as ledger_steps
 from yieldgate.errors import InputError, LedgerError, RunNotFound, SchemaVersionError
 from yieldgate.ledger import EvalRecord, Ledger, higher_is_better
+from yieldgate.ledger import steps as ledger_steps
 from yieldgate.manifest import parse_manifest
 from yieldgate.names import STEP_VALUE_COLUMNS
 

@@ -18,8 +18,8 @@ from tests.support.reliability import check
 from yieldgate.errors import LedgerError, LedgerRefused, SchemaVersionError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.copy import ledger_digest
-from yieldgate.ledger.pg import masked, pg_ddl
 from yieldgate.ledger.migrations import MIGRATIONS
+from yieldgate.ledger.pg import masked, pg_ddl
 
 
 @pytest.fixture

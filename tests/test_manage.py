@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from yieldgate import api
-from yieldgate.errors import InputError, ManifestError, RunInUse, RunReferenced
+from yieldgate.errors import InputError, ManifestError, RunReferenced
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, diff, flat_config, parse_manifest
@@ -103,7 +103,9 @@ def test_rm_takes_the_runs_records_with_it_and_leaves_the_others_whole(cli, thre
     }
     with Ledger(three) as led:
         assert led.runs()["name"].tolist() == ["bs64-seed0"]
-        for before, after in zip(kept, (led.steps("bs64-seed0"), led.extras("bs64-seed0"), led.evals("bs64-seed0"))):
+        for before, after in zip(
+            kept, (led.steps("bs64-seed0"), led.extras("bs64-seed0"), led.evals("bs64-seed0")), strict=True
+        ):
             assert after.equals(before)
 
 

@@ -434,7 +434,7 @@ def _assert_equal(actual, expected, where: str) -> None:
             _assert_equal(actual[key], expected[key], f"{where}.{key}")
     elif isinstance(expected, list):
         assert isinstance(actual, list) and len(actual) == len(expected), f"{where}: {actual!r} != {expected!r}"
-        for index, (got, want) in enumerate(zip(actual, expected)):
+        for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
             _assert_equal(got, want, f"{where}[{index}]")
     elif isinstance(expected, float):
         assert not isinstance(actual, bool) and math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-12), (

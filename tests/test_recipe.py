@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import pytest
-
 import numpy as np
+import pytest
 
 from yieldgate.data.recipe import resolve
 from yieldgate.manifest import Recipe

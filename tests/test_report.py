@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.integration.test_probe import RECIPE
 from yieldgate.data.recipe import resolve
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
@@ -21,8 +22,6 @@ from yieldgate.report.console import clean, evidence_lines
 from yieldgate.report.figures.base import MAX_POINTS, downsample, metric_title, smoothed
 from yieldgate.report.figures.runs import build_figures, tranche_yields_figure
 from yieldgate.report.sections import collect
-
-from tests.integration.test_probe import RECIPE
 
 EVIL = "<script>alert(1)</script>"
 EVIDENCE_HTML = "<img src=x onerror=window.__pwned=1>"
@@ -669,7 +668,7 @@ def test_diagnosis_labels_never_print_over_each_other(ledger_path):
     width = (len("infrastructure_stall") * LABEL_PX_PER_CHAR + 8) * (200 * 512 - 20 * 512) / PLOT_PX
     for line in {y for _, y in labels}:
         xs = sorted(x for x, y in labels if y == line)
-        assert all(b - a > width for a, b in zip(xs, xs[1:])), (line, xs)
+        assert all(b - a > width for a, b in zip(xs, xs[1:], strict=False)), (line, xs)
     assert sorted(labels)[-1][1] == 0  # far from the others: back on the first line
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.support.helpers import CFG, batch
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
@@ -19,8 +20,6 @@ from yieldgate.track.signals import (
     sample_layers,
 )
 from yieldgate.track.tracker import matmul_params
-
-from tests.support.helpers import CFG, batch
 
 
 def test_gns_formulas_exactly():
@@ -72,7 +71,7 @@ def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
     torch.testing.assert_close(out["small_sq"], small, rtol=1e-4, atol=1e-10)
     torch.testing.assert_close(out["big_sq"], big, rtol=1e-3, atol=1e-10)  # pre-clip, though clipped 100x
     delta = torch.zeros(len(sig.names)).index_add_(
-        0, idx, torch.stack([(p.detach() - b).square().sum() for p, b in zip(sig.params, before)])
+        0, idx, torch.stack([(p.detach() - b).square().sum() for p, b in zip(sig.params, before, strict=True)])
     )
     weight = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([b.square().sum() for b in before]))
     torch.testing.assert_close(out["update_ratio"], delta.sqrt() / weight.sqrt(), rtol=1e-4, atol=1e-12)

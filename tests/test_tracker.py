@@ -11,16 +11,14 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests.support.helpers import CFG, batch
+from tests.support.reliability import check
 from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT, GPTConfig
 from yieldgate.track import Tracker, TrackerConfig
 from yieldgate.track.throughput import flops_per_token
 from yieldgate.track.tracker import matmul_params
-
-from tests.support.reliability import check
-
-from tests.support.helpers import CFG, batch
 
 
 def train(
@@ -81,7 +79,7 @@ def test_ledger_rows_equal_the_loop_row_for_row(text, tmp_path):
     tokens = 8 * CFG.context
     assert steps["tokens"].tolist() == [tokens * (i + 1) for i in range(53)]
     assert steps["samples"].tolist() == [8.0 * (i + 1) for i in range(53)]
-    assert steps["loss"].tolist() == [float(l) for l, _, _ in record]
+    assert steps["loss"].tolist() == [float(loss) for loss, _, _ in record]
     assert steps["grad_norm"].tolist() == [float(g) for _, g, _ in record]
     assert steps["clipped"].tolist() == [float(float(g) > 1.0) for _, g, _ in record]
     assert steps["lr"].tolist() == [lr for _, _, lr in record]
@@ -440,7 +438,7 @@ def test_every_config_field_has_its_docstring_and_the_old_import_works():
     ]
     documented = {
         field.target.id
-        for field, doc in zip(cls.body, cls.body[1:])
+        for field, doc in zip(cls.body, cls.body[1:], strict=False)
         if isinstance(field, ast.AnnAssign)
         and isinstance(field.target, ast.Name)
         and isinstance(doc, ast.Expr)
@@ -710,7 +708,7 @@ def test_one_bad_key_loses_nothing_else(tmp_path):
         note = led.extras("bad", ["imported/note"])
         assert note["step"].tolist() == [s for s in range(1, 21) if s != 11]
         evals = led.evals("bad")
-        assert sorted(set(zip(evals["task"], evals["metric"]))) == [("val", "acc"), ("val", "loss")]
+        assert sorted(set(zip(evals["task"], evals["metric"], strict=True))) == [("val", "acc"), ("val", "loss")]
         assert sorted(set(evals["step"])) == [10, 11, 20]
         assert led.runs().set_index("name").loc["bad", "status"] == "finished"
 

@@ -24,13 +24,13 @@ def frames(losses, *, tokens=(0, 1e9, 2e9, 3e9), wall=True, cost=False, energy=F
         steps["energy_j"] = [0.0, 3.6e6, 7.2e6, 10.8e6]
     rows = [
         {"step": s, "tokens": np.nan, "task": "val", "metric": "loss", "value": v, "higher_is_better": False}
-        for s, v in zip(steps["step"], losses)
+        for s, v in zip(steps["step"], losses, strict=False)
     ]
     for key, values, hib in extra or []:
         task, _, metric = key.rpartition("/")
         rows += [
             {"step": s, "tokens": np.nan, "task": task, "metric": metric, "value": v, "higher_is_better": hib}
-            for s, v in zip(steps["step"], values)
+            for s, v in zip(steps["step"], values, strict=False)
             if v is not None
         ]
     return steps, pd.DataFrame(rows)
@@ -328,7 +328,7 @@ def _switching(versions, losses, steps_at=(0, 100, 200, 300, 400, 500)):
                 "portfolio": "held-out",
                 "portfolio_version": ver,
             }
-            for s, v, ver in zip(steps_at, losses, versions)
+            for s, v, ver in zip(steps_at, losses, versions, strict=True)
         ]
     )
     return steps, evals

@@ -4,14 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.helpers import CFG, batch
 from yieldgate.analysis.diagnose import diagnose
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track.batch_check import BatchConfig, batch_size_check
 from yieldgate.track.tracker import Tracker
-
-from tests.support.helpers import CFG, batch
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 

@@ -1,4 +1,5 @@
-"""`yieldgate demo --quick`: real trainings, a campaign and a gate decision, and what it prints comes from the ledger."""
+"""`yieldgate demo --quick`: real trainings, a campaign and a gate decision, and what it prints comes from the
+ledger."""
 
 from __future__ import annotations
 

@@ -14,12 +14,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from tests.support.helpers import CFG, batch, stdlib_corpus
 from tests.support.reliability import check
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
-
-from tests.support.helpers import CFG, batch, stdlib_corpus
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 

@@ -16,6 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support import gate_cases as bench
 from yieldgate.analysis.diagnose import diagnose
 from yieldgate.errors import InputError
 from yieldgate.gate.gate import gate, record
@@ -24,8 +25,6 @@ from yieldgate.ledger import Ledger
 from yieldgate.probe.trainer import train_probe
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
-
-from tests.support import gate_cases as bench
 
 POLICY_FILE = bench.POLICY
 CLEAN = "camp/two/s[012]/t150000"

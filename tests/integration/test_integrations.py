@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.helpers import stdlib_corpus
 from yieldgate.ledger import Ledger
 from yieldgate.track.integrations import TokenCounter, batch_counts
-
-from tests.support.helpers import stdlib_corpus
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 

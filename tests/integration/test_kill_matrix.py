@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.reliability import check
 from tests.integration.test_reliability import child, completed, printed, stored_steps
+from tests.support.reliability import check
 from yieldgate.ledger import Ledger
 
 pytestmark = pytest.mark.slow  # processes killed mid-run
@@ -176,11 +176,14 @@ def test_two_writers_start_one_run_at_once_then_sigkill(tmp_path):
         (tmp_path / name).mkdir()  # each child's script in its own folder
     procs = [
         child(tmp_path / name, path, 1_000_000, setup=side_file(side), each=EACH)
-        for name, side in zip(("a", "b"), sides)
+        for name, side in zip(("a", "b"), sides, strict=True)
     ]
     try:
         deadline = time.time() + 120
-        started = lambda s: s.exists() and len(completed(s)) >= 200
+
+        def started(s: Path) -> bool:
+            return s.exists() and len(completed(s)) >= 200
+
         while sum(p.poll() is None for p in procs) > 1 or not any(started(s) for s in sides):
             assert time.time() < deadline and any(p.poll() is None for p in procs), [p.stderr.read() for p in procs]
             time.sleep(0.05)

@@ -103,11 +103,11 @@ def _series(ledger: Ledger, run: str, what: str):
     """[(step, value)] of a core column (`loss`) or an eval key (`val/loss`), in step order."""
     if "/" not in what:
         steps = ledger.steps(run, nullable=True).dropna(subset=[what])
-        return list(zip(steps["step"].tolist(), steps[what].astype(float).tolist()))
+        return list(zip(steps["step"].tolist(), steps[what].astype(float).tolist(), strict=True))
     task, metric = what.rsplit("/", 1)
     evals = ledger.evals(run)
     rows = evals[(evals["task"] == task) & (evals["metric"] == metric)].sort_values("step")
-    return list(zip(rows["step"].tolist(), rows["value"].tolist()))
+    return list(zip(rows["step"].tolist(), rows["value"].tolist(), strict=True))
 
 
 # Facts of the registry (its parser's names) -> what yieldgate must hold for them.

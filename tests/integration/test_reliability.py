@@ -223,13 +223,13 @@ def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli):
 def test_a_ledger_removed_mid_run_is_made_again(tmp_path):
     path = tmp_path / "gone.db"
     with Tracker("gone", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=5)) as tr:
-        for i in range(20):
+        for _ in range(20):
             tr.step(tokens=128, samples=1, loss=1.0)
         time.sleep(0.3)
         written = tr.stats["written_rows"]
         for suffix in ("", "-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
-        for i in range(20):
+        for _ in range(20):
             tr.step(tokens=128, samples=1, loss=1.0)
     with Ledger(path, readonly=True) as led:
         steps = led.steps("gone")["step"].tolist()
@@ -356,7 +356,7 @@ def test_a_ledger_truncated_or_replaced_mid_run_is_not_written_into(tmp_path, ho
     older = tmp_path / "backup.db"
     with Tracker("live", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=5)) as tr:
         for phase in range(3):
-            for i in range(200):
+            for _ in range(200):
                 tr.step(tokens=128, samples=1, loss=1.0, extras={f"signals/pad{phase}_{k}": 1.0 for k in range(20)})
             time.sleep(0.3)
             with sqlite3.connect(path) as db:  # what SQLite's auto-checkpoint does in a long run: the file grows
@@ -369,7 +369,7 @@ def test_a_ledger_truncated_or_replaced_mid_run_is_not_written_into(tmp_path, ho
             os.truncate(path, os.path.getsize(path) // 2)
         else:
             shutil.copyfile(older, path)  # `cp backup.db live.db`: the same inode, other contents
-        for i in range(100):
+        for _ in range(100):
             tr.step(tokens=128, samples=1, loss=1.0)
         time.sleep(0.3)
     stats = tr.stats

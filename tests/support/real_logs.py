@@ -347,8 +347,8 @@ REAL_LOGS = [
         "kind": "table",
         "format": "ultralytics-results-csv",
         "parser": "csv-table",
-        "note": "Ultralytics YOLO11 segmentation fine-tune (gallstones), 10 epochs, one row per epoch and no step column: "
-        "training loss only as its four terms (train/box_loss ...), the validation set's scores under metrics/ "
+        "note": "Ultralytics YOLO11 segmentation fine-tune (gallstones), 10 epochs, one row per epoch and no step "
+        "column: training loss only as its four terms (train/box_loss ...), the validation set's scores under metrics/ "
         "(mAP50(B) 0.231 -> 0.946, mAP50-95(B) 0.139 -> 0.703: higher is better), val/*_loss terms, lr per "
         "parameter group; the first epochs trade precision for recall (precision(B) 0.742 -> 0.672 at epoch 3 "
         "while recall(B) climbs 0.136 -> 0.705). CRLF line ends.",
