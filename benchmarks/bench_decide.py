@@ -105,7 +105,7 @@ def ceiling(pairs: list[dict[str, Any]], seeds: int) -> float:
 def most_epochs(ledger: Ledger, campaign: str, budget: int) -> dict[str, Any]:
     """The most passes over any source's unique training tokens at `budget` (its share of the budget by weight over
     the unique tokens its manifest records), over the recipes: below 1, no probe repeats data."""
-    worst = {"epochs": 0.0, "recipe": None, "source": None}
+    worst: dict[str, Any] = {"epochs": 0.0, "recipe": None, "source": None}
     runs = probe_runs(ledger, campaign)
     for row in runs[(runs["tokens"] == budget) & (runs["status"] == "finished")].drop_duplicates("recipe").itertuples():
         manifest = ledger.manifest(row.run)

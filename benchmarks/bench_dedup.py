@@ -136,7 +136,8 @@ def work_gap(works: list[corpus.Work]) -> dict[str, float]:
     plays = [w for w in works if w.author == "shakespeare"]
     truth, ignore = dedup_eval.known_pairs(plays)
     i, j, jac = dedup_eval.exact_jaccard_pairs(shingle([w.text for w in plays], CHOSEN), 0.0)
-    editions, others = [], []
+    editions: list[float] = []
+    others: list[float] = []
     for a, b, x in zip(i.tolist(), j.tolist(), jac.tolist(), strict=True):
         key = dedup_eval._key(plays[a].id, plays[b].id)
         if key not in ignore:
@@ -248,7 +249,7 @@ def main() -> None:
     works = [w for w in corpus.load_corpus(stdlib_bytes=0) if w.author in ("shakespeare", "milton")]
     table = works_table(works)
     chosen = next(r for r in table if r["shingle"] == CHOSEN)
-    result = {
+    result: dict[str, Any] = {
         "works": table,
         "gap": work_gap(works),
         "chunks": speed_and_recall(works, chosen["threshold"], args.repeats),

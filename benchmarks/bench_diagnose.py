@@ -153,8 +153,8 @@ def main() -> None:
         print(f"\nspike localisation: {within}/{len(loc)} within 10 steps of the injection; errors {sorted(loc)}")
     for r in results:
         top = next((f for f in r["findings"] if f["confidence"] > 0.3), None)
-        expected = CONDITIONS[r["condition"]].cause
-        if (top["cause"] if top else None) != expected:
+        wanted_cause = CONDITIONS[r["condition"]].cause
+        if (top["cause"] if top else None) != wanted_cause:
             print(
                 f"miss: {r['run']}: "
                 + "; ".join(f"{f['cause']}/{f['detector']} {f['confidence']}@{f['start_step']}" for f in r["findings"]),

@@ -40,7 +40,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     logging.getLogger("yieldgate").setLevel(logging.ERROR)
-    data = resolve(parse_manifest({"data": RECIPE}).data, seed=0, max_chars_per_source=1_500_000)
+    recipe = parse_manifest({"data": RECIPE}).data
+    assert recipe is not None
+    data = resolve(recipe, seed=0, max_chars_per_source=1_500_000)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-forecast-") as tmp:
         db = str(Path(tmp) / "f.db")

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psutil
 import torch
@@ -70,7 +70,7 @@ class Step:
 
 @dataclass
 class Peer:
-    log: Callable[[Step], None]
+    log: Callable[[Step], object]  # what the tracker's call returns is dropped
     close: Callable[[], None]
     busy: Callable[[], float] = lambda: 0.0  # yieldgate: its own count of training-thread seconds, hooks too
     after: Callable[[], None] = lambda: None  # after the measurement (W&B: stop its service)
@@ -117,7 +117,7 @@ def wandb_offline(tmp: Path, model: GPT, opt: torch.optim.Optimizer) -> Peer:
     return Peer(lambda s: run.log(s.host, step=s.step), run.finish, after=wandb.teardown)
 
 
-def yieldgate(tmp: Path, model: GPT, opt: torch.optim.Optimizer, *, signals: str) -> Peer:
+def yieldgate(tmp: Path, model: GPT, opt: torch.optim.Optimizer, *, signals: Literal["throughput", "full"]) -> Peer:
     tr = Tracker(
         "bench", ledger=tmp / "b.db", signals=signals, optimizer=opt, model=model if signals == "full" else None
     )
@@ -140,7 +140,10 @@ PEERS: dict[str, Make] = {
     OURS: partial(yieldgate, signals="throughput"),
 }
 # (name, peer, microbatches per step): the peers on one batch of 16 x 128, then signals="full" on 4 x (4 x 128).
-CONFIGS = [*((name, make, 1) for name, make in PEERS.items()), (FULL, partial(yieldgate, signals="full"), 4)]
+CONFIGS: list[tuple[str, Make, int]] = [
+    *((name, make, 1) for name, make in PEERS.items()),
+    (FULL, partial(yieldgate, signals="full"), 4),
+]
 
 
 # -- measuring ------------------------------------------------------------------------------------------

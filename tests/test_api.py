@@ -304,7 +304,11 @@ def _command_name(function: ast.FunctionDef) -> str | None:
             and isinstance(decorator.func.value, ast.Name)
         ):
             group = {"app": "", "manifest_app": "manifest ", "ledger_app": "ledger "}[decorator.func.value.id]
-            given = decorator.args[0].value if decorator.args else function.name.replace("_", "-")
+            given = function.name.replace("_", "-")
+            if decorator.args:
+                arg = decorator.args[0]
+                assert isinstance(arg, ast.Constant) and isinstance(arg.value, str), ast.dump(arg)
+                given = arg.value
             return group + given
     return None
 

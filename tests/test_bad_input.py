@@ -175,7 +175,9 @@ def _wandb_log(name: str, values: list[dict[str, str]]) -> Callable[[Path], Path
     import zlib
 
     def make(tmp: Path) -> Path:
-        from wandb.proto.wandb_internal_pb2 import Record
+        # wandb_internal_pb2 re-exports (`import *`) the module of the installed protobuf's major version, chosen at
+        # run time, so mypy sees no Record in it.
+        from wandb.proto.wandb_internal_pb2 import Record  # type: ignore[attr-defined]
 
         out = bytearray(b":W&B\xe1\xbe\x00")
         for step, items in enumerate(values, start=1):

@@ -24,7 +24,9 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
 import typer
 import yaml
@@ -40,7 +42,7 @@ UPDATE = os.environ.get("YIELDGATE_UPDATE_GOLDEN") == "1"
 # -- the fixed ledger ------------------------------------------------------------------------------------------------
 
 TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
-CAMPAIGN = {
+CAMPAIGN: dict[str, Any] = {
     "name": "camp",
     "recipes": {
         "base": {
@@ -318,11 +320,12 @@ def _json_commands(group, prefix: str = ""):
 
 def _command_of(args: tuple[str, ...]) -> str:
     """The (sub)command a case runs: `manifest diff` of ("manifest", "diff", ...)."""
-    group, words = ROOT, []
+    group, words = ROOT, list[str]()
     for word in args:
+        assert isinstance(group, click.Group)  # a command without subcommands returned below
         group = group.commands[word]
         words.append(word)
-        if not hasattr(group, "commands"):
+        if not isinstance(group, click.Group):
             return " ".join(words)
     raise AssertionError(f"{args} names no command")
 

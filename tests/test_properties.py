@@ -25,7 +25,7 @@ EXAMPLES = [30, pytest.param(600, marks=pytest.mark.soak)]
 
 # -- strategies ---------------------------------------------------------------------------------------------
 
-names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12)
 finite = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
 counts = st.integers(min_value=1, max_value=2**40)
 weights = st.floats(min_value=1e-3, max_value=1e3)  # at least one source must weigh > 0

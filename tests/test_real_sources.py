@@ -18,6 +18,7 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,19 +40,21 @@ def _series_facts(
     """count / first / last / min / max of (step, value) points, in file order; with
     ``after_step`` also the largest value past warm-up, with ``window`` ``[lo, hi]`` the
     largest value in lo < step <= hi (where a transient spike sits)."""
-    facts = {
+    lowest = min(points, key=lambda p: p[1])
+    highest = max(points, key=lambda p: p[1])
+    facts: dict[str, Any] = {
         "count": len(points),
         "first": list(points[0]),
         "last": list(points[-1]),
-        "min": list(min(points, key=lambda p: p[1])),
-        "max": list(max(points, key=lambda p: p[1])),
+        "min": list(lowest),
+        "max": list(highest),
     }
     if after_step is not None:
-        late = [p for p in points if p[0] > after_step]
-        facts["max_after"] = list(max(late, key=lambda p: p[1]))
+        late = max((p for p in points if p[0] > after_step), key=lambda p: p[1])
+        facts["max_after"] = list(late)
     if window is not None:
-        inside = [p for p in points if window[0] < p[0] <= window[1]]
-        facts["max_in_window"] = list(max(inside, key=lambda p: p[1]))
+        spike = max((p for p in points if window[0] < p[0] <= window[1]), key=lambda p: p[1])
+        facts["max_in_window"] = list(spike)
     return facts
 
 
@@ -243,7 +246,9 @@ def megatron(path: Path, params: dict) -> dict:
     periodic ``validation loss at iteration N | lm loss value: X`` and the end-of-training
     ``validation loss at iteration N on <set> | ...`` lines. DeepSpeed also prints its own
     ``steps: N loss: X`` line for the same steps."""
-    train, periodic, final = [], [], []
+    train: list[tuple[int, float]] = []
+    periodic: list[tuple[int, float]] = []
+    final: list[tuple[int, float]] = []
     deepspeed_lines = 0
     for line in _lines(path):
         if match := MEGATRON_ITER.match(line):

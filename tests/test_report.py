@@ -68,7 +68,9 @@ def runs_db(tmp_path_factory) -> Path:
     """Two real probes (batch 8, and batch 16 under a hostile name), two seeds of a costed API run, a
     diagnosis with a span and a gate decision."""
     path = tmp_path_factory.mktemp("report") / "runs.db"
-    data = resolve(parse_manifest({"data": RECIPE}).data, seed=0, max_chars_per_source=400_000)
+    recipe = parse_manifest({"data": RECIPE}).data
+    assert recipe is not None
+    data = resolve(recipe, seed=0, max_chars_per_source=400_000)
     _probe(data, path, "probe/s0", seed=0, batch=8)
     _probe(data, path, EVIL, seed=0, batch=16)
     with Ledger(path) as led:
@@ -540,7 +542,7 @@ def test_every_page_renders_through_one_escaping_environment():
     names = ENV.list_templates()
     assert "report.html" in names and "notebook.html" in names and "dashboard/decision.html" in names
     for name in names:
-        text, _, _ = ENV.loader.get_source(ENV, name)  # type: ignore[union-attr]
+        text, _, _ = ENV.loader.get_source(ENV, name)
         assert "|safe" not in text.replace(" ", "") and "autoescape" not in text, name
     src = Path(__file__).parents[1] / "src" / "yieldgate"
     made = {str(f.relative_to(src)): f.read_text().count("Markup(") for f in src.rglob("*.py")}

@@ -622,6 +622,7 @@ def _start_server(db: Path, *args: str) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline()
     assert line.startswith("yieldgate serve: http://"), (line, proc.stderr.read() if proc.poll() is not None else "")
     return proc, line.split()[2]

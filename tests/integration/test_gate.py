@@ -73,6 +73,7 @@ def probes(tmp_path_factory) -> Path:
                 run, "probe", {"campaign": "camp", "recipe": "two", "recipe_hash": "h", "seed": seed, "tokens": tokens}
             )
         moved = led.manifest("newhw/s3")
+        assert moved is not None and moved.hardware is not None
         moved.hardware.device_kind = "cpu-next"
         moved.library_versions["torch"] = "9.9"
         led.set_manifest("newhw/s3", moved)

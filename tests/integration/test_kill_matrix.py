@@ -48,6 +48,7 @@ def wait_for_side(proc: subprocess.Popen, side: Path, n: int, timeout: float = 1
     deadline = time.time() + timeout
     while not (side.exists() and len(completed(side)) >= n):
         if proc.poll() is not None:
+            assert proc.stderr is not None
             raise AssertionError(proc.stderr.read())
         assert time.time() < deadline, f"{len(completed(side)) if side.exists() else 0} steps after {timeout} s"
         time.sleep(0.05)

@@ -73,7 +73,8 @@ def stored_steps(path: Path) -> tuple[set[int], str]:
 
 
 def wait_for_steps(proc: subprocess.Popen, n: int) -> list[str]:
-    lines = []
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
     while len(lines) < n:
         line = proc.stdout.readline()
         assert line, proc.stderr.read()

@@ -162,7 +162,9 @@ def _data() -> Any:
         from yieldgate.data.recipe import resolve
         from yieldgate.manifest import parse_manifest
 
-        _DATA = resolve(parse_manifest({"data": RECIPE}).data, seed=0, max_chars_per_source=MAX_CHARS)
+        recipe = parse_manifest({"data": RECIPE}).data
+        assert recipe is not None
+        _DATA = resolve(recipe, seed=0, max_chars_per_source=MAX_CHARS)
     return _DATA
 
 

@@ -47,4 +47,6 @@ def stall_config(seed: int) -> ProbeConfig:
 
 
 def resolve_recipe(recipe: dict[str, Any]) -> ResolvedRecipe:
-    return resolve(parse_manifest({"data": recipe}).data, seed=0, max_chars_per_source=600_000)
+    data = parse_manifest({"data": recipe}).data
+    assert data is not None
+    return resolve(data, seed=0, max_chars_per_source=600_000)

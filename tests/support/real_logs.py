@@ -16,6 +16,8 @@ from repository snapshots): their paths are relative to the steering repository'
 ``shared/real`` folder, and the checks skip them where that folder or file is absent.
 """
 
+from typing import Any
+
 _PYTHIA_METRICS = [
     ["lambada_openai", "acc"],
     ["lambada_openai", "ppl"],
@@ -43,7 +45,7 @@ def _pythia_5shot(step: int, values: dict[str, float]) -> dict:
     }
 
 
-REAL_LOGS = [
+REAL_LOGS: list[dict[str, Any]] = [
     {
         "path": "hf-whisper-large-v2-ja-trainer_state.json",
         "kind": "hf-trainer",
@@ -928,7 +930,7 @@ REAL_LOGS = [
     },
 ]
 
-SHARED_LOGS = [
+SHARED_LOGS: list[dict[str, Any]] = [
     {
         "path": "hf-t5-summarization-tb",
         "kind": "tensorboard",
