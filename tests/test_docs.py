@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
 import typer
 import yaml
@@ -86,7 +85,7 @@ def test_every_docs_page_is_in_the_nav_and_every_nav_entry_is_a_page():
 def command_names() -> list[str]:
     """Every command of the CLI as typed, group commands with their subcommands (`manifest validate`)."""
     group = typer.main.get_command(app)
-    assert isinstance(group, click.Group)
+    assert isinstance(group, typer.core.TyperGroup)
     names = []
     for name, command in group.commands.items():
         subcommands = getattr(command, "commands", None)

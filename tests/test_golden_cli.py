@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import typer
 import yaml
@@ -322,10 +321,10 @@ def _command_of(args: tuple[str, ...]) -> str:
     """The (sub)command a case runs: `manifest diff` of ("manifest", "diff", ...)."""
     group, words = ROOT, list[str]()
     for word in args:
-        assert isinstance(group, click.Group)  # a command without subcommands returned below
+        assert isinstance(group, typer.core.TyperGroup)  # a command without subcommands returned below
         group = group.commands[word]
         words.append(word)
-        if not isinstance(group, click.Group):
+        if not isinstance(group, typer.core.TyperGroup):
             return " ".join(words)
     raise AssertionError(f"{args} names no command")
 
