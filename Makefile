@@ -43,11 +43,11 @@ demo: $(VENV)/.demo
 test: $(VENV)/.dev
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist worksteal -m "not slow and not soak" --durations=10
 
-# ruff (lint and format) and mypy over src/ (settings in pyproject.toml): py.typed is shipped, so the types must be true. CI runs it
-# through test-all.
+# ruff (lint and format) and mypy over src/, tests/ and benchmarks/ (settings in pyproject.toml; mypy's `files`
+# names the three): py.typed is shipped, so the types must be true. CI runs it through test-all.
 lint: $(VENV)/.dev
-	$(BIN)/python -m ruff check src
-	$(BIN)/python -m ruff format --check src
+	$(BIN)/python -m ruff check src tests benchmarks
+	$(BIN)/python -m ruff format --check src tests benchmarks
 	$(BIN)/python -m mypy
 
 # The browser the report and dashboard tests drive (Debian's chromium, through Playwright's executable_path: its own

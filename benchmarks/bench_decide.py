@@ -60,8 +60,16 @@ from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign import Campaign, load_campaign, quiet_mfu_warnings, run_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"recipes": 6, "pairs": 15, "close_share": 1 / 3, "close_units": 3.0, "accuracy": 0.9, "abstain": 0.5,
-           "compute": 0.10, "wall_s": 20 * 60}
+TARGETS = {
+    "recipes": 6,
+    "pairs": 15,
+    "close_share": 1 / 3,
+    "close_units": 3.0,
+    "accuracy": 0.9,
+    "abstain": 0.5,
+    "compute": 0.10,
+    "wall_s": 20 * 60,
+}
 
 
 def pairs_at_largest(by_recipe: dict[str, dict[int, float]], level: float) -> tuple[list[dict[str, Any]], float]:
@@ -73,8 +81,16 @@ def pairs_at_largest(by_recipe: dict[str, dict[int, float]], level: float) -> tu
     for p in ranking["pairs"]:
         a, b = by_recipe[p["a"]], by_recipe[p["b"]]
         per_seed = np.array([b[s] - a[s] for s in sorted(set(a) & set(b))])
-        rows.append({"a": p["a"], "b": p["b"], "diff": p["diff"], "units": abs(p["diff"]) / pooled,
-                     "units_paired": abs(p["diff"]) / float(per_seed.std(ddof=1)), "resolved": p["resolved"]})
+        rows.append(
+            {
+                "a": p["a"],
+                "b": p["b"],
+                "diff": p["diff"],
+                "units": abs(p["diff"]) / pooled,
+                "units_paired": abs(p["diff"]) / float(per_seed.std(ddof=1)),
+                "resolved": p["resolved"],
+            }
+        )
     return sorted(rows, key=lambda r: r["units"]), pooled
 
 
@@ -89,7 +105,7 @@ def ceiling(pairs: list[dict[str, Any]], seeds: int) -> float:
 def most_epochs(ledger: Ledger, campaign: str, budget: int) -> dict[str, Any]:
     """The most passes over any source's unique training tokens at `budget` (its share of the budget by weight over
     the unique tokens its manifest records), over the recipes: below 1, no probe repeats data."""
-    worst = {"epochs": 0.0, "recipe": None, "source": None}
+    worst: dict[str, Any] = {"epochs": 0.0, "recipe": None, "source": None}
     runs = probe_runs(ledger, campaign)
     for row in runs[(runs["tokens"] == budget) & (runs["status"] == "finished")].drop_duplicates("recipe").itertuples():
         manifest = ledger.manifest(row.run)
@@ -119,17 +135,31 @@ def curve(bpb: dict[int, dict[str, dict[int, float]]], level: float) -> list[dic
                 by_recipe = {r: {s: v[s] for s in subset} for r, v in bpb[budget].items()}
                 means = {r: float(np.mean(list(v.values()))) for r, v in by_recipe.items()}
                 decided = beyond_seed_noise(by_recipe)
-                runs.append(decision_accuracy({budget: means, largest: reference}, firm, seeds={budget: k},
-                                              resolved=None if decided is None else {budget: decided})[str(budget)])
+                runs.append(
+                    decision_accuracy(
+                        {budget: means, largest: reference},
+                        firm,
+                        seeds={budget: k},
+                        resolved=None if decided is None else {budget: decided},
+                    )[str(budget)]
+                )
             abstained = [r["abstained"] for r in runs if "abstained" in r]
             decided_acc = [r["accuracy_decided"] for r in runs if r.get("accuracy_decided") is not None]
-            rows.append({"budget": budget, "seeds": k, "subsets": len(runs), "compute_share": runs[0]["compute_share"],
-                         "pairs": runs[0]["pairs"], "accuracy": float(np.mean([r["accuracy"] for r in runs])),
-                         "accuracy_min": float(min(r["accuracy"] for r in runs)),
-                         "abstained": float(np.mean(abstained)) if abstained else None,
-                         "accuracy_decided": float(np.mean(decided_acc)) if decided_acc else None,
-                         "accuracy_decided_min": float(min(decided_acc)) if decided_acc else None,
-                         "subsets_deciding": len(decided_acc)})
+            rows.append(
+                {
+                    "budget": budget,
+                    "seeds": k,
+                    "subsets": len(runs),
+                    "compute_share": runs[0]["compute_share"],
+                    "pairs": runs[0]["pairs"],
+                    "accuracy": float(np.mean([r["accuracy"] for r in runs])),
+                    "accuracy_min": float(min(r["accuracy"] for r in runs)),
+                    "abstained": float(np.mean(abstained)) if abstained else None,
+                    "accuracy_decided": float(np.mean(decided_acc)) if decided_acc else None,
+                    "accuracy_decided_min": float(min(decided_acc)) if decided_acc else None,
+                    "subsets_deciding": len(decided_acc),
+                }
+            )
     return sorted(rows, key=lambda r: (r["compute_share"], r["budget"]))
 
 
@@ -148,14 +178,20 @@ def accuracy_check(rows: list[dict[str, Any]], budgets: list[int]) -> tuple[bool
     if not cheap:
         return False, "no configuration at <= 10% compute"
     best = max(cheap, key=lambda r: (meets(r), r["accuracy"], r["accuracy_decided"] or 0.0, -r["compute_share"]))
-    what = (f"{best['budget']:,} tokens x {best['seeds']} seed(s) ({best['compute_share']:.1%} compute, mean over "
-            f"{best['subsets']} seed subset(s)): {best['accuracy']:.1%} over all pairs "
-            f"(worst {best['accuracy_min']:.1%})")
+    what = (
+        f"{best['budget']:,} tokens x {best['seeds']} seed(s) ({best['compute_share']:.1%} compute, mean over "
+        f"{best['subsets']} seed subset(s)): {best['accuracy']:.1%} over all pairs "
+        f"(worst {best['accuracy_min']:.1%})"
+    )
     if best["accuracy_decided"] is not None:
-        what += (f", {best['accuracy_decided']:.1%} on the pairs decided (worst {best['accuracy_decided_min']:.1%}), "
-                 f"abstaining on {best['abstained']:.1%}")
-    what += (f"; the best of {len(cheap)} configurations at <= 10% (target >= 90% at <= 10%, over all pairs or on the "
-             "pairs decided abstaining on at most half)")
+        what += (
+            f", {best['accuracy_decided']:.1%} on the pairs decided (worst {best['accuracy_decided_min']:.1%}), "
+            f"abstaining on {best['abstained']:.1%}"
+        )
+    what += (
+        f"; the best of {len(cheap)} configurations at <= 10% (target >= 90% at <= 10%, over all pairs or on the "
+        "pairs decided abstaining on at most half)"
+    )
     return meets(best), what
 
 
@@ -178,9 +214,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ledger", help="keep the probes in this ledger (default: a temporary one)")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--add-budget", action="append", default=[], metavar="TOKENS:SEEDS",
-                        help="also probe TOKENS per probe with SEEDS seeds (100, 101, ...): more seeds at smaller "
-                             "budgets, beside the campaign's own (repeatable)")
+    parser.add_argument(
+        "--add-budget",
+        action="append",
+        default=[],
+        metavar="TOKENS:SEEDS",
+        help="also probe TOKENS per probe with SEEDS seeds (100, 101, ...): more seeds at smaller "
+        "budgets, beside the campaign's own (repeatable)",
+    )
     args = parser.parse_args()
     logging.getLogger("yieldgate").setLevel(logging.ERROR)
     own = load_campaign(args.campaign)
@@ -197,8 +238,12 @@ def main() -> None:
             repeats = most_epochs(led, campaign.name, max(bpb))
             # The same probes scored by their last k evaluations, for the evidence on smoothing (the checks use the
             # campaign's own last_evals, chosen before the run).
-            smoothing = {k: curve({b: v[BPB] for b, v in campaign_scores(led, campaign.name, last_evals=k).items()},
-                                  campaign.level) for k in (1, 2, 3, 4)}
+            smoothing = {
+                k: curve(
+                    {b: v[BPB] for b, v in campaign_scores(led, campaign.name, last_evals=k).items()}, campaign.level
+                )
+                for k in (1, 2, 3, 4)
+            }
     wall = time.perf_counter() - start
     largest = max(bpb)
     pairs, pooled = pairs_at_largest(bpb[largest], campaign.level)
@@ -210,23 +255,41 @@ def main() -> None:
     checks = [
         ("recipes", len(bpb[largest]) >= TARGETS["recipes"], f"{len(bpb[largest])} recipes (target >= 6)"),
         ("pairs", len(pairs) >= TARGETS["pairs"], f"{len(pairs)} pairs (target >= 15)"),
-        ("close pairs", close >= TARGETS["close_share"] * len(pairs),
-         f"{close} of {len(pairs)} pairs within 3 noise units at the largest budget (target >= a third)"),
+        (
+            "close pairs",
+            close >= TARGETS["close_share"] * len(pairs),
+            f"{close} of {len(pairs)} pairs within 3 noise units at the largest budget (target >= a third)",
+        ),
         ("accuracy", accurate, accuracy_what),
-        ("wall time", wall <= TARGETS["wall_s"] and len(done.finished) == done.planned,
-         f"{wall / 60:.1f} min on {args.workers} workers, training {len(done.finished)} of the {done.planned} probes "
-         "(target <= 20 min, training all)"),
+        (
+            "wall time",
+            wall <= TARGETS["wall_s"] and len(done.finished) == done.planned,
+            f"{wall / 60:.1f} min on {args.workers} workers, training {len(done.finished)} of the {done.planned} "
+            "probes (target <= 20 min, training all)",
+        ),
     ]
     keep = ("budget", "seeds", "compute_share", "accuracy", "abstained")
     result = {
-        "campaign": campaign.name, "largest_budget": largest, "reference_seeds": reference_seeds,
+        "campaign": campaign.name,
+        "largest_budget": largest,
+        "reference_seeds": reference_seeds,
         "ceiling": best_possible,
-        "level": campaign.level, "last_evals": campaign.last_evals, "noise_unit_bpb": pooled, "pairs": pairs,
-        "close_pairs": close, "curve": rows, "most_epochs_at_largest": repeats,
+        "level": campaign.level,
+        "last_evals": campaign.last_evals,
+        "noise_unit_bpb": pooled,
+        "pairs": pairs,
+        "close_pairs": close,
+        "curve": rows,
+        "most_epochs_at_largest": repeats,
         "smoothing": {str(k): [{x: r[x] for x in keep} for r in v] for k, v in smoothing.items()},
-        "probes": {"planned": done.planned, "trained": len(done.finished), "skipped": len(done.skipped),
-                   "failed": done.failed},
-        "wall_s": wall, "checks": {name: {"pass": ok, "what": what} for name, ok, what in checks},
+        "probes": {
+            "planned": done.planned,
+            "trained": len(done.finished),
+            "skipped": len(done.skipped),
+            "failed": done.failed,
+        },
+        "wall_s": wall,
+        "checks": {name: {"pass": ok, "what": what} for name, ok, what in checks},
         "pass": all(ok for _, ok, _ in checks),
     }
     if args.json:
@@ -234,46 +297,80 @@ def main() -> None:
         return
     console = Console(width=120)
     means = {r: float(np.mean(list(s.values()))) for r, s in bpb[largest].items()}
-    table = Table(title=f"{campaign.name}: the reference, {largest:,} tokens x {result['reference_seeds']} seeds "
-                        f"(bpb, mean of the last {campaign.last_evals} evaluations)")
+    table = Table(
+        title=f"{campaign.name}: the reference, {largest:,} tokens x {result['reference_seeds']} seeds "
+        f"(bpb, mean of the last {campaign.last_evals} evaluations)"
+    )
     for column in ("recipe", "bpb", *(f"{b:,} tok" for b in sorted(bpb) if b != largest)):
         table.add_column(column, justify="right")
     for recipe in sorted(means, key=means.__getitem__):
-        table.add_row(recipe, f"{means[recipe]:.4f}",
-                      *(f"{np.mean(list(bpb[b][recipe].values())):.4f}" for b in sorted(bpb) if b != largest))
+        table.add_row(
+            recipe,
+            f"{means[recipe]:.4f}",
+            *(f"{np.mean(list(bpb[b][recipe].values())):.4f}" for b in sorted(bpb) if b != largest),
+        )
     console.print(table)
     table = Table(title=f"Each pair at {largest:,} tokens, in noise units (pooled seed std = {pooled:.4f} bpb)")
     for column in ("a", "b", "b - a (bpb)", "noise units", "units of its paired std", "resolved"):
         table.add_column(column, justify="right")
     for p in pairs:
-        table.add_row(p["a"], p["b"], f"{p['diff']:+.4f}", f"{p['units']:.2f}", f"{p['units_paired']:.2f}",
-                      "yes" if p["resolved"] else "tie")
+        table.add_row(
+            p["a"],
+            p["b"],
+            f"{p['diff']:+.4f}",
+            f"{p['units']:.2f}",
+            f"{p['units_paired']:.2f}",
+            "yes" if p["resolved"] else "tie",
+        )
     console.print(table)
-    table = Table(title="Decision accuracy against compute (share of one largest-budget probe; mean over seed subsets; "
-                        "abstains: within its seeds' noise, - with one seed)")
+    table = Table(
+        title="Decision accuracy against compute (share of one largest-budget probe; mean over seed subsets; "
+        "abstains: within its seeds' noise, - with one seed)"
+    )
     for column in ("compute", "budget", "seeds", "subsets", "accuracy", "worst", "abstains", "acc. on decided"):
         table.add_column(column, justify="right")
     for r in rows:
-        table.add_row(f"{r['compute_share']:.1%}", f"{r['budget']:,}", str(r["seeds"]), str(r["subsets"]),
-                      f"{r['accuracy']:.1%}", f"{r['accuracy_min']:.1%}",
-                      "-" if r["abstained"] is None else f"{r['abstained']:.1%}",
-                      "-" if r["accuracy_decided"] is None else f"{r['accuracy_decided']:.1%}")
+        table.add_row(
+            f"{r['compute_share']:.1%}",
+            f"{r['budget']:,}",
+            str(r["seeds"]),
+            str(r["subsets"]),
+            f"{r['accuracy']:.1%}",
+            f"{r['accuracy_min']:.1%}",
+            "-" if r["abstained"] is None else f"{r['abstained']:.1%}",
+            "-" if r["accuracy_decided"] is None else f"{r['accuracy_decided']:.1%}",
+        )
     console.print(table)
     table = Table(title="Decision accuracy with the score averaged over the last k evaluations (the same probes)")
     for column in ("compute", "budget", "seeds", *(f"k = {k}" for k in smoothing)):
         table.add_column(column, justify="right")
     for i, r in enumerate(smoothing[1]):
-        table.add_row(f"{r['compute_share']:.1%}", f"{r['budget']:,}", str(r["seeds"]),
-                      *(f"{smoothing[k][i]['accuracy']:.1%}" for k in smoothing))
+        table.add_row(
+            f"{r['compute_share']:.1%}",
+            f"{r['budget']:,}",
+            str(r["seeds"]),
+            *(f"{smoothing[k][i]['accuracy']:.1%}" for k in smoothing),
+        )
     console.print(table)
-    console.print(f"a probe that knew every pair's true order would agree with this {reference_seeds}-seed reference "
-                  f"on about {best_possible:.1%} of the pairs (the reference's own noise; estimated from the measured "
-                  "differences, which overstates this ceiling)", markup=False, highlight=False)
-    console.print(f"most passes over a source's unique tokens at {largest:,} tokens: {repeats['epochs']:.2f} "
-                  f"({repeats['recipe']}, {repeats['source']}); the smaller budgets make fewer", markup=False,
-                  highlight=False)
-    console.print(f"{done.planned} probes planned, {len(done.finished)} trained, {len(done.skipped)} already in the "
-                  f"ledger, {len(done.failed)} failed", markup=False, highlight=False)
+    console.print(
+        f"a probe that knew every pair's true order would agree with this {reference_seeds}-seed reference "
+        f"on about {best_possible:.1%} of the pairs (the reference's own noise; estimated from the measured "
+        "differences, which overstates this ceiling)",
+        markup=False,
+        highlight=False,
+    )
+    console.print(
+        f"most passes over a source's unique tokens at {largest:,} tokens: {repeats['epochs']:.2f} "
+        f"({repeats['recipe']}, {repeats['source']}); the smaller budgets make fewer",
+        markup=False,
+        highlight=False,
+    )
+    console.print(
+        f"{done.planned} probes planned, {len(done.finished)} trained, {len(done.skipped)} already in the "
+        f"ledger, {len(done.failed)} failed",
+        markup=False,
+        highlight=False,
+    )
     for name, ok, what in checks:
         console.print(f"{'PASS' if ok else 'FAIL'}  {name}: {what}", markup=False, highlight=False)
 

@@ -42,7 +42,7 @@ _NOT_ALNUM = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
 
 def _python_shingles(text: str, n: int) -> list[str]:
     words = _NOT_ALNUM.sub(" ", text.lower()).split()
-    return [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
 def _clusters(n: int, pairs: list[tuple[int, int]]) -> list[list[int]]:
@@ -62,19 +62,27 @@ def _clusters(n: int, pairs: list[tuple[int, int]]) -> list[list[int]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
-def _peer(texts: list[str], threshold: float, lsh: Any, minhash: Callable[[list[str]], Any]) -> tuple[list[list[int]], set]:
+def _peer(
+    texts: list[str], threshold: float, lsh: Any, minhash: Callable[[list[str]], Any]
+) -> tuple[list[list[int]], set]:
     """A peer library's pipeline: Python shingles -> `minhash` -> its LSH -> verified pairs -> clusters."""
     sigs = []
     for k, text in enumerate(texts):
         m = minhash(_python_shingles(text, 3))
         sigs.append(m)
         lsh.insert(k, m)
-    pairs = {(min(k, c), max(k, c)) for k, m in enumerate(sigs) for c in lsh.query(m)
-             if c != k and m.jaccard(sigs[c]) >= threshold}
+    pairs = {
+        (min(k, c), max(k, c))
+        for k, m in enumerate(sigs)
+        for c in lsh.query(m)
+        if c != k and m.jaccard(sigs[c]) >= threshold
+    }
     return _clusters(len(texts), sorted(pairs)), pairs
 
 
-def datasketch_pipeline(texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1) -> tuple[list[list[int]], set]:
+def datasketch_pipeline(
+    texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1
+) -> tuple[list[list[int]], set]:
     from datasketch import MinHash, MinHashLSH
 
     def minhash(shingles: list[str]) -> MinHash:
@@ -82,10 +90,14 @@ def datasketch_pipeline(texts: list[str], threshold: float, bands: int, rows: in
         m.update_batch([s.encode() for s in shingles])
         return m
 
-    return _peer(texts, threshold, MinHashLSH(threshold=threshold, num_perm=PERMUTATIONS, params=(bands, rows)), minhash)
+    return _peer(
+        texts, threshold, MinHashLSH(threshold=threshold, num_perm=PERMUTATIONS, params=(bands, rows)), minhash
+    )
 
 
-def rensa_pipeline(texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1) -> tuple[list[list[int]], set]:
+def rensa_pipeline(
+    texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1
+) -> tuple[list[list[int]], set]:
     from rensa import RMinHash, RMinHashLSH
 
     def minhash(shingles: list[str]) -> RMinHash:
@@ -96,17 +108,22 @@ def rensa_pipeline(texts: list[str], threshold: float, bands: int, rows: int, se
     return _peer(texts, threshold, RMinHashLSH(threshold=threshold, num_perm=PERMUTATIONS, num_bands=bands), minhash)
 
 
-def ours_pipeline(texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1) -> tuple[list[list[int]], set]:
-    policy = DedupPolicy(kind="near", shingle=CHOSEN, permutations=PERMUTATIONS, bands=bands, rows=rows,
-                         threshold=threshold)
+def ours_pipeline(
+    texts: list[str], threshold: float, bands: int, rows: int, seed: int = 1
+) -> tuple[list[list[int]], set]:
+    policy = DedupPolicy(
+        kind="near", shingle=CHOSEN, permutations=PERMUTATIONS, bands=bands, rows=rows, threshold=threshold
+    )
     result = dedup([(str(k), t) for k, t in enumerate(texts)], policy, seed=seed)
     i, j, _ = result.pairs
-    return result.clusters, set(zip(i.tolist(), j.tolist()))
+    return result.clusters, set(zip(i.tolist(), j.tolist(), strict=True))
 
 
 PIPELINES: dict[str, Callable[..., tuple[list[list[int]], set]]] = {
-    "yieldgate (numpy)": ours_pipeline, "rensa + Python normaliser": rensa_pipeline,
-    "datasketch": datasketch_pipeline}
+    "yieldgate (numpy)": ours_pipeline,
+    "rensa + Python normaliser": rensa_pipeline,
+    "datasketch": datasketch_pipeline,
+}
 
 
 def works_table(works: list[corpus.Work]) -> list[dict[str, Any]]:
@@ -119,8 +136,9 @@ def work_gap(works: list[corpus.Work]) -> dict[str, float]:
     plays = [w for w in works if w.author == "shakespeare"]
     truth, ignore = dedup_eval.known_pairs(plays)
     i, j, jac = dedup_eval.exact_jaccard_pairs(shingle([w.text for w in plays], CHOSEN), 0.0)
-    editions, others = [], []
-    for a, b, x in zip(i.tolist(), j.tolist(), jac.tolist()):
+    editions: list[float] = []
+    others: list[float] = []
+    for a, b, x in zip(i.tolist(), j.tolist(), jac.tolist(), strict=True):
         key = dedup_eval._key(plays[a].id, plays[b].id)
         if key not in ignore:
             (editions if key in truth else others).append(x)
@@ -141,13 +159,23 @@ def speed_and_recall(works: list[corpus.Work], threshold: float, repeats: int) -
     mb = sum(len(t.encode()) for t in texts) / 1e6
     bands, rows = lsh_params(threshold, PERMUTATIONS)
     i, j, _ = dedup_eval.exact_jaccard_pairs(shingle(texts, CHOSEN), threshold)
-    truth = set(zip(i.tolist(), j.tolist()))
+    truth = set(zip(i.tolist(), j.tolist(), strict=True))
     test = [w for w in works if w.author == "shakespeare" and w.tags & set(dedup_eval.TEST_GENRES)]
     work_truth, ignore = dedup_eval.known_pairs(test)
-    same_play = sum(1 for a, b in truth if docs[a][0].split("/")[1] == docs[b][0].split("/")[1]
-                    and docs[a][0].split("/")[2] != docs[b][0].split("/")[2])
-    out: dict[str, Any] = {"documents": len(texts), "mb": mb, "bands": bands, "rows": rows,
-                           "exact_pairs": len(truth), "exact_pairs_editions": same_play, "pipelines": {}}
+    same_play = sum(
+        1
+        for a, b in truth
+        if docs[a][0].split("/")[1] == docs[b][0].split("/")[1] and docs[a][0].split("/")[2] != docs[b][0].split("/")[2]
+    )
+    out: dict[str, Any] = {
+        "documents": len(texts),
+        "mb": mb,
+        "bands": bands,
+        "rows": rows,
+        "exact_pairs": len(truth),
+        "exact_pairs_editions": same_play,
+        "pipelines": {},
+    }
     for name, run in PIPELINES.items():
         # Each run draws its own permutation (seed): the time is the median, the scores are the mean.
         times, chunks, tests = [], [], []
@@ -160,8 +188,13 @@ def speed_and_recall(works: list[corpus.Work], threshold: float, repeats: int) -
             found = {dedup_eval._key(test[a].id, test[b].id) for a, b in wpairs}
             tests.append(dedup_eval.score(found, work_truth, ignore).to_dict())
         s = statistics.median(times)
-        out["pipelines"][name] = {"seconds": s, "docs_per_s": len(texts) / s, "mb_per_s": mb / s,
-                                  "chunks": _mean(chunks), "works_test": _mean(tests)}
+        out["pipelines"][name] = {
+            "seconds": s,
+            "docs_per_s": len(texts) / s,
+            "mb_per_s": mb / s,
+            "chunks": _mean(chunks),
+            "works_test": _mean(tests),
+        }
     return out
 
 
@@ -195,9 +228,17 @@ def audit_overhead(repeats: int) -> dict[str, Any]:
         outside.append((time.perf_counter() - wall - inside) / inside)
         assert got == want
     b, a = statistics.median(bare), statistics.median(audited)
-    return {"documents": len(docs), "runs": repeats, "bare_docs_per_s": len(docs) / b, "bare_s": b, "audited_s": a,
-            "side_by_side": a / b - 1, "in_run": statistics.median(outside), "in_run_range": [min(outside), max(outside)],
-            "in_run_us_per_doc": statistics.median(outside) * b / len(docs) * 1e6}
+    return {
+        "documents": len(docs),
+        "runs": repeats,
+        "bare_docs_per_s": len(docs) / b,
+        "bare_s": b,
+        "audited_s": a,
+        "side_by_side": a / b - 1,
+        "in_run": statistics.median(outside),
+        "in_run_range": [min(outside), max(outside)],
+        "in_run_us_per_doc": statistics.median(outside) * b / len(docs) * 1e6,
+    }
 
 
 def main() -> None:
@@ -208,33 +249,47 @@ def main() -> None:
     works = [w for w in corpus.load_corpus(stdlib_bytes=0) if w.author in ("shakespeare", "milton")]
     table = works_table(works)
     chosen = next(r for r in table if r["shingle"] == CHOSEN)
-    result = {"works": table, "gap": work_gap(works), "chunks": speed_and_recall(works, chosen["threshold"], args.repeats),
-              "audit": audit_overhead(max(args.repeats, 9))}
+    result: dict[str, Any] = {
+        "works": table,
+        "gap": work_gap(works),
+        "chunks": speed_and_recall(works, chosen["threshold"], args.repeats),
+        "audit": audit_overhead(max(args.repeats, 9)),
+    }
     if args.json:
         print(json.dumps(result, indent=1))
         return
     print("works: threshold chosen on the comedies, scored on the tragedies and histories, and on all works")
     print(f"{'shingle':8} {'threshold':>9} {'test P':>7} {'test R':>7} {'all P':>6} {'all R':>6}")
     for r in table:
-        print(f"{r['shingle']:8} {r['threshold']:9.3f} {r['test']['precision']:7.3f} {r['test']['recall']:7.3f} "
-              f"{r['all']['precision']:6.3f} {r['all']['recall']:6.3f}")
+        print(
+            f"{r['shingle']:8} {r['threshold']:9.3f} {r['test']['precision']:7.3f} {r['test']['recall']:7.3f} "
+            f"{r['all']['precision']:6.3f} {r['all']['recall']:6.3f}"
+        )
     g = result["gap"]
-    print(f"{CHOSEN} exact Jaccard: the two editions of a play {g['editions_min']:.3f}-{g['editions_max']:.3f}, "
-          f"two different plays at most {g['other_plays_max']:.3f}")
+    print(
+        f"{CHOSEN} exact Jaccard: the two editions of a play {g['editions_min']:.3f}-{g['editions_max']:.3f}, "
+        f"two different plays at most {g['other_plays_max']:.3f}"
+    )
     c = result["chunks"]
-    print(f"\n{c['documents']:,} chunks of 2,000 characters ({c['mb']:.2f} MB), {CHOSEN}, threshold "
-          f"{chosen['threshold']:.3f}, {PERMUTATIONS} permutations = {c['bands']} bands x {c['rows']} rows; "
-          f"{c['exact_pairs']:,} chunk pairs at or above it by exact Jaccard ({c['exact_pairs_editions']:,} of them "
-          f"two editions of one play)")
+    print(
+        f"\n{c['documents']:,} chunks of 2,000 characters ({c['mb']:.2f} MB), {CHOSEN}, threshold "
+        f"{chosen['threshold']:.3f}, {PERMUTATIONS} permutations = {c['bands']} bands x {c['rows']} rows; "
+        f"{c['exact_pairs']:,} chunk pairs at or above it by exact Jaccard ({c['exact_pairs_editions']:,} of them "
+        f"two editions of one play)"
+    )
     print(f"{'pipeline':27} {'docs/s':>8} {'MB/s':>6} {'chunk P':>8} {'chunk R':>8} {'works P':>8} {'works R':>8}")
     for name, p in c["pipelines"].items():
-        print(f"{name:27} {p['docs_per_s']:8,.0f} {p['mb_per_s']:6.2f} {p['chunks']['precision']:8.3f} "
-              f"{p['chunks']['recall']:8.3f} {p['works_test']['precision']:8.3f} {p['works_test']['recall']:8.3f}")
+        print(
+            f"{name:27} {p['docs_per_s']:8,.0f} {p['mb_per_s']:6.2f} {p['chunks']['precision']:8.3f} "
+            f"{p['chunks']['recall']:8.3f} {p['works_test']['precision']:8.3f} {p['works_test']['recall']:8.3f}"
+        )
     a = result["audit"]
     lo, hi = a["in_run_range"]
-    print(f"\nstage accounting: a filter at {a['bare_docs_per_s']:,.0f} docs/s bare; through Audit +{a['in_run']:.2%} "
-          f"in-run ({lo:.2%}-{hi:.2%} over {a['runs']} runs, {a['in_run_us_per_doc']:.3f} us per "
-          f"document), {a['side_by_side']:+.2%} side by side (CPU, medians of alternating runs)")
+    print(
+        f"\nstage accounting: a filter at {a['bare_docs_per_s']:,.0f} docs/s bare; through Audit +{a['in_run']:.2%} "
+        f"in-run ({lo:.2%}-{hi:.2%} over {a['runs']} runs, {a['in_run_us_per_doc']:.3f} us per "
+        f"document), {a['side_by_side']:+.2%} side by side (CPU, medians of alternating runs)"
+    )
 
 
 if __name__ == "__main__":

@@ -45,38 +45,52 @@ def print_false_positives(fp: dict[str, Any]) -> None:
     print("kind".ljust(12) + "runs  schedule   rate  too-high+too-low  not_run+found  causes found (>= 0.5)")
     for kind, row in fp.items():
         causes = ", ".join(f"{c} {n}" for c, n in sorted(row["causes"].items())) or "-"
-        print(kind.ljust(12) + f"{row['runs']:>4}  {row['schedule']:>8}  {row['rate']:>5.0%}  {row['too_high_and_too_low']:>16}"
-              f"  {row['not_run_and_found']:>13}  {causes}")
+        print(
+            kind.ljust(12)
+            + f"{row['runs']:>4}  {row['schedule']:>8}  {row['rate']:>5.0%}  {row['too_high_and_too_low']:>16}"
+            f"  {row['not_run_and_found']:>13}  {causes}"
+        )
     print()
 
 
 def print_gns_leads(g: dict[str, Any]) -> None:
-    print(f"\nGNS early warning (a heuristic): fired on {g['fired']}/{g['faulted']} faulted probes "
-          f"({', '.join(f'{c} {n}' for c, n in sorted(g['by_condition'].items())) or '-'}) and {g['clean_fired']}/{g['clean']} "
-          "clean ones")
+    print(
+        f"\nGNS early warning (a heuristic): fired on {g['fired']}/{g['faulted']} faulted probes "
+        f"({', '.join(f'{c} {n}' for c, n in sorted(g['by_condition'].items())) or '-'}) "
+        f"and {g['clean_fired']}/{g['clean']} clean ones"
+    )
     if g["leads"]:
-        print(f"  lead over the validation loss's degradation (1% above its best), where both happened "
-              f"({g['with_val_degradation']} runs): median {g['median_lead']:.0f} steps, {g['ahead']} ahead of it, "
-              f"leads {g['leads']}")
+        print(
+            f"  lead over the validation loss's degradation (1% above its best), where both happened "
+            f"({g['with_val_degradation']} runs): median {g['median_lead']:.0f} steps, {g['ahead']} ahead of it, "
+            f"leads {g['leads']}"
+        )
     print(f"  fired without the validation loss degrading: {g['without_val_degradation']}")
 
 
 # -- real public logs with known answers --------------------------------------------------------------------
 
+
 def print_real_cases(rows: list[dict[str, Any]]) -> None:
     labels = sorted({r["expected"] for r in rows} | {r["found"] for r in rows})
-    print("real public logs with known answers (rows: the answer expected; columns: the top cause found above low "
-          "confidence)")
+    print(
+        "real public logs with known answers (rows: the answer expected; columns: the top cause found above low "
+        "confidence)"
+    )
     print("expected".ljust(18) + " ".join(c[:10].rjust(10) for c in labels))
     for expected in sorted({r["expected"] for r in rows}):
         mine = [r for r in rows if r["expected"] == expected]
         print(expected.ljust(18) + " ".join(str(sum(r["found"] == c for r in mine)).rjust(10) for c in labels))
-    print(f"checks passed {sum(r['passed'] for r in rows)}/{len(rows)}; top cause as expected "
-          f"{sum(r['agrees'] for r in rows)}/{len(rows)}")
+    print(
+        f"checks passed {sum(r['passed'] for r in rows)}/{len(rows)}; top cause as expected "
+        f"{sum(r['agrees'] for r in rows)}/{len(rows)}"
+    )
     for r in rows:
-        print(f"  check {'pass' if r['passed'] else 'FAIL'}, top cause {'agrees' if r['agrees'] else 'DISAGREES'}: "
-              f"{r['case']}: {r['checked']}; top cause {r['found']} (expected {r['expected']}); second-half "
-              f"tranches within noise: {r['second_half_within_noise']}")
+        print(
+            f"  check {'pass' if r['passed'] else 'FAIL'}, top cause {'agrees' if r['agrees'] else 'DISAGREES'}: "
+            f"{r['case']}: {r['checked']}; top cause {r['found']} (expected {r['expected']}); second-half "
+            f"tranches within noise: {r['second_half_within_noise']}"
+        )
         print(f"        findings: {'; '.join(r['findings']) or 'none'}")
     print()
 
@@ -84,10 +98,13 @@ def print_real_cases(rows: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="*", help="seeds to run (default: 100-109, clean 100-119)")
-    parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS),
-                        help="conditions to run (none: only the synthetic table)")
+    parser.add_argument(
+        "--conditions", nargs="*", default=list(CONDITIONS), help="conditions to run (none: only the synthetic table)"
+    )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--synthetic", type=int, default=50, help="synthetic runs per kind for the false-positive table")
+    parser.add_argument(
+        "--synthetic", type=int, default=50, help="synthetic runs per kind for the false-positive table"
+    )
     parser.add_argument("--no-real", action="store_true", help="skip the real cases")
     args = parser.parse_args()
     if args.synthetic:
@@ -115,8 +132,12 @@ def main() -> None:
         if not sum(row.values()):
             continue
         expected = CONDITIONS[name].cause or "none"
-        print(name.ljust(18) + expected.ljust(22) + " ".join(str(row.get(c, 0)).rjust(6) for c in causes)
-              + f"   {sum(row.values()) * s['hits'][name]:.0f}/{sum(row.values())}")
+        print(
+            name.ljust(18)
+            + expected.ljust(22)
+            + " ".join(str(row.get(c, 0)).rjust(6) for c in causes)
+            + f"   {sum(row.values()) * s['hits'][name]:.0f}/{sum(row.values())}"
+        )
     print("\nper cause (top cause above low confidence)".ljust(40) + "labelled  found  missed  false+")
     for cause in sorted({c.cause or "none" for c in CONDITIONS.values()}):
         labelled = [n for n, c in CONDITIONS.items() if (c.cause or "none") == cause]
@@ -132,10 +153,13 @@ def main() -> None:
         print(f"\nspike localisation: {within}/{len(loc)} within 10 steps of the injection; errors {sorted(loc)}")
     for r in results:
         top = next((f for f in r["findings"] if f["confidence"] > 0.3), None)
-        expected = CONDITIONS[r["condition"]].cause
-        if (top["cause"] if top else None) != expected:
-            print(f"miss: {r['run']}: " + "; ".join(f"{f['cause']}/{f['detector']} {f['confidence']}@{f['start_step']}"
-                                                  for f in r["findings"]), file=sys.stderr)
+        wanted_cause = CONDITIONS[r["condition"]].cause
+        if (top["cause"] if top else None) != wanted_cause:
+            print(
+                f"miss: {r['run']}: "
+                + "; ".join(f"{f['cause']}/{f['detector']} {f['confidence']}@{f['start_step']}" for f in r["findings"]),
+                file=sys.stderr,
+            )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,17 @@ def flush_times(path: Path, *, durable: bool, flushes: int) -> list[float]:
         ledger.claim_run("bench", owner=owner)
         for i in range(flushes):
             steps = np.arange(i * ROWS + 1, (i + 1) * ROWS + 1)
-            rows = {"step": steps, "tokens": steps * 4096.0, "samples": steps * 8.0, "wall_s": steps * 0.01,
-                    "step_s": np.full(ROWS, 0.01), "loss": 1.0 / steps, "lr": np.full(ROWS, 3e-4),
-                    "grad_norm": np.ones(ROWS), "tokens_per_s": np.full(ROWS, 4e5)}
+            rows = {
+                "step": steps,
+                "tokens": steps * 4096.0,
+                "samples": steps * 8.0,
+                "wall_s": steps * 0.01,
+                "step_s": np.full(ROWS, 0.01),
+                "loss": 1.0 / steps,
+                "lr": np.full(ROWS, 3e-4),
+                "grad_norm": np.ones(ROWS),
+                "tokens_per_s": np.full(ROWS, 4e5),
+            }
             start = time.perf_counter()
             with ledger.transaction():
                 ledger.heartbeat("bench", owner)
@@ -46,16 +54,21 @@ def flush_times(path: Path, *, durable: bool, flushes: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flushes", type=int, default=200)
-    parser.add_argument("--dir", default=None, help="folder for the ledgers (default: a temp folder; put it on "
-                                                    "the disk the ledger lives on)")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="folder for the ledgers (default: a temp folder; put it on the disk the ledger lives on)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = {}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for name, durable in (("synchronous=NORMAL", False), ("synchronous=FULL (durable)", True)):
             times = sorted(flush_times(Path(tmp) / f"{durable}.db", durable=durable, flushes=args.flushes))
-            result[name] = {"median_ms": statistics.median(times) * 1e3,
-                            "p95_ms": times[int(0.95 * (len(times) - 1))] * 1e3}
+            result[name] = {
+                "median_ms": statistics.median(times) * 1e3,
+                "p95_ms": times[int(0.95 * (len(times) - 1))] * 1e3,
+            }
     if args.json:
         print(json.dumps(result, indent=2))
         return

@@ -27,8 +27,10 @@ from yieldgate.manifest import parse_manifest
 from yieldgate.probe.config import ProbeConfig
 from yieldgate.probe.trainer import train_probe
 
-RECIPE = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
-          "tokenizer": {"name": "bpe-512", "vocab_size": 512}}
+RECIPE = {
+    "sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
+    "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+}
 
 
 def main() -> None:
@@ -38,20 +40,33 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     logging.getLogger("yieldgate").setLevel(logging.ERROR)
-    data = resolve(parse_manifest({"data": RECIPE}).data, seed=0, max_chars_per_source=1_500_000)
+    recipe = parse_manifest({"data": RECIPE}).data
+    assert recipe is not None
+    data = resolve(recipe, seed=0, max_chars_per_source=1_500_000)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-forecast-") as tmp:
         db = str(Path(tmp) / "f.db")
         for seed in range(args.seeds):
             start = time.perf_counter()
-            train_probe(data, ProbeConfig(tokens=args.tokens, seed=seed, evals=20, eval_sequences=64, threads=2),
-                        run=f"seed{seed}", ledger=db)
+            train_probe(
+                data,
+                ProbeConfig(tokens=args.tokens, seed=seed, evals=20, eval_sequences=64, threads=2),
+                run=f"seed{seed}",
+                ledger=db,
+            )
             with Ledger(db, readonly=True) as ledger:
-                rows.append({"seed": seed, **forecast_check(ledger, f"seed{seed}"),
-                             "train_s": time.perf_counter() - start})
+                rows.append(
+                    {"seed": seed, **forecast_check(ledger, f"seed{seed}"), "train_s": time.perf_counter() - start}
+                )
     held = sum(r["held"] for r in rows)
-    result = {"seeds": args.seeds, "tokens": args.tokens, "held": held, "target": "held in >= 8 of 10 seeds",
-              "pass": held >= 0.8 * args.seeds, "rows": rows}
+    result = {
+        "seeds": args.seeds,
+        "tokens": args.tokens,
+        "held": held,
+        "target": "held in >= 8 of 10 seeds",
+        "pass": held >= 0.8 * args.seeds,
+        "rows": rows,
+    }
     if args.json:
         print(json.dumps(result))
         return
@@ -59,8 +74,15 @@ def main() -> None:
     for column in ("seed", "fitted/stable evals", "at tokens", "forecast gain", "80% interval", "measured", "held"):
         table.add_column(column, justify="right")
     for r in rows:
-        table.add_row(str(r["seed"]), f"{r['fitted']}/{r['stable']}", f"{r['at_tokens']:,.0f}", f"{r['forecast']:.4f}",
-                      f"[{r['low']:.4f}, {r['high']:.4f}]", f"{r['measured']:.4f}", "yes" if r["held"] else "no")
+        table.add_row(
+            str(r["seed"]),
+            f"{r['fitted']}/{r['stable']}",
+            f"{r['at_tokens']:,.0f}",
+            f"{r['forecast']:.4f}",
+            f"[{r['low']:.4f}, {r['high']:.4f}]",
+            f"{r['measured']:.4f}",
+            "yes" if r["held"] else "no",
+        )
     console = Console(width=120)
     console.print(table)
     console.print(f"{'PASS' if result['pass'] else 'FAIL'}  held in {held} of {args.seeds} seeds (target >= 8 of 10)")

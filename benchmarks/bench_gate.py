@@ -66,39 +66,81 @@ def main() -> None:
             for case, expected, target in cases:
                 d = gate(ledger, target, policy)
                 fc = d.evidence["forecast"]
-                rows.append({"case": case, "target": target, "expected": expected, "decision": d.decision,
-                             "yield_per_btok": fc["yield_per_btok"], "interval": fc["interval"],
-                             "power_law_interval": fc["forecast"]["interval"],
-                             "threshold": policy.requirements.min_yield_per_btok, "rationale": d.rationale})
-            hardware = parse_policy({**policy.model_dump(mode="json"),
-                                     "exception": {"kind": "new_hardware", "reference": "clean/s[012]"}})
+                rows.append(
+                    {
+                        "case": case,
+                        "target": target,
+                        "expected": expected,
+                        "decision": d.decision,
+                        "yield_per_btok": fc["yield_per_btok"],
+                        "interval": fc["interval"],
+                        "power_law_interval": fc["forecast"]["interval"],
+                        "threshold": policy.requirements.min_yield_per_btok,
+                        "rationale": d.rationale,
+                    }
+                )
+            hardware = parse_policy(
+                {**policy.model_dump(mode="json"), "exception": {"kind": "new_hardware", "reference": "clean/s[012]"}}
+            )
             for target in [f"{kind}/s{s}" for kind in ("clean", "lr30") for s in seeds[3:]]:
                 exc = gate(ledger, target, hardware).evidence["exception"]
                 worst = max(exc["curve"]["points"], key=lambda p: abs(p["diff"]) / p["allowed"])
-                curves.append({"target": target, "expected": target.startswith("clean"), "applies": exc["applies"],
-                               "tokens": worst["tokens"], "departure": worst["diff"], "allowed": worst["allowed"]})
+                curves.append(
+                    {
+                        "target": target,
+                        "expected": target.startswith("clean"),
+                        "applies": exc["applies"],
+                        "tokens": worst["tokens"],
+                        "departure": worst["diff"],
+                        "allowed": worst["allowed"],
+                    }
+                )
     elapsed = time.perf_counter() - start
     if args.json:
         print(json.dumps({"decisions": rows, "exception": curves}, indent=2))
         return
-    table = Table("case", "target", "decision", "yield / B tokens", f"{policy.requirements.level:.0%} interval",
-                  "power law alone",
-                  title=f"{len(rows)} decisions on {3 * args.seeds} real probes in {elapsed:.0f} s, threshold "
-                        f"{policy.requirements.min_yield_per_btok:g} per billion tokens")
+    table = Table(
+        "case",
+        "target",
+        "decision",
+        "yield / B tokens",
+        f"{policy.requirements.level:.0%} interval",
+        "power law alone",
+        title=f"{len(rows)} decisions on {3 * args.seeds} real probes in {elapsed:.0f} s, threshold "
+        f"{policy.requirements.min_yield_per_btok:g} per billion tokens",
+    )
     for r in rows:
         mark = "" if r["decision"] == r["expected"] else f" (expected {r['expected']})"
-        table.add_row(r["case"], r["target"], r["decision"] + mark, f"{r['yield_per_btok']:,.0f}",
-                      f"[{r['interval'][0]:,.0f}, {r['interval'][1]:,.0f}]",
-                      f"[{r['power_law_interval'][0]:,.0f}, {r['power_law_interval'][1]:,.0f}]")
+        table.add_row(
+            r["case"],
+            r["target"],
+            r["decision"] + mark,
+            f"{r['yield_per_btok']:,.0f}",
+            f"[{r['interval'][0]:,.0f}, {r['interval'][1]:,.0f}]",
+            f"[{r['power_law_interval'][0]:,.0f}, {r['power_law_interval'][1]:,.0f}]",
+        )
     Console(width=150).print(table)
     right = sum(r["decision"] == r["expected"] for r in rows)
     print(f"{right}/{len(rows)} decisions as expected")
-    table = Table("target", "exception", "at tokens", "departure", "allowed", "departure / allowed",
-                  title="the new-hardware exception's curve check against clean/s[012], at the point nearest its limit")
+    table = Table(
+        "target",
+        "exception",
+        "at tokens",
+        "departure",
+        "allowed",
+        "departure / allowed",
+        title="the new-hardware exception's curve check against clean/s[012], at the point nearest its limit",
+    )
     for c in curves:
         mark = "" if c["applies"] == c["expected"] else " (unexpected)"
-        table.add_row(c["target"], ("holds" if c["applies"] else "ends") + mark, f"{c['tokens']:,.0f}",
-                      f"{c['departure']:+.4f}", f"±{c['allowed']:.4f}", f"{abs(c['departure']) / c['allowed']:.2f}")
+        table.add_row(
+            c["target"],
+            ("holds" if c["applies"] else "ends") + mark,
+            f"{c['tokens']:,.0f}",
+            f"{c['departure']:+.4f}",
+            f"±{c['allowed']:.4f}",
+            f"{abs(c['departure']) / c['allowed']:.2f}",
+        )
     Console(width=150).print(table)
 
 

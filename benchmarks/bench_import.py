@@ -26,8 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
-TAGS = ["train/loss", "train/lr", "train/grad_norm", "eval/loss", "tokens", "throughput/tokens_per_s",
-        "train/perplexity", "signals/a", "signals/b", "signals/c"]
+TAGS = [
+    "train/loss",
+    "train/lr",
+    "train/grad_norm",
+    "eval/loss",
+    "tokens",
+    "throughput/tokens_per_s",
+    "train/perplexity",
+    "signals/a",
+    "signals/b",
+    "signals/c",
+]
 
 
 def write_log(folder: Path, steps: int) -> Path:
@@ -66,9 +76,15 @@ def write_event_file(path: Path, size: int, buckets: int = 2048) -> int:
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
 
-    histo = HistogramProto(min=-1.0, max=1.0, num=1e6, sum=0.0, sum_squares=1e3,
-                           bucket_limit=[-1.0 + 2.0 * (i + 1) / buckets for i in range(buckets)],
-                           bucket=[float(i % 97) for i in range(buckets)])
+    histo = HistogramProto(
+        min=-1.0,
+        max=1.0,
+        num=1e6,
+        sum=0.0,
+        sum_squares=1e3,
+        bucket_limit=[-1.0 + 2.0 * (i + 1) / buckets for i in range(buckets)],
+        bucket=[float(i % 97) for i in range(buckets)],
+    )
     # Serialized protobuf messages merge when concatenated: the bulky part is serialized once.
     bulk = Event(summary=Summary(value=[Summary.Value(tag="weights/histogram", histo=histo)])).SerializeToString()
     step, written = 0, 0
@@ -78,8 +94,11 @@ def write_event_file(path: Path, size: int, buckets: int = 2048) -> int:
             step += 1
             wall = 1.7e9 + step * 0.5
             for j, tag in enumerate(SCALARS):
-                event = Event(wall_time=wall, step=step, summary=Summary(
-                    value=[Summary.Value(tag=tag, simple_value=1.0 / step + j)]))
+                event = Event(
+                    wall_time=wall,
+                    step=step,
+                    summary=Summary(value=[Summary.Value(tag=tag, simple_value=1.0 / step + j)]),
+                )
                 written += fh.write(_frame(event.SerializeToString()))
             written += fh.write(_frame(Event(wall_time=wall, step=step).SerializeToString() + bulk))
     return step
@@ -110,10 +129,15 @@ def measure_memory(folder: Path, size_gb: float) -> None:
     for name, path in (("small", small), ("big", big)):
         ledger = folder / f"memory-{name}.db"
         ledger.unlink(missing_ok=True)
-        results[name] = peak_rss_mb("--ledger", str(ledger), "import", "tensorboard", str(path), "--run", name, "--json")
+        results[name] = peak_rss_mb(
+            "--ledger", str(ledger), "import", "tensorboard", str(path), "--run", name, "--json"
+        )
         ledger.unlink(missing_ok=True)
-    print(f"event file: {big.stat().st_size / 1e9:.2f} GB" + (f", {steps:,} steps" if steps else "")
-          + " (3 scalars and one 2,048-bucket histogram per step)")
+    print(
+        f"event file: {big.stat().st_size / 1e9:.2f} GB"
+        + (f", {steps:,} steps" if steps else "")
+        + " (3 scalars and one 2,048-bucket histogram per step)"
+    )
     print(f"{'import of':<40}{'peak RSS MB':>12}{'seconds':>10}")
     print(f"{'a file of a few steps (baseline)':<40}{results['small'][0]:>12.0f}{results['small'][1]:>10.1f}")
     print(f"{f'the {big.stat().st_size / 1e9:.1f} GB file':<40}{results['big'][0]:>12.0f}{results['big'][1]:>10.1f}")
@@ -161,10 +185,14 @@ def main() -> None:
         theirs.append(t)
     print(f"{len(TAGS)} tags x {args.steps:,} steps = {scalars:,} scalars ({steps:,} step rows imported)")
     print(f"{'reader':<44}{'median s':>10}{'runs':>30}")
-    print(f"{'yieldgate import tensorboard (into ledger)':<44}{statistics.median(ours):>10.2f}"
-          f"{', '.join(f'{t:.2f}' for t in ours):>30}")
-    print(f"{'tbparse SummaryReader(...).scalars':<44}{statistics.median(theirs):>10.2f}"
-          f"{', '.join(f'{t:.2f}' for t in theirs):>30}")
+    print(
+        f"{'yieldgate import tensorboard (into ledger)':<44}{statistics.median(ours):>10.2f}"
+        f"{', '.join(f'{t:.2f}' for t in ours):>30}"
+    )
+    print(
+        f"{'tbparse SummaryReader(...).scalars':<44}{statistics.median(theirs):>10.2f}"
+        f"{', '.join(f'{t:.2f}' for t in theirs):>30}"
+    )
     print(f"speedup: {statistics.median(theirs) / statistics.median(ours):.1f}x")
 
 

@@ -83,14 +83,20 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"append, core columns : {result['append_core_values_per_s']:>14,.0f} values/s "
-          f"({core_values:,} values in batches of {BATCH:,} steps; target >= 1,000,000)")
-    print(f"append, extras       : {result['append_extras_values_per_s']:>14,.0f} values/s "
-          f"({extras_values:,} values, long table; target >= 1,000,000)")
+    print(
+        f"append, core columns : {result['append_core_values_per_s']:>14,.0f} values/s "
+        f"({core_values:,} values in batches of {BATCH:,} steps; target >= 1,000,000)"
+    )
+    print(
+        f"append, extras       : {result['append_extras_values_per_s']:>14,.0f} values/s "
+        f"({extras_values:,} values, long table; target >= 1,000,000)"
+    )
     print(f"read core, {n:,} steps: {result['read_core_s_median']:>10.3f} s median of 3 (target < 2 s)")
-    print(f"runs, {args.runs:,} runs  : {result['runs_cli_s_median']:>10.3f} s median of 3, `yieldgate runs` in a new "
-          f"process (target < 1 s; of it, Ledger.runs() {result['runs_ledger_s_median']:.3f} s and starting Python "
-          f"with yieldgate's CLI imported {result['cli_start_s_median']:.3f} s)")
+    print(
+        f"runs, {args.runs:,} runs  : {result['runs_cli_s_median']:>10.3f} s median of 3, `yieldgate runs` in a new "
+        f"process (target < 1 s; of it, Ledger.runs() {result['runs_ledger_s_median']:.3f} s and starting Python "
+        f"with yieldgate's CLI imported {result['cli_start_s_median']:.3f} s)"
+    )
 
 
 def list_runs(path: str, count: int) -> dict[str, float]:
@@ -100,8 +106,15 @@ def list_runs(path: str, count: int) -> dict[str, float]:
         for i in range(count):
             name = f"sweep/lr{i % 100}/s{i // 100}"
             ledger.create_run(name)
-            ledger.append_steps(name, {"step": np.arange(1, 11), "tokens": np.arange(1, 11) * 1000.0,
-                                       "loss": np.linspace(3, 2, 10), "wall_s": np.arange(1, 11) * 0.5})
+            ledger.append_steps(
+                name,
+                {
+                    "step": np.arange(1, 11),
+                    "tokens": np.arange(1, 11) * 1000.0,
+                    "loss": np.linspace(3, 2, 10),
+                    "wall_s": np.arange(1, 11) * 0.5,
+                },
+            )
             ledger.append_evals(name, [{"step": 10, "task": "val", "metric": "loss", "value": 2.5}])
             ledger.set_status(name, "finished")
     in_process, cli, start = [], [], []
@@ -115,14 +128,18 @@ def list_runs(path: str, count: int) -> dict[str, float]:
     compileall.compile_dir(Path(yieldgate.__file__).parent, quiet=1)
     for _ in range(3):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "yieldgate", "--ledger", path, "runs"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "yieldgate", "--ledger", path, "runs"], check=True, stdout=subprocess.DEVNULL
+        )
         cli.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import yieldgate.cli"], check=True)
         start.append(time.perf_counter() - t0)
-    return {"runs_ledger_s_median": float(np.median(in_process)), "runs_cli_s_median": float(np.median(cli)),
-            "cli_start_s_median": float(np.median(start))}
+    return {
+        "runs_ledger_s_median": float(np.median(in_process)),
+        "runs_cli_s_median": float(np.median(cli)),
+        "cli_start_s_median": float(np.median(start)),
+    }
 
 
 if __name__ == "__main__":

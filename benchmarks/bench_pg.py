@@ -30,8 +30,8 @@ import numpy as np
 from bench_ledger import list_runs  # benchmarks/ is the script's folder, first on sys.path
 
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.names import STEP_VALUE_COLUMNS
 from yieldgate.ledger.owners import Owner
+from yieldgate.names import STEP_VALUE_COLUMNS
 
 BATCH = 10_000
 FLUSH_ROWS = 10
@@ -80,8 +80,18 @@ def append_bulk(location: str, n: int, rng: np.random.Generator) -> dict[str, fl
 
 
 def append_like_a_tracker(location: str, flushes: int, rng: np.random.Generator) -> dict[str, float]:
-    columns = ["tokens", "samples", "wall_s", "step_s", "data_wait_s", "loss", "lr", "grad_norm", "tokens_per_s",
-               "signals/gns"]
+    columns = [
+        "tokens",
+        "samples",
+        "wall_s",
+        "step_s",
+        "data_wait_s",
+        "loss",
+        "lr",
+        "grad_norm",
+        "tokens_per_s",
+        "signals/gns",
+    ]
     owner = Owner.this_process()
     times = []
     with Ledger(location, busy_timeout_s=1.0, durable=True) as led:
@@ -94,13 +104,15 @@ def append_like_a_tracker(location: str, flushes: int, rng: np.random.Generator)
                 led.heartbeat("tracked", owner)
                 led.append_steps("tracked", {"step": steps, **{c: rng.random(FLUSH_ROWS) for c in columns}})
                 if f % 10 == 9:
-                    led.append_evals("tracked", [EvalRecord(step=int(steps[-1]), task="val", metric="loss",
-                                                            value=1.0)])
+                    led.append_evals("tracked", [EvalRecord(step=int(steps[-1]), task="val", metric="loss", value=1.0)])
             times.append(time.perf_counter() - t)
         seconds = time.perf_counter() - t0
         assert len(led.steps("tracked")) == flushes * FLUSH_ROWS
-    return {"append_tracker_rows_per_s": flushes * FLUSH_ROWS / seconds,
-            "flush_ms_median": 1e3 * float(np.median(times)), "flush_ms_p95": 1e3 * float(np.percentile(times, 95))}
+    return {
+        "append_tracker_rows_per_s": flushes * FLUSH_ROWS / seconds,
+        "flush_ms_median": 1e3 * float(np.median(times)),
+        "flush_ms_p95": 1e3 * float(np.percentile(times, 95)),
+    }
 
 
 def tracker_foreground(location: str, steps: int) -> dict[str, float]:
@@ -119,10 +131,12 @@ def tracker_foreground(location: str, steps: int) -> dict[str, float]:
 def measure(make: Callable[[], Any], args: argparse.Namespace) -> dict[str, float]:
     rng = np.random.default_rng(0)
     out: dict[str, float] = {}
-    for step in (lambda loc: append_bulk(loc, args.steps, rng),
-                 lambda loc: append_like_a_tracker(loc, args.flushes, rng),
-                 lambda loc: tracker_foreground(loc, args.tracker_steps),
-                 lambda loc: list_runs(loc, args.runs)):
+    for step in (
+        lambda loc: append_bulk(loc, args.steps, rng),
+        lambda loc: append_like_a_tracker(loc, args.flushes, rng),
+        lambda loc: tracker_foreground(loc, args.tracker_steps),
+        lambda loc: list_runs(loc, args.runs),
+    ):
         with make() as location:
             out.update(step(location))
     return out
@@ -138,8 +152,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not args.url:  # `make bench` on a machine that cannot start the test server
-        print("bench_pg: skipped, no PostgreSQL server: give --url postgresql://... (or `make pg-start`, which sets "
-              "YIELDGATE_TEST_PG_URL)")
+        print(
+            "bench_pg: skipped, no PostgreSQL server: give --url postgresql://... (or `make pg-start`, which sets "
+            "YIELDGATE_TEST_PG_URL)"
+        )
         return
 
     @contextmanager
@@ -151,15 +167,20 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    rows = [("append, bulk (values/s)", "append_bulk_values_per_s", "{:,.0f}"),
-            (f"append, Tracker-like flushes of {FLUSH_ROWS} steps (rows/s)", "append_tracker_rows_per_s", "{:,.0f}"),
-            ("  one flush, median (ms)", "flush_ms_median", "{:.2f}"),
-            ("  one flush, p95 (ms)", "flush_ms_p95", "{:.2f}"),
-            ("Tracker, training thread per step (ms)", "tracker_foreground_ms_per_step", "{:.4f}"),
-            *[(f"read core columns, {k.split('_')[1]} steps (s)", k, "{:.3f}")
-              for k in result["sqlite"] if k.startswith("read_")],
-            (f"runs(), {args.runs:,} runs, in process (s)", "runs_ledger_s_median", "{:.3f}"),
-            (f"`yieldgate runs`, {args.runs:,} runs, new process (s)", "runs_cli_s_median", "{:.3f}")]
+    rows = [
+        ("append, bulk (values/s)", "append_bulk_values_per_s", "{:,.0f}"),
+        (f"append, Tracker-like flushes of {FLUSH_ROWS} steps (rows/s)", "append_tracker_rows_per_s", "{:,.0f}"),
+        ("  one flush, median (ms)", "flush_ms_median", "{:.2f}"),
+        ("  one flush, p95 (ms)", "flush_ms_p95", "{:.2f}"),
+        ("Tracker, training thread per step (ms)", "tracker_foreground_ms_per_step", "{:.4f}"),
+        *[
+            (f"read core columns, {k.split('_')[1]} steps (s)", k, "{:.3f}")
+            for k in result["sqlite"]
+            if k.startswith("read_")
+        ],
+        (f"runs(), {args.runs:,} runs, in process (s)", "runs_ledger_s_median", "{:.3f}"),
+        (f"`yieldgate runs`, {args.runs:,} runs, new process (s)", "runs_cli_s_median", "{:.3f}"),
+    ]
     print(f"{'':56} {'SQLite':>12} {'PostgreSQL':>12} {'PG / SQLite':>12}")
     for label, key, fmt in rows:
         a, b = result["sqlite"][key], result["postgresql"][key]

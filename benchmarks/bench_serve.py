@@ -42,8 +42,12 @@ def _big_run(led: Ledger, name: str, n: int, seed: int) -> None:
     """A run as a Tracker writes one: every core column at every step, a warmup-stable-decay LR, the gradient
     noise scale every 10 steps, and EVALS evaluations of two held-out losses."""
     rng = np.random.default_rng(seed)
-    led.create_run(name, manifest=parse_manifest({"hardware": {"device_kind": "H100-SXM", "device_count": 8,
-                                                               "price_per_device_hour": 2.5}, "seed": seed}))
+    led.create_run(
+        name,
+        manifest=parse_manifest(
+            {"hardware": {"device_kind": "H100-SXM", "device_count": 8, "price_per_device_hour": 2.5}, "seed": seed}
+        ),
+    )
     step = np.arange(1, n + 1)
     tokens = step * 4096.0
     loss = 2.0 + 8.0 * (tokens / 1e6) ** -0.3 + rng.normal(0, 0.01, n)
@@ -51,16 +55,32 @@ def _big_run(led: Ledger, name: str, n: int, seed: int) -> None:
     for start in range(0, n, BATCH):
         sl = slice(start, start + BATCH)
         m = len(step[sl])
-        led.append_steps(name, {"step": step[sl], "tokens": tokens[sl], "samples": step[sl] * 16.0,
-                                "wall_s": step[sl] * 0.25, "step_s": np.full(m, 0.25),
-                                "data_wait_s": np.full(m, 0.01), "loss": loss[sl], "lr": lr[sl],
-                                "grad_norm": rng.random(m), "tokens_per_s": 16384 + rng.normal(0, 100, m)})
+        led.append_steps(
+            name,
+            {
+                "step": step[sl],
+                "tokens": tokens[sl],
+                "samples": step[sl] * 16.0,
+                "wall_s": step[sl] * 0.25,
+                "step_s": np.full(m, 0.25),
+                "data_wait_s": np.full(m, 0.01),
+                "loss": loss[sl],
+                "lr": lr[sl],
+                "grad_norm": rng.random(m),
+                "tokens_per_s": 16384 + rng.normal(0, 100, m),
+            },
+        )
         at = step[sl][::10]
         led.append_steps(name, {"step": at, "signals/gns": 1000 + rng.normal(0, 50, len(at))})
     every = np.linspace(n / EVALS, n, EVALS).astype(int)
-    led.append_evals(name, [EvalRecord(step=int(s), tokens=float(s * 4096), task=task, metric="loss",
-                                       value=float(loss[s - 1] + shift)) for s in every
-                            for task, shift in (("val", 0.05), ("val/web", 0.1))])
+    led.append_evals(
+        name,
+        [
+            EvalRecord(step=int(s), tokens=float(s * 4096), task=task, metric="loss", value=float(loss[s - 1] + shift))
+            for s in every
+            for task, shift in (("val", 0.05), ("val/web", 0.1))
+        ],
+    )
 
 
 def build(path: Path, steps: int, runs: int, big_runs: int) -> None:
@@ -71,8 +91,16 @@ def build(path: Path, steps: int, runs: int, big_runs: int) -> None:
         for k in range(runs - big_runs):
             name = f"sweep/lr{k:04d}"
             led.create_run(name)
-            led.append_steps(name, {"step": step, "tokens": step * 1024.0, "wall_s": step * 0.1,
-                                    "loss": 5.0 - np.log(step) / 3, "tokens_per_s": np.full(100, 10240.0)})
+            led.append_steps(
+                name,
+                {
+                    "step": step,
+                    "tokens": step * 1024.0,
+                    "wall_s": step * 0.1,
+                    "loss": 5.0 - np.log(step) / 3,
+                    "tokens_per_s": np.full(100, 10240.0),
+                },
+            )
             led.append_evals(name, [EvalRecord(step=100, tokens=102400.0, task="val", metric="loss", value=3.5)])
             if k % 3 == 0:
                 led.set_status(name, "finished")
@@ -130,8 +158,11 @@ def _until_drawn(page: Any, url: str) -> float:
     as the reader scrolls to them), or the runs table filled."""
     start = time.perf_counter()
     page.goto(url)
-    drawn = ("Number(document.body.dataset.draws || 0) >= 1" if "/run?" in url
-             else "document.querySelectorAll('#runs tbody tr').length > 0")
+    drawn = (
+        "Number(document.body.dataset.draws || 0) >= 1"
+        if "/run?" in url
+        else "document.querySelectorAll('#runs tbody tr').length > 0"
+    )
     while not page.evaluate(drawn):
         time.sleep(0.01)
     return time.perf_counter() - start
@@ -225,25 +256,35 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures))
         return
-    print(f"run page, {args.steps:,} steps (page + its JSON, {figures['run_page_bytes'] / 1e3:.0f} kB): "
-          f"{figures['run_page_s']:.2f} s cold, median of {args.repeats} (target < 2 s); "
-          f"{figures['run_page_warm_s']:.2f} s reloaded")
-    print(f"runs page, {args.runs:,} runs (page + its JSON, {figures['runs_page_bytes'] / 1e3:.0f} kB): "
-          f"{figures['runs_page_s']:.2f} s cold (target < 1 s)")
+    print(
+        f"run page, {args.steps:,} steps (page + its JSON, {figures['run_page_bytes'] / 1e3:.0f} kB): "
+        f"{figures['run_page_s']:.2f} s cold, median of {args.repeats} (target < 2 s); "
+        f"{figures['run_page_warm_s']:.2f} s reloaded"
+    )
+    print(
+        f"runs page, {args.runs:,} runs (page + its JSON, {figures['runs_page_bytes'] / 1e3:.0f} kB): "
+        f"{figures['runs_page_s']:.2f} s cold (target < 1 s)"
+    )
     if "browser_run_page_s" in figures:
         each = ", ".join(f"{t:.2f}" for t in figures["browser_run_page_each_s"])
         cached = ", ".join(f"{t:.2f}" for t in figures["browser_run_page_cached_each_s"])
         print(f"in headless Chromium, goto until drawn (median of {args.repeats}, each from a fresh server):")
-        print(f"  run page, later visits (plotly.js and its compiled code cached): "
-              f"{figures['browser_run_page_cached_s']:.2f} s (each: {cached} s; target < 2 s)")
-        print(f"  run page, first visit (nothing cached): {figures['browser_run_page_s']:.2f} s (each: {each} s), "
-              f"of which plotly.js alone takes {figures['browser_plotly_start_s']:.2f} s to start in a blank page")
+        print(
+            f"  run page, later visits (plotly.js and its compiled code cached): "
+            f"{figures['browser_run_page_cached_s']:.2f} s (each: {cached} s; target < 2 s)"
+        )
+        print(
+            f"  run page, first visit (nothing cached): {figures['browser_run_page_s']:.2f} s (each: {each} s), "
+            f"of which plotly.js alone takes {figures['browser_plotly_start_s']:.2f} s to start in a blank page"
+        )
         print(f"  runs page: {figures['browser_runs_page_s']:.2f} s (target < 1 s)")
     first, mid, last = (figures[f"memory_after_{k}_mb"] for k in ("first", 30, 60))
-    print(f"server memory: {first['VmRSS']:.0f} MB resident after the first run page (peak {first['VmHWM']:.0f} MB); "
-          f"{mid['VmRSS']:.0f} MB after 30 more plots of the {BIG_RUNS} big runs, each drawn anew (peak "
-          f"{mid['VmHWM']:.0f} MB), "
-          f"{last['VmRSS']:.0f} MB after 60 (peak {last['VmHWM']:.0f} MB)")
+    print(
+        f"server memory: {first['VmRSS']:.0f} MB resident after the first run page (peak {first['VmHWM']:.0f} MB); "
+        f"{mid['VmRSS']:.0f} MB after 30 more plots of the {BIG_RUNS} big runs, each drawn anew (peak "
+        f"{mid['VmHWM']:.0f} MB), "
+        f"{last['VmRSS']:.0f} MB after 60 (peak {last['VmHWM']:.0f} MB)"
+    )
     print(f"(ledger built in {figures['build_s']:.0f} s)")
 
 

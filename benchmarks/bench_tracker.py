@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psutil
 import torch
@@ -70,13 +70,14 @@ class Step:
 
 @dataclass
 class Peer:
-    log: Callable[[Step], None]
+    log: Callable[[Step], object]  # what the tracker's call returns is dropped
     close: Callable[[], None]
     busy: Callable[[], float] = lambda: 0.0  # yieldgate: its own count of training-thread seconds, hooks too
     after: Callable[[], None] = lambda: None  # after the measurement (W&B: stop its service)
 
 
 # -- the peers: each sets up in its own fresh temp dir, before the measurement ---------------------------
+
 
 def no_tracker(tmp: Path, model: GPT, opt: torch.optim.Optimizer) -> Peer:
     return Peer(lambda s: None, lambda: None)
@@ -116,8 +117,10 @@ def wandb_offline(tmp: Path, model: GPT, opt: torch.optim.Optimizer) -> Peer:
     return Peer(lambda s: run.log(s.host, step=s.step), run.finish, after=wandb.teardown)
 
 
-def yieldgate(tmp: Path, model: GPT, opt: torch.optim.Optimizer, *, signals: str) -> Peer:
-    tr = Tracker("bench", ledger=tmp / "b.db", signals=signals, optimizer=opt, model=model if signals == "full" else None)
+def yieldgate(tmp: Path, model: GPT, opt: torch.optim.Optimizer, *, signals: Literal["throughput", "full"]) -> Peer:
+    tr = Tracker(
+        "bench", ledger=tmp / "b.db", signals=signals, optimizer=opt, model=model if signals == "full" else None
+    )
     # Tensors, not floats: the Tracker never syncs. It reads lr from the optimizer and measures tokens/s and
     # step time itself.
     log = lambda s: tr.step(tokens=TOKENS, samples=BATCH, loss=s.loss, grad_norm=s.grad_norm)  # noqa: E731
@@ -137,10 +140,14 @@ PEERS: dict[str, Make] = {
     OURS: partial(yieldgate, signals="throughput"),
 }
 # (name, peer, microbatches per step): the peers on one batch of 16 x 128, then signals="full" on 4 x (4 x 128).
-CONFIGS = [*((name, make, 1) for name, make in PEERS.items()), (FULL, partial(yieldgate, signals="full"), 4)]
+CONFIGS: list[tuple[str, Make, int]] = [
+    *((name, make, 1) for name, make in PEERS.items()),
+    (FULL, partial(yieldgate, signals="full"), 4),
+]
 
 
 # -- measuring ------------------------------------------------------------------------------------------
+
 
 def thread_cpu() -> dict[int, float]:
     """CPU seconds of each Python thread but the training thread (torch's OpenMP workers are not Python threads)."""
@@ -163,7 +170,9 @@ def descendant_cpu() -> float:
     return total
 
 
-def train_step(model: GPT, opt: torch.optim.Optimizer, ids: torch.Tensor, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
+def train_step(
+    model: GPT, opt: torch.optim.Optimizer, ids: torch.Tensor, micro: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over `ids` (batch, context + 1) split into `micro` accumulation microbatches."""
     opt.zero_grad(set_to_none=True)
     loss_sum = torch.zeros(())
@@ -197,8 +206,14 @@ def measure(make: Make, steps: int, micro: int = 1) -> dict[str, float]:
             tokens += TOKENS
             # .item() is a device sync (a real cost on GPUs); done here, outside the timed region, so the
             # peers, which need Python floats, are not charged for it. yieldgate gets the tensors.
-            host = {"loss": loss.item(), "lr": opt.param_groups[0]["lr"], "grad_norm": grad_norm.item(),
-                    "tokens_per_s": TOKENS / step_s, "step_s": step_s, "tokens": tokens}
+            host = {
+                "loss": loss.item(),
+                "lr": opt.param_groups[0]["lr"],
+                "grad_norm": grad_norm.item(),
+                "tokens_per_s": TOKENS / step_s,
+                "step_s": step_s,
+                "tokens": tokens,
+            }
             b0 = peer.busy()
             c0, t0 = time.thread_time(), time.perf_counter()
             peer.log(Step(i, host, loss, grad_norm))
@@ -220,10 +235,18 @@ def measure(make: Make, steps: int, micro: int = 1) -> dict[str, float]:
     background = sum(v - threads0.get(k, 0.0) for k, v in threads1.items())
     total = fg_cpu + hooks + background + (cpu2 - cpu1) + (kids2 - kids0)
     ms = 1e3 / steps
-    return {"foreground_ms": (fg + hooks) * ms, "total_cpu_ms": total * ms, "foreground_cpu_ms": fg_cpu * ms,
-            "hooks_ms": hooks * ms, "background_cpu_ms": background * ms, "close_cpu_ms": (cpu2 - cpu1) * ms,
-            "children_cpu_ms": (kids2 - kids0) * ms, "loop_cpu_ms": (cpu2 - cpu0 + kids2 - kids0) * ms,
-            "step_ms": (wall1 - wall0) * ms, "busy_share": busy / (wall1 - wall0)}
+    return {
+        "foreground_ms": (fg + hooks) * ms,
+        "total_cpu_ms": total * ms,
+        "foreground_cpu_ms": fg_cpu * ms,
+        "hooks_ms": hooks * ms,
+        "background_cpu_ms": background * ms,
+        "close_cpu_ms": (cpu2 - cpu1) * ms,
+        "children_cpu_ms": (kids2 - kids0) * ms,
+        "loop_cpu_ms": (cpu2 - cpu0 + kids2 - kids0) * ms,
+        "step_ms": (wall1 - wall0) * ms,
+        "busy_share": busy / (wall1 - wall0),
+    }
 
 
 def outside(blocks: int, block: int = 20, micro: int = 2) -> dict[str, float]:
@@ -241,7 +264,7 @@ def outside(blocks: int, block: int = 20, micro: int = 2) -> dict[str, float]:
         threads0 = thread_cpu()
         for pair in range(blocks + 1):
             times = {}
-            for model in ((tracked, plain) if pair % 2 else (plain, tracked)):  # each goes first half the time
+            for model in (tracked, plain) if pair % 2 else (plain, tracked):  # each goes first half the time
                 t0 = time.perf_counter()
                 for i in range(block):
                     loss, grad_norm = train_step(model, opts[model], data[i % len(data)], micro)
@@ -256,57 +279,92 @@ def outside(blocks: int, block: int = 20, micro: int = 2) -> dict[str, float]:
         threads1 = thread_cpu()
         tr.close()
     writer_cpu = sum(v - threads0.get(k, 0.0) for k, v in threads1.items())
-    return {"outside_cost": statistics.median(ratios), "outside_cost_mean": statistics.fmean(ratios),
-            "outside_pairs": len(ratios), "writer_cpu_ms_per_step": writer_cpu * 1e3 / steps_on}
+    return {
+        "outside_cost": statistics.median(ratios),
+        "outside_cost_mean": statistics.fmean(ratios),
+        "outside_pairs": len(ratios),
+        "writer_cpu_ms_per_step": writer_cpu * 1e3 / steps_on,
+    }
 
 
 def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     """Medians over the repeats, the prescribed whole-loop subtraction beside them, and the targets."""
     base = runs[BASELINE]
     for name, samples in runs.items():
-        for sample, b in zip(samples, base if name != FULL else []):  # each repeat against its own baseline
+        for sample, b in zip(
+            samples, base if name != FULL else [], strict=False
+        ):  # each repeat against its own baseline
             sample["loop_cpu_minus_baseline_ms"] = sample["loop_cpu_ms"] - b["loop_cpu_ms"]
-    figures = {name: {k: statistics.median(s[k] for s in samples) for k in samples[0]} for name, samples in runs.items()}
+    figures = {
+        name: {k: statistics.median(s[k] for s in samples) for k in samples[0]} for name, samples in runs.items()
+    }
     targets = {}
     if OURS in figures:  # --only may leave a configuration out: its targets are then not judged
         ours = figures[OURS]
         peers = [f for name, f in figures.items() if name not in (BASELINE, OURS, FULL)]
-        targets.update({
-            "yieldgate throughput: foreground <= 0.05 ms/step": ours["foreground_ms"] <= 0.05,
-            "yieldgate throughput: total CPU <= 0.15 ms/step": ours["total_cpu_ms"] <= 0.15,
-            "yieldgate throughput: lowest foreground of all": all(ours["foreground_ms"] < f["foreground_ms"] for f in peers),
-            "yieldgate throughput: lowest total CPU of all": all(ours["total_cpu_ms"] < f["total_cpu_ms"] for f in peers)})
+        targets.update(
+            {
+                "yieldgate throughput: foreground <= 0.05 ms/step": ours["foreground_ms"] <= 0.05,
+                "yieldgate throughput: total CPU <= 0.15 ms/step": ours["total_cpu_ms"] <= 0.15,
+                "yieldgate throughput: lowest foreground of all": all(
+                    ours["foreground_ms"] < f["foreground_ms"] for f in peers
+                ),
+                "yieldgate throughput: lowest total CPU of all": all(
+                    ours["total_cpu_ms"] < f["total_cpu_ms"] for f in peers
+                ),
+            }
+        )
     if FULL in figures:
         targets["yieldgate full signals: <= 3% of step time"] = figures[FULL]["busy_share"] <= 0.03
-    return {"trackers": figures, "baseline_step_ms": figures[BASELINE]["step_ms"],
-            "baseline_cpu_spread_ms": max(b["loop_cpu_ms"] for b in base) - min(b["loop_cpu_ms"] for b in base),
-            "targets": targets}
+    return {
+        "trackers": figures,
+        "baseline_step_ms": figures[BASELINE]["step_ms"],
+        "baseline_cpu_spread_ms": max(b["loop_cpu_ms"] for b in base) - min(b["loop_cpu_ms"] for b in base),
+        "targets": targets,
+    }
 
 
 def render(result: dict[str, Any]) -> None:
-    table = Table(title=f"Tracker cost per step: GPT {result['params'] / 1e6:.2f}M params, batch {BATCH} x "
-                  f"{CFG.context}, CPU x2 threads, median of {result['repeats']} x {result['steps']} steps")
-    for column in ("tracker", "foreground ms/step", "total CPU ms/step", "(close)", "(child procs)",
-                   "loop CPU - baseline"):
+    table = Table(
+        title=f"Tracker cost per step: GPT {result['params'] / 1e6:.2f}M params, batch {BATCH} x "
+        f"{CFG.context}, CPU x2 threads, median of {result['repeats']} x {result['steps']} steps"
+    )
+    for column in (
+        "tracker",
+        "foreground ms/step",
+        "total CPU ms/step",
+        "(close)",
+        "(child procs)",
+        "loop CPU - baseline",
+    ):
         table.add_column(column, justify="left" if column == "tracker" else "right")
     for name, f in result["trackers"].items():
         if name != FULL:
-            table.add_row(name, *(f"{f[k]:.4f}" for k in ("foreground_ms", "total_cpu_ms", "close_cpu_ms",
-                                                           "children_cpu_ms")), f"{f['loop_cpu_minus_baseline_ms']:+.2f}")
+            table.add_row(
+                name,
+                *(f"{f[k]:.4f}" for k in ("foreground_ms", "total_cpu_ms", "close_cpu_ms", "children_cpu_ms")),
+                f"{f['loop_cpu_minus_baseline_ms']:+.2f}",
+            )
     console = Console(width=130)
     console.print(table)
-    console.print(f"baseline step time {result['baseline_step_ms']:.1f} ms; its loop CPU varied by "
-                  f"{result['baseline_cpu_spread_ms']:.2f} ms/step between repeats: the floor of the last column")
+    console.print(
+        f"baseline step time {result['baseline_step_ms']:.1f} ms; its loop CPU varied by "
+        f"{result['baseline_cpu_spread_ms']:.2f} ms/step between repeats: the floor of the last column"
+    )
     full = result["trackers"].get(FULL)
     if full is not None:
-        console.print(f"{FULL}: {full['step_ms']:.1f} ms/step; the Tracker busy {full['busy_share']:.2%} of it, "
-                      f"{full['foreground_ms']:.3f} ms/step (its gradient and optimizer hooks {full['hooks_ms']:.3f})")
+        console.print(
+            f"{FULL}: {full['step_ms']:.1f} ms/step; the Tracker busy {full['busy_share']:.2%} of it, "
+            f"{full['foreground_ms']:.3f} ms/step (its gradient and optimizer hooks {full['hooks_ms']:.3f})"
+        )
     out = result.get("outside")
     if out is not None:
-        console.print(f"from outside (full signals, 2 microbatches, blocks of 20 steps alternating with an untracked "
-                      f"copy, {out['outside_pairs']} pairs): {out['outside_cost']:+.2%} median, "
-                      f"{out['outside_cost_mean']:+.2%} mean; the writer thread {out['writer_cpu_ms_per_step']:.3f} "
-                      "ms CPU/step")
+        console.print(
+            f"from outside (full signals, 2 microbatches, blocks of 20 steps alternating with an untracked "
+            f"copy, {out['outside_pairs']} pairs): {out['outside_cost']:+.2%} median, "
+            f"{out['outside_cost_mean']:+.2%} mean; the writer thread {out['writer_cpu_ms_per_step']:.3f} "
+            "ms CPU/step"
+        )
     for target, ok in result["targets"].items():
         console.print(f"{'PASS' if ok else 'FAIL'}  {target}")
 
@@ -315,18 +373,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300, help=f"measured steps per tracker, after {WARMUP} warm-up")
     parser.add_argument("--repeats", type=int, default=3, help="runs of the whole set; the median is reported")
-    parser.add_argument("--only", help="run only trackers whose name contains one of these comma-separated words "
-                        "(the baseline always runs; the 'lowest of all' targets then compare fewer peers)")
-    parser.add_argument("--outside-blocks", type=int, default=30,
-                        help="block pairs of the outside measure (0: skip it)")
+    parser.add_argument(
+        "--only",
+        help="run only trackers whose name contains one of these comma-separated words "
+        "(the baseline always runs; the 'lowest of all' targets then compare fewer peers)",
+    )
+    parser.add_argument(
+        "--outside-blocks", type=int, default=30, help="block pairs of the outside measure (0: skip it)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    configs = [c for c in CONFIGS if c[0] == BASELINE or not args.only
-               or any(word in c[0] for word in args.only.split(","))]
+    configs = [
+        c for c in CONFIGS if c[0] == BASELINE or not args.only or any(word in c[0] for word in args.only.split(","))
+    ]
     # Nothing may reach a server: W&B offline, MLflow on local stores (its file store, in maintenance mode
     # since MLflow 3, needs the opt-in).
-    os.environ.update(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_ERROR_REPORTING="false",
-                      MLFLOW_ALLOW_FILE_STORE="true", MLFLOW_LOGGING_LEVEL="WARNING")
+    os.environ.update(
+        WANDB_MODE="offline",
+        WANDB_SILENT="true",
+        WANDB_ERROR_REPORTING="false",
+        MLFLOW_ALLOW_FILE_STORE="true",
+        MLFLOW_LOGGING_LEVEL="WARNING",
+    )
     torch.set_num_threads(2)
     params = sum(p.numel() for p in GPT(CFG).parameters())
     assert 0.8e6 <= params <= 1.2e6, f"the benchmark model should have ~1M parameters, has {params:,}"

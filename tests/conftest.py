@@ -23,8 +23,10 @@ def ledger_path(tmp_path: Path) -> Path:
 
 
 PG_URL = os.environ.get("YIELDGATE_TEST_PG_URL")
-NO_PG = ("YIELDGATE_TEST_PG_URL is not set: `make pg-start` starts a throwaway PostgreSQL server and prints it "
-         "(`make test-all` does both)")
+NO_PG = (
+    "YIELDGATE_TEST_PG_URL is not set: `make pg-start` starts a throwaway PostgreSQL server and prints it "
+    "(`make test-all` does both)"
+)
 
 
 @contextmanager

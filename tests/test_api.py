@@ -20,8 +20,12 @@ from yieldgate.report.console import clean
 def test_every_declared_name_is_there_and_import_stays_light():
     for name in yieldgate.__all__:
         assert getattr(yieldgate, name) is not None, name
-    out = subprocess.run([sys.executable, "-c", "import sys, yieldgate; print('torch' in sys.modules)"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, yieldgate; print('torch' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -30,10 +34,17 @@ def two_runs(ledger_path):
     with Ledger(ledger_path) as led:
         for name, slope in (("a", 1.0), ("b", 2.0)):
             led.create_run(name)
-            led.append_steps(name, {"step": list(range(0, 11)), "tokens": [1000.0 * s for s in range(11)],
-                                    "wall_s": [10.0 * s for s in range(11)]})
-            led.append_evals(name, [EvalRecord(step=s, task="val", metric="loss", value=10 - slope * s / 2)
-                                    for s in range(0, 11, 2)])
+            led.append_steps(
+                name,
+                {
+                    "step": list(range(0, 11)),
+                    "tokens": [1000.0 * s for s in range(11)],
+                    "wall_s": [10.0 * s for s in range(11)],
+                },
+            )
+            led.append_evals(
+                name, [EvalRecord(step=s, task="val", metric="loss", value=10 - slope * s / 2) for s in range(0, 11, 2)]
+            )
     return ledger_path
 
 
@@ -42,8 +53,10 @@ def test_the_api_gives_the_clis_numbers(two_runs, cli):
         return json.loads(json.dumps(clean(value)))
 
     assert as_json(yieldgate.yields("a", ledger=two_runs).to_dict()["tranches"]) == cli.json("yield", "a")
-    assert as_json(yieldgate.compare("a", "b", ledger=two_runs).to_dict()["speedup"]) == \
-        cli.json("compare", "a", "b")["speedup"]
+    assert (
+        as_json(yieldgate.compare("a", "b", ledger=two_runs).to_dict()["speedup"])
+        == cli.json("compare", "a", "b")["speedup"]
+    )
     with Ledger(two_runs) as led:  # an open Ledger is used as it is
         assert yieldgate.runs(ledger=led)["name"].tolist() == ["a", "b"]
     found = yieldgate.diagnose("a", ledger=two_runs, store=False)
@@ -64,11 +77,14 @@ def test_runs_can_be_managed_from_python_as_from_the_cli(two_runs, cli):
     yieldgate.note_run("a", "the baseline", ledger=two_runs)
     assert yieldgate.rename_run("b", "steeper", ledger=two_runs) == "steeper"
     picked = yieldgate.runs(["a", "st*"], tags=["base"], status="running", sort="name", reverse=True, ledger=two_runs)
-    assert picked["name"].tolist() == [r["name"] for r in cli.json("runs", "a", "st*", "--tag", "base", "--status",
-                                                                    "running", "--sort", "name", "--reverse")]
+    assert picked["name"].tolist() == [
+        r["name"]
+        for r in cli.json("runs", "a", "st*", "--tag", "base", "--status", "running", "--sort", "name", "--reverse")
+    ]
     assert picked["name"].tolist() == ["steeper", "a"] and picked["note"].tolist()[1] == "the baseline"
     assert [r.to_dict() for r in yieldgate.remove_runs("steep*", ledger=two_runs)] == [
-        {"name": "steeper", "steps": 11, "extra_values": 0, "evals": 6, "events": 0}]
+        {"name": "steeper", "steps": 11, "extra_values": 0, "evals": 6, "events": 0}
+    ]
     assert [r["name"] for r in cli.json("runs")] == ["a"]
     with pytest.raises(yieldgate.RunNotFound, match="'gone'"):
         yieldgate.remove_runs(["a", "gone"], ledger=two_runs)
@@ -87,10 +103,14 @@ BAD_CHOICES = [
     (lambda led, tmp: yieldgate.compare("a", "b", ledger=led, at="nope"), "at"),
     (lambda led, tmp: yieldgate.compare("a", "b", ledger=led, per="bit"), "per"),
     (lambda led, tmp: yieldgate.import_run("nope", str(tmp / "x.csv"), run="x", ledger=led), "kind"),
-    (lambda led, tmp: yieldgate.import_run("textlog", str(tmp / "x.log"), run="x", ledger=led, log_format="nope"),
-     "log_format"),
-    (lambda led, tmp: yieldgate.import_run("table", str(tmp / "x.csv"), run="x", ledger=led, join_on="nope"),
-     "join_on"),
+    (
+        lambda led, tmp: yieldgate.import_run("textlog", str(tmp / "x.log"), run="x", ledger=led, log_format="nope"),
+        "log_format",
+    ),
+    (
+        lambda led, tmp: yieldgate.import_run("table", str(tmp / "x.csv"), run="x", ledger=led, join_on="nope"),
+        "join_on",
+    ),
     (lambda led, tmp: yieldgate.export_run("a", "nope", tmp / "out", ledger=led), "to"),
     # `yieldgate.report` stays the API function although `yieldgate.report.console` is imported (above)
     (lambda led, tmp: yieldgate.report("a", tmp / "r.html", ledger=led, per="bit"), "per"),
@@ -118,12 +138,17 @@ def test_a_bad_choice_is_an_input_error_that_names_the_argument(two_runs, tmp_pa
 
 
 def test_the_cli_says_the_flag_where_the_library_says_the_argument(two_runs, cli):
-    assert cli("compare", "a", "b", "--primary", "nope", code=2).stderr == \
-        "error: --primary must be learning or throughput, got 'nope'\n"
-    assert cli("runs", "--sort", "size", code=2).stderr == \
-        "error: --sort must be one of name, created, updated, status, steps, tokens, duration, got 'size'\n"
+    assert (
+        cli("compare", "a", "b", "--primary", "nope", code=2).stderr
+        == "error: --primary must be learning or throughput, got 'nope'\n"
+    )
+    assert (
+        cli("runs", "--sort", "size", code=2).stderr
+        == "error: --sort must be one of name, created, updated, status, steps, tokens, duration, got 'size'\n"
+    )
     assert cli("import", "nope", "x.csv", "--run", "x", code=2).stderr.startswith(
-        "error: KIND must be one of tensorboard, mlflow, ")
+        "error: KIND must be one of tensorboard, mlflow, "
+    )
     with pytest.raises(yieldgate.InputError, match=r"^primary must be learning or throughput, got 'nope'$"):
         yieldgate.compare("a", "b", ledger=two_runs, primary="nope")
 
@@ -133,17 +158,21 @@ def test_a_message_that_names_two_arguments_names_two_flags_on_the_command_line(
     log.write_text("iter 1: loss 2.0\niter 2: loss 1.5\n")
     said = "and log_format nanogpt exclude each other: give one"
     with pytest.raises(yieldgate.InputError, match=f"^patterns {said}$"):
-        yieldgate.import_run("textlog", str(log), run="t", ledger=two_runs, patterns=["iter (?P<step>\\d+)"],
-                             log_format="nanogpt")
-    out = cli("import", "textlog", str(log), "--run", "t", "--pattern", "iter (?P<step>\\d+)", "--format", "nanogpt",
-              code=2)
+        yieldgate.import_run(
+            "textlog", str(log), run="t", ledger=two_runs, patterns=["iter (?P<step>\\d+)"], log_format="nanogpt"
+        )
+    out = cli(
+        "import", "textlog", str(log), "--run", "t", "--pattern", "iter (?P<step>\\d+)", "--format", "nanogpt", code=2
+    )
     assert out.stderr == f"error: --pattern {said.replace('log_format', '--format')}\n"
     table = tmp_path / "t.csv"
     table.write_text("step,loss\n1,3.0\n2,2.5\n")
     with pytest.raises(yieldgate.InputError, match=r"^tokens_per_step must be > 0, got -1$"):
         yieldgate.import_run("table", str(table), run="t", ledger=two_runs, tokens_per_step=-1)
-    assert cli("import", "table", str(table), "--run", "t", "--tokens-per-step", "-1", code=2).stderr == \
-        "error: --tokens-per-step must be > 0, got -1\n"
+    assert (
+        cli("import", "table", str(table), "--run", "t", "--tokens-per-step", "-1", code=2).stderr
+        == "error: --tokens-per-step must be > 0, got -1\n"
+    )
 
 
 # -- library messages speak of arguments, not flags ------------------------------------------------------------------
@@ -162,9 +191,13 @@ def _flag_strings(tree: ast.AST) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Raise) and node.exc is not None:
             said.append(node.exc)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and isinstance(node.func.value, ast.Name) and node.func.value.id == "warnings"
-              and node.func.attr in ("warn", "add")):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "warnings"
+            and node.func.attr in ("warn", "add")
+        ):
             said.append(node)
     found, helpers = [], set()
     for part in said:  # grows by the helpers' bodies, each once
@@ -252,16 +285,30 @@ BYPASSING = {
     "ledger copy",
     "gate",
 }
-_THROUGH = ("yieldgate", "yieldgate.api", "yieldgate.errors", "yieldgate.report.console", "yieldgate.serve",
-            "yieldgate.demo")
+_THROUGH = (
+    "yieldgate",
+    "yieldgate.api",
+    "yieldgate.errors",
+    "yieldgate.report.console",
+    "yieldgate.serve",
+    "yieldgate.demo",
+)
 
 
 def _command_name(function: ast.FunctionDef) -> str | None:
     for decorator in function.decorator_list:
-        if isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute) \
-                and decorator.func.attr == "command" and isinstance(decorator.func.value, ast.Name):
+        if (
+            isinstance(decorator, ast.Call)
+            and isinstance(decorator.func, ast.Attribute)
+            and decorator.func.attr == "command"
+            and isinstance(decorator.func.value, ast.Name)
+        ):
             group = {"app": "", "manifest_app": "manifest ", "ledger_app": "ledger "}[decorator.func.value.id]
-            given = decorator.args[0].value if decorator.args else function.name.replace("_", "-")
+            given = function.name.replace("_", "-")
+            if decorator.args:
+                arg = decorator.args[0]
+                assert isinstance(arg, ast.Constant) and isinstance(arg.value, str), ast.dump(arg)
+                given = arg.value
             return group + given
     return None
 
@@ -270,14 +317,25 @@ def _works_around_api(function: ast.FunctionDef, helpers: dict[str, ast.Function
     bodies, seen = [function], {function.name}
     for body in bodies:
         for node in ast.walk(body):
-            if isinstance(node, ast.ImportFrom) and node.module not in _THROUGH \
-                    and not all(alias.name.isupper() for alias in node.names):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module not in _THROUGH
+                and not all(alias.name.isupper() for alias in node.names)
+            ):
                 return True
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id in ("ledger", "side"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in ("ledger", "side")
+            ):
                 return True
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers \
-                    and node.func.id not in seen:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in helpers
+                and node.func.id not in seen
+            ):
                 seen.add(node.func.id)
                 bodies.append(helpers[node.func.id])
     return False

@@ -74,16 +74,25 @@ def test_yaml_pipeline_shows_near_dedup_dropping_the_tagged_folio(tmp_path, ledg
     assert meta["notes"]["near"]["stats"]["docs_in"] == near.docs_in
     assert manifest.data.dedup.kind == "near" and manifest.data.dedup.bands * manifest.data.dedup.rows == 128
     accepted = {s.name: s.accepted_tokens for s in manifest.data.sources}
-    assert sum(accepted.values()) == stages["sample"].tokens_out and accepted["shakespeare-folio"] < accepted["shakespeare-modern"]
+    assert (
+        sum(accepted.values()) == stages["sample"].tokens_out
+        and accepted["shakespeare-folio"] < accepted["shakespeare-modern"]
+    )
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"stages": [{"kind": "nope"}]}, "stages[0]: kind must be one of"),
-    ({"stages": [{"kind": "dedup"}]}, "stages[0]: a dedup stage needs"),
-    ({"tag": {"regex": "("}}, "tag.regex: not a regular expression"),
-    ({"input": {"sources": ["nope"]}}, "input: unknown sources nope"),
-    ({"stages": [{"kind": "dedup", "dedup": {"kind": "near", "shingle": "x"}}]}, "stages[0].dedup: shingle must be"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"stages": [{"kind": "nope"}]}, "stages[0]: kind must be one of"),
+        ({"stages": [{"kind": "dedup"}]}, "stages[0]: a dedup stage needs"),
+        ({"tag": {"regex": "("}}, "tag.regex: not a regular expression"),
+        ({"input": {"sources": ["nope"]}}, "input: unknown sources nope"),
+        (
+            {"stages": [{"kind": "dedup", "dedup": {"kind": "near", "shingle": "x"}}]},
+            "stages[0].dedup: shingle must be",
+        ),
+    ],
+)
 def test_bad_pipelines_name_the_field(tmp_path, change, message):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({**PIPELINE, **change}))
@@ -104,8 +113,15 @@ def test_cli_audit_json_and_table(cli, tmp_path):
     for i in range(6):
         (folder / f"{i}.txt").write_text(("rare " if i % 2 else "common ") * (20 + i))
     path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump({"input": {"paths": [str(folder)], "chunk_chars": None},
-                                    "tag": {"regex": "rare"}, "stages": [{"kind": "min_chars", "params": {"min": 130}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "input": {"paths": [str(folder)], "chunk_chars": None},
+                "tag": {"regex": "rare"},
+                "stages": [{"kind": "min_chars", "params": {"min": 130}}],
+            }
+        )
+    )
     (stage,) = cli.json("audit", str(path))["stages"]
     assert stage["docs_in"] == 6 and stage["tagged_in"] == 3 and stage["drops"] == {"min_chars": 3}
     assert stage["tagged_out"] == 0 and stage["drops_tagged_slice"]  # every "rare" text is short
@@ -118,9 +134,16 @@ def test_cli_audit_json_and_table(cli, tmp_path):
 def _stages(*specs):
     """A pipeline of these stages: (kind, name) pairs, filters with the parameter they need."""
     params = {"min_chars": {"min": 1}, "max_chars": {"max": 10}, "max_symbol_ratio": {"max": 0.3}}
-    stages = [{"kind": k, **({"name": n} if n else {}), **({"params": params[k]} if k in params else {}),
-               **({"dedup": {"kind": "exact"}} if k == "dedup" else {}), **({"every": 2} if k == "sample" else {})}
-              for k, n in specs]
+    stages = [
+        {
+            "kind": k,
+            **({"name": n} if n else {}),
+            **({"params": params[k]} if k in params else {}),
+            **({"dedup": {"kind": "exact"}} if k == "dedup" else {}),
+            **({"every": 2} if k == "sample" else {}),
+        }
+        for k, n in specs
+    ]
     return Pipeline.model_validate({"input": {"sources": ["milton"]}, "stages": stages})
 
 
@@ -138,8 +161,9 @@ def test_stages_align_by_name_then_role_in_order():
 
 def test_the_hybrid_rule_puts_the_tagged_slice_first_then_speed():
     def stage(tagged_out, seconds):
-        return StageStats(name="s", docs_in=100, docs_out=90, bytes_in=10**6, tagged_in=10, tagged_out=tagged_out,
-                          seconds=seconds)
+        return StageStats(
+            name="s", docs_in=100, docs_out=90, bytes_in=10**6, tagged_in=10, tagged_out=tagged_out, seconds=seconds
+        )
 
     assert choose(stage(9, 10.0), stage(4, 0.1)) == ("a", "keeps more of the tagged slice (90.0% vs 40.0%)")
     assert choose(stage(9, 1.0), stage(9, 0.5)) == ("b", "faster at equal tagged retention (2 vs 1 MB/s)")
@@ -156,12 +180,22 @@ def test_the_hybrid_rule_puts_the_tagged_slice_first_then_speed():
 # on character 9-grams drop the same one module; the word shingles are the faster.
 AB_INPUT = {"sources": ["shakespeare-modern", "python-stdlib"], "chunk_chars": None, "stdlib_bytes": 1_000_000}
 AB_TAG = {"field": "source", "regex": "python-stdlib"}
-PIPELINE_A = {"input": AB_INPUT, "tag": AB_TAG, "stages": [
-    {"kind": "min_chars", "params": {"min": 20_000}},
-    {"kind": "dedup", "dedup": {"kind": "near", "shingle": "word:3", "threshold": 0.8}}]}
-PIPELINE_B = {"input": AB_INPUT, "tag": AB_TAG, "stages": [
-    {"kind": "max_symbol_ratio", "params": {"max": 0.3}},
-    {"kind": "dedup", "dedup": {"kind": "near", "shingle": "char:9", "threshold": 0.8}}]}
+PIPELINE_A = {
+    "input": AB_INPUT,
+    "tag": AB_TAG,
+    "stages": [
+        {"kind": "min_chars", "params": {"min": 20_000}},
+        {"kind": "dedup", "dedup": {"kind": "near", "shingle": "word:3", "threshold": 0.8}},
+    ],
+}
+PIPELINE_B = {
+    "input": AB_INPUT,
+    "tag": AB_TAG,
+    "stages": [
+        {"kind": "max_symbol_ratio", "params": {"max": 0.3}},
+        {"kind": "dedup", "dedup": {"kind": "near", "shingle": "char:9", "threshold": 0.8}},
+    ],
+}
 
 
 @pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)

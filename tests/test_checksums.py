@@ -25,8 +25,14 @@ def build(path: Path) -> None:
     with Ledger(path) as led:
         for run in ("a", "b"):
             led.create_run(run, source="tracker")
-            led.append_steps(run, {"step": list(range(1, 401)), "tokens": [s * 4096.0 for s in range(1, 401)],
-                                   "loss": [3.0 - s / 400 for s in range(1, 401)]})
+            led.append_steps(
+                run,
+                {
+                    "step": list(range(1, 401)),
+                    "tokens": [s * 4096.0 for s in range(1, 401)],
+                    "loss": [3.0 - s / 400 for s in range(1, 401)],
+                },
+            )
         add_every_kind(led)
         led.supersede("b", 350, resume={"step": 350, "tokens": 350 * 4096.0})
 
@@ -37,10 +43,20 @@ def add_every_kind(led: Ledger) -> None:
     campaign with its summary."""
     for run, loss in (("a", 2.5), ("b", 2.4)):
         led.set_manifest(run, parse_manifest(BASE))
-        led.append_evals(run, [EvalRecord(step=s, task="val", metric="loss", value=loss - s / 1000, tokens=s * 4096.0)
-                               for s in (100, 200, 300)])
-        led.append_evals(run, [{"step": 300, "task": "arc", "metric": "acc", "value": 0.41},
-                               {"step": 300, "task": "arc", "metric": "acc_stderr", "value": 0.02}])
+        led.append_evals(
+            run,
+            [
+                EvalRecord(step=s, task="val", metric="loss", value=loss - s / 1000, tokens=s * 4096.0)
+                for s in (100, 200, 300)
+            ],
+        )
+        led.append_evals(
+            run,
+            [
+                {"step": 300, "task": "arc", "metric": "acc", "value": 0.41},
+                {"step": 300, "task": "arc", "metric": "acc_stderr", "value": 0.02},
+            ],
+        )
         led.set_meta(run, "mfu", {"formula": "6N", "peak_flops": 9.9e14})
         led.set_status(run, "finished")
     led.set_note("a", "baseline, lr 3e-4")
@@ -48,8 +64,16 @@ def add_every_kind(led: Ledger) -> None:
     event = led.add_event("a", "warning", {"source": "tracker", "message": "loss spike at 150"}, start_step=150)
     led.resolve_event(event)
     led.add_event("a", "diagnosis", {"cause": "schedule", "evidence": {"lr": 3e-4}}, start_step=100, end_step=200)
-    led.add_decision("model-x", "approve", evidence={"runs": ["a", "b"], "yield": 1.06}, rationale="b 6% better",
-                     run="b", stage="pretrain", policy={"min_yield": 1.0}, policy_hash="p1")
+    led.add_decision(
+        "model-x",
+        "approve",
+        evidence={"runs": ["a", "b"], "yield": 1.06},
+        rationale="b 6% better",
+        run="b",
+        stage="pretrain",
+        policy={"min_yield": 1.0},
+        policy_hash="p1",
+    )
     led.put_campaign("sweep", {"recipes": {"clean": "x"}, "seeds": 2}, "h1")
     led.set_campaign_summary("sweep", {"ranking": ["clean"], "accuracy": 0.9})
 
@@ -63,7 +87,7 @@ def _flip(value: object) -> object:
         return value ^ 1
     assert isinstance(value, str) and value, value
     i = len(value) // 2
-    return value[:i] + chr(ord(value[i]) ^ 1) + value[i + 1:]
+    return value[:i] + chr(ord(value[i]) ^ 1) + value[i + 1 :]
 
 
 def damage(path: Path, table: str, column: str, where: str) -> None:
@@ -81,15 +105,39 @@ A = "run_id = (SELECT id FROM runs WHERE name = 'a')"
 B = "run_id = (SELECT id FROM runs WHERE name = 'b')"
 # (table, column, which row, the run `check` names, the record it names, a read that must refuse it)
 CASES = [
-    ("evals", "value", f"{A} AND task = 'val' AND step = 300", "a", "evaluation val/loss at step 300",
-     lambda led: led.evals("a")),
-    ("evals", "value", f"{A} AND task = 'val' AND step = 300", "a", "evaluation val/loss at step 300",
-     lambda led: led.runs()),  # the runs list shows each run's last evaluation
+    (
+        "evals",
+        "value",
+        f"{A} AND task = 'val' AND step = 300",
+        "a",
+        "evaluation val/loss at step 300",
+        lambda led: led.evals("a"),
+    ),
+    (
+        "evals",
+        "value",
+        f"{A} AND task = 'val' AND step = 300",
+        "a",
+        "evaluation val/loss at step 300",
+        lambda led: led.runs(),
+    ),  # the runs list shows each run's last evaluation
     ("evals", "stderr", f"{B} AND task = 'arc'", "b", "evaluation arc/acc at step 300", lambda led: led.evals("b")),
-    ("evals", "step", f"{A} AND task = 'val' AND step = 200", "a", "evaluation val/loss at step 201",
-     lambda led: led.evals("a")),
-    ("evals", "higher_is_better", f"{A} AND task = 'val' AND step = 100", "a", "evaluation val/loss at step 100",
-     lambda led: led.evals("a")),
+    (
+        "evals",
+        "step",
+        f"{A} AND task = 'val' AND step = 200",
+        "a",
+        "evaluation val/loss at step 201",
+        lambda led: led.evals("a"),
+    ),
+    (
+        "evals",
+        "higher_is_better",
+        f"{A} AND task = 'val' AND step = 100",
+        "a",
+        "evaluation val/loss at step 100",
+        lambda led: led.evals("a"),
+    ),
     ("runs", "status", "name = 'a'", "a", "run record", lambda led: led.run_info("a")),
     ("runs", "status", "name = 'a'", "a", "run record", lambda led: led.runs()),
     ("runs", "source", "name = 'b'", "b", "run record", lambda led: led.run_info("b")),
@@ -119,10 +167,14 @@ def whole(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("table", "column", "where", "run", "record", "read"), CASES,
-                         ids=[f"{c[0]}.{c[1]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("table", "column", "where", "run", "record", "read"),
+    CASES,
+    ids=[f"{c[0]}.{c[1]}-{i}" for i, c in enumerate(CASES)],
+)
 def test_a_flipped_bit_in_a_record_is_reported_by_check_and_refused_on_read(
-        whole, tmp_path, cli_for, table, column, where, run, record, read):
+    whole, tmp_path, cli_for, table, column, where, run, record, read
+):
     path = tmp_path / "l.db"
     path.write_bytes(whole.read_bytes())
     with Ledger(path, readonly=True) as led:
@@ -135,7 +187,8 @@ def test_a_flipped_bit_in_a_record_is_reported_by_check_and_refused_on_read(
             read(led)
     assert result.integrity == []  # SQLite sees a well-formed file: only the checksum knows
     assert [(d.run, d.record is not None and record in d.record) for d in result.damaged] == [(run, True)], (
-        result.damaged)
+        result.damaged
+    )
     assert result.verified_records == before.verified_records - 1
     assert record in str(refused.value) and (run is None or f"run {run!r}" in str(refused.value))
     out = cli_for(path)("check", code=2).stdout
@@ -166,9 +219,14 @@ def test_a_rewrite_of_a_damaged_record_is_refused_rather_than_sealed(whole, tmp_
     damage(path, "events", "body", f"{A} AND kind = 'diagnosis'")
     with Ledger(path) as led:
         diagnosis = int(led._db.execute("SELECT id FROM events WHERE kind = 'diagnosis'").fetchone()[0])
-        for write in (lambda: led.set_status("c", "failed"), lambda: led.set_meta("c", "k", 1),
-                      lambda: led.set_note("c", "new note"), lambda: led.rename_run("c", "c2"),
-                      lambda: led.set_campaign_summary("sweep", {}), lambda: led.resolve_event(diagnosis)):
+        for write in (
+            lambda: led.set_status("c", "failed"),
+            lambda: led.set_meta("c", "k", 1),
+            lambda: led.set_note("c", "new note"),
+            lambda: led.rename_run("c", "c2"),
+            lambda: led.set_campaign_summary("sweep", {}),
+            lambda: led.resolve_event(diagnosis),
+        ):
             with pytest.raises(BlockDamaged):
                 write()
         led.set_status("b", "failed")  # an undamaged record is written as before
@@ -184,8 +242,13 @@ def test_evals_merged_into_stored_ones_keep_their_checksums_right(tmp_path):
         led.append_evals("r", [{"step": 1, "task": "arc", "metric": "acc", "value": 0.5}])
         led.append_evals("r", [{"step": 1, "task": "arc", "metric": "acc_stderr", "value": 0.01}])
         led.append_evals("r", [{"step": 1, "task": "arc", "metric": "acc", "value": 0.6}])  # keeps its stderr
-        led.append_evals("r", [{"step": 2, "task": "arc", "metric": "acc_stderr", "value": 0.03},  # no value yet
-                               {"step": 2, "task": "val", "metric": "loss", "value": float("nan"), "tokens": 7}])
+        led.append_evals(
+            "r",
+            [
+                {"step": 2, "task": "arc", "metric": "acc_stderr", "value": 0.03},  # no value yet
+                {"step": 2, "task": "val", "metric": "loss", "value": float("nan"), "tokens": 7},
+            ],
+        )
         got = led.evals("r")
         result = check_ledger(led)
     assert result.clean and result.verified_records == 4

@@ -46,8 +46,12 @@ def test_show(cli, ledger_path):
     shown = cli.json("show", "r")
     assert shown["run"]["name"] == "r"
     assert shown["step_columns"] == {"tokens": 2, "loss": 1}
-    assert shown["column_stats"]["tokens"] == {"first": [1, 10.0], "last": [2, 20.0], "min": [1, 10.0],
-                                               "max": [2, 20.0]}
+    assert shown["column_stats"]["tokens"] == {
+        "first": [1, 10.0],
+        "last": [2, 20.0],
+        "min": [1, 10.0],
+        "max": [2, 20.0],
+    }
     assert shown["extras"] == ["signals/gns"]
     assert shown["evals"][0]["task"] == "val" and shown["evals"][0]["last_value"] == 1.5
     assert shown["events"] == {"open": 1, "resolved": 0}
@@ -63,7 +67,10 @@ def test_manifest_validate_and_diff(cli, tmp_path, ledger_path):
     b = tmp_path / "b.json"
     b.write_text(json.dumps(changed))
     assert cli.json("manifest", "validate", str(a)) == {
-        "file": str(a), "valid": True, "hash": parse_manifest(BASE).content_hash()}
+        "file": str(a),
+        "valid": True,
+        "hash": parse_manifest(BASE).content_hash(),
+    }
     out = cli.json("manifest", "diff", str(a), str(b))
     assert out["differences"] == [{"field": "optimisation.batch_size", "a": 64, "b": 256}]
     with Ledger(ledger_path) as led:
@@ -142,11 +149,37 @@ COMMANDS = {
     "serve": {"--host", "--port", "--token"},
     "dedup": {"--json", "--near", "--shingle", "--chunk-chars"},
     "audit": {"--json", "--run"},
-    "batch-check": {"--json", "--baseline-batch", "--candidate-batch", "--accumulation", "--precision", "--lr",
-                    "--candidate-lr", "--seeds", "--tokens", "--source", "--run"},
-    "import": {"--json", "--run", "--map", "--manifest", "--tokens-per-step", "--tokens-per-sample", "--pattern",
-               "--format", "--step-pattern", "--step", "--experiment", "--tracking-uri", "--join-on", "--devices",
-               "--replace", "--append"},
+    "batch-check": {
+        "--json",
+        "--baseline-batch",
+        "--candidate-batch",
+        "--accumulation",
+        "--precision",
+        "--lr",
+        "--candidate-lr",
+        "--seeds",
+        "--tokens",
+        "--source",
+        "--run",
+    },
+    "import": {
+        "--json",
+        "--run",
+        "--map",
+        "--manifest",
+        "--tokens-per-step",
+        "--tokens-per-sample",
+        "--pattern",
+        "--format",
+        "--step-pattern",
+        "--step",
+        "--experiment",
+        "--tracking-uri",
+        "--join-on",
+        "--devices",
+        "--replace",
+        "--append",
+    },
     "export": {"--json", "--to"},
     "diagnose": {"--json", "--against"},
     "probe": {"--json", "--executor", "--workers", "--address"},
@@ -185,12 +218,19 @@ def test_every_command_has_help_with_an_example(cli, command):
 def test_console_script_runs_as_a_process(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "yieldgate", "--ledger", str(tmp_path / "x.db"), "runs", "--json"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
-    result = subprocess.run([sys.executable, "-m", "yieldgate", "show", "x", "--json"], capture_output=True,
-                            text=True, check=False, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "yieldgate", "show", "x", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
     assert result.returncode == 2 and result.stderr.startswith("error: no run named 'x'")
     assert "Traceback" not in result.stderr
 

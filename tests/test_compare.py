@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.helpers import CFG, batch
 from yieldgate.analysis.compare import RunData, compare, crossing
 from yieldgate.analysis.conditions import SIGNALS
 from yieldgate.errors import InputError
@@ -17,18 +18,33 @@ from yieldgate.manifest import parse_manifest
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
 
-from tests.support.helpers import CFG, batch
 
-
-def linear_run(name: str, slope: float, rate: float, *, offset: float = 0.0, points: int = 11,
-               span: float = 10_000, manifest: dict | None = None) -> RunData:
+def linear_run(
+    name: str,
+    slope: float,
+    rate: float,
+    *,
+    offset: float = 0.0,
+    points: int = 11,
+    span: float = 10_000,
+    manifest: dict | None = None,
+) -> RunData:
     """loss = 10 - slope * tokens / 1000 (+ offset), tokens at `rate` tokens/s."""
     tokens = np.linspace(0, span, points)
     steps = pd.DataFrame({"step": np.arange(points), "tokens": tokens, "wall_s": tokens / rate})
-    evals = pd.DataFrame({"step": np.arange(points), "tokens": tokens, "task": "val", "metric": "loss",
-                          "value": 10 - slope * tokens / 1000 + offset, "higher_is_better": False})
-    return RunData(name=name, steps=steps, evals=evals,
-                   manifest=parse_manifest(manifest) if manifest is not None else None)
+    evals = pd.DataFrame(
+        {
+            "step": np.arange(points),
+            "tokens": tokens,
+            "task": "val",
+            "metric": "loss",
+            "value": 10 - slope * tokens / 1000 + offset,
+            "higher_is_better": False,
+        }
+    )
+    return RunData(
+        name=name, steps=steps, evals=evals, manifest=parse_manifest(manifest) if manifest is not None else None
+    )
 
 
 def test_half_the_tokens_at_0_8x_the_throughput():
@@ -37,8 +53,11 @@ def test_half_the_tokens_at_0_8x_the_throughput():
     result = compare([a], [b], target_loss=5.0)
     assert result.tokens_to_target == {"a": pytest.approx(5000), "b": pytest.approx(2500)}
     assert result.time_to_target_s == {"a": pytest.approx(50.0), "b": pytest.approx(31.25)}
-    assert result.speedup == {"time": pytest.approx(1.6), "sample_efficiency": pytest.approx(2.0),
-                              "throughput": pytest.approx(0.8)}
+    assert result.speedup == {
+        "time": pytest.approx(1.6),
+        "sample_efficiency": pytest.approx(2.0),
+        "throughput": pytest.approx(0.8),
+    }
     # B reaches 10 - 2*10 = -10 at its end; A never gets there.
     assert result.effective_token_multiplier is None
     assert "b learns more per token" in result.verdict and "a moves tokens faster" in result.verdict
@@ -92,14 +111,20 @@ def test_missing_wall_time_is_null_with_the_reason():
 
 def test_confounders_and_warnings():
     base = {"data": {"sources": [{"name": "web"}]}, "optimisation": {"batch_size": 64}, "seed": 1}
-    other = {"data": {"sources": [{"name": "web"}]}, "optimisation": {"batch_size": 256}, "seed": 2,
-             "hardware": {"device_kind": "H100-SXM"}}
+    other = {
+        "data": {"sources": [{"name": "web"}]},
+        "optimisation": {"batch_size": 256},
+        "seed": 2,
+        "hardware": {"device_kind": "H100-SXM"},
+    }
     result = compare([linear_run("a", 1, 100, manifest=base)], [linear_run("b", 1, 100, manifest=other)])
     fields = {c["field"] for c in result.confounders}
     assert {"optimisation.batch_size", "hardware.device_kind"} <= fields and "seed" not in fields
     assert any("differ in hardware, optimisation" in w for w in result.warnings)
-    assert any(w.startswith("the sides differ in batch_size: changes made for throughput") and "small-batch check"
-               in w for w in result.warnings), result.warnings
+    assert any(
+        w.startswith("the sides differ in batch_size: changes made for throughput") and "small-batch check" in w
+        for w in result.warnings
+    ), result.warnings
     assert result.batch_check == {"baseline_batch": 64, "candidate_batch": 256, "accumulation": 1, "precision": "fp32"}
     same = compare([linear_run("a", 1, 100, manifest=base)], [linear_run("b", 1, 100, manifest={**base, "seed": 2})])
     assert not any("small-batch check" in w for w in same.warnings) and same.batch_check is None
@@ -116,8 +141,13 @@ def test_compare_prints_the_batch_check_that_answers_it(cli, ledger_path):
         r = linear_run(name, 1.0, 100.0, manifest={"optimisation": optimisation})
         led.create_run(name, manifest=r.manifest)
         led.append_steps(name, r.steps.assign(tokens=r.steps["tokens"].astype(float)))
-        led.append_evals(name, [EvalRecord(step=int(s), tokens=float(t), task="val", metric="loss", value=float(v))
-                                for s, t, v in zip(r.evals["step"], r.evals["tokens"], r.evals["value"], strict=True)])
+        led.append_evals(
+            name,
+            [
+                EvalRecord(step=int(s), tokens=float(t), task="val", metric="loss", value=float(v))
+                for s, t, v in zip(r.evals["step"], r.evals["tokens"], r.evals["value"], strict=True)
+            ],
+        )
 
     with Ledger(ledger_path) as led:
         run("bs64", {"batch_size": 64, "lr": 3e-4})
@@ -125,18 +155,27 @@ def test_compare_prints_the_batch_check_that_answers_it(cli, ledger_path):
         run("bs256-fp8", {"batch_size": 256, "precision": "fp8", "lr": 3e-4})
     out = cli("compare", "bs64", "bs256-bf16").stdout
     line = next(x for x in out.splitlines() if x.startswith("check it: "))
-    assert line == ("check it: yieldgate batch-check --baseline-batch 64 --candidate-batch 256 --accumulation 4 "
-                    "--precision bf16 --lr 0.0003 --candidate-lr 0.0006 --run bs256-bf16")
+    assert line == (
+        "check it: yieldgate batch-check --baseline-batch 64 --candidate-batch 256 --accumulation 4 "
+        "--precision bf16 --lr 0.0003 --candidate-lr 0.0006 --run bs256-bf16"
+    )
     command = typer.main.get_command(app).commands["batch-check"]
     options = {o for p in command.params for o in p.opts}
     assert {w for w in line.split() if w.startswith("--")} <= options
     assert cli.json("compare", "bs64", "bs256-fp8")["batch_check"] == {
-        "baseline_batch": 64, "candidate_batch": 256, "accumulation": 1, "lr": 3e-4}
+        "baseline_batch": 64,
+        "candidate_batch": 256,
+        "accumulation": 1,
+        "lr": 3e-4,
+    }
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    slope_a=st.floats(0.1, 5), slope_b=st.floats(0.1, 5), rate_a=st.floats(1, 1e6), rate_b=st.floats(1, 1e6),
+    slope_a=st.floats(0.1, 5),
+    slope_b=st.floats(0.1, 5),
+    rate_a=st.floats(1, 1e6),
+    rate_b=st.floats(1, 1e6),
 )
 def test_time_is_throughput_times_sample_efficiency(slope_a, slope_b, rate_a, rate_b):
     a = linear_run("a", slope_a, rate_a)
@@ -194,7 +233,9 @@ def test_end_to_end_on_two_tracked_runs_differing_in_batch_size(text, tmp_path, 
     for name, (steps, ev) in raw.items():
         tok, loss = ev["tokens"].to_numpy(), ev["value"].to_numpy()
         i = int(np.argmax(loss <= target))
-        t_hit = tok[i] if i == 0 else tok[i - 1] + (loss[i - 1] - target) / (loss[i - 1] - loss[i]) * (tok[i] - tok[i - 1])
+        t_hit = (
+            tok[i] if i == 0 else tok[i - 1] + (loss[i - 1] - target) / (loss[i - 1] - loss[i]) * (tok[i] - tok[i - 1])
+        )
         direct[name] = (t_hit, float(np.interp(t_hit, steps["tokens"], steps["wall_s"])))
     (ka, ta), (kb, tb) = direct["bs4"], direct["bs16"]
     assert out["target_loss"] == pytest.approx(target)
@@ -206,20 +247,30 @@ def test_end_to_end_on_two_tracked_runs_differing_in_batch_size(text, tmp_path, 
     # machine, and is then a confounder of its own (`analysis.conditions`), not of the manifests.
     host = {s.field for s in SIGNALS}
     assert [c["field"] for c in out["confounders"] if c["field"] not in host] == ["optimisation.batch_size"]
-    assert out["batch_check"] == {"baseline_batch": 4, "candidate_batch": 16, "accumulation": 1, "precision": "fp32",
-                                  "lr": 3e-3}
+    assert out["batch_check"] == {
+        "baseline_batch": 4,
+        "candidate_batch": 16,
+        "accumulation": 1,
+        "precision": "fp32",
+        "lr": 3e-3,
+    }
     assert all(v > 0 for v in out["speedup"].values())
 
 
 def test_different_tokenizers_ask_for_bits_per_byte():
-    a = linear_run("a", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "x"}}})
-    b = linear_run("b", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "y"}}})
+    a = linear_run(
+        "a", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "x"}}}
+    )
+    b = linear_run(
+        "b", 1, 100, manifest={"data": {"sources": [{"name": "web"}], "tokenizer": {"name": "t", "content_hash": "y"}}}
+    )
     assert any("compare them per byte (bits per byte)" in w for w in compare([a], [b]).warnings)
 
 
 def test_a_point_identical_by_construction_is_left_out_of_the_verdict():
     """Two seeds a side that start from the same untrained model: the step-0 point has no seed spread at all, and
     used to count as 'beyond noise' (a zero-width interval) in the demo's verdict."""
+
     def seeded(name: str, offset: float, start: float) -> RunData:
         run = linear_run(name, 1.0, 100.0, offset=offset)
         run.evals.loc[run.evals["step"] == 0, "value"] = start
@@ -236,8 +287,9 @@ def test_a_point_identical_by_construction_is_left_out_of_the_verdict():
     assert any("identical by construction" in n for n in result.notes)
     # Seeds initialised apart start a little apart (the demo's pipelines: 4.687 and 4.608 bits per byte, each
     # seed its own): still the untrained model, before any token was learned from, and left out the same way.
-    apart = compare([seeded("a0", 0.0, 10.0), seeded("a1", 0.1, 10.02)], [seeded("b0", 0.05, 9.9),
-                                                                          seeded("b1", 0.15, 9.93)])
+    apart = compare(
+        [seeded("a0", 0.0, 10.0), seeded("a1", 0.1, 10.02)], [seeded("b0", 0.05, 9.9), seeded("b1", 0.15, 9.93)]
+    )
     assert apart.points[0]["within_noise"] is None and "over 5 points" in apart.verdict
 
 
@@ -261,8 +313,9 @@ def test_nothing_to_align_is_said_never_no_difference():
     b.evals["tokens"] += 5_000
     result = compare([a], [b])
     assert result.points == []
-    assert any(w.startswith("no overlap on tokens: the runs' evaluations span a 0-1000; b 5000-6000") for w in
-               result.warnings)
+    assert any(
+        w.startswith("no overlap on tokens: the runs' evaluations span a 0-1000; b 5000-6000") for w in result.warnings
+    )
     assert "no difference" not in result.verdict
     two = compare([a, a], [b, b])
     assert two.points == [] and "no points at equal tokens could be aligned" in two.verdict
@@ -271,10 +324,19 @@ def test_nothing_to_align_is_said_never_no_difference():
 def test_runs_without_tokens_align_on_steps_and_an_accuracy_is_reached_from_below():
     """Without token counts the runs are aligned on steps, and said to be; a metric that rises (accuracy)
     reaches its target from below, and the target is the worst best (the lower of the best accuracies)."""
+
     def acc_run(name, slope):
         steps = pd.DataFrame({"step": np.arange(0, 1100, 100)})
-        evals = pd.DataFrame({"step": steps["step"], "tokens": np.nan, "task": "val", "metric": "acc",
-                              "value": 0.25 + slope * steps["step"] / 1000, "higher_is_better": True})
+        evals = pd.DataFrame(
+            {
+                "step": steps["step"],
+                "tokens": np.nan,
+                "task": "val",
+                "metric": "acc",
+                "value": 0.25 + slope * steps["step"] / 1000,
+                "higher_is_better": True,
+            }
+        )
         return RunData(name=name, steps=steps, evals=evals)
 
     result = compare([acc_run("a", 0.2)], [acc_run("b", 0.4)], task="val", metric="acc")
@@ -324,10 +386,12 @@ def _hosted(run: RunData, load: float, wait_share: float = 0.02, throttled: bool
     host's load, and the GPU's clock-throttle bits."""
     steps = run.steps["step"].to_numpy()
     run.steps = run.steps.assign(step_s=1.0, data_wait_s=wait_share)
-    run.host = pd.concat([
-        pd.DataFrame({"step": steps, "key": "host/load_1m", "value": load + 0.05 * (steps % 3)}),
-        pd.DataFrame({"step": steps, "key": "device/throttle_reasons", "value": 4.0 if throttled else 0.0}),
-    ])
+    run.host = pd.concat(
+        [
+            pd.DataFrame({"step": steps, "key": "host/load_1m", "value": load + 0.05 * (steps % 3)}),
+            pd.DataFrame({"step": steps, "key": "device/throttle_reasons", "value": 4.0 if throttled else 0.0}),
+        ]
+    )
     return run
 
 
@@ -360,9 +424,11 @@ def test_compare_reads_the_host_telemetry_a_run_recorded(tmp_path):
     with Ledger(path) as led:
         for name, load in (("quiet", 0.4), ("noisy", 7.9)):
             led.create_run(name)
-            led.append_steps(name, [{"step": s, "tokens": s * 1000.0, "wall_s": s * 1.0, "host/load_1m": load}
-                                    for s in range(0, 11)])
-            led.append_evals(name, [EvalRecord(step=s, task="val", metric="loss", value=4.0 - 0.1 * s)
-                                    for s in range(0, 11)])
+            led.append_steps(
+                name, [{"step": s, "tokens": s * 1000.0, "wall_s": s * 1.0, "host/load_1m": load} for s in range(0, 11)]
+            )
+            led.append_evals(
+                name, [EvalRecord(step=s, task="val", metric="loss", value=4.0 - 0.1 * s) for s in range(0, 11)]
+            )
     result = api.compare("quiet", "noisy", ledger=str(path))
     assert {"field": "host.load_1m (median)", "a": 0.4, "b": 7.9} in result.confounders

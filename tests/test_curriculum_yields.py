@@ -12,7 +12,10 @@ RECIPE = {
     "sources": [{"name": "web", "weight": 0.5}, {"name": "code", "weight": 0.5}],
     "curriculum": {
         "kind": "staged",
-        "stages": [{"until_tokens": 200_000, "weights": {"web": 1.0}}, {"until_tokens": 300_000, "weights": {"code": 1.0}}],
+        "stages": [
+            {"until_tokens": 200_000, "weights": {"web": 1.0}},
+            {"until_tokens": 300_000, "weights": {"code": 1.0}},
+        ],
     },
 }
 
@@ -27,9 +30,15 @@ def _staged_run(led: Ledger, name: str) -> None:
     def loss(t: float) -> float:
         return 5.0 - 4e-6 * min(t, 2e5) - 1e-6 * min(max(t - 2e5, 0), 1e5) - 0.5e-6 * max(t - 3e5, 0)
 
-    led.append_evals(name, [EvalRecord(step=s, tokens=s * 1000.0, task="val", metric="loss",
-                                       value=loss(s * 1000.0) + 0.001 * (-1) ** (s // 25))
-                            for s in range(0, 401, 25)])
+    led.append_evals(
+        name,
+        [
+            EvalRecord(
+                step=s, tokens=s * 1000.0, task="val", metric="loss", value=loss(s * 1000.0) + 0.001 * (-1) ** (s // 25)
+            )
+            for s in range(0, 401, 25)
+        ],
+    )
     led.set_status(name, "finished")
 
 
@@ -56,6 +65,8 @@ def test_a_recipe_without_stages_has_none(tmp_path):
     with Ledger(path) as led:
         led.create_run("plain", manifest=Manifest.model_validate({"data": {"sources": [{"name": "web"}]}}))
         led.append_steps("plain", {"step": [0, 100], "tokens": [0.0, 1e5]})
-        led.append_evals("plain", [EvalRecord(step=s, tokens=s * 1e3, task="val", metric="loss", value=3.0 - s / 1e3)
-                                   for s in (0, 50, 100)])
+        led.append_evals(
+            "plain",
+            [EvalRecord(step=s, tokens=s * 1e3, task="val", metric="loss", value=3.0 - s / 1e3) for s in (0, 50, 100)],
+        )
     assert api.yields("plain", ledger=path).stages == []

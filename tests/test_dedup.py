@@ -10,7 +10,7 @@ from yieldgate.manifest import DedupPolicy
 
 def _sets(texts, spec):
     sh = dedup.shingle(texts, spec)
-    return [set(sh.hashes[sh.offsets[d]:sh.offsets[d + 1]].tolist()) for d in range(len(texts))]
+    return [set(sh.hashes[sh.offsets[d] : sh.offsets[d + 1]].tolist()) for d in range(len(texts))]
 
 
 def test_shingles_are_the_normalised_ngrams():
@@ -59,7 +59,7 @@ def test_lsh_params_cover_the_permutations_and_bend_at_the_threshold():
     for threshold in (0.1, 0.5, 0.8):
         bands, rows = dedup.lsh_params(threshold, 128)
         assert bands * rows == 128
-        p = lambda s: 1 - (1 - s**rows) ** bands  # noqa: E731
+        p = lambda s, rows=rows, bands=bands: 1 - (1 - s**rows) ** bands  # noqa: E731
         assert p(threshold * 0.5) < 0.5 < p(min(threshold * 1.5, 1))
 
 
@@ -88,9 +88,13 @@ def test_exact_jaccard_pairs_match_python_sets():
     texts = ["a b c d e f", "a b c d e g", "x y z", "a b c d e f", "q r s t u v w"] * 3
     sets = _sets(texts, "word:2")
     i, j, jac = dedup_eval.exact_jaccard_pairs(dedup.shingle(texts, "word:2"), 0.3, dense_df=3)
-    want = {(a, b): len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a in range(len(texts))
-            for b in range(a + 1, len(texts)) if len(sets[a] & sets[b]) / len(sets[a] | sets[b]) >= 0.3}
-    assert dict(zip(zip(i.tolist(), j.tolist()), jac.tolist())) == pytest.approx(want)
+    want = {
+        (a, b): len(sets[a] & sets[b]) / len(sets[a] | sets[b])
+        for a in range(len(texts))
+        for b in range(a + 1, len(texts))
+        if len(sets[a] & sets[b]) / len(sets[a] | sets[b]) >= 0.3
+    }
+    assert dict(zip(zip(i.tolist(), j.tolist(), strict=True), jac.tolist(), strict=True)) == pytest.approx(want)
 
 
 def test_bad_shingle_and_paths(tmp_path):
@@ -105,7 +109,10 @@ def test_read_documents_walks_folders_and_chunks(tmp_path):
     (tmp_path / "sub" / "b.txt").write_text("line one\nline two\n")
     (tmp_path / "a.txt").write_text("alpha\n")
     (tmp_path / ".hidden").write_text("skip\n")
-    assert [d for d, _ in pipeline.read_documents([tmp_path])] == [str(tmp_path / "a.txt"), str(tmp_path / "sub" / "b.txt")]
+    assert [d for d, _ in pipeline.read_documents([tmp_path])] == [
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "sub" / "b.txt"),
+    ]
     chunks = pipeline.read_documents([tmp_path / "sub" / "b.txt"], chunk_chars=10)
     assert [d for d, _ in chunks] == [f"{tmp_path / 'sub' / 'b.txt'}#0", f"{tmp_path / 'sub' / 'b.txt'}#1"]
 
@@ -133,8 +140,9 @@ def test_near_dedup_finds_editions_and_copies_on_a_real_subset(works):
     assert 0.03 < threshold < 0.3
     test = pick(["hamlet", "macbeth", "henry-v", "richard-ii", "areopagitica", "paradise-regained"])
     truth, ignore = dedup_eval.known_pairs(test)
-    found = dedup_eval.found_pairs([w.id for w in test], [w.text for w in test],
-                                   DedupPolicy(kind="near", shingle="word:3", threshold=threshold))
+    found = dedup_eval.found_pairs(
+        [w.id for w in test], [w.text for w in test], DedupPolicy(kind="near", shingle="word:3", threshold=threshold)
+    )
     s = dedup_eval.score(found, truth, ignore)
     assert s.truth == 6 and s.recall >= 0.9 and s.precision >= 0.95
 

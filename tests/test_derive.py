@@ -124,12 +124,36 @@ def test_evals_take_their_steps_tokens_and_wall_time_and_the_portfolio():
     p = packet()
     frame_of(d, p)
     assert d.evals(p) == [
-        EvalRecord(step=12, tokens=1200.0, wall_s=102.0, task="val", metric="loss", value=2.25,
-                   portfolio="core", portfolio_version="2"),
-        EvalRecord(step=12, tokens=1200.0, wall_s=102.0, task="val", metric="acc", value=0.5,
-                   portfolio="core", portfolio_version="2"),
-        EvalRecord(step=99, tokens=None, wall_s=None, task="val", metric="acc", value=0.75,
-                   portfolio="core", portfolio_version="2"),
+        EvalRecord(
+            step=12,
+            tokens=1200.0,
+            wall_s=102.0,
+            task="val",
+            metric="loss",
+            value=2.25,
+            portfolio="core",
+            portfolio_version="2",
+        ),
+        EvalRecord(
+            step=12,
+            tokens=1200.0,
+            wall_s=102.0,
+            task="val",
+            metric="acc",
+            value=0.5,
+            portfolio="core",
+            portfolio_version="2",
+        ),
+        EvalRecord(
+            step=99,
+            tokens=None,
+            wall_s=None,
+            task="val",
+            metric="acc",
+            value=0.75,
+            portfolio="core",
+            portfolio_version="2",
+        ),
     ]
     assert d.last_step == 13
 

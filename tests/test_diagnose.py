@@ -31,9 +31,17 @@ from yieldgate.analysis.spikes import spike_steps
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
 
-MANIFEST = parse_manifest({"data": {"sources": [{"name": "a", "weight": 3, "unique_tokens": 100_000},
-                                                {"name": "b", "weight": 1, "unique_tokens": 100}],
-                                    "sequence_length": 10}})
+MANIFEST = parse_manifest(
+    {
+        "data": {
+            "sources": [
+                {"name": "a", "weight": 3, "unique_tokens": 100_000},
+                {"name": "b", "weight": 1, "unique_tokens": 100},
+            ],
+            "sequence_length": 10,
+        }
+    }
+)
 
 
 # -- pure functions ---------------------------------------------------------------------------------------
@@ -69,16 +77,20 @@ def test_duplicated_stream_counts_only_repeats_the_declared_data_does_not_explai
     n = 50
     a = np.cumsum(np.full(n, 30.0))
     b = np.cumsum(np.full(n, 10.0))
-    looping = RunSignals(steps=_steps(n, **{"tokens/a": a, "tokens/b": b, "stream/repeat_rate": np.full(n, 0.75)}),
-                         manifest=MANIFEST)
+    looping = RunSignals(
+        steps=_steps(n, **{"tokens/a": a, "tokens/b": b, "stream/repeat_rate": np.full(n, 0.75)}), manifest=MANIFEST
+    )
     (f,) = duplicated_stream(looping)
     # b (100 unique tokens) passes one epoch after step 10: a quarter of each later batch is an expected repeat.
     assert f.cause == "duplicated_stream" and f.start_step == 1
     assert f.evidence["explained_by_epochs"] == 0.25 and f.evidence["excess"] == 0.5
     # The same repeats as b's epochs explain are no finding.
-    explained = RunSignals(steps=_steps(n, **{"tokens/a": a, "tokens/b": b,
-                                              "stream/repeat_rate": np.r_[np.zeros(10), np.full(n - 10, 0.25)]}),
-                           manifest=MANIFEST)
+    explained = RunSignals(
+        steps=_steps(
+            n, **{"tokens/a": a, "tokens/b": b, "stream/repeat_rate": np.r_[np.zeros(10), np.full(n - 10, 0.25)]}
+        ),
+        manifest=MANIFEST,
+    )
     assert duplicated_stream(explained) == []
 
 
@@ -99,12 +111,19 @@ def test_mixture_drift_is_the_realised_share_against_the_weight():
 
 def test_nonfinite_and_stall_on_a_window_as_the_tracker_would_run_them():
     n = 60
-    window = _steps(n, loss=np.full(n, 2.0), grad_norm=np.r_[np.ones(30), [math.inf], np.ones(n - 31)],
-                    step_s=np.full(n, 0.1), data_wait_s=np.r_[np.full(30, 0.001), np.full(n - 30, 0.08)],
-                    tokens=np.arange(1, n + 1) * 100.0)
+    window = _steps(
+        n,
+        loss=np.full(n, 2.0),
+        grad_norm=np.r_[np.ones(30), [math.inf], np.ones(n - 31)],
+        step_s=np.full(n, 0.1),
+        data_wait_s=np.r_[np.full(30, 0.001), np.full(n - 30, 0.08)],
+        tokens=np.arange(1, n + 1) * 100.0,
+    )
     found = online_findings(window)
     assert [(f.cause, f.detector, f.start_step, f.end_step) for f in found] == [
-        ("damaged_update", "nonfinite_grad_norm", 31, 31), ("infrastructure_stall", "stall_data_wait", 31, 60)]
+        ("damaged_update", "nonfinite_grad_norm", 31, 31),
+        ("infrastructure_stall", "stall_data_wait", 31, 60),
+    ]
     assert found[1].evidence["wait_fraction_during"] == 0.8 and found[1].evidence["wait_fraction_early"] == 0.01
     with pytest.raises(NotRun, match="no timing"):
         stall(RunSignals(steps=_steps(n, loss=np.ones(n))))
@@ -115,9 +134,10 @@ def test_nonfinite_and_stall_on_a_window_as_the_tracker_would_run_them():
 def test_skipped_steps_and_the_loss_scale_they_cost():
     n = 30
     skipped = np.r_[np.zeros(10), [1, 2, 3], np.full(n - 13, 3.0)]
-    scale = 65536.0 / 2.0 ** skipped
-    (f,) = nonfinite_and_skipped(RunSignals(steps=_steps(n, **{"signals/skipped_steps": skipped,
-                                                              "signals/loss_scale": scale})))
+    scale = 65536.0 / 2.0**skipped
+    (f,) = nonfinite_and_skipped(
+        RunSignals(steps=_steps(n, **{"signals/skipped_steps": skipped, "signals/loss_scale": scale}))
+    )
     assert (f.cause, f.start_step, f.end_step) == ("damaged_update", 11, 13)
     assert f.evidence == {"skipped_steps": 3, "loss_scale_before": 65536.0, "loss_scale_after": 8192.0}
 
@@ -128,8 +148,10 @@ def test_skipped_steps_and_the_loss_scale_they_cost():
 def test_an_imported_run_without_loss_timing_or_sources_says_what_could_not_run(ledger):
     ledger.create_run("imported", status="imported", source="import")
     ledger.append_steps("imported", {"step": [100, 200, 300]})
-    ledger.append_evals("imported", [EvalRecord(step=s, task="val", metric="loss", value=v)
-                                     for s, v in ((100, 3.0), (200, 2.8), (300, 2.9))])
+    ledger.append_evals(
+        "imported",
+        [EvalRecord(step=s, task="val", metric="loss", value=v) for s, v in ((100, 3.0), (200, 2.8), (300, 2.9))],
+    )
     result = diagnose(ledger, "imported")
     assert result.findings == []
     reasons = {e["detector"]: e["reason"] for e in result.not_run}
@@ -192,8 +214,9 @@ def test_a_real_faulted_probe_is_labelled_with_its_cause(suite, condition):
 # -- overfitting, transient spikes, plateaus, the schedule on noise ---------------------------------------
 
 
-def fine_tune(seed: int = 0, *, steps: int = 5000, best: int = 1000, rise: float = 0.3, epochs: bool = True,
-              every: int = 250) -> RunSignals:
+def fine_tune(
+    seed: int = 0, *, steps: int = 5000, best: int = 1000, rise: float = 0.3, epochs: bool = True, every: int = 250
+) -> RunSignals:
     """A fine-tune over few samples: the training loss keeps falling (AR(1) noise, as a smoothed logger writes it)
     while the held-out loss is best at `best` and rises by `rise` over the remaining steps (4,000 by default)."""
     rng = np.random.default_rng(seed)
@@ -237,8 +260,9 @@ def test_a_held_out_loss_that_keeps_falling_is_not_overfitting():
         overfitting(RunSignals(steps=_steps(10, loss=np.ones(10))))
 
 
-def spiky(seed: int = 0, *, at: tuple[int, ...] = (150,), ratchet: float = 0.0, lingering: float = 0.0,
-          steps: int = 400) -> pd.DataFrame:
+def spiky(
+    seed: int = 0, *, at: tuple[int, ...] = (150,), ratchet: float = 0.0, lingering: float = 0.0, steps: int = 400
+) -> pd.DataFrame:
     """A falling training loss with step noise 0.02 and a spike of +1.5 at each step of `at`; `ratchet` raises the
     loss level for good after each spike, `lingering` by that much decaying over ~15 steps."""
     rng = np.random.default_rng(seed)
@@ -252,8 +276,14 @@ def spiky(seed: int = 0, *, at: tuple[int, ...] = (150,), ratchet: float = 0.0, 
 
 def flat_evals(steps: int = 400, every: int = 50) -> pd.DataFrame:
     at = np.arange(every, steps + 1, every)
-    return pd.DataFrame({"step": at, "task": "val", "metric": "loss",
-                         "value": 2.0 + 2.0 * np.exp(-at / 50) + np.random.default_rng(1).normal(0, 0.005, len(at))})
+    return pd.DataFrame(
+        {
+            "step": at,
+            "task": "val",
+            "metric": "loss",
+            "value": 2.0 + 2.0 * np.exp(-at / 50) + np.random.default_rng(1).normal(0, 0.005, len(at)),
+        }
+    )
 
 
 def test_a_spike_that_recovers_is_a_low_severity_transient_spike_not_a_schedule_fault():
@@ -323,7 +353,10 @@ def test_a_plateau_at_constant_lr_is_stalled_with_ranked_candidates_and_the_expe
     assert (f.cause, f.detector) == ("stalled", "plateau")
     assert [c["cause"] for c in f.evidence["candidates"]] == ["schedule", "data_exhaustion"]
     assert "cool the LR down" in f.evidence["experiment"]
-    assert "cause undetermined" in f.advice and "a drop means the schedule was the limit, no drop means the data" in f.advice
+    assert (
+        "cause undetermined" in f.advice
+        and "a drop means the schedule was the limit, no drop means the data" in f.advice
+    )
     # Repeated epochs put the data first.
     epochs = plateau_run()
     epochs.steps["imported/epoch"] = epochs.steps["step"] / 100
@@ -340,9 +373,13 @@ def linked_cooldown(seed: int = 1, *, drop: float, steps: int = 100, first: int 
     """A run continuing `plateau_run()` from its last step with the LR cooled down linearly to 0 (`probe.cooldown`):
     the loss falls by `drop` over it (noise 0.02, as the plateau's)."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"step": np.arange(first, first + steps),
-                         "loss": 2.0 - np.linspace(0, drop, steps) + rng.normal(0, 0.02, steps),
-                         "lr": 1e-3 * (1 - np.arange(1, steps + 1) / steps)})
+    return pd.DataFrame(
+        {
+            "step": np.arange(first, first + steps),
+            "loss": 2.0 - np.linspace(0, drop, steps) + rng.normal(0, 0.02, steps),
+            "lr": 1e-3 * (1 - np.arange(1, steps + 1) / steps),
+        }
+    )
 
 
 def test_a_linked_cooldown_run_decides_the_plateau_of_the_run_it_continues():
@@ -385,19 +422,35 @@ def test_the_gns_early_warning_is_labelled_a_heuristic_and_its_lead_is_measured(
     n = 400
     step = np.arange(1, n + 1)
     gns = np.where(step < 250, 1000.0, 300.0)  # falls to under half its mid-run level at step 250
-    val = pd.DataFrame({"step": np.arange(50, n + 1, 50), "task": "val", "metric": "loss",
-                        "value": [3.0, 2.8, 2.6, 2.5, 2.45, 2.44, 2.6, 2.7]})  # degrades at step 350
+    val = pd.DataFrame(
+        {
+            "step": np.arange(50, n + 1, 50),
+            "task": "val",
+            "metric": "loss",
+            "value": [3.0, 2.8, 2.6, 2.5, 2.45, 2.44, 2.6, 2.7],
+        }
+    )  # degrades at step 350
     (f,) = early_warnings(RunSignals(steps=_steps(n, **{"signals/gns": gns}), evals=val))
     assert (f.detector, f.start_step, f.evidence["lead_steps"]) == ("early_gns", 250, 100)
     assert "heuristic" in f.evidence["heuristic"] and f.advice.startswith("heuristic early warning")
     assert "not a verdict" in f.advice
+
     # The benchmark's lead-time table over faulted probes: leads where the validation loss degraded, the rest apart.
-    ew = lambda lead, merged=False: {"cause": "early_warning", "confidence": 0.45,  # noqa: E731
-                                     "detector": "early_gns+early_act_entropy" if merged else "early_gns",
-                                     "evidence": {"early_gns": {"lead_steps": lead}} if merged else {"lead_steps": lead}}
-    results = [{"condition": "lr_x30", "findings": [ew(120)]}, {"condition": "loop_200", "findings": [ew(-10, True)]},
-               {"condition": "nan_grad", "findings": [ew(None)]}, {"condition": "unshuffled", "findings": []},
-               {"condition": "clean", "findings": [ew(None)]}]
+    def ew(lead, merged=False):
+        return {
+            "cause": "early_warning",
+            "confidence": 0.45,
+            "detector": "early_gns+early_act_entropy" if merged else "early_gns",
+            "evidence": {"early_gns": {"lead_steps": lead}} if merged else {"lead_steps": lead},
+        }
+
+    results = [
+        {"condition": "lr_x30", "findings": [ew(120)]},
+        {"condition": "loop_200", "findings": [ew(-10, True)]},
+        {"condition": "nan_grad", "findings": [ew(None)]},
+        {"condition": "unshuffled", "findings": []},
+        {"condition": "clean", "findings": [ew(None)]},
+    ]
     g = bench.gns_lead_times(results)
     assert (g["faulted"], g["fired"], g["leads"], g["ahead"], g["without_val_degradation"]) == (4, 3, [-10, 120], 1, 1)
     assert (g["clean"], g["clean_fired"], g["median_lead"]) == (1, 1, 55.0)
@@ -409,7 +462,9 @@ def test_real_public_logs_get_their_known_answers():
     schedule finding on the llm.c and build-nanogpt runs whose spikes are transient (4867; 30454), nothing stalled on
     the Whisper-tiny run whose held-out loss still falls slowly at constant LR."""
     rows = {r["case"]: r for r in bench.real_cases()}
-    assert all(r["passed"] for r in rows.values()), [(r["case"], r["findings"]) for r in rows.values() if not r["passed"]]
+    assert all(r["passed"] for r in rows.values()), [
+        (r["case"], r["findings"]) for r in rows.values() if not r["passed"]
+    ]
     assert rows["hf-whisper-large-v2-ja-trainer_state.json"]["found"] == "overfitting"
     assert rows["llmc-gpt2-124m-main.log"]["found"] == "transient_spike"
     assert rows["hf-whisper-tiny-nb-trainer_state.json"]["second_half_within_noise"] == (50, 50)
@@ -435,8 +490,16 @@ def test_stall_advice_agrees_with_its_evidence():
     assert f.evidence["wait_fraction_during"] < f.evidence["wait_fraction_early"]
     assert "loader workers" not in f.advice and "not the loader" in f.advice and "a note" in f.advice
     # A data wait that rose is the loader, and the advice says so.
-    (f,) = stall(RunSignals(steps=_steps(n, step_s=np.full(n, 0.1), data_wait_s=np.r_[np.full(40, 0.001), np.full(n - 40, 0.08)],
-                                         tokens=np.arange(1, n + 1) * 100.0)))
+    (f,) = stall(
+        RunSignals(
+            steps=_steps(
+                n,
+                step_s=np.full(n, 0.1),
+                data_wait_s=np.r_[np.full(40, 0.001), np.full(n - 40, 0.08)],
+                tokens=np.arange(1, n + 1) * 100.0,
+            )
+        )
+    )
     assert f.detector == "stall_data_wait" and "add loader workers" in f.advice
 
 
@@ -511,10 +574,10 @@ def test_a_log_of_one_row_per_epoch_is_not_called_a_non_iid_stream(cli_for, tmp_
 
 
 def test_one_evaluation_far_off_the_curve_is_an_eval_spike_and_a_level_shift_is_not(ledger):
-    """The shape of a real Keras run (keras-tf2-cbam-noise-tb in tests/support/real_logs.py, not committed): 1,000 per-epoch
-    validation losses falling from 1.36 to 0.025 with one of 11.97 at epoch 15 among values near 1. It is reported
-    once, at its step, as a transient of one evaluation; the same curve without it, and one whose loss steps up and
-    stays up, have no such finding."""
+    """The shape of a real Keras run (keras-tf2-cbam-noise-tb in tests/support/real_logs.py, not committed): 1,000
+    per-epoch validation losses falling from 1.36 to 0.025 with one of 11.97 at epoch 15 among values near 1. It is
+    reported once, at its step, as a transient of one evaluation; the same curve without it, and one whose loss steps
+    up and stays up, have no such finding."""
     rng = np.random.default_rng(0)
     epochs = np.arange(1000)
     clean = 0.025 + 1.34 * np.exp(-epochs / 60) * (1 + 0.03 * rng.standard_normal(1000))
@@ -524,8 +587,13 @@ def test_one_evaluation_far_off_the_curve_is_an_eval_spike_and_a_level_shift_is_
     for name, values in (("spiked", spiked), ("clean", clean), ("shifted", shifted)):
         ledger.create_run(name, status="imported", source="import")
         ledger.append_steps(name, {"step": epochs, "loss": clean * 0.9})
-        ledger.append_evals(name, [EvalRecord(step=int(s), task="val", metric="loss", value=float(v))
-                                   for s, v in zip(epochs, values, strict=True)])
+        ledger.append_evals(
+            name,
+            [
+                EvalRecord(step=int(s), task="val", metric="loss", value=float(v))
+                for s, v in zip(epochs, values, strict=True)
+            ],
+        )
     (found,) = [f for f in diagnose(ledger, "spiked", store=False).findings if f.detector == "eval_spike"]
     assert (found.cause, found.start_step, found.end_step, found.severity) == ("transient_spike", 15, 15, "low")
     assert found.evidence["eval"] == "val/loss" and found.evidence["neighbour_steps"] == [14, 16]
@@ -535,9 +603,14 @@ def test_one_evaluation_far_off_the_curve_is_an_eval_spike_and_a_level_shift_is_
     # Two eval portfolios with val/loss at the same steps are two curves, each read on its own.
     ledger.create_run("portfolios", status="imported", source="import")
     ledger.append_steps("portfolios", {"step": epochs, "loss": clean * 0.9})
-    ledger.append_evals("portfolios", [EvalRecord(step=int(s), task="val", metric="loss", value=float(v), portfolio=p)
-                                       for p, values in (("a", clean), ("b", spiked))
-                                       for s, v in zip(epochs, values, strict=True)])
+    ledger.append_evals(
+        "portfolios",
+        [
+            EvalRecord(step=int(s), task="val", metric="loss", value=float(v), portfolio=p)
+            for p, values in (("a", clean), ("b", spiked))
+            for s, v in zip(epochs, values, strict=True)
+        ],
+    )
     (found,) = [f for f in diagnose(ledger, "portfolios", store=False).findings if f.detector == "eval_spike"]
     assert found.start_step == 15 and found.evidence["value"] == spiked[15]
 
@@ -546,12 +619,21 @@ def test_no_eval_spike_in_the_real_held_out_curves():
     """Every committed real run with 5 or more held-out losses of one task, read from its file: no evaluation is
     called a spike (the overfitting Whisper-ja and Keras runs rise smoothly; the rest fall)."""
     series = {
-        "whisper-ja": [(row["step"], row["eval_loss"]) for row in json.loads(
-            (REAL / "hf-whisper-large-v2-ja-trainer_state.json").read_text())["log_history"] if "eval_loss" in row],
-        "whisper-tiny": [(row["step"], row["eval_loss"]) for row in json.loads(
-            (REAL / "hf-whisper-tiny-nb-trainer_state.json").read_text())["log_history"] if "eval_loss" in row],
-        "whisper-hi": [(row["step"], row["eval_loss"]) for row in json.loads(
-            (REAL / "hf-whisper-small-hi-trainer_state.json").read_text())["log_history"] if "eval_loss" in row],
+        "whisper-ja": [
+            (row["step"], row["eval_loss"])
+            for row in json.loads((REAL / "hf-whisper-large-v2-ja-trainer_state.json").read_text())["log_history"]
+            if "eval_loss" in row
+        ],
+        "whisper-tiny": [
+            (row["step"], row["eval_loss"])
+            for row in json.loads((REAL / "hf-whisper-tiny-nb-trainer_state.json").read_text())["log_history"]
+            if "eval_loss" in row
+        ],
+        "whisper-hi": [
+            (row["step"], row["eval_loss"])
+            for row in json.loads((REAL / "hf-whisper-small-hi-trainer_state.json").read_text())["log_history"]
+            if "eval_loss" in row
+        ],
     }
     with (REAL / "keras-csvlogger-amazon-reviews-training_log.csv").open() as f:
         series["keras"] = [(int(row["epoch"]), float(row["val_loss"])) for row in csv.DictReader(f)]

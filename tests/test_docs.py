@@ -85,6 +85,7 @@ def test_every_docs_page_is_in_the_nav_and_every_nav_entry_is_a_page():
 def command_names() -> list[str]:
     """Every command of the CLI as typed, group commands with their subcommands (`manifest validate`)."""
     group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
     names = []
     for name, command in group.commands.items():
         subcommands = getattr(command, "commands", None)
@@ -197,7 +198,7 @@ def test_the_manifest_page_example_is_a_valid_manifest_and_the_example_file(tmp_
     (example,) = blocks("manifests.md", "yaml")
     (tmp_path / "manifest.yaml").write_text(example)
     manifest = load_manifest(tmp_path / "manifest.yaml")
-    assert [s.name for s in manifest.data.sources] == ["web", "code"]
+    assert manifest.data is not None and [s.name for s in manifest.data.sources] == ["web", "code"]
     assert load_manifest(ROOT / "examples" / "manifest.yaml") == manifest, (
         "examples/manifest.yaml is the page's example"
     )

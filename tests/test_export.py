@@ -19,21 +19,44 @@ TOKENS = [4096.0 * s for s in range(1, 7)]
 @pytest.fixture
 def run(ledger):
     ledger.create_run("r")
-    ledger.append_steps("r", {"step": list(range(1, 7)), "tokens": TOKENS, "wall_s": [0.5 * s for s in range(1, 7)],
-                              "loss": [4.0, 3.6, 3.3, 3.1, math.nan, 2.9], "lr": [1e-3] * 6})
+    ledger.append_steps(
+        "r",
+        {
+            "step": list(range(1, 7)),
+            "tokens": TOKENS,
+            "wall_s": [0.5 * s for s in range(1, 7)],
+            "loss": [4.0, 3.6, 3.3, 3.1, math.nan, 2.9],
+            "lr": [1e-3] * 6,
+        },
+    )
     ledger.append_steps("r", {"step": [2, 4, 6], "signals/gns": [100.0, 150.0, 210.0]})
-    ledger.append_evals("r", [EvalRecord(step=s, task="val", metric="loss", value=v)
-                              for s, v in ((2, 3.7), (4, 3.3), (6, 3.0))])
-    ledger.append_evals("r", [EvalRecord(step=6, task="lambada_openai", metric="acc", value=0.31,
-                                         portfolio="lm-eval", portfolio_version="0.4.2")])
+    ledger.append_evals(
+        "r", [EvalRecord(step=s, task="val", metric="loss", value=v) for s, v in ((2, 3.7), (4, 3.3), (6, 3.0))]
+    )
+    ledger.append_evals(
+        "r",
+        [
+            EvalRecord(
+                step=6, task="lambada_openai", metric="acc", value=0.31, portfolio="lm-eval", portfolio_version="0.4.2"
+            )
+        ],
+    )
     ledger.add_event("r", "diagnosis", {"cause": "schedule", "confidence": 0.7}, start_step=4, end_step=6)
     return "r"
 
 
 def test_run_table_has_canonical_columns_one_row_per_step(ledger, run):
     table = run_table(ledger, run)
-    assert table.columns.tolist() == ["step", "tokens", "wall_s", "loss", "lr", "signals/gns",
-                                      "lambada_openai/acc", "val/loss"]
+    assert table.columns.tolist() == [
+        "step",
+        "tokens",
+        "wall_s",
+        "loss",
+        "lr",
+        "signals/gns",
+        "lambada_openai/acc",
+        "val/loss",
+    ]
     assert table["step"].tolist() == [1, 2, 3, 4, 5, 6]
     assert table["val/loss"].isna().tolist() == [True, False, True, False, True, False]
 
@@ -44,9 +67,15 @@ def test_table_round_trip_through_the_importer(ledger, run, tmp_path, suffix):
     res = export_run(ledger, run, "table", str(dest))
     assert res.rows == 6
     (back,) = import_run(ledger, "table", [str(dest)], ImportOptions(run="back"))
-    assert back.mapping == {"tokens": "tokens", "wall_s": "wall_s", "loss": "loss", "lr": "lr",
-                            "signals/gns": "signals/gns", "lambada_openai/acc": "lambada_openai/acc (eval)",
-                            "val/loss": "val/loss (eval)"}
+    assert back.mapping == {
+        "tokens": "tokens",
+        "wall_s": "wall_s",
+        "loss": "loss",
+        "lr": "lr",
+        "signals/gns": "signals/gns",
+        "lambada_openai/acc": "lambada_openai/acc (eval)",
+        "val/loss": "val/loss (eval)",
+    }
     pd.testing.assert_frame_equal(ledger.steps("back", nullable=True), ledger.steps(run, nullable=True))
     pd.testing.assert_frame_equal(ledger.extras("back"), ledger.extras(run))
     cols = ["step", "task", "metric", "value", "higher_is_better"]
@@ -118,8 +147,9 @@ def test_export_then_import_gives_back_the_same_run(ledger, run, tmp_path, monke
     name MLflow refuses (`exact_match,strict-match`) comes back unchanged; derived yields are not imported."""
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    ledger.append_evals(run, [EvalRecord(step=6, task="gsm8k", metric="exact_match,strict-match", value=0.125,
-                                         portfolio="lm-eval")])
+    ledger.append_evals(
+        run, [EvalRecord(step=6, task="gsm8k", metric="exact_match,strict-match", value=0.125, portfolio="lm-eval")]
+    )
     res = export_run(ledger, run, to, str(tmp_path / to))
     if to == "mlflow":
         uri, run_id = res.dest.split("#")
@@ -127,8 +157,7 @@ def test_export_then_import_gives_back_the_same_run(ledger, run, tmp_path, monke
     else:
         (back,) = import_run(ledger, to, [res.dest], ImportOptions(run="back"))
     cols = ["step", "tokens", "wall_s", "loss", "lr"]
-    pd.testing.assert_frame_equal(ledger.steps("back")[cols], ledger.steps(run)[cols], check_dtype=False,
-                                  rtol=1e-6)
+    pd.testing.assert_frame_equal(ledger.steps("back")[cols], ledger.steps(run)[cols], check_dtype=False, rtol=1e-6)
     assert ledger.extras("back", ["signals/gns"])["value"].tolist() == pytest.approx([100.0, 150.0, 210.0])
     got = ledger.evals("back").set_index(["task", "metric", "step"])["value"].sort_index()
     want = ledger.evals(run).set_index(["task", "metric", "step"])["value"].sort_index()

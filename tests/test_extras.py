@@ -28,10 +28,13 @@ def test_the_tracker_without_torch_names_the_torch_extra():
     ), result.stderr
 
 
-@pytest.mark.parametrize(("module", "argv"), [
-    ("wandb", ["export", "a", "out", "--to", "wandb"]),
-    ("mlflow", ["import", "mlflow", "0123", "--run", "x"]),
-])
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [
+        ("wandb", ["export", "a", "out", "--to", "wandb"]),
+        ("mlflow", ["import", "mlflow", "0123", "--run", "x"]),
+    ],
+)
 def test_an_importer_or_exporter_without_its_extra_is_one_line_naming_it(tmp_path, module, argv):
     from yieldgate import Ledger
 
@@ -46,4 +49,5 @@ def test_an_importer_or_exporter_without_its_extra_is_one_line_naming_it(tmp_pat
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and f"pip install 'yieldgate[{EXTRA_OF[module]}]'" in result.stderr, (
-        result.stderr)
+        result.stderr
+    )

@@ -96,8 +96,10 @@ def test_forecast_check_on_a_real_probe(tmp_path):
     from yieldgate.probe.config import ProbeConfig
     from yieldgate.probe.trainer import train_probe
 
-    recipe = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
-              "tokenizer": {"name": "bpe-512", "vocab_size": 512}}
+    recipe = {
+        "sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
+        "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+    }
     data = resolve(parse_manifest({"data": recipe}).data, seed=0, max_chars_per_source=1_500_000)
     db = str(tmp_path / "f.db")
     train_probe(data, ProbeConfig(tokens=300_000, seed=6, evals=20, eval_sequences=64, threads=2), run="p", ledger=db)

@@ -24,6 +24,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -40,7 +41,7 @@ UPDATE = os.environ.get("YIELDGATE_UPDATE_GOLDEN") == "1"
 # -- the fixed ledger ------------------------------------------------------------------------------------------------
 
 TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
-CAMPAIGN = {
+CAMPAIGN: dict[str, Any] = {
     "name": "camp",
     "recipes": {
         "base": {
@@ -249,7 +250,8 @@ CASES = {
 
 LEFT_OUT = {
     # Each trains the reference GPT (seconds to minutes; a fixed ledger cannot stand in for a training): their
-    # --json is read by tests/integration/test_probe.py, tests/test_probe_batch.py and tests/integration/test_campaign.py (`make test-all`).
+    # --json is read by tests/integration/test_probe.py, tests/test_probe_batch.py and
+    # tests/integration/test_campaign.py (`make test-all`).
     # `campaign` is covered: it prints the summary `probe` stored, which the fixture stores without training.
     "train": "trains a probe",
     "batch-check": "trains the baseline and the candidate",
@@ -317,11 +319,12 @@ def _json_commands(group, prefix: str = ""):
 
 def _command_of(args: tuple[str, ...]) -> str:
     """The (sub)command a case runs: `manifest diff` of ("manifest", "diff", ...)."""
-    group, words = ROOT, []
+    group, words = ROOT, list[str]()
     for word in args:
+        assert isinstance(group, typer.core.TyperGroup)  # a command without subcommands returned below
         group = group.commands[word]
         words.append(word)
-        if not hasattr(group, "commands"):
+        if not isinstance(group, typer.core.TyperGroup):
             return " ".join(words)
     raise AssertionError(f"{args} names no command")
 

@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.helpers import CFG, batch
 from yieldgate.analysis.goodput import goodput_of
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker
-
-from tests.support.helpers import CFG, batch
 
 
 def _train(tr: Tracker, model, opt, text, rng, steps: range, saves: dict[int, float], path) -> dict[int, float]:
@@ -109,4 +108,5 @@ def test_a_log_without_restarts_or_timed_saves_says_so(cli_for, tmp_path):
     cli("import", "table", str(log), "--run", "p")
     assert "goodput 100.0% of 0.0278 h (checkpoint saves not timed)" in cli("show", "p").stdout
     assert cli.json("show", "p")["goodput"]["unmeasured"] == [
-        "checkpoint saves: none timed (Tracker.checkpoint, time/checkpoint_s)"]
+        "checkpoint saves: none timed (Tracker.checkpoint, time/checkpoint_s)"
+    ]

@@ -51,7 +51,9 @@ def _textlog(tmp_path):
 def _hf(tmp_path):
     from transformers import TrainerState
 
-    state = TrainerState(global_step=29, log_history=[{"loss": 3 / s, "step": s, "epoch": s / 29} for s in range(1, 30)])
+    state = TrainerState(
+        global_step=29, log_history=[{"loss": 3 / s, "step": s, "epoch": s / 29} for s in range(1, 30)]
+    )
     path = tmp_path / "trainer_state.json"
     state.save_to_json(str(path))
     return path, {}
@@ -60,8 +62,9 @@ def _hf(tmp_path):
 def _lmeval(tmp_path):
     path = tmp_path / "step100" / "results.json"
     path.parent.mkdir()
-    path.write_text(json.dumps({"results": {"arc_easy": {"alias": "arc_easy", "acc,none": 0.5,
-                                                         "acc_stderr,none": 0.01}}}))
+    path.write_text(
+        json.dumps({"results": {"arc_easy": {"alias": "arc_easy", "acc,none": 0.5, "acc_stderr,none": 0.01}}})
+    )
     return path, {"step_pattern": r"step(\d+)"}
 
 
@@ -108,6 +111,7 @@ def _mlflow(tmp_path):
 
 def _known_log(name):
     """A known trainer's log (tests/data/textlogs), read without a pattern: damage must not fool detection."""
+
     def make(tmp_path):
         path = tmp_path / name
         path.write_bytes((Path(__file__).parent / "data" / "textlogs" / name).read_bytes())
@@ -116,22 +120,54 @@ def _known_log(name):
     return make
 
 
-MAKERS = {"tensorboard": _tensorboard, "table": _csv, "table-jsonl": _jsonl, "table-parquet": _parquet,
-          "textlog": _textlog, "hf-trainer": _hf, "lm-eval": _lmeval, "wandb": _wandb, "mlflow": _mlflow,
-          "textlog-nanogpt": _known_log("nanogpt.log"), "textlog-megatron": _known_log("megatron.log"),
-          "textlog-fairseq": _known_log("fairseq.log"), "textlog-kv": _known_log("torchtitan.log"),
-          "textlog-blocks": _known_log("olmo.log")}
+MAKERS = {
+    "tensorboard": _tensorboard,
+    "table": _csv,
+    "table-jsonl": _jsonl,
+    "table-parquet": _parquet,
+    "textlog": _textlog,
+    "hf-trainer": _hf,
+    "lm-eval": _lmeval,
+    "wandb": _wandb,
+    "mlflow": _mlflow,
+    "textlog-nanogpt": _known_log("nanogpt.log"),
+    "textlog-megatron": _known_log("megatron.log"),
+    "textlog-fairseq": _known_log("fairseq.log"),
+    "textlog-kv": _known_log("torchtitan.log"),
+    "textlog-blocks": _known_log("olmo.log"),
+}
 
 # Bytes that real damage and hostile files bring: numbers that overflow or are not numbers, non-UTF-8 text,
 # markup, NUL and control characters, a huge length prefix.
-_SPLICES = [b"nan", b"inf", b"-inf", b"1e309", b"-1e400", b"9" * 40, b"-1", b"\xff\xfe", b"\xe9", b"\x00",
-            b"<script>", b"\x1b[31m", b"\r\n", b"\xff" * 8, b"{", b"]", b'"', b","]
+_SPLICES = [
+    b"nan",
+    b"inf",
+    b"-inf",
+    b"1e309",
+    b"-1e400",
+    b"9" * 40,
+    b"-1",
+    b"\xff\xfe",
+    b"\xe9",
+    b"\x00",
+    b"<script>",
+    b"\x1b[31m",
+    b"\r\n",
+    b"\xff" * 8,
+    b"{",
+    b"]",
+    b'"',
+    b",",
+]
 
 
 def _mutations(data: bytes, rng: random.Random, n: int):
     """`n` damaged copies of `data`, seeded: the classic cases first, then random damage of every kind."""
-    fixed = [("empty", b""), ("nan", data.replace(b"0.", b"nan", 2)),
-             ("binary junk", bytes(rng.randrange(256) for _ in range(300)))]
+    fixed = [
+        ("empty", b""),
+        ("nan", data.replace(b"0.", b"nan", 2)),
+        ("binary junk", bytes(rng.randrange(256) for _ in range(300))),
+    ]
     fixed += [(f"truncated at {frac:.0%}", data[: int(len(data) * frac)]) for frac in (0.1, 0.5, 0.97)]
     yield from fixed[:n]
     for k in range(n - len(fixed)):
@@ -145,9 +181,9 @@ def _mutations(data: bytes, rng: random.Random, n: int):
             elif how == 1:  # cut short
                 del out[at:]
             elif how == 2:  # a span lost
-                del out[at: at + rng.randint(1, 64)]
+                del out[at : at + rng.randint(1, 64)]
             elif how == 3:  # a span written twice (a log appended twice, a retried write)
-                out[at:at] = out[at: at + rng.randint(1, 256)]
+                out[at:at] = out[at : at + rng.randint(1, 256)]
             elif how == 4:  # a hostile or non-finite token spliced in
                 out[at:at] = rng.choice(_SPLICES)
             else:  # a token replaced by one
@@ -155,7 +191,7 @@ def _mutations(data: bytes, rng: random.Random, n: int):
                     if old in out:
                         i = out.find(old, rng.randrange(len(out)))
                         if i >= 0:
-                            out[i: i + len(old)] = rng.choice(_SPLICES)
+                            out[i : i + len(old)] = rng.choice(_SPLICES)
                             break
         yield f"random #{k}", bytes(out)
 
@@ -183,9 +219,12 @@ def _fuzz(ledger, tmp_path, maker, n, monkeypatch):
             assert str(path) in str(exc) or any(s in str(exc) for s in sources) or "--" in str(exc), (what, str(exc))
             assert "\n" not in str(exc), (what, str(exc))
             assert ledger_digest(ledger.location) == before, what  # nothing half-written
-    check(f"{maker} file, {FUZZ_N} seeded mutations ({SOAK_N:,} in `make soak`)",
-          "each imported (with warnings) or refused in one line naming the file; refused ones leave the ledger "
-          "unchanged; no other exception", str(base_rows - len(ledger.steps("base")) - len(ledger.evals("base"))))
+    check(
+        f"{maker} file, {FUZZ_N} seeded mutations ({SOAK_N:,} in `make soak`)",
+        "each imported (with warnings) or refused in one line naming the file; refused ones leave the ledger "
+        "unchanged; no other exception",
+        str(base_rows - len(ledger.steps("base")) - len(ledger.evals("base"))),
+    )
     return refused
 
 
@@ -204,23 +243,39 @@ def test_mutated_files_soak(ledger, tmp_path, maker, monkeypatch):
     _fuzz(ledger, tmp_path, maker, SOAK_N, monkeypatch)
 
 
-_LFS = (b"version https://git-lfs.github.com/spec/v1\n"
-        b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345678\n")
-_HTML = b"<!DOCTYPE html>\n<html lang=\"en\"><head><title>train.log at main</title></head><body></body></html>\n"
+_LFS = (
+    b"version https://git-lfs.github.com/spec/v1\n"
+    b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345678\n"
+)
+_HTML = b'<!DOCTYPE html>\n<html lang="en"><head><title>train.log at main</title></head><body></body></html>\n'
 
 
-@pytest.mark.parametrize(("name", "kind"), [("events.out.tfevents.1.host", "tensorboard"), ("m.csv", "table"),
-                                            ("train.log", "textlog"), ("trainer_state.json", "hf-trainer"),
-                                            ("results_step10.json", "lm-eval"), ("train.log.gz", "textlog")])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("events.out.tfevents.1.host", "tensorboard"),
+        ("m.csv", "table"),
+        ("train.log", "textlog"),
+        ("trainer_state.json", "hf-trainer"),
+        ("results_step10.json", "lm-eval"),
+        ("train.log.gz", "textlog"),
+    ],
+)
 def test_a_placeholder_says_what_it_is(ledger, tmp_path, name, kind):
     """A Git LFS pointer, an empty file or a saved web page in a log's place is named for what it is."""
     import gzip
 
     path = tmp_path / name
-    for data, says in ((_LFS, r"this is a Git LFS pointer \(a 12,345,678-byte file stored elsewhere\), not the file "
-                              r"itself: run `git lfs pull`"),
-                       (_HTML, "this is an HTML page, not .*: a web page was saved in the file's place"),
-                       (b"  \n", "the file is empty"), (b"", "empty")):
+    for data, says in (
+        (
+            _LFS,
+            r"this is a Git LFS pointer \(a 12,345,678-byte file stored elsewhere\), not the file "
+            r"itself: run `git lfs pull`",
+        ),
+        (_HTML, "this is an HTML page, not .*: a web page was saved in the file's place"),
+        (b"  \n", "the file is empty"),
+        (b"", "empty"),
+    ):
         path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
         with pytest.raises(InputError, match=says) as err:
             import_run(ledger, kind, [str(path)], ImportOptions(run="p"))
@@ -232,8 +287,11 @@ def test_an_import_that_reads_nothing_is_refused(ledger, tmp_path):
     """Zero rows is an error that says what was looked for and what was found, never an empty run."""
     path = tmp_path / "m.csv"
     path.write_text("step,note\n1,\n2,\n")
-    with pytest.raises(InputError, match=r"m.csv: nothing to import: looked for rows with a step and at least one "
-                                         r"metric and found no metric at all"):
+    with pytest.raises(
+        InputError,
+        match=r"m.csv: nothing to import: looked for rows with a step and at least one "
+        r"metric and found no metric at all",
+    ):
         import_run(ledger, "table", [str(path)], ImportOptions(run="t"))
     assert len(ledger.runs()) == 0
 

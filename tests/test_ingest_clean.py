@@ -23,7 +23,8 @@ def test_backwards_clock_is_offset_and_reported_each_time():
     assert out.values["wall_s"].tolist() == [10.0, 20.0, 20.0, 30.0, 30.0]
     assert w.summary() == [
         "log:3: wall_s went back from 20 to 5 (timer reset or resumed run); later values offset by 15",
-        "log:5: wall_s went back from 15 to 2 (timer reset or resumed run); later values offset by 13"]
+        "log:5: wall_s went back from 15 to 2 (timer reset or resumed run); later values offset by 13",
+    ]
 
 
 def test_repeats_dropped_relogs_reported_kinds_merged():
@@ -32,8 +33,10 @@ def test_repeats_dropped_relogs_reported_kinds_merged():
     out = clean(rows, w)
     assert out.step.tolist() == [1, 2, 2, 3, 3]  # one exact repeat dropped; train and val rows of step 2 kept
     assert out.where == ["log:1", "log:2", "log:4", "log:5", "log:6"]
-    assert w.summary() == ["log:3: 1 repeated row(s) (same step, same values) dropped",
-                           "log:6: step 3 logged again with loss 1.9 (was 2); the later values are kept"]
+    assert w.summary() == [
+        "log:3: 1 repeated row(s) (same step, same values) dropped",
+        "log:6: step 3 logged again with loss 1.9 (was 2); the later values are kept",
+    ]
 
 
 def test_nan_is_kept_and_counted_and_absent_stays_absent():
@@ -63,9 +66,16 @@ def test_truncated_last_line_is_skipped(tmp_path):
 
 def test_pivot_makes_one_row_per_group_and_step():
     w = Warnings()
-    rows = pivot("s", np.array([0, 0, 0, 1, 1]), np.array([1, 1, 2, 2, 2]), ["a", "b", "a", "a", "a"],
-                 np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.array([100.0, 101.0, 102.0, 200.0, 201.0]),
-                 lambda i: f"v{i}", w)
+    rows = pivot(
+        "s",
+        np.array([0, 0, 0, 1, 1]),
+        np.array([1, 1, 2, 2, 2]),
+        ["a", "b", "a", "a", "a"],
+        np.array([1.0, 2.0, 3.0, 4.0, 5.0]),
+        np.array([100.0, 101.0, 102.0, 200.0, 201.0]),
+        lambda i: f"v{i}",
+        w,
+    )
     assert rows.step.tolist() == [1, 2, 2] and rows.where == ["v0", "v2", "v3"]
     assert rows.values["a"].tolist() == [1.0, 3.0, 5.0] and rows.present["b"].tolist() == [True, False, False]
     assert rows.values["wall_time"].tolist() == [1.0, 2.0, 101.0]  # each row's latest time, from the earliest

@@ -23,20 +23,31 @@ def _results(step: int, acc: float, ppl: float, with_step_in_args: bool = False)
     revision = f",revision=step{step}" if with_step_in_args else ""
     return {
         "results": {
-            "lambada_openai": {"alias": "lambada_openai", "perplexity,none": ppl, "perplexity_stderr,none": 0.5,
-                               "acc,none": acc, "acc_stderr,none": 0.007},
-            "gsm8k": {"alias": "gsm8k", "exact_match,strict-match": acc / 10, "exact_match_stderr,strict-match": "N/A",
-                      "exact_match,flexible-extract": acc / 5, "exact_match_stderr,flexible-extract": 0.002},
+            "lambada_openai": {
+                "alias": "lambada_openai",
+                "perplexity,none": ppl,
+                "perplexity_stderr,none": 0.5,
+                "acc,none": acc,
+                "acc_stderr,none": 0.007,
+            },
+            "gsm8k": {
+                "alias": "gsm8k",
+                "exact_match,strict-match": acc / 10,
+                "exact_match_stderr,strict-match": "N/A",
+                "exact_match,flexible-extract": acc / 5,
+                "exact_match_stderr,flexible-extract": 0.002,
+            },
         },
         "group_subtasks": {"lambada_openai": [], "gsm8k": []},
         "configs": {"lambada_openai": {"task": "lambada_openai", "output_type": "loglikelihood"}},
         "versions": {"lambada_openai": 1.0, "gsm8k": 3.0},
         "n-shot": {"lambada_openai": 0, "gsm8k": 5},
-        "higher_is_better": {"lambada_openai": {"perplexity": False, "acc": True},
-                             "gsm8k": {"exact_match": True}},
+        "higher_is_better": {"lambada_openai": {"perplexity": False, "acc": True}, "gsm8k": {"exact_match": True}},
         "n-samples": {"lambada_openai": {"original": 5153, "effective": 5153}},
         "config": {"model": "hf", "model_args": f"pretrained=EleutherAI/pythia-160m{revision}", "batch_size": 8},
-        "git_hash": "a1b2c3d", "date": 1714560000.0, "lm_eval_version": "0.4.2",
+        "git_hash": "a1b2c3d",
+        "date": 1714560000.0,
+        "lm_eval_version": "0.4.2",
     }
 
 
@@ -50,8 +61,12 @@ def _write(folder, step, acc, ppl, **kw):
 def test_results_per_checkpoint_become_eval_records_and_capability_yield(ledger, cli, tmp_path):
     for step, acc, ppl in ((1000, 0.30, 40.0), (2000, 0.40, 20.0), (3000, 0.45, 15.0)):
         _write(tmp_path, step, acc, ppl)
-    (res,) = import_run(ledger, "lm-eval", [str(tmp_path)],
-                        ImportOptions(run="pythia", step_pattern=r"step(\d+)", tokens_per_step=2_097_152))
+    (res,) = import_run(
+        ledger,
+        "lm-eval",
+        [str(tmp_path)],
+        ImportOptions(run="pythia", step_pattern=r"step(\d+)", tokens_per_step=2_097_152),
+    )
     assert res.evals == 3 * 4 and res.steps == 0
     evals = ledger.evals("pythia")
     acc = evals.query("task == 'lambada_openai' and metric == 'acc'")
@@ -77,7 +92,10 @@ def test_step_from_model_args_and_errors(ledger, tmp_path):
     assert set(ledger.evals("p")["step"]) == {143000}
     plain = tmp_path / "results.json"
     plain.write_text(json.dumps(_results(1, 0.5, 10.0)))
-    with pytest.raises(InputError, match=r"give step N \(a released model's checkpoint\) or step_pattern, .*: the file has no 'step' field"):
+    with pytest.raises(
+        InputError,
+        match=r"give step N \(a released model's checkpoint\) or step_pattern, .*: the file has no 'step' field",
+    ):
         import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q"))
     with pytest.raises(InputError, match="does not match the file's path"):
         import_run(ledger, "lm-eval", [str(plain)], ImportOptions(run="q", step_pattern=r"ckpt-(\d+)"))
@@ -109,22 +127,34 @@ def test_harness_written_results(ledger, tmp_path, monkeypatch):
     from lm_eval.tasks import TaskManager
 
     data = tmp_path / "qa.jsonl"
-    data.write_text("".join(json.dumps({"q": f"{a}+{a}=", "choices": [str(2 * a), str(2 * a + 1)], "answer": 0}) + "\n"
-                            for a in range(8)))
+    data.write_text(
+        "".join(
+            json.dumps({"q": f"{a}+{a}=", "choices": [str(2 * a), str(2 * a + 1)], "answer": 0}) + "\n"
+            for a in range(8)
+        )
+    )
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "yg_sums.yaml").write_text(
         "task: yg_sums\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
         f"    test: {data}\n"
         "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{q}}'\ndoc_to_choice: '{{choices}}'\n"
         "doc_to_target: '{{answer}}'\nmetric_list:\n  - metric: acc\n    aggregation: mean\n"
-        "    higher_is_better: true\nmetadata:\n  version: 1.0\n")
+        "    higher_is_better: true\nmetadata:\n  version: 1.0\n"
+    )
     manager = TaskManager(include_path=str(tmp_path / "tasks"), include_defaults=False)
     written = {}
     for step, seed in ((500, 1), (1000, 2)):  # two "checkpoints": the dummy model answers at random
-        results = lm_eval.simple_evaluate(model="dummy", tasks=["yg_sums"], task_manager=manager, random_seed=seed,
-                                          numpy_random_seed=seed, torch_random_seed=seed)
+        results = lm_eval.simple_evaluate(
+            model="dummy",
+            tasks=["yg_sums"],
+            task_manager=manager,
+            random_seed=seed,
+            numpy_random_seed=seed,
+            torch_random_seed=seed,
+        )
         EvaluationTracker(output_path=str(tmp_path / "out" / f"step{step}")).save_results_aggregated(
-            results=results, samples=None)
+            results=results, samples=None
+        )
         written[step] = results["results"]["yg_sums"]
     (res,) = import_run(ledger, "lm-eval", [str(tmp_path / "out")], ImportOptions(run="h", step_pattern=r"step(\d+)"))
     evals = ledger.evals("h")
@@ -140,11 +170,14 @@ def test_harness_written_results(ledger, tmp_path, monkeypatch):
 def _v03(acc: float) -> dict:
     """A v0.3 results file as the harness wrote them before 0.4 (Pythia's published evals): plain metric
     names, `versions` beside `results`, no `higher_is_better`."""
-    return {"results": {"arc_easy": {"acc": acc, "acc_stderr": 0.01, "acc_norm": acc - 0.05, "acc_norm_stderr": 0.01},
-                        "lambada_openai": {"ppl": 40.0 - 50 * acc, "ppl_stderr": 1.5, "acc": acc + 0.1,
-                                           "acc_stderr": 0.006}},
-            "versions": {"arc_easy": 0, "lambada_openai": 0},
-            "config": {"model": "gpt2", "model_args": "pretrained=/ckpt", "num_fewshot": 0, "batch_size": 16}}
+    return {
+        "results": {
+            "arc_easy": {"acc": acc, "acc_stderr": 0.01, "acc_norm": acc - 0.05, "acc_norm_stderr": 0.01},
+            "lambada_openai": {"ppl": 40.0 - 50 * acc, "ppl_stderr": 1.5, "acc": acc + 0.1, "acc_stderr": 0.006},
+        },
+        "versions": {"arc_easy": 0, "lambada_openai": 0},
+        "config": {"model": "gpt2", "model_args": "pretrained=/ckpt", "num_fewshot": 0, "batch_size": 16},
+    }
 
 
 def test_v03_results_named_by_checkpoint_in_a_folder(ledger, tmp_path):
@@ -173,8 +206,12 @@ def test_v03_results_named_by_checkpoint_in_a_folder(ledger, tmp_path):
 def test_aggregate_file_of_many_checkpoints(ledger, tmp_path):
     """One JSON with a steps list and per-task lists of values (flat, or per metric), as open-model projects
     publish their evaluation curves; and checkpoints as keys of results files."""
-    curves = {"steps": [1000, 2000, 4000], "tokens": [2.1e9, 4.2e9, 8.4e9],
-              "arc_easy": [0.41, 0.47, 0.52], "piqa": {"acc": [0.6, 0.63, 0.66], "acc_stderr": [0.01, 0.01, 0.01]}}
+    curves = {
+        "steps": [1000, 2000, 4000],
+        "tokens": [2.1e9, 4.2e9, 8.4e9],
+        "arc_easy": [0.41, 0.47, 0.52],
+        "piqa": {"acc": [0.6, 0.63, 0.66], "acc_stderr": [0.01, 0.01, 0.01]},
+    }
     path = tmp_path / "eval_curves.json"
     path.write_text(json.dumps({"model": curves}))
     import_run(ledger, "lm-eval", [str(path)], ImportOptions(run="agg"))

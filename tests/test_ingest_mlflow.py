@@ -34,16 +34,21 @@ def store(tmp_path, monkeypatch):
 def test_one_run_by_id_then_yield(ledger, cli, store):
     folder, ids = store
     (res,) = import_run(ledger, "mlflow", [str(folder), ids["lr-large"]], ImportOptions(run="large"))
-    assert res.mapping == {"wall_time": "wall_s", "grad_norm": "grad_norm", "learning_rate": "lr",
-                           "tokens": "tokens", "train/loss": "loss", "val/loss": "val/loss (eval)"}
+    assert res.mapping == {
+        "wall_time": "wall_s",
+        "grad_norm": "grad_norm",
+        "learning_rate": "lr",
+        "tokens": "tokens",
+        "train/loss": "loss",
+        "val/loss": "val/loss (eval)",
+    }
     steps = ledger.steps("large")
     assert steps["step"].tolist() == [1, 2, 3, 4, 5, 6]
     assert steps["loss"].tolist() == pytest.approx([3.9, 3.8, 3.7, 3.6, 3.5, 3.4])
     assert steps["tokens"].tolist() == [1000.0 * s for s in range(1, 7)]
     assert math.isnan(steps["grad_norm"].iloc[5])
     assert ledger.evals("large")["value"].tolist() == pytest.approx([3.8, 3.5])
-    assert res.warnings == [f"mlflow run {ids['lr-large']} step 6: grad_norm is nan/inf on 1 "
-                            "row(s); kept as recorded"]
+    assert res.warnings == [f"mlflow run {ids['lr-large']} step 6: grad_norm is nan/inf on 1 row(s); kept as recorded"]
     (tranche,) = cli.json("yield", "large")
     assert tranche["yield_per_btok"] == pytest.approx(0.3 / 3000 * 1e9)
 

@@ -49,16 +49,22 @@ def _metrics_csv(root, name="run", steps=range(0, 60, 10), val_every=20):
 @pytest.mark.slow  # imports lightning
 def test_the_fast_tiers_metrics_csv_is_byte_for_byte_lightnings(tmp_path):
     for steps in (range(0, 60, 10), range(20, 70, 10)):
-        assert (_metrics_csv(tmp_path / "ours", name=str(steps.start), steps=steps).read_bytes()
-                == _lightning_csv(tmp_path / "lightning", name=str(steps.start), steps=steps).read_bytes())
+        assert (
+            _metrics_csv(tmp_path / "ours", name=str(steps.start), steps=steps).read_bytes()
+            == _lightning_csv(tmp_path / "lightning", name=str(steps.start), steps=steps).read_bytes()
+        )
 
 
 @pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_lightning_csvlogger_sparse_rows_become_steps_and_evals(ledger, cli, tmp_path):
     path = _lightning_csv(tmp_path)
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="lit", tokens_per_step=1000))
-    assert res.mapping == {"lr-AdamW": "lr", "train_loss": "loss", "val_loss": "val/loss (eval)",
-                           "epoch": "imported/epoch"}
+    assert res.mapping == {
+        "lr-AdamW": "lr",
+        "train_loss": "loss",
+        "val_loss": "val/loss (eval)",
+        "epoch": "imported/epoch",
+    }
     steps = ledger.steps("lit")
     assert steps["step"].tolist() == [0, 10, 20, 30, 40, 50]
     assert steps["loss"].tolist() == pytest.approx([4.0, 3.9, 3.8, 3.7, 3.6, 3.5])
@@ -96,16 +102,18 @@ def test_jsonl_and_parquet_keep_nan_apart_from_absent(ledger, tmp_path):
     # pandas writes NaN as null in both formats; pyarrow and json keep a NaN a NaN, as a diverged run logs it.
     columns = {"global_step": [1, 2, 3], "loss": [3.0, float("nan"), 2.5], "grad_norm": [1.0, None, 0.5]}
     pq.write_table(pa.table({k: pa.array(v, from_pandas=False) for k, v in columns.items()}), tmp_path / "m.parquet")
-    (tmp_path / "m.jsonl").write_text("".join(
-        json.dumps({k: v[i] for k, v in columns.items() if v[i] is not None}) + "\n" for i in range(3)))
+    (tmp_path / "m.jsonl").write_text(
+        "".join(json.dumps({k: v[i] for k, v in columns.items() if v[i] is not None}) + "\n" for i in range(3))
+    )
     for kind, name in (("parquet", "m.parquet"), ("jsonl", "m.jsonl")):
         (res,) = import_run(ledger, "table", [str(tmp_path / name)], ImportOptions(run=kind))
         steps = ledger.steps(kind, ["loss", "grad_norm"], nullable=True)
         assert steps["step"].tolist() == [1, 2, 3]
         assert math.isnan(steps["loss"].array._data[1]) and not steps["loss"].isna().iloc[1]
         assert steps["grad_norm"].isna().tolist() == [False, True, False]
-        assert res.warnings == [f"{tmp_path / name}:{'row 1' if kind == 'parquet' else 2}: loss is nan/inf on 1 "
-                                "row(s); kept as recorded"]
+        assert res.warnings == [
+            f"{tmp_path / name}:{'row 1' if kind == 'parquet' else 2}: loss is nan/inf on 1 row(s); kept as recorded"
+        ]
 
 
 def test_a_bad_cell_is_one_error_naming_file_line_and_column_and_nothing_is_written(ledger, tmp_path):
@@ -174,8 +182,10 @@ def test_runs_lists_a_run_without_evals_beside_one_with(cli, tmp_path):
 
 def test_a_clock_of_date_times_or_unix_times_counts_seconds_from_the_first_row(ledger, tmp_path):
     path = tmp_path / "log.csv"
-    path.write_text("timestamp,global_step,loss\n2024-01-01 12:00:00,1,3.2\n2024-01-01 12:00:10,2,3.1\n"
-                    "2024-01-01 12:01:00.5,3,3.0\n")
+    path.write_text(
+        "timestamp,global_step,loss\n2024-01-01 12:00:00,1,3.2\n2024-01-01 12:00:10,2,3.1\n"
+        "2024-01-01 12:01:00.5,3,3.0\n"
+    )
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="dt"))
     assert res.mapping["timestamp"] == "wall_s" and ledger.steps("dt")["wall_s"].tolist() == [0, 10, 60.5]
     for unit, scale in (("ms", 1e3), ("us", 1e6), ("ns", 1e9)):  # Unix times in ms, µs, ns
@@ -191,8 +201,9 @@ def test_a_clock_of_date_times_or_unix_times_counts_seconds_from_the_first_row(l
 def test_map_overrides_the_guess(ledger, tmp_path):
     path = tmp_path / "t.csv"
     pd.DataFrame({"iteration": [1, 2], "ce": [2.0, 1.5], "seen": [10, 20]}).to_csv(path, index=False)
-    (res,) = import_run(ledger, "table", [str(path)],
-                        ImportOptions(run="m", map=["step=iteration", "val/loss=ce", "tokens=seen"]))
+    (res,) = import_run(
+        ledger, "table", [str(path)], ImportOptions(run="m", map=["step=iteration", "val/loss=ce", "tokens=seen"])
+    )
     assert res.mapping == {"ce": "val/loss (eval)", "seen": "tokens"}
     assert ledger.evals("m")["value"].tolist() == [2.0, 1.5]
     assert ledger.evals("m")["tokens"].tolist() == [10.0, 20.0]
@@ -211,7 +222,10 @@ step:3/6 train_loss:8.5000 train_time:930ms step_avg:310.00ms
 step:4/6 train_loss:8.0000 train_time:1240ms step_avg:310.00ms
 step:4/6 val_loss:8.1000 train_time:1241ms step_avg:310.25ms
 """
-PATTERN = r"step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>\S+) )?(?:train_loss:(?P<loss>\S+) )?train_time:(?P<wall_ms>\d+)ms"
+PATTERN = (
+    r"step:(?P<step>\d+)/\d+ (?:val_loss:(?P<val_loss>\S+) )?(?:train_loss:(?P<loss>\S+) )?"
+    r"train_time:(?P<wall_ms>\d+)ms"
+)
 
 
 def _textlog(ledger, tmp_path, text, run="log"):
@@ -290,11 +304,35 @@ def test_llamafactory_trainer_log_epochs_and_keras_names(ledger, tmp_path):
     import json
 
     log = tmp_path / "trainer_log.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in (
-        {"current_steps": 10, "total_steps": 30, "loss": 2.4977, "learning_rate": 1e-5, "epoch": 0.1,
-         "percentage": 33.3, "elapsed_time": "0:00:24", "remaining_time": "0:00:48", "total_tokens": 0},
-        {"current_steps": 20, "total_steps": 30, "loss": 1.5, "learning_rate": 1e-5, "epoch": 0.2,
-         "percentage": 66.7, "elapsed_time": "1 day, 5:39:46", "remaining_time": "0:00:24", "total_tokens": 0})))
+    log.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in (
+                {
+                    "current_steps": 10,
+                    "total_steps": 30,
+                    "loss": 2.4977,
+                    "learning_rate": 1e-5,
+                    "epoch": 0.1,
+                    "percentage": 33.3,
+                    "elapsed_time": "0:00:24",
+                    "remaining_time": "0:00:48",
+                    "total_tokens": 0,
+                },
+                {
+                    "current_steps": 20,
+                    "total_steps": 30,
+                    "loss": 1.5,
+                    "learning_rate": 1e-5,
+                    "epoch": 0.2,
+                    "percentage": 66.7,
+                    "elapsed_time": "1 day, 5:39:46",
+                    "remaining_time": "0:00:24",
+                    "total_tokens": 0,
+                },
+            )
+        )
+    )
     (res,) = import_run(ledger, "table", [str(log)], ImportOptions(run="lf"))
     steps = ledger.steps("lf")
     assert steps["step"].tolist() == [10, 20] and steps["loss"].tolist() == [2.4977, 1.5]
@@ -307,7 +345,7 @@ def test_llamafactory_trainer_log_epochs_and_keras_names(ledger, tmp_path):
     assert ledger.steps("keras")["step"].tolist() == [0, 1]
     assert any("each row is an epoch" in w for w in res.warnings)
     evals = ledger.evals("keras")
-    assert sorted(set(zip(evals["task"], evals["metric"]))) == [("val", "acc"), ("val", "loss")]
+    assert sorted(set(zip(evals["task"], evals["metric"], strict=True))) == [("val", "acc"), ("val", "loss")]
     wb = tmp_path / "wandb_export.csv"
     wb.write_text('"Step","epoch/epoch","epoch/loss","epoch/val_loss"\n"0","0","1.2","1.1"\n"1","1","0.9","1.0"\n')
     import_run(ledger, "table", [str(wb)], ImportOptions(run="wbk"))
@@ -318,9 +356,11 @@ def test_yolo_results_scores_are_evaluations_and_the_loss_is_its_terms(ledger, t
     """Ultralytics' results.csv: `metrics/mAP50(B)` and the like are the validation set's scores (higher is
     better), the training loss is logged only as its terms (their sum is the loss), `lr/pg0` is the lr."""
     path = tmp_path / "results.csv"
-    path.write_text("epoch,time,train/box_loss,train/cls_loss,metrics/precision(B),metrics/mAP50-95(B),val/box_loss,"
-                    "lr/pg0,lr/pg1\n1,597.18,1.5,2.5,0.74,0.14,1.24,0.0005,0.0005\n"
-                    "2,1257.6,1.25,1.5,0.68,0.43,1.31,0.001,0.001\n")
+    path.write_text(
+        "epoch,time,train/box_loss,train/cls_loss,metrics/precision(B),metrics/mAP50-95(B),val/box_loss,"
+        "lr/pg0,lr/pg1\n1,597.18,1.5,2.5,0.74,0.14,1.24,0.0005,0.0005\n"
+        "2,1257.6,1.25,1.5,0.68,0.43,1.31,0.001,0.001\n"
+    )
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="yolo"))
     steps, evals = ledger.steps("yolo"), ledger.evals("yolo")
     assert steps["loss"].tolist() == [4.0, 2.75] and steps["lr"].tolist() == [0.0005, 0.001]

@@ -44,10 +44,14 @@ def test_nvidia_smi_query_csv_joins_per_step(ledger, live, tmp_path):
 
 def test_dmon_output_and_errors(ledger, live, tmp_path):
     path = tmp_path / "dmon.txt"
-    rows = [f" {_local(live + t, '%Y%m%d')}   {_local(live + t, '%H:%M:%S')}    0    {p}    50     -     {u}"
-            for t, p, u in ((25, 100, 70), (35, 120, 90))]
-    path.write_text("#Date       Time        gpu    pwr  gtemp  mtemp     sm\n"
-                    "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %\n" + "\n".join(rows) + "\n")
+    rows = [
+        f" {_local(live + t, '%Y%m%d')}   {_local(live + t, '%H:%M:%S')}    0    {p}    50     -     {u}"
+        for t, p, u in ((25, 100, 70), (35, 120, 90))
+    ]
+    path.write_text(
+        "#Date       Time        gpu    pwr  gtemp  mtemp     sm\n"
+        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %\n" + "\n".join(rows) + "\n"
+    )
     import_run(ledger, "table", [str(path)], ImportOptions(run="live", join_on="time"))
     extras = ledger.extras("live").pivot(index="step", columns="key", values="value")
     assert extras.index.tolist() == [3, 4]

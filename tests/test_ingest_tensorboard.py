@@ -31,8 +31,13 @@ def _write(log, steps=range(1, 11), new_style=False, evals_every=5):
 def test_summarywriter_log_imports_with_mapping_and_yield(ledger, cli, tmp_path, new_style):
     log = _write(tmp_path / "tb", new_style=new_style)
     (res,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="tb"))
-    assert res.mapping == {"wall_time": "wall_s", "train/loss": "loss", "train/learning_rate": "lr",
-                           "train/num_input_tokens_seen": "tokens", "eval/loss": "val/loss (eval)"}
+    assert res.mapping == {
+        "wall_time": "wall_s",
+        "train/loss": "loss",
+        "train/learning_rate": "lr",
+        "train/num_input_tokens_seen": "tokens",
+        "eval/loss": "val/loss (eval)",
+    }
     steps = ledger.steps("tb")
     assert steps["step"].tolist() == list(range(1, 11))
     assert steps["loss"].tolist() == pytest.approx([4.0 - s / 10 for s in range(1, 11)], rel=1e-6)
@@ -68,7 +73,9 @@ def test_resumed_run_in_a_second_events_file(ledger, tmp_path):
     *relogged, restart = res.warnings
     assert restart.startswith(f"{second}: offset 88: the steps go back from 7 to 6 (a restart from a checkpoint?)")
     assert [w.split(" with ")[0] for w in relogged] == [
-        f"{second}: offset 88: step 6 logged again", f"{second}: offset 258: step 7 logged again"]
+        f"{second}: offset 88: step 6 logged again",
+        f"{second}: offset 258: step 7 logged again",
+    ]
     assert all(w.endswith("the later values are kept") for w in relogged)
     # The restart is a resume event: the checkpoint's step 5, steps 6 and 7 done twice (goodput counts them).
     (event,) = ledger.events("tb", kind="resume")["body"]
@@ -287,9 +294,11 @@ def test_a_fairseq_logdir_reads_as_its_text_log_does(ledger, tmp_path):
     assert everything.set_index("step").loc[550].dropna().to_dict() == {"wall_s": 456.0}
     evals = ledger.evals("fs").sort_values(["task", "metric", "step"])
     got = {(t, m): v for (t, m), v in evals.groupby(["task", "metric"])["value"].agg(list).items()}
-    assert got == {("val", "loss"): pytest.approx([(9 - 2.75) * ln2, 4 * ln2]),
-                   ("val", "ppl"): pytest.approx([76.1093, 16]),  # a perplexity: 2 ** bits, as logged
-                   ("val/wiki", "loss"): pytest.approx([(9.5 - 2.75) * ln2, 4.5 * ln2])}
+    assert got == {
+        ("val", "loss"): pytest.approx([(9 - 2.75) * ln2, 4 * ln2]),
+        ("val", "ppl"): pytest.approx([76.1093, 16]),  # a perplexity: 2 ** bits, as logged
+        ("val/wiki", "loss"): pytest.approx([(9.5 - 2.75) * ln2, 4.5 * ln2]),
+    }
     assert sorted(evals["wall_s"]) == pytest.approx([455, 455, 456, 905, 905, 906])  # each its own clock
     assert ledger.events("fs", kind="resume").empty and not any("went back" in w for w in res.warnings)
     assert any("train/ (each epoch's means) skipped" in w and "valid/best_loss" in w for w in res.warnings)
@@ -317,8 +326,11 @@ def test_a_loops_own_train_and_val_folders_are_one_run_with_its_evaluations(ledg
     assert steps["wall_s"].tolist() == pytest.approx(range(0, 40))
     evals = ledger.evals("exp1").sort_values(["task", "metric", "step"])
     got = {(t, m): v for (t, m), v in evals.groupby(["task", "metric"])["value"].agg(list).items()}
-    assert got == {("val", "loss"): pytest.approx([3.8, 3.4, 3.0, 2.6]),
-                   ("val", "acc"): pytest.approx([0.2, 0.4, 0.6, 0.8]), ("test", "loss"): pytest.approx([2.8])}
+    assert got == {
+        ("val", "loss"): pytest.approx([3.8, 3.4, 3.0, 2.6]),
+        ("val", "acc"): pytest.approx([0.2, 0.4, 0.6, 0.8]),
+        ("test", "loss"): pytest.approx([2.8]),
+    }
     assert ledger.events("exp1", kind="resume").empty and not any("went back" in w for w in res.warnings)
     assert any("evaluations beside a train/ folder" in w for w in res.warnings)
 
@@ -377,8 +389,11 @@ def test_an_estimators_eval_folders_are_evaluations_not_the_training_loss(ledger
     assert steps["wall_s"].tolist() == pytest.approx(list(range(0, 3001, 100)))
     evals = ledger.evals("est").sort_values(["task", "metric", "step"])
     got = {(t, m): v for (t, m), v in evals.groupby(["task", "metric"])["value"].agg(list).items()}
-    assert got == {("val", "loss"): pytest.approx([2.5, 1.5, 0.5]), ("val", "acc"): pytest.approx([0.25, 0.5, 0.75]),
-                   ("val/holdout", "loss"): pytest.approx([2.7, 1.7, 0.7])}
+    assert got == {
+        ("val", "loss"): pytest.approx([2.5, 1.5, 0.5]),
+        ("val", "acc"): pytest.approx([0.25, 0.5, 0.75]),
+        ("val/holdout", "loss"): pytest.approx([2.7, 1.7, 0.7]),
+    }
     assert ledger.events("est", kind="resume").empty
     assert any("TF Estimator layout" in w for w in res.warnings) and not any("went back" in w for w in res.warnings)
 

@@ -31,14 +31,26 @@ def _extra(ledger, run, key):
 def _evals(evals, key):
     task, metric = key.rsplit("/", 1)
     rows = evals[(evals["task"] == task) & (evals["metric"] == metric)]
-    return dict(zip(rows["step"].tolist(), rows["value"].tolist()))
+    return dict(zip(rows["step"].tolist(), rows["value"].tolist(), strict=True))
 
 
-@pytest.mark.parametrize(("name", "fmt"), [
-    ("nanogpt.log", "nanogpt"), ("modded-nanogpt.log", "modded-nanogpt"), ("llmc-main.log", "llm.c"),
-    ("llmc-stdout.log", "llm.c"), ("megatron.log", "megatron"), ("fairseq.log", "fairseq"),
-    ("torchtitan.log", "kv"), ("nanotron.log", "kv"), ("olmo.log", "kv"), ("composer.log", "kv"),
-    ("lightning-tqdm.log", "tqdm"), ("hf-printed.log", "hf-printed")])
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("nanogpt.log", "nanogpt"),
+        ("modded-nanogpt.log", "modded-nanogpt"),
+        ("llmc-main.log", "llm.c"),
+        ("llmc-stdout.log", "llm.c"),
+        ("megatron.log", "megatron"),
+        ("fairseq.log", "fairseq"),
+        ("torchtitan.log", "kv"),
+        ("nanotron.log", "kv"),
+        ("olmo.log", "kv"),
+        ("composer.log", "kv"),
+        ("lightning-tqdm.log", "tqdm"),
+        ("hf-printed.log", "hf-printed"),
+    ],
+)
 def test_each_trainers_log_is_detected(ledger, name, fmt):
     res, steps, _ = _import(ledger, name)
     assert res.source.endswith(f"(read as {fmt})")
@@ -58,8 +70,9 @@ def test_nanogpt_train_and_eval_lines(ledger):
     # no clock in the log: wall_s is the printed time per iteration times the iterations between lines; the
     # first iteration (compilation and the step-0 evaluation: 29.9 s) is one iteration, and iteration 50's
     # 3.0 s (it ran the evaluation) is counted once, its interval's other 9 iterations at the median 20.07 ms
-    assert steps["wall_s"].tolist() == pytest.approx([29.92734, 30.12584, 30.32564, 30.52634, 30.72544, 33.91271,
-                                                      34.11381])
+    assert steps["wall_s"].tolist() == pytest.approx(
+        [29.92734, 30.12584, 30.32564, 30.52634, 30.72544, 33.91271, 34.11381]
+    )
     assert evals.sort_values("step")["wall_s"].tolist() == pytest.approx([29.92734] * 2 + [33.91271] * 2)
     assert any("wall_s estimated" in w and "2 slow iteration(s)" in w for w in res.warnings)
     # an eval line and a train line at one step are one step, not a step logged twice
@@ -199,39 +212,44 @@ def test_format_option(ledger, tmp_path):
         import_run(ledger, "textlog", [str(path)], ImportOptions(run="x"))
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("INFO step=10 train loss=3.2", {"step": 10, "train_loss": 3.2}),  # the logger's word before the step key
-    ("step 5 | lr: 1e-4, eval time: 12s", {"step": 5, "lr": 1e-4, "eval_time_s": 12}),  # step without a colon
-    ("it=7 gpu util: 93%", {"step": 7, "gpu_util_pct": 93}),  # only MFU is read as a fraction
-    ("global_step: 3 dt: 250ms", {"step": 3, "step_s": 0.25}),  # a per-step time in ms
-    ("epoch 1 step: 12", None),  # a step and nothing measured
-    ("loss: 3.1 lr: 0.1", None),  # values without a step
-    ("completed step: 4, seconds: 1.5, loss: 9.9", {"step": 4, "step_s": 1.5, "loss": 9.9}),  # MaxText
-    # DeepSpeed: its throughput line, and its optimizer line with the learning rate of each group
-    ("steps: 100 loss: 3.4567 iter time (s): 1.234 samples/sec: 12.3",
-     {"step": 100, "loss": 3.4567, "step_s": 1.234, "samples/sec": 12.3}),
-    ("[Rank 0] step=100, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]", {"step": 100, "skipped": 0, "lr": 1e-4}),
-    ("trainer.py:212 host-3:0 step: 9 loss: 2.5", {"step": 9, "loss": 2.5}),  # file:line and host:rank skipped
-    ("step: 2.5 loss: 1.0", {"step": 2.5, "loss": 1.0}),  # read; LogFormat.read refuses a step that is not whole
-    ("word " * 800 + "step: 1 loss: 2", {"step": 1, "loss": 2}),  # a long run of words costs one pass, not n^2
-    ("step: 1 " + "x=1 " * 2000, None),  # past 4,096 characters a line is a dump, not a step's metrics
-    # a logger's name with its line number is where the line came from; a dotted or numbered key is a value
-    ("2024-01-01 12:00:00,123 - INFO - __main__:45 - step: 5 loss: 2.0", {"step": 5, "loss": 2.0}),
-    ("step: 3 train.loss: 2.5 top-1: 71.2", {"step": 3, "train.loss": 2.5, "top_1": 71.2}),
-    ("2024-01-01 12:00:00,123 INFO loss: 2.3 step: 10", {"loss": 2.3, "step": 10}),  # the level is no part of a key
-    # clocks and dates are not numbers: `eta: 0` and `time: 12` (read as wall clock) were
-    ("step: 10, loss: 2.3, eta: 0:01:23, time: 12:00:01", {"step": 10, "loss": 2.3}),
-    ("step: 7 loss: 2.0 datetime: 2024-05-01 12:00:00", {"step": 7, "loss": 2.0}),
-    # a tqdm bar's share done is not a metric called `training`
-    ("Training:  10%|#    | 100/1000 [00:10<01:30, 9.87it/s, step=100, loss=2.3]", {"step": 100, "loss": 2.3}),
-    # settings are not a step: an object's repr, a count of steps, a bound on the iterations
-    ("Namespace(batch_size=32, lr=0.001, step=0, log_interval=10)", None),
-    ("train: steps: 100000 lr: 0.001", None),
-    ("max iteration: 5000, lr: 0.001", None),
-    ("Step 100/1000, Loss: 2.3456, LR: 1e-4", {"step": 100, "loss": 2.3456, "lr": 1e-4}),  # a capital S
-    ("Iteration 100: loss: 2.3", {"step": 100, "loss": 2.3}),
-    ("step=10 loss=2.3 tok/s=12.3k", {"step": 10, "loss": 2.3, "tokens_per_s": 12300}),  # a lower-case thousand
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("INFO step=10 train loss=3.2", {"step": 10, "train_loss": 3.2}),  # the logger's word before the step key
+        ("step 5 | lr: 1e-4, eval time: 12s", {"step": 5, "lr": 1e-4, "eval_time_s": 12}),  # step without a colon
+        ("it=7 gpu util: 93%", {"step": 7, "gpu_util_pct": 93}),  # only MFU is read as a fraction
+        ("global_step: 3 dt: 250ms", {"step": 3, "step_s": 0.25}),  # a per-step time in ms
+        ("epoch 1 step: 12", None),  # a step and nothing measured
+        ("loss: 3.1 lr: 0.1", None),  # values without a step
+        ("completed step: 4, seconds: 1.5, loss: 9.9", {"step": 4, "step_s": 1.5, "loss": 9.9}),  # MaxText
+        # DeepSpeed: its throughput line, and its optimizer line with the learning rate of each group
+        (
+            "steps: 100 loss: 3.4567 iter time (s): 1.234 samples/sec: 12.3",
+            {"step": 100, "loss": 3.4567, "step_s": 1.234, "samples/sec": 12.3},
+        ),
+        ("[Rank 0] step=100, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]", {"step": 100, "skipped": 0, "lr": 1e-4}),
+        ("trainer.py:212 host-3:0 step: 9 loss: 2.5", {"step": 9, "loss": 2.5}),  # file:line and host:rank skipped
+        ("step: 2.5 loss: 1.0", {"step": 2.5, "loss": 1.0}),  # read; LogFormat.read refuses a step that is not whole
+        ("word " * 800 + "step: 1 loss: 2", {"step": 1, "loss": 2}),  # a long run of words costs one pass, not n^2
+        ("step: 1 " + "x=1 " * 2000, None),  # past 4,096 characters a line is a dump, not a step's metrics
+        # a logger's name with its line number is where the line came from; a dotted or numbered key is a value
+        ("2024-01-01 12:00:00,123 - INFO - __main__:45 - step: 5 loss: 2.0", {"step": 5, "loss": 2.0}),
+        ("step: 3 train.loss: 2.5 top-1: 71.2", {"step": 3, "train.loss": 2.5, "top_1": 71.2}),
+        ("2024-01-01 12:00:00,123 INFO loss: 2.3 step: 10", {"loss": 2.3, "step": 10}),  # the level is no part of a key
+        # clocks and dates are not numbers: `eta: 0` and `time: 12` (read as wall clock) were
+        ("step: 10, loss: 2.3, eta: 0:01:23, time: 12:00:01", {"step": 10, "loss": 2.3}),
+        ("step: 7 loss: 2.0 datetime: 2024-05-01 12:00:00", {"step": 7, "loss": 2.0}),
+        # a tqdm bar's share done is not a metric called `training`
+        ("Training:  10%|#    | 100/1000 [00:10<01:30, 9.87it/s, step=100, loss=2.3]", {"step": 100, "loss": 2.3}),
+        # settings are not a step: an object's repr, a count of steps, a bound on the iterations
+        ("Namespace(batch_size=32, lr=0.001, step=0, log_interval=10)", None),
+        ("train: steps: 100000 lr: 0.001", None),
+        ("max iteration: 5000, lr: 0.001", None),
+        ("Step 100/1000, Loss: 2.3456, LR: 1e-4", {"step": 100, "loss": 2.3456, "lr": 1e-4}),  # a capital S
+        ("Iteration 100: loss: 2.3", {"step": 100, "loss": 2.3}),
+        ("step=10 loss=2.3 tok/s=12.3k", {"step": 10, "loss": 2.3, "tokens_per_s": 12300}),  # a lower-case thousand
+    ],
+)
 def test_pairs(line, expected):
     assert read_pairs(line) == expected
 
@@ -242,15 +260,37 @@ def test_a_nonfinite_loss_is_read_in_any_case(text):
     assert values is not None and not math.isfinite(values["loss"])
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    # llm.c's train_gpt2.cu since its outlier z-scores: `loss`, not `train loss`, each followed by `(..z)`
-    ("step    1/74 | loss 11.010921 (+nanz)| norm 15.4035 (+nanz)| lr 8.57e-06 | 2174.40 ms | 42.3% bf16 MFU "
-     "| 241137 tok/s", {"step": 1, "loss": 11.010921, "grad_norm": 15.4035, "lr": 8.57e-06, "step_s": 2.1744,
-                        "mfu": 0.423, "tokens_per_s": 241137}),
-    ("step    2/74 | loss 10.542131 (-0.71z)| norm 10.8126 (+1.20z)| lr 1.71e-05 | 1101.27 ms | 476084 tok/s",
-     {"step": 2, "loss": 10.542131, "grad_norm": 10.8126, "lr": 1.71e-05, "step_s": 1.10127, "tokens_per_s": 476084}),
-    ("step 0: train loss 5.356086 (took 1452.121 ms)", {"step": 0, "loss": 5.356086, "step_s": 1.452121}),  # CPU
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # llm.c's train_gpt2.cu since its outlier z-scores: `loss`, not `train loss`, each followed by `(..z)`
+        (
+            "step    1/74 | loss 11.010921 (+nanz)| norm 15.4035 (+nanz)| lr 8.57e-06 | 2174.40 ms | 42.3% bf16 MFU "
+            "| 241137 tok/s",
+            {
+                "step": 1,
+                "loss": 11.010921,
+                "grad_norm": 15.4035,
+                "lr": 8.57e-06,
+                "step_s": 2.1744,
+                "mfu": 0.423,
+                "tokens_per_s": 241137,
+            },
+        ),
+        (
+            "step    2/74 | loss 10.542131 (-0.71z)| norm 10.8126 (+1.20z)| lr 1.71e-05 | 1101.27 ms | 476084 tok/s",
+            {
+                "step": 2,
+                "loss": 10.542131,
+                "grad_norm": 10.8126,
+                "lr": 1.71e-05,
+                "step_s": 1.10127,
+                "tokens_per_s": 476084,
+            },
+        ),
+        ("step 0: train loss 5.356086 (took 1452.121 ms)", {"step": 0, "loss": 5.356086, "step_s": 1.452121}),  # CPU
+    ],
+)
 def test_llmc_printed_lines(line, expected):
     assert FORMATS["llm.c"].read(line) == pytest.approx(expected)
 
@@ -271,11 +311,17 @@ def test_a_launchers_rank_prefix_is_not_part_of_the_line(prefix):
 
 def test_olmo_core_names_and_a_second_fairseq_validation_set():
     # the reader names each value as printed; the mapping, shared by every importer, says what it is
-    for line, target in (("    train/CE loss=3.45", "loss"), ("    optim/LR (group 0)=3e-4", "lr"),
-                         ("    eval/lm/c4_en-validation/CE loss=3.5", "val/lm/c4_en_validation/loss")):
-        (name, _), = read_pairs(line, step=False).items()
+    for line, target in (
+        ("    train/CE loss=3.45", "loss"),
+        ("    optim/LR (group 0)=3e-4", "lr"),
+        ("    eval/lm/c4_en-validation/CE loss=3.5", "val/lm/c4_en_validation/loss"),
+    ):
+        ((name, _),) = read_pairs(line, step=False).items()
         assert guess(name).key == target, line
-    line = "2021-05-10 10:03:39 | INFO | valid_wiki | epoch 001 | valid on 'valid_wiki' subset | loss 7.0 | num_updates 200"
+    line = (
+        "2021-05-10 10:03:39 | INFO | valid_wiki | epoch 001 | valid on 'valid_wiki' subset | loss 7.0 "
+        "| num_updates 200"
+    )
     assert FORMATS["fairseq"].read(line) == pytest.approx({"step": 200, "val/wiki/loss": 7.0 * LN2})
 
 
@@ -300,10 +346,12 @@ def test_megatron_each_evaluation_set_is_its_own_task(ledger, tmp_path):
     the same iteration; Megatron-DeepSpeed prints `at the end of training for test data`, multi-set runs
     `[name]`. A test-set loss never becomes the validation loss; a second value of one task is a warning."""
     head = (LOGS / "megatron.log").read_text()
-    tail = (" validation loss at iteration 30 on validation set | lm loss value: 7.95E+00 | lm loss PPL: 2.8E+03 |\n"
-            " validation loss at iteration 30 on test set | lm loss value: 8.25E+00 | lm loss PPL: 3.8E+03 |\n"
-            "0: validation loss at iteration 30 [wiki-en] | lm loss value: 7.5E+00 |\n"
-            " validation loss at the end of training for test data | lm loss value: 8.5E+00 | lm loss PPL: 4.9E+03 |\n")
+    tail = (
+        " validation loss at iteration 30 on validation set | lm loss value: 7.95E+00 | lm loss PPL: 2.8E+03 |\n"
+        " validation loss at iteration 30 on test set | lm loss value: 8.25E+00 | lm loss PPL: 3.8E+03 |\n"
+        "0: validation loss at iteration 30 [wiki-en] | lm loss value: 7.5E+00 |\n"
+        " validation loss at the end of training for test data | lm loss value: 8.5E+00 | lm loss PPL: 4.9E+03 |\n"
+    )
     path = tmp_path / "megatron-sets.log"
     path.write_text(head + tail)
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="m"))
@@ -313,14 +361,16 @@ def test_megatron_each_evaluation_set_is_its_own_task(ledger, tmp_path):
     assert _evals(evals, "val/wiki_en/loss") == {30: 7.5}
     assert _evals(evals, "test/ppl") == {30: 4900.0}
     conflicts = [w for w in res.warnings if "two values" in w]
-    assert conflicts == [f"{path} (read as megatron): task 'val' metric 'loss' has two values at step 30 (7.91235, "
-                         "then 7.95); the later is kept",
-                         f"{path} (read as megatron): task 'val' metric 'ppl' has two values at step 30 (2731.23, "
-                         "then 2800); the later is kept",
-                         f"{path} (read as megatron): task 'test' metric 'loss' has two values at step 30 (8.25, "
-                         "then 8.5); the later is kept",
-                         f"{path} (read as megatron): task 'test' metric 'ppl' has two values at step 30 (3800, "
-                         "then 4900); the later is kept"]
+    assert conflicts == [
+        f"{path} (read as megatron): task 'val' metric 'loss' has two values at step 30 (7.91235, "
+        "then 7.95); the later is kept",
+        f"{path} (read as megatron): task 'val' metric 'ppl' has two values at step 30 (2731.23, "
+        "then 2800); the later is kept",
+        f"{path} (read as megatron): task 'test' metric 'loss' has two values at step 30 (8.25, "
+        "then 8.5); the later is kept",
+        f"{path} (read as megatron): task 'test' metric 'ppl' has two values at step 30 (3800, "
+        "then 4900); the later is kept",
+    ]
 
 
 def test_line_timestamps_give_the_clock_and_the_log_gives_the_device_count(ledger, tmp_path):
@@ -331,7 +381,8 @@ def test_line_timestamps_give_the_clock_and_the_log_gives_the_device_count(ledge
         "2024-01-02 10:00:00,000 - INFO - Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16\n"
         "2024-01-02 10:00:30,500 - INFO - step: 10 loss: 5.25 lr: 0.0003\n"
         "2024-01-02 10:01:00,500 - INFO - step: 20 loss: 4.75 lr: 0.0003\n"
-        "2024-01-02 10:01:31,000 - INFO - step: 30 loss: 4.5 lr: 0.0003 val_loss: 4.625\n")
+        "2024-01-02 10:01:31,000 - INFO - step: 30 loss: 4.5 lr: 0.0003 val_loss: 4.625\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="ts"))
     steps = ledger.steps("ts")
     assert steps["wall_s"].tolist() == [30.5, 60.5, 91.0]
@@ -339,8 +390,10 @@ def test_line_timestamps_give_the_clock_and_the_log_gives_the_device_count(ledge
     assert not any("estimated" in w for w in res.warnings)
     assert ledger.meta("ts")["devices"] == {"count": 16, "from": f"{path}:1 (distributed members)"}
     iso = tmp_path / "iso.log"
-    iso.write_text("[2024-01-02T10:00:00.000Z] using world size: 8, data-parallel size: 2, tensor-model-parallel "
-                   "size: 4\n[2024-01-02T10:00:10.250Z] step=1 loss=9.0\n[2024-01-02T10:00:12.750Z] step=2 loss=8.5\n")
+    iso.write_text(
+        "[2024-01-02T10:00:00.000Z] using world size: 8, data-parallel size: 2, tensor-model-parallel "
+        "size: 4\n[2024-01-02T10:00:10.250Z] step=1 loss=9.0\n[2024-01-02T10:00:12.750Z] step=2 loss=8.5\n"
+    )
     import_run(ledger, "textlog", [str(iso)], ImportOptions(run="iso", devices=4))
     assert ledger.steps("iso")["wall_s"].tolist() == [10.25, 12.75]
     assert ledger.meta("iso")["devices"] == {"count": 4, "from": "given"}
@@ -362,10 +415,15 @@ def test_torchtitan_numbers_with_separators_and_an_impossible_mfu(ledger, tmp_pa
     """TorchTitan prints `tflops: 4,700.89` and, with a peak table that does not know the device, an MFU of
     15,131%: the separator is a thousands mark, and an MFU past 100% is not stored as a fraction of peak."""
     path = tmp_path / "titan.log"
-    path.write_text("".join(
-        f"[rank0]:[titan] 2025-05-01 10:00:{s:02d},000 - root - INFO - \x1b[31mstep: {s:2d}  \x1b[32mloss:  {9 - s / 10:.4f}  "
-        f"\x1b[33mmemory: 12.50GiB(15.81%)  \x1b[34mtps: 3,198  \x1b[36mtflops: 4,700.89  \x1b[35mmfu: 15131.59%\x1b[39m\n"
-        for s in range(1, 6)))
+    path.write_text(
+        "".join(
+            f"[rank0]:[titan] 2025-05-01 10:00:{s:02d},000 - root - INFO - "
+            f"\x1b[31mstep: {s:2d}  \x1b[32mloss:  {9 - s / 10:.4f}  "
+            f"\x1b[33mmemory: 12.50GiB(15.81%)  \x1b[34mtps: 3,198  \x1b[36mtflops: 4,700.89  "
+            f"\x1b[35mmfu: 15131.59%\x1b[39m\n"
+            for s in range(1, 6)
+        )
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan", devices=4))
     steps = ledger.steps("titan", nullable=True)
     assert steps["tokens_per_s"].tolist() == [4 * 3198.0] * 5  # tps is per device
@@ -379,8 +437,10 @@ def test_torchtitan_numbers_with_separators_and_an_impossible_mfu(ledger, tmp_pa
 def test_a_wandb_chart_export_keeps_its_last_row(ledger, tmp_path):
     """W&B writes its CSV exports without a final line end: a last row with every field quoted is whole."""
     path = tmp_path / "wandb_export.csv"
-    path.write_text('"Step","run-a - train/loss","run-a - train/loss__MIN","run-a - train/loss__MAX"\n'
-                    '"0","4.5","4.5","4.5"\n"1","4.25","4.25","4.25"\n"2","4.125","4.125","4.125"')
+    path.write_text(
+        '"Step","run-a - train/loss","run-a - train/loss__MIN","run-a - train/loss__MAX"\n'
+        '"0","4.5","4.5","4.5"\n"1","4.25","4.25","4.25"\n"2","4.125","4.125","4.125"'
+    )
     (res,) = import_run(ledger, "table", [str(path)], ImportOptions(run="wb"))
     assert ledger.steps("wb")["loss"].tolist() == [4.5, 4.25, 4.125]
     assert not any("truncated" in w for w in res.warnings)
@@ -397,12 +457,15 @@ def test_energy_printed_in_a_log_becomes_cumulative_joules(ledger, tmp_path):
     import_run(ledger, "textlog", [str(path)], ImportOptions(run="kwh"))
     assert ledger.steps("kwh")["energy_j"].tolist() == pytest.approx([3600.0, 7200.0, 10800.0])
     # joules per interval (they fall from one line to the next): summed
-    path.write_text("".join(f"step={s} loss=3.0 energy (J): {j} wall={10 * s}\n" for s, j in ((1, 101), (2, 99), (3, 103))))
+    path.write_text(
+        "".join(f"step={s} loss=3.0 energy (J): {j} wall={10 * s}\n" for s, j in ((1, 101), (2, 99), (3, 103)))
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="interval"))
     assert ledger.steps("interval")["energy_j"].tolist() == pytest.approx([101.0, 200.0, 303.0])
     assert any("read as each line's interval and summed" in w for w in res.warnings)
-    path.write_text("".join(f"step={s} loss=3.0 avg_power_w={300 + 100 * (s % 2)} wall={10 * s}\n"
-                            for s in range(1, 4)))
+    path.write_text(
+        "".join(f"step={s} loss=3.0 avg_power_w={300 + 100 * (s % 2)} wall={10 * s}\n" for s in range(1, 4))
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="watts"))
     assert ledger.steps("watts")["energy_j"].tolist() == pytest.approx([0.0, 3000.0, 7000.0])
     assert any("integrated from the logged average power" in w for w in res.warnings)
@@ -415,8 +478,20 @@ def test_a_cumulative_energy_counter_that_restarts_keeps_counting(ledger, tmp_pa
     joules = (100, 200, 300, 400, 500, 600, 10, 110, 210, 310, 410, 510)
     path.write_text("".join(f"step={s} loss=3.0 energy (J): {j}\n" for s, j in enumerate(joules, start=1)))
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="restart"))
-    assert ledger.steps("restart")["energy_j"].tolist() == [100, 200, 300, 400, 500, 600, 610, 710, 810, 910, 1010,
-                                                           1110]
+    assert ledger.steps("restart")["energy_j"].tolist() == [
+        100,
+        200,
+        300,
+        400,
+        500,
+        600,
+        610,
+        710,
+        810,
+        910,
+        1010,
+        1110,
+    ]
     assert any("restarts 1 time(s)" in w for w in res.warnings)
 
 
@@ -427,14 +502,19 @@ def test_torchtitan_validation_mesh_and_batch(ledger, tmp_path):
     t = "[rank0]:[titan] 2026-05-12 23:{} - root - INFO - "
     path.write_text(
         t.format("29:47,151") + "Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, "
-                                "ep=1, etp=1\n"
-        + t.format("29:52,631") + "Trainer is initialized with local batch size 4, global batch size 384, gradient "
-                                  "accumulation steps 12, sequence length 2048, total steps 12750 (warmup 1000)\n"
-        + t.format("30:38,590") + "step:  1  loss: 12.20778  grad_norm:  0.1159  memory: 23.97GiB(76.44%)  tps: 2,127  "
-                                  "tflops: 16.11  mfu: N/A\n"
-        + t.format("32:26,394") + "validate step:  1  loss: 12.2079  memory: 23.97GiB(76.45%)  tps: 7,599\n"
-        + t.format("36:35,049") + "step: 10  loss: 12.12004  grad_norm:  0.1212  memory: 25.28GiB(80.62%)  tps: 3,558  "
-                                  "tflops: 26.95  mfu: N/A\n")
+        "ep=1, etp=1\n"
+        + t.format("29:52,631")
+        + "Trainer is initialized with local batch size 4, global batch size 384, gradient "
+        "accumulation steps 12, sequence length 2048, total steps 12750 (warmup 1000)\n"
+        + t.format("30:38,590")
+        + "step:  1  loss: 12.20778  grad_norm:  0.1159  memory: 23.97GiB(76.44%)  tps: 2,127  "
+        "tflops: 16.11  mfu: N/A\n"
+        + t.format("32:26,394")
+        + "validate step:  1  loss: 12.2079  memory: 23.97GiB(76.45%)  tps: 7,599\n"
+        + t.format("36:35,049")
+        + "step: 10  loss: 12.12004  grad_norm:  0.1212  memory: 25.28GiB(80.62%)  tps: 3,558  "
+        "tflops: 26.95  mfu: N/A\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan"))
     steps, evals = ledger.steps("titan", nullable=True), ledger.evals("titan")
     assert steps["loss"].tolist() == [12.20778, 12.12004]
@@ -449,9 +529,11 @@ def test_torchtitan_validation_mesh_and_batch(ledger, tmp_path):
     import_run(ledger, "textlog", [str(path)], ImportOptions(run="titan2", tokens_per_step=1000.0))
     assert ledger.steps("titan2")["tokens"].tolist() == [1000, 10000]  # what the user gives wins
     older = tmp_path / "older.log"
-    older.write_text("[rank0]:2024-05-01 12:00:00,123 - root - INFO - Building 2-D device mesh with "
-                     "['dp_shard', 'tp'], [4, 2]\n"
-                     "[rank0]:2024-05-01 12:00:05,123 - root - INFO - step:  1  loss: 12.2504  tps: 1,249\n")
+    older.write_text(
+        "[rank0]:2024-05-01 12:00:00,123 - root - INFO - Building 2-D device mesh with "
+        "['dp_shard', 'tp'], [4, 2]\n"
+        "[rank0]:2024-05-01 12:00:05,123 - root - INFO - step:  1  loss: 12.2504  tps: 1,249\n"
+    )
     import_run(ledger, "textlog", [str(older)], ImportOptions(run="older"))
     assert ledger.meta("older")["devices"]["count"] == 8
 
@@ -460,12 +542,14 @@ def test_keras_fit_output_of_both_generations(ledger, tmp_path):
     """Keras' model.fit prints an `Epoch N/M` header and then the epoch's line: one step per epoch, `val_*`
     evaluations, the epoch's seconds as its step time; a second fit starting at epoch 1 again is counted on."""
     keras2 = tmp_path / "keras2.log"
-    keras2.write_text("Train on 400000 samples, validate on 10000 samples\nEpoch 1/2\n"
-                      "3083s - loss: 1.7197 - acc: 0.5893 - val_loss: 0.3504 - val_acc: 0.8959\nEpoch 2/2\n"
-                      "Epoch 00001: early stopping\n"
-                      "3086s - loss: 0.6644 - acc: 0.8074 - val_loss: 0.2832 - val_acc: 0.9182\nEpoch 1/2\n"
-                      "60000/60000 [==============================] - 3s 50us/step - loss: 0.1369 - acc: 0.9600 - "
-                      "val_loss: 0.0778 - val_acc: 0.9810\n")
+    keras2.write_text(
+        "Train on 400000 samples, validate on 10000 samples\nEpoch 1/2\n"
+        "3083s - loss: 1.7197 - acc: 0.5893 - val_loss: 0.3504 - val_acc: 0.8959\nEpoch 2/2\n"
+        "Epoch 00001: early stopping\n"
+        "3086s - loss: 0.6644 - acc: 0.8074 - val_loss: 0.2832 - val_acc: 0.9182\nEpoch 1/2\n"
+        "60000/60000 [==============================] - 3s 50us/step - loss: 0.1369 - acc: 0.9600 - "
+        "val_loss: 0.0778 - val_acc: 0.9810\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(keras2)], ImportOptions(run="k2"))
     steps, evals = ledger.steps("k2", nullable=True), ledger.evals("k2")
     assert res.source.endswith("(read as keras)")
@@ -476,9 +560,11 @@ def test_keras_fit_output_of_both_generations(ledger, tmp_path):
     assert any("steps in this run count epochs" in w for w in res.warnings)
     assert ledger.meta("k2")["step_unit"] == "epoch"  # what `yield` labels its tranches by
     keras3 = tmp_path / "keras3.log"
-    keras3.write_text("Epoch 1/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
-                      "val_accuracy: 0.5179 - val_loss: 0.6897\nEpoch 2/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 789ms 113ms/step - "
-                      "accuracy: 0.6 - loss: 0.6 - val_accuracy: 0.55 - val_loss: 0.65\n")
+    keras3.write_text(
+        "Epoch 1/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 7s 1s/step - accuracy: 0.5672 - loss: 0.6807 - "
+        "val_accuracy: 0.5179 - val_loss: 0.6897\nEpoch 2/2\n7/7 ━━━━━━━━━━━━━━━━━━━━ 789ms 113ms/step - "
+        "accuracy: 0.6 - loss: 0.6 - val_accuracy: 0.55 - val_loss: 0.65\n"
+    )
     import_run(ledger, "textlog", [str(keras3)], ImportOptions(run="k3"))
     steps, evals = ledger.steps("k3", nullable=True), ledger.evals("k3")
     assert steps["step_s"].tolist() == [7.0, 0.789] and steps["loss"].tolist() == [0.6807, 0.6]
@@ -494,7 +580,8 @@ def test_glog_and_month_first_timestamps_are_a_clock(ledger, tmp_path):
         "I0317 10:00:15.500000 140234 train.py:123] completed step: 0, seconds: 1.500, TFLOP/s/device: 10.0, "
         "Tokens/s/device: 1000.0, total_weights: 27633, loss: 10.500\n"
         "I0317 10:00:20.140000 140234 train.py:123] completed step: 1, seconds: 0.400, TFLOP/s/device: 40.0, "
-        "Tokens/s/device: 4000.0, total_weights: 32387, loss: 9.750\n")
+        "Tokens/s/device: 4000.0, total_weights: 32387, loss: 9.750\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(maxtext)], ImportOptions(run="mt", devices=4))
     steps = ledger.steps("mt")
     assert steps["wall_s"].tolist() == pytest.approx([2.275359, 6.915359])
@@ -506,7 +593,8 @@ def test_glog_and_month_first_timestamps_are_a_clock(ledger, tmp_path):
         "08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | consumed_tokens: 1.02K | "
         "elapsed_time_per_iteration_ms: 4.71K | tokens_per_sec: 217 | lm_loss: 5.32\n"
         "08/31/2024 14:37:32 [INFO|DP=0|PP=0|TP=0]: iteration: 2 / 15 | consumed_tokens: 2.05K | "
-        "elapsed_time_per_iteration_ms: 90.1 | tokens_per_sec: 11.4K | lm_loss: 5.31\n")
+        "elapsed_time_per_iteration_ms: 90.1 | tokens_per_sec: 11.4K | lm_loss: 5.31\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(nanotron)], ImportOptions(run="nt"))
     assert ledger.steps("nt")["wall_s"].tolist() == [1.0, 2.0]
     assert not any("estimated" in w for w in res.warnings)
@@ -516,11 +604,13 @@ def test_composer_hours_throughput_and_devices(ledger, tmp_path):
     """Composer's SpeedMonitor logs `time/train` in hours and the job's `throughput/tokens_per_sec`; its banner
     prints GPUs per node and nodes (the ROCm MPT-30B blog run: 8 x 2)."""
     path = tmp_path / "composer.log"
-    path.write_text("******************************\nConfig:\nnum_gpus_per_node: 8\nnum_nodes: 2\n"
-                    "time/remaining_estimate_unit: hours\n\n******************************\n[epoch=1][batch=5/5]:\n"
-                    "\t Train time/batch: 4\n\t Train time/token: 29254495\n\t Train loss/train/total: 8.4213\n"
-                    "\t Train throughput/tokens_per_sec: 20082.8418\n"
-                    "\t Train throughput/device/tokens_per_sec: 1255.1776\n\t Train time/train: 0.5249\n")
+    path.write_text(
+        "******************************\nConfig:\nnum_gpus_per_node: 8\nnum_nodes: 2\n"
+        "time/remaining_estimate_unit: hours\n\n******************************\n[epoch=1][batch=5/5]:\n"
+        "\t Train time/batch: 4\n\t Train time/token: 29254495\n\t Train loss/train/total: 8.4213\n"
+        "\t Train throughput/tokens_per_sec: 20082.8418\n"
+        "\t Train throughput/device/tokens_per_sec: 1255.1776\n\t Train time/train: 0.5249\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="c"))
     steps = ledger.steps("c")
     assert steps["loss"].tolist() == [8.4213] and steps["tokens"].tolist() == [29254495]
@@ -537,7 +627,8 @@ def test_build_nanogpt_printed_evaluations_belong_to_the_next_step(ledger, tmp_p
         "step 19079 | loss: 3.235010 | lr 3.3796e-04 | norm: 0.8756 | dt: 798.53ms | tok/sec: 656570.47\n"
         "validation loss: 3.2034\nHellaSwag accuracy: 3049/10042=0.3036\n"
         "rank 0 sample 0: Hello, I'm a language model, and I would like\n"
-        "step 19080 | loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54\n")
+        "step 19080 | loss: 3.285733 | lr 3.3794e-04 | norm: 0.8137 | dt: 19807.22ms | tok/sec: 26469.54\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="bn"))
     steps, evals = ledger.steps("bn"), ledger.evals("bn")
     assert res.source.endswith("(read as build-nanogpt)")
@@ -549,8 +640,10 @@ def test_build_nanogpt_printed_evaluations_belong_to_the_next_step(ledger, tmp_p
 
 # MaxText's metric_logger lines as printed in a real run (a custom-Gemma SWA run on TPU, FINDINGS.md's second probe:
 # `I0317 10:00:27.827598 125344476638336 metric_logger.py:181] completed step: 34, seconds: 0.426, ...`).
-_MAXTEXT = ("I0317 10:00:{s:09.6f} 125344476638336 metric_logger.py:181] completed step: {step}, seconds: 0.426, "
-            "TFLOP/s/device: 241.075, Tokens/s/device: 9608.302, total_weights: {weights}, loss: {loss}\n")
+_MAXTEXT = (
+    "I0317 10:00:{s:09.6f} 125344476638336 metric_logger.py:181] completed step: {step}, seconds: 0.426, "
+    "TFLOP/s/device: 241.075, Tokens/s/device: 9608.302, total_weights: {weights}, loss: {loss}\n"
+)
 
 
 def test_maxtext_total_weights_are_summed_into_tokens(ledger, tmp_path):
@@ -558,8 +651,9 @@ def test_maxtext_total_weights_are_summed_into_tokens(ledger, tmp_path):
     tokens are their running sum (step 0 is the first step done, so it counts), and the import says so."""
     weights = [27633, 32387, 29331, 31414]
     path = tmp_path / "maxtext.log"
-    path.write_text("".join(_MAXTEXT.format(s=13.2 + 0.43 * i, step=i, weights=w, loss=10.5 - i / 4)
-                            for i, w in enumerate(weights)))
+    path.write_text(
+        "".join(_MAXTEXT.format(s=13.2 + 0.43 * i, step=i, weights=w, loss=10.5 - i / 4) for i, w in enumerate(weights))
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="mt", devices=4))
     steps = ledger.steps("mt")
     assert steps["tokens"].tolist() == [27633.0, 60020.0, 89351.0, 120765.0]
@@ -577,8 +671,10 @@ def test_step_token_counts_are_not_summed_over_gaps_or_over_a_logged_count(ledge
     assert "tokens" not in ledger.steps("gap", nullable=True).dropna(axis=1, how="all").columns
     assert any("total_weights" in w and "not summed" in w for w in res.warnings)
     counted = tmp_path / "counted.log"
-    counted.write_text("step: 1, total_weights: 100, consumed_tokens: 128, loss: 3.0\n"
-                       "step: 2, total_weights: 90, consumed_tokens: 256, loss: 2.9\n")
+    counted.write_text(
+        "step: 1, total_weights: 100, consumed_tokens: 128, loss: 3.0\n"
+        "step: 2, total_weights: 90, consumed_tokens: 256, loss: 2.9\n"
+    )
     import_run(ledger, "textlog", [str(counted)], ImportOptions(run="counted"))
     assert ledger.steps("counted")["tokens"].tolist() == [128.0, 256.0]
 
@@ -588,11 +684,13 @@ def test_olmo_per_device_throughput_is_the_jobs_times_the_devices(ledger, tmp_pa
     count given it is the job's tokens_per_s, as TorchTitan's `tps`; it was an `imported/` extra nothing read,
     whatever the count (the lines of tests/data/real/olmo-1b-azure-nccl-sharp-10steps.log)."""
     path = tmp_path / "olmo.log"
-    path.write_text("[2024-04-17 09:42:26] INFO     [olmo.train:816, rank=0] [step=1/739328]\n"
-                    "    train/CrossEntropyLoss=11.25\n    throughput/total_tokens=4,194,304\n"
-                    "[2024-04-17 09:42:38] INFO     [olmo.train:816, rank=0] [step=2/739328]\n"
-                    "    train/CrossEntropyLoss=10.73\n    throughput/total_tokens=8,388,608\n"
-                    "    throughput/device/tokens_per_second=45,538\n")
+    path.write_text(
+        "[2024-04-17 09:42:26] INFO     [olmo.train:816, rank=0] [step=1/739328]\n"
+        "    train/CrossEntropyLoss=11.25\n    throughput/total_tokens=4,194,304\n"
+        "[2024-04-17 09:42:38] INFO     [olmo.train:816, rank=0] [step=2/739328]\n"
+        "    train/CrossEntropyLoss=10.73\n    throughput/total_tokens=8,388,608\n"
+        "    throughput/device/tokens_per_second=45,538\n"
+    )
     (res,) = import_run(ledger, "textlog", [str(path)], ImportOptions(run="o", devices=8))
     steps = ledger.steps("o", nullable=True)
     assert steps["tokens_per_s"].tolist()[1] == 45538 * 8

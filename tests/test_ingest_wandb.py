@@ -42,8 +42,13 @@ def offline_run(tmp_path_factory):
 @pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_offline_run_folder_imports_steps_and_evals(ledger, cli, offline_run):
     (res,) = import_run(ledger, "wandb", [str(offline_run)], ImportOptions(run="wb"))
-    assert res.mapping == {"train/loss": "loss", "train/lr": "lr", "train/tokens": "tokens", "_runtime": "wall_s",
-                           "val/loss": "val/loss (eval)"}
+    assert res.mapping == {
+        "train/loss": "loss",
+        "train/lr": "lr",
+        "train/tokens": "tokens",
+        "_runtime": "wall_s",
+        "val/loss": "val/loss (eval)",
+    }
     steps = ledger.steps("wb")
     assert steps["step"].tolist() == list(range(1, 10))
     assert steps["loss"].tolist()[:8] == pytest.approx([4.0 - s / 10 for s in range(1, 9)])
@@ -86,8 +91,15 @@ def test_history_export_and_step_override(ledger, offline_run, tmp_path):
     # A history export has W&B's own columns (`_step`, `_runtime`, `_timestamp`); written here by pandas, as
     # `wandb.Api().run(path).history().to_csv(...)` does.
     export = tmp_path / "history.csv"
-    pd.DataFrame({"_step": [0, 1, 2], "_runtime": [1.0, 2.0, 3.0], "_timestamp": [1.7e9, 1.7e9 + 1, 1.7e9 + 2],
-                  "trainer/global_step": [10, 20, 30], "train/loss": [3.0, 2.5, 2.2]}).to_csv(export, index=False)
+    pd.DataFrame(
+        {
+            "_step": [0, 1, 2],
+            "_runtime": [1.0, 2.0, 3.0],
+            "_timestamp": [1.7e9, 1.7e9 + 1, 1.7e9 + 2],
+            "trainer/global_step": [10, 20, 30],
+            "train/loss": [3.0, 2.5, 2.2],
+        }
+    ).to_csv(export, index=False)
     import_run(ledger, "wandb", [str(export)], ImportOptions(run="csv"))
     assert ledger.steps("csv")["step"].tolist() == [0, 1, 2]
     import_run(ledger, "wandb", [str(export)], ImportOptions(run="gs", map=["step=trainer/global_step"]))

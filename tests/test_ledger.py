@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yieldgate.ledger import steps as ledger_steps
 from yieldgate.errors import InputError, LedgerError, RunNotFound, SchemaVersionError
 from yieldgate.ledger import EvalRecord, Ledger, higher_is_better
+from yieldgate.ledger import steps as ledger_steps
 from yieldgate.manifest import parse_manifest
 from yieldgate.names import STEP_VALUE_COLUMNS
 
@@ -44,11 +44,14 @@ def test_core_columns_round_trip_exactly(ledger):
 
 def test_nan_and_inf_are_kept_apart_from_missing(ledger):
     ledger.create_run("r")
-    ledger.append_steps("r", [
-        {"step": 1, "loss": float("nan"), "grad_norm": float("inf")},
-        {"step": 2, "loss": 2.0},
-        {"step": 3, "loss": None, "grad_norm": -float("inf")},
-    ])
+    ledger.append_steps(
+        "r",
+        [
+            {"step": 1, "loss": float("nan"), "grad_norm": float("inf")},
+            {"step": 2, "loss": 2.0},
+            {"step": 3, "loss": None, "grad_norm": -float("inf")},
+        ],
+    )
     frame = ledger.steps("r", ["loss", "grad_norm"], nullable=True)
     loss, grad = frame["loss"].array, frame["grad_norm"].array
     assert np.isnan(loss._data[0]) and not loss._mask[0]  # a recorded NaN
@@ -81,8 +84,11 @@ def test_small_appends_are_compacted_into_blocks_and_bulk_appends_split(ledger, 
         ledger.append_steps("small", [{"step": step, "tokens": 10 * (step + 1), "loss": 1.0 / (step + 1)}])
     ledger.create_run("bulk")
     ledger.append_steps("bulk", {"step": np.arange(200), "tokens": 10.0 * np.arange(1, 201)})
-    blocks = dict(ledger._db.execute(
-        "SELECT r.name, COUNT(*) FROM step_blocks b JOIN runs r ON r.id = b.run_id GROUP BY r.name").fetchall())
+    blocks = dict(
+        ledger._db.execute(
+            "SELECT r.name, COUNT(*) FROM step_blocks b JOIN runs r ON r.id = b.run_id GROUP BY r.name"
+        ).fetchall()
+    )
     # every COMPACT_BLOCKS small blocks at the end are merged: ~200/17 full ones, at most 15 small ones after
     assert blocks["small"] <= 200 // 17 + ledger_steps.COMPACT_BLOCKS
     assert blocks["bulk"] == 4
@@ -111,10 +117,13 @@ def test_bad_step_records_are_refused_and_change_nothing(ledger):
 
 def test_extras_go_to_the_long_table(ledger):
     ledger.create_run("r")
-    ledger.append_steps("r", [
-        {"step": 10, "loss": 2.0, "signals/gns": 120.0, "tokens/web": 1000, "signals/grad_norm/blocks.0": 0.5},
-        {"step": 20, "loss": 1.9, "signals/gns": float("nan"), "tokens/web": 2000},
-    ])
+    ledger.append_steps(
+        "r",
+        [
+            {"step": 10, "loss": 2.0, "signals/gns": 120.0, "tokens/web": 1000, "signals/grad_norm/blocks.0": 0.5},
+            {"step": 20, "loss": 1.9, "signals/gns": float("nan"), "tokens/web": 2000},
+        ],
+    )
     assert ledger.extra_keys("r") == ["signals/gns", "signals/grad_norm/blocks.0", "tokens/web"]
     gns = ledger.extras("r", ["signals/gns"])
     assert gns["step"].tolist() == [10, 20] and gns["value"][0] == 120.0 and np.isnan(gns["value"][1])
@@ -126,11 +135,14 @@ def test_extras_go_to_the_long_table(ledger):
 
 def test_evals_upsert_and_directions(ledger):
     ledger.create_run("r")
-    ledger.append_evals("r", [
-        EvalRecord(step=100, tokens=1e6, task="val", metric="loss", value=3.0),
-        {"step": 100, "task": "lambada_openai", "metric": "acc", "value": 0.3},
-        {"step": 200, "task": "val", "metric": "loss", "value": 2.5, "tokens": 2e6},
-    ])
+    ledger.append_evals(
+        "r",
+        [
+            EvalRecord(step=100, tokens=1e6, task="val", metric="loss", value=3.0),
+            {"step": 100, "task": "lambada_openai", "metric": "acc", "value": 0.3},
+            {"step": 200, "task": "val", "metric": "loss", "value": 2.5, "tokens": 2e6},
+        ],
+    )
     ledger.append_evals("r", [EvalRecord(step=200, task="val", metric="loss", value=2.4, tokens=2e6)])
     frame = ledger.evals("r")
     val = frame[(frame.task == "val") & (frame.metric == "loss")]
@@ -163,8 +175,9 @@ def test_a_standard_error_is_stored_beside_its_metric_in_any_order(ledger):
 
 def test_events_and_decisions(ledger):
     ledger.create_run("r")
-    first = ledger.add_event("r", "diagnosis", {"cause": "schedule", "confidence": 0.9, "x": float("inf")},
-                             start_step=10, end_step=50)
+    first = ledger.add_event(
+        "r", "diagnosis", {"cause": "schedule", "confidence": 0.9, "x": float("inf")}, start_step=10, end_step=50
+    )
     ledger.add_event("r", "warning", {"message": "slow"})
     assert ledger.events("r", state="open")["id"].tolist() == [first, first + 1]
     ledger.resolve_event(first)
@@ -174,8 +187,16 @@ def test_events_and_decisions(ledger):
     assert ledger.events("r", kind="diagnosis", state="open").empty
     with pytest.raises(InputError, match="event kind"):
         ledger.add_event("r", "rumour", {})
-    did = ledger.add_decision("r", "hold", evidence={"seeds": 1}, rationale="one seed: no interval", run="r",
-                              stage="s1", policy={"stages": []}, policy_hash="p1")
+    did = ledger.add_decision(
+        "r",
+        "hold",
+        evidence={"seeds": 1},
+        rationale="one seed: no interval",
+        run="r",
+        stage="s1",
+        policy={"stages": []},
+        policy_hash="p1",
+    )
     dec = ledger.decisions("r")
     assert dec["id"].tolist() == [did] and dec["evidence"][0] == {"seeds": 1} and dec["decision"][0] == "hold"
 
@@ -274,8 +295,10 @@ def _writer(path: str, run: str, batches: int, rows: int) -> None:
         led.create_run(run)
         for b in range(batches):
             steps = np.arange(b * rows, (b + 1) * rows)
-            led.append_steps(run, {"step": steps, "tokens": (steps + 1) * 100.0, "loss": 1.0 / (steps + 1),
-                                   "signals/gns": steps * 1.0})
+            led.append_steps(
+                run,
+                {"step": steps, "tokens": (steps + 1) * 100.0, "loss": 1.0 / (steps + 1), "signals/gns": steps * 1.0},
+            )
             led.append_evals(run, [EvalRecord(step=int(steps[-1]), task="val", metric="loss", value=1.0)])
 
 
@@ -326,11 +349,15 @@ def test_a_reader_sees_consistent_snapshots_while_a_run_is_written(ledger_locati
 
 def test_decisions_recorded_without_a_policy_read_back_and_list(ledger, ledger_location, cli_for):
     ledger.add_decision("t", "hold", evidence={"why": [1, 2]}, rationale="no policy given")
-    ledger.add_decision("t", "approve", evidence={}, rationale="with one", policy={"name": "p", "version": 2},
-                        policy_hash="ab" * 32)
+    ledger.add_decision(
+        "t", "approve", evidence={}, rationale="with one", policy={"name": "p", "version": 2}, policy_hash="ab" * 32
+    )
     table = ledger.decisions("t")
     assert table["policy"].tolist() == [None, {"name": "p", "version": 2}]
     assert table["evidence"].tolist() == [{"why": [1, 2]}, {}]
     cli = cli_for(ledger_location)
-    assert [(d["stage"], d["policy"]) for d in cli.json("decisions")] == [(None, None), (None, {"name": "p", "version": 2})]
+    assert [(d["stage"], d["policy"]) for d in cli.json("decisions")] == [
+        (None, None),
+        (None, {"name": "p", "version": 2}),
+    ]
     assert "hold" in cli("decisions").stdout  # the table, where a missing policy once crashed it

@@ -33,9 +33,19 @@ def build(path: Path) -> None:
                 s = np.arange(start, start + 100)
                 loss = 3.0 / np.sqrt(s) + rng.normal(0, 0.01, 100)
                 loss[7] = np.nan
-                led.append_steps(run, {"step": s, "tokens": s * 4096.0, "wall_s": s * 0.1, "loss": loss,
-                                       "lr": np.full(100, 3e-4), "grad_norm": rng.random(100),
-                                       "signals/gns": rng.random(100), "tokens/web": s * 2048.0})
+                led.append_steps(
+                    run,
+                    {
+                        "step": s,
+                        "tokens": s * 4096.0,
+                        "wall_s": s * 0.1,
+                        "loss": loss,
+                        "lr": np.full(100, 3e-4),
+                        "grad_norm": rng.random(100),
+                        "signals/gns": rng.random(100),
+                        "tokens/web": s * 2048.0,
+                    },
+                )
         add_every_kind(led)
 
 
@@ -43,9 +53,12 @@ def reads(path: Path) -> dict:
     """Every number a user reads of the runs: the runs table (statuses, counts, notes, tags, last evaluations), core
     columns, extras, evaluations, meta, manifests, events, decisions and campaigns (as text, to compare exactly)."""
     with Ledger(path, readonly=True) as led:
-        out = {"runs": led.runs().drop(columns=["updated_at", "heartbeat_at"]).astype(str),
-               "events": led.events().astype(str), "decisions": led.decisions().astype(str),
-               "campaign": pd.DataFrame({"v": [repr(led.campaign("sweep"))]})}
+        out = {
+            "runs": led.runs().drop(columns=["updated_at", "heartbeat_at"]).astype(str),
+            "events": led.events().astype(str),
+            "decisions": led.decisions().astype(str),
+            "campaign": pd.DataFrame({"v": [repr(led.campaign("sweep"))]}),
+        }
         for run in RUNS:
             out[run] = led.steps(run, nullable=True)
             out[f"{run}/extras"] = led.extras(run)
@@ -105,18 +118,22 @@ def test_a_flipped_bit_is_refused_or_changes_no_number(tmp_path, monkeypatch):
     unchecked = flip_outcomes(tmp_path, trials, seed=1, checked=False)
     assert unchecked["numbers changed, no error"] > trials / 2, unchecked
     print(f"checked: {dict(outcomes)}; unchecked: {dict(unchecked)}")
-    check("single bit flipped at a random offset of a ledger file holding every kind of record (300 trials)",
-          "each flip is refused on read (SQLite's error, or a block's or record's checksum naming the run and its "
-          "steps or record) or found by `yieldgate check`, or changes no number; unchecked, over half changed "
-          "numbers with no error",
-          "0 numbers read wrong")
+    check(
+        "single bit flipped at a random offset of a ledger file holding every kind of record (300 trials)",
+        "each flip is refused on read (SQLite's error, or a block's or record's checksum naming the run and its "
+        "steps or record) or found by `yieldgate check`, or changes no number; unchecked, over half changed "
+        "numbers with no error",
+        "0 numbers read wrong",
+    )
 
 
 def _damage_one_block(path: Path, run: str) -> tuple[int, int]:
     db = sqlite3.connect(path)
     block_id, first, last, data = db.execute(
         "SELECT b.id, b.first_step, b.last_step, b.data FROM step_blocks b JOIN runs r ON r.id = b.run_id "
-        "WHERE r.name = ? ORDER BY b.first_step LIMIT 1 OFFSET 1", (run,)).fetchone()
+        "WHERE r.name = ? ORDER BY b.first_step LIMIT 1 OFFSET 1",
+        (run,),
+    ).fetchone()
     broken = bytearray(data)
     broken[len(data) // 2] ^= 0x10  # one bit of one float
     db.execute("UPDATE step_blocks SET data = ? WHERE id = ?", (bytes(broken), block_id))
@@ -201,8 +218,10 @@ def test_a_flipped_bit_in_each_kind_of_record_reads_no_wrong_number(tmp_path):
                 wrong += 1
             wrong += check_ledger(led).clean
     assert wrong == 0
-    check(f"one bit flipped inside a stored record ({len(CASES)} cases: evaluations, run statuses, names, sources, "
-          "meta, notes, manifests, tags, events, decisions, campaigns)",
-          "each is refused on read (`BlockDamaged` naming the run and the record) and reported by `yieldgate check`, "
-          "exit 2: `damaged: run 'a': evaluation val/loss at step 300: fails its checksum`",
-          "0 numbers read wrong")
+    check(
+        f"one bit flipped inside a stored record ({len(CASES)} cases: evaluations, run statuses, names, sources, "
+        "meta, notes, manifests, tags, events, decisions, campaigns)",
+        "each is refused on read (`BlockDamaged` naming the run and the record) and reported by `yieldgate check`, "
+        "exit 2: `damaged: run 'a': evaluation val/loss at step 300: fails its checksum`",
+        "0 numbers read wrong",
+    )

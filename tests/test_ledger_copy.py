@@ -24,11 +24,22 @@ def _fill(location: str) -> None:
         for r, name in enumerate(("a", "b")):
             led.create_run(name, manifest=manifest)
             n = 700
-            led.append_steps(name, {"step": np.arange(n), "tokens": 100.0 * np.arange(1, n + 1),
-                                    "loss": np.where(np.arange(n) == 5, np.nan, 3.0 / (np.arange(n) + 1 + r)),
-                                    "signals/gns": np.arange(n) * 0.25})
-            led.append_evals(name, [EvalRecord(step=s, tokens=100.0 * s, task="val", metric="loss", value=2.0 / s)
-                                    for s in (100, 200, 300)])
+            led.append_steps(
+                name,
+                {
+                    "step": np.arange(n),
+                    "tokens": 100.0 * np.arange(1, n + 1),
+                    "loss": np.where(np.arange(n) == 5, np.nan, 3.0 / (np.arange(n) + 1 + r)),
+                    "signals/gns": np.arange(n) * 0.25,
+                },
+            )
+            led.append_evals(
+                name,
+                [
+                    EvalRecord(step=s, tokens=100.0 * s, task="val", metric="loss", value=2.0 / s)
+                    for s in (100, 200, 300)
+                ],
+            )
             led.append_evals(name, [EvalRecord(step=400, task="val", metric="loss", value=float("nan"))])
         led.supersede("b", 500, resume={"step": 500, "tokens": 50_000.0})
         led.tag_run("a", ["baseline", "bs64"])
@@ -65,7 +76,8 @@ def test_sqlite_to_postgres_and_back_keeps_every_record(tmp_path):
         _same_records(src, pg)
         with Ledger(pg) as led:
             assert check_ledger(led).clean and check_ledger(led).verified_blocks == sum(
-                there.rows[t] for t in ("step_blocks", "extra_blocks", "superseded_blocks"))
+                there.rows[t] for t in ("step_blocks", "extra_blocks", "superseded_blocks")
+            )
             # the copy's ids are taken: the next records get new ones
             led.create_run("after")
             led.add_event("after", "warning", {})

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from yieldgate import api
-from yieldgate.errors import InputError, ManifestError, RunInUse, RunReferenced
+from yieldgate.errors import InputError, ManifestError, RunReferenced
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, diff, flat_config, parse_manifest
@@ -21,14 +21,30 @@ from yieldgate.manifest import Manifest, diff, flat_config, parse_manifest
 from .test_manifest import BASE
 
 
-def _run(led: Ledger, name: str, *, tokens: float = 300.0, wall: float = 30.0, status: str = "finished",
-         config: dict | None = None) -> None:
+def _run(
+    led: Ledger,
+    name: str,
+    *,
+    tokens: float = 300.0,
+    wall: float = 30.0,
+    status: str = "finished",
+    config: dict | None = None,
+) -> None:
     led.create_run(name, status=status, manifest=parse_manifest({**BASE, "config": config or {}}))
-    led.append_steps(name, {"step": [1, 2, 3], "tokens": [tokens / 3, 2 * tokens / 3, tokens],
-                            "wall_s": [wall / 3, 2 * wall / 3, wall], "loss": [3.0, 2.5, 2.0],
-                            "signals/gns": [1.0, 2.0, 3.0]})
-    led.append_evals(name, [EvalRecord(step=s, tokens=tokens * s / 3, task="val", metric="loss", value=3.0 - s / 4)
-                            for s in (1, 2, 3)])
+    led.append_steps(
+        name,
+        {
+            "step": [1, 2, 3],
+            "tokens": [tokens / 3, 2 * tokens / 3, tokens],
+            "wall_s": [wall / 3, 2 * wall / 3, wall],
+            "loss": [3.0, 2.5, 2.0],
+            "signals/gns": [1.0, 2.0, 3.0],
+        },
+    )
+    led.append_evals(
+        name,
+        [EvalRecord(step=s, tokens=tokens * s / 3, task="val", metric="loss", value=3.0 - s / 4) for s in (1, 2, 3)],
+    )
     led.add_event(name, "warning", {"what": "a note"})
 
 
@@ -57,8 +73,10 @@ def three(ledger_path):
 def _table(path) -> dict[str, int]:
     """Rows per table: what a removal may have touched."""
     with Ledger(path, readonly=True) as led:
-        return {t: led._db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                for t in ("runs", "step_blocks", "extra_blocks", "evals", "events", "run_tags", "decisions")}
+        return {
+            t: led._db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("runs", "step_blocks", "extra_blocks", "evals", "events", "run_tags", "decisions")
+        }
 
 
 # -- rm -------------------------------------------------------------------------------------------------------
@@ -69,14 +87,25 @@ def test_rm_takes_the_runs_records_with_it_and_leaves_the_others_whole(cli, thre
         led.tag_run("bs64-seed1", ["baseline"])
         kept = led.steps("bs64-seed0"), led.extras("bs64-seed0"), led.evals("bs64-seed0")
     removed = cli.json("rm", "bs64-seed1", "scratch", "--yes")
-    assert removed == [{"name": "bs64-seed1", "steps": 3, "extra_values": 3, "evals": 3, "events": 1},
-                       {"name": "scratch", "steps": 3, "extra_values": 3, "evals": 3, "events": 1}]
+    assert removed == [
+        {"name": "bs64-seed1", "steps": 3, "extra_values": 3, "evals": 3, "events": 1},
+        {"name": "scratch", "steps": 3, "extra_values": 3, "evals": 3, "events": 1},
+    ]
     # One block of core steps and one of extras, 3 evals and an event per run; the survivor's stay as they were.
-    assert _table(three) == {"runs": 1, "step_blocks": 1, "extra_blocks": 1, "evals": 3, "events": 1, "run_tags": 0,
-                             "decisions": 0}
+    assert _table(three) == {
+        "runs": 1,
+        "step_blocks": 1,
+        "extra_blocks": 1,
+        "evals": 3,
+        "events": 1,
+        "run_tags": 0,
+        "decisions": 0,
+    }
     with Ledger(three) as led:
         assert led.runs()["name"].tolist() == ["bs64-seed0"]
-        for before, after in zip(kept, (led.steps("bs64-seed0"), led.extras("bs64-seed0"), led.evals("bs64-seed0"))):
+        for before, after in zip(
+            kept, (led.steps("bs64-seed0"), led.extras("bs64-seed0"), led.evals("bs64-seed0")), strict=True
+        ):
             assert after.equals(before)
 
 
@@ -102,8 +131,9 @@ def cli_app():
 def test_rm_with_a_pattern_that_matches_nothing_removes_nothing(cli, three):
     before = _table(three)
     out = cli("rm", "scratch", "bs128-*", "--yes", code=2)
-    assert out.stderr.strip() == (f"error: no run named or matching 'bs128-*' in {masked(three)}; `yieldgate runs` "
-                                  "lists them")
+    assert out.stderr.strip() == (
+        f"error: no run named or matching 'bs128-*' in {masked(three)}; `yieldgate runs` lists them"
+    )
     assert _table(three) == before
 
 
@@ -152,8 +182,10 @@ def test_rename_keeps_the_records_and_refuses_a_taken_or_bad_name(cli, three):
         assert len(led.events("lr1e-2")) == 1
     before = _table(three)
     taken = cli("rename", "lr1e-2", "bs64-seed0", code=2).stderr
-    assert taken.strip() == (f"error: cannot rename run 'lr1e-2' to 'bs64-seed0': a run named 'bs64-seed0' is already "
-                             f"in {masked(three)}; pick another name")
+    assert taken.strip() == (
+        f"error: cannot rename run 'lr1e-2' to 'bs64-seed0': a run named 'bs64-seed0' is already "
+        f"in {masked(three)}; pick another name"
+    )
     assert "is not allowed" in cli("rename", "lr1e-2", "../up", code=2).stderr
     assert "no run named 'missing'" in cli("rename", "missing", "x", code=2).stderr
     assert _table(three) == before
@@ -161,14 +193,18 @@ def test_rename_keeps_the_records_and_refuses_a_taken_or_bad_name(cli, three):
 
 def test_tag_and_untag_by_name_or_glob(cli, three):
     assert cli.json("tag", "bs64-*", "baseline", "lr=3e-4", "baseline") == [
-        {"name": "bs64-seed0", "tags": ["baseline", "lr=3e-4"]}, {"name": "bs64-seed1", "tags": ["baseline", "lr=3e-4"]}]
+        {"name": "bs64-seed0", "tags": ["baseline", "lr=3e-4"]},
+        {"name": "bs64-seed1", "tags": ["baseline", "lr=3e-4"]},
+    ]
     assert cli.json("untag", "bs64-seed1", "lr=3e-4") == [{"name": "bs64-seed1", "tags": ["baseline"]}]
     assert "tags: baseline lr=3e-4" in cli("show", "bs64-seed0").stdout
     before = _table(three)
     bad = cli("tag", "scratch", "ok", "two words", code=2).stderr
     assert bad.startswith("error: tag 'two words' is not allowed: use 1 to 64 letters")
-    assert cli("untag", "bs64-seed1", "lr=3e-4", code=2).stderr.strip() == \
-        "error: run 'bs64-seed1' has no tag 'lr=3e-4'; its tags: baseline"
+    assert (
+        cli("untag", "bs64-seed1", "lr=3e-4", code=2).stderr.strip()
+        == "error: run 'bs64-seed1' has no tag 'lr=3e-4'; its tags: baseline"
+    )
     assert "no run named or matching 'nope*'" in cli("tag", "nope*", "x", code=2).stderr
     assert _table(three) == before
 
@@ -233,10 +269,15 @@ def test_an_older_ledger_gets_its_durations_on_upgrade(ledger_path):
         led.create_run("no-clock")
         led.append_steps("no-clock", {"step": [1], "loss": [2.0]})
     # Back to the schema before 0007_run_lifecycle, as an older yieldgate left it.
-    _execute(ledger_path, "DROP INDEX step_blocks_summary", "ALTER TABLE step_blocks DROP COLUMN wall_s_max",
-             "DROP TABLE run_tags", "ALTER TABLE runs DROP COLUMN note",
-             "DELETE FROM schema_migrations WHERE name IN ('0007_run_lifecycle', '0009_listing_index', "
-             "'0010_record_checksums')")
+    _execute(
+        ledger_path,
+        "DROP INDEX step_blocks_summary",
+        "ALTER TABLE step_blocks DROP COLUMN wall_s_max",
+        "DROP TABLE run_tags",
+        "ALTER TABLE runs DROP COLUMN note",
+        "DELETE FROM schema_migrations WHERE name IN ('0007_run_lifecycle', '0009_listing_index', "
+        "'0010_record_checksums')",
+    )
     with Ledger(ledger_path) as led:
         runs = led.runs().set_index("name")
     assert runs.loc["old", "duration_s"] == 7.25 and np.isnan(runs.loc["no-clock", "duration_s"])
@@ -298,16 +339,26 @@ def test_tracker_hparams_become_the_manifests_config(ledger_path):
     from yieldgate.track import Tracker
 
     hparams = {"lr": 3e-4, "optimizer": {"betas": (0.9, 0.95), "name": "adamw"}, "layers": 12}
-    with Tracker("hp", ledger=ledger_path, manifest={"seed": 1, "config": {"lr": 1.0, "warmup": 100}},
-                 hparams=hparams) as tr:
+    with Tracker(
+        "hp", ledger=ledger_path, manifest={"seed": 1, "config": {"lr": 1.0, "warmup": 100}}, hparams=hparams
+    ) as tr:
         tr.step(tokens=10)
     with Ledger(ledger_path) as led:
         manifest = led.manifest("hp")
     assert manifest.seed == 1
-    assert manifest.config == {"lr": 3e-4, "warmup": 100, "layers": 12,
-                               "optimizer": {"betas": [0.9, 0.95], "name": "adamw"}}
-    assert flat_config(manifest.config) == {"layers": 12, "lr": 3e-4, "optimizer.betas": [0.9, 0.95],
-                                            "optimizer.name": "adamw", "warmup": 100}
+    assert manifest.config == {
+        "lr": 3e-4,
+        "warmup": 100,
+        "layers": 12,
+        "optimizer": {"betas": [0.9, 0.95], "name": "adamw"},
+    }
+    assert flat_config(manifest.config) == {
+        "layers": 12,
+        "lr": 3e-4,
+        "optimizer.betas": [0.9, 0.95],
+        "optimizer.name": "adamw",
+        "warmup": 100,
+    }
     with pytest.raises(ManifestError, match=r"Tracker\(hparams=...\): config.optimizer.fn: function is not a JSON"):
         Tracker("bad", ledger=ledger_path, hparams={"optimizer": {"fn": lambda: 0}})
 
@@ -319,7 +370,10 @@ def test_a_manifest_without_config_keeps_its_hash():
 
 
 def test_config_differences_are_confounders_and_seeds_are_not(cli, ledger_path):
-    a, b = Manifest(config={"lr": 3e-4, "training": {"seed": 1}}), Manifest(config={"lr": 1e-3, "training": {"seed": 2}})
+    a, b = (
+        Manifest(config={"lr": 3e-4, "training": {"seed": 1}}),
+        Manifest(config={"lr": 1e-3, "training": {"seed": 2}}),
+    )
     assert [d.field for d in diff(a, b)] == ["config.lr", "config.training.seed"]
     with Ledger(ledger_path) as led:
         _run(led, "lr-a", config={"lr": 3e-4, "training": {"seed": 1}, "width": 64})
@@ -337,8 +391,14 @@ def test_hf_callback_hparams_from_training_arguments_and_model_config(tmp_path):
     transformers = pytest.importorskip("transformers")
     from yieldgate.track.integrations.hf import trainer_hparams
 
-    args = transformers.TrainingArguments(str(tmp_path / "out"), learning_rate=3e-4, per_device_train_batch_size=8,
-                                          seed=7, report_to="none", hub_token="secret-token")
+    args = transformers.TrainingArguments(
+        str(tmp_path / "out"),
+        learning_rate=3e-4,
+        per_device_train_batch_size=8,
+        seed=7,
+        report_to="none",
+        hub_token="secret-token",
+    )
 
     class Model:  # what the Trainer hands the callback: anything with a `config`
         config = transformers.GPT2Config(n_layer=2, n_embd=64)
@@ -370,8 +430,12 @@ def test_lightning_callback_hparams_from_save_hyperparameters():
             super().__init__()
             self.save_hyperparameters()
 
-    assert lightning_hparams(Module(lr=1e-3), Data()) == {"lr": 1e-3, "widths": [64, 128], "dtype": "torch.bfloat16",
-                                                          "datamodule": {"batch_size": 32}}
+    assert lightning_hparams(Module(lr=1e-3), Data()) == {
+        "lr": 1e-3,
+        "widths": [64, 128],
+        "dtype": "torch.bfloat16",
+        "datamodule": {"batch_size": 32},
+    }
     assert lightning_hparams(Module(), None)["lr"] == 3e-4
 
 
@@ -400,9 +464,15 @@ def test_a_lightning_script_run_twice_records_two_runs_with_their_hparams(tmp_pa
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(data[:, :-1], data[:, 1:]), batch_size=4)
     ledger = tmp_path / "l.db"
     for lr in (0.1, 0.2):  # the same script, run again with another learning rate
-        trainer = L.Trainer(max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                            enable_model_summary=False, default_root_dir=tmp_path,
-                            callbacks=[YieldgateCallback("exp", ledger=ledger)])
+        trainer = L.Trainer(
+            max_steps=3,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path,
+            callbacks=[YieldgateCallback("exp", ledger=ledger)],
+        )
         trainer.fit(Tiny(lr=lr), loader)
     with Ledger(ledger) as led:
         runs = led.runs()
@@ -422,13 +492,22 @@ def test_a_trainer_script_run_twice_records_two_runs_with_their_hparams(tmp_path
     examples = [{"input_ids": row, "labels": row} for row in ids]
     ledger = tmp_path / "hf.db"
     for lr in (3e-3, 1e-3):  # the same script, run again with another learning rate
-        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=16,
-                                                                     n_positions=16))
-        args = transformers.TrainingArguments(str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=4,
-                                              learning_rate=lr, save_strategy="no", report_to="none", use_cpu=True,
-                                              disable_tqdm=True)
-        transformers.Trainer(model=model, args=args, train_dataset=examples,
-                             callbacks=[YieldgateCallback("gpt2", ledger=ledger)]).train()
+        model = transformers.GPT2LMHeadModel(
+            transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=16, n_positions=16)
+        )
+        args = transformers.TrainingArguments(
+            str(tmp_path / "out"),
+            max_steps=2,
+            per_device_train_batch_size=4,
+            learning_rate=lr,
+            save_strategy="no",
+            report_to="none",
+            use_cpu=True,
+            disable_tqdm=True,
+        )
+        transformers.Trainer(
+            model=model, args=args, train_dataset=examples, callbacks=[YieldgateCallback("gpt2", ledger=ledger)]
+        ).train()
     with Ledger(ledger) as led:
         runs = led.runs()
         assert runs["name"].tolist() == ["gpt2", "gpt2-2"] and runs["steps"].tolist() == [2, 2]
@@ -469,8 +548,10 @@ def test_every_rank_learns_the_name_rank_0_picked(tmp_path):
     with Ledger(ledger) as led:
         led.create_run("exp", status="finished")
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_named_rank, args=(r, str(tmp_path / "init"), str(ledger), str(tmp_path / "name")))
-             for r in range(2)]
+    procs = [
+        ctx.Process(target=_named_rank, args=(r, str(tmp_path / "init"), str(ledger), str(tmp_path / "name")))
+        for r in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -481,13 +562,16 @@ def test_every_rank_learns_the_name_rank_0_picked(tmp_path):
         assert led.runs()["name"].tolist() == ["exp", "exp-2"] and led.steps("exp-2")["tokens"].tolist() == [20.0]
 
 
-@pytest.mark.parametrize("args", [("rm", "a", "--yes"), ("rename", "a", "b"), ("tag", "a", "x"), ("untag", "a", "x"),
-                                  ("note", "a", "text")])
+@pytest.mark.parametrize(
+    "args", [("rm", "a", "--yes"), ("rename", "a", "b"), ("tag", "a", "x"), ("untag", "a", "x"), ("note", "a", "text")]
+)
 def test_a_command_that_changes_runs_creates_no_ledger(cli_for, tmp_path, args):
     ledger_path = tmp_path / "yieldgate.db"  # a file that is not there (a PostgreSQL database must exist anyway)
     out = cli_for(ledger_path)(*args, code=2)
-    assert out.stderr.strip() == (f"error: {ledger_path}: no ledger there; give the file the runs are in (the ledger "
-                                  "argument, or $YIELDGATE_LEDGER)")
+    assert out.stderr.strip() == (
+        f"error: {ledger_path}: no ledger there; give the file the runs are in (the ledger "
+        "argument, or $YIELDGATE_LEDGER)"
+    )
     assert not ledger_path.exists()
     import yieldgate
 
@@ -505,11 +589,14 @@ def test_listing_runs_loads_neither_pandas_nor_numpy_nor_pydantic(ledger_path, t
     import sys
 
     args = ["--sort", sort] if sort else []
-    probe = ("import sys\nfrom yieldgate.cli import main\nsys.argv = ['yieldgate', '--ledger', sys.argv[1], 'runs', "
-             "*sys.argv[2:]]\ntry:\n    main()\nfinally:\n    print('loaded:', sorted(m for m in ('pandas.core', "
-             "'numpy', 'pydantic', 'yieldgate.manifest', 'scipy', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe, str(ledger_path), *args], capture_output=True, text=True,
-                         timeout=60)
+    probe = (
+        "import sys\nfrom yieldgate.cli import main\nsys.argv = ['yieldgate', '--ledger', sys.argv[1], 'runs', "
+        "*sys.argv[2:]]\ntry:\n    main()\nfinally:\n    print('loaded:', sorted(m for m in ('pandas.core', "
+        "'numpy', 'pydantic', 'yieldgate.manifest', 'scipy', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(ledger_path), *args], capture_output=True, text=True, timeout=60
+    )
     assert "bs64-seed0" in out.stdout and "loaded: []" in out.stdout, out.stdout + out.stderr
 
 

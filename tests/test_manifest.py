@@ -64,7 +64,10 @@ def test_error_names_the_field_and_the_value(tmp_path):
         ({"optimisation": {"grad_accumulation": 0}}, "optimisation.grad_accumulation: must be >= 1, got 0"),
         ({"data": {"sources": [{"name": "a"}, {"name": "a"}]}}, "source names must be unique, repeated: a"),
         ({"data": {"sources": [{"name": "a"}], "dedup": {"kind": "fuzzy"}}}, "data.dedup.kind: must be one of"),
-        ({"data": {"sources": [{"name": "a"}], "dedup": {"bands": 3, "rows": 5}}}, "bands x rows must equal permutations"),
+        (
+            {"data": {"sources": [{"name": "a"}], "dedup": {"bands": 3, "rows": 5}}},
+            "bands x rows must equal permutations",
+        ),
         ({"hardware": {"device_count": 4, "data_parallel": 8}}, "must equal device_count = 4"),
         ({"data": {"sources": [{"name": "a"}]}, "model": {"layers": -1}}, "model.layers: must be >= 1, got -1"),
     ],

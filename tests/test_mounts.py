@@ -17,13 +17,16 @@ def table(tmp_path: Path, lines: list[str]) -> str:
 
 def test_the_longest_mount_point_holding_the_real_path_wins(tmp_path):
     root = str(tmp_path)
-    mounts = table(tmp_path, [
-        "/dev/vda / ext4 rw 0 0",
-        f"server:/export {root}/shared nfs4 rw 0 0",
-        f"/dev/vdb {root}/shared/local ext4 rw 0 0",
-        f"/dev/vdc {root}/sharedx ext4 rw 0 0",
-        f"host:/home {root}/with\\040space fuse.sshfs rw 0 0",
-    ])
+    mounts = table(
+        tmp_path,
+        [
+            "/dev/vda / ext4 rw 0 0",
+            f"server:/export {root}/shared nfs4 rw 0 0",
+            f"/dev/vdb {root}/shared/local ext4 rw 0 0",
+            f"/dev/vdc {root}/sharedx ext4 rw 0 0",
+            f"host:/home {root}/with\\040space fuse.sshfs rw 0 0",
+        ],
+    )
     assert network_filesystem(f"{root}/shared/runs/l.db", mounts) == (f"{root}/shared", "nfs4")
     assert network_filesystem(f"{root}/shared/local/l.db", mounts) is None  # a local disk mounted inside it
     assert network_filesystem(f"{root}/sharedx/l.db", mounts) is None  # a prefix of the name, not of the path

@@ -43,7 +43,11 @@ def test_every_extra_is_namespaced_and_no_core_name_is():
 
 @pytest.mark.parametrize(
     ("key", "task", "metric"),
-    [("val/loss", "val", "loss"), ("val/code/loss", "val/code", "loss"), ("lambada_openai/acc", "lambada_openai", "acc")],
+    [
+        ("val/loss", "val", "loss"),
+        ("val/code/loss", "val/code", "loss"),
+        ("lambada_openai/acc", "lambada_openai", "acc"),
+    ],
 )
 def test_split_eval_key(key, task, metric):
     assert split_eval_key(key) == (task, metric)

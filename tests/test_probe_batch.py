@@ -27,8 +27,19 @@ def test_a_much_bigger_batch_at_the_same_lr_is_altered_and_kept_with_the_run(cli
     """A batch 16x the baseline's at the same learning rate takes 16x fewer steps over the same tokens and learns
     far less per token: altered, beyond the seed noise. Kept with a run (read back here for the figures the table
     printed), `diagnose` finds it."""
-    table = cli("batch-check", "--baseline-batch", "4", "--candidate-batch", "64", "--tokens", "8192",
-                "--seeds", "3", "--run", "bs64").stdout
+    table = cli(
+        "batch-check",
+        "--baseline-batch",
+        "4",
+        "--candidate-batch",
+        "64",
+        "--tokens",
+        "8192",
+        "--seeds",
+        "3",
+        "--run",
+        "bs64",
+    ).stdout
     with Ledger(ledger_path, readonly=True) as led:
         out = led.meta("bs64")["batch_check"]
         manifest = led.manifest("bs64")
@@ -46,14 +57,19 @@ def test_a_much_bigger_batch_at_the_same_lr_is_altered_and_kept_with_the_run(cli
     assert finding["evidence"]["relative_loss"] == pytest.approx(out["relative_loss"])
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--candidate-batch", "64", "--accumulation", "3"], "batch_check.candidate_batch (64) must be a multiple of "
-                                                         "accumulation (3)"),
-    (["--precision", "fp8"], "batch_check.precision must be one of fp32, bf16, fp16, got 'fp8'"),
-    (["--seeds", "1"], "batch_check.seeds must be >= 2"),
-    (["--source", "nope"], "batch_check.source must be one of"),
-    (["--lr", "0"], "batch_check.lr must be > 0, got 0.0"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--candidate-batch", "64", "--accumulation", "3"],
+            "batch_check.candidate_batch (64) must be a multiple of accumulation (3)",
+        ),
+        (["--precision", "fp8"], "batch_check.precision must be one of fp32, bf16, fp16, got 'fp8'"),
+        (["--seeds", "1"], "batch_check.seeds must be >= 2"),
+        (["--source", "nope"], "batch_check.source must be one of"),
+        (["--lr", "0"], "batch_check.lr must be > 0, got 0.0"),
+    ],
+)
 def test_bad_settings_are_one_line_and_exit_2_before_any_training(cli, args, message):
     err = cli("batch-check", *args, code=2).stderr
     assert err.startswith(f"error: {message}") and err.count("\n") == 1

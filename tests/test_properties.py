@@ -25,7 +25,7 @@ EXAMPLES = [30, pytest.param(600, marks=pytest.mark.soak)]
 
 # -- strategies ---------------------------------------------------------------------------------------------
 
-names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12)
 finite = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
 counts = st.integers(min_value=1, max_value=2**40)
 weights = st.floats(min_value=1e-3, max_value=1e3)  # at least one source must weigh > 0
@@ -36,9 +36,22 @@ def recipes(draw) -> dict:
     sources = draw(st.lists(names, min_size=1, max_size=4, unique=True))
     recipe: dict = {"sources": [{"name": n, "weight": draw(weights)} for n in sources]}
     if draw(st.booleans()):
-        recipe["dedup"] = draw(st.sampled_from([
-            {"kind": "none"}, {"kind": "exact"},
-            {"kind": "near", "shingle": "word:3", "permutations": 128, "bands": 16, "rows": 8, "threshold": 0.7}]))
+        recipe["dedup"] = draw(
+            st.sampled_from(
+                [
+                    {"kind": "none"},
+                    {"kind": "exact"},
+                    {
+                        "kind": "near",
+                        "shingle": "word:3",
+                        "permutations": 128,
+                        "bands": 16,
+                        "rows": 8,
+                        "threshold": 0.7,
+                    },
+                ]
+            )
+        )
     if draw(st.booleans()):
         recipe["filters"] = [{"kind": draw(names), "params": {"min": draw(st.integers(0, 100))}}]
     if draw(st.booleans()):
@@ -52,24 +65,39 @@ def recipes(draw) -> dict:
 def manifests(draw) -> dict:
     m: dict = {"data": draw(recipes()), "seed": draw(st.integers(0, 2**31))}
     if draw(st.booleans()):
-        m["model"] = {"params": draw(counts), "layers": draw(st.integers(1, 200)), "width": draw(st.integers(1, 1 << 16))}
+        m["model"] = {
+            "params": draw(counts),
+            "layers": draw(st.integers(1, 200)),
+            "width": draw(st.integers(1, 1 << 16)),
+        }
     if draw(st.booleans()):
-        m["optimisation"] = {"lr": draw(st.floats(1e-8, 10)), "batch_size": draw(st.integers(1, 1 << 16)),
-                             "precision": draw(st.sampled_from(["fp32", "bf16", "fp16"]))}
+        m["optimisation"] = {
+            "lr": draw(st.floats(1e-8, 10)),
+            "batch_size": draw(st.integers(1, 1 << 16)),
+            "precision": draw(st.sampled_from(["fp32", "bf16", "fp16"])),
+        }
     if draw(st.booleans()):
-        m["hardware"] = {"device_kind": draw(names), "device_count": draw(st.integers(1, 4096)),
-                         "price_per_device_hour": draw(finite)}
+        m["hardware"] = {
+            "device_kind": draw(names),
+            "device_count": draw(st.integers(1, 4096)),
+            "price_per_device_hour": draw(finite),
+        }
     if draw(st.booleans()):
         m["code_version"] = draw(names)
     return m
 
 
 def _run(n: int, prop) -> None:
-    settings(max_examples=n, deadline=None, derandomize=True,
-             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])(prop)()
+    settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )(prop)()
 
 
 # -- manifest and recipe --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n", EXAMPLES)
 def test_manifest_round_trips_and_hashes_the_same_in_any_key_order_or_format(n, tmp_path):
@@ -114,6 +142,7 @@ def test_recipe_round_trips_through_yaml_and_is_a_manifests_data(n, tmp_path):
 
 # -- analysis invariants ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", EXAMPLES)
 def test_an_exact_power_law_is_recovered(n):
     @given(st.floats(0.5, 4.0), st.floats(0.2, 3.0), st.floats(0.1, 1.0), st.floats(1e5, 1e8), st.integers(5, 12))
@@ -133,14 +162,16 @@ def _ledger_run(led: Ledger, name: str, evals: list[tuple[int, float]], tokens_p
     last = max(s for s, _ in evals)
     step = np.arange(1, last + 1)
     led.create_run(name)
-    led.append_steps(name, {"step": step, "tokens": step * tokens_per_step, "wall_s": step * step_s,
-                            "loss": np.linspace(5, 2, last)})
+    led.append_steps(
+        name, {"step": step, "tokens": step * tokens_per_step, "wall_s": step * step_s, "loss": np.linspace(5, 2, last)}
+    )
     led.append_evals(name, [EvalRecord(step=s, task="val", metric="loss", value=v) for s, v in evals])
     return RunData(name, led.steps(name), led.evals(name))
 
 
-eval_series = st.lists(st.tuples(st.integers(1, 5000), st.floats(0.1, 10)), min_size=2, max_size=12,
-                       unique_by=lambda p: p[0]).map(sorted)
+eval_series = st.lists(
+    st.tuples(st.integers(1, 5000), st.floats(0.1, 10)), min_size=2, max_size=12, unique_by=lambda p: p[0]
+).map(sorted)
 
 
 @pytest.mark.parametrize("n", EXAMPLES)

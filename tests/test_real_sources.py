@@ -18,6 +18,7 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,23 +34,27 @@ MAX_BYTES = 1_000_000
 # --- shared helpers -----------------------------------------------------------------------
 
 
-def _series_facts(points: list[tuple[int, float]], after_step: int | None = None, window: list[int] | None = None) -> dict:
+def _series_facts(
+    points: list[tuple[int, float]], after_step: int | None = None, window: list[int] | None = None
+) -> dict:
     """count / first / last / min / max of (step, value) points, in file order; with
     ``after_step`` also the largest value past warm-up, with ``window`` ``[lo, hi]`` the
     largest value in lo < step <= hi (where a transient spike sits)."""
-    facts = {
+    lowest = min(points, key=lambda p: p[1])
+    highest = max(points, key=lambda p: p[1])
+    facts: dict[str, Any] = {
         "count": len(points),
         "first": list(points[0]),
         "last": list(points[-1]),
-        "min": list(min(points, key=lambda p: p[1])),
-        "max": list(max(points, key=lambda p: p[1])),
+        "min": list(lowest),
+        "max": list(highest),
     }
     if after_step is not None:
-        late = [p for p in points if p[0] > after_step]
-        facts["max_after"] = list(max(late, key=lambda p: p[1]))
+        late = max((p for p in points if p[0] > after_step), key=lambda p: p[1])
+        facts["max_after"] = list(late)
     if window is not None:
-        inside = [p for p in points if window[0] < p[0] <= window[1]]
-        facts["max_in_window"] = list(max(inside, key=lambda p: p[1]))
+        spike = max((p for p in points if window[0] < p[0] <= window[1]), key=lambda p: p[1])
+        facts["max_in_window"] = list(spike)
     return facts
 
 
@@ -127,8 +132,11 @@ def keras_tensorboard(path: Path, params: dict) -> dict:
                     continue
                 key = f"{event_file.parent.name}/{value.tag}"
                 points.setdefault(key, []).append((event.step, float(tensor_util.make_ndarray(value.tensor))))
-    return {"event_files": len(list(path.rglob("events.out.tfevents.*"))), "scalars": sorted(points),
-            "series": {key: _series_facts(points[key]) for key in params["keys"]}}
+    return {
+        "event_files": len(list(path.rglob("events.out.tfevents.*"))),
+        "scalars": sorted(points),
+        "series": {key: _series_facts(points[key]) for key in params["keys"]},
+    }
 
 
 def csv_table(path: Path, params: dict) -> dict:
@@ -151,12 +159,16 @@ def build_nanogpt_logtxt(path: Path, params: dict) -> dict:
         step, kind, value = line.split()
         kinds.setdefault(kind, []).append((int(step), float(value)))
     return {
-        kind: _series_facts(points, params.get("after_step"), params.get("spike_window")) if kind == "train" else _series_facts(points)
+        kind: _series_facts(points, params.get("after_step"), params.get("spike_window"))
+        if kind == "train"
+        else _series_facts(points)
         for kind, points in sorted(kinds.items())
     }
 
 
-STEP_BAR = re.compile(r"^step (\d+) \| loss: ([\d.]+) \| lr ([\d.e+-]+) \| norm: ([\d.]+) \| dt: ([\d.]+)ms \| tok/sec: ([\d.]+)$")
+STEP_BAR = re.compile(
+    r"^step (\d+) \| loss: ([\d.]+) \| lr ([\d.e+-]+) \| norm: ([\d.]+) \| dt: ([\d.]+)ms \| tok/sec: ([\d.]+)$"
+)
 VAL_STEPLESS = re.compile(r"^validation loss: ([\d.]+)$")
 HELLA_STEPLESS = re.compile(r"^HellaSwag accuracy: (\d+)/(\d+)=([\d.]+)$")
 
@@ -217,7 +229,9 @@ def llmc(path: Path, params: dict) -> dict:
         if match := LLMC.match(line):
             kinds.setdefault(match[2], []).append((int(match[1]), float(match[3])))
     return {
-        kind: _series_facts(points, params.get("after_step"), params.get("spike_window")) if kind == "trl" else _series_facts(points)
+        kind: _series_facts(points, params.get("after_step"), params.get("spike_window"))
+        if kind == "trl"
+        else _series_facts(points)
         for kind, points in sorted(kinds.items())
     }
 
@@ -232,7 +246,9 @@ def megatron(path: Path, params: dict) -> dict:
     periodic ``validation loss at iteration N | lm loss value: X`` and the end-of-training
     ``validation loss at iteration N on <set> | ...`` lines. DeepSpeed also prints its own
     ``steps: N loss: X`` line for the same steps."""
-    train, periodic, final = [], [], []
+    train: list[tuple[int, float]] = []
+    periodic: list[tuple[int, float]] = []
+    final: list[tuple[int, float]] = []
     deepspeed_lines = 0
     for line in _lines(path):
         if match := MEGATRON_ITER.match(line):
@@ -273,7 +289,9 @@ def fairseq_hydra(path: Path, params: dict) -> dict:
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TITAN = re.compile(r"step:\s*(\d+)\s+loss:\s*([\d.]+)\s+grad_norm:\s*([\d.]+)\s+memory:.*?tps:\s*([\d,]+)\s+tflops:\s*([\d,.]+)\s+mfu:\s*([\d,.]+)%")
+TITAN = re.compile(
+    r"step:\s*(\d+)\s+loss:\s*([\d.]+)\s+grad_norm:\s*([\d.]+)\s+memory:.*?tps:\s*([\d,]+)\s+tflops:\s*([\d,.]+)\s+mfu:\s*([\d,.]+)%"
+)
 
 
 def torchtitan(path: Path, params: dict) -> dict:
@@ -295,8 +313,10 @@ def torchtitan(path: Path, params: dict) -> dict:
 
 TITAN_STEP = re.compile(r" - root - INFO - step:\s*(\d+)\s+loss:\s*([\d.]+)\s.*\btps: ([\d,]+)")
 TITAN_VALIDATE = re.compile(r" - root - INFO - validate step:\s*(\d+)\s+loss:\s*([\d.]+)")
-TITAN_MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), dp_shard=(\d+), "
-                        r"cp=(\d+), tp=(\d+)")
+TITAN_MESH = re.compile(
+    r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), dp_shard=(\d+), "
+    r"cp=(\d+), tp=(\d+)"
+)
 TITAN_BATCH = re.compile(r"global batch size (\d+), .*sequence length (\d+)")
 
 
@@ -344,8 +364,14 @@ def keras_fit(path: Path, params: dict) -> dict:
             seconds.append(int(match[1]))
         elif line.endswith(": early stopping"):
             stops += 1
-    return {"fits": fits, "early_stops": stops, "loss": _series_facts(train), "val_loss": _series_facts(val_loss),
-            "val_acc": _series_facts(val_acc), "total_seconds": sum(seconds)}
+    return {
+        "fits": fits,
+        "early_stops": stops,
+        "loss": _series_facts(train),
+        "val_loss": _series_facts(val_loss),
+        "val_acc": _series_facts(val_acc),
+        "total_seconds": sum(seconds),
+    }
 
 
 OLMO_STEP = re.compile(r"\] \[step=(\d+)/(\d+)\]$")
@@ -363,8 +389,10 @@ def olmo(path: Path, params: dict) -> dict:
             total = int(match[2])
         elif (match := OLMO_PAIR.match(line)) and blocks:
             blocks[-1][1][match[1]] = _num(match[2])
-    series = {name: _series_facts([(step, pairs[name]) for step, pairs in blocks if name in pairs])
-              for name in params["names"]}
+    series = {
+        name: _series_facts([(step, pairs[name]) for step, pairs in blocks if name in pairs])
+        for name in params["names"]
+    }
     return {"blocks": len(blocks), "planned_steps": total, "series": series}
 
 
@@ -404,15 +432,19 @@ PARSERS = {
 
 def _assert_equal(actual, expected, where: str) -> None:
     if isinstance(expected, dict):
-        assert isinstance(actual, dict) and set(actual) == set(expected), f"{where}: keys {sorted(actual)} != {sorted(expected)}"
+        assert isinstance(actual, dict) and set(actual) == set(expected), (
+            f"{where}: keys {sorted(actual)} != {sorted(expected)}"
+        )
         for key in expected:
             _assert_equal(actual[key], expected[key], f"{where}.{key}")
     elif isinstance(expected, list):
         assert isinstance(actual, list) and len(actual) == len(expected), f"{where}: {actual!r} != {expected!r}"
-        for index, (got, want) in enumerate(zip(actual, expected)):
+        for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
             _assert_equal(got, want, f"{where}[{index}]")
     elif isinstance(expected, float):
-        assert not isinstance(actual, bool) and math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-12), f"{where}: {actual!r} != {expected!r}"
+        assert not isinstance(actual, bool) and math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-12), (
+            f"{where}: {actual!r} != {expected!r}"
+        )
     else:
         assert actual == expected and type(actual) is type(expected), f"{where}: {actual!r} != {expected!r}"
 

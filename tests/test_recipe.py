@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import pytest
-
 import numpy as np
+import pytest
 
 from yieldgate.data.recipe import resolve
 from yieldgate.manifest import Recipe
@@ -10,10 +9,12 @@ from yieldgate.manifest import Recipe
 
 @pytest.mark.slow
 def test_near_dedup_removes_folio_chunks_of_modern_plays():
-    recipe = Recipe.model_validate({
-        "sources": [{"name": "shakespeare-modern"}, {"name": "shakespeare-folio"}],
-        "dedup": {"kind": "near", "shingle": "word:3", "threshold": 0.145},
-    })
+    recipe = Recipe.model_validate(
+        {
+            "sources": [{"name": "shakespeare-modern"}, {"name": "shakespeare-folio"}],
+            "dedup": {"kind": "near", "shingle": "word:3", "threshold": 0.145},
+        }
+    )
     # The first 300,000 training characters of each source: the same few plays in both editions.
     data = resolve(recipe, max_chars_per_source=300_000, stdlib_bytes=0)
     folio, modern = data.sources["shakespeare-folio"].stats, data.sources["shakespeare-modern"].stats
@@ -30,8 +31,12 @@ def test_near_dedup_removes_folio_chunks_of_modern_plays():
 @pytest.mark.slow
 def test_a_shuffled_share_damages_training_documents_and_leaves_held_out_text_alone():
     def resolved(share):
-        recipe = Recipe.model_validate({"sources": [{"name": "milton", "shuffled_share": share}],
-                                        "tokenizer": {"name": "bpe-512", "vocab_size": 512}})
+        recipe = Recipe.model_validate(
+            {
+                "sources": [{"name": "milton", "shuffled_share": share}],
+                "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+            }
+        )
         return resolve(recipe, max_chars_per_source=200_000, stdlib_bytes=0).sources["milton"]
 
     clean, damaged = resolved(0.0), resolved(0.5)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.integration.test_probe import RECIPE
 from yieldgate.data.recipe import resolve
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.manifest import parse_manifest
@@ -21,8 +22,6 @@ from yieldgate.report.console import clean, evidence_lines
 from yieldgate.report.figures.base import MAX_POINTS, downsample, metric_title, smoothed
 from yieldgate.report.figures.runs import build_figures, tranche_yields_figure
 from yieldgate.report.sections import collect
-
-from tests.integration.test_probe import RECIPE
 
 EVIL = "<script>alert(1)</script>"
 EVIDENCE_HTML = "<img src=x onerror=window.__pwned=1>"
@@ -36,14 +35,32 @@ def _probe(data, ledger: Path, run: str, *, seed: int, batch: int) -> None:
 
 def _costed_run(led: Ledger, run: str, seed: int) -> None:
     """A run recorded through the API with a cost column and no signals (what an import of a GPU run gives)."""
-    led.create_run(run, manifest=parse_manifest({"hardware": {"device_kind": "H100-SXM", "device_count": 8,
-                                                              "price_per_device_hour": 2.5}, "seed": seed}))
+    led.create_run(
+        run,
+        manifest=parse_manifest(
+            {"hardware": {"device_kind": "H100-SXM", "device_count": 8, "price_per_device_hour": 2.5}, "seed": seed}
+        ),
+    )
     step = np.arange(1, 101)
     loss = 7.0 - np.log(step) + 0.01 * seed
-    led.append_steps(run, {"step": step, "tokens": step * 256.0, "wall_s": step * 0.05,
-                           "tokens_per_s": np.full(100, 5120.0), "cost_usd": step * 0.05 / 3600 * 8 * 2.5, "loss": loss})
-    led.append_evals(run, [EvalRecord(step=s, tokens=s * 256.0, task="val", metric="loss", value=loss[s - 1])
-                           for s in (1, 25, 50, 75, 100)])
+    led.append_steps(
+        run,
+        {
+            "step": step,
+            "tokens": step * 256.0,
+            "wall_s": step * 0.05,
+            "tokens_per_s": np.full(100, 5120.0),
+            "cost_usd": step * 0.05 / 3600 * 8 * 2.5,
+            "loss": loss,
+        },
+    )
+    led.append_evals(
+        run,
+        [
+            EvalRecord(step=s, tokens=s * 256.0, task="val", metric="loss", value=loss[s - 1])
+            for s in (1, 25, 50, 75, 100)
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,17 +68,34 @@ def runs_db(tmp_path_factory) -> Path:
     """Two real probes (batch 8, and batch 16 under a hostile name), two seeds of a costed API run, a
     diagnosis with a span and a gate decision."""
     path = tmp_path_factory.mktemp("report") / "runs.db"
-    data = resolve(parse_manifest({"data": RECIPE}).data, seed=0, max_chars_per_source=400_000)
+    recipe = parse_manifest({"data": RECIPE}).data
+    assert recipe is not None
+    data = resolve(recipe, seed=0, max_chars_per_source=400_000)
     _probe(data, path, "probe/s0", seed=0, batch=8)
     _probe(data, path, EVIL, seed=0, batch=16)
     with Ledger(path) as led:
         _costed_run(led, "costed/s0", 0)
         _costed_run(led, "costed/s1", 1)
-        led.add_event("probe/s0", "diagnosis", {"cause": "schedule", "confidence": 0.7, "advice": "lower the LR",
-                                                "evidence": {"grad_norm_jump": 3.2, "note": EVIDENCE_HTML}},
-                      start_step=10, end_step=20)
-        led.add_decision(EVIL, "hold", evidence={"marginal_yield": 0.01, "why": EVIDENCE_HTML},
-                         rationale="yield below the <b>policy</b> bar", stage="s1", policy_hash="abc123")
+        led.add_event(
+            "probe/s0",
+            "diagnosis",
+            {
+                "cause": "schedule",
+                "confidence": 0.7,
+                "advice": "lower the LR",
+                "evidence": {"grad_norm_jump": 3.2, "note": EVIDENCE_HTML},
+            },
+            start_step=10,
+            end_step=20,
+        )
+        led.add_decision(
+            EVIL,
+            "hold",
+            evidence={"marginal_yield": 0.01, "why": EVIDENCE_HTML},
+            rationale="yield below the <b>policy</b> bar",
+            stage="s1",
+            policy_hash="abc123",
+        )
     return path
 
 
@@ -120,9 +154,19 @@ def test_report_json_and_png_files(written):
     out, result = written
     assert result["path"] == str(out / "report.html") and Path(result["path"]).stat().st_size > 1_000_000
     assert result["runs"] == ["probe/s0", EVIL, "costed/s0", "costed/s1"]
-    assert result["figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields",
-                                 "yield-per-source", "yield-capability", "frontier", "signals-gns",
-                                 "signals-update-ratio", "signals-clipping"]
+    assert result["figures"] == [
+        "loss-tokens",
+        "loss-time",
+        "loss-cost",
+        "throughput-learning",
+        "tranche-yields",
+        "yield-per-source",
+        "yield-capability",
+        "frontier",
+        "signals-gns",
+        "signals-update-ratio",
+        "signals-clipping",
+    ]
     assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:8]]
     for png in result["pngs"]:
         raw = Path(png).read_bytes()
@@ -145,8 +189,14 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        page.route("**/*", lambda route: (requests.append(route.request.url), route.abort())
-                   if not route.request.url.startswith("file:") else route.continue_())
+        page.route(
+            "**/*",
+            lambda route: (
+                (requests.append(route.request.url), route.abort())
+                if not route.request.url.startswith("file:")
+                else route.continue_()
+            ),
+        )
         page.goto(page_path.as_uri(), wait_until="load")
         plots = page.evaluate("""[...document.querySelectorAll('.js-plotly-plot')].map(div => ({
             id: div.id, traces: div._fullData.map(t => ({name: t.name, series: t.meta.series, n: t._length}))}))""")
@@ -163,10 +213,24 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     assert "schedule" in text and "lower the LR" in text and "optimisation.batch_size" in text
 
     runs = {f["id"]: {html.unescape(t["name"]) for t in f["traces"]} for f in plots}
-    everyone, probes, costed = {"probe/s0", EVIL, "costed/s0", "costed/s1"}, {"probe/s0", EVIL}, {"costed/s0", "costed/s1"}
-    assert runs == {"loss-tokens": everyone, "loss-time": everyone, "loss-cost": costed, "frontier": everyone | {"Pareto front"},
-                    "throughput-learning": everyone, "tranche-yields": everyone, "yield-per-source": probes, "yield-capability": probes,
-                    "signals-gns": probes, "signals-update-ratio": probes, "signals-clipping": probes}
+    everyone, probes, costed = (
+        {"probe/s0", EVIL, "costed/s0", "costed/s1"},
+        {"probe/s0", EVIL},
+        {"costed/s0", "costed/s1"},
+    )
+    assert runs == {
+        "loss-tokens": everyone,
+        "loss-time": everyone,
+        "loss-cost": costed,
+        "frontier": everyone | {"Pareto front"},
+        "throughput-learning": everyone,
+        "tranche-yields": everyone,
+        "yield-per-source": probes,
+        "yield-capability": probes,
+        "signals-gns": probes,
+        "signals-update-ratio": probes,
+        "signals-clipping": probes,
+    }
     checked = 0
     with Ledger(runs_db, readonly=True) as led:
         for figure in plots:
@@ -207,8 +271,13 @@ def test_evidence_reads_as_lines_with_the_json_one_click_away(written):
 
 def test_evidence_lines():
     body = {"yield": {"low": 0.25, "high": float("nan")}, "seeds": [0, 1, 2], "curve": list(range(50)), "ok": True}
-    assert evidence_lines(body) == ["yield.low: 0.25", "yield.high: -", "seeds: 0, 1, 2", "curve: 50 values",
-                                    "ok: true"]
+    assert evidence_lines(body) == [
+        "yield.low: 0.25",
+        "yield.high: -",
+        "seeds: 0, 1, 2",
+        "curve: 50 values",
+        "ok: true",
+    ]
     assert evidence_lines({f"k{i}": i for i in range(15)}, limit=3) == ["k0: 0", "k1: 1", "k2: 2", "... 12 more"]
 
 
@@ -247,14 +316,22 @@ def test_report_command_prints_where_it_wrote(cli_for, runs_db, tmp_path):
     out = cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "one.html")).stdout
     assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 5 plots")
     assert json.loads(cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "two.html"), "--json").stdout)[
-        "figures"] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields"]
+        "figures"
+    ] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields"]
 
 
 def test_a_run_without_evaluations_still_gets_a_page_that_says_so(cli, ledger_path, tmp_path):
     with Ledger(ledger_path) as led:
         led.create_run("bare")
-        led.append_steps("bare", {"step": [1, 2, 3], "tokens": [10.0, 20.0, 30.0], "wall_s": [1.0, 2.0, 3.0],
-                                  "tokens_per_s": [10.0, 10.0, 10.0]})
+        led.append_steps(
+            "bare",
+            {
+                "step": [1, 2, 3],
+                "tokens": [10.0, 20.0, 30.0],
+                "wall_s": [1.0, 2.0, 3.0],
+                "tokens_per_s": [10.0, 10.0, 10.0],
+            },
+        )
     result = cli.json("report", "bare", "-o", str(tmp_path / "bare.html"))
     assert result["figures"] == ["throughput-learning"]
     page = (tmp_path / "bare.html").read_text()
@@ -273,25 +350,46 @@ def test_a_run_with_only_training_loss_and_no_tokens_is_drawn_against_steps(cli,
     assert "hf has no val/loss evaluations; using loss (the training loss)" in page
 
 
-def _tokenized_run(led: Ledger, run: str, *, tokenizer: str, bytes_per_token: float | None, seed: int = 0,
-                   slope: float = 1.0) -> None:
+def _tokenized_run(
+    led: Ledger, run: str, *, tokenizer: str, bytes_per_token: float | None, seed: int = 0, slope: float = 1.0
+) -> None:
     """A run with a tokenizer in its manifest (content hash `tokenizer`), logged per token."""
-    tok = {"name": tokenizer, "content_hash": tokenizer, **({"bytes_per_token": bytes_per_token}
-                                                             if bytes_per_token else {})}
-    led.create_run(run, manifest=parse_manifest({"data": {"sources": [{"name": "web"}], "tokenizer": tok},
-                                                 "seed": seed}))
+    tok = {
+        "name": tokenizer,
+        "content_hash": tokenizer,
+        **({"bytes_per_token": bytes_per_token} if bytes_per_token else {}),
+    }
+    led.create_run(
+        run, manifest=parse_manifest({"data": {"sources": [{"name": "web"}], "tokenizer": tok}, "seed": seed})
+    )
     step = np.arange(1, 201)
     loss = 6.0 - slope * np.log(step) / 2 + 0.01 * seed
-    led.append_steps(run, {"step": step, "tokens": step * 512.0, "wall_s": step * 0.1, "loss": loss,
-                           "tokens_per_s": 5120.0 + 100 * np.sin(step)})
-    led.append_evals(run, [EvalRecord(step=s, tokens=s * 512.0, task="val", metric="loss", value=loss[s - 1])
-                           for s in range(20, 201, 20)])
+    led.append_steps(
+        run,
+        {
+            "step": step,
+            "tokens": step * 512.0,
+            "wall_s": step * 0.1,
+            "loss": loss,
+            "tokens_per_s": 5120.0 + 100 * np.sin(step),
+        },
+    )
+    led.append_evals(
+        run,
+        [
+            EvalRecord(step=s, tokens=s * 512.0, task="val", metric="loss", value=loss[s - 1])
+            for s in range(20, 201, 20)
+        ],
+    )
 
 
 def _axis_titles(figure: dict) -> list[str]:
     layout = figure["layout"]
-    return [layout[k]["title"]["text"] for k in sorted(layout) if k[:5] in ("xaxis", "yaxis")
-            and layout[k].get("title", {}).get("text")]
+    return [
+        layout[k]["title"]["text"]
+        for k in sorted(layout)
+        if k[:5] in ("xaxis", "yaxis") and layout[k].get("title", {}).get("text")
+    ]
 
 
 def test_a_report_over_different_tokenizers_is_in_bits_per_byte_as_compare_per_byte(cli, ledger_path, tmp_path):
@@ -310,8 +408,9 @@ def test_a_report_over_different_tokenizers_is_in_bits_per_byte_as_compare_per_b
     assert "the runs' tokenizers differ: losses in bits per byte" in data.notes[0]
     # The comparison is `yieldgate compare --per byte`, to the number.
     (comparison,) = data.comparisons
-    assert json.loads(json.dumps(clean(comparison.to_dict()))) == cli.json("compare", "bpe4k/*", "bpe32k/*",
-                                                                            "--per", "byte")
+    assert json.loads(json.dumps(clean(comparison.to_dict()))) == cli.json(
+        "compare", "bpe4k/*", "bpe32k/*", "--per", "byte"
+    )
     assert _axis_titles(figures["loss-tokens"]) == ["accepted bytes (bytes)", "val/bpb (bits/byte)"]
     trace = plots["loss-tokens"].figure.data[0]
     assert trace.x[0] == 20 * 512.0 * 3.0  # bytes: tokens x bytes per token
@@ -334,21 +433,44 @@ def test_every_axis_says_its_unit(cli, ledger_path):
     with Ledger(ledger_path) as led:
         _tokenized_run(led, "a", tokenizer="t", bytes_per_token=3.0)
         _costed_run(led, "costed/s0", 0)
-        led.append_steps("a", {"step": np.arange(10, 201, 10), "signals/gns": np.full(20, 400.0),
-                               "signals/update_ratio/h.0": np.full(20, 1e-3), "signals/loss_scale": np.full(20, 1024.0),
-                               "clipped": np.arange(20) % 2})
-        led.append_evals("a", [EvalRecord(step=s, tokens=s * 512.0, task="arc_easy", metric="acc", value=0.3 + s / 1e3)
-                               for s in range(20, 201, 20)])
+        led.append_steps(
+            "a",
+            {
+                "step": np.arange(10, 201, 10),
+                "signals/gns": np.full(20, 400.0),
+                "signals/update_ratio/h.0": np.full(20, 1e-3),
+                "signals/loss_scale": np.full(20, 1024.0),
+                "clipped": np.arange(20) % 2,
+            },
+        )
+        led.append_evals(
+            "a",
+            [
+                EvalRecord(step=s, tokens=s * 512.0, task="arc_easy", metric="acc", value=0.3 + s / 1e3)
+                for s in range(20, 201, 20)
+            ],
+        )
         figures = build_figures(collect(led, ["a", "costed/s0"]))
-    assert [f.id for f in figures] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning",
-                                       "tranche-yields", "yield-capability", "frontier", "signals-gns",
-                                       "signals-update-ratio", "signals-clipping"]
+    assert [f.id for f in figures] == [
+        "loss-tokens",
+        "loss-time",
+        "loss-cost",
+        "throughput-learning",
+        "tranche-yields",
+        "yield-capability",
+        "frontier",
+        "signals-gns",
+        "signals-update-ratio",
+        "signals-clipping",
+    ]
     for f in figures:
         titles = _axis_titles(f.figure.to_plotly_json())
         assert titles and all(t.endswith(")") or t.endswith("/s") for t in titles), (f.id, titles)
     assert "B_simple (tokens, log)" in _axis_titles(figures[-3].figure.to_plotly_json())
-    assert _axis_titles(figures[-1].figure.to_plotly_json())[-2:] == ["clipped, of the last 100 logged steps (%)",
-                                                                      "loss scale (factor, log)"]
+    assert _axis_titles(figures[-1].figure.to_plotly_json())[-2:] == [
+        "clipped, of the last 100 logged steps (%)",
+        "loss scale (factor, log)",
+    ]
 
 
 def test_throughput_smoothing_is_a_moving_average_that_keeps_every_point(ledger_path, cli, tmp_path):
@@ -391,7 +513,9 @@ def test_no_section_heading_without_content_and_manifest_values_read_as_values(c
         assert not page.startswith("<h2", at + 5) and not page.startswith("</body>", at + 5)
     # The manifest diff and the confounders: one row per field, text as text (no JSON quotes), long values wrap.
     assert "<td>data.tokenizer.content_hash</td><td>bpe-" + "x" * 300 + "</td><td>bpe-y</td>" in page
-    assert 'class="confounders"' in page and "table.manifest td, table.confounders td { overflow-wrap: anywhere;" in page
+    assert (
+        'class="confounders"' in page and "table.manifest td, table.confounders td { overflow-wrap: anywhere;" in page
+    )
 
 
 def test_every_page_renders_through_one_escaping_environment():
@@ -404,7 +528,7 @@ def test_every_page_renders_through_one_escaping_environment():
     from yieldgate.report.jinja import ENV, Cell, render, table
 
     macros = ENV.get_template("_macros.html").module
-    q = "it's \"q\" & <b>"
+    q = 'it\'s "q" & <b>'
     drawn = str(macros.table(table([EVIL], [[EVIL, Cell(q, cls=q, href=q), {"note": EVIL}, 3.5, True, None]], q)))
     e, eq = html.escape(EVIL), html.escape(q)
     assert drawn == (
@@ -418,12 +542,16 @@ def test_every_page_renders_through_one_escaping_environment():
     names = ENV.list_templates()
     assert "report.html" in names and "notebook.html" in names and "dashboard/decision.html" in names
     for name in names:
-        text, _, _ = ENV.loader.get_source(ENV, name)  # type: ignore[union-attr]
+        text, _, _ = ENV.loader.get_source(ENV, name)
         assert "|safe" not in text.replace(" ", "") and "autoescape" not in text, name
     src = Path(__file__).parents[1] / "src" / "yieldgate"
     made = {str(f.relative_to(src)): f.read_text().count("Markup(") for f in src.rglob("*.py")}
-    assert {f: n for f, n in made.items() if n} == {"report/jinja.py": 2, "report/html.py": 2,
-                                                   "report/notebook.py": 2, "serve/views.py": 1}
+    assert {f: n for f, n in made.items() if n} == {
+        "report/jinja.py": 2,
+        "report/html.py": 2,
+        "report/notebook.py": 2,
+        "serve/views.py": 1,
+    }
 
 
 def test_png_figures_carry_their_title_escaped(ledger_path):
@@ -431,8 +559,13 @@ def test_png_figures_carry_their_title_escaped(ledger_path):
 
     with Ledger(ledger_path) as led:
         _tokenized_run(led, EVIL, tokenizer="t", bytes_per_token=3.0)
-        led.append_evals(EVIL, [EvalRecord(step=s, tokens=s * 512.0, task="<b>x</b>", metric="loss", value=1.0 / s)
-                                for s in range(20, 201, 20)])
+        led.append_evals(
+            EVIL,
+            [
+                EvalRecord(step=s, tokens=s * 512.0, task="<b>x</b>", metric="loss", value=1.0 / s)
+                for s in range(20, 201, 20)
+            ],
+        )
         figures = build_figures(collect(led, [EVIL], metric="<b>x</b>/loss"))
     for f in figures:
         layout = _titled(f)["layout"]
@@ -464,9 +597,16 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     diagnosis = yieldgate.diagnose("a/s0", ledger=ledger_path, store=False)
     # `yieldgate forecast`'s own fit, with 40 bootstrap refits instead of 400 (a fast test; the same function)
     tokens = np.arange(20, 201, 20) * 512.0
-    forecast = fit_forecast(tokens, 1.5 + 40 * tokens ** -0.35 + 0.003 * np.sin(tokens), next_tokens=50_000, boots=40)
-    pages = {name: notebook.result_html(result) for name, result in
-             (("compare", comparison), ("yields", report), ("diagnose", diagnosis), ("forecast", forecast))}
+    forecast = fit_forecast(tokens, 1.5 + 40 * tokens**-0.35 + 0.003 * np.sin(tokens), next_tokens=50_000, boots=40)
+    pages = {
+        name: notebook.result_html(result)
+        for name, result in (
+            ("compare", comparison),
+            ("yields", report),
+            ("diagnose", diagnosis),
+            ("forecast", forecast),
+        )
+    }
     plotly_js = get_plotlyjs()
     assert plotly_js in pages["compare"] and not any(plotly_js in p for k, p in pages.items() if k != "compare")
     for name, page in pages.items():
@@ -530,7 +670,7 @@ def test_diagnosis_labels_never_print_over_each_other(ledger_path):
     width = (len("infrastructure_stall") * LABEL_PX_PER_CHAR + 8) * (200 * 512 - 20 * 512) / PLOT_PX
     for line in {y for _, y in labels}:
         xs = sorted(x for x, y in labels if y == line)
-        assert all(b - a > width for a, b in zip(xs, xs[1:])), (line, xs)
+        assert all(b - a > width for a, b in zip(xs, xs[1:], strict=False)), (line, xs)
     assert sorted(labels)[-1][1] == 0  # far from the others: back on the first line
 
 
@@ -552,8 +692,10 @@ def test_the_frontier_of_two_real_probes_agrees_with_the_ledger_rows(cli_for, ru
     direct = {}
     for r, (steps, _) in rows.items():
         timed = steps.dropna(subset=["tokens", "wall_s"])
-        direct[r] = (timed["tokens"].iloc[-1] / timed["wall_s"].iloc[-1],
-                     crossing(val[r]["tokens"].to_numpy(float), val[r]["value"].to_numpy(float), target))
+        direct[r] = (
+            timed["tokens"].iloc[-1] / timed["wall_s"].iloc[-1],
+            crossing(val[r]["tokens"].to_numpy(float), val[r]["value"].to_numpy(float), target),
+        )
     f = out["frontier"]
     assert f["target"] == pytest.approx(target) and f["unplaced"] == {}
     for r, (rate, need) in direct.items():
@@ -566,7 +708,8 @@ def test_the_frontier_of_two_real_probes_agrees_with_the_ledger_rows(cli_for, ru
     strict = cli.json("report", *runs, "-o", str(tmp_path / "g.html"), "--target-loss", str(best[leader]))["frontier"]
     (other,) = set(runs) - {leader}
     assert list(strict["points"]) == [leader] and strict["front"] == [leader]
-    assert strict["unplaced"] == {other: f"never reaches the target val/loss {best[leader]:.6g} (its best: "
-                                         f"{best[other]:.6g})"}
+    assert strict["unplaced"] == {
+        other: f"never reaches the target val/loss {best[leader]:.6g} (its best: {best[other]:.6g})"
+    }
     page = (tmp_path / "g.html").read_text()
     assert "Pareto front" in page and "not placed: " in page

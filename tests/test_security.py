@@ -50,15 +50,34 @@ def _invoke(ledger: Path, *args: str, code: int = 0):
 
 def _api_run(led: Ledger, run: str, seed: int) -> None:
     # The report shows the fields where the runs' manifests differ: the hostile ones on seed 0 only.
-    manifest = parse_manifest({"data": {"sources": [{"name": HOSTILE["manifest source name"] if seed == 0 else "web"}]},
-                               "code_version": HOSTILE["manifest code version"] if seed == 0 else "v1", "seed": seed})
+    manifest = parse_manifest(
+        {
+            "data": {"sources": [{"name": HOSTILE["manifest source name"] if seed == 0 else "web"}]},
+            "code_version": HOSTILE["manifest code version"] if seed == 0 else "v1",
+            "seed": seed,
+        }
+    )
     led.create_run(run, manifest=manifest)
     step = np.arange(1, 101)
     loss = 7.0 - np.log(step) + 0.01 * seed
-    led.append_steps(run, {"step": step, "tokens": step * 256.0, "wall_s": step * 0.05, "loss": loss,
-                           "tokens_per_s": np.full(100, 5120.0)})
-    led.append_evals(run, [EvalRecord(step=s, tokens=s * 256.0, task=task, metric="loss", value=loss[s - 1])
-                           for s in (1, 25, 50, 75, 100) for task in ("val", HOSTILE["eval task"])])
+    led.append_steps(
+        run,
+        {
+            "step": step,
+            "tokens": step * 256.0,
+            "wall_s": step * 0.05,
+            "loss": loss,
+            "tokens_per_s": np.full(100, 5120.0),
+        },
+    )
+    led.append_evals(
+        run,
+        [
+            EvalRecord(step=s, tokens=s * 256.0, task=task, metric="loss", value=loss[s - 1])
+            for s in (1, 25, 50, 75, 100)
+            for task in ("val", HOSTILE["eval task"])
+        ],
+    )
 
 
 def test_the_report_escapes_every_user_string(tmp_path):
@@ -66,25 +85,46 @@ def test_the_report_escapes_every_user_string(tmp_path):
     with Ledger(path) as led:
         _api_run(led, HOSTILE["run name"], 0)
         _api_run(led, HOSTILE["second run name"], 1)
-        led.add_event(HOSTILE["run name"], "diagnosis", {"cause": "schedule", "confidence": 0.7,
-                                                        "advice": HOSTILE["diagnosis advice"],
-                                                        "evidence": {"note": HOSTILE["diagnosis evidence"]}},
-                      start_step=10, end_step=20)
-        led.add_decision(HOSTILE["run name"], "hold", evidence={"why": HOSTILE["decision evidence"]},
-                         rationale=HOSTILE["decision rationale"], stage=HOSTILE["decision stage"], policy_hash="p1")
+        led.add_event(
+            HOSTILE["run name"],
+            "diagnosis",
+            {
+                "cause": "schedule",
+                "confidence": 0.7,
+                "advice": HOSTILE["diagnosis advice"],
+                "evidence": {"note": HOSTILE["diagnosis evidence"]},
+            },
+            start_step=10,
+            end_step=20,
+        )
+        led.add_decision(
+            HOSTILE["run name"],
+            "hold",
+            evidence={"why": HOSTILE["decision evidence"]},
+            rationale=HOSTILE["decision rationale"],
+            stage=HOSTILE["decision stage"],
+            policy_hash="p1",
+        )
     out = tmp_path / "report.html"
     _invoke(path, "report", HOSTILE["run name"], HOSTILE["second run name"], "-o", str(out))
     page = out.read_text()
     leaked = [where for where, s in HOSTILE.items() if s in page]
     # Shown, not dropped: each string is on the page in an escaped form (HTML entities, or JSON's \u003c
     # inside the plots' data).
-    shown = [where for where, s in HOSTILE.items()
-             if escape(s) in page or json.dumps(s)[1:-1].replace("<", "\\u003c").replace(">", "\\u003e") in page
-             or escape(s, quote=False) in page]
+    shown = [
+        where
+        for where, s in HOSTILE.items()
+        if escape(s) in page
+        or json.dumps(s)[1:-1].replace("<", "\\u003c").replace(">", "\\u003e") in page
+        or escape(s, quote=False) in page
+    ]
     assert leaked == [], leaked
     assert shown == list(HOSTILE), set(HOSTILE) - set(shown)
-    check("HTML in run names, manifest values, eval tasks, diagnosis and decision text",
-          f"report shows all {len(shown)} as text (escaped); {len(leaked)} reach the page as markup", "0")
+    check(
+        "HTML in run names, manifest values, eval tasks, diagnosis and decision text",
+        f"report shows all {len(shown)} as text (escaped); {len(leaked)} reach the page as markup",
+        "0",
+    )
 
 
 def _listening(proc: psutil.Process) -> list[str]:
@@ -95,14 +135,21 @@ def _listening(proc: psutil.Process) -> list[str]:
             conns = p.net_connections(kind="inet")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        found += [f"{p.pid} {c.laddr.ip}:{c.laddr.port}" for c in conns
-                  if c.status == psutil.CONN_LISTEN or (c.type == 2 and c.laddr and not c.raddr)]
+        found += [
+            f"{p.pid} {c.laddr.ip}:{c.laddr.port}"
+            for c in conns
+            if c.status == psutil.CONN_LISTEN or (c.type == 2 and c.laddr and not c.raddr)
+        ]
     return found
 
 
-SENTINELS = {"WANDB_API_KEY": "wandb-sentinel-7f3a9c", "MLFLOW_TRACKING_TOKEN": "mlflow-sentinel-51be02",
-             "HF_TOKEN": "hf-sentinel-c0ffee", "MLFLOW_TRACKING_PASSWORD": "mlflow-password-sentinel-9d1",
-             "AWS_SECRET_ACCESS_KEY": "aws-sentinel-4411"}
+SENTINELS = {
+    "WANDB_API_KEY": "wandb-sentinel-7f3a9c",
+    "MLFLOW_TRACKING_TOKEN": "mlflow-sentinel-51be02",
+    "HF_TOKEN": "hf-sentinel-c0ffee",
+    "MLFLOW_TRACKING_PASSWORD": "mlflow-password-sentinel-9d1",
+    "AWS_SECRET_ACCESS_KEY": "aws-sentinel-4411",
+}
 
 
 def test_console_markup_in_run_names_and_tasks_is_printed_as_written(tmp_path):
@@ -114,10 +161,24 @@ def test_console_markup_in_run_names_and_tasks_is_printed_as_written(tmp_path):
         for seed, run in enumerate(names):
             step = np.arange(1, 101)
             led.create_run(run, manifest=parse_manifest({"seed": seed}))
-            led.append_steps(run, {"step": step, "tokens": step * 256.0, "wall_s": step * 0.05,
-                                   "loss": 7.0 - np.log(step) + 0.01 * seed, "signals/[b]k": np.ones(100)})
-            led.append_evals(run, [EvalRecord(step=s, tokens=s * 256.0, task=t, metric="loss", value=7.0 - np.log(s))
-                                   for s in (1, 25, 50, 75, 100) for t in ("val", "[bold]t")])
+            led.append_steps(
+                run,
+                {
+                    "step": step,
+                    "tokens": step * 256.0,
+                    "wall_s": step * 0.05,
+                    "loss": 7.0 - np.log(step) + 0.01 * seed,
+                    "signals/[b]k": np.ones(100),
+                },
+            )
+            led.append_evals(
+                run,
+                [
+                    EvalRecord(step=s, tokens=s * 256.0, task=t, metric="loss", value=7.0 - np.log(s))
+                    for s in (1, 25, 50, 75, 100)
+                    for t in ("val", "[bold]t")
+                ],
+            )
     shown = {
         ("runs",): names,
         ("show", names[0]): [names[0], "signals/[b]k"],
@@ -129,8 +190,11 @@ def test_console_markup_in_run_names_and_tasks_is_printed_as_written(tmp_path):
     for args, words in shown.items():
         out = _invoke(ledger, *args).stdout
         assert all(w in out for w in words), (args, out)
-    check("rich markup (`[/]`, `[red]`) in run names, eval tasks and metric keys", "printed as written by every "
-          "command, never styled or a traceback", "0")
+    check(
+        "rich markup (`[/]`, `[red]`) in run names, eval tasks and metric keys",
+        "printed as written by every command, never styled or a traceback",
+        "0",
+    )
 
 
 def test_no_port_opened_and_no_credential_stored(tmp_path, monkeypatch):
@@ -142,17 +206,23 @@ def test_no_port_opened_and_no_credential_stored(tmp_path, monkeypatch):
     before = _listening(me)
     path = tmp_path / "l.db"
     seen = []
-    tracker = Tracker("tracked", ledger=path, config=TrackerConfig(log_every_steps=5, flush_every_s=0.1),
-                      manifest={"data": {"sources": [{"name": "web"}]}, "seed": 0})
+    tracker = Tracker(
+        "tracked",
+        ledger=path,
+        config=TrackerConfig(log_every_steps=5, flush_every_s=0.1),
+        manifest={"data": {"sources": [{"name": "web"}]}, "seed": 0},
+    )
     for step in range(1, 201):
-        tracker.step(tokens=256, samples=2, loss=3.0 / step ** 0.3)
+        tracker.step(tokens=256, samples=2, loss=3.0 / step**0.3)
         if step % 50 == 0:
-            tracker.eval({"val/loss": 3.1 / step ** 0.3})
+            tracker.eval({"val/loss": 3.1 / step**0.3})
             seen += _listening(me)  # while the writer thread and telemetry run
     tracker.close()
     csv = tmp_path / "m.csv"
-    csv.write_text("step,tokens,loss,val_loss\n" + "".join(f"{s},{s * 100},{3 / s},{3.1 / s if s % 5 == 0 else ''}\n"
-                                                         for s in range(1, 41)))
+    csv.write_text(
+        "step,tokens,loss,val_loss\n"
+        + "".join(f"{s},{s * 100},{3 / s},{3.1 / s if s % 5 == 0 else ''}\n" for s in range(1, 41))
+    )
     _invoke(path, "import", "table", str(csv), "--run", "imported")
     seen += _listening(me)
     out = tmp_path / "report.html"
@@ -165,16 +235,24 @@ def test_no_port_opened_and_no_credential_stored(tmp_path, monkeypatch):
     assert found == [], found
     # The ledger's text, decoded, the same way (a value stored in JSON or compressed would hide from bytes).
     db = sqlite3.connect(path)
-    text = " ".join(str(cell) for table, in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                    for row in db.execute(f'SELECT * FROM "{table}"') for cell in row)
+    text = " ".join(
+        str(cell)
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        for row in db.execute(f'SELECT * FROM "{table}"')
+        for cell in row
+    )
     db.close()
     assert not any(value in text for value in SENTINELS.values())
-    check("a tracked run, an import and a report (network and credentials)",
-          f"{len(seen)} sockets listen at any point; {len(found)} of {len(SENTINELS)} credentials in the environment "
-          "(W&B, MLflow, HF, AWS) reach the ledger or the report", "0")
+    check(
+        "a tracked run, an import and a report (network and credentials)",
+        f"{len(seen)} sockets listen at any point; {len(found)} of {len(SENTINELS)} credentials in the environment "
+        "(W&B, MLflow, HF, AWS) reach the ledger or the report",
+        "0",
+    )
 
 
 # -- pickle -----------------------------------------------------------------------------------------------
+
 
 class _Payload:
     """Unpickling this writes a file: proof that something loaded the pickle."""
@@ -194,8 +272,15 @@ def test_a_pickle_handed_to_any_importer_is_refused_and_never_loaded(tmp_path):
     _invoke(path, "import", "table", str(csv), "--run", "base")
     marker = tmp_path / "pwned"
     refused = []
-    for name in ("checkpoint.pt", "state.pkl", "events.out.tfevents.1.host", "trainer_state.json", "run.wandb",
-                 "results.json", "metrics.parquet"):
+    for name in (
+        "checkpoint.pt",
+        "state.pkl",
+        "events.out.tfevents.1.host",
+        "trainer_state.json",
+        "run.wandb",
+        "results.json",
+        "metrics.parquet",
+    ):
         bad = tmp_path / name
         bad.write_bytes(pickle.dumps({"model": _Payload(str(marker)), "step": 1, "loss": 2.0}))
         for kind in KINDS:
@@ -204,16 +289,30 @@ def test_a_pickle_handed_to_any_importer_is_refused_and_never_loaded(tmp_path):
             assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, (kind, result.stderr)
             assert ledger_digest(path) == before and not marker.exists(), (kind, name)
             refused.append((kind, name))
-    check("a pickle (checkpoint, .pt, .pkl) handed to each importer",
-          f"refused in one line, exit 2, ledger unchanged, payload never run ({len(refused)} of "
-          f"{len(KINDS) * 7} tries)", "0")
+    check(
+        "a pickle (checkpoint, .pt, .pkl) handed to each importer",
+        f"refused in one line, exit 2, ledger unchanged, payload never run ({len(refused)} of {len(KINDS) * 7} tries)",
+        "0",
+    )
 
 
 # Calls that unpickle (or run code from data); none may appear in yieldgate's source.
-_UNSAFE = {("torch", "load"), ("pickle", "load"), ("pickle", "loads"), ("pickle", "Unpickler"), ("joblib", "load"),
-           ("pd", "read_pickle"), ("pandas", "read_pickle"), ("yaml", "load"), ("yaml", "unsafe_load"),
-           ("yaml", "full_load"), ("dill", "load"), ("cloudpickle", "load"), ("marshal", "loads"),
-           ("shelve", "open")}
+_UNSAFE = {
+    ("torch", "load"),
+    ("pickle", "load"),
+    ("pickle", "loads"),
+    ("pickle", "Unpickler"),
+    ("joblib", "load"),
+    ("pd", "read_pickle"),
+    ("pandas", "read_pickle"),
+    ("yaml", "load"),
+    ("yaml", "unsafe_load"),
+    ("yaml", "full_load"),
+    ("dill", "load"),
+    ("cloudpickle", "load"),
+    ("marshal", "loads"),
+    ("shelve", "open"),
+}
 
 
 def test_no_code_path_unpickles():
@@ -229,8 +328,11 @@ def test_no_code_path_unpickles():
             kwargs = {k.arg: k.value for k in node.keywords}
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                 if (func.value.id, func.attr) in _UNSAFE:
-                    safe = (func.value.id, func.attr) == ("torch", "load") and isinstance(
-                        kwargs.get("weights_only"), ast.Constant) and kwargs["weights_only"].value is True
+                    safe = (
+                        (func.value.id, func.attr) == ("torch", "load")
+                        and isinstance(kwargs.get("weights_only"), ast.Constant)
+                        and kwargs["weights_only"].value is True
+                    )
                     if not safe:
                         found.append(f"{where} {func.value.id}.{func.attr}")
             if isinstance(func, ast.Name) and func.id in ("eval", "exec"):
@@ -238,9 +340,12 @@ def test_no_code_path_unpickles():
             if isinstance(kwargs.get("allow_pickle"), ast.Constant) and kwargs["allow_pickle"].value is True:
                 found.append(f"{where} allow_pickle=True")
     assert len(files) > 40 and found == [], found
-    check("source scan: code paths that would unpickle a checkpoint or artifact",
-          f"{len(found)} found in every module of src/yieldgate (no torch.load without weights_only=True, pickle, "
-          "joblib, yaml.load, eval or exec)", "0")
+    check(
+        "source scan: code paths that would unpickle a checkpoint or artifact",
+        f"{len(found)} found in every module of src/yieldgate (no torch.load without weights_only=True, pickle, "
+        "joblib, yaml.load, eval or exec)",
+        "0",
+    )
 
 
 @pytest.mark.slow
@@ -256,10 +361,17 @@ def test_nothing_listens_in_a_cli_subprocess(tmp_path, bind):
         _api_run(led, "a", 0)
     csv = tmp_path / "m.csv"
     csv.write_text("step,loss\n" + "".join(f"{s},{3 / s}\n" for s in range(1, 200_001)))  # long enough to watch
-    args = (["report", "a", "-o", str(tmp_path / "r.html")] if bind == "report"
-            else ["import", "table", str(csv), "--run", "b"])
-    proc = subprocess.Popen([sys.executable, "-m", "yieldgate", "--ledger", str(path), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+    args = (
+        ["report", "a", "-o", str(tmp_path / "r.html")]
+        if bind == "report"
+        else ["import", "table", str(csv), "--run", "b"]
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "yieldgate", "--ledger", str(path), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
     seen, looks = [], 0
     handle = psutil.Process(proc.pid)
     while proc.poll() is None:

@@ -44,15 +44,30 @@ def _run(led: Ledger, name: str, *, seed: int, n: int = 400, batch: int = 256, e
     led.create_run(name, manifest=parse_manifest({"optimisation": {"batch_size": batch}, "seed": seed}))
     step = np.arange(1, n + 1)
     loss = 6.0 - np.log(step) * (0.5 + 0.01 * seed)
-    led.append_steps(name, {"step": step, "tokens": step * float(batch), "wall_s": step * 0.05, "loss": loss,
-                            "tokens_per_s": np.full(n, batch / 0.05) + seed, "signals/gns": np.full(n, 300.0),
-                            "clipped": (step % 7 == 0).astype(float)})
+    led.append_steps(
+        name,
+        {
+            "step": step,
+            "tokens": step * float(batch),
+            "wall_s": step * 0.05,
+            "loss": loss,
+            "tokens_per_s": np.full(n, batch / 0.05) + seed,
+            "signals/gns": np.full(n, 300.0),
+            "clipped": (step % 7 == 0).astype(float),
+        },
+    )
     # A loss scale every 10 steps, halved at two overflows.
-    led.append_steps(name, {"step": step[9::10], "signals/loss_scale": 65536.0 / 2.0 ** np.searchsorted([150, 300],
-                                                                                                       step[9::10])})
+    led.append_steps(
+        name, {"step": step[9::10], "signals/loss_scale": 65536.0 / 2.0 ** np.searchsorted([150, 300], step[9::10])}
+    )
     at = np.linspace(n // evals, n, evals).astype(int)
-    led.append_evals(name, [EvalRecord(step=int(s), tokens=s * float(batch), task="val", metric="loss",
-                                       value=float(loss[s - 1]) + 0.05) for s in at])
+    led.append_evals(
+        name,
+        [
+            EvalRecord(step=int(s), tokens=s * float(batch), task="val", metric="loss", value=float(loss[s - 1]) + 0.05)
+            for s in at
+        ],
+    )
 
 
 @pytest.fixture
@@ -63,8 +78,13 @@ def runs_db(tmp_path: Path) -> Path:
         _run(led, "base/s1", seed=1)
         _run(led, "big/s0", seed=0, batch=512)
         _run(led, EVIL, seed=2)
-        led.add_event("base/s0", "diagnosis", {"cause": "schedule", "confidence": 0.6, "evidence": {"note": EVIL_BODY}},
-                      start_step=100, end_step=150)
+        led.add_event(
+            "base/s0",
+            "diagnosis",
+            {"cause": "schedule", "confidence": 0.6, "evidence": {"note": EVIL_BODY}},
+            start_step=100,
+            end_step=150,
+        )
         led.add_event("base/s0", "warning", {"message": EVIL_BODY})
         led.set_status("base/s1", "finished")
         led.tag_run("big/s0", ["bs512"])
@@ -98,8 +118,14 @@ def test_the_runs_json_is_what_yieldgate_runs_prints(client, cli_for, runs_db):
 def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(client, runs_db):
     payload = client.get("/api/run/figures", params={"name": "base/s0"}).json()
     figs = _figures(payload)
-    assert list(figs) == ["loss-tokens", "loss-time", "throughput-learning", "tranche-yields", "signals-gns",
-                          "signals-clipping"]
+    assert list(figs) == [
+        "loss-tokens",
+        "loss-time",
+        "throughput-learning",
+        "tranche-yields",
+        "signals-gns",
+        "signals-clipping",
+    ]
     with Ledger(runs_db, readonly=True) as led:
         evals, steps = led.evals("base/s0"), led.steps("base/s0")
     (loss,) = figs["loss-tokens"]["figure"]["data"]
@@ -119,15 +145,21 @@ def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(cli
     share, scale = clipping["data"]
     assert (share["meta"]["series"], scale["meta"]["series"]) == ("clipped_share", "signals/loss_scale")
     assert len(_values(share)) == len(steps) and _values(share, "y")[-1] == pytest.approx(
-        100 * np.mean(steps["clipped"].to_numpy()[-100:]))  # the share of the last 100 steps, in %
+        100 * np.mean(steps["clipped"].to_numpy()[-100:])
+    )  # the share of the last 100 steps, in %
     assert _values(scale, "y").tolist() == [65536.0] * 15 + [32768.0] * 15 + [16384.0] * 10
     assert clipping["layout"]["yaxis2"]["type"] == "log"
     # The diagnosis is a shaded span over its steps (in tokens: 256 per step), labelled with its cause.
     (span,) = layout["shapes"]
     assert (span["x0"], span["x1"]) == (100 * 256.0, 150 * 256.0)
     assert [a["text"] for a in layout["annotations"]] == ["schedule"]
-    assert payload["cursor"] == {"status": "running", "last_step": 400, "evals": 8, "curve_step": 400,
-                                 "updated_at": payload["cursor"]["updated_at"]}
+    assert payload["cursor"] == {
+        "status": "running",
+        "last_step": 400,
+        "evals": 8,
+        "curve_step": 400,
+        "updated_at": payload["cursor"]["updated_at"],
+    }
 
 
 def test_a_runs_plots_are_drawn_again_only_when_what_they_show_changed(runs_db):
@@ -240,7 +272,9 @@ def test_a_token_is_required_of_every_request_when_set(runs_db):
     assert first.status_code == 303 and first.headers["location"] == "/run?name=base%2Fs0"  # the token leaves the URL
     assert "httponly" in first.headers["set-cookie"].lower() and first.headers["content-security-policy"] == CSP
     assert client.get("/api/runs").status_code == 200  # the cookie from now on
-    assert client.get(f"http://testserver//example.com/?token={TOKEN}").headers["location"] == "/example.com/"  # not a redirect off-site
+    assert (
+        client.get(f"http://testserver//example.com/?token={TOKEN}").headers["location"] == "/example.com/"
+    )  # not a redirect off-site
 
 
 def test_beyond_loopback_a_token_is_generated_and_loopback_answers_only_its_names(runs_db):
@@ -264,17 +298,33 @@ def test_the_live_poll_sends_only_what_is_new(runs_db, client):
     first = client.get("/api/run/live", params={"name": "base/s0"}).json()
     assert first["new_steps"] == 0 and first["last_step"] == 400 and first["evals"] == 8
     with Ledger(runs_db) as led:
-        led.append_steps("base/s0", {"step": [401, 402], "tokens": [401 * 256.0, 402 * 256.0], "wall_s": [20.05, 20.1],
-                                     "tokens_per_s": [5000.0, 5100.0]})
+        led.append_steps(
+            "base/s0",
+            {
+                "step": [401, 402],
+                "tokens": [401 * 256.0, 402 * 256.0],
+                "wall_s": [20.05, 20.1],
+                "tokens_per_s": [5000.0, 5100.0],
+            },
+        )
         led.append_evals("base/s0", [EvalRecord(step=402, tokens=402 * 256.0, task="val", metric="loss", value=3.0)])
         led.set_status("base/s0", "finished")
     news = client.get("/api/run/live", params={"name": "base/s0", "after": 400, "evals": 8, "curve_after": 400}).json()
     assert news["new_steps"] == 2 and news["last_step"] == 402 and news["evals"] == 9 and news["status"] == "finished"
     assert news["throughput"] == {"step": [401, 402], "wall_s": [20.05, 20.1], "tokens_per_s": [5000.0, 5100.0]}
     # The new evaluation on every axis of the loss plots, as the next full draw will have it.
-    assert news["curve"] == {"step": [402], "tokens": [402 * 256.0], "wall_s": [20.1], "cost_usd": [None], "loss": [3.0]}
+    assert news["curve"] == {
+        "step": [402],
+        "tokens": [402 * 256.0],
+        "wall_s": [20.1],
+        "cost_usd": [None],
+        "loss": [3.0],
+    }
     drawn = client.get("/api/run/figures", params={"name": "base/s0"}).json()
-    assert drawn["cursor"]["curve_step"] == 402 and _values(_figures(drawn)["loss-tokens"]["figure"]["data"][0])[-1] == 402 * 256.0
+    assert (
+        drawn["cursor"]["curve_step"] == 402
+        and _values(_figures(drawn)["loss-tokens"]["figure"]["data"][0])[-1] == 402 * 256.0
+    )
     quiet = client.get("/api/run/live", params={"name": "base/s0", "after": 402, "evals": 9, "curve_after": 402}).json()
     assert quiet["new_steps"] == 0 and quiet["curve"] is None and quiet["throughput"]["step"] == []
 
@@ -286,10 +336,23 @@ def test_a_million_step_run_page_is_bounded_and_keeps_every_evaluation(tmp_path)
     tps[654_321] = 3e5  # one fast step: min/max downsampling keeps it
     with Ledger(path) as led:
         led.create_run("huge")
-        led.append_steps("huge", {"step": step, "tokens": step * 1024.0, "wall_s": step * 0.01, "tokens_per_s": tps,
-                                  "loss": 6.0 - np.log(step) / 10})
-        led.append_evals("huge", [EvalRecord(step=int(s), tokens=s * 1024.0, task="val", metric="loss",
-                                             value=float(6.0 - np.log(s) / 10)) for s in range(10_000, n + 1, 10_000)])
+        led.append_steps(
+            "huge",
+            {
+                "step": step,
+                "tokens": step * 1024.0,
+                "wall_s": step * 0.01,
+                "tokens_per_s": tps,
+                "loss": 6.0 - np.log(step) / 10,
+            },
+        )
+        led.append_evals(
+            "huge",
+            [
+                EvalRecord(step=int(s), tokens=s * 1024.0, task="val", metric="loss", value=float(6.0 - np.log(s) / 10))
+                for s in range(10_000, n + 1, 10_000)
+            ],
+        )
     client = TestClient(create_app(str(path)))
     response = client.get("/api/run/figures", params={"name": "huge"})
     figs = _figures(response.json())
@@ -303,9 +366,11 @@ def test_a_million_step_run_page_is_bounded_and_keeps_every_evaluation(tmp_path)
 
 def test_serve_refuses_bad_input_in_one_line(cli_for, tmp_path, runs_db):
     cli = cli_for(runs_db)
-    for args, start in ((["--port", "70000"], "error: port must be within 0-65535, got 70000"),
-                        (["--token", "short"], "error: token must have at least 16 characters, got 5"),
-                        (["--host", "no-such-host.invalid"], "error: host 'no-such-host.invalid': not an address")):
+    for args, start in (
+        (["--port", "70000"], "error: port must be within 0-65535, got 70000"),
+        (["--token", "short"], "error: token must have at least 16 characters, got 5"),
+        (["--host", "no-such-host.invalid"], "error: host 'no-such-host.invalid': not an address"),
+    ):
         result = cli("serve", *args, code=2)
         assert result.stderr.startswith(start) and result.stderr.count("\n") == 1, result.stderr
     with socket.socket() as taken:
@@ -332,22 +397,38 @@ def _campaign(led: Ledger, name: str = "mix") -> int:
     from yieldgate.gate.policy import load_policy
 
     recipes = {"two": 0.0, "three": 0.0005, "one": 0.08}
-    led.put_campaign(name, {"name": name, "recipes": {r: {"sources": [{"name": "web"}]} for r in recipes},
-                            "level": 0.9}, "f" * 64)
+    led.put_campaign(
+        name, {"name": name, "recipes": {r: {"sources": [{"name": "web"}]} for r in recipes}, "level": 0.9}, "f" * 64
+    )
     for k, (recipe, worse) in enumerate(recipes.items()):
         for budget in (50_000, 100_000):
             for seed in range(3):
                 run = f"{name}/{recipe}/s{seed}/t{budget}"
-                led.create_run(run, manifest=parse_manifest({"model": {"name": "m", "params": 1000}, "seed": seed}),
-                               source="probe")
-                led.set_meta(run, "probe", {"campaign": name, "recipe": recipe, "seed": seed, "tokens": budget,
-                                            "model": {"layers": 1, "width": 32}})
+                led.create_run(
+                    run, manifest=parse_manifest({"model": {"name": "m", "params": 1000}, "seed": seed}), source="probe"
+                )
+                led.set_meta(
+                    run,
+                    "probe",
+                    {
+                        "campaign": name,
+                        "recipe": recipe,
+                        "seed": seed,
+                        "tokens": budget,
+                        "model": {"layers": 1, "width": 32},
+                    },
+                )
                 step = np.arange(1, budget // 1000 + 1)
                 loss = 1.5 + 40 * (step * 1000.0) ** -0.35 + worse + 0.002 * np.sin(3 * seed + k + step)
                 led.append_steps(run, {"step": step, "tokens": step * 1000.0, "wall_s": step * 0.1, "loss": loss})
-                led.append_evals(run, [EvalRecord(step=int(s), tokens=s * 1000.0, task="val", metric=m,
-                                                  value=float(loss[s - 1] * k)) for s in step[9::10]
-                                       for m, k in (("loss", 1.0), ("bpb", 1 / np.log(2) / 3))])
+                led.append_evals(
+                    run,
+                    [
+                        EvalRecord(step=int(s), tokens=s * 1000.0, task="val", metric=m, value=float(loss[s - 1] * k))
+                        for s in step[9::10]
+                        for m, k in (("loss", 1.0), ("bpb", 1 / np.log(2) / 3))
+                    ],
+                )
                 led.set_status(run, "finished")
     led.set_campaign_summary(name, summarise(led, name).to_dict())
     policy = load_policy(POLICY)
@@ -360,10 +441,20 @@ def _audit(path: Path) -> tuple[int, int]:
     with Ledger(path) as led:
         decided = _campaign(led)
         # With a policy: Ledger.decisions() fails on a decision stored without one (a float NaN reaches json.loads).
-        hostile = led.add_decision(EVIL, "reject", rationale=EVIL, stage=EVIL_BODY, policy={"name": EVIL, "version": 1},
-                                   policy_hash="0" * 64, evidence={
-                                       "checks": [{"name": EVIL, "passed": False, "detail": EVIL_BODY}],
-                                       "what_to_run_next": EVIL_BODY, "runs": [EVIL], "note": EVIL_BODY})
+        hostile = led.add_decision(
+            EVIL,
+            "reject",
+            rationale=EVIL,
+            stage=EVIL_BODY,
+            policy={"name": EVIL, "version": 1},
+            policy_hash="0" * 64,
+            evidence={
+                "checks": [{"name": EVIL, "passed": False, "detail": EVIL_BODY}],
+                "what_to_run_next": EVIL_BODY,
+                "runs": [EVIL],
+                "note": EVIL_BODY,
+            },
+        )
     return decided, hostile
 
 
@@ -388,8 +479,10 @@ def test_the_campaign_pages_show_what_yieldgate_campaign_prints(audit_db, cli_fo
     page = client.get("/campaign", params={"name": "mix"}).text
     summary = stored["summary"]
     tables = ranking_tables(summary)
-    assert [t[0] for t in tables] == ["mix: 50,000 tokens per probe (bpb of hard slices: none)",
-                                      "mix: 100,000 tokens per probe (bpb of hard slices: none)"]
+    assert [t[0] for t in tables] == [
+        "mix: 50,000 tokens per probe (bpb of hard slices: none)",
+        "mix: 100,000 tokens per probe (bpb of hard slices: none)",
+    ]
     for title, headers, rows in tables:
         assert f"<h3>{html.escape(title)}</h3>" in page
         assert "".join(f"<th>{html.escape(h)}</th>" for h in headers) in page
@@ -404,7 +497,10 @@ def test_the_campaign_pages_show_what_yieldgate_campaign_prints(audit_db, cli_fo
     assert "forecast two: none (2 budget(s) finished; a forecast needs final losses at 3 or more)" in page
     assert f'<a href="/decision?id={decided}">#{decided}</a>' in page  # the gate decision on its recipe
     missing = client.get("/campaign", params={"name": "nope"})
-    assert missing.status_code == 404 and "no campaign named &#x27;nope&#x27; in this ledger; campaigns: mix" in missing.text
+    assert (
+        missing.status_code == 404
+        and "no campaign named &#x27;nope&#x27; in this ledger; campaigns: mix" in missing.text
+    )
     assert client.get("/api/campaign", params={"name": "nope"}).status_code == 404
 
 
@@ -412,8 +508,9 @@ def test_the_decision_pages_show_each_check_and_the_evidence_with_the_json_one_c
     db, decided = audit_db
     client, cli = TestClient(create_app(str(db))), cli_for(db)
     assert client.get("/api/decisions").json() == cli.json("decisions")
-    assert client.get("/api/decisions", params={"target": "mix/two/s0/*"}).json() == cli.json("decisions",
-                                                                                             "mix/two/s0/*")
+    assert client.get("/api/decisions", params={"target": "mix/two/s0/*"}).json() == cli.json(
+        "decisions", "mix/two/s0/*"
+    )
     row = next(r for r in cli.json("decisions") if r["id"] == decided)
     trail = client.get("/decisions").text
     assert f'<a href="/decision?id={decided}">#{decided}</a>' in trail and '<td class="hold">hold</td>' in trail
@@ -424,8 +521,10 @@ def test_the_decision_pages_show_each_check_and_the_evidence_with_the_json_one_c
     assert [c["name"] for c in evidence["checks"]] == ["no open non-data fault", "no stall of unknown cause", "seeds"]
     for c in evidence["checks"]:
         result = CHECK_RESULT[c["passed"]]
-        assert (f"<td>{html.escape(c['name'])}</td><td class=\"check-{result.lower()}\">{result}</td>"
-                f"<td>{html.escape(c['detail'])}</td>") in page
+        assert (
+            f'<td>{html.escape(c["name"])}</td><td class="check-{result.lower()}">{result}</td>'
+            f"<td>{html.escape(c['detail'])}</td>"
+        ) in page
     assert html.escape(evidence["what_to_run_next"]) in page and "more seed" in evidence["what_to_run_next"]
     assert '<a href="/run?name=mix%2Ftwo%2Fs0%2Ft50000">mix/two/s0/t50000</a>' in page
     numbers = {k: v for k, v in evidence.items() if k not in (*DECISION_FIELDS, "runs")}
@@ -450,7 +549,8 @@ def test_a_comparison_across_tokenizers_is_in_bits_per_byte_as_compare_per_byte(
     served = client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k"}).json()
     assert served == cli.json("compare", "bpe4k", "bpe32k", "--per", "byte") and served["metric"] == "val/bpb"
     assert client.get("/api/compare", params={"a": "bpe4k", "b": "bpe32k", "per": "token"}).json() == cli.json(
-        "compare", "bpe4k", "bpe32k", "--per", "token")
+        "compare", "bpe4k", "bpe32k", "--per", "token"
+    )
     chosen = cli.json("compare", "bpe4k", "bpe32k")  # the console chooses as the dashboard does, and says so
     assert chosen["metric"] == "val/bpb" and chosen["notes"][0].startswith("the runs' tokenizers differ: losses in")
     page = client.get("/compare", params={"a": "bpe4k", "b": "bpe32k"}).text
@@ -463,16 +563,28 @@ def test_a_comparison_across_tokenizers_is_in_bits_per_byte_as_compare_per_byte(
 
 def test_smoothed_throughput_continues_live_as_a_full_redraw_draws_it(client, runs_db):
     payload = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 0.9}).json()
-    (tps,) = [t for t in _figures(payload)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"]
+    (tps,) = [
+        t for t in _figures(payload)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"
+    ]
     with Ledger(runs_db) as led:
         raw = led.steps("base/s0")["tokens_per_s"]
         assert np.allclose(_values(tps, "y"), smoothed(raw, 0.9)) and payload["smooth"] == 0.9
-        led.append_steps("base/s0", {"step": [401, 402], "tokens": [401 * 256.0, 402 * 256.0], "wall_s": [20.05, 20.1],
-                                     "tokens_per_s": [9000.0, 1000.0]})
-    news = client.get("/api/run/live", params={"name": "base/s0", "after": 400, "smooth": 0.9,
-                                                "smooth_from": _values(tps, "y")[-1]}).json()
+        led.append_steps(
+            "base/s0",
+            {
+                "step": [401, 402],
+                "tokens": [401 * 256.0, 402 * 256.0],
+                "wall_s": [20.05, 20.1],
+                "tokens_per_s": [9000.0, 1000.0],
+            },
+        )
+    news = client.get(
+        "/api/run/live", params={"name": "base/s0", "after": 400, "smooth": 0.9, "smooth_from": _values(tps, "y")[-1]}
+    ).json()
     redrawn = client.get("/api/run/figures", params={"name": "base/s0", "smooth": 0.9}).json()
-    (full,) = [t for t in _figures(redrawn)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"]
+    (full,) = [
+        t for t in _figures(redrawn)["throughput-learning"]["figure"]["data"] if t["meta"]["series"] == "tokens_per_s"
+    ]
     assert np.allclose(news["throughput"]["tokens_per_s"], _values(full, "y")[-2:], rtol=1e-12)
     page = client.get("/run", params={"name": "base/s0", "smooth": 0.9}).text
     assert '<option value="0.9" selected>0.9</option>' in page
@@ -504,8 +616,13 @@ print(f"closed {time.time()}", flush=True)
 
 
 def _start_server(db: Path, *args: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "yieldgate", "--ledger", str(db), "serve", "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "yieldgate", "--ledger", str(db), "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline()
     assert line.startswith("yieldgate serve: http://"), (line, proc.stderr.read() if proc.poll() is not None else "")
     return proc, line.split()[2]
@@ -578,8 +695,12 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
     go, stop = tmp_path / "go", tmp_path / "stop"
     server, url = _start_server(runs_db)
     base = url.rstrip("/")
-    tracker = subprocess.Popen([sys.executable, "-c", TRACKER, str(runs_db), str(go), str(stop)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tracker = subprocess.Popen(
+        [sys.executable, "-c", TRACKER, str(runs_db), str(go), str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     errors, dialogs, outside = [], [], []
     try:
         with Ledger(runs_db, readonly=True) as led:
@@ -590,13 +711,21 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.route("**/*", lambda route: (outside.append(route.request.url), route.abort())
-                       if not route.request.url.startswith(base) else route.continue_())
+            page.route(
+                "**/*",
+                lambda route: (
+                    (outside.append(route.request.url), route.abort())
+                    if not route.request.url.startswith(base)
+                    else route.continue_()
+                ),
+            )
 
             # The runs page: every run, the hostile name as text.
             page.goto(url)
             _until(page, "document.querySelectorAll('#runs tbody tr').length === 5")
-            names = page.evaluate("[...document.querySelectorAll('#runs tbody tr td:nth-child(2)')].map(e => e.textContent)")
+            names = page.evaluate(
+                "[...document.querySelectorAll('#runs tbody tr td:nth-child(2)')].map(e => e.textContent)"
+            )
             assert sorted(names) == sorted(["base/s0", "base/s1", "big/s0", EVIL, "live"])
             page.click("th[data-key=steps]")  # sort by steps, ascending: the live run (fewest so far) first
             _until(page, "document.querySelector('#runs tbody tr td:nth-child(2)').textContent === 'live'")
@@ -617,13 +746,19 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
                 page.goto(f"{base}/run?{urlencode({'name': run})}")
                 _until(page, "Number(document.body.dataset.draws || 0) >= 1")
                 # Drawn at first: the plots near the window; the rest as the reader scrolls to them.
-                drawn, boxes = page.evaluate("[document.querySelectorAll('.js-plotly-plot').length, "
-                                             "document.querySelectorAll('.plot').length]")
+                drawn, boxes = page.evaluate(
+                    "[document.querySelectorAll('.js-plotly-plot').length, document.querySelectorAll('.plot').length]"
+                )
                 assert 0 < drawn < boxes == 6, (drawn, boxes)
                 _scroll_through(page)
                 assert [p["id"] for p in page.evaluate(PLOTS_JS)] == [
-                    "fig-loss-tokens", "fig-loss-time", "fig-throughput-learning", "fig-tranche-yields",
-                    "fig-signals-gns", "fig-signals-clipping"]
+                    "fig-loss-tokens",
+                    "fig-loss-time",
+                    "fig-throughput-learning",
+                    "fig-tranche-yields",
+                    "fig-signals-gns",
+                    "fig-signals-clipping",
+                ]
                 checked += _check_plots(page, runs_db, {run})
                 assert page.evaluate("document.querySelector('h1').textContent") == run and page.evaluate(FITS_JS)
                 page.screenshot(path=str(screenshots / shot), full_page=True)
@@ -657,8 +792,10 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             _until(page, "document.querySelectorAll('table.checks tbody tr').length === 2")
             assert not page.evaluate("document.querySelector('details').open")
             page.click("summary >> nth=0")  # the full evidence, one click away
-            assert page.evaluate("document.querySelector('details').open && "
-                                 "document.querySelector('details pre').textContent.includes('\"checks\"')")
+            assert page.evaluate(
+                "document.querySelector('details').open && "
+                "document.querySelector('details pre').textContent.includes('\"checks\"')"
+            )
             assert page.evaluate(FITS_JS)
             page.screenshot(path=str(screenshots / "decision.png"), full_page=True)
             page.goto(f"{base}/decisions")
@@ -667,17 +804,23 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             page.goto(f"{base}/decision?id={hostile}")
             assert page.evaluate("document.querySelector('h1').textContent") == f"Decision #{hostile}: reject"
             assert EVIL in page.evaluate("document.body.innerText") and page.evaluate(
-                "window.__pwned === undefined && document.querySelectorAll('img').length === 0")
+                "window.__pwned === undefined && document.querySelectorAll('img').length === 0"
+            )
 
             # Live: the open page of a run a Tracker is writing shows its next evaluation within 2 s.
             page.goto(f"{base}/run?name=live")
             _until(page, "Number(document.body.dataset.draws || 0) >= 1")
             _scroll_through(page)
             count = "document.getElementById('fig-loss-tokens')._fullData[0]._length"
-            assert page.evaluate(count) == 2 and page.evaluate("document.getElementById('status').textContent") == "running"
+            assert (
+                page.evaluate(count) == 2
+                and page.evaluate("document.getElementById('status').textContent") == "running"
+            )
             # Steps between evaluations: the throughput trace grows without a reload.
-            grown = ("(() => { const d = document.getElementById('fig-throughput-learning'); "
-                     "return d._fullData.find(t => t.meta.series === 'tokens_per_s')._length; })()")
+            grown = (
+                "(() => { const d = document.getElementById('fig-throughput-learning'); "
+                "return d._fullData.find(t => t.meta.series === 'tokens_per_s')._length; })()"
+            )
             before = page.evaluate(grown)
             _until(page, f"{grown} > {before}", 2.0, "new throughput points")
             go.touch()
@@ -685,7 +828,14 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             try:
                 _until(page, f"{count} === 3", 5.0)
             except AssertionError:
-                raise AssertionError((errors, page.evaluate("document.getElementById('live').textContent + ' draws ' + document.body.dataset.draws"))) from None
+                raise AssertionError(
+                    (
+                        errors,
+                        page.evaluate(
+                            "document.getElementById('live').textContent + ' draws ' + document.body.dataset.draws"
+                        ),
+                    )
+                ) from None
             delay = time.time() - written
             print(f"new evaluation on the page {delay:.2f} s after Tracker.eval")
             assert delay < 2.0
@@ -699,8 +849,16 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
         server.terminate()
         server.wait(timeout=30)
     assert errors == [] and dialogs == [] and outside == []
-    shots = ("runs.png", "run.png", "run-hostile-name.png", "compare.png", "campaign.png", "decision.png",
-             "decisions.png", "live.png")
+    shots = (
+        "runs.png",
+        "run.png",
+        "run-hostile-name.png",
+        "compare.png",
+        "campaign.png",
+        "decision.png",
+        "decisions.png",
+        "live.png",
+    )
     assert all((screenshots / f).stat().st_size > 20_000 for f in shots)
     print(f"screenshots: {screenshots}")
 
@@ -716,8 +874,9 @@ def test_a_server_beyond_loopback_answers_401_without_its_token(runs_db):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs", timeout=10)
         assert refused.value.code == 401
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/runs",
-                                         headers={"Authorization": f"Bearer {TOKEN}"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/runs", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             assert [r["name"] for r in json.load(response)][:1] == ["base/s0"]
     finally:

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.support.helpers import CFG, batch
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
@@ -20,7 +21,6 @@ from yieldgate.track.signals import (
 )
 from yieldgate.track.tracker import matmul_params
 
-from tests.support.helpers import CFG, batch
 
 def test_gns_formulas_exactly():
     est = gns_estimate(torch.tensor([5.0]), torch.tensor([2.0]), b=1.0, big_b=4.0)
@@ -63,14 +63,16 @@ def test_gradient_hooks_match_direct_norms_and_undo_clipping(text):
     out = sig.collect(grad_norm=total)
     assert out["microbatches"] == 3 and not out["skipped"]
     idx = torch.tensor(sig.layer_of)
-    small = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack(
-        [sum(g[i].square().sum() for g in grads) / 3 for i in range(len(sig.params))]))
+    small = torch.zeros(len(sig.names)).index_add_(
+        0, idx, torch.stack([sum(g[i].square().sum() for g in grads) / 3 for i in range(len(sig.params))])
+    )
     mean_grad = [sum(g[i] for g in grads) / 3 for i in range(len(sig.params))]
     big = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([g.square().sum() for g in mean_grad]))
     torch.testing.assert_close(out["small_sq"], small, rtol=1e-4, atol=1e-10)
     torch.testing.assert_close(out["big_sq"], big, rtol=1e-3, atol=1e-10)  # pre-clip, though clipped 100x
-    delta = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack(
-        [(p.detach() - b).square().sum() for p, b in zip(sig.params, before)]))
+    delta = torch.zeros(len(sig.names)).index_add_(
+        0, idx, torch.stack([(p.detach() - b).square().sum() for p, b in zip(sig.params, before, strict=True)])
+    )
     weight = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([b.square().sum() for b in before]))
     torch.testing.assert_close(out["update_ratio"], delta.sqrt() / weight.sqrt(), rtol=1e-4, atol=1e-12)
     # Measuring one microbatch of three: the first one's squared norms, unscaled by k^2.
@@ -111,8 +113,9 @@ def test_a_loss_summed_over_microbatches_gives_the_mean_gradients_norm(text):
     idx = torch.tensor(sig.layer_of)
     mean_grad = [sum(g[i] for g in grads) / 3 for i in range(len(sig.params))]
     big = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack([g.square().sum() for g in mean_grad]))
-    small = torch.zeros(len(sig.names)).index_add_(0, idx, torch.stack(
-        [sum(g[i].square().sum() for g in grads) / 3 for i in range(len(sig.params))]))
+    small = torch.zeros(len(sig.names)).index_add_(
+        0, idx, torch.stack([sum(g[i].square().sum() for g in grads) / 3 for i in range(len(sig.params))])
+    )
     torch.testing.assert_close(out["big_sq"], big, rtol=1e-3, atol=1e-10)
     torch.testing.assert_close(out["big_total"], big.sum(), rtol=1e-3, atol=1e-10)
     torch.testing.assert_close(out["small_sq"], small, rtol=1e-4, atol=1e-10)
@@ -152,8 +155,14 @@ def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path, loss_aver
 
     frozen = torch.optim.SGD(model.parameters(), lr=0.0)
     path = tmp_path / "gns.db"
-    with Tracker("gns", ledger=path, signals="full", model=model, optimizer=frozen,
-                 config=TrackerConfig(gns_ema=0.99, gns_every=1, loss_averaged=loss_averaged)) as tr:
+    with Tracker(
+        "gns",
+        ledger=path,
+        signals="full",
+        model=model,
+        optimizer=frozen,
+        config=TrackerConfig(gns_ema=0.99, gns_every=1, loss_averaged=loss_averaged),
+    ) as tr:
         for _ in range(300):
             frozen.zero_grad()
             for _ in range(4):
@@ -175,8 +184,14 @@ def test_gns_is_measured_every_gns_every_steps_and_on_every_layer_step(text, tmp
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
     path = tmp_path / "cadence.db"
-    with Tracker("cadence", ledger=path, signals="full", model=model, optimizer=opt,
-                 config=TrackerConfig(gns_every=5, layer_every=4)) as tr:
+    with Tracker(
+        "cadence",
+        ledger=path,
+        signals="full",
+        model=model,
+        optimizer=opt,
+        config=TrackerConfig(gns_every=5, layer_every=4),
+    ) as tr:
         grads = tr._grad
         passes = []  # the optimizer step's pass over the accumulated gradients, by step
 

@@ -21,7 +21,9 @@ def _law(e: float, *, seed: int = 1, sigma: float = 0.01):
     rng = np.random.default_rng(seed)
     rows = [
         (n, d, (e + 60 / n**0.4 + 80 / d**0.35) * np.exp(rng.normal(0, sigma)), f"{n:g}/s{s}")
-        for n in SIZES for s in range(3) for d in np.geomspace(2e4, 1e6, 6)
+        for n in SIZES
+        for s in range(3)
+        for d in np.geomspace(2e4, 1e6, 6)
     ]
     return fit_scaling(*[list(c) for c in zip(*rows, strict=True)], boots=60)
 

@@ -33,27 +33,41 @@ def test_effective_tokens_follow_muennighoff_et_al():
 def test_drawn_tokens_follow_weights_and_a_staged_curriculum():
     mix = _recipe(sources=[{"name": "web", "weight": 3}, {"name": "code", "weight": 1}])
     assert drawn_tokens(mix, 1000) == {"web": 750, "code": 250}
-    staged = _recipe(sources=[{"name": "web", "weight": 3}, {"name": "code", "weight": 1}],
-                     curriculum={"kind": "staged", "stages": [{"until_tokens": 400, "weights": {"code": 1}}]})
+    staged = _recipe(
+        sources=[{"name": "web", "weight": 3}, {"name": "code", "weight": 1}],
+        curriculum={"kind": "staged", "stages": [{"until_tokens": 400, "weights": {"code": 1}}]},
+    )
     assert drawn_tokens(staged, 300) == {"web": 0, "code": 300}
     assert drawn_tokens(staged, 1000) == {"web": 450, "code": 400 + 150}  # the recipe's weights after the stages
     # Stages at shares of the run scale with its budget: the last fifth from code, at 1,000 tokens as at 10,000.
-    anneal = _recipe(sources=[{"name": "web", "weight": 3}, {"name": "code", "weight": 1}],
-                     curriculum={"kind": "staged", "stages": [{"until_share": 0.8, "weights": {"web": 3, "code": 1}},
-                                                              {"until_share": 1.0, "weights": {"code": 1}}]})
+    anneal = _recipe(
+        sources=[{"name": "web", "weight": 3}, {"name": "code", "weight": 1}],
+        curriculum={
+            "kind": "staged",
+            "stages": [
+                {"until_share": 0.8, "weights": {"web": 3, "code": 1}},
+                {"until_share": 1.0, "weights": {"code": 1}},
+            ],
+        },
+    )
     assert drawn_tokens(anneal, 1000) == pytest.approx({"web": 600, "code": 200 + 200})
     assert drawn_tokens(anneal, 10_000) == pytest.approx({"web": 6000, "code": 2000 + 2000})
 
 
 def test_a_stage_names_each_sources_epochs_and_the_worth_of_its_new_tokens():
-    recipe = _recipe(sources=[{"name": "big", "weight": 0.5, "unique_tokens": 10_000_000},
-                              {"name": "scarce", "weight": 0.5, "unique_tokens": 100_000}])
+    recipe = _recipe(
+        sources=[
+            {"name": "big", "weight": 0.5, "unique_tokens": 10_000_000},
+            {"name": "scarce", "weight": 0.5, "unique_tokens": 100_000},
+        ]
+    )
     rows = {r.source: r for r in stage_supply(recipe, "pilot", 200_000, 8_000_000)}
     assert rows["big"].epochs == pytest.approx(0.4) and rows["big"].stage_worth == 1.0
     assert rows["scarce"].epochs == pytest.approx(40) and rows["scarce"].stage_worth < 0.4
     assert worth(recipe, 0, 200_000) == 1.0  # each token seen once: all new
     assert worth(recipe, 200_000, 8_000_000) == pytest.approx(
-        (rows["big"].stage_worth + rows["scarce"].stage_worth) / 2)
+        (rows["big"].stage_worth + rows["scarce"].stage_worth) / 2
+    )
     unknown = _recipe(sources=[{"name": "a"}, {"name": "b", "unique_tokens": 10}])
     assert worth(unknown, 0, 100) is None and stage_supply(unknown, "x", 0, 100)[0].epochs is None
 
@@ -70,16 +84,19 @@ requirements: {min_yield_per_btok: 250, max_epochs: 4}
 
 def test_plan_prints_every_stage_and_names_the_source_to_grow(cli, tmp_path):
     (tmp_path / "p.yaml").write_text(POLICY)
-    (tmp_path / "r.yaml").write_text("sources:\n  - {name: web, weight: 0.7, unique_tokens: 1500000}\n"
-                                     "  - {name: code, weight: 0.3, unique_tokens: 40000}\n")
+    (tmp_path / "r.yaml").write_text(
+        "sources:\n  - {name: web, weight: 0.7, unique_tokens: 1500000}\n"
+        "  - {name: code, weight: 0.3, unique_tokens: 40000}\n"
+    )
     args = ("plan", str(tmp_path / "r.yaml"), "--policy", str(tmp_path / "p.yaml"))
     out = cli.json(*args)
     assert [s["stage"] for s in out["stages"]] == ["probe", "pilot", "full"]
     full = {r["source"]: r for r in out["stages"][2]["sources"]}
     assert full["code"]["epochs"] == pytest.approx(37.5) and full["code"]["over_limit"]
     assert full["web"]["epochs"] == pytest.approx(3500000 / 1500000) and not full["web"]["over_limit"]
-    assert out["grow"] == [{"source": "code", "stage": "full", "epochs": 37.5, "unique_tokens": 40000,
-                            "needed_unique_tokens": 375000.0}]
+    assert out["grow"] == [
+        {"source": "code", "stage": "full", "epochs": 37.5, "unique_tokens": 40000, "needed_unique_tokens": 375000.0}
+    ]
     import yieldgate
 
     assert yieldgate.plan(str(tmp_path / "r.yaml"), tmp_path / "p.yaml", ledger=cli.ledger_path).to_dict() == out
@@ -101,16 +118,26 @@ def test_a_campaign_recipe_probed_at_several_sizes_is_one_recipe_to_plan(cli, tm
     from yieldgate.ledger import Ledger
 
     (tmp_path / "p.yaml").write_text(POLICY)
-    data = {"sources": [{"name": "web", "weight": 0.7, "unique_tokens": 1500000},
-                        {"name": "code", "weight": 0.3, "unique_tokens": 40000}]}
+    data = {
+        "sources": [
+            {"name": "web", "weight": 0.7, "unique_tokens": 1500000},
+            {"name": "code", "weight": 0.3, "unique_tokens": 40000},
+        ]
+    }
     with Ledger(cli.ledger_path) as led:
         for size, params in (("m1x32", 31_000), ("m2x48", 120_000)):
             for seed in (0, 1):
-                led.create_run(f"camp/mix/{size}/s{seed}", status="finished", manifest=parse_manifest(
-                    {"data": data, "model": {"params": params}, "seed": seed}))
+                led.create_run(
+                    f"camp/mix/{size}/s{seed}",
+                    status="finished",
+                    manifest=parse_manifest({"data": data, "model": {"params": params}, "seed": seed}),
+                )
         led.create_run("other/s0", status="finished", manifest=parse_manifest({"data": data, "seed": 0}))
-        led.create_run("other/s1", status="finished", manifest=parse_manifest(
-            {"data": {"sources": [{"name": "web", "unique_tokens": 1500000}]}, "seed": 1}))
+        led.create_run(
+            "other/s1",
+            status="finished",
+            manifest=parse_manifest({"data": {"sources": [{"name": "web", "unique_tokens": 1500000}]}, "seed": 1}),
+        )
     out = cli.json("plan", "camp/mix", "--policy", str(tmp_path / "p.yaml"))
     assert {r["source"] for r in out["stages"][2]["sources"]} == {"web", "code"}
     assert out["grow"][0]["source"] == "code"

@@ -34,18 +34,30 @@ def test_palm_540b_published_mfu():
     # PaLM (Chowdhery et al. 2022), appendix B: 540.35B parameters, 118 layers, 48 heads of 256, T = 2048,
     # 238.3k tokens/s on 6,144 TPU v4 chips at 275 TFLOP/s (bf16) -> 46.2% MFU, 45.7% without attention.
     shape = {"non_embedding_params": 540.35e9, "layers": 118, "heads": 48, "head_dim": 256, "context": 2048}
-    with_attn = mfu(tokens_per_s=238.3e3, flops_per_token=flops_per_token(**shape), peak_flops=275e12, devices=6144,
-                    dtype="bf16")
-    without = mfu(tokens_per_s=238.3e3, flops_per_token=flops_per_token(**shape, attention=False),
-                  peak_flops=275e12, devices=6144, dtype="bf16", attention=False)
+    with_attn = mfu(
+        tokens_per_s=238.3e3, flops_per_token=flops_per_token(**shape), peak_flops=275e12, devices=6144, dtype="bf16"
+    )
+    without = mfu(
+        tokens_per_s=238.3e3,
+        flops_per_token=flops_per_token(**shape, attention=False),
+        peak_flops=275e12,
+        devices=6144,
+        dtype="bf16",
+        attention=False,
+    )
     assert round(with_attn.value * 100, 1) == 46.2
     assert round(without.value * 100, 1) == 45.7
     assert with_attn.flag == "ok" and with_attn.formula.startswith("6N + 12*L*H*Q*T")
 
 
 def test_flops_per_token_formula_exactly():
-    assert flops_per_token(non_embedding_params=1000, layers=2, heads=4, head_dim=8, context=16) == 6000 + 12 * 2 * 4 * 8 * 16
-    assert flops_per_token(non_embedding_params=1000, layers=2, heads=4, head_dim=8, context=16, attention=False) == 6000
+    assert (
+        flops_per_token(non_embedding_params=1000, layers=2, heads=4, head_dim=8, context=16)
+        == 6000 + 12 * 2 * 4 * 8 * 16
+    )
+    assert (
+        flops_per_token(non_embedding_params=1000, layers=2, heads=4, head_dim=8, context=16, attention=False) == 6000
+    )
 
 
 @pytest.mark.parametrize(

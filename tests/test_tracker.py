@@ -11,6 +11,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests.support.helpers import CFG, batch
+from tests.support.reliability import check
 from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT, GPTConfig
@@ -18,13 +20,21 @@ from yieldgate.track import Tracker, TrackerConfig
 from yieldgate.track.throughput import flops_per_token
 from yieldgate.track.tracker import matmul_params
 
-from tests.support.reliability import check
 
-from tests.support.helpers import CFG, batch
-
-
-def train(tr: Tracker | None, model, opt, text, steps: int, *, micro: int = 1, seqs: int = 8, seed: int = 0,
-          record=None, scaler=None, bad_step: int | None = None):
+def train(
+    tr: Tracker | None,
+    model,
+    opt,
+    text,
+    steps: int,
+    *,
+    micro: int = 1,
+    seqs: int = 8,
+    seed: int = 0,
+    record=None,
+    scaler=None,
+    bad_step: int | None = None,
+):
     rng = np.random.default_rng(seed)
     loader = (tr.batches if tr else iter)(range(steps))
     for i in loader:
@@ -42,8 +52,14 @@ def train(tr: Tracker | None, model, opt, text, steps: int, *, micro: int = 1, s
         if record is not None:
             record.append((loss.detach().clone(), gn.detach().clone(), opt.param_groups[0]["lr"]))
         if tr is not None:
-            tr.step(tokens=micro * seqs * CFG.context, samples=micro * seqs, loss=loss, grad_norm=gn,
-                    sources={"stdlib": micro * seqs * CFG.context}, sample_ids=[i % 7])
+            tr.step(
+                tokens=micro * seqs * CFG.context,
+                samples=micro * seqs,
+                loss=loss,
+                grad_norm=gn,
+                sources={"stdlib": micro * seqs * CFG.context},
+                sample_ids=[i % 7],
+            )
 
 
 @pytest.mark.slow  # a real training of tens of steps: the full tier
@@ -63,7 +79,7 @@ def test_ledger_rows_equal_the_loop_row_for_row(text, tmp_path):
     tokens = 8 * CFG.context
     assert steps["tokens"].tolist() == [tokens * (i + 1) for i in range(53)]
     assert steps["samples"].tolist() == [8.0 * (i + 1) for i in range(53)]
-    assert steps["loss"].tolist() == [float(l) for l, _, _ in record]
+    assert steps["loss"].tolist() == [float(loss) for loss, _, _ in record]
     assert steps["grad_norm"].tolist() == [float(g) for _, g, _ in record]
     assert steps["clipped"].tolist() == [float(float(g) > 1.0) for _, g, _ in record]
     assert steps["lr"].tolist() == [lr for _, _, lr in record]
@@ -102,8 +118,14 @@ def test_the_step_path_moves_nothing_to_the_host(text, tmp_path, monkeypatch):
         with monkeypatch.context() as m:
             counts = _count_host_syncs(m)
             if tracked:
-                with Tracker("sync", ledger=tmp_path / "s.db", signals="full", model=model, optimizer=opt,
-                             config=TrackerConfig(entropy_every=7)) as tr:
+                with Tracker(
+                    "sync",
+                    ledger=tmp_path / "s.db",
+                    signals="full",
+                    model=model,
+                    optimizer=opt,
+                    config=TrackerConfig(entropy_every=7),
+                ) as tr:
                     for step in range(3):
                         train(tr, model, opt, text, 10, micro=4, seqs=2, seed=step)
                         tr.eval({"val/loss": torch.tensor(1.0)})
@@ -115,8 +137,13 @@ def test_the_step_path_moves_nothing_to_the_host(text, tmp_path, monkeypatch):
     with Ledger(tmp_path / "s.db", readonly=True) as led:
         assert len(led.steps("sync")) == 30 and len(led.evals("sync")) == 3
         keys = set(led.extras("sync")["key"])
-    assert {"signals/gns", "signals/grad_norm/blocks.0.qkv", "signals/update_ratio/blocks.1.mlp.0",
-            "signals/act_entropy/blocks.0", "signals/loss_var"} - keys == {"signals/loss_var"}  # 30 < window
+    assert {
+        "signals/gns",
+        "signals/grad_norm/blocks.0.qkv",
+        "signals/update_ratio/blocks.1.mlp.0",
+        "signals/act_entropy/blocks.0",
+        "signals/loss_var",
+    } - keys == {"signals/loss_var"}  # 30 < window
 
 
 def test_nan_is_recorded_and_faults_are_contained(text, tmp_path, caplog):
@@ -139,8 +166,13 @@ def test_an_unwritable_ledger_never_stops_training(text, tmp_path):
     torch.manual_seed(0)
     model = GPT(CFG)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
-    with Tracker("lost", ledger=tmp_path / "missing-dir" / "x.db", model=model, optimizer=opt,
-                 config=TrackerConfig(flush_every_s=0.05)) as tr:
+    with Tracker(
+        "lost",
+        ledger=tmp_path / "missing-dir" / "x.db",
+        model=model,
+        optimizer=opt,
+        config=TrackerConfig(flush_every_s=0.05),
+    ) as tr:
         train(tr, model, opt, text, 12)
     assert tr.stats["faults"] >= 1 and tr.stats["written_rows"] == 0
 
@@ -155,8 +187,10 @@ def test_a_script_run_twice_makes_a_second_run_and_says_so(tmp_path, caplog):
                 tr.step(tokens=128, loss=3.0 - step * 0.1)
     assert tr.run == "quickstart-2"
     said = [r.getMessage() for r in caplog.records if "already" in r.getMessage()]
-    assert said == [f"yieldgate: run 'quickstart' is in {path} already: recording this one as 'quickstart-2' "
-                    "(resume=True continues it instead)"]
+    assert said == [
+        f"yieldgate: run 'quickstart' is in {path} already: recording this one as 'quickstart-2' "
+        "(resume=True continues it instead)"
+    ]
     with Ledger(path, readonly=True) as led:
         assert list(led.runs()["name"]) == ["quickstart", "quickstart-2"]
         assert len(led.steps("quickstart")) == 3 and len(led.steps("quickstart-2")) == 3
@@ -184,8 +218,13 @@ def _loop(tr: Tracker, steps: range, tokens: dict[int, int], *, numbered: bool, 
     """A cheap loop whose step s accepts 1000 + 7·s tokens; `tokens[s]` is its own running total at s."""
     for s in steps:
         tokens[s] = tokens.get(s - 1, 0) + 1000 + 7 * s
-        tr.step(tokens=1000 + 7 * s, samples=2, loss=1.0 / s, extras={"signals/pad": float(s)},
-                **({"step": s} if numbered else {}))
+        tr.step(
+            tokens=1000 + 7 * s,
+            samples=2,
+            loss=1.0 / s,
+            extras={"signals/pad": float(s)},
+            **({"step": s} if numbered else {}),
+        )
         if s in evals:
             tr.eval({"val/loss": 2.0 / s})
 
@@ -222,9 +261,12 @@ def test_resume_from_an_older_checkpoint_sets_the_later_rows_apart(tmp_path, giv
     assert body["superseded"]["steps"] == 10 and [e["step"] for e in body["superseded"]["evals"]] == [25]
     assert apart["step"].tolist() == list(range(21, 31))
     assert apart["tokens"].tolist() == [first[s] for s in range(21, 31)]
-    check("job restarted from a checkpoint older than the ledger's last row",
-          "steps and tokens follow the checkpoint (equal to the loop's own total at every step); the rows of the "
-          "recomputed steps are set apart as a `resume` event, never spliced in", "0")
+    check(
+        "job restarted from a checkpoint older than the ledger's last row",
+        "steps and tokens follow the checkpoint (equal to the loop's own total at every step); the rows of the "
+        "recomputed steps are set apart as a `resume` event, never spliced in",
+        "0",
+    )
 
 
 def test_a_resume_point_is_checked_before_anything_is_written(tmp_path):
@@ -361,8 +403,9 @@ def test_flops_per_token_matches_torch_flop_counter():
     with FlopCounterMode(display=False) as attn:
         (torch.softmax(qk @ qk.transpose(-1, -2), -1) @ v).sum().backward()
     counted = (counter.get_total_flops() + cfg.layers * attn.get_total_flops()) / (b * t)
-    formula = flops_per_token(non_embedding_params=matmul_params(model), layers=cfg.layers, heads=cfg.heads,
-                              head_dim=q, context=t)
+    formula = flops_per_token(
+        non_embedding_params=matmul_params(model), layers=cfg.layers, heads=cfg.heads, head_dim=q, context=t
+    )
     # N also holds biases and LayerNorm weights, which the counter (matmuls only) leaves out.
     assert abs(formula / counted - 1) < 0.03, (formula, counted)
 
@@ -407,13 +450,19 @@ def test_every_config_field_has_its_docstring_and_the_old_import_works():
     from yieldgate.track.tracker import TrackerConfig as via_tracker
 
     assert via_tracker is TrackerConfig is config_module.TrackerConfig
-    (cls,) = [n for n in ast.parse(inspect.getsource(config_module)).body
-              if isinstance(n, ast.ClassDef) and n.name == "TrackerConfig"]
+    (cls,) = [
+        n
+        for n in ast.parse(inspect.getsource(config_module)).body
+        if isinstance(n, ast.ClassDef) and n.name == "TrackerConfig"
+    ]
     documented = {
         field.target.id
-        for field, doc in zip(cls.body, cls.body[1:])
-        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
-        and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
+        for field, doc in zip(cls.body, cls.body[1:], strict=False)
+        if isinstance(field, ast.AnnAssign)
+        and isinstance(field.target, ast.Name)
+        and isinstance(doc, ast.Expr)
+        and isinstance(doc.value, ast.Constant)
+        and isinstance(doc.value.value, str)
     }
     assert documented == {f.name for f in dataclasses.fields(TrackerConfig)}
 
@@ -437,11 +486,14 @@ def test_online_diagnosis_writes_a_spike_while_the_run_goes_on(tmp_path):
     with Ledger(path, readonly=True) as led:
         bodies = led.events("spiky", kind="diagnosis")["body"].tolist()
     # one step at 10x the loss, back the next step: an outlier batch (a transient spike), not a damaged update
-    spikes = [b for b in bodies if b["source"] == "tracker" and b["cause"] == "transient_spike" and b["start_step"] == 200]
+    spikes = [
+        b for b in bodies if b["source"] == "tracker" and b["cause"] == "transient_spike" and b["start_step"] == 200
+    ]
     assert len(spikes) == 1, bodies  # found once, not once per detector run
 
 
 # -- one owner per run: writers in other processes (spawned: nothing copied from the test process) ----------
+
 
 def _start(ledger: str, run: str, go, results, resume: bool) -> None:
     go.wait(60)
@@ -472,8 +524,11 @@ def test_two_processes_starting_one_run_at_once_one_is_refused(tmp_path):
     for p in procs:
         p.join(30)
     assert outcomes[0] == "accepted" and outcomes[1].startswith("InputError: run 'same' already exists"), outcomes
-    check("two processes start one run at the same instant (suffix_if_taken=False; by default the second is name-2)",
-          "one is accepted; the other is refused: `run 'same' already exists …; pass resume=True to continue it`", "0")
+    check(
+        "two processes start one run at the same instant (suffix_if_taken=False; by default the second is name-2)",
+        "one is accepted; the other is refused: `run 'same' already exists …; pass resume=True to continue it`",
+        "0",
+    )
 
 
 @pytest.mark.slow
@@ -498,8 +553,11 @@ def test_a_second_writer_is_refused_while_the_first_lives(tmp_path):
         tr.step(tokens=128)
     with Ledger(path, readonly=True) as led:
         assert led.steps("held")["step"].tolist() == [1, 2]
-    check("a second `resume=True` writer while the first still writes",
-          "refused, naming the owner (host, pid, start time, last heartbeat), with `takeover=True` too", "0")
+    check(
+        "a second `resume=True` writer while the first still writes",
+        "refused, naming the owner (host, pid, start time, last heartbeat), with `takeover=True` too",
+        "0",
+    )
 
 
 @pytest.mark.slow
@@ -519,8 +577,11 @@ def test_a_dead_writers_run_is_taken_over_only_when_asked(tmp_path):
     with Ledger(path, readonly=True) as led:
         body = led.events("crashed", kind="warning")["body"].tolist()
     assert len(body) == 1 and f"pid {holder.pid}" in body[0]["takeover"]["from"]
-    check("the run's writer was SIGKILLed; a new one starts with `resume=True`",
-          "refused (its process is gone) until `takeover=True`; the takeover is kept as a `warning` event", "0")
+    check(
+        "the run's writer was SIGKILLed; a new one starts with `resume=True`",
+        "refused (its process is gone) until `takeover=True`; the takeover is kept as a `warning` event",
+        "0",
+    )
 
 
 def test_another_hosts_writer_is_dead_once_its_heartbeat_is_stale(tmp_path):
@@ -532,8 +593,11 @@ def test_another_hosts_writer_is_dead_once_its_heartbeat_is_stale(tmp_path):
         with Ledger(path) as led:  # the status through the ledger: it is checksummed, the writer's claim is not
             led.set_status("far", "running")
         with sqlite3.connect(path) as db:  # a writer on another node, last heard of `age` seconds ago
-            db.execute("UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, "
-                       "owner_started = 1.0, heartbeat_at = ? WHERE name = 'far'", (time.time() - age,))
+            db.execute(
+                "UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, "
+                "owner_started = 1.0, heartbeat_at = ? WHERE name = 'far'",
+                (time.time() - age,),
+            )
         if refused:
             with pytest.raises(RunInUse, match="host node-7, pid 4242"):
                 Tracker("far", ledger=path, resume=True, takeover=True)
@@ -570,8 +634,13 @@ def test_dropped_rows_are_gaps_never_an_offset(tmp_path):
             n, k = int(rng.integers(1, 5000)), int(rng.integers(1, 9))
             total, samples = total + n, samples + k
             expected[step] = (total, samples)
-            tr.step(tokens=n, samples=k, sources={"web": n}, loss=1.0,
-                    extras={"signals/pad": "not a number" if step == 7 else 1.0})
+            tr.step(
+                tokens=n,
+                samples=k,
+                sources={"web": n},
+                loss=1.0,
+                extras={"signals/pad": "not a number" if step == 7 else 1.0},
+            )
             time.sleep(0.0005)
         dropped = tr.stats["dropped_rows"]
     with Ledger(path, readonly=True) as led:
@@ -582,9 +651,12 @@ def test_dropped_rows_are_gaps_never_an_offset(tmp_path):
     assert steps["tokens"].tolist() == [float(expected[s][0]) for s in stored]
     assert steps["samples"].tolist() == [float(expected[s][1]) for s in stored]
     assert web.loc[stored].tolist() == [float(expected[s][0]) for s in stored]
-    check("writer queue full (a queue of one packet): most rows dropped",
-          "dropped rows are counted gaps; tokens and samples at every stored step equal the loop's own running "
-          "total exactly", "the dropped rows (counted in `tr.stats`)")
+    check(
+        "writer queue full (a queue of one packet): most rows dropped",
+        "dropped rows are counted gaps; tokens and samples at every stored step equal the loop's own running "
+        "total exactly",
+        "the dropped rows (counted in `tr.stats`)",
+    )
 
 
 def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for):
@@ -595,16 +667,20 @@ def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for)
     path = tmp_path / "shown.db"
     for name in ("far", "near", "fresh"):
         Tracker(name, ledger=path).close()
-    owners = {"far": ("node-7", 4242, time.time() - STALE_AFTER_S - 5),
-              "near": (os.uname().nodename, 2**22 + 17, time.time()),  # above Linux's pid_max: no such process
-              "fresh": ("node-7", 4242, time.time() - 2)}
+    owners = {
+        "far": ("node-7", 4242, time.time() - STALE_AFTER_S - 5),
+        "near": (os.uname().nodename, 2**22 + 17, time.time()),  # above Linux's pid_max: no such process
+        "fresh": ("node-7", 4242, time.time() - 2),
+    }
     with Ledger(path) as led:  # the status through the ledger: it is checksummed, the writer's claim is not
         for name in owners:
             led.set_status(name, "running")
     with sqlite3.connect(path) as db:
         for name, (host, pid, beat) in owners.items():
-            db.execute("UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = 1.0, "
-                       "heartbeat_at = ? WHERE name = ?", (host, pid, beat, name))
+            db.execute(
+                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = 1.0, heartbeat_at = ? WHERE name = ?",
+                (host, pid, beat, name),
+            )
     with Ledger(path, readonly=True) as led:
         runs = led.runs().set_index("name")
     assert runs["status"].to_dict() == {"far": "stale", "near": "crashed", "fresh": "running"}
@@ -651,7 +727,7 @@ def test_one_bad_key_loses_nothing_else(tmp_path):
         note = led.extras("bad", ["imported/note"])
         assert note["step"].tolist() == [s for s in range(1, 21) if s != 11]
         evals = led.evals("bad")
-        assert sorted(set(zip(evals["task"], evals["metric"]))) == [("val", "acc"), ("val", "loss")]
+        assert sorted(set(zip(evals["task"], evals["metric"], strict=True))) == [("val", "acc"), ("val", "loss")]
         assert sorted(set(evals["step"])) == [10, 11, 20]
         assert led.runs().set_index("name").loc["bad", "status"] == "finished"
 
@@ -676,8 +752,11 @@ def test_a_step_numbered_backwards_or_a_count_that_is_no_count_never_bends_the_t
     said = [r.getMessage() for r in caplog.records]
     assert sum("step 5 is not after step 5" in m for m in said) == 1
     assert sum("tokens must be counts >= 0, got tokens=nan" in m for m in said) == 1
-    check("`tr.step(step=N)` at or before the last step, or `tokens=nan` / negative", "the misnumbered row left out "
-          "with its tokens counted, a bad count adds none; each said once; later rows exact", "2 (the misnumbered rows)")
+    check(
+        "`tr.step(step=N)` at or before the last step, or `tokens=nan` / negative",
+        "the misnumbered row left out with its tokens counted, a bad count adds none; each said once; later rows exact",
+        "2 (the misnumbered rows)",
+    )
 
 
 def test_the_mfu_warning_has_its_own_logger_so_a_caller_can_silence_it_by_name(text, tmp_path, caplog):
@@ -691,8 +770,10 @@ def test_the_mfu_warning_has_its_own_logger_so_a_caller_can_silence_it_by_name(t
     quiet = logging.getLogger("yieldgate.track.mfu")
     quiet.disabled = True
     try:
-        with caplog.at_level(logging.WARNING), Tracker("quiet", ledger=tmp_path / "q.db", model=model, optimizer=opt,
-                                                       signals="full") as tr:
+        with (
+            caplog.at_level(logging.WARNING),
+            Tracker("quiet", ledger=tmp_path / "q.db", model=model, optimizer=opt, signals="full") as tr,
+        ):
             train(tr, model, opt, text, 2)
     finally:
         quiet.disabled = False

@@ -17,21 +17,42 @@ EVERY = 50
 
 
 def _run(led: Ledger, name: str, *, nan_steps: range = range(0), lost: float | None = None) -> None:
-    manifest = Manifest.model_validate({"hardware": {"device_kind": "cpu", "device_count": 4,
-                                                     "price_per_device_hour": 2.0}})
+    manifest = Manifest.model_validate(
+        {"hardware": {"device_kind": "cpu", "device_count": 4, "price_per_device_hour": 2.0}}
+    )
     led.create_run(name, manifest=manifest)
     step = np.arange(STEPS + 1)
     loss = 3.0 * np.exp(-step / 100) + 1.0
     loss[list(nan_steps)] = np.nan
-    led.append_steps(name, {"step": step.tolist(), "tokens": (step * 1000.0).tolist(), "wall_s": step.astype(float).tolist(),
-                            "energy_j": (step * 100.0).tolist(), "loss": loss.tolist(), "lr": [1e-3] * (STEPS + 1)})
+    led.append_steps(
+        name,
+        {
+            "step": step.tolist(),
+            "tokens": (step * 1000.0).tolist(),
+            "wall_s": step.astype(float).tolist(),
+            "energy_j": (step * 100.0).tolist(),
+            "loss": loss.tolist(),
+            "lr": [1e-3] * (STEPS + 1),
+        },
+    )
     # Falling by 0.5, 0.4, 0.3, 0.2 over the first four tranches, then flat within +-0.002: four flat tranches.
     values = [4.0, 3.5, 3.1, 2.8, 2.6, 2.602, 2.6, 2.602, 2.6]
-    led.append_evals(name, [EvalRecord(step=i * EVERY, tokens=i * EVERY * 1000.0, task="val", metric="loss", value=v)
-                            for i, v in enumerate(values)])
+    led.append_evals(
+        name,
+        [
+            EvalRecord(step=i * EVERY, tokens=i * EVERY * 1000.0, task="val", metric="loss", value=v)
+            for i, v in enumerate(values)
+        ],
+    )
     if lost is not None:  # a restart from step 100 that threw away 50 steps, as an import records one
-        led.add_event(name, "resume", {"resume": {"step": 100}, "old": {"step": 150}, "lost_s": lost},
-                      start_step=100, end_step=150, state="resolved")
+        led.add_event(
+            name,
+            "resume",
+            {"resume": {"step": 100}, "old": {"step": 150}, "lost_s": lost},
+            start_step=100,
+            end_step=150,
+            state="resolved",
+        )
     led.set_status(name, "finished")
 
 

@@ -22,12 +22,17 @@ def frames(losses, *, tokens=(0, 1e9, 2e9, 3e9), wall=True, cost=False, energy=F
         steps["cost_usd"] = [0.0, 10.0, 20.0, 40.0]
     if energy:
         steps["energy_j"] = [0.0, 3.6e6, 7.2e6, 10.8e6]
-    rows = [{"step": s, "tokens": np.nan, "task": "val", "metric": "loss", "value": v, "higher_is_better": False}
-            for s, v in zip(steps["step"], losses)]
+    rows = [
+        {"step": s, "tokens": np.nan, "task": "val", "metric": "loss", "value": v, "higher_is_better": False}
+        for s, v in zip(steps["step"], losses, strict=False)
+    ]
     for key, values, hib in extra or []:
         task, _, metric = key.rpartition("/")
-        rows += [{"step": s, "tokens": np.nan, "task": task, "metric": metric, "value": v, "higher_is_better": hib}
-                 for s, v in zip(steps["step"], values) if v is not None]
+        rows += [
+            {"step": s, "tokens": np.nan, "task": task, "metric": metric, "value": v, "higher_is_better": hib}
+            for s, v in zip(steps["step"], values, strict=False)
+            if v is not None
+        ]
     return steps, pd.DataFrame(rows)
 
 
@@ -55,10 +60,13 @@ def test_missing_inputs_are_null_with_the_reason_and_price_fills_cost():
 
 
 def test_capability_and_per_source_yields_and_disagreement():
-    steps, evals = frames([3.0, 2.5, 2.3, 2.2], extra=[
-        ("val/code/loss", [4.0, 3.0, 2.9, 2.95], False),
-        ("lambada_openai/acc", [0.20, 0.25, 0.24, None], True),
-    ])  # a standard error is never a series here: the ledger keeps it beside its metric (tests/test_ingest_lmeval.py)
+    steps, evals = frames(
+        [3.0, 2.5, 2.3, 2.2],
+        extra=[
+            ("val/code/loss", [4.0, 3.0, 2.9, 2.95], False),
+            ("lambada_openai/acc", [0.20, 0.25, 0.24, None], True),
+        ],
+    )  # a standard error is never a series here: the ledger keeps it beside its metric (tests/test_ingest_lmeval.py)
     t = tranche_yields("r", steps, evals).tranches
     assert t[0].per_source["code"]["yield_per_btok"] == pytest.approx(1.0)
     assert t[2].per_source["code"]["yield_per_btok"] == pytest.approx(-0.05)
@@ -95,8 +103,9 @@ def test_energy_sampled_between_evaluations_is_read_at_them():
     """The Tracker records cumulative energy once per flush, rarely at an eval step: it is read between
     the nearest readings (a cumulative counter), and never beyond them."""
     steps, evals = frames([3.0, 2.5, 2.3, 2.2])
-    steps = pd.concat([steps, pd.DataFrame({"step": [50, 150, 250], "tokens": [5e8, 1.5e9, 2.5e9],
-                                            "energy_j": [0.0, 3.6e6, 7.2e6]})]).sort_values("step")
+    steps = pd.concat(
+        [steps, pd.DataFrame({"step": [50, 150, 250], "tokens": [5e8, 1.5e9, 2.5e9], "energy_j": [0.0, 3.6e6, 7.2e6]})]
+    ).sort_values("step")
     t = tranche_yields("r", steps, evals).tranches
     # energy at steps 100 and 200 is 1.8e6 and 5.4e6 J: 1 kWh in the middle tranche; steps 0 and 300 lie
     # outside the readings, so the first and last tranches have no figure.
@@ -115,10 +124,17 @@ def test_tranches_carry_the_evaluation_noise_band_and_say_which_are_within_it():
     tokens = np.arange(n) * 1e9
     values = 3.0 - 0.1 * np.arange(n) + 0.01 * (-1.0) ** np.arange(n)
     values[-1] = values[-2] + 0.001  # the last tranche: no gain beyond the noise
-    steps = pd.DataFrame({"step": np.arange(n) * 100, "tokens": tokens,
-                          "lr": [1e-3] * 6 + [0.95e-3, 0.5e-3]})
-    evals = pd.DataFrame({"step": steps["step"], "tokens": np.nan, "task": "val", "metric": "loss", "value": values,
-                          "higher_is_better": False})
+    steps = pd.DataFrame({"step": np.arange(n) * 100, "tokens": tokens, "lr": [1e-3] * 6 + [0.95e-3, 0.5e-3]})
+    evals = pd.DataFrame(
+        {
+            "step": steps["step"],
+            "tokens": np.nan,
+            "task": "val",
+            "metric": "loss",
+            "value": values,
+            "higher_is_better": False,
+        }
+    )
     report = tranche_yields("r", steps, evals)
     sigma = eval_noise(tokens[1:], values[1:])
     half = t_quantile(0.9, n - 3) * sigma * math.sqrt(2)
@@ -149,12 +165,15 @@ def test_the_yield_table_shows_the_band_and_the_notes(cli, ledger_path, monkeypa
     with Ledger(ledger_path) as led:
         led.create_run("r")
         n = 8
-        led.append_steps("r", {"step": np.arange(n) * 100, "tokens": np.arange(n) * 1e9,
-                               "lr": np.array([1e-3] * 7 + [0.5e-3])})
+        led.append_steps(
+            "r", {"step": np.arange(n) * 100, "tokens": np.arange(n) * 1e9, "lr": np.array([1e-3] * 7 + [0.5e-3])}
+        )
         values = 3.0 - 0.1 * np.arange(n) + 0.01 * (-1.0) ** np.arange(n)
         values[-1] = values[-2]
-        led.append_evals("r", [EvalRecord(step=int(s * 100), task="val", metric="loss", value=float(v))
-                               for s, v in enumerate(values)])
+        led.append_evals(
+            "r",
+            [EvalRecord(step=int(s * 100), task="val", metric="loss", value=float(v)) for s, v in enumerate(values)],
+        )
     out = cli("yield", "r").stdout
     assert "noise band (90%)" in out and "within noise, LR decay" in out and "evaluation noise:" in out
     rows = cli.json("yield", "r")
@@ -166,8 +185,9 @@ def _law_run(led, name, losses, tokens):
 
     led.create_run(name)
     led.append_steps(name, {"step": np.arange(len(tokens)) * 100, "tokens": tokens, "lr": np.full(len(tokens), 1e-3)})
-    led.append_evals(name, [EvalRecord(step=i * 100, task="val", metric="loss", value=float(v))
-                            for i, v in enumerate(losses)])
+    led.append_evals(
+        name, [EvalRecord(step=i * 100, task="val", metric="loss", value=float(v)) for i, v in enumerate(losses)]
+    )
 
 
 def test_each_tranche_against_the_law_its_own_run_or_a_baseline_expects(cli, ledger_path, monkeypatch):
@@ -182,7 +202,7 @@ def test_each_tranche_against_the_law_its_own_run_or_a_baseline_expects(cli, led
 
     monkeypatch.setattr(cli_module.console, "width", 220)
     tokens = np.geomspace(1e6, 1e8, 9)
-    law = 2.0 + 50.0 * tokens ** -0.3
+    law = 2.0 + 50.0 * tokens**-0.3
     with Ledger(ledger_path) as led:
         _law_run(led, "base", law, tokens)
         _law_run(led, "half", 2.0 + 50.0 * (tokens / 2) ** -0.3, tokens)
@@ -211,7 +231,7 @@ def test_a_law_fitted_on_a_flat_run_sets_nothing_against_and_says_why(ledger_pat
     flat[-3:] -= 0.003  # a hint of a trend, so the fit has an exponent to find
     with Ledger(ledger_path) as led:
         _law_run(led, "flat", flat, tokens)
-        _law_run(led, "good", 2.0 + 50.0 * tokens ** -0.3, tokens)
+        _law_run(led, "good", 2.0 + 50.0 * tokens**-0.3, tokens)
         report = yield_report(led, "good", expected_from="flat")
     assert "flat" in report.law["poor"]
     assert all(t.vs_expected is None for t in report.tranches)
@@ -236,10 +256,17 @@ def test_a_law_fitted_across_an_lr_decay_says_so():
     tokens = np.geomspace(1e6, 1e8, 9)
     with Ledger(":memory:") as led:
         led.create_run("cosine")
-        led.append_steps("cosine", {"step": np.arange(9) * 100, "tokens": tokens,
-                                    "lr": 1e-3 * 0.5 * (1 + np.cos(np.pi * np.arange(9) / 8))})
-        led.append_evals("cosine", [EvalRecord(step=i * 100, task="val", metric="loss", value=float(v))
-                                    for i, v in enumerate(2.0 + 50.0 * tokens ** -0.3)])
+        led.append_steps(
+            "cosine",
+            {"step": np.arange(9) * 100, "tokens": tokens, "lr": 1e-3 * 0.5 * (1 + np.cos(np.pi * np.arange(9) / 8))},
+        )
+        led.append_evals(
+            "cosine",
+            [
+                EvalRecord(step=i * 100, task="val", metric="loss", value=float(v))
+                for i, v in enumerate(2.0 + 50.0 * tokens**-0.3)
+            ],
+        )
         report = yield_report(led, "cosine")
     assert "fitted across the decay" in report.law["poor"]
     assert any("read vs_expected with care" in n for n in report.notes)
@@ -289,11 +316,21 @@ def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatc
 def _switching(versions, losses, steps_at=(0, 100, 200, 300, 400, 500)):
     """A run whose val/loss evaluations switch portfolio version mid-run (one version per evaluation)."""
     steps = pd.DataFrame({"step": list(steps_at), "tokens": [s * 1e7 for s in steps_at]})
-    evals = pd.DataFrame([
-        {"step": s, "tokens": np.nan, "task": "val", "metric": "loss", "value": v, "higher_is_better": False,
-         "portfolio": "held-out", "portfolio_version": ver}
-        for s, v, ver in zip(steps_at, losses, versions)
-    ])
+    evals = pd.DataFrame(
+        [
+            {
+                "step": s,
+                "tokens": np.nan,
+                "task": "val",
+                "metric": "loss",
+                "value": v,
+                "higher_is_better": False,
+                "portfolio": "held-out",
+                "portfolio_version": ver,
+            }
+            for s, v, ver in zip(steps_at, losses, versions, strict=True)
+        ]
+    )
     return steps, evals
 
 

@@ -4,14 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.helpers import CFG, batch
 from yieldgate.analysis.diagnose import diagnose
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track.batch_check import BatchConfig, batch_size_check
 from yieldgate.track.tracker import Tracker
-
-from tests.support.helpers import CFG, batch
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
@@ -76,10 +75,19 @@ def test_a_diverged_training_is_refused_not_judged():
         return x, x.sum(dim=1, keepdim=True)
 
     with pytest.raises(InputError, match=r"candidate's held-out loss is not finite after training in 2 of 2 seeds"):
-        batch_size_check(torch.nn.Linear(4, 1), make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
-                         sample=sample, loss_fn=lambda m, x, y: ((m(x) - y) ** 2).mean(),
-                         eval_batch=sample(np.random.default_rng(99), 16), baseline=BatchConfig(batch_size=2),
-                         candidate=BatchConfig(batch_size=8, lr=1e30), tokens=64, lr=0.01, seeds=2, grad_draws=2)
+        batch_size_check(
+            torch.nn.Linear(4, 1),
+            make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+            sample=sample,
+            loss_fn=lambda m, x, y: ((m(x) - y) ** 2).mean(),
+            eval_batch=sample(np.random.default_rng(99), 16),
+            baseline=BatchConfig(batch_size=2),
+            candidate=BatchConfig(batch_size=8, lr=1e30),
+            tokens=64,
+            lr=0.01,
+            seeds=2,
+            grad_draws=2,
+        )
 
 
 def test_yield_puts_the_batch_beside_the_gradient_noise_scale(tmp_path):
@@ -92,12 +100,27 @@ def test_yield_puts_the_batch_beside_the_gradient_noise_scale(tmp_path):
     from yieldgate.probe.config import ProbeConfig
     from yieldgate.probe.trainer import train_probe
 
-    recipe = resolve(parse_manifest({"data": {"sources": [{"name": "milton"}]}}).data, seed=0,
-                     max_chars_per_source=200_000)
+    recipe = resolve(
+        parse_manifest({"data": {"sources": [{"name": "milton"}]}}).data, seed=0, max_chars_per_source=200_000
+    )
     db = str(tmp_path / "b.db")
     for batch_size in (8, 64):
-        train_probe(recipe, ProbeConfig(tokens=160_000, seed=0, layers=1, width=32, heads=2, evals=4, threads=1,
-                                        eval_sequences=16, batch_size=batch_size), run=f"b{batch_size}", ledger=db)
+        train_probe(
+            recipe,
+            ProbeConfig(
+                tokens=160_000,
+                seed=0,
+                layers=1,
+                width=32,
+                heads=2,
+                evals=4,
+                threads=1,
+                eval_sequences=16,
+                batch_size=batch_size,
+            ),
+            run=f"b{batch_size}",
+            ledger=db,
+        )
     with Ledger(db, readonly=True) as led:
         small, big = yield_report(led, "b8").batch, yield_report(led, "b64")
     assert small["batch_tokens"] == 8 * 64 and big.batch["batch_tokens"] == 64 * 64

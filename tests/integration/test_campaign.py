@@ -25,8 +25,12 @@ from yieldgate.probe.campaign import load_campaign, plan
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
-SHAKESPEARE = {"sources": [{"name": "shakespeare-modern"}], "tokenizer": {"name": "bpe-512", "vocab_size": 512},
-               "filters": [{"kind": "min_chars", "params": {"min": 200}}], "dedup": {"kind": "exact"}}
+SHAKESPEARE = {
+    "sources": [{"name": "shakespeare-modern"}],
+    "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+    "filters": [{"kind": "min_chars", "params": {"min": 200}}],
+    "dedup": {"kind": "exact"},
+}
 SHUFFLED = {**SHAKESPEARE, "sources": [{"name": "shakespeare-modern", "shuffled_share": 0.5}]}
 
 
@@ -38,9 +42,14 @@ def write(tmp_path: Path, spec: dict, name: str = "campaign.yaml") -> Path:
 
 def control(name: str = "control", **over) -> dict:
     """The pair of known order: a clean recipe against the same recipe with half its documents shuffled."""
-    spec = {"name": name, "recipes": {"clean": SHAKESPEARE, "half-shuffled": SHUFFLED}, "seeds": 3,
-            "budgets": [12_000, 24_000, 48_000], "probe": {"batch_size": 16, "evals": 4, "eval_sequences": 24},
-            "data": {"max_chars_per_source": 300_000}}
+    spec = {
+        "name": name,
+        "recipes": {"clean": SHAKESPEARE, "half-shuffled": SHUFFLED},
+        "seeds": 3,
+        "budgets": [12_000, 24_000, 48_000],
+        "probe": {"batch_size": 16, "evals": 4, "eval_sequences": 24},
+        "data": {"max_chars_per_source": 300_000},
+    }
     return {**spec, **over}
 
 
@@ -85,8 +94,10 @@ def test_ranking_marks_ties_and_decision_accuracy_counts_agreeing_pairs():
     assert all(not p["resolved"] for p in out["pairs"] if "c" in (p["a"], p["b"]))
     assert [e["ties"] for e in out["order"]] == [["a", "b"], ["c"], ["c"]]
     assert rank(scores, lower_is_better=False, level=0.9)["order"][0]["recipe"] == "b"
-    acc = decision_accuracy({10: {"a": 1, "b": 2, "c": 3}, 20: {"a": 1, "b": 3, "c": 2}, 40: {"a": 1, "b": 2, "c": 3}},
-                            resolved_at_largest={frozenset("ab")})
+    acc = decision_accuracy(
+        {10: {"a": 1, "b": 2, "c": 3}, 20: {"a": 1, "b": 3, "c": 2}, 40: {"a": 1, "b": 2, "c": 3}},
+        resolved_at_largest={frozenset("ab")},
+    )
     assert acc["10"]["accuracy"] == 1.0 and acc["20"]["accuracy"] == pytest.approx(2 / 3)
     assert acc["20"]["accuracy_resolved"] == 1.0 and acc["20"]["resolved_pairs"] == 1
 
@@ -125,8 +136,14 @@ def test_a_campaign_ranks_real_probes_and_resolves_the_known_pair(tmp_path, cli,
 
 def test_a_failing_probe_is_recorded_and_the_campaign_goes_on(tmp_path, cli, ledger_path):
     broken = {"sources": [{"name": "nowhere", "path": str(tmp_path / "no-such-dir")}]}
-    spec = {"name": "f", "recipes": {"ok": SHAKESPEARE, "broken": broken}, "seeds": [0], "budgets": [4096],
-            "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 100_000}}
+    spec = {
+        "name": "f",
+        "recipes": {"ok": SHAKESPEARE, "broken": broken},
+        "seeds": [0],
+        "budgets": [4096],
+        "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8},
+        "data": {"max_chars_per_source": 100_000},
+    }
     out = cli.json("probe", str(write(tmp_path, spec)), "--workers", "1")
     assert out["run"]["finished"] == ["f/ok/s0/t4096"]
     assert list(out["run"]["failed"]) == ["f/broken/s0/t4096"]
@@ -140,14 +157,25 @@ def test_a_failing_probe_is_recorded_and_the_campaign_goes_on(tmp_path, cli, led
 def test_an_interrupted_campaign_resumes_without_redoing_finished_probes(tmp_path):
     ledger = tmp_path / "c.db"
     seeds = 8  # about 2 s a probe on a quiet machine: the interrupt lands with several still to train
-    spec = {"name": "r", "recipes": {"clean": SHAKESPEARE}, "seeds": seeds, "budgets": [8192],
-            "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 150_000}}
+    spec = {
+        "name": "r",
+        "recipes": {"clean": SHAKESPEARE},
+        "seeds": seeds,
+        "budgets": [8192],
+        "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8},
+        "data": {"max_chars_per_source": 150_000},
+    }
     path = write(tmp_path, spec)
     cmd = [sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "probe", str(path), "--workers", "1", "--json"]
     # SIGINT as a terminal's Ctrl-C finds it: a test run started in the background (`make test-all &`) has it
     # ignored, and a child inherits that, so the campaign would not hear the interrupt at all.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     finished = 0
     deadline = time.monotonic() + 120
     while finished < 1 and time.monotonic() < deadline and proc.poll() is None:
@@ -183,8 +211,14 @@ def test_the_ray_executor_runs_the_same_probes(tmp_path, cli_for, ledger_locatio
     """Ray's workers write into the same ledger: a SQLite file, and a PostgreSQL schema (the team ledger)."""
     pytest.importorskip("ray")
     cli, ledger_path = cli_for(ledger_location), ledger_location
-    spec = {"name": "ray", "recipes": {"clean": SHAKESPEARE}, "seeds": [0, 1], "budgets": [4096],
-            "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8}, "data": {"max_chars_per_source": 100_000}}
+    spec = {
+        "name": "ray",
+        "recipes": {"clean": SHAKESPEARE},
+        "seeds": [0, 1],
+        "budgets": [4096],
+        "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8},
+        "data": {"max_chars_per_source": 100_000},
+    }
     out = cli.json("probe", str(write(tmp_path, spec)), "--executor", "ray", "--workers", "2")
     assert sorted(out["run"]["finished"]) == ["ray/clean/s0/t4096", "ray/clean/s1/t4096"]
     with Ledger(ledger_path, readonly=True) as led:
@@ -207,16 +241,22 @@ def test_a_probe_another_live_process_trains_is_left_to_it(tmp_path):
 
     from yieldgate.probe.campaign import run_probe
 
-    spec = plan(load_campaign(write(tmp_path, {"name": "shared", "recipes": {"clean": SHAKESPEARE}, "seeds": 1,
-                                               "budgets": [8192]})))[0]
+    spec = plan(
+        load_campaign(
+            write(tmp_path, {"name": "shared", "recipes": {"clean": SHAKESPEARE}, "seeds": 1, "budgets": [8192]})
+        )
+    )[0]
     ledger = tmp_path / "c.db"
     with Ledger(ledger) as led:
         led.create_run(spec.run, source="probe")
         led.set_meta(spec.run, "probe", spec.meta())
         led.append_steps(spec.run, [{"step": 1, "tokens": 512.0}, {"step": 2, "tokens": 1024.0}])
     with sqlite3.connect(ledger) as db:  # the other command's worker, on another node, heard from just now
-        db.execute("UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, owner_started = 1.0, heartbeat_at = ? "
-                   "WHERE name = ?", (time.time(), spec.run))
+        db.execute(
+            "UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, owner_started = 1.0, heartbeat_at = ? "
+            "WHERE name = ?",
+            (time.time(), spec.run),
+        )
     result = run_probe(spec, str(ledger))
     assert result["status"] == "skipped" and "host node-7, pid 4242" in result["reason"], result
     with Ledger(ledger, readonly=True) as led:
@@ -235,13 +275,20 @@ def test_a_wsd_probe_separates_the_stable_phase_yield_from_the_cooldown_gain():
     loss = 4.0 - 0.1 * np.arange(11)
     loss[9:] -= [0.2, 0.4]  # the cooldown (from 8e8 tokens) buys 0.4 more than the stable trend
     evals = pd.DataFrame({"step": np.arange(11) * 10, "tokens": tokens, "task": "val", "metric": "loss", "value": loss})
-    steps = pd.DataFrame({"step": np.arange(0, 101), "tokens": np.arange(0, 101) * 1e7,
-                          "lr": np.r_[np.full(81, 1e-3), np.linspace(0.85e-3, 1e-4, 20)]})
+    steps = pd.DataFrame(
+        {
+            "step": np.arange(0, 101),
+            "tokens": np.arange(0, 101) * 1e7,
+            "lr": np.r_[np.full(81, 1e-3), np.linspace(0.85e-3, 1e-4, 20)],
+        }
+    )
     scores = probe_scores(evals, None, steps)
     assert scores[YIELD] == pytest.approx((loss[5] - loss[10]) / 5e8 * 1e9)
     # the decay starts at step 81 (tokens 8.1e8): the stable phase's second half is 4.05e8 to 8.1e8
     at = lambda t: np.interp(t, tokens, loss)  # noqa: E731
-    assert scores[STABLE_YIELD] == pytest.approx((at(4.05e8) - at(8.1e8)) / 4.05e8 * 1e9) == pytest.approx(0.425 / 0.405)
+    assert (
+        scores[STABLE_YIELD] == pytest.approx((at(4.05e8) - at(8.1e8)) / 4.05e8 * 1e9) == pytest.approx(0.425 / 0.405)
+    )
     assert scores[COOLDOWN_GAIN] == pytest.approx(at(8.1e8) - loss[10]) == pytest.approx(0.57)
     assert scores[YIELD] > scores[STABLE_YIELD]  # the second half's yield counts the cooldown's gain as data
     constant = steps.assign(lr=1e-3)

@@ -17,14 +17,28 @@ from yieldgate.ledger import Ledger
 
 pytestmark = pytest.mark.slow  # real trainings: `make test-all`
 
-CLEAN = {"sources": [{"name": "shakespeare-modern"}], "tokenizer": {"name": "bpe-512", "vocab_size": 512},
-         "filters": [{"kind": "min_chars", "params": {"min": 200}}], "dedup": {"kind": "exact"}}
-SIZES = [{"layers": 1, "width": 16, "heads": 2}, {"layers": 1, "width": 32, "heads": 4},
-         {"layers": 2, "width": 48, "heads": 4}, {"layers": 3, "width": 64, "heads": 4}]
-POLICY = {"name": "sizes", "version": 1, "requirements": {"min_yield_per_btok": 100, "max_epochs": 4},
-          "stages": [{"name": "probe", "tokens": 200_000, "compute_share": 0.05},
-                     {"name": "pilot", "tokens": 2_000_000, "compute_share": 0.15},
-                     {"name": "full", "tokens": 20_000_000, "compute_share": 0.8}]}
+CLEAN = {
+    "sources": [{"name": "shakespeare-modern"}],
+    "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+    "filters": [{"kind": "min_chars", "params": {"min": 200}}],
+    "dedup": {"kind": "exact"},
+}
+SIZES = [
+    {"layers": 1, "width": 16, "heads": 2},
+    {"layers": 1, "width": 32, "heads": 4},
+    {"layers": 2, "width": 48, "heads": 4},
+    {"layers": 3, "width": 64, "heads": 4},
+]
+POLICY = {
+    "name": "sizes",
+    "version": 1,
+    "requirements": {"min_yield_per_btok": 100, "max_epochs": 4},
+    "stages": [
+        {"name": "probe", "tokens": 200_000, "compute_share": 0.05},
+        {"name": "pilot", "tokens": 2_000_000, "compute_share": 0.15},
+        {"name": "full", "tokens": 20_000_000, "compute_share": 0.8},
+    ],
+}
 
 
 def write(path: Path, spec: dict) -> Path:
@@ -40,8 +54,15 @@ def sizes(tmp_path_factory) -> Path:
     from yieldgate.cli import app
 
     root = tmp_path_factory.mktemp("sizes")
-    spec = {"name": "sizes", "recipes": {"clean": CLEAN}, "seeds": 2, "budgets": [200_000], "models": SIZES,
-            "probe": {"batch_size": 16, "evals": 10, "eval_sequences": 24}, "data": {"max_chars_per_source": 300_000}}
+    spec = {
+        "name": "sizes",
+        "recipes": {"clean": CLEAN},
+        "seeds": 2,
+        "budgets": [200_000],
+        "models": SIZES,
+        "probe": {"batch_size": 16, "evals": 10, "eval_sequences": 24},
+        "data": {"max_chars_per_source": 300_000},
+    }
     ledger = root / "l.db"
     out = CliRunner().invoke(app, ["--ledger", str(ledger), "probe", str(write(root / "c.yaml", spec)), "--json"])
     assert out.exit_code == 0, out.output
@@ -90,9 +111,15 @@ def test_the_campaign_and_plan_show_the_law(sizes, tmp_path, cli_for):
 
 def test_rank_transfer_matches_a_count_from_the_ledger(tmp_path, cli, ledger_path):
     shuffled = lambda share: {**CLEAN, "sources": [{"name": "shakespeare-modern", "shuffled_share": share}]}  # noqa: E731
-    spec = {"name": "transfer", "recipes": {"clean": CLEAN, "quarter": shuffled(0.25), "half": shuffled(0.5)},
-            "seeds": 2, "budgets": [48_000], "models": [SIZES[0], SIZES[2]],
-            "probe": {"batch_size": 16, "evals": 4, "eval_sequences": 24}, "data": {"max_chars_per_source": 300_000}}
+    spec = {
+        "name": "transfer",
+        "recipes": {"clean": CLEAN, "quarter": shuffled(0.25), "half": shuffled(0.5)},
+        "seeds": 2,
+        "budgets": [48_000],
+        "models": [SIZES[0], SIZES[2]],
+        "probe": {"batch_size": 16, "evals": 4, "eval_sequences": 24},
+        "data": {"max_chars_per_source": 300_000},
+    }
     out = cli.json("probe", str(write(tmp_path / "t.yaml", spec)), "--workers", "2")
     assert not out["run"]["failed"]
     summary = out["summary"]

@@ -46,8 +46,11 @@ def _writer(w: int, ledger: str, log_path: str, go) -> None:
     for tr in trackers:
         tr.close()
         stats.append(tr.stats)
-    print("stats", json.dumps([{k: s[k] for k in ("faults", "dropped_rows", "spilled_rows")} for s in stats]),
-          file=sys.stderr)
+    print(
+        "stats",
+        json.dumps([{k: s[k] for k in ("faults", "dropped_rows", "spilled_rows")} for s in stats]),
+        file=sys.stderr,
+    )
 
 
 def test_four_processes_write_eight_runs_while_compare_reads(tmp_path):
@@ -61,15 +64,23 @@ def test_four_processes_write_eight_runs_while_compare_reads(tmp_path):
     go.set()  # all four open the (not yet existing) ledger together: its creation races too
     reads = []
     while any(p.is_alive() for p in procs) or not reads:
-        proc = subprocess.run([sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "compare", "w*-a", "w*-b",
-                               "--json"], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "compare", "w*-a", "w*-b", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         reads.append((proc.returncode, proc.stderr))
     for p in procs:
         p.join(timeout=60)
     assert len(reads) >= 3, reads  # the reader read while the writers wrote
     # and once more after the last writer closed: the writers may all finish before a read finds both sides
-    proc = subprocess.run([sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "compare", "w*-a", "w*-b",
-                           "--json"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "yieldgate", "--ledger", str(ledger), "compare", "w*-a", "w*-b", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     reads.append((proc.returncode, proc.stderr))
     assert [p.exitcode for p in procs] == [0] * WRITERS
 
@@ -100,7 +111,9 @@ def test_four_processes_write_eight_runs_while_compare_reads(tmp_path):
             assert led.run_info(run)["status"] == "finished"
             lost += STEPS - len(set(steps)) + STEPS // EVAL_EVERY - evals["step"].nunique()
             duplicated += len(steps) - len(set(steps)) + len(evals) - evals["step"].nunique()
-    check(f"{WRITERS} processes writing {len(RUNS)} runs to one ledger while `yieldgate compare` reads it",
-          f"every step and eval stored once ({duplicated} duplicated); compare exits 0 from the runs' first evals "
-          "on (before: exit 2, one line: no such run yet, or too few evals); no \"database is locked\" anywhere",
-          str(lost))
+    check(
+        f"{WRITERS} processes writing {len(RUNS)} runs to one ledger while `yieldgate compare` reads it",
+        f"every step and eval stored once ({duplicated} duplicated); compare exits 0 from the runs' first evals "
+        'on (before: exit 2, one line: no such run yet, or too few evals); no "database is locked" anywhere',
+        str(lost),
+    )

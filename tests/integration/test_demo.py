@@ -1,4 +1,5 @@
-"""`yieldgate demo --quick`: real trainings, a campaign and a gate decision, and what it prints comes from the ledger."""
+"""`yieldgate demo --quick`: real trainings, a campaign and a gate decision, and what it prints comes from the
+ledger."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def test_quick_demo_records_runs_yields_decision_accuracy_and_a_decision(ledger_
         a, b = (led.manifest(f"demo/pipeline-{x}/s0") for x in "ab")
         assert a.data.dedup.kind == "near" and b.data.dedup.kind == "none" and b.optimisation.batch_size == 4 * 16
         # B keeps the Folio near-duplicates that A's dedup removed (in bytes: each trains its own tokenizer).
-        kept_a, kept_b = (sum(s.unique_tokens for s in m.data.sources) * m.data.tokenizer.bytes_per_token for m in (a, b))
+        kept_a, kept_b = (
+            sum(s.unique_tokens for s in m.data.sources) * m.data.tokenizer.bytes_per_token for m in (a, b)
+        )
         assert kept_b > 1.2 * kept_a
         summary = led.campaign("demo-mix")["summary"]
         assert set(summary["decision_accuracy"]) == {"15000", "30000"}

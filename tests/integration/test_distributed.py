@@ -14,12 +14,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from tests.support.helpers import CFG, batch, stdlib_corpus
 from tests.support.reliability import check
 from yieldgate.ledger import Ledger
 from yieldgate.probe.model import GPT
 from yieldgate.track import Tracker, TrackerConfig
-
-from tests.support.helpers import CFG, batch, stdlib_corpus
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
@@ -28,15 +27,17 @@ SEQS = {0: 8, 1: 4}  # uneven ranks: counted as they are, not as rank 0 x world 
 
 def _worker(rank: int, init_file: str, ledger: str, steps: int, die_at: int | None) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=timedelta(seconds=15))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=15)
+    )
     text, _, _ = stdlib_corpus(300_000)
     torch.manual_seed(0)
     model = DistributedDataParallel(GPT(CFG))
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     rng = np.random.default_rng(rank)
-    with Tracker("ddp", ledger=ledger, model=model, optimizer=opt, signals="full",
-                 config=TrackerConfig(dist_timeout_s=15)) as tr:
+    with Tracker(
+        "ddp", ledger=ledger, model=model, optimizer=opt, signals="full", config=TrackerConfig(dist_timeout_s=15)
+    ) as tr:
         for step in range(steps):
             if rank == 1 and step == die_at:
                 os._exit(3)  # the rank dies without a word
@@ -53,8 +54,10 @@ def _worker(rank: int, init_file: str, ledger: str, steps: int, die_at: int | No
 
 def _run(tmp_path: Path, steps: int, die_at: int | None) -> list[int | None]:
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(r, str(tmp_path / "init"), str(tmp_path / "d.db"), steps, die_at))
-             for r in range(2)]
+    procs = [
+        ctx.Process(target=_worker, args=(r, str(tmp_path / "init"), str(tmp_path / "d.db"), steps, die_at))
+        for r in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -98,5 +101,9 @@ def test_a_dead_rank_is_reported_not_waited_on(tmp_path):
     assert 10 <= fault.start_step <= 13
     # Both ranks completed steps 1..12 before rank 1 died; rank 0 keeps what it reduced across ranks.
     assert 12 - stored <= 2
-    check("DDP with 2 ranks, rank 1 dies mid-run (gloo)", "rank 0's next collective fails within the timeout "
-          "instead of hanging; rank 0 marks the run `failed` and keeps the error as a `fault` event", "≤ 2 of the 12 steps both ranks completed")
+    check(
+        "DDP with 2 ranks, rank 1 dies mid-run (gloo)",
+        "rank 0's next collective fails within the timeout "
+        "instead of hanging; rank 0 marks the run `failed` and keeps the error as a `fault` event",
+        "≤ 2 of the 12 steps both ranks completed",
+    )

@@ -16,6 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support import gate_cases as bench
 from yieldgate.analysis.diagnose import diagnose
 from yieldgate.errors import InputError
 from yieldgate.gate.gate import gate, record
@@ -25,11 +26,10 @@ from yieldgate.probe.trainer import train_probe
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
-from tests.support import gate_cases as bench
-
 POLICY_FILE = bench.POLICY
 CLEAN = "camp/two/s[012]/t150000"
 """The clean seed group: three seeds of the two-source recipe at the `probe` stage (150k tokens)."""
+
 
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory) -> Path:
@@ -40,14 +40,20 @@ def probes(tmp_path_factory) -> Path:
     db = str(tmp_path_factory.mktemp("gate") / "probes.db")
     two, one = bench.resolve_recipe(bench.TWO), bench.resolve_recipe(bench.ONE)
     runs = []
-    for seed, tokens in [(0, 150_000), (1, 150_000), (2, 150_000), (0, 50_000), (1, 50_000), (0, 100_000),
-                         (1, 100_000)]:
+    for seed, tokens in [
+        (0, 150_000),
+        (1, 150_000),
+        (2, 150_000),
+        (0, 50_000),
+        (1, 50_000),
+        (0, 100_000),
+        (1, 100_000),
+    ]:
         run = f"camp/two/s{seed}/t{tokens}"
         train_probe(two, bench.probe_config(seed, tokens), run=run, ledger=db)
         runs.append((run, seed, tokens))
     for seed in range(3):
-        train_probe(one, bench.probe_config(seed, repeat_source=("milton", 40.0)), run=f"repeat40/s{seed}",
-                    ledger=db)
+        train_probe(one, bench.probe_config(seed, repeat_source=("milton", 40.0)), run=f"repeat40/s{seed}", ledger=db)
     for seed in range(3):  # the recipe with Milton cut to what one probe passes once: a scarce source
         train_probe(two, bench.probe_config(seed, repeat_source=("milton", 1.0)), run=f"scarce/s{seed}", ledger=db)
     for seed in range(2):
@@ -57,14 +63,17 @@ def probes(tmp_path_factory) -> Path:
         train_probe(two, bench.probe_config(seed, nan_at_step=100), run=f"nan/s{seed}", ledger=db)
     for seed in range(2):  # a 2-wide model at a constant LR: it learns all it can by step ~50, then stalls
         train_probe(two, bench.stall_config(seed), run=f"stall/s{seed}", ledger=db)
-    mixed = bench.resolve_recipe({**bench.TWO, "sources": [{"name": "shakespeare-modern", "weight": 0.4},
-                                                           {"name": "milton", "weight": 0.6}]})
+    mixed = bench.resolve_recipe(
+        {**bench.TWO, "sources": [{"name": "shakespeare-modern", "weight": 0.4}, {"name": "milton", "weight": 0.6}]}
+    )
     train_probe(mixed, bench.probe_config(3), run="mixed/s3", ledger=db)
     with Ledger(db) as led:
         for run, seed, tokens in runs:
-            led.set_meta(run, "probe", {"campaign": "camp", "recipe": "two", "recipe_hash": "h", "seed": seed,
-                                        "tokens": tokens})
+            led.set_meta(
+                run, "probe", {"campaign": "camp", "recipe": "two", "recipe_hash": "h", "seed": seed, "tokens": tokens}
+            )
         moved = led.manifest("newhw/s3")
+        assert moved is not None and moved.hardware is not None
         moved.hardware.device_kind = "cpu-next"
         moved.library_versions["torch"] = "9.9"
         led.set_manifest("newhw/s3", moved)
@@ -99,28 +108,43 @@ def _variant(**changes) -> Policy:
 # -- the policy model --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, tokens: 20, "
-     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1, min_seed: 3}\n",
-     "requirements.min_seed: unknown field"),
-    ("name: p\nversion: 1\nstages: [{name: a, tokens: 20, compute_share: 0.1}, {name: b, tokens: 10, "
-     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
-     "stages must be in strictly increasing tokens, got [20, 10]"),
-    ("name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.6}, {name: b, tokens: 20, "
-     "compute_share: 0.6}]\nrequirements: {min_yield_per_btok: 1}\n",
-     "stage compute shares add up to 1.2, more than 1"),
-    ("name: p\nversion: 1\nstages: [{name: a, tokens: -5, compute_share: 0.1}, {name: b, tokens: 20, "
-     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
-     "stages[0].tokens: must be > 0, got -5"),
-    ("name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, tokens: 20, "
-     "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1, blocking_causes: [cosmic_rays]}\n",
-     "requirements.blocking_causes: unknown cause 'cosmic_rays'"),
-    ("name: p\nversion: 1\nprimary: throughput\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, "
-     "tokens: 20, compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
-     "primary: throughput needs an exception"),
-    ("name: p\nstages: [oops\n", "malformed YAML"),
-    ("", "empty; expected a mapping"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, tokens: 20, "
+            "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1, min_seed: 3}\n",
+            "requirements.min_seed: unknown field",
+        ),
+        (
+            "name: p\nversion: 1\nstages: [{name: a, tokens: 20, compute_share: 0.1}, {name: b, tokens: 10, "
+            "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
+            "stages must be in strictly increasing tokens, got [20, 10]",
+        ),
+        (
+            "name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.6}, {name: b, tokens: 20, "
+            "compute_share: 0.6}]\nrequirements: {min_yield_per_btok: 1}\n",
+            "stage compute shares add up to 1.2, more than 1",
+        ),
+        (
+            "name: p\nversion: 1\nstages: [{name: a, tokens: -5, compute_share: 0.1}, {name: b, tokens: 20, "
+            "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
+            "stages[0].tokens: must be > 0, got -5",
+        ),
+        (
+            "name: p\nversion: 1\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, tokens: 20, "
+            "compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1, blocking_causes: [cosmic_rays]}\n",
+            "requirements.blocking_causes: unknown cause 'cosmic_rays'",
+        ),
+        (
+            "name: p\nversion: 1\nprimary: throughput\nstages: [{name: a, tokens: 10, compute_share: 0.1}, {name: b, "
+            "tokens: 20, compute_share: 0.2}]\nrequirements: {min_yield_per_btok: 1}\n",
+            "primary: throughput needs an exception",
+        ),
+        ("name: p\nstages: [oops\n", "malformed YAML"),
+        ("", "empty; expected a mapping"),
+    ],
+)
 def test_a_bad_policy_is_one_line_naming_the_field(tmp_path, text, message):
     path = tmp_path / "policy.yaml"
     path.write_text(text)
@@ -141,18 +165,33 @@ def test_the_example_policy_loads_and_its_hash_ignores_comments_and_key_order(po
 
 _stage_lists = st.lists(st.integers(1, 10**9), min_size=2, max_size=5, unique=True).flatmap(
     lambda tokens: st.lists(st.floats(0.001, 1 / len(tokens)), min_size=len(tokens), max_size=len(tokens)).map(
-        lambda shares: [{"name": f"s{i}", "tokens": t, "compute_share": c}
-                        for i, (t, c) in enumerate(zip(tokens, shares, strict=True))]))
+        lambda shares: [
+            {"name": f"s{i}", "tokens": t, "compute_share": c}
+            for i, (t, c) in enumerate(zip(tokens, shares, strict=True))
+        ]
+    )
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(stages=_stage_lists, threshold=st.floats(1e-6, 1e6), seeds=st.integers(1, 20),
-       share=st.floats(0, 1), level=st.floats(0.5, 0.99),
-       version=st.one_of(st.integers(0, 99), st.text("abc.1", min_size=1)))
-def test_valid_policies_round_trip_with_a_stable_hash_and_stages_in_token_order(stages, threshold, seeds, share, level,
-                                                                                 version):
-    data = {"name": "p", "version": version, "exploration_share": share, "stages": stages,
-            "requirements": {"min_yield_per_btok": threshold, "min_seeds": seeds, "level": level}}
+@given(
+    stages=_stage_lists,
+    threshold=st.floats(1e-6, 1e6),
+    seeds=st.integers(1, 20),
+    share=st.floats(0, 1),
+    level=st.floats(0.5, 0.99),
+    version=st.one_of(st.integers(0, 99), st.text("abc.1", min_size=1)),
+)
+def test_valid_policies_round_trip_with_a_stable_hash_and_stages_in_token_order(
+    stages, threshold, seeds, share, level, version
+):
+    data = {
+        "name": "p",
+        "version": version,
+        "exploration_share": share,
+        "stages": stages,
+        "requirements": {"min_yield_per_btok": threshold, "min_seeds": seeds, "level": level},
+    }
     in_order = sorted(stages, key=lambda s: s["tokens"])
     if stages != in_order:
         with pytest.raises(InputError, match="strictly increasing tokens"):
@@ -171,11 +210,15 @@ def test_valid_policies_round_trip_with_a_stable_hash_and_stages_in_token_order(
 def decided(probes, policy) -> dict:
     """The read-only decisions several tests look at, each made once."""
     with Ledger(probes, readonly=True) as led:
-        return {"clean": gate(led, CLEAN, policy), "repeat40": gate(led, "repeat40/s*", policy),
-                "single": gate(led, "camp/two/s0/t150000", policy),
-                "campaign": gate(led, "camp/two", _variant(min_seeds=2)),  # a campaign recipe: camp/two/*
-                "newhw": gate(led, "newhw/s3", _hardware_policy()), "mixed": gate(led, "mixed/s3", _hardware_policy()),
-                "lr30": gate(led, "lr30/s0", _hardware_policy())}
+        return {
+            "clean": gate(led, CLEAN, policy),
+            "repeat40": gate(led, "repeat40/s*", policy),
+            "single": gate(led, "camp/two/s0/t150000", policy),
+            "campaign": gate(led, "camp/two", _variant(min_seeds=2)),  # a campaign recipe: camp/two/*
+            "newhw": gate(led, "newhw/s3", _hardware_policy()),
+            "mixed": gate(led, "mixed/s3", _hardware_policy()),
+            "lr30": gate(led, "lr30/s0", _hardware_policy()),
+        }
 
 
 def test_reject_a_source_repeated_for_40_epochs(decided, policy):
@@ -203,9 +246,15 @@ def test_approve_a_clean_source_on_three_seeds(decided, policy):
 
 def _supply_policy(max_epochs: float | None) -> Policy:
     """A next stage 40x the probe's budget: Milton (scarce) would be passed 40 times, Shakespeare ~11."""
-    return _variant(stages=[{"name": "probe", "tokens": 150_000, "compute_share": 0.01},
-                            {"name": "pilot", "tokens": 6_000_000, "compute_share": 0.1}],
-                    min_yield_per_btok=1, min_tokens_per_param=0, max_epochs=max_epochs)
+    return _variant(
+        stages=[
+            {"name": "probe", "tokens": 150_000, "compute_share": 0.01},
+            {"name": "pilot", "tokens": 6_000_000, "compute_share": 0.1},
+        ],
+        min_yield_per_btok=1,
+        min_tokens_per_param=0,
+        max_epochs=max_epochs,
+    )
 
 
 def test_a_scarce_source_is_held_before_the_stage_that_would_pass_it_40_times(probes):
@@ -296,8 +345,10 @@ def test_the_noise_band_is_measured_where_learning_is(tmp_path):
     everything = eval_noise(tokens, values)
     assert report.eval_noise == pytest.approx(learning_noise(tokens, values, steps, data.steps)[0])
     assert everything > 3 * report.eval_noise  # step 0 inflated it
-    old = [stats.verdict(stats.evaluation_difference(t.loss_start - t.loss_end, everything, len(values) - 2, 0.9))
-           for t in report.tranches]
+    old = [
+        stats.verdict(stats.evaluation_difference(t.loss_start - t.loss_end, everything, len(values) - 2, 0.9))
+        for t in report.tranches
+    ]
     assert old.count("within noise") >= 7  # what the band said before
     assert sum(bool(t.within_noise) for t in report.tranches) <= 2, [t.band for t in report.tranches]
     assert any("step 0 and warm-up" in n for n in report.notes)
@@ -370,9 +421,15 @@ def test_a_campaign_recipe_at_three_budgets_is_fitted_on_its_final_losses(decide
 
 def test_past_exploration_the_workflow_is_locked_to_the_approved_one(copy):
     # One seed and a low threshold keep this about the lock: `pilot` is past a 5% exploration share.
-    policy = _variant(exploration_share=0.05, min_seeds=1, min_yield_per_btok=50,
-                      stages=[{"name": "probe", "tokens": 150_000, "compute_share": 0.05},
-                              {"name": "pilot", "tokens": 500_000, "compute_share": 0.95}])
+    policy = _variant(
+        exploration_share=0.05,
+        min_seeds=1,
+        min_yield_per_btok=50,
+        stages=[
+            {"name": "probe", "tokens": 150_000, "compute_share": 0.05},
+            {"name": "pilot", "tokens": 500_000, "compute_share": 0.95},
+        ],
+    )
     target = "camp/two/s1/t150000"
     with Ledger(copy) as led:
         first = gate(led, target, policy)
@@ -386,8 +443,10 @@ def test_past_exploration_the_workflow_is_locked_to_the_approved_one(copy):
         led.set_manifest(target, m)
         restored = gate(led, target, policy)
     assert changed.decision == "hold"
-    assert (f"the workflow changed since decision #{approval} approved it (data.sources[milton].weight)"
-            in changed.rationale)
+    assert (
+        f"the workflow changed since decision #{approval} approved it (data.sources[milton].weight)"
+        in changed.rationale
+    )
     assert restored.decision == "approve" and f"decision #{approval} is unchanged" in restored.evidence["locked"]
 
 
@@ -414,25 +473,51 @@ def test_runs_whose_manifests_have_no_data_section_are_gated_without_a_supply(tm
             for seed in range(3):
                 name = f"nodata/t{budget}/s{seed}"
                 led.create_run(name, manifest=parse_manifest(manifest))
-                led.append_steps(name, [{"step": s, "tokens": s * 1000, "loss": 5.0, "wall_s": s * 0.1}
-                                        for s in range(1, budget + 1)])
-                led.append_evals(name, [{"step": s, "tokens": s * 1000, "task": "val", "metric": "loss",
-                                         "value": 2 + 3 * (s * 1000) ** -0.3 + 0.001 * seed}
-                                        for s in range(10, budget + 1, 10)])
+                led.append_steps(
+                    name,
+                    [{"step": s, "tokens": s * 1000, "loss": 5.0, "wall_s": s * 0.1} for s in range(1, budget + 1)],
+                )
+                led.append_evals(
+                    name,
+                    [
+                        {
+                            "step": s,
+                            "tokens": s * 1000,
+                            "task": "val",
+                            "metric": "loss",
+                            "value": 2 + 3 * (s * 1000) ** -0.3 + 0.001 * seed,
+                        }
+                        for s in range(10, budget + 1, 10)
+                    ],
+                )
                 led.set_status(name, "finished")
         d = gate(led, "nodata/*", load_policy(POLICY_FILE))
     assert d.evidence["workflow"] is not None and d.evidence.get("supply", {}).get("discount", 1.0) == 1.0
     assert d.decision == "reject" and "below 250" in d.rationale and "repetition" not in d.rationale
     notes = [c.detail for c in d.checks if c.name == "repetition discount"]
-    assert notes == ([] if data is None else ["unique tokens unknown for web: the forecast yield is not discounted "
-                                              "for repetition (record data.sources[].unique_tokens)"]), notes
+    assert notes == (
+        []
+        if data is None
+        else [
+            "unique tokens unknown for web: the forecast yield is not discounted "
+            "for repetition (record data.sources[].unique_tokens)"
+        ]
+    ), notes
 
 
 def test_no_next_stage_and_unfinished_runs_are_bad_input(copy):
     with Ledger(copy) as led:
         with pytest.raises(InputError, match="reached 150,000 tokens, the last stage 'probe' .* no next stage"):
-            gate(led, CLEAN, _variant(stages=[{"name": "scout", "tokens": 50_000, "compute_share": 0.1},
-                                              {"name": "probe", "tokens": 150_000, "compute_share": 0.9}]))
+            gate(
+                led,
+                CLEAN,
+                _variant(
+                    stages=[
+                        {"name": "scout", "tokens": 50_000, "compute_share": 0.1},
+                        {"name": "probe", "tokens": 150_000, "compute_share": 0.9},
+                    ]
+                ),
+            )
         led.set_status("camp/two/s2/t150000", "killed")
         d = gate(led, CLEAN, _variant(min_seeds=2))
         assert d.evidence["left_out"] == {"camp/two/s2/t150000": "killed"} and d.evidence["seeds"] == 2
@@ -459,8 +544,10 @@ def test_new_hardware_with_the_same_recipe_is_decided_on_throughput(decided):
 def test_a_changed_mixture_ends_the_exception_and_learning_decides(decided):
     d = decided["mixed"]
     assert not d.evidence["exception"]["applies"] and d.axis == "learning"
-    assert "new-hardware exception ended: the manifest differs from the reference beyond hardware: " \
-           "data.sources[milton].weight, data.sources[shakespeare-modern].weight" in d.rationale
+    assert (
+        "new-hardware exception ended: the manifest differs from the reference beyond hardware: "
+        "data.sources[milton].weight, data.sources[shakespeare-modern].weight" in d.rationale
+    )
     assert d.decision == "hold" and "1 seed" in d.rationale
 
 

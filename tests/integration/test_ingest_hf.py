@@ -14,19 +14,32 @@ from yieldgate.ingest import ImportOptions, import_run
 # files in tests/data/real instead (tests/test_real_sources.py).
 pytestmark = pytest.mark.slow
 
+
 @pytest.fixture(scope="module")
 def state_file(tmp_path_factory):
     transformers = pytest.importorskip("transformers")
     tmp = tmp_path_factory.mktemp("hf")
     transformers.set_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64,
-                                                                 n_positions=16))
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=16)
+    )
     g = torch.Generator().manual_seed(0)
     data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 64, (64, 16), generator=g)]
     args = transformers.TrainingArguments(
-        output_dir=str(tmp / "out"), max_steps=6, per_device_train_batch_size=4, logging_steps=2,
-        eval_strategy="steps", eval_steps=3, save_strategy="no", report_to="none", disable_tqdm=True,
-        use_cpu=True, dataloader_num_workers=0, seed=0, include_num_input_tokens_seen=True)
+        output_dir=str(tmp / "out"),
+        max_steps=6,
+        per_device_train_batch_size=4,
+        logging_steps=2,
+        eval_strategy="steps",
+        eval_steps=3,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        dataloader_num_workers=0,
+        seed=0,
+        include_num_input_tokens_seen=True,
+    )
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data, eval_dataset=data[:8])
     trainer.train()
     path = tmp / "trainer_state.json"
@@ -90,8 +103,10 @@ def test_stepless_entries_go_to_the_summary_and_eval_metrics_are_evals(ledger, c
     path = tmp_path / "trainer_state.json"
     path.write_text(json.dumps(state))
     (res,) = import_run(ledger, "hf-trainer", [str(path)], ImportOptions(run="asr"))
-    assert res.warnings == [f"{path}: 2 log_history entries without a step (first: log_history[{len(history) - 2}]) "
-                            "kept in the run's summary, not as rows"]
+    assert res.warnings == [
+        f"{path}: 2 log_history entries without a step (first: log_history[{len(history) - 2}]) "
+        "kept in the run's summary, not as rows"
+    ]
     assert res.mapping["eval_wer"] == "val/wer (eval)" and res.mapping["eval_accuracy"] == "val/acc (eval)"
     assert res.mapping["eval_runtime"].startswith("imported/")
     got = ledger.evals("asr")

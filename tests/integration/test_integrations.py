@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.helpers import stdlib_corpus
 from yieldgate.ledger import Ledger
 from yieldgate.track.integrations import TokenCounter, batch_counts
-
-from tests.support.helpers import stdlib_corpus
 
 pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test-all`
 
@@ -58,8 +57,10 @@ def read_csv_log(path: Path) -> dict[int, dict[str, float]]:
 
 
 def test_importing_yieldgate_imports_no_framework():
-    code = ("import sys, yieldgate, yieldgate.track, yieldgate.track.integrations; "
-            "print(sorted(m for m in ('transformers', 'accelerate', 'lightning', 'pytorch_lightning') if m in sys.modules))")
+    code = (
+        "import sys, yieldgate, yieldgate.track, yieldgate.track.integrations; "
+        "print(sorted(m for m in ('transformers', 'accelerate', 'lightning', 'pytorch_lightning') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -83,8 +84,14 @@ def test_batch_counts_from_shapes_and_masks():
 def test_hf_eval_metric_names():
     from yieldgate.track.integrations.hf import eval_metrics
 
-    single = {"eval_loss": 2.5, "eval_accuracy": 0.4, "eval_runtime": 1.0, "eval_samples_per_second": 9.0,
-              "eval_steps_per_second": 3.0, "epoch": 0.5}
+    single = {
+        "eval_loss": 2.5,
+        "eval_accuracy": 0.4,
+        "eval_runtime": 1.0,
+        "eval_samples_per_second": 9.0,
+        "eval_steps_per_second": 3.0,
+        "epoch": 0.5,
+    }
     assert eval_metrics(single) == {"val/loss": 2.5, "val/accuracy": 0.4}
     per_source = {"eval_code_loss": 2.0, "eval_code_runtime": 1.0, "eval_code_steps_per_second": 1.0, "epoch": 1.0}
     assert eval_metrics(per_source) == {"val/code/loss": 2.0}
@@ -95,10 +102,17 @@ def test_lightning_validation_metric_names():
     from yieldgate.track.integrations.lightning import val_metrics
 
     one = torch.tensor(1.0)
-    metrics = {"val/loss": one, "val_acc": one, "valid_bpb": one, "val/code/loss": one, "train/loss": one,
-               "epoch": one, "value": one, "val_loss/dataloader_idx_1": one}
-    assert set(val_metrics(metrics)) == {"val/loss", "val/acc", "val/bpb", "val/code/loss",
-                                         "val/dataloader_idx_1/loss"}
+    metrics = {
+        "val/loss": one,
+        "val_acc": one,
+        "valid_bpb": one,
+        "val/code/loss": one,
+        "train/loss": one,
+        "epoch": one,
+        "value": one,
+        "val_loss/dataloader_idx_1": one,
+    }
+    assert set(val_metrics(metrics)) == {"val/loss", "val/acc", "val/bpb", "val/code/loss", "val/dataloader_idx_1/loss"}
 
 
 # -- Hugging Face Trainer -----------------------------------------------------------------------------------
@@ -123,22 +137,39 @@ def test_hf_trainer_rows_equal_log_history(corpus, tmp_path, ledger_location):
 
     train, held = corpus
     transformers.set_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=2, n_head=2, n_embd=32, vocab_size=256, n_positions=CONTEXT))
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=256, n_positions=CONTEXT)
+    )
     steps, accumulate, batch = 30, 2, 8
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / "hf"), max_steps=steps, per_device_train_batch_size=batch,
-        gradient_accumulation_steps=accumulate, per_device_eval_batch_size=32, learning_rate=3e-3,
-        lr_scheduler_type="linear", logging_steps=5, eval_strategy="steps", eval_steps=10, save_strategy="no",
-        report_to="none", disable_tqdm=True, use_cpu=True, dataloader_num_workers=0, seed=0,
+        output_dir=str(tmp_path / "hf"),
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accumulate,
+        per_device_eval_batch_size=32,
+        learning_rate=3e-3,
+        lr_scheduler_type="linear",
+        logging_steps=5,
+        eval_strategy="steps",
+        eval_steps=10,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        dataloader_num_workers=0,
+        seed=0,
         # The Trainer's own token count, the reference for ours (it costs a sync per microbatch; ours does not).
-        include_num_input_tokens_seen="non_padding")
+        include_num_input_tokens_seen="non_padding",
+    )
     path = ledger_location  # a SQLite file, and a PostgreSQL schema (the team ledger)
     callback = YieldgateCallback("hf-gpt2", ledger=path)
     trainer = transformers.Trainer(
-        model=model, args=args, callbacks=[callback],
+        model=model,
+        args=args,
+        callbacks=[callback],
         train_dataset=_hf_examples(train, steps * accumulate * batch, seed=0, pad=True),
-        eval_dataset=_hf_examples(held, 32, seed=1, pad=False))
+        eval_dataset=_hf_examples(held, 32, seed=1, pad=False),
+    )
     trainer.train()
     assert callback.tracker.stats["faults"] == 0
 
@@ -207,8 +238,10 @@ def _loaders(corpus, n_train: int, batch: int):
 
     train, held = corpus
     w, v = windows(train, n_train, seed=0), windows(held, 32, seed=1)
-    return (DataLoader(TensorDataset(w[:, :-1], w[:, 1:]), batch_size=batch),
-            DataLoader(TensorDataset(v[:, :-1], v[:, 1:]), batch_size=32))
+    return (
+        DataLoader(TensorDataset(w[:, :-1], w[:, 1:]), batch_size=batch),
+        DataLoader(TensorDataset(v[:, :-1], v[:, 1:]), batch_size=32),
+    )
 
 
 def _lightning_trainer(tmp_path, callback, **kwargs):
@@ -219,10 +252,18 @@ def _lightning_trainer(tmp_path, callback, **kwargs):
     # The framework's own records: loss and val/loss from self.log, lr from LearningRateMonitor, cumulative tokens
     # and samples from ThroughputMonitor (Lightning's own counters), all written by the CSVLogger.
     monitor = ThroughputMonitor(batch_size_fn=lambda b: b[0].shape[0], length_fn=lambda b: b[0].numel())
-    return L.Trainer(accelerator="cpu", devices=1, log_every_n_steps=1, num_sanity_val_steps=0,
-                     enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
-                     logger=CSVLogger(tmp_path, name="csv", version=0),
-                     callbacks=[callback, monitor, LearningRateMonitor(logging_interval="step")], **kwargs)
+    return L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        log_every_n_steps=1,
+        num_sanity_val_steps=0,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        logger=CSVLogger(tmp_path, name="csv", version=0),
+        callbacks=[callback, monitor, LearningRateMonitor(logging_interval="step")],
+        **kwargs,
+    )
 
 
 @pytest.fixture
@@ -280,13 +321,19 @@ def test_lightning_accumulation_records_optimizer_steps(corpus, gpt_cfg, tmp_pat
     steps, accumulate, batch = 6, 2, 8
     path = tmp_path / "acc.db"
     losses: list[torch.Tensor] = []
-    trainer = _lightning_trainer(tmp_path, YieldgateCallback("acc", ledger=path), max_steps=steps,
-                                 accumulate_grad_batches=accumulate, limit_val_batches=0)
+    trainer = _lightning_trainer(
+        tmp_path,
+        YieldgateCallback("acc", ledger=path),
+        max_steps=steps,
+        accumulate_grad_batches=accumulate,
+        limit_val_batches=0,
+    )
     trainer.fit(_lightning_module(gpt_cfg, record=losses), _loaders(corpus, steps * accumulate * batch, batch)[0])
 
     assert trainer.global_step == steps and len(losses) == steps * accumulate
-    logged = {s + 1: r for s, r in read_csv_log(Path(trainer.logger.log_dir) / "metrics.csv").items()
-              if "train/lengths" in r}
+    logged = {
+        s + 1: r for s, r in read_csv_log(Path(trainer.logger.log_dir) / "metrics.csv").items() if "train/lengths" in r
+    }
     with Ledger(path, readonly=True) as led:
         rows = led.steps("acc").set_index("step")
     assert rows.index.tolist() == list(range(1, steps + 1))
@@ -303,8 +350,7 @@ def test_lightning_failure_marks_the_run_failed(corpus, gpt_cfg, tmp_path):
     from yieldgate.track.integrations.lightning import YieldgateCallback
 
     path = tmp_path / "f.db"
-    trainer = _lightning_trainer(tmp_path, YieldgateCallback("fails", ledger=path), max_steps=20,
-                                 limit_val_batches=0)
+    trainer = _lightning_trainer(tmp_path, YieldgateCallback("fails", ledger=path), max_steps=20, limit_val_batches=0)
     with pytest.raises(RuntimeError, match="a failure inside training"):
         trainer.fit(_lightning_module(gpt_cfg, fail_at=5), _loaders(corpus, 160, 8)[0])
     with Ledger(path, readonly=True) as led:
@@ -330,9 +376,15 @@ def test_one_callback_serves_pytorch_lightning_too(corpus, gpt_cfg, tmp_path):
             return torch.optim.SGD(self.parameters(), lr=1e-2)
 
     path = tmp_path / "pl.db"
-    trainer = pl.Trainer(accelerator="cpu", max_steps=3, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, enable_checkpointing=False,
-                         callbacks=[YieldgateCallback("pl", ledger=path)])
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_steps=3,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        callbacks=[YieldgateCallback("pl", ledger=path)],
+    )
     trainer.fit(Module(), _loaders(corpus, 24, 8)[0])
     with Ledger(path, readonly=True) as led:
         assert led.run_info("pl")["status"] == "finished"

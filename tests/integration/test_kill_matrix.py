@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.reliability import check
 from tests.integration.test_reliability import child, completed, printed, stored_steps
+from tests.support.reliability import check
 from yieldgate.ledger import Ledger
 
 pytestmark = pytest.mark.slow  # processes killed mid-run
@@ -48,6 +48,7 @@ def wait_for_side(proc: subprocess.Popen, side: Path, n: int, timeout: float = 1
     deadline = time.time() + timeout
     while not (side.exists() and len(completed(side)) >= n):
         if proc.poll() is not None:
+            assert proc.stderr is not None
             raise AssertionError(proc.stderr.read())
         assert time.time() < deadline, f"{len(completed(side)) if side.exists() else 0} steps after {timeout} s"
         time.sleep(0.05)
@@ -78,7 +79,8 @@ def lost(done: dict[int, float], stored: list[int], killed_at: float) -> int:
     assert set(stored) <= set(done) | {max(done) + 1}, sorted(set(stored) - set(done))[:10]
     oldest = min((done[s] for s in missing), default=killed_at)
     assert killed_at - oldest <= BOUND_S, (
-        f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest:.2f} s before the kill")
+        f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest:.2f} s before the kill"
+    )
     return len(missing)
 
 
@@ -100,9 +102,11 @@ def test_locked_by_another_process_then_sigkill(tmp_path):
     assert list(tmp_path.glob("yieldgate-spill-child-*.db")), "the rows taken during the lock went to no spill file"
     n = lost(done, stored_with_spills(path, [tmp_path]), killed_at)
     print(f"{n} of {len(done)} steps lost")
-    check("kill matrix: ledger locked by another process, then SIGKILL",
-          "ledger plus the spill file (`yieldgate merge`) hold every step but the last flush interval's; none twice",
-          f"≤ {BOUND_S:g} s of steps")
+    check(
+        "kill matrix: ledger locked by another process, then SIGKILL",
+        "ledger plus the spill file (`yieldgate merge`) hold every step but the last flush interval's; none twice",
+        f"≤ {BOUND_S:g} s of steps",
+    )
 
 
 def test_read_only_ledger_then_sigkill(tmp_path, monkeypatch):
@@ -120,9 +124,11 @@ def test_read_only_ledger_then_sigkill(tmp_path, monkeypatch):
     assert len(list(tmp_path.glob("yieldgate-spill-child-*.db"))) == 1  # named by run, host and pid, in TMPDIR
     n = lost(done, stored_with_spills(tmp_path / "merged.db", [tmp_path]), killed_at)
     print(f"{n} of {len(done)} steps lost")
-    check("kill matrix: ledger read-only, then SIGKILL",
-          "every step goes to the spill file (synced); merged, it holds all but the last flush interval's",
-          f"≤ {BOUND_S:g} s of steps")
+    check(
+        "kill matrix: ledger read-only, then SIGKILL",
+        "every step goes to the spill file (synced); merged, it holds all but the last flush interval's",
+        f"≤ {BOUND_S:g} s of steps",
+    )
 
 
 def test_resumed_from_an_older_checkpoint_after_sigkill_then_sigkill_again(tmp_path):
@@ -135,8 +141,10 @@ def test_resumed_from_an_older_checkpoint_after_sigkill_then_sigkill_again(tmp_p
         if proc.poll() is None:
             proc.kill()
     # The job restarts from its checkpoint of step 200, older than the ledger's last row, and is killed again.
-    resumed = ('Tracker("child", ledger=ledger, resume=True, takeover=True, step=200, tokens=200 * 128, samples=200, '
-               'config=TrackerConfig(log_every_steps=10, flush_every_s=0.5))')
+    resumed = (
+        'Tracker("child", ledger=ledger, resume=True, takeover=True, step=200, tokens=200 * 128, samples=200, '
+        "config=TrackerConfig(log_every_steps=10, flush_every_s=0.5))"
+    )
     proc = child(tmp_path, path, 1_000_000, setup=side_file(second, offset=200), each=EACH, tracker=resumed)
     try:
         wait_for_side(proc, second, 300)
@@ -154,9 +162,12 @@ def test_resumed_from_an_older_checkpoint_after_sigkill_then_sigkill_again(tmp_p
     assert (steps["tokens"] == steps["step"] * 128).all(), "tokens at equal steps moved after the resume"
     assert event["resume"]["step"] == 200 and superseded.min() == 201 and event["old"]["step"] > 200, event
     print(f"{n} of {len(done)} steps lost")
-    check("kill matrix: SIGKILL, resumed from a checkpoint older than the ledger's last row, SIGKILL again",
-          "the rows after the checkpoint are set apart (a `resume` event); tokens at each step are the checkpoint's "
-          "count plus the steps since; only the last flush interval's steps missing", f"≤ {BOUND_S:g} s of steps")
+    check(
+        "kill matrix: SIGKILL, resumed from a checkpoint older than the ledger's last row, SIGKILL again",
+        "the rows after the checkpoint are set apart (a `resume` event); tokens at each step are the checkpoint's "
+        "count plus the steps since; only the last flush interval's steps missing",
+        f"≤ {BOUND_S:g} s of steps",
+    )
 
 
 def test_two_writers_start_one_run_at_once_then_sigkill(tmp_path):
@@ -164,20 +175,33 @@ def test_two_writers_start_one_run_at_once_then_sigkill(tmp_path):
     sides = [tmp_path / "a.txt", tmp_path / "b.txt"]
     for name in ("a", "b"):
         (tmp_path / name).mkdir()  # each child's script in its own folder
-    procs = [child(tmp_path / name, path, 1_000_000, setup=side_file(side), each=EACH)
-             for name, side in zip(("a", "b"), sides)]
+    procs = [
+        child(tmp_path / name, path, 1_000_000, setup=side_file(side), each=EACH)
+        for name, side in zip(("a", "b"), sides, strict=True)
+    ]
     try:
         deadline = time.time() + 120
-        started = lambda s: s.exists() and len(completed(s)) >= 200
+
+        def started(s: Path) -> bool:
+            return s.exists() and len(completed(s)) >= 200
+
         while sum(p.poll() is None for p in procs) > 1 or not any(started(s) for s in sides):
             assert time.time() < deadline and any(p.poll() is None for p in procs), [p.stderr.read() for p in procs]
             time.sleep(0.05)
         (writer,) = [i for i, p in enumerate(procs) if p.poll() is None]
         refused = procs[1 - writer].stderr.read()
         # A third process resuming the run while its writer is alive is refused too.
-        again = subprocess.run([sys.executable, "-c", ("from yieldgate.track.tracker import Tracker\n"
-                                                      f"Tracker('child', ledger={str(path)!r}, resume=True)")],
-                               capture_output=True, text=True, timeout=120, check=False)
+        again = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                (f"from yieldgate.track.tracker import Tracker\nTracker('child', ledger={str(path)!r}, resume=True)"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         killed_at = kill(procs[writer])
     finally:
         for p in procs:
@@ -189,9 +213,12 @@ def test_two_writers_start_one_run_at_once_then_sigkill(tmp_path):
     done = completed(sides[writer])
     n = lost(done, stored_with_spills(path, [tmp_path]), killed_at)
     print(f"{n} of {len(done)} steps lost")
-    check("kill matrix: two processes start one run at once (a third resumes it while it trains), then SIGKILL",
-          "one writer claims the run; the others are refused before their first step (`RunInUse`, or the run "
-          "exists); no row spliced in", f"≤ {BOUND_S:g} s of steps")
+    check(
+        "kill matrix: two processes start one run at once (a third resumes it while it trains), then SIGKILL",
+        "one writer claims the run; the others are refused before their first step (`RunInUse`, or the run "
+        "exists); no row spliced in",
+        f"≤ {BOUND_S:g} s of steps",
+    )
 
 
 # -- SIGTERM: the handler flushes everything, even when it arrives mid-packet or mid-close -------------------
@@ -216,8 +243,11 @@ def test_sigterm_inside_a_packet_or_the_final_flush_loses_nothing(tmp_path, insi
     path = tmp_path / "t.db"
     # `submit`: the packet's rows have left the Tracker and are not yet in the writer's inbox. `close`: the
     # loop ended and close() is flushing.
-    setup = SIGTERM_INSIDE.format(method="submit", at=30) if inside == "shipping a packet" else \
-        SIGTERM_INSIDE.format(method="close", at=1)
+    setup = (
+        SIGTERM_INSIDE.format(method="submit", at=30)
+        if inside == "shipping a packet"
+        else SIGTERM_INSIDE.format(method="close", at=1)
+    )
     proc = child(tmp_path, path, 400, close=True, setup=setup)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGTERM, err  # it still ends as SIGTERM ends it
@@ -226,10 +256,16 @@ def test_sigterm_inside_a_packet_or_the_final_flush_loses_nothing(tmp_path, insi
     assert set(done) <= stored and stored <= set(done) | {max(done) + 1}, sorted(set(done) - stored)[:20]
     assert status == ("killed" if inside == "shipping a packet" else "finished"), status
     if inside == "shipping a packet":
-        check("SIGTERM arrives while the Tracker ships a packet (its rows out of the Tracker, not yet in the writer)",
-              "the handler holds it until the packet is in the writer's inbox, then flushes: every step stored, run "
-              "`killed`, the process ends by SIGTERM", "0")
+        check(
+            "SIGTERM arrives while the Tracker ships a packet (its rows out of the Tracker, not yet in the writer)",
+            "the handler holds it until the packet is in the writer's inbox, then flushes: every step stored, run "
+            "`killed`, the process ends by SIGTERM",
+            "0",
+        )
     else:
-        check("SIGTERM arrives during the Tracker's final flush (close)",
-              "the handler holds it until the close has flushed: every step stored, run `finished`, the process "
-              "ends by SIGTERM", "0")
+        check(
+            "SIGTERM arrives during the Tracker's final flush (close)",
+            "the handler holds it until the close has flushed: every step stored, run `finished`, the process "
+            "ends by SIGTERM",
+            "0",
+        )

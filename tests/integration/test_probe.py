@@ -77,7 +77,7 @@ def test_a_probe_records_steps_sources_evals_manifest_and_signals(data, tmp_path
     keys = set(extras["key"])
     assert {"tokens/shakespeare-modern", "tokens/shakespeare-folio", "tokens/milton"} <= keys
     assert {"signals/gns", "stream/repeat_rate", "signals/update_ratio/blocks.0.qkv"} <= keys
-    got = {f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"])}
+    got = {f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True)}
     assert set(manifest.evals.tasks) == got
     assert {"hard/rare/bpb", "hard/folio/bpb", "val/milton/acc", "val/shakespeare-folio/bpb"} <= got
     assert evals["portfolio"].unique().tolist() == ["probe"]

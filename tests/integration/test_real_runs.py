@@ -21,9 +21,12 @@ pytestmark = pytest.mark.slow  # real trainings, probes or processes: `make test
 
 ROOT = Path(__file__).parents[1] / "data" / "real"
 # What a user adds on the command line, by file: only what the file cannot say.
-EXTRA_ARGS = {"lmeval-v04-llama3-8b-mmlu.json": ["--step", "1"], "lmeval-v04-llama3-8b-gsm8k.json": ["--step", "1"],
-              # the readme it comes from runs `torchrun --nproc_per_node=8`
-              "olmo-1b-azure-nccl-sharp-10steps.log": ["--devices", "8"]}
+EXTRA_ARGS = {
+    "lmeval-v04-llama3-8b-mmlu.json": ["--step", "1"],
+    "lmeval-v04-llama3-8b-gsm8k.json": ["--step", "1"],
+    # the readme it comes from runs `torchrun --nproc_per_node=8`
+    "olmo-1b-azure-nccl-sharp-10steps.log": ["--devices", "8"],
+}
 ANALYSES = {"yield": [], "forecast": ["--next-tokens", "1e9", "--next-steps", "1000"], "diagnose": [], "show": []}
 
 
@@ -42,8 +45,19 @@ def imported(tmp_path_factory):
         if not path.exists():  # a binary or fetched log the steering repo may place in shared/real
             continue
         name = _run_name(entry)
-        result = runner.invoke(app, ["--ledger", str(ledger), "import", entry["kind"], str(path), "--run", name,
-                                     *EXTRA_ARGS.get(path.name, [])])
+        result = runner.invoke(
+            app,
+            [
+                "--ledger",
+                str(ledger),
+                "import",
+                entry["kind"],
+                str(path),
+                "--run",
+                name,
+                *EXTRA_ARGS.get(path.name, []),
+            ],
+        )
         out[name] = (entry, result)
     return ledger, out
 
@@ -57,8 +71,11 @@ def _ok(result) -> bool:
 
 def test_every_real_log_imports(imported):
     _, results = imported
-    failed = {name: (r.exit_code, r.stderr.strip()[:300], repr(r.exception)) for name, (_, r) in results.items()
-              if r.exit_code != 0}
+    failed = {
+        name: (r.exit_code, r.stderr.strip()[:300], repr(r.exception))
+        for name, (_, r) in results.items()
+        if r.exit_code != 0
+    }
     assert not failed
     assert len(results) >= 15
 
@@ -86,11 +103,11 @@ def _series(ledger: Ledger, run: str, what: str):
     """[(step, value)] of a core column (`loss`) or an eval key (`val/loss`), in step order."""
     if "/" not in what:
         steps = ledger.steps(run, nullable=True).dropna(subset=[what])
-        return list(zip(steps["step"].tolist(), steps[what].astype(float).tolist()))
+        return list(zip(steps["step"].tolist(), steps[what].astype(float).tolist(), strict=True))
     task, metric = what.rsplit("/", 1)
     evals = ledger.evals(run)
     rows = evals[(evals["task"] == task) & (evals["metric"] == metric)].sort_values("step")
-    return list(zip(rows["step"].tolist(), rows["value"].tolist()))
+    return list(zip(rows["step"].tolist(), rows["value"].tolist(), strict=True))
 
 
 # Facts of the registry (its parser's names) -> what yieldgate must hold for them.
@@ -146,7 +163,9 @@ def test_real_torchtitan_validation_is_an_evaluation(imported):
     entry, result = results["torchtitan-kimi-447m-fp8-c4-killed"]
     assert result.exit_code == 0, result.stderr
     with Ledger(ledger_path, readonly=True) as ledger:
-        assert _series(ledger, "torchtitan-kimi-447m-fp8-c4-killed", "val/loss") == [tuple(entry["facts"]["validate"][0])]
+        assert _series(ledger, "torchtitan-kimi-447m-fp8-c4-killed", "val/loss") == [
+            tuple(entry["facts"]["validate"][0])
+        ]
         assert ledger.meta("torchtitan-kimi-447m-fp8-c4-killed")["devices"]["count"] == entry["facts"]["world_size"]
 
 
@@ -200,8 +219,20 @@ def test_real_pythia_checkpoints_give_capability_yield_per_billion_tokens(tmp_pa
     of 4 x 128 evaluations, and `yield` over a task is its change per B tokens between checkpoints."""
     ledger = str(tmp_path / "pythia.db")
     runner = CliRunner()
-    result = runner.invoke(app, ["--ledger", ledger, "import", "lm-eval", *(str(ROOT / p) for p in PYTHIA_160M_5SHOT),
-                                 "--run", "pythia-160m", "--tokens-per-step", str(PYTHIA_TOKENS_PER_STEP)])
+    result = runner.invoke(
+        app,
+        [
+            "--ledger",
+            ledger,
+            "import",
+            "lm-eval",
+            *(str(ROOT / p) for p in PYTHIA_160M_5SHOT),
+            "--run",
+            "pythia-160m",
+            "--tokens-per-step",
+            str(PYTHIA_TOKENS_PER_STEP),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     steps = [3000, 13000, 33000, 143000]
     acc = [_entry(p)["facts"]["values"]["lambada_openai|acc"] for p in PYTHIA_160M_5SHOT]
@@ -213,8 +244,9 @@ def test_real_pythia_checkpoints_give_capability_yield_per_billion_tokens(tmp_pa
         assert lam["value"].tolist() == acc and lam["tokens"].tolist() == [s * PYTHIA_TOKENS_PER_STEP for s in steps]
         ppl = evals[(evals["task"] == "lambada_openai") & (evals["metric"] == "ppl")]
         assert not ppl["higher_is_better"].any()
-    result = runner.invoke(app, ["--ledger", ledger, "yield", "pythia-160m", "--metric", "lambada_openai/acc",
-                                 "--json"])
+    result = runner.invoke(
+        app, ["--ledger", ledger, "yield", "pythia-160m", "--metric", "lambada_openai/acc", "--json"]
+    )
     assert result.exit_code == 0, result.stderr
     tranches = json.loads(result.stdout)
     assert [(t["start_step"], t["end_step"]) for t in tranches] == list(zip(steps, steps[1:], strict=False))
@@ -229,8 +261,11 @@ def test_real_pythia_checkpoints_give_capability_yield_per_billion_tokens(tmp_pa
         half = 1.6448536269514722 * math.hypot(e0, e1)
         assert t["band_from"] == "reported" and t["band"] == pytest.approx([b - a - half, b - a + half], rel=1e-9)
     assert [t["within_noise"] for t in tranches] == [False, False, True]
-    assert all(not d.startswith("lambada_openai/acc improved while hendrycksTest") for t in tranches
-               for d in t["disagreements"])
+    assert all(
+        not d.startswith("lambada_openai/acc improved while hendrycksTest")
+        for t in tranches
+        for d in t["disagreements"]
+    )
 
 
 def test_real_keras_tensorboard_folders_read_as_one_run_in_epochs(imported):

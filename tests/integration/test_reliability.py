@@ -43,12 +43,24 @@ TRACKER = 'Tracker("child", ledger=ledger, config=TrackerConfig(log_every_steps=
 """The child's Tracker, as constructed by default (a scenario may resume or take over instead)."""
 
 
-def child(tmp_path: Path, ledger: Path, steps: int, *, close: bool = False, setup: str = "", each: str = "",
-          tracker: str = TRACKER) -> subprocess.Popen:
+def child(
+    tmp_path: Path,
+    ledger: Path,
+    steps: int,
+    *,
+    close: bool = False,
+    setup: str = "",
+    each: str = "",
+    tracker: str = TRACKER,
+) -> subprocess.Popen:
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(setup=textwrap.indent(setup, "").strip(), each=each.strip(), tracker=tracker))
-    return subprocess.Popen([sys.executable, str(script), str(ledger), str(steps), "close" if close else "open"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), str(ledger), str(steps), "close" if close else "open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def printed(lines: list[str]) -> dict[int, float]:
@@ -61,7 +73,8 @@ def stored_steps(path: Path) -> tuple[set[int], str]:
 
 
 def wait_for_steps(proc: subprocess.Popen, n: int) -> list[str]:
-    lines = []
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
     while len(lines) < n:
         line = proc.stdout.readline()
         assert line, proc.stderr.read()
@@ -81,11 +94,16 @@ def test_sigkill_mid_write_loses_at_most_the_last_flush_interval(tmp_path):
     missing = set(done) - stored
     assert stored <= set(done) | {max(done) + 1}
     oldest_missing = min((done[s] for s in missing), default=killed_at)
-    assert killed_at - oldest_missing <= 2.0, f"{len(missing)} steps missing, the oldest from {killed_at - oldest_missing:.2f} s before the kill"
+    assert killed_at - oldest_missing <= 2.0, (
+        f"{len(missing)} steps missing, the oldest from {killed_at - oldest_missing:.2f} s before the kill"
+    )
     assert status == "crashed"  # nothing runs at SIGKILL: still recorded `running`, shown crashed (its pid is gone)
-    check("training process killed (SIGKILL) mid-write",
-          "ledger opens cleanly; rows of the last flush interval missing; the run shows `crashed` (its process is "
-          "gone), not `running`", "≤ 2 s of steps")
+    check(
+        "training process killed (SIGKILL) mid-write",
+        "ledger opens cleanly; rows of the last flush interval missing; the run shows `crashed` (its process is "
+        "gone), not `running`",
+        "≤ 2 s of steps",
+    )
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "exit without close"])
@@ -127,22 +145,33 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (512 * 1024, hard))
     assert stored == set(range(1, 3001)) and dropped == 0 and status == "finished"
     assert faults >= 1 and "write failed (disk I/O error)" in err and "they are kept in" in err, err
     assert not list(tmp_path.glob("yieldgate-spill-*"))  # moved into the ledger and removed
-    check("disk full (file-size limit) mid-run", "training goes on; rows spill to a side file, reach the ledger when space returns",
-          "0")
+    check(
+        "disk full (file-size limit) mid-run",
+        "training goes on; rows spill to a side file, reach the ledger when space returns",
+        "0",
+    )
 
 
 @pytest.mark.parametrize("hold", [3.0, pytest.param(30.0, marks=pytest.mark.soak)])
 def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, hold):
     path = tmp_path / "lock.db"
     Ledger(path).close()
-    locker = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    locker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sqlite3, sys, time
         db = sqlite3.connect({str(path)!r}, isolation_level=None)
         db.execute("BEGIN EXCLUSIVE")
         print("locked", flush=True)
         time.sleep({hold})
         db.execute("COMMIT")
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert locker.stdout.readline().strip() == "locked"
     start = time.perf_counter()
     slowest = 0.0
@@ -158,8 +187,11 @@ def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, 
     with Ledger(path, readonly=True) as led:
         assert len(led.steps("locked")) == steps
     assert slowest < 0.05, f"a Tracker call took {slowest * 1e3:.1f} ms while the ledger was locked"
-    check("ledger locked by another process (3 s here, 30 s in `make soak`)",
-          "no Tracker call slowed (each < 50 ms); rows written once the lock clears", "0")
+    check(
+        "ledger locked by another process (3 s here, 30 s in `make soak`)",
+        "no Tracker call slowed (each < 50 ms); rows written once the lock clears",
+        "0",
+    )
 
 
 def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli):
@@ -182,25 +214,32 @@ def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli):
         for suffix in ("", "-wal", "-shm"):
             if spill and os.path.exists(spill + suffix):
                 os.remove(spill + suffix)
-    check("ledger on a read-only path", "training goes on; rows kept in a spill file, brought in by `yieldgate merge`", "0")
+    check(
+        "ledger on a read-only path",
+        "training goes on; rows kept in a spill file, brought in by `yieldgate merge`",
+        "0",
+    )
 
 
 def test_a_ledger_removed_mid_run_is_made_again(tmp_path):
     path = tmp_path / "gone.db"
     with Tracker("gone", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=5)) as tr:
-        for i in range(20):
+        for _ in range(20):
             tr.step(tokens=128, samples=1, loss=1.0)
         time.sleep(0.3)
         written = tr.stats["written_rows"]
         for suffix in ("", "-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
-        for i in range(20):
+        for _ in range(20):
             tr.step(tokens=128, samples=1, loss=1.0)
     with Ledger(path, readonly=True) as led:
         steps = led.steps("gone")["step"].tolist()
     assert written == 20 and steps == list(range(21, 41))
-    check("ledger file removed mid-run", "a new ledger is made in its place and the run goes on in it",
-          "0 of the rows not yet written (the removed file's rows go with it)")
+    check(
+        "ledger file removed mid-run",
+        "a new ledger is made in its place and the run goes on in it",
+        "0 of the rows not yet written (the removed file's rows go with it)",
+    )
 
 
 # A training loop that runs until killed, writing "step wall-time" to a side file after each step returns
@@ -257,13 +296,19 @@ def test_sigkill_while_the_ledger_is_locked_loses_no_more_than_when_it_is_health
     missing = set(done) - stored
     assert stored <= set(done) | {max(done) + 1}
     oldest_missing = min((done[s] for s in missing), default=killed_at)
-    print(f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest_missing:.2f} s before the kill")
+    print(
+        f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest_missing:.2f} s before the kill"
+    )
     assert killed_at - oldest_missing <= 2.0, (
-        f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest_missing:.2f} s before the kill")
+        f"{len(missing)} of {len(done)} steps lost, the oldest from {killed_at - oldest_missing:.2f} s before the kill"
+    )
     assert spills, "rows taken during the lock went to no spill file"
-    check("training process killed (SIGKILL) while the ledger is locked (5 s)",
-          "rows go to a spill file (synced) at the first failed flush; the ledger plus the spill file lack only the "
-          "last flush interval", "≤ 2 s of steps")
+    check(
+        "training process killed (SIGKILL) while the ledger is locked (5 s)",
+        "rows go to a spill file (synced) at the first failed flush; the ledger plus the spill file lack only the "
+        "last flush interval",
+        "≤ 2 s of steps",
+    )
 
 
 def test_the_trackers_commits_are_synced_before_they_return(tmp_path, monkeypatch):
@@ -295,9 +340,12 @@ def test_the_trackers_commits_are_synced_before_they_return(tmp_path, monkeypatc
         assert len(led.steps("durable")) == 300
     assert len(modes) >= 10 and set(modes) == {2}, modes  # 2: FULL (1 would be NORMAL)
     assert slowest < 0.05, f"a Tracker call took {slowest * 1e3:.1f} ms"  # the syncs stay on the writer thread
-    check("host crash or power loss mid-run",
-          "what the Tracker committed survives: each commit syncs the WAL before it returns (synchronous=FULL, "
-          "~2 ms per flush on the writer thread, `benchmarks/bench_durability.py`)", "≤ 1 flush interval (1 s) of steps")
+    check(
+        "host crash or power loss mid-run",
+        "what the Tracker committed survives: each commit syncs the WAL before it returns (synchronous=FULL, "
+        "~2 ms per flush on the writer thread, `benchmarks/bench_durability.py`)",
+        "≤ 1 flush interval (1 s) of steps",
+    )
 
 
 @pytest.mark.parametrize("how", ["truncated", "replaced by an older copy"])
@@ -309,7 +357,7 @@ def test_a_ledger_truncated_or_replaced_mid_run_is_not_written_into(tmp_path, ho
     older = tmp_path / "backup.db"
     with Tracker("live", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=5)) as tr:
         for phase in range(3):
-            for i in range(200):
+            for _ in range(200):
                 tr.step(tokens=128, samples=1, loss=1.0, extras={f"signals/pad{phase}_{k}": 1.0 for k in range(20)})
             time.sleep(0.3)
             with sqlite3.connect(path) as db:  # what SQLite's auto-checkpoint does in a long run: the file grows
@@ -322,7 +370,7 @@ def test_a_ledger_truncated_or_replaced_mid_run_is_not_written_into(tmp_path, ho
             os.truncate(path, os.path.getsize(path) // 2)
         else:
             shutil.copyfile(older, path)  # `cp backup.db live.db`: the same inode, other contents
-        for i in range(100):
+        for _ in range(100):
             tr.step(tokens=128, samples=1, loss=1.0)
         time.sleep(0.3)
     stats = tr.stats
@@ -331,9 +379,12 @@ def test_a_ledger_truncated_or_replaced_mid_run_is_not_written_into(tmp_path, ho
     with Ledger(stats["spill_path"], readonly=True) as led:
         assert led.steps("live")["step"].tolist() == list(range(601, 701))
         assert led.run_info("live")["recorded_status"] == "finished"
-    check(f"ledger file {how} mid-run",
-          "seen at the next flush (the file is shorter than the writer left it); the run goes on into a spill file, "
-          "never into that file", "0 of the rows not yet written")
+    check(
+        f"ledger file {how} mid-run",
+        "seen at the next flush (the file is shorter than the writer left it); the run goes on into a spill file, "
+        "never into that file",
+        "0 of the rows not yet written",
+    )
 
 
 @pytest.mark.parametrize("how", ["truncated", "with a damaged write-ahead log header"])
@@ -358,7 +409,11 @@ def test_runs_refuses_a_ledger_that_fails_its_quick_check(tmp_path, cli_for, how
     cli = cli_for(path)
     result = cli("runs", code=2)
     assert result.stderr.count("\n") == 1 and "not a usable yieldgate ledger (" in result.stderr, result.stderr
-    check(f"`yieldgate runs` on a ledger {how}", f"refused, exit 2: `{result.stderr.split(': ', 1)[1].split(';')[0].replace(str(tmp_path) + '/', '')}`", "0")
+    check(
+        f"`yieldgate runs` on a ledger {how}",
+        f"refused, exit 2: `{result.stderr.split(': ', 1)[1].split(';')[0].replace(str(tmp_path) + '/', '')}`",
+        "0",
+    )
 
 
 def _checkpoint_repeatedly(path: str, rounds: int) -> None:
@@ -417,6 +472,9 @@ def test_a_ledger_on_a_network_filesystem_is_refused(tmp_path, cli_for, monkeypa
     assert result.stderr.count("\n") == 1 and "filesystem" in result.stderr
     with Ledger(tmp_path / "local.db", mounts=str(mounts)) as led:  # beside the mount: a local disk
         led.create_run("fine")
-    check(f"ledger on a {kind} mount (a fake mounts table)",
-          "refused by the Ledger and the Tracker's constructor, exit 2 in the CLI: SQLite's WAL does not work across "
-          "hosts; use one ledger per node and `yieldgate merge`, or a PostgreSQL ledger", "0")
+    check(
+        f"ledger on a {kind} mount (a fake mounts table)",
+        "refused by the Ledger and the Tracker's constructor, exit 2 in the CLI: SQLite's WAL does not work across "
+        "hosts; use one ledger per node and `yieldgate merge`, or a PostgreSQL ledger",
+        "0",
+    )

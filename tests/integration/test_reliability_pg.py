@@ -95,9 +95,12 @@ def test_a_server_stopped_mid_run_costs_no_row_and_no_slow_step(pg_url, tmp_path
     assert stats["spill_path"] is None and not list(tmp_path.glob("yieldgate-spill-*"))  # merged and removed
     assert stats["written_rows"] == step - 1
     assert max(timings) < 0.05, f"a Tracker call took {max(timings) * 1e3:.1f} ms while the server was down"
-    check("PostgreSQL server stopped mid-run, then restarted (5 s here, 30 s in `make soak`)",
-          "no Tracker call slowed (each < 50 ms); rows spill to a side file from the first failed flush and reach "
-          "the ledger at the first flush after the restart", str(step - 1 - len(set(stored))))
+    check(
+        "PostgreSQL server stopped mid-run, then restarted (5 s here, 30 s in `make soak`)",
+        "no Tracker call slowed (each < 50 ms); rows spill to a side file from the first failed flush and reach "
+        "the ledger at the first flush after the restart",
+        str(step - 1 - len(set(stored))),
+    )
 
 
 def test_a_server_not_there_at_start_is_written_once_it_is(pg_url, tmp_path, caplog, frozen_heap):
@@ -122,9 +125,12 @@ def test_a_server_not_there_at_start_is_written_once_it_is(pg_url, tmp_path, cap
     assert "cannot take step records now; they are kept in" in caplog.text
     assert tr.stats["dropped_rows"] == 0 and tr.stats["spill_path"] is None
     assert max(timings) < 0.05 and opened < 1.0, (max(timings), int(np.argmax(timings)), len(timings), opened)
-    check("PostgreSQL server unreachable when the run starts",
-          "the Tracker starts anyway (connection refused at once); rows spill to a side file and reach the ledger "
-          "once the server answers", str(step - 1 - len(set(stored))))
+    check(
+        "PostgreSQL server unreachable when the run starts",
+        "the Tracker starts anyway (connection refused at once); rows spill to a side file and reach the ledger "
+        "once the server answers",
+        str(step - 1 - len(set(stored))),
+    )
 
 
 # -- 16 Trackers, 2 writers of one run, and a reader ------------------------------------------------------------
@@ -189,8 +195,11 @@ def test_sixteen_trackers_and_two_writers_of_one_run_while_compare_reads(pg_url,
     reads.append((proc.returncode, proc.stderr))
 
     assert all(code in (0, 2) for code, _ in reads), reads
-    assert all(err.count("\n") == 1 and ("no run named or matching" in err or "fewer than two evaluations" in err)
-               for code, err in reads if code != 0), reads
+    assert all(
+        err.count("\n") == 1 and ("no run named or matching" in err or "fewer than two evaluations" in err)
+        for code, err in reads
+        if code != 0
+    ), reads
     assert not any("Traceback" in err for _, err in reads), reads
     texts = [log.read_text() for log in logs]
     assert not any("Traceback" in text or "deadlock" in text for text in texts), texts
@@ -215,7 +224,10 @@ def test_sixteen_trackers_and_two_writers_of_one_run_while_compare_reads(pg_url,
         lost += 2 * SHARED_ROWS - shared["step"].nunique()
         duplicated += len(shared) - shared["step"].nunique()
     assert proc.returncode == 0, proc.stderr  # every run whole: compare reads them all
-    check(f"{TRACKERS} Tracker processes and 2 processes writing one run (distinct steps) to a PostgreSQL ledger "
-          "while `yieldgate compare` reads it",
-          f"every step and eval stored once ({duplicated} duplicated); no deadlock, no fault in any writer; compare "
-          "exits 0 once the runs have evals (before: exit 2, one line)", str(lost))
+    check(
+        f"{TRACKERS} Tracker processes and 2 processes writing one run (distinct steps) to a PostgreSQL ledger "
+        "while `yieldgate compare` reads it",
+        f"every step and eval stored once ({duplicated} duplicated); no deadlock, no fault in any writer; compare "
+        "exits 0 once the runs have evals (before: exit 2, one line)",
+        str(lost),
+    )

@@ -18,8 +18,11 @@ import numpy as np
 from yieldgate.probe.config import Faults, ProbeConfig
 
 RECIPE = {
-    "sources": [{"name": "shakespeare-modern", "weight": 0.5}, {"name": "shakespeare-folio", "weight": 0.3},
-                {"name": "milton", "weight": 0.2}],
+    "sources": [
+        {"name": "shakespeare-modern", "weight": 0.5},
+        {"name": "shakespeare-folio", "weight": 0.3},
+        {"name": "milton", "weight": 0.2},
+    ],
     "tokenizer": {"name": "bpe-320", "vocab_size": 320},
 }
 MAX_CHARS = 300_000
@@ -28,8 +31,20 @@ STEPS = 250
 
 def probe_config(seed: int, faults: Faults) -> ProbeConfig:
     """The suite's probe: ~9k parameters, 250 steps of 16 x 32 tokens (14 tokens per parameter), a loss scaler."""
-    return ProbeConfig(tokens=STEPS * 16 * 32, batch_size=16, context=32, layers=1, width=16, heads=2, evals=10,
-                       eval_sequences=16, threads=1, loss_scaler=True, seed=seed, faults=faults)
+    return ProbeConfig(
+        tokens=STEPS * 16 * 32,
+        batch_size=16,
+        context=32,
+        layers=1,
+        width=16,
+        heads=2,
+        evals=10,
+        eval_sequences=16,
+        threads=1,
+        loss_scaler=True,
+        seed=seed,
+        faults=faults,
+    )
 
 
 @dataclass(frozen=True)
@@ -54,8 +69,10 @@ CONDITIONS: dict[str, Condition] = {
     "unshuffled": Condition("non_iid_stream", lambda seed, at: Faults(unshuffled=True)),
     "loop_200": Condition("duplicated_stream", lambda seed, at: Faults(loop_examples=200)),
     "repeat_40_epochs": Condition("data_exhaustion", lambda seed, at: Faults(repeat_source=("milton", 40.0))),
-    "mixture_drift": Condition("mixture_drift", lambda seed, at: Faults(
-        drift_to={"shakespeare-modern": 0.1, "shakespeare-folio": 0.1, "milton": 0.8})),
+    "mixture_drift": Condition(
+        "mixture_drift",
+        lambda seed, at: Faults(drift_to={"shakespeare-modern": 0.1, "shakespeare-folio": 0.1, "milton": 0.8}),
+    ),
 }
 
 
@@ -89,8 +106,14 @@ def synthetic_run(seed: int, kind: str) -> Any:
         raise ValueError(f"kind must be flat or power_law, got {kind!r}")
     loss = curve + rng.normal(0, rng.uniform(0.01, 0.08), n)
     at = np.unique(np.linspace(0, n - 1, 21).astype(int))[1:]
-    evals = pd.DataFrame({"step": step[at], "task": "val", "metric": "loss",
-                          "value": curve[at] + rng.normal(0, rng.uniform(0.003, 0.02), len(at))})
+    evals = pd.DataFrame(
+        {
+            "step": step[at],
+            "task": "val",
+            "metric": "loss",
+            "value": curve[at] + rng.normal(0, rng.uniform(0.003, 0.02), len(at)),
+        }
+    )
     steps = pd.DataFrame({"step": step, "loss": loss, "lr": _schedule_lr(rng, n), "tokens": step * 4096.0})
     return RunSignals(steps=steps, evals=evals)
 
@@ -114,8 +137,14 @@ def false_positives(runs: int = 50, first_seed: int = 0, at: float = 0.5) -> dic
             both += {"lr_too_high", "lr_too_low"} <= detectors
             skipped = {e["detector"] for e in result.not_run}
             contradictions += any(f.cause in skipped for f in result.findings)
-        out[kind] = {"runs": runs, "schedule": schedule, "rate": schedule / runs, "causes": dict(causes),
-                     "too_high_and_too_low": both, "not_run_and_found": contradictions}
+        out[kind] = {
+            "runs": runs,
+            "schedule": schedule,
+            "rate": schedule / runs,
+            "causes": dict(causes),
+            "too_high_and_too_low": both,
+            "not_run_and_found": contradictions,
+        }
     return out
 
 
@@ -133,7 +162,9 @@ def _data() -> Any:
         from yieldgate.data.recipe import resolve
         from yieldgate.manifest import parse_manifest
 
-        _DATA = resolve(parse_manifest({"data": RECIPE}).data, seed=0, max_chars_per_source=MAX_CHARS)
+        recipe = parse_manifest({"data": RECIPE}).data
+        assert recipe is not None
+        _DATA = resolve(recipe, seed=0, max_chars_per_source=MAX_CHARS)
     return _DATA
 
 
@@ -165,10 +196,15 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         top = next((f for f in r["findings"] if f["confidence"] > LOW_CONFIDENCE), None)
         matrix[r["condition"]][top["cause"] if top else "none"] += 1
         if r["condition"] in ("nan_grad", "corrupt_batch", "inf_skipped"):
-            near = [f for f in r["findings"] if f["cause"] in ("damaged_update", "transient_spike")
-                    and f["confidence"] > LOW_CONFIDENCE]
+            near = [
+                f
+                for f in r["findings"]
+                if f["cause"] in ("damaged_update", "transient_spike") and f["confidence"] > LOW_CONFIDENCE
+            ]
             localisation.append(min((abs(f["start_step"] - r["at"]) for f in near), default=10**6))
-    hits = {name: matrix[name][c.cause or "none"] / max(sum(matrix[name].values()), 1) for name, c in CONDITIONS.items()}
+    hits = {
+        name: matrix[name][c.cause or "none"] / max(sum(matrix[name].values()), 1) for name, c in CONDITIONS.items()
+    }
     return {"matrix": matrix, "hits": hits, "localisation": localisation}
 
 
@@ -178,6 +214,7 @@ def gns_lead_times(results: list[dict[str, Any]]) -> dict[str, Any]:
     the validation loss first rose 1% above its best, minus the step GNS fell under half its mid-run level; negative:
     it fell after), and how many fired without the validation loss degrading at all. Clean runs where it fires are
     counted apart (false alarms)."""
+
     def gns(r: dict[str, Any]) -> dict[str, Any] | None:
         for f in r["findings"]:
             if "early_gns" in f["detector"].split("+"):
@@ -188,11 +225,18 @@ def gns_lead_times(results: list[dict[str, Any]]) -> dict[str, Any]:
     fired = [(r, ev) for r in faulted if (ev := gns(r)) is not None]
     leads = sorted(int(ev["lead_steps"]) for _, ev in fired if ev.get("lead_steps") is not None)
     clean = [r for r in results if r["condition"] == "clean"]
-    return {"faulted": len(faulted), "fired": len(fired), "with_val_degradation": len(leads),
-            "without_val_degradation": len(fired) - len(leads), "leads": leads,
-            "median_lead": float(np.median(leads)) if leads else None,
-            "ahead": sum(d > 0 for d in leads), "clean": len(clean), "clean_fired": sum(gns(r) is not None for r in clean),
-            "by_condition": dict(Counter(r["condition"] for r, _ in fired))}
+    return {
+        "faulted": len(faulted),
+        "fired": len(fired),
+        "with_val_degradation": len(leads),
+        "without_val_degradation": len(fired) - len(leads),
+        "leads": leads,
+        "median_lead": float(np.median(leads)) if leads else None,
+        "ahead": sum(d > 0 for d in leads),
+        "clean": len(clean),
+        "clean_fired": sum(gns(r) is not None for r in clean),
+        "by_condition": dict(Counter(r["condition"] for r, _ in fired)),
+    }
 
 
 REAL = Path(__file__).parents[1] / "data" / "real"
@@ -220,43 +264,85 @@ def _no_schedule(findings: list[dict[str, Any]]) -> bool:
 
 def _overfit_from(findings: list[dict[str, Any]], first: int, last: int) -> bool:
     """The top cause is overfitting, with an overfitting finding whose best held-out step is in [first, last]."""
-    return ((_top(findings) or {}).get("cause") == "overfitting"
-            and any(f["cause"] == "overfitting" and first <= f["start_step"] <= last for f in findings))
+    return (_top(findings) or {}).get("cause") == "overfitting" and any(
+        f["cause"] == "overfitting" and first <= f["start_step"] <= last for f in findings
+    )
 
 
 REAL_CASES = [
-    RealCase("hf-whisper-large-v2-ja-trainer_state.json", "hf-trainer", "overfitting",
-             "eval_loss rises from step 1000 while the training loss falls",
-             lambda fs: (any(f["cause"] == "overfitting" and f["start_step"] == 1000 for f in fs)
-                         and (_top(fs) or {}).get("cause") == "overfitting", "top cause overfitting, from step 1000")),
-    RealCase("hf-whisper-small-hi-trainer_state.json", "hf-trainer", "overfitting",
-             "eval_loss rises at every eval from step 1000 (0.307 -> 0.468) while the training loss falls to 2e-4",
-             lambda fs: (_overfit_from(fs, 1000, 1000), "top cause overfitting, from step 1000")),
-    RealCase("hf-bert-taami-checkpoint-5000-trainer_state.json", "hf-trainer", "overfitting",
-             "eval_loss (every 50 steps) is best at 2000 (1.095; 1.097 at 1850) and rises epoch by epoch to 1.46 while "
-             "the training loss (every 500) falls 0.94 -> 0.21",
-             lambda fs: (_overfit_from(fs, 1850, 2000), "top cause overfitting, from step 1850-2000")),
-    RealCase("nanogpt-mitos-char-results.txt", "textlog", "overfitting",
-             "val loss is best at step 1000 (0.744) and rises over 16 evaluations to 0.941 while the train split falls "
-             "0.40 -> 0.13 (~15.6 epochs); the evaluations start at the untrained step 0 (5.22)",
-             lambda fs: (_overfit_from(fs, 1000, 1000), "top cause overfitting, from step 1000")),
-    RealCase("keras-csvlogger-amazon-reviews-training_log.csv", "table", "overfitting",
-             "Keras, one row per epoch: val_loss is best after epoch 0 (0.340) and rises to 0.485 at epoch 5 while the "
-             "training loss falls 0.211 -> 0.096",
-             lambda fs: (_overfit_from(fs, 0, 0), "top cause overfitting, from epoch 0")),
-    RealCase("llmc-gpt2-124m-main.log", "textlog", "transient_spike",
-             "a transient spike at step 4867, no schedule fault",
-             lambda fs: (_no_schedule(fs) and _spike_at(fs, 4867), "no schedule finding; a transient spike at 4867")),
-    RealCase("nanogpt-build-gpt2-124m-epoch2-log.txt", "textlog", "transient_spike",
-             "spikes right after resuming at 19073 and at 30454, both transient; no schedule fault",
-             lambda fs: (_no_schedule(fs) and _spike_at(fs, 30454),
-                         "no schedule finding; a transient spike at 30454 (19073, the first step of the log, has no "
-                         "history to be a spike against)")),
-    RealCase("hf-whisper-tiny-nb-trainer_state.json", "hf-trainer", "none",
-             "a slow plateau at a constant LR of 3e-6 (eval_loss 0.571 at 41k, 0.513 at 100k): still falling, slowly",
-             lambda fs: (not any(f["cause"] in ("stalled", "schedule", "data_exhaustion", "overfitting")
-                                 and f["confidence"] > 0.3 for f in fs),
-                         "no stalled, schedule, data or overfitting finding: the loss still falls beyond its noise")),
+    RealCase(
+        "hf-whisper-large-v2-ja-trainer_state.json",
+        "hf-trainer",
+        "overfitting",
+        "eval_loss rises from step 1000 while the training loss falls",
+        lambda fs: (
+            any(f["cause"] == "overfitting" and f["start_step"] == 1000 for f in fs)
+            and (_top(fs) or {}).get("cause") == "overfitting",
+            "top cause overfitting, from step 1000",
+        ),
+    ),
+    RealCase(
+        "hf-whisper-small-hi-trainer_state.json",
+        "hf-trainer",
+        "overfitting",
+        "eval_loss rises at every eval from step 1000 (0.307 -> 0.468) while the training loss falls to 2e-4",
+        lambda fs: (_overfit_from(fs, 1000, 1000), "top cause overfitting, from step 1000"),
+    ),
+    RealCase(
+        "hf-bert-taami-checkpoint-5000-trainer_state.json",
+        "hf-trainer",
+        "overfitting",
+        "eval_loss (every 50 steps) is best at 2000 (1.095; 1.097 at 1850) and rises epoch by epoch to 1.46 while "
+        "the training loss (every 500) falls 0.94 -> 0.21",
+        lambda fs: (_overfit_from(fs, 1850, 2000), "top cause overfitting, from step 1850-2000"),
+    ),
+    RealCase(
+        "nanogpt-mitos-char-results.txt",
+        "textlog",
+        "overfitting",
+        "val loss is best at step 1000 (0.744) and rises over 16 evaluations to 0.941 while the train split falls "
+        "0.40 -> 0.13 (~15.6 epochs); the evaluations start at the untrained step 0 (5.22)",
+        lambda fs: (_overfit_from(fs, 1000, 1000), "top cause overfitting, from step 1000"),
+    ),
+    RealCase(
+        "keras-csvlogger-amazon-reviews-training_log.csv",
+        "table",
+        "overfitting",
+        "Keras, one row per epoch: val_loss is best after epoch 0 (0.340) and rises to 0.485 at epoch 5 while the "
+        "training loss falls 0.211 -> 0.096",
+        lambda fs: (_overfit_from(fs, 0, 0), "top cause overfitting, from epoch 0"),
+    ),
+    RealCase(
+        "llmc-gpt2-124m-main.log",
+        "textlog",
+        "transient_spike",
+        "a transient spike at step 4867, no schedule fault",
+        lambda fs: (_no_schedule(fs) and _spike_at(fs, 4867), "no schedule finding; a transient spike at 4867"),
+    ),
+    RealCase(
+        "nanogpt-build-gpt2-124m-epoch2-log.txt",
+        "textlog",
+        "transient_spike",
+        "spikes right after resuming at 19073 and at 30454, both transient; no schedule fault",
+        lambda fs: (
+            _no_schedule(fs) and _spike_at(fs, 30454),
+            "no schedule finding; a transient spike at 30454 (19073, the first step of the log, has no "
+            "history to be a spike against)",
+        ),
+    ),
+    RealCase(
+        "hf-whisper-tiny-nb-trainer_state.json",
+        "hf-trainer",
+        "none",
+        "a slow plateau at a constant LR of 3e-6 (eval_loss 0.571 at 41k, 0.513 at 100k): still falling, slowly",
+        lambda fs: (
+            not any(
+                f["cause"] in ("stalled", "schedule", "data_exhaustion", "overfitting") and f["confidence"] > 0.3
+                for f in fs
+            ),
+            "no stalled, schedule, data or overfitting finding: the loss still falls beyond its noise",
+        ),
+    ),
 ]
 """The real cases. Five overfit (issue 17 asks for at least three), from five repositories and three formats: the
 Whisper large-v2 Japanese and Whisper small Hindi fine-tunes (HF Trainer state, eval every 1000 steps, the held-out
@@ -289,13 +375,19 @@ def real_cases(cases: list[RealCase] = REAL_CASES) -> list[dict[str, Any]]:
             findings = diagnose(ledger, case.path, store=False).to_dict()["findings"]
             passed, checked = case.check(findings)
             top = _top(findings)
-            row = {"case": case.path, "expected": case.expected, "found": top["cause"] if top else "none",
-                   "passed": bool(passed), "checked": checked, "note": case.note,
-                   "agrees": (top["cause"] if top else "none") == case.expected,
-                   "findings": [f"{f['cause']}/{f['detector']} {f['confidence']}@{f['start_step']}" for f in findings]}
+            row = {
+                "case": case.path,
+                "expected": case.expected,
+                "found": top["cause"] if top else "none",
+                "passed": bool(passed),
+                "checked": checked,
+                "note": case.note,
+                "agrees": (top["cause"] if top else "none") == case.expected,
+                "findings": [f"{f['cause']}/{f['detector']} {f['confidence']}@{f['start_step']}" for f in findings],
+            }
             try:
                 tranches = yield_report(ledger, case.path).tranches
-                half = tranches[len(tranches) // 2:]
+                half = tranches[len(tranches) // 2 :]
                 row["second_half_within_noise"] = (sum(bool(t.within_noise) for t in half), len(half))
             except Exception as exc:  # noqa: BLE001 - a log without a held-out loss has no yields; the row says so
                 row["second_half_within_noise"] = str(exc)

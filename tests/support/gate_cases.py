@@ -14,8 +14,10 @@ from yieldgate.probe.config import Faults, ProbeConfig
 
 POLICY = Path(__file__).parents[2] / "examples" / "policy.yaml"
 TOKENIZER = {"name": "bpe-512", "vocab_size": 512}
-TWO = {"sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
-       "tokenizer": TOKENIZER}
+TWO = {
+    "sources": [{"name": "shakespeare-modern", "weight": 0.6}, {"name": "milton", "weight": 0.4}],
+    "tokenizer": TOKENIZER,
+}
 """The clean recipe."""
 ONE = {"sources": [{"name": "milton"}], "tokenizer": TOKENIZER}
 """Milton alone: the source the repeat fault shrinks to 1/40 of the budget."""
@@ -23,8 +25,17 @@ ONE = {"sources": [{"name": "milton"}], "tokenizer": TOKENIZER}
 
 def probe_config(seed: int, tokens: int = 150_000, **faults: Any) -> ProbeConfig:
     """The gate's probe: ~31k parameters, 150k tokens in 147 steps of 16 x 64, 12 evaluations, one thread."""
-    return ProbeConfig(tokens=tokens, seed=seed, layers=1, width=32, heads=2, evals=12, eval_sequences=32, threads=1,
-                       faults=Faults(**faults))
+    return ProbeConfig(
+        tokens=tokens,
+        seed=seed,
+        layers=1,
+        width=32,
+        heads=2,
+        evals=12,
+        eval_sequences=32,
+        threads=1,
+        faults=Faults(**faults),
+    )
 
 
 def stall_config(seed: int) -> ProbeConfig:
@@ -36,4 +47,6 @@ def stall_config(seed: int) -> ProbeConfig:
 
 
 def resolve_recipe(recipe: dict[str, Any]) -> ResolvedRecipe:
-    return resolve(parse_manifest({"data": recipe}).data, seed=0, max_chars_per_source=600_000)
+    data = parse_manifest({"data": recipe}).data
+    assert data is not None
+    return resolve(data, seed=0, max_chars_per_source=600_000)

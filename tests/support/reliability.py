@@ -20,7 +20,7 @@ measured: dict[str, tuple[str, str]] = {}
 
 def page_rows() -> dict[str, tuple[str, str]]:
     text = PAGE.read_text()
-    table = text[text.index(START) + len(START): text.index(END)]
+    table = text[text.index(START) + len(START) : text.index(END)]
     rows = {}
     for line in table.strip().splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -34,7 +34,8 @@ def check(fault: str, outcome: str, rows_lost: str) -> None:
         return
     assert page_rows().get(fault) == (outcome, rows_lost), (
         f"docs/reliability.md's row for {fault!r} is {page_rows().get(fault)}, the test measured "
-        f"{(outcome, rows_lost)}: run `make reliability-table`")
+        f"{(outcome, rows_lost)}: run `make reliability-table`"
+    )
 
 
 def write_table() -> None:
