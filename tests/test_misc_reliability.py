@@ -55,3 +55,42 @@ def test_a_servers_repr_holds_no_token(tmp_path):
         assert TOKEN not in repr(server) and TOKEN not in server.shown_url and TOKEN in server.url
     finally:
         server.sock.close()
+
+
+# -- read-only commands on an empty PostgreSQL database ------------------------------------------------------
+
+
+def test_the_decision_of_a_readonly_open():
+    from yieldgate.ledger.connection import readonly_pg_open
+
+    assert readonly_pg_open([], ["0001_initial", "0002_run_meta"]) == "empty"  # no ledger there: create nothing
+    assert readonly_pg_open(["0001_initial"], ["0002_run_meta"]) == "upgrade"  # an older ledger: upgraded once
+    assert readonly_pg_open(["0001_initial", "0002_run_meta"], []) == "read"
+
+
+def test_readonly_runs_and_serve_create_no_table_in_an_empty_postgresql_database():
+    from tests.conftest import pg_ledger_url
+
+    with pg_ledger_url() as url:
+        import psycopg
+
+        def tables() -> int:
+            with psycopg.connect(url) as db:
+                return db.execute(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+                ).fetchone()[0]
+
+        result = CliRunner().invoke(app, ["--ledger", url, "runs", "--json"])
+        assert result.exit_code == 0 and result.stdout.strip() == "[]", (result.stdout, result.stderr)
+        with Ledger(url, readonly=True) as led:
+            assert led.run_records() == []
+        pytest.importorskip("uvicorn", reason="the [serve] extra is not installed")
+        from yieldgate.serve import open_server
+
+        open_server(url, host="127.0.0.1", port=0).sock.close()
+        assert tables() == 0
+        with Ledger(url) as led:  # a write makes the ledger, as before
+            led.create_run("a")
+        assert tables() > 0
+        with Ledger(url, readonly=True) as led:
+            assert [r["name"] for r in led.run_records()] == ["a"]
