@@ -366,6 +366,12 @@ class RunsMixin(LedgerConnection):
             )
         return records
 
+    def run_names(self) -> list[str]:
+        """Every run's name, oldest first (the order of `runs()`), read off one column: what a command matches names
+        and globs against inside its write transaction, kept short. Not checked against the records' checksums:
+        the commands check the record of each run they change (`tag_run`, `rename_run`, `set_note`)."""
+        return [r[0] for r in self._query("SELECT name FROM runs ORDER BY created_at, id")]
+
     def run_metas(self) -> pd.DataFrame:
         """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""
         rows = self._query(f"SELECT {record_columns('runs')}, checksum FROM runs ORDER BY created_at, id")
@@ -467,6 +473,7 @@ class RunsMixin(LedgerConnection):
         wanted = [check_tag(t) for t in tags]
         with self.transaction():
             run_id = self.run_id(run)
+            self._run_record(run_id)  # a damaged run's record is said, not tagged over
             self._db.executemany(
                 "INSERT INTO run_tags (run_id, tag, checksum) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(run_id, t, record_checksum("run_tags", (run_id, t))) for t in wanted],
