@@ -13,11 +13,10 @@ import time
 
 import pytest
 
+from tests.support.reliability import check
 from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.owners import STALE_AFTER_S, Owner, liveness, process_namespace, shares_pids
-
-from tests.support.reliability import check
 
 GONE_PID = 2**22 + 17  # above Linux's pid_max: no process here holds it
 ELSEWHERE = "00000000-0000-0000-0000-000000000000/pid:[4026532999]"  # another container's namespace
@@ -51,9 +50,12 @@ def test_a_writer_in_another_pid_namespace_lives_while_its_heartbeat_is_fresh(le
         assert led.claim_run("pod", owner=Owner.this_process(), resume=True, takeover=True) is True
         assert led.run_info("pod")["status"] == "running"
         assert "4194321" in led.events("pod", kind="warning")["body"].tolist()[0]["takeover"]["from"]
-    check("a live Tracker in a container sharing the host's name (its own PID namespace), seen from the host",
-          "`running` while its heartbeat is fresh, whatever its pid says here; takeover, rename and removal refused "
-          f"until its heartbeat is {STALE_AFTER_S:.0f} s old (then `stale`, never `crashed`)", "0")
+    check(
+        "a live Tracker in a container sharing the host's name (its own PID namespace), seen from the host",
+        "`running` while its heartbeat is fresh, whatever its pid says here; takeover, rename and removal refused "
+        f"until its heartbeat is {STALE_AFTER_S:.0f} s old (then `stale`, never `crashed`)",
+        "0",
+    )
 
 
 def test_a_claim_that_recorded_no_namespace_is_judged_by_its_heartbeat(tmp_path):
@@ -127,7 +129,9 @@ def test_a_process_in_its_own_pid_namespace_records_another_namespace():
     try:
         out = subprocess.run(
             ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"cannot make a PID namespace here: {exc}")

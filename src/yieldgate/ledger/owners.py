@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-__all__ = ["Owner", "STALE_AFTER_S", "HEARTBEAT_EVERY_S", "REUSED_AFTER_S", "liveness", "process_namespace", "shares_pids"]
+__all__ = [
+    "Owner",
+    "STALE_AFTER_S",
+    "HEARTBEAT_EVERY_S",
+    "REUSED_AFTER_S",
+    "liveness",
+    "process_namespace",
+    "shares_pids",
+]
 
 HEARTBEAT_EVERY_S = 10.0
 """The writer stamps the heartbeat at every flush (1 s by default) and at least this often, whatever the flush
