@@ -96,7 +96,8 @@ reliability-table: $(VENV)/.dev pg-start
 	@status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" YIELDGATE_WRITE_RELIABILITY=1 $(BIN)/python -m pytest -q \
 		tests/integration/test_reliability.py tests/test_ledger_check.py tests/test_tracker.py tests/test_bad_input.py \
 		tests/integration/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/integration/test_distributed.py \
-		tests/integration/test_kill_matrix.py tests/integration/test_reliability_pg.py tests/test_ledger_pg.py || status=$$?; .ci/pg stop; \
+		tests/integration/test_kill_matrix.py tests/integration/test_reliability_pg.py tests/test_ledger_pg.py \
+		tests/test_liveness.py || status=$$?; .ci/pg stop; \
 		exit $$status
 
 soak: $(VENV)/.dev pg-start

@@ -161,7 +161,9 @@ class RemovedRun:
 def _matching(led: Ledger, patterns: str | Sequence[str]) -> list[str]:
     from yieldgate.analysis.listing import match_patterns
 
-    return match_patterns(led.runs()["name"].tolist(), _many(patterns), led.location)
+    # The names alone (`Ledger.run_names`): `tag`, `untag` and `rm` match inside their write transaction, where the
+    # runs list (every run's totals, every record's checksum, a DataFrame) held the write lock for seconds.
+    return match_patterns(led.run_names(), _many(patterns), led.location)
 
 
 def matching_runs(patterns: str | Sequence[str], *, ledger: LedgerArg = None) -> list[str]:

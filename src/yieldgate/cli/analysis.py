@@ -238,7 +238,7 @@ def serve(
     from yieldgate.serve import open_server
 
     server = open_server(ctx.find_root().obj["ledger"], host=host, port=port, token=token)
-    typer.echo(f"yieldgate serve: {server.url}  (read-only; Ctrl-C stops it)")
+    typer.echo(f"yieldgate serve: {server.shown_url}  (read-only; Ctrl-C stops it)")
     if server.generated:
         typer.echo("the token is in the address above and is printed only this once; give --token to choose it")
     server.run()

@@ -33,12 +33,21 @@ else:
     np = lazy.module("numpy")  # loaded by the first block read or written: listing runs needs neither
     pd = lazy.module("pandas")  # loaded by the first DataFrame built: listing runs builds none
 
-__all__ = ["LedgerConnection", "json_body", "inserted_id"]
+__all__ = ["LedgerConnection", "json_body", "inserted_id", "readonly_pg_open"]
 
 # Connections this process has open, by the file's real path: a header read by Python must wait until there are
 # none (`file.py`: closing its descriptor would drop their POSIX locks).
 _OPEN: collections.Counter[str] = collections.Counter()
 _OPEN_LOCK = threading.RLock()  # re-entered: a read-only open of an older schema upgrades it with a writable open
+
+
+def readonly_pg_open(applied: Sequence[str], pending: Sequence[str]) -> Literal["read", "upgrade", "empty"]:
+    """What a read-only open of a PostgreSQL ledger does, given the migrations the database records and those it
+    lacks: `empty` when it records none (no ledger there yet: a read creates no table in it, and reads an empty
+    ledger), `upgrade` when it lacks some (an older yieldgate's ledger, upgraded once), else `read`."""
+    if not applied:
+        return "empty"
+    return "upgrade" if pending else "read"
 
 
 class LedgerConnection:
@@ -171,12 +180,18 @@ class LedgerConnection:
         self.readonly = readonly
         self._depth = 0
         self._real = None
-        db = ledger_pg.connect(url, lock_timeout_s=busy_timeout_s)
+        db: sqlite3.Connection | ledger_pg.PgConnection = ledger_pg.connect(url, lock_timeout_s=busy_timeout_s)
         try:
-            if migrations.check(db, self.location) and readonly:
-                type(self)(url).close()  # an older schema (or none yet): upgraded once, under the write lock
-            elif not readonly:
+            if not readonly:
                 migrations.migrate(db, self.location)
+            else:
+                opening = readonly_pg_open(migrations.applied_migrations(db), migrations.check(db, self.location))
+                if opening == "upgrade":
+                    type(self)(url).close()  # an older schema: upgraded once, under the write lock
+                elif opening == "empty":
+                    db.close()  # read as the empty ledger it is, as a missing SQLite file is
+                    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                    migrations.migrate(db, self.location)
         except BaseException:
             db.close()
             raise

@@ -309,6 +309,15 @@ def _stamp(table: str, values: tuple[object, ...]) -> str | None:
         return None
 
 
+def _owner_namespace(db: Connection) -> None:
+    # A pid means something only in its PID namespace: a Tracker in a container sharing the host's name (a
+    # `hostNetwork` pod) was judged crashed from the host, and taken over while it wrote. The writer's claim gains
+    # where its pid lives (yieldgate.ledger.owners.process_namespace: boot id and PID namespace); NULL for a claim
+    # made before, which liveness then judges by its heartbeat alone. Beside the other owner_* columns, outside the
+    # run's checksum like them: a claim is rewritten by every takeover, and is not a measurement (not `meta`).
+    db.execute("ALTER TABLE runs ADD COLUMN owner_ns TEXT")
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial", _initial),
@@ -321,6 +330,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0008_eval_stderr", _eval_stderr),
     ("0009_listing_index", _listing_index),
     ("0010_record_checksums", _record_checksums),
+    ("0011_owner_namespace", _owner_namespace),
 ]
 
 

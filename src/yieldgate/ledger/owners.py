@@ -9,6 +9,12 @@ refused while the owner lives; a run whose owner died without closing it is take
 An owner is dead when its process is gone (on this host: the pid no longer exists, or it now belongs to a
 process started after the owner's last heartbeat) or when its heartbeat is older than `STALE_AFTER_S` (another
 host, or a hung process: a host that went down, a partition, a process stopped).
+
+A pid means something only in the PID namespace it was given in. A container that shares the host's name (a
+`hostNetwork` pod, `docker --network host`) has pids of its own: seen from the host, a live Tracker's pid is
+missing or held by another process. So the owner records its namespace (`Owner.namespace`: the boot id and the PID
+namespace, `process_namespace()`), and the pid is consulted only where it is the checker's; anywhere else, or for
+an owner that recorded none, the heartbeat alone tells, and a run whose heartbeat is fresh is live.
 """
 
 from __future__ import annotations
@@ -16,10 +22,19 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
-__all__ = ["Owner", "STALE_AFTER_S", "HEARTBEAT_EVERY_S", "REUSED_AFTER_S", "liveness"]
+__all__ = [
+    "Owner",
+    "STALE_AFTER_S",
+    "HEARTBEAT_EVERY_S",
+    "REUSED_AFTER_S",
+    "liveness",
+    "process_namespace",
+    "shares_pids",
+]
 
 HEARTBEAT_EVERY_S = 10.0
 """The writer stamps the heartbeat at every flush (1 s by default) and at least this often, whatever the flush
@@ -49,6 +64,20 @@ def _process_start(pid: int) -> float | None:
         return None
 
 
+@cache
+def process_namespace() -> str | None:
+    """Where this process's pids mean something: `<boot id>/pid:[<inode>]` on Linux (the kernel's boot id, and the
+    PID namespace of `/proc/self/ns/pid`: a container has its own), None where these cannot be read (another
+    system, a /proc hidden from the process). Fixed for a process's life, so read once."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return f"{boot}/{pid_ns}" if boot and pid_ns else None
+
+
 @dataclass(frozen=True)
 class Owner:
     """The process that writes a run."""
@@ -59,6 +88,10 @@ class Owner:
     """Process id on that host."""
     started: float
     """The process's start time (Unix seconds): tells a reused pid from the owner."""
+    namespace: str | None = field(default_factory=process_namespace)
+    """Where its pid means something (`process_namespace()`). An owner made here is this process's namespace by
+    default; one read from the ledger has what its process recorded, None when it recorded none (an older yieldgate,
+    a system without PID namespaces)."""
 
     @classmethod
     def this_process(cls) -> Owner:
@@ -78,11 +111,18 @@ REUSED_AFTER_S = 5.0
 host's clock is stepped (NTP on a new machine), so only a start well after the owner was last seen alive tells."""
 
 
+def shares_pids(owner: Owner) -> bool:
+    """Whether the owner's pid names a process this process can see: same host name and same recorded namespace
+    (boot id and PID namespace). An owner that recorded no namespace shares only with a checker that has none (a
+    system without PID namespaces): on Linux it may be a container's, whose pid says nothing here."""
+    return owner.host == socket.gethostname() and owner.namespace == process_namespace()
+
+
 def liveness(owner: Owner, heartbeat_at: float | None, now: float | None = None) -> Liveness:
-    """`crashed`: on this host, the owner's process is gone (no process holds its pid, or the one that does started
-    after the owner's last heartbeat: the pid was reused); `stale`: its heartbeat is older than STALE_AFTER_S; else
-    `live`."""
-    if owner.host == socket.gethostname():
+    """`crashed`: the owner's process is gone, where its pid can be seen (`shares_pids`: no process holds its pid,
+    or the one that does started after the owner's last heartbeat: the pid was reused); `stale`: its heartbeat is
+    older than STALE_AFTER_S; else `live`. Across hosts or PID namespaces only the heartbeat tells."""
+    if shares_pids(owner):
         started = _process_start(owner.pid)
         last_seen = max(owner.started, heartbeat_at or 0.0)
         if started is None or (owner.started and started == started and started > last_seen + REUSED_AFTER_S):

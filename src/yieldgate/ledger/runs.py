@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from yieldgate.errors import InputError, RunInUse, RunNotFound, RunReferenced
 from yieldgate.ledger.checksum import RECORD_FIELDS, record_checksum, record_columns, verify_record
-from yieldgate.ledger.owners import STALE_AFTER_S, Owner, liveness
+from yieldgate.ledger.owners import STALE_AFTER_S, Owner, liveness, shares_pids
 from yieldgate.names import (
     RUN_STATUSES,
     check_note,
@@ -64,6 +64,11 @@ RUN_COLUMNS = (
 
 # `add_totals` looks up to this many runs by name; over it, it reads every run's totals in one pass.
 LOOKUP_RUNS = 1000
+
+
+def _owner(host: str, pid: int, started: float | None, namespace: str | None) -> Owner:
+    """A run's writer as its claim is stored (`owner_*`); `namespace` None for a claim that recorded none."""
+    return Owner(host, int(pid), float(started or 0.0), namespace)
 
 
 class RunsMixin(LedgerConnection):
@@ -166,22 +171,24 @@ class RunsMixin(LedgerConnection):
         is kept as a `warning` event)."""
         with self.transaction():
             row = self._db.execute(
-                "SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs WHERE name = ?", (name,)
+                "SELECT status, owner_host, owner_pid, owner_started, owner_ns, heartbeat_at FROM runs WHERE name = ?",
+                (name,),
             ).fetchone()
             if row is not None and not resume:
                 raise InputError(
                     f"run {name!r} already exists in {self.location}; pass resume=True to continue it, "
                     "or pick another name"
                 )
-            previous = Owner(row[1], int(row[2]), float(row[3] or 0.0)) if row is not None and row[1] else None
+            previous = _owner(*row[1:5]) if row is not None and row[1] else None
             if row is not None and row[0] == "running" and previous is not None and previous != owner:
-                state = liveness(previous, row[4])
-                beat = "no heartbeat" if row[4] is None else f"last heartbeat {time.time() - row[4]:.0f} s ago"
+                state = liveness(previous, row[5])
+                beat = "no heartbeat" if row[5] is None else f"last heartbeat {time.time() - row[5]:.0f} s ago"
                 if state == "live":
                     raise RunInUse(
                         f"run {name!r} in {self.location} is being written by {previous}, {beat}; a second writer "
                         f"would splice two runs into one: wait for it to end (takeover=True takes over only a writer "
-                        f"that is dead: its process gone, or no heartbeat for {STALE_AFTER_S:.0f} s)"
+                        f"that is dead: its process gone, or no heartbeat for {STALE_AFTER_S:.0f} s"
+                        f"{'' if shares_pids(previous) else '; its pid is not visible from here, only its heartbeat'})"
                     )
                 if not takeover:
                     raise RunInUse(
@@ -191,8 +198,9 @@ class RunsMixin(LedgerConnection):
                     )
             self.create_run(name, manifest=manifest, status="running", source=source, if_exists="reuse")
             self._db.execute(
-                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = ?, heartbeat_at = ? WHERE name = ?",
-                (owner.host, owner.pid, owner.started, time.time(), name),
+                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = ?, owner_ns = ?, heartbeat_at = ? "
+                "WHERE name = ?",
+                (owner.host, owner.pid, owner.started, owner.namespace, time.time(), name),
             )
             if row is not None and row[0] == "running" and previous is not None and previous != owner:
                 self.add_event(
@@ -206,14 +214,14 @@ class RunsMixin(LedgerConnection):
         with self.transaction():
             cur = self._db.execute(
                 "UPDATE runs SET heartbeat_at = ? WHERE name = ? AND owner_host = ? AND owner_pid = ? AND "
-                "owner_started = ?",
-                (time.time(), run, owner.host, owner.pid, owner.started),
+                "owner_started = ? AND COALESCE(owner_ns, '') = ?",
+                (time.time(), run, owner.host, owner.pid, owner.started, owner.namespace or ""),
             )
             if cur.rowcount == 0:
                 row = self._db.execute(
-                    "SELECT owner_host, owner_pid, owner_started FROM runs WHERE name = ?", (run,)
+                    "SELECT owner_host, owner_pid, owner_started, owner_ns FROM runs WHERE name = ?", (run,)
                 ).fetchone()
-                now = "gone from the ledger" if row is None else f"written by {Owner(row[0], row[1], row[2] or 0.0)}"
+                now = "gone from the ledger" if row is None else f"written by {_owner(*row)}"
                 raise RunInUse(f"run {run!r} in {self.location} is no longer this process's to write: it is {now}")
 
     def run_id(self, run: str) -> int:
@@ -277,7 +285,7 @@ class RunsMixin(LedgerConnection):
         chooses its runs first and fills those of the ones it shows with `add_totals`."""
         only = "WHERE name = ?" if name is not None else ""
         runs = self._query(
-            f"SELECT {record_columns('runs')}, checksum, updated_at, owner_host, owner_pid, owner_started, "
+            f"SELECT {record_columns('runs')}, checksum, updated_at, owner_host, owner_pid, owner_started, owner_ns, "
             "heartbeat_at FROM runs " + only + " ORDER BY created_at, id",
             (name,) if name is not None else (),
         )
@@ -295,8 +303,8 @@ class RunsMixin(LedgerConnection):
         for row in runs:
             verify_record(self.location, "runs", row[7], row[:7], row[0])
             run, recorded, source, digest, created, _, note = row[:7]
-            updated, host, pid, started, beat = row[8:]
-            owner = Owner(host, int(pid), float(started or 0.0)) if host is not None else None
+            updated, host, pid, started, namespace, beat = row[8:]
+            owner = _owner(host, pid, started, namespace) if host is not None else None
             status = recorded
             if recorded == "running" and owner is not None:
                 state = liveness(owner, beat, now)
@@ -358,6 +366,12 @@ class RunsMixin(LedgerConnection):
             )
         return records
 
+    def run_names(self) -> list[str]:
+        """Every run's name, oldest first (the order of `runs()`), read off one column: what a command matches names
+        and globs against inside its write transaction, kept short. Not checked against the records' checksums:
+        the commands check the record of each run they change (`tag_run`, `rename_run`, `set_note`)."""
+        return [r[0] for r in self._query("SELECT name FROM runs ORDER BY created_at, id")]
+
     def run_metas(self) -> pd.DataFrame:
         """One row per run: name, status, meta (dict), oldest first. Campaigns find their probes here."""
         rows = self._query(f"SELECT {record_columns('runs')}, checksum FROM runs ORDER BY created_at, id")
@@ -378,12 +392,13 @@ class RunsMixin(LedgerConnection):
     def _live_writer(self, run: str) -> Owner | None:
         """The live process writing `run`, or None (no Tracker holds it, or its writer is dead)."""
         row = self._db.execute(
-            "SELECT status, owner_host, owner_pid, owner_started, heartbeat_at FROM runs WHERE name = ?", (run,)
+            "SELECT status, owner_host, owner_pid, owner_started, owner_ns, heartbeat_at FROM runs WHERE name = ?",
+            (run,),
         ).fetchone()
         if row is None or row[0] != "running" or row[1] is None:
             return None
-        owner = Owner(row[1], int(row[2]), float(row[3] or 0.0))
-        return owner if liveness(owner, row[4]) == "live" else None
+        owner = _owner(*row[1:5])
+        return owner if liveness(owner, row[5]) == "live" else None
 
     def _refuse_if_held(self, run: str, doing: str) -> None:
         """RunInUse when a live Tracker writes `run`; RunReferenced when a gate decision cites it."""
@@ -458,6 +473,7 @@ class RunsMixin(LedgerConnection):
         wanted = [check_tag(t) for t in tags]
         with self.transaction():
             run_id = self.run_id(run)
+            self._run_record(run_id)  # a damaged run's record is said, not tagged over
             self._db.executemany(
                 "INSERT INTO run_tags (run_id, tag, checksum) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(run_id, t, record_checksum("run_tags", (run_id, t))) for t in wanted],

@@ -36,14 +36,23 @@ def is_loopback(host: str) -> bool:
 class Server:
     """A bound, not yet running dashboard: its address, token (None on loopback without one) and socket."""
 
-    url: str
+    url: str = field(repr=False)  # holds the token
     host: str
     port: int
-    token: str | None
+    token: str | None = field(repr=False)  # a secret: kept out of a repr in a log or a traceback
     generated: bool
     """The token was made here: the caller prints it once (it is stored nowhere)."""
     sock: socket.socket = field(repr=False)
     app: Any = field(repr=False)
+
+    @property
+    def shown_url(self) -> str:
+        """The address to print: with a token made here (printed this once, or nobody could open the page), else
+        with the given token masked: it came from the caller (an option, an environment variable), who has it, and a
+        terminal's output ends up in logs and scrollback."""
+        if self.token is None or self.generated:
+            return self.url
+        return self.url.replace(f"?token={self.token}", "?token=<the token given>")
 
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C), then close the socket."""
