@@ -8,7 +8,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
 import typer
@@ -57,8 +57,12 @@ FLAGS = {
 
 def _in_flags(exc: InputError) -> str:
     """The message of `exc` with each argument it names (the first time it stands as a word) spelled as its flag."""
-    message = str(exc)
-    for parameter in exc.parameters:
+    return in_flags(str(exc), exc.parameters)
+
+
+def in_flags(message: str, parameters: Iterable[str]) -> str:
+    """`message` with each of `parameters` (the first time it stands as a word) spelled as its flag."""
+    for parameter in parameters:
         word = re.compile(rf"(?<![\w./'\"-]){re.escape(parameter)}(?![\w/'\"-])")
         message = word.sub(FLAGS.get(parameter, parameter), message, count=1)
     return message

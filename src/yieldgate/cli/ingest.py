@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console
+from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console, in_flags
 from yieldgate.names import TEXTLOG_FORMATS
 from yieldgate.report.console import render_export, render_imports
 
@@ -109,6 +109,8 @@ def import_(
         replace=replace,
         append=append,
     )
+    for r in results:  # the library's warnings name its parameter `map`, the command's flag is --map
+        r.warnings = [in_flags(line, ("map",)) for line in r.warnings]
     if as_json:
         _print_json([r.to_dict() for r in results])
     else:

@@ -28,7 +28,8 @@ class ImportOptions:
     """How to read a source; each option is ignored by the kinds it does not concern."""
 
     run: str
-    """Run name; for several runs from one source (an MLflow experiment) the prefix of `PREFIX/<name>`."""
+    """Run name; for several runs from one source (an MLflow experiment, a TensorBoard directory of run folders)
+    the prefix of `PREFIX/<name>`."""
     map: Sequence[str] = ()
     """`KEY=SOURCE_NAME` overrides of the guessed mapping (`val/loss=eval/ce`, `step=iteration`)."""
     manifest: Path | None = None

@@ -22,7 +22,7 @@ from yieldgate.aliases import STEP_NAMES, Target
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean, clip
 from yieldgate.ingest.guard import keep_stored, make_room, refuse_live
-from yieldgate.ingest.mapping import resolve_mapping
+from yieldgate.ingest.mapping import none_known, resolve_mapping
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import MAX_NAME_CHARS, STEP_UNIT, split_eval_key, unsafe_character
 
@@ -317,6 +317,7 @@ def map_rows(
     """
     overrides = {src: key for src, key in (overrides or {}).items() if key != "step"}
     targets: dict[str, Target] = resolve_mapping(rows.values, overrides, None)
+    none_known(rows.source, targets, warnings)
     canon = _renamed(rows, targets)
     _loss_from_parts(canon, rows, targets, warnings)
     _impossible_mfu(canon, warnings)

@@ -5,12 +5,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from yieldgate.aliases import EXTRA_NAMESPACES, IMPORTED, Target, guess, imported, split_unit
 from yieldgate.errors import InputError
 from yieldgate.names import CORE_STEP_COLUMNS, is_extra_key
 
-__all__ = ["parse_map_options", "resolve_mapping"]
+if TYPE_CHECKING:
+    from yieldgate.ingest.clean import Warnings
+
+__all__ = ["none_known", "parse_map_options", "resolve_mapping"]
 
 
 def _target_of(key: str) -> Target:
@@ -78,3 +82,17 @@ def resolve_mapping(
         out[name] = target
         taken.add(target.key)
     return out
+
+
+def none_known(source: str, targets: Mapping[str, Target], warnings: Warnings) -> None:
+    """Say, in one line, when no metric of the source has a name yieldgate knows (its clock aside): which it kept
+    as extras, and how to name them."""
+    extras = [t.key for t in targets.values() if t.key.startswith(f"{IMPORTED}/")]
+    if not extras or any(t.kind in ("core", "eval") and t.key != "wall_s" for t in targets.values()):
+        return
+    listed = ", ".join(extras[:6]) + (f" and {len(extras) - 6} more" if len(extras) > 6 else "")
+    warnings.add(
+        "unknown-names",
+        f"{source}: none of its {len(extras)} metric name(s) is one yieldgate knows: kept as extras {listed}; "
+        "to read them as yieldgate's own, name them with map KEY=SOURCE_NAME (loss=..., val/loss=..., tokens=...)",
+    )

@@ -31,7 +31,7 @@ from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Warnings, check_columns, own_export, pivot, placeholder
 from yieldgate.util.inputs import check_regular, open_regular
 
-__all__ = ["read", "read_scalars", "event_files"]
+__all__ = ["read", "read_scalars", "event_files", "run_folders"]
 
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
@@ -476,16 +476,52 @@ def _keras_layout(
     return out[keep].reset_index(drop=True), order[group[keep]], not batches
 
 
+# A log directory of several runs (`SummaryWriter(f"runs/{name}")`, Lightning's `version_N/`): each run folder
+# holds event files itself. A folder named as a split of one run (train/, val/, eval_<name>/, fairseq's
+# train_inner/) belongs to the folder above it, and a folder inside a run folder (`add_scalars`' sub-writers,
+# Estimator's eval/) to that run; every folder beside fairseq's train_inner/ is one of its validation subsets.
+_SPLIT_FOLDER = re.compile(
+    r"^(?:train|training|train_inner|validation|(?:val|valid|eval|dev|test)(?:[_-].+|\d+)?)$", re.IGNORECASE
+)
+
+
+def run_folders(root: Path, files: Sequence[Path]) -> dict[str, list[Path]]:
+    """The event files of a log directory by run folder (its path under `root`), in the order given; one entry,
+    under "", when they are all one run."""
+    fairseq = {f.parent.parent for f in files if f.parent.name == "train_inner"}  # its other folders: any name
+    homes = {
+        f: f.parent.parent if _SPLIT_FOLDER.match(f.parent.name) or f.parent.parent in fairseq else f.parent
+        for f in files
+    }
+    tops = {h for h in homes.values() if not any(p in homes.values() for p in h.parents)}
+    if len(tops) < 2:
+        return {"": list(files)}
+    runs: dict[str, list[Path]] = {}
+    for f, home in homes.items():
+        top = next(t for t in tops if t == home or t in home.parents)
+        runs.setdefault(top.relative_to(root).as_posix(), []).append(f)
+    return dict(sorted(runs.items()))
+
+
 def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
-    """Importer entry point: one run from event directories or files."""
+    """Importer entry point: one run from event directories or files; a single directory whose event files sit
+    in several run folders (`run_folders`), one run per folder, named PREFIX/<folder>."""
+    files = [f for s in sources for f in event_files(Path(s))]
+    runs = run_folders(Path(sources[0]), files) if len(sources) == 1 and Path(sources[0]).is_dir() else {"": files}
+    if len(runs) == 1:
+        return [_read_run(", ".join(sources), files, warnings)]
+    return [_read_run(str(Path(sources[0]) / name), found, warnings, suffix=name) for name, found in runs.items()]
+
+
+def _read_run(source: str, files: Sequence[Path], warnings: Warnings, suffix: str | None = None):
+    """One run from its event files."""
     from yieldgate.ingest import Read
 
-    files = [f for s in sources for f in event_files(Path(s))]
     scalars = read_scalars(files, warnings)
     if scalars.empty:
         empty = sum(1 for f in files if f.stat().st_size == 0)
         raise InputError(
-            f"{', '.join(sources)}: no scalar summaries in {len(files)} event file(s)"
+            f"{source}: no scalar summaries in {len(files)} event file(s)"
             + (f" ({empty} of them empty)" if empty else "")
         )
     scalars = _other_axes(scalars, warnings)
@@ -506,6 +542,6 @@ def read(sources: Sequence[str], opts, warnings: Warnings) -> list:
         warnings,
     )
     if any(name.startswith("yieldgate/") for name in rows.values):  # `yieldgate export --to tensorboard`
-        return [Read(", ".join(sources), own_export(rows, warnings, step="yieldgate/step", prefix="yieldgate/"))]
+        return Read(source, own_export(rows, warnings, step="yieldgate/step", prefix="yieldgate/"), suffix=suffix)
     rows.epochs = epochs
-    return [Read(", ".join(sources), rows, start_unix=float(scalars["wall_time"].min()))]
+    return Read(source, rows, start_unix=float(scalars["wall_time"].min()), suffix=suffix)

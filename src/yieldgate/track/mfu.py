@@ -32,7 +32,8 @@ MFU_LOGGER = "yieldgate.track.mfu"
 COUNTED_FLOPS = "counted: torch.utils.flop_counter over one training step (matmuls and convolutions)"
 # Why MFU is not recorded, by `throughput.mfu`'s flag: said once when the run starts, kept in the run's meta.
 _MFU_WHY = {
-    "unknown_device": "unknown device {device!r} ({dtype}): give hardware.peak_flops in the manifest",
+    "unknown_device": "unknown device {device!r} ({dtype}), its peak FLOP/s not known: give hardware.peak_flops in the "
+    "manifest",
     "unknown_model": "unknown FLOPs per token: hand the model to the Tracker, or give model.flops_per_token in the "
     "manifest",
     "not_transformer": "the 6N + 12LHQT formula is for decoder transformers: give model.flops_per_token in the "
@@ -151,6 +152,19 @@ class MfuPlan:
         return None
 
 
+def _why_not(flag: str, handed: bool, known_fpt: bool, known_peak: bool, device: str, dtype: str) -> str:
+    """Why a run records no MFU, naming each input actually missing: a handed-over model's FLOPs are counted once
+    the peak is known, so on a device of unknown peak the peak is the one thing to give."""
+    missing = []
+    if flag == "not_transformer" and not handed:
+        missing.append(_MFU_WHY["not_transformer"])
+    elif not known_fpt and not handed:
+        missing.append(_MFU_WHY["unknown_model"])
+    if not known_peak:
+        missing.append(_MFU_WHY["unknown_device"])
+    return "; ".join(missing).format(device=device, dtype=dtype) if missing else _MFU_WHY.get(flag, flag)
+
+
 def plan_mfu(
     model: nn.Module | None, manifest: Manifest | None, device: torch.device, *, world: int, run: str | None
 ) -> MfuPlan:
@@ -206,7 +220,7 @@ def plan_mfu(
         counting=counting,
     )
     if not counting and (probe.flag != "ok" or peak is None):
-        plan.why = _MFU_WHY.get(probe.flag, probe.flag).format(device=name, dtype=precision)
+        plan.why = _why_not(probe.flag, model is not None, fpt is not None, peak is not None, name, precision)
     elif not counting:
         plan.flops_per_token = fpt
     return plan

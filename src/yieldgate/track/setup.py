@@ -89,6 +89,8 @@ class TrackerSetup:
         """True until the first step, on a resumed run given no point: that step's `step=` may say where it
         restarted."""
         self._tokens_total = 0.0
+        self._steps_taken = 0
+        """Steps recorded by this process (a resumed run's earlier ones not counted)."""
         self._samples_total = 0.0
         self._source_totals: dict[str, float] = {}
         self._flops: FlopCount | None = None

@@ -220,6 +220,7 @@ class Tracker(TrackerSetup):
         values, bad = self._host_values(named)
         rebase, self._rebase = self._rebase and step is not None, False
         self._count(n_tokens, n_samples, counts)
+        self._steps_taken += 1
         if step is not None and not rebase and (number < 0 or (self._numbered and number <= self._step)):
             self._misnumbered(number)
             return
@@ -480,6 +481,13 @@ class Tracker(TrackerSetup):
             return
         self._closed = True
         live.discard(self)
+        if self.rank == 0 and self._steps_taken and not self._tokens_total:
+            log.warning(
+                "yieldgate: run %r recorded no tokens (tokens=0 on all %d steps): it has no token axis, so no yield "
+                "per token and no compare at equal tokens; give tr.step(tokens=...) the tokens each step trained on",
+                self.run,
+                self._steps_taken,
+            )
         try:
             flops, self._flops = self._flops, None
             if flops is not None:  # the run ended inside the counted step
