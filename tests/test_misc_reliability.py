@@ -3,6 +3,7 @@ an empty PostgreSQL database; `tag`/`untag` hold the write lock briefly."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -78,9 +79,11 @@ def test_readonly_runs_and_serve_create_no_table_in_an_empty_postgresql_database
 
         def tables() -> int:
             with psycopg.connect(url) as db:
-                return db.execute(
+                row = db.execute(
                     "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()"
-                ).fetchone()[0]
+                ).fetchone()
+                assert row is not None
+                return int(row[0])
 
         result = CliRunner().invoke(app, ["--ledger", url, "runs", "--json"])
         assert result.exit_code == 0 and result.stdout.strip() == "[]", (result.stdout, result.stderr)
@@ -105,11 +108,13 @@ def _write_lock_held(led: Ledger, act) -> list[float]:
     """Seconds between each BEGIN IMMEDIATE and its COMMIT on the ledger's connection while `act` runs: how long
     another process's write (a Tracker's flush) waits."""
     marks: list[tuple[float, str]] = []
-    led._db.set_trace_callback(lambda sql: marks.append((time.perf_counter(), sql.strip().split()[0].upper())))
+    db = led._db
+    assert isinstance(db, sqlite3.Connection)  # the trace callback is SQLite's
+    db.set_trace_callback(lambda sql: marks.append((time.perf_counter(), sql.strip().split()[0].upper())))
     try:
         act()
     finally:
-        led._db.set_trace_callback(None)
+        db.set_trace_callback(None)
     begins = [t for t, s in marks if s == "BEGIN"]
     commits = [t for t, s in marks if s == "COMMIT"]
     assert begins and len(begins) == len(commits)
