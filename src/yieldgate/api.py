@@ -221,6 +221,7 @@ def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
     import numpy as np
 
     from yieldgate.analysis.goodput import goodput_of
+    from yieldgate.analysis.load import column_stats
     from yieldgate.report.console import run_record
 
     with _open(ledger, readonly=True) as led:
@@ -231,7 +232,7 @@ def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
     return {
         "run": info,
         "step_columns": columns,
-        "column_stats": {c: _column_stats(steps, c) for c in columns},
+        "column_stats": {c: column_stats(steps, c) for c in columns},
         "devices": meta.get("devices"),
         "summary": meta.get("summary"),
         "extras": extras,
@@ -251,26 +252,6 @@ def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
         ],
         "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
         "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
-    }
-
-
-def _column_stats(steps: pd.DataFrame, column: str) -> dict[str, tuple[int, float]]:
-    """(step, value) of a step column's first, last, smallest and largest recorded value (NaN and inf skipped
-    for min and max)."""
-    import numpy as np
-
-    logged = steps[["step", column]].dropna()
-    finite = logged[np.isfinite(logged[column].to_numpy(dtype=float))]
-    pick = finite if len(finite) else logged
-
-    def at(i: int, frame: pd.DataFrame) -> tuple[int, float]:
-        return int(frame["step"].iloc[i]), float(frame[column].iloc[i])
-
-    return {
-        "first": at(0, logged),
-        "last": at(-1, logged),
-        "min": at(int(np.argmin(pick[column].to_numpy())), pick),
-        "max": at(int(np.argmax(pick[column].to_numpy())), pick),
     }
 
 

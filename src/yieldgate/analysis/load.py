@@ -22,6 +22,7 @@ from yieldgate.manifest import Manifest
 from yieldgate.names import LOSS_METRIC, PER_UNITS, STEP_UNIT, split_eval_key, stderr_of
 
 __all__ = [
+    "column_stats",
     "load_run",
     "objective_note",
     "metric_key",
@@ -141,3 +142,21 @@ def stable_points(ledger: Ledger, run: str, metric: str = "val/loss") -> tuple[p
     points = points[points["tokens"] > 0]
     mask, note = stable_phase(data.steps, points["step"].to_numpy())
     return points, mask, note
+
+
+def column_stats(steps: pd.DataFrame, column: str) -> dict[str, tuple[int, float]]:
+    """(step, value) of a step column's first, last, smallest and largest recorded value (NaN and inf skipped
+    for min and max)."""
+    logged = steps[["step", column]].dropna()
+    finite = logged[np.isfinite(logged[column].to_numpy(dtype=float))]
+    pick = finite if len(finite) else logged
+
+    def at(i: int, frame: pd.DataFrame) -> tuple[int, float]:
+        return int(frame["step"].iloc[i]), float(frame[column].iloc[i])
+
+    return {
+        "first": at(0, logged),
+        "last": at(-1, logged),
+        "min": at(int(np.argmin(pick[column].to_numpy())), pick),
+        "max": at(int(np.argmax(pick[column].to_numpy())), pick),
+    }
