@@ -186,7 +186,8 @@ def test_two_writers_start_one_run_at_once_then_sigkill(tmp_path):
             return s.exists() and len(completed(s)) >= 200
 
         while sum(p.poll() is None for p in procs) > 1 or not any(started(s) for s in sides):
-            assert time.time() < deadline and any(p.poll() is None for p in procs), [p.stderr.read() for p in procs]
+            # No stderr read here: reading a live child's stderr waits for it to end, and would hang the test.
+            assert time.time() < deadline and any(p.poll() is None for p in procs), [p.poll() for p in procs]
             time.sleep(0.05)
         (writer,) = [i for i, p in enumerate(procs) if p.poll() is None]
         refused = procs[1 - writer].stderr.read()

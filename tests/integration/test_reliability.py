@@ -39,8 +39,12 @@ if close:
 """
 
 
-TRACKER = 'Tracker("child", ledger=ledger, config=TrackerConfig(log_every_steps=10, flush_every_s=0.5))'
-"""The child's Tracker, as constructed by default (a scenario may resume or take over instead)."""
+TRACKER = (
+    'Tracker("child", ledger=ledger, suffix_if_taken=False, config=TrackerConfig(log_every_steps=10, '
+    "flush_every_s=0.5))"
+)
+"""The child's Tracker, as constructed by default (a scenario may resume or take over instead): always the run
+`child`, a second writer refused rather than recorded as `child-2`."""
 
 
 def child(
@@ -248,7 +252,7 @@ LOOP = """
 import sys, time
 from yieldgate.track.tracker import Tracker, TrackerConfig
 ledger, side = sys.argv[1], open(sys.argv[2], "w")
-tr = Tracker("child", ledger=ledger, config=TrackerConfig(flush_every_s=0.5))
+tr = Tracker("child", ledger=ledger, suffix_if_taken=False, config=TrackerConfig(flush_every_s=0.5))
 i = 0
 while True:
     i += 1
