@@ -789,7 +789,7 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
             assert "decision accuracy at 50,000 tokens" in text and "forecast two: none" in text
             page.screenshot(path=str(screenshots / "campaign.png"), full_page=True)
             page.click(f"text=#{decided}")
-            _until(page, "document.querySelectorAll('table.checks tbody tr').length === 2")
+            _until(page, "document.querySelectorAll('table.checks tbody tr').length === 3")
             assert not page.evaluate("document.querySelector('details').open")
             page.click("summary >> nth=0")  # the full evidence, one click away
             assert page.evaluate(

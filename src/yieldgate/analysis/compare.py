@@ -24,7 +24,7 @@ import pandas as pd
 from yieldgate.analysis import stats
 from yieldgate.analysis.conditions import host_confounders
 from yieldgate.analysis.confounders import batch_check_arguments, manifest_confounders
-from yieldgate.analysis.points import TRAIN_LOSS, cost_from_price, eval_points, train_loss_points
+from yieldgate.analysis.points import TRAIN_LOSS, UNVERSIONED, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest
 from yieldgate.names import LOSS_METRIC, VAL_TASK
@@ -290,6 +290,9 @@ def _one_portfolio(sides: _Sides, key: str, said: _Remarks) -> None:
     held = {
         id(r): list(dict.fromkeys(sides.curve(r)["portfolio"])) for r in sides.runs if "portfolio" in sides.curve(r)
     }
+    # A run whose evaluations name no portfolio at all (an import, an API run) says nothing of its ruler: it
+    # constrains no version, and is compared as it is.
+    held = {k: v for k, v in held.items() if v != [UNVERSIONED]}
     if len({v for versions in held.values() for v in versions}) < 2:
         return
     listing = "; ".join(f"{r.name}: {', '.join(held[id(r)])}" for r in sides.runs if id(r) in held)
@@ -305,8 +308,9 @@ def _one_portfolio(sides: _Sides, key: str, said: _Remarks) -> None:
         "latest they share; the other versions' evaluations are left out"
     )
     for r in sides.runs:
-        curve = sides.curve(r)
-        sides.curves[id(r)] = curve[curve["portfolio"] == chosen].reset_index(drop=True)
+        if id(r) in held:
+            curve = sides.curve(r)
+            sides.curves[id(r)] = curve[curve["portfolio"] == chosen].reset_index(drop=True)
 
 
 def _higher_is_better(sides: _Sides, task: str, metric: str) -> bool:
