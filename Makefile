@@ -81,6 +81,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_tracker.py
 	$(BIN)/python benchmarks/bench_compare.py
 	$(BIN)/python benchmarks/bench_forecast.py
+	$(BIN)/python benchmarks/bench_refit.py
 	$(BIN)/python benchmarks/bench_import.py
 	$(BIN)/python benchmarks/bench_diagnose.py
 	$(BIN)/python benchmarks/bench_dedup.py

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from yieldgate.analysis import stats
+from yieldgate.analysis import refit, stats
 from yieldgate.errors import InputError
 
 __all__ = [
@@ -249,16 +249,14 @@ def forecast(
     rng = np.random.default_rng(seed)
     d, y = np.array(law.tokens), np.array(law.losses)
     noise = eval_noise(d, y)
-    gains = []
-    for _ in range(boots):
-        pick = np.sort(rng.integers(0, len(d), size=len(d)))
-        if len(np.unique(d[pick])) < 3:
-            continue
-        try:
-            e, b, beta = _fit(d[pick], y[pick], start=(law.E, law.B, law.beta))
-        except (ValueError, np.linalg.LinAlgError):
-            continue
-        gains.append(b * (at**-beta - (at + next_tokens) ** -beta))
+    # Resample the evaluations with replacement (each resample as how often it draws each point) and refit them
+    # all at once (`refit.fit_many`); a resample of fewer than 3 distinct points fits no curve.
+    counts = np.stack([np.bincount(rng.integers(0, len(d), size=len(d)), minlength=len(d)) for _ in range(boots)])
+    counts = counts[(counts > 0).sum(1) >= 3]
+    _, b, beta = refit.fit_many(d, y, counts)
+    with np.errstate(over="ignore", invalid="ignore"):
+        refits = b * (at**-beta - (at + next_tokens) ** -beta)
+    gains = refits[np.isfinite(refits)].tolist()
     notes = []
     if len(gains) < boots // 2:
         notes.append(f"only {len(gains)} of {boots} bootstrap refits succeeded: the interval is rough")
