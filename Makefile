@@ -113,14 +113,18 @@ docs: $(VENV)/.dev
 cli-reference: $(VENV)/.dev
 	$(BIN)/python -m typer yieldgate.cli utils docs --name yieldgate --title "CLI reference" --output docs/cli-reference.md
 
-# The sdist and the wheel, into dist/.
-wheel: $(VENV)/.dev
+# The wheel alone: pypa/build in its own small environment (not the dev extras, which take many minutes).
+$(VENV)/.build: | $(BIN)/python
+	$(PIP) install --quiet 'build>=1.2'
+	touch $@
+
+wheel: $(VENV)/.build
 	rm -rf dist
-	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m build --wheel --outdir dist .
 
 # The docs' Quickstart as written, against dist/'s wheel installed with [torch] into a fresh virtual environment
 # (make test-all runs the same test on a wheel it builds itself).
-quickstart: wheel
+quickstart: wheel $(VENV)/.dev
 	YIELDGATE_WHEEL="$$(ls dist/yieldgate-*.whl)" $(BIN)/python -m pytest -q -m slow tests/integration/test_quickstart.py
 
 clean:
