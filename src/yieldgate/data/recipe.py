@@ -23,7 +23,17 @@ from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy, Filter, Recipe, Source, Tokenizer
 from yieldgate.util.inputs import read_regular
 
-__all__ = ["ResolvedRecipe", "SourceData", "resolve", "train_tokenizer", "team_tokenizer", "disk_works", "FILTERS"]
+__all__ = [
+    "ResolvedRecipe",
+    "SourceData",
+    "resolve",
+    "train_tokenizer",
+    "team_tokenizer",
+    "cached_tokenizer",
+    "apply_filter",
+    "disk_works",
+    "FILTERS",
+]
 
 
 def _symbol_ratio(text: str) -> float:
@@ -155,7 +165,7 @@ def resolve(
     if tok_cfg.path is not None:
         tokenizer, tokenizer_hash = team_tokenizer(tok_cfg.path)
     else:
-        tokenizer = _cached_tokenizer(all_train, tok_cfg.vocab_size or 1024, cache_dir)
+        tokenizer = cached_tokenizer(all_train, tok_cfg.vocab_size or 1024, cache_dir)
         tokenizer_hash = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
     sources = {
         source.name: _tokenized(source, docs[source.name], tokenizer, np.random.default_rng([seed, i]))
@@ -203,7 +213,7 @@ def _filtered_documents(
         if max_chars_per_source is not None:
             docs = _prefix(docs, max_chars_per_source)
         for f in recipe.filters:
-            docs = _apply_filter(f, docs, stats["filters"])
+            docs = apply_filter(f, docs, stats["filters"])
         held = [
             (text, w.tags | {w.edition} - {""})
             for w in eval_works
@@ -320,7 +330,7 @@ def team_tokenizer(path: str | Path) -> tuple[Any, str]:
     return tokenizer, hashlib.sha256(raw).hexdigest()
 
 
-def _cached_tokenizer(texts: list[str], vocab_size: int, cache_dir: str | Path | None) -> Any:
+def cached_tokenizer(texts: list[str], vocab_size: int, cache_dir: str | Path | None) -> Any:
     """Train once per (training text, vocabulary size); later resolutions load the saved tokenizer."""
     from tokenizers import Tokenizer as HFTokenizer
 
@@ -344,7 +354,8 @@ def _cached_tokenizer(texts: list[str], vocab_size: int, cache_dir: str | Path |
     return tokenizer
 
 
-def _apply_filter(f: Filter, docs: list[str], stats: dict[str, Any]) -> list[str]:
+def apply_filter(f: Filter, docs: list[str], stats: dict[str, Any]) -> list[str]:
+    """The documents filter `f` keeps, with what it took in and dropped added to `stats`."""
     if f.kind not in FILTERS:
         raise InputError(f"filter kind {f.kind!r} is unknown; known kinds: {', '.join(sorted(FILTERS))}")
     try:

@@ -190,10 +190,48 @@ def _open_lines(f: Path) -> io.TextIOBase:
             raise InputError(
                 f"{f} is zstandard-compressed and zstandard is not installed: pip install 'yieldgate[data]'"
             ) from None
-        return io.TextIOWrapper(
-            zstandard.ZstdDecompressor().stream_reader(f.open("rb")), encoding="utf-8", errors="replace"
-        )
+        return io.TextIOWrapper(io.BufferedReader(_Zstd(f, zstandard)), encoding="utf-8", errors="replace")
     return f.open(encoding="utf-8", errors="replace")
+
+
+class _Zstd(io.RawIOBase):
+    """The decompressed bytes of a zstandard file, a block at a time, frame after frame; a stream that ends inside a
+    frame (a truncated file) is an EOFError, not a silent end (zstandard's own `stream_reader` ends silently)."""
+
+    def __init__(self, f: Path, zstandard: Any) -> None:
+        self._file = f.open("rb")
+        self._zstd = zstandard
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._pending = b""
+        self._started = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            block = self._file.read(1 << 20)
+            if not block:
+                if self._started and not self._frame.eof:
+                    raise EOFError("the zstandard stream ends inside a frame: the file is truncated")
+                return 0
+            self._started = True
+            try:
+                self._pending = self._frame.decompress(block)
+                while self._frame.eof and self._frame.unused_data:  # the next frame of a multi-frame file
+                    rest = self._frame.unused_data
+                    self._frame = self._zstd.ZstdDecompressor().decompressobj()
+                    self._pending += self._frame.decompress(rest)
+            except self._zstd.ZstdError as exc:
+                raise EOFError(f"damaged zstandard data: {exc}") from None
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def _jsonl(source: Source, f: Path) -> Iterator[tuple[str, str]]:
@@ -206,15 +244,12 @@ def _jsonl(source: Source, f: Path) -> Iterator[tuple[str, str]]:
                     continue
                 yield f"{f}:{n}", _text_of(source, f, n, _record(source, f, n, line), field)
     except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(
-            f"source {source.name!r}: {f} cannot be read past line {n} ({_reason(exc)}); re-create or re-download it"
-        ) from None
-    except Exception as exc:
-        if type(exc).__module__.startswith("zstd"):  # zstandard.ZstdError: a damaged frame
-            raise InputError(
-                f"source {source.name!r}: {f} cannot be read past line {n} ({exc}); re-create or re-download it"
-            ) from None
-        raise
+        raise _unreadable(source, f, n, exc) from None
+
+
+def _unreadable(source: Source, f: Path, n: int, exc: BaseException) -> InputError:
+    past = f" past line {n}" if n else ""
+    return InputError(f"source {source.name!r}: {f} cannot be read{past} ({_reason(exc)}); re-create or re-download it")
 
 
 def _reason(exc: BaseException) -> str:
