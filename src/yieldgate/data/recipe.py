@@ -100,7 +100,7 @@ def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) ->
         return works_by_source[ref]
     if Path(ref).exists():
         return disk_works(source.model_copy(update={"path": ref}))
-    known = ", ".join(sorted(works_by_source))
+    known = ", ".join(sorted(works_by_source or corpus.SOURCES))
     raise InputError(f"source {source.name!r}: {ref!r} is neither a built-in source ({known}) nor a file or folder")
 
 
@@ -154,7 +154,14 @@ def resolve(
     The held-out split is one call over all the recipe's works, so the modern and Folio editions of a play
     (different sources, one group) always fall on the same side. `max_chars_per_source` keeps a deterministic
     prefix of each source's training documents (small probes and tests)."""
-    works_by_source = corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
+    # The built-in corpus is loaded only for a recipe that names one of its sources (reading the standard library's
+    # modules alone takes seconds): a recipe of the team's data on disk does without it.
+    refs = {(s.path or s.name).removeprefix("builtin:") for s in recipe.sources}
+    works_by_source = (
+        corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
+        if refs & set(corpus.SOURCES)
+        else {}
+    )
     stats: dict[str, Any] = {"filters": {}, "dedup": {"kind": recipe.dedup.kind, "removed_docs": 0}}
     docs = _filtered_documents(recipe, works_by_source, held_out, seed, chunk_chars, max_chars_per_source, stats)
     recipe_dedup = _dedup(recipe, docs, stats)
