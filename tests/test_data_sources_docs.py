@@ -57,6 +57,7 @@ def test_the_pages_recipe_refusal_and_script_run_as_written(tmp_path: Path, monk
         manifest = ledger.manifest("bigram/s0")
         steps = ledger.steps("bigram/s0", ["tokens", "loss"])
     assert len(steps) == 16_384 // (8 * 64) and steps["tokens"].iloc[-1] == 16_384
+    assert manifest is not None and manifest.data is not None and manifest.data.tokenizer is not None
     assert manifest.data.tokenizer.content_hash and {s.name: s.weight for s in manifest.data.sources} == {
         "books": 3.0,
         "plays": 1.0,

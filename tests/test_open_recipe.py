@@ -64,6 +64,13 @@ def test_open_recipe_yields_the_probe_trainers_stream(recipe_file):
     drawn = {name: sum(b["sources"][name] for b in batches) for name in ("books", "plays")}
     assert drawn["books"] > 2 * drawn["plays"] > 0  # weights 3:1
     assert [b["input_ids"].tolist() for b in data] == [b["input_ids"].tolist() for b in batches]  # it starts again
+    from torch.utils.data import DataLoader
+
+    loaded = list(DataLoader(data, batch_size=None))
+    assert [b["input_ids"].tolist() for b in loaded] == [b["input_ids"].tolist() for b in batches]
+    assert [b["sources"] for b in loaded] == [b["sources"] for b in batches]
+    with pytest.raises(InputError, match="read it with num_workers=0 or 1, not 2"):
+        list(DataLoader(data, batch_size=None, num_workers=2))
     assert data.recipe.tokenizer.content_hash == trainer_data.tokenizer_hash
     accounted = {s.name: s.unique_tokens for s in data.recipe.sources}
     assert accounted == {name: len(s.train) for name, s in trainer_data.sources.items()}

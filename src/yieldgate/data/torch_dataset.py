@@ -34,7 +34,7 @@ from yieldgate.manifest import Recipe, load_recipe
 __all__ = ["RecipeDataset", "open_recipe"]
 
 
-class RecipeDataset(IterableDataset):  # type: ignore[type-arg]  # torch's generic base differs across versions
+class RecipeDataset(IterableDataset):
     """`steps` batches of a resolved recipe's stream, each a dict: `input_ids` and `labels` ((batch_size, context)
     int64, `labels` the next tokens, as nanoGPT's x and y; a Hugging Face causal LM that shifts its labels itself
     takes `labels=input_ids`), `sources` (tokens of this batch per source) and `sample_ids` (for the Tracker's
