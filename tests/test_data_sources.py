@@ -196,7 +196,7 @@ def _one_line(exc: pytest.ExceptionInfo[InputError]) -> str:
     return message
 
 
-def test_bad_sources_are_one_line_naming_the_field_and_the_fix(tmp_path, docs):
+def test_bad_sources_are_one_line_naming_the_field_and_the_fix(tmp_path, docs, monkeypatch):
     write_jsonl(tmp_path / "content.jsonl", docs[:3], field="content")
     write_parquet(tmp_path / "body.parquet", docs[:3], field="body")
     (tmp_path / "table.csv").write_text("text\nhello\n")
@@ -217,6 +217,8 @@ def test_bad_sources_are_one_line_naming_the_field_and_the_fix(tmp_path, docs):
         message = _one_line(exc)
         assert message.startswith(f"source {source.name!r}: ") and all(w in message for w in words), message
     check_source(Source(name="milton"))
+    monkeypatch.chdir(tmp_path)
+    check_source(Source(name="content.jsonl", text_field="content"))  # a bare name that is a file, as resolve reads it
     check_source(Source(name="mine", path="builtin:shakespeare-folio"))
     with pytest.raises(InputError) as exc:
         list(texts(Source(name="b", path=str(tmp_path / "broken.jsonl"))))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,10 +109,11 @@ def disk_works(source: Source) -> list[corpus.Work]:
     """The works of a source on disk (`data.sources`): a text file is a work, as is a record of JSON-lines, Parquet
     or `datasets` data (its own group: the held-out split holds records out whole)."""
     fmt = source_format(source)
+    root = source.path if source.path and Path(source.path).is_dir() else None
     works = []
     for doc_id, text in texts(source):
-        # `play` for play.txt, `part-0.jsonl:12` for a file's 12th record
-        stem = Path(doc_id).stem if fmt == "text" else Path(doc_id).name
+        # `play` for play.txt; `part-0.jsonl:12` for a file's 12th record, its path within a folder source
+        stem = Path(doc_id).stem if fmt == "text" else os.path.relpath(doc_id, root) if root else Path(doc_id).name
         works.append(
             corpus.Work(
                 id=f"{source.name}/{stem}",

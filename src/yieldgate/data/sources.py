@@ -27,7 +27,7 @@ from typing import Any
 
 from yieldgate.errors import InputError
 from yieldgate.manifest import Source
-from yieldgate.util.inputs import read_regular
+from yieldgate.util.inputs import check_regular, read_regular
 
 __all__ = ["FORMATS", "DEFAULT_TEXT_FIELD", "check_source", "source_format", "source_files", "fingerprint", "texts"]
 
@@ -158,13 +158,15 @@ def check_source(source: Source) -> None:
     source, or data on disk whose first record has the text field. Reads a record at most per file."""
     from yieldgate.data.corpus import SOURCES
 
-    if source.path is None and source.name in SOURCES or (source.path or "").removeprefix("builtin:") in SOURCES:
+    ref = (source.path or source.name).removeprefix("builtin:")
+    if ref in SOURCES:
         return
-    if source.path is None:
+    if source.path is None and not Path(ref).exists():  # a bare name may name a file or folder, as in resolution
         raise InputError(
             f"source {source.name!r}: is not a built-in source ({', '.join(SOURCES)}) and names no path; "
             f"give `path:` ({_KNOWN})"
         )
+    source = source.model_copy(update={"path": ref})
     fmt = source_format(source)
     files = source_files(source, fmt)
     if not files:
@@ -172,7 +174,9 @@ def check_source(source: Source) -> None:
     for f in files:
         if not f.is_file():
             raise InputError(f"source {source.name!r}: {f} is missing; save the dataset again or fix `path:`")
-        if fmt != "text":
+        if fmt == "text":
+            check_regular(f, f"the text of source {source.name!r}")
+        else:
             next(_jsonl(source, f) if fmt == "jsonl" else _columnar(source, f, fmt), None)
 
 
