@@ -64,11 +64,17 @@ def test_open_recipe_yields_the_probe_trainers_stream(recipe_file):
     drawn = {name: sum(b["sources"][name] for b in batches) for name in ("books", "plays")}
     assert drawn["books"] > 2 * drawn["plays"] > 0  # weights 3:1
     assert [b["input_ids"].tolist() for b in data] == [b["input_ids"].tolist() for b in batches]  # it starts again
+    import torch
     from torch.utils.data import DataLoader
 
     loaded = list(DataLoader(data, batch_size=None))
     assert [b["input_ids"].tolist() for b in loaded] == [b["input_ids"].tolist() for b in batches]
     assert [b["sources"] for b in loaded] == [b["sources"] for b in batches]
+    rows = [row for b in batches for row in torch.cat([b["input_ids"], b["labels"][:, -1:]], dim=1)]
+    sequences = list(data.sequences())
+    assert len(sequences) == len(data.sequences()) == len(rows) == 47 * 4
+    assert all(s["input_ids"].equal(r) and s["labels"].equal(r) for s, r in zip(sequences, rows, strict=True))
+    assert sequences[0]["input_ids"][1:].equal(batches[0]["labels"][0])
     with pytest.raises(InputError, match="read it with num_workers=0 or 1, not 2"):
         list(DataLoader(data, batch_size=None, num_workers=2))
     assert data.recipe.tokenizer.content_hash == trainer_data.tokenizer_hash

@@ -11,7 +11,8 @@ batch took from each source for `Tracker.step(sources=...)`.
         tr.step(tokens=batch["input_ids"].numel(), loss=loss, sources=batch["sources"])
 
 Iterating again starts the stream again, the same for the same arguments. Read it in the training process (a
-`DataLoader` with `batch_size=None` and no workers: every worker would draw the whole stream).
+`DataLoader` with `batch_size=None` and no workers: every worker would draw the whole stream). `data.sequences()` is
+the same stream a window at a time, for a Hugging Face `Trainer`.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ class RecipeDataset(IterableDataset):
     def __len__(self) -> int:
         return self.steps
 
+    def sequences(self) -> IterableDataset:
+        """The same stream a window at a time, as a Hugging Face `Trainer` takes a dataset (its `batch_size` sequences
+        a step give this stream's batches): dicts of `input_ids` and `labels`, both the window's context + 1 tokens
+        (the model shifts its labels: context predictions per window, as here; it needs context + 1 positions)."""
+        return _Sequences(self)
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         worker = get_worker_info()
         if worker is not None and worker.num_workers > 1:
@@ -90,6 +97,22 @@ class RecipeDataset(IterableDataset):
             rows, counts, ids = stream.draw()
             arr = torch.from_numpy(rows.astype(np.int64))
             yield {"input_ids": arr[:, :-1], "labels": arr[:, 1:], "sources": counts, "sample_ids": ids}
+
+
+class _Sequences(IterableDataset):
+    """`RecipeDataset.sequences`."""
+
+    def __init__(self, batches: RecipeDataset) -> None:
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return self.batches.steps * self.batches.batch_size
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        for batch in self.batches:
+            windows = torch.cat([batch["input_ids"], batch["labels"][:, -1:]], dim=1)  # (batch_size, context + 1)
+            for row in windows:
+                yield {"input_ids": row, "labels": row}
 
 
 def open_recipe(
