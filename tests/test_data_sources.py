@@ -271,3 +271,6 @@ def test_plan_shows_the_measured_supply_of_a_jsonl_recipe(cli, tmp_path, docs, t
     assert full["books"]["epochs"] == pytest.approx(0.7 * 5_000_000 / unique) and full["books"]["over_limit"]
     assert [g["source"] for g in out["grow"]] == ["books"]
     assert len(list((tmp_path / "cache" / "supply").glob("*.json"))) == 1
+    (tmp_path / "bad.yaml").write_text(f"sources:\n  - {{name: books, path: {books}, text_field: body}}\n")
+    err = cli("plan", str(tmp_path / "bad.yaml"), "--policy", str(tmp_path / "p.yaml"), code=2).stderr
+    assert "no text field 'body' (it has: id, text)" in err and err.count("\n") == 1, err
