@@ -14,7 +14,15 @@ import reprlib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from yieldgate.config_files import read_structured_file, validate
 from yieldgate.errors import ManifestError
@@ -49,6 +57,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
 
+def _without_unset_additions(dump: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """`dump` less the `fields` that are None: fields added to a model after manifests were stored, left out when
+    unset so that every stored manifest keeps its content hash."""
+    return {k: v for k, v in dump.items() if not (k in fields and v is None)}
+
+
 class Source(_Model):
     """One data source of a recipe."""
 
@@ -67,6 +81,14 @@ class Source(_Model):
     shuffled_share: float = Field(default=0.0, ge=0, le=1)
     """Share of the source's training documents whose tokens are put in a random order: damaged data of
     known worth (the control pair of a campaign: a recipe against the same recipe half shuffled)."""
+    text_field: str | None = Field(default=None, min_length=1)
+    """The field holding a record's text in JSON-lines, Parquet or `datasets` data (None: `text`)."""
+    documents: int | None = Field(default=None, ge=0)
+    """Documents (records, or text files) the source's data holds, as measured (`data.source_counts`)."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset_additions(handler(self), ("text_field", "documents"))
 
 
 class Filter(_Model):
@@ -165,6 +187,14 @@ class Tokenizer(_Model):
     """Vocabulary size."""
     bytes_per_token: float | None = Field(default=None, gt=0)
     """Mean UTF-8 bytes per token on the training data: converts per-token loss to bits per byte."""
+    path: str | None = None
+    """The team's tokenizer: a `tokenizers` JSON file, or a Hugging Face tokenizer folder holding `tokenizer.json`
+    (None: a byte-level BPE of `vocab_size` trained on the recipe's training text). Its content hash is the sha256
+    of the JSON file's bytes."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset_additions(handler(self), ("path",))
 
 
 class Recipe(_Model):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +19,22 @@ from typing import Any
 import numpy as np
 
 from yieldgate.data import corpus, dedup
+from yieldgate.data.sources import source_format, texts
 from yieldgate.errors import InputError
 from yieldgate.manifest import DedupPolicy, Filter, Recipe, Source, Tokenizer
 from yieldgate.util.inputs import read_regular
 
-__all__ = ["ResolvedRecipe", "SourceData", "resolve", "train_tokenizer", "FILTERS"]
+__all__ = [
+    "ResolvedRecipe",
+    "SourceData",
+    "resolve",
+    "train_tokenizer",
+    "team_tokenizer",
+    "cached_tokenizer",
+    "apply_filter",
+    "disk_works",
+    "FILTERS",
+]
 
 
 def _symbol_ratio(text: str) -> float:
@@ -87,29 +99,36 @@ def _works_for(source: Source, works_by_source: dict[str, list[corpus.Work]]) ->
     ref = (source.path or source.name).removeprefix("builtin:")
     if ref in works_by_source:
         return works_by_source[ref]
-    path = Path(ref)
-    if path.exists():
-        # Regular files only: a FIFO would block the read, /dev/zero would never end it.
-        files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if path.is_dir() else [path]
-        if not files:
-            raise InputError(f"source {source.name!r}: no .txt files under {path}")
-        return [
+    if Path(ref).exists():
+        return disk_works(source.model_copy(update={"path": ref}))
+    known = ", ".join(sorted(works_by_source or corpus.SOURCES))
+    raise InputError(f"source {source.name!r}: {ref!r} is neither a built-in source ({known}) nor a file or folder")
+
+
+def disk_works(source: Source) -> list[corpus.Work]:
+    """The works of a source on disk (`data.sources`): a text file is a work, as is a record of JSON-lines, Parquet
+    or `datasets` data (its own group: the held-out split holds records out whole)."""
+    fmt = source_format(source)
+    root = source.path if source.path and Path(source.path).is_dir() else None
+    works = []
+    for doc_id, text in texts(source):
+        # `play` for play.txt; `part-0.jsonl:12` for a file's 12th record, its path within a folder source
+        stem = Path(doc_id).stem if fmt == "text" else os.path.relpath(doc_id, root) if root else Path(doc_id).name
+        works.append(
             corpus.Work(
-                id=f"{source.name}/{f.stem}",
-                title=f.stem,
+                id=f"{source.name}/{stem}",
+                title=stem,
                 author="",
                 domain=source.domain or "text",
                 source=source.name,
                 edition="",
-                group=f"{source.name}/{f.stem}",
-                path=str(f),
-                text=read_regular(f, f"the text of source {source.name!r}").decode("utf-8", errors="replace"),
+                group=f"{source.name}/{stem}",
+                path=doc_id,
+                text=text,
                 tags=frozenset(),
             )
-            for f in files
-        ]
-    known = ", ".join(sorted(works_by_source))
-    raise InputError(f"source {source.name!r}: {ref!r} is neither a built-in source ({known}) nor a file or folder")
+        )
+    return works
 
 
 @dataclass
@@ -137,7 +156,14 @@ def resolve(
     The held-out split is one call over all the recipe's works, so the modern and Folio editions of a play
     (different sources, one group) always fall on the same side. `max_chars_per_source` keeps a deterministic
     prefix of each source's training documents (small probes and tests)."""
-    works_by_source = corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
+    # The built-in corpus is loaded only for a recipe that names one of its sources (reading the standard library's
+    # modules alone takes seconds): a recipe of the team's data on disk does without it.
+    refs = {(s.path or s.name).removeprefix("builtin:") for s in recipe.sources}
+    works_by_source = (
+        corpus.sources(corpus.load_corpus(cache_dir=cache_dir, stdlib_bytes=stdlib_bytes))
+        if refs & set(corpus.SOURCES)
+        else {}
+    )
     stats: dict[str, Any] = {"filters": {}, "dedup": {"kind": recipe.dedup.kind, "removed_docs": 0}}
     docs = _filtered_documents(recipe, works_by_source, held_out, seed, chunk_chars, max_chars_per_source, stats)
     recipe_dedup = _dedup(recipe, docs, stats)
@@ -145,19 +171,23 @@ def resolve(
     if not all_train:
         raise InputError("the recipe's filters and dedup left no training documents")
     tok_cfg = recipe.tokenizer or Tokenizer(name="bpe-1k", vocab_size=1024)
-    tokenizer = _cached_tokenizer(all_train, tok_cfg.vocab_size or 1024, cache_dir)
+    if tok_cfg.path is not None:
+        tokenizer, tokenizer_hash = team_tokenizer(tok_cfg.path)
+    else:
+        tokenizer = cached_tokenizer(all_train, tok_cfg.vocab_size or 1024, cache_dir)
+        tokenizer_hash = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
     sources = {
         source.name: _tokenized(source, docs[source.name], tokenizer, np.random.default_rng([seed, i]))
         for i, source in enumerate(recipe.sources)
     }
     total_bytes = sum(len(d.encode()) for source in docs.values() for d in source.train)
     bytes_per_token = total_bytes / max(sum(len(s.train) for s in sources.values()), 1)
-    tokenizer_hash = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
     tokenizer_model = Tokenizer(
         name=tok_cfg.name,
         content_hash=tokenizer_hash,
         vocab_size=tokenizer.get_vocab_size(),
         bytes_per_token=bytes_per_token,
+        path=tok_cfg.path,
     )
     stats["sources"] = {name: s.stats for name, s in sources.items()}
     return ResolvedRecipe(
@@ -192,7 +222,7 @@ def _filtered_documents(
         if max_chars_per_source is not None:
             docs = _prefix(docs, max_chars_per_source)
         for f in recipe.filters:
-            docs = _apply_filter(f, docs, stats["filters"])
+            docs = apply_filter(f, docs, stats["filters"])
         held = [
             (text, w.tags | {w.edition} - {""})
             for w in eval_works
@@ -284,7 +314,32 @@ def _prefix(docs: list[str], max_chars: int) -> list[str]:
     return out
 
 
-def _cached_tokenizer(texts: list[str], vocab_size: int, cache_dir: str | Path | None) -> Any:
+def team_tokenizer(path: str | Path) -> tuple[Any, str]:
+    """(tokenizer, content hash) of a team's tokenizer: a `tokenizers` JSON file, or a Hugging Face tokenizer folder
+    holding `tokenizer.json`. The hash is the sha256 of the JSON file's bytes (what `sha256sum tokenizer.json`
+    prints)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    where = Path(path).expanduser()
+    file = where / "tokenizer.json" if where.is_dir() else where
+    if not file.is_file():
+        inside = " (a folder without tokenizer.json)" if where.is_dir() else ""
+        raise InputError(
+            f"tokenizer.path: {where}{inside} is no tokenizer file; name a `tokenizers` JSON file or a Hugging Face "
+            "tokenizer folder holding tokenizer.json (save_pretrained writes it)"
+        )
+    raw = read_regular(file, "a tokenizers JSON file")
+    try:
+        tokenizer = HFTokenizer.from_str(raw.decode("utf-8"))
+    except Exception as exc:  # noqa: BLE001 - the tokenizers library raises a bare Exception for a bad file
+        raise InputError(
+            f"tokenizer.path: {file} is not a `tokenizers` JSON file ({str(exc).splitlines()[0]}); save it with "
+            "tokenizer.save(path) or save_pretrained"
+        ) from None
+    return tokenizer, hashlib.sha256(raw).hexdigest()
+
+
+def cached_tokenizer(texts: list[str], vocab_size: int, cache_dir: str | Path | None) -> Any:
     """Train once per (training text, vocabulary size); later resolutions load the saved tokenizer."""
     from tokenizers import Tokenizer as HFTokenizer
 
@@ -308,7 +363,8 @@ def _cached_tokenizer(texts: list[str], vocab_size: int, cache_dir: str | Path |
     return tokenizer
 
 
-def _apply_filter(f: Filter, docs: list[str], stats: dict[str, Any]) -> list[str]:
+def apply_filter(f: Filter, docs: list[str], stats: dict[str, Any]) -> list[str]:
+    """The documents filter `f` keeps, with what it took in and dropped added to `stats`."""
     if f.kind not in FILTERS:
         raise InputError(f"filter kind {f.kind!r} is unknown; known kinds: {', '.join(sorted(FILTERS))}")
     try:

@@ -12,6 +12,7 @@ from typing import Any
 from yieldgate.analysis.campaign import probe_runs
 from yieldgate.analysis.scaling import MIN_SIZES
 from yieldgate.config_files import read_structured_file, validate
+from yieldgate.data.source_counts import measured
 from yieldgate.errors import InputError
 from yieldgate.gate.evidence import target_runs, workflow
 from yieldgate.gate.policy import Policy
@@ -61,15 +62,16 @@ class SupplyPlan:
 def target_recipe(ledger: Ledger, target: str) -> tuple[Recipe, int | None]:
     """The recipe (and model parameters, where known and shared) of `target`: a recipe or manifest file (YAML/JSON)
     not trained yet, or a run, seed group or campaign recipe in the ledger, whose runs must share one data recipe
-    (a campaign recipe probed at several model sizes is one recipe: its sizes differ in model only)."""
+    (a campaign recipe probed at several model sizes is one recipe: its sizes differ in model only). A file's sources
+    that name data on disk without `unique_tokens` have theirs measured (`data.source_counts.measured`, cached)."""
     if Path(target).is_file():
         data = read_structured_file(target)
         if isinstance(data, dict) and "data" in data:
             manifest = parse_manifest(data, target)
             if manifest.data is None:
                 raise InputError(f"{target}: the manifest has no data recipe (data.sources)")
-            return manifest.data, manifest.model.params if manifest.model else None
-        return validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'"), None
+            return measured(manifest.data), manifest.model.params if manifest.model else None
+        return measured(validate(Recipe, data, target, "'sources: [{name: web, unique_tokens: 1000000}]'")), None
     runs, _ = target_runs(ledger, target)
     found = [
         (m.data, m.model.params if m.model else None, canonical_json(workflow(m)["data"]))

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from yieldgate.data.recipe import ResolvedRecipe, SourceData
+from yieldgate.data.sampler import WindowStream
 from yieldgate.errors import InputError
 from yieldgate.probe.config import ProbeConfig
 from yieldgate.probe.model import GPT
@@ -19,32 +20,28 @@ from yieldgate.probe.model import GPT
 __all__ = ["Sampler", "Portfolio", "Parts", "Seq"]
 
 
-class Sampler:
-    """Windows of context + 1 tokens at fixed offsets of each source; sources drawn by weight."""
+class Sampler(WindowStream):
+    """The recipe's stream (`data.sampler.WindowStream`) with the probe's faults, as torch batches."""
 
     def __init__(self, data: ResolvedRecipe, cfg: ProbeConfig, steps: int) -> None:
         self.cfg = cfg
-        self.rng = np.random.default_rng(cfg.seed)
-        self.names = [n for n, s in data.sources.items() if len(s.train) > cfg.context + 1]
-        if not self.names:
-            raise InputError(f"no source has more than {cfg.context + 1} training tokens")
-        self.tokens = {n: data.sources[n].train for n in self.names}
-        weights = np.array([data.sources[n].weight for n in self.names], dtype=float)
-        self.p = weights / weights.sum()
-        self.p_end = self.p
         if cfg.faults.drift_to is not None:
-            unknown = sorted(set(cfg.faults.drift_to) - set(self.names))
-            if unknown:
+            names = WindowStream.usable(data, cfg.context)
+            unknown = sorted(set(cfg.faults.drift_to) - set(names))
+            if unknown and names:
                 raise InputError(
-                    f"faults.drift_to names unknown sources {', '.join(unknown)}; sources: {', '.join(self.names)}"
+                    f"faults.drift_to names unknown sources {', '.join(unknown)}; sources: {', '.join(names)}"
                 )
-            end = np.array([cfg.faults.drift_to.get(n, 0.0) for n in self.names], dtype=float)
-            self.p_end = end / end.sum()
-        self.windows: dict[str, np.ndarray] = {}
-        for n in self.names:
-            count = (len(self.tokens[n]) - 1) // cfg.context
-            order = np.arange(count) if cfg.faults.unshuffled else self.rng.permutation(count)
-            self.windows[n] = order
+        super().__init__(
+            data,
+            context=cfg.context,
+            batch_size=cfg.batch_size,
+            sequences=steps * cfg.batch_size,
+            seed=cfg.seed,
+            in_order=cfg.faults.unshuffled,
+            end_weights=cfg.faults.drift_to,
+            loop_windows=cfg.faults.loop_examples,
+        )
         if cfg.faults.repeat_source is not None:
             name, epochs = cfg.faults.repeat_source
             if name not in self.windows:
@@ -54,56 +51,10 @@ class Sampler:
             share = self.p[self.names.index(name)]
             needed = max(1, int(steps * cfg.batch_size * share / epochs))
             self.windows[name] = self.windows[name][:needed]
-        self.cursor = dict.fromkeys(self.names, 0)
-        self.total = steps * cfg.batch_size
-        self.drawn = 0
-        curriculum = data.recipe.curriculum
-        self.ordered = cfg.faults.unshuffled or curriculum.kind == "ordered_by_source"
-        # Staged curriculum: (sequences drawn at which the stage ends, source probabilities of the stage).
-        self.stages = []
-        for stage in curriculum.stages if curriculum.kind == "staged" else []:
-            w = np.array([stage.weights.get(n, 0.0) for n in self.names], dtype=float)
-            if w.sum() <= 0:
-                raise InputError(
-                    f"curriculum stage ending at {stage.end(self.total * cfg.context):,.0f} tokens gives no weight "
-                    f"to any source with data ({', '.join(self.names)})"
-                )
-            self.stages.append((stage.end(self.total * cfg.context) / cfg.context, w / w.sum()))
-
-    def _source(self) -> int:
-        if self.ordered:  # sources one after another, each for its share of the budget
-            edges = np.cumsum(self.p) * self.total
-            return min(int(np.searchsorted(edges, self.drawn, side="right")), len(self.names) - 1)
-        frac = min(self.drawn / self.total, 1.0)  # a cooldown continuing the probe draws past its budget
-        p = (1.0 - frac) * self.p + frac * self.p_end  # the recipe's weights, unless a drift fault creeps away
-        if self.stages:  # the stage the stream is in; after the last one, the recipe's weights (as `plan` counts)
-            p = next((w for end, w in self.stages if self.drawn < end), p)
-        return int(self.rng.choice(len(self.names), p=p))
-
-    def state(self) -> dict[str, Any]:
-        """Where the stream stands: the generator's state, each source's cursor and the sequences drawn."""
-        return {"rng": self.rng.bit_generator.state, "cursor": dict(self.cursor), "drawn": self.drawn}
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.rng.bit_generator.state = state["rng"]
-        self.cursor = dict(state["cursor"])
-        self.drawn = int(state["drawn"])
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, int], list[int]]:
-        t = self.cfg.context
-        rows, counts, ids = [], dict.fromkeys(self.names, 0), []
-        for _ in range(self.cfg.batch_size):
-            k = self._source()
-            name = self.names[k]
-            order = self.windows[name]
-            limit = min(len(order), self.cfg.faults.loop_examples or len(order))
-            w = int(order[self.cursor[name] % limit])
-            self.cursor[name] += 1
-            self.drawn += 1
-            rows.append(self.tokens[name][w * t : w * t + t + 1])
-            counts[name] += t
-            ids.append(k << 32 | w)
-        arr = torch.from_numpy(np.stack(rows).astype(np.int64))
+        rows, counts, ids = self.draw()
+        arr = torch.from_numpy(rows.astype(np.int64))
         return arr[:, :-1], arr[:, 1:], counts, ids
 
 

@@ -13,6 +13,7 @@ EXTRA_OF = {
     "psutil": "torch",
     "pynvml": "torch",
     "xxhash": "data",
+    "zstandard": "data",
     "transformers": "hf",
     "accelerate": "hf",
     "lightning": "lightning",
