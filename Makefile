@@ -1,4 +1,4 @@
-# Commands for a newcomer: `make demo`, `make test` (the fast tier) and `make test-all` (everything CI runs).
+# Commands for a newcomer: `make demo` (the quick worked example; `make demo-full` the whole one), `make test` (the fast tier) and `make test-all` (everything CI runs).
 # Each creates .venv on first use.
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip
 # The extras the tests and benchmarks exercise: every one (`all`), installed with the `dev` or `bench` group.
 EXTRAS := all
 
-.PHONY: demo test test-all browsers pg-start pg-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint
+.PHONY: demo demo-full test test-all browsers pg-start pg-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint
 
 # pip >= 25.1 reads pyproject.toml's dependency groups (`--group dev`: the contributors' tools, not extras).
 $(BIN)/python:
@@ -32,7 +32,11 @@ $(VENV)/.bench: pyproject.toml $(VENV)/.torch
 	$(PIP) install --quiet -e '.[$(EXTRAS)]' --group bench
 	touch $@
 
+# The quick worked example (about a minute on 2 cores); demo-full: the whole one (about two minutes more).
 demo: $(VENV)/.demo
+	$(BIN)/yieldgate demo --quick
+
+demo-full: $(VENV)/.demo
 	$(BIN)/yieldgate demo
 
 # The fast tier: unit and small integration tests, no real training runs or subprocess fleets (<= 90 s on 2 cores;

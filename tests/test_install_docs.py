@@ -1,5 +1,6 @@
-"""Install from where you are (issue #36, item 1): the first install line a newcomer reads works today (a checkout
-or a wheel built there; the package is on no index yet), and `make wheel` builds the wheel alone."""
+"""The first hour from a checkout (issue #36, items 1 and 3): the first install line a newcomer reads works today
+(a checkout or a wheel built there; the package is on no index yet), `make wheel` builds the wheel alone, and
+`make demo` is the quick worked example."""
 
 from __future__ import annotations
 
@@ -30,3 +31,13 @@ def test_make_wheel_builds_the_wheel_without_the_development_extras(tmp_path: Pa
     ).stdout
     assert "-m build --wheel" in plan
     assert "--group" not in plan and "[all]" not in plan and "'.[" not in plan
+
+
+def test_make_demo_is_the_quick_worked_example_and_demo_full_the_whole_one(tmp_path: Path):
+    def plan(target: str) -> str:
+        args = ["make", "-n", target, f"VENV={tmp_path / 'venv'}"]
+        return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+    assert "yieldgate demo --quick" in plan("demo")
+    full = plan("demo-full")
+    assert "yieldgate demo" in full and "--quick" not in full
