@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from yieldgate.gate.plan import SupplyPlan
     from yieldgate.ingest.core import ImportResult
     from yieldgate.ledger.check import CheckResult
+    from yieldgate.ledger.spills import WaitingSpill
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
@@ -110,6 +111,8 @@ class RunListing:
     rows: list[dict[str, Any]]
     """One record per run (`Ledger.run_records`), in the order asked."""
     matched: int
+    spills: list[WaitingSpill] = field(default_factory=list)
+    """Spill files a killed Tracker left with step records the ledger lacks, of the runs listed."""
 
 
 def list_runs(
@@ -124,6 +127,7 @@ def list_runs(
 ) -> RunListing:
     """`runs` as plain records, without pandas (what `yieldgate runs` prints), with the count before `limit`."""
     from yieldgate.analysis.listing import list_runs as listed
+    from yieldgate.ledger.spills import waiting_spills
 
     with _open(ledger, readonly=True) as led:
         rows, matched = listed(
@@ -135,7 +139,8 @@ def list_runs(
             reverse=reverse,
             limit=limit,
         )
-    return RunListing(rows, matched)
+        spills = waiting_spills(led, [r["name"] for r in rows])
+    return RunListing(rows, matched, spills)
 
 
 def _many(value: str | Sequence[str]) -> list[str]:
@@ -222,12 +227,14 @@ def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
 
     from yieldgate.analysis.goodput import goodput_of
     from yieldgate.analysis.load import column_stats
+    from yieldgate.ledger.spills import waiting_spills
     from yieldgate.report.console import run_record
 
     with _open(ledger, readonly=True) as led:
         info, steps, evals = run_record(led.run_info(run)), led.steps(run), led.evals(run)
         events, manifest, extras, meta = led.events(run), led.manifest(run), led.extra_keys(run), led.meta(run)
         good = goodput_of(led, run)
+        spills = waiting_spills(led, [run])
     columns = {c: int(steps[c].notna().sum()) for c in steps.columns if c != "step" and steps[c].notna().any()}
     return {
         "run": info,
@@ -238,6 +245,7 @@ def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
         "extras": extras,
         "unmeasured": meta.get("unmeasured", {}),
         "goodput": good.to_dict() if good is not None else None,
+        "waiting_spills": [w.to_dict() | {"hint": w.hint} for w in spills],
         "evals": [
             {
                 "task": task,

@@ -110,7 +110,8 @@ def test_locked_by_another_process_then_sigkill(tmp_path):
 
 
 def test_read_only_ledger_then_sigkill(tmp_path, monkeypatch):
-    # /proc: a folder no process may create a file in, root included. The spill file goes to the temp folder.
+    # /proc: a folder no process may create a file in, root included. The spill file goes to the job's working
+    # directory (the child runs in tmp_path), never to the temp folder while that one can take it.
     path, side = Path("/proc/yieldgate-kill-matrix.db"), tmp_path / "steps.txt"
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     proc = child(tmp_path, path, 1_000_000, setup=side_file(side), each=EACH)
@@ -121,7 +122,7 @@ def test_read_only_ledger_then_sigkill(tmp_path, monkeypatch):
         if proc.poll() is None:
             proc.kill()
     done = completed(side)
-    assert len(list(tmp_path.glob("yieldgate-spill-child-*.db"))) == 1  # named by run, host and pid, in TMPDIR
+    assert len(list(tmp_path.glob("yieldgate-spill-child-*.db"))) == 1  # named by run, host and pid, in the cwd
     n = lost(done, stored_with_spills(tmp_path / "merged.db", [tmp_path]), killed_at)
     print(f"{n} of {len(done)} steps lost")
     check(

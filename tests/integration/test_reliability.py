@@ -64,6 +64,7 @@ def child(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=tmp_path,  # the job's working directory, where a spill goes when the ledger's folder cannot take it
     )
 
 
@@ -198,8 +199,9 @@ def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, 
     )
 
 
-def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli):
+def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli, monkeypatch):
     ledger = "/proc/yieldgate-readonly-test.db"  # a folder no process may create files in, root included
+    monkeypatch.chdir(tmp_path)  # the spill goes to the job's working directory
     with Tracker("ro", ledger=ledger, config=TrackerConfig(flush_every_s=0.1, log_every_steps=5)) as tr:
         for i in range(40):
             tr.step(tokens=128, samples=1, loss=1.0 / (i + 1))
@@ -208,6 +210,7 @@ def test_a_read_only_path_spills_and_merge_brings_the_rows_in(tmp_path, cli):
         assert spill and tr.stats["spilled_rows"] == 40 and tr.stats["dropped_rows"] == 0
         host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())
         assert Path(spill).name == f"yieldgate-spill-ro-{host}-{os.getpid()}.db"  # nodes sharing a folder never collide
+        assert Path(spill).parent == tmp_path
         out = cli.json("merge", spill)
         assert out["runs"] == {"ro": 40}
         assert cli.json("merge", spill)["runs"] == {"ro": 40}  # twice: nothing doubles

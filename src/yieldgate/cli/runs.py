@@ -98,7 +98,7 @@ def runs(
     elif not records:
         render_no_runs(ctx.find_root().obj["ledger"], console, filtered=bool(patterns or tag or status))
     else:
-        render_runs(records, console, matched=listing.matched, sort=sort)
+        render_runs(records, console, matched=listing.matched, sort=sort, spills=listing.spills)
 
 
 @app.command("rm")

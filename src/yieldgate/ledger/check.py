@@ -18,6 +18,7 @@ from typing import Any
 from yieldgate.errors import LedgerError
 from yieldgate.ledger.checksum import block_ok, record_columns, record_name, record_ok
 from yieldgate.ledger.pg import PgConnection
+from yieldgate.ledger.spills import WaitingSpill, waiting_spills
 from yieldgate.ledger.store import Ledger
 
 __all__ = ["CheckResult", "Damage", "check_ledger"]
@@ -56,6 +57,8 @@ class CheckResult:
     verified_records: int = 0
     """Other records (runs, manifests, tags, evaluations, events, decisions, campaigns) whose checksum matched
     (every one of them has one since migration 0010: a missing one is damage)."""
+    spills: list[WaitingSpill] = field(default_factory=list)
+    """Spill files a killed Tracker left with step records the ledger lacks (not damage: `yieldgate merge` them)."""
 
     @property
     def clean(self) -> bool:
@@ -70,6 +73,7 @@ class CheckResult:
             "verified_blocks": self.verified_blocks,
             "unverified": dict(self.unverified),
             "verified_records": self.verified_records,
+            "waiting_spills": [w.to_dict() | {"hint": w.hint} for w in self.spills],
         }
 
 
@@ -132,7 +136,10 @@ def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
     with _damaged_text_read(db):
         verified, unverified = _check_blocks(db, run, run_id, damaged)
         verified_records = _check_records(db, run, run_id, damaged)
-    return CheckResult(ledger.location, integrity, damaged, verified, unverified, verified_records)
+    spills: list[WaitingSpill] = []
+    if not damaged:  # the runs' meta is read through their checksums: only from a whole ledger
+        spills = waiting_spills(ledger, [run] if run is not None else None)
+    return CheckResult(ledger.location, integrity, damaged, verified, unverified, verified_records, spills)
 
 
 @contextlib.contextmanager

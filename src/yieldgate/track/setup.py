@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ import torch
 from torch import nn
 
 from yieldgate.errors import InputError, LedgerRefused, NetworkFilesystem, RunInUse
-from yieldgate.ledger import Ledger
+from yieldgate.ledger import Ledger, spills
 from yieldgate.ledger.owners import Owner
 from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, load_manifest, parse_manifest, with_hparams
@@ -237,7 +238,7 @@ class TrackerSetup:
             mfu=self._mfu,
             on_fault=self._fault,
         )
-        return Writer(
+        writer = Writer(
             self.config,
             derivation,
             location=self.location,
@@ -248,6 +249,9 @@ class TrackerSetup:
             on_fault=self._fault,
             reduce=self._gather if self._group is not None else None,
         )
+        if self.rank == 0:  # where rows would spill, kept before any could: a killed writer's spill is found
+            self._meta(spills.META_KEY, {"paths": writer.spill_files(), "host": socket.gethostname()})
+        return writer
 
     # -- what any part reports: notes kept with the run, signals not measured, faults -------------------
 

@@ -398,14 +398,17 @@ class Writer(threading.Thread):
         except FileNotFoundError:
             return True
 
-    def _spill_files(self) -> list[str]:
-        """Where a spill file may go, in order: the configured folder or the ledger's, then the temp folder."""
+    def spill_files(self) -> list[str]:
+        """Where a spill file may go, in order: the configured folder (else the ledger file's folder), the job's
+        working directory, then the temp folder. The run's meta records them at the start (`ledger.spills`), so that
+        a spill left by a killed Tracker is found by `runs`, `show` and `check`."""
         # Named by run, host and process: nodes that share a folder (one ledger per node) never share a spill file.
         name = "".join(
             c if c.isalnum() or c in "-_." else "_" for c in f"{self.run_name or 'run'}-{socket.gethostname()}"
         )
         folders = [
             self.config.spill_dir or (str(Path(self.location).parent) if self._is_file() else None),
+            os.getcwd(),
             tempfile.gettempdir(),
         ]
         return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
@@ -413,7 +416,7 @@ class Writer(threading.Thread):
     def _spill(self) -> None:
         """Move buffered rows into a spill file (a ledger of its own) so memory stays bounded."""
         rows = self.buffered_rows
-        for path in [self.spill_path] if self.spill_path else self._spill_files():
+        for path in [self.spill_path] if self.spill_path else self.spill_files():
             fresh = not os.path.exists(path)
             try:
                 run = self.run_name

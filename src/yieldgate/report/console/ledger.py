@@ -28,6 +28,8 @@ def render_check(result: CheckResult, console: Console) -> None:
         say(console, f"damaged: {owner}{key}{steps}: {d.problem}")
     for name, blocks in result.unverified.items():
         say(console, f"unverified: run {name!r}: {blocks} blocks written before checksums")
+    for spill in result.spills:
+        say(console, f"waiting: {spill.hint}")
     verdict = "whole" if result.clean else "DAMAGED"
     say(
         console,

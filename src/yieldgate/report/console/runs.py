@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -113,8 +114,11 @@ def write_table(rows: list[dict[str, Any]], out: TextIO, sep: str) -> None:
         writer.writerow(["" if row[c] is None else row[c] for c in TABLE_COLUMNS])
 
 
-def render_runs(records: list[dict[str, Any]], console: Console, *, matched: int, sort: str | None) -> None:
-    """`yieldgate runs`: the records (`run_record`) as a table, and how many of the `matched` runs it shows."""
+def render_runs(
+    records: list[dict[str, Any]], console: Console, *, matched: int, sort: str | None, spills: Sequence[Any] = ()
+) -> None:
+    """`yieldgate runs`: the records (`run_record`) as a table, how many of the `matched` runs it shows, and the
+    spill files a killed Tracker left waiting (`ledger.spills.WaitingSpill`)."""
     # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
     # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
     # The manifest hash is in --json, --csv and `yieldgate show`.
@@ -139,6 +143,8 @@ def render_runs(records: list[dict[str, Any]], console: Console, *, matched: int
     if matched > len(records):
         which = f"the first by {sort}" if sort else "the most recently updated"
         say(console, f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)")
+    for spill in spills:
+        say(console, f"waiting: {spill.hint}")
 
 
 def render_no_runs(location: str, console: Console, *, filtered: bool) -> None:
@@ -193,6 +199,8 @@ def render_show(result: dict[str, Any], console: Console) -> None:
         say(console, f"not recorded: {signal}: {why}")
     if result["goodput"] is not None:
         say(console, Goodput(**result["goodput"]).line())
+    for spill in result.get("waiting_spills", []):
+        say(console, f"waiting: {spill['hint']}")
     if result["devices"]:
         console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
     if result["summary"]:
