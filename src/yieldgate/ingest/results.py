@@ -95,7 +95,7 @@ def _numbers(frame: pd.DataFrame, column: str, source: str, *, optional: bool = 
     bad = ~np.isfinite(values) & ~(empty & optional)
     if bad.any():
         i = int(np.argmax(bad))
-        got = "nothing" if empty[i] else repr(cells.iloc[i])
+        got = "nothing" if empty[i] else repr(str(cells.iloc[i]))
         raise InputError(f"{_where(source, i, column)}: expected a finite number, got {got}")
     return values
 
