@@ -36,6 +36,12 @@ TrackingUriOption = Annotated[str | None, typer.Option("--tracking-uri", help="m
 JoinOnOption = Annotated[
     str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock).")
 ]
+KindArgument = Annotated[
+    str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog or results.")
+]
+RunOption = Annotated[
+    str | None, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")
+]
 CampaignOption = Annotated[str | None, typer.Option("--campaign", help="results: the campaign the table's runs make.")]
 HigherOption = Annotated[
     list[str] | None,
@@ -58,13 +64,9 @@ DevicesOption = Annotated[
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    kind: Annotated[
-        str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog or results.")
-    ],
+    kind: KindArgument,
     sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
-    run: Annotated[
-        str | None, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")
-    ] = None,
+    run: RunOption = None,
     map_: Annotated[
         list[str] | None,
         typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable)."),
