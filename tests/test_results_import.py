@@ -200,25 +200,43 @@ def test_a_table_from_a_probe_campaign_decides_as_the_campaign_does(tmp_path, cl
         "name": "sizes",
         "recipes": {"clean": clean, "quarter": shuffled(0.25), "whole": shuffled(1.0)},
         "seeds": 1,
-        "budgets": [32_000],
+        "budgets": [24_000],
         "models": [{"layers": 1, "width": 16, "heads": 2}, {"layers": 1, "width": 32, "heads": 4}],
         "probe": {"batch_size": 16, "evals": 2, "eval_sequences": 16},
-        "data": {"max_chars_per_source": 200_000},
+        "data": {"max_chars_per_source": 120_000},
     }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
     summary = cli.json("probe", str(tmp_path / "c.yaml"), "--workers", "2")["summary"]
-    ((small_n, own),) = summary["rank_transfer"]["32000"].items()
+    ((small_n, own),) = summary["rank_transfer"]["24000"].items()
     with Ledger(ledger_path, readonly=True) as led:
-        scores = campaign_scores(led, "sizes")[32_000]["bpb"]
+        scores = campaign_scores(led, "sizes")[24_000]["bpb"]
         sizes = sizes_of(led, probe_runs(led, "sizes"))
     rows = []
     for name, seeds in scores.items():
         recipe, _, size = name.rpartition("@")
         rows += [
-            {"recipe": recipe, "params": sizes[size], "tokens": 32_000, "seed": s, "metric": "val/bpb", "value": v}
+            {"recipe": recipe, "params": sizes[size], "tokens": 24_000, "seed": s, "metric": "val/bpb", "value": v}
             for s, v in seeds.items()
         ]
     cli("import", "results", str(table(tmp_path / "t.csv", rows)), "--campaign", "table")
     (e,) = cli.json("campaign", "table")["summary"]["metrics"]["val/bpb"]["scales"]
     assert (e["params"], e["against"]["params"]) == (int(small_n), own["largest_params"])
     assert (e["pairs"], e["accuracy"]) == (own["pairs"], pytest.approx(own["accuracy"]))
+
+
+def test_a_law_across_sizes_is_set_beside_plain_ranking_pair_by_pair():
+    """Power laws whose order flips past the smaller sizes: x leads at N = 3, y at N = 16. The law fitted over
+    N = 1, 2, 3 ranks as N = 16 does; plain ranking at N = 3 gets the flipped pair wrong."""
+    from yieldgate.analysis.results import POINT_COLUMNS, extrapolation
+
+    laws = {"x": (10, 0.1), "y": (13, 0.3), "z": (20, 0.1)}
+    rows = [
+        (f"{r}/{n}", r, 0, n, 1000, "val/loss", a * n**-b, np.nan) for r, (a, b) in laws.items() for n in (1, 2, 3, 16)
+    ]
+    x = extrapolation(pd.DataFrame(rows, columns=POINT_COLUMNS), higher_is_better=False)
+    assert x["available"] and x["sizes"] == [1, 2, 3, 16] and x["pairs"] == 3
+    assert (x["law_accuracy"], x["plain_accuracy"]) == (1.0, pytest.approx(2 / 3))
+    assert (x["law_only"], x["plain_only"], x["beats"], x["law_best"]) == (1, 0, True, "y")
+    assert (x["law_compute_share"], x["plain_compute_share"]) == (pytest.approx(6 / 16), pytest.approx(3 / 16))
+    two = extrapolation(pd.DataFrame([r for r in rows if r[3] in (1, 16)], columns=POINT_COLUMNS), False)
+    assert two == {"available": False, "reason": "2 model size(s); a law across sizes needs 3 or more"}

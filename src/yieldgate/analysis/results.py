@@ -64,7 +64,8 @@ def result_points(ledger: Ledger, campaign: str) -> pd.DataFrame:
         if not (isinstance(info, dict) and info.get("campaign") == campaign):
             continue
         head = (name, info["recipe"], int(info["seed"]), int(info["params"]))
-        for task, metric, tokens, value, stderr in zip(*(ledger.evals(name)[c] for c in _EVAL), strict=True):
+        evals = ledger.evals(name)
+        for task, metric, tokens, value, stderr in zip(*(evals[c].tolist() for c in _EVAL), strict=True):
             key = metric if task == KIND else f"{task}/{metric}"
             rows.append((*head, float(tokens), key, float(value), float(stderr)))
     if not rows:

@@ -234,17 +234,18 @@ def _mapped(group: pd.DataFrame, directions: dict[str, bool]) -> Mapped:
     steps = pd.DataFrame({"step": list(step_of.values())})
     steps["tokens"] = pd.array([float(t) for t in step_of], dtype="Float64")
     evals = []
-    for row in group.itertuples(index=False):
-        task, _, metric = str(row.metric).rpartition("/")
+    columns = (group[c].tolist() for c in ("metric", "tokens", "value", "stderr"))
+    for name, at, value, stderr in zip(*columns, strict=True):
+        task, _, metric = str(name).rpartition("/")
         evals.append(
             EvalRecord(
-                step=step_of[int(row.tokens)],
+                step=step_of[int(at)],
                 task=task or KIND,
                 metric=metric,
-                value=float(row.value),
-                tokens=float(row.tokens),
-                higher_is_better=directions[row.metric],
-                stderr=None if math.isnan(row.stderr) else float(row.stderr),
+                value=float(value),
+                tokens=float(at),
+                higher_is_better=directions[name],
+                stderr=None if math.isnan(stderr) else float(stderr),
             )
         )
     return Mapped(steps=steps, evals=evals, mapping={m: m for m in sorted(group["metric"].unique())})
