@@ -240,3 +240,12 @@ def test_a_law_across_sizes_is_set_beside_plain_ranking_pair_by_pair():
     assert (x["law_compute_share"], x["plain_compute_share"]) == (pytest.approx(6 / 16), pytest.approx(3 / 16))
     two = extrapolation(pd.DataFrame([r for r in rows if r[3] in (1, 16)], columns=POINT_COLUMNS), False)
     assert two == {"available": False, "reason": "2 model size(s); a law across sizes needs 3 or more"}
+
+
+def test_the_dashboard_shows_a_results_campaign(tmp_path, cli, ledger_path):
+    from yieldgate.serve.views import campaign_page
+
+    cli("import", "results", str(table(tmp_path / "r.csv", good_rows())), "--campaign", "pub")
+    with Ledger(ledger_path, readonly=True) as led:
+        html = campaign_page(led.campaign("pub"), [])
+    assert "12 imported runs" in html and "val/loss at N = 1,000, D = 20,000: 66.7% of 3 recipe pairs" in html
