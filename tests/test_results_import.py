@@ -249,3 +249,9 @@ def test_the_dashboard_shows_a_results_campaign(tmp_path, cli, ledger_path):
     with Ledger(ledger_path, readonly=True) as led:
         html = campaign_page(led.campaign("pub"), [])
     assert "12 imported runs" in html and "val/loss at N = 1,000, D = 20,000: 66.7% of 3 recipe pairs" in html
+
+
+def test_import_asks_for_what_its_kind_needs(tmp_path, cli):
+    path = str(table(tmp_path / "r.csv", good_rows()))
+    assert "yieldgate import table needs --run NAME" in cli("import", "table", path, code=2).stderr
+    assert "needs --campaign NAME" in cli("import", "results", path, code=2).stderr
