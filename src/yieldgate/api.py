@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from yieldgate.gate.gate import Decision
     from yieldgate.gate.plan import SupplyPlan
     from yieldgate.ingest.core import ImportResult
+    from yieldgate.ingest.results import ResultsImport
     from yieldgate.ledger.check import CheckResult
     from yieldgate.ledger.spills import WaitingSpill
     from yieldgate.report.export import ExportResult
@@ -58,6 +59,7 @@ __all__ = [
     "gate",
     "plan",
     "import_run",
+    "import_results",
     "export_run",
     "report",
     "decisions",
@@ -520,6 +522,20 @@ def import_run(
     opts = ImportOptions(run=run, **options)  # checked before a ledger file is made
     with _open(ledger, readonly=False) as led:
         return run_import(led, kind, paths, opts)
+
+
+def import_results(
+    table: str | os.PathLike[str], *, campaign: str, ledger: LedgerArg = None, **options: Any
+) -> ResultsImport:
+    """Import a long-form results table as a campaign (`yieldgate import results`); `options`: `higher_is_better=`,
+    `lower_is_better=` (metric names), `replace=` (`ingest.results.import_results`)."""
+    from yieldgate.analysis.results import summarise_results
+    from yieldgate.ingest.results import import_results as run_import
+
+    with _open(ledger, readonly=False) as led, led.transaction():  # the runs and their summary, or nothing
+        result = run_import(led, Path(table), campaign=campaign, **options)
+        led.set_campaign_summary(campaign, summarise_results(led, campaign))
+        return result
 
 
 def export_run(run: str, to: str, dest: str | os.PathLike[str], *, ledger: LedgerArg = None) -> ExportResult:

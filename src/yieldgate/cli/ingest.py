@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console, in_flags
+from yieldgate.errors import InputError
 from yieldgate.names import TEXTLOG_FORMATS
 from yieldgate.report.console import render_export, render_imports
 
@@ -35,6 +36,21 @@ TrackingUriOption = Annotated[str | None, typer.Option("--tracking-uri", help="m
 JoinOnOption = Annotated[
     str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock).")
 ]
+KindArgument = Annotated[
+    str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog or results.")
+]
+RunOption = Annotated[
+    str | None, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")
+]
+CampaignOption = Annotated[str | None, typer.Option("--campaign", help="results: the campaign the table's runs make.")]
+HigherOption = Annotated[
+    list[str] | None,
+    typer.Option("--higher-is-better", help="results: a metric whose higher value is better (repeatable)."),
+]
+LowerOption = Annotated[
+    list[str] | None,
+    typer.Option("--lower-is-better", help="results: a metric whose lower value is better (repeatable)."),
+]
 DevicesOption = Annotated[
     int | None,
     typer.Option(
@@ -48,9 +64,9 @@ DevicesOption = Annotated[
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    kind: Annotated[str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table or textlog.")],
+    kind: KindArgument,
     sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
-    run: Annotated[str, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")],
+    run: RunOption = None,
     map_: Annotated[
         list[str] | None,
         typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable)."),
@@ -79,6 +95,9 @@ def import_(
     append: Annotated[
         bool, typer.Option("--append", help="Into a run that exists: add steps after its last stored step.")
     ] = False,
+    campaign: CampaignOption = None,
+    higher: HigherOption = None,
+    lower: LowerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -86,8 +105,16 @@ def import_(
     Example: yieldgate import tensorboard runs/exp1 --run exp1 --tokens-per-step 524288
 
     Example: yieldgate import textlog train.log --run gpt2 --tokens-per-step 524288   (nanoGPT, Megatron, ...: detected)
+
+    Example: yieldgate import results regmix.csv --campaign regmix   (published small and large runs: a campaign)
     """
     from yieldgate import api
+
+    if kind == "results":
+        _import_results(ctx, sources, campaign, higher or [], lower or [], replace=replace, as_json=as_json)
+        return
+    if run is None:
+        raise InputError(f"yieldgate import {kind} needs --run NAME")
 
     results = api.import_run(
         kind,
@@ -115,6 +142,43 @@ def import_(
         _print_json([r.to_dict() for r in results])
     else:
         render_imports(results, console)
+
+
+def _import_results(
+    ctx: typer.Context,
+    sources: list[str],
+    campaign: str | None,
+    higher: list[str],
+    lower: list[str],
+    *,
+    replace: bool,
+    as_json: bool,
+) -> None:
+    from yieldgate import api
+
+    if campaign is None:
+        raise InputError("yieldgate import results needs --campaign NAME: the campaign its runs make")
+    if len(sources) != 1:
+        raise InputError(f"yieldgate import results reads one table, got {len(sources)}: import each as its campaign")
+    result = api.import_results(
+        sources[0],
+        campaign=campaign,
+        ledger=_where(ctx),
+        higher_is_better=higher,
+        lower_is_better=lower,
+        replace=replace,
+    )
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    console.print(
+        f"imported {result.runs:,} runs ({result.recipes:,} recipes, {result.evals:,} evaluations, sizes "
+        f"{', '.join(f'{n:,}' for n in result.sizes)}) from {result.source} as campaign {result.campaign!r}"
+        + (f"; {result.replaced:,} run(s) replaced" if result.replaced else "")
+        + f": yieldgate campaign {result.campaign}",
+        markup=False,
+        highlight=False,
+    )
 
 
 @app.command()

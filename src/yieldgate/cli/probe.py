@@ -222,11 +222,22 @@ def probe(
 def campaign(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="Campaign name (omit to list the campaigns).")] = None,
+    propose: Annotated[
+        bool,
+        typer.Option(
+            "--propose",
+            help="Imported results with mixture weights: fit the metric over the mixtures, score it on the larger "
+            "runs' and propose the best mixture.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a campaign's rankings, ties, decision accuracy and forecasts, as last stored by `yieldgate probe`.
+    """Show a campaign's rankings, ties, decision accuracy and forecasts, as last stored by `yieldgate probe` (or
+    by `yieldgate import results`: each smaller scale's decisions against the largest).
 
     Example: yieldgate campaign mixtures --json
+
+    Example: yieldgate campaign regmix --propose
     """
     from yieldgate import api
 
@@ -234,6 +245,13 @@ def campaign(
         if name is None:
             names = api.campaigns(ledger=ledger)
             _print_json(names) if as_json else render_campaigns(names, console)
+            return
+        if propose:
+            from yieldgate.analysis.results import mixture_regressions
+            from yieldgate.report.console.results import render_proposals
+
+            report = mixture_regressions(ledger, name)
+            _print_json(report) if as_json else render_proposals(report, console)
             return
         record = api.campaign(name, ledger=ledger)
     if record["summary"] is None:

@@ -202,7 +202,19 @@ def campaign_page(record: dict[str, Any], decisions: list[dict[str, Any]]) -> st
         "summary": summary,
         "notes": [f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file"],
     }
-    if summary is not None:
+    if summary is not None and summary.get("kind") == "results":  # imported results: its lines, no probe tables
+        from yieldgate.report.console.results import results_lines
+
+        values.update(
+            probes=f"{summary['runs']:,} imported runs",
+            level=f"{summary['level']:.0%}",
+            rankings=[],
+            accuracy=results_lines(summary),
+            forecasts=[],
+            failed=None,
+            notes=[],
+        )
+    elif summary is not None:
         values.update(
             probes=", ".join(f"{n} {s}" for s, n in sorted(summary["probes"].items())),
             level=f"{summary['level']:.0%}",

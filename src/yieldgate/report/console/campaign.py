@@ -144,7 +144,13 @@ def scaling_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def render_campaign(summary: dict[str, Any], console: Console) -> None:
-    """A campaign summary (`analysis.campaign.summarise`, as stored) as tables and lines."""
+    """A campaign summary (`analysis.campaign.summarise`, as stored) as tables and lines; an imported results
+    campaign's (`analysis.results.summarise_results`) as `report.console.results` writes it."""
+    if summary.get("kind") == "results":
+        from yieldgate.report.console.results import render_results
+
+        render_results(summary, console)
+        return
     for title, headers, rows in ranking_tables(summary):
         table = Table(*headers, title=title)
         for row in rows:
