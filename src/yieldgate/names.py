@@ -118,6 +118,8 @@ TEXTLOG_FORMATS: Final[tuple[str, ...]] = (
     "keras",
     "tqdm",
     "hf-printed",
+    "openmmlab",
+    "yolo-txt",
     "kv",
 )
 
