@@ -56,8 +56,8 @@ def table_format(path: Path) -> str | None:
     if not lines:
         return None
     complete = lines[:-1] or lines  # the last line of the head may be cut
-    if all(_is_object(line) for line in complete[:50]):
-        return "jsonl"
+    if len(lines) >= 2 and all(_is_object(line) for line in complete[:50]):
+        return "jsonl"  # one object alone is a JSON document, not a log of records
     sep = "\t" if lines[0].count("\t") > lines[0].count(",") else ","
     fields = lines[0].count(sep) + 1
     if fields >= 2 and len(lines) >= 2 and all(line.count(sep) + 1 == fields for line in complete[1:20]):
@@ -76,7 +76,7 @@ def describe(path: Path) -> str:
     lines = _lines(text)
     if not lines:
         return "nothing (an empty file)"
-    if _is_object(lines[0]):
+    if len(lines) >= 2 and _is_object(lines[0]):
         keys = list(parse_json(lines[0]))
         return f"JSON lines (keys {', '.join(map(str, keys[:6]))}{', ...' if len(keys) > 6 else ''})"
     if lines[0].lstrip().startswith(("{", "[")):

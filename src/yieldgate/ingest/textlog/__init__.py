@@ -408,6 +408,7 @@ def _declared(columns: Mapping[str, tuple[np.ndarray, np.ndarray]], own: LogMapp
         on_eval = columns[EVAL_MARK][1]
         skip = {EVAL_MARK, "step", *(own.step_columns() if own is not None else ())}
         for name, (_, present) in columns.items():
-            if name not in skip and name not in out.names and (present & on_eval).any():
+            # an evaluation line's metrics are named with their task (`val/mIoU`, `coco/bbox_mAP`); its clock is not
+            if "/" in name and name not in skip and name not in out.names and (present & on_eval).any():
                 out.names[name] = name
     return out
