@@ -48,12 +48,19 @@ DevicesOption = Annotated[
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    kind: Annotated[str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table or textlog.")],
+    kind: Annotated[
+        str,
+        typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog, or auto (by content)."),
+    ],
     sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
     run: Annotated[str, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")],
     map_: Annotated[
         list[str] | None,
-        typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable)."),
+        typer.Option(
+            "--map",
+            help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable); or a mapping file (YAML: "
+            "step, loss, evals, times, lines); or epoch=, iter=, iters_per_epoch= for a computed step.",
+        ),
     ] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
     tokens_per_step: Annotated[
