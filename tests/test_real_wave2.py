@@ -217,6 +217,15 @@ def test_yolov5_results_txt_is_a_format(ledger):
     assert len(YOLOV5_TXT) == 15
 
 
+def test_the_metriclogger_console_is_a_format(ledger):
+    facts = _facts("maskrcnn-benchmark-mask-rcnn-log.txt")
+    res, steps, _ = _import(ledger, "auto", ROOT / "maskrcnn-benchmark-mask-rcnn-log.txt", "mrcnn")
+    assert "read as metriclogger" in res.source and res.steps == facts["loss"]["count"]
+    assert _at(steps, "loss", facts["loss"]["min"][0]) == facts["loss"]["min"][1]  # the value, not the mean
+    assert _at(steps, "step_s", facts["time"]["max"][0]) == facts["time"]["max"][1]  # per iteration, no clock
+    assert _at(steps, "data_wait_s", facts["data"]["max"][0]) == facts["data"]["max"][1]
+
+
 # --- item 9: the learning rate's names ------------------------------------------------------------------------
 
 

@@ -120,6 +120,7 @@ TEXTLOG_FORMATS: Final[tuple[str, ...]] = (
     "hf-printed",
     "openmmlab",
     "yolo-txt",
+    "metriclogger",
     "kv",
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,22 @@ def lmeval_aggregate(path: Path, params: dict) -> dict:
     }
 
 
+def metric_logger(path: Path, params: dict) -> dict:
+    """maskrcnn-benchmark's MetricLogger lines: `iter: N`, then `name: value (mean)`; the value, not the mean."""
+    series: dict[str, list[tuple[int, float]]] = {c: [] for c in params["columns"]}
+    for line in path.read_text().splitlines():
+        step = re.search(r"\siter: (\d+)\s", line)
+        if step is None:
+            continue
+        for column in params["columns"]:
+            value = re.search(rf"\s{column}: ([\d.]+) \(", line)
+            if value is not None:
+                series[column].append((int(step[1]), float(value[1])))
+    return {"series": {c: _series(p) for c, p in series.items()}}
+
+
 WAVE2_PARSERS = {
+    "metric-logger": metric_logger,
     "json-lines": json_lines,
     "csv-padded": csv_padded,
     "yolov5-results-txt": yolov5_txt,
@@ -247,6 +263,27 @@ WAVE2_LOGS: list[dict[str, Any]] = [
         },
     ),
 ]
+
+WAVE2_LOGS.append(
+    _entry(
+        "maskrcnn-benchmark-mask-rcnn-log.txt",
+        "textlog",
+        "maskrcnn-benchmark-metriclogger",
+        "metric-logger",
+        "maskrcnn-benchmark's outputs/log.txt (2019, Mask R-CNN, 9620 iterations, a line every 20): its config dump, "
+        "then `maskrcnn_benchmark.trainer INFO: eta: ...  iter: N  loss: v (mean)  loss_*: ...  time: v (mean)  "
+        "data: v (mean)  lr: ...  max mem: ...` (Facebook Research's MetricLogger, as torchvision's references, "
+        "DETR and DeiT print it): `time` and `data` are seconds per iteration, not a clock; the loss is the total.",
+        {"columns": ["loss", "time", "data"]},
+        {
+            "series": {
+                "loss": _s(481, [20, 45.1925], [9620, 1.2627], [500, 1.0721], [20, 45.1925]),
+                "time": _s(481, [20, 0.3803], [9620, 0.7787], [20, 0.3803], [5360, 0.9871]),
+                "data": _s(481, [20, 0.0306], [9620, 0.0357], [200, 0.0272], [1300, 0.0635]),
+            },
+        },
+    )
+)
 
 _AGGREGATE_POINTS = [["arc_easy", "acc", 0], ["hellaswag", "acc_norm", 33], ["lambada", "ppl", 10]]
 

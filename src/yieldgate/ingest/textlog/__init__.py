@@ -28,7 +28,7 @@ from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_l
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.mapping import LogMapping, computed_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
-from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, openmmlab, tqdm
+from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, metriclogger, openmmlab, tqdm
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, LogFormat, strip_ansi
 from yieldgate.ingest.textlog.facts import batch_tokens, clock, device_count, per_device_throughput
 from yieldgate.ingest.textlog.kv import read_pairs
@@ -172,6 +172,7 @@ FORMATS: dict[str, LogFormat] = {
         ),
         openmmlab.OPENMMLAB,
         openmmlab.YOLO_TXT,
+        metriclogger.METRIC_LOGGER,
         LogFormat(
             "kv",
             "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
