@@ -87,8 +87,10 @@ def _docs_example(tmp_path: Path) -> tuple[str, list[str]]:
     """docs/importing.md's worked mapping: its YAML block and its command line, as written."""
     text = (REPO / "docs" / "importing.md").read_text()
     section = text[text.index("**Worked mapping, on a real log**") :]
-    yaml_block = re.search(r"```yaml\n(.*?)```", section, re.S)[1]
-    command = re.search(r"```sh\n(.*?)\n```", section, re.S)[1]
+    yaml_found = re.search(r"```yaml\n(.*?)```", section, re.S)
+    command_found = re.search(r"```sh\n(.*?)\n```", section, re.S)
+    assert yaml_found and command_found, "docs/importing.md's worked mapping has a yaml and a sh block"
+    yaml_block, command = yaml_found[1], command_found[1]
     (tmp_path / "detectron2.yaml").write_text(yaml_block)
     return yaml_block, command.split()
 

@@ -17,13 +17,17 @@ def _points(rows: list[dict], step: str, column: str, base: int = 0) -> list[tup
     return [(int(r[step]) + base, float(r[column])) for r in rows if r.get(column) not in (None, "")]
 
 
+def _value(point: tuple[int, float]) -> float:
+    return point[1]
+
+
 def _series(points: list[tuple[int, float]]) -> dict:
     return {
         "count": len(points),
         "first": list(points[0]),
         "last": list(points[-1]),
-        "min": list(min(points, key=lambda p: p[1])),
-        "max": list(max(points, key=lambda p: p[1])),
+        "min": list(min(points, key=_value)),
+        "max": list(max(points, key=_value)),
     }
 
 
