@@ -22,12 +22,14 @@ def _value(point: tuple[int, float]) -> float:
 
 
 def _series(points: list[tuple[int, float]]) -> dict:
+    low: tuple[int, float] = min(points, key=_value)
+    high: tuple[int, float] = max(points, key=_value)
     return {
         "count": len(points),
-        "first": list(points[0]),
-        "last": list(points[-1]),
-        "min": list(min(points, key=_value)),
-        "max": list(max(points, key=_value)),
+        "first": [points[0][0], points[0][1]],
+        "last": [points[-1][0], points[-1][1]],
+        "min": [low[0], low[1]],
+        "max": [high[0], high[1]],
     }
 
 
