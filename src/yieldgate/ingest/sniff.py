@@ -159,7 +159,8 @@ def kind_of(source: Path) -> str:
         if kind is None:
             raise InputError(
                 f"{source}: {describe(source)}: neither a Trainer's state (log_history), lm-eval results nor JSON "
-                "lines; name its fields with yieldgate import table --map or textlog --map MAPPING.yaml"
+                "lines; name its fields with a mapping (map MAPPING.yaml) and import it as a table or a text log",
+                parameter="map",
             )
         return kind
     return "textlog"
