@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.real_logs import REAL_LOGS, SHARED_LOGS
+from tests.support.real_wave2 import WAVE2_PARSERS
 
 ROOT = Path(__file__).parent / "data" / "real"
 # shared/ beside the clone (the steering repository's shared folder; a copy of it on CI)
@@ -424,6 +425,7 @@ PARSERS = {
     "lm-eval": lm_eval,
     "olmo": olmo,
     "keras-tensorboard": keras_tensorboard,
+    **WAVE2_PARSERS,  # the second wave's formats (issue 35)
 }
 
 

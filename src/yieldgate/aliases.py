@@ -216,6 +216,10 @@ _SCORE = re.compile(r"^metrics/(?P<metric>[^/]+)$")
 _SCORE_QUALIFIERS = re.compile(r"(?:\([a-z]\)|\d+(?:-\d+)?)$")
 # A learning rate per parameter group: Composer's `lr-DecoupledAdamW/group0`; the first group's is the lr.
 _LR_GROUP = re.compile(r"^lr_[a-z]+/group_?0$")
+# The learning rate by other trainers' names (issue 35): YOLOv5/YOLOv8's `x/lr0` (its first parameter group), and
+# Lightning's LearningRateMonitor, `lr-<optimizer or scheduler name>` (`lr-<name>/pg1` its first group when it has
+# several); its `lr-<name>-momentum` and `-weight_decay` are not the learning rate.
+_LR_OTHER = re.compile(r"^(?:x/lr0|lr-(?!.*-(?:momentum|weight_decay)$)[^/]+(?:/pg1)?)$", re.IGNORECASE)
 
 
 def _normal(name: str) -> str:
@@ -262,6 +266,8 @@ def guess(name: str) -> Target:
     """The canonical target of a source metric name (an `imported/<name>` extra when nothing fits)."""
     if _normal(name) in _OTHER_ALIASES:  # before the namespaces: Composer's `time/train` is hours, not an extra
         return _OTHER_ALIASES[_normal(name)]
+    if _LR_OTHER.match(name.strip()):
+        return Target("core", "lr")
     canonical = _canonical(name)
     if canonical is not None and canonical.kind != "eval":
         return canonical

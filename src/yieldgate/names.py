@@ -118,6 +118,9 @@ TEXTLOG_FORMATS: Final[tuple[str, ...]] = (
     "keras",
     "tqdm",
     "hf-printed",
+    "openmmlab",
+    "yolo-txt",
+    "metriclogger",
     "kv",
 )
 

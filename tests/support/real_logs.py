@@ -1188,3 +1188,9 @@ SHARED_LOGS: list[dict[str, Any]] = [
         },
     },
 ]
+
+# The second wave (issue 35), registered from its own module
+from tests.support.real_wave2 import WAVE2_LOGS, WAVE2_SHARED  # noqa: E402
+
+REAL_LOGS += WAVE2_LOGS
+SHARED_LOGS += WAVE2_SHARED

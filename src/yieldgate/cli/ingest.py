@@ -37,7 +37,7 @@ JoinOnOption = Annotated[
     str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock).")
 ]
 KindArgument = Annotated[
-    str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog or results.")
+    str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog, results, or auto (by content).")
 ]
 RunOption = Annotated[
     str | None, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")
@@ -69,7 +69,11 @@ def import_(
     run: RunOption = None,
     map_: Annotated[
         list[str] | None,
-        typer.Option("--map", help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable)."),
+        typer.Option(
+            "--map",
+            help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable); or a mapping file (YAML: "
+            "step, loss, evals, times, lines); or epoch=, iter=, iters_per_epoch= for a computed step.",
+        ),
     ] = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
     tokens_per_step: Annotated[

@@ -6,6 +6,7 @@ They translate, they do not analyse. `import_run` is the one entry point (the CL
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ import pandas as pd
 from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings
 from yieldgate.ingest.core import ImportResult, Mapped, map_rows, settle_evals, write_import
-from yieldgate.ingest.mapping import parse_map_options
+from yieldgate.ingest.mapping import LogMapping, load_mapping
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.names import TEXTLOG_FORMATS
 
@@ -31,7 +32,10 @@ class ImportOptions:
     """Run name; for several runs from one source (an MLflow experiment, a TensorBoard directory of run folders)
     the prefix of `PREFIX/<name>`."""
     map: Sequence[str] = ()
-    """`KEY=SOURCE_NAME` overrides of the guessed mapping (`val/loss=eval/ce`, `step=iteration`)."""
+    """`KEY=SOURCE_NAME` overrides of the guessed mapping (`val/loss=eval/ce`, `step=iteration`), a mapping file
+    (YAML: the step and how it is computed, the loss, the evaluations and their directions, what the time fields
+    mean, and for text logs the lines; `ingest.mapping.mapping_from_doc`), and the step rule's `epoch=F`, `iter=F`,
+    `iters_per_epoch=N`."""
     manifest: Path | None = None
     """Manifest file (YAML or JSON) to attach to the run."""
     tokens_per_step: float | None = None
@@ -96,13 +100,16 @@ class Read:
     """Numbers that belong to no step (a Trainer's final `test_*` results): the run's meta `summary`."""
     tokens_per_step: tuple[float, str] | None = None
     """(tokens per optimizer step, where the source says it), when it does; `tokens_per_step` overrides it."""
+    mapping: LogMapping | None = None
+    """What the source's format declares (`textlog.mapped`): names and evaluations' directions; the user's
+    mapping wins over it."""
 
 
 def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
     from yieldgate.ingest.tables import read_table
 
     paths = [Path(s) for s in sources]
-    return tables_to_reads(", ".join(sources), read_table(paths, warnings, parse_map_options(opts.map)))
+    return tables_to_reads(", ".join(sources), read_table(paths, warnings, load_mapping(opts.map)))
 
 
 def tables_to_reads(source: str, runs: dict[str | None, Rows]) -> list[Read]:
@@ -116,10 +123,14 @@ def tables_to_reads(source: str, runs: dict[str | None, Rows]) -> list[Read]:
 
 
 def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
+    from yieldgate.ingest.sniff import table_format
     from yieldgate.ingest.textlog import per_device_throughput, read_textlog
 
     paths = [Path(s) for s in sources]
-    log = read_textlog(paths, opts.patterns, warnings, parse_map_options(opts.map), opts.log_format)
+    if not opts.patterns and all(p.is_file() and table_format(p) == "jsonl" for p in paths):
+        warnings.add("format", f"{', '.join(sources)}: JSON lines, one record per line: read as a table")
+        return _table(sources, opts, warnings)
+    log = read_textlog(paths, opts.patterns, warnings, load_mapping(opts.map), opts.log_format)
     per_device_throughput(log.rows, (opts.devices, "given") if opts.devices else log.devices, warnings)
     read_as = sorted(set(log.formats))
     return [
@@ -129,8 +140,24 @@ def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) ->
             start_unix=log.start_unix,
             devices=log.devices,
             tokens_per_step=log.tokens_per_step,
+            mapping=log.mapping,
         )
     ]
+
+
+def _auto(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> list[Read]:
+    """`yieldgate import auto`: the kind each source's content shows (`sniff.kind_of`), one kind for all."""
+    from yieldgate.ingest.sniff import kind_of
+
+    kinds = {s: kind_of(Path(s)) for s in sources}
+    found = sorted(set(kinds.values()))
+    if len(found) > 1:
+        raise InputError(
+            f"import auto: the sources hold different kinds ({', '.join(f'{s}: {k}' for s, k in kinds.items())}); "
+            "import them one kind at a time"
+        )
+    warnings.add("kind", f"{', '.join(sources)}: read as {found[0]} (by its content)")
+    return KINDS[found[0]](sources, opts, warnings)
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]:
@@ -151,6 +178,7 @@ KINDS: dict[str, Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]]
     "hf-trainer": _lazy("hf", "read"),
     "table": _table,
     "textlog": _textlog,
+    "auto": _auto,
 }
 
 
@@ -168,7 +196,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
     from yieldgate.manifest import load_manifest  # pydantic, on the imports that attach a manifest only
 
     manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
-    overrides = parse_map_options(opts.map)
+    user = load_mapping(opts.map)
     warnings = Warnings()
     if opts.join_on == "time":
         return [_join_telemetry(ledger, kind, sources, opts, warnings, manifest)]
@@ -186,10 +214,11 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
             mapped = map_rows(
                 read.rows,
                 warnings,
-                overrides=overrides,
+                overrides=_overrides(read, user),
                 tokens_per_step=per_step,
                 tokens_per_sample=opts.tokens_per_sample,
             )
+            _directions(mapped, {**(read.mapping.directions if read.mapping else {}), **user.directions})
         else:
             mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
         mapped.evals = settle_evals(mapped.evals + read.evals, read.source, warnings)
@@ -215,6 +244,27 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
                 append=opts.append,
             )
             for run, read, mapped in planned
+        ]
+
+
+def _overrides(read: Read, user: LogMapping) -> dict[str, str]:
+    """{source name: key} of the format's mapping (for the names the source has) and the user's, the user's
+    winning; the step field is the reader's."""
+    assert read.rows is not None
+    own = {s: k for s, k in (read.mapping.names if read.mapping else {}).items() if s in read.rows.values}
+    taken = set(user.names.values())
+    own = {s: k for s, k in own.items() if k not in taken and s not in user.names}
+    return {**own, **user.names}
+
+
+def _directions(mapped: Mapped, directions: dict[str, bool]) -> None:
+    """The evaluations' directions that a mapping declares, set on their records."""
+    if directions:
+        mapped.evals = [
+            dataclasses.replace(rec, higher_is_better=directions[f"{rec.task}/{rec.metric}"])
+            if f"{rec.task}/{rec.metric}" in directions
+            else rec
+            for rec in mapped.evals
         ]
 
 

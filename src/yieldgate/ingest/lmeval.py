@@ -17,7 +17,9 @@ path (the last such in it: `checkpoint-2000/results.json`, `160M_step143000.json
 
 Aggregate files: one JSON with per-task lists of values across checkpoints and one list of their steps or
 tokens (`{"steps": [...], "arc_easy": [...], "piqa": {"acc": [...]}}`), as large open-model projects
-publish their evaluation curves; or checkpoints as keys (`{"step1000": <results file>, ...}`) or a list of
+publish their evaluation curves, the per-task lists perhaps under `results` beside the axes (BigScience's
+`{"tokens": [...], "checkpoints": [...], "results": {"arc_easy": {"acc": [...], "acc_stderr": [...]}}}`); or
+checkpoints as keys (`{"step1000": <results file>, ...}`) or a list of
 results files each with its `step`.
 
 The portfolio is `lm-eval`, its version the harness version that wrote the file (`lm_eval_version`).
@@ -163,6 +165,17 @@ def _is_results(doc: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(doc, dict) and isinstance(doc.get("results"), dict)
 
 
+def _curves_under_results(doc: dict[str, Any]) -> bool:
+    """Whether `results` holds per-task lists across checkpoints (an aggregate), not one checkpoint's numbers."""
+    tasks = [m for m in doc["results"].values() if isinstance(m, dict) and m]
+    return bool(tasks) and all(isinstance(v, list) for m in tasks for v in m.values())
+
+
+def _axes_beside(doc: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint axes (steps, tokens) an aggregate keeps beside its `results`."""
+    return {k: v for k, v in doc.items() if str(k).lower() in (*_STEP_AXES, *_TOKEN_AXES)}
+
+
 def _axis(doc: dict[str, Any], names: Sequence[str]) -> tuple[str, list[float]] | None:
     for key, value in doc.items():
         if (
@@ -271,6 +284,11 @@ def read_results(
     """The eval records of one results file (one checkpoint's, or an aggregate of many); `step`: the step of a
     file that names none."""
     doc = read_json(path, "an lm-evaluation-harness results file")
+    if _is_results(doc) and _curves_under_results(doc):
+        # BigScience's aggregates: {"tokens": [...], "checkpoints": [...], "results": {task: {metric: [...]}}}
+        records = _curve_records(path, {**doc["results"], **_axes_beside(doc)}, tokens_per_step, warnings)
+        if records is not None:
+            return records
     if _is_results(doc):
         step = _step(path, doc, pattern, step)
         return _results_records(path, doc, step, _tokens(step, tokens_per_step), warnings)

@@ -1,20 +1,40 @@
 """The importers' mapping of a source's metric names: `--map KEY=SOURCE_NAME` overrides first, then the guess of
 `yieldgate.aliases`, resolved to one target per name so that no two names write one key.
+
+A declared mapping (`LogMapping`, from a YAML file given to `--map` or the built-in formats' own) says more: which
+field or regex group is the step and how it is computed (`epoch`, `iter`, iterations per epoch), which field is the
+training loss, which are evaluations and their direction, and what the time fields mean (a cumulative clock,
+seconds per step, data wait per step). The readers of tables and text logs apply it; OpenMMLab's and YOLO's
+formats are written as such mappings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
 
 from yieldgate.aliases import EXTRA_NAMESPACES, IMPORTED, Target, guess, imported, split_unit
 from yieldgate.errors import InputError
-from yieldgate.names import CORE_STEP_COLUMNS, is_extra_key
+from yieldgate.names import CORE_STEP_COLUMNS, VAL_TASK, is_extra_key
 
 if TYPE_CHECKING:
     from yieldgate.ingest.clean import Warnings
 
-__all__ = ["none_known", "parse_map_options", "resolve_mapping"]
+__all__ = [
+    "LogMapping",
+    "StepRule",
+    "computed_step",
+    "load_mapping",
+    "mapping_from_doc",
+    "none_known",
+    "parse_map_options",
+    "resolve_mapping",
+]
 
 
 def _target_of(key: str) -> Target:
@@ -96,3 +116,197 @@ def none_known(source: str, targets: Mapping[str, Target], warnings: Warnings) -
         f"{source}: none of its {len(extras)} metric name(s) is one yieldgate knows: kept as extras {listed}; "
         "to read them as yieldgate's own, name them with map KEY=SOURCE_NAME (loss=..., val/loss=..., tokens=...)",
     )
+
+
+# --- a declared mapping: a YAML file, or --map options beyond KEY=SOURCE_NAME ----------------------------------
+
+_TIME_KEYS = {"clock": "wall_s", "per_step": "step_s", "data_wait": "data_wait_s"}
+_STEP_KEYS = ("field", "epoch", "iter", "iters_per_epoch", "first_epoch")
+_DOC_KEYS = ("step", "loss", "evals", "times", "names", "lines", "epochs")
+
+
+@dataclass
+class StepRule:
+    """How a row's step is computed: from one field, or step = (epoch - first_epoch) x N + iter with N the
+    iterations per epoch (a number or a field; a row without N takes the last N seen), a row with an epoch and no
+    iteration at the end of its epoch (an evaluation after it)."""
+
+    field: str | None = None
+    epoch: str | None = None
+    iter: str | None = None
+    iters_per_epoch: str | int | None = None
+    first_epoch: int = 1
+
+
+@dataclass
+class LogMapping:
+    """What a log's fields mean, as a user (or a built-in format) declares them: `names` ({source: canonical key},
+    what `--map KEY=SOURCE` gives), the step rule, the evaluations' directions, and for text logs the `lines`
+    (regexes with named groups) that read them. `names` already holds the loss, the evaluations and the time
+    fields under their canonical keys (`loss`, `val/...`, `wall_s` / `step_s` / `data_wait_s`)."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    step: StepRule | None = None
+    directions: dict[str, bool] = field(default_factory=dict)
+    """{canonical eval key: higher is better} where the mapping says."""
+    lines: list[str] = field(default_factory=list)
+    epochs: bool = False
+    """The steps count epochs (the import says so)."""
+
+    def step_columns(self) -> tuple[str, ...]:
+        """The source fields the step rule reads (not metrics)."""
+        rule = self.step
+        if rule is None:
+            return ()
+        per = rule.iters_per_epoch if isinstance(rule.iters_per_epoch, str) else None
+        return tuple(n for n in (rule.field, rule.epoch, rule.iter, per) if n)
+
+
+def _eval_key(source: str) -> str:
+    """The eval key of a field the mapping names an evaluation: itself when it has a task (`coco/bbox_mAP`), else
+    `val/<field>`."""
+    return source if "/" in source else f"{VAL_TASK}/{source}"
+
+
+def _direction(where: str, value: Any) -> bool | None:
+    if value in (None, "auto"):
+        return None
+    if value in ("higher", "max", True):
+        return True
+    if value in ("lower", "min", False):
+        return False
+    raise InputError(f"{where}: expected higher, lower or auto, got {value!r}", parameter="map")
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _step_rule(where: str, spec: Any) -> StepRule:
+    if isinstance(spec, str):
+        return StepRule(field=spec)
+    if not isinstance(spec, dict) or not spec or any(k not in _STEP_KEYS for k in spec):
+        raise InputError(
+            f"{where}: step is a field name, or {{epoch: F, iter: F, iters_per_epoch: N or F, first_epoch: 0 or 1}}",
+            parameter="map",
+        )
+    per = spec.get("iters_per_epoch")
+    rule = StepRule(
+        field=_text(spec.get("field")),
+        epoch=_text(spec.get("epoch")),
+        iter=_text(spec.get("iter")),
+        iters_per_epoch=per if isinstance(per, (int, str)) and not isinstance(per, bool) else None,
+        first_epoch=int(spec.get("first_epoch", 1)),
+    )
+    if rule.field is None and rule.epoch is None:
+        raise InputError(
+            f"{where}: step needs a field, or an epoch field (with iter and iters_per_epoch)", parameter="map"
+        )
+    if rule.epoch is not None and rule.iter is not None and rule.iters_per_epoch is None:
+        raise InputError(
+            f"{where}: step from epoch and iter needs iters_per_epoch (a number or a field)", parameter="map"
+        )
+    return rule
+
+
+def mapping_from_doc(where: str, doc: Any) -> LogMapping:
+    """A `LogMapping` from a mapping document (the YAML a user writes; the built-in formats are written so too):
+
+    step: {epoch: epoch, iter: iter, iters_per_epoch: iters}   # or step: iteration
+    loss: total_loss
+    evals: {coco/bbox_mAP: higher, val_loss: lower}            # key: its direction (higher, lower, auto)
+    times: {time: per_step, data_time: data_wait}              # clock, per_step or data_wait
+    names: {grad_norm: gnorm}                                  # KEY: SOURCE_NAME, as --map KEY=SOURCE_NAME
+    lines: ['^Epoch (?P<epoch>\\d+) .* loss (?P<total_loss>\\S+)']   # text logs: regexes with named groups
+    epochs: true                                               # the steps count epochs
+    """
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: a mapping is an object with {', '.join(_DOC_KEYS)}", parameter="map")
+    unknown = [k for k in doc if k not in _DOC_KEYS]
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; a mapping has {', '.join(_DOC_KEYS)}", parameter="map")
+    out = LogMapping(epochs=bool(doc.get("epochs", False)))
+    if doc.get("step") is not None:
+        out.step = _step_rule(f"{where}: step", doc["step"])
+    for key, source in (doc.get("names") or {}).items():
+        _target_of(str(key))
+        out.names[str(source)] = str(key)
+    if doc.get("loss") is not None:
+        out.names[str(doc["loss"])] = "loss"
+    for source, meaning in (doc.get("times") or {}).items():
+        if meaning not in _TIME_KEYS:
+            raise InputError(
+                f"{where}: times.{source}: {meaning!r} is none of {', '.join(_TIME_KEYS)}", parameter="map"
+            )
+        out.names[str(source)] = _TIME_KEYS[meaning]
+    evals = doc.get("evals") or {}
+    for source, spec in evals.items() if isinstance(evals, dict) else ((e, None) for e in evals):
+        key = _eval_key(str(source))
+        if isinstance(spec, dict):
+            key, spec = str(spec.get("key", key)), spec.get("direction")
+        out.names[str(source)] = key
+        direction = _direction(f"{where}: evals.{source}", spec)
+        if direction is not None:
+            out.directions[key] = direction
+    out.lines = [str(line) for line in doc.get("lines") or []]
+    if out.step is not None and out.step.field is not None:
+        out.names[out.step.field] = "step"
+    return out
+
+
+def load_mapping(options: Iterable[str]) -> LogMapping:
+    """The mapping of `--map` options: `KEY=SOURCE_NAME` pairs, a mapping file (YAML or JSON, `mapping_from_doc`),
+    and the step rule's own keys (`epoch=F`, `iter=F`, `iters_per_epoch=N or F`, `first_epoch=0`); the pairs
+    given on the command line win over the file's."""
+    from yieldgate.config_files import read_structured_file
+
+    out = LogMapping()
+    step: dict[str, Any] = {}
+    pairs = []
+    for opt in options:
+        key, sep, source = opt.partition("=")
+        if not sep:
+            if not Path(opt).is_file():
+                raise InputError(
+                    f"map {opt!r}: expected KEY=SOURCE_NAME or a mapping file (YAML); no such file", parameter="map"
+                )
+            loaded = mapping_from_doc(opt, read_structured_file(opt))
+            out.names.update(loaded.names)
+            out.directions.update(loaded.directions)
+            out.lines += loaded.lines
+            out.step, out.epochs = loaded.step or out.step, loaded.epochs or out.epochs
+        elif key in _STEP_KEYS[1:]:
+            step[key] = int(source) if source.lstrip("-").isdigit() else source
+        else:
+            pairs.append(opt)
+    if step:
+        if "epoch" not in step:
+            raise InputError("map iter=/iters_per_epoch=: give epoch=FIELD too", parameter="map")
+        out.step = _step_rule("map", step)
+    out.names.update(parse_map_options(pairs))
+    return out
+
+
+def computed_step(
+    columns: Mapping[str, tuple[np.ndarray, np.ndarray]], rule: StepRule, source: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(step, present) of each row by `rule` from its epoch / iteration columns (`StepRule`)."""
+    missing = [n for n in (rule.epoch, rule.iter, rule.iters_per_epoch) if isinstance(n, str) and n not in columns]
+    if missing:
+        raise InputError(
+            f"{source}: the mapping's step reads {missing[0]!r}, which the source does not have; it has "
+            f"{', '.join(sorted(columns)[:20])}",
+            parameter="map",
+        )
+    assert rule.epoch is not None
+    epoch, has_epoch = columns[rule.epoch]
+    n = len(epoch)
+    if isinstance(rule.iters_per_epoch, str):
+        per, has_per = columns[rule.iters_per_epoch]
+        per = pd.Series(np.where(has_per, per, np.nan)).ffill().bfill().to_numpy()
+    else:
+        per = np.full(n, float(rule.iters_per_epoch or 1))
+    it, has_it = columns[rule.iter] if rule.iter else (np.zeros(n), np.zeros(n, dtype=bool))
+    it = np.where(has_it, it, per)  # no iteration: the end of its epoch
+    step = (epoch - rule.first_epoch) * per + it
+    return step, has_epoch & np.isfinite(step)

@@ -21,6 +21,8 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, parse_json, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
+from yieldgate.ingest.mapping import LogMapping, computed_step
+from yieldgate.ingest.sniff import describe, table_format
 from yieldgate.util.inputs import check_regular
 
 __all__ = ["read_table", "rows_from_columns", "numeric_column"]
@@ -119,6 +121,8 @@ def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
         )
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a CSV table ({str(exc).strip()})") from None
+    # Early YOLOv8 pads every name and cell to a fixed width (`                  epoch,  train/box_loss,`)
+    frame.columns = [str(c).strip() for c in frame.columns]
     # One row per line after the header (the files we read have no quoted line breaks); blank lines go.
     where = [f"{path}:{i + 2}" for i in range(len(frame))]
     blank = (frame == "").all(axis=1).to_numpy() if len(frame.columns) else np.zeros(len(frame), dtype=bool)
@@ -227,44 +231,94 @@ def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarra
     return values - np.nanmin(values[present]), present
 
 
+_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def _format_of(path: Path) -> str:
+    """`parquet`, `jsonl` or `csv`: by the content where the name does not say (`metrics.json`, `log.txt`)
+    or says otherwise; refused, with what the content looks like, when it is no table."""
+    gz = path.suffix.lower() == ".gz"  # read_lines decompresses CSV and JSONL
+    suffix = Path(path.stem).suffix.lower() if gz else path.suffix.lower()
+    by_name = _SUFFIXES.get(suffix)
+    if by_name is not None:
+        return by_name  # its reader says what is wrong, at which line
+    found = table_format(path)
+    if found is not None:
+        return found
+    raise InputError(
+        f"{path}: not a table: its content is {describe(path)}; a table is CSV, JSON lines or Parquet (whatever "
+        "its name); for a printed log use yieldgate import textlog (or auto)"
+    )
+
+
+def _columns(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    """The numeric columns of one table file and where each row came from."""
+    fmt = _format_of(path)
+    if fmt == "parquet":
+        return _read_parquet(path, warnings)
+    frame, where = (_read_jsonl if fmt == "jsonl" else _read_csv)(path, warnings)
+    columns = {}
+    for name in frame.columns:
+        col = (_clock(str(name), frame[name], where) if str(name).lower() in _CLOCKS else None) or numeric_column(
+            str(name), frame[name], where, warnings, str(path)
+        )
+        if col is not None:
+            columns[str(name)] = col
+    return columns, where
+
+
+def _step_of(
+    columns: dict[str, tuple[np.ndarray, np.ndarray]],
+    mapping: LogMapping,
+    path: Path,
+    prefer_step: Sequence[str],
+) -> str:
+    """The step column: the mapping's computed step (`StepRule`: epoch, iteration, iterations per epoch), stored
+    as `step` with the rows that have none left out, or the column `pick_step` finds."""
+    rule = mapping.step
+    if rule is None or rule.epoch is None:
+        return pick_step(columns, mapping.names, str(path), prefer_step)
+    step, present = computed_step(columns, rule, str(path))
+    for name in mapping.step_columns():
+        if name != rule.epoch:
+            columns.pop(name, None)
+    columns["step"] = (step, present)
+    return "step"
+
+
 def read_table(
-    paths: Sequence[Path], warnings: Warnings, overrides: Mapping[str, str], prefer_step: Sequence[str] = ()
+    paths: Sequence[Path],
+    warnings: Warnings,
+    overrides: Mapping[str, str] | LogMapping,
+    prefer_step: Sequence[str] = (),
 ) -> dict[str | None, Rows]:
     """Rows of one or more CSV / JSONL / Parquet files (several files of one resumed run, in order): {None:
-    rows}, or one entry per run for a W&B chart export that holds several. The step column is `--map
-    step=...`, else the first of `prefer_step`, then of the usual names, present."""
+    rows}, or one entry per run for a W&B chart export that holds several. The format is the content's (a
+    JSON-lines `metrics.json` or `log.txt` is read). The step column is the mapping's (`--map step=...`, or
+    its step rule), else the first of `prefer_step`, then of the usual names, present."""
+    mapping = overrides if isinstance(overrides, LogMapping) else LogMapping(names=dict(overrides))
     parts: dict[str | None, list[Rows]] = {}
     for path in paths:
         check_regular(path, "a CSV, JSONL or Parquet table")  # a FIFO or /dev/zero is refused, not waited on
-        gz = path.suffix.lower() == ".gz"  # read_lines decompresses CSV and JSONL
-        suffix = Path(path.stem).suffix.lower() if gz else path.suffix.lower()
-        if suffix == ".parquet" and not gz:
-            columns, where = _read_parquet(path, warnings)
-        elif suffix in (".csv", ".jsonl", ".ndjson", ".tsv"):
-            frame, where = (_read_jsonl if suffix in (".jsonl", ".ndjson") else _read_csv)(path, warnings)
-            columns = {}
-            for name in frame.columns:
-                col = (
-                    _clock(str(name), frame[name], where) if str(name).lower() in _CLOCKS else None
-                ) or numeric_column(str(name), frame[name], where, warnings, str(path))
-                if col is not None:
-                    columns[str(name)] = col
-        else:
-            raise InputError(
-                f"{path}: unknown table format {suffix or '(no extension)'}; use .csv, .jsonl or .parquet "
-                "(.csv.gz, .jsonl.gz too)"
-            )
+        columns, where = _columns(path, warnings)
         if not where:
             warnings.add("empty", f"{path}: no rows")
             continue
-        step = pick_step(columns, overrides, str(path), prefer_step)
-        if step.lower() == "epoch":
+        step = _step_of(columns, mapping, path, prefer_step)
+        if mapping.step is not None and mapping.step.epoch is not None:
+            kept = columns["step"][1]
+            columns = {n: (v[kept], p[kept]) for n, (v, p) in columns.items()}
+            where = [w for w, k in zip(where, kept, strict=True) if k]
+        if mapping.epochs:
+            warnings.add("epoch", f"{path}: the mapping says each row is an epoch: steps in this run count epochs")
+        elif step.lower() == "epoch":
             warnings.add(
                 "epoch",
                 f"{path}: no step column; each row is an epoch (column {step!r}), and steps in this run count epochs",
             )
         for run, cols in _by_run(columns, step, path, warnings).items():
             rows = rows_from_columns(str(path), cols, where, step)
+            rows.epochs = rows.epochs or mapping.epochs
             logged = np.zeros(len(rows), dtype=bool)
             for present in rows.present.values():
                 logged |= present

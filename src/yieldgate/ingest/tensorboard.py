@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, check_columns, own_export, pivot, placeholder
+from yieldgate.ingest.clean import Rows, Warnings, check_columns, own_export, pivot, placeholder
 from yieldgate.util.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_scalars", "event_files", "run_folders"]
@@ -543,5 +543,19 @@ def _read_run(source: str, files: Sequence[Path], warnings: Warnings, suffix: st
     )
     if any(name.startswith("yieldgate/") for name in rows.values):  # `yieldgate export --to tensorboard`
         return Read(source, own_export(rows, warnings, step="yieldgate/step", prefix="yieldgate/"), suffix=suffix)
-    rows.epochs = epochs
+    rows.epochs = epochs or _steps_are_epochs(rows, source, warnings)
     return Read(source, rows, start_unix=float(scalars["wall_time"].min()), suffix=suffix)
+
+
+def _steps_are_epochs(rows: Rows, source: str, warnings: Warnings) -> bool:
+    """Whether the run logged against epochs: an `epoch` tag whose value is its step at every point (a loop that
+    writes `add_scalar(tag, value, epoch)` beside the epoch itself), which the import then says, as a per-epoch
+    table's does."""
+    name = next((n for n in rows.values if n.lower() in ("epoch", "epochs", "train/epoch")), None)
+    if name is None:
+        return False
+    present = rows.present[name]
+    if present.sum() < 2 or not np.array_equal(rows.values[name][present], rows.step[present].astype(float)):
+        return False
+    warnings.add("epoch", f"{source}: its {name!r} tag equals its step: steps in this run count epochs")
+    return True

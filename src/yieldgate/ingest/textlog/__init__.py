@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias
 
@@ -26,11 +26,13 @@ import pandas as pd
 from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines
 from yieldgate.ingest.core import pick_step
+from yieldgate.ingest.mapping import LogMapping, computed_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
-from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, tqdm
+from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, metriclogger, openmmlab, tqdm
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, LogFormat, strip_ansi
 from yieldgate.ingest.textlog.facts import batch_tokens, clock, device_count, per_device_throughput
 from yieldgate.ingest.textlog.kv import read_pairs
+from yieldgate.ingest.textlog.mapped import EVAL_MARK, mapped_format
 from yieldgate.util.inputs import check_regular
 
 __all__ = [
@@ -168,6 +170,9 @@ FORMATS: dict[str, LogFormat] = {
             "the step is the training bar's count",
             scan=hf.scan,
         ),
+        openmmlab.OPENMMLAB,
+        openmmlab.YOLO_TXT,
+        metriclogger.METRIC_LOGGER,
         LogFormat(
             "kv",
             "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
@@ -227,6 +232,9 @@ class TextLog:
     """(device count, where it was printed) when a log says."""
     tokens_per_step: tuple[float, str] | None = None
     """(tokens per optimizer step, where the log printed the batch that gives it) when a log says."""
+    mapping: LogMapping = field(default_factory=LogMapping)
+    """What the formats read declare (`textlog.mapped`): their names and evaluations' directions, and the
+    evaluation lines' metrics as evaluations."""
 
 
 RecordReader: TypeAlias = Callable[[Sequence[str]], Iterator[tuple[int, int, dict[str, str]]]]
@@ -268,23 +276,25 @@ def _format(fmt: LogFormat) -> RecordReader:
 
 
 def _reader(
-    custom: RecordReader | None, log_format: str, lines: Sequence[str], path: Path, warnings: Warnings
-) -> tuple[RecordReader, str, str, bool]:
-    """How to read one file: (its reader, the name of its format, what its unread lines are, whether its steps
-    count epochs); the format detected in the file when `log_format` is `auto`."""
+    custom: RecordReader | LogFormat | None, log_format: str, lines: Sequence[str], path: Path, warnings: Warnings
+) -> tuple[RecordReader, str, str, LogFormat | None]:
+    """How to read one file: (its reader, the name of its format, what its unread lines are, its format); the
+    format detected in the file when `log_format` is `auto`, the user's mapping's `lines` when it has them."""
+    if isinstance(custom, LogFormat):
+        return _format(custom), "mapping", "matched none of the mapping's lines", custom
     if custom is not None:
-        return custom, "pattern", "matched no pattern", False
+        return custom, "pattern", "matched no pattern", None
     fmt = detect(lines, str(path)) if log_format == "auto" else get(log_format)
     if fmt.note:
         warnings.add("format", f"{path}: {fmt.note}")
-    return _format(fmt), fmt.name, f"are not {fmt.name} log lines", fmt.epochs
+    return _format(fmt), fmt.name, f"are not {fmt.name} log lines", fmt
 
 
 def read_textlog(
     paths: Sequence[Path],
     patterns: Sequence[str],
     warnings: Warnings,
-    overrides: Mapping[str, str],
+    overrides: Mapping[str, str] | LogMapping,
     log_format: str = "auto",
 ) -> TextLog:
     """Rows of plain-text logs, the format each file was read as, and what they print once.
@@ -297,22 +307,29 @@ def read_textlog(
         raise InputError(
             f"patterns and log_format {log_format} exclude each other: give one", parameter=("patterns", "log_format")
         )
-    custom = _custom(patterns) if patterns else None
+    user = overrides if isinstance(overrides, LogMapping) else LogMapping(names=dict(overrides))
+    custom: RecordReader | LogFormat | None = _custom(patterns) if patterns else None
+    if custom is None and user.lines:
+        custom = mapped_format("mapping", "the user's mapping", user)
     parts, formats, starts = [], [], []
     devices: tuple[int, str] | None = None
     tokens_per_step: tuple[float, str] | None = None
+    declared = LogMapping()
     for path in paths:
         check_regular(path, "a plain-text training log")  # a FIFO or /dev/zero is refused, not waited on
         lines = read_lines(path, warnings)
-        read, name, what, epochs = _reader(custom, log_format, lines, path, warnings)
+        read, name, what, fmt = _reader(custom, log_format, lines, path, warnings)
         formats.append(name)
-        found = _read_file(path, lines, read, what, warnings, overrides)
+        own = fmt.mapping if fmt is not None and fmt.mapping is not None else None
+        found = _read_file(path, lines, read, what, warnings, user, own)
         devices = devices or device_count(lines, path)
         tokens_per_step = tokens_per_step or batch_tokens(lines, path)
         if found is not None:
-            part, first_stamp = found
-            part.epochs = part.epochs or epochs
+            part, first_stamp, found_mapping = found
+            part.epochs = part.epochs or (fmt is not None and fmt.epochs)
             parts.append(part)
+            declared.names.update(found_mapping.names)
+            declared.directions.update(found_mapping.directions)
             if first_stamp is not None:
                 starts.append(first_stamp)
     if not parts and patterns:
@@ -325,7 +342,7 @@ def read_textlog(
     start = min(starts) if starts else None
     if start is not None:
         rows.values["timestamp"] = rows.values["timestamp"] - start  # seconds since the job's first line
-    return TextLog(rows, formats, start, devices, tokens_per_step)
+    return TextLog(rows, formats, start, devices, tokens_per_step, declared)
 
 
 def _read_file(
@@ -334,11 +351,12 @@ def _read_file(
     read: RecordReader,
     what: str,
     warnings: Warnings,
-    overrides: Mapping[str, str],
-) -> tuple[Rows, float | None] | None:
-    """The rows of one file's records and the Unix time of its first timestamped line (None when no line starts
-    with a timestamp, or the log has its own); None when it has no record. Its skipped lines are said in a
-    warning."""
+    user: LogMapping,
+    own: LogMapping | None = None,
+) -> tuple[Rows, float | None, LogMapping] | None:
+    """The rows of one file's records, the Unix time of its first timestamped line (None when no line starts
+    with a timestamp, or the log has its own) and what its format declares (`_declared`); None when it has no
+    record. Its skipped lines are said in a warning."""
     records: list[dict[str, str]] = []
     where: list[str] = []
     first_lines: list[int] = []
@@ -368,5 +386,30 @@ def _read_file(
     stamps = clock(lines, first_lines) if "timestamp" not in columns else None
     if stamps is not None:
         columns["timestamp"] = (stamps[0], ~np.isnan(stamps[0]))  # Unix seconds until all files are read
-    rows = rows_from_columns(str(path), columns, where, pick_step(columns, overrides, str(path)))
-    return rows, (stamps[1] if stamps is not None else None)
+    declared = _declared(columns, own)
+    if user.step is not None and user.step.epoch is not None:
+        columns["step"] = computed_step(columns, user.step, str(path))
+        step_name = "step"
+    else:
+        step_name = pick_step(columns, user.names, str(path))
+    for name in {*(own.step_columns() if own is not None else ()), EVAL_MARK} - {step_name}:
+        columns.pop(name, None)
+    rows = rows_from_columns(str(path), columns, where, step_name)
+    return rows, (stamps[1] if stamps is not None else None), declared
+
+
+def _declared(columns: Mapping[str, tuple[np.ndarray, np.ndarray]], own: LogMapping | None) -> LogMapping:
+    """What a file's format declares about the columns it has: the format's names and directions, and every
+    metric of its evaluation lines (`EVAL_MARK`) an evaluation under its own name."""
+    out = LogMapping()
+    if own is not None:
+        out.names = {src: key for src, key in own.names.items() if src in columns and key != "step"}
+        out.directions = dict(own.directions)
+    if EVAL_MARK in columns:
+        on_eval = columns[EVAL_MARK][1]
+        skip = {EVAL_MARK, "step", *(own.step_columns() if own is not None else ())}
+        for name, (_, present) in columns.items():
+            # an evaluation line's metrics are named with their task (`val/mIoU`, `coco/bbox_mAP`); its clock is not
+            if "/" in name and name not in skip and name not in out.names and (present & on_eval).any():
+                out.names[name] = name
+    return out

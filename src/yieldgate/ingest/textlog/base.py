@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from yieldgate.ingest.mapping import LogMapping
 
 __all__ = [
     "NUM",
@@ -106,6 +109,8 @@ class LogFormat:
     line), not to the one before."""
     epochs: bool = False
     """Its steps count epochs (one line per epoch), not optimizer steps."""
+    mapping: LogMapping | None = None
+    """The declared mapping the format is written as (`textlog.mapped`): its names, directions and step rule."""
 
     def records(self, lines: Sequence[str]) -> Iterator[Record]:
         """(index of the record's first line, lines it took, values) of each record in `lines`.

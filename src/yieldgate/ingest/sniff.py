@@ -1,0 +1,166 @@
+"""What a source holds, told from its content and never from its name alone: `yieldgate import auto` picks the kind
+with `kind_of`, and the table and text-log readers read a file by what it holds (`table_format`). A JSON-lines log is
+as often named `metrics.json` (detectron2), `scalars.json` (MMEngine), `log.txt` (DETR, DeiT, MAE, ConvNeXt: one
+object per epoch) or `trainer_log.jsonl` (LLaMA-Factory) as `.jsonl`. A refusal says what the content looked like.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from yieldgate.errors import InputError
+from yieldgate.ingest.clean import clip, parse_json
+from yieldgate.util.inputs import check_regular
+
+__all__ = ["describe", "kind_of", "table_format"]
+
+_HEAD = 64 * 1024  # bytes read to tell a file's kind
+
+
+def _head(path: Path) -> str:
+    check_regular(path, "a training log or table")  # a FIFO or /dev/zero is refused, not waited on
+    with path.open("rb") as f:
+        data = f.read(_HEAD)
+    if path.suffix.lower() == ".gz":
+        import zlib
+
+        try:
+            data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, _HEAD)
+        except zlib.error:
+            return ""
+    return data.decode("utf-8", errors="replace")
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _is_object(line: str) -> bool:
+    line = line.strip()
+    if not (line.startswith("{") and line.endswith("}")):
+        return False
+    try:
+        return isinstance(parse_json(line), dict)
+    except (json.JSONDecodeError, ValueError):
+        return False
+
+
+def table_format(path: Path) -> str | None:
+    """`parquet`, `jsonl` (one JSON object per line, whatever the name) or `csv` (a header of two or more
+    comma- or tab-separated names and rows with as many fields), from the file's content; None for anything else."""
+    with path.open("rb") as f:
+        if f.read(4) == b"PAR1":
+            return "parquet"
+    lines = _lines(_head(path))
+    if not lines:
+        return None
+    complete = lines[:-1] or lines  # the last line of the head may be cut
+    if len(lines) >= 2 and all(_is_object(line) for line in complete[:50]):
+        return "jsonl"  # one object alone is a JSON document, not a log of records
+    sep = "\t" if lines[0].count("\t") > lines[0].count(",") else ","
+    fields = lines[0].count(sep) + 1
+    if fields >= 2 and len(lines) >= 2 and all(line.count(sep) + 1 == fields for line in complete[1:20]):
+        names = [n.strip().strip('"') for n in lines[0].split(sep)]
+        if sum(not n.replace(".", "", 1).replace("-", "", 1).isdigit() for n in names) > fields // 2:
+            return "csv"
+    return None
+
+
+def describe(path: Path) -> str:
+    """What the file's content looks like, in a few words, for a refusal: `JSON lines (keys iteration, loss, ...)`,
+    `one JSON object (keys ...)`, `a CSV header (...)`, `plain text: '<its first line>'`, `binary data`."""
+    text = _head(path)
+    if "\x00" in text[:4096]:
+        return "binary data"
+    lines = _lines(text)
+    if not lines:
+        return "nothing (an empty file)"
+    if len(lines) >= 2 and _is_object(lines[0]):
+        keys = list(parse_json(lines[0]))
+        return f"JSON lines (keys {', '.join(map(str, keys[:6]))}{', ...' if len(keys) > 6 else ''})"
+    if lines[0].lstrip().startswith(("{", "[")):
+        try:
+            doc = parse_json(text)
+        except (json.JSONDecodeError, ValueError):
+            return f"JSON that does not parse as a whole (first line {clip(lines[0])})"
+        if isinstance(doc, dict):
+            return f"one JSON object (keys {', '.join(map(str, list(doc)[:6]))})"
+        return f"a JSON {type(doc).__name__}"
+    return f"plain text (first line {clip(lines[0])})"
+
+
+def _json_kind(path: Path) -> str | None:
+    from yieldgate.ingest.clean import read_json
+
+    try:
+        doc = read_json(path, "a JSON file")
+    except InputError:
+        return None
+    if isinstance(doc, dict) and isinstance(doc.get("log_history"), list):
+        return "hf-trainer"
+    return "lm-eval" if _lmeval_shaped(doc) else None
+
+
+# The checkpoint axes of an lm-eval aggregate (`ingest.lmeval` reads them)
+_AXES = {"steps", "step", "checkpoints", "iterations", "tokens", "tokens_seen", "num_tokens", "train_tokens"}
+
+
+def _lmeval_shaped(doc: object) -> bool:
+    """lm-eval results: one checkpoint's (`results` an object), a list or object of such, or an aggregate's
+    per-task lists beside a list of steps or tokens."""
+
+    def one(d: object) -> bool:
+        return isinstance(d, dict) and isinstance(d.get("results"), dict)
+
+    if one(doc):
+        return True
+    if isinstance(doc, list):
+        return bool(doc) and all(one(d) for d in doc)
+    if not isinstance(doc, dict) or not doc:
+        return False
+    if all(one(v) for v in doc.values()):
+        return True
+    inner = next(iter(doc.values())) if len(doc) == 1 else doc
+    return isinstance(inner, dict) and any(str(k).lower() in _AXES and isinstance(v, list) for k, v in inner.items())
+
+
+def _dir_kind(source: Path) -> str:
+    files = [p for p in source.rglob("*") if p.is_file()]
+    if any("tfevents" in p.name for p in files):
+        return "tensorboard"
+    if (source / "trainer_state.json").is_file():
+        return "hf-trainer"
+    if files and all(p.suffix == ".json" for p in files) and any(_json_kind(p) == "lm-eval" for p in files[:20]):
+        return "lm-eval"
+    raise InputError(
+        f"{source}: a directory without TensorBoard event files, trainer_state.json or lm-eval results; give the "
+        "log file itself, or name the kind (yieldgate import KIND ...)"
+    )
+
+
+def kind_of(source: Path) -> str:
+    """The import kind of a file or directory by its content: `tensorboard`, `hf-trainer`, `lm-eval`, `table` or
+    `textlog` (a text file no other kind reads; the text-log reader then finds its format or says it has none)."""
+    if source.is_dir():
+        return _dir_kind(source)
+    if not source.exists():
+        raise InputError(f"{source}: no such file or directory")
+    if "tfevents" in source.name:
+        return "tensorboard"
+    fmt = table_format(source)
+    if fmt is not None:
+        return "table"
+    head = _head(source)
+    if "\x00" in head[:4096]:
+        raise InputError(f"{source}: binary data that is no known format (not a TensorBoard event file, not Parquet)")
+    if head.lstrip().startswith(("{", "[")):
+        kind = _json_kind(source)
+        if kind is None:
+            raise InputError(
+                f"{source}: {describe(source)}: neither a Trainer's state (log_history), lm-eval results nor JSON "
+                "lines; name its fields with a mapping (map MAPPING.yaml) and import it as a table or a text log",
+                parameter="map",
+            )
+        return kind
+    return "textlog"
