@@ -459,7 +459,7 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
             "in every value but their own timing: a second writer (two ranks or two launches appending one log), "
             "each kept once; not a restart",
         )
-        drop |= writer
+        drop = drop | writer
     # The same kind of line for a step again with other values (a run resumed from an earlier checkpoint):
     # the later values win (the ledger merges column by column). A train line and a validation line of one
     # step differ in kind, and are merged without a word.

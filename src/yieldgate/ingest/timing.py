@@ -24,20 +24,23 @@ def per_step_times(
     canon: Rows, targets: MutableMapping[str, Target], overrides: Mapping[str, str], warnings: Warnings
 ) -> None:
     """A clock (`wall_s`) that does not grow is the seconds of each logged iteration: it becomes `step_s` (its
-    target in `targets` too), and `wall_from_step_times` sums the clock from it. A clock does not grow when it falls
-    on a quarter or more of its rows, or never rises; a few falls are a clock reset or a resumed run, which `clean`
-    offsets and reports. Said in a warning. A name given as the clock (map wall_s=NAME) stays the clock; with a
-    step time logged beside it, it is kept as an extra."""
+    target in `targets` too), and `wall_from_step_times` sums the clock from it. Of 5 rows or more, a clock does not
+    grow when it never rises, falls from one row to the next on a third of its rows or more, or falls on a tenth of
+    them (3 at least) and rises in all no more than twice what it falls (it moves about a level). A few falls, each
+    undone by what follows, are a clock reset or a resumed run, which `clean` offsets and reports. Said in a
+    warning. A name given as the clock (map wall_s=NAME) stays the clock; with a step time logged beside it, it is
+    kept as an extra."""
     names = [name for name, target in targets.items() if target.key == "wall_s"]
     if len(names) != 1 or names[0] in overrides or "wall_s" not in canon.values:
         return
     logged = canon.present["wall_s"] & np.isfinite(canon.values["wall_s"])
     values = canon.values["wall_s"][logged]
-    if len(values) < 3:
+    if len(values) < 5:
         return
     diffs = np.diff(values)
     falls = int((diffs < 0).sum())
-    if 4 * falls < len(diffs) and (diffs > 0).any():
+    level = falls >= 3 and 10 * falls >= len(diffs) and diffs[diffs > 0].sum() <= -2.0 * diffs[diffs < 0].sum()
+    if 3 * falls < len(diffs) and (diffs > 0).any() and not level:
         return
     name = names[0]
     target = Target("core", "step_s", targets[name].scale) if "step_s" not in canon.values else imported(name)
