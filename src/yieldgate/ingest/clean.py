@@ -415,8 +415,8 @@ def _second_writer(rows: Rows, table: pd.DataFrame, exact: np.ndarray) -> np.nda
     timing ones, and not an exact repeat; where both rows have a clock, the two within two logging intervals of
     time of each other (a restart's clock restarts, or runs on past the work done again)."""
     learning = [c for c in table.columns if c not in _TIMING and not c.startswith(("device/", "host/"))]
-    if len(learning) == len(table.columns):
-        return np.zeros(len(rows), dtype=bool)
+    if len(learning) == len(table.columns) or not table.duplicated(["step", "kind"]).to_numpy().any():
+        return np.zeros(len(rows), dtype=bool)  # nothing timed, or no step logged twice: exact repeats only
     group = table.groupby(learning, sort=False, dropna=False).ngroup().to_numpy()
     order = np.arange(len(rows))
     first_of = np.full(int(group.max()) + 1, len(rows))
