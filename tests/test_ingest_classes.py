@@ -215,11 +215,11 @@ def test_iteration_times_are_step_times_and_the_clock_is_their_sum(ledger, tmp_p
 
 
 def test_the_data_wait_share_feeds_the_stall_detector(ledger, tmp_path):
-    from yieldgate.analysis.diagnose import diagnose
+    from yieldgate.analysis.detectors import RunSignals, stall
 
-    _import(ledger, _jsonl(tmp_path / "scalars.jsonl", _mmengine_train(wait_from=5)))
-    stalls = [f for f in diagnose(ledger, "r", store=False).findings if f.detector == "stall_data_wait"]
-    assert len(stalls) == 1 and stalls[0].start_step == 41
+    _import(ledger, _jsonl(tmp_path / "scalars.jsonl", _mmengine_train(epochs=5, wait_from=3)))
+    stalls = [f for f in stall(RunSignals(steps=ledger.steps("r"))) if f.detector == "stall_data_wait"]
+    assert len(stalls) == 1 and stalls[0].start_step == 21
 
 
 def test_a_clock_that_runs_backwards_is_a_warning(ledger, tmp_path):
