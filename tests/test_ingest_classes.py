@@ -176,6 +176,21 @@ def test_vision_scores_read_the_same_from_tensorboard(ledger, tmp_path):
     assert ("coco", "bbox_mAP_s") not in evals
 
 
+def test_vision_scores_read_the_same_from_a_text_log(ledger, tmp_path):
+    path = tmp_path / "train.log"
+    lines = []
+    for row in _vision_log():
+        pairs = [f"{k}: {row[k]}" for k in ("loss", "bbox/AP", "NME", "coco/bbox_mAP_s") if k in row]
+        lines.append(f"step: {row['step']} " + " ".join(pairs))
+    path.write_text("\n".join(lines) + "\n")
+    res = _import(ledger, path, kind="textlog")
+    evals = _evals(ledger, "r")  # the kv reader lower-cases names
+    assert evals[("bbox", "ap")] == {100: (0.3, True), 200: (0.6, True)}
+    assert evals[("val", "nme")] == {100: (0.3, False), 200: (0.6, False)}
+    assert ("coco", "bbox_map_s") not in evals
+    assert any("-1 on 2 row(s)" in w for w in res.warnings)
+
+
 # -- 6. per-iteration times are not a clock ----------------------------------------------------------------------
 
 
