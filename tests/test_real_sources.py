@@ -167,6 +167,17 @@ def build_nanogpt_logtxt(path: Path, params: dict) -> dict:
     }
 
 
+def jsonl_table(path: Path, params: dict) -> dict:
+    """A JSON-lines log (detectron2's metrics.json): one JSON object per line, the step under ``step_key``."""
+    rows = [json.loads(line) for line in _lines(path) if line.strip()]
+    step = params["step_key"]
+    series = {
+        key: _series_facts([(int(row[step]), float(row[key])) for row in rows if key in row])
+        for key in params["columns"]
+    }
+    return {"rows": len(rows), "keys": len({key for row in rows for key in row}), "series": series}
+
+
 STEP_BAR = re.compile(
     r"^step (\d+) \| loss: ([\d.]+) \| lr ([\d.e+-]+) \| norm: ([\d.]+) \| dt: ([\d.]+)ms \| tok/sec: ([\d.]+)$"
 )
@@ -413,6 +424,7 @@ PARSERS = {
     "hf-trainer-state": hf_trainer_state,
     "tensorboard": tensorboard,
     "csv-table": csv_table,
+    "jsonl-table": jsonl_table,
     "build-nanogpt-logtxt": build_nanogpt_logtxt,
     "build-nanogpt-stdout": build_nanogpt_stdout,
     "nanogpt": nanogpt,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key, metric_direction
+from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key, metric_direction, vision_metric
 
 __all__ = ["EXTRA_NAMESPACES", "IMPORTED", "STEP_NAMES", "Target", "guess", "imported", "split_unit"]
 
@@ -68,6 +68,8 @@ _CORE_ALIASES = {
         "date_time",
     ],
     "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt", "iteration_time"],
+    # detectron2's and OpenMMLab's `data_time`: the seconds an iteration waited for its batch
+    "data_wait_s": ["data_wait_s", "data_time", "data_wait", "dataloader_time", "data_load_time"],
     "loss": [
         "loss",
         "train_loss",
@@ -82,6 +84,8 @@ _CORE_ALIASES = {
         "crossentropyloss",
         "ce_loss",
         "loss/train/total",
+        "total_loss",  # detectron2's (beside its terms loss_cls, loss_box_reg, ...): the total is the loss
+        "loss_total",
     ],
     "lr": [
         "lr",
@@ -206,6 +210,8 @@ _OTHER_ALIASES = {
     "metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
     "eval_metrics/eval/languagecrossentropy": Target("eval", "val/loss"),
     # Composer's SpeedMonitor logs the training time in hours (its time_unit default)
+    # detectron2's accuracy of the training batch's masks, on every training row: not an evaluation
+    "mask_rcnn/accuracy": Target("extra", f"{IMPORTED}/mask_rcnn/accuracy"),
     "time/train": Target("core", "wall_s", 3600.0),
     "train_time/train": Target("core", "wall_s", 3600.0),
 }
@@ -290,11 +296,14 @@ def guess(name: str) -> Target:
     if scale != 1.0 or base != norm:
         for candidate in (base + "_s", base):
             col = _ALIASES.get(candidate)
-            if col in ("wall_s", "step_s"):
+            if col in ("wall_s", "step_s", "data_wait_s"):
                 return Target("core", col, scale)
     score = _SCORE.match(name.strip())
     if score and metric_direction(_score_base(score["metric"])) is not None:
         return Target("eval", f"{VAL_TASK}/{score['metric']}")
+    vision = _vision_eval(name.strip())
+    if vision is not None:
+        return vision
     m = _VAL_PREFIX.match(norm) or _SPLIT_SUFFIX.match(norm)
     if (
         m
@@ -314,3 +323,17 @@ def _score_base(metric: str) -> str:
     while (stripped := _SCORE_QUALIFIERS.sub("", base)) != base:
         base = stripped
     return base
+
+
+def _vision_eval(name: str) -> Target | None:
+    """A vision evaluator's score as an evaluation: `bbox/AP50` and `coco/bbox_mAP` keep their task (`bbox`, `coco`),
+    a bare `bbox_mAP` or `PCK` is of task `val`; one under a split prefix (`val/...`) is left to the split rules."""
+    task, _, metric = name.rpartition("/")
+    if not vision_metric(metric) or _VAL_PREFIX.match(_normal(name)):
+        return None
+    if not task:
+        return Target("eval", f"{VAL_TASK}/{metric}")
+    head = task.split("/")[0].lower()
+    if head in _TRAIN_PREFIXES or head in EXTRA_NAMESPACES or head == IMPORTED or not is_extra_key(name):
+        return None
+    return Target("eval", name)

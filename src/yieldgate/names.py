@@ -36,6 +36,8 @@ __all__ = [
     "key_problem",
     "split_eval_key",
     "metric_direction",
+    "vision_metric",
+    "cannot_be_negative",
     "stderr_of",
     "stderr_name",
     "STEP_UNIT",
@@ -433,15 +435,43 @@ _HIGHER_IS_BETTER = frozenset(
 )
 
 
+# Vision evaluators' scores (COCO's AP/AR family as detectron2 `bbox/AP50`, `segm/APs`, `bbox/AP-<class>` and
+# OpenMMLab `bbox_mAP_50`, `coco/bbox_mAP_s` write them; panoptic PQ; pose PCK and AUC; top-k accuracy, bare as
+# timm's `top1` or namespaced as mmpretrain's `accuracy/top1`; mmseg's aAcc/mAcc) rise. Pose and flow errors fall.
+_VISION_HIGHER = re.compile(
+    r"^(?:(?:bbox|segm|mask|box|keypoints?|kpt)_)?(?:m?ap|ar)(?:_?\d+(?:[-_:]\d+)?|_?[sml]|_(?:small|medium|large))?"
+    r"(?:-.+)?$|^(?:pq|sq|rq)(?:_\w+)?$|^pckh?(?:@[\d.]+)?$|^auc$|^(?:acc(?:uracy)?_)?top[-_]?\d+$|^[am]acc$|^miou$"
+)
+_VISION_LOWER = frozenset({"nme", "epe", "mpjpe", "pa_mpjpe", "pa-mpjpe", "mpjpe_pa"})
+# Scores that cannot be negative: a -1 there is an evaluator's "not computed" (pycocotools' AP of an area range with
+# no objects, as OpenMMLab logs `coco/bbox_mAP_s: -1.0`), not a value.
+_NON_NEGATIVE = frozenset({"acc", "accuracy", "precision", "recall", "f1", "iou", "miou", "dice", "auroc", "map"})
+
+
+def vision_metric(metric: str) -> bool:
+    """True when `metric` names a vision evaluator's score or error (`AP50`, `bbox_mAP`, `PCK`, `top1`, `NME`): a
+    metric only an evaluation computes, so a column of that name is an evaluation wherever it is logged."""
+    base = metric.split(",")[0].strip().lower()
+    return bool(_VISION_HIGHER.match(base)) or base in _VISION_LOWER
+
+
+def cannot_be_negative(metric: str) -> bool:
+    """True when no value of `metric` is below 0 (AP/AR, accuracies, overlap scores, PCK, AUC)."""
+    base = metric.split(",")[0].strip().lower()
+    return bool(_VISION_HIGHER.match(base)) or base in _NON_NEGATIVE or base in _VISION_LOWER
+
+
 def metric_direction(metric: str) -> bool | None:
     """True when a higher value of `metric` is better, False when lower is, None when the name does not say.
 
-    Known names and their families: `rougeLsum`, `f1_macro`, `accuracy_top5` and `pass@10` rise; `val_loss`,
-    `lm_loss`, `eval_wer` and a standard error (`acc_stderr`) fall."""
+    Known names and their families: `rougeLsum`, `f1_macro`, `accuracy_top5`, `pass@10`, `AP50`, `bbox_mAP_s` and
+    `PCK` rise; `val_loss`, `lm_loss`, `eval_wer`, `NME` and a standard error (`acc_stderr`) fall."""
     base = metric.split(",")[0].strip().lower()
     if base in _LOWER_IS_BETTER or base.endswith(("_stderr", "_loss", "_ppl", "_perplexity", "_error", "_wer", "_cer")):
         return False
-    if base in _HIGHER_IS_BETTER or base.startswith(("pass@", "rouge", "bleu")):
+    if base in _VISION_LOWER:
+        return False
+    if base in _HIGHER_IS_BETTER or base.startswith(("pass@", "rouge", "bleu")) or _VISION_HIGHER.match(base):
         return True
     head = base.split("_")[0]
     if head in _HIGHER_IS_BETTER:

@@ -928,6 +928,44 @@ REAL_LOGS: list[dict[str, Any]] = [
             },
         },
     },
+    {
+        "path": "detectron2-maskrcnn-balloon-metrics.json",
+        "kind": "table",
+        "format": "detectron2-metrics-json",
+        "parser": "jsonl-table",
+        "note": "detectron2's metrics.json (its JSONWriter: one JSON object per logged iteration) of the Mask R-CNN "
+        "balloon tutorial, 300 iterations logged every 20: total_loss beside its terms (loss_cls, loss_box_reg, "
+        "loss_mask, loss_rpn_cls, loss_rpn_loc), time and data_time the seconds of each iteration (a window's "
+        "median, not a clock), and iteration 19 logged twice (a second launch into the same output folder).",
+        "params": {"step_key": "iteration", "columns": ["total_loss", "time", "data_time"]},
+        "facts": {
+            "rows": 16,
+            "keys": 22,
+            "series": {
+                "total_loss": {
+                    "count": 16,
+                    "first": [19, 2.1678951284848154],
+                    "last": [299, 0.3522665523341857],
+                    "min": [279, 0.32313136279117316],
+                    "max": [19, 2.1678951284848154],
+                },
+                "time": {
+                    "count": 16,
+                    "first": [19, 0.3566403815000285],
+                    "last": [299, 0.36708652150002763],
+                    "min": [59, 0.31442212799993285],
+                    "max": [279, 0.371560326499889],
+                },
+                "data_time": {
+                    "count": 16,
+                    "first": [19, 0.00434096649996718],
+                    "last": [299, 0.004519335000054525],
+                    "min": [19, 0.00434096649996718],
+                    "max": [179, 0.005491295499950866],
+                },
+            },
+        },
+    },
 ]
 
 SHARED_LOGS: list[dict[str, Any]] = [

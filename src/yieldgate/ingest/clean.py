@@ -7,6 +7,10 @@ Real logs are messy. What each case becomes (docs/importing.md lists the same):
   the warning says so.
 - **Repeated rows** (the same step with the same values again, e.g. a log appended twice): the repeats are
   dropped, one warning with the count and the first repeat's line.
+- **Two writers of one log** (two ranks, or two launches, appending one file: each step twice, the file order
+  stepping back by a logging interval now and then): a row equal to an earlier row of its step in every value but
+  its writer's own timing, its clock near the first's, is the same record written twice: kept once, one warning.
+  It is not a restart: a restart shows its clock restarting, or other values.
 - **A step logged again with other values** (a run resumed from an earlier checkpoint re-logs its steps):
   the later values win, column by column, one warning per step (first few, then a count).
 - **`nan` / `inf`**: kept as NaN / inf (a diverged loss is data), one warning per column with the count.
@@ -402,8 +406,35 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a == b) | (np.isnan(a) & np.isnan(b))
 
 
+# What each writer of a log times for itself (two ranks differ in these, never in the loss or the LR).
+_TIMING = ("wall_s", "step_s", "data_wait_s", "tokens_per_s", "mfu")
+
+
+def _second_writer(rows: Rows, table: pd.DataFrame, exact: np.ndarray) -> np.ndarray:
+    """The rows a second writer wrote: equal to an earlier row of their step and kind in every column but the
+    timing ones, and not an exact repeat; where both rows have a clock, the two within two logging intervals of
+    time of each other (a restart's clock restarts, or runs on past the work done again)."""
+    learning = [c for c in table.columns if c not in _TIMING and not c.startswith(("device/", "host/"))]
+    if len(learning) == len(table.columns) or not table.duplicated(["step", "kind"]).to_numpy().any():
+        return np.zeros(len(rows), dtype=bool)  # nothing timed, or no step logged twice: exact repeats only
+    group = table.groupby(learning, sort=False, dropna=False).ngroup().to_numpy()
+    order = np.arange(len(rows))
+    first_of = np.full(int(group.max()) + 1, len(rows))
+    np.minimum.at(first_of, group, order)
+    first = first_of[group]
+    again = (first != order) & ~exact
+    clock, timed = rows.values.get("wall_s"), rows.present.get("wall_s")
+    if again.any() and clock is not None and timed is not None and timed.any():
+        rises = np.diff(clock[timed])
+        rises = rises[np.isfinite(rises) & (rises > 0)]
+        near = np.abs(clock - clock[first]) <= (2.0 * float(np.median(rises)) if len(rises) else 0.0)
+        again &= ~(timed & timed[first]) | near
+    return again
+
+
 def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
-    """Drop rows equal to an earlier row of the same step (same columns present, same values)."""
+    """Drop rows equal to an earlier row of the same step (same columns present, same values), and those a second
+    writer wrote (`_second_writer`)."""
     if len(rows) < 2:
         return rows
     names = sorted(rows.values)
@@ -420,6 +451,15 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
     if drop.any():
         first = rows.where[int(np.argmax(drop))]
         warnings.add("repeat", f"{first}: {int(drop.sum())} repeated row(s) (same step, same values) dropped")
+    writer = _second_writer(rows, table, drop)
+    if writer.any():
+        warnings.add(
+            "writer",
+            f"{rows.where[int(np.argmax(writer))]}: {int(writer.sum())} row(s) repeat an earlier row of their step "
+            "in every value but their own timing: a second writer (two ranks or two launches appending one log), "
+            "each kept once; not a restart",
+        )
+        drop = drop | writer
     # The same kind of line for a step again with other values (a run resumed from an earlier checkpoint):
     # the later values win (the ledger merges column by column). A train line and a validation line of one
     # step differ in kind, and are merged without a word.

@@ -21,8 +21,10 @@ import pandas as pd
 from yieldgate.aliases import STEP_NAMES, Target
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, clean, clip
+from yieldgate.ingest.evalsteps import epoch_evals, not_computed
 from yieldgate.ingest.guard import keep_stored, make_room, refuse_live
 from yieldgate.ingest.mapping import none_known, resolve_mapping
+from yieldgate.ingest.timing import energy, per_step_times, wall_from_step_times
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import MAX_NAME_CHARS, STEP_UNIT, split_eval_key, unsafe_character
 
@@ -109,60 +111,6 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
     canon.values["tokens"], canon.present["tokens"] = tokens, have | fill
 
 
-# A logged step time this many times its neighbours' median took more than a training step: an evaluation, a
-# checkpoint, compilation. It is counted once, not as the time of every step of its interval.
-_SLOW_STEP = 3.0
-
-
-def _energy(canon: Rows, warnings: Warnings) -> None:
-    """`energy_j` is cumulative joules. A logged energy that falls somewhere is per interval (what the line's
-    window used): summed. Without any, an average power per line (`device/power_w`) times the wall time since
-    the line before gives it, where the log has a clock. Each said in a warning."""
-    if "energy_j" in canon.values and canon.present["energy_j"].any():
-        at = np.nonzero(canon.present["energy_j"] & np.isfinite(canon.values["energy_j"]))[0]
-        values = canon.values["energy_j"][at]
-        drops = np.nonzero(np.diff(values) < 0)[0]
-        if len(drops) and len(drops) <= max(1, len(values) // 10) and (values[drops + 1] < 0.5 * values[drops]).all():
-            # A cumulative counter that restarts (a resumed job): a few drops to well below the value before.
-            # Each later value is offset so the count goes on, as a clock that restarts is.
-            offset = np.zeros(len(values))
-            for i in drops:
-                offset[i + 1 :] += values[i]
-            canon.values["energy_j"][at] = values + offset
-            warnings.add(
-                "energy",
-                f"{canon.source}: the logged energy restarts {len(drops)} time(s) (a resumed run?): "
-                "read as a cumulative counter, each restart continued from the value before it",
-            )
-            return
-        if len(values) > 1 and len(drops):
-            canon.values["energy_j"][at] = np.cumsum(values)
-            warnings.add(
-                "energy",
-                f"{canon.source}: the logged energy falls between lines: read as each line's "
-                "interval and summed into cumulative energy_j",
-            )
-        return
-    power, wall = canon.values.get("device/power_w"), canon.values.get("wall_s")
-    if power is None or wall is None:
-        return
-    at = np.nonzero(canon.present["device/power_w"] & canon.present["wall_s"] & np.isfinite(power) & np.isfinite(wall))[
-        0
-    ]
-    if len(at) < 2:
-        return
-    joules = np.concatenate([[0.0], np.cumsum(power[at][1:] * np.diff(wall[at]))])
-    canon.values["energy_j"] = np.full(len(canon), np.nan)
-    canon.values["energy_j"][at] = joules
-    canon.present["energy_j"] = np.zeros(len(canon), dtype=bool)
-    canon.present["energy_j"][at] = True
-    warnings.add(
-        "energy",
-        f"{canon.source}: energy_j integrated from the logged average power (device/power_w) over "
-        "wall_s, from the first such line; the power as logged (per device or in total)",
-    )
-
-
 def _impossible_mfu(canon: Rows, warnings: Warnings) -> None:
     """An MFU above 100% of peak is impossible (a peak FLOP/s table that does not know the device, a per-device
     rate divided by one device's peak): the whole series is moved to `imported/mfu_as_logged`, with a warning,
@@ -181,50 +129,6 @@ def _impossible_mfu(canon: Rows, warnings: Warnings) -> None:
         f"{first}: MFU above 100% of peak on {int(over.sum())} row(s) (up to "
         f"{float(values[over].max()):.0%}), which no device reaches: kept as imported/mfu_as_logged, "
         "not as mfu (the trainer's peak FLOP/s does not fit the device?)",
-    )
-
-
-def _wall_from_step_times(canon: Rows, warnings: Warnings) -> None:
-    """A log with step times and no clock (nanoGPT, llm.c, Megatron print the time per iteration) gets
-    `wall_s` = the sum over logged steps of step_s x the steps since the previous one, so that yields per
-    device-hour and comparisons at equal time work on it. Said in a warning: it is an estimate.
-
-    A logged iteration that took far longer than its neighbours (`_SLOW_STEP` x their median: nanoGPT's dt
-    after an evaluation, a checkpoint save, the first compiled step) is not the time of its interval's other
-    steps: they take the median, the slow one its own time, once. A log that starts past its logging interval
-    (a run resumed from a checkpoint) counts from its first logged step, not from step 0."""
-    if "step_s" not in canon.values or not canon.present["step_s"].any():
-        return
-    if "wall_s" in canon.values and canon.present["wall_s"].any():
-        return
-    timed = canon.present["step_s"] & np.isfinite(canon.values["step_s"])
-    if not timed.any():
-        return
-    steps, at = np.unique(canon.step, return_inverse=True)
-    per_step = np.full(len(steps), np.nan)
-    per_step[at[timed]] = canon.values["step_s"][timed]  # a step logged twice: its last time
-    known = ~np.isnan(per_step)
-    # A step without a time of its own takes the next logged one's (the time of the interval it closes).
-    per_step = np.interp(steps, steps[known], per_step[known]) if not known.all() else per_step
-    typical = pd.Series(per_step).rolling(11, center=True, min_periods=1).median().to_numpy()
-    gaps = np.diff(steps, prepend=steps[0]).astype(float)
-    interval = float(np.median(gaps[1:])) if len(steps) > 1 else 1.0
-    first = float(steps[0])
-    gaps[0] = max(first, 1.0) if first <= interval else 1.0
-    slow = per_step > _SLOW_STEP * typical
-    spent = np.where(slow, (gaps - 1.0) * typical + per_step, gaps * per_step)
-    wall = np.cumsum(spent)
-    canon.values["wall_s"], canon.present["wall_s"] = wall[at].astype(float), np.ones(len(canon), dtype=bool)
-    warnings.add(
-        "wall",
-        f"{canon.source}: no clock logged; wall_s estimated as step_s x the steps between "
-        "logged steps (what it prints per iteration, summed)"
-        + (
-            f"; {int(slow.sum())} slow iteration(s) (evaluation, checkpoint, compilation) counted once"
-            if slow.any()
-            else ""
-        )
-        + (f"; the log starts at step {int(first)} (a resumed run?): counted from there" if first > interval else ""),
     )
 
 
@@ -319,12 +223,16 @@ def map_rows(
     targets: dict[str, Target] = resolve_mapping(rows.values, overrides, None)
     none_known(rows.source, targets, warnings)
     canon = _renamed(rows, targets)
+    per_step_times(canon, targets, overrides, warnings)
+    eval_keys = list(dict.fromkeys(t.key for t in targets.values() if t.kind == "eval"))
+    not_computed(canon, eval_keys, warnings)
+    epoch_evals(canon, eval_keys, warnings)
     _loss_from_parts(canon, rows, targets, warnings)
     _impossible_mfu(canon, warnings)
     summed = _count_tokens(canon, rows, targets, warnings, tokens_per_step, tokens_per_sample)
     canon = clean(canon, warnings)
-    _wall_from_step_times(canon, warnings)
-    _energy(canon, warnings)
+    wall_from_step_times(canon, warnings)
+    energy(canon, warnings)
     kinds = {t.key: t.kind for t in targets.values()}
     evals = _eval_records(canon, [key for key, kind in kinds.items() if kind == "eval"])
     mapping = {name: t.describe() for name, t in targets.items()}
