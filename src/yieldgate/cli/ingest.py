@@ -37,7 +37,10 @@ JoinOnOption = Annotated[
     str, typer.Option("--join-on", help="table: step, or time (telemetry joined onto an existing run by wall clock).")
 ]
 KindArgument = Annotated[
-    str, typer.Argument(help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog, results, or auto (by content).")
+    str,
+    typer.Argument(
+        help="tensorboard, mlflow, wandb, lm-eval, hf-trainer, table, textlog, results, or auto (by content)."
+    ),
 ]
 RunOption = Annotated[
     str | None, typer.Option("--run", help="Run name (with --experiment: the prefix of PREFIX/<name>).")
