@@ -60,6 +60,7 @@ __all__ = [
     "plan",
     "import_run",
     "import_results",
+    "campaign_proposals",
     "export_run",
     "report",
     "decisions",
@@ -522,6 +523,15 @@ def import_run(
     opts = ImportOptions(run=run, **options)  # checked before a ledger file is made
     with _open(ledger, readonly=False) as led:
         return run_import(led, kind, paths, opts)
+
+
+def campaign_proposals(name: str, *, ledger: LedgerArg = None, level: float | None = None) -> dict[str, Any]:
+    """The mixture regression of a results campaign and the mixture it proposes, per metric (`yieldgate campaign
+    NAME --propose`; `analysis.results.mixture_regressions`)."""
+    from yieldgate.analysis.results import mixture_regressions
+
+    with _open(ledger, readonly=True) as led:
+        return mixture_regressions(led, name, level=level)
 
 
 def import_results(

@@ -262,7 +262,7 @@ def mixture_regressions(ledger: Ledger, campaign: str, *, level: float | None = 
     if not is_results(record):
         raise InputError(
             f"campaign {campaign!r} is a probe campaign; a mixture regression reads an imported results campaign "
-            "(`yieldgate import results TABLE --campaign NAME`) with w:<source> weights"
+            "(`yieldgate import results`, its table with w:<source> weight columns)"
         )
     spec = record["spec"]
     level = float(level if level is not None else spec.get("level", 0.9))

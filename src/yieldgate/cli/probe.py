@@ -247,10 +247,9 @@ def campaign(
             _print_json(names) if as_json else render_campaigns(names, console)
             return
         if propose:
-            from yieldgate.analysis.results import mixture_regressions
-            from yieldgate.report.console.results import render_proposals
+            from yieldgate.report.console import render_proposals
 
-            report = mixture_regressions(ledger, name)
+            report = api.campaign_proposals(name, ledger=ledger)
             _print_json(report) if as_json else render_proposals(report, console)
             return
         record = api.campaign(name, ledger=ledger)

@@ -50,9 +50,7 @@ def recipe_weights(
     names = [s.name for s in recipe.sources]
     if at is not None and recipe.curriculum.kind == "staged":
         if of is None:
-            raise InputError(
-                "a staged curriculum's weights at a token count need the run's tokens: pass of", parameter="of"
-            )
+            raise InputError("a staged curriculum's weights at a token count need the run's tokens: pass of=TOKENS")
         for stage in recipe.curriculum.stages:
             if at < stage.end(of):
                 return _shares(stage.weights, names)

@@ -89,8 +89,8 @@ class RecipeDataset(IterableDataset):
         worker = get_worker_info()
         if worker is not None and worker.num_workers > 1:
             raise InputError(
-                f"a recipe's stream is one stream: read it with num_workers=0 or 1, not {worker.num_workers}",
-                parameter="num_workers",
+                f"a recipe's stream is one stream: read it with num_workers=0 or 1, not {worker.num_workers} "
+                "(the DataLoader's workers)"
             )
         stream = self._stream()
         for _ in range(self.steps):

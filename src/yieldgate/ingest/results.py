@@ -1,5 +1,5 @@
 """Published results in: a long-form table of small and large runs, imported as a campaign (`yieldgate import
-results TABLE --campaign NAME`).
+results TABLE`, a campaign named).
 
 **The format** (CSV or Parquet; docs/importing.md), one row per measured point: `recipe`, `params` (model
 parameters, N), `tokens` (trained so far, D), optional `seed` (0 when absent), `metric` (`<task>/<metric>`, e.g.
@@ -119,7 +119,7 @@ def _directions(frame: pd.DataFrame, source: str, higher: Sequence[str], lower: 
         if direction is None:
             raise InputError(
                 f"{_where(source, i, 'metric')}: {metric!r} has no known direction; pass "
-                f"--higher-is-better {metric} or --lower-is-better {metric}",
+                f"higher_is_better {metric} or lower_is_better {metric}",
                 parameter=("higher_is_better", "lower_is_better"),
             )
         out[metric] = direction

@@ -41,6 +41,7 @@ from yieldgate.report.console.probe import (
     render_diagnosis,
     render_training,
 )
+from yieldgate.report.console.results import render_proposals, render_results
 from yieldgate.report.console.runs import (
     TABLE_COLUMNS,
     duration,
@@ -56,6 +57,8 @@ from yieldgate.report.console.runs import (
 from yieldgate.report.console.yields import render_forecast, render_yields
 
 __all__ = [
+    "render_proposals",
+    "render_results",
     # shared pieces
     "clean",
     "evidence_lines",
