@@ -130,6 +130,8 @@ OVERFIT_MIN_EVALS = 5
 point with OVERFIT_AFTER after it (a fine-tune evaluated every 1,000 of 5,000 steps has five)."""
 OVERFIT_AFTER = 3
 """Evaluations after the best held-out point before a widening gap is read."""
+OVERFIT_STEP_AFTER = 2
+"""Evaluations after the best held-out point before a step is read: the jump, and one that shows it stayed up."""
 OVERFIT_NOISE_POINTS = 5
 """Evaluations from the held-out best on (three interior points) from which the evaluation noise is estimated;
 fewer, and it comes from every trained evaluation."""
