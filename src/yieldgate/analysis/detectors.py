@@ -99,6 +99,13 @@ STALL_MIN_STEPS = 10
 """Consecutive steps a stall must last."""
 WARMUP_START = 0.5
 """A first-step LR at or above half the peak means no warm-up (calibration: WSD warm-up starts at 1/12)."""
+EARLY_JUMP_SIGMA = 6.0
+"""A rise of the loss in the first tenth of the run this many robust standard deviations of its step-to-step changes
+above their median is early instability (plain noise clears 6σ about once in 10^9 steps)."""
+UNTRAINED_START = 0.8
+"""A run whose first logged loss is at least this share of ln(vocabulary size) started untrained
+(from random weights; a fine-tune of a pretrained model starts far below): only there is a missing warm-up a cause
+without early instability in the loss."""
 ENTROPY_COLLAPSE = 0.25
 """Activation entropy (softmax over a layer's output features, `track.signals.activation_entropy`) below this share
 of its maximum, ln(width): outputs so peaked that they concentrate in a few features or have grown large (the
