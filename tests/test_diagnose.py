@@ -252,7 +252,7 @@ def test_a_fine_tune_whose_held_out_loss_rises_is_overfitting_not_a_non_iid_stre
 
 
 def test_a_held_out_loss_that_keeps_falling_is_not_overfitting():
-    from yieldgate.analysis.data_detectors import overfitting
+    from yieldgate.analysis.overfitting import overfitting
 
     for seed in range(20):
         assert overfitting(fine_tune(seed, best=5000)) == []  # healthy: the gap stays level

@@ -9,7 +9,10 @@ so that time = throughput x sample_efficiency exactly. This is what tells "faste
 
 The target follows the metric's direction: a loss is reached at or below it, an accuracy at or above it.
 Runs without token counts are aligned on steps (and said to be); ranges that do not overlap give no point
-and say so, never "no difference".
+and say so, never "no difference". Without token counts the wall clock still counts: time to target is read at
+the step the run reached the target, and where a step is the same amount of data on both sides the time speedup
+splits the same way into steps (epochs) to target and steps/s (two keys the speedup has only then):
+    speedup.time = speedup.steps_per_s x speedup.step_efficiency
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import pandas as pd
 
 from yieldgate.analysis import stats
 from yieldgate.analysis.conditions import host_confounders
-from yieldgate.analysis.confounders import batch_check_arguments, manifest_confounders
+from yieldgate.analysis.confounders import batch_check_arguments, manifest_confounders, step_data_differences
 from yieldgate.analysis.points import TRAIN_LOSS, UNVERSIONED, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest
@@ -75,6 +78,8 @@ class Comparison:
     target_loss: float | None
     tokens_to_target: dict[str, float | None]
     time_to_target_s: dict[str, float | None]
+    steps_to_target: dict[str, float | None]
+    """Steps (epochs, where the steps count them) to the target, each side's mean over its seeds."""
     speedup: dict[str, float | None]
     effective_token_multiplier: float | None
     points: list[dict[str, Any]]
@@ -138,14 +143,15 @@ def crossing(x: np.ndarray, y: np.ndarray, target: float, higher_is_better: bool
     return float(x0 + (y0 - target) / (y0 - y1) * (x1 - x0))
 
 
-def _time_at_tokens(run: RunData, curve: pd.DataFrame, tokens: float) -> float | None:
-    """Wall time when the run had accepted `tokens`: from its step rows (dense), else its eval points."""
+def _time_at(run: RunData, curve: pd.DataFrame, column: str, value: float) -> float | None:
+    """Wall time when the run's `column` (tokens, or step) was at `value`: from its step rows (dense), else its eval
+    points."""
     for frame in (run.steps, curve):
-        if "wall_s" not in frame or "tokens" not in frame:
+        if "wall_s" not in frame or column not in frame:
             continue
-        sub = frame[["tokens", "wall_s"]].dropna().sort_values("tokens")
-        if len(sub) >= 2 and sub["tokens"].iloc[0] <= tokens <= sub["tokens"].iloc[-1]:
-            return float(np.interp(tokens, sub["tokens"], sub["wall_s"]))
+        sub = frame[[column, "wall_s"]].dropna().sort_values(column)
+        if len(sub) >= 2 and sub[column].iloc[0] <= value <= sub[column].iloc[-1]:
+            return float(np.interp(value, sub[column], sub["wall_s"]))
     return None
 
 
@@ -184,10 +190,11 @@ class _Remarks:
 
 @dataclass(frozen=True)
 class _ToTarget:
-    """One side's tokens and wall time to the target, averaged over its seeds (None: not every seed has one)."""
+    """One side's tokens, steps and wall time to the target, averaged over its seeds (None: not every seed has one)."""
 
     tokens: float | None
     time: float | None
+    steps: float | None
 
 
 def compare(
@@ -233,6 +240,7 @@ def compare(
         "time": _ratio(ta.time, tb.time),
         "throughput": _ratio(_ratio(tb.tokens, tb.time), _ratio(ta.tokens, ta.time)),
         "sample_efficiency": _ratio(ta.tokens, tb.tokens),
+        **_step_split(ta, tb, (a[0].manifest, b[0].manifest), at, said),
     }
     multiplier = _effective_multiplier(sides, names, hib, what, said)
     confounders, confound_warnings = manifest_confounders(
@@ -254,6 +262,7 @@ def compare(
         target_loss=target_loss,
         tokens_to_target={names[0]: ta.tokens, names[1]: tb.tokens},
         time_to_target_s={names[0]: ta.time, names[1]: tb.time},
+        steps_to_target={names[0]: ta.steps, names[1]: tb.steps},
         speedup=speedup,
         effective_token_multiplier=multiplier,
         points=points,
@@ -432,18 +441,51 @@ def _to_target(
     at: Axis,
     said: _Remarks,
 ) -> _ToTarget:
-    """One side's tokens and wall time to `target`, each the mean over its seeds."""
+    """One side's tokens, steps and wall time to `target`, each the mean over its seeds. Without token counts the
+    time is read at the step the run reached the target."""
     curves = [sides.curve(r) for r in group]
     tokens = [crossing(c["tokens"].to_numpy(), c["loss"].to_numpy(), target, hib) for c in curves]
-    times = [None if t is None else _time_at_tokens(r, c, t) for r, c, t in zip(group, curves, tokens, strict=True)]
-    if any(t is None for t in tokens):
-        said.warnings.append(
-            f"{side} does not reach the target {target_label} in every run"
-            + (" (or records no token counts)" if at in ("steps", "epochs") else "")
-        )
+    steps = [crossing(c["step"].to_numpy(dtype=float), c["loss"].to_numpy(), target, hib) for c in curves]
+    times = [
+        _time_at(r, c, "tokens", t) if t is not None else None if s is None else _time_at(r, c, "step", s)
+        for r, c, t, s in zip(group, curves, tokens, steps, strict=True)
+    ]
+    if any(s is None for s in steps):
+        said.warnings.append(f"{side} does not reach the target {target_label} in every run")
     elif any(t is None for t in times):
         said.warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")
-    return _ToTarget(tokens=_mean(tokens), time=_mean(times))
+    return _ToTarget(tokens=_mean(tokens), time=_mean(times), steps=_mean(steps))
+
+
+def _step_split(
+    ta: _ToTarget, tb: _ToTarget, manifests: tuple[Manifest | None, Manifest | None], at: Axis, said: _Remarks
+) -> dict[str, float | None]:
+    """Without token counts, the time speedup split into steps/s x steps to target (`step_efficiency`: A's steps
+    over B's), where a step is the same amount of data on both sides (`confounders.step_data_differences`); empty
+    (the speedup keeps its three keys) with token counts, where the split is throughput x sample efficiency."""
+    if (ta.tokens is not None and tb.tokens is not None) or None in (ta.steps, tb.steps, ta.time, tb.time):
+        return {}
+    unit = "epochs" if at == "epochs" else "steps"
+    differ = step_data_differences(*manifests)
+    if differ:
+        said.notes.append(
+            f"no split of the time speedup into {unit} x {unit}/s: the sides differ in {', '.join(differ)}, so one "
+            f"of their {unit} is not the same amount of data"
+        )
+        return {}
+    basis = (
+        "only at equal batch size and sequence length, which the manifests do not record"
+        if differ is None
+        else "here: the manifests give both sides the same batch size, sequence length and data"
+    )
+    said.notes.append(
+        f"no token counts: the time speedup is split into {unit}/s x {unit} to target; equal {unit} are equal data "
+        f"{basis}"
+    )
+    return {
+        "steps_per_s": _ratio(_ratio(tb.steps, tb.time), _ratio(ta.steps, ta.time)),
+        "step_efficiency": _ratio(ta.steps, tb.steps),
+    }
 
 
 def _effective_multiplier(sides: _Sides, names: tuple[str, str], hib: bool, what: str, said: _Remarks) -> float | None:
@@ -488,29 +530,14 @@ def _verdict(
     nb: int,
     level: float,
 ) -> str:
-    learn, fast = _side(speedup["sample_efficiency"], names), _side(speedup["throughput"], names)
-    if points and learn is None and fast is None and all(p["diff"] == 0 for p in points):
-        return "no difference: the two sides learn the same per token and move tokens at the same rate"
-    se, tp = speedup["sample_efficiency"], speedup["throughput"]
-    learning = (
-        f"{learn} learns more per token ({max(se, 1 / se):.3g}x fewer tokens to target)"
-        if learn and se
-        else "neither side learns more per token"
-        if se
-        else "learning per token is unknown"
-    )
-    throughput = (
-        f"{fast} moves tokens faster ({max(tp, 1 / tp):.3g}x tokens/s)"
-        if fast and tp
-        else "neither side is faster"
-        if tp
-        else "throughput is unknown (no wall-clock time)"
-    )
+    first, second = _learning_and_speed(names, primary, speedup, points, at)
     judged = [p for p in points if p["within_noise"] is not None]
     family = judged[0]["family"] if judged else 1
     level_note = (
         (f" ({level:.0%} family-wise over {family} points)" if family > 1 else f" (at {level:.0%})") if judged else ""
     )
+    if first.startswith("no difference"):
+        return first
     if na < 2 and nb < 2:
         noise = "with one seed per side no noise floor is known"
     elif judged and all(p["within_noise"] for p in judged):
@@ -525,5 +552,40 @@ def _verdict(
         noise = f"every point at equal {at} is identical by construction: no verdict"
     else:
         noise = f"no points at equal {at} could be aligned"
-    first, second = (learning, throughput) if primary == "learning" else (throughput, learning)
     return f"On {primary} (primary): {first}; {second}; {noise}."
+
+
+def _learning_and_speed(
+    names: tuple[str, str], primary: str, speedup: dict[str, float | None], points: list[dict[str, Any]], at: str
+) -> tuple[str, str]:
+    """The verdict's two clauses, the primary first: who learns more per token (per step or epoch where the runs count
+    no tokens and the time speedup splits on steps), and who moves them faster; or that there is no difference."""
+    on_steps = speedup.get("step_efficiency") is not None
+    unit = ("epoch" if at == "epochs" else "step") if on_steps else "token"
+    se = speedup["step_efficiency"] if on_steps else speedup["sample_efficiency"]
+    tp = speedup["steps_per_s"] if on_steps else speedup["throughput"]
+    learn, fast = _side(se, names), _side(tp, names)
+    if points and learn is None and fast is None and all(p["diff"] == 0 for p in points):
+        if tp is not None or speedup["time"] is None or math.isclose(speedup["time"], 1.0, rel_tol=1e-9):
+            no_diff = f"no difference: the two sides learn the same per {unit} and move {unit}s at the same rate"
+            return no_diff, no_diff
+    learning = (
+        f"{learn} learns more per {unit} ({max(se, 1 / se):.3g}x fewer {unit}s to target)"
+        if learn and se
+        else f"neither side learns more per {unit}"
+        if se
+        else "learning per token is unknown" + (" (no token counts)" if speedup["time"] is not None else "")
+    )
+    t, sooner = speedup["time"], _side(speedup["time"], names)
+    throughput = (
+        f"{fast} moves {unit}s faster ({max(tp, 1 / tp):.3g}x {unit}s/s)"
+        if fast and tp
+        else "neither side is faster"
+        if tp
+        else f"{sooner} reaches the target sooner ({max(t, 1 / t):.3g}x less wall-clock time)"
+        if sooner and t
+        else "throughput is unknown (no wall-clock time)"
+        if t is None
+        else "throughput is unknown (no token counts)"
+    )
+    return (learning, throughput) if primary == "learning" else (throughput, learning)

@@ -114,3 +114,15 @@ _THROUGHPUT_KNOBS = (
     "optimisation.precision",
 )
 """Manifest fields a team changes for tokens/s that may change the optimiser's steps (McCandlish et al. 2018)."""
+
+_STEP_DATA = ("optimisation.batch_size", "optimisation.grad_accumulation", "data.sequence_length", "data.sources")
+"""Manifest fields (and prefixes) that make one step (or epoch) a different amount of data on two sides."""
+
+
+def step_data_differences(a: Manifest | None, b: Manifest | None) -> list[str] | None:
+    """The fields in which two sides' steps differ as amounts of data (batch size, accumulation, sequence length, the
+    data sources): where any does, steps to target are not data to target. None: a side has no manifest to say."""
+    if a is None or b is None:
+        return None
+    fields = [d.field for d in diff(a, b)]
+    return sorted({p for p in _STEP_DATA for f in fields if f == p or f.startswith(p + "[") or f.startswith(p + ".")})

@@ -1,6 +1,6 @@
-"""Detectors of what the data stream does: data exhaustion, overfitting (memorisation), a duplicated stream, a
-non-i.i.d. stream and mixture drift. Pure functions over `RunSignals` (see `detectors.py` for the contract and the
-thresholds).
+"""Detectors of what the data stream does: data exhaustion, a duplicated stream, a non-i.i.d. stream and mixture
+drift (overfitting, memorisation, has its own module: `overfitting.py`). Pure functions over `RunSignals` (see
+`detectors.py` for the contract and the thresholds).
 """
 
 from __future__ import annotations
@@ -15,10 +15,6 @@ from yieldgate.analysis.detectors import (
     AUTOCORR_LAG1,
     DRIFT_Z,
     EPOCHS_FRESH,
-    OVERFIT_AFTER,
-    OVERFIT_MIN_EVALS,
-    OVERFIT_NOISE_POINTS,
-    OVERFIT_Z,
     PURE_BATCH_EXCESS,
     REPEAT_EXCESS,
     Finding,
@@ -28,9 +24,9 @@ from yieldgate.analysis.detectors import (
     effective_tokens,
     repeat_worth,
 )
-from yieldgate.analysis.fit import eval_noise, learning_noise
+from yieldgate.analysis.overfitting import heldout_turn
 
-__all__ = ["data_exhaustion", "overfitting", "heldout_turn", "duplicated_stream", "non_iid_stream", "mixture_drift"]
+__all__ = ["data_exhaustion", "duplicated_stream", "non_iid_stream", "mixture_drift"]
 
 
 def _source_tokens(sig: RunSignals) -> pd.DataFrame:
@@ -93,130 +89,6 @@ def data_exhaustion(sig: RunSignals) -> list[Finding]:
             )
         )
     return found
-
-
-def _line(x: np.ndarray, y: np.ndarray, sigma: float) -> tuple[float, float]:
-    """Change of the least-squares line through (x, y) over x's span, and its standard error for points of known
-    standard deviation `sigma` (se of the slope: sigma / sqrt(Sxx))."""
-    dx = x - x.mean()
-    sxx = float((dx**2).sum())
-    span = float(x[-1] - x[0])
-    return float((dx * (y - y.mean())).sum() / sxx * span), sigma * span / math.sqrt(sxx)
-
-
-def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
-    """The evidence of memorisation, or None: after the best held-out (`val/loss`) evaluation the training loss
-    keeps falling while the held-out loss rises or stays flat, so the train-validation gap widens beyond the
-    evaluations' noise. The gap's change is the least-squares line through the gap at the evaluations from the
-    best one on, against its standard error at the evaluation noise (`fit.eval_noise`, difference-based); the
-    training loss is smoothed (rolling median) before it is read at the evaluation steps, and must have fallen
-    beyond its own noise since the best evaluation.
-
-    A run that recorded evaluations and no training loss (an evaluation log, a results table) has no gap: its
-    evidence is the held-out loss alone, rising after its best by more than OVERFIT_Z standard errors while the
-    run went on (OVERFIT_AFTER evaluations and more after it); `train_loss` in the evidence says so."""
-    val = sig.val_loss()
-    val = val[np.isfinite(val.to_numpy(dtype=float))]
-    if len(val) < OVERFIT_MIN_EVALS:
-        raise NotRun(f"{len(val)} evaluations of val/loss: overfitting needs at least {OVERFIT_MIN_EVALS}")
-    has_train_loss = "loss" in sig.steps and np.isfinite(sig.steps["loss"].to_numpy(dtype=float)).any()
-    steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
-    best = int(np.argmin(values))
-    if len(values) - best - 1 < OVERFIT_AFTER:
-        return None
-    # The noise where the gap is judged: the evaluations from the best one on. Over the whole run the untrained
-    # point and the steep first evaluations, which no straight line through neighbours follows, would pass for
-    # noise (a character model's 5.2 -> 1.2 -> 0.84 made it 0.34, hiding a rise of 0.2). With too few evaluations
-    # after the best, every trained one (`fit.learning_noise`). A curve that turns inflates the difference-based noise a
-    # little (the kink at the best): the test errs towards silence.
-    sigma = eval_noise(steps[best:], values[best:]) if len(values) - best >= OVERFIT_NOISE_POINTS else math.nan
-    if not math.isfinite(sigma):
-        sigma = learning_noise(steps, values, steps, sig.steps)[0]
-    sigma = max(sigma, 1e-6 * abs(float(values[best])))
-    # The line runs through the evaluations after the best one: the best itself is the minimum of noisy points,
-    # biased low, and would tilt the line up on a flat curve.
-    after = slice(best + 1, None)
-    rise, rise_se = _line(steps[after], values[after], sigma)
-    epochs = sig.epochs()
-    if not has_train_loss:
-        if not rise > OVERFIT_Z * rise_se:
-            return None
-        return {
-            "best_step": int(steps[best]),
-            "best_val_loss": round(float(values[best]), 4),
-            "last_val_loss": round(float(values[-1]), 4),
-            "val_change_after_best": round(rise, 4),
-            "val_rise_z": round(rise / rise_se, 2),
-            "train_loss": "not recorded: the held-out loss alone",
-            "eval_noise": round(sigma, 5),
-            "epochs": None if epochs is None else round(epochs, 2),
-            "last_step": int(steps[-1]),
-        }
-    loss = sig.column("loss", "a log without training loss")
-    loss = loss[np.isfinite(loss.to_numpy(dtype=float))]
-    width = max(len(loss) // 20, 5)
-    smooth = loss.rolling(width, min_periods=1, center=True).median()
-    # Standard error of the difference of two smoothed points: a median of `width` values has ~1.25 σ/√width.
-    train_se = 1.25 * float(np.diff(loss.to_numpy(dtype=float)).std() / math.sqrt(2)) * math.sqrt(2 / width)
-    train = np.interp(steps, smooth.index.to_numpy(dtype=float), smooth.to_numpy(dtype=float))
-    growth, se = _line(steps[after], values[after] - train[after], sigma)
-    train_drop = float(train[best] - train[-1])
-    if not (growth > OVERFIT_Z * se and train_drop > OVERFIT_Z * train_se and rise > -rise_se):
-        return None
-    return {
-        "best_step": int(steps[best]),
-        "best_val_loss": round(float(values[best]), 4),
-        "last_val_loss": round(float(values[-1]), 4),
-        "val_change_after_best": round(rise, 4),
-        "gap_at_best": round(float(values[best] - train[best]), 4),
-        "gap_at_end": round(float(values[-1] - train[-1]), 4),
-        "gap_growth": round(growth, 4),
-        "gap_growth_z": round(growth / se, 2),
-        "train_loss_drop_after_best": round(train_drop, 4),
-        "eval_noise": round(sigma, 5),
-        "epochs": None if epochs is None else round(epochs, 2),
-        "last_step": int(steps[-1]),
-    }
-
-
-def overfitting(sig: RunSignals) -> list[Finding]:
-    """Overfitting (memorisation): the train-validation gap widens after the best held-out evaluation
-    (`heldout_turn`), most telling at many epochs over few unique samples. A data-side cause: the data is
-    exhausted for this model, whatever the schedule."""
-    ev = heldout_turn(sig)
-    if ev is None:
-        return []
-    epochs = ev["epochs"]
-    best = ev["best_step"]
-    seen = f" after {epochs:g} epochs" if epochs is not None else " then"
-    more_epochs = 0.15 if epochs is not None and epochs >= 2 else 0.0
-    if "gap_growth" not in ev:  # no training loss: the held-out loss's rise alone, weaker evidence than a gap
-        detector, confidence = "heldout_rise", 0.4 + min(0.2, (ev["val_rise_z"] - OVERFIT_Z) / 40) + more_epochs
-        advice = (
-            f"the held-out loss was best at step {best} and has risen by {ev['val_change_after_best']:.3g} "
-            f"({ev['val_rise_z']:g} standard errors) since{seen} while training went on: overfitting or exhausted "
-            f"data (no training loss was recorded to show the gap); keep the checkpoint of step {best}, add "
-            "fresh unique data or regularise before training longer"
-        )
-    else:
-        detector, confidence = "train_val_gap", 0.5 + min(0.25, (ev["gap_growth_z"] - OVERFIT_Z) / 40) + more_epochs
-        advice = (
-            f"the held-out loss was best at step {best} and the train-validation gap has widened by "
-            f"{ev['gap_growth']:.3g} since{seen}: the model memorises its training data; stop or keep "
-            f"the checkpoint of step {best}, add fresh unique data, or regularise (weight decay, "
-            "dropout, fewer epochs) before training longer"
-        )
-    return [
-        Finding(
-            cause="overfitting",
-            start_step=best,
-            end_step=ev["last_step"],
-            confidence=_clip(confidence),
-            detector=detector,
-            evidence=ev,
-            advice=advice,
-        )
-    ]
 
 
 def _expected_repeat(tokens: pd.DataFrame, unique: dict[str, float]) -> np.ndarray:

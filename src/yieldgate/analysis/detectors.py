@@ -99,6 +99,13 @@ STALL_MIN_STEPS = 10
 """Consecutive steps a stall must last."""
 WARMUP_START = 0.5
 """A first-step LR at or above half the peak means no warm-up (calibration: WSD warm-up starts at 1/12)."""
+EARLY_JUMP_SIGMA = 6.0
+"""A rise of the loss in the first tenth of the run this many robust standard deviations of its step-to-step changes
+above their median is early instability (plain noise clears 6σ about once in 10^9 steps)."""
+UNTRAINED_START = 0.8
+"""A run whose first logged loss is at least this share of ln(vocabulary size) started untrained
+(from random weights; a fine-tune of a pretrained model starts far below): only there is a missing warm-up a cause
+without early instability in the loss."""
 ENTROPY_COLLAPSE = 0.25
 """Activation entropy (softmax over a layer's output features, `track.signals.activation_entropy`) below this share
 of its maximum, ln(width): outputs so peaked that they concentrate in a few features or have grown large (the
@@ -130,6 +137,8 @@ OVERFIT_MIN_EVALS = 5
 point with OVERFIT_AFTER after it (a fine-tune evaluated every 1,000 of 5,000 steps has five)."""
 OVERFIT_AFTER = 3
 """Evaluations after the best held-out point before a widening gap is read."""
+OVERFIT_STEP_AFTER = 2
+"""Evaluations after the best held-out point before a step is read: the jump, and one that shows it stayed up."""
 OVERFIT_NOISE_POINTS = 5
 """Evaluations from the held-out best on (three interior points) from which the evaluation noise is estimated;
 fewer, and it comes from every trained evaluation."""

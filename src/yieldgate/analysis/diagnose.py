@@ -4,7 +4,7 @@ infrastructure stall, with evidence.
 `diagnose(ledger, run)` reads the run (tracked or imported), runs every detector of `DETECTORS` on it,
 records which could not run and why, and stores the findings as open `diagnosis` events (re-running
 replaces what changed and leaves identical open findings alone, so nothing is duplicated). The detectors
-are pure functions over plain data (`detectors.py`, `data_detectors.py`, `learning_detectors.py`).
+are pure functions over plain data (`detectors.py`, `data_detectors.py`, `overfitting.py`, `learning_detectors.py`).
 
 Online use (the Tracker): `online_findings(window)` runs the cheap detectors (spikes, non-finite values and
 skipped steps, stalls) on a trailing window of step records, a DataFrame with `step` and the core columns.
@@ -24,7 +24,6 @@ from yieldgate.analysis.data_detectors import (
     duplicated_stream,
     mixture_drift,
     non_iid_stream,
-    overfitting,
 )
 from yieldgate.analysis.detectors import (
     CAUSES,
@@ -37,6 +36,7 @@ from yieldgate.analysis.detectors import (
 )
 from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
 from yieldgate.analysis.objective import not_cross_entropy
+from yieldgate.analysis.overfitting import overfitting
 from yieldgate.analysis.spikes import eval_spikes, loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest

@@ -15,6 +15,7 @@ import pandas as pd
 
 from yieldgate.analysis.detectors import (
     COOLDOWN_DROP_SIGMA,
+    EARLY_JUMP_SIGMA,
     ENTROPY_COLLAPSE,
     LOW_CONFIDENCE,
     PLATEAU_RATIO,
@@ -23,6 +24,7 @@ from yieldgate.analysis.detectors import (
     SLOW_DROP,
     TOKENS_PER_PARAM,
     UNDERTRAINED_FACTOR,
+    UNTRAINED_START,
     WARMUP_START,
     Finding,
     NotRun,
@@ -100,36 +102,79 @@ def schedule(sig: RunSignals) -> list[Finding]:
     return found
 
 
+def _untrained_loss(sig: RunSignals) -> float | None:
+    """ln(vocabulary size): the loss of a model that predicts every token alike, where a run from scratch starts
+    (None: the manifest gives no vocabulary size)."""
+    model = sig.manifest.model if sig.manifest else None
+    tokenizer = sig.manifest.data.tokenizer if sig.manifest and sig.manifest.data else None
+    vocab = (model.vocab_size if model else None) or (tokenizer.vocab_size if tokenizer else None)
+    return math.log(vocab) if vocab and vocab > 1 else None
+
+
+def _early_jump(early: np.ndarray) -> bool:
+    """The loss rose from one step to the next beyond its step-to-step noise: a rise more than EARLY_JUMP_SIGMA robust
+    standard deviations (1.4826 x the median absolute deviation) above the median change. Against three times the
+    median absolute change, one step of plain batch noise in 40 cleared it (a Gaussian difference passes 2σ one time
+    in 44), and a noisy fine-tune read as unstable."""
+    if len(early) < 4:
+        return False
+    d = np.diff(early)
+    centre = float(np.median(d))
+    spread = 1.4826 * float(np.median(np.abs(d - centre)))
+    return bool(((d > 0) & (d - centre > EARLY_JUMP_SIGMA * spread)).any())
+
+
 def _no_warmup(sig: RunSignals, c: _Curve) -> Finding | None:
-    """Missing warm-up: the schedule itself says so; early instability raises the confidence. A warm-up that is
-    there but short (the first step at half the peak or more, below it: a 2-step ramp of a 49-step probe) is a note
-    (LOW_CONFIDENCE) unless the run was unstable early: the schedule is not what a missing warm-up is blamed for."""
+    """Missing warm-up: the schedule itself says so; early instability in the loss (a jump, or most early steps
+    clipped) makes it a finding (0.85). Without it, a missing warm-up is a cause only where the model started
+    untrained (its first loss near ln(vocabulary), `UNTRAINED_START` of it or more: Adam's first steps at the peak
+    LR from random weights, 0.6); a fine-tune, or a run whose start is not known to be untrained, gets a note
+    (LOW_CONFIDENCE): nothing in its loss says the schedule cost it anything. A warm-up that is there but short (the
+    first step at half the peak or more, below it: a 2-step ramp of a 49-step probe) is a note too unless the run was
+    unstable early."""
     first_lr = float(c.lr.iloc[0])
     if first_lr < WARMUP_START * c.peak:
         return None
-    early = pd.Series(c.values[np.isfinite(c.values)][: c.tenth])
-    unstable = bool((early.diff() > 3 * early.diff().abs().median()).any()) if len(early) > 3 else False
+    unstable = _early_jump(c.values[np.isfinite(c.values)][: c.tenth])
     clip = sig.steps["clipped"].iloc[: c.tenth].mean() if "clipped" in sig.steps else np.nan
     damaged = unstable or (not np.isnan(clip) and clip > 0.5)
     ramp = first_lr < c.peak * (1 - 1e-9)
-    return Finding(
-        cause="schedule",
-        start_step=int(c.lr.index[0]),
-        end_step=int(c.lr.index[min(c.n // 10, c.n - 1)]),
-        confidence=0.85 if damaged else LOW_CONFIDENCE if ramp else 0.6,
-        detector="no_warmup",
-        evidence={
-            "peak_lr": c.peak,
-            "first_lr": first_lr,
-            "early_loss_jump": unstable,
-            "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3),
-        },
-        advice=(
+    evidence: dict[str, Any] = {
+        "peak_lr": c.peak,
+        "first_lr": first_lr,
+        "early_loss_jump": unstable,
+        "early_clipped_share": None if np.isnan(clip) else round(float(clip), 3),
+    }
+    untrained = _untrained_loss(sig)
+    first_loss = float(c.values[np.isfinite(c.values)][0])
+    from_scratch = untrained is not None and first_loss >= UNTRAINED_START * untrained
+    if damaged or ramp or from_scratch:
+        confidence = 0.85 if damaged else LOW_CONFIDENCE if ramp else 0.6
+        advice = (
             f"a short warm-up: the first step ran at {first_lr / c.peak:.0%} of the peak LR; warm up over the first "
             "~1-5% of steps"
             if ramp
             else "no warm-up: the first step ran at the peak LR; warm up over the first ~1-5% of steps"
-        ),
+        )
+    else:
+        evidence |= {
+            "first_loss": round(first_loss, 4),
+            "untrained_loss": None if untrained is None else round(untrained, 4),
+        }
+        confidence = LOW_CONFIDENCE
+        advice = (
+            "a note: the first step ran at the peak LR (no warm-up), and the loss shows no early instability and "
+            f"{'did not start' if untrained is not None else 'is not known to start'} untrained (a fine-tune needs "
+            "little warm-up): nothing says the schedule cost this run"
+        )
+    return Finding(
+        cause="schedule",
+        start_step=int(c.lr.index[0]),
+        end_step=int(c.lr.index[min(c.n // 10, c.n - 1)]),
+        confidence=confidence,
+        detector="no_warmup",
+        evidence=evidence,
+        advice=advice,
     )
 
 

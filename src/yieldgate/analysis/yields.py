@@ -51,7 +51,11 @@ from yieldgate.analysis.points import (
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["Tranche", "YieldReport", "tranche_yields", "AXES", "DEVICE_HOUR"]
+__all__ = ["Tranche", "YieldReport", "tranche_yields", "AXES", "DEVICE_HOUR", "TRANCHE_LEVEL"]
+
+TRANCHE_LEVEL = 0.9
+"""Coverage of a tranche's noise band; the overfitting detector reads the step after a held-out best at the same
+level, so that `diagnose` and `yield` agree on it."""
 
 BILLION = 1e9
 J_PER_KWH = 3.6e6
@@ -123,7 +127,7 @@ class YieldReport:
     notes: list[str] = field(default_factory=list)
     eval_noise: float | None = None
     """Standard deviation of one evaluation around the smooth curve (`fit.eval_noise`)."""
-    level: float = 0.9
+    level: float = TRANCHE_LEVEL
     """Coverage of each tranche's `band`."""
     batch: dict[str, Any] | None = None
     """The batch beside the gradient noise scale (`batch.batch_advice`), where the run recorded it."""
@@ -249,7 +253,7 @@ def tranche_yields(
     tranche_tokens: float | None = None,
     devices: int | None = 1,
     price_per_device_hour: float | None = None,
-    level: float = 0.9,
+    level: float = TRANCHE_LEVEL,
     law: PowerLaw | None = None,
     law_is_baseline: bool = False,
     epochs: bool = False,

@@ -22,8 +22,9 @@ __all__ = ["render_comparison", "render_manifest_diff", "render_pipelines", "ren
 
 def render_comparison(result: Comparison, console: Console, *, check_flags: dict[str, str] | None = None) -> None:
     """`yieldgate compare`: the aligned points with their intervals, time and tokens to target, the speedup split
-    into throughput x sample efficiency, the confounders, the notes, the batch check to run (`check_flags`: each
-    of `result.batch_check`'s arguments spelled as its command-line flag) and the verdict."""
+    into throughput x sample efficiency (steps/s x step efficiency where the runs count no tokens), the confounders,
+    the notes, the batch check to run (`check_flags`: each of `result.batch_check`'s arguments spelled as its
+    command-line flag) and the verdict."""
     a, b = result.a, result.b
     table = Table(result.aligned_on, f"{a}", f"{b}", "B - A", "interval", "within noise")
     for p in result.points:
@@ -32,16 +33,23 @@ def render_comparison(result: Comparison, console: Console, *, check_flags: dict
         table.add_row(fmt(p[result.aligned_on]), fmt(p["a"]), fmt(p["b"]), fmt(p["diff"]), interval, noise)
     console.print(table)
     s = result.speedup
+    # Without token counts the time speedup splits on steps (epochs): steps/s x steps to target.
+    on_steps = s.get("step_efficiency") is not None
+    unit = ("epochs" if result.aligned_on == "epochs" else "steps") if on_steps else "tokens"
+    need = result.steps_to_target if on_steps else result.tokens_to_target
     say(
         console,
-        f"target {result.metric} {fmt(result.target_loss)}: tokens {fmt(result.tokens_to_target[a])} vs "
-        f"{fmt(result.tokens_to_target[b])}, time {fmt(result.time_to_target_s[a])} s vs "
-        f"{fmt(result.time_to_target_s[b])} s",
+        f"target {result.metric} {fmt(result.target_loss)}: {unit} {fmt(need[a])} vs {fmt(need[b])}, time "
+        f"{fmt(result.time_to_target_s[a])} s vs {fmt(result.time_to_target_s[b])} s",
+    )
+    split = (
+        f"{unit}/s {fmt(s['steps_per_s'])} x {unit[:-1]} efficiency {fmt(s['step_efficiency'])}"
+        if on_steps
+        else f"throughput {fmt(s['throughput'])} x sample efficiency {fmt(s['sample_efficiency'])}"
     )
     say(
         console,
-        f"speedup (B over A): time {fmt(s['time'])} = throughput {fmt(s['throughput'])} x sample "
-        f"efficiency {fmt(s['sample_efficiency'])}; effective token multiplier "
+        f"speedup (B over A): time {fmt(s['time'])} = {split}; effective token multiplier "
         f"{fmt(result.effective_token_multiplier)}",
     )
     for c in result.confounders:
