@@ -19,9 +19,19 @@ _RESOLVED: dict[str, Any] = {}
 
 
 def run_probe(
-    spec: ProbeSpec, ledger: str, *, threads: int | None = None, progress: Callable[[int, int], None] | None = None
+    spec: ProbeSpec,
+    ledger: str,
+    *,
+    threads: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    devices: str | None = None,
 ) -> dict[str, Any]:
-    """Train one probe into the ledger. Never raises for a failing probe: returns its status and error."""
+    """Train one probe into the ledger. Never raises for a failing probe: returns its status and error. A campaign's
+    own trainer runs through `own.run_own_probe` (`devices`: its CUDA_VISIBLE_DEVICES, None to leave it as is)."""
+    if spec.trainer is not None:
+        from yieldgate.probe.campaign.own import run_own_probe
+
+        return run_own_probe(spec, ledger, progress=progress, devices=devices)
     from yieldgate.data.recipe import resolve
     from yieldgate.probe.config import ProbeConfig
     from yieldgate.probe.trainer import train_probe
