@@ -77,7 +77,7 @@ def run_own_probe(
     except RunInUse as exc:
         return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": str(exc)}
     Path(job.probe_dir).mkdir(parents=True, exist_ok=True)
-    Path(job.recipe_file).write_text(json.dumps(_recipe(spec), indent=2))
+    Path(job.recipe_file).write_text(json.dumps(_recipe(spec, job.workdir), indent=2))
     Path(job.manifest_file).write_text(manifest.model_dump_json(exclude_none=True, indent=2))
     env = {
         **trainer.env,
@@ -130,9 +130,13 @@ def _job(spec: Any, trainer: TrainerSpec, ledger: str) -> ProbeJob:
     )
 
 
-def _recipe(spec: Any) -> dict[str, Any]:
-    """The probe's resolved recipe, as its script reads it: the recipe with the probe's budget, seed and model."""
+def _recipe(spec: Any, workdir: str) -> dict[str, Any]:
+    """The probe's resolved recipe, as its script reads it: the recipe (sources' paths absolute, relative ones taken
+    from the workdir) with the probe's budget, seed and model, and the campaign's probe settings."""
     recipe: dict[str, Any] = spec.recipe.model_dump(mode="json", exclude_none=True)
+    for source in recipe["sources"]:
+        if source.get("path"):
+            source["path"] = str(Path(workdir, Path(source["path"]).expanduser()))
     recipe["name"] = spec.recipe_name
     recipe["probe"] = {"tokens": spec.tokens, "seed": spec.seed, "model": spec.model.model_dump(), "run": spec.run}
     recipe["settings"] = spec.probe.model_dump()
@@ -145,7 +149,7 @@ def _manifest(spec: Any, trainer: TrainerSpec) -> Manifest:
     recipe = spec.recipe.model_copy(deep=True)
     recipe.sequence_length = spec.probe.context
     if recipe.tokenizer is not None and recipe.tokenizer.content_hash is None:
-        recipe.tokenizer.content_hash = _content_hash(recipe.tokenizer.name)
+        recipe.tokenizer.content_hash = _content_hash(Path(trainer.workdir or ".", recipe.tokenizer.name))
     return Manifest(
         name=spec.run,
         data=recipe,
@@ -165,11 +169,11 @@ def _manifest(spec: Any, trainer: TrainerSpec) -> Manifest:
     )
 
 
-def _content_hash(name: str) -> str | None:
-    """sha256 of a tokenizer on disk (a file, or a folder's files in name order); None when `name` is no path."""
+def _content_hash(path: Path) -> str | None:
+    """sha256 of a tokenizer on disk (a file, or a folder's files in name order); None when `path` is none."""
     import hashlib
 
-    path = Path(name).expanduser()
+    path = path.expanduser()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
     if not files:
         return None
