@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,9 +37,14 @@ class CampaignRun:
     failed: dict[str, str]
     """Run -> error."""
     seconds: float
+    imported: dict[str, str] = field(default_factory=dict)
+    """Run -> what was imported into it (a trainer that writes no Tracker records: `trainer.import`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if not self.imported:  # as before for a campaign that imports nothing
+            out.pop("imported")
+        return out
 
 
 Progress = Callable[[str, int, int], None]
@@ -109,6 +114,8 @@ def run_campaign(
     for result in run(todo, ledger, workers=workers, threads=threads, address=address, progress=progress, gpus=gpus):
         if result["status"] == "finished":
             out.finished.append(result["run"])
+            if result.get("imported"):
+                out.imported[result["run"]] = result["imported"]
         elif result["status"] == "skipped":  # trained by another process running the same campaign
             out.skipped.append(result["run"])
         else:

@@ -94,7 +94,8 @@ def run_own_probe(
         if trainer.command is not None:
             _run_command(trainer, job, env, ledger, spec, progress)
         else:
-            _run_callable(trainer, job, env)
+            with _captured(Path(job.probe_dir) / "output.log"):
+                _run_callable(trainer, job, env)
         imported = _finish(spec, trainer, job, ledger)
     except ProbeFailed as exc:
         _record_end(ledger, spec.run, exc.status, str(exc), exc.tail)
@@ -306,6 +307,29 @@ def _forward_sigterm(proc: subprocess.Popen[bytes]) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def _captured(log: Path) -> Iterator[None]:
+    """This process's stdout and stderr (file descriptors 1 and 2) go to `log` while it lasts: the callable's output
+    is the probe's, kept like a command's."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "ab") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
 def _run_callable(trainer: TrainerSpec, job: ProbeJob, env: dict[str, str]) -> None:
     """The callable, in this process with the probe's environment; its error (and a timeout, in the main thread)
     as ProbeFailed with the traceback's tail."""
@@ -321,6 +345,7 @@ def _run_callable(trainer: TrainerSpec, job: ProbeJob, env: dict[str, str]) -> N
     except _Timeout:
         raise ProbeFailed(f"timed out after {trainer.timeout:g} s (trainer.timeout)") from None
     except Exception as exc:  # noqa: BLE001 - the probe's failure, recorded
+        traceback.print_exc()
         tail = traceback.format_exc()[-TAIL_CHARS:]
         raise ProbeFailed(
             f"the trainer raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", tail
