@@ -193,8 +193,9 @@ def probe(
     """
     from yieldgate.analysis.campaign import summarise
     from yieldgate.probe.campaign import load_campaign, plan, run_campaign
+    from yieldgate.probe.campaign.executors import preflight_campaign
 
-    campaign = load_campaign(campaign_file)
+    campaign = preflight_campaign(load_campaign(campaign_file), executor)  # before any probe, and any display
     location = ctx.find_root().obj["ledger"]
     total = len(plan(campaign))
     try:

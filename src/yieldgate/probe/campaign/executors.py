@@ -22,7 +22,16 @@ from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
 
-__all__ = ["CampaignRun", "Progress", "run_campaign", "pending", "cores", "quiet_mfu_warnings", "MFU_LOGGER"]
+__all__ = [
+    "CampaignRun",
+    "Progress",
+    "run_campaign",
+    "preflight_campaign",
+    "pending",
+    "cores",
+    "quiet_mfu_warnings",
+    "MFU_LOGGER",
+]
 
 
 @dataclass
@@ -82,22 +91,8 @@ def run_campaign(
     check_choice("executor", executor, ("local", "ray", "slurm"))
     if executor == "ray":
         _ray()  # a missing Ray is said before anything is written
-    gpus = 0
-    if campaign.trainer is not None:  # its relative paths are the current folder's; checked before any probe
-        from yieldgate.probe.campaign.own_spec import preflight
-
-        campaign = campaign.model_copy(update={"trainer": campaign.trainer.anchored(Path.cwd())})
-        assert campaign.trainer is not None
-        preflight(campaign.trainer)
-        gpus = campaign.trainer.gpus
-        if executor == "slurm":
-            from yieldgate.probe.campaign.slurm import submitit_module
-
-            submitit_module()
-        if executor == "local" and gpus:
-            device_groups(gpus)  # enough devices here, said before anything is written
-    elif executor == "slurm":
-        raise InputError("executor slurm runs a campaign's own trainer: add trainer: to the campaign file")
+    campaign = preflight_campaign(campaign, executor)
+    gpus = campaign.trainer.gpus if campaign.trainer is not None else 0
     ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
     specs = plan(campaign)
     with Ledger(ledger) as led:
@@ -130,6 +125,34 @@ def run_campaign(
             f"{first}: {error} (each failure is in its run's meta: yieldgate show RUN)"
         )
     return out
+
+
+def preflight_campaign(campaign: Campaign, executor: str = "local") -> Campaign:
+    """The campaign with its own trainer's relative paths taken from the current folder, after every check that can
+    be made before a probe starts (`own_spec.preflight`, the sources' files, the executor's needs); InputError, one
+    line naming the field and the fix, otherwise."""
+    if campaign.trainer is None:
+        if executor == "slurm":
+            raise InputError("executor slurm runs a campaign's own trainer: add trainer: to the campaign file")
+        return campaign
+    from yieldgate.probe.campaign.own_spec import preflight
+
+    trainer = campaign.trainer.anchored(Path.cwd())
+    preflight(trainer)
+    for name, recipe in campaign.recipes.items():
+        for i, source in enumerate(recipe.sources):
+            if source.path and not (Path(trainer.workdir or ".") / Path(source.path).expanduser()).exists():
+                raise InputError(
+                    f"recipes.{name}.sources[{i}].path {source.path!r} does not exist (relative paths are taken from "
+                    f"{trainer.workdir}); fix the path"
+                )
+    if executor == "slurm":
+        from yieldgate.probe.campaign.slurm import submitit_module
+
+        submitit_module()
+    if executor == "local" and trainer.gpus:
+        device_groups(trainer.gpus)  # enough devices here
+    return campaign.model_copy(update={"trainer": trainer})
 
 
 MFU_LOGGER = "yieldgate.track.mfu"

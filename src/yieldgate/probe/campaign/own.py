@@ -70,9 +70,13 @@ def run_own_probe(
 
             if probe_statuses(led).get((spec.run, spec.key)) == "finished":
                 return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": "finished by another process"}
-            led.claim_run(spec.run, owner=owner, resume=True, takeover=True, source="probe")
+            existed = led.claim_run(spec.run, owner=owner, resume=True, takeover=True, source="probe")
+            before = led.meta(spec.run) if existed else {}
             led.create_run(spec.run, manifest=manifest, status="running", source="probe", if_exists="replace")
             led.set_meta(spec.run, "probe", spec.meta())
+            # Trainings of this run, this one included: an earlier attempt's when it was the same probe (same key).
+            same = (before.get("probe") or {}).get("key") == spec.key
+            led.set_meta(spec.run, "attempts", (before.get("attempts", 0) if same else 0) + 1)
             led.set_meta(spec.run, "host", _host(devices))
     except RunInUse as exc:
         return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": str(exc)}

@@ -201,6 +201,7 @@ def _check_script(command: str, workdir: Path) -> None:
     except ValueError as exc:
         raise InputError(f"trainer.command cannot be split into words ({exc}): {command!r}; fix its quotes") from None
     for word in words:
+        word = word.rstrip(";&|)").lstrip("(")
         if "{" in word or not word.endswith((".py", ".sh")):
             continue
         path = Path(os.path.expanduser(word))
