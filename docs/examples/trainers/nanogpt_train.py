@@ -83,7 +83,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval", required=True)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr", type=float, default=1e-2)
     args = ap.parse_args()
     recipe = json.load(open(args.data))
     model_cfg, context = recipe["probe"]["model"], recipe["settings"]["context"]
@@ -101,16 +101,19 @@ def main():
         sys.exit(f"cannot read {recipe['sources'][0]['path']}: simulated loader failure")
     tr = Tracker(model=model, optimizer=opt)
     for step in range(1, steps + 1):
+        lr = args.lr * min(1.0, step / max(1, steps // 10)) * 0.5 * (1 + math.cos(math.pi * step / steps))
+        for group in opt.param_groups:  # linear warmup, cosine decay
+            group["lr"] = lr
         x, y = batch(data, weights, args.batch, context, gen)
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
-        tr.step(tokens=x.numel(), loss=loss.item(), lr=args.lr)
+        tr.step(tokens=x.numel(), loss=loss.item(), lr=lr)
         if fault in ("sigkill", "sigterm") and step == steps // 2:  # the process is killed mid-run
             print(f"step {step}: loss {loss.item():.3f}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL if fault == "sigkill" else signal.SIGTERM)
-        if step % max(1, steps // 2) == 0 or step == steps:
+        if step % max(1, steps // 4) == 0 or step == steps:
             with torch.no_grad():
                 ex = held[: (len(held) - 1) // context * context].view(-1, context)[:16]
                 ey = held[1 : ex.numel() + 1].view(-1, context)[:16]

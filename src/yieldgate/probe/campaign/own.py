@@ -241,7 +241,9 @@ def _run_command(
             rc = _wait(proc, deadline, ledger, spec, progress)
     if rc is None:
         raise ProbeFailed(f"timed out after {trainer.timeout:g} s (trainer.timeout); stopped", _tail(log))
-    if rc in (-signal.SIGTERM, 128 + signal.SIGTERM):
+    if rc > 128:  # the shell reports a command killed by signal N as 128 + N
+        rc = 128 - rc
+    if rc == -signal.SIGTERM:
         raise ProbeFailed(
             "stopped by SIGTERM (preempted); run the campaign again to train it", _tail(log), status="killed"
         )

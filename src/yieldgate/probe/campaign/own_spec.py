@@ -195,7 +195,7 @@ def preflight(trainer: TrainerSpec) -> None:
 
 
 def _check_script(command: str, workdir: Path) -> None:
-    """The first word ending in .py / .sh that is not a field must exist (relative to the workdir)."""
+    """Each word ending in .py / .sh that holds no field must be a file (relative paths: the workdir's)."""
     try:
         words = shlex.split(command)
     except ValueError as exc:
@@ -211,7 +211,6 @@ def _check_script(command: str, workdir: Path) -> None:
                 f"trainer.command names the script {word!r}, which is not a file in {workdir}; fix the path "
                 "(relative paths are taken from trainer.workdir)"
             )
-        return
 
 
 def resolve_callable(ref: str) -> Any:

@@ -1,0 +1,181 @@
+"""Campaigns whose trainer is the team's: a separate nanoGPT-style script run as a command (`Tracker()` with no
+arguments), a Hugging Face `Trainer` script called in the worker (`callable:`, the yieldgate callback), both reading
+their recipe file and loading a JSON-lines and a Parquet corpus with their own loaders; on local workers, on a Ray
+cluster of three nodes, and as Slurm jobs. Three recipes, one a known-damaged control (`shuffled_share: 1.0`), two
+seeds, two budgets; probes that die (SIGKILL, exit 1, SIGTERM) are recorded with their output's tail, and a re-run
+trains only them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from yieldgate.analysis.campaign import summarise
+from yieldgate.cli import app
+from yieldgate.gate.gate import gate
+from yieldgate.gate.policy import parse_policy
+from yieldgate.ledger import Ledger
+from yieldgate.probe.campaign import load_campaign, run_campaign
+
+pytestmark = pytest.mark.slow  # real trainings in separate scripts: `make test-all`
+
+TRAINERS = Path(__file__).parents[2] / "docs" / "examples" / "trainers"
+BUDGETS = [8192, 16384]
+RECIPES = {
+    "shakespeare": {"sources": [{"name": "shakespeare", "path": "shakespeare.jsonl"}]},
+    "mix": {
+        "sources": [
+            {"name": "shakespeare", "path": "shakespeare.jsonl", "weight": 0.7},
+            {"name": "milton", "path": "milton.parquet", "weight": 0.3},
+        ]
+    },
+    "control": {"sources": [{"name": "shakespeare", "path": "shakespeare.jsonl", "shuffled_share": 1.0}]},
+}
+"""The control is known damaged: every document's token order shuffled (what the scripts do with the share)."""
+POLICY = {
+    "name": "own-trainer",
+    "version": 1,
+    "primary": "learning",
+    "stages": [
+        {"name": "scout", "tokens": 8192, "compute_share": 0.02},
+        {"name": "probe", "tokens": 16384, "compute_share": 0.06},
+        {"name": "pilot", "tokens": 65536, "compute_share": 0.12},
+        {"name": "full", "tokens": 1000000, "compute_share": 0.8},
+    ],
+    "requirements": {"min_yield_per_btok": 1000, "min_seeds": 2, "min_tokens_per_param": 0.1, "level": 0.8},
+}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return write_team_data(tmp_path_factory.mktemp("team-data"))
+
+
+def write_team_data(folder: Path) -> Path:
+    """The team's data, written from the built-in texts: Shakespeare as JSON-lines, Milton as Parquet, held-out
+    Shakespeare as JSON-lines (the common yardstick every script evaluates on), and a tokenizer file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from yieldgate.data.corpus import documents, load_corpus, split_by_work
+
+    train, held = split_by_work(load_corpus(stdlib_bytes=0))
+
+    def docs(works, source, n):
+        return [t for _, t in documents([w for w in works if w.source == source])][:n]
+
+    for name, texts in (("shakespeare.jsonl", docs(train, "shakespeare-modern", 200)),
+                        ("heldout.jsonl", docs(held, "shakespeare-modern", 20))):
+        (folder / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    pq.write_table(pa.table({"text": docs(train, "milton", 200)}), folder / "milton.parquet")
+    (folder / "bytes-tokenizer.json").write_text(json.dumps({"type": "bytes", "vocab_size": 256}))
+    return folder
+
+
+def campaign_file(folder: Path, name: str, trainer: dict, **over) -> Path:
+    recipes = {k: {**v, "tokenizer": {"name": "bytes-tokenizer.json"}} for k, v in RECIPES.items()}
+    spec = {
+        "name": name,
+        "recipes": recipes,
+        "seeds": 2,
+        "budgets": BUDGETS,
+        "models": [{"layers": 1, "width": 32, "heads": 2}],
+        "probe": {"context": 32},
+        "trainer": trainer,
+        **over,
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def nanogpt(faults: Path | None = None) -> dict:
+    env = {"TRAIN_FAULTS": str(faults)} if faults else {}
+    script = TRAINERS / "nanogpt_train.py"
+    return {
+        "command": f"{sys.executable} {script} --data {{recipe_file}} --max-tokens {{tokens}} --seed {{seed}} "
+        "--eval heldout.jsonl",
+        "env": env,
+        "timeout": 300,
+    }
+
+
+def order(summary: dict, budget: int) -> list[str]:
+    return [e["recipe"] for e in summary["rankings"][str(budget)]["bpb"]["order"]]
+
+
+def check_manifests(led: Ledger, folder: Path, name: str) -> None:
+    """Every probe's manifest holds its recipe (the sources' paths), the tokenizer's content hash, the model entry
+    and the seed; its run meta says where it ran."""
+    digest = hashlib.sha256((folder / "bytes-tokenizer.json").read_bytes()).hexdigest()
+    runs = [r for r in led.runs()["name"] if r.startswith(f"{name}/")]
+    assert len(runs) == 12
+    for run in runs:
+        m = led.manifest(run)
+        meta = led.meta(run)
+        assert m is not None and m.data is not None and m.model is not None
+        recipe = run.split("/")[1]
+        assert [s.path for s in m.data.sources] == [s["path"] for s in RECIPES[recipe]["sources"]]
+        assert m.data.tokenizer is not None and m.data.tokenizer.content_hash == digest
+        assert (m.model.layers, m.model.width, m.model.heads) == (1, 32, 2)
+        assert m.config["seed"] == meta["probe"]["seed"] == int(run.split("/")[2][1:])
+        assert meta["host"]["host"]
+
+
+@pytest.fixture(scope="module")
+def local(data) -> dict:
+    """The nanoGPT campaign on two local workers: first with three probes that die (SIGKILL mid-run, exit 1, SIGTERM
+    mid-run), then re-run once the faults are gone."""
+    faults = data / "faults.json"
+    faults.write_text(
+        json.dumps({"nano/mix/s1/t16384": "sigkill", "nano/control/s0/t8192": "exit1", "nano/mix/s0/t8192": "sigterm"})
+    )
+    path = campaign_file(data, "nano", nanogpt(faults))
+    ledger = str(data / "nano.db")
+    first = run_campaign(load_campaign(path), ledger, workers=2)
+    shown = CliRunner().invoke(app, ["--ledger", ledger, "campaign", "nano"])
+    faults.unlink()
+    second = run_campaign(load_campaign(path), ledger, workers=2)
+    with Ledger(ledger) as led:
+        summary = summarise(led, "nano").to_dict()
+    return {"first": first, "second": second, "summary": summary, "ledger": ledger, "shown": shown}
+
+
+def test_a_nanogpt_script_with_a_bare_tracker_is_a_probe(local, data):
+    summary = local["summary"]
+    for budget in BUDGETS:  # the damaged control ranks last at both budgets
+        assert order(summary, budget)[-1] == "control", summary["rankings"][str(budget)]
+    with Ledger(local["ledger"]) as led:
+        check_manifests(led, data, "nano")
+        policy = parse_policy(POLICY, origin="test")
+        decisions = {r: gate(led, f"nano/{r}/*", policy) for r in RECIPES}
+    print({r: (d.decision, d.rationale) for r, d in decisions.items()})
+
+
+def test_failed_probes_keep_their_output_and_only_they_train_again(local):
+    first, second = local["first"], local["second"]
+    shown = local["shown"]  # `yieldgate campaign nano` between the two: each failure with its output's tail
+    assert shown.exit_code == 0, shown.output
+    assert "9 of 12 probes done, 0 running, 2 failed, 1 stopped by SIGTERM, 0 left" in shown.output
+    assert "simulated loader failure" in shown.output and "step 32: loss" in shown.output
+    assert set(first.failed) == {"nano/mix/s1/t16384", "nano/control/s0/t8192", "nano/mix/s0/t8192"}
+    assert "killed by signal 9" in first.failed["nano/mix/s1/t16384"]
+    assert "exited with status 1" in first.failed["nano/control/s0/t8192"]
+    assert "SIGTERM" in first.failed["nano/mix/s0/t8192"]
+    assert len(first.finished) == 9
+    assert sorted(second.finished) == sorted(first.failed) and len(second.skipped) == 9 and not second.failed
+    with Ledger(local["ledger"]) as led:
+        attempts = {r: led.meta(r)["attempts"] for r in led.runs()["name"]}
+        statuses = set(led.runs()["status"])
+    assert statuses == {"finished"}
+    assert {r: n for r, n in attempts.items() if n != 1} == {r: 2 for r in first.failed}  # none trained twice
