@@ -42,11 +42,15 @@ def refused(tmp_path: Path, trainer: dict, **over) -> str:
 @pytest.mark.parametrize(
     ("trainer", "over", "says"),
     [
-        ({"command": "python missing.py --data {recipe_file}"}, {}, "names the script 'missing.py', which is not a file"),
+        (
+            {"command": "python missing.py --data {recipe_file}"},
+            {},
+            "names the script 'missing.py', which is not a file",
+        ),
         ({"command": "python train.py --data {recipe}; bash run.sh"}, {}, "names the script 'run.sh'"),
         ({"command": "python train.py --steps {steps}"}, {}, "trainer.command names {steps}, which is not a field"),
         ({"command": "python train.py --w {model.depth}"}, {}, "names {model.depth}, which is not a field"),
-        ({"callable": "json:nothing"}, {}, "trainer.callable 'json:nothing': 'json' has no function 'nothing'"),
+        ({"callable": "json.decoder:nothing"}, {}, "'json.decoder' has no function 'nothing'"),
         ({"callable": "no_such_module_x:train"}, {}, "cannot import 'no_such_module_x'"),
         ({"callable": "train"}, {}, "must be package.module:function"),
         ({"command": "python train.py", "workdir": "nowhere"}, {}, "trainer.workdir"),

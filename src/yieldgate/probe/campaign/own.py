@@ -29,7 +29,7 @@ from typing import Any
 
 from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger
-from yieldgate.ledger.owners import Owner
+from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.manifest import Manifest, ModelConfig
 from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable
 
@@ -255,7 +255,9 @@ def _run_command(
 def _wait(
     proc: subprocess.Popen[bytes], deadline: float, ledger: str, spec: Any, progress: Progress | None
 ) -> int | None:
-    """The exit status, or None after stopping it at `deadline`; reports tokens done to `progress` meanwhile."""
+    """The exit status, or None after stopping it at `deadline`; meanwhile stamps the run's heartbeat (a script with
+    no Tracker writes none) and reports tokens done to `progress`."""
+    owner, beat = Owner.this_process(), [time.monotonic()]
     while True:
         try:
             return proc.wait(timeout=1.0)
@@ -264,8 +266,19 @@ def _wait(
         if time.monotonic() > deadline:
             _stop(proc)
             return None
+        if time.monotonic() - beat[0] >= HEARTBEAT_EVERY_S:  # the run is live while the worker waits on it
+            beat[0] = time.monotonic()
+            _heartbeat(ledger, spec.run, owner)
         if progress is not None:
             progress(min(_tokens_done(ledger, spec.run), spec.tokens), spec.tokens)
+
+
+def _heartbeat(ledger: str, run: str, owner: Owner) -> None:
+    try:
+        with Ledger(ledger) as led:
+            led.heartbeat(run, owner)
+    except Exception:  # noqa: BLE001 - best effort: a busy ledger is retried at the next beat
+        pass
 
 
 def _tokens_done(ledger: str, run: str) -> int:

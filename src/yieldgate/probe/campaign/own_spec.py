@@ -191,7 +191,7 @@ def preflight(trainer: TrainerSpec) -> None:
         template_fields(trainer.command, "trainer.command")
         _check_script(trainer.command, workdir)
     if trainer.call is not None:
-        resolve_callable(trainer.call)
+        check_callable(trainer.call)
 
 
 def _check_script(command: str, workdir: Path) -> None:
@@ -211,6 +211,33 @@ def _check_script(command: str, workdir: Path) -> None:
                 f"trainer.command names the script {word!r}, which is not a file in {workdir}; fix the path "
                 "(relative paths are taken from trainer.workdir)"
             )
+
+
+def check_callable(ref: str) -> None:
+    """That `package.module:function` names a module that can be found and a function it defines at its top level,
+    without running the module (a trainer's imports can take seconds, and it runs in the workers anyway)."""
+    import ast
+    import importlib.util
+
+    module, sep, name = ref.partition(":")
+    if not sep or not module or not name:
+        raise InputError(f"trainer.callable {ref!r} must be package.module:function")
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        spec, why = None, str(exc)
+    else:
+        why = "not found on the Python path"
+    if spec is None:
+        raise InputError(f"trainer.callable {ref!r}: cannot import {module!r} ({why}); install it or fix the name")
+    if spec.origin is None or not spec.origin.endswith(".py"):
+        return  # a built-in or compiled module: checked when it is called
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    if name not in defined:
+        raise InputError(f"trainer.callable {ref!r}: {module!r} has no function {name!r}; fix the name")
 
 
 def resolve_callable(ref: str) -> Any:
