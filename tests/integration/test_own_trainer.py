@@ -308,3 +308,29 @@ def test_a_real_sigkill_of_the_worker_is_not_left_running(data):
             break
         time.sleep(0.5)
     assert "0 running, 1 failed" in out.output and "its process is gone" in out.output, out.output
+
+
+def test_the_docs_page_examples_run_as_written(data, tmp_path):
+    """docs/own-trainer.md: its files (the command trainer, the callable trainer, their campaigns) and its commands,
+    run as written in a folder holding the data the page names."""
+    import pyarrow.parquet as pq
+
+    from tests.test_docs import quickstart
+
+    files, commands = quickstart((Path(__file__).parents[2] / "docs" / "own-trainer.md").read_text())
+    assert {"train.py", "campaign.yaml", "my_trainer.py", "campaign-callable.yaml"} <= set(files)
+    for name, body in files.items():
+        (tmp_path / name).write_text(body)
+    (tmp_path / "data").mkdir()
+    shutil.copy(data / "shakespeare.jsonl", tmp_path / "data" / "plays.jsonl")
+    shutil.copy(data / "heldout.jsonl", tmp_path / "heldout.jsonl")
+    poems = pq.read_table(data / "milton.parquet").column("text").to_pylist()
+    (tmp_path / "data" / "poems.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in poems))
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    env.pop("YIELDGATE_LEDGER", None)
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+    with Ledger(str(tmp_path / "yieldgate.db")) as led:
+        assert set(led.runs()["status"]) == {"finished"} and len(led.runs()) == 5
+        assert order(summarise(led, "own").to_dict(), 8192)[-1] == "control"
