@@ -32,6 +32,7 @@ from yieldgate.ledger import Ledger
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.manifest import Manifest, ModelConfig
 from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable
+from yieldgate.probe.campaign.status import probe_statuses
 
 __all__ = ["run_own_probe", "ENV_RUN", "ENV_LEDGER", "ENV_MANIFEST", "ENV_CAMPAIGN", "ENV_OWNER", "TAIL_CHARS"]
 
@@ -66,8 +67,6 @@ def run_own_probe(
     owner = Owner.this_process()
     try:
         with Ledger(ledger) as led, led.transaction():
-            from yieldgate.probe.campaign.run import probe_statuses
-
             if probe_statuses(led).get((spec.run, spec.key)) == "finished":
                 return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": "finished by another process"}
             existed = led.claim_run(spec.run, owner=owner, resume=True, takeover=True, source="probe")

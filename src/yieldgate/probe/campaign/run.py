@@ -11,6 +11,7 @@ from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.owners import Owner
 from yieldgate.probe.campaign.spec import ProbeSpec
+from yieldgate.probe.campaign.status import probe_statuses
 
 __all__ = ["run_probe", "probe_statuses", "record_failure"]
 
@@ -94,13 +95,3 @@ def record_failure(ledger: str, spec: ProbeSpec, error: str) -> None:
     with Ledger(ledger) as led:
         led.set_status(spec.run, "failed")
         led.set_meta(spec.run, "error", error)
-
-
-def probe_statuses(ledger: Ledger) -> dict[tuple[str, str], str]:
-    """(run, probe key) -> status, for every probe run in the ledger."""
-    metas = ledger.run_metas()
-    return {
-        (name, meta["probe"].get("key")): status
-        for name, status, meta in metas.itertuples(index=False)
-        if isinstance(meta.get("probe"), dict)
-    }

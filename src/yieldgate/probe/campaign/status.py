@@ -10,7 +10,7 @@ from typing import Any
 from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign.spec import Campaign, plan
 
-__all__ = ["campaign_status"]
+__all__ = ["campaign_status", "probe_statuses"]
 
 DEAD = ("crashed", "stale")
 
@@ -50,3 +50,13 @@ def campaign_status(ledger: Ledger, name: str) -> dict[str, Any]:
     out["running_runs"] = running
     out["failures"] = failures
     return out
+
+
+def probe_statuses(ledger: Ledger) -> dict[tuple[str, str], str]:
+    """(run, probe key) -> status, for every probe run in the ledger."""
+    metas = ledger.run_metas()
+    return {
+        (name, meta["probe"].get("key")): status
+        for name, status, meta in metas.itertuples(index=False)
+        if isinstance(meta.get("probe"), dict)
+    }
