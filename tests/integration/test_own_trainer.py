@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.slow  # real trainings in separate scripts: `make test-
 
 TRAINERS = Path(__file__).parents[2] / "docs" / "examples" / "trainers"
 BUDGETS = [8192, 16384]
-RECIPES = {
+RECIPES: dict[str, dict[str, Any]] = {
     "shakespeare": {"sources": [{"name": "shakespeare", "path": "shakespeare.jsonl"}]},
     "mix": {
         "sources": [
