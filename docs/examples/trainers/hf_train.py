@@ -65,7 +65,10 @@ def train(job):
     eval_rows = [held[i * context : (i + 1) * context].astype(np.int64) for i in range(16)]
     torch.manual_seed(job.seed)
     m = job.model
-    config = GPT2Config(vocab_size=256, n_positions=context, n_embd=m["width"], n_layer=m["layers"], n_head=m["heads"])
+    config = GPT2Config(
+        vocab_size=256, n_positions=context, n_embd=m["width"], n_layer=m["layers"], n_head=m["heads"],
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
     args = TrainingArguments(
         output_dir=str(Path(job.probe_dir) / "hf"),
         max_steps=steps,
