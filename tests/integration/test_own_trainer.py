@@ -198,7 +198,8 @@ def test_a_hugging_face_trainer_script_is_a_probe(data, monkeypatch):
     # The HF GPT-2 learns past unigram statistics more slowly than the nanoGPT loop: at these budgets a mixture
     # with 30% Milton scores worse on held-out Shakespeare than the shuffled control (which keeps Shakespeare's
     # unigrams), so here the mixture is 10% Milton and the budgets are twice the nanoGPT campaign's.
-    mix = {"sources": [{**RECIPES["mix"]["sources"][0], "weight": 0.9}, {**RECIPES["mix"]["sources"][1], "weight": 0.1}]}
+    plays, poems = RECIPES["mix"]["sources"]
+    mix = {"sources": [{**plays, "weight": 0.9}, {**poems, "weight": 0.1}]}
     path = campaign_file(data, "hf", hf_trainer(), recipes={**RECIPES, "mix": mix}, budgets=HF_BUDGETS)
     ledger = str(data / "hf.db")
     done = run_campaign(load_campaign(path), ledger, workers=2)
