@@ -131,6 +131,7 @@ def preflight_campaign(campaign: Campaign, executor: str = "local") -> Campaign:
     """The campaign with its own trainer's relative paths taken from the current folder, after every check that can
     be made before a probe starts (`own_spec.preflight`, the sources' files, the executor's needs); InputError, one
     line naming the field and the fix, otherwise."""
+    check_choice("executor", executor, ("local", "ray", "slurm"))
     if campaign.trainer is None:
         if executor == "slurm":
             raise InputError("executor slurm runs a campaign's own trainer: add trainer: to the campaign file")
