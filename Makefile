@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip
 # The extras the tests and benchmarks exercise: every one (`all`), installed with the `dev` or `bench` group.
 EXTRAS := all
 
-.PHONY: demo demo-full test test-all browsers pg-start pg-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint
+.PHONY: demo demo-full test test-all browsers pg-start pg-stop slurm-start slurm-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint
 
 # pip >= 25.1 reads pyproject.toml's dependency groups (`--group dev`: the contributors' tools, not extras).
 $(BIN)/python:
@@ -74,11 +74,21 @@ pg-start:
 pg-stop:
 	@.ci/pg stop
 
+# A throwaway one-node Slurm cluster (.ci/slurm: Debian's slurm-wlm with munge, installed when missing and we are
+# root with apt-get; slurmctld and slurmd on 127.0.0.1, config in a temporary folder). The campaign test of the
+# `slurm` executor reads YIELDGATE_TEST_SLURM_CONF (without it, it skips); slurm-stop removes it all.
+slurm-start:
+	@.ci/slurm start
+
+slurm-stop:
+	@.ci/slurm stop
+
 # Everything but the soak variants: real trainings, probes, processes, distributed runs, the browser, both ledger
 # backends. CI runs this. The PostgreSQL server is stopped whether the tests pass or fail.
-test-all: $(VENV)/.dev lint browsers pg-start
-	@status=0; PYTHONDONTWRITEBYTECODE= YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" $(BIN)/python -m pytest -q -m "not soak" \
-		--durations=20 || status=$$?; .ci/pg stop; exit $$status
+test-all: $(VENV)/.dev lint browsers pg-start slurm-start
+	@status=0; PYTHONDONTWRITEBYTECODE= YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" \
+		YIELDGATE_TEST_SLURM_CONF="$$(cat .slurm/conf 2>/dev/null)" $(BIN)/python -m pytest -q -m "not soak" \
+		--durations=20 || status=$$?; .ci/pg stop; .ci/slurm stop; exit $$status
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_ledger.py

@@ -229,8 +229,8 @@ def test_the_ray_executor_runs_the_same_probes(tmp_path, cli_for, ledger_locatio
 
 
 def test_an_unknown_executor_is_refused_before_anything_is_written(tmp_path, cli, ledger_path):
-    result = cli("probe", str(write(tmp_path, control())), "--executor", "slurm", code=2)
-    assert "--executor must be local or ray" in result.stderr
+    result = cli("probe", str(write(tmp_path, control())), "--executor", "k8s", code=2)
+    assert "--executor must be one of local, ray, slurm" in result.stderr
     assert not ledger_path.exists()
 
 

@@ -17,6 +17,7 @@ from yieldgate.report.console import (
     render_batch_check,
     render_campaign,
     render_campaign_run,
+    render_campaign_status,
     render_campaigns,
     render_training,
 )
@@ -168,7 +169,12 @@ def batch_check(
 def probe(
     ctx: typer.Context,
     campaign_file: Annotated[Path, typer.Argument(help="Campaign file (YAML or JSON): recipes, seeds, budgets.")],
-    executor: Annotated[str, typer.Option("--executor", help="local (worker processes) or ray (Ray tasks).")] = "local",
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor", help="local (worker processes), ray (Ray tasks) or slurm (Slurm jobs, own trainer)."
+        ),
+    ] = "local",
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Probes at once (default: one per core).")
     ] = None,
@@ -187,8 +193,9 @@ def probe(
     """
     from yieldgate.analysis.campaign import summarise
     from yieldgate.probe.campaign import load_campaign, plan, run_campaign
+    from yieldgate.probe.campaign.executors import preflight_campaign
 
-    campaign = load_campaign(campaign_file)
+    campaign = preflight_campaign(load_campaign(campaign_file), executor)  # before any probe, and any display
     location = ctx.find_root().obj["ledger"]
     total = len(plan(campaign))
     try:
@@ -233,13 +240,16 @@ def campaign(
     as_json: JsonOption = False,
 ) -> None:
     """Show a campaign's rankings, ties, decision accuracy and forecasts, as last stored by `yieldgate probe` (or
-    by `yieldgate import results`: each smaller scale's decisions against the largest).
+    by `yieldgate import results`: each smaller scale's decisions against the largest); while probes are running,
+    failed or left, what is done, running, failed (with each failure's output) and left, and the decision so far.
 
     Example: yieldgate campaign mixtures --json
 
     Example: yieldgate campaign regmix --propose
     """
     from yieldgate import api
+    from yieldgate.analysis.campaign import summarise
+    from yieldgate.probe.campaign.status import campaign_status
 
     with _ledger(ctx) as ledger:
         if name is None:
@@ -253,9 +263,16 @@ def campaign(
             _print_json(report) if as_json else render_proposals(report, console)
             return
         record = api.campaign(name, ledger=ledger)
-    if record["summary"] is None:
+        status = campaign_status(ledger, name)
+        incomplete = status["done"] < status["planned"]
+        if incomplete and status["done"]:  # the decision so far, from the probes finished now
+            record = {**record, "summary": summarise(ledger, name).to_dict()}
+    if record["summary"] is None and status["left"] == status["planned"]:
         raise InputError(f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file")
     if as_json:
-        _print_json(record)
+        _print_json({**record, "progress": status} if incomplete else record)
         return
-    render_campaign(record["summary"], console)
+    if incomplete:
+        render_campaign_status(status, console, name)
+    if record["summary"] is not None:
+        render_campaign(record["summary"], console)

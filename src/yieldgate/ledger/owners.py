@@ -59,7 +59,10 @@ def _process_start(pid: int) -> float | None:
             pass  # it exists, owned by another user
         return float("nan")
     try:
-        return psutil.Process(pid).create_time()
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:  # dead, not yet reaped (its parent died with it)
+            return None
+        return process.create_time()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
 

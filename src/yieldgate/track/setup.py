@@ -40,7 +40,7 @@ from yieldgate.track.resume import claim, start_at
 from yieldgate.track.signals import Busy, FlopCount, GradientSignals, sample_layers
 from yieldgate.track.writer import Writer
 
-__all__ = ["TrackerSetup", "load_run_manifest"]
+__all__ = ["TrackerSetup", "load_run_manifest", "from_environment"]
 
 log = logging.getLogger("yieldgate.track")
 
@@ -350,3 +350,24 @@ def load_run_manifest(
     if hparams is not None:
         manifest = with_hparams(manifest, hparams, origin="Tracker(hparams=...)")
     return manifest
+
+
+def from_environment(
+    run: str | None, manifest: Any, resume: bool, takeover: bool
+) -> tuple[str | None, Any, bool, bool, Owner | None]:
+    """A Tracker given no run inside a campaign's probe (`YIELDGATE_RUN` set: `probe.campaign.own`) writes that
+    run: it continues the run the campaign made (resume), with the manifest of `YIELDGATE_MANIFEST` unless given
+    one, as the worker that owns the run (`YIELDGATE_OWNER`). The ledger is `YIELDGATE_LEDGER`'s already
+    (`default_location`). Returns (run, manifest, resume, takeover, owner): as given outside a probe."""
+    import json
+
+    env_run = os.environ.get("YIELDGATE_RUN")
+    if run is not None or not env_run:
+        return run, manifest, resume, takeover, None
+    if manifest is None and os.environ.get("YIELDGATE_MANIFEST"):
+        manifest = os.environ["YIELDGATE_MANIFEST"]
+    owner = None
+    if os.environ.get("YIELDGATE_OWNER"):
+        host, pid, started, namespace = json.loads(os.environ["YIELDGATE_OWNER"])
+        owner = Owner(host, int(pid), float(started), namespace)
+    return env_run, manifest, True, True, owner

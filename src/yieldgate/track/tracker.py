@@ -43,7 +43,7 @@ from yieldgate.track.guard import contained, install_sigterm, live, whole
 from yieldgate.track.mfu import matmul_params
 from yieldgate.track.packet import StepRow
 from yieldgate.track.resume import resume_point
-from yieldgate.track.setup import TrackerSetup, load_run_manifest
+from yieldgate.track.setup import TrackerSetup, from_environment, load_run_manifest
 from yieldgate.track.signals import activation_entropy, gns_estimate
 
 __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
@@ -114,6 +114,7 @@ class Tracker(TrackerSetup):
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
         point = resume_point(step, tokens, samples)
+        run, manifest, resume, takeover, owner = from_environment(run, manifest, resume, takeover)
         # None until rank 0 picks a free name while it creates the run (`_open_run`).
         self.run: str = check_run_name(run) if run is not None else None  # type: ignore[assignment]
         self._pick_name = run is None or (suffix_if_taken and not resume and not takeover)
@@ -122,6 +123,8 @@ class Tracker(TrackerSetup):
         self.location = str(ledger) if ledger is not None else default_location()
         self.manifest = load_run_manifest(manifest, hparams)
         self._init_state(scaler, optimizer)
+        if owner is not None:  # a campaign's probe: the run is written as the worker that owns it
+            self.owner = owner
         self._join_ranks()
         param = next(iter(model.parameters()), None) if model is not None else None
         if device is not None:

@@ -1,5 +1,7 @@
-"""Running a campaign: the probes the ledger lacks (resumption), in local worker processes or as Ray tasks, each
-through `run.run_probe`; a worker that dies fails only the probes it had begun."""
+"""Running a campaign: the probes the ledger lacks (resumption), in local worker processes, as Ray tasks or as Slurm
+jobs (`slurm`), each through `run.run_probe`; a worker that dies fails only the probes it had begun. A campaign's own
+trainer is checked before anything is written (`own_spec.preflight`); with `trainer.gpus`, each local probe gets its
+own devices (CUDA_VISIBLE_DEVICES), a Ray task or Slurm job asks for them."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +22,16 @@ from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
 
-__all__ = ["CampaignRun", "Progress", "run_campaign", "pending", "cores", "quiet_mfu_warnings", "MFU_LOGGER"]
+__all__ = [
+    "CampaignRun",
+    "Progress",
+    "run_campaign",
+    "preflight_campaign",
+    "pending",
+    "cores",
+    "quiet_mfu_warnings",
+    "MFU_LOGGER",
+]
 
 
 @dataclass
@@ -35,9 +46,14 @@ class CampaignRun:
     failed: dict[str, str]
     """Run -> error."""
     seconds: float
+    imported: dict[str, str] = field(default_factory=dict)
+    """Run -> what was imported into it (a trainer that writes no Tracker records: `trainer.import`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if not self.imported:  # as before for a campaign that imports nothing
+            out.pop("imported")
+        return out
 
 
 Progress = Callable[[str, int, int], None]
@@ -63,7 +79,7 @@ def run_campaign(
     campaign: Campaign,
     ledger: str,
     *,
-    executor: Literal["local", "ray"] = "local",
+    executor: Literal["local", "ray", "slurm"] = "local",
     workers: int | None = None,
     address: str | None = None,
     progress: Progress | None = None,
@@ -72,9 +88,11 @@ def run_campaign(
     """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
     probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed).
     ProbesFailed when every probe trained failed and none of the campaign's is finished (each failure is stored)."""
-    check_choice("executor", executor, ("local", "ray"))
+    check_choice("executor", executor, ("local", "ray", "slurm"))
     if executor == "ray":
         _ray()  # a missing Ray is said before anything is written
+    campaign = preflight_campaign(campaign, executor)
+    gpus = campaign.trainer.gpus if campaign.trainer is not None else 0
     ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
     specs = plan(campaign)
     with Ledger(ledger) as led:
@@ -87,10 +105,12 @@ def run_campaign(
     if on_result is not None:  # every planned probe gets a result: skipped, finished or failed
         for name in skipped:
             on_result({"run": name, "status": "skipped"})
-    run = _run_local if executor == "local" else _run_ray
-    for result in run(todo, ledger, workers=workers, threads=threads, address=address, progress=progress):
+    run = {"local": _run_local, "ray": _run_ray, "slurm": _run_slurm}[executor]
+    for result in run(todo, ledger, workers=workers, threads=threads, address=address, progress=progress, gpus=gpus):
         if result["status"] == "finished":
             out.finished.append(result["run"])
+            if result.get("imported"):
+                out.imported[result["run"]] = result["imported"]
         elif result["status"] == "skipped":  # trained by another process running the same campaign
             out.skipped.append(result["run"])
         else:
@@ -105,6 +125,35 @@ def run_campaign(
             f"{first}: {error} (each failure is in its run's meta: yieldgate show RUN)"
         )
     return out
+
+
+def preflight_campaign(campaign: Campaign, executor: str = "local") -> Campaign:
+    """The campaign with its own trainer's relative paths taken from the current folder, after every check that can
+    be made before a probe starts (`own_spec.preflight`, the sources' files, the executor's needs); InputError, one
+    line naming the field and the fix, otherwise."""
+    check_choice("executor", executor, ("local", "ray", "slurm"))
+    if campaign.trainer is None:
+        if executor == "slurm":
+            raise InputError("executor slurm runs a campaign's own trainer: add trainer: to the campaign file")
+        return campaign
+    from yieldgate.probe.campaign.own_spec import preflight
+
+    trainer = campaign.trainer.anchored(Path.cwd())
+    preflight(trainer)
+    for name, recipe in campaign.recipes.items():
+        for i, source in enumerate(recipe.sources):
+            if source.path and not (Path(trainer.workdir or ".") / Path(source.path).expanduser()).exists():
+                raise InputError(
+                    f"recipes.{name}.sources[{i}].path {source.path!r} does not exist (relative paths are taken from "
+                    f"{trainer.workdir}); fix the path"
+                )
+    if executor == "slurm":
+        from yieldgate.probe.campaign.slurm import submitit_module
+
+        submitit_module()
+    if executor == "local" and trainer.gpus:
+        device_groups(trainer.gpus)  # enough devices here
+    return campaign.model_copy(update={"trainer": trainer})
 
 
 MFU_LOGGER = "yieldgate.track.mfu"
@@ -131,7 +180,28 @@ def quiet_mfu_warnings() -> Iterator[None]:
         logger.setLevel(before)
 
 
-def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any) -> dict[str, Any]:
+def device_groups(gpus: int) -> list[str]:
+    """This machine's GPUs (CUDA_VISIBLE_DEVICES where set, else as many as torch sees) in groups of `gpus`, each
+    one probe's CUDA_VISIBLE_DEVICES; InputError when there are fewer than `gpus`."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [d.strip() for d in visible.split(",") if d.strip()]
+    else:
+        try:
+            import torch
+
+            ids = [str(i) for i in range(torch.cuda.device_count())]
+        except ImportError:
+            ids = []
+    if len(ids) < gpus:
+        raise InputError(
+            f"trainer.gpus is {gpus} but this machine has {len(ids)} GPU(s) visible; set trainer.gpus to at most "
+            f"{len(ids)}, or run on a cluster (--executor ray or slurm)"
+        )
+    return [",".join(ids[i : i + gpus]) for i in range(0, len(ids) - gpus + 1, gpus)]
+
+
+def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any, slots: Any = None) -> dict[str, Any]:
     probe = ProbeSpec.from_json(spec)
     last = [0.0]
 
@@ -141,13 +211,26 @@ def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any) -> 
             last[0] = now
             queue.put((probe.run, step, steps))
 
-    return run_probe(probe, ledger, threads=threads, progress=report)
+    devices = slots.get() if slots is not None else None  # a group of GPUs free now, given back after
+    try:
+        return run_probe(probe, ledger, threads=threads, progress=report, devices=devices)
+    finally:
+        if slots is not None:
+            slots.put(devices)
 
 
 def _run_local(
-    todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None, progress: Progress | None
+    todo: list[ProbeSpec],
+    ledger: str,
+    *,
+    workers: int,
+    threads: int,
+    address: str | None,
+    progress: Progress | None,
+    gpus: int = 0,
 ) -> Iterator[dict[str, Any]]:
-    """Probes in worker processes (spawned: no state copied from the caller)."""
+    """Probes in worker processes (spawned: no state copied from the caller); with `gpus`, at most one probe per
+    group of GPUs at once."""
     import multiprocessing as mp
 
     if not todo:
@@ -155,6 +238,13 @@ def _run_local(
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         queue = manager.Queue()
+        slots = None
+        if gpus:
+            groups = device_groups(gpus)
+            workers = min(workers, len(groups))
+            slots = manager.Queue()
+            for group in groups:
+                slots.put(group)
         stop = threading.Event()
         relay = threading.Thread(target=_relay, args=(queue, stop, progress), daemon=True)
         relay.start()
@@ -165,7 +255,7 @@ def _run_local(
                     workers, mp_context=ctx, initializer=_worker_init, initargs=(threads,)
                 ) as pool:
                     futures: dict[Future[dict[str, Any]], ProbeSpec] = {
-                        pool.submit(_local_task, s.to_json(), ledger, threads, queue): s for s in remaining
+                        pool.submit(_local_task, s.to_json(), ledger, threads, queue, slots): s for s in remaining
                     }
                     remaining = []
                     waiting = set(futures)
@@ -242,11 +332,18 @@ def _ray() -> Any:
 
 
 def _run_ray(
-    todo: list[ProbeSpec], ledger: str, *, workers: int, threads: int, address: str | None, progress: Progress | None
+    todo: list[ProbeSpec],
+    ledger: str,
+    *,
+    workers: int,
+    threads: int,
+    address: str | None,
+    progress: Progress | None,
+    gpus: int = 0,
 ) -> Iterator[dict[str, Any]]:
     """Probes as Ray tasks on a running cluster (`address`), or on a local Ray instance started here (bound
     to 127.0.0.1, no dashboard) with `workers` x `threads` CPUs. The ledger must be reachable from every
-    node (a shared file system, or a ledger URL)."""
+    node (a shared file system, or a ledger URL). Each task asks for `threads` CPUs and `gpus` GPUs."""
     ray = _ray()
     if not todo:
         return
@@ -259,7 +356,7 @@ def _run_ray(
                 num_cpus=workers * threads, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
             )
     try:
-        task = ray.remote(num_cpus=threads, max_retries=0)(_ray_task)
+        task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(_ray_task)
         refs = {task.remote(s.to_json(), ledger, threads): s for s in todo}
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
@@ -271,3 +368,18 @@ def _run_ray(
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _run_slurm(
+    todo: list[ProbeSpec],
+    ledger: str,
+    *,
+    workers: int,
+    threads: int,
+    address: str | None,
+    progress: Progress | None,
+    gpus: int = 0,
+) -> Iterator[dict[str, Any]]:
+    from yieldgate.probe.campaign.slurm import run_slurm
+
+    yield from run_slurm(todo, ledger, workers=workers, threads=threads, gpus=gpus, fail=_fail)

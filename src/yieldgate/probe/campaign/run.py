@@ -11,6 +11,7 @@ from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.owners import Owner
 from yieldgate.probe.campaign.spec import ProbeSpec
+from yieldgate.probe.campaign.status import probe_statuses
 
 __all__ = ["run_probe", "probe_statuses", "record_failure"]
 
@@ -19,9 +20,19 @@ _RESOLVED: dict[str, Any] = {}
 
 
 def run_probe(
-    spec: ProbeSpec, ledger: str, *, threads: int | None = None, progress: Callable[[int, int], None] | None = None
+    spec: ProbeSpec,
+    ledger: str,
+    *,
+    threads: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    devices: str | None = None,
 ) -> dict[str, Any]:
-    """Train one probe into the ledger. Never raises for a failing probe: returns its status and error."""
+    """Train one probe into the ledger. Never raises for a failing probe: returns its status and error. A campaign's
+    own trainer runs through `own.run_own_probe` (`devices`: its CUDA_VISIBLE_DEVICES, None to leave it as is)."""
+    if spec.trainer is not None:
+        from yieldgate.probe.campaign.own import run_own_probe
+
+        return run_own_probe(spec, ledger, progress=progress, devices=devices)
     from yieldgate.data.recipe import resolve
     from yieldgate.probe.config import ProbeConfig
     from yieldgate.probe.trainer import train_probe
@@ -84,13 +95,3 @@ def record_failure(ledger: str, spec: ProbeSpec, error: str) -> None:
     with Ledger(ledger) as led:
         led.set_status(spec.run, "failed")
         led.set_meta(spec.run, "error", error)
-
-
-def probe_statuses(ledger: Ledger) -> dict[tuple[str, str], str]:
-    """(run, probe key) -> status, for every probe run in the ledger."""
-    metas = ledger.run_metas()
-    return {
-        (name, meta["probe"].get("key")): status
-        for name, status, meta in metas.itertuples(index=False)
-        if isinstance(meta.get("probe"), dict)
-    }

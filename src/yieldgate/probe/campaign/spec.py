@@ -10,10 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from yieldgate.config_files import read_structured_file, validate
 from yieldgate.manifest import Recipe, Source, load_recipe
+from yieldgate.probe.campaign.own_spec import TrainerSpec
 
 __all__ = [
     "Campaign",
@@ -132,6 +141,18 @@ class Campaign(_Model):
     """Coverage of the intervals over seeds; a pair whose interval holds 0 is a tie."""
     next_budget: int | None = Field(default=None, ge=1)
     """Budget the forecast looks ahead to (default: twice the largest)."""
+    trainer: TrainerSpec | None = None
+    """The team's own trainer (`own_spec`): a command or callable run once per probe instead of the built-in one."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A campaign without its own trainer dumps (and hashes) as before the key existed; the trainer by its aliases.
+        out: dict[str, Any] = handler(self)
+        if self.trainer is None:
+            out.pop("trainer", None)
+        else:
+            out["trainer"] = self.trainer.model_dump(mode="json", by_alias=True)
+        return out
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -202,7 +223,10 @@ def load_campaign(path: str | Path) -> Campaign:
             name: (load_recipe(_relative(path, ref)).model_dump(mode="json") if isinstance(ref, str) else ref)
             for name, ref in data["recipes"].items()
         }
-    return validate(Campaign, data, str(path), EXAMPLE)
+    campaign = validate(Campaign, data, str(path), EXAMPLE)
+    if campaign.trainer is not None:  # its relative paths are the campaign file's
+        campaign.trainer = campaign.trainer.anchored(path.resolve().parent)
+    return campaign
 
 
 def _relative(campaign: Path, ref: str) -> Path:
@@ -231,6 +255,8 @@ class ProbeSpec:
     eval_sources: tuple[str, ...]
     run: str
     key: str
+    trainer: TrainerSpec | None = None
+    """The campaign's own trainer (None: the built-in one)."""
 
     def meta(self) -> dict[str, Any]:
         """What the probe's run carries in its meta under `probe`."""
@@ -258,6 +284,7 @@ class ProbeSpec:
             "run": self.run,
             "recipe_hash": self.recipe_hash,
             "key": self.key,
+            "trainer": self.trainer.model_dump(mode="json", by_alias=True) if self.trainer else None,
         }
 
     @classmethod
@@ -275,6 +302,7 @@ class ProbeSpec:
             eval_sources=tuple(d["eval_sources"]),
             run=d["run"],
             key=d["key"],
+            trainer=TrainerSpec.model_validate(d["trainer"]) if d.get("trainer") else None,
         )
 
 
@@ -284,6 +312,8 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
     # A setting at its default that older probes did not have stays out of the key, so their keys still match.
     unset = {"eval_documents"} if campaign.probe.eval_documents is None else None
     probe_settings = campaign.probe.model_dump(exclude=unset)
+    # The own trainer joins the key only when there is one: the built-in probes' keys stay what they were.
+    trainer = {"trainer": campaign.trainer.key_part()} if campaign.trainer is not None else {}
     specs = []
     for tokens in sorted(campaign.budgets, reverse=True):
         for name, declared in campaign.recipes.items():
@@ -299,6 +329,7 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
                             "model": model.model_dump(),
                             "probe": probe_settings,
                             "eval": campaign.eval_sources,
+                            **trainer,
                         }
                     )[:20]
                     run = f"{campaign.name}/{name}/s{seed}/t{tokens}"
@@ -318,6 +349,7 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
                             eval_sources=tuple(campaign.eval_sources),
                             run=run,
                             key=key,
+                            trainer=campaign.trainer,
                         )
                     )
     return specs

@@ -38,6 +38,7 @@ from yieldgate.report.console.probe import (
     CampaignProgress,
     render_batch_check,
     render_campaign_run,
+    render_campaign_status,
     render_diagnosis,
     render_training,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "render_training",
     "render_batch_check",
     "render_campaign_run",
+    "render_campaign_status",
     "CampaignProgress",
     "render_campaign",
     "render_campaigns",

@@ -19,7 +19,14 @@ if TYPE_CHECKING:
     from yieldgate.probe.campaign.executors import CampaignRun
     from yieldgate.track.batch_check import BatchCheckResult
 
-__all__ = ["CampaignProgress", "render_batch_check", "render_campaign_run", "render_diagnosis", "render_training"]
+__all__ = [
+    "CampaignProgress",
+    "render_batch_check",
+    "render_campaign_run",
+    "render_campaign_status",
+    "render_diagnosis",
+    "render_training",
+]
 
 
 def render_diagnosis(result: Diagnosis, console: Console, run: str) -> None:
@@ -92,6 +99,33 @@ def render_campaign_run(done: CampaignRun, console: Console) -> None:
     )
     for run, error in done.failed.items():
         say(console, f"failed: {run}: {error}")
+    for run, source in done.imported.items():
+        say(console, f"imported: {run}: its script wrote no Tracker records; read from {source}")
+
+
+TAIL_LINES = 12
+"""Lines of a failed probe's output shown by `yieldgate campaign NAME`."""
+
+
+def render_campaign_status(status: dict[str, Any], console: Console, name: str) -> None:
+    """`yieldgate campaign NAME` while the campaign is not complete: its probes done, running, failed and left, each
+    failure with its error and its output's last lines."""
+    say(
+        console,
+        f"{name}: {status['done']} of {status['planned']} probes done, {status['running']} running, "
+        f"{status['failed']} failed, {status['killed']} stopped by SIGTERM, {status['left']} left"
+        + (
+            "; `yieldgate probe` on its file trains the failed, stopped and left ones"
+            if status["done"] < status["planned"]
+            else ""
+        ),
+    )
+    for run in status["running_runs"]:
+        say(console, f"running: {run}")
+    for run, failure in status["failures"].items():
+        say(console, f"failed: {run}: {failure['error']}")
+        for line in failure["tail"].rstrip().splitlines()[-TAIL_LINES:]:
+            console.print(f"    {line}", markup=False, highlight=False)
 
 
 class CampaignProgress:

@@ -1,0 +1,257 @@
+"""A campaign's own trainer (`trainer:` in the campaign file): a command template run once per probe, or a Python
+callable called in the worker, and the checks made before any probe starts (`preflight`).
+
+```yaml
+trainer:
+  command: torchrun --nproc-per-node {gpus} train.py --data {recipe_file} --max-tokens {tokens} --seed {seed}
+  env: {WANDB_MODE: disabled}
+  workdir: .          # relative to the campaign file (default: its folder)
+  timeout: 3600       # seconds per probe
+  gpus: 1             # GPUs per probe ({gpus}; each probe gets its own through CUDA_VISIBLE_DEVICES)
+  import: {path: "{probe_dir}/trainer_state.json", kind: hf-trainer}   # only for a script that uses no Tracker
+  slurm: {slurm_partition: gpu}   # executor slurm: submitit's parameters
+```
+
+`callable: package.module:function` instead of `command:` is called with one `ProbeJob`. The template's fields are
+`FIELDS`, and `{model.<field>}` for each field of the model entry (`{model.width}`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shlex
+import string
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from yieldgate.errors import InputError
+
+__all__ = ["TrainerSpec", "ImportSpec", "ProbeJob", "FIELDS", "template_fields", "render", "preflight"]
+
+FIELDS = (
+    "recipe_file",
+    "recipe",
+    "tokens",
+    "seed",
+    "run",
+    "model",
+    "gpus",
+    "workdir",
+    "probe_dir",
+    "campaign",
+    "ledger",
+    "manifest_file",
+)
+"""The fields a command template may name (with `model.<field>` for each of the model entry's fields)."""
+MODEL_FIELDS = ("layers", "width", "heads")
+
+
+class ImportSpec(BaseModel):
+    """What a probe's script wrote, read into its run after it exits: any file `yieldgate import` reads."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1)
+    """A template (the command's fields) of the file or folder to import, e.g. `{probe_dir}/trainer_state.json`."""
+    kind: str = Field(min_length=1)
+    """Its format, as `yieldgate import KIND` names it: hf-trainer, tensorboard, textlog, table, ..."""
+
+
+class TrainerSpec(BaseModel):
+    """A campaign's own trainer (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    command: str | None = None
+    call: str | None = Field(default=None, alias="callable")
+    """`package.module:function`, called with one `ProbeJob`."""
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    """Where the command runs (relative: to the campaign file; default its folder, or the current directory)."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds a probe may take; past it the probe is stopped and recorded failed."""
+    gpus: int = Field(default=0, ge=0, le=1024)
+    """GPUs per probe."""
+    imports: ImportSpec | None = Field(default=None, alias="import")
+    slurm: dict[str, Any] = Field(default_factory=dict)
+    """Executor slurm: submitit's parameters (`slurm_partition`, `slurm_account`, `timeout_min`, ...); `array: false`
+    submits one job per probe instead of one job array."""
+    outputs: str | None = None
+    """Folder of the probes' own folders (`{probe_dir}`: its recipe file, output log, anything the script writes);
+    default `<workdir>/yieldgate-probes`."""
+
+    @model_validator(mode="after")
+    def _one(self) -> TrainerSpec:
+        if (self.command is None) == (self.call is None):
+            raise ValueError(
+                "trainer needs exactly one of command: (a template) or callable: (package.module:function)"
+            )
+        return self
+
+    def key_part(self) -> dict[str, Any]:
+        """What the probe's key depends on: what runs (a new timeout or workdir trains nothing again)."""
+        return {
+            "command": self.command,
+            "callable": self.call,
+            "env": self.env,
+            "import": self.imports.model_dump() if self.imports else None,
+        }
+
+    def anchored(self, base: Path) -> TrainerSpec:
+        """With `workdir` and `outputs` absolute, relative ones taken from `base` (the campaign file's folder)."""
+        workdir = Path(self.workdir).expanduser() if self.workdir else base
+        workdir = workdir if workdir.is_absolute() else base / workdir
+        outputs = Path(self.outputs).expanduser() if self.outputs else workdir / "yieldgate-probes"
+        outputs = outputs if outputs.is_absolute() else workdir / outputs
+        return self.model_copy(update={"workdir": str(workdir.resolve()), "outputs": str(outputs.resolve())})
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """What a callable trainer is given: the command template's fields, typed."""
+
+    recipe_file: str
+    """The probe's resolved recipe (JSON; YAML reads it too): sources with weights and paths, filters, tokenizer."""
+    recipe: str
+    tokens: int
+    seed: int
+    run: str
+    model: dict[str, int]
+    """The model entry: layers, width, heads."""
+    gpus: int
+    workdir: str
+    probe_dir: str
+    campaign: str
+    ledger: str
+    manifest_file: str
+
+    def fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Model:
+    """`{model}` renders as the entry's JSON, `{model.width}` as one field."""
+
+    def __init__(self, fields: dict[str, int], quote: Any) -> None:
+        for key, value in fields.items():
+            setattr(self, key, quote(str(value)))
+        self._json = quote(json.dumps(fields, separators=(",", ":")))
+
+    def __format__(self, spec: str) -> str:
+        return str(self._json)
+
+
+def template_fields(template: str, where: str) -> list[str]:
+    """The fields `template` names; InputError for one that does not exist or a malformed template."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc} in {template!r}; write a literal brace as {{{{ or }}}}") from None
+    names = [name for _, name, _, _ in parsed if name is not None]
+    allowed = set(FIELDS) | {f"model.{f}" for f in MODEL_FIELDS}
+    for name in names:
+        if name not in allowed:
+            raise InputError(
+                f"{where} names {{{name}}}, which is not a field; use one of "
+                + ", ".join(f"{{{f}}}" for f in (*FIELDS, *(f"model.{f}" for f in MODEL_FIELDS)))
+            )
+    return names
+
+
+def render(template: str, job: ProbeJob, *, quote: bool) -> str:
+    """The template with the job's fields (each shell-quoted with `quote`)."""
+    q = shlex.quote if quote else str
+    values: dict[str, Any] = {k: q(str(v)) for k, v in job.fields().items() if k != "model"}
+    values["model"] = _Model(job.model, q)
+    return template.format_map(values)
+
+
+def preflight(trainer: TrainerSpec) -> None:
+    """Everything that can be checked before a probe starts, each failure one line naming the field and the fix:
+    the template's fields, the command's script, the callable, the workdir, the env."""
+    workdir = Path(trainer.workdir or ".")
+    if not workdir.is_dir():
+        raise InputError(f"trainer.workdir {str(workdir)!r} is not a folder; create it or fix the path")
+    for key, value in trainer.env.items():
+        if not key or "=" in key or "\0" in key + value:
+            raise InputError(f"trainer.env has a bad variable name {key!r}; use NAME: value")
+    if trainer.imports is not None:
+        from yieldgate.ingest import KINDS
+
+        template_fields(trainer.imports.path, "trainer.import.path")
+        if trainer.imports.kind not in KINDS:
+            raise InputError(
+                f"trainer.import.kind {trainer.imports.kind!r} is not a format yieldgate imports; use one of "
+                + ", ".join(KINDS)
+            )
+    if trainer.command is not None:
+        template_fields(trainer.command, "trainer.command")
+        _check_script(trainer.command, workdir)
+    if trainer.call is not None:
+        check_callable(trainer.call)
+
+
+def _check_script(command: str, workdir: Path) -> None:
+    """Each word ending in .py / .sh that holds no field must be a file (relative paths: the workdir's)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise InputError(f"trainer.command cannot be split into words ({exc}): {command!r}; fix its quotes") from None
+    for word in words:
+        word = word.rstrip(";&|)").lstrip("(")
+        if "{" in word or not word.endswith((".py", ".sh")):
+            continue
+        path = Path(os.path.expanduser(word))
+        path = path if path.is_absolute() else workdir / path
+        if not path.is_file():
+            raise InputError(
+                f"trainer.command names the script {word!r}, which is not a file in {workdir}; fix the path "
+                "(relative paths are taken from trainer.workdir)"
+            )
+
+
+def check_callable(ref: str) -> None:
+    """That `package.module:function` names a module that can be found and a function it defines at its top level,
+    without running the module (a trainer's imports can take seconds, and it runs in the workers anyway)."""
+    import ast
+    import importlib.util
+
+    module, sep, name = ref.partition(":")
+    if not sep or not module or not name:
+        raise InputError(f"trainer.callable {ref!r} must be package.module:function")
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        spec, why = None, str(exc)
+    else:
+        why = "not found on the Python path"
+    if spec is None:
+        raise InputError(f"trainer.callable {ref!r}: cannot import {module!r} ({why}); install it or fix the name")
+    if spec.origin is None or not spec.origin.endswith(".py"):
+        return  # a built-in or compiled module: checked when it is called
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    if name not in defined:
+        raise InputError(f"trainer.callable {ref!r}: {module!r} has no function {name!r}; fix the name")
+
+
+def resolve_callable(ref: str) -> Any:
+    """The function `package.module:function` names; InputError naming the fix."""
+    module, sep, name = ref.partition(":")
+    if not sep or not module or not name:
+        raise InputError(f"trainer.callable {ref!r} must be package.module:function")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise InputError(
+            f"trainer.callable {ref!r}: cannot import {module!r} ({exc}); install it or fix the name"
+        ) from None
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise InputError(f"trainer.callable {ref!r}: {module!r} has no function {name!r}; fix the name")
+    return fn

@@ -1,0 +1,95 @@
+"""Executor `slurm`: each probe of a campaign's own trainer a Slurm job submitted through submitit (one job array by
+default, at most `workers` of its tasks at once; `trainer.slurm: {array: false}` submits one job per probe), each job
+running `run.run_probe` on its node. The ledger must be reachable from every node (a shared file system, or a
+PostgreSQL URL). submitit's other parameters come from `trainer.slurm` (`slurm_partition`, `slurm_account`, ...)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from yieldgate.errors import InputError
+from yieldgate.probe.campaign.spec import ProbeSpec
+
+__all__ = ["run_slurm", "submitit_module", "make_executor"]
+
+
+def submitit_module() -> Any:
+    try:
+        import submitit
+    except ImportError:
+        raise InputError(
+            "executor slurm needs submitit: pip install 'yieldgate[slurm]'", parameter="executor"
+        ) from None
+    return submitit
+
+
+def make_executor(spec: ProbeSpec, *, workers: int, threads: int, gpus: int) -> tuple[Any, bool]:
+    """(submitit's Slurm executor for the campaign's probes, whether to submit one job array)."""
+    submitit = submitit_module()
+    trainer = spec.trainer
+    assert trainer is not None
+    params = dict(trainer.slurm)
+    array = bool(params.pop("array", True))
+    folder = Path(trainer.outputs or "yieldgate-probes") / spec.campaign / "slurm" / "%j"
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    minutes = math.ceil(trainer.timeout / 60) + 5 if trainer.timeout else 24 * 60
+    defaults: dict[str, Any] = {
+        "timeout_min": minutes,
+        "cpus_per_task": threads,
+        "slurm_array_parallelism": workers,
+        "name": f"yieldgate-{spec.campaign}",
+    }
+    if gpus:
+        defaults["gpus_per_node"] = gpus
+    try:
+        executor.update_parameters(**{**defaults, **params})
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"trainer.slurm: {exc}; use submitit's parameter names (slurm_partition, ...)") from None
+    return executor, array
+
+
+def _slurm_task(spec: dict[str, Any], ledger: str, threads: int) -> dict[str, Any]:
+    import os
+
+    from yieldgate.probe.campaign.run import run_probe
+
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    return run_probe(ProbeSpec.from_json(spec), ledger, threads=threads)
+
+
+def run_slurm(
+    todo: list[ProbeSpec],
+    ledger: str,
+    *,
+    workers: int,
+    threads: int,
+    gpus: int,
+    fail: Callable[[list[ProbeSpec], str, str], Iterator[dict[str, Any]]],
+) -> Iterator[dict[str, Any]]:
+    """Submit the probes, then yield each one's result as its job ends; a job that dies fails its probe."""
+    if not todo:
+        return
+    submitit = submitit_module()
+    logging.getLogger("submitit").setLevel(logging.ERROR)  # no accounting (sacct) on a small cluster: said each poll
+    executor, array = make_executor(todo[0], workers=workers, threads=threads, gpus=gpus)
+    args = [s.to_json() for s in todo]
+    if array:
+        jobs = executor.map_array(_slurm_task, args, [ledger] * len(todo), [threads] * len(todo))
+    else:
+        jobs = [executor.submit(_slurm_task, a, ledger, threads) for a in args]
+    by_job = {job.job_id: spec for job, spec in zip(jobs, todo, strict=True)}
+    try:
+        for job in submitit.helpers.as_completed(jobs, poll_frequency=1.0):
+            spec = by_job[job.job_id]
+            try:
+                yield job.result()
+            except Exception as exc:  # noqa: BLE001 - the job died (cancelled, node lost, out of memory)
+                yield from fail([spec], ledger, f"Slurm job {job.job_id} failed: {str(exc).splitlines()[-1]}")
+    except (KeyboardInterrupt, GeneratorExit):
+        for job in jobs:  # interrupted: the probes left are cancelled, their runs train again next time
+            job.cancel(check=False)
+        raise

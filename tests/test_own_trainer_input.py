@@ -1,0 +1,119 @@
+"""A campaign's own trainer: what is refused before any probe starts (exit 2, one line naming the field and the fix,
+no ledger written), the command template's fields, the GPUs each local probe gets, and a bare `Tracker()` inside a
+probe taking its run, ledger and manifest from the environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from yieldgate.cli import app
+from yieldgate.errors import InputError
+from yieldgate.probe.campaign.executors import device_groups
+from yieldgate.probe.campaign.own_spec import ProbeJob, render
+
+GOOD = {
+    "name": "own",
+    "recipes": {"a": {"sources": [{"name": "a", "path": "a.jsonl"}]}},
+    "seeds": 1,
+    "budgets": [100],
+    "trainer": {"command": "python train.py --data {recipe_file} --seed {seed}"},
+}
+
+
+def refused(tmp_path: Path, trainer: dict, **over) -> str:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**GOOD, **over, "trainer": trainer}))
+    db = tmp_path / "y.db"
+    result = CliRunner().invoke(app, ["--ledger", str(db), "probe", str(path)])
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert not db.exists()  # refused before anything was written
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("trainer", "over", "says"),
+    [
+        (
+            {"command": "python missing.py --data {recipe_file}"},
+            {},
+            "names the script 'missing.py', which is not a file",
+        ),
+        ({"command": "python train.py --data {recipe}; bash run.sh"}, {}, "names the script 'run.sh'"),
+        ({"command": "python train.py --steps {steps}"}, {}, "trainer.command names {steps}, which is not a field"),
+        ({"command": "python train.py --w {model.depth}"}, {}, "names {model.depth}, which is not a field"),
+        ({"callable": "json.decoder:nothing"}, {}, "'json.decoder' has no function 'nothing'"),
+        ({"callable": "no_such_module_x:train"}, {}, "cannot import 'no_such_module_x'"),
+        ({"callable": "train"}, {}, "must be package.module:function"),
+        ({"command": "python train.py", "workdir": "nowhere"}, {}, "trainer.workdir"),
+        ({"command": "python train.py", "timeout": 0}, {}, "timeout"),
+        ({"command": "python train.py", "env": {"A=B": "1"}}, {}, "trainer.env has a bad variable name"),
+        ({"command": "python train.py", "import": {"path": "{probe_dir}/x", "kind": "csv"}}, {}, "trainer.import.kind"),
+        ({"command": "python train.py", "callable": "json:dumps"}, {}, "exactly one of command"),
+        (
+            {"command": "python train.py"},
+            {"recipes": {"a": {"sources": [{"name": "a", "path": "gone.jsonl"}]}}},
+            "recipes.a.sources[0].path 'gone.jsonl' does not exist",
+        ),
+    ],
+)
+def test_bad_trainers_are_refused_before_any_probe(tmp_path, trainer, over, says):
+    assert says in refused(tmp_path, trainer, **over)
+
+
+def test_template_fields_render_quoted():
+    job = ProbeJob(
+        recipe_file="/p q/recipe.json",
+        recipe="mix",
+        tokens=1000,
+        seed=2,
+        run="c/mix/s2/t1000",
+        model={"layers": 1, "width": 32, "heads": 2},
+        gpus=1,
+        workdir="/w",
+        probe_dir="/p q",
+        campaign="c",
+        ledger="/l.db",
+        manifest_file="/p q/manifest.json",
+    )
+    assert render("t.py {recipe_file} --w {model.width} --s {seed}", job, quote=True) == (
+        "t.py '/p q/recipe.json' --w 32 --s 2"
+    )
+    assert render("{model}", job, quote=False) == '{"layers":1,"width":32,"heads":2}'
+
+
+def test_each_local_probe_gets_its_own_gpus(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4")
+    assert device_groups(2) == ["0,1", "2,3"]
+    assert device_groups(1) == ["0", "1", "2", "3", "4"]
+    with pytest.raises(InputError, match="trainer.gpus is 6 but this machine has 5 GPU"):
+        device_groups(6)
+
+
+def test_a_bare_tracker_in_a_probe_writes_the_probes_run(tmp_path, monkeypatch):
+    from yieldgate.ledger import Ledger
+    from yieldgate.track import Tracker
+
+    db = tmp_path / "y.db"
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"data": {"sources": [{"name": "a", "path": "a.jsonl"}]}, "config": {"seed": 3}}))
+    monkeypatch.setenv("YIELDGATE_RUN", "camp/a/s3/t100")
+    monkeypatch.setenv("YIELDGATE_LEDGER", str(db))
+    monkeypatch.setenv("YIELDGATE_MANIFEST", str(manifest))
+    monkeypatch.setenv("YIELDGATE_CAMPAIGN", "camp")
+    with Tracker() as tr:
+        tr.step(tokens=100, loss=3.0)
+        tr.eval({"val/bpb": 2.0})
+    with Ledger(db) as led:
+        assert list(led.runs()["name"]) == ["camp/a/s3/t100"]
+        m = led.manifest("camp/a/s3/t100")
+        assert m is not None and m.config["seed"] == 3 and m.data is not None and m.data.sources[0].path == "a.jsonl"
+        assert len(led.evals("camp/a/s3/t100")) == 1
