@@ -63,6 +63,11 @@ def refused(tmp_path: Path, trainer: dict, **over) -> str:
             {"recipes": {"a": {"sources": [{"name": "a", "path": "gone.jsonl"}]}}},
             "recipes.a.sources[0].path 'gone.jsonl' does not exist",
         ),
+        (
+            {"command": "python train.py"},
+            {"recipes": {"a": {"sources": [{"name": "a", "path": "a.jsonl", "text_field": "body"}]}}},
+            "has no text field 'body' (it has: text); set the source's text_field",
+        ),
     ],
 )
 def test_bad_trainers_are_refused_before_any_probe(tmp_path, trainer, over, says):

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from yieldgate.errors import InputError, ProbesFailed, check_choice
 from yieldgate.ledger import Ledger
+from yieldgate.manifest import Source
 from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
 
@@ -142,11 +143,8 @@ def preflight_campaign(campaign: Campaign, executor: str = "local") -> Campaign:
     preflight(trainer)
     for name, recipe in campaign.recipes.items():
         for i, source in enumerate(recipe.sources):
-            if source.path and not (Path(trainer.workdir or ".") / Path(source.path).expanduser()).exists():
-                raise InputError(
-                    f"recipes.{name}.sources[{i}].path {source.path!r} does not exist (relative paths are taken from "
-                    f"{trainer.workdir}); fix the path"
-                )
+            if source.path:
+                _check_source_data(source, Path(trainer.workdir or "."), f"recipes.{name}.sources[{i}]")
     if executor == "slurm":
         from yieldgate.probe.campaign.slurm import submitit_module
 
@@ -154,6 +152,29 @@ def preflight_campaign(campaign: Campaign, executor: str = "local") -> Campaign:
     if executor == "local" and trainer.gpus:
         device_groups(trainer.gpus)  # enough devices here
     return campaign.model_copy(update={"trainer": trainer})
+
+
+def _check_source_data(source: Source, workdir: Path, field: str) -> None:
+    """The source's path exists; where it holds records yieldgate reads (JSON-lines, Parquet, `datasets`), their text
+    field is there (`data.sources.check_source`). A format only the team's own loader reads is its script's to check."""
+    from yieldgate.data.sources import check_source, source_format
+
+    assert source.path is not None
+    path = workdir / Path(source.path).expanduser()
+    if not path.exists():
+        raise InputError(
+            f"{field}.path {source.path!r} does not exist (relative paths are taken from {workdir}); fix the path"
+        )
+    resolved = source.model_copy(update={"path": str(path)})
+    try:
+        fmt = source_format(resolved)
+    except InputError:
+        return
+    if fmt != "text":
+        try:
+            check_source(resolved)
+        except InputError as exc:
+            raise InputError(f"{field}: {exc}") from None
 
 
 MFU_LOGGER = "yieldgate.track.mfu"
