@@ -61,6 +61,7 @@ __all__ = [
     "import_run",
     "import_results",
     "campaign_proposals",
+    "campaign_progress",
     "export_run",
     "report",
     "decisions",
@@ -594,6 +595,27 @@ def campaign(name: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
     """A campaign's stored record: its spec, and the summary `yieldgate probe` last stored (None before one)."""
     with _open(ledger, readonly=True) as led:
         return led.campaign(name)
+
+
+def campaign_progress(name: str, *, ledger: LedgerArg = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A campaign's record (`campaign`) and its progress (`probe.campaign.status.campaign_status`: done, running,
+    failed, left; None for imported results, which have no probes to run); while probes are left, the record's
+    summary is the decision so far, from the probes done."""
+    from yieldgate.analysis.campaign import summarise
+    from yieldgate.analysis.results import is_results
+    from yieldgate.probe.campaign.status import campaign_status
+
+    with _open(ledger, readonly=True) as led:
+        record = led.campaign(name)
+        if is_results(record):
+            return record, None
+        try:
+            status = campaign_status(led, name)
+        except ValueError:  # a stored spec this version cannot plan again (pydantic's errors are ValueErrors)
+            return record, None
+        if status["done"] and status["done"] < status["planned"]:
+            record = {**record, "summary": summarise(led, name).to_dict()}
+    return record, status
 
 
 def check(run: str | None = None, *, ledger: LedgerArg = None) -> CheckResult:

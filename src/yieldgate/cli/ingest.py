@@ -64,20 +64,23 @@ DevicesOption = Annotated[
 ]
 
 
+MapOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--map",
+        help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable); or a mapping file (YAML: "
+        "step, loss, evals, times, lines); or epoch=, iter=, iters_per_epoch= for a computed step.",
+    ),
+]
+
+
 @app.command("import")
 def import_(
     ctx: typer.Context,
     kind: KindArgument,
     sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
     run: RunOption = None,
-    map_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--map",
-            help="KEY=SOURCE_NAME: map a source metric onto a canonical key (repeatable); or a mapping file (YAML: "
-            "step, loss, evals, times, lines); or epoch=, iter=, iters_per_epoch= for a computed step.",
-        ),
-    ] = None,
+    map_: MapOption = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
     tokens_per_step: Annotated[
         float | None, _float_option("--tokens-per-step", help="Derive tokens = step x N where none are logged.")

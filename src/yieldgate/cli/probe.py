@@ -248,8 +248,6 @@ def campaign(
     Example: yieldgate campaign regmix --propose
     """
     from yieldgate import api
-    from yieldgate.analysis.campaign import summarise
-    from yieldgate.probe.campaign.status import campaign_status
 
     with _ledger(ctx) as ledger:
         if name is None:
@@ -262,17 +260,14 @@ def campaign(
             report = api.campaign_proposals(name, ledger=ledger)
             _print_json(report) if as_json else render_proposals(report, console)
             return
-        record = api.campaign(name, ledger=ledger)
-        status = campaign_status(ledger, name)
-        incomplete = status["done"] < status["planned"]
-        if incomplete and status["done"]:  # the decision so far, from the probes finished now
-            record = {**record, "summary": summarise(ledger, name).to_dict()}
-    if record["summary"] is None and status["left"] == status["planned"]:
+        record, status = api.campaign_progress(name, ledger=ledger)
+        incomplete = status is not None and status["done"] < status["planned"]
+    if record["summary"] is None and (status is None or status["left"] == status["planned"]):
         raise InputError(f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file")
     if as_json:
         _print_json({**record, "progress": status} if incomplete else record)
         return
-    if incomplete:
+    if incomplete and status is not None:
         render_campaign_status(status, console, name)
     if record["summary"] is not None:
         render_campaign(record["summary"], console)

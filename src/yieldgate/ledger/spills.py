@@ -48,11 +48,10 @@ class WaitingSpill:
 def waiting_spills(ledger: Ledger, runs: list[str] | None = None) -> list[WaitingSpill]:
     """The spill files of `runs` (None: every run) that hold step records the ledger lacks. A file that cannot be
     read is reported with what it holds unknown (-1 steps) rather than hidden."""
-    metas = ledger.run_metas()
-    if runs is not None:
-        metas = metas[metas["name"].isin(runs)]
     found = []
-    for name, meta in zip(metas["name"], metas["meta"], strict=True):
+    # One run's meta at a time, without pandas: `yieldgate runs` lists runs without loading it.
+    for name in runs if runs is not None else ledger.run_names():
+        meta = ledger.meta(name)
         spill = meta.get(META_KEY) if isinstance(meta, dict) else None
         if not isinstance(spill, dict):
             continue

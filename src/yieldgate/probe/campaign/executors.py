@@ -217,7 +217,8 @@ def device_groups(gpus: int) -> list[str]:
     if len(ids) < gpus:
         raise InputError(
             f"trainer.gpus is {gpus} but this machine has {len(ids)} GPU(s) visible; set trainer.gpus to at most "
-            f"{len(ids)}, or run on a cluster (--executor ray or slurm)"
+            f"{len(ids)}, or run on a cluster (executor ray or slurm)",
+            parameter="executor",
         )
     return [",".join(ids[i : i + gpus]) for i in range(0, len(ids) - gpus + 1, gpus)]
 
