@@ -14,7 +14,9 @@ ROOT = Path(__file__).parents[1]
 def _install_block(page: Path) -> str:
     text = page.read_text()
     section = text[text.index("## Install") :]
-    return re.search(r"```console\n(.*?)```", section, re.S).group(1)
+    found = re.search(r"```console\n(.*?)```", section, re.S)
+    assert found is not None, page
+    return found.group(1)
 
 
 def test_the_first_install_lines_install_from_a_checkout_or_a_wheel():
