@@ -103,6 +103,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_durability.py
 	$(BIN)/python benchmarks/bench_serve.py
 	$(BIN)/python benchmarks/bench_decide.py
+	$(BIN)/python benchmarks/bench_published.py
 	@.ci/pg start >/dev/null; status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" \
 		$(BIN)/python benchmarks/bench_pg.py || status=$$?; .ci/pg stop; exit $$status
 
