@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from yieldgate.ledger import EvalRecord, Ledger
-from yieldgate.report.figures.base import MAX_POINTS, figure_dict, smoothed
+from yieldgate.report.figures.base import figure_dict, smoothed
 from yieldgate.report.figures.runs import build_figures
-from yieldgate.report.figures.training import loss_weight
+from yieldgate.report.figures.training import PANEL_POINTS, loss_weight
 from yieldgate.report.sections import collect
 
 STEPS = 3_000
-"""More logged steps than a trace keeps (`MAX_POINTS`): the raw and the smoothed series are downsampled."""
+"""More logged steps than a trace keeps (`PANEL_POINTS`): the raw and the smoothed series are downsampled."""
 
 
 @pytest.fixture(scope="module")
-def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("train-loss") / "runs.db"
     rng = np.random.default_rng(0)
     step = np.arange(1, STEPS + 1)
@@ -51,7 +52,7 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         led.add_event("run", "diagnosis", {"cause": "data_exhaustion"}, start_step=1, end_step=STEPS)
         led.add_event("run", "diagnosis", {"cause": "infrastructure_stall"}, start_step=2000, end_step=2100)
         built = build_figures(collect(led, ["run"]))
-    return {f.id: figure_dict(f) for f in built} | {"_loss": pd.Series(loss, index=step)}  # type: ignore[dict-item]
+    return {f.id: figure_dict(f) for f in built} | {"_loss": pd.Series(loss, index=step)}
 
 
 def _series(fig: dict, series: str) -> dict:
@@ -82,7 +83,7 @@ def test_the_training_loss_is_drawn_against_steps_tokens_and_time_smoothed_over_
         assert raw["opacity"] < 0.5 and not raw["showlegend"] and "opacity" not in line  # the points faint
         for trace, expected in ((raw, logged), (line, ema)):
             x, y = _values(trace, "x"), _values(trace, "y")
-            assert 100 < len(x) <= MAX_POINTS  # downsampled: a large run stays light
+            assert 100 < len(x) <= PANEL_POINTS  # downsampled: a large run stays light
             steps = np.rint(x / scale).astype(int)
             np.testing.assert_allclose(y, expected.loc[steps].to_numpy())  # each drawn point is the ledger's
             assert x[0] == pytest.approx(scale) and x[-1] == pytest.approx(STEPS * scale)  # both ends kept

@@ -13,13 +13,25 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from yieldgate.names import LOSS_METRIC
-from yieldgate.report.figures.base import Figure, RunStyle, downsample, esc, metric_title, set_axes, smoothed
+from yieldgate.report.figures.base import (
+    MAX_POINTS,
+    Figure,
+    RunStyle,
+    downsample,
+    esc,
+    metric_title,
+    set_axes,
+    smoothed,
+)
 from yieldgate.report.sections import ReportData, RunView
 
-__all__ = ["train_loss_figure", "loss_weight", "RAW_OPACITY"]
+__all__ = ["train_loss_figure", "loss_weight", "RAW_OPACITY", "PANEL_POINTS"]
 
 RAW_OPACITY = 0.25
 """How faint the logged points are drawn under their moving average."""
+PANEL_POINTS = MAX_POINTS // 3
+"""Points per trace: each of the three panels is a third of the plot's width, so a third of `MAX_POINTS` keeps one
+smallest and one largest value per pixel column and a million-step run's page light."""
 
 
 def loss_weight(points: int) -> float:
@@ -60,7 +72,7 @@ def _panel_traces(
     points = logged.dropna(subset=[column]) if column in logged else logged.iloc[0:0]
     if points.empty:
         return []
-    raw, ema = downsample(points, column, "loss"), downsample(points, column, "ema")
+    raw, ema = downsample(points, column, "loss", PANEL_POINTS), downsample(points, column, "ema", PANEL_POINTS)
     faint = style.trace(v.name, raw[column].to_numpy(), raw["loss"].to_numpy(), f"loss@{column}", mode="lines")
     faint.update(opacity=RAW_OPACITY, showlegend=False, hoverinfo="skip")
     line = style.trace(v.name, ema[column].to_numpy(), ema["ema"].to_numpy(), f"loss:ema@{column}", mode="lines")
