@@ -1,6 +1,6 @@
 """The training loss is drawn (issue #36, item 6): against steps, tokens and time, its moving average over the logged
 points drawn faint, beside the evaluations; a diagnosis that spans the whole run is a label, not a shading of the
-whole plot; a panel no run has data for (no loss scale recorded) is left out. The page's figure data is checked
+whole plot; a panel no run has data for (no loss scale recorded, no yields yet) is left out. The page's figure data is checked
 against the ledger it was drawn from."""
 
 from __future__ import annotations
@@ -109,8 +109,19 @@ def test_a_run_without_a_loss_scale_gets_no_empty_loss_scale_panel(figures):
     assert [a["text"] for a in fig["layout"]["annotations"]] == ["gradient clipping"]
 
 
-def test_no_training_loss_figure_where_no_run_logged_one(tmp_path: Path):
+def test_no_training_loss_figure_where_no_run_logged_one_and_no_empty_learning_panel(tmp_path: Path):
+    """Steps with throughput, no loss and no evaluations: no training-loss plot, and the throughput plot has no
+    empty learning panel beside it (no yields without evaluations)."""
     with Ledger(str(tmp_path / "bare.db")) as led:
         led.create_run("bare")
-        led.append_steps("bare", {"step": [1, 2, 3], "tokens": [10.0, 20.0, 30.0], "wall_s": [1.0, 2.0, 3.0]})
-        assert "train-loss" not in [f.id for f in build_figures(collect(led, ["bare"]))]
+        led.append_steps(
+            "bare",
+            {"step": [1, 2, 3], "tokens": [10.0, 20.0, 30.0], "wall_s": [1.0, 2.0, 3.0], "tokens_per_s": [10.0] * 3},
+        )
+        figures = {f.id: f for f in build_figures(collect(led, ["bare"]))}
+    assert list(figures) == ["throughput-learning"]
+    throughput = figure_dict(figures["throughput-learning"])
+    assert "xaxis2" not in throughput["layout"] and [a["text"] for a in throughput["layout"]["annotations"]] == [
+        "throughput: tokens/s"
+    ]
+    assert figures["throughput-learning"].title == "throughput, over wall-clock time"

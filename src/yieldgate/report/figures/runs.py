@@ -154,25 +154,20 @@ def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
     return out
 
 
-def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Figure | None:
-    """Throughput over time beside learning over time: two axes, never folded into one number. `smooth`: the
-    weight of the moving average drawn for tokens/s (`smoothed`; 0: as logged)."""
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("throughput: tokens/s", f"learning: yield per billion {data.amount}")
-    )
+def _throughput_learning_traces(
+    data: ReportData, style: RunStyle, smooth: float
+) -> tuple[list[go.Scatter], list[go.Scatter]]:
+    """Each run's tokens/s over wall-clock time (smoothed by `smooth`, downsampled) and its tranche yields at each
+    tranche's end."""
+    throughput, learning = [], []
     for v in data.runs:
         steps = v.data.steps
         tps = steps[["wall_s", "tokens_per_s"]].dropna()
         tps = downsample(tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth)), "wall_s", "tokens_per_s")
         first = True
         if len(tps):
-            fig.add_trace(
-                style.trace(
-                    v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s", mode="lines"
-                ),
-                row=1,
-                col=1,
-            )
+            x, y = tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy()
+            throughput.append(style.trace(v.name, x, y, "tokens_per_s", mode="lines"))
             first = False
         if v.yields is None:
             continue
@@ -180,26 +175,51 @@ def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Fi
         points = [(wall.get(t.end_step, np.nan), t.yield_per_btok) for t in v.yields.tranches]
         points = [(x, y) for x, y in points if y is not None and math.isfinite(x)]
         if points:
-            x, y = zip(*points, strict=True)
-            fig.add_trace(
-                style.trace(v.name, np.array(x), np.array(y), f"yield_per_btok:{data.metric}", first=first),
-                row=1,
-                col=2,
+            xs, ys = zip(*points, strict=True)
+            learning.append(
+                style.trace(v.name, np.array(xs), np.array(ys), f"yield_per_btok:{data.metric}", first=first)
             )
-    if not fig.data:
-        return None
-    set_axes(fig, "wall-clock (s)", "")
-    fig.update_yaxes(title_text="tokens/s", row=1, col=1)
-    fig.update_yaxes(title_text=gain_title(data.metric, data.amount), row=1, col=2)
-    notes = [
-        f"right: the {data.metric} improvement of each tranche (between evaluations) per billion "
-        f"{data.amount}, at the tranche's end"
-    ]
-    if smooth:
-        notes.insert(
-            0, f"left: tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps (0: as logged)"
+    return throughput, learning
+
+
+def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Figure | None:
+    """Throughput over time beside learning over time: two axes, never folded into one number; a panel only for
+    what some run has (a run before its second evaluation has no yields yet). `smooth`: the weight of the moving
+    average drawn for tokens/s (`smoothed`; 0: as logged)."""
+    throughput, learning = _throughput_learning_traces(data, style, smooth)
+    panels = [
+        (traces, title, axis, note)
+        for traces, title, axis, note in (
+            (
+                throughput,
+                "throughput: tokens/s",
+                "tokens/s",
+                f"tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps (0: as logged)"
+                if smooth
+                else None,
+            ),
+            (
+                learning,
+                f"learning: yield per billion {data.amount}",
+                gain_title(data.metric, data.amount),
+                f"the {data.metric} improvement of each tranche (between evaluations) per billion "
+                f"{data.amount}, at the tranche's end",
+            ),
         )
-    return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig, notes)
+        if traces
+    ]
+    if not panels:
+        return None
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels])
+    set_axes(fig, "wall-clock (s)", "")
+    for col, (traces, _, axis, _) in enumerate(panels, start=1):
+        for trace in traces:
+            fig.add_trace(trace, row=1, col=col)
+        fig.update_yaxes(title_text=axis, row=1, col=col)
+    sides = ("left: ", "right: ") if len(panels) == 2 else ("",)
+    notes = [side + note for side, (_, _, _, note) in zip(sides, panels, strict=True) if note]
+    title = "throughput beside learning" if len(panels) == 2 else panels[0][1].partition(":")[0]
+    return Figure("throughput-learning", f"{title}, over wall-clock time", fig, notes)
 
 
 def _tranche_yields(data: ReportData, style: RunStyle) -> Figure | None:
