@@ -1,7 +1,7 @@
 """The training loss is drawn (issue #36, item 6): against steps, tokens and time, its moving average over the logged
 points drawn faint, beside the evaluations; a diagnosis that spans the whole run is a label, not a shading of the
-whole plot; a panel no run has data for (no loss scale recorded, no yields yet) is left out. The page's figure data is checked
-against the ledger it was drawn from."""
+whole plot; a panel no run has data for (no loss scale recorded, no yields yet) is left out. The page's figure data
+is checked against the ledger it was drawn from."""
 
 from __future__ import annotations
 
