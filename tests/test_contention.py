@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -101,3 +102,16 @@ def test_a_run_without_host_contention_records_checks_nothing() -> None:
     assert contention_summary(measured) == [
         "host contention not recorded for these runs: time-axis verdicts unchecked against host load"
     ]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_the_host_sampler_reads_this_process_and_the_host_from_proc() -> None:
+    from yieldgate.track.host import HostContention
+
+    sampler = HostContention()
+    end = time.monotonic() + 0.05
+    while time.monotonic() < end:  # some CPU time to account for, over a few clock ticks
+        pass
+    sample = sampler.sample()
+    assert sample["host/cpus"] == os.cpu_count()
+    assert 0.0 <= sample["host/cpu_wait"] <= 100.0 and 0.0 <= sample["host/cpu_steal"] <= 100.0
