@@ -21,6 +21,7 @@ from yieldgate.probe.trainer import train_probe
 from yieldgate.report.console import clean, evidence_lines
 from yieldgate.report.figures.base import MAX_POINTS, downsample, metric_title, smoothed
 from yieldgate.report.figures.runs import build_figures, tranche_yields_figure
+from yieldgate.report.figures.training import PANEL_POINTS
 from yieldgate.report.sections import collect
 
 EVIL = "<script>alert(1)</script>"
@@ -117,6 +118,11 @@ def _expected_points(led: Ledger, run: str, series: str) -> int:
         task, _, metric = key.rpartition("/")
         return evals[(evals.task == task) & (evals.metric == metric)]
 
+    if series.startswith(("loss@", "loss:ema@")):  # the training loss: each logged step, downsampled min/max
+        column = series.partition("@")[2]
+        return min(int(steps[[column, "loss"]].dropna().shape[0]), PANEL_POINTS)
+    if series == "val/loss@step":
+        return len(evals_of("val/loss"))
     if series.startswith("val/loss@"):  # the eval record's tokens and wall time, else the step table's
         column = series.partition("@")[2]
         ev = evals_of("val/loss").set_index("step")
@@ -158,6 +164,7 @@ def test_report_json_and_png_files(written):
         "loss-tokens",
         "loss-time",
         "loss-cost",
+        "train-loss",
         "throughput-learning",
         "tranche-yields",
         "yield-per-source",
@@ -167,7 +174,7 @@ def test_report_json_and_png_files(written):
         "signals-update-ratio",
         "signals-clipping",
     ]
-    assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:8]]
+    assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:9]]
     for png in result["pngs"]:
         raw = Path(png).read_bytes()
         assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, png
@@ -222,6 +229,7 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
         "loss-tokens": everyone,
         "loss-time": everyone,
         "loss-cost": costed,
+        "train-loss": everyone,
         "frontier": everyone | {"Pareto front"},
         "throughput-learning": everyone,
         "tranche-yields": everyone,
@@ -314,10 +322,10 @@ def test_downsample_keeps_each_columns_extremes_and_the_ends():
 @pytest.mark.slow
 def test_report_command_prints_where_it_wrote(cli_for, runs_db, tmp_path):
     out = cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "one.html")).stdout
-    assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 5 plots")
+    assert out.startswith(f"wrote {tmp_path / 'one.html'}: 1 run, 6 plots")
     assert json.loads(cli_for(runs_db)("report", "costed/s0", "-o", str(tmp_path / "two.html"), "--json").stdout)[
         "figures"
-    ] == ["loss-tokens", "loss-time", "loss-cost", "throughput-learning", "tranche-yields"]
+    ] == ["loss-tokens", "loss-time", "loss-cost", "train-loss", "throughput-learning", "tranche-yields"]
 
 
 def test_a_run_without_evaluations_still_gets_a_page_that_says_so(cli, ledger_path, tmp_path):
@@ -455,6 +463,7 @@ def test_every_axis_says_its_unit(cli, ledger_path):
         "loss-tokens",
         "loss-time",
         "loss-cost",
+        "train-loss",
         "throughput-learning",
         "tranche-yields",
         "yield-capability",

@@ -121,6 +121,7 @@ def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(cli
     assert list(figs) == [
         "loss-tokens",
         "loss-time",
+        "train-loss",
         "throughput-learning",
         "tranche-yields",
         "signals-gns",
@@ -749,11 +750,12 @@ def test_the_dashboard_in_headless_chromium_with_a_tracker_writing(runs_db, chro
                 drawn, boxes = page.evaluate(
                     "[document.querySelectorAll('.js-plotly-plot').length, document.querySelectorAll('.plot').length]"
                 )
-                assert 0 < drawn < boxes == 6, (drawn, boxes)
+                assert 0 < drawn < boxes == 7, (drawn, boxes)
                 _scroll_through(page)
                 assert [p["id"] for p in page.evaluate(PLOTS_JS)] == [
                     "fig-loss-tokens",
                     "fig-loss-time",
+                    "fig-train-loss",
                     "fig-throughput-learning",
                     "fig-tranche-yields",
                     "fig-signals-gns",

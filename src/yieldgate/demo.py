@@ -27,6 +27,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from yieldgate import api
 from yieldgate.analysis.campaign import summarise
+from yieldgate.analysis.conditions import Contention, contention, contention_summary
+from yieldgate.analysis.load import load_run
 from yieldgate.gate.policy import Policy
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.location import Location
@@ -190,12 +192,27 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
             d.field for d in diff(_manifest(led, "demo/pipeline-a/s0"), _manifest(led, "demo/pipeline-b/s0"))
         ]
     render_pipelines(runs, console, by_tokens, by_time, confounders)
+    measured = _contention(location, s)
+    for line in contention_summary(measured):
+        console.print(f"Host: {line}.", markup=False, highlight=False)
     return {
         "runs": runs,
         "at_equal_tokens": by_tokens.to_dict(),
         "at_equal_time": by_time.to_dict(),
         "confounders": confounders,
+        "contention": measured.to_dict(),
     }
+
+
+def _contention(location: str, s: Settings) -> Contention:
+    """How much the host held the pipelines' runs back while they trained (`conditions.contention`): under load,
+    pipeline A's throughput can collapse and flip the equal-time verdict, and the demo says so."""
+    with Ledger(location, readonly=True) as led:
+        loaded = {
+            name: [load_run(led, f"demo/pipeline-{x}/s{seed}") for seed in range(s.pipeline_seeds)]
+            for name, x in (("pipeline A", "a"), ("pipeline B", "b"))
+        }
+    return contention({name: [(r.steps, r.host) for r in runs] for name, runs in loaded.items()})
 
 
 def _manifest(led: Ledger, run: str) -> Manifest:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.conditions import host_confounders
+from yieldgate.analysis.conditions import contention, contention_warnings, host_confounders
 from yieldgate.analysis.confounders import batch_check_arguments, manifest_confounders, step_data_differences
 from yieldgate.analysis.points import TRAIN_LOSS, UNVERSIONED, cost_from_price, eval_points, train_loss_points
 from yieldgate.errors import InputError, check_choice
@@ -254,6 +254,8 @@ def compare(
             "in time or throughput may be the hosts', not the change under test"
         )
     confounders += host
+    sides_host = {n: [(r.steps, r.host) for r in g] for n, g in zip(names, (a, b), strict=True)}
+    said.warnings += contention_warnings(contention(sides_host))  # a busy host: time-axis verdicts unreliable
     return Comparison(
         a=names[0],
         b=names[1],

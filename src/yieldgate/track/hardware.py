@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from yieldgate.track.host import HostContention
+
 __all__ = ["PeakFlops", "peak_flops", "peak_table", "Telemetry", "device_name", "dtype_name"]
 
 
@@ -91,7 +93,7 @@ class Telemetry:
 
     NVML (the `nvidia-ml-py` package) gives GPU utilisation, power, energy, clocks, temperature, throttle
     reasons and PCIe traffic; on CPUs, RAPL package energy where the kernel exposes it readable, and this
-    process's CPU utilisation from /proc.
+    process's CPU utilisation from /proc, and how much the host held it back (`host.HostContention`).
     """
 
     def __init__(self, gpu_indices: list[int] | None = None) -> None:
@@ -103,6 +105,7 @@ class Telemetry:
         self._rapl_last: list[int] = []
         self._rapl_total = 0.0
         self._cpu_last: tuple[float, float] | None = None
+        self._host = HostContention()
         self.sources: list[str] = []
         if gpu_indices:
             self._open_nvml(gpu_indices)
@@ -171,6 +174,7 @@ class Telemetry:
         if hasattr(os, "getloadavg"):  # not on Windows
             # Every process on the host, not this one: a neighbour's load slows a run for reasons not its own.
             out["host/load_1m"] = os.getloadavg()[0]
+        out.update(self._host.sample())  # run-queue wait, CPU steal, CPU count (`host.HostContention`)
         return out
 
     def _sample_nvml(self) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """The report's plots of its runs, in page order (`build_figures`): the loss against steps, tokens and time with the
-diagnoses over it, throughput against learning, tranche yields (with their noise band), per source and per task,
-the frontier (`results.frontier_figure`) and the learning signals (`signals.signal_figures`). The static report
-(`html.py`) and the live dashboard (`yieldgate.serve`) draw the same figures.
+diagnoses over it (a span shaded, a finding of the whole run a label), the training loss
+(`training.train_loss_figure`), throughput against learning, tranche yields (with their noise band), per source
+and per task, the frontier (`results.frontier_figure`) and the learning signals (`signals.signal_figures`). The
+static report (`html.py`) and the live dashboard (`yieldgate.serve`) draw the same figures.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from yieldgate.report.figures.base import (
 )
 from yieldgate.report.figures.results import frontier_figure
 from yieldgate.report.figures.signals import signal_figures
+from yieldgate.report.figures.training import train_loss_figure
 from yieldgate.report.sections import ReportData, RunView, tokens_at_steps
 
 __all__ = ["build_figures", "tranche_yields_figure"]
@@ -48,12 +50,18 @@ LABEL_PX_PER_CHAR, PLOT_PX = 7.0, 900.0
 the report's plots are 1,100 px wide less the legend)."""
 
 
-def _diagnosis_spans(fig: go.Figure, style: RunStyle, runs: list[RunView]) -> None:
-    """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause. Labels
-    never print over each other: each goes on the highest line (16 px apart) where it clears the labels already
-    there, at its estimated width."""
-    spans = []
+WHOLE_RUN = 0.9
+"""A diagnosis whose span covers at least this share of its run's tokens is a finding of the whole run: a label on
+the plot, not a shading of all of it."""
+
+
+def _spans(runs: list[RunView]) -> tuple[list[tuple[float, float, str, str]], list[tuple[str, str]]]:
+    """Each diagnosis with a step span, in tokens: (x0, x1, cause, run) for a span, and (cause, run) for a finding
+    that spans the whole run (`WHOLE_RUN`)."""
+    spans, whole = [], []
     for v in runs:
+        tokens = v.data.steps["tokens"].dropna()
+        extent = float(tokens.max() - tokens.min()) if len(tokens) else math.nan
         for _, event in v.diagnoses.iterrows():
             if pd.isna(event["start_step"]):
                 continue
@@ -61,7 +69,33 @@ def _diagnosis_spans(fig: go.Figure, style: RunStyle, runs: list[RunView]) -> No
             x0, x1 = tokens_at_steps(v.data.steps, [event["start_step"], end])
             if math.isfinite(x0) and math.isfinite(x1):
                 body = event["body"] if isinstance(event["body"], dict) else {}
-                spans.append((float(x0), float(max(x1, x0)), str(body.get("cause", "diagnosis")), v.name))
+                cause = str(body.get("cause", "diagnosis"))
+                if extent > 0 and (x1 - x0) >= WHOLE_RUN * extent:
+                    whole.append((cause, v.name))
+                else:
+                    spans.append((float(x0), float(max(x1, x0)), cause, v.name))
+    return spans, whole
+
+
+def _diagnosis_spans(fig: go.Figure, style: RunStyle, runs: list[RunView]) -> None:
+    """Shade each diagnosis's step span (in tokens) on the loss-vs-tokens plot, labelled with its cause; a finding
+    that spans the whole run is a label at the plot's top right, in its run's colour. Labels never print over each
+    other: each goes on the highest line (16 px apart) where it clears the labels already there, at its estimated
+    width."""
+    spans, whole = _spans(runs)
+    for line, (cause, run) in enumerate(whole):
+        fig.add_annotation(
+            text=f"{esc(cause)}: the whole run ({esc(run)})",
+            xref="paper",
+            yref="paper",
+            x=1,
+            y=1,
+            xanchor="right",
+            yanchor="top",
+            yshift=-16 * line,
+            showarrow=False,
+            font={"color": style.colour[run]},
+        )
     if not spans:
         return
     xs = np.concatenate([[x for s in spans for x in s[:2]], *[v.curve["tokens"].dropna().to_numpy() for v in runs]])
@@ -113,30 +147,27 @@ def _loss_figures(data: ReportData, style: RunStyle) -> list[Figure]:
         set_axes(fig, x_title, metric_title(data.metric, tokens=not no_tokens)).update_yaxes(range=y_range)
         notes = [f"not drawn, no {what} recorded: {', '.join(lacking)}"] if lacking else []
         if column == "tokens" and any(len(v.diagnoses) for v in data.runs):
-            notes.append("shaded: the step spans of diagnoses (table below)")
+            notes.append(
+                "shaded: the step spans of diagnoses (table below); at the top right: findings of the whole run"
+            )
         out.append(Figure(fig_id, f"{data.metric} vs {what}", fig, notes))
     return out
 
 
-def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Figure | None:
-    """Throughput over time beside learning over time: two axes, never folded into one number. `smooth`: the
-    weight of the moving average drawn for tokens/s (`smoothed`; 0: as logged)."""
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("throughput: tokens/s", f"learning: yield per billion {data.amount}")
-    )
+def _throughput_learning_traces(
+    data: ReportData, style: RunStyle, smooth: float
+) -> tuple[list[go.Scatter], list[go.Scatter]]:
+    """Each run's tokens/s over wall-clock time (smoothed by `smooth`, downsampled) and its tranche yields at each
+    tranche's end."""
+    throughput, learning = [], []
     for v in data.runs:
         steps = v.data.steps
         tps = steps[["wall_s", "tokens_per_s"]].dropna()
         tps = downsample(tps.assign(tokens_per_s=smoothed(tps["tokens_per_s"], smooth)), "wall_s", "tokens_per_s")
         first = True
         if len(tps):
-            fig.add_trace(
-                style.trace(
-                    v.name, tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy(), "tokens_per_s", mode="lines"
-                ),
-                row=1,
-                col=1,
-            )
+            x, y = tps["wall_s"].to_numpy(), tps["tokens_per_s"].to_numpy()
+            throughput.append(style.trace(v.name, x, y, "tokens_per_s", mode="lines"))
             first = False
         if v.yields is None:
             continue
@@ -144,26 +175,51 @@ def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Fi
         points = [(wall.get(t.end_step, np.nan), t.yield_per_btok) for t in v.yields.tranches]
         points = [(x, y) for x, y in points if y is not None and math.isfinite(x)]
         if points:
-            x, y = zip(*points, strict=True)
-            fig.add_trace(
-                style.trace(v.name, np.array(x), np.array(y), f"yield_per_btok:{data.metric}", first=first),
-                row=1,
-                col=2,
+            xs, ys = zip(*points, strict=True)
+            learning.append(
+                style.trace(v.name, np.array(xs), np.array(ys), f"yield_per_btok:{data.metric}", first=first)
             )
-    if not fig.data:
-        return None
-    set_axes(fig, "wall-clock (s)", "")
-    fig.update_yaxes(title_text="tokens/s", row=1, col=1)
-    fig.update_yaxes(title_text=gain_title(data.metric, data.amount), row=1, col=2)
-    notes = [
-        f"right: the {data.metric} improvement of each tranche (between evaluations) per billion "
-        f"{data.amount}, at the tranche's end"
-    ]
-    if smooth:
-        notes.insert(
-            0, f"left: tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps (0: as logged)"
+    return throughput, learning
+
+
+def _throughput_learning(data: ReportData, style: RunStyle, smooth: float) -> Figure | None:
+    """Throughput over time beside learning over time: two axes, never folded into one number; a panel only for
+    what some run has (a run before its second evaluation has no yields yet). `smooth`: the weight of the moving
+    average drawn for tokens/s (`smoothed`; 0: as logged)."""
+    throughput, learning = _throughput_learning_traces(data, style, smooth)
+    panels = [
+        (traces, title, axis, note)
+        for traces, title, axis, note in (
+            (
+                throughput,
+                "throughput: tokens/s",
+                "tokens/s",
+                f"tokens/s smoothed, a moving average of weight {smooth:g} over the logged steps (0: as logged)"
+                if smooth
+                else None,
+            ),
+            (
+                learning,
+                f"learning: yield per billion {data.amount}",
+                gain_title(data.metric, data.amount),
+                f"the {data.metric} improvement of each tranche (between evaluations) per billion "
+                f"{data.amount}, at the tranche's end",
+            ),
         )
-    return Figure("throughput-learning", "throughput beside learning, over wall-clock time", fig, notes)
+        if traces
+    ]
+    if not panels:
+        return None
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels])
+    set_axes(fig, "wall-clock (s)", "")
+    for col, (traces, _, axis, _) in enumerate(panels, start=1):
+        for trace in traces:
+            fig.add_trace(trace, row=1, col=col)
+        fig.update_yaxes(title_text=axis, row=1, col=col)
+    sides = ("left: ", "right: ") if len(panels) == 2 else ("",)
+    notes = [side + note for side, (_, _, _, note) in zip(sides, panels, strict=True) if note]
+    title = "throughput beside learning" if len(panels) == 2 else panels[0][1].partition(":")[0]
+    return Figure("throughput-learning", f"{title}, over wall-clock time", fig, notes)
 
 
 def _tranche_yields(data: ReportData, style: RunStyle) -> Figure | None:
@@ -263,6 +319,7 @@ def build_figures(data: ReportData, *, smooth: float = 0.0) -> list[Figure]:
     style = RunStyle([v.name for v in data.runs])
     figures = _loss_figures(data, style)
     extra = [
+        train_loss_figure(data, style),
         _throughput_learning(data, style, smooth),
         _tranche_yields(data, style),
         _facets(

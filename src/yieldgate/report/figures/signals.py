@@ -1,6 +1,7 @@
 """The learning-signal plots of a run page and the report, with `base.py`'s helpers: the gradient noise scale,
-the median update/weight ratio with its ~1e-3 reference, and gradient clipping beside the loss scale. Every
-series is drawn against accepted tokens and downsampled min/max per pixel column (`figures.downsample`).
+the median update/weight ratio with its ~1e-3 reference, and gradient clipping beside the loss scale (a panel only
+for what some run recorded). Every series is drawn against accepted tokens and downsampled min/max per pixel column
+(`figures.downsample`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from yieldgate.report.figures.base import Figure, RunStyle, downsample, set_axes
+from yieldgate.report.figures.base import Figure, RunStyle, downsample, esc, set_axes
 from yieldgate.report.sections import ReportData, tokens_at_steps
 
 __all__ = ["signal_figures", "UPDATE_RATIO_REFERENCE", "CLIP_WINDOW"]
@@ -78,55 +79,62 @@ def signal_figures(data: ReportData, style: RunStyle) -> list[Figure]:
     return out + ([clipping] if clipping else [])
 
 
-def _clipping(data: ReportData, style: RunStyle) -> Figure | None:
-    """Left: the share of the last CLIP_WINDOW logged steps whose gradient was clipped (`clipped`, 0/1); right:
-    the mixed-precision loss scale (`signals/loss_scale`), which backs off at each overflow."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("gradient clipping", "loss scale"))
+def _clipping_traces(data: ReportData, style: RunStyle) -> tuple[list[go.Scatter], list[go.Scatter]]:
+    """Each run's clipped share (`clipped`, 0/1, as the share of the last CLIP_WINDOW logged steps) and its loss
+    scale (`signals/loss_scale`), downsampled."""
+    clipped, scales = [], []
     for v in data.runs:
-        first, steps = True, v.data.steps
+        steps = v.data.steps
         if "clipped" in steps and steps["clipped"].notna().any():
             logged = steps[["step", "clipped"]].dropna()
             share = logged.assign(clipped=logged["clipped"].rolling(CLIP_WINDOW, min_periods=1).mean() * 100)
             share = downsample(share, "step", "clipped")
-            fig.add_trace(
-                style.trace(
-                    v.name,
-                    tokens_at_steps(steps, share["step"]),
-                    share["clipped"].to_numpy(),
-                    "clipped_share",
-                    mode="lines",
-                ),
-                row=1,
-                col=1,
-            )
-            first = False
+            x = tokens_at_steps(steps, share["step"])
+            clipped.append(style.trace(v.name, x, share["clipped"].to_numpy(), "clipped_share", mode="lines"))
         scale = v.signals[v.signals["key"] == "signals/loss_scale"].dropna(subset=["value"]).sort_values("step")
         scale = downsample(scale, "step", "value")
         if len(scale):
-            fig.add_trace(
-                style.trace(
-                    v.name,
-                    tokens_at_steps(steps, scale["step"]),
-                    scale["value"].to_numpy(),
-                    "signals/loss_scale",
-                    mode="lines",
-                    first=first,
-                ),
-                row=1,
-                col=2,
+            x = tokens_at_steps(steps, scale["step"])
+            first = not clipped or clipped[-1].name != esc(v.name)
+            scales.append(
+                style.trace(v.name, x, scale["value"].to_numpy(), "signals/loss_scale", mode="lines", first=first)
             )
-    if not fig.data:
+    return clipped, scales
+
+
+def _clipping(data: ReportData, style: RunStyle) -> Figure | None:
+    """Gradient clipping beside the mixed-precision loss scale (which backs off at each overflow): a panel only for
+    what some run recorded, so a run without a loss scale (no mixed precision) gets no empty panel."""
+    clipped, scales = _clipping_traces(data, style)
+    panels = [
+        (traces, title, axis, note)
+        for traces, title, axis, note in (
+            (
+                clipped,
+                "gradient clipping",
+                f"clipped, of the last {CLIP_WINDOW} logged steps (%)",
+                f"the share of the last {CLIP_WINDOW} logged steps whose gradient norm was clipped",
+            ),
+            (
+                scales,
+                "loss scale",
+                "loss scale (factor, log)",
+                "the loss scale, halved at each overflow (a skipped step)",
+            ),
+        )
+        if traces
+    ]
+    if not panels:
         return None
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels])
     set_axes(fig, f"accepted {data.amount} ({data.amount})", "")
-    fig.update_yaxes(title_text=f"clipped, of the last {CLIP_WINDOW} logged steps (%)", row=1, col=1)
-    fig.update_yaxes(title_text="loss scale (factor, log)", type="log", row=1, col=2)
-    return Figure(
-        "signals-clipping",
-        "gradient clipping and the loss scale",
-        fig,
-        [
-            f"left: the share of the last {CLIP_WINDOW} logged steps whose gradient norm was clipped; right: "
-            "the loss scale, halved at each overflow (a skipped step)"
-        ],
-        main=False,
-    )
+    for col, (traces, _, axis, _) in enumerate(panels, start=1):
+        for trace in traces:
+            fig.add_trace(trace, row=1, col=col)
+        fig.update_yaxes(title_text=axis, row=1, col=col, **({"type": "log"} if traces is scales else {}))
+    if len(panels) == 1:
+        note = panels[0][3]
+    else:
+        note = f"left: {panels[0][3]}; right: {panels[1][3]}"
+    title = "gradient clipping and the loss scale" if len(panels) == 2 else panels[0][1]
+    return Figure("signals-clipping", title, fig, [note], main=False)
