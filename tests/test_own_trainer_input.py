@@ -122,3 +122,18 @@ def test_a_bare_tracker_in_a_probe_writes_the_probes_run(tmp_path, monkeypatch):
         m = led.manifest("camp/a/s3/t100")
         assert m is not None and m.config["seed"] == 3 and m.data is not None and m.data.sources[0].path == "a.jsonl"
         assert len(led.evals("camp/a/s3/t100")) == 1
+
+
+def test_a_team_tokenizer_has_one_hash_whether_a_probe_or_a_recipe_reads_it(tmp_path):
+    """The own trainer's manifest and the recipe's resolution (`data.recipe.team_tokenizer`) hash a tokenizer folder
+    the same way: the sha256 of its tokenizer.json."""
+    from tokenizers import Tokenizer, models
+
+    from yieldgate.data.recipe import team_tokenizer
+    from yieldgate.probe.campaign.own import _content_hash
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    Tokenizer(models.BPE()).save(str(folder / "tokenizer.json"))
+    (folder / "special_tokens_map.json").write_text("{}")
+    assert _content_hash(folder) == team_tokenizer(folder)[1] == _content_hash(folder / "tokenizer.json")

@@ -153,7 +153,8 @@ def _manifest(spec: Any, trainer: TrainerSpec) -> Manifest:
     recipe = spec.recipe.model_copy(deep=True)
     recipe.sequence_length = spec.probe.context
     if recipe.tokenizer is not None and recipe.tokenizer.content_hash is None:
-        recipe.tokenizer.content_hash = _content_hash(Path(trainer.workdir or ".", recipe.tokenizer.name))
+        where = recipe.tokenizer.path or recipe.tokenizer.name
+        recipe.tokenizer.content_hash = _content_hash(Path(trainer.workdir or ".", where))
     return Manifest(
         name=spec.run,
         data=recipe,
@@ -174,10 +175,14 @@ def _manifest(spec: Any, trainer: TrainerSpec) -> Manifest:
 
 
 def _content_hash(path: Path) -> str | None:
-    """sha256 of a tokenizer on disk (a file, or a folder's files in name order); None when `path` is none."""
+    """sha256 of a tokenizer on disk: a file's bytes; a Hugging Face tokenizer folder's `tokenizer.json` (the hash
+    `data.recipe.team_tokenizer` gives the same tokenizer); another folder's files in name order. None when `path`
+    is none."""
     import hashlib
 
     path = path.expanduser()
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        path = path / "tokenizer.json"
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
     if not files:
         return None
