@@ -5,7 +5,10 @@ yieldgate's long-form format (docs/importing.md), for `yieldgate import results`
 
 Recipes: `train-<index>` (the 512 mixtures run at 1M parameters only), `test-<index>` (the 256 run at 1M and at
 60M) and `big-<index>` (the 64 run at 1B). Tokens, from the paper (section 4): 1B for the 1M and 60M models, 25B
-for the 1B models. Metrics: `val/<domain>/loss`, one per Pile domain's validation loss. Weights: `w:<domain>` from
+for the 1B models. The 1M models' figure agrees with the repository's proxy settings (sail-sg/regmix at 1678465,
+`model_training/config_proxy_training.py`: 1,000 steps of 512 sequences; `lit_gpt/config.py`: `tinyllama_1M`'s
+block of 2,048 tokens; 1.05B tokens in all); the 60M models' settings are not in the repository, so theirs rests on
+the paper alone. Metrics: `val/<domain>/loss`, one per Pile domain's validation loss. Weights: `w:<domain>` from
 the `train_the_pile_<domain>` columns, divided by their sum: the published weights are rounded to three decimals,
 so a row sums to 1 only within 0.004 (the format asks 1 within 1e-6). One seed per run (seed 0).
 """
