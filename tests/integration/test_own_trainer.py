@@ -159,6 +159,8 @@ def test_a_nanogpt_script_with_a_bare_tracker_is_a_probe(local, data):
     summary = local["summary"]
     for budget in BUDGETS:  # the damaged control ranks last at both budgets
         assert order(summary, budget)[-1] == "control", summary["rankings"][str(budget)]
+    # The recipes train on different sources, but the team's trainer scores them: no built-in "eval_sources" note.
+    assert not [n for n in summary["notes"] if "eval_sources" in n], summary["notes"]
     with Ledger(local["ledger"]) as led:
         check_manifests(led, data, "nano")
         policy = parse_policy(POLICY, origin="test")

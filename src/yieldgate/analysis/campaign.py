@@ -177,6 +177,7 @@ def summarise(
     notes = []
     if (
         not spec.get("eval_sources")
+        and not spec.get("trainer")  # the team's trainer scores by its own evaluation (docs/own-trainer.md)
         and len({json.dumps(sorted(s["name"] for s in r["sources"])) for r in spec["recipes"].values()}) > 1
     ):
         notes.append(
