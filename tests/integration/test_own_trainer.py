@@ -229,11 +229,20 @@ def test_the_campaign_on_a_ray_cluster_of_three_nodes(local, data):
         cluster.wait_for_nodes()
         path = campaign_file(data, "nano-ray", nanogpt())
         ledger = str(data / "ray.db")
-        done = run_campaign(load_campaign(path), ledger, executor="ray", workers=3, address=cluster.address)
+        heard: dict[str, list[tuple[int, int]]] = {}  # each probe's progress, reported from its node
+        done = run_campaign(
+            load_campaign(path),
+            ledger,
+            executor="ray",
+            workers=3,
+            address=cluster.address,
+            progress=lambda run, step, steps: heard.setdefault(run, []).append((step, steps)),
+        )
     finally:
         ray.shutdown()
         cluster.shutdown()
     assert not done.failed and len(done.finished) == 12
+    assert sorted(heard) == sorted(done.finished), heard  # every probe's steps reached the terminal
     with Ledger(ledger) as led:
         summary = summarise(led, "nano-ray").to_dict()
         nodes = {led.meta(r)["host"]["node"] for r in led.runs()["name"]}

@@ -223,19 +223,28 @@ def device_groups(gpus: int) -> list[str]:
     return [",".join(ids[i : i + gpus]) for i in range(0, len(ids) - gpus + 1, gpus)]
 
 
-def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any, slots: Any = None) -> dict[str, Any]:
-    probe = ProbeSpec.from_json(spec)
+def _reporter(run: str, queue: Any) -> Callable[[int, int], None]:
+    """A probe's per-step progress, put on `queue` (a process manager's or a Ray queue) as (run, step, steps) a few
+    times a second, not once per step; a queue that has gone away costs the probe nothing."""
     last = [0.0]
 
     def report(step: int, steps: int) -> None:
         now = time.monotonic()
-        if now - last[0] >= 0.25 or step == steps:  # a few messages a second per probe, not one per step
+        if now - last[0] >= 0.25 or step == steps:
             last[0] = now
-            queue.put((probe.run, step, steps))
+            try:
+                queue.put_nowait((run, step, steps))
+            except Exception:  # noqa: BLE001 - the campaign's terminal is gone or full: the probe trains on
+                pass
 
+    return report
+
+
+def _local_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any, slots: Any = None) -> dict[str, Any]:
+    probe = ProbeSpec.from_json(spec)
     devices = slots.get() if slots is not None else None  # a group of GPUs free now, given back after
     try:
-        return run_probe(probe, ledger, threads=threads, progress=report, devices=devices)
+        return run_probe(probe, ledger, threads=threads, progress=_reporter(probe.run, queue), devices=devices)
     finally:
         if slots is not None:
             slots.put(devices)
@@ -336,13 +345,16 @@ def _relay(queue: Any, stop: threading.Event, progress: Progress | None) -> None
             run, step, steps = queue.get(timeout=0.2)
         except (q.Empty, EOFError, OSError):
             continue
+        except Exception:  # noqa: BLE001 - the queue (a Ray actor) is gone: no more progress to relay
+            return
         if progress is not None:
             progress(run, step, steps)
 
 
-def _ray_task(spec: dict[str, Any], ledger: str, threads: int) -> dict[str, Any]:
+def _ray_task(spec: dict[str, Any], ledger: str, threads: int, queue: Any) -> dict[str, Any]:
     _worker_init(threads)
-    return run_probe(ProbeSpec.from_json(spec), ledger, threads=threads)
+    probe = ProbeSpec.from_json(spec)
+    return run_probe(probe, ledger, threads=threads, progress=_reporter(probe.run, queue))
 
 
 def _ray() -> Any:
@@ -377,9 +389,16 @@ def _run_ray(
             ray.init(
                 num_cpus=workers * threads, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
             )
+    from ray.util.queue import Queue
+
+    stop = threading.Event()
+    relay = None
     try:
+        queue = Queue()  # an actor: the tasks on every node report their steps to it, the relay reads it here
+        relay = threading.Thread(target=_relay, args=(queue, stop, progress), daemon=True)
+        relay.start()
         task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(_ray_task)
-        refs = {task.remote(s.to_json(), ledger, threads): s for s in todo}
+        refs = {task.remote(s.to_json(), ledger, threads, queue): s for s in todo}
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
             spec = refs.pop(done[0])
@@ -388,6 +407,9 @@ def _run_ray(
             except ray.exceptions.RayError as exc:  # the task's worker died
                 yield from _fail([spec], ledger, f"Ray task failed: {str(exc).splitlines()[0]}")
     finally:
+        stop.set()
+        if relay is not None:
+            relay.join(timeout=2)
         if started_here:
             ray.shutdown()
 
