@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from yieldgate.config_files import read_structured_file, validate
+from yieldgate.errors import InputError
 from yieldgate.manifest import Recipe, Source, load_recipe
 from yieldgate.probe.campaign.own_spec import TrainerSpec
 
@@ -314,11 +315,13 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
     probe_settings = campaign.probe.model_dump(exclude=unset)
     # The own trainer joins the key only when there is one: the built-in probes' keys stay what they were.
     trainer = {"trainer": campaign.trainer.key_part()} if campaign.trainer is not None else {}
+    workdir = Path(campaign.trainer.workdir or ".") if campaign.trainer is not None else Path(".")
     specs = []
     for tokens in sorted(campaign.budgets, reverse=True):
         for name, declared in campaign.recipes.items():
             recipe = with_eval_sources(declared, campaign.eval_sources)
             recipe_hash = _digest({"recipe": recipe.model_dump(mode="json"), "data": campaign.data.model_dump()})
+            files = _data_files(recipe, workdir)  # the team's data on disk: a rewritten file is a new key
             for model in models:
                 for seed in campaign.seeds_of(tokens):
                     key = _digest(
@@ -330,6 +333,7 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
                             "probe": probe_settings,
                             "eval": campaign.eval_sources,
                             **trainer,
+                            **files,
                         }
                     )[:20]
                     run = f"{campaign.name}/{name}/s{seed}/t{tokens}"
@@ -353,6 +357,25 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
                         )
                     )
     return specs
+
+
+def _data_files(recipe: Recipe, workdir: Path) -> dict[str, Any]:
+    """The fingerprints (path, size, modification time of each file) of the recipe's sources that name data on disk
+    (relative to the trainer's `workdir`), as a part of each probe's key; none for the built-in corpus, so the built-in
+    probes' keys stay what they were. A source that cannot be read now (moved, unmounted) is keyed by its path alone:
+    its probes show as not done."""
+    from yieldgate.data.sources import fingerprint
+
+    prints = {}
+    for source in recipe.sources:
+        if source.path is None:
+            continue
+        try:
+            located = source.model_copy(update={"path": str(workdir / Path(source.path).expanduser())})
+            prints[source.name] = fingerprint(located)
+        except (OSError, InputError):
+            prints[source.name] = {"unreadable": source.path}
+    return {"files": prints} if prints else {}
 
 
 def with_eval_sources(recipe: Recipe, names: list[str]) -> Recipe:
