@@ -271,13 +271,18 @@ def fit_scaling(
     """Fit L(N, D) to evaluation points: each has N (`params`), D (`tokens`), a loss, and the probe it came from
     (`probes`: any label; the bootstrap's unit). Refuses fewer than 3 model sizes, and any point whose N, D or
     loss is not a finite positive number."""
+    from threadpoolctl import threadpool_limits
+
     p = _points(params, tokens, losses, probes)
     n, d, y, labels, sizes = p.n, p.d, p.y, p.labels, p.sizes
-    best = _fit(np.log(n), np.log(d), np.log(y))
-    if best is None:
-        raise InputError(f"the L(N, D) fit did not converge on {len(y)} points from {len(set(labels))} probes")
     notes: list[str] = []
-    replicates, resampled = _bootstrap(p, best, boots, seed, notes)
+    # Thousands of 5-parameter L-BFGS-B steps, each a few BLAS calls on vectors of 5: OpenBLAS's threads cost more
+    # than they save, and on a busy machine (another job, a test run) a fit of 60 refits took 56 s, not 4.
+    with threadpool_limits(limits=1, user_api="blas"):
+        best = _fit(np.log(n), np.log(d), np.log(y))
+        if best is None:
+            raise InputError(f"the L(N, D) fit did not converge on {len(y)} points from {len(set(labels))} probes")
+        replicates, resampled = _bootstrap(p, best, boots, seed, notes)
     resid = np.log(_law(best, n, d)) - np.log(y)
     law = ScalingLaw(
         **{k: float(v) for k, v in zip(_NAMES, best, strict=True)},
