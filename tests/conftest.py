@@ -9,7 +9,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+# Under pytest-xdist (`make test`) each worker gets its share of the cores for torch's and BLAS's thread pools: two
+# workers each running two threads on two cores made tiny tensor ops wait on one another (a 20-step GNS test took
+# 23 s; with one thread, 11 s on the same busy machine). Before numpy and torch load here, and in every subprocess.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _SHARE = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, _SHARE)
+
+import numpy as np  # noqa: E402 - after the thread settings above
 import pytest
 from typer.testing import CliRunner
 
