@@ -168,7 +168,7 @@ def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]
         if isinstance(rec.get("log_history"), list):  # ms-swift ends its log with the Trainer's state
             warnings.add("state", f"{path}:{i}: the Trainer's state (log_history), a copy of the rows: not a row")
             continue
-        if any(k in rec for k in _SUMMARY_KEYS):  # the end-of-training summary: its train_loss is the run's mean
+        if _SUMMARY_KEYS <= rec.keys():  # a Trainer's end-of-training summary: its train_loss is the run's mean
             rec = {k if k in _PROGRESS_KEYS else f"summary/{k}": v for k, v in rec.items()}
         keys.update(dict.fromkeys(rec))
         check_columns(len(keys), f"{path}:{i}")
@@ -177,9 +177,9 @@ def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]
     return pd.DataFrame.from_records(records).fillna("") if records else pd.DataFrame(), where
 
 
-# A Trainer's end-of-training summary row (as ingest.hf tells it), and the keys of it that keep their names: the
-# step and the progress fields ms-swift adds to every row (its clock among them)
-_SUMMARY_KEYS = ("train_loss", "total_flos")
+# A Trainer's end-of-training summary row (`train_runtime` beside `train_loss`: DeiT's per-epoch `train_loss` is no
+# summary), and the keys of it that keep their names: the step and the progress fields ms-swift adds to every row
+_SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})
 _PROGRESS_KEYS = frozenset(
     {"step", "global_step", "global_step/max_steps", "epoch", "percentage", "elapsed_time", "remaining_time"}
     | {"memory(GiB)", "train_speed(iter/s)"}
