@@ -58,7 +58,7 @@ def mmengine_scalars(path: Path, params: dict) -> dict:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     train = [r for r in rows if "loss" in r]
     evals: list[tuple[int, int, float]] = []  # (own step, step of the training row before it, value)
-    last = None
+    last: Any = None
     for r in rows:
         if "loss" in r:
             last = r["step"]
