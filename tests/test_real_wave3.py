@@ -108,17 +108,16 @@ def test_a_fraction_step_column_reads_its_count(ledger, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [MMPOSE, SCALARS, SWIFT])
-def test_every_command_exits_0_or_2_and_the_report_is_written(name, ledger_path, tmp_path):
+def test_the_report_is_written_on_each_new_log(name, ledger_path, tmp_path):
+    """test_real_wave2's parametrised run of every command covers import, yield, compare and diagnose on these logs;
+    its report call spells no output option the CLI knows (so it exits 2 at once): the report is run here."""
     runner = CliRunner()
     base = ["--ledger", str(ledger_path)]
-    for run in ("a", "b"):
-        result = runner.invoke(app, [*base, "import", "auto", str(ROOT / name), "--run", run])
-        assert result.exit_code == 0, result.output
+    result = runner.invoke(app, [*base, "import", "auto", str(ROOT / name), "--run", "a"])
+    assert result.exit_code == 0, result.output
     out = tmp_path / "r.html"
-    for args in (["yield", "a"], ["compare", "a", "b"], ["diagnose", "a"], ["report", "a", "--output", str(out)]):
-        result = runner.invoke(app, [*base, *args])
-        assert result.exit_code in (0, 2), (args, result.output)
-        assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+    result = runner.invoke(app, [*base, "report", "a", "--output", str(out)])
+    assert result.exit_code == 0, result.output
     assert out.stat().st_size > 0
 
 
