@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.real_logs import REAL_LOGS, SHARED_LOGS
 from tests.support.real_wave2 import WAVE2_PARSERS
+from tests.support.real_wave3 import WAVE3_PARSERS
 
 ROOT = Path(__file__).parent / "data" / "real"
 # shared/ beside the clone (the steering repository's shared folder; a copy of it on CI)
@@ -438,6 +439,7 @@ PARSERS = {
     "olmo": olmo,
     "keras-tensorboard": keras_tensorboard,
     **WAVE2_PARSERS,  # the second wave's formats (issue 35)
+    **WAVE3_PARSERS,  # the third wave's (issue 35: OpenMMLab's own logs, ms-swift)
 }
 
 

@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.real_wave2 import WAVE2_LOGS, WAVE2_PARSERS, YOLOV5_TXT
+from tests.support.real_wave3 import WAVE3_LOGS
 from yieldgate.aliases import guess
 from yieldgate.cli import app
 from yieldgate.errors import InputError
@@ -305,7 +306,7 @@ def test_the_lmeval_aggregate_imports_every_task_and_checkpoint(ledger, cli, led
 
 # --- every command exits 0 or 2 on every new log ---------------------------------------------------------------
 
-_KINDS = {e["path"]: e["kind"] for e in WAVE2_LOGS}
+_KINDS = {e["path"]: e["kind"] for e in WAVE2_LOGS + WAVE3_LOGS}
 
 
 @pytest.mark.slow

@@ -1232,3 +1232,8 @@ from tests.support.real_wave2 import WAVE2_LOGS, WAVE2_SHARED  # noqa: E402
 
 REAL_LOGS += WAVE2_LOGS
 SHARED_LOGS += WAVE2_SHARED
+
+# The third wave (issue 35: a real OpenMMLab log and scalars.json, ms-swift), registered from its own module
+from tests.support.real_wave3 import WAVE3_LOGS  # noqa: E402
+
+REAL_LOGS += WAVE3_LOGS

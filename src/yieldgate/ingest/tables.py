@@ -53,17 +53,39 @@ def rows_from_columns(
 
 
 _DURATION = re.compile(r"^(?:(?P<days>\d+) days?, )?(?P<h>\d+):(?P<m>[0-5]\d):(?P<s>[0-5]\d(?:\.\d+)?)$")
+# ms-swift's `elapsed_time`: `6s`, `1m 42s`, `2h 3m 4s` (and days as `1d`)
+_UNIT_DURATION = re.compile(
+    r"^(?=\d)(?:(?P<days>\d+)d\s*)?(?:(?P<h>\d+)h\s*)?(?:(?P<m>\d+)m\s*)?(?:(?P<s>\d+(?:\.\d+)?)s)?$"
+)
+# A progress count `done/total` (ms-swift's `global_step/max_steps`: `10/438`)
+_PROGRESS = re.compile(r"^(?P<done>\d+)/(?P<total>\d+)$")
 
 
 def _durations(text: pd.Series) -> np.ndarray | None:
     """Seconds of cells that are all `[D day(s), ]H:MM:SS[.f]` durations (LLaMA-Factory's `elapsed_time`, Python's
-    str(timedelta)); None when any is not."""
-    parts = text.str.extract(_DURATION)
-    if parts["h"].isna().any():
+    str(timedelta)) or all `[Nh ][Nm ]Ns` ones (ms-swift's); None when any is not."""
+    for pattern in (_DURATION, _UNIT_DURATION):
+        parts = text.str.extract(pattern)
+        if parts.notna().any(axis=1).all():
+            numbers = parts.apply(pd.to_numeric, errors="coerce").fillna(0.0)
+            seconds = numbers["days"] * 86400 + numbers["h"] * 3600 + numbers["m"] * 60 + numbers["s"]
+            return seconds.to_numpy(dtype=np.float64)
+    return None
+
+
+def _progress(name: str, cells: pd.Series) -> tuple[str, tuple[np.ndarray, np.ndarray]] | None:
+    """A column `A/B` whose every cell is a count `done/total` (ms-swift's `global_step/max_steps`): the counts
+    done, under the name `A`; None for any other column."""
+    if name.count("/") != 1:
         return None
-    days = pd.to_numeric(parts["days"], errors="coerce").fillna(0.0)
-    seconds = days * 86400 + parts["h"].astype(float) * 3600 + parts["m"].astype(float) * 60 + parts["s"].astype(float)
-    return seconds.to_numpy(dtype=np.float64)
+    text = cells.fillna("").astype(str).str.strip()
+    present = (text != "").to_numpy()
+    parts = text[present].str.extract(_PROGRESS)
+    if not present.any() or parts["done"].isna().any():
+        return None
+    values = np.full(len(text), np.nan)
+    values[present] = parts["done"].astype(float).to_numpy()
+    return name.split("/")[0], (values, present)
 
 
 def numeric_column(
@@ -143,11 +165,25 @@ def _read_jsonl(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]
             ) from None
         if not isinstance(rec, dict):
             raise InputError(f"{path}:{i}: expected a JSON object, got {type(rec).__name__}")
+        if isinstance(rec.get("log_history"), list):  # ms-swift ends its log with the Trainer's state
+            warnings.add("state", f"{path}:{i}: the Trainer's state (log_history), a copy of the rows: not a row")
+            continue
+        if _SUMMARY_KEYS <= rec.keys():  # a Trainer's end-of-training summary: its train_loss is the run's mean
+            rec = {k if k in _PROGRESS_KEYS else f"summary/{k}": v for k, v in rec.items()}
         keys.update(dict.fromkeys(rec))
         check_columns(len(keys), f"{path}:{i}")
         records.append({k: _cell(v) for k, v in rec.items()})
         where.append(f"{path}:{i}")
     return pd.DataFrame.from_records(records).fillna("") if records else pd.DataFrame(), where
+
+
+# A Trainer's end-of-training summary row (`train_runtime` beside `train_loss`: DeiT's per-epoch `train_loss` is no
+# summary), and the keys of it that keep their names: the step and the progress fields ms-swift adds to every row
+_SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})
+_PROGRESS_KEYS = frozenset(
+    {"step", "global_step", "global_step/max_steps", "epoch", "percentage", "elapsed_time", "remaining_time"}
+    | {"memory(GiB)", "train_speed(iter/s)"}
+)
 
 
 def _cell(v: Any) -> str:
@@ -257,12 +293,23 @@ def _columns(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.ndarray
     if fmt == "parquet":
         return _read_parquet(path, warnings)
     frame, where = (_read_jsonl if fmt == "jsonl" else _read_csv)(path, warnings)
-    columns = {}
+    columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in frame.columns:
+        progress = _progress(str(name), frame[name])
+        if progress is not None:
+            counted, (values, present) = progress
+            if counted in columns:  # beside a plain column of that name: one column, the counts where it has none
+                old_values, old_present = columns[counted]
+                values, present = np.where(present, values, old_values), present | old_present
+            columns[counted] = (values, present)
+            continue
         col = (_clock(str(name), frame[name], where) if str(name).lower() in _CLOCKS else None) or numeric_column(
             str(name), frame[name], where, warnings, str(path)
         )
         if col is not None:
+            if str(name) in columns:  # the counts of a `done/total` column read before it
+                values, present = columns[str(name)]
+                col = (np.where(present, values, col[0]), present | col[1])
             columns[str(name)] = col
     return columns, where
 
