@@ -321,8 +321,9 @@ def test_every_command_exits_0_or_2_on_the_new_logs(name, ledger_path, tmp_path)
         ["yield", "a"],
         ["compare", "a", "b"],
         ["diagnose", "a"],
-        ["report", "a", "--out", str(tmp_path / "r.html")],
+        ["report", "a", "--output", str(tmp_path / "r.html")],
     ):
         result = runner.invoke(app, [*base, *args])
         assert result.exit_code in (0, 2), (args, result.output)
         assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+        assert "Usage:" not in result.output, (args, result.output)  # the command ran: its arguments were read
