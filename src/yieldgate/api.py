@@ -727,12 +727,6 @@ def train(
     continue probe `resume_from` from its checkpoint for `cooldown_tokens`, its LR cooled down linearly to 0, as a
     new run. `run` defaults to RECIPE/s<seed>/t<tokens> (RESUME_FROM/cooldown<N>). `on_stage(run, stage)` hears
     "preparing data", then "training"; `progress(step, steps)` as it trains."""
-    from yieldgate.data.recipe import resolve
-    from yieldgate.manifest import load_recipe
-    from yieldgate.probe.config import ProbeConfig
-    from yieldgate.probe.cooldown import cooldown_probe
-    from yieldgate.probe.trainer import ProbeTraining, train_probe
-
     if (resume_from is None) != (cooldown_tokens is None):
         raise InputError("resume_from and cooldown_tokens go together", parameter=("resume_from", "cooldown_tokens"))
     if resume_from is None and tokens is None:
@@ -740,6 +734,13 @@ def train(
             "give tokens (the probe's budget), or resume_from with cooldown_tokens",
             parameter=("tokens", "resume_from", "cooldown_tokens"),
         )
+    # Checked before these imports: a call that cannot train says so without loading torch.
+    from yieldgate.data.recipe import resolve
+    from yieldgate.manifest import load_recipe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.cooldown import cooldown_probe
+    from yieldgate.probe.trainer import ProbeTraining, train_probe
+
     parsed = load_recipe(Path(recipe))
     name = run or (
         f"{resume_from}/cooldown{cooldown_tokens}" if resume_from else f"{Path(recipe).stem}/s{seed}/t{tokens}"
