@@ -14,13 +14,13 @@ Errors are `YieldgateError`s that speak of the arguments (`metric must be ...`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yieldgate.errors import InputError
+from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger, default_location, must_exist
 
 if TYPE_CHECKING:
@@ -30,12 +30,20 @@ if TYPE_CHECKING:
     from yieldgate.analysis.diagnose import Diagnosis
     from yieldgate.analysis.fit import Forecast
     from yieldgate.analysis.yields import YieldReport
-    from yieldgate.gate.gate import Decision
+    from yieldgate.data.dedup import DedupResult
+    from yieldgate.data.pipeline import Audit
+    from yieldgate.data.pipeline_compare import PipelineComparison
+    from yieldgate.gate.draft import RecordedDecision
     from yieldgate.gate.plan import SupplyPlan
     from yieldgate.ingest.core import ImportResult
     from yieldgate.ingest.results import ResultsImport
     from yieldgate.ledger.check import CheckResult
+    from yieldgate.ledger.copy import CopyResult
     from yieldgate.ledger.spills import WaitingSpill
+    from yieldgate.manifest import Manifest, ManifestCheck, ManifestDiff
+    from yieldgate.probe.batch import BatchCheckReport
+    from yieldgate.probe.campaign.executors import CampaignProbes
+    from yieldgate.probe.trainer import ProbeTraining
     from yieldgate.report.export import ExportResult
     from yieldgate.report.html import ReportResult
 
@@ -69,9 +77,21 @@ __all__ = [
     "campaign",
     "check",
     "merge",
+    "copy_ledger",
+    "validate_manifest",
+    "manifest_diff",
+    "train",
+    "batch_check",
+    "probe",
+    "dedup",
+    "audit",
+    "audit_pair",
 ]
 
 LedgerArg = Ledger | str | os.PathLike[str] | None
+LocationArg = str | os.PathLike[str] | None
+"""Where a ledger is, for a command that hands it to other threads or processes (a training, a campaign's workers):
+a path or URL, or None for the default (`$YIELDGATE_LEDGER`, else `./yieldgate.db`)."""
 
 
 @contextmanager
@@ -476,18 +496,23 @@ def diagnose(run: str, *, ledger: LedgerArg = None, against: Sequence[str] = (),
         return run_diagnosis(led, run, against=against, store=store)
 
 
-def gate(target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = None, record: bool = True) -> Decision:
+def gate(
+    target: str, policy: str | os.PathLike[str], *, ledger: LedgerArg = None, record: bool = True
+) -> RecordedDecision:
     """Approve, hold or reject TARGET's next stage under a policy file (`yieldgate gate`); the decision is kept with
-    its evidence unless `record` is off."""
+    its evidence unless `record` is off, and carries the id it is kept under (`id`; None: not kept)."""
     from yieldgate.gate import gate as gates
+    from yieldgate.gate.draft import RecordedDecision
     from yieldgate.gate.policy import load_policy
 
     parsed = load_policy(Path(policy))
-    with _open(ledger, readonly=not record) as led:
+    with _open(ledger, readonly=True) as led:  # decided on a read-only ledger: a missing run makes no new file
         decision = gates.gate(led, target, parsed)
-        if record:
-            gates.record(led, decision, parsed)
-    return decision
+    kept = None
+    if record:
+        with _open(ledger, readonly=False) as led:
+            kept = gates.record(led, decision, parsed)
+    return RecordedDecision.of(decision, kept)
 
 
 def plan(
@@ -636,3 +661,203 @@ def merge(source: str | os.PathLike[str], *, runs: Sequence[str] = (), ledger: L
         raise InputError(f"{path}: no such ledger file; give the path the Tracker reported")
     with Ledger(path, readonly=True) as side, _open(ledger, readonly=False) as led:
         return {name: led.copy_run(side, name) for name in list(runs) or side.runs()["name"].tolist()}
+
+
+def copy_ledger(
+    source: str | os.PathLike[str], destination: str | os.PathLike[str], *, replace: bool = False
+) -> CopyResult:
+    """Copy a whole ledger into another, either way between SQLite and PostgreSQL (`yieldgate ledger copy`),
+    verified by row counts and digest before the destination commits; `replace`: empty the destination first
+    (`ledger.copy.copy_ledger`)."""
+    from yieldgate.ledger.copy import copy_ledger as copied
+
+    return copied(source, destination, replace=replace)
+
+
+def validate_manifest(path: str | os.PathLike[str]) -> ManifestCheck:
+    """Validate a manifest file, with its content hash (`yieldgate manifest validate`); one that does not validate
+    is a ManifestError that names the field."""
+    from yieldgate.manifest import ManifestCheck, load_manifest
+
+    return ManifestCheck(file=os.fspath(path), hash=load_manifest(Path(path)).content_hash())
+
+
+def manifest_diff(a: str, b: str, *, ledger: LedgerArg = None) -> ManifestDiff:
+    """The fields in which two manifests differ, the confounders of a comparison (`yieldgate manifest diff`); each
+    is a manifest file, or else the name of a run whose manifest the ledger holds."""
+    from yieldgate.manifest import ManifestDiff, diff
+
+    ma, mb = _manifest_of(a, ledger), _manifest_of(b, ledger)
+    return ManifestDiff(a=a, b=b, hash_a=ma.content_hash(), hash_b=mb.content_hash(), differences=diff(ma, mb))
+
+
+def _manifest_of(ref: str, ledger: LedgerArg) -> Manifest:
+    """A manifest file if `ref` is a path that exists, else the manifest of the run named `ref`."""
+    from yieldgate.manifest import load_manifest
+
+    if Path(ref).is_file():
+        return load_manifest(ref)
+    with _open(ledger, readonly=True) as led:
+        try:
+            manifest = led.manifest(ref)
+        except RunNotFound:
+            raise RunNotFound(f"{ref}: neither a manifest file nor a run in {led.location}") from None
+    if manifest is None:
+        raise YieldgateError(f"run {ref!r} has no manifest; attach one when recording or importing it")
+    return manifest
+
+
+def _location(ledger: LocationArg) -> str:
+    return os.fspath(ledger) if ledger is not None else default_location()
+
+
+def train(
+    recipe: str | os.PathLike[str],
+    *,
+    tokens: int | None = None,
+    seed: int = 0,
+    run: str | None = None,
+    resume_from: str | None = None,
+    cooldown_tokens: int | None = None,
+    ledger: LocationArg = None,
+    on_stage: Callable[[str, str], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ProbeTraining:
+    """Train one probe of the reference GPT on a recipe file, `tokens` long, into the ledger (`yieldgate train`); or
+    continue probe `resume_from` from its checkpoint for `cooldown_tokens`, its LR cooled down linearly to 0, as a
+    new run. `run` defaults to RECIPE/s<seed>/t<tokens> (RESUME_FROM/cooldown<N>). `on_stage(run, stage)` hears
+    "preparing data", then "training"; `progress(step, steps)` as it trains."""
+    if (resume_from is None) != (cooldown_tokens is None):
+        raise InputError("resume_from and cooldown_tokens go together", parameter=("resume_from", "cooldown_tokens"))
+    if resume_from is None and tokens is None:
+        raise InputError(
+            "give tokens (the probe's budget), or resume_from with cooldown_tokens",
+            parameter=("tokens", "resume_from", "cooldown_tokens"),
+        )
+    # Checked before these imports: a call that cannot train says so without loading torch.
+    from yieldgate.data.recipe import resolve
+    from yieldgate.manifest import load_recipe
+    from yieldgate.probe.config import ProbeConfig
+    from yieldgate.probe.cooldown import cooldown_probe
+    from yieldgate.probe.trainer import ProbeTraining, train_probe
+
+    parsed = load_recipe(Path(recipe))
+    name = run or (
+        f"{resume_from}/cooldown{cooldown_tokens}" if resume_from else f"{Path(recipe).stem}/s{seed}/t{tokens}"
+    )
+    stage = on_stage or (lambda run, what: None)
+    stage(name, "preparing data")
+    data = resolve(parsed, seed=seed)
+    stage(name, "training")
+    if resume_from is not None and cooldown_tokens is not None:  # given together (checked above)
+        final = cooldown_probe(
+            data,
+            source_run=resume_from,
+            cooldown_tokens=cooldown_tokens,
+            run=name,
+            ledger=_location(ledger),
+            progress=progress,
+        )
+    else:
+        assert tokens is not None  # checked above
+        final = train_probe(
+            data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=_location(ledger), progress=progress
+        )
+    return ProbeTraining(name, final)
+
+
+def batch_check(
+    *,
+    run: str | None = None,
+    ledger: LocationArg = None,
+    progress: Callable[[int, int], None] | None = None,
+    **setup: Any,
+) -> BatchCheckReport:
+    """The small-batch baseline check (`yieldgate batch-check`): does a bigger batch, accumulation or lower
+    precision change what is learned per token? `setup`: `probe.batch.BatchCheckSetup`'s fields
+    (`candidate_batch=`, `precision=`, `seeds=`, ...). With `run`, the result is kept with that run (created if
+    absent), where `diagnose` reads it. `progress(done, total)` once the setup is checked (done 0), then after
+    each training."""
+    from yieldgate.probe.batch import BatchCheckReport, BatchCheckSetup, run_batch_check
+
+    checked = BatchCheckSetup(**setup)
+    if progress is not None:
+        progress(0, 2 * checked.seeds)
+    result = run_batch_check(checked, ledger=_location(ledger), run=run, progress=progress)
+    return BatchCheckReport(checked, result, run)
+
+
+CampaignDisplay = Callable[[int], AbstractContextManager[tuple[Any, Any]]]
+"""`probe`'s `display`: given the number of probes planned, a context manager held open while they train that gives
+`(progress, on_result)` for `run_campaign` (`report.console.CampaignProgress`)."""
+
+
+def probe(
+    campaign_file: str | os.PathLike[str],
+    *,
+    ledger: LocationArg = None,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    display: CampaignDisplay | None = None,
+) -> CampaignProbes:
+    """Run a probe campaign (`yieldgate probe`): every recipe x seed x budget the ledger does not already hold, on
+    `executor` (local, ray or slurm; `workers` at once; Ray at `address`), then rank the recipes over every finished
+    probe and store that summary with the campaign. The file is read and checked before any probe trains, and
+    before `display` is called."""
+    from yieldgate.analysis.campaign import summarise
+    from yieldgate.probe.campaign import load_campaign, run_campaign
+    from yieldgate.probe.campaign import plan as planned
+    from yieldgate.probe.campaign.executors import CampaignProbes, preflight_campaign
+
+    campaign = preflight_campaign(load_campaign(Path(campaign_file)), executor)
+    location = _location(ledger)
+    shown = display(len(planned(campaign))) if display is not None else nullcontext((None, None))
+    with shown as (on_step, on_result):
+        done = run_campaign(
+            campaign,
+            location,
+            executor=executor,  # type: ignore[arg-type]  # checked by preflight_campaign
+            workers=workers,
+            address=address,
+            progress=on_step,
+            on_result=on_result,
+        )
+    with _open(location, readonly=False) as led:
+        summary = summarise(led, campaign.name)
+        led.set_campaign_summary(campaign.name, summary.to_dict())
+    return CampaignProbes(done, summary)
+
+
+def dedup(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    near: float | None = None,
+    shingle: str = "word:3",
+    chunk_chars: int | None = None,
+) -> DedupResult:
+    """Exact or near-duplicate documents among files (`yieldgate dedup`): each file under `paths` (folders walked)
+    one document, or chunks of about `chunk_chars` characters; near dedup at estimated Jaccard >= `near` over
+    `shingle`s (word:N or char:N), exact without it."""
+    from yieldgate.data.pipeline import dedup_paths
+
+    given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    return dedup_paths(given, near=near, shingle=shingle, chunk_chars=chunk_chars)
+
+
+def audit(pipeline: str | os.PathLike[str], *, run: str | None = None, ledger: LocationArg = None) -> Audit:
+    """Run a data pipeline file stage by stage and account for each (`yieldgate audit FILE`); with `run`, the audit
+    is recorded into that run (created if absent)."""
+    from yieldgate.data.pipeline import audit_file
+
+    return audit_file(Path(pipeline), ledger=_location(ledger), run=run)
+
+
+def audit_pair(
+    a: str | os.PathLike[str], b: str | os.PathLike[str], *, progress: Callable[[str], None] | None = None
+) -> PipelineComparison:
+    """Two pipeline files run and lined up stage by stage, with the hybrid that takes at each row the stage keeping
+    more of the tagged slice (`yieldgate audit A B`; `data.pipeline_compare`); `progress(what)` before each run."""
+    from yieldgate.data.pipeline_compare import compare_files
+
+    return compare_files(Path(a), Path(b), progress=progress)

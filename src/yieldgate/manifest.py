@@ -42,6 +42,8 @@ __all__ = [
     "EvalPortfolio",
     "Manifest",
     "Difference",
+    "ManifestCheck",
+    "ManifestDiff",
     "load_manifest",
     "load_recipe",
     "parse_manifest",
@@ -481,3 +483,29 @@ def diff(a: Manifest, b: Manifest) -> list[Difference]:
     _flatten(a.canonical(), "", fa)
     _flatten(b.canonical(), "", fb)
     return [Difference(field=k, a=fa.get(k), b=fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+class ManifestDiff(BaseModel):
+    """Two manifests field by field (`yieldgate manifest diff`): each as given (a file or a run's name), its content
+    hash, and the fields in which they differ."""
+
+    a: str
+    b: str
+    hash_a: str
+    hash_b: str
+    differences: list[Difference]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class ManifestCheck(BaseModel):
+    """A manifest file that validates (`yieldgate manifest validate`; one that does not is a ManifestError), with
+    its content hash."""
+
+    file: str
+    valid: bool = True
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from yieldgate.cli.common import JsonOption, _float_option, _print_json, app, console
+from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console
 from yieldgate.errors import InputError
-from yieldgate.report.console import render_audit, render_audit_pair, render_dedup
+from yieldgate.report.console import WorkProgress, render_audit, render_audit_pair, render_dedup
 
 
 @app.command("dedup")
@@ -34,9 +34,9 @@ def dedup_(
 
     Example: yieldgate dedup corpus/ --near 0.15 --shingle word:3 --chunk-chars 2000 --json
     """
-    from yieldgate.data.pipeline import dedup_paths
+    from yieldgate import api
 
-    result = dedup_paths(paths, near=near, shingle=shingle, chunk_chars=chunk_chars)
+    result = api.dedup(paths, near=near, shingle=shingle, chunk_chars=chunk_chars)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -75,9 +75,9 @@ def audit(
             raise InputError("--run records one pipeline's audit: run `yieldgate audit FILE --run NAME` for each")
         _audit_pair(pipelines[0], pipelines[1], as_json)
         return
-    from yieldgate.data.pipeline import audit_file
+    from yieldgate import api
 
-    result = audit_file(pipelines[0], ledger=ctx.find_root().obj["ledger"], run=run).to_dict()
+    result = api.audit(pipelines[0], run=run, ledger=_where(ctx)).to_dict()
     if as_json:
         _print_json(result)
     else:
@@ -86,21 +86,15 @@ def audit(
 
 def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
     """`yieldgate audit A B`: both pipelines stage by stage, row by row, the hybrid's choice and the three end to
-    end (`data.pipeline_compare`)."""
-    from rich.progress import Progress
-
-    from yieldgate.data.pipeline_compare import compare_files
+    end (`api.audit_pair`)."""
+    from yieldgate import api
 
     err = Console(stderr=True)
-    with Progress(console=err, disable=as_json or not err.is_terminal, transient=True) as bar:
-        task = bar.add_task("reading the input", total=3)
+    with WorkProgress(err, quiet=as_json or not err.is_terminal, transient=True) as bar:
+        bar.update("reading the input", completed=0, total=3)
         steps = iter(range(4))
-
-        def on_run(what: str) -> None:
-            bar.update(task, description=what, completed=next(steps))
-
-        result = compare_files(a, b, progress=on_run)
-        bar.update(task, completed=3)
+        result = api.audit_pair(a, b, progress=lambda what: bar.update(what, completed=next(steps)))
+        bar.update(completed=3)
     if as_json:
         _print_json(result.to_dict())
     else:

@@ -25,18 +25,14 @@ def gate_(
 
     Example: yieldgate gate 'milton/s*/t150000' --policy examples/policy.yaml --strict
     """
-    from yieldgate.gate.gate import gate, record
-    from yieldgate.gate.policy import load_policy
+    from yieldgate import api
 
-    parsed = load_policy(policy)
-    with _ledger(ctx) as ledger:
-        decision = gate(ledger, target, parsed)
-    with _ledger(ctx, readonly=False) as ledger:
-        decision_id = record(ledger, decision, parsed)
+    decision = api.gate(target, policy, ledger=_where(ctx))
     if as_json:
-        _print_json({"id": decision_id, **decision.to_dict()})
+        _print_json(decision.to_dict())
     else:
-        render_decision(decision, console, decision_id)
+        assert decision.id is not None  # kept: api.gate records by default
+        render_decision(decision, console, decision.id)
     if strict and decision.decision != "approve":
         raise typer.Exit(3 if decision.decision == "hold" else 4)
 

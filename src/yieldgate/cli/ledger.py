@@ -77,9 +77,9 @@ def ledger_copy(
 
     Example: yieldgate ledger copy yieldgate.db postgresql://yg@db.internal:5432/yieldgate
     """
-    from yieldgate.ledger.copy import copy_ledger
+    from yieldgate import api
 
-    result = copy_ledger(source, destination, replace=replace)
+    result = api.copy_ledger(source, destination, replace=replace)
     if as_json:
         _print_json(result.to_dict())
     else:

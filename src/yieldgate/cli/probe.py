@@ -3,20 +3,20 @@ stored results."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json, app, console
+from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json, _where, app, console
 from yieldgate.errors import InputError
 from yieldgate.report.console import (
     CampaignProgress,
+    WorkProgress,
     render_batch_check,
     render_campaign,
-    render_campaign_run,
+    render_campaign_probes,
     render_campaign_status,
     render_campaigns,
     render_training,
@@ -58,44 +58,24 @@ def train(
     Example: yieldgate train recipes/shakespeare.yaml --tokens 1000000 --seed 1
     Example: yieldgate train recipes/shakespeare.yaml --resume-from shakespeare/s1/t1000000 --cooldown-tokens 100000
     """
-    from rich.progress import Progress
+    from yieldgate import api
 
-    from yieldgate.data.recipe import resolve
-    from yieldgate.manifest import load_recipe
-    from yieldgate.probe.config import ProbeConfig
-    from yieldgate.probe.cooldown import cooldown_probe
-    from yieldgate.probe.trainer import train_probe
-
-    if (resume_from is None) != (cooldown_tokens is None):
-        raise InputError("--resume-from and --cooldown-tokens go together")
-    if resume_from is None and tokens is None:
-        raise InputError("give --tokens (the probe's budget), or --resume-from with --cooldown-tokens")
-    parsed = load_recipe(recipe)
-    name = run or (f"{resume_from}/cooldown{cooldown_tokens}" if resume_from else f"{recipe.stem}/s{seed}/t{tokens}")
-    location = ctx.find_root().obj["ledger"]
-    with Progress(console=Console(stderr=True), disable=as_json) as bar:
-        task = bar.add_task(f"{name}: preparing data", total=None)
-        data = resolve(parsed, seed=seed)
-        bar.update(task, description=f"{name}: training")
-        on_step = lambda step, steps: bar.update(task, completed=step, total=steps)  # noqa: E731
-        if resume_from is not None and cooldown_tokens is not None:  # given together (checked above)
-            final = cooldown_probe(
-                data,
-                source_run=resume_from,
-                cooldown_tokens=cooldown_tokens,
-                run=name,
-                ledger=location,
-                progress=on_step,
-            )
-        else:
-            assert tokens is not None  # checked above
-            final = train_probe(
-                data, ProbeConfig(tokens=tokens, seed=seed), run=name, ledger=location, progress=on_step
-            )
+    with WorkProgress(Console(stderr=True), quiet=as_json) as bar:
+        result = api.train(
+            recipe,
+            tokens=tokens,
+            seed=seed,
+            run=run,
+            resume_from=resume_from,
+            cooldown_tokens=cooldown_tokens,
+            ledger=_where(ctx),
+            on_stage=lambda name, stage: bar.update(f"{name}: {stage}"),
+            progress=lambda step, steps: bar.update(completed=step, total=steps),
+        )
     if as_json:
-        _print_json({"run": name, "final": final})
+        _print_json(result.to_dict())
     else:
-        render_training(final, console, name)
+        render_training(result.final, console, result.run)
 
 
 @app.command("batch-check")
@@ -135,34 +115,28 @@ def batch_check(
 
     Example: yieldgate batch-check --candidate-batch 256 --accumulation 4 --candidate-lr 6e-3 --seeds 5 --json
     """
-    from rich.progress import Progress
+    from yieldgate import api
 
-    from yieldgate.probe.batch import BatchCheckSetup, run_batch_check
-
-    setup = BatchCheckSetup(
-        baseline_batch=baseline_batch,
-        candidate_batch=candidate_batch,
-        accumulation=accumulation,
-        precision=precision,  # type: ignore[arg-type]  # checked by BatchCheckSetup
-        lr=lr,
-        candidate_lr=candidate_lr,
-        seeds=seeds,
-        tokens=tokens,
-        source=source,
-    )
     err = Console(stderr=True)
-    with Progress(console=err, disable=as_json or not err.is_terminal, transient=True) as bar:
-        task = bar.add_task("training baseline and candidate", total=2 * seeds)
-        result = run_batch_check(
-            setup,
-            ledger=ctx.find_root().obj["ledger"],
+    with WorkProgress(err, quiet=as_json or not err.is_terminal, transient=True) as bar:
+        result = api.batch_check(
+            baseline_batch=baseline_batch,
+            candidate_batch=candidate_batch,
+            accumulation=accumulation,
+            precision=precision,
+            lr=lr,
+            candidate_lr=candidate_lr,
+            seeds=seeds,
+            tokens=tokens,
+            source=source,
             run=run,
-            progress=lambda done, total: bar.update(task, completed=done),
+            ledger=_where(ctx),
+            progress=lambda done, total: bar.update("training baseline and candidate", completed=done, total=total),
         )
     if as_json:
-        _print_json({"setup": dataclasses.asdict(setup), "run": run, **dataclasses.asdict(result)})
+        _print_json(result.to_dict())
     else:
-        render_batch_check(result, console, setup, run)
+        render_batch_check(result.result, console, result.setup, result.run)
 
 
 @app.command()
@@ -191,38 +165,28 @@ def probe(
 
     Example: yieldgate probe campaign.yaml --workers 2
     """
-    from yieldgate.analysis.campaign import summarise
-    from yieldgate.probe.campaign import load_campaign, plan, run_campaign
-    from yieldgate.probe.campaign.executors import preflight_campaign
+    from yieldgate import api
 
-    campaign = preflight_campaign(load_campaign(campaign_file), executor)  # before any probe, and any display
-    location = ctx.find_root().obj["ledger"]
-    total = len(plan(campaign))
+    location = _where(ctx)
     try:
-        with CampaignProgress(Console(stderr=True), total, quiet=as_json) as (on_step, on_result):
-            done = run_campaign(
-                campaign,
-                location,
-                executor=executor,  # type: ignore[arg-type]
-                workers=workers,
-                address=address,
-                progress=on_step,
-                on_result=on_result,
-            )
+        result = api.probe(
+            campaign_file,
+            ledger=location,
+            executor=executor,
+            workers=workers,
+            address=address,
+            display=lambda total: CampaignProgress(Console(stderr=True), total, quiet=as_json),
+        )
     except KeyboardInterrupt:
         typer.echo(
             f"interrupted: the probes finished so far are in {location}; run the same command again to train the rest",
             err=True,
         )
         raise typer.Exit(130) from None
-    with _ledger(ctx, readonly=False) as ledger:
-        summary = summarise(ledger, campaign.name)
-        ledger.set_campaign_summary(campaign.name, summary.to_dict())
     if as_json:
-        _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
-        return
-    render_campaign_run(done, Console(stderr=True))
-    render_campaign(summary.to_dict(), console)
+        _print_json(result.to_dict())
+    else:
+        render_campaign_probes(result, console, Console(stderr=True))
 
 
 @app.command()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from yieldgate.cli.common import JsonOption, _ledger, _print_json, _runs_ledger, _where, app, console, manifest_app
-from yieldgate.errors import InputError, RunNotFound, YieldgateError
+from yieldgate.cli.common import JsonOption, _print_json, _runs_ledger, _where, app, console, manifest_app
+from yieldgate.errors import InputError
 from yieldgate.report.console import (
+    render_manifest_check,
     render_manifest_diff,
     render_no_runs,
     render_removed,
@@ -21,10 +22,6 @@ from yieldgate.report.console import (
     say,
     write_table,
 )
-
-if TYPE_CHECKING:
-    from yieldgate.manifest import Manifest
-
 
 Patterns = Annotated[list[str], typer.Argument(help="Run names or globs (quote them: 'bs64-seed*').")]
 
@@ -223,22 +220,6 @@ def show(
         render_show(result, console)
 
 
-def _manifest_of(ctx: typer.Context, ref: str) -> Manifest:
-    """A manifest file if `ref` is a path that exists, else the manifest of the run named `ref`."""
-    from yieldgate.manifest import load_manifest
-
-    if Path(ref).is_file():
-        return load_manifest(ref)
-    with _ledger(ctx) as ledger:
-        try:
-            manifest = ledger.manifest(ref)
-        except RunNotFound:
-            raise RunNotFound(f"{ref}: neither a manifest file nor a run in {ledger.location}") from None
-    if manifest is None:
-        raise YieldgateError(f"run {ref!r} has no manifest; attach one when recording or importing it")
-    return manifest
-
-
 @manifest_app.command("validate")
 def manifest_validate(
     path: Annotated[Path, typer.Argument(help="Manifest file (YAML or JSON).")], as_json: JsonOption = False
@@ -247,13 +228,13 @@ def manifest_validate(
 
     Example: yieldgate manifest validate manifest.yaml
     """
-    from yieldgate.manifest import load_manifest
+    from yieldgate import api
 
-    manifest = load_manifest(path)
+    result = api.validate_manifest(path)
     if as_json:
-        _print_json({"file": str(path), "valid": True, "hash": manifest.content_hash()})
+        _print_json(result.to_dict())
     else:
-        say(console, f"{path}: valid, hash {manifest.content_hash()}")
+        render_manifest_check(result, console)
 
 
 @manifest_app.command("diff")
@@ -267,16 +248,9 @@ def manifest_diff(
 
     Example: yieldgate manifest diff baseline.yaml bs64-fp16
     """
-    from yieldgate.manifest import diff
+    from yieldgate import api
 
-    ma, mb = _manifest_of(ctx, a), _manifest_of(ctx, b)
-    result = {
-        "a": a,
-        "b": b,
-        "hash_a": ma.content_hash(),
-        "hash_b": mb.content_hash(),
-        "differences": [d.model_dump() for d in diff(ma, mb)],
-    }
+    result = api.manifest_diff(a, b, ledger=_where(ctx)).to_dict()
     if as_json:
         _print_json(result)
     else:

@@ -4,13 +4,13 @@ the threshold (`Bounds`). `gate.py` decides; `requirements.py` checks what the e
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from yieldgate.gate.policy import Policy, Stage
 from yieldgate.manifest import Manifest
 
-__all__ = ["Check", "Decision", "Draft", "Target", "Bounds"]
+__all__ = ["Check", "Decision", "RecordedDecision", "Draft", "Target", "Bounds"]
 
 
 @dataclass
@@ -47,6 +47,20 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class RecordedDecision(Decision):
+    """A decision with the id the ledger keeps it under (`yieldgate gate`; None: not recorded)."""
+
+    id: int | None = None
+
+    @classmethod
+    def of(cls, decision: Decision, id: int | None) -> RecordedDecision:
+        return cls(**{f.name: getattr(decision, f.name) for f in fields(Decision)}, id=id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, **super().to_dict()}
 
 
 @dataclass

@@ -26,7 +26,7 @@ from yieldgate.manifest import Manifest, ModelConfig, Optimisation, Recipe, Sour
 from yieldgate.probe.model import GPT, GPTConfig
 from yieldgate.track.batch_check import BatchCheckResult, BatchConfig, batch_size_check
 
-__all__ = ["BatchCheckSetup", "run_batch_check", "record_batch_check", "META_KEY"]
+__all__ = ["BatchCheckSetup", "BatchCheckReport", "run_batch_check", "record_batch_check", "META_KEY"]
 
 META_KEY = "batch_check"
 """The run meta key a check is kept under (`Tracker.record_batch_check` writes the same; `yieldgate diagnose`
@@ -107,6 +107,19 @@ class BatchCheckSetup:
                 precision=self.precision,
             ),
         )
+
+
+@dataclass(frozen=True)
+class BatchCheckReport:
+    """`yieldgate batch-check`'s result: what was trained, the verdict with its numbers, and the run it was kept
+    with (None: none)."""
+
+    setup: BatchCheckSetup
+    result: BatchCheckResult
+    run: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"setup": dataclasses.asdict(self.setup), "run": self.run, **dataclasses.asdict(self.result)}
 
 
 def _text(source: str, context: int) -> tuple[np.ndarray, np.ndarray]:

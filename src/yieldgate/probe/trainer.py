@@ -15,6 +15,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from yieldgate.probe.model import GPT, GPTConfig
 from yieldgate.probe.parts import Parts, Portfolio, Sampler
 from yieldgate.track import Tracker, TrackerConfig
 
-__all__ = ["Faults", "ProbeConfig", "train_probe", "run_steps", "probe_manifest", "PORTFOLIO"]
+__all__ = ["Faults", "ProbeConfig", "ProbeTraining", "train_probe", "run_steps", "probe_manifest", "PORTFOLIO"]
 
 
 def probe_manifest(
@@ -80,6 +81,18 @@ def probe_manifest(
         library_versions={"torch": torch.__version__, "python": sys.version.split()[0]},
         seed=cfg.seed,
     )
+
+
+@dataclass(frozen=True)
+class ProbeTraining:
+    """A probe trained into the ledger (`yieldgate train`, a cooldown too): its run and its final evaluation."""
+
+    run: str
+    final: dict[str, Any]
+    """Eval key (`val/loss`, `val/milton/bpb`, ...) -> its value at the last step."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "final": self.final}
 
 
 def train_probe(

@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from yieldgate.errors import InputError, ProbesFailed, check_choice
 from yieldgate.ledger import Ledger
@@ -23,8 +23,12 @@ from yieldgate.manifest import Source
 from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
 
+if TYPE_CHECKING:
+    from yieldgate.analysis.campaign import CampaignSummary
+
 __all__ = [
     "CampaignRun",
+    "CampaignProbes",
     "Progress",
     "run_campaign",
     "preflight_campaign",
@@ -55,6 +59,18 @@ class CampaignRun:
         if not self.imported:  # as before for a campaign that imports nothing
             out.pop("imported")
         return out
+
+
+@dataclass(frozen=True)
+class CampaignProbes:
+    """What `yieldgate probe` did: the probes it trained, skipped and lost (`run`), and the campaign's rankings over
+    every finished probe (`summary`, as stored with the campaign)."""
+
+    run: CampaignRun
+    summary: CampaignSummary
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run.to_dict(), "summary": self.summary.to_dict()}
 
 
 Progress = Callable[[str, int, int], None]

@@ -17,6 +17,7 @@ from yieldgate.report.console.campaign import (
 )
 from yieldgate.report.console.compare import (
     render_comparison,
+    render_manifest_check,
     render_manifest_diff,
     render_pipelines,
     render_report,
@@ -37,11 +38,13 @@ from yieldgate.report.console.lines import clean, evidence_lines, fmt, say
 from yieldgate.report.console.probe import (
     CampaignProgress,
     render_batch_check,
+    render_campaign_probes,
     render_campaign_run,
     render_campaign_status,
     render_diagnosis,
     render_training,
 )
+from yieldgate.report.console.progress import WorkProgress
 from yieldgate.report.console.results import render_proposals, render_results
 from yieldgate.report.console.runs import (
     TABLE_COLUMNS,
@@ -80,6 +83,7 @@ __all__ = [
     "render_yields",
     "render_forecast",
     "render_comparison",
+    "render_manifest_check",
     "render_manifest_diff",
     "render_pipelines",
     "render_report",
@@ -88,8 +92,10 @@ __all__ = [
     "render_training",
     "render_batch_check",
     "render_campaign_run",
+    "render_campaign_probes",
     "render_campaign_status",
     "CampaignProgress",
+    "WorkProgress",
     "render_campaign",
     "render_campaigns",
     "with_interval",

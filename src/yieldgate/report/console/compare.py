@@ -15,9 +15,10 @@ from yieldgate.report.format import fmt
 
 if TYPE_CHECKING:
     from yieldgate.analysis.compare import Comparison
+    from yieldgate.manifest import ManifestCheck
     from yieldgate.report.html import ReportResult
 
-__all__ = ["render_comparison", "render_manifest_diff", "render_pipelines", "render_report"]
+__all__ = ["render_comparison", "render_manifest_check", "render_manifest_diff", "render_pipelines", "render_report"]
 
 
 def render_comparison(result: Comparison, console: Console, *, check_flags: dict[str, str] | None = None) -> None:
@@ -60,6 +61,11 @@ def render_comparison(result: Comparison, console: Console, *, check_flags: dict
         flags = " ".join(f"{flag} {value}" for flag, value in check_flags.items())
         say(console, f"check it: yieldgate batch-check {flags} --run {result.runs[b][0]}", soft_wrap=True)
     say(console, result.verdict)
+
+
+def render_manifest_check(result: ManifestCheck, console: Console) -> None:
+    """`yieldgate manifest validate`: the file, valid, with its content hash."""
+    say(console, f"{result.file}: valid, hash {result.hash}")
 
 
 def render_manifest_diff(result: dict[str, Any], console: Console) -> None:

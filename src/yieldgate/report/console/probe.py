@@ -10,18 +10,20 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from yieldgate.report.console.campaign import render_campaign
 from yieldgate.report.console.lines import evidence_lines, say
 from yieldgate.report.format import fmt
 
 if TYPE_CHECKING:
     from yieldgate.analysis.diagnose import Diagnosis
     from yieldgate.probe.batch import BatchCheckSetup
-    from yieldgate.probe.campaign.executors import CampaignRun
+    from yieldgate.probe.campaign.executors import CampaignProbes, CampaignRun
     from yieldgate.track.batch_check import BatchCheckResult
 
 __all__ = [
     "CampaignProgress",
     "render_batch_check",
+    "render_campaign_probes",
     "render_campaign_run",
     "render_campaign_status",
     "render_diagnosis",
@@ -101,6 +103,12 @@ def render_campaign_run(done: CampaignRun, console: Console) -> None:
         say(console, f"failed: {run}: {error}")
     for run, source in done.imported.items():
         say(console, f"imported: {run}: its script wrote no Tracker records; read from {source}")
+
+
+def render_campaign_probes(result: CampaignProbes, console: Console, err: Console) -> None:
+    """`yieldgate probe`: what it trained on `err` (beside its progress), then the campaign's rankings."""
+    render_campaign_run(result.run, err)
+    render_campaign(result.summary.to_dict(), console)
 
 
 TAIL_LINES = 12
