@@ -62,6 +62,7 @@ __all__ = [
     "import_results",
     "campaign_proposals",
     "campaign_progress",
+    "campaign_attribution",
     "export_run",
     "report",
     "decisions",
@@ -616,6 +617,16 @@ def campaign_progress(name: str, *, ledger: LedgerArg = None) -> tuple[dict[str,
         if status["done"] and status["done"] < status["planned"]:
             record = {**record, "summary": summarise(led, name).to_dict()}
     return record, status
+
+
+def campaign_attribution(name: str, *, ledger: LedgerArg = None, level: float | None = None) -> dict[str, Any] | None:
+    """A probe campaign's recipe x capability table and its sources' marginal effects: leave-one-out probes and, with
+    enough mixtures, the mixture regression's (`yieldgate campaign NAME`; `analysis.attribution.attribution`). None
+    for imported results, or without two recipes' finished probes at one budget."""
+    from yieldgate.analysis.attribution import attribution
+
+    with _open(ledger, readonly=True) as led:
+        return attribution(led, name, level=level)
 
 
 def check(run: str | None = None, *, ledger: LedgerArg = None) -> CheckResult:

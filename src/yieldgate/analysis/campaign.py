@@ -67,12 +67,14 @@ COOLDOWN_GAIN = "cooldown_gain"
 HIGHER_IS_BETTER = (YIELD, STABLE_YIELD, COOLDOWN_GAIN)
 
 
-def probe_runs(ledger: Ledger, campaign: str) -> pd.DataFrame:
-    """The campaign's probe runs: run, status, recipe, seed, tokens, model, error."""
+def probe_runs(ledger: Ledger, campaign: str, *, ablations: bool = False) -> pd.DataFrame:
+    """The campaign's probe runs: run, status, recipe, seed, tokens, model, error. Its leave-one-out probes
+    (`probe.campaign.ablation`) are an attribution experiment, not recipes to rank: left out unless `ablations`,
+    which adds the column `left_out` (the source a leave-one-out probe leaves out, None for the others)."""
     rows = []
     for name, status, meta in ledger.run_metas().itertuples(index=False):
         probe = meta.get("probe")
-        if isinstance(probe, dict) and probe.get("campaign") == campaign:
+        if isinstance(probe, dict) and probe.get("campaign") == campaign and (ablations or not probe.get("ablation")):
             rows.append(
                 {
                     "run": name,
@@ -82,9 +84,11 @@ def probe_runs(ledger: Ledger, campaign: str) -> pd.DataFrame:
                     "tokens": probe["tokens"],
                     "model": "{layers}x{width}".format(**probe["model"]),
                     "error": meta.get("error"),
+                    **({"left_out": (probe.get("ablation") or {}).get("left_out")} if ablations else {}),
                 }
             )
-    return pd.DataFrame(rows, columns=["run", "status", "recipe", "seed", "tokens", "model", "error"])
+    columns = ["run", "status", "recipe", "seed", "tokens", "model", "error"]
+    return pd.DataFrame(rows, columns=[*columns, "left_out"] if ablations else columns)
 
 
 def _at(curve: pd.DataFrame, tokens: float) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,6 +14,7 @@ from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json
 from yieldgate.errors import InputError
 from yieldgate.report.console import (
     CampaignProgress,
+    render_attribution,
     render_batch_check,
     render_campaign,
     render_campaign_run,
@@ -182,6 +183,14 @@ def probe(
         str | None,
         typer.Option("--address", help="Ray cluster address (default: a local Ray instance started for the campaign)."),
     ] = None,
+    ablate_sources: Annotated[
+        bool,
+        typer.Option(
+            "--ablate-sources",
+            help="Also train one leave-one-out recipe per source of the first recipe (BASE-minus-SOURCE), at the "
+            "smallest budget with its seeds, and show each source's effect.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Run a probe campaign: every recipe x seed x budget the ledger does not already hold, then rank the
@@ -190,14 +199,17 @@ def probe(
     Re-running a campaign skips finished probes; a probe that fails is recorded with its error.
 
     Example: yieldgate probe campaign.yaml --workers 2
+
+    Example: yieldgate probe examples/campaign.yaml --ablate-sources
     """
     from yieldgate.analysis.campaign import summarise
     from yieldgate.probe.campaign import load_campaign, plan, run_campaign
     from yieldgate.probe.campaign.executors import preflight_campaign
 
     campaign = preflight_campaign(load_campaign(campaign_file), executor)  # before any probe, and any display
+    extra = _ablations(campaign) if ablate_sources else []  # a base of one source is refused here, before any probe
     location = ctx.find_root().obj["ledger"]
-    total = len(plan(campaign))
+    total = len(plan(campaign)) + len(extra)
     try:
         with CampaignProgress(Console(stderr=True), total, quiet=as_json) as (on_step, on_result):
             done = run_campaign(
@@ -208,6 +220,7 @@ def probe(
                 address=address,
                 progress=on_step,
                 on_result=on_result,
+                extra=extra,
             )
     except KeyboardInterrupt:
         typer.echo(
@@ -218,11 +231,31 @@ def probe(
     with _ledger(ctx, readonly=False) as ledger:
         summary = summarise(ledger, campaign.name)
         ledger.set_campaign_summary(campaign.name, summary.to_dict())
+        attribution = _attribution(campaign.name, ledger) if ablate_sources else None
     if as_json:
-        _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
+        _print_json({"run": done.to_dict(), "summary": summary.to_dict(), **attribution_json(attribution)})
         return
     render_campaign_run(done, Console(stderr=True))
     render_campaign(summary.to_dict(), console)
+    render_attribution(attribution, console)
+
+
+def _ablations(campaign: Any) -> list[Any]:
+    """The campaign's leave-one-out probes (`--ablate-sources`); InputError for a base of one source."""
+    from yieldgate.probe.campaign.ablation import ablation_plan
+
+    return ablation_plan(campaign)
+
+
+def _attribution(name: str, ledger: Any) -> dict[str, Any] | None:
+    from yieldgate import api
+
+    return api.campaign_attribution(name, ledger=ledger)
+
+
+def attribution_json(attribution: dict[str, Any] | None) -> dict[str, Any]:
+    """The `attribution` key of a campaign's --json (none where there is no table)."""
+    return {} if attribution is None else {"attribution": attribution}
 
 
 @app.command()
@@ -262,12 +295,14 @@ def campaign(
             return
         record, status = api.campaign_progress(name, ledger=ledger)
         incomplete = status is not None and status["done"] < status["planned"]
+        attribution = api.campaign_attribution(name, ledger=ledger) if record["summary"] is not None else None
     if record["summary"] is None and (status is None or status["left"] == status["planned"]):
         raise InputError(f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file")
     if as_json:
-        _print_json({**record, "progress": status} if incomplete else record)
+        _print_json({**record, **attribution_json(attribution), **({"progress": status} if incomplete else {})})
         return
     if incomplete and status is not None:
         render_campaign_status(status, console, name)
     if record["summary"] is not None:
         render_campaign(record["summary"], console)
+        render_attribution(attribution, console)
