@@ -53,7 +53,8 @@ def test_leave_one_out_probes_show_each_source_paying_for_its_own_capability(tmp
     assert out["summary"]["rankings"]["8000"]["bpb"]["order"][0]["recipe"] == "base"  # ranked without the ablations
     assert len(out["summary"]["rankings"]["8000"]["bpb"]["order"]) == 1
 
-    shown = json.loads(runner.invoke(app, ["--ledger", str(ledger), "campaign", "abl", "--json"]).stdout)["attribution"]
+    shown = json.loads(runner.invoke(app, ["--ledger", str(ledger), "campaign", "abl", "--json"]).stdout)["summary"]
+    shown = shown["attribution"]
     assert shown["budget"] == 8000 and shown["base"] == "base"
     assert [r["recipe"] for r in shown["table"]] == ["base", "base-minus-milton", "base-minus-shakespeare-modern"]
     assert set(shown["sources"]) == {"milton", "shakespeare-modern"}

@@ -14,7 +14,6 @@ from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json
 from yieldgate.errors import InputError
 from yieldgate.report.console import (
     CampaignProgress,
-    render_attribution,
     render_batch_check,
     render_campaign,
     render_campaign_run,
@@ -231,31 +230,18 @@ def probe(
     with _ledger(ctx, readonly=False) as ledger:
         summary = summarise(ledger, campaign.name)
         ledger.set_campaign_summary(campaign.name, summary.to_dict())
-        attribution = _attribution(campaign.name, ledger) if ablate_sources else None
     if as_json:
-        _print_json({"run": done.to_dict(), "summary": summary.to_dict(), **attribution_json(attribution)})
+        _print_json({"run": done.to_dict(), "summary": summary.to_dict()})
         return
     render_campaign_run(done, Console(stderr=True))
     render_campaign(summary.to_dict(), console)
-    render_attribution(attribution, console)
 
 
 def _ablations(campaign: Any) -> list[Any]:
     """The campaign's leave-one-out probes (`--ablate-sources`); InputError for a base of one source."""
     from yieldgate.probe.campaign.ablation import ablation_plan
 
-    return ablation_plan(campaign)
-
-
-def _attribution(name: str, ledger: Any) -> dict[str, Any] | None:
-    from yieldgate import api
-
-    return api.campaign_attribution(name, ledger=ledger)
-
-
-def attribution_json(attribution: dict[str, Any] | None) -> dict[str, Any]:
-    """The `attribution` key of a campaign's --json (none where there is no table)."""
-    return {} if attribution is None else {"attribution": attribution}
+    return list(ablation_plan(campaign))
 
 
 @app.command()
@@ -295,14 +281,12 @@ def campaign(
             return
         record, status = api.campaign_progress(name, ledger=ledger)
         incomplete = status is not None and status["done"] < status["planned"]
-        attribution = api.campaign_attribution(name, ledger=ledger) if record["summary"] is not None else None
     if record["summary"] is None and (status is None or status["left"] == status["planned"]):
         raise InputError(f"campaign {name!r} has no stored results yet; run `yieldgate probe` on its file")
     if as_json:
-        _print_json({**record, **attribution_json(attribution), **({"progress": status} if incomplete else {})})
+        _print_json({**record, "progress": status} if incomplete else record)
         return
     if incomplete and status is not None:
         render_campaign_status(status, console, name)
     if record["summary"] is not None:
         render_campaign(record["summary"], console)
-        render_attribution(attribution, console)
