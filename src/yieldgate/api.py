@@ -621,8 +621,9 @@ def campaign_progress(name: str, *, ledger: LedgerArg = None) -> tuple[dict[str,
 
 def campaign_attribution(name: str, *, ledger: LedgerArg = None, level: float | None = None) -> dict[str, Any] | None:
     """A probe campaign's recipe x capability table and its sources' marginal effects: leave-one-out probes and, with
-    enough mixtures, the mixture regression's (`yieldgate campaign NAME`; `analysis.attribution.attribution`). None
-    for imported results, or without two recipes' finished probes at one budget."""
+    enough mixtures, the mixture regression's (`analysis.attribution.attribution`), read afresh from the ledger at
+    `level` (default: the campaign's); the summary `yieldgate probe` stores holds the same (`attribution`). None for
+    imported results, or without two recipes' finished probes at one budget."""
     from yieldgate.analysis.attribution import attribution
 
     with _open(ledger, readonly=True) as led:

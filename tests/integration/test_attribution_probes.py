@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from yieldgate import api
 from yieldgate.cli import app
 from yieldgate.ledger import Ledger
 
@@ -56,6 +57,7 @@ def test_leave_one_out_probes_show_each_source_paying_for_its_own_capability(tmp
     shown = json.loads(runner.invoke(app, ["--ledger", str(ledger), "campaign", "abl", "--json"]).stdout)["summary"]
     shown = shown["attribution"]
     assert shown["budget"] == 8000 and shown["base"] == "base"
+    assert api.campaign_attribution("abl", ledger=ledger) == shown  # the library's door reads what the summary holds
     assert [r["recipe"] for r in shown["table"]] == ["base", "base-minus-milton", "base-minus-shakespeare-modern"]
     assert set(shown["sources"]) == {"milton", "shakespeare-modern"}
     # The known answer: each source pays for its own capability, beyond the seeds' noise (measured: milton's effect
