@@ -185,7 +185,7 @@ COMMANDS = {
     },
     "export": {"--json", "--to"},
     "diagnose": {"--json", "--against"},
-    "probe": {"--json", "--executor", "--workers", "--address"},
+    "probe": {"--json", "--executor", "--workers", "--address", "--ablate-sources"},
     "campaign": {"--json", "--propose"},
     "gate": {"--json", "--policy", "--strict"},
     "plan": {"--json", "--policy", "--flops", "--scaling", "--params"},

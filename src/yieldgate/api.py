@@ -70,6 +70,7 @@ __all__ = [
     "import_results",
     "campaign_proposals",
     "campaign_progress",
+    "campaign_attribution",
     "export_run",
     "report",
     "decisions",
@@ -643,6 +644,17 @@ def campaign_progress(name: str, *, ledger: LedgerArg = None) -> tuple[dict[str,
     return record, status
 
 
+def campaign_attribution(name: str, *, ledger: LedgerArg = None, level: float | None = None) -> dict[str, Any] | None:
+    """A probe campaign's recipe x capability table and its sources' marginal effects: leave-one-out probes and, with
+    enough mixtures, the mixture regression's (`analysis.attribution.attribution`), read afresh from the ledger at
+    `level` (default: the campaign's); the summary `yieldgate probe` stores holds the same (`attribution`). None for
+    imported results, or without two recipes' finished probes at one budget."""
+    from yieldgate.analysis.attribution import attribution
+
+    with _open(ledger, readonly=True) as led:
+        return attribution(led, name, level=level)
+
+
 def check(run: str | None = None, *, ledger: LedgerArg = None) -> CheckResult:
     """SQLite's integrity check (of a file) and every stored block's checksum, or only `run`'s blocks
     (`yieldgate check`)."""
@@ -799,20 +811,24 @@ def probe(
     executor: str = "local",
     workers: int | None = None,
     address: str | None = None,
+    ablate_sources: bool = False,
     display: CampaignDisplay | None = None,
 ) -> CampaignProbes:
     """Run a probe campaign (`yieldgate probe`): every recipe x seed x budget the ledger does not already hold, on
     `executor` (local, ray or slurm; `workers` at once; Ray at `address`), then rank the recipes over every finished
-    probe and store that summary with the campaign. The file is read and checked before any probe trains, and
-    before `display` is called."""
+    probe and store that summary with the campaign. With `ablate_sources`, also one leave-one-out recipe per source
+    of the first recipe at the smallest budget (`probe.campaign.ablation`; a base of one source is refused). The
+    file is read and checked before any probe trains, and before `display` is called."""
     from yieldgate.analysis.campaign import summarise
     from yieldgate.probe.campaign import load_campaign, run_campaign
     from yieldgate.probe.campaign import plan as planned
+    from yieldgate.probe.campaign.ablation import ablation_plan
     from yieldgate.probe.campaign.executors import CampaignProbes, preflight_campaign
 
     campaign = preflight_campaign(load_campaign(Path(campaign_file)), executor)
+    extra = list(ablation_plan(campaign)) if ablate_sources else []
     location = _location(ledger)
-    shown = display(len(planned(campaign))) if display is not None else nullcontext((None, None))
+    shown = display(len(planned(campaign)) + len(extra)) if display is not None else nullcontext((None, None))
     with shown as (on_step, on_result):
         done = run_campaign(
             campaign,
@@ -822,6 +838,7 @@ def probe(
             address=address,
             progress=on_step,
             on_result=on_result,
+            extra=extra,
         )
     with _open(location, readonly=False) as led:
         summary = summarise(led, campaign.name)

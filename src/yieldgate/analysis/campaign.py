@@ -34,6 +34,8 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   where the gain measured as the mean over the campaign's seeds should fall.
 - **Across model sizes** (`campaign_sizes`): each recipe's L(N, D) law over three or more sizes, and rank transfer:
   how often each smaller size orders the recipes as the largest does.
+- **Which data is paying** (`attribution`): the recipe x capability table and each source's effect from the
+  campaign's leave-one-out probes, which the rankings, decision accuracy and forecasts leave out (`probe_runs`).
 """
 
 from __future__ import annotations
@@ -67,12 +69,14 @@ COOLDOWN_GAIN = "cooldown_gain"
 HIGHER_IS_BETTER = (YIELD, STABLE_YIELD, COOLDOWN_GAIN)
 
 
-def probe_runs(ledger: Ledger, campaign: str) -> pd.DataFrame:
-    """The campaign's probe runs: run, status, recipe, seed, tokens, model, error."""
+def probe_runs(ledger: Ledger, campaign: str, *, ablations: bool = False) -> pd.DataFrame:
+    """The campaign's probe runs: run, status, recipe, seed, tokens, model, error. Its leave-one-out probes
+    (`probe.campaign.ablation`) are an attribution experiment, not recipes to rank: left out unless `ablations`,
+    which adds the column `left_out` (the source a leave-one-out probe leaves out, None for the others)."""
     rows = []
     for name, status, meta in ledger.run_metas().itertuples(index=False):
         probe = meta.get("probe")
-        if isinstance(probe, dict) and probe.get("campaign") == campaign:
+        if isinstance(probe, dict) and probe.get("campaign") == campaign and (ablations or not probe.get("ablation")):
             rows.append(
                 {
                     "run": name,
@@ -82,9 +86,11 @@ def probe_runs(ledger: Ledger, campaign: str) -> pd.DataFrame:
                     "tokens": probe["tokens"],
                     "model": "{layers}x{width}".format(**probe["model"]),
                     "error": meta.get("error"),
+                    **({"left_out": (probe.get("ablation") or {}).get("left_out")} if ablations else {}),
                 }
             )
-    return pd.DataFrame(rows, columns=["run", "status", "recipe", "seed", "tokens", "model", "error"])
+    columns = ["run", "status", "recipe", "seed", "tokens", "model", "error"]
+    return pd.DataFrame(rows, columns=[*columns, "left_out"] if ablations else columns)
 
 
 def _at(curve: pd.DataFrame, tokens: float) -> float:
@@ -157,6 +163,9 @@ class CampaignSummary:
     (`campaign_sizes.rank_transfer`)."""
     failed: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    attribution: dict[str, Any] | None = None
+    """The recipe x capability table and each source's marginal effect (`attribution.attribution`; None without two
+    recipes' finished probes at one budget)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -230,7 +239,14 @@ def summarise(
         notes=notes,
         scaling=recipe_laws(ledger, runs, level=level, target_tokens=target, boots=boots) if sizes else {},
         rank_transfer=transfer_by_budget(scores, sizes, BPB, level=level) if sizes else {},
+        attribution=_attribution(ledger, campaign, level),
     )
+
+
+def _attribution(ledger: Ledger, campaign: str, level: float) -> dict[str, Any] | None:
+    from yieldgate.analysis.attribution import attribution  # it reads this module's probe_runs and probe_scores
+
+    return attribution(ledger, campaign, level=level)
 
 
 Scores = dict[int, dict[str, dict[str, dict[int, float]]]]

@@ -156,6 +156,14 @@ def probe(
         str | None,
         typer.Option("--address", help="Ray cluster address (default: a local Ray instance started for the campaign)."),
     ] = None,
+    ablate_sources: Annotated[
+        bool,
+        typer.Option(
+            "--ablate-sources",
+            help="Also train one leave-one-out recipe per source of the first recipe (BASE-minus-SOURCE), at the "
+            "smallest budget with its seeds, and show each source's effect.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Run a probe campaign: every recipe x seed x budget the ledger does not already hold, then rank the
@@ -164,6 +172,8 @@ def probe(
     Re-running a campaign skips finished probes; a probe that fails is recorded with its error.
 
     Example: yieldgate probe campaign.yaml --workers 2
+
+    Example: yieldgate probe examples/campaign.yaml --ablate-sources
     """
     from yieldgate import api
 
@@ -175,6 +185,7 @@ def probe(
             executor=executor,
             workers=workers,
             address=address,
+            ablate_sources=ablate_sources,
             display=lambda total: CampaignProgress(Console(stderr=True), total, quiet=as_json),
         )
     except KeyboardInterrupt:

@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -101,9 +101,11 @@ def run_campaign(
     address: str | None = None,
     progress: Progress | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    extra: Sequence[ProbeSpec] = (),
 ) -> CampaignRun:
     """Train the campaign's probes that the ledger lacks; see the module docstring. `progress` hears from
     probes in training; `on_result` gets one result per planned probe (status skipped, finished or failed).
+    `extra`: probes beyond the campaign's plan, trained with it (its leave-one-out probes, `ablation_plan`).
     ProbesFailed when every probe trained failed and none of the campaign's is finished (each failure is stored)."""
     check_choice("executor", executor, ("local", "ray", "slurm"))
     if executor == "ray":
@@ -111,7 +113,7 @@ def run_campaign(
     campaign = preflight_campaign(campaign, executor)
     gpus = campaign.trainer.gpus if campaign.trainer is not None else 0
     ledger = str(Path(ledger).resolve()) if "://" not in ledger else ledger
-    specs = plan(campaign)
+    specs = plan(campaign) + list(extra)
     with Ledger(ledger) as led:
         led.put_campaign(campaign.name, campaign.model_dump(mode="json"), campaign.content_hash())
         todo, skipped = pending(led, specs)

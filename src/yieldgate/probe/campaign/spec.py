@@ -258,10 +258,12 @@ class ProbeSpec:
     key: str
     trainer: TrainerSpec | None = None
     """The campaign's own trainer (None: the built-in one)."""
+    ablation: dict[str, str] | None = None
+    """A leave-one-out probe (`ablation`): {"base": the recipe it ablates, "left_out": the source it leaves out}."""
 
     def meta(self) -> dict[str, Any]:
-        """What the probe's run carries in its meta under `probe`."""
-        return {
+        """What the probe's run carries in its meta under `probe` (with `ablation` only for a leave-one-out probe)."""
+        out = {
             "campaign": self.campaign,
             "recipe": self.recipe_name,
             "recipe_hash": self.recipe_hash,
@@ -270,6 +272,7 @@ class ProbeSpec:
             "model": self.model.model_dump(),
             "key": self.key,
         }
+        return {**out, "ablation": dict(self.ablation)} if self.ablation else out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -286,6 +289,7 @@ class ProbeSpec:
             "recipe_hash": self.recipe_hash,
             "key": self.key,
             "trainer": self.trainer.model_dump(mode="json", by_alias=True) if self.trainer else None,
+            "ablation": self.ablation,
         }
 
     @classmethod
@@ -304,6 +308,7 @@ class ProbeSpec:
             run=d["run"],
             key=d["key"],
             trainer=TrainerSpec.model_validate(d["trainer"]) if d.get("trainer") else None,
+            ablation=d.get("ablation"),
         )
 
 

@@ -5,6 +5,7 @@ typer or the command line beyond the words it prints."""
 
 from __future__ import annotations
 
+from yieldgate.report.console.attribution import render_attribution
 from yieldgate.report.console.campaign import (
     accuracy_lines,
     forecast_lines,
@@ -98,6 +99,7 @@ __all__ = [
     "WorkProgress",
     "render_campaign",
     "render_campaigns",
+    "render_attribution",
     "with_interval",
     "ranking_tables",
     "accuracy_lines",

@@ -159,6 +159,10 @@ def render_campaign(summary: dict[str, Any], console: Console) -> None:
     lines = accuracy_lines(summary) + transfer_lines(summary) + forecast_lines(summary) + scaling_lines(summary)
     for line in lines + [f"note: {n}" for n in summary["notes"]]:
         console.print(line, markup=False, highlight=False)
+    if summary.get("attribution"):  # none in a summary stored before attribution, or without two recipes
+        from yieldgate.report.console.attribution import render_attribution
+
+        render_attribution(summary["attribution"], console)
 
 
 def with_interval(entry: dict[str, Any]) -> str:
