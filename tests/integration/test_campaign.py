@@ -269,7 +269,7 @@ def test_a_wsd_probe_separates_the_stable_phase_yield_from_the_cooldown_gain():
     data's; the stable phase's yield and the cooldown's gain are reported apart, exactly."""
     import pandas as pd
 
-    from yieldgate.analysis.campaign import COOLDOWN_GAIN, STABLE_YIELD, YIELD, probe_scores
+    from yieldgate.analysis.probe_scores import COOLDOWN_GAIN, STABLE_YIELD, YIELD, probe_scores
 
     tokens = np.arange(0, 11) * 1e8  # evaluations every 1e8 tokens up to 1e9
     loss = 4.0 - 0.1 * np.arange(11)

@@ -37,8 +37,8 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.campaign import BPB, probe_runs, probe_scores
 from yieldgate.analysis.mixture import FOLDS, _refit, fit_mixture
+from yieldgate.analysis.probe_scores import BPB, probe_runs, probe_scores
 from yieldgate.analysis.results import is_results
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
