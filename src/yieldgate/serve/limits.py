@@ -115,11 +115,10 @@ class Flights:
         self.shared = 0
         """Callers that got another caller's result since the start."""
 
-    def waiting(self, key: Any) -> int:
-        """How many callers wait on `key`'s computation now (0 when none runs)."""
+    def waiting(self) -> int:
+        """How many callers wait now for a computation another caller runs."""
         with self._lock:
-            flight = self._flights.get(key)
-            return 0 if flight is None else flight.waiting
+            return sum(f.waiting for f in self._flights.values())
 
     def run(self, key: Any, compute: Callable[[], T]) -> T:
         with self._lock:
@@ -132,6 +131,8 @@ class Flights:
                 self.shared += 1
         if not leader:
             flight.done.wait()
+            with self._lock:
+                flight.waiting -= 1
             if flight.error is not None:
                 raise flight.error
             return flight.value  # type: ignore[no-any-return]
