@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
+from tests.support.reliability import check
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.serve import data
 from yieldgate.serve.app import create_app
 from yieldgate.serve.limits import ServeLimits
-from tests.support.reliability import check
 
 RUNS = ("a", "b", "c", "d", "e")
 
@@ -45,7 +45,10 @@ def db(tmp_path: Path) -> Path:
             )
             led.append_evals(
                 name,
-                [EvalRecord(step=int(s), tokens=s * 256.0, task="val", metric="loss", value=5.0 - s / 100) for s in (50, 100, 200)],
+                [
+                    EvalRecord(step=int(s), tokens=s * 256.0, task="val", metric="loss", value=5.0 - s / 100)
+                    for s in (50, 100, 200)
+                ],
             )
     return path
 
@@ -119,7 +122,11 @@ def test_the_runs_list_pages_with_its_total(db, cli_for):
     newest = client.get("/api/runs", params={"order": "newest", "limit": 2}).json()
     assert newest["runs"] == every[::-1][:2] and newest["offset"] == 0
     assert client.get("/api/runs", params={"offset": 5}).json() == {
-        "total": 5, "offset": 5, "limit": data.PAGE_RUNS, "order": "oldest", "runs": []
+        "total": 5,
+        "offset": 5,
+        "limit": data.PAGE_RUNS,
+        "order": "oldest",
+        "runs": [],
     }
     for query, says in (
         ({"offset": -1}, "offset must be a whole number >= 0 (the runs to skip), got -1"),

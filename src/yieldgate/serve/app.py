@@ -231,9 +231,7 @@ def compare_page(request: Request) -> HTMLResponse:
     a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
     with _ledger(request) as led:
         per, note = data.comparison_unit(led, a, b, _per(request.query_params))
-        result = _compute(
-            request, led, (a, b), lambda: api.compare(a, b, ledger=led, per=per, **_options(request))
-        )
+        result = _compute(request, led, (a, b), lambda: api.compare(a, b, ledger=led, per=per, **_options(request)))
     return HTMLResponse(views.compare_page(result, dict(request.query_params), per=per, note=note))
 
 
@@ -342,9 +340,7 @@ def api_compare(request: Request) -> JSONResponse:
     a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
     with _ledger(request) as led:
         per, _ = data.comparison_unit(led, a, b, _per(request.query_params))
-        result = _compute(
-            request, led, (a, b), lambda: api.compare(a, b, ledger=led, per=per, **_options(request))
-        )
+        result = _compute(request, led, (a, b), lambda: api.compare(a, b, ledger=led, per=per, **_options(request)))
         return JSONResponse(json_safe(result.to_dict()))
 
 

@@ -135,7 +135,7 @@ class Flights:
                 flight.waiting -= 1
             if flight.error is not None:
                 raise flight.error
-            return flight.value  # type: ignore[no-any-return]
+            return flight.value
         try:
             flight.value = compute()
         except BaseException as exc:
@@ -145,7 +145,7 @@ class Flights:
             with self._lock:
                 del self._flights[key]
             flight.done.set()
-        return flight.value  # type: ignore[no-any-return]
+        return flight.value
 
 
 class Work:
