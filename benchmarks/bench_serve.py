@@ -141,7 +141,7 @@ class Serve:
         fields = {}
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 fields[key] = int(value.split()[0]) / 1024
         return fields
 

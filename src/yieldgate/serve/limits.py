@@ -11,6 +11,8 @@ that runs alone). A request that finds the gate full waits up to `ServeLimits.wa
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -52,6 +54,25 @@ class ServeLimits:
         return max(1, math.ceil(self.wait_s))
 
 
+def _libc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, or None (another C library, another system)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _libc_trim()
+
+
+def release_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's `malloc_trim`; nothing elsewhere). A computation over
+    a million steps frees ~300 MB in the arena of the thread that ran it, which glibc keeps for that arena: the next
+    computation, on another of the server's threads, would add its own on top."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
 class Busy(YieldgateError):
     """The dashboard's computations are at their bound and a request waited its time: 503, Retry-After."""
 
@@ -91,6 +112,7 @@ class Gate:
         try:
             yield
         finally:
+            release_memory()
             with self._room:
                 self.in_use -= weight
                 self.running -= 1
