@@ -335,7 +335,7 @@ function runsPage(table) {
   async function load() {
     try {
       const page = await getJSON(`/api/runs?order=newest&offset=0&limit=${wanted}`);
-      rows = page.runs;
+      rows = page.runs.reverse();  // the newest runs, in the ledger's order (oldest first) as before paging
       total = page.total;
       render();
     } catch (error) {
