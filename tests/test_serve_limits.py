@@ -60,7 +60,8 @@ def _until(condition, seconds: float = 20.0) -> None:
         time.sleep(0.01)
 
 
-def test_requests_at_once_for_one_run_share_one_computation_and_a_full_gate_answers_503(db):
+@pytest.mark.slow
+def test_requests_at_once_for_one_run_share_one_computation(db):
     # No cache, so only the single flight can spare the second computation; one step of room: one at a time.
     app = create_app(str(db), limits=ServeLimits(steps_at_once=1, wait_s=30, cache_bytes=0))
     client, work = TestClient(app), app.state.work
@@ -79,28 +80,37 @@ def test_requests_at_once_for_one_run_share_one_computation_and_a_full_gate_answ
         t.join(30)
     shared = data.computations["run_figures"] - before
     assert [a.status_code for a in answers] == [200, 200] and answers[0].content == answers[1].content
-    assert shared == 1 and work.flights.shared == 1
-
-    # The gate full for longer than a request waits: 503 at once, with Retry-After and one line.
-    app = create_app(str(db), limits=ServeLimits(steps_at_once=1, wait_s=0.2, cache_bytes=0))
-    client, work = TestClient(app), app.state.work
-    with work.gate.hold(1, "the test"):
-        busy = client.get("/api/run/figures", params={"name": "b"})
-        page = client.get("/compare", params={"a": "a", "b": "b"})
-    message = busy.json()["error"]
-    assert busy.status_code == 503 and busy.headers["retry-after"] == "1" and "\n" not in message
-    assert message.startswith("the dashboard is busy: 1 computation(s) reading 1 steps run now")
-    assert page.status_code == 503 and page.headers["retry-after"] == "1" and work.gate.refused == 2
-    assert client.get("/api/run/figures", params={"name": "b"}).status_code == 200  # room again
+    assert shared == 1 and work.flights.shared == 1 and work.gate.in_use == 0
     check(
-        "`yieldgate serve`: two requests at once for one run's plots, then one while the computations are at their "
-        "bound (steps_at_once=1)",
-        f"{shared} computation answers both; the other waits 0.2 s, then {busy.status_code} with `Retry-After: "
-        f"{busy.headers['retry-after']}` and one line: `{_short(message)}`",
+        "`yieldgate serve`: two requests at once for one run's plots",
+        f"{shared} computation answers both, the same bytes to each",
         "0",
     )
 
 
+def test_a_full_gate_answers_503_with_retry_after(db):
+    # The gate full for longer than a request waits: 503, with Retry-After and one line; room again afterwards.
+    app = create_app(str(db), limits=ServeLimits(steps_at_once=1, wait_s=0.2, cache_bytes=0))
+    client, work = TestClient(app), app.state.work
+    before = data.computations["run_figures"]
+    with work.gate.hold(1, "the test"):
+        busy = client.get("/api/run/figures", params={"name": "b"})
+        page = client.get("/compare", params={"a": "a", "b": "b"})
+        live = client.get("/api/run/live", params={"name": "b", "after": 200, "evals": 0})
+    message = busy.json()["error"]
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "1" and "\n" not in message
+    assert message.startswith("the dashboard is busy: 1 computation(s) reading 1 steps run now")
+    assert page.status_code == live.status_code == 503 and page.headers["retry-after"] == "1"
+    assert work.gate.refused == 3 and work.gate.in_use == 0 and data.computations["run_figures"] == before
+    check(
+        "`yieldgate serve`: a request while the computations are at their bound (steps_at_once=1)",
+        f"waits 0.2 s, then {busy.status_code} with `Retry-After: {busy.headers['retry-after']}` and one line: "
+        f"`{_short(message)}`",
+        "0",
+    )
+
+
+@pytest.mark.slow
 def test_the_figure_cache_is_bounded_by_the_bytes_it_keeps(db):
     app = create_app(str(db))
     client, cache = TestClient(app), app.state.figures

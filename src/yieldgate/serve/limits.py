@@ -57,7 +57,7 @@ class ServeLimits:
 def _libc_trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim`, or None (another C library, another system)."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):
         return None
 
