@@ -11,6 +11,17 @@ set (VmRSS, and its peak VmHWM) after the first load and after 30 and 60 more lo
 (3 runs x 2 metrics x 3 smoothings in turn: more than the figure cache keeps, so each is drawn anew).
 
     .venv/bin/python benchmarks/bench_serve.py [--steps 1000000] [--runs 1000] [--no-browser] [--json]
+
+Under load (issue #32 item 5), `--clients 50 --runs 10000`: one server over a ledger of 10,000 runs, one of them
+1,000,000 steps (`--ledger PATH` keeps it for the next time: built there when missing), and 50 clients at once,
+each asking 6 times in turn for the big run's plots (2 metrics x 3 smoothings: 6 different computations), a
+small run's plots, a page of the runs list and a live poll of the big run that asks for its curve; a 503 is asked
+again after its Retry-After, its wait counted in the request's time. Measured: the server's peak resident memory
+(VmHWM) and what it keeps after (VmRSS), p50 and p99 of the requests' times, the 503s; and, before the clients
+come, `/api/runs` (a page of 500, and every run) on the same server. Targets: peak resident memory <= 600 MB,
+`/api/runs` <= 0.5 s.
+
+    .venv/bin/python benchmarks/bench_serve.py --clients 50 --runs 10000 --ledger /tmp/serve_bench/l.db
 """
 
 from __future__ import annotations
@@ -22,7 +33,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -128,7 +141,7 @@ class Serve:
         fields = {}
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 fields[key] = int(value.split()[0]) / 1024
         return fields
 
@@ -213,14 +226,139 @@ def _browser_times(db: Path, chromium: str, repeats: int) -> dict[str, Any]:
     }
 
 
+PEAK_TARGET_MB = 600
+RUNS_TARGET_S = 0.5
+ASKS = 6  # requests of each client under load
+PAGE = "/api/runs?order=newest&offset=0&limit=500"
+
+
+def _ask(serve: Serve, path: str) -> tuple[float, int]:
+    """Seconds until `path` is answered 200, asking again after each 503's Retry-After; and the 503s met."""
+    start, busy = time.perf_counter(), 0
+    while True:
+        try:
+            serve.get(path)
+            return time.perf_counter() - start, busy
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503:
+                raise
+            busy += 1
+            time.sleep(float(exc.headers.get("retry-after", "1")))
+
+
+def _client_paths(client: int, runs: int) -> list[str]:
+    """What client `client` asks for, in turn: the big run's plots (its own metric and smoothing of six), a small
+    run's plots, a page of the runs list, a live poll of the big run that asks for its curve."""
+    looks = [(m, s) for m in ("val/loss", "val/web/loss") for s in (0.0, 0.6, 0.9)]
+    out = []
+    for k in range(ASKS):
+        metric, smooth = looks[(client + k) % len(looks)]
+        small = f"sweep/lr{(client * ASKS + k) % max(1, runs - 1):04d}"
+        out.append(
+            [
+                f"/api/run/figures?name=huge0&metric={metric}&smooth={smooth}",
+                f"/api/run/figures?name={small}",
+                PAGE,
+                "/api/run/live?name=huge0&after=999000&evals=0&curve_after=",
+            ][(client + k) % 4]
+        )
+    return out
+
+
+def under_load(db: Path, clients: int, runs: int, repeats: int) -> dict[str, Any]:
+    """`clients` at once against one server (module docstring); `/api/runs` timed first, median of `repeats`."""
+    figures: dict[str, Any] = {"clients": clients}
+    with Serve(db) as serve:
+        figures["memory_start_mb"] = serve.memory_mb()
+        for name, path in (("runs_page_api_s", PAGE), ("runs_all_api_s", "/api/runs")):
+            figures[name] = float(np.median([_timed(serve, [path])[0] for _ in range(repeats)]))
+        times: list[float] = []
+        busy: list[int] = []
+        errors: list[str] = []
+        lock = threading.Lock()
+
+        def client(i: int) -> None:
+            for path in _client_paths(i, runs):
+                try:
+                    seconds, refused = _ask(serve, path)
+                except Exception as exc:  # a failure is reported, not hidden: the run is said to have failed
+                    with lock:
+                        errors.append(f"{path}: {exc}")
+                    continue
+                with lock:
+                    times.append(seconds)
+                    busy.append(refused)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        figures["load_s"] = time.perf_counter() - start
+        figures["memory_after_mb"] = serve.memory_mb()
+    figures.update(
+        requests=len(times),
+        p50_s=float(np.percentile(times, 50)) if times else None,
+        p99_s=float(np.percentile(times, 99)) if times else None,
+        answered_503=int(sum(busy)),
+        errors=errors,
+    )
+    return figures
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+def _print_load(f: dict[str, Any], runs: int, steps: int) -> None:
+    peak = f["memory_after_mb"]["VmHWM"]
+    print(
+        f"/api/runs over {runs:,} runs: a page of 500 in {f['runs_page_api_s']:.2f} s "
+        f"(target <= {RUNS_TARGET_S} s: {_met(f['runs_page_api_s'] <= RUNS_TARGET_S)}); every run in "
+        f"{f['runs_all_api_s']:.2f} s"
+    )
+    print(
+        f"{f['clients']} clients at once, {ASKS} requests each ({f['requests']} answered in {f['load_s']:.0f} s; "
+        f"one run of {steps:,} steps): p50 {f['p50_s']:.2f} s, p99 {f['p99_s']:.2f} s; {f['answered_503']} answers "
+        f"503 (asked again after Retry-After); {len(f['errors'])} errors"
+    )
+    print(
+        f"server memory: peak {peak:.0f} MB resident (target <= {PEAK_TARGET_MB} MB: "
+        f"{_met(peak <= PEAK_TARGET_MB)}); {f['memory_after_mb']['VmRSS']:.0f} MB kept after; "
+        f"{f['memory_start_mb']['VmRSS']:.0f} MB at the start"
+    )
+    for e in f["errors"][:5]:
+        print(f"  error: {e}")
+
+
+def load_main(args: argparse.Namespace) -> None:
+    """`--clients`: the measure under load, on the ledger `--ledger` names (built there when missing) or a new one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.ledger or Path(tmp) / "bench.db"
+        if not db.exists():
+            db.parent.mkdir(parents=True, exist_ok=True)
+            build(db, args.steps, args.runs, 1)
+        result = under_load(db, args.clients, args.runs, args.repeats)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_load(result, args.runs, args.steps)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=1_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-browser", action="store_true", help="HTTP timings only")
+    parser.add_argument("--clients", type=int, default=0, help="measure under this many clients at once instead")
+    parser.add_argument("--ledger", type=Path, help="with --clients: the ledger to use, built there when missing")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.clients:
+        load_main(args)
+        return
     figures: dict[str, Any] = {"steps": args.steps, "runs": args.runs}
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.db"

@@ -6,7 +6,10 @@ Tracker writing in another process is seen at the next request and nothing here 
 `Authorization: Bearer <token>` (scripts), or as the cookie that a visit to an address ending in `?token=<token>`
 sets before it redirects to the same address without the token (browsers); without it the answer is 401. Every
 response carries a Content-Security-Policy that allows scripts from this server only (plotly.js from the installed
-`plotly` package: the page works offline).
+`plotly` package: the page works offline). The heavy reads (a run's plots, a live poll's curve, a comparison) go
+through the app's `limits.Work`: one computation for the requests asking for the same thing at once, and a bounded
+number of steps read at once; a request that finds no room within `ServeLimits.wait_s` is answered 503 with
+Retry-After.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from yieldgate.errors import InputError, RunNotFound, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.pg import masked
 from yieldgate.serve import data, views
+from yieldgate.serve.limits import Busy, ServeLimits, Work
 from yieldgate.util.jsonsafe import json_safe
 
 __all__ = ["create_app", "CSP", "TOKEN_COOKIE"]
@@ -174,6 +178,35 @@ def _figures(request: Request) -> data.FigureCache:
     return request.app.state.figures
 
 
+def _work(request: Request) -> Work:
+    """The app's gate and single flights (`limits.Work`), shared by every request."""
+    return request.app.state.work
+
+
+def _weight(request: Request, led: Ledger, patterns: tuple[str, ...]) -> int:
+    """The steps a comparison of `patterns` reads: its runs' when each names one run; a glob's runs are known only
+    once matched, so a comparison of globs weighs the gate's whole room (it runs alone)."""
+    total = 0
+    for pattern in patterns:
+        try:
+            total += int(led.run_info(pattern)["steps"])
+        except RunNotFound:
+            return _work(request).limits.steps_at_once
+    return total
+
+
+def _compute(request: Request, led: Ledger, patterns: tuple[str, ...], compute: Callable[[], Any]) -> Any:
+    """`compute()` through the app's `Work`, keyed by the request's path and query (requests asking the same at once
+    share one), weighed by the steps of the runs `patterns` name."""
+    key = (request.url.path, tuple(sorted(request.query_params.multi_items())))
+    what = f"{request.url.path} of {' and '.join(map(repr, patterns))}"
+    return _work(request).compute(key, _weight(request, led, patterns), what, compute)
+
+
+def _json(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
+
+
 # -- pages ------------------------------------------------------------------------------------------------------
 
 
@@ -198,7 +231,7 @@ def compare_page(request: Request) -> HTMLResponse:
     a, b = _arg(request, "a", "/compare?a=base&b=new"), _arg(request, "b", "/compare?a=base&b=new")
     with _ledger(request) as led:
         per, note = data.comparison_unit(led, a, b, _per(request.query_params))
-        result = api.compare(a, b, ledger=led, per=per, **_options(request))
+        result = _compute(request, led, (a, b), lambda: api.compare(a, b, ledger=led, per=per, **_options(request)))
     return HTMLResponse(views.compare_page(result, dict(request.query_params), per=per, note=note))
 
 
@@ -251,15 +284,30 @@ def api_decisions(request: Request) -> JSONResponse:
         return JSONResponse(data.decision_records(led, request.query_params.get("target") or None))
 
 
-def api_runs(request: Request) -> JSONResponse:
+def api_runs(request: Request) -> Response:
+    """Every run as `yieldgate runs --json` lists them; with `offset` or `limit`, a page of them with the ledger's
+    count (`data.runs_page`): `{"total", "offset", "limit", "order", "runs"}`."""
+    q = request.query_params
+    offset = _int(q, "offset", "a whole number >= 0 (the runs to skip)")
+    limit = _int(q, "limit", "a whole number >= 1 (the runs in a page)")
+    order = q.get("order") or "oldest"
+    if offset is not None and offset < 0:
+        raise InputError(f"offset must be a whole number >= 0 (the runs to skip), got {offset}")
+    if limit is not None and limit < 1:
+        raise InputError(f"limit must be a whole number >= 1 (the runs in a page), got {limit}")
+    if order not in data.ORDERS:
+        raise InputError(f"order must be one of {', '.join(data.ORDERS)}, got {order!r}")
     with _ledger(request) as led:
-        return JSONResponse(data.run_records(led))
+        if offset is None and limit is None and "order" not in q:
+            return _json(data.encode(data.run_records(led, _work(request))))
+        page = data.runs_page(led, offset or 0, limit or data.PAGE_RUNS, order=order, work=_work(request))
+        return _json(data.encode(page))
 
 
-def api_run_figures(request: Request) -> JSONResponse:
+def api_run_figures(request: Request) -> Response:
     name = _arg(request, "name", "/api/run/figures?name=bs64-seed0")
     with _ledger(request) as led:
-        return JSONResponse(
+        return _json(
             _figures(request).run_figures(
                 led,
                 name,
@@ -283,6 +331,7 @@ def api_run_live(request: Request) -> JSONResponse:
                 curve_after=_int(q, "curve_after", "a step number"),
                 smooth=_smooth(q),
                 smooth_from=_float(q, "smooth_from", "a number"),
+                work=_work(request),
             )
         )
 
@@ -291,16 +340,16 @@ def api_compare(request: Request) -> JSONResponse:
     a, b = _arg(request, "a", "/api/compare?a=base&b=new"), _arg(request, "b", "/api/compare?a=base&b=new")
     with _ledger(request) as led:
         per, _ = data.comparison_unit(led, a, b, _per(request.query_params))
-        return JSONResponse(json_safe(api.compare(a, b, ledger=led, per=per, **_options(request)).to_dict()))
+        result = _compute(request, led, (a, b), lambda: api.compare(a, b, ledger=led, per=per, **_options(request)))
+        return JSONResponse(json_safe(result.to_dict()))
 
 
 def api_compare_figures(request: Request) -> JSONResponse:
     a, b = _arg(request, "a", "/api/compare/figures?a=x&b=y"), _arg(request, "b", "/api/compare/figures?a=x&b=y")
+    metric, per = request.query_params.get("metric") or "val/loss", _per(request.query_params)
     with _ledger(request) as led:
         return JSONResponse(
-            data.comparison_figures(
-                led, a, b, metric=request.query_params.get("metric") or "val/loss", per=_per(request.query_params)
-            )
+            _compute(request, led, (a, b), lambda: data.comparison_figures(led, a, b, metric=metric, per=per))
         )
 
 
@@ -315,11 +364,13 @@ def plotly_js(request: Request) -> FileResponse:
 
 
 async def failed(request: Request, exc: Exception) -> Response:
-    """A library error as the answer: 404 for what is not in the ledger, else 400; JSON under /api, else a page."""
-    status = 404 if isinstance(exc, (RunNotFound, _NotFound)) else 400
+    """A library error as the answer: 404 for what is not in the ledger, 503 with Retry-After when the dashboard's
+    computations are at their bound (`limits.Busy`), else 400; JSON under /api, else a page."""
+    status = 404 if isinstance(exc, (RunNotFound, _NotFound)) else 503 if isinstance(exc, Busy) else 400
+    headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, Busy) else None
     if request.url.path.startswith("/api/"):
-        return JSONResponse({"error": str(exc)}, status)
-    return HTMLResponse(views.error_page(str(exc)), status)
+        return JSONResponse({"error": str(exc)}, status, headers=headers)
+    return HTMLResponse(views.error_page(str(exc)), status, headers=headers)
 
 
 ROUTES = [
@@ -344,14 +395,22 @@ ROUTES = [
 """Every address the dashboard answers: its pages, their JSON under /api, and the assets."""
 
 
-def create_app(location: str, *, token: str | None = None, allowed_hosts: list[str] | None = None) -> Starlette:
+def create_app(
+    location: str,
+    *,
+    token: str | None = None,
+    allowed_hosts: list[str] | None = None,
+    limits: ServeLimits | None = None,
+) -> Starlette:
     """The dashboard over the ledger at `location` (read-only). `token`: required of every request when set.
     `allowed_hosts`: the Host headers answered (a loopback server answers only its own names, so a web page
-    cannot reach it through a DNS name that points at 127.0.0.1); None answers any."""
+    cannot reach it through a DNS name that points at 127.0.0.1); None answers any. `limits`: how much it computes
+    and keeps at once (`ServeLimits()` when None)."""
     middleware = [Middleware(_Guard, token=token)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
     app = Starlette(routes=ROUTES, middleware=middleware, exception_handlers={YieldgateError: failed})
     app.state.location = location
-    app.state.figures = data.FigureCache()
+    app.state.work = Work(limits)
+    app.state.figures = data.FigureCache(app.state.work)
     return app

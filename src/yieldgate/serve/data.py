@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any
 
 import numpy as np
@@ -23,11 +23,15 @@ from yieldgate.report.console import decision_record, run_record
 from yieldgate.report.figures.base import MAX_POINTS, Figure, downsample, figure_dict, smoothed
 from yieldgate.report.figures.runs import build_figures
 from yieldgate.report.sections import collect
+from yieldgate.serve.limits import Work
 from yieldgate.util.jsonsafe import json_safe
 
 __all__ = [
     "run_records",
+    "runs_page",
     "run_record",
+    "encode",
+    "computations",
     "run_figures",
     "FigureCache",
     "live_points",
@@ -43,9 +47,55 @@ CURVE_COLUMNS = ("step", "tokens", "wall_s", "cost_usd", "loss")
 """The columns of a metric's curve a live poll sends: the axes of the loss plots, and the metric's value."""
 
 
-def run_records(ledger: Ledger) -> list[dict[str, Any]]:
+PAGE_RUNS = 500
+"""Runs in a page of `/api/runs` when a page is asked for without its `limit`."""
+ORDERS = ("oldest", "newest")
+"""The orders a page of runs may be listed in: the ledger's (oldest first, as `yieldgate runs`), or its reverse."""
+
+computations: Counter[str] = Counter()
+"""How many times each computation below ran in this process (`run_figures`, `curve`): a reload that hits the
+cache, or a request that shares another's computation, adds nothing."""
+_counting = threading.Lock()
+
+
+def _computed(what: str) -> None:
+    with _counting:
+        computations[what] += 1
+
+
+def encode(payload: Any) -> bytes:
+    """JSON as the API sends it (what Starlette's JSONResponse writes): compact UTF-8, no NaN (`json_safe` first)."""
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _listing(ledger: Ledger, work: Work | None) -> list[dict[str, Any]]:
+    """`Ledger.run_records` without totals, read once for the requests that ask at the same time (each record's
+    checksum is checked: most of a 10,000-run listing's time)."""
+    if work is None:
+        return ledger.run_records(totals=False)
+    return work.flights.run(("runs",), lambda: ledger.run_records(totals=False))
+
+
+def run_records(ledger: Ledger, work: Work | None = None) -> list[dict[str, Any]]:
     """Every run of the ledger, oldest first, as `yieldgate runs --json` lists them."""
-    return [run_record(r) for r in ledger.runs().to_dict("records")]
+    return [run_record(r) for r in ledger.add_totals([dict(r) for r in _listing(ledger, work)])]
+
+
+def runs_page(
+    ledger: Ledger, offset: int, limit: int, *, order: str = "oldest", work: Work | None = None
+) -> dict[str, Any]:
+    """`limit` runs from the `offset`-th on, in `order` (`ORDERS`), as `yieldgate runs --json` lists each, with
+    `total`, the ledger's count of runs: the steps and evaluations of the page's runs alone are read."""
+    records = _listing(ledger, work)
+    ordered = records if order == "oldest" else records[::-1]
+    page = ledger.add_totals([dict(r) for r in ordered[offset : offset + limit]])
+    return {
+        "total": len(records),
+        "offset": offset,
+        "limit": limit,
+        "order": order,
+        "runs": [run_record(r) for r in page],
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -89,6 +139,7 @@ def run_figures(
     cursor's `curve_step` is the step of the last evaluation drawn (of `metric`, as resolved: a run without
     val/loss is drawn with the metric `default_metric` picks, named in the payload). `smooth`: the throughput's
     moving-average weight (`figures.smoothed`). `info`: the run's `Ledger.run_info`, if read already."""
+    _computed("run_figures")
     cursor = _cursor(ledger, run, info)  # before the read: a point written in between shows at the next poll
     data = collect(ledger, [run], metric=metric, per="token")
     curve = data.runs[0].curve
@@ -106,15 +157,19 @@ def run_figures(
 
 
 class FigureCache:
-    """The plots of the last few run pages, so a reload or a second tab of a big, unchanged run costs a ledger
-    query instead of the analysis (seconds at a million steps). An entry is keyed by everything the plots are
-    drawn from that can change: the run's status (as computed at read time), its `updated_at` (bumped by every
-    write of steps, evaluations, status or manifest), its events (diagnoses drawn as spans) and its notes."""
+    """The drawn plots of recent run pages as the JSON sent (`encode`), so a reload or a second tab of a big,
+    unchanged run costs a ledger query instead of the analysis (seconds at a million steps), and fifty tabs
+    opening one run at once draw it once (`Work.compute`). Bounded by bytes (`ServeLimits.cache_bytes`), the least
+    recently used going first. An entry is keyed by everything the plots are drawn from that can change: the
+    run's status (as computed at read time), its `updated_at` (bumped by every write of steps, evaluations,
+    status or manifest), its events (diagnoses drawn as spans) and its notes."""
 
-    def __init__(self, size: int = 8) -> None:
-        self.size = size
+    def __init__(self, work: Work | None = None) -> None:
+        self.work = work or Work()
+        self.capacity = self.work.limits.cache_bytes
         self.hits = 0
-        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self.bytes = 0
+        self._items: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -129,8 +184,19 @@ class FigureCache:
             json.dumps(ledger.meta(run), sort_keys=True, default=str),
         )
 
-    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0) -> dict[str, Any]:
-        """`run_figures`, from the cache when nothing it is drawn from changed since."""
+    def _keep(self, key: tuple[Any, ...], body: bytes) -> None:
+        with self._lock:
+            if key in self._items or len(body) > self.capacity:
+                return
+            self._items[key] = body
+            self.bytes += len(body)
+            while self.bytes > self.capacity:
+                _, dropped = self._items.popitem(last=False)
+                self.bytes -= len(dropped)
+
+    def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0) -> bytes:
+        """`run_figures` as the JSON sent, from the cache when nothing it is drawn from changed since; else
+        computed once for every request asking meanwhile, within the gate's room for the run's steps."""
         info = ledger.run_info(run)  # before the read, as `run_figures`' cursor
         key = (run, metric, smooth, *self._signature(ledger, run, info))
         with self._lock:
@@ -138,12 +204,13 @@ class FigureCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return self._items[key]
-        payload = run_figures(ledger, run, metric=metric, smooth=smooth, info=info)
-        with self._lock:
-            self._items[key] = payload
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return payload
+
+        def draw() -> bytes:
+            body = encode(run_figures(ledger, run, metric=metric, smooth=smooth, info=info))
+            self._keep(key, body)
+            return body
+
+        return self.work.compute(("figures", *key), int(info["steps"]), f"the plots of run {run!r}", draw)
 
 
 def live_points(
@@ -156,15 +223,18 @@ def live_points(
     curve_after: int | None = None,
     smooth: float = 0.0,
     smooth_from: float | None = None,
+    work: Work | None = None,
 ) -> dict[str, Any]:
     """What a live page needs since its last poll: the cursor; the throughput points of the steps after `after`
     (smoothed as the page draws them, continuing from `smooth_from`, the last value drawn; downsampled like the
     plots, so a page left open on a fast run receives a bounded amount); and, when the run has more evaluations
     than the page's `evals_seen`, the points of `metric`'s curve after step `curve_after` on every axis
     (`compare.run_curve`, what the loss plots draw), so the page shows a new evaluation at once and redraws the
-    rest (yields, bands) after."""
-    cursor = _cursor(ledger, run)
-    steps = ledger.steps(run, list(LIVE_COLUMNS), after=after)
+    rest (yields, bands) after. The curve is the run read whole: computed once for the polls asking for it at the
+    same time, within `work`'s gate."""
+    info = ledger.run_info(run)
+    cursor = _cursor(ledger, run, info)
+    steps = ledger.steps(run, list(LIVE_COLUMNS), after=cursor["last_step"] if after is None else after)
     if after is None:
         steps = steps.iloc[0:0]  # no cursor yet: the page draws the whole run from `run_figures`
     tps = steps[["step", "wall_s", "tokens_per_s"]].dropna()
@@ -186,10 +256,16 @@ def live_points(
         },
     }
     if evals_seen is not None and cursor["evals"] != evals_seen:
-        curve = run_curve(load_run(ledger, run), *metric_key(metric, "token"))
-        if curve_after is not None:
-            curve = curve[curve["step"] > curve_after]
-        out["curve"] = {c: curve[c].tolist() for c in CURVE_COLUMNS}
+
+        def read() -> dict[str, list[Any]]:
+            _computed("curve")
+            curve = run_curve(load_run(ledger, run), *metric_key(metric, "token"))
+            if curve_after is not None:
+                curve = curve[curve["step"] > curve_after]
+            return {c: curve[c].tolist() for c in CURVE_COLUMNS}
+
+        key = ("curve", run, metric, curve_after, cursor["evals"], info["updated_at"])
+        out["curve"] = read() if work is None else work.compute(key, int(info["steps"]), f"run {run!r}", read)
     return json_safe(out)
 
 

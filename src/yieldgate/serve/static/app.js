@@ -8,6 +8,8 @@ const PLOT_CONFIG = {displaylogo: false, responsive: true};
 const LIVE_POLL_MS = 250;
 const POLL_SHARE = 3;
 const RUNS_POLL_MS = 2000;     // the runs table refreshes this often
+const RUNS_PAGE = 500;         // runs asked for at a time (/api/runs pages); "more" asks for the next page
+const BUSY_TRIES = 5;          // a 503 (the server's computations at their bound) is asked again after Retry-After
 // Between evaluations the whole run is redrawn (re-downsampled; a curve of the training loss grows) at most every
 // REDRAW_GAP_MS, or every REDRAW_SHARE times the last redraw's duration if longer: a big run is not redrawn
 // back to back.
@@ -15,10 +17,17 @@ const REDRAW_GAP_MS = 1500;
 const REDRAW_SHARE = 5;
 
 async function getJSON(url) {
-  const response = await fetch(url, {credentials: "same-origin"});
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error || `${url}: HTTP ${response.status}`);
-  return body;
+  for (let tries = 1; ; tries++) {
+    const response = await fetch(url, {credentials: "same-origin"});
+    const body = await response.json();
+    if (response.status === 503 && tries < BUSY_TRIES) {
+      const seconds = Number(response.headers.get("retry-after")) || 1;
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      continue;
+    }
+    if (!response.ok) throw new Error(body.error || `${url}: HTTP ${response.status}`);
+    return body;
+  }
 }
 
 function el(tag, text, cls) {
@@ -249,6 +258,12 @@ function runsPage(table) {
   const count = document.getElementById("count");
   const selected = [];
   let rows = [];
+  let total = 0;
+  let wanted = RUNS_PAGE;  // the runs loaded: the newest first, a page more at each "more"
+  const more = el("button", "more");
+  more.id = "more-runs";
+  more.hidden = true;
+  table.after(more);
   let sortKey = "updated_at";
   let ascending = false;
 
@@ -311,17 +326,27 @@ function runsPage(table) {
                 el("td", (r.manifest_hash || "-").slice(0, 8)), el("td", r.updated_at));
       return tr;
     }));
-    count.textContent = `${shown.length} of ${rows.length} runs`;
+    const loaded = rows.length < total ? ` (the newest ${rows.length} of ${total} loaded)` : "";
+    count.textContent = `${shown.length} of ${rows.length} runs${loaded}`;
+    more.hidden = rows.length >= total;
+    more.textContent = `more (${Math.min(RUNS_PAGE, total - rows.length)} of ${total - rows.length} older runs)`;
   }
 
   async function load() {
     try {
-      rows = await getJSON("/api/runs");
+      const page = await getJSON(`/api/runs?order=newest&offset=0&limit=${wanted}`);
+      rows = page.runs.reverse();  // the newest runs, in the ledger's order (oldest first) as before paging
+      total = page.total;
       render();
     } catch (error) {
       count.textContent = String(error.message);
     }
   }
+
+  more.addEventListener("click", () => {
+    wanted += RUNS_PAGE;
+    load();
+  });
 
   for (const th of table.querySelectorAll("th")) {
     th.addEventListener("click", () => {

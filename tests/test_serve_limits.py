@@ -1,0 +1,150 @@
+"""`yieldgate serve` under concurrency (issue #32 item 5): requests for one run's plots at once share one
+computation, a request that finds the computations at their bound is answered 503 with Retry-After, the figure
+cache is bounded by bytes, and /api/runs pages. The computations are counted by `serve.data.computations`, which
+the real `run_figures` increments; the gate is held by the test through the app's own `Gate`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from tests.support.reliability import check
+from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.serve import data
+from yieldgate.serve.app import create_app
+from yieldgate.serve.limits import ServeLimits
+
+RUNS = ("a", "b", "c", "d", "e")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 110 else text[:109] + "…"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "runs.db"
+    step = np.arange(1, 201)
+    with Ledger(path) as led:
+        for k, name in enumerate(RUNS):
+            led.create_run(name)
+            led.append_steps(
+                name,
+                {
+                    "step": step,
+                    "tokens": step * 256.0,
+                    "wall_s": step * 0.05,
+                    "loss": 6.0 - np.log(step) * (0.5 + 0.01 * k),
+                    "tokens_per_s": np.full(len(step), 5120.0),
+                },
+            )
+            led.append_evals(
+                name,
+                [
+                    EvalRecord(step=int(s), tokens=s * 256.0, task="val", metric="loss", value=5.0 - s / 100)
+                    for s in (50, 100, 200)
+                ],
+            )
+    return path
+
+
+def _until(condition, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_requests_at_once_for_one_run_share_one_computation(db):
+    # No cache, so only the single flight can spare the second computation; one step of room: one at a time.
+    app = create_app(str(db), limits=ServeLimits(steps_at_once=1, wait_s=30, cache_bytes=0))
+    client, work = TestClient(app), app.state.work
+    before = data.computations["run_figures"]
+    answers: list = [None, None]
+
+    def ask(i: int) -> None:
+        answers[i] = client.get("/api/run/figures", params={"name": "a"})
+
+    with work.gate.hold(1, "the test"):  # the computations are at their bound: the first request waits at the gate
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        _until(lambda: work.flights.waiting() == 1)  # one leads (waiting at the gate), the other waits for it
+    for t in threads:
+        t.join(30)
+    shared = data.computations["run_figures"] - before
+    assert [a.status_code for a in answers] == [200, 200] and answers[0].content == answers[1].content
+    assert shared == 1 and work.flights.shared == 1 and work.gate.in_use == 0
+    check(
+        "`yieldgate serve`: two requests at once for one run's plots",
+        f"{shared} computation answers both, the same bytes to each",
+        "0",
+    )
+
+
+def test_a_full_gate_answers_503_with_retry_after(db):
+    # The gate full for longer than a request waits: 503, with Retry-After and one line; room again afterwards.
+    app = create_app(str(db), limits=ServeLimits(steps_at_once=1, wait_s=0.2, cache_bytes=0))
+    client, work = TestClient(app), app.state.work
+    before = data.computations["run_figures"]
+    with work.gate.hold(1, "the test"):
+        busy = client.get("/api/run/figures", params={"name": "b"})
+        page = client.get("/compare", params={"a": "a", "b": "b"})
+        live = client.get("/api/run/live", params={"name": "b", "after": 200, "evals": 0})
+    message = busy.json()["error"]
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "1" and "\n" not in message
+    assert message.startswith("the dashboard is busy: 1 computation(s) reading 1 steps run now")
+    assert page.status_code == live.status_code == 503 and page.headers["retry-after"] == "1"
+    assert work.gate.refused == 3 and work.gate.in_use == 0 and data.computations["run_figures"] == before
+    check(
+        "`yieldgate serve`: a request while the computations are at their bound (steps_at_once=1)",
+        f"waits 0.2 s, then {busy.status_code} with `Retry-After: {busy.headers['retry-after']}` and one line: "
+        f"`{_short(message)}`",
+        "0",
+    )
+
+
+@pytest.mark.slow
+def test_the_figure_cache_is_bounded_by_the_bytes_it_keeps(db):
+    app = create_app(str(db))
+    client, cache = TestClient(app), app.state.figures
+    before = data.computations["run_figures"]
+    assert client.get("/api/run/figures", params={"name": "a"}).status_code == 200
+    one = cache.bytes  # one run's plots, as sent
+    cache.capacity = int(one * 1.5)  # room for one run's plots, not two
+    for name in ("a", "b", "a"):  # a from the cache, b pushes a out, a drawn again
+        assert client.get("/api/run/figures", params={"name": name}).status_code == 200
+    assert data.computations["run_figures"] - before == 3 and cache.hits == 1
+    assert 0 < cache.bytes <= int(one * 1.5) and len(cache._items) == 1
+
+
+def test_the_runs_list_pages_with_its_total(db, cli_for):
+    client = TestClient(create_app(str(db)))
+    every = client.get("/api/runs").json()
+    assert every == cli_for(db).json("runs") and [r["name"] for r in every] == list(RUNS)
+    page = client.get("/api/runs", params={"offset": 1, "limit": 2}).json()
+    assert (page["total"], page["offset"], page["limit"], page["order"]) == (5, 1, 2, "oldest")
+    assert page["runs"] == every[1:3]
+    newest = client.get("/api/runs", params={"order": "newest", "limit": 2}).json()
+    assert newest["runs"] == every[::-1][:2] and newest["offset"] == 0
+    assert client.get("/api/runs", params={"offset": 5}).json() == {
+        "total": 5,
+        "offset": 5,
+        "limit": data.PAGE_RUNS,
+        "order": "oldest",
+        "runs": [],
+    }
+    for query, says in (
+        ({"offset": -1}, "offset must be a whole number >= 0 (the runs to skip), got -1"),
+        ({"limit": 0}, "limit must be a whole number >= 1 (the runs in a page), got 0"),
+        ({"limit": "ten"}, "limit must be a whole number >= 1 (the runs in a page), got 'ten'"),
+        ({"order": "sideways"}, "order must be one of oldest, newest, got 'sideways'"),
+    ):
+        response = client.get("/api/runs", params=query)
+        assert (response.status_code, response.json()) == (400, {"error": says})
