@@ -115,3 +115,16 @@ def test_ruff_per_file_ignores_only_shrink():
         )
         left = codes - {d["code"] for d in json.loads(found.stdout)}
         assert not left, f"{path} no longer breaks {sorted(left)}: take it off per-file-ignores and RUFF_IGNORED"
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines():
+    """Issue #30: a module that outgrows 600 lines is split by role (as `api/` was), never waved through."""
+    long = {
+        file.relative_to(PACKAGE).as_posix(): n
+        for file in sorted(PACKAGE.rglob("*.py"))
+        if (n := len(file.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
