@@ -41,8 +41,8 @@ demo-full: $(VENV)/.demo
 	$(BIN)/yieldgate demo
 
 # The fast tier: unit and small integration tests, no real training runs or subprocess fleets (<= 90 s on 2 cores;
-# pytest prints the time), one worker per core (pytest-xdist; an idle worker takes queued tests from a busy one). Tests
-# marked `slow` are left to `make test-all`.
+# its closing line gives pytest's time), one worker per core (pytest-xdist; an idle worker takes queued tests from a
+# busy one). Tests marked `slow` are left to `make test-all`.
 # Bytecode is written even where the shell sets PYTHONDONTWRITEBYTECODE: without the cache every worker and every
 # `yieldgate` subprocess compiles the package and the tests again (collection alone goes from 6 s to 14 s).
 # The closing line times pytest alone: the clock starts once .venv is installed, not before the one-time install.
