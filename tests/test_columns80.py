@@ -83,9 +83,9 @@ def test_the_demo_s_pipelines_table_fits_80_columns(data):  # noqa: F811
         name: {"batch": batch, "train_mb": mb, "tokens_per_s": tps, "val_bpb": 2.84, "hard": hard}
         for name, batch, mb, tps in (("pipeline-a", 16, 1.82, 68_112.4), ("pipeline-b", 64, 3.0, 107_124.9))
     }
-    console = Console(width=WIDTH, file=io.StringIO())
-    render_pipelines(runs, console, by_tokens, by_time, ["optimisation.batch_size"])
-    out = console.file.getvalue()  # type: ignore[attr-defined]
+    printed = io.StringIO()
+    render_pipelines(runs, Console(width=WIDTH, file=printed), by_tokens, by_time, ["optimisation.batch_size"])
+    out = printed.getvalue()
     assert too_wide(out) == [], out
     assert "…" not in out, out
     assert "pipeline-a" in out and "pipeline-b" in out and "68,112" in out and "107,125" in out

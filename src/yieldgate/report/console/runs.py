@@ -140,7 +140,7 @@ def render_runs(
         # Text cells, shown as written: a plain string goes through rich's highlighter, a regex pass per cell (about
         # 0.05 s of a 100-run listing).
         table.add_row(*map(Text, [*cells, last]), *([Text(" ".join(r["tags"]))] if tagged else []))
-    print_table(console, table)
+    print_table(console, table, drop=("tags",))  # `show` has them, and a wider terminal
     if matched > len(records):
         which = f"the first by {sort}" if sort else "the most recently updated"
         say(console, f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)")

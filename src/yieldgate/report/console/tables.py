@@ -27,7 +27,7 @@ NUMBER = re.compile(r"[-+.,:;%x~±@\[\]()]*\d[-+.,:;%xe~±@\[\]()\d]*")
 TEXT_FLOOR = 8
 """The narrowest a column of words may be: a longer word (a run name, a source) folds onto more lines."""
 WORD_ROOM = 12
-"""The longest word a column is widened for before the room left is shared by whole lines."""
+"""How long a word every column is widened for first; longer ones (a path, a dotted key) get what is left."""
 _EMPTY = {"", "-", "?"}
 
 
@@ -51,8 +51,8 @@ def fit(table: Table, console: Console, *, drop: Sequence[str] = ()) -> list[str
     """Make `table` fit `console`'s width without cutting a number. Every column folds; while the narrowest the
     table can be (each column at `narrowest`) is wider than the console, the columns headed `drop` are left out
     (those with nothing but `-` first, then in `drop`'s order); a table wider than the console then gets each
-    column's width: its narrowest, and the room left shared in proportion to what each needs for its longest word,
-    then for its widest line. Returns the headers left out."""
+    column's width: its narrowest, and the room left shared out to whole words, then whole lines. Returns the
+    headers left out."""
     for column in table.columns:
         column.overflow = "fold"
     order = sorted((h for h in drop if _column(table, h) is not None), key=lambda h: not _empty(_column(table, h)))
@@ -70,20 +70,28 @@ def fit(table: Table, console: Console, *, drop: Sequence[str] = ()) -> list[str
     most = [max(widest(c), n) for c, n in zip(table.columns, widths, strict=True)]
     if sum(most) <= room:
         return left_out  # rich prints it at its natural width
-    # The room left goes first to whole words (no `overfitt`/`ing`), then to whole lines, each in proportion.
-    words = [min(max(w, _longest_word(c)), m) for c, w, m in zip(table.columns, widths, most, strict=True)]
-    # A word past WORD_ROOM (a path, a dotted key, `shakespeare-modern`) folds rather than starve its neighbours.
-    for target in (words, most):
-        wants = [t - w for t, w in zip(target, widths, strict=True)]
-        spare = max(0, room - sum(widths))
-        share = 1.0 if sum(wants) <= spare else spare / sum(wants)
-        widths = [w + int(x * share) for w, x in zip(widths, wants, strict=True)]
-        short = sorted(range(len(widths)), key=lambda i: widths[i] - target[i])  # what rounding down left over
-        for i in short[: max(0, room - sum(widths))]:
-            widths[i] += widths[i] < target[i]
+    # The room left goes to whole words (no `overfitt`/`ing`): first every column's up to WORD_ROOM in proportion,
+    # then longer ones from the left (a row's name or cause, before a path or a dotted key to its right); what is
+    # left, to whole lines in proportion.
+    longest = [min(max(w, _longest_word(c)), m) for c, w, m in zip(table.columns, widths, most, strict=True)]
+    widths = _share(widths, [min(n, max(w, WORD_ROOM)) for n, w in zip(longest, widths, strict=True)], room)
+    for i, want in enumerate(longest):
+        widths[i] += max(0, min(want - widths[i], room - sum(widths)))
+    widths = _share(widths, most, room)
     for column, width in zip(table.columns, widths, strict=True):
         column.width = width
     return left_out
+
+
+def _share(widths: list[int], target: list[int], room: int) -> list[int]:
+    """`widths` grown toward `target` by what `room` leaves, each in proportion to what it lacks."""
+    wants = [t - w for t, w in zip(target, widths, strict=True)]
+    spare = max(0, room - sum(widths))
+    share = 1.0 if sum(wants) <= spare else spare / sum(wants)
+    grown = [w + int(x * share) for w, x in zip(widths, wants, strict=True)]
+    for i in sorted(range(len(grown)), key=lambda i: grown[i] - target[i])[: max(0, room - sum(grown))]:
+        grown[i] += grown[i] < target[i]  # what rounding down left over
+    return grown
 
 
 def narrowest(column: Column) -> int:
@@ -106,8 +114,7 @@ def widest(column: Column) -> int:
 
 
 def _longest_word(column: Column) -> int:
-    longest = max((cell_len(w) for cell in [*_cells(column), str(column.header)] for w in cell.split()), default=1)
-    return min(longest, WORD_ROOM)
+    return max((cell_len(w) for cell in [*_cells(column), str(column.header)] for w in cell.split()), default=1)
 
 
 def _overhead(table: Table) -> int:
