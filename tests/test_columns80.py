@@ -27,7 +27,11 @@ from yieldgate.report.format import fmt
 WIDTH = 80
 WHOLE = ("#", "next: ", "check it: ", "wrote ")
 """Lines printed whole (`soft_wrap`): a gate's rationale and next step, a command to copy, a file written."""
-SKIPPED = {"report": "writes an HTML page (3 s) and prints prose lines only; the newcomer test runs it at 80 columns"}
+PROSE = ("campaign-list", "check", "export", "ledger-copy", "manifest-validate", "merge", "note", "rename", "rm")
+SKIPPED = {
+    "report": "writes an HTML page (3 s) and prints prose lines only; the newcomer test runs it at 80 columns",
+    **dict.fromkeys((*PROSE, "tag", "untag"), "prints lines, no table"),
+}
 
 
 def too_wide(out: str) -> list[str]:
