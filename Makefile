@@ -25,6 +25,7 @@ $(VENV)/.demo: pyproject.toml $(VENV)/.torch
 	touch $@
 
 $(VENV)/.dev: pyproject.toml $(VENV)/.torch
+	@echo "Installing yieldgate with every extra and the development tools into $(VENV) (once: several minutes)"
 	$(PIP) install --quiet -e '.[$(EXTRAS)]' --group dev
 	touch $@
 
@@ -40,12 +41,17 @@ demo-full: $(VENV)/.demo
 	$(BIN)/yieldgate demo
 
 # The fast tier: unit and small integration tests, no real training runs or subprocess fleets (<= 90 s on 2 cores;
-# pytest prints the time), one worker per core (pytest-xdist; an idle worker takes queued tests from a busy one). Tests
-# marked `slow` are left to `make test-all`.
+# its closing line gives pytest's time), one worker per core (pytest-xdist; an idle worker takes queued tests from a
+# busy one). Tests marked `slow` are left to `make test-all`.
 # Bytecode is written even where the shell sets PYTHONDONTWRITEBYTECODE: without the cache every worker and every
 # `yieldgate` subprocess compiles the package and the tests again (collection alone goes from 6 s to 14 s).
+# The closing line times pytest alone: the clock starts once .venv is installed, not before the one-time install.
 test: $(VENV)/.dev
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist worksteal -m "not slow and not soak" --durations=10
+	@start=$$(date +%s); status=0; \
+		PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist worksteal -m "not slow and not soak" \
+		--durations=10 || status=$$?; \
+		echo "make test: $$(( $$(date +%s) - start )) s of pytest (the one-time install into $(VENV) not counted)"; \
+		exit $$status
 
 # ruff (lint and format) and mypy over src/, tests/ and benchmarks/ (settings in pyproject.toml; mypy's `files`
 # names the three): py.typed is shipped, so the types must be true. CI runs it through test-all.

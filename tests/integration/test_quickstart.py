@@ -1,4 +1,4 @@
-"""The docs' Quickstart, run as written, from a wheel in a fresh virtual environment.
+"""The docs' Quickstart, run as written, from a wheel in a fresh virtual environment, and a newcomer's path after it.
 
 A wheel of this tree (or the one `YIELDGATE_WHEEL` names: `make quickstart` passes dist/'s) is installed with its
 `[torch]` extra into a new venv, and every command of docs/quickstart.md runs there in order, in an empty folder
@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.test_columns80 import too_wide
 from tests.test_docs import DOCS, ROOT, quickstart
 
 pytestmark = pytest.mark.slow
@@ -56,7 +61,22 @@ def wheel(tmp_path: Path) -> Path:
     return built
 
 
-def test_quickstart_as_written_from_the_wheel(tmp_path: Path):
+@dataclass
+class Newcomer:
+    """The fresh virtual environment with the wheel installed and the Quickstart run in `work`, as a newcomer has
+    it after the page: the environment to run in and what each command printed."""
+
+    venv: Path
+    work: Path
+    env: dict[str, str]
+    whl: Path
+    outputs: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def newcomer(tmp_path_factory) -> Newcomer:
+    """The Quickstart as written, at `COLUMNS=80` (an 80-column terminal): built once for this module's tests."""
+    tmp_path = tmp_path_factory.mktemp("quickstart")
     files, commands = quickstart((DOCS / "quickstart.md").read_text())
     assert commands[0] == INSTALL, f"the Quickstart's first command is {commands[0]!r}; this test expects {INSTALL!r}"
     whl = wheel(tmp_path)
@@ -65,7 +85,7 @@ def test_quickstart_as_written_from_the_wheel(tmp_path: Path):
     work.mkdir()
     run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=dict(os.environ))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "YIELDGATE_LEDGER", "PYTHONHOME")}
-    env |= {"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(venv), "COLUMNS": "100"}
+    env |= {"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(venv), "COLUMNS": "80"}
     run(["pip", "install", "--quiet", TORCH], cwd=work, env=env)
 
     for name, body in files.items():
@@ -75,6 +95,11 @@ def test_quickstart_as_written_from_the_wheel(tmp_path: Path):
         if command == INSTALL:
             command = f"pip install --quiet {shlex.quote(f'{whl}[torch]')}"
         outputs[command] = run(command, cwd=work, env=env)
+    return Newcomer(venv, work, env, whl, outputs)
+
+
+def test_quickstart_as_written_from_the_wheel(newcomer: Newcomer):
+    venv, work, env, outputs = newcomer.venv, newcomer.work, newcomer.env, newcomer.outputs
 
     # The commands ran the installed wheel, not this checkout, and it holds every file of the package's source
     # folder (data files too: package data not declared in pyproject.toml is silently left out of a wheel).
@@ -90,3 +115,64 @@ def test_quickstart_as_written_from_the_wheel(tmp_path: Path):
     report = (work / "report.html").read_text()
     assert "quickstart" in report and "plotly" in report.lower()
     assert any("wrote report.html" in out for out in outputs.values())
+
+
+def shown(out: str, command: str) -> None:
+    """What an 80-column terminal shows of `command`: no traceback, no line past 80 columns, no number cut."""
+    assert "Traceback" not in out, (command, out)
+    assert too_wide(out) == [], (command, out)
+    assert "…" not in out, (command, out)
+
+
+def test_a_newcomer_s_path_at_80_columns(newcomer: Newcomer):
+    """Issue #36's newcomer, after the Quickstart (from the wheel, at 80 columns): the same script run again makes a
+    second run, `compare` and `report` take both, and `serve` (its extra installed when it asks for it) shows the
+    runs and a run's page. Every command's output, the Quickstart's included, reads whole at 80 columns."""
+    work, env = newcomer.work, newcomer.env
+
+    def cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(["yieldgate", *args], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == code, (args, result.stdout, result.stderr[-3000:])
+        shown(result.stdout, " ".join(args))
+        assert "Traceback" not in result.stderr, (args, result.stderr)  # a one-line error is the terminal's to wrap
+        return result
+
+    for command, out in newcomer.outputs.items():
+        if command.startswith("yieldgate"):
+            shown(out, command)
+    second = subprocess.run(["python", "train.py"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "quickstart-2" in second.stdout + second.stderr
+    assert {r["name"] for r in json.loads(cli("runs", "--json").stdout)} == {"quickstart", "quickstart-2"}
+    cli("runs")
+    cli("compare", "quickstart", "quickstart-2")
+    assert "wrote report2.html" in cli("report", "quickstart", "quickstart-2", "-o", "report2.html").stdout
+
+    # `serve` without its extra names it in one line; with it, it serves the runs and a run's page.
+    refused = cli("serve", "--port", "0", code=2).stderr
+    assert "serve" in refused and len(refused.strip().splitlines()) == 1, refused
+    run(f"pip install --quiet {shlex.quote(f'{newcomer.whl}[serve]')}", cwd=work, env=env)
+    server = subprocess.Popen(
+        ["yieldgate", "serve", "--port", "0"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stderr is not None
+        line = server.stdout.readline()
+        found = re.search(r"http://\S+", line)
+        assert found, (line, server.stderr.read() if server.poll() is not None else "")
+        base = found.group(0).rstrip("/")
+        with urllib.request.urlopen(f"{base}/", timeout=30) as page:  # the runs table, filled from /api/runs
+            assert page.status == 200 and "yieldgate: runs" in page.read().decode()
+        with urllib.request.urlopen(f"{base}/api/runs", timeout=30) as page:
+            assert {r["name"] for r in json.loads(page.read())} == {"quickstart", "quickstart-2"}
+        with urllib.request.urlopen(f"{base}/run?name=quickstart-2", timeout=30) as page:
+            assert page.status == 200 and "quickstart-2" in page.read().decode()
+    finally:
+        server.send_signal(signal.SIGINT)  # Ctrl-C, as the banner says
+        _, err = server.communicate(timeout=30)
+    assert "Traceback" not in err, err

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
 __all__ = [
@@ -155,7 +156,7 @@ def render_campaign(summary: dict[str, Any], console: Console) -> None:
         table = Table(*headers, title=title)
         for row in rows:
             table.add_row(*row)
-        console.print(table)
+        print_table(console, table)
     lines = accuracy_lines(summary) + transfer_lines(summary) + forecast_lines(summary) + scaling_lines(summary)
     for line in lines + [f"note: {n}" for n in summary["notes"]]:
         console.print(line, markup=False, highlight=False)

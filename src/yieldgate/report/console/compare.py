@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from yieldgate.report.console.lines import say
+from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
 if TYPE_CHECKING:
@@ -27,12 +28,14 @@ def render_comparison(result: Comparison, console: Console, *, check_flags: dict
     the notes, the batch check to run (`check_flags`: each of `result.batch_check`'s arguments spelled as its
     command-line flag) and the verdict."""
     a, b = result.a, result.b
-    table = Table(result.aligned_on, f"{a}", f"{b}", "B - A", "interval", "within noise")
+    # A and B named once above the table: two run names as headers leave no room for the numbers at 80 columns.
+    say(console, f"A: {a}  B: {b}")
+    table = Table(result.aligned_on, "A", "B", "B - A", "interval", "within noise")
     for p in result.points:
         interval = "-" if p["interval"] is None else f"[{fmt(p['interval'][0])}, {fmt(p['interval'][1])}]"
         noise = "-" if p["within_noise"] is None else ("yes" if p["within_noise"] else "no")
         table.add_row(fmt(p[result.aligned_on]), fmt(p["a"]), fmt(p["b"]), fmt(p["diff"]), interval, noise)
-    console.print(table)
+    print_table(console, table)
     s = result.speedup
     # Without token counts the time speedup splits on steps (epochs): steps/s x steps to target.
     on_steps = s.get("step_efficiency") is not None
@@ -74,10 +77,11 @@ def render_manifest_diff(result: dict[str, Any], console: Console) -> None:
     if not result["differences"]:
         console.print(f"{a} and {b}: identical manifests", markup=False)
         return
-    table = Table("field", a, b)
+    say(console, f"A: {a}  B: {b}")  # named once: two file paths as headers would squeeze the fields
+    table = Table("field", "A", "B")
     for d in result["differences"]:
         table.add_row(d["field"], json.dumps(d["a"]), json.dumps(d["b"]))
-    console.print(table)
+    print_table(console, table)
 
 
 def render_report(result: ReportResult, console: Console, png_dir: object = None) -> None:
@@ -123,7 +127,7 @@ def render_pipelines(
             fmt(r["val_bpb"]),
             *[fmt(r["hard"].get(h)) for h in hard],
         )
-    console.print(table)
+    print_table(console, table)
     for comparison in (by_tokens, by_time):
         points = Table(
             comparison.aligned_on,
@@ -141,7 +145,7 @@ def render_pipelines(
                 fmt(p["diff"]),
                 "-" if p["within_noise"] is None else "yes" if p["within_noise"] else "no",
             )
-        console.print(points)
+        print_table(console, points)
     sp = by_tokens.speedup
     console.print(
         f"Speedup of B over A to A's and B's common target (bpb {fmt(by_tokens.target_loss)}): time "

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from yieldgate.report.console.lines import say
+from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def render_dedup(result: dict[str, Any], console: Console) -> None:
     table.add_column("similarity")
     for n, c in enumerate(result["clusters"], start=1):
         table.add_row(str(n), "\n".join(c["members"]), fmt(c["similarity"]))
-    console.print(table)
+    print_table(console, table)
 
 
 def render_audit(result: dict[str, Any], console: Console) -> None:
@@ -36,7 +37,7 @@ def render_audit(result: dict[str, Any], console: Console) -> None:
     table = _stage_table("stage")
     for s in result["stages"]:
         table.add_row(s["stage"], *_stage_cells(s))
-    console.print(table)
+    print_table(console, table, drop=RATES)
     _summary_table({"all stages": result["summary"]}, console)
     if any(s["drops_tagged_slice"] for s in result["stages"]):
         console.print("! keeps the tagged slice at under half the rate it keeps everything", markup=False)
@@ -55,7 +56,7 @@ def render_audit_pair(result: PipelineComparison, console: Console) -> None:
                 table.add_row(str(n), f"{side.upper()} {stage['stage']}", *_stage_cells(stage), taken)
         table.rows[-1].end_section = True
     console.print(f"A: {result.a}  B: {result.b}  (each stage in its own pipeline)", markup=False)
-    console.print(table)
+    print_table(console, table, drop=RATES)
     for n, (pair, label) in enumerate(zip(result.pairs, result.hybrid, strict=True), start=1):
         say(console, f"row {n}: the hybrid takes {label}: {pair.reason}")
     say(
@@ -66,6 +67,10 @@ def render_audit_pair(result: PipelineComparison, console: Console) -> None:
     _summary_table({"A": summaries["a"], "B": summaries["b"], "hybrid": summaries["hybrid"]}, console)
     for note in result.notes:
         say(console, f"note: {note}")
+
+
+RATES = ("docs/s", "MB/s")
+"""What a narrow terminal leaves out of the audit tables first: the speeds (measured, not what a pipeline keeps)."""
 
 
 def _stage_table(*first: str) -> Table:
@@ -103,7 +108,7 @@ def _summary_table(rows: dict[str, dict[str, Any]], console: Console) -> None:
             _rate(s["mb_per_s"]),
             fmt(s["seconds"], 3),
         )
-    console.print(table)
+    print_table(console, table, drop=(*RATES, "seconds", "bytes kept"))
 
 
 def _pct(value: float | None) -> str:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from yieldgate.report.console.campaign import scaling_lines
+from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
 __all__ = [
@@ -38,7 +39,7 @@ def render_decision(decision: Any, console: Console, decision_id: int) -> None:
     )
     for c in decision.checks:
         table.add_row(c.name, CHECK_RESULT[c.passed], c.detail)
-    console.print(table)
+    print_table(console, table)
     if decision.what_to_run_next:
         console.print(f"next: {decision.what_to_run_next}", markup=False, highlight=False, soft_wrap=True)
 
@@ -72,7 +73,7 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
                 "?" if r["stage_worth"] is None else f"{r['stage_worth']:.3f}",
             )
         table.add_section()
-    console.print(table)
+    print_table(console, table, drop=("unique",))  # a source's unique tokens: the same at every stage
     for stage in plan["stages"]:
         if stage["tokens_per_param"] is not None:
             console.print(
@@ -149,4 +150,4 @@ def render_decisions(rows: list[dict[str, Any]], console: Console, target: str |
         table.add_row(
             str(r["id"]), when, r["target"], r["stage"] or "-", r["decision"], policy_label(r), r["rationale"]
         )
-    console.print(table)
+    print_table(console, table)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from yieldgate.report.console.lines import say
+from yieldgate.report.console.tables import print_table
 
 if TYPE_CHECKING:
     from yieldgate.ingest.core import ImportResult
@@ -26,7 +27,7 @@ def render_imports(results: list[ImportResult], console: Console) -> None:
         table = Table("source metric", "imported as")
         for name, target in r.mapping.items():
             table.add_row(name, target)
-        console.print(table)
+        print_table(console, table)
     for line in results[0].warnings if results else []:
         say(console, f"warning: {line}")
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from yieldgate.report.console.campaign import render_campaign
 from yieldgate.report.console.lines import evidence_lines, say
+from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def render_diagnosis(result: Diagnosis, console: Console, run: str) -> None:
         for f in result.findings:
             steps, evidence = f"{f.start_step}-{f.end_step}", "\n".join(evidence_lines(f.evidence))
             table.add_row(f.cause, steps, f"{f.confidence:.2f}", f.advice, evidence)
-        console.print(table)
+        print_table(console, table)
     else:
         say(console, f"{run}: no finding from the detectors that ran")
     for entry in result.not_run:
@@ -55,7 +56,7 @@ def render_training(final: dict[str, float], console: Console, run: str) -> None
     table = Table("eval", "value", title=f"{run}: final evaluation")
     for key, value in final.items():
         table.add_row(key, fmt(value))
-    console.print(table)
+    print_table(console, table)
 
 
 def render_batch_check(
@@ -80,7 +81,7 @@ def render_batch_check(
         fmt(norms["raw_sq_b"]),
         fmt(norms["raw_sq_B"]),
     )
-    console.print(table)
+    print_table(console, table)
     if "noise_corrected_sq" in norms:
         say(
             console,

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from yieldgate.ledger.pg import masked
 from yieldgate.report.console.lines import say
+from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 from yieldgate.util.jsonsafe import json_safe
 
@@ -139,7 +140,7 @@ def render_runs(
         # Text cells, shown as written: a plain string goes through rich's highlighter, a regex pass per cell (about
         # 0.05 s of a 100-run listing).
         table.add_row(*map(Text, [*cells, last]), *([Text(" ".join(r["tags"]))] if tagged else []))
-    console.print(table)
+    print_table(console, table, drop=("tags",))  # `show` has them, and a wider terminal
     if matched > len(records):
         which = f"the first by {sort}" if sort else "the most recently updated"
         say(console, f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)")
@@ -192,7 +193,7 @@ def render_show(result: dict[str, Any], console: Console) -> None:
     for c, count in result["step_columns"].items():
         s = stats[c]
         table.add_row(c, f"{count:,}", *(f"{fmt(s[k][1])} @{s[k][0]:,}" for k in ("first", "last", "min", "max")))
-    console.print(table)
+    print_table(console, table)
     if result["extras"]:
         console.print("extras: " + ", ".join(result["extras"]), markup=False)
     for signal, why in result["unmeasured"].items():
@@ -223,4 +224,4 @@ def _render_evals(evals: list[dict[str, Any]], console: Console) -> None:
     for e in evals:
         stderr = "" if e["last_stderr"] is None else f" ± {fmt(e['last_stderr'])}"
         table.add_row(f"{e['task']}/{e['metric']}", str(e["count"]), str(e["last_step"]), fmt(e["last_value"]) + stderr)
-    console.print(table)
+    print_table(console, table)

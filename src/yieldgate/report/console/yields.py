@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from yieldgate.report.console.lines import say
+from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def render_yields(report: YieldReport, console: Console, run: str) -> None:
         vs = [f"{fmt(t.vs_expected)}x" if t.vs_expected is not None else "-"] if law else []
         rates = (t.yield_per_device_hour, t.yield_per_dollar, t.yield_per_kwh)
         table.add_row(span, fmt(t.loss_start), fmt(t.loss_end), fmt(report.rate(t)), band, *vs, *map(fmt, rates), note)
-    console.print(table)
+    # The cost yields go first when the numbers do not fit (energy, then money, then time), then the law's ratio.
+    print_table(console, table, drop=("per kWh", "per $", per_time, "vs law"))
     _render_yield_notes(report, console, run)
 
 

@@ -1,0 +1,21 @@
+"""`make test`'s closing line times pytest alone (issue #36 item 3): a newcomer's first `make test` spends minutes
+installing .venv, and the fast tier's time must not be read off a clock that counts them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_make_test_times_pytest_after_the_one_time_install(tmp_path: Path):
+    plan = subprocess.run(
+        ["make", "-n", "test", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    installed = plan.index("--group dev")  # the one-time install of the development environment
+    started = plan.index("start=$(date +%s)")
+    ran = plan.index("-m pytest")
+    said = plan.index("s of pytest (the one-time install")
+    assert installed < started < ran < said, plan
+    assert "|| status=$?" in plan[ran:said] and plan.rstrip().endswith("exit $status"), plan  # a red run stays red
