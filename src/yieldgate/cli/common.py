@@ -169,6 +169,9 @@ def _main(
     ] = False,
 ) -> None:
     ctx.obj = {"ledger": ledger}
+    # The width is the terminal's (or $COLUMNS) now, at each command: not one read when this module was imported (a
+    # program that runs several commands in one process, with the terminal resized or COLUMNS set between them).
+    console.width = None  # type: ignore[assignment]
 
 
 def _where(ctx: typer.Context) -> str:
