@@ -271,7 +271,15 @@ class RunsMixin(LedgerConnection):
         """One row per run (`run_records`, as a DataFrame), oldest first."""
         return pd.DataFrame(self.run_records(), columns=list(RUN_COLUMNS))
 
-    def run_records(self, name: str | None = None, *, totals: bool = True) -> list[dict[str, Any]]:
+    def run_records(
+        self,
+        name: str | None = None,
+        *,
+        totals: bool = True,
+        offset: int = 0,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[dict[str, Any]]:
         """One dict per run: name, status, source, manifest_hash, created_at, updated_at, steps, last_step, tokens,
         last eval, duration_s (the largest recorded `wall_s`: the run's wall clock), tags (a sorted list), note,
         and its writer: owner, heartbeat_at, recorded_status; oldest first. A value not recorded is None.
@@ -282,19 +290,29 @@ class RunsMixin(LedgerConnection):
         runs` lists runs without loading pandas. `name`: that run's record alone ([] if there is none).
 
         `totals=False` leaves the fields read off steps and evals (`TOTAL_FIELDS`) None, for a listing that
-        chooses its runs first and fills those of the ones it shows with `add_totals`."""
-        only = "WHERE name = ?" if name is not None else ""
+        chooses its runs first and fills those of the ones it shows with `add_totals`. A page: `limit` runs from the
+        `offset`-th on, oldest first or `newest` first; only the page's records are read and checked."""
+        order = "created_at DESC, id DESC" if newest else "created_at, id"
+        params: tuple[Any, ...]
+        if name is not None:
+            only, params = "WHERE name = ?", (name,)
+        elif limit is not None:
+            only, params = f"WHERE id IN (SELECT id FROM runs ORDER BY {order} LIMIT ? OFFSET ?)", (limit, offset)
+        else:
+            only, params = "", ()
         runs = self._query(
             f"SELECT {record_columns('runs')}, checksum, updated_at, owner_host, owner_pid, owner_started, owner_ns, "
-            "heartbeat_at FROM runs " + only + " ORDER BY created_at, id",
-            (name,) if name is not None else (),
+            f"heartbeat_at FROM runs {only} ORDER BY {order}",
+            params,
         )
+        if limit is None and offset:
+            runs = runs[offset:]
         tags: dict[str, list[str]] = collections.defaultdict(list)
         for run, run_id, tag, checksum in self._query(
             "SELECT r.name, t.run_id, t.tag, t.checksum FROM run_tags t JOIN runs r ON r.id = t.run_id "
-            + only.replace("name", "r.name")
+            + only.replace("WHERE name", "WHERE r.name").replace("WHERE id", "WHERE r.id")
             + " ORDER BY t.tag",
-            (name,) if name is not None else (),
+            params,
         ):
             verify_record(self.location, "run_tags", checksum, (run_id, tag), run)
             tags[run].append(tag)
@@ -365,6 +383,10 @@ class RunsMixin(LedgerConnection):
                 r["name"], (None, None, None, None)
             )
         return records
+
+    def run_count(self) -> int:
+        """How many runs the ledger holds."""
+        return int(self._query("SELECT COUNT(*) FROM runs")[0][0])
 
     def run_names(self) -> list[str]:
         """Every run's name, oldest first (the order of `runs()`), read off one column: what a command matches names

@@ -398,7 +398,8 @@ class StepsMixin(LedgerConnection):
             else:
                 vals[miss] = np.nan
                 out[name] = vals
-        frame = pd.DataFrame(out)
+        del parts, blocks  # the decoded blocks, now copied into the columns: not held while the frame is built
+        frame = pd.DataFrame(out, copy=False)  # the columns are this call's own arrays: no second copy of a big run
         return frame if after is None else frame[frame["step"] > after].reset_index(drop=True)
 
     def extras(self, run: str, keys: Sequence[str] | None = None) -> pd.DataFrame:

@@ -300,7 +300,7 @@ def api_runs(request: Request) -> Response:
     with _ledger(request) as led:
         if offset is None and limit is None and "order" not in q:
             return _json(data.encode(data.run_records(led, _work(request))))
-        page = data.runs_page(led, offset or 0, limit or data.PAGE_RUNS, order=order, work=_work(request))
+        page = data.runs_page(led, offset or 0, limit or data.PAGE_RUNS, order=order)
         return _json(data.encode(page))
 
 
