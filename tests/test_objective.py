@@ -30,9 +30,8 @@ def test_a_real_grpo_run_gets_no_bits_per_byte_and_says_its_loss_is_its_objectiv
     """TRL's GRPOTrainer state (a real run, its loss negative at 18 of 40 steps beside `kl` and `reward`): `yield` on
     its loss says what the loss is, in place of nats/token; `--per byte` is one line; `diagnose` says it too. A real
     cross-entropy fine-tune (Whisper) gets no such note."""
-    from yieldgate import cli as cli_module
 
-    monkeypatch.setattr(cli_module.console, "width", 400)  # one line per note
+    monkeypatch.setenv("COLUMNS", "400")  # one line per note
     cli("import", "hf-trainer", str(REAL / "trl-grpo-chaos-economy-trainer_state.json"), "--run", "grpo")
     cli("import", "hf-trainer", str(REAL / "hf-whisper-large-v2-ja-trainer_state.json"), "--run", "whisper")
     out = cli("yield", "grpo", "--metric", "loss").stdout

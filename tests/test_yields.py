@@ -157,10 +157,9 @@ def test_tranches_carry_the_evaluation_noise_band_and_say_which_are_within_it():
 
 
 def test_the_yield_table_shows_the_band_and_the_notes(cli, ledger_path, monkeypatch):
-    from yieldgate import cli as cli_module
     from yieldgate.ledger import EvalRecord, Ledger
 
-    monkeypatch.setattr(cli_module.console, "width", 200)  # one line per row
+    monkeypatch.setenv("COLUMNS", "200")  # one line per row
 
     with Ledger(ledger_path) as led:
         led.create_run("r")
@@ -196,11 +195,10 @@ def test_each_tranche_against_the_law_its_own_run_or_a_baseline_expects(cli, led
     drop: 0.5x against the baseline's law, compared at equal loss, and 1x against its own. At equal tokens it would
     read 2^0.3 = 1.23x "on the baseline's law" (the flatter stretch of the baseline's curve at D set against its own
     steeper one at D/2): the lagging pipeline called faster that issue #31 found."""
-    from yieldgate import cli as cli_module
     from yieldgate.analysis.runs import yield_report
     from yieldgate.ledger import Ledger
 
-    monkeypatch.setattr(cli_module.console, "width", 220)
+    monkeypatch.setenv("COLUMNS", "220")
     tokens = np.geomspace(1e6, 1e8, 9)
     law = 2.0 + 50.0 * tokens**-0.3
     with Ledger(ledger_path) as led:
@@ -280,10 +278,9 @@ def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatc
     optimizer steps: the tranches are spans of epochs with yields per epoch, in `yield`'s table and --json, the
     notebook's table, `forecast` and `compare`, and no figure or note says "per 1k steps"."""
     from yieldgate import api
-    from yieldgate import cli as cli_module
     from yieldgate.report.notebook import result_html
 
-    monkeypatch.setattr(cli_module.console, "width", 200)
+    monkeypatch.setenv("COLUMNS", "200")
     keras = REAL / "keras-csvlogger-amazon-reviews-training_log.csv"
     for run in ("keras", "keras2"):
         cli("import", "table", str(keras), "--run", run)

@@ -18,8 +18,10 @@ __all__ = ["match_runs", "match_patterns", "list_runs", "select_runs", "SORT_KEY
 
 
 def match_runs(ledger: Ledger, pattern: str) -> list[str]:
-    """Run names matching `pattern`: the exact name if there is one, else a glob (`bs64-seed*`)."""
-    names = ledger.runs()["name"].tolist()
+    """Run names matching `pattern`: the exact name if there is one, else a glob (`bs64-seed*`). Read off the names
+    alone (not every run's totals: 1.5-2 s on a ledger of 10,000 runs); the runs matched are read, and checked, by
+    the command that asked."""
+    names = ledger.run_names()
     if pattern in names:
         return [pattern]
     found = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
