@@ -207,9 +207,11 @@ def headline(rows: list[dict[str, Any]], budgets: list[int] | None = None) -> di
     return max(cheap, key=lambda r: (r["compute_share"], r["seeds"]), default=None)
 
 
-def anchor(share: float) -> float:
-    """DataDecide's all-pairs accuracy at `share` of the compute, interpolated between its anchors (held at the
-    ends)."""
+def anchor(share: float) -> float | None:
+    """DataDecide's all-pairs accuracy at `share` of the compute, interpolated between its anchors; None outside
+    them (2-24%)."""
+    if not ANCHORS[0][0] <= share <= ANCHORS[-1][0]:
+        return None
     return float(np.interp(share, [s for s, _ in ANCHORS], [a for _, a in ANCHORS]))
 
 
@@ -509,7 +511,7 @@ def show(
             f"{row['budget']:,}",
             str(row["seeds"]),
             f"{row['accuracy']:.1%}",
-            f"~{anchor(row['compute_share']):.0%}",
+            "-" if (a := anchor(row["compute_share"])) is None else f"~{a:.0%}",
             "-" if row["denoised"] is None else f"{row['denoised']:.3f}",
             "-" if row["accuracy_separated"] is None else f"{row['accuracy_separated']:.1%}",
             f"{row['decided']:.1%}",

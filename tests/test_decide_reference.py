@@ -22,6 +22,7 @@ DECIDE = ROOT / "examples" / "decide.yaml"
 
 def _module(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(name, module)
     spec.loader.exec_module(module)
@@ -99,6 +100,7 @@ def test_the_headline_is_the_most_compute_at_a_tenth_then_the_most_seeds():
     ]
     assert bench.headline(rows) == rows[2]
     assert bench.anchor(0.08) == pytest.approx(0.82) and bench.anchor(0.05) == pytest.approx(0.81)
+    assert bench.anchor(0.3) is None and bench.anchor(0.01) is None  # beyond DataDecide's anchors
 
 
 def test_the_key_follows_the_recipes_and_settings_not_the_smaller_budgets():
@@ -180,3 +182,30 @@ def test_seed_ranges():
     assert ref.parse_seeds("0-9") == list(range(10))
     assert ref.parse_seeds("3-5") == [3, 4, 5]
     assert ref.parse_seeds("0-2,7") == [0, 1, 2, 7]
+
+
+def test_the_report_judges_the_headline_and_writes_json(tmp_path):
+    from types import SimpleNamespace
+
+    campaign = load_campaign(DECIDE)
+    s = 0.1 / math.sqrt(2)
+    reference = ref.empty_reference(campaign, threads=1)
+    reference["probes"] = {
+        r: {"0": {"bpb": m - s, "key": "k", "seconds": 60.0}, "1": {"bpb": m + s, "key": "k", "seconds": 30.0}}
+        for r, m in {"a": 1.0, "b": 1.1, "c": 1.5, "d": 2.0}.items()
+    }
+    # Two seeds 0.3 apart (a noise unit of 0.21 for a difference of 2-seed means): c < b < a within it, d beyond.
+    means = {"a": 3.05, "b": 2.95, "c": 2.85, "d": 4.05}
+    small = {r: {100: m - 0.15, 101: m + 0.15} for r, m in means.items()}
+    done = SimpleNamespace(planned=8, finished=["x"] * 8, skipped=[])
+    checked = {"recipe": "a", "seed": 0, "bpb": 1.0 - s, "seconds": 5.0}
+    out = bench.report(campaign, reference, checked, {15_000: small}, done, 60.0, 2)
+    json.dumps(out)
+    assert out["reference"]["seconds"] == 360.0 and out["separated_pairs"] == 5
+    assert (out["headline"]["budget"], out["headline"]["seeds"]) == (15_000, 2)
+    checks = out["checks"]
+    assert checks["de-noised accuracy"]["met"] is False and "misordered most" in checks["de-noised accuracy"]["what"]
+    assert checks["pairs >= 3 noise units apart"]["what"].startswith("60.0% of 5 pairs (target >= 95%): misordered")
+    assert checks["decided pairs, deciding >= half"]["met"] is True  # the three pairs of d, beyond noise, right
+    assert out["headline"]["decided"] == 0.5 and out["headline"]["accuracy_decided"] == 1.0
+    assert checks["probes' wall time"]["met"] is True and out["pass"] is False
