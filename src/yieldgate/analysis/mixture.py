@@ -30,7 +30,7 @@ from scipy import stats as sstats
 
 from yieldgate.errors import InputError
 
-__all__ = ["MixtureFit", "fit_mixture", "pair_accuracy", "propose", "evaluate", "mixture_report"]
+__all__ = ["MixtureFit", "fit_mixture", "cv_rho", "pair_accuracy", "propose", "evaluate", "mixture_report"]
 
 ALPHAS = tuple(10.0**k for k in range(-6, 3))
 FOLDS = 5
@@ -141,6 +141,12 @@ def _refit(fit: MixtureFit, w: np.ndarray, y: np.ndarray) -> MixtureFit:
         return MixtureFit(fit.sources, fit.kind, 0.0, fit.cv_rmse, fit.residuals, fit.coef, fit.intercept, boosted[0])
     coef, icpt = _ridge(_features(w, fit.kind), y, (fit.alpha,))[0]
     return MixtureFit(fit.sources, fit.kind, fit.alpha, fit.cv_rmse, fit.residuals, coef, icpt)
+
+
+def cv_rho(fit: MixtureFit, y: np.ndarray) -> float:
+    """Spearman's rho between the runs' values and the fit's cross-validated predictions of them (each predicted by
+    the fit over the other folds): how well the fit ranks mixtures it has not seen, on the runs it has."""
+    return float(sstats.spearmanr(y - fit.residuals, y)[0])
 
 
 def pair_accuracy(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, int]:
@@ -260,6 +266,7 @@ def mixture_report(
         "params": size,
         "runs": len(small),
         "fit": fit.to_dict(),
+        "cv_rho": cv_rho(fit, y),
         "lightgbm": importlib.util.find_spec("lightgbm") is not None,
         "evaluated": evaluate(points, mixtures, higher_is_better=higher_is_better),
         "proposal": {**proposal, "params": size},

@@ -47,6 +47,7 @@ __all__ = [
     "stage_price",
     "regressions",
     "hardware_exception",
+    "mixture_citation",
     "WORKFLOW",
 ]
 
@@ -61,6 +62,8 @@ HARDWARE = ("hardware", "library_versions")
 """The sections the new-hardware exception allows to differ from the reference."""
 USABLE = ("finished", "imported")
 """Run statuses whose evidence the gate reads; running, failed and killed runs are left out, and listed."""
+MIXTURE_SHOWN = 0.01
+"""A proposed mixture's sources below this weight are summed into `others` in the gate's one line."""
 BOOTS = 200
 """Bootstrap refits per forecast (fit.forecast's default is 400): the gate fits every seed, and the 10% and 90%
 quantiles of 200 refits are steady to about two percentiles."""
@@ -452,3 +455,59 @@ def hardware_exception(
     ref_tps, tps = (float(np.mean(group)) for group in rates)
     out.update(applies=True, tokens_per_s=tps, reference_tokens_per_s=ref_tps, throughput_ratio=tps / ref_tps)
     return out
+
+
+def mixture_citation(ledger: Ledger, runs: list[str], metric: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(evidence, one line) of the mixture regression (`analysis.mixture`) of the imported results campaign the
+    target's runs come from: its proposed mixture, the predicted `metric` there and its interval, and the fit's
+    cross-validated Spearman rho. (None, None) where the runs are not of one results campaign, it carries no mixture
+    weights or does not measure `metric`; the evidence says why there is no regression where it has too few
+    mixtures (the regression decides: `mixture.fit_mixture`)."""
+    from yieldgate.analysis.mixture import mixture_report
+    from yieldgate.analysis.results import KIND, is_results, mixtures_of, result_points
+
+    names = {(ledger.meta(r).get(KIND) or {}).get("campaign") for r in runs}
+    name = next(iter(names)) if len(names) == 1 else None
+    if not isinstance(name, str):
+        return None, None
+    record = ledger.campaign(name)
+    spec = record["spec"]
+    mixtures = mixtures_of(spec)
+    if not is_results(record) or not mixtures or metric not in spec.get("metrics", {}):
+        return None, None
+    points = result_points(ledger, name)
+    level = float(spec.get("level", 0.9))
+    higher = bool(spec["metrics"][metric])
+    report = mixture_report(points[points["metric"] == metric], mixtures, higher_is_better=higher, level=level)
+    if not report["available"]:
+        return {"campaign": name, "metric": metric, "available": False, "reason": report["reason"]}, (
+            f"campaign {name}: no mixture regression ({report['reason']})"
+        )
+    p = report["proposal"]
+    cited = {
+        "campaign": name,
+        "metric": metric,
+        "available": True,
+        "model": report["fit"]["model"],
+        "runs": report["runs"],
+        "params": report["params"],
+        "cv_rho": report["cv_rho"],
+        "mixture": p["mixture"],
+        "predicted": p["predicted"],
+        "interval": p["interval"],
+        "level": p["level"],
+    }
+    lo, hi = p["interval"]
+    line = (
+        f"campaign {name}: {cited['model']} fit over {cited['runs']} mixtures at N = {cited['params']:,} "
+        f"(cross-validated rho {cited['cv_rho']:.3f}) proposes {_shown(p['mixture'])}, {metric} predicted "
+        f"{p['predicted']:.4g} [{lo:.4g}, {hi:.4g}] at {p['level']:.0%} (at N = {cited['params']:,}: it ranks "
+        "mixtures, it does not forecast the large run)"
+    )
+    return cited, line
+
+
+def _shown(mixture: dict[str, float]) -> str:
+    shown = sorted(((w, s) for s, w in mixture.items() if w >= MIXTURE_SHOWN), reverse=True)
+    rest = sum(w for w in mixture.values() if w < MIXTURE_SHOWN)
+    return ", ".join([f"{s} {w:.2f}" for w, s in shown] + ([f"others {rest:.2f}"] if rest > 0 else []))

@@ -25,6 +25,10 @@ Under the new-hardware exception (the policy's `exception`), throughput decides 
 differs from the reference's only in hardware and library versions and its loss curve matches within noise;
 otherwise the exception ends, the rationale says why, and learning decides. How the evidence is read and the
 forecast pooled over seeds: `evidence.py`. `record(ledger, decision, policy)` stores a decision.
+
+Where the target's runs come from an imported results campaign with mixture weights, the evidence cites its mixture
+regression (`evidence.mixture_citation`: the proposed mixture, its predicted value and interval, the cross-validated
+rho), shown as a note among the checks: it decides nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from yieldgate.gate.evidence import (
     cost_per_btok,
     forecast_yield,
     hardware_exception,
+    mixture_citation,
     open_faults,
     stage_price,
     target_runs,
@@ -104,6 +109,10 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     t = Target(runs, left_out, budgets(ledger, runs), {r: ledger.manifest(r) for r in runs})
     draft = _draft(t, target, policy)
     evidence = draft.evidence
+    cited, line = mixture_citation(ledger, t.runs, metric)
+    if cited is not None:
+        evidence["mixture_regression"] = cited
+        draft.check("mixture regression", None, line or "")
     faults, stalls = _faults(draft, ledger, t)
     if policy.exception is not None:
         exc = evidence["exception"] = hardware_exception(
