@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import math
 import sys
 from pathlib import Path
@@ -171,8 +172,13 @@ def test_the_benchmark_exits_2_in_one_line_on_a_stale_reference(tmp_path, monkey
     spec["recipes"]["base"]["dedup"] = {"kind": "none"}
     stale = reference_file(type(campaign).model_validate(spec), tmp_path)
     monkeypatch.setattr(sys, "argv", ["bench_decide.py", "--reference", str(stale)])
-    with pytest.raises(SystemExit) as done:
-        bench.main()
+    logger = logging.getLogger("yieldgate")
+    level = logger.level  # main() quiets yieldgate's loggers for the script's run: not for the tests after this one
+    try:
+        with pytest.raises(SystemExit) as done:
+            bench.main()
+    finally:
+        logger.setLevel(level)
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("refused: ") and "the recipes, trainer or settings changed" in err

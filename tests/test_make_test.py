@@ -3,6 +3,7 @@ installing .venv, and the fast tier's time must not be read off a clock that cou
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -10,8 +11,15 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_make_test_times_pytest_after_the_one_time_install(tmp_path: Path):
+    # Run from `make test-all` too: a make inside a make would print its directory and take the outer one's flags.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     plan = subprocess.run(
-        ["make", "-n", "test", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["make", "--no-print-directory", "-n", "test", f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout
     installed = plan.index("--group dev")  # the one-time install of the development environment
     started = plan.index("start=$(date +%s)")
