@@ -42,14 +42,15 @@ demo-full: $(VENV)/.demo
 
 # The fast tier: unit and small integration tests, no real training runs or subprocess fleets (<= 90 s on 2 cores;
 # its closing line gives pytest's time), one worker per core (pytest-xdist; an idle worker takes queued tests from a
-# busy one). Tests marked `slow` are left to `make test-all`.
+# busy one). Tests marked `slow` are left to `make test-all`; tests/integration/ holds only slow modules and is not
+# even collected here (importing it costs every worker ~3 s).
 # Bytecode is written even where the shell sets PYTHONDONTWRITEBYTECODE: without the cache every worker and every
 # `yieldgate` subprocess compiles the package and the tests again (collection alone goes from 6 s to 14 s).
 # The closing line times pytest alone: the clock starts once .venv is installed, not before the one-time install.
 test: $(VENV)/.dev
 	@start=$$(date +%s); status=0; \
 		PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist worksteal -m "not slow and not soak" \
-		--durations=10 || status=$$?; \
+		--ignore=tests/integration --durations=10 || status=$$?; \
 		echo "make test: $$(( $$(date +%s) - start )) s of pytest (the one-time install into $(VENV) not counted)"; \
 		exit $$status
 

@@ -57,6 +57,7 @@ PIPELINE = {
 }
 
 
+@pytest.mark.slow
 def test_yaml_pipeline_shows_near_dedup_dropping_the_tagged_folio(tmp_path, ledger_path):
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(PIPELINE))

@@ -534,6 +534,7 @@ def test_a_16000_digit_value_imports_in_under_a_second(base, tmp_path, fmt, name
     )
 
 
+@pytest.mark.slow
 def test_a_metric_name_mlflow_refuses_is_one_line_on_export(base, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -575,6 +576,7 @@ def test_an_import_into_a_run_a_live_tracker_writes_is_refused(base, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_campaign_whose_every_probe_fails_exits_2_naming_the_first_failure(base, tmp_path):
     broken = "{sources: [{name: nowhere, path: " + str(tmp_path / "no-such-dir") + "}]}"
     spec = tmp_path / "c.yaml"

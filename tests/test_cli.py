@@ -94,6 +94,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, args, message):
     assert result.stdout == ""
 
 
+@pytest.mark.slow
 def test_malformed_manifest_and_corrupt_ledger(cli, tmp_path, ledger_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("data:\n  sources:\n    - name: web\n      weight: -0.5\n")

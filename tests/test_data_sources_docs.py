@@ -25,6 +25,7 @@ def _chunks(work_id: str, n: int) -> list[str]:
     return [text for _, text in corpus.documents(works, chunk_chars=1500)][:n]
 
 
+@pytest.mark.slow
 def test_the_pages_recipe_refusal_and_script_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -87,6 +87,7 @@ def recipe(**over) -> Recipe:
     return Recipe.model_validate(spec)
 
 
+@pytest.mark.slow
 def test_whole_documents_score_the_same_bytes_under_two_tokenizers():
     plain = resolve(recipe(), max_chars_per_source=60_000)
     filtered = resolve(

@@ -165,6 +165,7 @@ def test_cli_dedup_json_and_bad_input(cli, tmp_path):
     assert result.stderr.startswith("error: dedup policy: threshold") and result.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_text_repeated_many_times_is_one_cluster_linked_to_its_first():
     base = " ".join(f"t{i}" for i in range(200))
     docs = [(str(k), base) for k in range(3000)] + [("edit", base.replace("t5 ", "x ")), ("other", "a b c d e f")]

@@ -529,6 +529,7 @@ def _held_out_only(tmp_path: Path, name: str, points: list[tuple[int, float]]) -
     return path
 
 
+@pytest.mark.slow
 def test_a_held_out_loss_that_turns_up_is_overfitting_without_a_training_loss(cli, tmp_path):
     """The held-out losses of two real runs that overfit, read from their files without yieldgate and imported
     without their training loss: Whisper-ja's eval_loss rises at each of its 4 evaluations after the first (0.321 ->

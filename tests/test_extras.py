@@ -28,6 +28,7 @@ def test_the_tracker_without_torch_names_the_torch_extra():
     ), result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("module", "argv"),
     [

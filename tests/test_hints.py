@@ -39,6 +39,7 @@ def test_no_model_and_no_peak_names_both():
     assert "hardware.peak_flops" in why and "'cpu'" in why
 
 
+@pytest.mark.slow
 def test_the_lightning_callback_gets_the_peak_hint(tmp_path, caplog):
     pytest.importorskip("lightning")
     import lightning.pytorch as L

@@ -241,6 +241,7 @@ def test_results_with_no_metric_is_refused(ledger, tmp_path):
 REAL_MMLU = Path(__file__).parent / "data" / "real" / "lmeval-v04-llama3-8b-mmlu.json"
 
 
+@pytest.mark.slow
 def test_real_mmlu_standard_errors_are_their_metrics_never_metrics_of_their_own(cli, tmp_path):
     """The real Llama-3-8B MMLU results (62 tasks, each `acc,none` beside `acc_stderr,none`) read as two checkpoints
     of one run: `show`, `yield` and `compare` list 62 accuracies, each with its standard error, and no `*_stderr`

@@ -31,6 +31,7 @@ def store(tmp_path, monkeypatch):
     mlflow.set_tracking_uri(None)
 
 
+@pytest.mark.slow
 def test_one_run_by_id_then_yield(ledger, cli, store):
     folder, ids = store
     (res,) = import_run(ledger, "mlflow", [str(folder), ids["lr-large"]], ImportOptions(run="large"))

@@ -58,6 +58,7 @@ def test_token_column_and_yield(ledger, cli, tmp_path):
     assert tranche["yield_per_btok"] == pytest.approx(0.5 / 2560 * 1e9, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_resumed_run_in_a_second_events_file(ledger, tmp_path):
     import time
 

@@ -111,6 +111,7 @@ def test_history_export_and_step_override(ledger, offline_run, tmp_path):
     assert res.warnings[0].endswith("history row without 'train/tokens'; skipped")
 
 
+@pytest.mark.slow
 def test_a_log_read_in_chunks_reads_as_one_piece(tmp_path, monkeypatch):
     # The log is read a chunk of whole 32 KiB blocks at a time (a run's log can run to GBs): records split
     # over blocks (FIRST/MIDDLE/LAST) and over chunks come back as read whole.

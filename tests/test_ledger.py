@@ -245,6 +245,7 @@ def test_readonly_on_a_missing_file_creates_nothing(tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_corrupt_file_is_refused_and_left_alone(tmp_path):
     path = tmp_path / "notes.db"
     path.write_bytes(b"these are my notes, not a database" * 100)

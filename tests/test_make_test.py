@@ -27,3 +27,12 @@ def test_make_test_times_pytest_after_the_one_time_install(tmp_path: Path):
     said = plan.index("s of pytest (the one-time install")
     assert installed < started < ran < said, plan
     assert "|| status=$?" in plan[ran:said] and plan.rstrip().endswith("exit $status"), plan  # a red run stays red
+
+
+def test_make_test_may_skip_collecting_the_integration_folder():
+    """`make test` passes --ignore=tests/integration: that holds only while every module there is wholly slow."""
+    for module in sorted((ROOT / "tests" / "integration").glob("test_*.py")):
+        source = module.read_text(encoding="utf-8")
+        assert "\npytestmark = pytest.mark.slow" in source or "\npytestmark = [pytest.mark.slow" in source, (
+            f"{module.name} is under tests/integration/ but not marked slow as a whole: `make test` would never run it"
+        )

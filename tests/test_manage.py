@@ -222,6 +222,7 @@ def test_note_is_kept_replaced_and_removed(cli, three):
 # -- runs -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_runs_filters_by_glob_tag_and_status_and_sorts(cli, three):
     cli("tag", "bs64-seed1", "baseline")
     cli("tag", "scratch", "baseline", "tmp")

@@ -121,6 +121,7 @@ def _write_lock_held(led: Ledger, act) -> list[float]:
     return [c - b for b, c in zip(begins, commits, strict=True)]
 
 
+@pytest.mark.slow
 def test_tag_and_untag_hold_the_write_lock_briefly_on_a_ledger_of_many_runs(tmp_path):
     """They matched the names against the whole runs list (every run's totals and checksums, a DataFrame) inside
     their write transaction: 0.22 s on 4,000 runs here (0.45-0.8 s with the ledger opened for the call), 1.5-2.1 s

@@ -174,6 +174,7 @@ eval_series = st.lists(
 ).map(sorted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", EXAMPLES)
 def test_tranche_gains_add_up_to_first_minus_last(n):
     @given(eval_series, st.floats(1, 1e6))
@@ -191,6 +192,7 @@ def test_tranche_gains_add_up_to_first_minus_last(n):
     _run(n, prop)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", EXAMPLES)
 def test_a_run_compared_with_itself_differs_by_nothing(n):
     @given(eval_series.filter(lambda e: len(e) >= 3), st.floats(1, 1e6), st.floats(0.01, 10))

@@ -478,6 +478,7 @@ def test_facts_recomputed_from_raw_file(entry: dict) -> None:
     _check_facts(ROOT, entry)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", SHARED_LOGS, ids=[f"shared/{entry['path']}" for entry in SHARED_LOGS])
 def test_shared_facts_recomputed_from_raw_file(entry: dict) -> None:
     if not SHARED_ROOT.is_dir():

@@ -400,6 +400,7 @@ def _axis_titles(figure: dict) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_a_report_over_different_tokenizers_is_in_bits_per_byte_as_compare_per_byte(cli, ledger_path, tmp_path):
     with Ledger(ledger_path) as led:
         for seed in (0, 1):
@@ -505,6 +506,7 @@ def test_throughput_smoothing_is_a_moving_average_that_keeps_every_point(ledger_
         assert result.stderr.startswith(f"error: smooth must be at least 0 and below 1, got {float(bad)}")
 
 
+@pytest.mark.slow
 def test_no_section_heading_without_content_and_manifest_values_read_as_values(cli, ledger_path, tmp_path):
     with Ledger(ledger_path) as led:
         led.create_run("bare")
@@ -636,6 +638,7 @@ def test_results_render_in_a_notebook_with_the_reports_figures_and_nothing_fetch
     assert len(forecast_figure(forecast).figure.data[0].x) == len(forecast.fit.tokens)
 
 
+@pytest.mark.slow
 def test_import_yieldgate_in_an_ipython_shell_shows_results_as_the_report_draws_them():
     """In a running IPython shell, `import yieldgate` registers the report's renderers with the shell's HTML
     formatter (the analysis types know nothing of the report), and a forecast shows its fit and its figure."""

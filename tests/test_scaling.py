@@ -42,6 +42,7 @@ def test_a_noiseless_law_is_recovered_and_its_optimum_is_the_constrained_minimum
     assert opt["tokens"] * opt["params"] * 6 == pytest.approx(flops)
 
 
+@pytest.mark.slow
 def test_a_noisy_law_is_recovered_to_the_noise_and_the_intervals_hold_the_truth():
     sigma = 0.01
     fit = fit_scaling(*probes(1, sigma), boots=100)

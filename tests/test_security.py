@@ -80,6 +80,7 @@ def _api_run(led: Ledger, run: str, seed: int) -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_report_escapes_every_user_string(tmp_path):
     path = tmp_path / "l.db"
     with Ledger(path) as led:
@@ -152,6 +153,7 @@ SENTINELS = {
 }
 
 
+@pytest.mark.slow
 def test_console_markup_in_run_names_and_tasks_is_printed_as_written(tmp_path):
     """rich reads `[...]` in a printed string as style markup: a run named `a[/]b` made `yieldgate runs` crash
     with a MarkupError traceback, and `[red]x` lost its brackets. Every command prints user strings verbatim."""
@@ -315,6 +317,7 @@ _UNSAFE = {
 }
 
 
+@pytest.mark.slow
 def test_no_code_path_unpickles():
     """An AST scan of every module: no call of a loader that unpickles, no `allow_pickle=True`, no eval/exec.
     (A future `torch.load` must say `weights_only=True`, and this test lets it through only then.)"""

@@ -163,6 +163,7 @@ def test_a_run_page_draws_the_report_figures_with_units_and_every_evaluation(cli
     }
 
 
+@pytest.mark.slow
 def test_a_runs_plots_are_drawn_again_only_when_what_they_show_changed(runs_db):
     app = create_app(str(runs_db))
     client = TestClient(app)
@@ -209,6 +210,7 @@ def test_the_run_page_shows_events_manifest_and_status(client):
     assert "optimisation.batch_size" in page and "<td>256</td>" in page  # the manifest, one field per row
 
 
+@pytest.mark.slow
 def test_the_comparison_is_exactly_what_yieldgate_compare_prints(client, cli_for, runs_db):
     cli = cli_for(runs_db)
     for args in ({"a": "base/*", "b": "big/s0"}, {"a": "base/s0", "b": "big/s0", "at": "time"}):
@@ -222,6 +224,7 @@ def test_the_comparison_is_exactly_what_yieldgate_compare_prints(client, cli_for
     assert [t["name"] for t in figs["loss-tokens"]["figure"]["data"]] == ["base/s0", "base/s1", "big/s0"]
 
 
+@pytest.mark.slow
 def test_every_user_string_is_shown_as_text(client):
     page = client.get("/run", params={"name": EVIL}).text
     assert EVIL not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
@@ -330,6 +333,7 @@ def test_the_live_poll_sends_only_what_is_new(runs_db, client):
     assert quiet["new_steps"] == 0 and quiet["curve"] is None and quiet["throughput"]["step"] == []
 
 
+@pytest.mark.slow
 def test_a_million_step_run_page_is_bounded_and_keeps_every_evaluation(tmp_path):
     path, n = tmp_path / "big.db", 1_000_000
     step = np.arange(1, n + 1)
@@ -539,6 +543,7 @@ def test_the_decision_pages_show_each_check_and_the_evidence_with_the_json_one_c
     assert bad.status_code == 400 and "id must be a decision number, got &#x27;x&#x27;" in bad.text
 
 
+@pytest.mark.slow
 def test_a_comparison_across_tokenizers_is_in_bits_per_byte_as_compare_per_byte(tmp_path, cli_for):
     from .test_report import _tokenized_run
 

@@ -176,6 +176,7 @@ def test_gns_agrees_with_brute_force_at_frozen_weights(text, tmp_path, loss_aver
     assert abs(gns[-1] / brute - 1) < 0.25, (gns[-1], brute)
 
 
+@pytest.mark.slow
 def test_gns_is_measured_every_gns_every_steps_and_on_every_layer_step(text, tmp_path):
     """The default cadence: the microbatches' norms (one fused pass per backward, the costly part) are taken on every
     5th step and on every layer step (the per-layer GNS), and only there; the steps between are counted only."""

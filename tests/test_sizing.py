@@ -79,6 +79,7 @@ def test_a_law_whose_floor_is_not_identified_names_no_size_and_says_which_probes
     )
 
 
+@pytest.mark.slow
 def test_an_interval_of_e_wider_than_e_is_not_identified():
     law = _law(0.05)  # a floor of 0.05 nats under noise of 1%: the interval reaches from near 0 to past 1.5x E
     lo, hi = law.intervals["E"]

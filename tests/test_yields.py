@@ -273,6 +273,7 @@ def test_a_law_fitted_across_an_lr_decay_says_so():
 REAL = Path(__file__).parent / "data" / "real"
 
 
+@pytest.mark.slow
 def test_an_epoch_counted_run_is_labelled_per_epoch(cli, ledger_path, monkeypatch):
     """Keras' CSVLogger file (a real run: one row per epoch, no token count) and YOLO's results.csv count epochs, not
     optimizer steps: the tranches are spans of epochs with yields per epoch, in `yield`'s table and --json, the
