@@ -13,6 +13,13 @@ file of a few steps (the interpreter and libraries alone).
     .venv/bin/python benchmarks/bench_import.py            # the README's figure
     .venv/bin/python benchmarks/bench_import.py --steps 10000   # a quick look
     .venv/bin/python benchmarks/bench_import.py --memory   # peak memory importing a 2 GB event file
+
+Against another version of yieldgate (--against, a checkout's src/ folder): both import the same log, each in its
+own interpreter, alternating, and the ratio of the medians is printed (issue #35 asks the import to stay within 10%
+of the speed it had when it was filed, f1717c6):
+
+    git worktree add /tmp/yg-f1717c6 f1717c6
+    .venv/bin/python benchmarks/bench_import.py --against /tmp/yg-f1717c6/src
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import argparse
 import os
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -156,6 +164,44 @@ def time_yieldgate(log: Path, folder: Path, i: int) -> tuple[float, int]:
     return elapsed, result.steps
 
 
+_TIMED_IMPORT = """
+import sys, time
+from yieldgate.ingest import ImportOptions, import_run
+from yieldgate.ledger import Ledger
+start = time.perf_counter()
+with Ledger(sys.argv[2]) as ledger:
+    (result,) = import_run(ledger, "tensorboard", [sys.argv[1]], ImportOptions(run="bench"))
+print(time.perf_counter() - start, result.steps)
+"""
+
+
+def time_yieldgate_in(src: Path, log: Path, folder: Path, i: int) -> tuple[float, int]:
+    """The import timed in a fresh interpreter that finds yieldgate in `src` first (a checkout of any version)."""
+    path = folder / f"bench-{src.parent.name}-{i}.db"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run(
+        [sys.executable, "-c", _TIMED_IMPORT, str(log), str(path)], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    path.unlink()
+    return float(out[0]), int(out[1])
+
+
+def compare_versions(log: Path, folder: Path, other: Path, repeats: int) -> None:
+    here = Path(__file__).resolve().parents[1] / "src"
+    ours, theirs = [], []
+    for i in range(repeats):
+        t, steps = time_yieldgate_in(here, log, folder, i)
+        ours.append(t)
+        t, other_steps = time_yieldgate_in(other.resolve(), log, folder, i)
+        theirs.append(t)
+    assert steps == other_steps, f"the two versions imported {steps:,} and {other_steps:,} step rows"
+    print(f"{steps:,} step rows imported by each")
+    print(f"{'yieldgate import tensorboard':<44}{'median s':>10}  runs")
+    for name, times in ((f"this tree ({here})", ours), (f"--against ({other})", theirs)):
+        print(f"{name[:43]:<44}{statistics.median(times):>10.2f}  {', '.join(f'{t:.2f}' for t in times)}")
+    print(f"this tree takes {statistics.median(ours) / statistics.median(theirs):.2f}x the time of --against")
+
+
 def time_tbparse(log: Path) -> tuple[float, int]:
     from tbparse import SummaryReader
 
@@ -171,12 +217,16 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "yieldgate-bench-import")
     parser.add_argument("--memory", action="store_true", help="measure the peak memory of importing a large file")
     parser.add_argument("--size-gb", type=float, default=2.0, help="--memory: size of the event file")
+    parser.add_argument("--against", type=Path, help="another checkout's src/ folder: time both versions' import")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.memory:
         measure_memory(args.dir, args.size_gb)
         return
     log = write_log(args.dir, args.steps)
+    if args.against is not None:
+        compare_versions(log, args.dir, args.against, args.repeats)
+        return
     ours, theirs = [], []
     for i in range(args.repeats):
         t, steps = time_yieldgate(log, args.dir, i)

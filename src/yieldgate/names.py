@@ -7,6 +7,7 @@ spelling.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import unicodedata
@@ -464,6 +465,7 @@ def cannot_be_negative(metric: str) -> bool:
     return bool(_VISION_HIGHER.match(base)) or base in _NON_NEGATIVE or base in _VISION_LOWER
 
 
+@functools.lru_cache(maxsize=1024)  # a name per evaluation record: an import asks once per record
 def metric_direction(metric: str) -> bool | None:
     """True when a higher value of `metric` is better, False when lower is, None when the name does not say.
 

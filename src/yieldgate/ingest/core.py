@@ -305,15 +305,25 @@ def _eval_records(canon: Rows, keys: Sequence[str]) -> list[EvalRecord]:
         none = np.zeros(len(canon.step), dtype=bool)
         wall, wall_ok = canon.values.get("wall_s", none), canon.present.get("wall_s", none)
         tokens, tokens_ok = canon.values.get("tokens", none), canon.present.get("tokens", none)
-        for i in np.nonzero(present)[0]:
+        at = np.nonzero(present)[0]  # as Python numbers in one go: an import may hold a million evaluations
+        for i, step, value, token, token_ok, clock, clock_ok in zip(
+            at.tolist(),
+            canon.step[at].tolist(),
+            values[at].astype(float).tolist(),
+            tokens[at].astype(float).tolist(),
+            tokens_ok[at].tolist(),
+            wall[at].astype(float).tolist(),
+            wall_ok[at].tolist(),
+            strict=True,
+        ):
             evals.append(
                 EvalRecord(
-                    step=int(canon.step[i]),
+                    step=int(step),
                     task=task,
                     metric=metric,
-                    value=float(values[i]),
-                    tokens=float(tokens[i]) if tokens_ok[i] else None,
-                    wall_s=eval_wall.get(int(i), float(wall[i]) if wall_ok[i] else None),
+                    value=value,
+                    tokens=token if token_ok else None,
+                    wall_s=eval_wall.get(i, clock if clock_ok else None),
                 )
             )
     return evals

@@ -234,6 +234,11 @@ def _as_read(kind: str, value: Any) -> Any:
     # What either backend reads back: SQLite keeps a NaN as NULL and a REAL that is a whole number as an integer on
     # disk (-0.0 as 0); PostgreSQL keeps both as given. A value of the wrong type (damage to a record's header)
     # raises TypeError.
+    exact = type(value)  # the common cases first: an import checksums every evaluation it stores
+    if exact is float and kind == "real":
+        return None if value != value else value + 0.0
+    if (exact is str and kind == "text") or (exact is int and kind == "int"):
+        return value
     if value is None:
         return None
     if kind == "text":

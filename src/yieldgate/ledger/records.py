@@ -104,7 +104,7 @@ class RecordsMixin(LedgerConnection):
         standard error when the new one has none. A record of a standard error (`acc_stderr`, `names.stderr_of`) is
         stored as its metric's `stderr`, beside the value given with it or stored before (or still to come: a row of
         the metric with no value until then). Returns the records given."""
-        given = []
+        given, safe = [], set()
         for i, rec in enumerate(records):
             try:
                 r = rec if isinstance(rec, EvalRecord) else EvalRecord(**rec)
@@ -112,9 +112,12 @@ class RecordsMixin(LedgerConnection):
                 raise InputError(f"eval record {i}: {exc}") from None
             if not r.task or not r.metric:
                 raise InputError(f"eval record {i}: task and metric must be non-empty, got {r.task!r}/{r.metric!r}")
-            unsafe = unsafe_character(f"{r.task}/{r.metric}/{r.portfolio}/{r.portfolio_version}")
-            if unsafe is not None:
-                raise InputError(f"eval record {i}: {r.task!r}/{r.metric!r} is not allowed: it holds {unsafe}")
+            names = f"{r.task}/{r.metric}/{r.portfolio}/{r.portfolio_version}"
+            if names not in safe:  # a few names over many steps: each looked at once
+                unsafe = unsafe_character(names)
+                if unsafe is not None:
+                    raise InputError(f"eval record {i}: {r.task!r}/{r.metric!r} is not allowed: it holds {unsafe}")
+                safe.add(names)
             given.append(r)
         folded, alone = fold_stderr(given)
 

@@ -17,9 +17,14 @@ from typing import Any
 __all__ = ["canonical_json", "content_hash"]
 
 
+_ENCODERS = {False: json.JSONEncoder(sort_keys=True, separators=(",", ":")), True: json.JSONEncoder(sort_keys=True)}
+# Built once: json.dumps with these settings builds an encoder per call, a third of the time of hashing a ledger
+# record (an import checksums every evaluation it stores).
+
+
 def canonical_json(value: Any, *, spaced: bool = False) -> str:
     """`value` as JSON with its keys sorted, compact (no whitespace) unless `spaced`."""
-    return json.dumps(value, sort_keys=True, separators=None if spaced else (",", ":"))
+    return _ENCODERS[spaced].encode(value)
 
 
 def content_hash(value: Any, *, spaced: bool = False) -> str:
