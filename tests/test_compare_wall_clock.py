@@ -4,7 +4,9 @@ target (where a step is the same amount of data on both sides), and no warning t
 
 from __future__ import annotations
 
+import csv
 import math
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +58,33 @@ def test_no_split_on_steps_where_a_step_is_not_the_same_data(cli, tmp_path):
     assert c["speedup"]["time"] == pytest.approx(1.5) and "steps_per_s" not in c["speedup"]
     assert any("no split" in n and "optimisation.batch_size" in n for n in c["notes"])
     assert "b reaches the target sooner (1.5x less wall-clock time)" in c["verdict"]
+
+
+def test_a_real_vision_log_against_itself_on_a_slower_clock(cli, tmp_path):
+    """On a real log (Ultralytics YOLO11 results.csv: epochs and a cumulative `time` column, no token count): the
+    same run with every clock reading 1.5x later, as on a slower machine, is 1.5x slower to the target, all of it
+    steps/s. The time to target is read off the raw file with the csv module: the target is the best val/box_loss
+    (the worst best of two equal curves), reached at the `time` of its epoch."""
+    real = Path(__file__).parent / "data" / "real" / "yolo11-seg-gallstone-results.csv"
+    with real.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    best = min(rows, key=lambda r: float(r["val/box_loss"]))
+    slower = tmp_path / "slower.csv"
+    with slower.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "time": repr(float(r["time"]) * 1.5)} for r in rows)
+    cli("import", "table", str(real), "--run", "a")
+    cli("import", "table", str(slower), "--run", "b")
+    c = cli.json("compare", "a", "b", "--at", "time", "--metric", "val/box_loss")
+    assert c["tokens_to_target"] == {"a": None, "b": None}
+    assert c["time_to_target_s"] == {
+        "a": pytest.approx(float(best["time"])),
+        "b": pytest.approx(1.5 * float(best["time"])),
+    }
+    assert c["steps_to_target"] == {"a": float(best["epoch"]), "b": float(best["epoch"])}
+    s = c["speedup"]
+    assert s["time"] == pytest.approx(1 / 1.5) and s["steps_per_s"] == pytest.approx(1 / 1.5)
+    assert s["step_efficiency"] == pytest.approx(1.0)
+    assert not [w for w in c["warnings"] if "does not reach the target" in w or "lacks wall-clock time" in w]
+    assert "a moves steps faster (1.5x steps/s)" in c["verdict"], c["verdict"]
