@@ -151,11 +151,11 @@ def measure_memory(folder: Path, size_gb: float) -> None:
     print(f"{f'the {big.stat().st_size / 1e9:.1f} GB file':<40}{results['big'][0]:>12.0f}{results['big'][1]:>10.1f}")
 
 
-def time_yieldgate(log: Path, folder: Path, i: int) -> tuple[float, int]:
+def time_yieldgate(log: Path | str, folder: Path | str, i: int) -> tuple[float, int]:
     from yieldgate.ingest import ImportOptions, import_run
     from yieldgate.ledger import Ledger
 
-    path = folder / f"bench-{i}.db"
+    path = Path(folder) / f"bench-{i}.db"
     start = time.perf_counter()
     with Ledger(path) as ledger:
         (result,) = import_run(ledger, "tensorboard", [str(log)], ImportOptions(run="bench"))
@@ -164,26 +164,13 @@ def time_yieldgate(log: Path, folder: Path, i: int) -> tuple[float, int]:
     return elapsed, result.steps
 
 
-_TIMED_IMPORT = """
-import sys, time
-from yieldgate.ingest import ImportOptions, import_run
-from yieldgate.ledger import Ledger
-start = time.perf_counter()
-with Ledger(sys.argv[2]) as ledger:
-    (result,) = import_run(ledger, "tensorboard", [sys.argv[1]], ImportOptions(run="bench"))
-print(time.perf_counter() - start, result.steps)
-"""
-
-
 def time_yieldgate_in(src: Path, log: Path, folder: Path, i: int) -> tuple[float, int]:
-    """The import timed in a fresh interpreter that finds yieldgate in `src` first (a checkout of any version)."""
-    path = folder / f"bench-{src.parent.name}-{i}.db"
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    out = subprocess.run(
-        [sys.executable, "-c", _TIMED_IMPORT, str(log), str(path)], env=env, capture_output=True, text=True, check=True
-    ).stdout.split()
-    path.unlink()
-    return float(out[0]), int(out[1])
+    """`time_yieldgate` in a fresh interpreter that finds yieldgate in `src` first (a checkout of any version)."""
+    code = f"from bench_import import time_yieldgate; print(*time_yieldgate({str(log)!r}, {str(folder)!r}, {i}))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(Path(__file__).parent)])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    elapsed, steps = out.stdout.split()
+    return float(elapsed), int(steps)
 
 
 def compare_versions(log: Path, folder: Path, other: Path, repeats: int) -> None:
