@@ -1,6 +1,7 @@
 """A campaign's own trainer: what is refused before any probe starts (exit 2, one line naming the field and the fix,
 no ledger written), the command template's fields, the GPUs each local probe gets, and a bare `Tracker()` inside a
-probe taking its run, ledger and manifest from the environment."""
+probe taking its run, ledger and manifest from the environment, and the rows its Tracker could only spill brought in
+when the probe ends."""
 
 from __future__ import annotations
 
@@ -122,6 +123,33 @@ def test_a_bare_tracker_in_a_probe_writes_the_probes_run(tmp_path, monkeypatch):
         m = led.manifest("camp/a/s3/t100")
         assert m is not None and m.config["seed"] == 3 and m.data is not None and m.data.sources[0].path == "a.jsonl"
         assert len(led.evals("camp/a/s3/t100")) == 1
+
+
+def test_rows_a_probes_tracker_could_only_spill_are_brought_in_when_it_ends(tmp_path, monkeypatch):
+    """The ledger stayed locked past the last flush's wait: the Tracker left its rows in a spill file, which the
+    probe's end (`own._finish`) merges, instead of failing the probe as one that wrote nothing."""
+    import sqlite3
+    import time
+
+    from yieldgate.ledger import Ledger
+    from yieldgate.probe.campaign import own
+    from yieldgate.track import Tracker, TrackerConfig, writer
+
+    monkeypatch.setattr(writer, "CLOSE_BUSY_TIMEOUT_S", 0.2)
+    db, run = tmp_path / "y.db", "camp/a/s0/t100"
+    with Tracker(run, ledger=db, config=TrackerConfig(flush_every_s=30)) as tr:
+        for step in range(10):
+            tr.step(tokens=100, loss=3.0 - 0.1 * step)
+        tr.eval({"val/bpb": 2.0})
+        time.sleep(0.3)  # the writer has opened the ledger; its only flush is the last
+        locker = sqlite3.connect(db, isolation_level=None)
+        locker.execute("BEGIN EXCLUSIVE")
+    locker.execute("COMMIT")
+    assert tr.stats["spilled_rows"] == 10 and tr.stats["spill_path"] is not None
+    with Ledger(db) as led:
+        assert led.steps(run).empty
+        own._merge_spills(led, run)
+        assert led.steps(run)["step"].tolist() == list(range(1, 11)) and len(led.evals(run)) == 1
 
 
 def test_a_team_tokenizer_has_one_hash_whether_a_probe_or_a_recipe_reads_it(tmp_path):

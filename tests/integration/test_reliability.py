@@ -157,10 +157,8 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (512 * 1024, hard))
     )
 
 
-@pytest.mark.parametrize("hold", [3.0, pytest.param(30.0, marks=pytest.mark.soak)])
-def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, hold):
-    path = tmp_path / "lock.db"
-    Ledger(path).close()
+def _lock(path: Path, hold: float) -> subprocess.Popen[str]:
+    """Another process holding the ledger's write lock for `hold` seconds, from when this returns."""
     locker = subprocess.Popen(
         [
             sys.executable,
@@ -177,7 +175,15 @@ def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, 
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert locker.stdout.readline().strip() == "locked"
+    assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
+    return locker
+
+
+@pytest.mark.parametrize("hold", [3.0, pytest.param(30.0, marks=pytest.mark.soak)])
+def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, hold):
+    path = tmp_path / "lock.db"
+    Ledger(path).close()
+    locker = _lock(path, hold)
     start = time.perf_counter()
     slowest = 0.0
     steps = 0
@@ -195,6 +201,35 @@ def test_a_locked_ledger_does_not_slow_the_loop_and_rows_arrive_after(tmp_path, 
     check(
         "ledger locked by another process (3 s here, 30 s in `make soak`)",
         "no Tracker call slowed (each < 50 ms); rows written once the lock clears",
+        "0",
+    )
+
+
+def test_close_waits_for_a_lock_held_past_the_last_step(tmp_path):
+    """Another process writes (an import, sixteen Trackers) as the loop ends: the last flush waits for the lock
+    (up to 30 s) rather than leave the last rows in a spill file that someone must merge."""
+    path = tmp_path / "busy.db"
+    Ledger(path).close()
+    with Tracker("busy", ledger=path, config=TrackerConfig(flush_every_s=30, spill_dir=str(tmp_path))) as tr:
+        for _ in range(50):
+            tr.step(tokens=128, samples=1, loss=1.0)
+        tr.eval({"val/loss": 1.0})
+        time.sleep(0.5)  # the writer has opened the ledger; its first flush is the last, at close
+        locker = _lock(path, 3.0)
+        for _ in range(50):
+            tr.step(tokens=128, samples=1, loss=1.0)
+        tr.eval({"val/loss": 0.9})
+        start = time.perf_counter()
+    waited = time.perf_counter() - start
+    locker.wait(timeout=30)
+    with Ledger(path, readonly=True) as led:
+        assert len(led.steps("busy")) == 100 and len(led.evals("busy")) == 2
+        assert led.run_info("busy")["status"] == "finished"
+    assert tr.stats["spilled_rows"] == 0 and tr.stats["spill_path"] is None and tr.stats["faults"] == 0, tr.stats
+    assert not list(tmp_path.glob("yieldgate-spill-*")) and 1.5 < waited < 10.0, waited
+    check(
+        "ledger locked by another process as the loop ends (3 s)",
+        "close waits for the lock (up to 30 s): the last rows and the status reach the ledger, no spill file is left",
         "0",
     )
 

@@ -204,7 +204,8 @@ def test_sixteen_trackers_and_two_writers_of_one_run_while_compare_reads(pg_url,
     texts = [log.read_text() for log in logs]
     assert not any("Traceback" in text or "deadlock" in text for text in texts), texts
     stats = [json.loads(text.split("stats ", 1)[1]) for text in texts]
-    assert all(s == {"faults": 0, "dropped_rows": 0, "spilled_rows": 0} for s in stats), stats
+    said = sorted({line for text in texts for line in text.splitlines() if "yieldgate tracker:" in line})
+    assert all(s == {"faults": 0, "dropped_rows": 0, "spilled_rows": 0} for s in stats), (stats, said)
 
     lost = duplicated = 0
     with Ledger(pg_url, readonly=True) as led:

@@ -241,6 +241,15 @@ class LedgerConnection:
         self._db.close()
         self._release()
 
+    def set_busy_timeout(self, seconds: float) -> None:
+        """From now on a write waits up to `seconds` for another process's lock (the Tracker's writer, which waits
+        briefly while the loop runs, waits longer for its last flush)."""
+        if isinstance(self._db, ledger_pg.PgConnection):
+            self._db.set_lock_timeout(seconds)
+            return
+        self._busy_ms = int(seconds * 1000)
+        self._db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+
     def _release(self) -> None:
         """This instance no longer counts as a connection on its file (`_OPEN`)."""
         real, self._real = self._real, None

@@ -20,6 +20,7 @@ that transaction, whose rows the caller still holds (the Tracker spills them).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
@@ -263,6 +264,14 @@ class PgConnection:
         if isinstance(exc, psycopg.OperationalError):
             return LedgerError(f"{self.location}: the server is unreachable ({message})")
         return LedgerError(f"{self.location}: {statement.split()[0].lower()} failed ({message})")
+
+    def set_lock_timeout(self, seconds: float) -> None:
+        """Wait up to `seconds` for the write lock from the next transaction on (and on a connection opened again)."""
+        import psycopg
+
+        self._lock_ms = max(1, int(seconds * 1000))
+        with contextlib.suppress(psycopg.Error):  # a dropped connection: the next one is opened with it
+            self._conn.execute(f"SET lock_timeout = {self._lock_ms}")
 
     def close(self) -> None:
         self._conn.close()

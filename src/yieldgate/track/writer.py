@@ -51,7 +51,11 @@ MAX_BUFFERED_ROWS = 1_000_000
 ONLINE_WINDOW = 256
 """Steps the online diagnosis detectors look at (`TrackerConfig.online_diagnosis_every_s`)."""
 BUSY_TIMEOUT_S = 1.0
-"""How long a flush waits for another process's lock on the ledger before retrying at the next one."""
+"""How long a flush waits for another process's lock on the ledger before its rows go to the spill file (and the
+ledger is tried again at the next flush)."""
+CLOSE_BUSY_TIMEOUT_S = 30.0
+"""How long the last flush, at close, waits for the lock: the loop is done, and rows left in a spill file would wait
+for someone to `yieldgate merge` them."""
 
 LAYERS_EVERY_S = HEARTBEAT_EVERY_S
 """Per-layer signals go to the ledger this often (and at close), the rest of a step's record at every flush: a
@@ -126,6 +130,8 @@ class Writer(threading.Thread):
         self.spilled_rows = 0
         self._lost: RunInUse | None = None
         """Set when another process took the run over: nothing more is written."""
+        self._busy_s = BUSY_TIMEOUT_S
+        """How long a write waits for another process's lock (`_set_wait`: longer for the last flush)."""
 
     @property
     def buffered_rows(self) -> int:
@@ -164,6 +170,8 @@ class Writer(threading.Thread):
             self._wake.clear()
             stopping = self._stopping  # read before draining: every packet submitted before close is drained
             self._drain()
+            if stopping:
+                self._set_wait(ledger, CLOSE_BUSY_TIMEOUT_S)
             if stopping or time.monotonic() - self._last_flush >= min(self.config.flush_every_s, HEARTBEAT_EVERY_S):
                 ledger = self._flush(ledger, final=stopping)
             if stopping:
@@ -178,9 +186,20 @@ class Writer(threading.Thread):
                 ),
             )
         if self.run_name is not None and self._status is not None and self._lost is None:
+            if self.spill_path is not None:  # the last flush waited in vain: the status does not wait as long again
+                self._set_wait(ledger, BUSY_TIMEOUT_S)
             self._record_status(ledger, self._status)
         if ledger is not None:
             ledger.close()
+
+    def _set_wait(self, ledger: Ledger | None, seconds: float) -> None:
+        """How long writes wait for another process's lock from now on, on the open ledger and on one opened later."""
+        self._busy_s = seconds
+        if ledger is not None:
+            try:
+                ledger.set_busy_timeout(seconds)
+            except Exception as exc:  # noqa: BLE001 - contained: the next write finds out what is wrong with it
+                self.on_fault("setting how long to wait for the ledger's lock", exc)
 
     def _drain(self) -> None:
         while self._inbox:
@@ -360,7 +379,7 @@ class Writer(threading.Thread):
 
     def _open(self) -> Ledger:
         """Open the ledger, the run in it (made again if missing) and remember which file it is."""
-        ledger = Ledger(self.location, busy_timeout_s=BUSY_TIMEOUT_S, durable=True)
+        ledger = Ledger(self.location, busy_timeout_s=self._busy_s, durable=True)
         try:
             if self.run_name is not None and self.owner is not None:
                 # Ours already, or made again in a ledger file that was removed; another's: RunInUse.

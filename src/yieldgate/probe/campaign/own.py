@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from yieldgate.errors import RunInUse
-from yieldgate.ledger import Ledger
+from yieldgate.ledger import Ledger, spills
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.manifest import Manifest, ModelConfig
 from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable
@@ -405,6 +405,15 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _merge_spills(led: Ledger, run: str) -> None:
+    """Rows the trainer's Tracker left in a spill file on this host (the ledger was locked past its close's wait):
+    its process has ended, so they are brought in now, as `yieldgate merge` would."""
+    for waiting in spills.waiting_spills(led, [run]):
+        if waiting.steps > 0:
+            with Ledger(waiting.path, readonly=True) as side:
+                led.copy_run(side, run)
+
+
 def _finish(spec: Any, trainer: TrainerSpec, job: ProbeJob, ledger: str) -> str | None:
     """After a clean exit: import what the script wrote (`trainer.import`), check the run holds its evaluation and
     no NaN loss, and end it `finished`. Returns what was imported (None: the script wrote through a Tracker)."""
@@ -413,6 +422,7 @@ def _finish(spec: Any, trainer: TrainerSpec, job: ProbeJob, ledger: str) -> str 
         imported = _import(trainer, job, ledger, spec.run)
     tail = _tail(Path(job.probe_dir) / "output.log")
     with Ledger(ledger) as led:
+        _merge_spills(led, spec.run)
         evals = led.evals(spec.run)
         steps = led.steps(spec.run, ["tokens"])
         keys = [f"val/{s}/bpb" for s in spec.eval_sources] or ["val/bpb"]
