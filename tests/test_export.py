@@ -100,6 +100,7 @@ def test_tensorboard_export_uses_tokens_as_steps(ledger, run, tmp_path):
     assert "diagnosis/text_summary" in acc.Tags()["tensors"]
 
 
+@pytest.mark.slow  # MLflow's client, 1.7 s
 def test_mlflow_export_read_back_with_the_client(ledger, run, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 

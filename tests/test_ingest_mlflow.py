@@ -9,6 +9,8 @@ import pytest
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 
+pytestmark = pytest.mark.slow  # MLflow's client writes each test's store: 2.5 s
+
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
@@ -31,7 +33,6 @@ def store(tmp_path, monkeypatch):
     mlflow.set_tracking_uri(None)
 
 
-@pytest.mark.slow
 def test_one_run_by_id_then_yield(ledger, cli, store):
     folder, ids = store
     (res,) = import_run(ledger, "mlflow", [str(folder), ids["lr-large"]], ImportOptions(run="large"))

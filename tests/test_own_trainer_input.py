@@ -125,6 +125,7 @@ def test_a_bare_tracker_in_a_probe_writes_the_probes_run(tmp_path, monkeypatch):
         assert len(led.evals("camp/a/s3/t100")) == 1
 
 
+@pytest.mark.slow  # a Tracker's writer thread and torch, 1.7 s
 def test_rows_a_probes_tracker_could_only_spill_are_brought_in_when_it_ends(tmp_path, monkeypatch):
     """The ledger stayed locked past the last flush's wait: the Tracker left its rows in a spill file, which the
     probe's end (`own._finish`) merges, instead of failing the probe as one that wrote nothing."""

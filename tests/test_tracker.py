@@ -146,6 +146,7 @@ def test_the_step_path_moves_nothing_to_the_host(text, tmp_path, monkeypatch):
     } - keys == {"signals/loss_var"}  # 30 < window
 
 
+@pytest.mark.slow  # a real training, 2.5 s
 def test_nan_is_recorded_and_faults_are_contained(text, tmp_path, caplog):
     torch.manual_seed(0)
     model = GPT(CFG)
@@ -759,6 +760,7 @@ def test_a_step_numbered_backwards_or_a_count_that_is_no_count_never_bends_the_t
     )
 
 
+@pytest.mark.slow  # a real training, 2 s
 def test_the_mfu_warning_has_its_own_logger_so_a_caller_can_silence_it_by_name(text, tmp_path, caplog):
     # A caller that knows a run records no MFU (a CPU probe campaign) silences that warning by its logger's name,
     # `yieldgate.track.mfu`, never by its text; every other warning of the Tracker still shows.
