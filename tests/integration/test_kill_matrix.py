@@ -109,6 +109,36 @@ def test_locked_by_another_process_then_sigkill(tmp_path):
     )
 
 
+def test_locked_then_sigterm_then_sigkill_before_the_close_could_wait_out_the_lock(tmp_path):
+    """A scheduler's SIGTERM while another process holds the ledger, and its SIGKILL a grace period later: the close
+    the signal starts may wait up to 30 s for the lock, but puts the rows in a spill file first."""
+    path, side = tmp_path / "k.db", tmp_path / "steps.txt"
+    proc = child(tmp_path, path, 1_000_000, setup=side_file(side), each=EACH)
+    try:
+        wait_for_side(proc, side, 200)
+        locker = sqlite3.connect(path, isolation_level=None, timeout=10)
+        locker.execute("BEGIN EXCLUSIVE")
+        # At once, before a flush of the loop meets the lock and spills: the close's flush is the first to meet it.
+        proc.send_signal(signal.SIGTERM)  # the handler closes the Tracker on the main thread: the loop stops
+        time.sleep(3.0)
+        killed_at = kill(proc)
+        locker.execute("COMMIT")
+        locker.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done = completed(side)
+    stored = stored_with_spills(path, [tmp_path])
+    assert set(done) <= set(stored), f"{len(set(done) - set(stored))} of {len(done)} completed steps lost"
+    assert lost(done, stored, killed_at) == 0
+    check(
+        "kill matrix: ledger locked by another process, SIGTERM, then SIGKILL 3 s later",
+        "the close SIGTERM starts puts the rows in a spill file before it waits for the lock: ledger plus spill "
+        "file hold every step; none twice",
+        "0",
+    )
+
+
 def test_read_only_ledger_then_sigkill(tmp_path, monkeypatch):
     # /proc: a folder no process may create a file in, root included. The spill file goes to the job's working
     # directory (the child runs in tmp_path), never to the temp folder while that one can take it.

@@ -54,8 +54,8 @@ BUSY_TIMEOUT_S = 1.0
 """How long a flush waits for another process's lock on the ledger before its rows go to the spill file (and the
 ledger is tried again at the next flush)."""
 CLOSE_BUSY_TIMEOUT_S = 30.0
-"""How long the last flush, at close, waits for the lock: the loop is done, and rows left in a spill file would wait
-for someone to `yieldgate merge` them."""
+"""How long the last flush, at close, waits for the lock (`Writer._last`): the loop is done, and rows left in a spill
+file would wait for someone to `yieldgate merge` them."""
 
 LAYERS_EVERY_S = HEARTBEAT_EVERY_S
 """Per-layer signals go to the ledger this often (and at close), the rest of a step's record at every flush: a
@@ -171,11 +171,10 @@ class Writer(threading.Thread):
             stopping = self._stopping  # read before draining: every packet submitted before close is drained
             self._drain()
             if stopping:
-                self._set_wait(ledger, CLOSE_BUSY_TIMEOUT_S)
-            if stopping or time.monotonic() - self._last_flush >= min(self.config.flush_every_s, HEARTBEAT_EVERY_S):
-                ledger = self._flush(ledger, final=stopping)
-            if stopping:
+                ledger = self._last(ledger)
                 break
+            if time.monotonic() - self._last_flush >= min(self.config.flush_every_s, HEARTBEAT_EVERY_S):
+                ledger = self._flush(ledger)
         if self._frames:  # neither the ledger nor a spill file took them: say so, count them
             self.dropped_rows += self.buffered_rows
             self.on_fault(
@@ -191,6 +190,17 @@ class Writer(threading.Thread):
             self._record_status(ledger, self._status)
         if ledger is not None:
             ledger.close()
+
+    def _last(self, ledger: Ledger | None) -> Ledger | None:
+        """The last flush, waiting up to CLOSE_BUSY_TIMEOUT_S for another process's lock. A run ended by a signal or
+        the interpreter's exit (`killed`) first flushes as the loop does: SIGKILL may follow the signal, and its rows
+        are then already in the ledger or a spill file."""
+        if self._status == "killed":
+            ledger = self._flush(ledger, final=True)
+            if self.spill_path is None and not self._frames:
+                return ledger
+        self._set_wait(ledger, CLOSE_BUSY_TIMEOUT_S)
+        return self._flush(ledger, final=True)
 
     def _set_wait(self, ledger: Ledger | None, seconds: float) -> None:
         """How long writes wait for another process's lock from now on, on the open ledger and on one opened later."""
