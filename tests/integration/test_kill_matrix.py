@@ -84,13 +84,17 @@ def lost(done: dict[int, float], stored: list[int], killed_at: float) -> int:
     return len(missing)
 
 
-def test_locked_by_another_process_then_sigkill(tmp_path):
-    path, side = tmp_path / "k.db", tmp_path / "steps.txt"
+def locked_then_killed(tmp_path: Path, path: Path, side: Path, *, sigterm: bool = False) -> float:
+    """The child's loop under way, another process takes the ledger's write lock (every flush from then on fails),
+    `sigterm`: a scheduler's SIGTERM at once, before a flush of the loop meets the lock, so that the close the
+    signal starts is the first to meet it; SIGKILL 3 s later. Returns when the child was killed."""
     proc = child(tmp_path, path, 1_000_000, setup=side_file(side), each=EACH)
     try:
         wait_for_side(proc, side, 200)
         locker = sqlite3.connect(path, isolation_level=None, timeout=10)
-        locker.execute("BEGIN EXCLUSIVE")  # every flush from now on fails
+        locker.execute("BEGIN EXCLUSIVE")
+        if sigterm:
+            proc.send_signal(signal.SIGTERM)  # the handler closes the Tracker on the main thread: the loop stops
         time.sleep(3.0)
         killed_at = kill(proc)
         locker.execute("COMMIT")
@@ -98,6 +102,12 @@ def test_locked_by_another_process_then_sigkill(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+    return killed_at
+
+
+def test_locked_by_another_process_then_sigkill(tmp_path):
+    path, side = tmp_path / "k.db", tmp_path / "steps.txt"
+    killed_at = locked_then_killed(tmp_path, path, side)
     done = completed(side)
     assert list(tmp_path.glob("yieldgate-spill-child-*.db")), "the rows taken during the lock went to no spill file"
     n = lost(done, stored_with_spills(path, [tmp_path]), killed_at)
@@ -113,20 +123,7 @@ def test_locked_then_sigterm_then_sigkill_before_the_close_could_wait_out_the_lo
     """A scheduler's SIGTERM while another process holds the ledger, and its SIGKILL a grace period later: the close
     the signal starts may wait up to 30 s for the lock, but puts the rows in a spill file first."""
     path, side = tmp_path / "k.db", tmp_path / "steps.txt"
-    proc = child(tmp_path, path, 1_000_000, setup=side_file(side), each=EACH)
-    try:
-        wait_for_side(proc, side, 200)
-        locker = sqlite3.connect(path, isolation_level=None, timeout=10)
-        locker.execute("BEGIN EXCLUSIVE")
-        # At once, before a flush of the loop meets the lock and spills: the close's flush is the first to meet it.
-        proc.send_signal(signal.SIGTERM)  # the handler closes the Tracker on the main thread: the loop stops
-        time.sleep(3.0)
-        killed_at = kill(proc)
-        locker.execute("COMMIT")
-        locker.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    killed_at = locked_then_killed(tmp_path, path, side, sigterm=True)
     done = completed(side)
     stored = stored_with_spills(path, [tmp_path])
     assert set(done) <= set(stored), f"{len(set(done) - set(stored))} of {len(done)} completed steps lost"
