@@ -652,10 +652,13 @@ def _until(page, expression: str, timeout: float = 10.0, what: str = "") -> None
 
 def _scroll_through(page) -> None:
     """Bring each plot's box into view in turn, as a reader scrolling down does (a plot below the window is drawn
-    when it comes near it), until each is drawn; then back to the top."""
+    when it comes near it), until each is drawn; then back to the top. Scrolled by the page's own `scrollIntoView`:
+    Playwright's `scroll_into_view_if_needed` first waits for two animation frames to show the box unmoved, which a
+    renderer starved of CPU (CI, a plot drawing) did not give it in 30 s once."""
     for k in range(page.evaluate("document.querySelectorAll('.plot').length")):
-        page.locator(".plot").nth(k).scroll_into_view_if_needed()
-        _until(page, f"document.querySelectorAll('.plot')[{k}].classList.contains('js-plotly-plot')", 5.0)
+        plot = f"document.querySelectorAll('.plot')[{k}]"
+        page.evaluate(f"{plot}.scrollIntoView()")
+        _until(page, f"{plot}.classList.contains('js-plotly-plot')", 15.0)
     page.evaluate("window.scrollTo(0, 0)")
 
 
