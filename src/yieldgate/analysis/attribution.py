@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.mixture import FOLDS, _refit, fit_mixture
+from yieldgate.analysis.mixture import FOLDS, fit_mixture, refit_mixture
 from yieldgate.analysis.probe_scores import BPB, probe_runs, probe_scores
 from yieldgate.analysis.results import is_results
 from yieldgate.errors import InputError
@@ -183,7 +183,7 @@ def mixture_effects(
             continue
 
         point = effects(fit)
-        draws = np.array([effects(_refit(fit, weights[p], y[p])) for p in picks])  # boots x sources
+        draws = np.array([effects(refit_mixture(fit, weights[p], y[p])) for p in picks])  # boots x sources
         lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
         step = 1e-4  # a central difference: exact for ridge's polynomials up to rounding
         by_source = {}

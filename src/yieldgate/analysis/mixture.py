@@ -134,7 +134,10 @@ def fit_mixture(sources: list[str], w: np.ndarray, y: np.ndarray) -> MixtureFit:
     return best
 
 
-def _refit(fit: MixtureFit, w: np.ndarray, y: np.ndarray) -> MixtureFit:
+def refit_mixture(fit: MixtureFit, w: np.ndarray, y: np.ndarray) -> MixtureFit:
+    """`fit`'s model (its kind and ridge penalty, or a boosted model) fitted again to the runs `w`, `y` (a bootstrap
+    resample): the spread of such refits is the interval of a prediction. The cross-validation error and residuals
+    stay the original fit's."""
     if fit.booster is not None:
         boosted = _lightgbm(w, y)
         assert boosted is not None
@@ -173,8 +176,8 @@ def propose(
     draws = []
     for _ in range(boots):
         pick = rng.integers(0, len(y), len(y))
-        refit = _refit(fit, w[pick], y[pick])
-        draws.append(float(refit.predict(mixture[None, :])[0]) + float(rng.choice(fit.residuals)))
+        again = refit_mixture(fit, w[pick], y[pick])
+        draws.append(float(again.predict(mixture[None, :])[0]) + float(rng.choice(fit.residuals)))
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return {
         "mixture": {s: float(v) for s, v in zip(fit.sources, mixture, strict=True)},
