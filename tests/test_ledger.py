@@ -245,6 +245,18 @@ def test_readonly_on_a_missing_file_creates_nothing(tmp_path):
     assert not path.exists()
 
 
+def test_readonly_on_an_empty_file_writes_nothing(tmp_path):
+    """A zero-byte file (`touch yieldgate.db`, or a mistyped --ledger naming some other empty file) reads as an
+    empty ledger, as a missing one does: a read leaves it zero bytes, with no -wal or -shm beside it."""
+    path = tmp_path / "empty.csv"
+    path.touch()
+    with Ledger(path, readonly=True) as led:
+        assert led.runs().empty
+        with pytest.raises(LedgerError, match="read-only"):
+            led.create_run("x")
+    assert path.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.csv"]
+
+
 @pytest.mark.slow
 def test_corrupt_file_is_refused_and_left_alone(tmp_path):
     path = tmp_path / "notes.db"

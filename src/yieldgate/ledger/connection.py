@@ -41,6 +41,13 @@ _OPEN: collections.Counter[str] = collections.Counter()
 _OPEN_LOCK = threading.RLock()  # re-entered: a read-only open of an older schema upgrades it with a writable open
 
 
+def _zero_bytes(path: Path) -> bool:
+    """A regular file with nothing in it (`touch yieldgate.db`) and no write-ahead log holding anything beside it:
+    nothing stored yet, as with no file at all. Beside a log that holds something, SQLite is left to read the log."""
+    wal = path.with_name(path.name + "-wal")
+    return path.is_file() and path.stat().st_size == 0 and (not wal.exists() or wal.stat().st_size == 0)
+
+
 def readonly_pg_open(applied: Sequence[str], pending: Sequence[str]) -> Literal["read", "upgrade", "empty"]:
     """What a read-only open of a PostgreSQL ledger does, given the migrations the database records and those it
     lacks: `empty` when it records none (no ledger there yet: a read creates no table in it, and reads an empty
@@ -102,8 +109,8 @@ class LedgerConnection:
     def _connect(self, location: str, readonly: bool) -> sqlite3.Connection:
         path = Path(location)
         try:
-            if location == ":memory:" or (readonly and not path.exists()):
-                # Nothing stored yet: an empty ledger, without creating a file for a read.
+            if location == ":memory:" or (readonly and (not path.exists() or _zero_bytes(path))):
+                # Nothing stored yet: an empty ledger, without creating (or filling) a file for a read.
                 db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
                 migrations.migrate(db, location)
                 return db
