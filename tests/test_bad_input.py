@@ -612,6 +612,35 @@ def test_a_ledger_with_a_damaged_schema_text_is_refused_in_one_line(base, tmp_pa
     )
 
 
+@pytest.mark.parametrize("empty", [False, True], ids=["another-programs-database", "zero-byte-file"])
+def test_a_ledger_path_naming_another_programs_file_is_left_as_it_was(base, tmp_path, empty):
+    """--ledger mistyped onto another program's SQLite database: every command refuses it, in one line, before
+    writing. Onto a zero-byte file: a read sees no runs and leaves it zero bytes (a write makes it a ledger)."""
+    path = tmp_path / "app.db"
+    if empty:
+        path.touch()
+    else:
+        with sqlite3.connect(path) as db:
+            db.executescript("CREATE TABLE users (id INTEGER, name TEXT); INSERT INTO users VALUES (1, 'ada');")
+    raw = path.read_bytes()
+    if empty:
+        out, _ = _invoke(path, "runs", "--json", code=0)
+        assert json.loads(out) == []
+    else:
+        for args in (["runs"], ["show", "base"], ["import", "table", str(tmp_path / "base.csv"), "--run", "x"]):
+            _, err = _invoke(path, *args, code=2)
+            assert err.startswith("error: ") and err.count("\n") == 1 and "not a yieldgate ledger" in err, err
+    assert path.read_bytes() == raw and not list(tmp_path.glob("app.db-*"))
+    check(
+        "ledger path naming a zero-byte file" if empty else "ledger path naming another program's SQLite database",
+        "read as an empty ledger, file left at 0 bytes (before: a read wrote a 120 KB ledger into it)"
+        if empty
+        else f"refused by every command, exit 2, file unchanged: `{_shown(err, tmp_path)}` (before: our tables "
+        "added to it)",
+        "0",
+    )
+
+
 def test_truncated_event_file_keeps_the_records_before_the_cut(base, tmp_path):
     path = _event_file(tmp_path, steps=30)
     data = path.read_bytes()

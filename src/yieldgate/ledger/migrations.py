@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from yieldgate.errors import SchemaVersionError
+from yieldgate.errors import LedgerError, SchemaVersionError
 from yieldgate.ledger import pg as ledger_pg
 from yieldgate.ledger.checksum import record_checksum, record_columns
 from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES, metric_direction
@@ -357,10 +357,27 @@ def _refuse_newer(applied: list[str], where: str) -> None:
         )
 
 
+def _refuse_foreign(db: sqlite3.Connection, where: str) -> None:
+    """An SQLite file with tables and no `schema_migrations` (the first thing a ledger gets) is another program's
+    database: refused before anything is written to it. (A PostgreSQL database may hold other tables beside ours.)"""
+    tables = [
+        row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    ]
+    if tables and "schema_migrations" not in tables:
+        shown = ", ".join(sorted(tables)[:3]) + (f" and {len(tables) - 3} more" if len(tables) > 3 else "")
+        raise LedgerError(
+            f"{where}: an SQLite database of another program (tables {shown}), not a yieldgate ledger; "
+            "it is left as it is: name a new file as the ledger"
+        )
+
+
 def check(db: Connection, where: str) -> list[str]:
-    """Refuse a ledger from a newer schema; return the migrations not yet applied to it."""
+    """Refuse a ledger from a newer schema, and an SQLite database that is not a ledger; return the migrations not
+    yet applied to it."""
     applied = applied_migrations(db)
     _refuse_newer(applied, where)
+    if not applied and isinstance(db, sqlite3.Connection):
+        _refuse_foreign(db, where)
     return [name for name, _ in MIGRATIONS if name not in applied]
 
 
