@@ -433,6 +433,32 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
         _table("m.csv", "step," + "x" * 500 + "\n1,2\n"),
         "longer than the 200",
     ),
+    # An output path that names a database: refused before anything is written (the ledger was replaced).
+    (
+        "report written onto the ledger itself",
+        lambda tmp: ["report", "base", "-o", str(tmp / "ledger.db")],
+        "an SQLite database or its log",
+    ),
+    (
+        "report written onto the ledger's write-ahead log",
+        lambda tmp: ["report", "base", "-o", str(tmp / "ledger.db-wal")],
+        "an SQLite database or its log",
+    ),
+    (
+        "export to MLflow whose store is the ledger itself",
+        lambda tmp: ["export", "base", str(tmp / "ledger.db"), "--to", "mlflow"],
+        "a yieldgate ledger, not an MLflow store",
+    ),
+    (
+        "export to MLflow whose store is a text file",
+        lambda tmp: ["export", "base", str(_file("notes.txt", "x")(tmp)), "--to", "mlflow"],
+        "a file, not an MLflow store",
+    ),
+    (
+        "import from MLflow whose store is a yieldgate ledger",
+        lambda tmp: ["import", "mlflow", str(tmp / "ledger.db"), "--run", "new"],
+        "a yieldgate ledger, not an MLflow store",
+    ),
     # An import into a run that exists never overwrites it (yieldgate.ingest.guard).
     (
         "import into a run that exists, without --replace or --append",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,16 +55,42 @@ def store_uri(source: str, *, create: bool = False) -> str:
         uri = source
     elif path.suffix in (".db", ".sqlite") and (path.is_file() or create):
         uri = f"sqlite:///{path.resolve()}"
-    elif path.is_dir() or create:
+    elif path.is_dir() or (create and not path.exists()):
         path.mkdir(parents=True, exist_ok=True)
         uri = path.resolve().as_uri()
+    elif path.exists():
+        raise InputError(f"{source}: a file, not an MLflow store; {_STORES}")
     else:
-        raise InputError(f"{source}: no such MLflow store; give a folder (./mlruns), a .db file or a tracking URI")
+        raise InputError(f"{source}: no such MLflow store; {_STORES}")
+    _refuse_other_database(source, uri)
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
     if uri.startswith("file:"):
         # MLflow 3 refuses folder stores unless told otherwise; months of runs live in them.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     return uri
+
+
+def _refuse_other_database(source: str, uri: str) -> None:
+    """MLflow creates or upgrades its tables in whatever SQLite file it is given, on import as on export: a
+    yieldgate ledger or another program's database named by mistake would be changed. Such a file (tables, none
+    of them MLflow's `experiments`) is refused before MLflow opens it."""
+    path = Path(uri.removeprefix("sqlite:///"))
+    if not uri.startswith("sqlite:///") or not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{source}: not an MLflow store ({exc}); {_STORES}") from None
+    if tables and "experiments" not in tables:
+        what = "a yieldgate ledger" if "schema_migrations" in tables else "an SQLite database of another program"
+        raise InputError(f"{source}: {what}, not an MLflow store, left as it is; {_STORES}")
+
+
+_STORES = "give an MLflow store: a folder (./mlruns), its .db file or a tracking URI"
 
 
 def read_run(client, run_id: str, warnings: Warnings) -> tuple[str, Rows, float | None]:

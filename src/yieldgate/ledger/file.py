@@ -20,10 +20,25 @@ import os
 import struct
 import time
 
-__all__ = ["file_problem"]
+__all__ = ["file_problem", "holds_database"]
 
 MAGIC = b"SQLite format 3\x00"
 WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+def holds_database(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is an SQLite database (a ledger, most likely) or a side file of one (its -wal, -shm or
+    -journal): a file that a report or other output must not replace."""
+    path = os.fspath(path)
+    for suffix in ("-wal", "-shm", "-journal"):
+        if path.endswith(suffix) and os.path.isfile(path[: -len(suffix)]):
+            path = path[: -len(suffix)]
+            break
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:  # missing, a folder, unreadable: not a database this output would replace
+        return False
 
 
 def _wal_checksum(data: bytes, big_endian: bool) -> tuple[int, int]:

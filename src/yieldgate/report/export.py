@@ -172,13 +172,14 @@ def export_tensorboard(ledger: Ledger, run: str, dest: Path) -> ExportResult:
 
 def export_mlflow(ledger: Ledger, run: str, dest: str) -> ExportResult:
     """An MLflow run (in experiment `yieldgate`) named after the run; metrics stepped by tokens when known."""
+    from yieldgate.ingest.mlflow import metric_name, store_uri
+
+    uri = store_uri(dest, create=True)  # a destination that is no MLflow store: refused before MLflow loads
+
     from mlflow.entities import Metric, Param
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from yieldgate.ingest.mlflow import metric_name, store_uri
-
-    uri = store_uri(dest, create=True)
     table = run_table(ledger, run)
     axis, x = _axis(table)
     notes: list[str] = []

@@ -25,6 +25,7 @@ from yieldgate._version import __version__
 from yieldgate.analysis.compare import Comparison
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
+from yieldgate.ledger.file import holds_database
 from yieldgate.report.figures.base import Figure, esc, figure_dict
 from yieldgate.report.figures.runs import build_figures
 from yieldgate.report.format import fmt
@@ -298,6 +299,12 @@ def _check_writable(path: Path) -> None:
     ):
         raise InputError(
             f"out {path}: cannot write the report there (not a writable file in an existing folder); pick another path",
+            parameter="out",
+        )
+    if holds_database(path):
+        raise InputError(
+            f"out {path}: an SQLite database or its log (a ledger?) is there, which the report would replace; "
+            "pick another path",
             parameter="out",
         )
 
