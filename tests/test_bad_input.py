@@ -459,6 +459,7 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
         lambda tmp: ["import", "mlflow", str(tmp / "ledger.db"), "--run", "new"],
         "a yieldgate ledger, not an MLflow store",
     ),
+    ("merge of the ledger into itself", lambda tmp: ["merge", str(tmp / "ledger.db")], "the ledger itself"),
     # An import into a run that exists never overwrites it (yieldgate.ingest.guard).
     (
         "import into a run that exists, without --replace or --append",

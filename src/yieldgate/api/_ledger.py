@@ -208,8 +208,11 @@ def merge(source: str | os.PathLike[str], *, runs: Sequence[str] = (), ledger: L
     path = Path(source)
     if not path.is_file():
         raise InputError(f"{path}: no such ledger file; give the path the Tracker reported")
-    with Ledger(path, readonly=True) as side, _open(ledger, readonly=False) as led:
-        return {name: led.copy_run(side, name) for name in list(runs) or side.runs()["name"].tolist()}
+    with _open(ledger, readonly=False) as led:
+        if os.path.isfile(led.location) and os.path.samefile(path, led.location):
+            raise InputError(f"{path}: the ledger itself; give another ledger file (a spill file, another node's)")
+        with Ledger(path, readonly=True) as side:
+            return {name: led.copy_run(side, name) for name in list(runs) or side.runs()["name"].tolist()}
 
 
 def copy_ledger(
