@@ -733,6 +733,32 @@ def test_one_bad_key_loses_nothing_else(tmp_path):
         assert led.runs().set_index("name").loc["bad", "status"] == "finished"
 
 
+def test_a_tensor_of_several_values_loses_only_its_own_value(tmp_path, caplog):
+    """A per-sample loss not reduced (shape [2]) at one step made every held tensor unstackable: the run kept
+    0 of its 20 steps and its close failed. Now that value alone is left out (one line naming its shape); a
+    tensor of one value in any shape ([1]) is a number; every step is kept."""
+    with Tracker("t", ledger=tmp_path / "t.db") as tr:
+        for s in range(1, 21):
+            loss = {5: torch.tensor([1.0, 2.0]), 6: torch.tensor([0.5])}.get(s, torch.tensor(1.0 / s))
+            lr = torch.tensor([0.1, 0.2]) if s == 7 else torch.tensor(0.1)
+            tr.step(tokens=100, loss=loss, lr=lr, extras={"signals/v": torch.ones(3) if s == 8 else torch.ones(())})
+    with Ledger(tmp_path / "t.db", readonly=True) as led:
+        steps = led.steps("t")
+        v = led.extras("t", ["signals/v"])
+    assert steps["step"].tolist() == list(range(1, 21)) and steps["tokens"].iloc[-1] == 2000
+    assert steps.set_index("step")["loss"].isna().tolist() == [s == 5 for s in range(1, 21)]
+    assert steps.set_index("step").loc[6, "loss"] == 0.5 and steps["lr"].isna().sum() == 1
+    assert v["step"].tolist() == [s for s in range(1, 21) if s != 8]
+    said = [r.getMessage() for r in caplog.records]
+    assert any("'loss' (a tensor of shape [2]: reduce it, e.g. .mean())" in m for m in said), said
+    check(
+        "`tr.step(loss=...)` given a tensor of several values (a per-sample loss not reduced)",
+        "that value alone left out of its row, said once with its shape; every step kept (before: 0 of 20 steps "
+        "kept, the close failed)",
+        "0",
+    )
+
+
 def test_a_step_numbered_backwards_or_a_count_that_is_no_count_never_bends_the_totals(tmp_path, caplog):
     """`step=5` twice replaced the first row, `step=3` after it landed before rows with more tokens, and one
     `tokens=nan` made every later row's tokens NaN. Now: a row numbered at or before the last is left out with its

@@ -234,7 +234,10 @@ class Tracker(TrackerSetup):
         if lr is None and self._optimizer is not None:
             lr = self._optimizer.param_groups[0]["lr"]
         if isinstance(lr, torch.Tensor):
-            self._pending.keep_step("lr", i, lr)
+            if lr.numel() == 1:
+                self._pending.keep_step("lr", i, lr.reshape(()))
+            else:
+                bad.append(f"'lr' (a tensor of shape {list(lr.shape)})")
             lr = None
         row = StepRow(
             self._step,
@@ -273,17 +276,21 @@ class Tracker(TrackerSetup):
 
     def _host_values(self, named: Iterable[tuple[str, Any]]) -> tuple[dict[str, float], list[str]]:
         """The step's values given as host numbers, by key (with a checkpoint save's seconds waiting for a row),
-        and the keys of those that are no numbers. Tensors are left for `_keep_tensors`."""
+        and those that are no numbers (named, a tensor of several values with its shape). Tensors of one value
+        are left for `_keep_tensors`."""
         values: dict[str, float] = {}
         bad = []
         if self._checkpoint_s:
             values[CHECKPOINT_KEY], self._checkpoint_s = self._checkpoint_s, 0.0
         for key, value in named:
-            if value is not None and not isinstance(value, torch.Tensor):
+            if isinstance(value, torch.Tensor):
+                if value.numel() != 1:  # its size is metadata: no host sync (a per-sample loss not reduced)
+                    bad.append(f"{key!r} (a tensor of shape {list(value.shape)}: reduce it, e.g. .mean())")
+            elif value is not None:
                 try:
                     values[key] = float(value)
                 except (TypeError, ValueError):
-                    bad.append(key)
+                    bad.append(repr(key))
         return values, bad
 
     def _count(self, tokens: float, samples: float, counts: dict[str, float] | None) -> None:
@@ -310,8 +317,8 @@ class Tracker(TrackerSetup):
     def _keep_tensors(self, i: int, named: Iterable[tuple[str, Any]]) -> None:
         """Hold the step's device values for row `i`, and GradScaler's scale (all without a host sync)."""
         for key, value in named:
-            if isinstance(value, torch.Tensor):
-                self._pending.keep_step(key, i, value)
+            if isinstance(value, torch.Tensor) and value.numel() == 1:  # others: left out (`_host_values`)
+                self._pending.keep_step(key, i, value.reshape(()))
         scale = self._scale_tensor()
         if scale is not None:
             self._pending.keep_step("signals/loss_scale", i, scale.float().reshape(()).clone())
@@ -321,8 +328,7 @@ class Tracker(TrackerSetup):
             self._fault(
                 "step",
                 InputError(
-                    f"step {number}: {', '.join(map(repr, bad))} must be numbers; left out "
-                    "of the row, the step's tokens counted"
+                    f"step {number}: {', '.join(bad)} must be numbers; left out of the row, the step's tokens counted"
                 ),
             )
         if uncounted:
