@@ -759,6 +759,21 @@ def test_a_tensor_of_several_values_loses_only_its_own_value(tmp_path, caplog):
     )
 
 
+def test_a_count_that_is_no_number_is_named_and_its_step_left_out(tmp_path, caplog):
+    """`tokens=None` or a source's count given as text: the step is refused whole (its counts never half added),
+    said in one line naming the argument, not as float()'s TypeError."""
+    with Tracker("t", ledger=tmp_path / "t.db") as tr:
+        tr.step(tokens=None, loss=3.0)
+        tr.step(tokens=100, loss=2.9, sources={"web": 60, "code": "forty"})
+        tr.step(tokens=100, loss=2.8, sources={"web": 60, "code": 40})
+        assert tr.stats["faults"] == 2
+    with Ledger(tmp_path / "t.db", readonly=True) as led:
+        steps = led.steps("t")
+    assert steps["step"].tolist() == [1] and steps["tokens"].tolist() == [100.0]
+    said = [r.getMessage() for r in caplog.records]
+    assert any("tokens must be a number, got None; the step is left out" in m for m in said), said
+
+
 def test_a_step_numbered_backwards_or_a_count_that_is_no_count_never_bends_the_totals(tmp_path, caplog):
     """`step=5` twice replaced the first row, `step=3` after it landed before rows with more tokens, and one
     `tokens=nan` made every later row's tokens NaN. Now: a row numbered at or before the last is left out with its

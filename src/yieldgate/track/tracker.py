@@ -53,6 +53,17 @@ log = logging.getLogger("yieldgate.track")
 T = TypeVar("T")
 
 
+def _number(what: str, value: Any) -> float:
+    """A step's count as a float, or an InputError naming the argument: the step is then refused whole."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        shown = repr(value)
+        raise InputError(
+            f"{what} must be a number, got {shown if len(shown) <= 60 else shown[:59] + '…'}; the step is left out"
+        ) from None
+
+
 def _eval_key(name: Any) -> str | None:
     """`<task>/<metric>` for an eval key as given: itself, or the eval an importer would map the name to
     (`val_loss` -> `val/loss`); None when it names no evaluation. `guess` is imported with this module: imported
@@ -211,14 +222,14 @@ class Tracker(TrackerSetup):
         # Arguments first, nothing changed yet: a step refused here leaves no trace in the counters. Once the step
         # counts, a bad optional value (an extra that is no number) is left out of its row and reported, and the
         # step's tokens still count: a row that never reaches the ledger is a gap, never an offset.
-        n_tokens, n_samples = float(tokens), float(samples if samples is not None else 0)
+        n_tokens, n_samples = _number("tokens", tokens), _number("samples", samples if samples is not None else 0)
         # A count that is no count (nan, inf, negative) would poison the running total for the rest of the run:
         # this step adds none, and says so.
         uncounted = [name for name, n in (("tokens", n_tokens), ("samples", n_samples)) if not 0 <= n < math.inf]
         n_tokens = n_tokens if "tokens" not in uncounted else 0.0
         n_samples = n_samples if "samples" not in uncounted else 0.0
         number = self._step + 1 if step is None else int(step)
-        counts = {source: float(n) for source, n in sources.items()} if sources else None
+        counts = {source: _number(f"sources[{source!r}]", n) for source, n in sources.items()} if sources else None
         named = (("loss", loss), ("grad_norm", grad_norm), *(extras or {}).items())
         values, bad = self._host_values(named)
         rebase, self._rebase = self._rebase and step is not None, False
