@@ -759,6 +759,24 @@ def test_a_tensor_of_several_values_loses_only_its_own_value(tmp_path, caplog):
     )
 
 
+def test_an_eval_value_that_is_no_number_loses_only_itself(tmp_path, caplog):
+    """An eval of a tensor of several values lost the whole call's results (reshape's RuntimeError); one given as
+    text failed in the writer and took the other results of its call with it. Now each is left out, named."""
+    with Tracker("t", ledger=tmp_path / "t.db") as tr:
+        tr.step(tokens=100, loss=3.0)
+        tr.eval({"val/loss": torch.tensor([1.0, 2.0]), "val/acc": 0.5})
+        tr.step(tokens=100, loss=2.9)
+        tr.eval({"val/loss": torch.tensor([2.5]), "val/acc": "high"})
+    with Ledger(tmp_path / "t.db", readonly=True) as led:
+        evals = led.evals("t")
+    assert sorted(zip(evals["step"], evals["metric"], evals["value"], strict=True)) == [
+        (1, "acc", 0.5),
+        (2, "loss", 2.5),
+    ]
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "'val/loss' (a tensor of shape [2]: reduce it, e.g. .mean()) must be numbers; left out" in said, said
+
+
 def test_a_count_that_is_no_number_is_named_and_its_step_left_out(tmp_path, caplog):
     """`tokens=None` or a source's count given as text: the step is refused whole (its counts never half added),
     said in one line naming the argument, not as float()'s TypeError."""

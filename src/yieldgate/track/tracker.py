@@ -448,7 +448,7 @@ class Tracker(TrackerSetup):
         if self._flops is not None:
             self._flops.spoil()
         values: dict[str, Any] = {}
-        bad = []
+        bad, unusable = [], []
         for name, value in metrics.items():
             key = _eval_key(name)
             if key is None:
@@ -458,10 +458,17 @@ class Tracker(TrackerSetup):
             if unsafe is not None:  # left out, reported; the call's other results are kept
                 self._fault("eval", InputError(f"eval key {key!r} is not allowed: it holds {unsafe}; left out"))
                 continue
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
                 values[key] = self._pending.eval_value(value)
+            elif isinstance(value, torch.Tensor):
+                unusable.append(f"{key!r} (a tensor of shape {list(value.shape)}: reduce it, e.g. .mean())")
             else:
-                values[key] = value
+                try:
+                    values[key] = float(value)
+                except (TypeError, ValueError):
+                    unusable.append(f"{key!r} (got {type(value).__name__})")
+        if unusable:
+            self._fault("eval", InputError(f"eval value(s) {', '.join(unusable)} must be numbers; left out"))
         if bad:
             self._fault(
                 "eval",
