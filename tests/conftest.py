@@ -115,8 +115,12 @@ def text() -> np.ndarray:
     return train
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     from tests.support import reliability
+    from tests.support.worker_exit import collect_before_reporting
+
+    collect_before_reporting(session)
 
     if reliability.WRITE and reliability.measured:
         reliability.write_table()
