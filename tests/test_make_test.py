@@ -43,7 +43,10 @@ def test_make_test_may_skip_collecting_the_integration_folder():
 
 
 SLOW_FINALIZER = """
+import gc
 import time
+
+gc.disable()  # only an explicit collection frees the cycle: pytest's closing one (after the report) or ours (before)
 
 
 class Slow:
