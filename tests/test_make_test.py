@@ -44,9 +44,13 @@ def test_make_test_may_skip_collecting_the_integration_folder():
 
 SLOW_FINALIZER = """
 import gc
+import signal
 import time
 
 gc.disable()  # only an explicit collection frees the cycle: pytest's closing one (after the report) or ours (before)
+# SIGINT raises, as in a terminal: a shell's background job (a CI runner's, say) inherits it ignored, and execnet's
+# SIGINT then changes nothing
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Slow:
