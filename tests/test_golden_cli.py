@@ -315,7 +315,8 @@ def differences(got: Any, want: Any, where: str = "$") -> list[str]:
     """The places where two parsed outputs part: any key, length, type or text, or a number beyond 1e-6 of its
     value (JSON's integers and floats alike; ``True`` is no number here)."""
     if _number(got) and _number(want):
-        return [] if math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12) else [f"{where}: {got!r} != {want!r}"]
+        same = math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12) or (math.isnan(got) and math.isnan(want))
+        return [] if same else [f"{where}: {got!r} != {want!r}"]
     if isinstance(got, dict) and isinstance(want, dict):
         if got.keys() != want.keys():
             return [f"{where}: keys {sorted(got.keys() ^ want.keys())} on one side only"]
@@ -335,6 +336,7 @@ def test_differences_hold_numbers_to_1e_6_and_everything_else_exactly():
     assert differences({"a": [591.2446124596074, "x"]}, {"a": [591.2445893912708, "x"]}) == []
     assert differences({"a": 1.0}, {"a": 1.00001}) == ["$.a: 1.0 != 1.00001"]
     assert differences({"a": 0.0}, {"a": 1e-9}) == ["$.a: 0.0 != 1e-09"]
+    assert differences([math.nan], [math.nan]) == [] and differences([math.nan], [0.0]) == ["$[0]: nan != 0.0"]
     assert differences({"a": True}, {"a": 1}) == ["$.a: True != 1"]
     assert differences({"a": [1]}, {"a": [1, 2]}) == ["$.a: 1 items != 2"]
     assert differences({"a": 1}, {"b": 1}) == ["$: keys ['a', 'b'] on one side only"]

@@ -65,15 +65,9 @@ def test_leaves_a_slow_finalizer_to_the_collector():
     Slow()
 """
 
+# The suite's own hook, as tests/conftest.py declares it: the test fails if that stops collecting before the report
 COLLECT_BEFORE_REPORTING = """
-import pytest
-
-from tests.support.worker_exit import collect_before_reporting
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session):
-    collect_before_reporting(session)
+from tests.conftest import pytest_sessionfinish  # noqa: F401
 """
 
 
