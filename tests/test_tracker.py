@@ -390,6 +390,33 @@ def test_a_signal_that_cannot_be_computed_says_why_once_and_show_repeats_it(text
     assert under["evidence"]["params"] == params and under["evidence"]["tokens"] == 4 * 8 * CFG.context
 
 
+def test_close_waits_for_the_notes_still_being_written(text, tmp_path, monkeypatch):
+    """A note found during training (here: GNS cannot be measured) is written off the training thread, and a
+    slow write (a ledger busy for a second) is still stored when `close` returns. CI once read the run between
+    the two."""
+    release, during_training = threading.Event(), []
+
+    def slow_meta(self, key, value):
+        if key == "unmeasured" and self._started:
+            assert release.wait(30), "the training loop waited for the note"
+            time.sleep(1.0)
+        original(self, key, value)
+
+    original = Tracker._meta
+    monkeypatch.setattr(Tracker, "_meta", slow_meta)
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    with Tracker("slow", ledger=tmp_path / "s.db", model=model, optimizer=opt, signals="full") as tr:
+        train(tr, model, opt, text, 4)  # returns with the note's write still held back
+        during_training = list(tr._unmeasured_why)
+        release.set()
+    assert during_training == ["mfu", "signals/gns"]
+    with Ledger(tmp_path / "s.db", readonly=True) as led:
+        assert "needs at least 2 microbatches" in led.meta("slow")["unmeasured"]["signals/gns"]
+        assert led.run_info("slow")["status"] == "finished"
+
+
 def test_flops_per_token_matches_torch_flop_counter():
     """6N + 12·L·H·Q·T against torch.utils.flop_counter on the reference model. On CPU the counter does not
     see inside scaled_dot_product_attention, so the attention matmuls are counted on an explicit version."""

@@ -86,6 +86,10 @@ class TrackerSetup:
         self._closed = False
         self._started = False
         self._unmeasured_why: dict[str, str] = {}
+        self._meta_due: dict[str, Any] = {}
+        self._due_lock = threading.Lock()
+        self._meta_lock = threading.Lock()
+        self._meta_threads: list[threading.Thread] = []
         self._rebase = False
         """True until the first step, on a resumed run given no point: that step's `step=` may say where it
         restarted."""
@@ -273,10 +277,8 @@ class TrackerSetup:
         why = self._mfu.counted(counted, self._step)
         if why is not None:
             self._unmeasured("mfu", why)
-        if self.rank == 0:  # off the training thread: a ledger write may wait on a lock
-            threading.Thread(
-                target=self._meta, args=("mfu", self._mfu.meta), name="yieldgate-meta", daemon=True
-            ).start()
+        if self.rank == 0:
+            self._meta_later("mfu", self._mfu.meta)
 
     def _unmeasured(self, signal: str, why: str) -> None:
         """A signal this run cannot record: said once (logging; MFU on its own logger, `MFU_LOGGER`, which a caller
@@ -288,9 +290,32 @@ class TrackerSetup:
         logger = logging.getLogger(MFU_LOGGER) if signal == "mfu" else log
         logger.warning("yieldgate: %s not recorded for run %r: %s", signal, self.run, why)
         if self.rank == 0 and self._started:  # before that, the constructor writes the meta itself
-            threading.Thread(
-                target=self._meta, args=("unmeasured", dict(self._unmeasured_why)), name="yieldgate-meta", daemon=True
-            ).start()
+            self._meta_later("unmeasured", dict(self._unmeasured_why))
+
+    def _meta_later(self, key: str, value: Any) -> None:
+        """A note kept with the run, written off the training thread (a ledger write may wait on a lock). Notes
+        are written one at a time, so a key's latest value is the one stored; `_wait_for_meta` (at close) waits
+        for them."""
+        with self._due_lock:  # held only to touch the dict: never across a ledger write
+            self._meta_due[key] = value
+        self._meta_threads = [t for t in self._meta_threads if t.is_alive()]
+        thread = threading.Thread(target=self._write_due_meta, name="yieldgate-meta", daemon=True)
+        self._meta_threads.append(thread)
+        thread.start()
+
+    def _write_due_meta(self) -> None:
+        with self._meta_lock:
+            with self._due_lock:
+                due, self._meta_due = self._meta_due, {}
+            for key, value in due.items():
+                self._meta(key, value)
+
+    def _wait_for_meta(self, timeout: float) -> None:
+        """Wait, `timeout` seconds at most in all, for the notes `_meta_later` is still writing: a run reads
+        finished only with them stored."""
+        deadline = time.monotonic() + timeout
+        for thread in self._meta_threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _fault(self, where: str, exc: BaseException) -> None:
         self.faults += 1

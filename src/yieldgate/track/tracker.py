@@ -46,6 +46,7 @@ from yieldgate.track.packet import StepRow
 from yieldgate.track.resume import resume_point
 from yieldgate.track.setup import TrackerSetup, from_environment, load_run_manifest
 from yieldgate.track.signals import activation_entropy, gns_estimate
+from yieldgate.track.writer import CLOSE_BUSY_TIMEOUT_S
 
 __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
 
@@ -522,6 +523,7 @@ class Tracker(TrackerSetup):
             self._ship()
         except Exception as exc:  # noqa: BLE001 - contained
             self._fault("close", exc)
+        self._wait_for_meta(CLOSE_BUSY_TIMEOUT_S)
         self._writer.close(status if self.rank == 0 else None, reason=reason)
         if self._checkpoint_s and self.rank == 0 and self._step:  # a save after the last step's record left
             try:
