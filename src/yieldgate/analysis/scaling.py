@@ -109,6 +109,9 @@ class ScalingLaw:
     rmse: float
     """Root mean square of the log-loss residuals."""
     notes: list[str] = field(default_factory=list)
+    e_at_bound: bool = field(default=False, init=False)
+    """E fitted to ~0 (below `E_FLOOR` of the lowest loss): its value is where the optimiser stopped at the bound
+    E >= 0, which depends on the BLAS and the CPU, so it is shown as ~0, never by its digits."""
     unidentified: str | None = field(default=None, init=False)
     """Why the law is not identified (E at its bound or its interval reaching it or wider than E, an exponent at 0)
     and what probes would identify it; None when it is (module docstring, "Identified")."""
@@ -298,9 +301,10 @@ def fit_scaling(
         notes=notes,
         replicates=replicates,
     )
-    if law.E < 1e-3 * float(y.min()):
+    law.e_at_bound = law.E < E_FLOOR * float(y.min())
+    if law.e_at_bound:
         law.notes.append(
-            f"E fitted to ~0 ({law.E:.2g}): the probes lie far above the irreducible loss, so E is not identified "
+            "E fitted to ~0 (at its bound): the probes lie far above the irreducible loss, so E is not identified "
             "(its interval is not a measurement); predictions rest on A, alpha, B and beta"
         )
     if min(law.alpha, law.beta) < 1e-6:
@@ -317,8 +321,8 @@ def _unidentified(law: ScalingLaw, floor: float) -> str | None:
     """Why `law` is not identified, with the probes that would identify it; None when it is (module docstring)."""
     lo, hi = law.intervals["E"]
     level = f"{law.level:.0%}"
-    if law.E < floor:
-        why = f"E fitted to ~0 ({law.E:.2g}, at its bound)"
+    if law.e_at_bound:
+        why = "E fitted to ~0 (at its bound, not a measured value)"
     elif lo < floor:
         why = f"E's {level} interval [{lo:.3g}, {hi:.3g}] reaches 0"
     elif hi - lo > law.E:

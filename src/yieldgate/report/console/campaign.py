@@ -126,7 +126,10 @@ def scaling_lines(summary: dict[str, Any]) -> list[str]:
             continue
         iv = law["intervals"]
         terms = ", ".join(
-            f"{k} = {fmt(law[k], 3)} [{fmt(iv[k][0], 3)}, {fmt(iv[k][1], 3)}]" for k in ("E", "A", "alpha", "B", "beta")
+            "E ~ 0 (at its bound)"
+            if k == "E" and law.get("e_at_bound")
+            else f"{k} = {fmt(law[k], 3)} [{fmt(iv[k][0], 3)}, {fmt(iv[k][1], 3)}]"
+            for k in ("E", "A", "alpha", "B", "beta")
         )
         lines.append(
             f"L(N, D) {recipe} = E + A/N^alpha + B/D^beta over {len(law['sizes'])} sizes, {law['probes']} probes, "
