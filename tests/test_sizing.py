@@ -85,3 +85,18 @@ def test_an_interval_of_e_wider_than_e_is_not_identified():
     lo, hi = law.intervals["E"]
     assert hi - lo > law.E or lo < 1e-3 * 3
     assert law.unidentified is not None and "E's 90% interval" in law.unidentified
+
+
+def test_an_e_at_its_bound_is_shown_as_about_zero_never_by_its_digits(unidentified, identified):
+    """Issue #43 item 1: the value where the optimiser stopped at E >= 0 depends on the BLAS and the CPU (1e-09 on one
+    machine, 1.2e-09 on another), so no line a command prints or a doc holds carries it."""
+    from yieldgate.report.console.campaign import scaling_lines
+
+    def line(law):
+        entry = {"available": True, **law.to_dict()}
+        return scaling_lines({"scaling": {"r": entry}})[0]
+
+    assert unidentified.e_at_bound and not identified.e_at_bound
+    assert "E ~ 0 (at its bound)" in line(unidentified) and f"{unidentified.E:.3g}" not in line(unidentified)
+    assert "E = 1.5" in line(identified)
+    assert all(f"{unidentified.E:.2g}" not in text for text in (*unidentified.notes, unidentified.unidentified))
