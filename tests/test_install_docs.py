@@ -11,20 +11,34 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 
 
-def _install_block(page: Path) -> str:
+PAGES = (ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "quickstart.md")
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
+def install_block(page: Path) -> str:
+    """The first console block of a page's install section (the Quickstart's page opens with it)."""
     text = page.read_text()
-    section = text[text.index("## Install") :]
+    section = text[text.index("## Install") :] if "## Install" in text else text
     found = re.search(r"```console\n(.*?)```", section, re.S)
     assert found is not None, page
     return found.group(1)
 
 
 def test_the_first_install_lines_install_from_a_checkout_or_a_wheel():
-    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
-        block = _install_block(page)
+    for page in PAGES:
+        block = install_block(page)
         assert "pip install '.[torch]'" in block, page
         assert "dist/yieldgate-" in block and "[torch]" in block, page
         assert "pip install 'yieldgate[" not in block, page  # a package index the project is not on
+
+
+def test_every_page_gives_the_same_install_lines_with_the_cpu_build_of_torch_first():
+    """Issue #43 item 3: `pip install '.[torch]'` alone brought CUDA torch and 19 `nvidia-*` packages to a CPU laptop,
+    and the Quickstart gave a line that fails; the three pages a newcomer may start from give one block."""
+    blocks = {page.relative_to(ROOT).as_posix(): install_block(page) for page in PAGES}
+    assert len(set(blocks.values())) == 1, blocks
+    first = next(iter(blocks.values())).splitlines()[0]
+    assert first.startswith(CPU_TORCH), first
 
 
 def test_make_wheel_builds_the_wheel_without_the_development_extras(tmp_path: Path):

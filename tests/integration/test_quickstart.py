@@ -28,7 +28,9 @@ from tests.test_docs import DOCS, ROOT, quickstart
 pytestmark = pytest.mark.slow
 
 TORCH = "torch==2.13.0"  # as the Makefile: the CPU build on disk here, so the [torch] extra pulls no CUDA build
-INSTALL = "pip install 'yieldgate[torch]'"
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+INSTALL = "pip install '.[torch]'"
+WHEEL = 'make wheel && pip install "$(ls dist/yieldgate-*.whl)[torch]"'
 
 
 def run(cmd: list[str] | str, *, cwd: Path, env: dict[str, str], timeout: float = 900) -> str:
@@ -78,7 +80,7 @@ def newcomer(tmp_path_factory) -> Newcomer:
     """The Quickstart as written, at `COLUMNS=80` (an 80-column terminal): built once for this module's tests."""
     tmp_path = tmp_path_factory.mktemp("quickstart")
     files, commands = quickstart((DOCS / "quickstart.md").read_text())
-    assert commands[0] == INSTALL, f"the Quickstart's first command is {commands[0]!r}; this test expects {INSTALL!r}"
+    assert commands[:3] == [CPU_TORCH, INSTALL, WHEEL], f"the Quickstart's install lines are {commands[:3]!r}"
     whl = wheel(tmp_path)
 
     venv, work = tmp_path / "venv", tmp_path / "work"
@@ -86,16 +88,47 @@ def newcomer(tmp_path_factory) -> Newcomer:
     run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=dict(os.environ))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "YIELDGATE_LEDGER", "PYTHONHOME")}
     env |= {"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(venv), "COLUMNS": "80"}
-    run(["pip", "install", "--quiet", TORCH], cwd=work, env=env)
-
     for name, body in files.items():
         (work / name).write_text(body)
     outputs = {}
     for command in commands:
-        if command == INSTALL:
+        if command == CPU_TORCH:  # the CPU build: here the one on disk (the PyTorch index is not reachable)
+            command = f"pip install --quiet {TORCH}"
+        elif command == INSTALL:  # the checkout's package: this tree's wheel, so that a file it lacks shows
             command = f"pip install --quiet {shlex.quote(f'{whl}[torch]')}"
+        elif command == WHEEL:  # the other way to the same install, done by the line before
+            continue
         outputs[command] = run(command, cwd=work, env=env)
     return Newcomer(venv, work, env, whl, outputs)
+
+
+def _resolved(report: Path) -> list[str]:
+    return sorted(item["metadata"]["name"] for item in json.loads(report.read_text())["install"])
+
+
+def test_the_install_lines_bring_no_cuda_package_to_a_cpu_machine(newcomer: Newcomer, tmp_path: Path):
+    """Issue #43 item 3: `pip install '.[torch]'` after torch's CPU build resolves no `nvidia-*` package (pip's own
+    resolver, `--dry-run --report`), and the CPU line itself brings none where its index is reachable."""
+    report = tmp_path / "checkout.json"
+    run(
+        f"pip install --quiet --dry-run --report {report} {shlex.quote(f'{ROOT}[torch]')}",
+        cwd=tmp_path,
+        env=newcomer.env,
+    )
+    brought = _resolved(report)
+    assert not [p for p in brought if p.startswith("nvidia-") or p == "torch"], brought
+    try:
+        urllib.request.urlopen("https://download.pytorch.org/whl/cpu/torch/", timeout=10).close()
+    except OSError as exc:
+        pytest.skip(f"the PyTorch CPU index is not reachable from here ({exc}): its own line was not resolved")
+    report = tmp_path / "cpu.json"
+    run(
+        f"pip install --quiet --dry-run --ignore-installed --report {report} {CPU_TORCH[len('pip install ') :]}",
+        cwd=tmp_path,
+        env=newcomer.env,
+    )
+    brought = _resolved(report)
+    assert "torch" in brought and not [p for p in brought if p.startswith("nvidia-")], brought
 
 
 def test_quickstart_as_written_from_the_wheel(newcomer: Newcomer):
