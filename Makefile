@@ -17,20 +17,21 @@ $(BIN)/python:
 # torch==2.13.0 first: on these machines it is a CPU build already on disk, and the project's own range
 # (torch>=2.3,<3) is then satisfied without pulling a multi-GB CUDA build.
 $(VENV)/.torch: | $(BIN)/python
-	$(PIP) install --quiet torch==2.13.0
+	@.ci/pip-install $(BIN)/python "torch 2.13.0, the CPU build" torch==2.13.0
 	touch $@
 
 $(VENV)/.demo: pyproject.toml $(VENV)/.torch
-	$(PIP) install --quiet -e '.[torch]'
+	@.ci/pip-install $(BIN)/python "yieldgate with the demo's extra, [torch], into $(VENV)" -e '.[torch]'
 	touch $@
 
 $(VENV)/.dev: pyproject.toml $(VENV)/.torch
-	@echo "Installing yieldgate with every extra and the development tools into $(VENV) (once: several minutes)"
-	$(PIP) install --quiet -e '.[$(EXTRAS)]' --group dev
+	@.ci/pip-install $(BIN)/python "yieldgate with every extra and the development tools into $(VENV)" \
+		-e '.[$(EXTRAS)]' --group dev
 	touch $@
 
 $(VENV)/.bench: pyproject.toml $(VENV)/.torch
-	$(PIP) install --quiet -e '.[$(EXTRAS)]' --group bench
+	@.ci/pip-install $(BIN)/python "yieldgate with every extra and the benchmarks' tools into $(VENV)" \
+		-e '.[$(EXTRAS)]' --group bench
 	touch $@
 
 # The quick worked example (about a minute on 2 cores); demo-full: the whole one (about two minutes more).
