@@ -52,7 +52,7 @@ SORT_KEYS = {
     "created": "created_at",
     "updated": "updated_at",
     "status": "status",
-    "steps": "steps",
+    "steps": "last_step",  # the last step, as the listings show steps (`console.runs.steps_taken`)
     "tokens": "tokens",
     "duration": "duration_s",
 }

@@ -27,6 +27,7 @@ from yieldgate.report.console import (
     forecast_lines,
     policy_label,
     ranking_tables,
+    steps_taken,
     when,
 )
 from yieldgate.report.html import CSS, comparison_view
@@ -135,7 +136,7 @@ def run_page(ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: floa
         preload=src,
         run=run,
         status=str(info["status"]),
-        steps=f"{int(info['steps']):,}",
+        steps=f"{steps_taken(info) or 0:,}",  # the last step, as app.js updates it
         source=str(info["source"]),
         smoothing=SMOOTHING,
         smooth=smooth,

@@ -56,6 +56,7 @@ from yieldgate.report.console.runs import (
     render_show,
     render_tags,
     run_record,
+    steps_taken,
     when,
     write_table,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "TABLE_COLUMNS",
     "duration",
     "run_record",
+    "steps_taken",
     "when",
     "write_table",
     "render_runs",

@@ -32,23 +32,45 @@ __all__ = [
 ]
 
 
+BLOCKS_BELOW = 100
+"""Terminal columns under which `render_diagnosis` prints each finding as a block instead of a five-column table (at
+80 columns the table wrapped its advice at 11 characters, a 50-line column)."""
+
+
 def render_diagnosis(result: Diagnosis, console: Console, run: str) -> None:
-    """`yieldgate diagnose`: each finding with its steps, confidence, advice and evidence, then the detectors that
-    did not run and why, the notes, and the signals the run did not record."""
-    if result.findings:
+    """`yieldgate diagnose`: each finding with its steps, confidence, advice and evidence (a table; below
+    `BLOCKS_BELOW` columns, one block per finding), then the detectors that did not run and why, the notes, and the
+    signals the run did not record."""
+    if not result.findings:
+        say(console, f"{run}: no finding from the detectors that ran")
+    elif console.width < BLOCKS_BELOW:
+        say(console, f"{run}: diagnosis")
+        for f in result.findings:
+            say(console, f"{f.cause}: steps {f.start_step}-{f.end_step}, confidence {f.confidence:.2f}")
+            _indented(console, f"advice: {f.advice}", 2)
+            say(console, "  evidence:")
+            for line in evidence_lines(f.evidence):
+                _indented(console, line, 4)
+    else:
         table = Table("cause", "steps", "confidence", "advice", "evidence", title=f"{run}: diagnosis")
         for f in result.findings:
             steps, evidence = f"{f.start_step}-{f.end_step}", "\n".join(evidence_lines(f.evidence))
             table.add_row(f.cause, steps, f"{f.confidence:.2f}", f.advice, evidence)
         print_table(console, table)
-    else:
-        say(console, f"{run}: no finding from the detectors that ran")
     for entry in result.not_run:
         say(console, f"not run: {entry['detector']}: {entry['reason']}")
     for note in result.notes:
         say(console, f"note: {note}")
     for signal, why in result.unmeasured.items():
         say(console, f"not recorded: {signal}: {why}")
+
+
+def _indented(console: Console, text: str, by: int) -> None:
+    """`text` as written, every line of it (wrapped at words to the terminal's width) `by` columns in."""
+    from rich.text import Text
+
+    for line in Text(text).wrap(console, max(console.width - by, 20)):
+        say(console, " " * by + line.plain.rstrip())
 
 
 def render_training(final: dict[str, float], console: Console, run: str) -> None:

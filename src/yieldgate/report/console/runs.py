@@ -18,7 +18,7 @@ from rich.text import Text
 
 from yieldgate.ledger.pg import masked
 from yieldgate.report.console.lines import say
-from yieldgate.report.console.tables import print_table
+from yieldgate.report.console.tables import fits, print_table
 from yieldgate.report.format import fmt
 from yieldgate.util.jsonsafe import json_safe
 
@@ -31,6 +31,7 @@ __all__ = [
     "render_show",
     "render_tags",
     "run_record",
+    "steps_taken",
     "when",
     "write_table",
 ]
@@ -41,8 +42,18 @@ def when(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def steps_taken(row: dict[str, Any]) -> int | None:
+    """A run's steps as every listing shows them: its last step, not the number of step records it logged (an
+    imported log that kept every 25th step has 200 records of a 5,000-step run). 0 for a run without steps; None
+    where the totals were not read (`Ledger.run_records(totals=False)`)."""
+    if row["last_step"] is not None:
+        return int(row["last_step"])
+    return None if row["steps"] is None else 0
+
+
 def run_record(row: dict[str, Any]) -> dict[str, Any]:
-    """One row of `Ledger.runs` as `yieldgate runs --json` and the dashboard's runs page give it."""
+    """One row of `Ledger.runs` as `yieldgate runs --json` and the dashboard's runs page give it: `steps` is the
+    last step (`steps_taken`), `step_records` the step records logged."""
     last_eval = None
     if isinstance(row["last_eval_task"], str):  # pandas fills a run without evals with NaN beside one with
         last_eval = {
@@ -57,7 +68,8 @@ def run_record(row: dict[str, Any]) -> dict[str, Any]:
             "status": row["status"],
             "source": row["source"],
             "tokens": row["tokens"],
-            "steps": row["steps"],
+            "steps": steps_taken(row),
+            "step_records": row["steps"],
             "last_step": row["last_step"],
             "last_eval": last_eval,
             "manifest_hash": row["manifest_hash"],
@@ -81,7 +93,7 @@ def duration(seconds: float | None) -> str:
 
 
 # The columns of `runs --csv/--tsv`: one row per run, times in ISO 8601 UTC, durations in seconds, tags joined
-# by spaces (a tag holds none).
+# by spaces (a tag holds none), steps the last step (`steps_taken`) beside the step records logged.
 TABLE_COLUMNS = (
     "name",
     "status",
@@ -90,6 +102,7 @@ TABLE_COLUMNS = (
     "updated_at",
     "duration_s",
     "steps",
+    "step_records",
     "last_step",
     "tokens",
     "last_eval_task",
@@ -109,22 +122,29 @@ def write_table(rows: list[dict[str, Any]], out: TextIO, sep: str) -> None:
     writer.writerow(TABLE_COLUMNS)
     for row in rows:
         row = json_safe(row)
+        row["step_records"], row["steps"] = row["steps"], steps_taken(row)
         row.update(created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]), tags=" ".join(row["tags"]))
         if sep == "\t":  # TSV has no quoting: a tab or line break inside a note would split the row
             row["note"] = None if row["note"] is None else " ".join(row["note"].split())
         writer.writerow(["" if row[c] is None else row[c] for c in TABLE_COLUMNS])
 
 
+RUNS_DROP = ("tags", "created", "duration")
+"""The runs table's columns left out, in this order, to keep every run name whole on one line (`show`, `--json` and
+a wider terminal have them)."""
+
+
 def render_runs(
     records: list[dict[str, Any]], console: Console, *, matched: int, sort: str | None, spills: Sequence[Any] = ()
 ) -> None:
     """`yieldgate runs`: the records (`run_record`) as a table, how many of the `matched` runs it shows, and the
-    spill files a killed Tracker left waiting (`ledger.spills.WaitingSpill`)."""
-    # Borderless, so that the name and last eval keep room on an 80-column terminal; short columns keep their width,
-    # a long run name, last eval or tag list folds onto more lines, and the creation time wraps after its date.
-    # The manifest hash is in --json, --csv and `yieldgate show`.
+    spill files a killed Tracker left waiting (`ledger.spills.WaitingSpill`). A run name is never broken across
+    lines: the columns of `RUNS_DROP` go first, and where the names are still too long for the terminal, each run is
+    printed as a block (its name on a line of its own, then the rest)."""
+    # Borderless, so that the name and last eval keep room on an 80-column terminal; the creation time wraps after
+    # its date, a last eval or tag list folds onto more lines. The manifest hash is in --json, --csv and `show`.
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("run", overflow="fold", min_width=8)
+    table.add_column("run", no_wrap=True)
     for header in ("status", "tokens", "steps"):
         table.add_column(header, no_wrap=True)
     table.add_column("created", min_width=10, max_width=10)
@@ -133,19 +153,32 @@ def render_runs(
     tagged = any(r["tags"] for r in records)
     if tagged:
         table.add_column("tags", overflow="fold", min_width=8)
-    for r in records:
-        ev = r["last_eval"]
-        last = f"{ev['task']}/{ev['metric']} {fmt(ev['value'])} @{ev['step']}" if ev else "-"
-        cells = [r["name"], r["status"], fmt(r["tokens"]), fmt(r["steps"]), r["created_at"], duration(r["duration_s"])]
+    rows = [_run_cells(r) for r in records]
+    for cells in rows:
         # Text cells, shown as written: a plain string goes through rich's highlighter, a regex pass per cell (about
         # 0.05 s of a 100-run listing).
-        table.add_row(*map(Text, [*cells, last]), *([Text(" ".join(r["tags"]))] if tagged else []))
-    print_table(console, table, drop=("tags",))  # `show` has them, and a wider terminal
+        table.add_row(*map(Text, cells[: len(table.columns)]))
+    if fits(table, console, drop=RUNS_DROP):
+        print_table(console, table, drop=RUNS_DROP)
+    else:
+        for cells in rows:
+            name, status, tokens, steps, created, took, last, tags = cells
+            say(console, name, soft_wrap=True)  # whole: a name wider than the terminal is its to wrap
+            details = [status, f"{tokens} tokens", f"{steps} steps", f"created {created}", took, f"last eval {last}"]
+            say(console, "  " + " · ".join(details + ([f"tags {tags}"] if tags else [])))
     if matched > len(records):
         which = f"the first by {sort}" if sort else "the most recently updated"
         say(console, f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)")
     for spill in spills:
         say(console, f"waiting: {spill.hint}")
+
+
+def _run_cells(r: dict[str, Any]) -> list[str]:
+    """One run's cells of the runs table: name, status, tokens, steps, created, duration, last eval, tags."""
+    ev = r["last_eval"]
+    last = f"{ev['task']}/{ev['metric']} {fmt(ev['value'])} @{ev['step']}" if ev else "-"
+    cells = [r["name"], r["status"], fmt(r["tokens"]), fmt(r["steps"]), r["created_at"], duration(r["duration_s"])]
+    return [*cells, last, " ".join(r["tags"])]
 
 
 def render_no_runs(location: str, console: Console, *, filtered: bool) -> None:

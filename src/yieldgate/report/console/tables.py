@@ -19,7 +19,7 @@ from rich.table import Column, Table
 
 from yieldgate.report.console.lines import say
 
-__all__ = ["fit", "print_table"]
+__all__ = ["fit", "fits", "print_table"]
 
 NUMBER = re.compile(r"[-+.,:;%x~±@\[\]()]*\d[-+.,:;%xe~±@\[\]()\d]*")
 """A word that is a number: digits with their separators, sign, exponent, unit sign or brackets (`23,244`,
@@ -83,6 +83,14 @@ def fit(table: Table, console: Console, *, drop: Sequence[str] = ()) -> list[str
     return left_out
 
 
+def fits(table: Table, console: Console, *, drop: Sequence[str] = ()) -> bool:
+    """Whether `table` fits `console`'s width once the columns headed `drop` are left out, each column at its
+    narrowest (`narrowest`: a no-wrap column at its widest line). A renderer whose names must stay whole (no-wrap)
+    asks this before `print_table`, and prints its rows another way when the answer is no."""
+    kept = [c for c in table.columns if str(c.header) not in drop]
+    return sum(map(narrowest, kept)) + _overhead(table, len(kept)) <= console.width
+
+
 def _share(widths: list[int], target: list[int], room: int) -> list[int]:
     """`widths` grown toward `target` by what `room` leaves, each in proportion to what it lacks."""
     wants = [t - w for t, w in zip(target, widths, strict=True)]
@@ -117,9 +125,9 @@ def _longest_word(column: Column) -> int:
     return max((cell_len(w) for cell in [*_cells(column), str(column.header)] for w in cell.split()), default=1)
 
 
-def _overhead(table: Table) -> int:
-    """The columns' padding and the rules between and around them."""
-    n = len(table.columns)
+def _overhead(table: Table, n: int | None = None) -> int:
+    """The padding of `n` columns (default: the table's) and the rules between and around them."""
+    n = len(table.columns) if n is None else n
     _, right, _, left = table.padding
     padding = (left + right) * n - (0 if table.pad_edge else left + right)
     rules = (n - 1 + (2 if table.show_edge else 0)) if table.box else 0
