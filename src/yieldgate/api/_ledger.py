@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from yieldgate.ledger.check import CheckResult
     from yieldgate.ledger.copy import CopyResult
+    from yieldgate.ledger.merge import MergeResult
     from yieldgate.ledger.spills import WaitingSpill
 
 
@@ -201,10 +202,15 @@ def check(run: str | None = None, *, ledger: LedgerArg = None) -> CheckResult:
         return check_ledger(led, run)
 
 
-def merge(source: str | os.PathLike[str], *, runs: Sequence[str] = (), ledger: LedgerArg = None) -> dict[str, int]:
+def merge(
+    source: str | os.PathLike[str], *, runs: Sequence[str] = (), ledger: LedgerArg = None, replace: bool = False
+) -> MergeResult:
     """Merge the runs of another ledger file (a Tracker's spill file, another node's ledger), or only `runs`, into
-    this one (`yieldgate merge`), one transaction per run; merging twice changes nothing. Returns the step records
-    merged per run."""
+    this one (`yieldgate merge`), one transaction per run, adding what this ledger lacks: a stored record the other
+    holds differently is refused before anything is written, unless `replace` (this ledger's records kept apart as
+    superseded), and a run a live Tracker writes is refused (`ledger.merge`). Merging twice changes nothing."""
+    from yieldgate.ledger.merge import merge_ledger
+
     path = Path(source)
     if not path.is_file():
         raise InputError(f"{path}: no such ledger file; give the path the Tracker reported")
@@ -212,7 +218,7 @@ def merge(source: str | os.PathLike[str], *, runs: Sequence[str] = (), ledger: L
         if os.path.isfile(led.location) and os.path.samefile(path, led.location):
             raise InputError(f"{path}: the ledger itself; give another ledger file (a spill file, another node's)")
         with Ledger(path, readonly=True) as side:
-            return {name: led.copy_run(side, name) for name in list(runs) or side.runs()["name"].tolist()}
+            return merge_ledger(led, side, list(runs) or side.run_names(), replace=replace)
 
 
 def copy_ledger(

@@ -41,22 +41,31 @@ def merge(
     ctx: typer.Context,
     source: Annotated[Path, typer.Argument(help="Another ledger file: a Tracker's spill file, another node's ledger.")],
     run: Annotated[list[str] | None, typer.Option("--run", help="Merge only this run (repeatable).")] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Where the other ledger holds a stored step or evaluation differently, take its values (this "
+            "ledger's are kept apart as superseded). Without it such a merge is refused.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Merge runs of another ledger file into this one (steps, extras, evals; one transaction per run).
+    """Merge runs of another ledger file into this one (steps, extras, evals; one transaction per run), adding what
+    this ledger lacks and overwriting nothing.
 
     A Tracker that could not write its ledger (locked, read-only, disk full) keeps the rows in a spill file
-    and names it; this brings them in. Merging twice changes nothing.
+    and names it; this brings them in. Merging twice changes nothing. A run a live Tracker writes is refused.
 
     Example: yieldgate --ledger yieldgate.db merge /tmp/yieldgate-spill-bs64-node07-1234.db
     """
     from yieldgate import api
 
-    copied = api.merge(source, runs=run or (), ledger=_where(ctx))
+    result = api.merge(source, runs=run or (), ledger=_where(ctx), replace=replace)
     if as_json:
-        _print_json({"source": str(source), "runs": copied})
+        _print_json({**result.to_dict(), "source": str(source)})
     else:
-        render_merge(copied, console, source)
+        render_merge(result, console, source)
 
 
 @ledger_app.command("copy")

@@ -311,17 +311,74 @@ class StepsMixin(LedgerConnection):
             event = self.add_event(run, kind, body, start_step=after, end_step=old_step, state="resolved")
             for table, blocks in (("step_blocks", core), ("extra_blocks", extra)):
                 for block_id, key_id, key, *_ in blocks:
-                    self._set_apart(run, run_id, event, table, (block_id, key_id, key), decoded[table, block_id], after)
+                    cols = decoded[table, block_id]
+                    self._set_apart(run, run_id, event, table, (block_id, key_id, key), cols, cols.steps > after)
             self._db.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, after))
             self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
         return event
 
+    def set_apart_steps(
+        self, run: str, steps: Iterable[int], evals: Iterable[tuple[int, str, str, str, str]], body: Mapping[str, Any]
+    ) -> int:
+        """Set apart the run's step records (core and extras) at `steps` and its evaluations at the keys `evals`
+        (`EvalRecord.key`): another ledger's records replace them (`ledger.merge` with `replace`). They move to
+        `superseded_blocks` under a resolved `warning` event holding `body` and what moved (the evaluations whole), as
+        `supersede` sets apart what a replacing import replaces; returns the event's id."""
+        wanted = np.unique(np.fromiter((int(s) for s in steps), dtype=np.int64))
+        keys = set(evals)
+        with self.transaction():
+            run_id = self.run_id(run)
+            blocks: list[tuple[str, tuple[Any, Any, Any], Columns]] = []
+            if len(wanted):
+                span = (run_id, int(wanted[-1]), int(wanted[0]))
+                for table, sql in (
+                    ("step_blocks", f"SELECT id, NULL, NULL, {BLOCK} FROM step_blocks b"),
+                    (
+                        "extra_blocks",
+                        f"SELECT b.id, b.key_id, k.key, {', '.join('b.' + f for f in BLOCK.split(', '))} "
+                        "FROM extra_blocks b JOIN extra_keys k ON k.id = b.key_id",
+                    ),
+                ):
+                    rows = self._db.execute(
+                        f"{sql} WHERE b.run_id = ? AND b.first_step <= ? AND b.last_step >= ? ORDER BY b.first_step",
+                        span,
+                    ).fetchall()
+                    for b in rows:
+                        cols = self._checked(run, run_id, b[2], b[3:])
+                        if np.isin(cols.steps, wanted).any():
+                            blocks.append((table, (b[0], b[1], b[2]), cols))
+            stored = self.evals(run)
+            key_columns = ["step", "portfolio", "portfolio_version", "task", "metric"]
+            at = stored[[k in keys for k in stored[key_columns].itertuples(index=False, name=None)]]
+            moved = dict.fromkeys(BLOCK_COLUMNS, 0)
+            for table, _, cols in blocks:
+                moved[table] += int(np.isin(cols.steps, wanted).sum())
+            event_body = {
+                **body,
+                "superseded": {
+                    "steps": moved["step_blocks"],
+                    "extra_values": moved["extra_blocks"],
+                    "evals": at.to_dict("records"),
+                },
+            }
+            first, last = (int(wanted[0]), int(wanted[-1])) if len(wanted) else (None, None)
+            event = self.add_event(run, "warning", event_body, start_step=first, end_step=last, state="resolved")
+            for table, block, cols in blocks:
+                self._set_apart(run, run_id, event, table, block, cols, np.isin(cols.steps, wanted))
+            self._db.executemany(
+                "DELETE FROM evals WHERE run_id = ? AND step = ? AND portfolio = ? AND portfolio_version = ? "
+                "AND task = ? AND metric = ?",
+                [(run_id, *k) for k in keys],
+            )
+            self._db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
+        return event
+
     def _set_apart(
-        self, run: str, run_id: int, event: int, table: str, block: tuple[Any, Any, Any], cols: Any, after: int
+        self, run: str, run_id: int, event: int, table: str, block: tuple[Any, Any, Any], cols: Any, later: Any
     ) -> None:
-        """One block's steps after `after` into `superseded_blocks` under `event`; the steps up to it written back."""
+        """One block's steps marked in `later` (a bool array over its steps) into `superseded_blocks` under `event`;
+        the others written back."""
         block_id, key_id, key = block
-        later = cols.steps > after
         gone, kept = take(cols, later), take(cols, ~later)
         self._db.execute(f"DELETE FROM {table} WHERE id = ?", (block_id,))
         head = (int(gone.steps[0]), int(gone.steps[-1]), len(gone), None, *encode(gone))

@@ -12,6 +12,7 @@ live in a wide table stored as column blocks of consecutive steps, the namespace
 
 from __future__ import annotations
 
+from yieldgate.ledger.owners import Owner
 from yieldgate.ledger.records import RecordsMixin
 from yieldgate.ledger.runs import RunsMixin
 from yieldgate.ledger.steps import StepsMixin
@@ -24,29 +25,10 @@ class Ledger(RunsMixin, StepsMixin, RecordsMixin):
     One instance per thread; processes and hosts may share the ledger. Opening it: `connection.LedgerConnection`;
     its runs, steps and other records: `runs`, `steps`, `records`."""
 
-    def copy_run(self, source: Ledger, run: str) -> int:
-        """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into this one:
-        steps, extras, evals, tags and note, one transaction; the run is created (with its manifest and status) if
-        this ledger lacks it, and steps already here are merged as `append_steps` merges. Returns step rows copied."""
-        info = source.run_info(run)
-        steps = source.steps(run, nullable=True)
-        extras = source.extras(run)
-        evals = source.evals(run)
-        with self.transaction():
-            if self._db.execute("SELECT 1 FROM runs WHERE name = ?", (run,)).fetchone() is None:
-                self.create_run(
-                    run, manifest=source.manifest(run), status=info["recorded_status"], source=info["source"]
-                )
-            for key, value in source.meta(run).items():
-                self.set_meta(run, key, value)
-            self.tag_run(run, source.tags(run))
-            note = source.note(run)
-            if note:
-                self.set_note(run, note)
-            if len(steps):
-                self.append_steps(run, steps)
-            for key, part in extras.groupby("key", sort=False):
-                self.append_steps(run, {"step": part["step"].to_numpy(), str(key): part["value"].to_numpy()})
-            if len(evals):
-                self.append_evals(run, evals.to_dict("records"))
-        return len(steps)
+    def copy_run(self, source: Ledger, run: str, *, owner: Owner | None = None) -> int:
+        """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into this one, adding
+        what this one lacks and overwriting nothing (`ledger.merge.merge_run`: a record held differently is refused,
+        and so is a run a live Tracker other than `owner` writes). Returns step rows copied."""
+        from yieldgate.ledger.merge import merge_run
+
+        return merge_run(self, source, run, owner=owner).steps

@@ -485,7 +485,7 @@ class Writer(threading.Thread):
         assert path is not None and self.run_name is not None
         try:
             with Ledger(path) as side:
-                ledger.copy_run(side, self.run_name)
+                ledger.copy_run(side, self.run_name, owner=self.owner)
         except Exception as exc:  # noqa: BLE001 - the spill file stays; retried at the next flush
             self.on_fault("moving spilled step records into the ledger", exc)
             return

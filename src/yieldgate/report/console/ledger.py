@@ -12,6 +12,7 @@ from yieldgate.report.console.lines import say
 if TYPE_CHECKING:
     from yieldgate.ledger.check import CheckResult
     from yieldgate.ledger.copy import CopyResult
+    from yieldgate.ledger.merge import MergeResult
 
 __all__ = ["render_check", "render_copy", "render_merge"]
 
@@ -38,10 +39,21 @@ def render_check(result: CheckResult, console: Console) -> None:
     )
 
 
-def render_merge(copied: dict[str, int], console: Console, source: object) -> None:
-    """`yieldgate merge`: the step records each run brought in from `source`."""
-    for name, rows in copied.items():
-        say(console, f"{name}: {rows} step records merged from {source}")
+def render_merge(result: MergeResult, console: Console, source: object) -> None:
+    """`yieldgate merge`: the step records each run brought in from `source`, and what they replaced."""
+    for name, merged in result.runs.items():
+        say(console, f"{name}: {merged.steps} step records merged from {source}")
+        if merged.event is not None:
+            say(
+                console,
+                f"{name}: REPLACED {_count(merged.replaced_steps, 'stored step')} and "
+                f"{_count(merged.replaced_evals, 'evaluation')} with {source}'s; this ledger's are kept apart as "
+                f"superseded (event #{merged.event})",
+            )
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'s' * (n != 1)}"
 
 
 def render_copy(result: CopyResult, console: Console) -> None:
