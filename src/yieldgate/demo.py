@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from yieldgate import api
 from yieldgate.analysis.campaign import summarise
@@ -35,7 +35,8 @@ from yieldgate.ledger.location import Location
 from yieldgate.ledger.pg import masked
 from yieldgate.manifest import Manifest, Recipe, diff
 from yieldgate.probe.campaign import Campaign, cores, quiet_mfu_warnings, run_campaign
-from yieldgate.report.console import render_campaign, render_decision, render_pipelines
+from yieldgate.report.console import CampaignProgress, render_campaign, render_decision, render_pipelines
+from yieldgate.report.console.progress import progress_bar, status
 
 __all__ = ["run_demo", "Settings", "QUICK", "FULL"]
 
@@ -131,21 +132,24 @@ def run_demo(
     return out
 
 
-def _bar(console: Console) -> Progress:
-    return Progress(
+def _bar(console: Console, location: str) -> Any:
+    """Bars on a terminal; elsewhere (a log file, CI) a line per finished run and every 30 s, which names `yieldgate
+    serve` on the demo's ledger (`report.console.progress`)."""
+    return progress_bar(
+        console,
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
         transient=True,
+        ledger=masked(location),
     )
 
 
 def _prepare_corpus(console: Console) -> dict[str, Any]:
     from yieldgate.data import corpus
 
-    with console.status("Preparing the corpus (fetched once, then cached)..."):
+    with status(console, "Preparing the corpus (fetched once, then cached)..."):
         works = corpus.load_corpus()
     counts = {name: len(ws) for name, ws in corpus.sources(works).items()}
     console.print("Corpus: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + " works.", highlight=False)
@@ -159,7 +163,7 @@ def _worked_example(location: str, s: Settings, console: Console) -> dict[str, A
 
     pipelines = {"pipeline-a": (PIPELINE_A, 16), "pipeline-b": (PIPELINE_B, 64)}
     threads = max(1, min(cores(), 4))
-    with _bar(console) as bar:
+    with _bar(console, location) as bar:
         for name, (recipe, batch) in pipelines.items():
             task = bar.add_task(f"{name}: resolving the recipe", total=None)
             data = resolve(recipe, max_chars_per_source=s.max_chars)
@@ -262,9 +266,8 @@ def _campaign(location: str, s: Settings, console: Console) -> dict[str, Any]:
         "text of shakespeare-modern and milton.",
         highlight=False,
     )
-    with _bar(console) as bar:
-        overall = bar.add_task("probes", total=total)
-        done = run_campaign(campaign, location, workers=min(2, cores()), on_result=lambda result: bar.advance(overall))
+    with CampaignProgress(console, total, transient=True, ledger=masked(location)) as (step, result):
+        done = run_campaign(campaign, location, workers=min(2, cores()), progress=step, on_result=result)
     with Ledger(location) as led:
         summary = summarise(led, campaign.name)
         led.set_campaign_summary(campaign.name, summary.to_dict())
@@ -325,7 +328,7 @@ def _gate(location: str, s: Settings, campaign: dict[str, Any], console: Console
 def _report(location: str, out: str, console: Console) -> dict[str, Any]:
     from yieldgate.report.html import write_report
 
-    with console.status("Writing the HTML report..."), Ledger(location, readonly=True) as led:
+    with status(console, "Writing the HTML report..."), Ledger(location, readonly=True) as led:
         result = write_report(led, ["demo/pipeline-a/*", "demo/pipeline-b/*"], out)
     console.print(
         f"Report: {result.path} ({len(result.figures)} plots; open it in a browser, no network needed).",

@@ -4,6 +4,7 @@ ledger."""
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -46,6 +47,21 @@ def test_quick_demo_records_runs_yields_decision_accuracy_and_a_decision(ledger_
         assert decision["policy"]["name"] == "demo" and len(decision["policy_hash"]) == 64
         assert decision["evidence"]["runs"] and decision["evidence"]["checks"] and decision["rationale"]
     assert report.exists() and "plotly" in report.read_text()
+    said_as_it_went(result.stdout, [r for r in runs.index if r.startswith("demo-mix/")])
+
+
+def said_as_it_went(out: str, probes: list[str]) -> None:
+    """Issue #43 item 4: off a terminal (here, the test's captured output) the demo is never silent. Its progress is
+    plain lines: the first names `yieldgate serve`, each probe's end is a line, and no two stamped lines of one
+    progress block are more than `EVERY_S` (and a little) apart."""
+    from yieldgate.report.console.progress import EVERY_S
+
+    assert "serve` shows the runs live" in out
+    for probe in probes:
+        assert f"{probe}: finished" in out, probe
+    stamps = [int(m[1]) * 60 + int(m[2]) for m in re.finditer(r"^\[(\d+)m(\d\d)s\] ", out, re.MULTILINE)]
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False) if b >= a]  # a new block starts again at 0
+    assert stamps and max(gaps, default=0) <= EVERY_S + 5, stamps
 
 
 def test_the_worked_example_reports_what_the_ledger_holds(tmp_path):

@@ -90,7 +90,7 @@ def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
     from yieldgate import api
 
     err = Console(stderr=True)
-    with WorkProgress(err, quiet=as_json or not err.is_terminal, transient=True) as bar:
+    with WorkProgress(err, quiet=as_json, transient=True, lines=False) as bar:  # seconds: no lines off a terminal
         bar.update("reading the input", completed=0, total=3)
         steps = iter(range(4))
         result = api.audit_pair(a, b, progress=lambda what: bar.update(what, completed=next(steps)))

@@ -60,7 +60,7 @@ def train(
     """
     from yieldgate import api
 
-    with WorkProgress(Console(stderr=True), quiet=as_json) as bar:
+    with WorkProgress(Console(stderr=True), quiet=as_json, ledger=_where(ctx)) as bar:
         result = api.train(
             recipe,
             tokens=tokens,
@@ -117,8 +117,12 @@ def batch_check(
     """
     from yieldgate import api
 
-    err = Console(stderr=True)
-    with WorkProgress(err, quiet=as_json or not err.is_terminal, transient=True) as bar:
+    def trained(done: int, total: int) -> None:
+        bar.update("training baseline and candidate", completed=done, total=total)
+        if done:
+            bar.finished(f"{done} of {total} trainings done (the baseline and the candidate, seed by seed)")
+
+    with WorkProgress(Console(stderr=True), quiet=as_json, transient=True, ledger=_where(ctx)) as bar:
         result = api.batch_check(
             baseline_batch=baseline_batch,
             candidate_batch=candidate_batch,
@@ -131,7 +135,7 @@ def batch_check(
             source=source,
             run=run,
             ledger=_where(ctx),
-            progress=lambda done, total: bar.update("training baseline and candidate", completed=done, total=total),
+            progress=trained,
         )
     if as_json:
         _print_json(result.to_dict())
@@ -186,7 +190,7 @@ def probe(
             workers=workers,
             address=address,
             ablate_sources=ablate_sources,
-            display=lambda total: CampaignProgress(Console(stderr=True), total, quiet=as_json),
+            display=lambda total: CampaignProgress(Console(stderr=True), total, quiet=as_json, ledger=location),
         )
     except KeyboardInterrupt:
         typer.echo(

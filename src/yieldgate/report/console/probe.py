@@ -12,6 +12,7 @@ from rich.table import Table
 
 from yieldgate.report.console.campaign import render_campaign
 from yieldgate.report.console.lines import evidence_lines, say
+from yieldgate.report.console.progress import PlainProgress, progress_bar
 from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
@@ -160,21 +161,29 @@ def render_campaign_status(status: dict[str, Any], console: Console, name: str) 
 
 
 class CampaignProgress:
-    """A live display for a campaign: one bar for the whole campaign, one per probe in training. Entered, it gives
-    `(step, result)`: run_campaign's `progress` and `on_result`."""
+    """A campaign's progress: on a terminal, one bar for the whole campaign and one per probe in training; elsewhere,
+    a line as each probe ends and every 30 s (`progress.PlainProgress`). Entered, it gives `(step, result)`:
+    run_campaign's `progress` and `on_result`. `transient`: the bars cleared once done; `ledger`: where the probes
+    go (`yieldgate serve` shows them live)."""
 
-    def __init__(self, console: Console, total: int, *, quiet: bool = False) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    def __init__(
+        self, console: Console, total: int, *, quiet: bool = False, transient: bool = False, ledger: str | None = None
+    ) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(
+        self.bar = progress_bar(
+            console,
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=console,
-            disable=quiet,
+            quiet=quiet,
+            transient=transient,
+            ledger=ledger,
         )
-        self.overall = self.bar.add_task("probes", total=total)
+        # Off a terminal, each probe's end is one line (`result`), and the bars are said only every 30 s.
+        self.overall = self.bar.add_task("probes", total=total, lines=False)
+        self.total, self.done = total, 0
         self.tasks: dict[str, Any] = {}
 
     def __enter__(self) -> tuple[Any, Any]:
@@ -188,11 +197,15 @@ class CampaignProgress:
 
     def step(self, run: str, step: int, steps: int) -> None:
         if run not in self.tasks:
-            self.tasks[run] = self.bar.add_task(f"  {run}", total=steps)
+            self.tasks[run] = self.bar.add_task(f"  {run}", total=steps, lines=False)
         self.bar.update(self.tasks[run], completed=step, total=steps)
 
     def result(self, result: dict[str, Any]) -> None:
         task = self.tasks.pop(result["run"], None)
         if task is not None:
             self.bar.remove_task(task)
+        self.done += 1
         self.bar.advance(self.overall)
+        if isinstance(self.bar, PlainProgress):
+            seconds = f", {result['seconds']:.0f} s" if result.get("seconds") is not None else ""
+            self.bar.print(f"{result['run']}: {result['status']}{seconds} ({self.done} of {self.total} probes)")
