@@ -99,6 +99,17 @@ def test_every_command_is_in_the_command_line_overview():
     assert not missing, f"docs/cli.md lists no `yieldgate {missing[0]} ...` line (missing: {missing})"
 
 
+def test_the_overview_names_every_executor_of_probe():
+    """Issue #43 item 9: docs/cli.md's `probe` line named local and ray, not slurm; it names what run_campaign takes."""
+    from typing import get_args, get_type_hints
+
+    from yieldgate.probe.campaign import run_campaign
+
+    executors = get_args(get_type_hints(run_campaign)["executor"])
+    line = next(line for line in (DOCS / "cli.md").read_text().splitlines() if line.startswith("yieldgate probe "))
+    assert f"--executor {'|'.join(executors)}]" in line, (executors, line)
+
+
 def cli_reference() -> str:
     """What `make cli-reference` writes (`typer yieldgate.cli utils docs`), made in this process."""
     from typer.cli import get_docs_for_click
@@ -136,6 +147,7 @@ def test_readme_quickstart_commands_are_the_docs():
     """The README's Quickstart commands are the page's, which tests/integration/test_quickstart.py runs."""
     readme_commands = quickstart(README.read_text())[1]
     docs_commands = quickstart((DOCS / "quickstart.md").read_text())[1]
+
     def unmade(commands: list[str]) -> list[str]:
         return [c for c in commands if not c.startswith("make ")]
 

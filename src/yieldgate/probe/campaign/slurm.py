@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,9 @@ from typing import Any
 from yieldgate.errors import InputError
 from yieldgate.probe.campaign.spec import ProbeSpec
 
-__all__ = ["run_slurm", "submitit_module", "make_executor"]
+__all__ = ["run_slurm", "submitit_module", "make_executor", "once_watcher"]
+
+log = logging.getLogger("yieldgate.probe")
 
 
 def submitit_module() -> Any:
@@ -52,6 +56,39 @@ def make_executor(spec: ProbeSpec, *, workers: int, threads: int, gpus: int) -> 
     return executor, array
 
 
+def once_watcher(submitit: Any) -> Any:
+    """submitit's sacct watcher, with sacct's standard error kept from the terminal and each distinct line of it said
+    once (a warning of logger `yieldgate.probe`): submitit runs sacct at every poll, its error inherited."""
+
+    class OnceWatcher(submitit.slurm.slurm.SlurmInfoWatcher):
+        def __init__(self) -> None:
+            super().__init__(delay_s=600)  # submitit's own SlurmJob.watcher's
+            handle, self.errors = tempfile.mkstemp(prefix="yieldgate-sacct-", suffix=".err")
+            os.close(handle)
+            self.said: set[str] = set()
+
+        def _make_command(self) -> list[str] | None:
+            command = super()._make_command()
+            if command is None:
+                return None
+            return ["sh", "-c", 'f=$1; shift; exec "$@" 2>>"$f"', "sh", self.errors, *command]
+
+        def update(self) -> None:
+            super().update()
+            try:
+                with open(self.errors, "r+", encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                    f.truncate(0)
+            except OSError:
+                return
+            for line in filter(None, (line.strip() for line in text.splitlines())):
+                if line not in self.said:
+                    self.said.add(line)
+                    log.warning(f"slurm: {line} (said once; submitit asks sacct at every poll)")
+
+    return OnceWatcher()
+
+
 def _slurm_task(spec: dict[str, Any], ledger: str, threads: int) -> dict[str, Any]:
     import os
 
@@ -75,14 +112,19 @@ def run_slurm(
         return
     submitit = submitit_module()
     logging.getLogger("submitit").setLevel(logging.ERROR)  # no accounting (sacct) on a small cluster: said each poll
-    executor, array = make_executor(todo[0], workers=workers, threads=threads, gpus=gpus)
-    args = [s.to_json() for s in todo]
-    if array:
-        jobs = executor.map_array(_slurm_task, args, [ledger] * len(todo), [threads] * len(todo))
-    else:
-        jobs = [executor.submit(_slurm_task, a, ledger, threads) for a in args]
-    by_job = {job.job_id: spec for job, spec in zip(jobs, todo, strict=True)}
+    # sacct's own standard error ("Slurm accounting storage is disabled") went to the terminal at every poll: each
+    # distinct line is said once. Jobs find their watcher on their class; the campaign's are made below.
+    job_class, watcher = submitit.slurm.slurm.SlurmJob, once_watcher(submitit)
+    job_class.watcher, before = watcher, job_class.watcher
+    jobs: list[Any] = []
     try:
+        executor, array = make_executor(todo[0], workers=workers, threads=threads, gpus=gpus)
+        args = [s.to_json() for s in todo]
+        if array:
+            jobs = executor.map_array(_slurm_task, args, [ledger] * len(todo), [threads] * len(todo))
+        else:
+            jobs = [executor.submit(_slurm_task, a, ledger, threads) for a in args]
+        by_job = {job.job_id: spec for job, spec in zip(jobs, todo, strict=True)}
         for job in submitit.helpers.as_completed(jobs, poll_frequency=1.0):
             spec = by_job[job.job_id]
             try:
@@ -93,3 +135,6 @@ def run_slurm(
         for job in jobs:  # interrupted: the probes left are cancelled, their runs train again next time
             job.cancel(check=False)
         raise
+    finally:
+        job_class.watcher = before
+        Path(watcher.errors).unlink(missing_ok=True)
