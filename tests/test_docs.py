@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +169,32 @@ def test_mkdocs_build_strict(tmp_path: Path):
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     for name in ("yieldgate.api.import_run", "Tracker.step", "Ledger.append_steps"):
         assert name in api, f"the Python API page lacks {name}: mkdocstrings rendered nothing for it"
+
+
+def test_a_broken_anchor_fails_the_strict_build():
+    """Issue #43 item 11: gate.md and yields.md linked probes.md by headings' old slugs and the strict build passed.
+    mkdocs (>= 1.6) checks anchors when `validation.anchors` says so; with `strict`, a warning fails the build."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert config["strict"] is True and config["validation"]["anchors"] == "warn", config.get("validation")
+
+
+@pytest.mark.slow
+def test_the_strict_build_fails_on_a_link_to_a_missing_heading(tmp_path: Path):
+    """The docs as they are, plus one link to a heading probes.md lacks: the build fails and names it."""
+    pytest.importorskip("mkdocs", reason="the docs group is not installed: pip install --group docs")
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    (tmp_path / "src").symlink_to(ROOT / "src")
+    page = tmp_path / "docs" / "gate.md"
+    page.write_text(page.read_text() + "\nSee [the law](probes.md#no-such-heading).\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode != 0 and "does not contain an anchor '#no-such-heading'" in result.stderr, result.stderr
 
 
 def shown_commands(text: str) -> list[str]:
