@@ -633,7 +633,10 @@ def test_another_hosts_writer_is_dead_once_its_heartbeat_is_stale(tmp_path):
             Tracker("far", ledger=path, resume=True, takeover=True).close()
 
 
-def test_a_writer_whose_run_was_taken_over_writes_no_more(tmp_path):
+def test_a_writer_whose_run_was_taken_over_spills_everything_and_says_so_once(tmp_path, caplog):
+    """Issue #46, item 3: a writer frozen past the stale limit finds its run taken over on waking. It writes nothing
+    more into the run, and keeps every row it still has and every later one in its spill file (before: 84% of a
+    frozen writer's steps dropped without a word); said at ERROR level, once."""
     path = str(tmp_path / "taken.db")
     with Tracker("t", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=1)) as tr:
         tr.step(tokens=128)
@@ -643,9 +646,24 @@ def test_a_writer_whose_run_was_taken_over_writes_no_more(tmp_path):
         for _ in range(5):
             tr.step(tokens=128)
         time.sleep(0.3)
-    assert tr.stats["dropped_rows"] == 5 and tr.stats["faults"] >= 1
+        for _ in range(3):  # after it knows: straight to the spill file
+            tr.step(tokens=128)
+    stats = tr.stats
+    assert stats["dropped_rows"] == 0 and stats["spilled_rows"] == 8 and stats["faults"] >= 1, stats
     with Ledger(path, readonly=True) as led:
         assert led.steps("t")["step"].tolist() == [1] and led.run_info("t")["status"] == "running"
+    with Ledger(stats["spill_path"], readonly=True) as side:
+        assert side.steps("t")["step"].tolist() == list(range(2, 10))
+        assert side.steps("t")["tokens"].tolist() == [128.0 * s for s in range(2, 10)]
+    said = [r for r in caplog.records if r.levelname == "ERROR" and "TAKEN OVER" in r.getMessage()]
+    assert len(said) == 1 and stats["spill_path"] in said[0].getMessage(), [r.getMessage() for r in said]
+    check(
+        "a Tracker frozen past the stale limit wakes to find its run taken over",
+        "it writes nothing more into the run; every row it still had and every later one go to its spill file "
+        "(`yieldgate merge` brings them in once the other writer closes), said once at ERROR level with the file's "
+        "path; before: all 8 dropped, counted in `dropped_rows` only",
+        "0",
+    )
 
 
 def test_dropped_rows_are_gaps_never_an_offset(tmp_path):

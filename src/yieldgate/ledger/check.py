@@ -58,11 +58,12 @@ class CheckResult:
     """Other records (runs, manifests, tags, evaluations, events, decisions, campaigns) whose checksum matched
     (every one of them has one since migration 0010: a missing one is damage)."""
     spills: list[WaitingSpill] = field(default_factory=list)
-    """Spill files a killed Tracker left with step records the ledger lacks (not damage: `yieldgate merge` them)."""
+    """Spill files a killed Tracker left with step records the ledger lacks (not damage: `yieldgate merge` them), and
+    recorded ones that are gone: their steps are missing, and the ledger is not whole."""
 
     @property
     def clean(self) -> bool:
-        return not self.integrity and not self.damaged
+        return not self.integrity and not self.damaged and not any(s.gone for s in self.spills)
 
     def to_dict(self) -> dict[str, Any]:
         return {

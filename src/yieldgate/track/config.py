@@ -57,7 +57,8 @@ class TrackerConfig:
     queue_size: int = 256
     """Packets the writer queue holds before dropping (and counting) new ones."""
     spill_dir: str | None = None
-    """Folder for spill files (None: the ledger's folder when writable, else the system's temp folder)."""
+    """Folder for spill files (None: $YIELDGATE_SPILL_DIR, else the ledger file's folder; where it cannot take them,
+    the working directory, then the system's temp folder)."""
     loss_averaged: bool = True
     """Whether each microbatch's loss is divided by the accumulation count (the common practice)."""
     dist_timeout_s: float = 120.0

@@ -254,7 +254,11 @@ class TrackerSetup:
             reduce=self._gather if self._group is not None else None,
         )
         if self.rank == 0:  # where rows would spill, kept before any could: a killed writer's spill is found
-            self._meta(spills.META_KEY, {"paths": writer.spill_files(), "host": socket.gethostname()})
+            try:
+                with Ledger(self.location, durable=True) as ledger:
+                    spills.note_paths(ledger, self.run, writer.spill_files(), socket.gethostname())
+            except Exception as exc:  # noqa: BLE001 - contained: the run goes on without the note
+                self._fault("recording run meta", exc)
         return writer
 
     # -- what any part reports: notes kept with the run, signals not measured, faults -------------------

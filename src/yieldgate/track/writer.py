@@ -16,8 +16,6 @@ import contextlib
 import logging
 import math
 import os
-import socket
-import tempfile
 import threading
 import time
 from collections import deque
@@ -40,6 +38,7 @@ from yieldgate.track.config import TrackerConfig
 from yieldgate.track.derive import Derivation, Frame, joined
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.packet import Packet
+from yieldgate.track.spill import SpillFile, spill_folder
 
 __all__ = ["Writer"]
 
@@ -61,12 +60,6 @@ LAYERS_EVERY_S = HEARTBEAT_EVERY_S
 """Per-layer signals go to the ledger this often (and at close), the rest of a step's record at every flush: a
 model's per-layer keys number hundreds, and written once a second their per-key cost would be most of the
 writer's work, competing with the training loop for the cores."""
-
-
-def _remove_ledger_file(path: str) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(OSError):
-            os.remove(path + suffix)
 
 
 class Writer(threading.Thread):
@@ -125,9 +118,15 @@ class Writer(threading.Thread):
         self._last_online = time.monotonic()
         self._online_seen: set[tuple[Any, ...]] = set()
         self._last_telemetry = -math.inf
-        self.spill_path: str | None = None
-        """The spill file holding rows the ledger could not take yet (None: nothing spilled)."""
-        self.spilled_rows = 0
+        folder = str(Path(location).parent) if Location.parse(location).is_file else None
+        self.spill = SpillFile(
+            run=run or "run",
+            location=location,
+            folder=spill_folder(config.spill_dir, folder),
+            manifest=manifest,
+            on_fault=on_fault,
+        )
+        """The spill file rows go to while the ledger cannot take them (rank 0)."""
         self._lost: RunInUse | None = None
         """Set when another process took the run over: nothing more is written."""
         self._busy_s = BUSY_TIMEOUT_S
@@ -136,6 +135,16 @@ class Writer(threading.Thread):
     @property
     def buffered_rows(self) -> int:
         return sum(f.n for f in self._frames)
+
+    @property
+    def spill_path(self) -> str | None:
+        """The spill file holding rows the ledger has not taken yet (None: nothing waiting)."""
+        return self.spill.path
+
+    @property
+    def spilled_rows(self) -> int:
+        """Step records waiting in the spill file."""
+        return self.spill.rows
 
     def submit(self, packet: Packet) -> None:
         """Called on the training thread: append, or drop and count when the inbox is full."""
@@ -188,6 +197,7 @@ class Writer(threading.Thread):
             if self.spill_path is not None:  # the last flush waited in vain: the status does not wait as long again
                 self._set_wait(ledger, BUSY_TIMEOUT_S)
             self._record_status(ledger, self._status)
+            self.spill.said_back()
         if ledger is not None:
             ledger.close()
 
@@ -219,15 +229,19 @@ class Writer(threading.Thread):
                 self.on_fault("processing step records", exc)
 
     def _record_status(self, ledger: Ledger | None, status: str) -> None:
-        """In the ledger; where the rows ended in a spill file, there too, so a merge carries it."""
+        """In the ledger; where the rows ended in a spill file, there too, so a merge carries it, and the ledger is
+        told which rows wait there (`SpillFile.record`): should the file vanish, they are known missing."""
         assert self.run_name is not None
         try:
+            if self.spill_path is not None and ledger is not None:
+                self._unspill(ledger)  # the lock the last flush waited for may be free now
             if self.spill_path is not None:
                 with Ledger(self.spill_path, durable=True) as side:
                     side.set_status(self.run_name, status)
             if ledger is None:
                 raise LedgerError(f"the ledger {masked(self.location)} could not be opened")
             with ledger.transaction():
+                self.spill.record(ledger)
                 ledger.set_status(self.run_name, status)
                 if self._reason:
                     body = {"source": "tracker", "status": status, "error": self._reason}
@@ -242,7 +256,7 @@ class Writer(threading.Thread):
         if self.run_name is None:
             return ledger
         if self._lost is not None:
-            self._drop_lost()
+            self._keep_lost()
             return ledger
         layers_due = final or time.monotonic() - self._last_layers >= LAYERS_EVERY_S
         if not (self._frames or self._evals or self.spill_path or (layers_due and self._held)):
@@ -354,14 +368,31 @@ class Writer(threading.Thread):
                 self.on_fault("running the online diagnosis", exc)
 
     def _lose(self, exc: RunInUse) -> None:
-        """Another process took the run over (it judged this writer dead): never write into its run again."""
+        """Another process took the run over (it judged this writer dead: frozen past the stale limit by a stopped
+        container, a debugger, swap): nothing more is written into its run. Every row this writer still has, and every
+        later one, goes to the spill file instead, and that is said loudly, once."""
         self._lost = exc
-        self.on_fault("writing to the ledger (the run was taken over; this process's step records are dropped)", exc)
-        self._drop_lost()
+        self.on_fault("writing to the ledger (the run was taken over; this process's step records are spilled)", exc)
+        self._keep_lost()
+        log.error(
+            "yieldgate tracker: run %r was TAKEN OVER by another process while this one was stopped (%s); this process "
+            "writes nothing more into it. Its step records not yet in the ledger, and every later one, are kept in "
+            "%s (%d so far): once the other writer has closed, bring them in with: yieldgate --ledger %s merge %s",
+            self.run_name,
+            exc,
+            self.spill_path or "no spill file (every spill folder refused it)",
+            self.spilled_rows,
+            masked(self.location),
+            self.spill_path,
+        )
 
-    def _drop_lost(self) -> None:
-        self.dropped_rows += self.buffered_rows
-        self._frames, self._evals = [], []
+    def _keep_lost(self) -> None:
+        """A run taken over: this writer's rows go to its spill file only (in memory, bounded, when none takes
+        them)."""
+        if self._frames or self._evals or self._held:
+            self._spill()
+        while self.buffered_rows > MAX_BUFFERED_ROWS and len(self._frames) > 1:
+            self.dropped_rows += self._frames.pop(0).n
 
     def _online_diagnosis(self, ledger: Ledger) -> None:
         """The cheap detectors (spikes, non-finite values, stalls) on the last steps; each new finding becomes
@@ -428,71 +459,27 @@ class Writer(threading.Thread):
             return True
 
     def spill_files(self) -> list[str]:
-        """Where a spill file may go, in order: the configured folder (else the ledger file's folder), the job's
-        working directory, then the temp folder. The run's meta records them at the start (`ledger.spills`), so that
-        a spill left by a killed Tracker is found by `runs`, `show` and `check`."""
-        # Named by run, host and process: nodes that share a folder (one ledger per node) never share a spill file.
-        name = "".join(
-            c if c.isalnum() or c in "-_." else "_" for c in f"{self.run_name or 'run'}-{socket.gethostname()}"
-        )
-        folders = [
-            self.config.spill_dir or (str(Path(self.location).parent) if self._is_file() else None),
-            os.getcwd(),
-            tempfile.gettempdir(),
-        ]
-        return [str(Path(f) / f"yieldgate-spill-{name}-{os.getpid()}.db") for f in dict.fromkeys(folders) if f]
+        """Where a spill file may go, in order (`SpillFile.candidates`). The run's meta records them at the start
+        (`ledger.spills`), so that a spill left by a killed Tracker is found by `runs`, `show` and `check`."""
+        return self.spill.candidates()
 
     def _spill(self) -> None:
         """Move buffered rows into a spill file (a ledger of its own) so memory stays bounded."""
-        rows = self.buffered_rows
-        for path in [self.spill_path] if self.spill_path else self.spill_files():
-            fresh = not os.path.exists(path)
-            try:
-                run = self.run_name
-                assert run is not None  # only rank 0, which names the run, writes or spills
-                with Ledger(path, durable=True) as side, side.transaction():
-                    side.create_run(run, manifest=self.manifest, status="running", source="tracker", if_exists="reuse")
-                    if self._frames:
-                        side.append_steps(run, joined(self._frames))
-                    held = self._held + [h for h in map(Frame.held, self._frames) if h is not None]
-                    if held:
-                        side.append_steps(run, joined(held))
-                    if self._evals:
-                        side.append_evals(run, self._evals)
-            except Exception as exc:  # noqa: BLE001 - try the next folder; else rows stay in memory, bounded
-                self.on_fault("spilling step records to a side file", exc)
-                if fresh:
-                    _remove_ledger_file(path)
-                continue
-            if self.spill_path is None:
-                log.warning(
-                    "yieldgate tracker: the ledger %s cannot take step records now; they are kept in %s "
-                    "and move into the ledger when it is writable again (or run: yieldgate --ledger %s "
-                    "merge %s)",
-                    masked(self.location),
-                    path,
-                    masked(self.location),
-                    path,
-                )
-            self.spill_path = path
-            self.spilled_rows += rows
+        assert self.run_name is not None  # only rank 0, which names the run, writes or spills
+        held = self._held + [h for h in map(Frame.held, self._frames) if h is not None]
+        if self.spill.write(self._frames, held, self._evals, announce=self._lost is None):
             self._frames, self._held, self._evals = [], [], []
-            return
 
     def _unspill(self, ledger: Ledger) -> None:
-        """The ledger is writable again: move the spilled rows into it and remove the spill file."""
-        path = self.spill_path
-        assert path is not None and self.run_name is not None
-        try:
-            with Ledger(path) as side:
-                ledger.copy_run(side, self.run_name, owner=self.owner)
-        except Exception as exc:  # noqa: BLE001 - the spill file stays; retried at the next flush
-            self.on_fault("moving spilled step records into the ledger", exc)
+        """The ledger is writable again: move the spilled rows into it and remove the spill file; when they cannot
+        move yet, the ledger is told which rows wait there."""
+        rows, lost = self.spill.rows, self.spill.lost
+        if self.spill.move_in(ledger, self.owner):
+            self.written_rows += rows
             return
-        self.written_rows += self.spilled_rows
-        self.spilled_rows = 0
-        self.spill_path = None
-        _remove_ledger_file(path)
+        self.dropped_rows += self.spill.lost - lost  # a spill file that vanished: the ledger records them missing
+        if self.spill.path is not None and not self.spill.recorded:
+            self.spill.record(ledger)
 
     def _resume_before(self, step: int) -> None:
         """A resumed run's first step is `step` (numbered by the loop): when the ledger holds records from `step`

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from yieldgate.errors import InputError, ProbesFailed, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Source
-from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
+from yieldgate.probe.campaign.run import probe_status, probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
 
 if TYPE_CHECKING:
@@ -336,7 +336,7 @@ def _run_local(
 def _started(ledger: str, spec: ProbeSpec) -> bool:
     """The probe's run was begun by this attempt and not ended (a worker that dies leaves it `running`)."""
     with Ledger(ledger, readonly=True) as led:
-        return probe_statuses(led).get((spec.run, spec.key)) in ("running", "killed")
+        return probe_status(led, spec.run, spec.key) in ("running", "killed")
 
 
 def _fail(specs: list[ProbeSpec], ledger: str, error: str) -> Iterator[dict[str, Any]]:

@@ -32,7 +32,7 @@ from yieldgate.ledger import Ledger, spills
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.manifest import Manifest, ModelConfig
 from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable
-from yieldgate.probe.campaign.status import probe_statuses
+from yieldgate.probe.campaign.status import probe_status
 
 __all__ = ["run_own_probe", "ENV_RUN", "ENV_LEDGER", "ENV_MANIFEST", "ENV_CAMPAIGN", "ENV_OWNER", "TAIL_CHARS"]
 
@@ -67,7 +67,7 @@ def run_own_probe(
     owner = Owner.this_process()
     try:
         with Ledger(ledger) as led, led.transaction():
-            if probe_statuses(led).get((spec.run, spec.key)) == "finished":
+            if probe_status(led, spec.run, spec.key) == "finished":
                 return {"run": spec.run, "key": spec.key, "status": "skipped", "reason": "finished by another process"}
             existed = led.claim_run(spec.run, owner=owner, resume=True, takeover=True, source="probe")
             before = led.meta(spec.run) if existed else {}
@@ -407,11 +407,12 @@ def _alarm(seconds: float | None) -> Iterator[None]:
 
 def _merge_spills(led: Ledger, run: str) -> None:
     """Rows the trainer's Tracker left in a spill file on this host (the ledger was locked past its close's wait):
-    its process has ended, so they are brought in now, as `yieldgate merge` would."""
+    its process has ended, so they are brought in now, as `yieldgate merge` would, by this process, which owns the
+    probe's run (and handed it to the Tracker)."""
     for waiting in spills.waiting_spills(led, [run]):
-        if waiting.steps > 0:
+        if waiting.steps > 0 and not waiting.gone:
             with Ledger(waiting.path, readonly=True) as side:
-                led.copy_run(side, run)
+                led.copy_run(side, run, owner=Owner.this_process())
 
 
 def _finish(spec: Any, trainer: TrainerSpec, job: ProbeJob, ledger: str) -> str | None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from yieldgate.errors import RunNotFound
 from yieldgate.ledger import Ledger
 from yieldgate.probe.campaign.spec import Campaign, plan
 
-__all__ = ["campaign_status", "probe_statuses"]
+__all__ = ["campaign_status", "probe_status", "probe_statuses"]
 
 DEAD = ("crashed", "stale")
 
@@ -60,3 +61,17 @@ def probe_statuses(ledger: Ledger) -> dict[tuple[str, str], str]:
         for name, status, meta in metas.itertuples(index=False)
         if isinstance(meta.get("probe"), dict)
     }
+
+
+def probe_status(ledger: Ledger, run: str, key: str) -> str | None:
+    """The recorded status of run `run` when it is probe `key`'s, else None: one run's record read, so that a probe's
+    claim, inside its write transaction, does not read every run of a large ledger while other writers wait for the
+    lock (a Tracker beside the campaign spilled at once)."""
+    try:
+        meta = ledger.meta(run)
+    except RunNotFound:
+        return None
+    probe = meta.get("probe")
+    if not isinstance(probe, dict) or probe.get("key") != key:
+        return None
+    return str(ledger.run_records(run, totals=False)[0]["recorded_status"])

@@ -30,8 +30,8 @@ def render_check(result: CheckResult, console: Console) -> None:
     for name, blocks in result.unverified.items():
         say(console, f"unverified: run {name!r}: {blocks} blocks written before checksums")
     for spill in result.spills:
-        say(console, f"waiting: {spill.hint}")
-    verdict = "whole" if result.clean else "DAMAGED"
+        say(console, f"{'missing' if spill.gone else 'waiting'}: {spill.hint}")
+    verdict = "whole" if result.clean else ("DAMAGED" if result.integrity or result.damaged else "INCOMPLETE")
     say(
         console,
         f"{result.location}: {verdict} ({result.verified_blocks} blocks and {result.verified_records} records "

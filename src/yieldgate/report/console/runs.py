@@ -170,7 +170,7 @@ def render_runs(
         which = f"the first by {sort}" if sort else "the most recently updated"
         say(console, f"{len(records):,} of {matched:,} runs: {which} (--limit 0 shows all)")
     for spill in spills:
-        say(console, f"waiting: {spill.hint}")
+        say(console, f"{'missing' if spill.gone else 'waiting'}: {spill.hint}")
 
 
 def _run_cells(r: dict[str, Any]) -> list[str]:
@@ -234,7 +234,7 @@ def render_show(result: dict[str, Any], console: Console) -> None:
     if result["goodput"] is not None:
         say(console, Goodput(**result["goodput"]).line())
     for spill in result.get("waiting_spills", []):
-        say(console, f"waiting: {spill['hint']}")
+        say(console, f"{'missing' if spill.get('gone') else 'waiting'}: {spill['hint']}")
     if result["devices"]:
         console.print(f"devices: {result['devices']['count']} ({result['devices']['from']})", markup=False)
     if result["summary"]:
