@@ -145,6 +145,8 @@ def _expected_points(led: Ledger, run: str, series: str) -> int:
         return min(int((extras.key == "signals/loss_scale").sum()), MAX_POINTS)
     if series == "signals/update_ratio/<median>":
         return extras[extras.key.str.startswith("signals/update_ratio/")]["step"].nunique()
+    if series.startswith(("signals/gns/", "signals/update_ratio/")):  # one layer's line of the per-layer panel
+        return min(int((extras.key == series).sum()), MAX_POINTS)
     raise AssertionError(f"unknown series {series}")
 
 
@@ -172,6 +174,7 @@ def test_report_json_and_png_files(written):
         "frontier",
         "signals-gns",
         "signals-update-ratio",
+        "signals-layers",
         "signals-clipping",
     ]
     assert [Path(p).name for p in result["pngs"]] == [f"{f}.png" for f in result["figures"][:9]]
@@ -206,7 +209,9 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
         )
         page.goto(page_path.as_uri(), wait_until="load")
         plots = page.evaluate("""[...document.querySelectorAll('.js-plotly-plot')].map(div => ({
-            id: div.id, traces: div._fullData.map(t => ({name: t.name, series: t.meta.series, n: t._length}))}))""")
+            id: div.id,
+            traces: div._fullData.map(t => ({
+                name: t.name, run: t.meta.run, series: t.meta.series, n: t._length}))}))""")
         legend = set(page.evaluate("[...document.querySelectorAll('.legendtext')].map(e => e.textContent)"))
         text = page.evaluate("document.body.innerText")
         pwned = page.evaluate("window.__pwned === 1 || document.querySelectorAll('img').length > 0")
@@ -219,7 +224,8 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
     assert EVIL in legend and EVIL in text and EVIDENCE_HTML in text and "yield below the <b>policy</b> bar" in text
     assert "schedule" in text and "lower the LR" in text and "optimisation.batch_size" in text
 
-    runs = {f["id"]: {html.unescape(t["name"]) for t in f["traces"]} for f in plots}
+    # The per-layer panel names its lines after layers, and carries each one's run beside its series.
+    runs = {f["id"]: {html.unescape(t.get("run") or t["name"]) for t in f["traces"]} for f in plots}
     everyone, probes, costed = (
         {"probe/s0", EVIL, "costed/s0", "costed/s1"},
         {"probe/s0", EVIL},
@@ -237,6 +243,7 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
         "yield-capability": probes,
         "signals-gns": probes,
         "signals-update-ratio": probes,
+        "signals-layers": probes,
         "signals-clipping": probes,
     }
     checked = 0
@@ -246,7 +253,7 @@ def test_the_page_in_headless_chromium(written, runs_db, chromium, tmp_path):
                 check_frontier(figure["traces"])
                 continue
             for t in figure["traces"]:
-                expected = _expected_points(led, html.unescape(t["name"]), t["series"])
+                expected = _expected_points(led, html.unescape(t.get("run") or t["name"]), t["series"])
                 assert t["n"] == expected > 0, (figure["id"], t["name"], t["series"])
                 checked += 1
     assert checked > 30
@@ -471,12 +478,13 @@ def test_every_axis_says_its_unit(cli, ledger_path):
         "frontier",
         "signals-gns",
         "signals-update-ratio",
+        "signals-layers",
         "signals-clipping",
     ]
     for f in figures:
         titles = _axis_titles(f.figure.to_plotly_json())
         assert titles and all(t.endswith(")") or t.endswith("/s") for t in titles), (f.id, titles)
-    assert "B_simple (tokens, log)" in _axis_titles(figures[-3].figure.to_plotly_json())
+    assert "B_simple (tokens, log)" in _axis_titles(figures[-4].figure.to_plotly_json())
     assert _axis_titles(figures[-1].figure.to_plotly_json())[-2:] == [
         "clipped, of the last 100 logged steps (%)",
         "loss scale (factor, log)",

@@ -39,8 +39,8 @@ class RunView:
     yields: YieldReport | None
     """Tranche, per-source and capability yields; None when the run has too few evaluations."""
     signals: pd.DataFrame
-    """Learning-signal extras in long form (step, key, value): `signals/gns`, `signals/update_ratio/<layer>`,
-    `signals/loss_scale`."""
+    """Learning-signal extras in long form (step, key, value): `signals/gns`, `signals/gns/<layer>`,
+    `signals/update_ratio/<layer>`, `signals/loss_scale`."""
     diagnoses: pd.DataFrame
     """The run's diagnosis events (the ledger's `events` frame)."""
 
@@ -81,7 +81,7 @@ def _signals(ledger: Ledger, run: str) -> pd.DataFrame:
     keys = [
         k
         for k in ledger.extra_keys(run)
-        if k in ("signals/gns", "signals/loss_scale") or k.startswith("signals/update_ratio/")
+        if k in ("signals/gns", "signals/loss_scale") or k.startswith(("signals/update_ratio/", "signals/gns/"))
     ]
     return ledger.extras(run, keys or ["signals/gns"])  # an absent key reads as an empty frame
 

@@ -1,18 +1,19 @@
 """The learning-signal plots of a run page and the report, with `base.py`'s helpers: the gradient noise scale,
-the median update/weight ratio with its ~1e-3 reference, and gradient clipping beside the loss scale (a panel only
-for what some run recorded). Every series is drawn against accepted tokens and downsampled min/max per pixel column
-(`figures.downsample`).
+the median update/weight ratio with its ~1e-3 reference, both per layer as small multiples (a row per run, a line
+per layer), and gradient clipping beside the loss scale (a panel only for what some run recorded). Every series is
+drawn against accepted tokens and downsampled min/max per pixel column (`figures.downsample`).
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from yieldgate.report.figures.base import Figure, RunStyle, downsample, esc, set_axes
+from yieldgate.report.figures.base import PALETTE, Figure, RunStyle, downsample, esc, set_axes
 from yieldgate.report.sections import ReportData, tokens_at_steps
 
-__all__ = ["signal_figures", "UPDATE_RATIO_REFERENCE", "CLIP_WINDOW"]
+__all__ = ["signal_figures", "per_layer_figure", "UPDATE_RATIO_REFERENCE", "CLIP_WINDOW", "PER_LAYER", "LAYER_RUNS"]
 
 UPDATE_RATIO_REFERENCE = 1e-3
 """The usual size of |update|/|weight| per step for Adam-trained transformers (Karpathy's "~1e-3" rule of
@@ -20,6 +21,14 @@ thumb); far below it a layer barely learns, far above it the step is too large."
 
 CLIP_WINDOW = 100
 """Clipping is drawn as the share of the last this many logged steps that were clipped (one point per step)."""
+
+PER_LAYER = {
+    "signals/gns/": ("gradient noise scale per layer", "B_simple (tokens, log)"),
+    "signals/update_ratio/": ("update/weight ratio per layer", "|update| / |weight| (log)"),
+}
+"""The per-layer signals drawn as small multiples (key prefix -> panel title, y axis)."""
+LAYER_RUNS = 4
+"""Runs drawn in the per-layer panel (a row each): past a few, the rows are too small to read a layer in."""
 
 
 def signal_figures(data: ReportData, style: RunStyle) -> list[Figure]:
@@ -76,7 +85,65 @@ def signal_figures(data: ReportData, style: RunStyle) -> list[Figure]:
             )
         )
     clipping = _clipping(data, style)
-    return out + ([clipping] if clipping else [])
+    layered = per_layer_figure(data)
+    return out + [f for f in (layered, clipping) if f is not None]
+
+
+def _layer_series(signals: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
+    """A run's per-layer signals: {kind (a `PER_LAYER` prefix): {layer: its (step, value) rows, downsampled}}."""
+    out: dict[str, dict[str, pd.DataFrame]] = {}
+    sig = signals.dropna(subset=["value"])
+    for prefix in PER_LAYER:
+        mine = sig[sig["key"].str.startswith(prefix)]
+        for key, rows in mine.groupby("key", sort=True):
+            layer = str(key)[len(prefix) :]
+            out.setdefault(prefix, {})[layer] = downsample(rows.sort_values("step"), "step", "value")
+    return out
+
+
+def per_layer_figure(data: ReportData) -> Figure | None:
+    """Small multiples of the per-layer signals: a row per run (the first `LAYER_RUNS` that recorded any), a column
+    per signal (`PER_LAYER`: the gradient noise scale, the update/weight ratio), one line per layer, each layer one
+    colour in every panel. A layer whose noise scale or update ratio parts from the others is the one to look at: a
+    layer gone quiet, or one taking steps far larger than the rest."""
+    runs = [(v, series) for v in data.runs if (series := _layer_series(v.signals))][:LAYER_RUNS]
+    if not runs:
+        return None
+    kinds = [k for k in PER_LAYER if any(k in series for _, series in runs)]
+    layers = sorted({layer for _, series in runs for kind in series.values() for layer in kind})
+    colour = {layer: PALETTE[i % len(PALETTE)] for i, layer in enumerate(layers)}
+    titles = [f"{esc(v.name)}: {PER_LAYER[k][0]}" for v, _ in runs for k in kinds]
+    fig = make_subplots(rows=len(runs), cols=len(kinds), subplot_titles=titles, vertical_spacing=0.3 / len(runs))
+    shown: set[str] = set()
+    for row, (v, series) in enumerate(runs, start=1):
+        for col, kind in enumerate(kinds, start=1):
+            for layer, rows in series.get(kind, {}).items():
+                trace = go.Scatter(
+                    x=tokens_at_steps(v.data.steps, rows["step"]),
+                    y=rows["value"].to_numpy(),
+                    name=esc(layer),
+                    legendgroup=esc(layer),
+                    showlegend=layer not in shown,
+                    mode="lines",
+                    line={"color": colour[layer]},
+                    meta={"series": f"{kind}{layer}", "run": v.name},
+                )
+                fig.add_trace(trace, row=row, col=col)
+                shown.add(layer)
+            fig.update_yaxes(title_text=PER_LAYER[kind][1], type="log", row=row, col=col)
+    set_axes(fig, "", "", height=max(360, 300 * len(runs)))
+    fig.update_layout(legend_title_text="layer")
+    fig.update_xaxes(title_text=f"accepted {data.amount} ({data.amount})", row=len(runs))
+    with_layers = sum(1 for v in data.runs if _layer_series(v.signals))
+    notes = [
+        f"one line per layer ({', '.join(f'{k}<layer>' for k in kinds)}), each layer one colour in every panel; "
+        f"{len(layers)} layers"
+    ]
+    if with_layers > len(runs):
+        notes.append(
+            f"the first {len(runs)} of the {with_layers} runs with per-layer signals; a report of one run draws its own"
+        )
+    return Figure("signals-layers", "learning signals per layer", fig, notes, main=False)
 
 
 def _clipping_traces(data: ReportData, style: RunStyle) -> tuple[list[go.Scatter], list[go.Scatter]]:
