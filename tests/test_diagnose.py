@@ -467,7 +467,11 @@ def test_real_public_logs_get_their_known_answers():
     ]
     assert rows["hf-whisper-large-v2-ja-trainer_state.json"]["found"] == "overfitting"
     assert rows["llmc-gpt2-124m-main.log"]["found"] == "transient_spike"
-    assert rows["hf-whisper-tiny-nb-trainer_state.json"]["second_half_within_noise"] == (50, 50)
+    # The slow plateau's second-half tranches: most within the 90% noise band, as a band of that coverage leaves
+    # them on a curve that barely moves; all 50 (the band of an estimate that kept the curve's bend as noise) and
+    # fewer than 40 would both say the band is wrong.
+    within, half = rows["hf-whisper-tiny-nb-trainer_state.json"]["second_half_within_noise"]
+    assert half == 50 and 40 <= within <= 49, within
 
 
 @pytest.mark.slow

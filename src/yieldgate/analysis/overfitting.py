@@ -150,9 +150,14 @@ def _gap_line(
     sigma = _gap_noise(sig, steps, values, best)
     after = slice(best + 1, None)
     rise, rise_se = _line(steps[after], values[after], sigma)
-    smooth = loss.rolling(max(len(loss) // 20, 5), min_periods=1, center=True).median()
+    window = max(len(loss) // 20, 5)
+    smooth = loss.rolling(window, min_periods=1, center=True).median()
     train = np.interp(steps, smooth.index.to_numpy(dtype=float), smooth.to_numpy(dtype=float))
-    growth, se = _line(steps[after], values[after] - train[after], sigma)
+    # The gap holds the smoothed training loss too: a rolling median of `window` batches scatters by about
+    # sqrt(pi/2) * batch noise / sqrt(window) (the batch noise read robustly, as the MAD of the residuals).
+    batch = 1.4826 * float(np.median(np.abs((loss - smooth).to_numpy(dtype=float))))
+    gap_sigma = math.hypot(sigma, math.sqrt(math.pi / 2) * batch / math.sqrt(window))
+    growth, se = _line(steps[after], values[after] - train[after], gap_sigma)
     if not (growth > OVERFIT_Z * se and rise > -rise_se):
         return None
     return {
