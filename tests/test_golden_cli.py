@@ -225,6 +225,7 @@ CASES = {
     "show": Case(("show", "camp/base/s0/t150000")),
     "show-imported": Case(("show", "mitos-char")),
     "yield": Case(("yield", "camp/base/s0/t150000")),
+    "waste": Case(("waste", "camp/base/*")),
     "compare": Case(("compare", "camp/base/s*/t150000", "camp/wide/s*/t150000")),
     "forecast": Case(("forecast", "camp/base/s0/t150000", "--next-tokens", "350000", "--threshold", "500")),
     "report": Case(("report", "camp/base/s*/t150000", "camp/wide/s*/t150000", "-o", "{tmp}/report.html")),

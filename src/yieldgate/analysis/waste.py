@@ -2,9 +2,12 @@
 
 Three kinds, each priced in device-hours, dollars and kWh where the run recorded what that needs:
 
-- **flat tranches**: the tranches of `yield` whose improvement was within noise of zero (`Tranche.within_noise`,
-  the band over the run's trained evaluations), outside an LR decay, where a cooldown's gain is no data yield: the
-  compute of a stretch that learned nothing measurable;
+- **flat tranches**: the stable-phase tranches of `yield` (outside an LR decay, where a cooldown's gain is no data
+  yield) from the point where the run stopped learning on its own law (`plateau.plateau`): the compute of the stretch
+  that learned nothing measurable. Not each tranche against the noise band alone: a short tranche of a curve that
+  still learns gains less than the noise, so that judgement called more of a learning run wasted the more often it
+  was evaluated; the plateau is read from the whole curve and moves by one evaluation interval at most with the
+  cadence. Fewer than `plateau.MIN_EVALS` evaluations after any candidate start leave it unresolved (`missing`);
 - **restarts**: the work a restart threw away and redid (`goodput`: the set-apart steps' time, and the time the job
   was down where a log's clock shows it);
 - **diverged steps**: steps whose loss was recorded as NaN or infinite, at the run's median seconds per step.
@@ -19,20 +22,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from yieldgate.analysis.fit import warmup_end
 from yieldgate.analysis.goodput import goodput_of
 from yieldgate.analysis.load import devices_of
+from yieldgate.analysis.plateau import Plateau, plateau
 from yieldgate.analysis.runs import yield_report
+from yieldgate.analysis.yields import Tranche, YieldReport
 from yieldgate.errors import InputError
+from yieldgate.names import metric_direction
 
 if TYPE_CHECKING:
     from yieldgate.ledger import Ledger
 
-__all__ = ["Spend", "Waste", "waste", "total"]
+__all__ = ["Spend", "Waste", "WasteReport", "waste", "total", "waste_report"]
 
 KINDS = ("flat_tranches", "restarts", "diverged_steps")
 
@@ -72,6 +79,8 @@ class Waste:
     goodput: float | None
     """The share of wall time that went into training that counts (`goodput`); None without a clock."""
     missing: dict[str, str] = field(default_factory=dict)
+    plateau: Plateau | None = None
+    """Where the run stopped learning on its own law (`plateau.plateau`); None where no tranche was read."""
 
     @property
     def wasted(self) -> Spend:
@@ -87,21 +96,8 @@ class Waste:
             "wall_s": self.wall_s,
             "goodput": self.goodput,
             "missing": self.missing,
+            "plateau": None if self.plateau is None else self.plateau.to_dict(),
         }
-
-    def line(self) -> str:
-        """One line for the console."""
-        w = self.wasted
-        share = f" ({w.seconds / self.wall_s:.1%} of the wall time)" if self.wall_s else ""
-        money = "" if not w.usd else f", ${w.usd:.3g}"
-        energy = "" if not w.kwh else f", {w.kwh:.3g} kWh"
-        hours = "?" if w.device_hours is None else f"{w.device_hours:.3g}"
-        parts = (
-            f"{self.counts['flat_tranches']} flat tranches {self.flat_tranches.seconds:.0f} s, "
-            f"{self.counts['restarts']} restarts {self.restarts.seconds:.0f} s, "
-            f"{self.counts['diverged_steps']} diverged steps {self.diverged_steps.seconds:.0f} s"
-        )
-        return f"wasted {hours} device-hours{money}{energy}{share}: {parts}"
 
 
 def _pricer(ledger: Ledger, run: str, steps: Any) -> tuple[Any, dict[str, str]]:
@@ -135,21 +131,48 @@ def _pricer(ledger: Ledger, run: str, steps: Any) -> tuple[Any, dict[str, str]]:
     return spend, missing
 
 
-def _flat_seconds(ledger: Ledger, run: str, steps: Any) -> tuple[float, int, str | None]:
-    """Wall seconds of the tranches within noise of zero (outside an LR decay), their count, or why none are read."""
+def _flat_seconds(ledger: Ledger, run: str, steps: Any) -> tuple[float, int, Plateau | None, str | None]:
+    """Wall seconds of the stable-phase tranches on the run's plateau (`plateau.plateau`), their count, the plateau,
+    and why none are read."""
     try:
         report = yield_report(ledger, run)
     except InputError as exc:
-        return 0.0, 0, f"no tranches: {exc}"
+        return 0.0, 0, None, f"no tranches: {exc}"
     clock = steps[["step", "wall_s"]].dropna() if "wall_s" in steps else steps.iloc[:0]
     if len(clock) < 2:
-        return 0.0, 0, "no wall clock recorded"
-    flat = [t for t in report.tranches if t.within_noise and not t.spans_lr_decay]
+        return 0.0, 0, None, "no wall clock recorded"
+    stable = [t for t in report.tranches if not t.spans_lr_decay]
+    found = _plateau_of(report, stable, steps)
+    if found.unresolved is not None or found.start is None:
+        return 0.0, 0, found, None if found.unresolved is None else f"unresolved: {found.unresolved}"
+    start = found.start
+    flat = [t for t in stable if _at(report, t, "start") >= start]
     at = clock["step"].to_numpy(float)
     wall = clock["wall_s"].to_numpy(float)
     seconds = sum(float(np.interp(t.end_step, at, wall) - np.interp(t.start_step, at, wall)) for t in flat)
-    why = None if any(t.within_noise is not None for t in report.tranches) else "no noise band: tranches not judged"
-    return seconds, len(flat), why
+    return seconds, len(flat), found, None
+
+
+def _at(report: YieldReport, t: Tranche, end: str) -> float:
+    """A tranche's start or end on the report's axis (tokens, else steps)."""
+    return float(getattr(t, f"{end}_tokens" if report.axis == "tokens" else f"{end}_step"))
+
+
+def _plateau_of(report: YieldReport, stable: list[Tranche], steps: Any) -> Plateau:
+    """The plateau of the stable-phase evaluations after warm-up, as a loss (a score that rises is turned over)."""
+    if report.eval_noise is None:
+        return Plateau(start=None, statistic=None, evaluations=0, unresolved="no evaluation noise: too few evaluations")
+    seen: dict[float, tuple[float, int]] = {}
+    for t in stable:
+        seen.setdefault(_at(report, t, "start"), (t.loss_start, t.start_step))
+        seen.setdefault(_at(report, t, "end"), (t.loss_end, t.end_step))
+    warm = warmup_end(steps) or 0
+    kept = sorted((x, v) for x, (v, step) in seen.items() if x > 0 and step >= warm and math.isfinite(v))
+    x = np.array([k[0] for k in kept], dtype=float)
+    y = np.array([k[1] for k in kept], dtype=float)
+    if len(y) and metric_direction(report.metric):  # a score: its shortfall from the best falls as a loss does
+        y = float(y.max()) - y + max(float(y.max() - y.min()), 1e-9)
+    return replace(plateau(x, y, report.eval_noise), axis="tokens" if report.axis == "tokens" else "steps")
 
 
 def _diverged(steps: Any) -> tuple[int, float]:
@@ -173,7 +196,7 @@ def waste(ledger: Ledger, run: str) -> Waste:
     """The compute `run` spent on flat tranches, restarts and diverged steps, priced (see the module docstring)."""
     steps = ledger.steps(run, nullable=True)
     spend, missing = _pricer(ledger, run, steps)
-    flat_s, flat_n, why = _flat_seconds(ledger, run, steps)
+    flat_s, flat_n, found, why = _flat_seconds(ledger, run, steps)
     if why is not None:
         missing["flat_tranches"] = why
     good = goodput_of(ledger, run)
@@ -191,12 +214,13 @@ def waste(ledger: Ledger, run: str) -> Waste:
         wall_s=None if good is None else good.wall_s,
         goodput=None if good is None else good.share,
         missing=missing,
+        plateau=found,
     )
 
 
 def total(wastes: Sequence[Waste], name: str) -> Waste:
     """Several runs' waste summed (a campaign's probes): goodput weighted by wall time."""
-    sum_of = {kind: sum((getattr(w, kind) for w in wastes), Spend()) for kind in KINDS}
+    sum_of: dict[str, Spend] = {kind: sum((getattr(w, kind) for w in wastes), Spend()) for kind in KINDS}
     walls = [w.wall_s for w in wastes if w.wall_s]
     wall = float(sum(walls)) if walls else None
     good = [(w.goodput, w.wall_s) for w in wastes if w.goodput is not None and w.wall_s]
@@ -204,9 +228,29 @@ def total(wastes: Sequence[Waste], name: str) -> Waste:
     missing = {k: f"{v} (in {w.run})" for w in wastes for k, v in w.missing.items()}
     return Waste(
         run=name,
+        flat_tranches=sum_of["flat_tranches"],
+        restarts=sum_of["restarts"],
+        diverged_steps=sum_of["diverged_steps"],
         counts={kind: sum(w.counts[kind] for w in wastes) for kind in KINDS},
         wall_s=wall,
         goodput=share,
         missing=missing,
-        **sum_of,
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WasteReport:
+    """`yieldgate waste TARGET`: each run's waste and their sum."""
+
+    target: str
+    runs: list[Waste]
+    total: Waste
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": [w.to_dict() for w in self.runs], "total": self.total.to_dict()}
+
+
+def waste_report(ledger: Ledger, runs: Sequence[str], target: str) -> WasteReport:
+    """The waste of each of `runs` (a run, a seed group, a campaign's probes) and their sum, named `target`."""
+    each = [waste(ledger, run) for run in runs]
+    return WasteReport(target=target, runs=each, total=total(each, target))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from yieldgate.analysis.compare import Comparison, RunData
     from yieldgate.analysis.diagnose import Diagnosis
     from yieldgate.analysis.fit import Forecast
+    from yieldgate.analysis.waste import WasteReport
     from yieldgate.analysis.yields import YieldReport
     from yieldgate.report.html import ReportResult
 
@@ -42,16 +43,15 @@ def yields(
         )
 
 
-def waste(target: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
+def waste(target: str, *, ledger: LedgerArg = None) -> WasteReport:
     """The compute a run, a seed group or a campaign's probes (a glob: `camp/*`) spent on work that bought no
-    learning (`analysis.waste`): tranches within noise of zero, restarts' redone work, diverged steps, each in
-    device-hours, dollars and kWh where recorded, beside goodput. Returns {"runs": [per run], "total": summed}."""
+    learning (`analysis.waste`): the stretch after the run stopped learning on its own law, restarts' redone work,
+    diverged steps, each in device-hours, dollars and kWh where recorded, beside goodput; each run's and their sum."""
     from yieldgate.analysis.listing import match_runs
-    from yieldgate.analysis.waste import total, waste
+    from yieldgate.analysis.waste import waste_report
 
     with _open(ledger, readonly=True) as led:
-        each = [waste(led, run) for run in match_runs(led, target)]
-    return {"runs": [w.to_dict() for w in each], "total": total(each, target).to_dict()}
+        return waste_report(led, match_runs(led, target), target)
 
 
 def compare(

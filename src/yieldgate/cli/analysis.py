@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from yieldgate.cli.common import JsonOption, _float_option, _ledger, _print_json, _where, app, console
-from yieldgate.report.console import render_comparison, render_diagnosis, render_forecast, render_report, render_yields
+from yieldgate.report.console import (
+    render_comparison,
+    render_diagnosis,
+    render_forecast,
+    render_report,
+    render_waste,
+    render_yields,
+)
 
 MetricOption = Annotated[
     str,
@@ -63,6 +70,31 @@ def yield_(
         _print_json(report.to_dict()["tranches"])
     else:
         render_yields(report, console, run)
+
+
+@app.command()
+def waste(
+    ctx: typer.Context,
+    target: Annotated[
+        str, typer.Argument(help="A run, or a glob of runs: a seed group, a campaign's probes (camp/*).")
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Wasted compute: what each run spent after it stopped learning on its own law, on restarts' redone work and
+    on diverged steps, in device-hours, dollars and kWh where recorded, beside goodput; the sum over a glob.
+
+    Example: yieldgate waste bs64-fp16
+
+    Example: yieldgate waste 'mix/*' --json
+    """
+    from yieldgate import api
+
+    with _ledger(ctx) as ledger:
+        result = api.waste(target, ledger=ledger)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        render_waste(result, console)
 
 
 @app.command()

@@ -60,6 +60,7 @@ from yieldgate.report.console.runs import (
     when,
     write_table,
 )
+from yieldgate.report.console.waste import render_waste
 from yieldgate.report.console.yields import render_forecast, render_yields
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "render_tags",
     "render_show",
     # yields and comparisons
+    "render_waste",
     "render_yields",
     "render_forecast",
     "render_comparison",
