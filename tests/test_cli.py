@@ -140,6 +140,7 @@ COMMANDS = {
     "manifest diff": {"--json"},
     "demo": {"--quick", "--output"},
     "yield": {"--json", "--tranche-tokens", "--metric", "--per", "--expected-from"},
+    "waste": {"--json"},
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--next-steps", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run", "--resume-from", "--cooldown-tokens"},
