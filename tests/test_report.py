@@ -696,8 +696,8 @@ def test_diagnosis_labels_never_print_over_each_other(ledger_path):
 
 @pytest.mark.slow  # trains or runs a real trainer: the full tier (make test-all)
 def test_the_frontier_of_two_real_probes_agrees_with_the_ledger_rows(cli_for, runs_db, tmp_path):
-    """Two real probes (batch 8 and 16): each run's tokens/s and tokens to the target, computed here from the raw
-    step and eval rows, are the report's points; the front is the runs no other beats on both; a target only one
+    """Two real probes (batch 8 and 16): each run's tokens/s to the target and tokens to it, computed here from the
+    raw step and eval rows, are the report's points; the front is the runs no other beats on both; a target only one
     run reaches leaves the other listed with the reason, not dropped."""
     from yieldgate.analysis.compare import crossing
 
@@ -711,11 +711,11 @@ def test_the_frontier_of_two_real_probes_agrees_with_the_ledger_rows(cli_for, ru
     target = max(v["value"].min() for v in val.values())
     direct = {}
     for r, (steps, _) in rows.items():
-        timed = steps.dropna(subset=["tokens", "wall_s"])
-        direct[r] = (
-            timed["tokens"].iloc[-1] / timed["wall_s"].iloc[-1],
-            crossing(val[r]["tokens"].to_numpy(float), val[r]["value"].to_numpy(float), target),
-        )
+        timed = steps.dropna(subset=["tokens", "wall_s"]).sort_values("tokens")
+        need = crossing(val[r]["tokens"].to_numpy(float), val[r]["value"].to_numpy(float), target)
+        assert need is not None
+        # tokens/s to the target: the tokens over the wall clock when the run had them (issue #43 item 5)
+        direct[r] = (need / float(np.interp(need, timed["tokens"], timed["wall_s"])), need)
     f = out["frontier"]
     assert f["target"] == pytest.approx(target) and f["unplaced"] == {}
     for r, (rate, need) in direct.items():

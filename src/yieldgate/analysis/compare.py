@@ -32,7 +32,7 @@ from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing"]
+__all__ = ["RunData", "Comparison", "compare", "run_curve", "crossing", "time_at"]
 
 Axis = Literal["tokens", "time", "compute", "cost", "steps", "epochs"]
 AXIS_COLUMN = {
@@ -80,6 +80,11 @@ class Comparison:
     time_to_target_s: dict[str, float | None]
     steps_to_target: dict[str, float | None]
     """Steps (epochs, where the steps count them) to the target, each side's mean over its seeds."""
+    tokens_per_s_to_target: dict[str, float | None]
+    """Each side's throughput to the target: its tokens to target over its time to target (the two ratios of
+    `speedup.throughput`); None without token counts or wall-clock time."""
+    steps_per_s_to_target: dict[str, float | None]
+    """The same in steps (epochs) per second: the two ratios of `speedup.steps_per_s` where the runs count no tokens."""
     speedup: dict[str, float | None]
     effective_token_multiplier: float | None
     points: list[dict[str, Any]]
@@ -143,7 +148,7 @@ def crossing(x: np.ndarray, y: np.ndarray, target: float, higher_is_better: bool
     return float(x0 + (y0 - target) / (y0 - y1) * (x1 - x0))
 
 
-def _time_at(run: RunData, curve: pd.DataFrame, column: str, value: float) -> float | None:
+def time_at(run: RunData, curve: pd.DataFrame, column: str, value: float) -> float | None:
     """Wall time when the run's `column` (tokens, or step) was at `value`: from its step rows (dense), else its eval
     points."""
     for frame in (run.steps, curve):
@@ -265,6 +270,8 @@ def compare(
         tokens_to_target={names[0]: ta.tokens, names[1]: tb.tokens},
         time_to_target_s={names[0]: ta.time, names[1]: tb.time},
         steps_to_target={names[0]: ta.steps, names[1]: tb.steps},
+        tokens_per_s_to_target={names[0]: _ratio(ta.tokens, ta.time), names[1]: _ratio(tb.tokens, tb.time)},
+        steps_per_s_to_target={names[0]: _ratio(ta.steps, ta.time), names[1]: _ratio(tb.steps, tb.time)},
         speedup=speedup,
         effective_token_multiplier=multiplier,
         points=points,
@@ -449,7 +456,7 @@ def _to_target(
     tokens = [crossing(c["tokens"].to_numpy(), c["loss"].to_numpy(), target, hib) for c in curves]
     steps = [crossing(c["step"].to_numpy(dtype=float), c["loss"].to_numpy(), target, hib) for c in curves]
     times = [
-        _time_at(r, c, "tokens", t) if t is not None else None if s is None else _time_at(r, c, "step", s)
+        time_at(r, c, "tokens", t) if t is not None else None if s is None else time_at(r, c, "step", s)
         for r, c, t, s in zip(group, curves, tokens, steps, strict=True)
     ]
     if any(s is None for s in steps):

@@ -6,10 +6,13 @@ is best. A run is on the front when no other run is at least as fast and needs a
 strictly better in one of the two; runs at the same point are both on it (neither beats the other). A run that never
 reaches the target, or has no wall-clock time, has no point: it is listed with the reason, never dropped silently.
 
-Tokens/s is the run's average: accepted tokens over wall-clock seconds at its last step that records both. Tokens to
-target is the first crossing of the target (`compare.crossing`, linear between evaluations), in the metric's own
-direction. The default target is the worst best value across the runs, so every run that has the metric reaches it
-(`compare` chooses the same way).
+Tokens to target is the first crossing of the target (`compare.crossing`, linear between evaluations), in the
+metric's own direction; tokens/s is the run's throughput to the target: those tokens over the wall-clock time at
+which the run had them (`compare.time_at`), the figure `compare` splits its speedup by. A report shows that one
+throughput on its page (runs table, frontier and comparison alike): the run's average over all its steps would
+count time spent after the target, and the median of its logged tokens/s leaves out what the steps do not time
+(evaluations, checkpoints), so two figures of one run could say different runs were faster. The default target is
+the worst best value across the runs, so every run that has the metric reaches it (`compare` chooses the same way).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from yieldgate.analysis.compare import RunData, crossing, run_curve
+from yieldgate.analysis.compare import RunData, crossing, run_curve, time_at
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["Frontier", "frontier", "pareto_front", "average_tokens_per_s"]
+__all__ = ["Frontier", "frontier", "pareto_front"]
 
 
 def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
@@ -39,18 +42,6 @@ def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
     return front
 
 
-def average_tokens_per_s(run: RunData) -> float | None:
-    """Accepted tokens over wall-clock seconds at the run's last step that records both (None without them)."""
-    steps = run.steps
-    if not {"tokens", "wall_s"} <= set(steps.columns):
-        return None
-    known = steps[["tokens", "wall_s"]].dropna()
-    known = known[known["wall_s"] > 0]
-    if known.empty:
-        return None
-    return float(known["tokens"].iloc[-1] / known["wall_s"].iloc[-1])
-
-
 @dataclass
 class Frontier:
     """Each run's point, the front, and the runs without a point (with why)."""
@@ -59,7 +50,7 @@ class Frontier:
     target: float | None
     higher_is_better: bool
     points: dict[str, dict[str, float]]
-    """run -> {"tokens_per_s", "tokens_to_target"}: the runs with a point."""
+    """run -> {"tokens_per_s", "tokens_to_target"}: the runs with a point (tokens/s: to the target)."""
     front: list[str]
     """The runs on the Pareto front, fastest first."""
     unplaced: dict[str, str]
@@ -102,14 +93,17 @@ def frontier(
         assert target is not None  # set above whenever a run is usable
         c = usable[r.name]
         need = crossing(c["tokens"].to_numpy(dtype=float), c["loss"].to_numpy(dtype=float), target, hib)
-        rate = average_tokens_per_s(r)
         if need is None:
             best = c["loss"].max() if hib else c["loss"].min()
             unplaced[r.name] = f"never reaches the target {shown} {target:.6g} (its best: {best:.6g})"
-        elif rate is None or not math.isfinite(rate):
+            continue
+        took = time_at(r, curves[r.name], "tokens", need)
+        if took is None:
             unplaced[r.name] = "no wall-clock time recorded: no tokens/s"
+        elif took <= 0 or not math.isfinite(need / took):
+            unplaced[r.name] = f"reaches the target at {need:.6g} tokens in no recorded time: no tokens/s"
         else:
-            points[r.name] = {"tokens_per_s": rate, "tokens_to_target": need}
+            points[r.name] = {"tokens_per_s": need / took, "tokens_to_target": need}
     front = pareto_front({n: (p["tokens_per_s"], p["tokens_to_target"]) for n, p in points.items()})
     front.sort(key=lambda n: -points[n]["tokens_per_s"])
     return Frontier(

@@ -100,13 +100,21 @@ def comparison_view(c: Comparison, *, amount: str = "tokens") -> ComparisonView:
     split, aligned points, verdict, confounders (one row per manifest field) and notes. Shared with the notebook
     and `yieldgate serve`. `amount`: what the token counts count (`bytes` for a comparison per byte)."""
     a, b = c.a, c.b
+    # Without token counts the time speedup splits on steps (epochs): steps/s x steps to target.
+    on_steps = c.speedup.get("step_efficiency") is not None
+    unit = ("epochs" if c.aligned_on == "epochs" else "steps") if on_steps else amount
+    need, rate = (
+        (c.steps_to_target, c.steps_per_s_to_target) if on_steps else (c.tokens_to_target, c.tokens_per_s_to_target)
+    )
+    efficiency, throughput = ("step_efficiency", "steps_per_s") if on_steps else ("sample_efficiency", "throughput")
     speedup = table(
         ["", "A", "B", "B over A"],
         [
             ["runs (seeds)", ", ".join(c.runs.get(a, [])), ", ".join(c.runs.get(b, [])), ""],
-            [f"{amount} to target", c.tokens_to_target[a], c.tokens_to_target[b], c.speedup["sample_efficiency"]],
+            [f"{unit} to target", need[a], need[b], c.speedup[efficiency]],
             ["time to target (s)", c.time_to_target_s[a], c.time_to_target_s[b], c.speedup["time"]],
-            [f"throughput ({amount}/s to target)", "", "", c.speedup["throughput"]],
+            # The page's one throughput: the runs table and the frontier give each run's the same way.
+            [f"throughput ({unit}/s to target: {unit} over time to it)", rate[a], rate[b], c.speedup[throughput]],
             ["effective token multiplier", "", "", c.effective_token_multiplier],
         ],
         "speedup",
@@ -139,24 +147,44 @@ def comparison_view(c: Comparison, *, amount: str = "tokens") -> ComparisonView:
 
 
 def _runs_table(data: ReportData) -> Table:
+    """One row per run. Its throughput is the page's one (`throughput_column`): with a frontier, the run's tokens to
+    the target over its time to it, as the frontier and the comparison give it; one run alone, the median of its
+    logged tokens/s."""
+    header, rates = throughput_column(data)
     rows = []
     for v in data.runs:
         steps, curve = v.data.steps, v.curve
         final = curve["loss"].dropna()
-        tps = steps["tokens_per_s"].dropna()
         manifest = v.data.manifest
         rows.append(
             [
                 v.name,
-                int(len(steps)),
+                int(steps["step"].max()) if len(steps) else 0,  # the last step, as `yieldgate runs` shows steps
                 float(steps["tokens"].max()) if len(steps) else None,
                 float(final.iloc[-1]) if len(final) else None,
-                float(np.median(tps)) if len(tps) else None,
+                rates.get(v.name),
                 int(len(v.diagnoses)),
                 manifest.content_hash()[:12] if manifest else "-",
             ]
         )
-    return table(["run", "steps", data.amount, f"last {data.metric}", "median tokens/s", "diagnoses", "manifest"], rows)
+    return table(["run", "steps", data.amount, f"last {data.metric}", header, "diagnoses", "manifest"], rows)
+
+
+def throughput_column(data: ReportData) -> tuple[str, dict[str, float | None]]:
+    """The runs table's throughput: its header, saying what it is, and each run's value. With two runs or more, the
+    frontier's tokens/s to its target (a run that never reaches it: none); one run, the median over its steps."""
+    amount = data.amount
+    if data.frontier is not None and data.frontier.target is not None:
+        target = f"{data.frontier.metric} {fmt(data.frontier.target)}"
+        return (
+            f"{amount}/s to target ({amount} over time to {target})",
+            {run: point["tokens_per_s"] for run, point in data.frontier.points.items()},
+        )
+    rates: dict[str, float | None] = {}
+    for v in data.runs:
+        logged = v.data.steps["tokens_per_s"].dropna() if "tokens_per_s" in v.data.steps else []
+        rates[v.name] = float(np.median(logged)) if len(logged) else None
+    return "tokens/s (median of the logged tokens/s)", rates  # as logged: never converted to bytes
 
 
 def _span(values: list[Any], fmt: Any) -> str:

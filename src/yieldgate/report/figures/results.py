@@ -168,7 +168,7 @@ def frontier_figure(f: Frontier, amount: str = "tokens", style: RunStyle | None 
         )
     )
     target = "-" if f.target is None else f"{f.target:.4g}"
-    set_axes(fig, f"{amount} to reach {esc(f.metric)} {target} ({amount})", f"{amount}/s (average over the run)")
+    set_axes(fig, f"{amount} to reach {esc(f.metric)} {target} ({amount})", f"{amount}/s to target ({amount}/s)")
     notes = [
         f"up and to the left is better; ringed and joined: the Pareto front (no other run is as fast and needs as few "
         f"{amount}); time to target = {amount} to target / {amount} per second"
