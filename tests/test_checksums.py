@@ -251,7 +251,7 @@ def test_evals_merged_into_stored_ones_keep_their_checksums_right(tmp_path):
         )
         got = led.evals("r")
         result = check_ledger(led)
-    assert result.clean and result.verified_records == 4
+    assert result.clean and result.verified_records == 5  # 4 evaluations and the run's (unclaimed) writer claim
     rows = {(r.step, r.task): (r.value, r.stderr) for r in got.itertuples()}
     assert rows[(1, "arc")] == (0.6, 0.01)
     assert rows[(2, "arc")][1] == 0.03 and rows[(2, "arc")][0] != rows[(2, "arc")][0]  # NaN: no value

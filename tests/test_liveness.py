@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.support.claims import set_claim
 from tests.support.reliability import check
 from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger
@@ -27,8 +28,8 @@ def _container_owner() -> Owner:
 
 
 def _beat(led: Ledger, run: str, age: float) -> None:
-    with led.transaction():  # the writer's claim is outside the run's checksum: set as a writer's flush sets it
-        led._db.execute("UPDATE runs SET heartbeat_at = ? WHERE name = ?", (time.time() - age, run))
+    with led.transaction():  # set as a writer's flush sets it, with the claim's checksum
+        set_claim(led._db, run, heartbeat=time.time() - age)
 
 
 def test_a_writer_in_another_pid_namespace_lives_while_its_heartbeat_is_fresh(ledger_location, cli_for):
@@ -111,9 +112,15 @@ def test_an_older_ledger_gains_the_owner_namespace_and_keeps_its_claims(tmp_path
     path = tmp_path / "older.db"
     with Ledger(path) as led:
         led.claim_run("kept", owner=Owner.this_process())
-    db = sqlite3.connect(path)  # as a yieldgate before 0011_owner_namespace left it
+    db = sqlite3.connect(path)  # as a yieldgate before 0011_owner_namespace left it (and so before 0012)
     db.execute("ALTER TABLE runs DROP COLUMN owner_ns")
-    db.execute("DELETE FROM schema_migrations WHERE name = '0011_owner_namespace'")
+    db.execute("DROP INDEX step_blocks_summary")
+    db.execute("CREATE INDEX step_blocks_summary ON step_blocks (run_id, n, last_step, tokens_max, wall_s_max)")
+    for table, column in (("runs", "claim_checksum"), ("step_blocks", "summary_checksum")):
+        db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    for table in ("events", "decisions"):
+        db.execute(f"ALTER TABLE {table} DROP COLUMN id_checksum")
+    db.execute("DELETE FROM schema_migrations WHERE name IN ('0011_owner_namespace', '0012_more_checksums')")
     db.commit()
     db.close()
     with Ledger(path) as led:

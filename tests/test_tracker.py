@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests.support.claims import set_claim
 from tests.support.helpers import CFG, batch
 from tests.support.reliability import check
 from yieldgate.errors import InputError, RunInUse
@@ -620,12 +621,8 @@ def test_another_hosts_writer_is_dead_once_its_heartbeat_is_stale(tmp_path):
     for age, refused in ((5.0, True), (STALE_AFTER_S + 5, False)):
         with Ledger(path) as led:  # the status through the ledger: it is checksummed, the writer's claim is not
             led.set_status("far", "running")
-        with sqlite3.connect(path) as db:  # a writer on another node, last heard of `age` seconds ago
-            db.execute(
-                "UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, "
-                "owner_started = 1.0, heartbeat_at = ? WHERE name = 'far'",
-                (time.time() - age,),
-            )
+        # a writer on another node, last heard of `age` seconds ago
+        set_claim(path, "far", host="node-7", pid=4242, started=1.0, heartbeat=time.time() - age)
         if refused:
             with pytest.raises(RunInUse, match="host node-7, pid 4242"):
                 Tracker("far", ledger=path, resume=True, takeover=True)
@@ -641,8 +638,7 @@ def test_a_writer_whose_run_was_taken_over_spills_everything_and_says_so_once(tm
     with Tracker("t", ledger=path, config=TrackerConfig(flush_every_s=0.05, log_every_steps=1)) as tr:
         tr.step(tokens=128)
         time.sleep(0.3)
-        with sqlite3.connect(path) as db:  # another process judged this writer dead and took the run
-            db.execute("UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, owner_started = 1.0 WHERE name = 't'")
+        set_claim(path, "t", host="node-7", pid=4242, started=1.0)  # another process judged it dead, took the run
         for _ in range(5):
             tr.step(tokens=128)
         time.sleep(0.3)
@@ -721,12 +717,8 @@ def test_a_run_whose_writer_stopped_is_shown_stale_or_crashed(tmp_path, cli_for)
     with Ledger(path) as led:  # the status through the ledger: it is checksummed, the writer's claim is not
         for name in owners:
             led.set_status(name, "running")
-    with sqlite3.connect(path) as db:
-        for name, (host, pid, beat) in owners.items():
-            db.execute(
-                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = 1.0, heartbeat_at = ? WHERE name = ?",
-                (host, pid, beat, name),
-            )
+    for name, (host, pid, beat) in owners.items():
+        set_claim(path, name, host=host, pid=pid, started=1.0, heartbeat=beat)
     with Ledger(path, readonly=True) as led:
         runs = led.runs().set_index("name")
     assert runs["status"].to_dict() == {"far": "stale", "near": "crashed", "fresh": "running"}

@@ -237,8 +237,7 @@ def test_an_unknown_executor_is_refused_before_anything_is_written(tmp_path, cli
 def test_a_probe_another_live_process_trains_is_left_to_it(tmp_path):
     """Two `yieldgate probe` commands on one campaign: the probe the other one is training is skipped here, its
     run untouched, instead of being replaced under it (the claim is one write transaction)."""
-    import sqlite3
-
+    from tests.support.claims import set_claim
     from yieldgate.probe.campaign import run_probe
 
     spec = plan(
@@ -251,12 +250,8 @@ def test_a_probe_another_live_process_trains_is_left_to_it(tmp_path):
         led.create_run(spec.run, source="probe")
         led.set_meta(spec.run, "probe", spec.meta())
         led.append_steps(spec.run, [{"step": 1, "tokens": 512.0}, {"step": 2, "tokens": 1024.0}])
-    with sqlite3.connect(ledger) as db:  # the other command's worker, on another node, heard from just now
-        db.execute(
-            "UPDATE runs SET owner_host = 'node-7', owner_pid = 4242, owner_started = 1.0, heartbeat_at = ? "
-            "WHERE name = ?",
-            (time.time(), spec.run),
-        )
+    # the other command's worker, on another node, heard from just now
+    set_claim(ledger, spec.run, host="node-7", pid=4242, started=1.0, heartbeat=time.time())
     result = run_probe(spec, str(ledger))
     assert result["status"] == "skipped" and "host node-7, pid 4242" in result["reason"], result
     with Ledger(ledger, readonly=True) as led:

@@ -22,7 +22,7 @@ __all__ = ["Columns", "column_values", "collapse", "largest", "take", "concat", 
 
 BLOCK_FIELDS = ["first_step", "last_step", "n", "tokens_max", "columns", "data", "missing", "checksum"]
 BLOCK_COLUMNS = {
-    "step_blocks": ["run_id", *BLOCK_FIELDS, "wall_s_max"],
+    "step_blocks": ["run_id", *BLOCK_FIELDS, "wall_s_max", "summary_checksum"],
     "extra_blocks": ["run_id", "key_id", *BLOCK_FIELDS],
 }
 

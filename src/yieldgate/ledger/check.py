@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from yieldgate.errors import LedgerError
-from yieldgate.ledger.checksum import block_ok, record_columns, record_name, record_ok
+from yieldgate.ledger.checksum import block_ok, group_columns, group_ok, record_columns, record_name, record_ok
 from yieldgate.ledger.pg import PgConnection
 from yieldgate.ledger.spills import WaitingSpill, waiting_spills
 from yieldgate.ledger.store import Ledger
@@ -136,7 +136,7 @@ def check_ledger(ledger: Ledger, run: str | None = None) -> CheckResult:
     damaged: list[Damage] = []
     with _damaged_text_read(db):
         verified, unverified = _check_blocks(db, run, run_id, damaged)
-        verified_records = _check_records(db, run, run_id, damaged)
+        verified_records = _check_records(db, run, run_id, damaged) + _check_groups(db, run_id, damaged)
     spills: list[WaitingSpill] = []
     if not damaged:  # the runs' meta is read through their checksums: only from a whole ledger
         spills = waiting_spills(ledger, [run] if run is not None else None)
@@ -224,6 +224,55 @@ def _check_records(db: Any, run: str | None, run_id: int | None, damaged: list[D
                     run=name,
                     record=what,
                 )
+            )
+    return verified
+
+
+# Each field group's rows as (run name, checksum, the group's fields, first step, last step, what it is), and the
+# condition that picks one run's rows.
+_GROUPS: dict[str, tuple[str, str]] = {
+    "step_blocks.summary": (
+        f"SELECT r.name, x.summary_checksum, {group_columns('step_blocks.summary', 'x')}, x.first_step, x.last_step, "
+        "'summary of core step records (count, tokens, wall clock)' FROM step_blocks x "
+        "LEFT JOIN runs r ON r.id = x.run_id",
+        "x.run_id = ?",
+    ),
+    "runs.claim": (
+        f"SELECT x.name, x.claim_checksum, {group_columns('runs.claim', 'x')}, NULL, NULL, "
+        "'writer claim and heartbeat' FROM runs x",
+        "x.id = ?",
+    ),
+    **{
+        f"{table}.id": (
+            f"SELECT r.name, x.id_checksum, x.id, x.checksum, NULL, NULL, 'id of {table[:-1]} #' || x.id "
+            f"FROM {table} x LEFT JOIN runs r ON r.id = x.run_id",
+            "x.run_id = ?",
+        )
+        for table in ("events", "decisions")
+    },
+}
+
+
+def _check_groups(db: Any, run_id: int | None, damaged: list[Damage]) -> int:
+    """The checksums of the fields outside blocks and records (`checksum.FIELD_GROUPS`): the groups verified; damage
+    appended to `damaged`."""
+    verified = 0
+    for group, (sql, by_run) in _GROUPS.items():
+        params: tuple[Any, ...] = ()
+        if run_id is not None:
+            sql, params = f"{sql} WHERE {by_run}", (run_id,)
+        try:
+            rows = db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            damaged.append(Damage(f"{group}: cannot be read ({exc})"))
+            continue
+        for name, checksum, *values, first, last, what in rows:
+            if group_ok(group, checksum, values):
+                verified += 1
+                continue
+            fails = "has no checksum" if checksum is None else "fails its checksum"
+            damaged.append(
+                Damage(f"{what}: {fails}", run=name, first_step=_int(first), last_step=_int(last), record=what)
             )
     return verified
 

@@ -16,11 +16,17 @@ ledger reads it back on either backend (a REAL as a float, a NaN, which SQLite k
 as their stored text). A write computes it in the transaction that writes the row; a rewrite (a status, a note,
 a resolved event) first checks the stored row, so damage is never sealed under a fresh checksum. Rows stored
 before migration `0010_record_checksums` got theirs from it. Left out of a run's record: `updated_at` and its
-writer's claim (`owner_*`, `heartbeat_at`), rewritten by every flush of a live Tracker; damage there can change
-whether a run reads as live, stale or crashed, never a stored number or status. The `extra_keys` names are
+writer's claim (`owner_*`, `heartbeat_at`), rewritten by every flush of a live Tracker; the claim has a checksum of its
+own (below). The `extra_keys` names are
 covered by the checksums of the blocks that use them. Unlike a block's, a record's missing checksum is damage:
 every record has one since that migration, and a damaged record header can make SQLite read its last column,
 the checksum, as NULL.
+
+Field groups (`FIELD_GROUPS`, migration `0012_more_checksums`). What no block or record checksum covers, and a command
+shows or decides on, carries a CRC32 of its own: a core block's summary (`runs` sums count, last step, tokens and wall
+clock from the index without decoding the block), a run's writer claim and heartbeat (liveness, takeover, rename and
+removal decide on them; each heartbeat restamps it), and the ids of events and decisions (`event #12`). Only
+`updated_at` (an ordering hint) and ids no command shows (blocks', evaluations') are left out.
 
 A checksum guards against damage on disk (a flipped bit, a torn page SQLite's own checks miss), not
 against someone rewriting the ledger on purpose.
@@ -40,7 +46,12 @@ from yieldgate.util.hashing import content_hash
 
 __all__ = [
     "ALGORITHM",
+    "FIELD_GROUPS",
     "RECORD_FIELDS",
+    "group_checksum",
+    "group_columns",
+    "group_ok",
+    "verify_group",
     "block_checksum",
     "block_ok",
     "record_checksum",
@@ -223,6 +234,62 @@ RECORD_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 _RECORD_PREFIX = "sha256:"
+
+# Fields outside a block's or a record's checksum, each group under a checksum of its own (migration
+# `0012_more_checksums`): what `runs` reads of a run's core blocks without decoding them (its steps, last step,
+# tokens and duration come from these), a run's writer claim and heartbeat (liveness, takeover), and the ids of events
+# and decisions (`event #12`, `decision #3`; superseded records name their event by it). Never change a list.
+FIELD_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
+    "step_blocks.summary": (
+        ("run_id", "int"),
+        ("first_step", "int"),
+        ("last_step", "int"),
+        ("n", "int"),
+        ("tokens_max", "real"),
+        ("wall_s_max", "real"),
+    ),
+    "runs.claim": (
+        ("owner_host", "text"),
+        ("owner_pid", "int"),
+        ("owner_started", "real"),
+        ("owner_ns", "text"),
+        ("heartbeat_at", "real"),
+    ),
+    "events.id": (("id", "int"), ("checksum", "text")),
+    "decisions.id": (("id", "int"), ("checksum", "text")),
+}
+
+
+def group_columns(group: str, alias: str = "") -> str:
+    """The columns of a `FIELD_GROUPS` group, comma-separated (each prefixed `alias.`)."""
+    return ", ".join(alias + ("." if alias else "") + name for name, _ in FIELD_GROUPS[group])
+
+
+def group_checksum(group: str, values: Sequence[Any]) -> str:
+    """`crc32:` and 8 hex digits over a `FIELD_GROUPS` group's values as either backend reads them back: cheap
+    enough for `runs` to check the summary of every block it sums."""
+    fields = FIELD_GROUPS[group]
+    read = [_as_read(kind, v) for (_, kind), v in zip(fields, values, strict=True)]
+    return f"crc32:{zlib.crc32(repr((group, *read)).encode('utf-8', 'surrogatepass')):08x}"
+
+
+def group_ok(group: str, checksum: Any, values: Sequence[Any]) -> bool:
+    """True when a group's values match their checksum; False when not, when there is none, or when malformed."""
+    try:
+        return bool(checksum == group_checksum(group, values))
+    except (TypeError, ValueError, OverflowError, UnicodeError):
+        return False
+
+
+def verify_group(where: str, group: str, checksum: Any, values: Sequence[Any], run: str | None, what: str) -> None:
+    """Raise BlockDamaged naming the run and `what` when a group's values fail their checksum."""
+    if not group_ok(group, checksum, values):
+        owner = f"run {run!r}, " if run is not None else ""
+        raise BlockDamaged(
+            f"{where}: {owner}{what}: the stored fields fail their checksum (the file is damaged); they are not read. "
+            "`yieldgate check` reports all damage; restore the ledger from a backup, or remove the run and record it "
+            "again"
+        )
 
 
 def record_columns(table: str, alias: str = "") -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from yieldgate.errors import LedgerError, SchemaVersionError
 from yieldgate.ledger import pg as ledger_pg
-from yieldgate.ledger.checksum import record_checksum, record_columns
+from yieldgate.ledger.checksum import block_ok, group_checksum, group_columns, record_checksum, record_columns
 from yieldgate.names import EVENT_KINDS, EVENT_STATES, RUN_STATUSES, metric_direction
 from yieldgate.util import lazy
 
@@ -318,6 +318,55 @@ def _owner_namespace(db: Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN owner_ns TEXT")
 
 
+def _more_checksums(db: Connection) -> None:
+    # The fields no checksum covered (ledger.checksum.FIELD_GROUPS): a flip in a block's `wall_s_max` changed a run's
+    # duration in `runs` (5m00s -> 4m50s) while `check` said whole. A core block's summary (what `runs` sums without
+    # decoding the block), a run's writer claim and heartbeat, and the ids of events and decisions each get a checksum.
+    # A summary is stamped only where its block passes its own checksum and its `wall_s_max` is its data's: damage
+    # older than this migration stays unstamped, and `check` reports it. Claims and ids cannot be told from data: they
+    # are stamped as they stand (as 0010 did for records). The listing's covering index gains the summary's checksum.
+    db.execute("ALTER TABLE step_blocks ADD COLUMN summary_checksum TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN claim_checksum TEXT")
+    for table in ("events", "decisions"):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN id_checksum TEXT")
+        rows = db.execute(f"SELECT id, checksum FROM {table}").fetchall()
+        db.executemany(
+            f"UPDATE {table} SET id_checksum = ? WHERE id = ?",
+            [(group_checksum(f"{table}.id", (i, c)), i) for i, c in rows if isinstance(c, str)],
+        )
+    rows = db.execute(f"SELECT id, {group_columns('runs.claim')} FROM runs").fetchall()
+    db.executemany(
+        "UPDATE runs SET claim_checksum = ? WHERE id = ?", [(_group_stamp("runs.claim", r[1:]), r[0]) for r in rows]
+    )
+    blocks = db.execute(
+        f"SELECT id, checksum, columns, data, missing, {group_columns('step_blocks.summary')} FROM step_blocks"
+    ).fetchall()
+    stamps = []
+    for block, checksum, columns, data, missing, run_id, first, last, n, tokens_max, wall in blocks:
+        if block_ok(checksum, run_id, None, first, last, n, tokens_max, columns, data, missing) is False:
+            continue
+        try:
+            held = _column_max(n, columns, data, missing, "wall_s") if "wall_s" in columns.split(",") else None
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if wall == held:
+            stamps.append((_group_stamp("step_blocks.summary", (run_id, first, last, n, tokens_max, wall)), block))
+    db.executemany("UPDATE step_blocks SET summary_checksum = ? WHERE id = ?", stamps)
+    db.execute("DROP INDEX step_blocks_summary")
+    db.execute(
+        "CREATE INDEX step_blocks_summary ON step_blocks "
+        "(run_id, n, last_step, tokens_max, wall_s_max, first_step, summary_checksum)"
+    )
+
+
+def _group_stamp(group: str, values: tuple[object, ...]) -> str | None:
+    """A stored group's checksum; None where a value is of another type (damage): `check` reports it."""
+    try:
+        return group_checksum(group, values)
+    except TypeError:
+        return None
+
+
 # (name, function). Names are permanent: they are what a ledger records.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial", _initial),
@@ -331,6 +380,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0009_listing_index", _listing_index),
     ("0010_record_checksums", _record_checksums),
     ("0011_owner_namespace", _owner_namespace),
+    ("0012_more_checksums", _more_checksums),
 ]
 
 

@@ -22,12 +22,19 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
+
+from yieldgate.ledger.checksum import group_checksum, verify_group
 
 __all__ = [
+    "CLAIM",
+    "NO_CLAIM",
     "Owner",
+    "claim_fields",
+    "stored_owner",
     "STALE_AFTER_S",
     "HEARTBEAT_EVERY_S",
     "REUSED_AFTER_S",
@@ -134,3 +141,20 @@ def liveness(owner: Owner, heartbeat_at: float | None, now: float | None = None)
     if heartbeat_at is None or now - heartbeat_at > STALE_AFTER_S:
         return "stale"
     return "live"
+
+
+def stored_owner(host: str, pid: int, started: float | None, namespace: str | None) -> Owner:
+    """A run's writer as its claim is stored (`owner_*`); `namespace` None for a claim that recorded none."""
+    return Owner(host, int(pid), float(started or 0.0), namespace)
+
+
+CLAIM = "owner_host, owner_pid, owner_started, owner_ns, heartbeat_at, claim_checksum"
+"""A run's writer claim and heartbeat as read (`checksum.FIELD_GROUPS["runs.claim"]`), with their checksum."""
+NO_CLAIM = group_checksum("runs.claim", (None,) * 5)
+"""The claim checksum of a run no writer has claimed (an import's, a new run's)."""
+
+
+def claim_fields(where: str, run: str, row: Sequence[Any]) -> Sequence[Any]:
+    """The claim fields of `row` (as `CLAIM` reads them) once they pass their checksum (BlockDamaged otherwise)."""
+    verify_group(where, "runs.claim", row[5], row[:5], run, "writer claim and heartbeat")
+    return row[:5]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from yieldgate.errors import InputError
-from yieldgate.ledger.checksum import record_checksum, record_columns, verify_record
+from yieldgate.ledger.checksum import group_checksum, record_checksum, record_columns, verify_group, verify_record
 from yieldgate.names import (
     EVENT_KINDS,
     EVENT_STATES,
@@ -236,34 +236,44 @@ class RecordsMixin(LedgerConnection):
         with self.transaction():
             run_id = self.run_id(run) if run is not None else None
             values = (run_id, kind, first, last, text, state, time.time(), None)
+            checksum = record_checksum("events", values)
             cur = self._db.execute(
                 f"INSERT INTO events ({record_columns('events')}, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "RETURNING id",
-                (*values, record_checksum("events", values)),
+                (*values, checksum),
             )
-            return inserted_id(cur)
+            return self._stamp_id("events", inserted_id(cur), checksum)
+
+    def _stamp_id(self, table: str, row_id: int, checksum: str) -> int:
+        """A new event's or decision's id under its checksum (`checksum.FIELD_GROUPS`): `event #12` is read as
+        written. Known only once the row is in, so stamped in the same transaction."""
+        stamp = group_checksum(f"{table}.id", (row_id, checksum))
+        self._db.execute(f"UPDATE {table} SET id_checksum = ? WHERE id = ?", (stamp, row_id))
+        return row_id
 
     def resolve_event(self, event_id: int) -> None:
         with self.transaction():
             rows = self._db.execute(
-                f"SELECT e.checksum, r.name, {record_columns('events', 'e')} FROM events e "
+                f"SELECT e.checksum, e.id_checksum, r.name, {record_columns('events', 'e')} FROM events e "
                 "LEFT JOIN runs r ON r.id = e.run_id WHERE e.id = ?",
                 (event_id,),
             ).fetchall()
             if not rows:
                 raise InputError(f"no event with id {event_id} in {self.location}")
-            checksum, run, *values = rows[0]
+            checksum, id_checksum, run, *values = rows[0]
             verify_record(self.location, "events", checksum, values, run, event_id)
+            verify_group(self.location, "events.id", id_checksum, (event_id, checksum), run, f"event #{event_id}'s id")
             values[5:] = ["resolved", values[6], time.time()]
+            checksum = record_checksum("events", values)
             self._db.execute(
-                "UPDATE events SET state = ?, resolved_at = ?, checksum = ? WHERE id = ?",
-                (values[5], values[7], record_checksum("events", values), event_id),
+                "UPDATE events SET state = ?, resolved_at = ?, checksum = ?, id_checksum = ? WHERE id = ?",
+                (values[5], values[7], checksum, group_checksum("events.id", (event_id, checksum)), event_id),
             )
 
     def events(self, run: str | None = None, *, kind: str | None = None, state: str | None = None) -> pd.DataFrame:
         """Events, oldest first: id, run, kind, start_step, end_step, body (dict), state, created_at."""
         sql = (
-            f"SELECT e.id, r.name, e.checksum, {record_columns('events', 'e')} "
+            f"SELECT e.id, r.name, e.checksum, e.id_checksum, {record_columns('events', 'e')} "
             "FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE 1 = 1"
         )
         params: list[Any] = []
@@ -275,8 +285,9 @@ class RecordsMixin(LedgerConnection):
                 sql += f" AND e.{column} = ?"
                 params.append(value)
         rows = []
-        for event_id, name, checksum, *values in self._query(sql + " ORDER BY e.id", params):
+        for event_id, name, checksum, id_checksum, *values in self._query(sql + " ORDER BY e.id", params):
             verify_record(self.location, "events", checksum, values, name, event_id)
+            verify_group(self.location, "events.id", id_checksum, (event_id, checksum), name, f"event #{event_id}'s id")
             rows.append((event_id, name, *values[1:]))
         frame = pd.DataFrame(
             rows, columns=["id", "run", "kind", "start_step", "end_step", "body", "state", "created_at", "resolved_at"]
@@ -312,17 +323,18 @@ class RecordsMixin(LedgerConnection):
                 rationale,
                 time.time(),
             )
+            checksum = record_checksum("decisions", values)
             cur = self._db.execute(
                 f"INSERT INTO decisions ({record_columns('decisions')}, checksum) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (*values, record_checksum("decisions", values)),
+                (*values, checksum),
             )
-            return inserted_id(cur)
+            return self._stamp_id("decisions", inserted_id(cur), checksum)
 
     def decisions(self, target: str | None = None) -> pd.DataFrame:
         """Gate decisions, oldest first: the audit trail."""
         sql = (
-            f"SELECT d.id, r.name, d.checksum, {record_columns('decisions', 'd')} FROM decisions d "
+            f"SELECT d.id, r.name, d.checksum, d.id_checksum, {record_columns('decisions', 'd')} FROM decisions d "
             "LEFT JOIN runs r ON r.id = d.run_id"
         )
         params: list[Any] = []
@@ -330,8 +342,10 @@ class RecordsMixin(LedgerConnection):
             sql += " WHERE d.target = ?"
             params.append(target)
         rows = []
-        for decision_id, run, checksum, *values in self._query(sql + " ORDER BY d.id", params):
+        for decision_id, run, checksum, id_checksum, *values in self._query(sql + " ORDER BY d.id", params):
             verify_record(self.location, "decisions", checksum, values, run, decision_id)
+            what = f"decision #{decision_id}'s id"
+            verify_group(self.location, "decisions.id", id_checksum, (decision_id, checksum), run, what)
             target_, _, stage, decision, policy_hash, policy, evidence, rationale, created = values
             policy_ = None if policy is None else json.loads(policy)
             rows.append(

@@ -10,8 +10,18 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from yieldgate.errors import InputError, RunInUse, RunNotFound, RunReferenced
-from yieldgate.ledger.checksum import RECORD_FIELDS, record_checksum, record_columns, verify_record
-from yieldgate.ledger.owners import STALE_AFTER_S, Owner, liveness, shares_pids
+from yieldgate.ledger.checksum import (
+    RECORD_FIELDS,
+    group_checksum,
+    group_columns,
+    record_checksum,
+    record_columns,
+    verify_group,
+    verify_record,
+)
+from yieldgate.ledger.owners import CLAIM, NO_CLAIM, STALE_AFTER_S, Owner, liveness, shares_pids
+from yieldgate.ledger.owners import claim_fields as _claim
+from yieldgate.ledger.owners import stored_owner as _owner
 from yieldgate.names import (
     RUN_STATUSES,
     check_note,
@@ -66,9 +76,13 @@ RUN_COLUMNS = (
 LOOKUP_RUNS = 1000
 
 
-def _owner(host: str, pid: int, started: float | None, namespace: str | None) -> Owner:
-    """A run's writer as its claim is stored (`owner_*`); `namespace` None for a claim that recorded none."""
-    return Owner(host, int(pid), float(started or 0.0), namespace)
+def _steps_of(summary: Sequence[Any]) -> str:
+    return f"core step records of steps {summary[1]}-{summary[2]} (their count, tokens and wall clock)"
+
+
+def _most(a: Any, b: Any) -> Any:
+    """The larger of two values where either may be None (SQL's MAX over NULLs)."""
+    return b if a is None else a if b is None else max(a, b)
 
 
 class RunsMixin(LedgerConnection):
@@ -138,8 +152,8 @@ class RunsMixin(LedgerConnection):
                 self._update_run(run_id, **changes)
                 return run_id
             cur = self._db.execute(
-                "INSERT INTO runs (name, status, manifest_hash, source, created_at, updated_at, meta, checksum) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                "INSERT INTO runs (name, status, manifest_hash, source, created_at, updated_at, meta, checksum, "
+                "claim_checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     name,
                     status,
@@ -149,6 +163,7 @@ class RunsMixin(LedgerConnection):
                     now,
                     "{}",
                     record_checksum("runs", (name, status, source, digest, now, "{}", None)),
+                    NO_CLAIM,
                 ),
             )
             return inserted_id(cur)
@@ -170,10 +185,9 @@ class RunsMixin(LedgerConnection):
         owner lives, and taken over with `takeover` once it is dead (`yieldgate.ledger.owners.liveness`; the takeover
         is kept as a `warning` event)."""
         with self.transaction():
-            row = self._db.execute(
-                "SELECT status, owner_host, owner_pid, owner_started, owner_ns, heartbeat_at FROM runs WHERE name = ?",
-                (name,),
-            ).fetchone()
+            row = self._db.execute(f"SELECT status, {CLAIM} FROM runs WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                row = (row[0], *_claim(self.location, name, row[1:]))
             if row is not None and not resume:
                 raise InputError(
                     f"run {name!r} already exists in {self.location}; pass resume=True to continue it, "
@@ -197,10 +211,11 @@ class RunsMixin(LedgerConnection):
                         "to take it over"
                     )
             self.create_run(name, manifest=manifest, status="running", source=source, if_exists="reuse")
+            claim = (owner.host, owner.pid, owner.started, owner.namespace, time.time())
             self._db.execute(
-                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = ?, owner_ns = ?, heartbeat_at = ? "
-                "WHERE name = ?",
-                (owner.host, owner.pid, owner.started, owner.namespace, time.time(), name),
+                "UPDATE runs SET owner_host = ?, owner_pid = ?, owner_started = ?, owner_ns = ?, heartbeat_at = ?, "
+                "claim_checksum = ? WHERE name = ?",
+                (*claim, group_checksum("runs.claim", claim), name),
             )
             if row is not None and row[0] == "running" and previous is not None and previous != owner:
                 self.add_event(
@@ -212,10 +227,19 @@ class RunsMixin(LedgerConnection):
         """Stamp the run's heartbeat for its writer `owner`; RunInUse when the run is no longer its own (taken
         over by another process)."""
         with self.transaction():
+            claim = (owner.host, owner.pid, owner.started, owner.namespace, time.time())
             cur = self._db.execute(
-                "UPDATE runs SET heartbeat_at = ? WHERE name = ? AND owner_host = ? AND owner_pid = ? AND "
-                "owner_started = ? AND COALESCE(owner_ns, '') = ?",
-                (time.time(), run, owner.host, owner.pid, owner.started, owner.namespace or ""),
+                "UPDATE runs SET heartbeat_at = ?, claim_checksum = ? WHERE name = ? AND owner_host = ? AND "
+                "owner_pid = ? AND owner_started = ? AND COALESCE(owner_ns, '') = ?",
+                (
+                    claim[4],
+                    group_checksum("runs.claim", claim),
+                    run,
+                    owner.host,
+                    owner.pid,
+                    owner.started,
+                    owner.namespace or "",
+                ),
             )
             if cur.rowcount == 0:
                 row = self._db.execute(
@@ -301,9 +325,7 @@ class RunsMixin(LedgerConnection):
         else:
             only, params = "", ()
         runs = self._query(
-            f"SELECT {record_columns('runs')}, checksum, updated_at, owner_host, owner_pid, owner_started, owner_ns, "
-            f"heartbeat_at FROM runs {only} ORDER BY {order}",
-            params,
+            f"SELECT {record_columns('runs')}, checksum, updated_at, {CLAIM} FROM runs {only} ORDER BY {order}", params
         )
         if limit is None and offset:
             runs = runs[offset:]
@@ -321,7 +343,8 @@ class RunsMixin(LedgerConnection):
         for row in runs:
             verify_record(self.location, "runs", row[7], row[:7], row[0])
             run, recorded, source, digest, created, _, note = row[:7]
-            updated, host, pid, started, namespace, beat = row[8:]
+            updated = row[8]
+            host, pid, started, namespace, beat = _claim(self.location, run, row[9:])
             owner = _owner(host, pid, started, namespace) if host is not None else None
             status = recorded
             if recorded == "running" and owner is not None:
@@ -359,12 +382,20 @@ class RunsMixin(LedgerConnection):
         for chunk in chunks:
             only = "" if chunk is None else f"WHERE r.name IN ({', '.join('?' * len(chunk))})"
             params = () if chunk is None else tuple(chunk)
-            for run, *rest in self._query(
-                "SELECT r.name, SUM(b.n), MAX(b.last_step), MAX(b.tokens_max), MAX(b.wall_s_max) "
-                f"FROM step_blocks b JOIN runs r ON r.id = b.run_id {only} GROUP BY r.name",
+            # Block by block from the covering index (0012_more_checksums), each summary checked: a flipped bit in a
+            # block's wall clock changed a run's duration here while `check` said whole.
+            for run, checksum, *summary in self._query(
+                f"SELECT r.name, b.summary_checksum, {group_columns('step_blocks.summary', 'b')} "
+                f"FROM step_blocks b JOIN runs r ON r.id = b.run_id {only}",
                 params,
             ):
-                sums[run] = tuple(rest)
+                verify_group(self.location, "step_blocks.summary", checksum, summary, run, _steps_of(summary))
+                _, _, last_step, n, tokens, wall = summary
+                held = sums.get(run, (0, None, None, None))
+                sums[run] = (
+                    held[0] + n,
+                    *(_most(a, b) for a, b in zip(held[1:], (last_step, tokens, wall), strict=True)),
+                )
             fields = record_columns("evals")
             for run, checksum, *values in self._query(
                 f"SELECT name, checksum, {fields} FROM (SELECT r.name, e.checksum, {record_columns('evals', 'e')}, "
@@ -413,14 +444,14 @@ class RunsMixin(LedgerConnection):
 
     def _live_writer(self, run: str) -> Owner | None:
         """The live process writing `run`, or None (no Tracker holds it, or its writer is dead)."""
-        row = self._db.execute(
-            "SELECT status, owner_host, owner_pid, owner_started, owner_ns, heartbeat_at FROM runs WHERE name = ?",
-            (run,),
-        ).fetchone()
-        if row is None or row[0] != "running" or row[1] is None:
+        row = self._db.execute(f"SELECT status, {CLAIM} FROM runs WHERE name = ?", (run,)).fetchone()
+        if row is None:
             return None
-        owner = _owner(*row[1:5])
-        return owner if liveness(owner, row[5]) == "live" else None
+        claim = _claim(self.location, run, row[1:])
+        if row[0] != "running" or claim[0] is None:
+            return None
+        owner = _owner(*claim[:4])
+        return owner if liveness(owner, claim[4]) == "live" else None
 
     def _refuse_if_held(self, run: str, doing: str) -> None:
         """RunInUse when a live Tracker writes `run`; RunReferenced when a gate decision cites it."""

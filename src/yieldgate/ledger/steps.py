@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from yieldgate.errors import InputError
 from yieldgate.ledger import pg as ledger_pg
-from yieldgate.ledger.checksum import block_checksum, verify_block
+from yieldgate.ledger.checksum import block_checksum, group_checksum, verify_block
 from yieldgate.names import (
     CORE_STEP_COLUMNS,
     STEP_VALUE_COLUMNS,
@@ -212,8 +212,13 @@ class StepsMixin(LedgerConnection):
             part = Columns(new.steps[cut], {k: (v[cut], m[cut]) for k, (v, m) in new.values.items()})
             tokens_max = largest(part, "tokens")
             head = (int(part.steps[0]), int(part.steps[-1]), len(part), tokens_max, *encode(part))
-            # The core table also keeps its blocks' last wall clock, which `runs()` reads as a run's duration.
-            tail_cols = (largest(part, "wall_s"),) if table == "step_blocks" else ()
+            # The core table also keeps its blocks' last wall clock, which `runs()` reads as a run's duration, and a
+            # checksum of what `runs()` reads without decoding the block (`checksum.FIELD_GROUPS`).
+            tail_cols: tuple[Any, ...] = ()
+            if table == "step_blocks":
+                wall = largest(part, "wall_s")
+                summary = (scope["run_id"], *head[:4], wall)
+                tail_cols = (wall, group_checksum("step_blocks.summary", summary))
             rows.append((*scope.values(), *head, block_checksum(scope["run_id"], key, *head), *tail_cols))
         return rows
 
