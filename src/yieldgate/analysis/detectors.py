@@ -264,15 +264,44 @@ def repeat_worth(epochs: float, r_star: float = R_STAR) -> float:
 # -- damaged update -----------------------------------------------------------------------------------------
 
 
+def _nonfinite_evals(evals: pd.DataFrame) -> list[Finding]:
+    """Held-out evaluations whose value is NaN or infinite, one finding per task and metric: a model whose weights went
+    non-finite evaluates to NaN even where its training loss was logged finite (or not logged at all)."""
+    if evals.empty or "value" not in evals:
+        return []
+    values = evals["value"].to_numpy(dtype=float, na_value=np.nan)
+    bad = evals[~np.isfinite(values)]
+    found = []
+    for (task, metric), rows in bad.groupby(["task", "metric"], sort=True):
+        steps = rows["step"].to_numpy(dtype=int)
+        where = (
+            f"step {steps[0]:,}" if len(steps) == 1 else f"{len(steps):,} evaluations, steps {steps[0]:,}-{steps[-1]:,}"
+        )
+        found.append(
+            Finding(
+                cause="damaged_update",
+                start_step=int(steps[0]),
+                end_step=int(steps[-1]),
+                confidence=0.95,
+                detector="nonfinite_eval",
+                evidence={"eval": f"{task}/{metric}", "nonfinite_evaluations": int(len(steps))},
+                advice=f"{task}/{metric} evaluated to NaN or infinity at {where}: the weights went non-finite; find "
+                "the update that overflowed, guard it (skip it) and check precision and LR",
+            )
+        )
+    return found
+
+
 def nonfinite_and_skipped(sig: RunSignals) -> list[Finding]:
-    """NaN/Inf loss or gradient norm, mixed-precision skipped steps and loss-scale collapse, vanishing gradients."""
+    """NaN/Inf loss, gradient norm or held-out evaluation, mixed-precision skipped steps and loss-scale collapse,
+    vanishing gradients."""
     s = sig.steps.set_index("step")
     have = [
         c for c in ("loss", "grad_norm", "signals/skipped_steps", "signals/loss_scale") if c in s and s[c].notna().any()
     ]
-    if not have:
+    found = _nonfinite_evals(sig.evals)
+    if not have and not found:
         raise NotRun("no loss, grad_norm or loss-scale columns recorded")
-    found = []
     for name in ("loss", "grad_norm"):
         if name in have:
             values = s[name].to_numpy(dtype=float)

@@ -150,6 +150,7 @@ def open_faults(
             "event": f.get("event"),
             "run": f["run"],
             "cause": f["cause"],
+            "detector": f.get("detector"),
             "confidence": f.get("confidence"),
             "steps": [f.get("start_step"), f.get("end_step")],
             "advice": f.get("advice", ""),
@@ -186,10 +187,23 @@ def _forecast_points(
         )
 
 
-def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
-    points, _, _ = stable_points(ledger, run, metric)
+def _finite_points(ledger: Ledger, run: str, metric: str) -> tuple[Any, np.ndarray, str | None]:
+    """`stable_points`, refused when an evaluation is NaN or infinite: a diverged run has no curve to forecast from
+    (its diagnosis, a damaged update, says why), and one NaN made every interval NaN."""
+    points, mask, note = stable_points(ledger, run, metric)
     if points.empty:
         raise InputError(f"run {run!r} has no evaluation of {metric}")
+    bad = points[~np.isfinite(points["value"].to_numpy(dtype=float))]
+    if len(bad):
+        raise InputError(
+            f"run {run!r} evaluated {metric} to NaN or infinity at {len(bad)} of {len(points)} evaluations (first at "
+            f"step {int(bad['step'].iloc[0]):,}): a diverged run leaves no curve to forecast"
+        )
+    return points, mask, note
+
+
+def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
+    points, _, _ = _finite_points(ledger, run, metric)
     return float(points["tokens"].iloc[-1]), float(points["value"].iloc[-1])
 
 
@@ -226,7 +240,7 @@ def forecast_yield(
     else:
         fits, recents, notes = [], [], []
         for run in last:
-            points, mask, note = stable_points(ledger, run, metric)
+            points, mask, note = _finite_points(ledger, run, metric)
             used = points[mask] if mask.sum() >= 3 else points
             f = _forecast_points(
                 tuple(used["tokens"].tolist()), tuple(used["value"].tolist()), finals[run][0], next_tokens, level
