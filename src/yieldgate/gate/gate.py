@@ -39,6 +39,7 @@ from typing import Any
 from yieldgate.errors import InputError
 from yieldgate.gate.draft import Bounds, Check, Decision, Draft, Target
 from yieldgate.gate.evidence import (
+    USABLE,
     budgets,
     cost_per_btok,
     forecast_yield,
@@ -53,6 +54,7 @@ from yieldgate.gate.evidence import (
 from yieldgate.gate.findings import target_findings
 from yieldgate.gate.policy import Policy, Stage
 from yieldgate.gate.requirements import holds, supply_discount
+from yieldgate.gate.shared import is_shared, shared_conditions
 from yieldgate.ledger import Ledger
 
 __all__ = ["Check", "Decision", "gate", "record"]
@@ -214,17 +216,28 @@ def _faults(draft: Draft, ledger: Ledger, t: Target) -> tuple[list[dict[str, Any
     each checked."""
     req = draft.policy.requirements
     found = draft.evidence["diagnosed"] = target_findings(ledger, t.runs)
-    faults = draft.evidence["open_diagnoses"] = open_faults(found, draft.policy)
+    shared = shared_conditions(ledger, t.runs, USABLE)
+    draft.evidence["shared_conditions"] = shared.to_dict()
+    faults = draft.evidence["open_diagnoses"] = open_faults(
+        [f for f in found if not is_shared(f, shared)], draft.policy
+    )
     stalls = draft.evidence["undetermined_stalls"] = open_faults(found, draft.policy, ["stalled"])
-    opened = ", ".join(f"{f['cause']} on {f['run']} ({_origin(f)})" for f in faults)
     looked = f"the detectors ran on {len(t.runs)} run{'s' * (len(t.runs) != 1)}"
     draft.check(
         "no open non-data fault",
         not faults,
-        f"open: {opened}"
+        f"open: {_opened(faults)}"
         if faults
         else f"no diagnosis of {', '.join(req.blocking_causes)} above confidence {req.diagnosis_confidence} ({looked})",
     )
+    set_aside = sorted({cause for cause, _ in shared.keys if cause in req.blocking_causes})
+    if set_aside:
+        draft.check(
+            "shared condition",
+            None,
+            f"{' and '.join(set_aside)} on every recipe of campaign {shared.campaign} ({len(shared.recipes)} "
+            "recipes): it moves them all alike, so it decides nothing between them; fix it before the next stage",
+        )
     holding = req.undetermined_stall != "reject"
     draft.check(
         "no stall of unknown cause",
@@ -237,8 +250,24 @@ def _faults(draft: Draft, ledger: Ledger, t: Target) -> tuple[list[dict[str, Any
     return faults, stalls if holding else []
 
 
-def _origin(f: dict[str, Any]) -> str:
-    return "found by the gate" if f["event"] is None else f"event {f['event']}"
+def _opened(faults: list[dict[str, Any]]) -> str:
+    """The open faults, each cause once with each of its runs once, a run's stored events beside it: `schedule on
+    a/s0 (events 3, 5), a/s1`; `(found by the gate)` when none is stored. Three findings of one cause on one run
+    read `s0, s0, s0` before."""
+    by_cause: dict[str, dict[str, set[int]]] = {}
+    for f in faults:
+        events = by_cause.setdefault(f["cause"], {}).setdefault(f["run"], set())
+        if f["event"] is not None:
+            events.add(int(f["event"]))
+
+    def label(run: str, events: set[int]) -> str:
+        if not events:
+            return run
+        return f"{run} (event{'s' * (len(events) > 1)} {', '.join(map(str, sorted(events)))})"
+
+    found = " (found by the gate)" if all(f["event"] is None for f in faults) else ""
+    listed = (f"{cause} on {', '.join(label(r, e) for r, e in runs.items())}" for cause, runs in by_cause.items())
+    return "; ".join(listed) + found
 
 
 def _held_before_forecast(
