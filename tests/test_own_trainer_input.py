@@ -6,12 +6,17 @@ when the probe ends."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from tests.support.reliability import check
 from yieldgate.cli import app
 from yieldgate.errors import InputError
 from yieldgate.probe.campaign.executors import device_groups
@@ -50,6 +55,10 @@ def refused(tmp_path: Path, trainer: dict, **over) -> str:
         ),
         ({"command": "python train.py --data {recipe}; bash run.sh"}, {}, "names the script 'run.sh'"),
         ({"command": "python train.py --steps {steps}"}, {}, "trainer.command names {steps}, which is not a field"),
+        ({"command": "python -u nope --data {recipe_file}"}, {}, "names the script 'nope', which is not a file"),
+        ({"command": "python train.py --t {tokens:>999999999}"}, {}, "{tokens:>999999999} has a format spec"),
+        ({"command": "python train.py --s {seed!r}"}, {}, "{seed!r} has a format spec or conversion"),
+        ({"command": "python train.py --d \\{workdir}"}, {}, "{workdir} follows a backslash"),
         ({"command": "python train.py --w {model.depth}"}, {}, "names {model.depth}, which is not a field"),
         ({"callable": "json.decoder:nothing"}, {}, "'json.decoder' has no function 'nothing'"),
         ({"callable": "no_such_module_x:train"}, {}, "cannot import 'no_such_module_x'"),
@@ -104,6 +113,7 @@ def test_each_local_probe_gets_its_own_gpus(monkeypatch):
         device_groups(6)
 
 
+@pytest.mark.slow  # a Tracker's writer thread and torch, 2.8 s
 def test_a_bare_tracker_in_a_probe_writes_the_probes_run(tmp_path, monkeypatch):
     from yieldgate.ledger import Ledger
     from yieldgate.track import Tracker
@@ -166,3 +176,66 @@ def test_a_team_tokenizer_has_one_hash_whether_a_probe_or_a_recipe_reads_it(tmp_
     Tokenizer(models.BPE()).save(str(folder / "tokenizer.json"))
     (folder / "special_tokens_map.json").write_text("{}")
     assert _content_hash(folder) == team_tokenizer(folder)[1] == _content_hash(folder / "tokenizer.json")
+
+
+NASTY = st.text(alphabet=list(" '\"$`\\;&|()*?~!#\n\tab/é-{}"), max_size=12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(value=NASTY)
+def test_a_field_reaches_the_command_as_written_whatever_quotes_surround_it(tmp_path_factory, value):
+    """Issue #46, item 6: a field inside double quotes let a `$(...)` in a folder's name run, and a path with a
+    space reached the script with literal quotes. Rendered for `sh`, each field is one word, exactly its value,
+    bare, in double quotes, in single quotes, or inside a longer word of either."""
+    folder = tmp_path_factory.mktemp("q")
+    job = _job(workdir=value)
+    template = "printf '%s\\0' {workdir} \"{workdir}\" '{workdir}' \"a {workdir}b\" 'a {workdir}b' a{workdir}b"
+    out = subprocess.run(
+        ["sh", "-c", render(template, job, quote=True)], cwd=folder, capture_output=True, check=True
+    ).stdout.decode()
+    assert out.split("\0")[:-1] == [value] * 3 + [f"a {value}b"] * 2 + [f"a{value}b"]
+    assert list(folder.iterdir()) == []  # nothing the value spelled was run
+
+
+def test_a_command_substitution_in_a_folder_name_is_never_run(tmp_path):
+    folder = tmp_path / "$(touch pwned)x y"
+    folder.mkdir()
+    template = 'printf "%s\\n" "{workdir}" > seen.txt'
+    subprocess.run(["sh", "-c", render(template, _job(workdir=str(folder)), quote=True)], cwd=tmp_path, check=True)
+    assert not (tmp_path / "pwned").exists()
+    assert (tmp_path / "seen.txt").read_text() == f"{folder}\n"
+    check(
+        'campaign: a trainer command with a field in double quotes (`"{workdir}"`) and `$(touch pwned)` and a '
+        "space in the folder's name",
+        "the folder's name reaches the script as one word, exactly as written; nothing in it is run (before: the "
+        "`$(...)` ran, and a path with a space reached the script with literal quotes)",
+        "0",
+    )
+
+
+def test_a_format_spec_in_a_template_is_refused_before_any_probe(tmp_path):
+    line = refused(tmp_path, {"command": "python train.py --t {tokens:>999999999}"}).removeprefix("error: ")
+    shown = line if len(line) <= 110 else line[:109] + "…"
+    check(
+        "campaign: a trainer command field with a format spec (`{tokens:>999999999}`)",
+        f"refused before any probe, exit 2, ledger unchanged: `{shown}` (before: a 3.1 GB string, then a crash)",
+        "0",
+    )
+
+
+def _job(**over: Any) -> ProbeJob:
+    fields = {
+        "recipe_file": "/p/recipe.json",
+        "recipe": "mix",
+        "tokens": 1000,
+        "seed": 2,
+        "run": "c/mix/s2/t1000",
+        "model": {"layers": 1, "width": 32, "heads": 2},
+        "gpus": 1,
+        "workdir": "/w",
+        "probe_dir": "/p",
+        "campaign": "c",
+        "ledger": "/l.db",
+        "manifest_file": "/p/manifest.json",
+    }
+    return ProbeJob(**{**fields, **over})

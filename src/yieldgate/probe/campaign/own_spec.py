@@ -132,41 +132,93 @@ class ProbeJob:
         return asdict(self)
 
 
-class _Model:
-    """`{model}` renders as the entry's JSON, `{model.width}` as one field."""
-
-    def __init__(self, fields: dict[str, int], quote: Any) -> None:
-        for key, value in fields.items():
-            setattr(self, key, quote(str(value)))
-        self._json = quote(json.dumps(fields, separators=(",", ":")))
-
-    def __format__(self, spec: str) -> str:
-        return str(self._json)
+def _parsed(template: str, where: str) -> list[tuple[str, str | None, str | None, str | None]]:
+    try:
+        return list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc} in {template!r}; write a literal brace as {{{{ or }}}}") from None
 
 
 def template_fields(template: str, where: str) -> list[str]:
-    """The fields `template` names; InputError for one that does not exist or a malformed template."""
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError as exc:
-        raise InputError(f"{where}: {exc} in {template!r}; write a literal brace as {{{{ or }}}}") from None
-    names = [name for _, name, _, _ in parsed if name is not None]
+    """The fields `template` names; InputError for one that does not exist, one with a format spec or a conversion
+    (`{tokens:>999999999}` built a 3 GB string; a field is its value, formatted by the script), or a malformed
+    template. Made before any probe starts."""
     allowed = set(FIELDS) | {f"model.{f}" for f in MODEL_FIELDS}
-    for name in names:
+    names, state = [], ""
+    for literal, name, spec, conversion in _parsed(template, where):
+        state, escaped = _quote_state(literal, state)
+        if name is None:
+            continue
+        if escaped:
+            raise InputError(
+                f"{where}: {{{name}}} follows a backslash, which would escape its value's first character; "
+                "remove the backslash"
+            )
         if name not in allowed:
             raise InputError(
                 f"{where} names {{{name}}}, which is not a field; use one of "
                 + ", ".join(f"{{{f}}}" for f in (*FIELDS, *(f"model.{f}" for f in MODEL_FIELDS)))
             )
+        if spec or conversion:
+            given = (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            raise InputError(
+                f"{where}: {{{name}{given}}} has a format spec or conversion; a field takes none: write {{{name}}} and "
+                "format the value in the script"
+            )
+        names.append(name)
     return names
 
 
+def _value(job: ProbeJob, name: str) -> str:
+    fields = job.fields()
+    if name == "model":
+        return json.dumps(job.model, separators=(",", ":"))
+    if name.startswith("model."):
+        return str(job.model[name.partition(".")[2]])
+    return str(fields[name])
+
+
+def _quote_state(text: str, state: str) -> tuple[str, bool]:
+    """The POSIX shell's quoting state after `text`, from `state`: '' (unquoted), "'" or '"'; and whether `text` ends
+    in a backslash that escapes what follows."""
+    escaped = False
+    for c in text:
+        if escaped:
+            escaped = False
+        elif state == "'":
+            state = "" if c == "'" else state
+        elif c == "\\":
+            escaped = True
+        elif c == '"':
+            state = "" if state == '"' else '"'
+        elif c == "'" and not state:
+            state = "'"
+    return state, escaped
+
+
+def _shell_word(value: str, state: str) -> str:
+    """`value` as the shell will read it back exactly, and as part of the word it stands in, in quoting `state`: quoted
+    outside quotes; inside double quotes with `\\ $ ` "` escaped (no expansion, no command substitution); inside
+    single quotes by closing them around its own quoting."""
+    if state == '"':
+        return "".join("\\" + c if c in '\\$`"' else c for c in value)
+    if state == "'":
+        return "'" + shlex.quote(value) + "'"
+    return shlex.quote(value)
+
+
 def render(template: str, job: ProbeJob, *, quote: bool) -> str:
-    """The template with the job's fields (each shell-quoted with `quote`)."""
-    q = shlex.quote if quote else str
-    values: dict[str, Any] = {k: q(str(v)) for k, v in job.fields().items() if k != "model"}
-    values["model"] = _Model(job.model, q)
-    return template.format_map(values)
+    """The template with the job's fields. `quote`: for a shell, each field's value reaches the command as written,
+    whatever quoting surrounds the field in the template (`{workdir}`, `"{workdir}"`, `'{workdir}'`): never split,
+    globbed or expanded, a `$(...)` in a folder's name never run. Without `quote`, a path: the values as they are."""
+    out, state = [], ""
+    for literal, name, _, _ in _parsed(template, "template"):
+        out.append(literal)
+        state, _ = _quote_state(literal, state)
+        if name is not None:
+            value = _value(job, name)
+            out.append(_shell_word(value, state) if quote else value)
+    return "".join(out)
 
 
 def preflight(trainer: TrainerSpec) -> None:
@@ -194,15 +246,33 @@ def preflight(trainer: TrainerSpec) -> None:
         check_callable(trainer.call)
 
 
+INTERPRETERS = ("python", "python3", "bash", "sh", "zsh")
+"""Commands whose first word that is not an option is the script they run (`python -u train.py`), suffix or not."""
+TAKES_VALUE = ("-W", "-X", "-o", "-O")
+"""Their options that take the next word as their value."""
+
+
 def _check_script(command: str, workdir: Path) -> None:
-    """Each word ending in .py / .sh that holds no field must be a file (relative paths: the workdir's)."""
+    """Each word ending in .py / .sh that holds no field must be a file, and so must the script an interpreter runs
+    (`python nope`: no suffix), unless it runs a module or a string (`-m`, `-c`); relative paths: the workdir's."""
     try:
-        words = shlex.split(command)
+        words = [w.rstrip(";&|)").lstrip("(") for w in shlex.split(command)]
     except ValueError as exc:
         raise InputError(f"trainer.command cannot be split into words ({exc}): {command!r}; fix its quotes") from None
-    for word in words:
-        word = word.rstrip(";&|)").lstrip("(")
-        if "{" in word or not word.endswith((".py", ".sh")):
+    scripts = [w for w in words if w.endswith((".py", ".sh"))]
+    for i, word in enumerate(words):
+        if Path(word).name.rstrip("0123456789.") in INTERPRETERS:
+            rest = iter(words[i + 1 :])
+            for arg in rest:
+                if arg in ("-m", "-c", "-"):
+                    break
+                if arg in TAKES_VALUE:
+                    next(rest, None)
+                elif not arg.startswith("-"):
+                    scripts.append(arg)
+                    break
+    for word in dict.fromkeys(scripts):
+        if "{" in word or "$" in word:
             continue
         path = Path(os.path.expanduser(word))
         path = path if path.is_absolute() else workdir / path
