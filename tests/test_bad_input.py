@@ -59,7 +59,7 @@ def _invoke(ledger: Path, *args: str, code: int) -> tuple[str, str]:
 
 def _shown(text: str, tmp_path: Path) -> str:
     """A message as docs/reliability.md shows it: the temp folder dropped, cut at 110 characters."""
-    text = text.strip().replace(f"{tmp_path}/", "").removeprefix("error: ")
+    text = text.strip().replace(f"{tmp_path}/", "").replace(str(tmp_path), ".").removeprefix("error: ")
     assert "|" not in text and "`" not in text, text  # it goes into a Markdown table cell as code
     return text if len(text) <= 110 else text[:109] + "…"
 
@@ -477,6 +477,86 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
             "--append",
         ],
         "step 15 is at or before",
+    ),
+    # Issue #46, item 8: inputs that hung, printed a traceback or were taken silently.
+    (
+        "text-log mapping whose `lines` regex backtracks exponentially (`(a+)+`: 60 s on a 41-character line)",
+        lambda tmp: [
+            "import",
+            "textlog",
+            str(_file("train.log", "a" * 40 + "b\n")(tmp)),
+            "--run",
+            "new",
+            "--map",
+            str(_file("m.yaml", "lines: ['^(?P<loss>a+)+$']\n")(tmp)),
+        ],
+        "repeats a part that itself repeats",
+    ),
+    (
+        "mapping with 3,000 `names:` entries (a million took 120 s)",
+        lambda tmp: [
+            *_table("m.csv", "step,loss\n1,2\n")(tmp),
+            "--map",
+            str(_file("m.json", json.dumps({"names": {f"signals/k{i}": f"c{i}" for i in range(3000)}}))(tmp)),
+        ],
+        "at most 2,000",
+    ),
+    (
+        "mapping whose `step:` names a field the table lacks",
+        _table("m.csv", "step,loss\n1,2\n", "--map", "step=nope"),
+        "which the source does not have",
+    ),
+    (
+        "mapping with `iters_per_epoch: 0`",
+        _table(
+            "m.csv",
+            "epoch,iter,loss\n1,1,2\n",
+            "--map",
+            "epoch=epoch",
+            "--map",
+            "iter=iter",
+            "--map",
+            "iters_per_epoch=0",
+        ),
+        "iters_per_epoch must be a whole number >= 1",
+    ),
+    (
+        "mapping with `iters_per_epoch: -1`",
+        _table(
+            "m.csv",
+            "epoch,iter,loss\n1,1,2\n",
+            "--map",
+            "epoch=epoch",
+            "--map",
+            "iter=iter",
+            "--map",
+            "iters_per_epoch=-1",
+        ),
+        "iters_per_epoch must be a whole number >= 1",
+    ),
+    (
+        "`--map step=a --map step=b`",
+        _table("m.csv", "a,b,loss\n1,1,2\n", "--map", "step=a", "--map", "step=b"),
+        "contradict each other",
+    ),
+    (
+        "`import auto` of a FIFO (it blocked)",
+        lambda tmp: ["import", "auto", str(_fifo("train.log")(tmp)), "--run", "new"],
+        "is a FIFO",
+    ),
+    (
+        "campaign: a trainer script named without a suffix that is not there (`python nope`)",
+        lambda tmp: [
+            _file("a.jsonl", '{"text": "x"}\n')(tmp).name and "probe",
+            str(
+                _file(
+                    "c.yaml",
+                    "name: own\nrecipes: {a: {sources: [{name: a, path: a.jsonl}]}}\nseeds: 1\nbudgets: [100]\n"
+                    "trainer: {command: 'python nope --data {recipe_file}'}\n",
+                )(tmp)
+            ),
+        ],
+        "names the script 'nope'",
     ),
 ]
 

@@ -74,6 +74,12 @@ def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str, p
     names = list(names)
     for src, key in overrides.items():
         if key == "step":
+            if src not in names:  # a mapping's `step:` naming a field the source lacks read as a KeyError
+                raise InputError(
+                    f"{source}: the step is mapped to {src!r}, which the source does not have; it has "
+                    f"{', '.join(names[:20]) or 'no columns'}",
+                    parameter="map",
+                )
             return src
     lowered = {n.lower(): n for n in names}
     for candidate in (*prefer, *STEP_NAMES):

@@ -56,14 +56,24 @@ def _target_of(key: str) -> Target:
 
 
 def parse_map_options(options: Iterable[str]) -> dict[str, str]:
-    """`["val/loss=eval_ce", ...]` -> {source name: canonical key}."""
-    out = {}
+    """`["val/loss=eval_ce", ...]` -> {source name: canonical key}. A key given two sources (`step=a step=b`), or a
+    source given two keys, is refused: the one that wins would be a guess."""
+    out: dict[str, str] = {}
+    keys: dict[str, str] = {}
     for opt in options:
         key, sep, source = opt.partition("=")
         if not sep or not key or not source:
             raise InputError(f"map {opt!r}: expected KEY=SOURCE_NAME, e.g. val/loss=eval/ce_loss", parameter="map")
         _target_of(key)
-        out[source] = key
+        if keys.get(key, source) != source or out.get(source, key) != key:
+            before = f"{key}={keys[key]}" if key in keys else f"{out[source]}={source}"
+            raise InputError(f"map {before} and {opt} contradict each other; give each key once", parameter="map")
+        out[source], keys[key] = key, source
+    if len(out) > MAX_NAMES:
+        raise InputError(
+            f"map: {len(out):,} names, more than the {MAX_NAMES:,} an import takes; map the metrics you keep",
+            parameter="map",
+        )
     return out
 
 
@@ -119,6 +129,11 @@ def none_known(source: str, targets: Mapping[str, Target], warnings: Warnings) -
 
 
 # --- a declared mapping: a YAML file, or --map options beyond KEY=SOURCE_NAME ----------------------------------
+
+MAX_NAMES = 2000
+"""Names a mapping may map: the columns one import takes (`clean.MAX_COLUMNS`); a million took two minutes."""
+MAX_LINES = 100
+"""Regexes a mapping's `lines` may hold."""
 
 _TIME_KEYS = {"clock": "wall_s", "per_step": "step_s", "data_wait": "data_wait_s"}
 _STEP_KEYS = ("field", "epoch", "iter", "iters_per_epoch", "first_epoch")
@@ -191,11 +206,17 @@ def _step_rule(where: str, spec: Any) -> StepRule:
             parameter="map",
         )
     per = spec.get("iters_per_epoch")
+    if isinstance(per, bool) or (isinstance(per, int | float) and not (per >= 1 and float(per).is_integer())):
+        raise InputError(
+            f"{where}: iters_per_epoch must be a whole number >= 1 or a field name, got {per!r}", parameter="map"
+        )
+    if spec.get("first_epoch", 1) not in (0, 1):
+        raise InputError(f"{where}: first_epoch must be 0 or 1, got {spec['first_epoch']!r}", parameter="map")
     rule = StepRule(
         field=_text(spec.get("field")),
         epoch=_text(spec.get("epoch")),
         iter=_text(spec.get("iter")),
-        iters_per_epoch=per if isinstance(per, (int, str)) and not isinstance(per, bool) else None,
+        iters_per_epoch=int(per) if isinstance(per, float) else per if isinstance(per, int | str) else None,
         first_epoch=int(spec.get("first_epoch", 1)),
     )
     if rule.field is None and rule.epoch is None:
@@ -228,7 +249,15 @@ def mapping_from_doc(where: str, doc: Any) -> LogMapping:
     out = LogMapping(epochs=bool(doc.get("epochs", False)))
     if doc.get("step") is not None:
         out.step = _step_rule(f"{where}: step", doc["step"])
-    for key, source in (doc.get("names") or {}).items():
+    names = doc.get("names") or {}
+    if not isinstance(names, dict) or len(names) > MAX_NAMES:
+        count = f"{len(names):,} names" if isinstance(names, dict) else f"a {type(names).__name__}"
+        raise InputError(
+            f"{where}: names: {count}; names is a mapping of at most {MAX_NAMES:,} KEY: SOURCE_NAME pairs (the "
+            "columns one import takes)",
+            parameter="map",
+        )
+    for key, source in names.items():
         _target_of(str(key))
         out.names[str(source)] = str(key)
     if doc.get("loss") is not None:
@@ -248,10 +277,51 @@ def mapping_from_doc(where: str, doc: Any) -> LogMapping:
         direction = _direction(f"{where}: evals.{source}", spec)
         if direction is not None:
             out.directions[key] = direction
-    out.lines = [str(line) for line in doc.get("lines") or []]
+    lines = doc.get("lines") or []
+    if not isinstance(lines, list) or len(lines) > MAX_LINES:
+        raise InputError(f"{where}: lines is a list of at most {MAX_LINES} regexes", parameter="map")
+    out.lines = [_bounded_regex(f"{where}: lines[{i}]", str(line)) for i, line in enumerate(lines)]
     if out.step is not None and out.step.field is not None:
         out.names[out.step.field] = "step"
     return out
+
+
+def _bounded_regex(where: str, pattern: str) -> str:
+    """`pattern` once it is a regex whose matching time grows at most polynomially with a line's length: a repeat of
+    something that can itself repeat (`(a+)+`, `(\\w*\\s?)*`) backtracks exponentially on a line it almost matches (60 s
+    on a 41-character line). InputError otherwise. (A bound on the regexes, not an engine without backtracking: the
+    text-log reader compiles them with `re`.)"""
+    import re
+    from re import _parser  # type: ignore[attr-defined]  # the stdlib's own parse: what `re` will run
+
+    try:
+        tree = _parser.parse(pattern)
+    except re.error as exc:
+        raise InputError(f"{where}: {pattern!r} is not a regular expression ({exc})", parameter="map") from None
+
+    def repeats(items: Any, inside: bool) -> bool:
+        """A repeat of variable length inside a repeat without bound (`inside`), in `items`."""
+        for op, arg in items:
+            name = str(op)
+            if name in ("MAX_REPEAT", "MIN_REPEAT"):
+                low, high, body = arg
+                if inside and low != high:
+                    return True
+                if repeats(body, inside or high == _parser.MAXREPEAT):
+                    return True
+            elif name == "SUBPATTERN" and repeats(arg[-1], inside):
+                return True
+            elif name == "BRANCH" and any(repeats(branch, inside) for branch in arg[1]):
+                return True
+        return False  # possessive repeats and atomic groups never backtrack into themselves
+
+    if repeats(tree, False):
+        raise InputError(
+            f"{where}: {pattern!r} repeats a part that itself repeats ((a+)+, (\\w*\\s?)*), which can take minutes "
+            "on one line it almost matches; repeat a single part (a+), or make it possessive ((a+)++)",
+            parameter="map",
+        )
+    return pattern
 
 
 def load_mapping(options: Iterable[str]) -> LogMapping:
@@ -276,6 +346,8 @@ def load_mapping(options: Iterable[str]) -> LogMapping:
             out.lines += loaded.lines
             out.step, out.epochs = loaded.step or out.step, loaded.epochs or out.epochs
         elif key in _STEP_KEYS[1:]:
+            if key in step:
+                raise InputError(f"map {key}= is given twice; give it once", parameter="map")
             step[key] = int(source) if source.lstrip("-").isdigit() else source
         else:
             pairs.append(opt)

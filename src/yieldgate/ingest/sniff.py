@@ -146,6 +146,8 @@ def kind_of(source: Path) -> str:
         return _dir_kind(source)
     if not source.exists():
         raise InputError(f"{source}: no such file or directory")
+    if not source.is_file():  # a FIFO blocks the reader that sniffs it; /dev/zero never ends
+        check_regular(source, "a training log, table or results file")
     if "tfevents" in source.name:
         return "tensorboard"
     fmt = table_format(source)
