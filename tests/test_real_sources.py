@@ -25,6 +25,7 @@ import pytest
 from tests.support.real_logs import REAL_LOGS, SHARED_LOGS
 from tests.support.real_wave2 import WAVE2_PARSERS
 from tests.support.real_wave3 import WAVE3_PARSERS
+from tests.support.real_wave4 import WAVE4_PARSERS
 
 ROOT = Path(__file__).parent / "data" / "real"
 # shared/ beside the clone (the steering repository's shared folder; a copy of it on CI)
@@ -440,6 +441,7 @@ PARSERS = {
     "keras-tensorboard": keras_tensorboard,
     **WAVE2_PARSERS,  # the second wave's formats (issue 35)
     **WAVE3_PARSERS,  # the third wave's (issue 35: OpenMMLab's own logs, ms-swift)
+    **WAVE4_PARSERS,  # the fourth wave's (issue 45: trainers and formats new to the corpus)
 }
 
 
@@ -518,7 +520,7 @@ def test_every_file_is_registered_and_sourced() -> None:
         assert rel in registered or rel.split("/")[0] in registered, f"{rel} is not in tests/support/real_logs.py"
         # Each file has a SOURCES.md section headed by its name, holding a 40-hex commit and
         # saying that it was taken from the search index (read_file), not from a snapshot.
-        section = _section(committed, rel)
+        section = _section(committed, rel) or _section(committed, rel.split("/")[0])  # a folder: one section
         assert section, f"{rel} has no section in SOURCES.md"
         assert re.search(r"\bcommit\b.*\b[0-9a-f]{40}\b", section), f"{rel}: no 40-hex commit in SOURCES.md"
         assert "search index read_file" in section, f"{rel}: SOURCES.md does not say it came from the index"

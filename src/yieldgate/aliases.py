@@ -12,7 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from yieldgate.names import CORE_STEP_COLUMNS, EXTRA_KEYS, VAL_TASK, is_extra_key, metric_direction, vision_metric
+from yieldgate.names import (
+    CORE_STEP_COLUMNS,
+    EXTRA_KEYS,
+    VAL_TASK,
+    is_extra_key,
+    metric_direction,
+    retrieval_metric,
+    split_retrieval,
+    vision_metric,
+)
 
 __all__ = ["EXTRA_NAMESPACES", "IMPORTED", "STEP_NAMES", "Target", "guess", "imported", "split_unit"]
 
@@ -28,10 +37,13 @@ STEP_NAMES = (
     "iter",
     "current_steps",
     "_step",
+    "steps",
     "epoch",
 )
-"""`current_steps`: LLaMA-Factory's trainer_log.jsonl. `epoch` last: a per-epoch table (Keras' CSVLogger, YOLO's
-results.csv) has no other counter, and its rows are then epochs (the import says so)."""
+"""`current_steps`: LLaMA-Factory's trainer_log.jsonl. `steps`: sentence-transformers' evaluator CSVs (its -1, an
+evaluation at the end of an epoch, is no step: `ingest.tables` then steps the rows by the epoch). `epoch` last: a
+per-epoch table (Keras' CSVLogger, YOLO's results.csv) has no other counter, and its rows are then epochs (the import
+says so)."""
 
 # Seconds per unit of a name's suffix.
 _UNITS = {"_ms": 1e-3, "_s": 1.0, "_sec": 1.0, "_min": 60.0, "_h": 3600.0}
@@ -66,6 +78,7 @@ _CORE_ALIASES = {
         "timestamp",
         "datetime",
         "date_time",
+        "training_duration",  # AllenNLP's per-epoch records: `0:07:35.750313` since the training began
     ],
     "step_s": ["step_s", "step_time", "iter_time", "time_per_step", "dt", "iteration_time"],
     # detectron2's and OpenMMLab's `data_time`: the seconds an iteration waited for its batch
@@ -314,7 +327,7 @@ def guess(name: str) -> Target:
         source = m.groupdict().get("source")
         task = split if source is None else f"{split}/{source}"
         return Target("eval", f"{task}/{_VAL_RENAMES.get(m['metric'], m['metric'])}")
-    return canonical or imported(name)
+    return canonical or _retrieval_eval(name.strip()) or imported(name)
 
 
 def _score_base(metric: str) -> str:
@@ -326,10 +339,11 @@ def _score_base(metric: str) -> str:
 
 
 def _vision_eval(name: str) -> Target | None:
-    """A vision evaluator's score as an evaluation: `bbox/AP50` and `coco/bbox_mAP` keep their task (`bbox`, `coco`),
-    a bare `bbox_mAP` or `PCK` is of task `val`; one under a split prefix (`val/...`) is left to the split rules."""
+    """A vision, retrieval or embedding evaluator's score as an evaluation: `bbox/AP50`, `coco/bbox_mAP` and
+    `mteb_sts/spearman` keep their task (`bbox`, `coco`, `mteb_sts`), a bare `bbox_mAP`, `PCK` or `cosine_spearman`
+    is of task `val`; one under a split prefix (`val/...`) is left to the split rules."""
     task, _, metric = name.rpartition("/")
-    if not vision_metric(metric) or _VAL_PREFIX.match(_normal(name)):
+    if not (vision_metric(metric) or retrieval_metric(metric)) or _VAL_PREFIX.match(_normal(name)):
         return None
     if not task:
         return Target("eval", f"{VAL_TASK}/{metric}")
@@ -337,3 +351,24 @@ def _vision_eval(name: str) -> Target | None:
     if head in _TRAIN_PREFIXES or head in EXTRA_NAMESPACES or head == IMPORTED or not is_extra_key(name):
         return None
     return Target("eval", name)
+
+
+# A split prefix as the sentence-transformers trainer writes it before its evaluator's name: `eval_sts-dev_...`.
+_SPLIT_PREFIX = re.compile(r"^(?P<split>eval|val|valid|validation|dev|test)[_/](?P<rest>.+)$", re.IGNORECASE)
+
+
+def _retrieval_eval(name: str) -> Target | None:
+    """A retrieval or embedding score after its evaluation set's name, under a split prefix or not, as an evaluation
+    of that set (`names.split_retrieval`): `eval_sts-dev_spearman_cosine` is task `sts-dev`, metric
+    `spearman_cosine`; `eval_cosine_accuracy` task `val`. A training split's (`train_cosine_accuracy`) is no
+    evaluation."""
+    prefixed = _SPLIT_PREFIX.match(name)
+    rest = prefixed["rest"] if prefixed else name
+    found = split_retrieval(rest)
+    if found is None or "/" in rest:
+        return None
+    dataset, metric = found
+    if dataset.split("_")[0].lower() in _TRAIN_PREFIXES:
+        return None
+    split = "test" if prefixed and prefixed["split"].lower() == "test" else VAL_TASK
+    return Target("eval", f"{dataset or split}/{metric}")

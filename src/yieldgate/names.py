@@ -38,6 +38,8 @@ __all__ = [
     "split_eval_key",
     "metric_direction",
     "vision_metric",
+    "retrieval_metric",
+    "split_retrieval",
     "cannot_be_negative",
     "stderr_of",
     "stderr_name",
@@ -452,6 +454,48 @@ _VISION_LOWER = frozenset({"nme", "epe", "mpjpe", "pa_mpjpe", "pa-mpjpe", "mpjpe
 _NON_NEGATIVE = frozenset({"acc", "accuracy", "precision", "recall", "f1", "iou", "miou", "dice", "auroc", "map"})
 
 
+# Retrieval and embedding evaluators' scores (sentence-transformers, MTEB, BEIR) rise: a correlation of predicted with
+# gold similarity, per similarity function or not (`cosine_spearman`, `spearman_cosine`, `pearson_dot`, `spearman_max`,
+# `spearmanr`), and a ranking score at a cutoff or of a similarity function (`ndcg@10`, `cos_sim-MRR@10`,
+# `map_at_100`, `Recall@10`, `P@1`, `cosine_accuracy`, `hit_rate@5`). A threshold (`cosine_accuracy_threshold`) is
+# no score.
+_CORRELATIONS = frozenset({"spearman", "spearmanr", "pearson", "pearsonr", "kendall", "kendalltau"})
+_RANKING = frozenset(
+    {"ndcg", "mrr", "map", "ap", "recall", "precision", "accuracy", "acc", "f1", "hit", "hits", "hit_rate", "r", "p"}
+)
+_SIMILARITY = frozenset(
+    {"cosine", "cos", "sim", "cossim", "dot", "score", "product", "euclidean", "manhattan", "max", "ip", "l2"}
+)
+_CUTOFF = re.compile(r"^(?P<head>.+?)(?:@|_at_)(?:\d+|k)$")
+
+
+def retrieval_metric(metric: str) -> bool:
+    """True when `metric` names a retrieval or embedding evaluator's score (see `_RANKING`): a metric only an
+    evaluation computes, so a column of that name is an evaluation wherever it is logged. `ndcg` or `recall` alone
+    is not one (`metric_direction` knows them): it needs its cutoff or its similarity function to say so."""
+    base = re.sub(r"[-\s]", "_", metric.split(",")[0].strip().lower())
+    cut = _CUTOFF.match(base)
+    tokens = [t for t in (cut["head"] if cut else base).split("_") if t]
+    scored = [t for t in tokens if t not in _SIMILARITY]
+    name = "_".join(scored)
+    if name in _CORRELATIONS:
+        return True
+    return name in _RANKING and (cut is not None or (len(scored) < len(tokens) and name not in ("r", "p")))
+
+
+def split_retrieval(name: str) -> tuple[str, str] | None:
+    """(evaluation set, metric) of a name that ends in a retrieval or embedding score (`retrieval_metric`), as the
+    sentence-transformers trainer writes them after its `eval_` prefix: `sts-dev_spearman_cosine` -> (`sts-dev`,
+    `spearman_cosine`), `NanoMSMARCO_cosine_ndcg@10` -> (`NanoMSMARCO`, `cosine_ndcg@10`); ('', name) for a score
+    alone (`cos_sim-MRR@10`); None when the name ends in none. The longest score wins."""
+    parts = name.split("_")
+    for i in range(len(parts)):
+        metric = "_".join(parts[i:])
+        if retrieval_metric(metric):
+            return "_".join(parts[:i]), metric
+    return None
+
+
 def vision_metric(metric: str) -> bool:
     """True when `metric` names a vision evaluator's score or error (`AP50`, `bbox_mAP`, `PCK`, `top1`, `NME`): a
     metric only an evaluation computes, so a column of that name is an evaluation wherever it is logged."""
@@ -469,14 +513,22 @@ def cannot_be_negative(metric: str) -> bool:
 def metric_direction(metric: str) -> bool | None:
     """True when a higher value of `metric` is better, False when lower is, None when the name does not say.
 
-    Known names and their families: `rougeLsum`, `f1_macro`, `accuracy_top5`, `pass@10`, `AP50`, `bbox_mAP_s` and
-    `PCK` rise; `val_loss`, `lm_loss`, `eval_wer`, `NME` and a standard error (`acc_stderr`) fall."""
+    Known names and their families: `rougeLsum`, `f1_macro`, `accuracy_top5`, `pass@10`, `AP50`, `bbox_mAP_s`,
+    `PCK`, the retrieval and embedding scores (`spearman_cosine`, `ndcg@10`, `cos_sim-MRR@10`: `retrieval_metric`)
+    and `negative_mse` rise; `val_loss`, `lm_loss`, `eval_wer`, `NME` and a standard error (`acc_stderr`) fall."""
     base = metric.split(",")[0].strip().lower()
+    if base.endswith("_threshold"):  # the cut a score was read at (sentence-transformers' `cosine_f1_threshold`)
+        return None
     if base in _LOWER_IS_BETTER or base.endswith(("_stderr", "_loss", "_ppl", "_perplexity", "_error", "_wer", "_cer")):
         return False
     if base in _VISION_LOWER:
         return False
     if base in _HIGHER_IS_BETTER or base.startswith(("pass@", "rouge", "bleu")) or _VISION_HIGHER.match(base):
+        return True
+    if retrieval_metric(base):
+        return True
+    negated = base.removeprefix("negative_").removeprefix("neg_")
+    if negated != base and metric_direction(negated) is False:  # sentence-transformers' `negative_mse`
         return True
     head = base.split("_")[0]
     if head in _HIGHER_IS_BETTER:

@@ -1237,3 +1237,8 @@ SHARED_LOGS += WAVE2_SHARED
 from tests.support.real_wave3 import WAVE3_LOGS  # noqa: E402
 
 REAL_LOGS += WAVE3_LOGS
+
+# The fourth wave (issue 45: trainers and formats new to the corpus), registered from its own module
+from tests.support.real_wave4 import WAVE4_LOGS  # noqa: E402
+
+REAL_LOGS += WAVE4_LOGS

@@ -6,11 +6,14 @@ object per epoch) or `trainer_log.jsonl` (LLaMA-Factory) as `.jsonl`. A refusal 
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 from pathlib import Path
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import clip, parse_json
+from yieldgate.ingest.epochfiles import has_step, is_record, record_files
 from yieldgate.util.inputs import check_regular
 
 __all__ = ["describe", "kind_of", "table_format"]
@@ -47,8 +50,8 @@ def _is_object(line: str) -> bool:
 
 
 def table_format(path: Path) -> str | None:
-    """`parquet`, `jsonl` (one JSON object per line, whatever the name) or `csv` (a header of two or more
-    comma- or tab-separated names and rows with as many fields), from the file's content; None for anything else."""
+    """`parquet`, `jsonl` (one JSON object per line, whatever the name), `record` (one JSON object of numbers and
+    text: one row, `ingest.epochfiles`) or `csv` (`_is_csv`), from the file's content; None for anything else."""
     with path.open("rb") as f:
         if f.read(4) == b"PAR1":
             return "parquet"
@@ -58,13 +61,31 @@ def table_format(path: Path) -> str | None:
     complete = lines[:-1] or lines  # the last line of the head may be cut
     if len(lines) >= 2 and all(_is_object(line) for line in complete[:50]):
         return "jsonl"  # one object alone is a JSON document, not a log of records
+    if lines[0].lstrip().startswith("{") and is_record(path):
+        return "record"
+    return "csv" if _is_csv(lines, complete) else None
+
+
+# A header cell that is a name and a value (`epoch 1`, `loss: 0.5`, `lr=0.1`, `{'loss': 2.3`): a printed line
+_NAMED_VALUE = re.compile(r"[\s:=]\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$|^\s*[{\[(]")
+
+
+def _is_csv(lines: list[str], complete: list[str]) -> bool:
+    """A header of two or more comma- or tab-separated names (not numbers, not `name value` pairs as a printed log
+    line has them) and, on every complete line of the head, as many fields (quoted fields read as the csv module
+    reads them): a text log whose lines hold commas is no table."""
     sep = "\t" if lines[0].count("\t") > lines[0].count(",") else ","
-    fields = lines[0].count(sep) + 1
-    if fields >= 2 and len(lines) >= 2 and all(line.count(sep) + 1 == fields for line in complete[1:20]):
-        names = [n.strip().strip('"') for n in lines[0].split(sep)]
-        if sum(not n.replace(".", "", 1).replace("-", "", 1).isdigit() for n in names) > fields // 2:
-            return "csv"
-    return None
+    try:
+        rows = list(csv.reader(complete[:2000], delimiter=sep))
+    except csv.Error:
+        return False
+    fields = len(rows[0])
+    if fields < 2 or len(lines) < 2 or any(len(row) != fields for row in rows[1:]):
+        return False
+    names = [n.strip().strip('"') for n in rows[0]]
+    if any(_NAMED_VALUE.search(n) for n in names):
+        return False
+    return sum(not n.replace(".", "", 1).replace("-", "", 1).isdigit() for n in names) > fields // 2
 
 
 def describe(path: Path) -> str:
@@ -133,9 +154,12 @@ def _dir_kind(source: Path) -> str:
         return "hf-trainer"
     if files and all(p.suffix == ".json" for p in files) and any(_json_kind(p) == "lm-eval" for p in files[:20]):
         return "lm-eval"
+    if record_files(source):
+        return "table"  # one JSON record per file, numbered by epoch (ingest.epochfiles)
     raise InputError(
-        f"{source}: a directory without TensorBoard event files, trainer_state.json or lm-eval results; give the "
-        "log file itself, or name the kind (yieldgate import KIND ...)"
+        f"{source}: a directory without TensorBoard event files, trainer_state.json, lm-eval results or numbered "
+        "JSON records (metrics_epoch_0.json, ...); give the log file itself, or name the kind (yieldgate import "
+        "KIND ...)"
     )
 
 
@@ -151,18 +175,35 @@ def kind_of(source: Path) -> str:
     if "tfevents" in source.name:
         return "tensorboard"
     fmt = table_format(source)
+    if fmt == "record" and not has_step(source):
+        raise InputError(
+            f"{source}: {describe(source)}, one record of no step (no step field, no number in its name): neither "
+            "a Trainer's state (log_history), lm-eval results nor JSON lines; to read it as one step, import it as "
+            "a table and name its step field with map step=FIELD",
+            parameter="map",
+        )
     if fmt is not None:
         return "table"
     head = _head(source)
     if "\x00" in head[:4096]:
         raise InputError(f"{source}: binary data that is no known format (not a TensorBoard event file, not Parquet)")
-    if head.lstrip().startswith(("{", "[")):
+    if head.lstrip().startswith(("{", "[")) and _parses(source):
         kind = _json_kind(source)
         if kind is None:
             raise InputError(
-                f"{source}: {describe(source)}: neither a Trainer's state (log_history), lm-eval results nor JSON "
-                "lines; name its fields with a mapping (map MAPPING.yaml) and import it as a table or a text log",
-                parameter="map",
+                f"{source}: {describe(source)}: neither a Trainer's state (log_history), lm-eval results, JSON "
+                "lines nor a record of one step; it is no training log yieldgate reads",
             )
         return kind
-    return "textlog"
+    return "textlog"  # printed lines, bracketed or with commas as they may be: the text-log reader tells
+
+
+def _parses(path: Path) -> bool:
+    """True when the whole file is one JSON document (a log whose lines start with `[` or `{` is not)."""
+    from yieldgate.ingest.clean import read_json
+
+    try:
+        read_json(path, "a JSON file")
+    except InputError:
+        return False
+    return True

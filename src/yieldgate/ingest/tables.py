@@ -21,8 +21,10 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, parse_json, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
+from yieldgate.ingest.epochfiles import in_order, is_record, read_record, record_files
 from yieldgate.ingest.mapping import LogMapping, computed_step
 from yieldgate.ingest.sniff import describe, table_format
+from yieldgate.ingest.stepcount import infer_step
 from yieldgate.util.inputs import check_regular
 
 __all__ = ["read_table", "rows_from_columns", "numeric_column"]
@@ -45,6 +47,13 @@ def rows_from_columns(
         i = int(np.argmax(bad))
         got = "nothing" if not present[i] else f"{float(values[i])!r}"
         raise InputError(f"{where[i]}: expected a whole step number in {step_name!r}, got {got}")
+    if (values < 0).any():
+        i = int(np.argmax(values < 0))
+        raise InputError(
+            f"{where[i]}: step {int(values[i])} in {step_name!r} is negative, and a step counts from 0 (a marker, "
+            "such as -1 for 'the end of an epoch'?); name the column that counts the steps with map step=COLUMN",
+            parameter="map",
+        )
     rows = Rows(source, values.astype(np.int64), list(where), epochs=step_name.lower() == "epoch")
     for name, (v, p) in columns.items():
         if name != step_name:
@@ -271,8 +280,9 @@ _SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jso
 
 
 def _format_of(path: Path) -> str:
-    """`parquet`, `jsonl` or `csv`: by the content where the name does not say (`metrics.json`, `log.txt`)
-    or says otherwise; refused, with what the content looks like, when it is no table."""
+    """`parquet`, `jsonl`, `csv` or `record` (one JSON object, one row: `ingest.epochfiles`): by the content where the
+    name does not say (`metrics.json`, `log.txt`) or says otherwise; refused, with what the content looks like, when
+    it is no table."""
     gz = path.suffix.lower() == ".gz"  # read_lines decompresses CSV and JSONL
     suffix = Path(path.stem).suffix.lower() if gz else path.suffix.lower()
     by_name = _SUFFIXES.get(suffix)
@@ -282,8 +292,8 @@ def _format_of(path: Path) -> str:
     if found is not None:
         return found
     raise InputError(
-        f"{path}: not a table: its content is {describe(path)}; a table is CSV, JSON lines or Parquet (whatever "
-        "its name); for a printed log use yieldgate import textlog (or auto)"
+        f"{path}: not a table: its content is {describe(path)}; a table is CSV, JSON lines, Parquet or JSON records "
+        "one per file (whatever its name); for a printed log use yieldgate import textlog (or auto)"
     )
 
 
@@ -292,7 +302,8 @@ def _columns(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.ndarray
     fmt = _format_of(path)
     if fmt == "parquet":
         return _read_parquet(path, warnings)
-    frame, where = (_read_jsonl if fmt == "jsonl" else _read_csv)(path, warnings)
+    reader = {"jsonl": _read_jsonl, "record": read_record}.get(fmt, _read_csv)
+    frame, where = reader(path, warnings)
     columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in frame.columns:
         progress = _progress(str(name), frame[name])
@@ -314,23 +325,78 @@ def _columns(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.ndarray
     return columns, where
 
 
+def _counting_step(
+    columns: dict[str, tuple[np.ndarray, np.ndarray]],
+    mapping: LogMapping,
+    path: Path,
+    prefer_step: Sequence[str],
+    warnings: Warnings,
+) -> str:
+    """The column `pick_step` finds; where it holds a negative value (sentence-transformers writes `steps` -1 for an
+    evaluation at the end of an epoch) and the mapping did not name it, the next usual step column that holds none,
+    said in a warning. A step column named by the mapping, or without another, is refused at its negative value
+    (`rows_from_columns`)."""
+    step = pick_step(columns, mapping.names, str(path), prefer_step)
+    values, present = columns[step]
+    negative = present & (values < 0)
+    if not negative.any() or "step" in mapping.names.values():
+        return step
+    rest = {n: c for n, c in columns.items() if n != step}
+    try:
+        other = pick_step(rest, {}, str(path), prefer_step)
+    except InputError:
+        return step
+    values, present = rest[other]
+    if (present & (values < 0)).any():
+        return step
+    warnings.add(
+        "step",
+        f"{path}: column {step!r} holds a negative value on {int(negative.sum())} row(s) (a marker, not a step): the "
+        f"rows are stepped by {other!r}",
+    )
+    return other
+
+
 def _step_of(
     columns: dict[str, tuple[np.ndarray, np.ndarray]],
     mapping: LogMapping,
     path: Path,
     prefer_step: Sequence[str],
+    warnings: Warnings,
 ) -> str:
     """The step column: the mapping's computed step (`StepRule`: epoch, iteration, iterations per epoch), stored
     as `step` with the rows that have none left out, or the column `pick_step` finds."""
     rule = mapping.step
+    counted = infer_step(columns, str(path)) if rule is None and "step" not in mapping.names.values() else None
+    if counted is not None:  # an epoch and a count within it (`stepcount`)
+        columns["step"] = (counted.step, counted.present)
+        warnings.reading.setdefault("step", counted.how)
+        return "step"
     if rule is None or rule.epoch is None:
-        return pick_step(columns, mapping.names, str(path), prefer_step)
+        step = _counting_step(columns, mapping, path, prefer_step, warnings)
+        warnings.reading.setdefault("step_field", step)
+        return step
     step, present = computed_step(columns, rule, str(path))
     for name in mapping.step_columns():
         if name != rule.epoch:
             columns.pop(name, None)
     columns["step"] = (step, present)
     return "step"
+
+
+def _say_epochs(path: Path, step: str, mapping: LogMapping, warnings: Warnings, said: set[Path]) -> None:
+    """That the rows count epochs, once per file (once per folder of records: one row per file)."""
+    where = path.parent if path.suffix.lower() == ".json" and is_record(path) else path
+    if where in said:
+        return
+    said.add(where)
+    if mapping.epochs:
+        warnings.add("epoch", f"{where}: the mapping says each row is an epoch: steps in this run count epochs")
+    elif step.lower() == "epoch":
+        warnings.add(
+            "epoch",
+            f"{where}: no step column; each row is an epoch (column {step!r}), and steps in this run count epochs",
+        )
 
 
 def read_table(
@@ -345,24 +411,25 @@ def read_table(
     its step rule), else the first of `prefer_step`, then of the usual names, present."""
     mapping = overrides if isinstance(overrides, LogMapping) else LogMapping(names=dict(overrides))
     parts: dict[str | None, list[Rows]] = {}
-    for path in paths:
+    said: set[Path] = set()
+    for folder in (p for p in paths if p.is_dir()):
+        if not record_files(folder, warnings):
+            raise InputError(
+                f"{folder}: is a directory without numbered JSON records (one object per file: metrics_epoch_0.json, "
+                "...); give the table file itself"
+            )
+    for path in in_order(paths):
         check_regular(path, "a CSV, JSONL or Parquet table")  # a FIFO or /dev/zero is refused, not waited on
         columns, where = _columns(path, warnings)
         if not where:
             warnings.add("empty", f"{path}: no rows")
             continue
-        step = _step_of(columns, mapping, path, prefer_step)
+        step = _step_of(columns, mapping, path, prefer_step, warnings)
         if mapping.step is not None and mapping.step.epoch is not None:
             kept = columns["step"][1]
             columns = {n: (v[kept], p[kept]) for n, (v, p) in columns.items()}
             where = [w for w, k in zip(where, kept, strict=True) if k]
-        if mapping.epochs:
-            warnings.add("epoch", f"{path}: the mapping says each row is an epoch: steps in this run count epochs")
-        elif step.lower() == "epoch":
-            warnings.add(
-                "epoch",
-                f"{path}: no step column; each row is an epoch (column {step!r}), and steps in this run count epochs",
-            )
+        _say_epochs(path, step, mapping, warnings, said)
         for run, cols in _by_run(columns, step, path, warnings).items():
             rows = rows_from_columns(str(path), cols, where, step)
             rows.epochs = rows.epochs or mapping.epochs

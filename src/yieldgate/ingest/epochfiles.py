@@ -1,0 +1,118 @@
+"""A run's table written one record per file: a folder of pretty-printed JSON objects, one per epoch, numbered by it
+(AllenNLP's serialization folder: `metrics_epoch_0.json`, `metrics_epoch_1.json`, ..., each holding `epoch`,
+`training_loss`, `validation_loss`, `best_validation_loss` and a cumulative `training_duration` of `H:MM:SS.f`).
+
+A **record** is one JSON object whose values are scalars (numbers, text, booleans, null), read as one row; a folder
+of them (or several named on the command line) is one run's table, its rows in the order of the number in their
+names (`metrics_epoch_10.json` after `metrics_epoch_9.json`, whatever the shell's sort). Only the files that share
+one numbered name are its rows: AllenNLP's `metrics.json` (the final epoch's record again, with the bests) and
+`config.json` beside them are left out, and said. A record's step is its own step field (`epoch`, `step`), else the
+number in its name, which counts epochs. A duration field (`0:07:35.750313`) is read in seconds
+(`tables.numeric_column`); a cumulative one is the run's clock (`aliases`: AllenNLP's `training_duration`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from yieldgate.aliases import STEP_NAMES
+from yieldgate.errors import InputError
+from yieldgate.ingest.clean import Warnings, check_columns, parse_json
+from yieldgate.util.inputs import read_regular
+
+__all__ = ["RECORD_BYTES", "has_step", "in_order", "is_record", "numbered", "record_files", "read_record"]
+
+RECORD_BYTES = 1 << 20
+"""A record file is one step's values: a JSON object past 1 MiB is some other document, not read as one."""
+# The last number in a file's name: `metrics_epoch_12.json` -> 12
+_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+
+
+def numbered(path: Path) -> int | None:
+    """The last number in the file's name without its suffix (`metrics_epoch_12.json` -> 12), or None."""
+    found = _NUMBER.search(path.stem)
+    return int(found[1]) if found else None
+
+
+def _object(path: Path) -> dict | None:
+    """The JSON object of a small `.json` file whose values are all scalars, or None for anything else."""
+    if path.suffix.lower() != ".json" or not path.is_file() or path.stat().st_size > RECORD_BYTES:
+        return None
+    try:
+        doc = parse_json(read_regular(path, "a JSON record").decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, InputError):
+        return None
+    if not isinstance(doc, dict) or not doc:
+        return None
+    if any(isinstance(v, (dict, list)) for v in doc.values()):
+        return None
+    return doc
+
+
+def is_record(path: Path) -> bool:
+    """True when `path` is one JSON object of scalars (one row of a table)."""
+    return _object(path) is not None
+
+
+def has_step(path: Path) -> bool:
+    """True when the record in `path` says which step it is: a step field of its own, or a number in its name."""
+    doc = _object(path)
+    return doc is not None and (numbered(path) is not None or bool({str(k).lower() for k in doc} & set(STEP_NAMES)))
+
+
+def _pattern(path: Path) -> str:
+    """The file's name with its last number as a placeholder: the files of one series share it."""
+    return _NUMBER.sub("#", path.name[: -len(path.suffix)]) + path.suffix
+
+
+def record_files(folder: Path, warnings: Warnings | None = None) -> list[Path]:
+    """The records of a folder that are one run's rows: the numbered JSON records of the most common numbered name,
+    in number order; the folder's other JSON files named in a warning. Empty when the folder holds none."""
+    candidates = [p for p in folder.iterdir() if p.suffix.lower() == ".json" and p.is_file()]
+    series: dict[str, list[Path]] = {}
+    for path in candidates:
+        if numbered(path) is not None and is_record(path):
+            series.setdefault(_pattern(path), []).append(path)
+    if not series:
+        return []
+    name, files = max(series.items(), key=lambda item: (len(item[1]), item[0]))
+    files.sort(key=lambda p: (numbered(p), p.name))
+    others = sorted(p.name for p in candidates if p not in files)
+    if others and warnings is not None:
+        warnings.add(
+            "records",
+            f"{folder}: {len(files)} records {name} read, one row each; {len(others)} other JSON file(s) left out "
+            f"({', '.join(others[:4])}{', ...' if len(others) > 4 else ''})",
+        )
+    return files
+
+
+def in_order(paths: Sequence[Path]) -> list[Path]:
+    """`paths` with each folder of records replaced by its records (`record_files`) and the records named one by one
+    put in the order of their numbers (the shell sorts `metrics_epoch_10.json` before `metrics_epoch_9.json`)."""
+    out: list[Path] = []
+    for path in paths:
+        out += record_files(path) if path.is_dir() else [path]
+    if len(out) > 1 and all(numbered(p) is not None and p.suffix.lower() == ".json" for p in out):
+        out.sort(key=lambda p: (numbered(p), p.name))
+    return out
+
+
+def read_record(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
+    """One record file as a table of one row (its cells as text, as the other readers give them); without a step
+    field of its own the number in its name is its `epoch`."""
+    doc = _object(path)
+    if doc is None:
+        raise InputError(f"{path}: not one JSON object of numbers and text; expected a record of one step")
+    check_columns(len(doc), str(path))
+    row = {str(k): "" if v is None else str(v) for k, v in doc.items()}
+    number = numbered(path)
+    if not {k.lower() for k in row} & set(STEP_NAMES) and number is not None:
+        row["epoch"] = str(number)
+        warnings.add("records", f"{path.parent}: no step field in the records: the number in each name is its epoch")
+    return pd.DataFrame([row]), [str(path)]
