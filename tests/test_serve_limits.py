@@ -126,7 +126,7 @@ def test_the_figure_cache_is_bounded_by_the_bytes_it_keeps(db):
 
 def test_the_runs_list_pages_with_its_total(db, cli_for):
     client = TestClient(create_app(str(db)))
-    every = client.get("/api/runs").json()
+    every = client.get("/api/runs").json()["runs"]
     assert every == cli_for(db).json("runs") and [r["name"] for r in every] == list(RUNS)
     page = client.get("/api/runs", params={"offset": 1, "limit": 2}).json()
     assert (page["total"], page["offset"], page["limit"], page["order"]) == (5, 1, 2, "oldest")
@@ -136,15 +136,88 @@ def test_the_runs_list_pages_with_its_total(db, cli_for):
     assert client.get("/api/runs", params={"offset": 5}).json() == {
         "total": 5,
         "offset": 5,
-        "limit": data.PAGE_RUNS,
+        "limit": data.PAGE,
         "order": "oldest",
         "runs": [],
     }
     for query, says in (
         ({"offset": -1}, "offset must be a whole number >= 0 (the runs to skip), got -1"),
-        ({"limit": 0}, "limit must be a whole number >= 1 (the runs in a page), got 0"),
-        ({"limit": "ten"}, "limit must be a whole number >= 1 (the runs in a page), got 'ten'"),
+        ({"limit": 0}, "limit must be a whole number from 1 to 1000 (the runs in a page), got 0"),
+        ({"limit": "ten"}, "limit must be a whole number from 1 to 1000 (the runs in a page), got 'ten'"),
+        ({"limit": 1001}, "limit must be a whole number from 1 to 1000 (the runs in a page), got 1001"),
         ({"order": "sideways"}, "order must be one of oldest, newest, got 'sideways'"),
     ):
         response = client.get("/api/runs", params=query)
         assert (response.status_code, response.json()) == (400, {"error": says})
+
+
+DIGITS = "9" * 40
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/api/runs", {"offset": DIGITS}),
+        ("/api/runs", {"limit": DIGITS}),
+        ("/api/decisions", {"offset": DIGITS}),
+        ("/api/campaigns", {"offset": "-" + DIGITS}),
+        ("/api/run/live", {"name": "a", "after": DIGITS}),
+        ("/api/run/live", {"name": "a", "after": "1", "curve_after": DIGITS, "evals": "0"}),
+        ("/decision", {"id": DIGITS}),
+    ],
+)
+def test_a_40_digit_number_in_a_query_is_a_400_naming_it(db, path, query):
+    """Issue #46, item 8: `serve` answered 500 (SQLite's OverflowError) to a 40-digit offset or after."""
+    response = TestClient(create_app(str(db)), raise_server_exceptions=False).get(path, params=query)
+    assert response.status_code == 400, (response.status_code, response.text[:300])
+    said = response.json()["error"] if path.startswith("/api/") else response.text
+    assert "past the largest number the ledger holds" in said and "999999" in said, said
+    if (path, list(query)) == ("/api/runs", ["offset"]):
+        check(
+            "`yieldgate serve`: a 40-digit `offset` or `after` in a query",
+            f"400 with one line: `{_short(said)}` (before: 500, SQLite's OverflowError)",
+            "0",
+        )
+
+
+def test_every_list_is_paged_with_a_bounded_limit(db, cli_for):
+    """Issue #46, item 9: no list is served whole (the unpaged runs list was 830 MB at a 38.8 s median under
+    load): runs, decisions and campaigns come a page at a time, at most `data.MAX_PAGE` a request."""
+    client = TestClient(create_app(str(db)))
+    with Ledger(db) as led:
+        for i in range(7):
+            led.add_decision(f"t{i}", "hold", evidence={"runs": ["a"]}, rationale="r")
+            led.put_campaign(f"c{i}", {"recipes": ["x"]}, f"h{i}")
+    for path, key, total in (
+        ("/api/runs", "runs", 5),
+        ("/api/decisions", "decisions", 7),
+        ("/api/campaigns", "campaigns", 7),
+    ):
+        whole = client.get(path).json()
+        assert (whole["total"], whole["offset"], whole["limit"], len(whole[key])) == (total, 0, data.PAGE, total)
+        page = client.get(path, params={"offset": 2, "limit": 3}).json()
+        assert page[key] == whole[key][2:5] and (page["offset"], page["limit"]) == (2, 3)
+        too_many = client.get(path, params={"limit": data.MAX_PAGE + 1})
+        assert too_many.status_code == 400 and f"from 1 to {data.MAX_PAGE}" in too_many.json()["error"]
+    check(
+        "`yieldgate serve`: a list asked for without a page, or with a limit past 1,000",
+        "every list (`/api/runs`, `/api/decisions`, `/api/campaigns`) answers a page of 500 with its total; a limit "
+        "past 1,000 is a 400 (before: `/api/runs` sent every run, 830 MB at a 38.8 s median under 50 clients)",
+        "0",
+    )
+
+
+def test_the_bearer_scheme_is_matched_whatever_its_case(db):
+    """RFC 7235: an auth scheme is case-insensitive; a lowercase `bearer` got 401."""
+    token = "t0k3n-0123456789abcdef"
+    client = TestClient(create_app(str(db), token=token))
+    for scheme in ("Bearer", "bearer", "BEARER", "bEaReR"):
+        assert client.get("/api/runs", headers={"Authorization": f"{scheme} {token}"}).status_code == 200, scheme
+    for wrong in (f"Basic {token}", f"Bearer{token}", f"bearer {token}x", "bearer"):
+        assert client.get("/api/runs", headers={"Authorization": wrong}).status_code == 401, wrong
+    check(
+        "`yieldgate serve` with a token: `Authorization: bearer TOKEN` (lowercase scheme)",
+        "200, as `Bearer` (RFC 7235: the scheme is case-insensitive); a wrong token or scheme is still 401 "
+        "(before: 401)",
+        "0",
+    )

@@ -27,7 +27,7 @@ from yieldgate.serve.limits import Work
 from yieldgate.util.jsonsafe import json_safe
 
 __all__ = [
-    "run_records",
+    "paged",
     "runs_page",
     "run_record",
     "encode",
@@ -47,8 +47,11 @@ CURVE_COLUMNS = ("step", "tokens", "wall_s", "cost_usd", "loss")
 """The columns of a metric's curve a live poll sends: the axes of the loss plots, and the metric's value."""
 
 
-PAGE_RUNS = 500
-"""Runs in a page of `/api/runs` when a page is asked for without its `limit`."""
+PAGE = 500
+"""Items in a page of a list (`/api/runs`, `/api/decisions`, `/api/campaigns`) asked for without its `limit`."""
+MAX_PAGE = 1000
+"""The most items one request for a list gets."""
+PAGE_RUNS = PAGE
 ORDERS = ("oldest", "newest")
 """The orders a page of runs may be listed in: the ledger's (oldest first, as `yieldgate runs`), or its reverse."""
 
@@ -68,17 +71,9 @@ def encode(payload: Any) -> bytes:
     return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-def _listing(ledger: Ledger, work: Work | None) -> list[dict[str, Any]]:
-    """`Ledger.run_records` without totals, read once for the requests that ask at the same time (each record's
-    checksum is checked: most of a 10,000-run listing's time)."""
-    if work is None:
-        return ledger.run_records(totals=False)
-    return work.flights.run(("runs",), lambda: ledger.run_records(totals=False))
-
-
-def run_records(ledger: Ledger, work: Work | None = None) -> list[dict[str, Any]]:
-    """Every run of the ledger, oldest first, as `yieldgate runs --json` lists them."""
-    return [run_record(r) for r in ledger.add_totals([dict(r) for r in _listing(ledger, work)])]
+def paged(items: list[Any], offset: int, limit: int, key: str) -> dict[str, Any]:
+    """`limit` of `items` from the `offset`-th on, with their count: `{"total", "offset", "limit", key: [...]}`."""
+    return {"total": len(items), "offset": offset, "limit": limit, key: items[offset : offset + limit]}
 
 
 def runs_page(ledger: Ledger, offset: int, limit: int, *, order: str = "oldest") -> dict[str, Any]:

@@ -334,9 +334,15 @@ function runsPage(table) {
 
   async function load() {
     try {
-      const page = await getJSON(`/api/runs?order=newest&offset=0&limit=${wanted}`);
-      rows = page.runs.reverse();  // the newest runs, in the ledger's order (oldest first) as before paging
-      total = page.total;
+      // A page at a time (the server serves no list whole): the newest `wanted` runs.
+      let newest = [];
+      for (let offset = 0; offset < wanted; offset += RUNS_PAGE) {
+        const page = await getJSON(`/api/runs?order=newest&offset=${offset}&limit=${RUNS_PAGE}`);
+        newest = newest.concat(page.runs);
+        total = page.total;
+        if (page.runs.length < RUNS_PAGE) break;
+      }
+      rows = newest.reverse();  // the newest runs, in the ledger's order (oldest first) as before paging
       render();
     } catch (error) {
       count.textContent = String(error.message);
