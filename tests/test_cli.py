@@ -144,7 +144,7 @@ COMMANDS = {
     "compare": {"--json", "--at", "--target-loss", "--primary", "--metric", "--per"},
     "forecast": {"--json", "--next-tokens", "--next-steps", "--threshold", "--level", "--metric"},
     "train": {"--json", "--tokens", "--seed", "--run", "--resume-from", "--cooldown-tokens"},
-    "merge": {"--json", "--run"},
+    "merge": {"--json", "--run", "--replace"},
     "check": {"--json"},
     "ledger copy": {"--json", "--replace"},
     "report": {"--json", "--output", "--png", "--metric", "--per", "--smooth", "--target-loss"},
