@@ -144,7 +144,9 @@ def test_a_failing_probe_is_recorded_and_the_campaign_goes_on(tmp_path, cli, led
         "probe": {"batch_size": 8, "evals": 2, "eval_sequences": 8},
         "data": {"max_chars_per_source": 100_000},
     }
-    out = cli.json("probe", str(write(tmp_path, spec)), "--workers", "1")
+    result = cli("probe", str(write(tmp_path, spec)), "--workers", "1", "--json", code=1)  # a probe failed
+    out = json.loads(result.stdout)
+    assert "1 of 2 probe(s) failed; the first, f/broken/s0/t4096" in result.stderr
     assert out["run"]["finished"] == ["f/ok/s0/t4096"]
     assert list(out["run"]["failed"]) == ["f/broken/s0/t4096"]
     assert "neither a built-in source" in out["run"]["failed"]["f/broken/s0/t4096"]

@@ -176,6 +176,7 @@ def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
         "unmeasured": meta.get("unmeasured", {}),
         "goodput": good.to_dict() if good is not None else None,
         "waiting_spills": [w.to_dict() | {"hint": w.hint} for w in spills],
+        "failure": _failure(info, meta),
         "evals": [
             {
                 "task": task,
@@ -191,6 +192,15 @@ def show(run: str, *, ledger: LedgerArg = None) -> dict[str, Any]:
         "events": {state: int((events["state"] == state).sum()) for state in ("open", "resolved")},
         "manifest": manifest.model_dump(mode="json", exclude_none=True) if manifest else None,
     }
+
+
+def _failure(info: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any] | None:
+    """What ended a run that failed or was killed, as its probe recorded it (meta `error`, `output_tail`), or None."""
+    if info["status"] not in ("failed", "killed", "crashed", "stale") and not meta.get("error"):
+        return None
+    if not meta.get("error") and not meta.get("output_tail"):
+        return None
+    return {"error": meta.get("error") or f"run status {info['status']}", "tail": meta.get("output_tail") or ""}
 
 
 def check(run: str | None = None, *, ledger: LedgerArg = None) -> CheckResult:

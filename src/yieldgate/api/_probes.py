@@ -59,6 +59,12 @@ def campaign_progress(name: str, *, ledger: LedgerArg = None) -> tuple[dict[str,
             return record, None
         if status["done"] and status["done"] < status["planned"]:
             record = {**record, "summary": summarise(led, name).to_dict()}
+        else:
+            # The stored ranking is shown only while the records it was drawn from are whole: each probe's
+            # evaluations and steps are read through their checksums (BlockDamaged names the damage).
+            for run in status["done_runs"]:
+                led.evals(run)
+                led.steps(run, ["tokens"])
     return record, status
 
 

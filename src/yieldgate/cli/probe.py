@@ -202,6 +202,15 @@ def probe(
         _print_json(result.to_dict())
     else:
         render_campaign_probes(result, console, Console(stderr=True))
+    failed = result.run.failed
+    if failed:  # the others are ranked and stored; the exit status still says the campaign is not whole
+        first, error = next(iter(failed.items()))
+        typer.echo(
+            f"error: campaign {result.run.campaign!r}: {len(failed)} of {result.run.planned} probe(s) failed; the "
+            f"first, {first}: {error} (each with its output: yieldgate campaign {result.run.campaign})",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -95,9 +95,13 @@ def claim_probe(led: Ledger, run: str, key: str, meta: dict[str, Any]) -> bool:
     with led.transaction():
         if probe_status(led, run, key) == "finished":
             return False
-        led.claim_run(run, owner=Owner.this_process(), resume=True, takeover=True, source="probe")
+        existed = led.claim_run(run, owner=Owner.this_process(), resume=True, takeover=True, source="probe")
+        before = led.meta(run) if existed else {}
         led.create_run(run, status="running", source="probe", if_exists="replace")
         led.set_meta(run, "probe", meta)
+        # Trainings of this probe, this one included (an earlier attempt's count when it was the same probe).
+        same = (before.get("probe") or {}).get("key") == key
+        led.set_meta(run, "attempts", (int(before.get("attempts", 0)) if same else 0) + 1)
     return True
 
 

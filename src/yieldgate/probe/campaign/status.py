@@ -17,7 +17,8 @@ DEAD = ("crashed", "stale")
 
 
 def campaign_status(ledger: Ledger, name: str) -> dict[str, Any]:
-    """{done, running, failed, killed, left, planned: counts; running_runs: [run]; failures: {run: {error, tail}}}
+    """{done, running, failed, killed, left, planned: counts; running_runs, done_runs: [run]; failures: {run: {error,
+    tail}}}
     for the campaign's stored file (`Ledger.campaign`)."""
     spec = ledger.campaign(name)["spec"]
     specs = plan(Campaign.model_validate(spec))
@@ -25,6 +26,7 @@ def campaign_status(ledger: Ledger, name: str) -> dict[str, Any]:
     metas = {run: meta for run, _status, meta in ledger.run_metas().itertuples(index=False)}
     out: dict[str, Any] = {"planned": len(specs), "done": 0, "running": 0, "failed": 0, "killed": 0, "left": 0}
     running: list[str] = []
+    done: list[str] = []
     failures: dict[str, dict[str, str]] = {}
     for probe in specs:
         record, meta = records.get(probe.run), metas.get(probe.run, {})
@@ -34,6 +36,7 @@ def campaign_status(ledger: Ledger, name: str) -> dict[str, Any]:
         status = record["status"]
         if status == "finished":
             out["done"] += 1
+            done.append(probe.run)
         elif status == "running":
             out["running"] += 1
             running.append(probe.run)
@@ -49,6 +52,7 @@ def campaign_status(ledger: Ledger, name: str) -> dict[str, Any]:
             )
             failures[probe.run] = {"error": error, "tail": meta.get("output_tail") or ""}
     out["running_runs"] = running
+    out["done_runs"] = done
     out["failures"] = failures
     return out
 

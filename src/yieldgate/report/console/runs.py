@@ -222,6 +222,11 @@ def render_show(result: dict[str, Any], console: Console) -> None:
         markup=True,
         highlight=False,
     )
+    failure = result.get("failure")
+    if failure:  # what ended a failed probe, and the end of its output, where the run is read
+        say(console, f"FAILED: {failure['error']}")
+        if failure.get("tail"):
+            console.print("its output's tail:\n" + str(failure["tail"]).rstrip(), markup=False, highlight=False)
     table = Table("step column", "rows", "first", "last", "min", "max")
     for c, count in result["step_columns"].items():
         s = stats[c]
