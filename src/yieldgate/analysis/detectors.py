@@ -203,6 +203,18 @@ class RunSignals:
     cooldowns: dict[str, pd.DataFrame] = field(default_factory=dict)
     """Step records (`step`, `loss`, `lr`) of runs that continue this one with the LR cooled down (run meta
     `cooldown_of`, `probe.cooldown`), by run name: the discriminating experiment of a plateau, run apart."""
+    resumes: list[dict[str, Any]] = field(default_factory=list)
+    """Bodies of the run's `resume` events, oldest first (an import's: `old`, `resume` and `redone` steps)."""
+
+    def final_step(self) -> int | None:
+        """The last step of the run's last attempt where its relaunch stopped short of where the attempt before it
+        had got (`redone` < `old` in the last restart an import found): the rows after it are an abandoned attempt's,
+        or another run's that the log mixes in, not this run's timeline. None where there is none."""
+        bodies = [b for b in self.resumes if isinstance(b.get("redone"), dict) and isinstance(b.get("old"), dict)]
+        if not bodies:
+            return None
+        redone, old = bodies[-1]["redone"].get("step"), bodies[-1]["old"].get("step")
+        return int(redone) if redone is not None and old is not None and redone < old else None
 
     def column(self, name: str, why: str) -> pd.Series:
         """A recorded column indexed by step (non-recorded rows dropped), or NotRun."""

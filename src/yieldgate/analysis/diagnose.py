@@ -213,6 +213,7 @@ def load_signals(ledger: Ledger, run: str, against: Sequence[str] = ()) -> RunSi
         recorded_nan=recorded_nan,
         peers=peer_losses(ledger, run, against),
         cooldowns=cooldown_runs(ledger, run),
+        resumes=list(ledger.events(run, kind="resume").sort_values("id")["body"]),
     )
 
 

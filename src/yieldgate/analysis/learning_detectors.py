@@ -81,6 +81,9 @@ def schedule(sig: RunSignals) -> list[Finding]:
     activation collapse, says which. Never "too high" and "too low" at once."""
     loss = sig.column("loss", "a log without training loss")
     lr = sig.column("lr", "a log without the learning rate")
+    last = sig.final_step()  # rows past it are another attempt's (or run's) that the log mixes in: not this curve
+    if last is not None:
+        loss, lr = loss.loc[:last], lr.loc[:last]
     n = len(loss)
     if n < 40:
         raise NotRun(f"{n} steps with a loss: the schedule needs at least 40")

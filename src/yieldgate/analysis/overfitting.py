@@ -11,7 +11,10 @@ falls. Two shapes of one turn, each read against the evaluation noise:
   worse than the best beyond it, is a step.
 
 Either needs the training loss to have fallen since the best, judged on the smoothed loss (`_train_drop`: means of
-many logged values, not one batch's noise). Pure functions over `RunSignals` (see `detectors.py`).
+many logged values, not one batch's noise). With only two to four evaluations (a fine-tune evaluated once an epoch)
+their noise cannot be measured: a rise at every evaluation after the best beyond FEW_EVALS_RISE of it, while the
+training loss falls, is overfitting at a lower confidence (`_few_rise`). Pure functions over `RunSignals` (see
+`detectors.py`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,13 @@ from yieldgate.analysis.detectors import (
 from yieldgate.analysis.fit import eval_noise, learning_noise
 from yieldgate.analysis.yields import TRANCHE_LEVEL
 
-__all__ = ["overfitting", "heldout_turn"]
+__all__ = ["FEW_EVALS_RISE", "overfitting", "heldout_turn"]
+
+FEW_EVALS_RISE = 0.02
+"""With two to four held-out evaluations (fewer than OVERFIT_MIN_EVALS, too few to measure their noise) each one after
+the best must be above it by more than this share of it. In the real corpus, a fine-tune on a plateau rises by at most
+0.54% from one evaluation to the next (Whisper tiny, 100 evaluations), one that overfits by 3.5-18% (Whisper small,
+5 evaluations): tests/test_overfitting_few_evals.py recomputes both."""
 
 
 def _line(x: np.ndarray, y: np.ndarray, sigma: float) -> tuple[float, float]:
@@ -84,13 +93,21 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
     run went on (OVERFIT_AFTER evaluations and more after it); `train_loss` in the evidence says so."""
     val = sig.val_loss()
     val = val[np.isfinite(val.to_numpy(dtype=float))]
-    if len(val) < OVERFIT_MIN_EVALS:
-        raise NotRun(f"{len(val)} evaluations of val/loss: overfitting needs at least {OVERFIT_MIN_EVALS}")
+    if len(val) < 2:
+        raise NotRun(f"{len(val)} evaluations of val/loss: overfitting needs at least 2")
     steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
     best = int(np.argmin(values))
     epochs = sig.epochs()
     common = {"epochs": None if epochs is None else round(epochs, 2), "last_step": int(steps[-1])}
     has_train_loss = "loss" in sig.steps and np.isfinite(sig.steps["loss"].to_numpy(dtype=float)).any()
+    if len(val) < OVERFIT_MIN_EVALS:
+        if not has_train_loss:
+            raise NotRun(
+                f"{len(val)} evaluations of val/loss and no training loss: the held-out loss alone needs at least "
+                f"{OVERFIT_MIN_EVALS}"
+            )
+        few = _few_rise(sig, steps, values, best)
+        return None if few is None else few | common
     if not has_train_loss:
         alone = _rise_alone(sig, steps, values, best)
         return None if alone is None else alone | common
@@ -104,6 +121,37 @@ def heldout_turn(sig: RunSignals) -> dict[str, Any] | None:
         return None
     noise = {"eval_noise": turn.pop("eval_noise")}
     return turn | {"train_loss_drop_after_best": round(drop, 4), "train_drop_se": round(drop_se, 5)} | noise | common
+
+
+def _few_rise(sig: RunSignals, steps: np.ndarray, values: np.ndarray, best: int) -> dict[str, Any] | None:
+    """Two to four evaluations (a fine-tune evaluated once an epoch): their noise cannot be measured, so the held-out
+    loss must rise after its best by more than FEW_EVALS_RISE of it at every later evaluation, while the training
+    loss falls beyond its own noise (`_train_drop`, the same test as with many evaluations). Weaker evidence than a
+    gap read against measured noise: the finding says so, at a lower confidence."""
+    after = values[best + 1 :]
+    if not len(after):
+        return None
+    floor = FEW_EVALS_RISE * abs(float(values[best]))
+    if not (after - values[best] > floor).all():
+        return None
+    loss = sig.column("loss", "a log without training loss")
+    loss = loss[np.isfinite(loss.to_numpy(dtype=float))]
+    drop, drop_se = _train_drop(loss, float(steps[best]))
+    if not drop > OVERFIT_Z * drop_se:
+        return None
+    return {
+        "best_step": int(steps[best]),
+        "best_val_loss": round(float(values[best]), 4),
+        "last_val_loss": round(float(values[-1]), 4),
+        "val_rise_least": round(float(np.min(after) - values[best]), 4),
+        "rise_floor": round(floor, 5),
+        "evaluations": len(values),
+        "evaluations_after_best": len(after),
+        "few_evaluations": f"{len(values)} evaluations: too few to measure their noise; each later one above the "
+        f"best by more than {FEW_EVALS_RISE:.0%} of it",
+        "train_loss_drop_after_best": round(drop, 4),
+        "train_drop_se": round(drop_se, 5),
+    }
 
 
 def _gap_noise(sig: RunSignals, steps: np.ndarray, values: np.ndarray, best: int) -> float:
@@ -218,7 +266,16 @@ def overfitting(sig: RunSignals) -> list[Finding]:
         f"stop or keep the checkpoint of step {best}, add fresh unique data, or regularise (weight decay, dropout, "
         "fewer epochs) before training longer"
     )
-    if "train_loss" in ev:  # no training loss: the held-out loss's rise alone, weaker evidence than a gap
+    if "few_evaluations" in ev:  # two to four evaluations: a rise against a floor, not measured noise
+        detector = "heldout_rise_few"
+        confidence = 0.35 + 0.05 * min(ev["evaluations_after_best"], 3) + more_epochs / 3
+        advice = (
+            f"the held-out loss was best at step {best} and is higher at each of the {ev['evaluations_after_best']} "
+            f"evaluation(s) after it (by {ev['val_rise_least']:.3g} at least) while the training loss fell{seen}: "
+            f"overfitting, read on {ev['evaluations']} evaluations only (evaluate more often to confirm); keep the "
+            f"checkpoint of step {best}, add fresh unique data or regularise before training longer"
+        )
+    elif "train_loss" in ev:  # no training loss: the held-out loss's rise alone, weaker evidence than a gap
         detector, confidence = "heldout_rise", 0.4 + min(0.2, (ev["val_rise_z"] - OVERFIT_Z) / 40) + more_epochs
         advice = (
             f"the held-out loss was best at step {best} and has risen by {ev['val_change_after_best']:.3g} "

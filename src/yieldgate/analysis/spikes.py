@@ -97,21 +97,44 @@ def recovery(steps: np.ndarray, values: np.ndarray, start: int, end: int) -> dic
 
 def _heldout_change(sig: RunSignals, start: int, end: int) -> dict[str, Any]:
     """The held-out loss at the last evaluation before the spike and the first after its recovery window, in units
-    of the evaluations' noise (`fit.learning_noise`); None where no evaluation brackets the spike."""
+    of the evaluations' noise (`fit.learning_noise`); None where no evaluation brackets the spike. A damaged update
+    harms the model on its training data too: a held-out loss that rose while the training loss fell between the
+    same two evaluations (its level over the SPIKE_LEVEL steps up to each) is the run overfitting, read by its own
+    detector, not the spike's damage (a one-batch blip that recovered five steps later was blamed for a fine-tune's
+    held-out rise between two evaluations an epoch apart)."""
     val = sig.val_loss()
-    if len(val) < 3:
+    if len(val) < 2:
         return {"val_change": None}
     steps, values = val.index.to_numpy(dtype=float), val.to_numpy(dtype=float)
     before, after = values[steps < start], values[steps > end + RECOVER_STEPS]
     if not len(before) or not len(after):
         return {"val_change": None}
-    noise = learning_noise(steps, values, steps, sig.steps)[0]
+    noise = learning_noise(steps, values, steps, sig.steps)[0] if len(val) >= 3 else math.nan
     change = float(after[0] - before[-1])
-    return {
-        "val_change": round(change, 4),
-        "val_noise": round(noise, 5),
-        "val_worse": bool(noise > 0 and change > 3 * noise),
-    }
+    out = {"val_change": round(change, 4), "val_noise": round(noise, 5)}
+    if not noise > 0:
+        return out | {"val_worse": False, "val_note": "too few evaluations to measure their noise"}
+    train = _train_change(sig, float(steps[steps < start][-1]), float(steps[steps > end + RECOVER_STEPS][0]))
+    if change > 3 * noise and train is not None and train < 0:
+        return out | {
+            "val_worse": False,
+            "train_change": round(train, 4),
+            "val_note": "training loss fell: overfitting",
+        }
+    return out | {"val_worse": bool(change > 3 * noise)}
+
+
+def _train_change(sig: RunSignals, at: float, later: float) -> float | None:
+    """The training loss's level (mean of the SPIKE_LEVEL finite values up to a step) at `later` less at `at`."""
+    loss = sig.steps.set_index("step")["loss"].dropna() if "loss" in sig.steps else None
+    if loss is None:
+        return None
+    x, y = loss.index.to_numpy(dtype=float), loss.to_numpy(dtype=float)
+    ok = np.isfinite(y)
+    first, second = y[ok & (x <= at)][-SPIKE_LEVEL:], y[ok & (x <= later)][-SPIKE_LEVEL:]
+    if not len(first) or not len(second):
+        return None
+    return float(second.mean() - first.mean())
 
 
 def _peer_spikes(sig: RunSignals) -> dict[str, set[int]]:
