@@ -267,6 +267,15 @@ def _client_paths(client: int, runs: int) -> list[str]:
     return out
 
 
+def _kind(path: str) -> str:
+    """What a request under load asks for: the runs list's page, the big run's plots, a small run's, a live poll."""
+    if path.startswith("/api/runs"):
+        return "runs page"
+    if path.startswith("/api/run/live"):
+        return "live poll"
+    return "big run plots" if "name=huge" in path else "small run plots"
+
+
 def under_load(db: Path, clients: int, runs: int, repeats: int) -> dict[str, Any]:
     """`clients` at once against one server (module docstring); `/api/runs` timed first, median of `repeats`."""
     figures: dict[str, Any] = {"clients": clients}
@@ -276,6 +285,7 @@ def under_load(db: Path, clients: int, runs: int, repeats: int) -> dict[str, Any
         for name, path in (("runs_page_api_s", PAGE), ("runs_last_page_api_s", last)):
             figures[name] = float(np.median([_timed(serve, [path])[0] for _ in range(repeats)]))
         times: list[float] = []
+        kinds: dict[str, list[float]] = {}
         busy: list[int] = []
         errors: list[str] = []
         lock = threading.Lock()
@@ -290,6 +300,7 @@ def under_load(db: Path, clients: int, runs: int, repeats: int) -> dict[str, Any
                     continue
                 with lock:
                     times.append(seconds)
+                    kinds.setdefault(_kind(path), []).append(seconds)
                     busy.append(refused)
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
@@ -305,6 +316,7 @@ def under_load(db: Path, clients: int, runs: int, repeats: int) -> dict[str, Any
         p50_s=float(np.percentile(times, 50)) if times else None,
         p99_s=float(np.percentile(times, 99)) if times else None,
         answered_503=int(sum(busy)),
+        p50_by_kind_s={k: float(np.percentile(v, 50)) for k, v in sorted(kinds.items())},
         errors=errors,
     )
     return figures
@@ -327,6 +339,7 @@ def _print_load(f: dict[str, Any], runs: int, steps: int) -> None:
         f"{_met(f['p50_s'] <= P50_TARGET_S)}), p99 {f['p99_s']:.2f} s; {f['answered_503']} answers "
         f"503 (asked again after Retry-After); {len(f['errors'])} errors"
     )
+    print("p50 by request: " + ", ".join(f"{k} {v:.2f} s" for k, v in f["p50_by_kind_s"].items()))
     print(
         f"server memory: peak {peak:.0f} MB resident (target <= {PEAK_TARGET_MB} MB: "
         f"{_met(peak <= PEAK_TARGET_MB)}); {f['memory_after_mb']['VmRSS']:.0f} MB kept after; "
