@@ -476,12 +476,27 @@ def flat_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_DEFAULTED_SECTIONS: dict[str, type[_Model]] = {"model": ModelConfig, "optimisation": Optimisation, "hardware": Hardware}
+"""Sections every field of which has a default: one left out says no more than one written out empty."""
+
+
+def _filled(manifest: Manifest) -> dict[str, Any]:
+    """The canonical form with each absent defaulted section as its defaults, for `diff`: `hardware: {}` beside no
+    hardware differed in seven fields (`hardware.device_count: None -> 1`, ...), a confounder made of nothing."""
+    dump = manifest.canonical()
+    for name, section in _DEFAULTED_SECTIONS.items():
+        if dump.get(name) is None:
+            dump[name] = section().model_dump(mode="json")
+    return dump
+
+
 def diff(a: Manifest, b: Manifest) -> list[Difference]:
-    """Fields whose values differ, as dotted paths (`data.sources[web].weight`), sorted by path."""
+    """Fields whose values differ, as dotted paths (`data.sources[web].weight`), sorted by path. A default is the
+    same written out or left out, a whole section's (`_filled`) as a field's."""
     fa: dict[str, Any] = {}
     fb: dict[str, Any] = {}
-    _flatten(a.canonical(), "", fa)
-    _flatten(b.canonical(), "", fb)
+    _flatten(_filled(a), "", fa)
+    _flatten(_filled(b), "", fb)
     return [Difference(field=k, a=fa.get(k), b=fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
 
 

@@ -64,6 +64,11 @@ class Probe:
     """A hard slice's bits per byte at tokens (`hard/archaic`), for the regression check."""
     manifest: dict[str, Any] = field(default_factory=dict)
     """Manifest fields over the default's (`manifest_of`)."""
+    scale: float = 1.0
+    """Every loss multiplied by this (1 / ln 2: the same run in bits instead of nats)."""
+    phase: int | None = None
+    """What draws the probe's evaluation wobble and batch noise (None: its seed): a probe renamed or given another seed
+    number keeps its numbers when its phase is kept."""
 
 
 def manifest_of(recipe: str, seed: int, extra: dict[str, Any]) -> Manifest:
@@ -90,9 +95,10 @@ def write_probe(led: Ledger, run: str, recipe: str, seed: int, probe: Probe, cam
     steps = probe.tokens // TOKENS_PER_STEP
     step = np.arange(steps + 1)
     tokens = step * float(TOKENS_PER_STEP)
-    batch = np.random.default_rng([seed, len(recipe)]).normal(0.0, 0.05, len(step))  # PCG64: the same everywhere
+    phase = seed if probe.phase is None else probe.phase
+    batch = np.random.default_rng(phase).normal(0.0, 0.05, len(step))  # PCG64: the same on every machine
     train = probe.train or (lambda t: probe.curve(t) + 0.05)
-    loss = np.array([train(t) for t in tokens]) + batch
+    loss = (np.array([train(t) for t in tokens]) + batch) * probe.scale
     if probe.nan_from is not None and not probe.nan_evals_only:
         loss[probe.nan_from :] = math.nan
     led.create_run(run, manifest=manifest_of(recipe, seed, probe.manifest), source="probe")
@@ -110,7 +116,7 @@ def write_probe(led: Ledger, run: str, recipe: str, seed: int, probe: Probe, cam
     records = []
     for k in range(probe.evals + 1):
         at = round(k * steps / probe.evals)
-        value = probe.curve(at * TOKENS_PER_STEP) + wobble(seed, k, probe.noise)
+        value = (probe.curve(at * TOKENS_PER_STEP) + wobble(phase, k, probe.noise)) * probe.scale
         if probe.nan_from is not None and at >= probe.nan_from:
             value = math.nan
         records.append(EvalRecord(step=at, tokens=at * TOKENS_PER_STEP, task="val", metric="loss", value=value))
