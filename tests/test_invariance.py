@@ -85,9 +85,8 @@ def test_the_loss_in_bits_instead_of_nats_changes_no_decision(tmp_path):
     """Every loss divided by ln 2 and the policy's thresholds with it: the gate holds no constant in nats of its
     own (a detector's threshold on an absolute loss change would flip a decision here)."""
     bits = 1 / math.log(2)
-    path = campaign(
-        tmp_path / "bits.db", {r: with_phases(dataclasses.replace(p, scale=bits), [0, 1, 2]) for r, p in RECIPES.items()}
-    )
+    probes = {r: with_phases(dataclasses.replace(p, scale=bits), [0, 1, 2]) for r, p in RECIPES.items()}
+    path = campaign(tmp_path / "bits.db", probes)
     assert decisions(path, {r: r for r in RECIPES}, scaled_policy(tmp_path, bits)) == BASELINE
 
 

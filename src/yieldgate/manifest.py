@@ -476,7 +476,11 @@ def flat_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_DEFAULTED_SECTIONS: dict[str, type[_Model]] = {"model": ModelConfig, "optimisation": Optimisation, "hardware": Hardware}
+_DEFAULTED_SECTIONS: dict[str, type[_Model]] = {
+    "model": ModelConfig,
+    "optimisation": Optimisation,
+    "hardware": Hardware,
+}
 """Sections every field of which has a default: one left out says no more than one written out empty."""
 
 
