@@ -41,10 +41,10 @@ before the run, not the best of several: 15,000 tokens x 2 seeds on `decide.yaml
   standard deviation of the reference (sqrt of the mean over recipes of the variance of a recipe's bpb over its
   seeds): there the reference is all but certain (q > 0.9999 with 10 seeds), so a miss is the probes'.
 - **Accuracy on the pairs decided while deciding at least half**: the probes decide the pairs beyond their own
-  seeds' noise (`analysis.ranking.beyond_seed_noise`, the campaign's abstention rule), and, where that is fewer
-  than half, also the pairs with the next largest differences of probe means until half are decided (ceil(21/2) =
-  11; with one seed, whose noise cannot be measured, the half with the largest differences): a team deciding on
-  probes calls the pairs they separate most.
+  seeds' noise (`analysis.ranking.beyond_seed_noise`, one pooled noise unit: the benchmark's rule; a campaign's
+  summary abstains on its ranking's ties), and, where that is fewer than half, also the pairs with the next largest
+  differences of probe means until half are decided (ceil(21/2) = 11; with one seed, whose noise cannot be
+  measured, the half with the largest differences): a team deciding on probes calls the pairs they separate most.
 
 Targets: de-noised accuracy >= 0.85; >= 95% on the pairs >= 3 noise units apart; >= 90% on the decided pairs while
 deciding >= half; the probes' side in <= 20 minutes on 2 CPU cores. Each says met or not met and why.

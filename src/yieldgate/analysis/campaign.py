@@ -22,12 +22,12 @@ Read from the ledger's probe runs (meta `probe`: campaign, recipe, seed, tokens)
   seeds). Ties are marked, never broken by guessing.
 - **Decision accuracy** (DataDecide, Magnusson et al. 2025): for each smaller budget, the share of recipe
   pairs it orders (by mean final bits per byte) the same way as the largest budget; also over the pairs the
-  largest budget resolves; and, abstaining on the pairs within the smaller budget's own seed noise
-  (`beyond_seed_noise`: one noise unit of a difference of means, its seeds' spread pooled over the recipes; with one
-  seed there is none to measure, and no abstention), the share of pairs it abstains on and its accuracy on the pairs
-  it decides. Its compute is the tokens of all its probes of a recipe (budget x seeds) as a share of one probe of
-  the largest budget: the full-scale run the probes stand in for (the largest budget's other seeds only make the
-  reference order trustworthy).
+  largest budget resolves; and, abstaining on the pairs the smaller budget's own ranking ties (the one rule of the
+  screen, `ranking.resolved_pairs`: the ranking's ties and the decision accuracy's abstentions are the same pairs;
+  with one seed there is no noise to measure, and no abstention), the share of pairs it abstains on and its accuracy
+  on the pairs it decides. Its compute is the tokens of all its probes of a recipe (budget x seeds) as a share of
+  one probe of the largest budget: the full-scale run the probes stand in for (the largest budget's other seeds only
+  make the reference order trustworthy).
 - **Forecasts** per recipe with three or more budgets: loss = E + B * tokens^-beta fitted to every seed's final
   validation loss at each budget (DESIGN.md: final losses of runs at several budgets, not a within-run fit
   across a decaying learning rate), and the gain and yield of going to the next budget, with the interval
@@ -55,13 +55,14 @@ from yieldgate.analysis.probe_scores import (
     probe_runs,
     probe_scores,
 )
-from yieldgate.analysis.ranking import beyond_seed_noise, decision_accuracy, rank
+from yieldgate.analysis.ranking import decision_accuracy, rank, resolved_pairs
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.util.hashing import canonical_json
 
 __all__ = [
     "CampaignSummary",
+    "screen_accuracy",
     "summarise",
     "campaign_scores",
     "probe_scores",
@@ -135,18 +136,7 @@ def summarise(
             for key, by_recipe in sorted(scores[budget].items())
             if key != "val/loss"
         }
-    means = {
-        b: {e["recipe"]: e["mean"] for e in rankings[str(b)][BPB]["order"]}
-        for b in sorted(scores)
-        if BPB in rankings[str(b)]
-    }
-    accuracy: dict[str, Any] = {}
-    if means:
-        firm = {frozenset((p["a"], p["b"])) for p in rankings[str(max(means))][BPB]["pairs"] if p["resolved"]}
-        within = {b: beyond_seed_noise(scores[b][BPB]) for b in means if b != max(means)}
-        decided = {b: pairs for b, pairs in within.items() if pairs is not None}
-        seeds = {b: max(e["seeds"] for e in rankings[str(b)][BPB]["order"]) for b in means}
-        accuracy = decision_accuracy(means, firm, resolved=decided, seeds=seeds)
+    accuracy = screen_accuracy(rankings)
     budgets = sorted(int(b) for b in scores)
     target = next_budget or spec.get("next_budget") or (2 * max(budgets) if budgets else None)
     forecasts = {recipe: _forecast(points, target, level) for recipe, points in finals.items()}
@@ -166,6 +156,23 @@ def summarise(
         rank_transfer=transfer_by_budget(scores, sizes, BPB, level=level) if sizes else {},
         attribution=_attribution(ledger, campaign, level),
     )
+
+
+def screen_accuracy(rankings: dict[str, dict[str, Any]], score: str = BPB) -> dict[str, Any]:
+    """Decision accuracy of the smaller budgets (`ranking.decision_accuracy`) from the rankings of `score` per budget
+    (`rank`'s results, by budget as text), with one noise rule on the screen: a pair is decided at a budget when that
+    budget's ranking resolves it (not a tie), the largest and the smaller ones alike (`ranking.resolved_pairs`); a
+    budget with a recipe of one seed abstains on nothing (no noise to measure)."""
+    ranked = {int(b): r[score] for b, r in rankings.items() if score in r}
+    if not ranked:
+        return {}
+    means = {b: {e["recipe"]: e["mean"] for e in r["order"]} for b, r in sorted(ranked.items())}
+    largest = max(ranked)
+    seeds = {b: max(e["seeds"] for e in r["order"]) for b, r in ranked.items()}
+    decided = {
+        b: resolved_pairs(r) for b, r in ranked.items() if b != largest and min(e["seeds"] for e in r["order"]) >= 2
+    }
+    return decision_accuracy(means, resolved_pairs(ranked[largest]), resolved=decided, seeds=seeds)
 
 
 def _attribution(ledger: Ledger, campaign: str, level: float) -> dict[str, Any] | None:

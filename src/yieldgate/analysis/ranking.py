@@ -3,8 +3,13 @@
 - `rank`: recipes ordered best first, each with its mean and interval over seeds (`stats.mean_interval`, Student t);
   two recipes compared paired by seed, a pair resolved when the t-interval of the mean difference (`stats.difference`,
   paired) excludes 0 at the level held family-wise over the ranking's pairs (Bonferroni), a tie otherwise.
+- `resolved_pairs`: the pairs a ranking resolves, by `rank`'s rule: the one rule of a campaign's screen, read by its
+  ranking's ties and by its decision accuracy alike (the largest budget's resolved pairs, a smaller budget's decided
+  ones): a screen whose ranking tied three recipes while its decision accuracy decided two of their pairs by another
+  rule said two things of one noise.
 - `beyond_seed_noise`: the pairs whose difference of means exceeds one noise unit of such a difference (the seeds'
-  spread pooled over the recipes, `pooled_seed_std`, times sqrt(2/k)); the rest are within noise.
+  spread pooled over the recipes, `pooled_seed_std`, times sqrt(2/k)); the rest are within noise. The rule of an
+  imported results campaign (`results`), whose scales rank no seeds pair by pair, and of `benchmarks/bench_decide.py`.
 - `decision_accuracy` (DataDecide, Magnusson et al. 2025): the share of pairs a smaller budget (or model size) orders
   as the largest does, over all pairs, the pairs the largest resolves, and the pairs it decides itself.
 
@@ -21,7 +26,7 @@ import numpy as np
 
 from yieldgate.analysis import stats
 
-__all__ = ["rank", "pooled_seed_std", "beyond_seed_noise", "decision_accuracy"]
+__all__ = ["rank", "resolved_pairs", "pooled_seed_std", "beyond_seed_noise", "decision_accuracy"]
 
 
 def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level: float) -> dict[str, Any]:
@@ -73,6 +78,11 @@ def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level
             if not p["resolved"] and e["recipe"] in (p["a"], p["b"])
         ]
     return {"order": entries, "pairs": pairs, "lower_is_better": lower_is_better}
+
+
+def resolved_pairs(ranking: dict[str, Any]) -> set[frozenset[str]]:
+    """The recipe pairs a `rank` result resolves (the rest are its ties)."""
+    return {frozenset((p["a"], p["b"])) for p in ranking["pairs"] if p["resolved"]}
 
 
 def pooled_seed_std(scores: dict[str, list[float]]) -> float:

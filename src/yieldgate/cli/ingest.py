@@ -146,12 +146,30 @@ def import_(
         replace=replace,
         append=append,
     )
-    for r in results:  # the library's warnings name its parameter `map`, the command's flag is --map
-        r.warnings = [in_flags(line, ("map",)) for line in r.warnings]
+    # The library's warnings name its parameters (`map`, `tokens_per_step`), the command its flags.
+    for r in results:
+        r.warnings = [in_flags(line, ("map", "tokens_per_step", "tokens_per_sample")) for line in r.warnings]
+    _say_how_to_count_tokens(results, _where(ctx))
     if as_json:
         _print_json([r.to_dict() for r in results])
     else:
         render_imports(results, console)
+
+
+def _say_how_to_count_tokens(results: list, ledger: str) -> None:
+    """A run imported without token counts gets a warning that says how to give them: yields per token, comparisons at
+    equal tokens and the frontier need them, and a log that counts none was imported with nothing said."""
+    from yieldgate import api
+
+    counted = {row["name"]: row["tokens"] for row in api.list_runs([r.run for r in results], ledger=ledger).rows}
+    for r in results:
+        if counted.get(r.run) is None and not r.unchanged:
+            r.warnings.append(
+                f"{r.run}: no token counts in {r.source}: yields per token, comparisons at equal tokens and the "
+                "frontier need them; import it again with --replace --tokens-per-step N (the tokens of one optimizer "
+                "step: batch x sequence length x accumulation x data-parallel ranks), or --tokens-per-sample N where "
+                "samples are logged"
+            )
 
 
 def _import_results(

@@ -163,7 +163,7 @@ def _runs_table(data: ReportData) -> Table:
                 float(steps["tokens"].max()) if len(steps) else None,
                 float(final.iloc[-1]) if len(final) else None,
                 rates.get(v.name),
-                int(len(v.diagnoses)),
+                v.diagnosis_count,
                 manifest.content_hash()[:12] if manifest else "-",
             ]
         )
@@ -193,8 +193,9 @@ def _span(values: list[Any], fmt: Any) -> str:
 
 
 def _diagnoses_table(data: ReportData) -> Table | None:
-    """One row per diagnosis event; bodies are rendered generically (cause, confidence, evidence, advice), and
-    a body without an `evidence` field shows its remaining fields as the evidence."""
+    """One row per diagnosis event, then one per finding the detectors make now that no open event holds; bodies are
+    rendered generically (cause, confidence, evidence, advice), and a body without an `evidence` field shows its
+    remaining fields as the evidence."""
     rows = []
     for v in data.runs:
         for _, e in v.diagnoses.iterrows():
@@ -214,6 +215,20 @@ def _diagnoses_table(data: ReportData) -> Table | None:
                     e["state"],
                     evidence,
                     body.get("advice", "-"),
+                ]
+            )
+        for f in v.unstored():  # found by the detectors now, never stored: the runs table counts it
+            steps = [f["start_step"], f["end_step"]]
+            rows.append(
+                [
+                    v.name,
+                    f["cause"],
+                    _span(steps, str),
+                    _span(list(tokens_at_steps(v.data.steps, steps)), fmt),
+                    f["confidence"],
+                    f"found now, not stored (`yieldgate diagnose {v.name}` keeps it)",
+                    f["evidence"],
+                    f["advice"],
                 ]
             )
     if not rows:
@@ -355,7 +370,7 @@ def write_report(
     measures tokens to (None: the worst best across the runs)."""
     path = Path(out)
     _check_writable(path)
-    data = collect(ledger, patterns, metric=metric, per=per, target=target)
+    data = collect(ledger, patterns, metric=metric, per=per, target=target, detect=True)
     figures = build_figures(data, smooth=smooth)
     page = render_html(data, figures)
     try:

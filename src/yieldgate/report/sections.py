@@ -15,6 +15,7 @@ import pandas as pd
 
 from yieldgate.analysis.compare import Comparison, RunData, compare, run_curve
 from yieldgate.analysis.confounders import unit_for
+from yieldgate.analysis.diagnose import diagnose
 from yieldgate.analysis.frontier import Frontier, frontier
 from yieldgate.analysis.listing import match_runs
 from yieldgate.analysis.load import default_metric, load_run, metric_key
@@ -43,6 +44,49 @@ class RunView:
     `signals/update_ratio/<layer>`, `signals/loss_scale`."""
     diagnoses: pd.DataFrame
     """The run's diagnosis events (the ledger's `events` frame)."""
+    found: list[dict[str, Any]] | None = None
+    """What `yieldgate diagnose` finds on the run now (`Finding.to_dict`, the detectors run without storing); None
+    where `collect` was not asked to run them (the dashboard's live pages)."""
+
+    @property
+    def diagnosis_count(self) -> int:
+        """The run's diagnoses as `yieldgate diagnose` would leave them open: what its detectors find now, and the
+        open ones it does not manage (the Tracker's online detectors', an import's); the stored open ones where the
+        detectors were not run. A run never diagnosed counted 0 while `diagnose` found it overfitting."""
+        events = self.diagnoses
+        is_open = events["state"] == "open" if len(events) else pd.Series(dtype=bool)
+        if self.found is None:
+            return int(is_open.sum())
+        others = [b for b, o in zip(events["body"], is_open, strict=True) if o and _source(b) != "diagnose"]
+        return len(self.found) + len(others)
+
+    def unstored(self) -> list[dict[str, Any]]:
+        """The findings of `found` that no open stored diagnosis holds (same cause and steps): found now, never kept."""
+        events = self.diagnoses
+        held = (
+            {
+                (_body(b).get("cause"), _int(a), _int(z))
+                for b, a, z, state in zip(
+                    events["body"], events["start_step"], events["end_step"], events["state"], strict=True
+                )
+                if state == "open"
+            }
+            if len(events)
+            else set()
+        )
+        return [f for f in self.found or [] if (f["cause"], f["start_step"], f["end_step"]) not in held]
+
+
+def _body(body: Any) -> dict[str, Any]:
+    return body if isinstance(body, dict) else {}
+
+
+def _source(body: Any) -> Any:
+    return _body(body).get("source")
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
 
 
 @dataclass
@@ -86,9 +130,9 @@ def _signals(ledger: Ledger, run: str) -> pd.DataFrame:
     return ledger.extras(run, keys or ["signals/gns"])  # an absent key reads as an empty frame
 
 
-def _view(ledger: Ledger, data: RunData, metric: str, per: str, notes: list[str]) -> RunView:
-    """One run read once: its curve, its yields (`yield_report`, what `yieldgate yield` prints), signals, diagnoses.
-    `metric` as drawn (`val/bpb` per byte)."""
+def _view(ledger: Ledger, data: RunData, metric: str, per: str, notes: list[str], detect: bool) -> RunView:
+    """One run read once: its curve, its yields (`yield_report`, what `yieldgate yield` prints), signals, diagnoses,
+    and with `detect` what `yieldgate diagnose` finds now. `metric` as drawn (`val/bpb` per byte)."""
     task, metric_name = metric_key(metric, per)
     curve = run_curve(data, task, metric_name)
     yields = None
@@ -103,6 +147,7 @@ def _view(ledger: Ledger, data: RunData, metric: str, per: str, notes: list[str]
         yields=yields,
         signals=_signals(ledger, data.name),
         diagnoses=ledger.events(data.name, kind="diagnosis"),
+        found=[f.to_dict() for f in diagnose(ledger, data.name, store=False).findings] if detect else None,
     )
 
 
@@ -171,11 +216,13 @@ def collect(
     metric: str = "val/loss",
     per: str | None = None,
     target: float | None = None,
+    detect: bool = False,
 ) -> ReportData:
     """Read what the report shows of the runs matching `patterns` (names or globs; each pattern is one group
     of seeds, and every later group is compared with the first), each run once. `per`: `token` or `byte`; None
     chooses (`confounders.unit_for`): bytes when the runs' tokenizers differ. `target`: the metric's value the frontier
-    measures tokens to (None: the worst best across the runs)."""
+    measures tokens to (None: the worst best across the runs). `detect`: also run `diagnose`'s detectors on each run
+    (without storing), so the page counts what `yieldgate diagnose` finds, not only what was stored."""
     if not patterns:
         raise InputError("give at least one run name or pattern, e.g. `yieldgate report 'bs64-seed*'`")
     notes: list[str] = []
@@ -190,7 +237,7 @@ def collect(
         notes.append(note)
     task, metric_name = metric_key(metric, per)
     shown = f"{task}/{metric_name}" if task else metric_name
-    views = {n: _view(ledger, loaded[n], shown, per, notes) for n in everyone}
+    views = {n: _view(ledger, loaded[n], shown, per, notes, detect) for n in everyone}
     groups = [(p, [views[n] for n in names[p]]) for p in patterns]
     runs = list(views.values())
     comparisons = _comparisons(groups, task, metric_name, notes) if len(groups) > 1 else []

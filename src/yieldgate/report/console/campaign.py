@@ -33,10 +33,9 @@ def ranking_tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[l
             continue
         slices = [k for k in scores if k.startswith("hard/")]
         names = [s.removeprefix("hard/").removesuffix("/bpb") for s in slices]
-        title = (
-            f"{summary['campaign']}: {int(budget):,} tokens per probe (bpb of hard slices: "
-            f"{', '.join(names) or 'none'})"
-        )
+        # A clause only with something in it: no "(bpb of hard slices: none)".
+        hard = f" (bpb of hard slices: {', '.join(names)})" if names else ""
+        title = f"{summary['campaign']}: {int(budget):,} tokens per probe{hard}"
         by = {key: {e["recipe"]: e for e in scores[key]["order"]} for key in scores}
         rows = [
             [
@@ -63,7 +62,7 @@ def accuracy_lines(summary: dict[str, Any]) -> list[str]:
         firm = (
             ""
             if entry["accuracy_resolved"] is None
-            else (f"; {entry['accuracy_resolved']:.0%} of the {entry['resolved_pairs']} it resolves")
+            else (f"; {entry['accuracy_resolved']:.0%} of the {entry['resolved_pairs']} the largest resolves")
         )
         line = (
             f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
@@ -74,7 +73,7 @@ def accuracy_lines(summary: dict[str, Any]) -> list[str]:
         if "abstained" in entry:  # none with one seed: no spread to abstain by
             decided = "-" if entry["accuracy_decided"] is None else f"{entry['accuracy_decided']:.0%}"
             line += (
-                f"; abstains on {entry['abstained']:.0%} (within its seeds' noise), {decided} of the "
+                f"; abstains on {entry['abstained']:.0%} (the pairs its ranking ties), {decided} of the "
                 f"{entry['decided_pairs']} it decides"
             )
         lines.append(line)
@@ -107,7 +106,7 @@ def transfer_lines(summary: dict[str, Any]) -> list[str]:
             firm = (
                 ""
                 if e["accuracy_resolved"] is None
-                else f"; {e['accuracy_resolved']:.0%} of the {e['resolved_pairs']} it resolves"
+                else f"; {e['accuracy_resolved']:.0%} of the {e['resolved_pairs']} {e['largest']} resolves"
             )
             lines.append(
                 f"rank transfer at {int(budget):,} tokens: {e['size']} (N = {e['params']:,}, "
