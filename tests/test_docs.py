@@ -48,9 +48,11 @@ def strip_comment(line: str) -> str:
 
 
 def slug(heading: str) -> str:
-    """The anchor Python-Markdown's toc gives a heading (lower case, punctuation dropped, spaces to '-')."""
+    """The anchor Python-Markdown's toc gives a heading (`markdown.extensions.toc.slugify`: lower case, punctuation
+    dropped, each run of spaces and dashes one '-'). Spaces alone made `plan --flops` `plan---flops`, where the site
+    has `plan-flops`: two links to probes.md passed here and landed at the page's top."""
     text = re.sub(r"[^\w\s-]", "", heading.strip().lower())
-    return re.sub(r"[\s]+", "-", text)
+    return re.sub(r"[-\s]+", "-", text)
 
 
 def test_readme_is_at_most_15_kb():
