@@ -169,6 +169,12 @@ def preflight_campaign(campaign: Campaign, executor: str = "local") -> Campaign:
         submitit_module()
     if executor == "local" and trainer.gpus:
         device_groups(trainer.gpus)  # enough devices here
+    if executor == "local" and trainer.command is not None and trainer.imports is None:
+        from yieldgate.probe.campaign.own_spec import tracker_import_problem
+
+        problem = tracker_import_problem(trainer.command, trainer.env, str(trainer.workdir))  # the workers' machine
+        if problem is not None:
+            raise InputError(problem)
     return campaign.model_copy(update={"trainer": trainer})
 
 

@@ -31,7 +31,7 @@ from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger, spills
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.manifest import Manifest, ModelConfig
-from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable
+from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable, tracker_import_problem
 from yieldgate.probe.campaign.status import probe_status
 
 __all__ = ["run_own_probe", "ENV_RUN", "ENV_LEDGER", "ENV_MANIFEST", "ENV_CAMPAIGN", "ENV_OWNER", "TAIL_CHARS"]
@@ -95,6 +95,11 @@ def run_own_probe(
     started = time.perf_counter()
     try:
         if trainer.command is not None:
+            command = render(trainer.command, job, quote=True)
+            # A script that writes through a Tracker (no trainer.import) needs an interpreter that imports it, here
+            problem = None if trainer.imports else tracker_import_problem(command, env, job.workdir)
+            if problem is not None:
+                raise ProbeFailed(problem)
             _run_command(trainer, job, env, ledger, spec, progress)
         else:
             with _captured(Path(job.probe_dir) / "output.log"):

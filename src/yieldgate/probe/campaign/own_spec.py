@@ -21,8 +21,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shlex
+import shutil
+import socket
 import string
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from yieldgate.errors import InputError
 
-__all__ = ["TrainerSpec", "ImportSpec", "ProbeJob", "FIELDS", "template_fields", "render", "preflight"]
+__all__ = [
+    "TrainerSpec",
+    "ImportSpec",
+    "ProbeJob",
+    "FIELDS",
+    "template_fields",
+    "render",
+    "preflight",
+    "command_interpreter",
+    "tracker_import_problem",
+]
 
 FIELDS = (
     "recipe_file",
@@ -46,8 +61,11 @@ FIELDS = (
     "campaign",
     "ledger",
     "manifest_file",
+    "python",
 )
-"""The fields a command template may name (with `model.<field>` for each of the model entry's fields)."""
+"""The fields a command template may name (with `model.<field>` for each of the model entry's fields). `{python}` is
+the interpreter of the worker that runs the probe, the one running yieldgate: on Ray and Slurm a command runs in each
+node's environment, where a bare `python` may be another interpreter, without yieldgate."""
 MODEL_FIELDS = ("layers", "width", "heads")
 
 
@@ -127,6 +145,8 @@ class ProbeJob:
     campaign: str
     ledger: str
     manifest_file: str
+    python: str = sys.executable
+    """The interpreter of the worker running the probe (`{python}`), which imports yieldgate."""
 
     def fields(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,6 +270,78 @@ INTERPRETERS = ("python", "python3", "bash", "sh", "zsh")
 """Commands whose first word that is not an option is the script they run (`python -u train.py`), suffix or not."""
 TAKES_VALUE = ("-W", "-X", "-o", "-O")
 """Their options that take the next word as their value."""
+
+
+TRACKER_CHECKED = "YIELDGATE_TRACKER_CHECKED"
+"""The interpreter found able to import the Tracker, set by the check for the processes it starts (local workers)."""
+LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "lightning")
+"""Commands that start Python scripts with the interpreter of their own installation (their script's shebang)."""
+
+
+def command_interpreter(command: str) -> str | None:
+    """The Python interpreter a trainer command starts: its first word (after `env` and NAME=value words) where it is
+    a `python...` (`{python}`: this one), or a launcher's (`LAUNCHERS`) from its script's shebang; None where the
+    command starts something else (a shell script), which is its own to check."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None  # `_check_script` says what is wrong with the quotes
+    words = [w for w in words if w != "env" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w)]
+    if not words:
+        return None
+    first = words[0]
+    if first == "{python}":
+        return sys.executable
+    if "{" in first:
+        return None
+    name = Path(first).name
+    if re.fullmatch(r"python[0-9.]*", name):
+        return first
+    if name in LAUNCHERS:
+        found = shutil.which(first)
+        try:
+            line = Path(found).read_text(errors="replace").split("\n", 1)[0] if found else ""
+        except OSError:
+            return None
+        shebang = line[2:].split() if line.startswith("#!") else []
+        return shebang[-1] if shebang and "python" in Path(shebang[-1]).name else None
+    return None
+
+
+def tracker_import_problem(command: str, env: dict[str, str], workdir: str) -> str | None:
+    """One line, where the interpreter `command` starts (`command_interpreter`) cannot import yieldgate's Tracker in
+    the probe's environment and workdir: the error, where, and the fix; None where it can (or none is known). A
+    probe's `Tracker()` is how it writes the ledger: without it every probe fails after its training."""
+    python = command_interpreter(command)
+    if python is None:
+        return None
+    found = shutil.which(python, path=env.get("PATH", os.environ.get("PATH")))
+    # Paths as found, links not followed: a virtual environment's python is a link to one without its packages.
+    where = os.path.abspath(found) if found else python
+    if where in (os.path.abspath(sys.executable), os.environ.get(TRACKER_CHECKED)):
+        return None  # this very interpreter (it runs yieldgate), or one checked by the process that started this one
+    try:
+        done = subprocess.run(
+            [python, "-c", "from yieldgate.track import Tracker"],
+            cwd=workdir or None,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        why = f"cannot be run ({exc})" if isinstance(exc, OSError) else "did not import it within 300 s"
+    else:
+        if done.returncode == 0:
+            os.environ[TRACKER_CHECKED] = where  # the worker processes this one starts need not check it again
+            return None
+        lines = done.stderr.strip().splitlines()
+        why = f"cannot import yieldgate's Tracker ({lines[-1] if lines else f'exit status {done.returncode}'})"
+    return (
+        f"trainer.command's interpreter {python!r} on {socket.gethostname()} {why}: a command runs in each worker's "
+        f"environment; name the interpreter by its full path, or start the command with {{python}} (this "
+        f"worker's: {sys.executable})"
+    )
 
 
 def _check_script(command: str, workdir: Path) -> None:
