@@ -2,10 +2,10 @@
 
 A staged recipe (`data.curriculum.kind: staged`) holds each stage's source weights until its end (`until_tokens`, or
 `until_share` of the run's tokens), then the recipe's own weights. Each stage's yield is the improvement of the
-followed metric between the last evaluation at or before the stage's start and the last at or before its end, per
-billion tokens between those two evaluations, with the band the run's evaluation noise allows
-(`stats.evaluation_difference`, the noise of the run's trained evaluations). A stage with no evaluation inside it
-has no yield, and says so.
+followed metric between its first and last evaluations inside it, per billion tokens between those two evaluations
+(`measured_from`, `measured_to`), with the band the run's evaluation noise allows (`stats.evaluation_difference`,
+the noise of the run's trained evaluations). A stage with fewer than two evaluations inside has no yield, and says
+so: a span that crosses its boundary mixes the neighbouring stage's slope in.
 """
 
 from __future__ import annotations
@@ -58,18 +58,29 @@ def stage_yields(
     out = []
     for name, start, end in _spans(curriculum, tokens):
         row: dict[str, Any] = {"stage": name, "start_tokens": start, "end_tokens": end}
-        a, b = np.searchsorted(x, start, side="right") - 1, np.searchsorted(x, end, side="right") - 1
-        if a < 0 or b <= a:
-            out.append({**row, "yield_per_btok": None, "band": None, "missing": "no evaluation inside the stage"})
+        measured = _measured(x, y, start, end)
+        if measured is None:
+            inside = int(((x >= start) & (x <= end)).sum())
+            out.append(
+                {
+                    **row,
+                    "yield_per_btok": None,
+                    "band": None,
+                    "missing": f"{inside} evaluation{'s' * (inside != 1)} inside the stage: its yield is read between "
+                    "two or more of its own (evaluate it more often)",
+                }
+            )
             continue
-        gain = float(y[b] - y[a]) if higher else float(y[a] - y[b])
-        span = float(x[b] - x[a]) / BILLION
+        (lo, y_lo), (hi, y_hi), how = measured
+        gain = y_hi - y_lo if higher else y_lo - y_hi
+        span = (hi - lo) / BILLION
         band = stats.evaluation_difference(gain, noise, noise_dof, level)
         out.append(
             {
                 **row,
-                "measured_from": float(x[a]),
-                "measured_to": float(x[b]),
+                "measured_from": lo,
+                "measured_to": hi,
+                "measured": how,
                 "improvement": gain,
                 "yield_per_btok": gain / span,
                 "band": None if band is None else [band.low / span, band.high / span],
@@ -77,3 +88,15 @@ def stage_yields(
             }
         )
     return out
+
+
+def _measured(
+    x: np.ndarray, y: np.ndarray, start: float, end: float
+) -> tuple[tuple[float, float], tuple[float, float], str] | None:
+    """The two points a stage's yield is read between: its first and last evaluations inside it; None with fewer than
+    two inside. Reading from the last evaluation before the stage mixed the previous stage's slope into this one's
+    (1,408 per billion tokens where the truth was 1,000), and so would the curve interpolated across a boundary."""
+    a, b = int(np.searchsorted(x, start, side="left")), int(np.searchsorted(x, end, side="right")) - 1
+    if b <= a:
+        return None
+    return (float(x[a]), float(y[a])), (float(x[b]), float(y[b])), "inside"

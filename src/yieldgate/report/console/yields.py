@@ -81,7 +81,11 @@ def _render_yield_notes(report: YieldReport, console: Console, run: str) -> None
             continue
         band = f", band {fmt(stage['band'][0])} to {fmt(stage['band'][1])}" if stage["band"] else ""
         noise = " (within noise)" if stage.get("within_noise") else ""
-        say(console, f"curriculum {stage['stage']} ({span}): {fmt(stage['yield_per_btok'])} {report.per}{band}{noise}")
+        measured = f", measured {fmt(stage['measured_from'])}-{fmt(stage['measured_to'])}"
+        say(
+            console,
+            f"curriculum {stage['stage']} ({span}{measured}): {fmt(stage['yield_per_btok'])} {report.per}{band}{noise}",
+        )
     for what, why in report.missing.items():
         say(console, f"{what}: unknown ({why})")
 
