@@ -138,3 +138,57 @@ def test_one_object_of_no_step_is_refused_and_its_advice_works(ledger_path, tmp_
     with Ledger(ledger_path) as led:
         steps = led.steps("x", nullable=True)
     assert steps["step"].tolist() == [300] and steps["loss"].tolist() == [0.25]
+
+
+KERAS = REAL / "keras-history-glove-lstm-tweets-training_history.json"
+
+
+def test_a_real_keras_history_dump_is_a_table_of_epochs(ledger):
+    entry = next(e for e in WAVE4_LOGS if e["path"] == KERAS.name)
+    facts = WAVE4_PARSERS[entry["parser"]](KERAS, entry["params"])
+    assert facts == entry["facts"]
+    res, steps, evals = _read(ledger, [KERAS])
+    assert steps["step"].tolist() == list(range(facts["lengths"][0]))  # the position in the lists is the epoch
+    assert steps["loss"].tolist()[-1] == facts["series"]["loss"]["last"][1]
+    val = evals[(evals["task"] == "val") & (evals["metric"] == "loss")]
+    assert dict(zip(val["step"], val["value"], strict=True))[5] == facts["series"]["val_loss"]["min"][1]
+    assert ledger.meta("r")["step_unit"] == "epoch"
+
+
+@pytest.mark.parametrize("n", [6, pytest.param(150, marks=pytest.mark.slow)])
+def test_any_object_of_equal_lists_reads_back_as_its_columns(n, tmp_path):
+    """Nested or flat, with or without a step list, the values read back at their positions; lists of unequal length
+    are no table (refused as JSON of no known shape, nothing stored)."""
+
+    @given(
+        st.integers(1, 40),
+        st.sampled_from([("loss", "val_loss"), ("train/loss", "val/loss")]),
+        st.booleans(),
+        st.booleans(),
+    )
+    def prop(rows, names, with_epoch, ragged):
+        train = [round(3.0 - 0.01 * i, 6) for i in range(rows)]
+        held = [round(2.0 + 0.02 * i, 6) for i in range(rows)]
+        doc: dict = {}
+        for name, values in zip(names, (train, held), strict=True):
+            head, _, tail = name.rpartition("/")
+            (doc.setdefault(head, {}) if head else doc)[tail] = values
+        if with_epoch:
+            doc["epoch"] = list(range(1, rows + 1))
+        if ragged:
+            doc["lr"] = [0.1] * (rows + 1)
+        path = tmp_path / "history.json"
+        path.write_text(json.dumps(doc))
+        with Ledger(":memory:") as led:
+            if ragged:
+                with pytest.raises(InputError, match="JSON"):
+                    _read(led, [path])
+                assert led.runs().empty
+                return
+            _, steps, evals = _read(led, [path])
+        first = 1 if with_epoch else 0
+        assert steps["step"].tolist() == list(range(first, first + rows))
+        assert steps["loss"].tolist() == train
+        assert sorted(evals["value"].tolist()) == sorted(held)
+
+    settings(max_examples=n, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))(prop)()

@@ -51,7 +51,21 @@ def st_evaluator_csv(path: Path, params: dict) -> dict:
     }
 
 
-WAVE4_PARSERS = {"allennlp-records": allennlp_records, "st-evaluator-csv": st_evaluator_csv}
+def json_columns(path: Path, params: dict) -> dict:
+    """One JSON object of equal-length lists (Keras' `History.history` dumped with json.dump): position i is epoch i."""
+    doc = json.loads(path.read_text())
+    return {
+        "keys": list(doc),
+        "lengths": sorted({len(v) for v in doc.values()}),
+        "series": {key: _series(list(enumerate(doc[key]))) for key in params["keys"]},
+    }
+
+
+WAVE4_PARSERS = {
+    "allennlp-records": allennlp_records,
+    "st-evaluator-csv": st_evaluator_csv,
+    "json-columns": json_columns,
+}
 
 WAVE4_LOGS: list[dict[str, Any]] = [
     _entry(
@@ -123,6 +137,38 @@ WAVE4_LOGS: list[dict[str, Any]] = [
                     "last": [24, 0.8158899324358765],
                     "min": [0, 0.7539935677114966],
                     "max": [13, 0.8167604526088117],
+                },
+            },
+        },
+    ),
+    _entry(
+        "keras-history-glove-lstm-tweets-training_history.json",
+        "table",
+        "keras-history-json",
+        "json-columns",
+        "Keras' History.history dumped with json.dump: one JSON object of per-epoch lists (accuracy, loss, "
+        "val_accuracy, val_loss, learning_rate) of a GloVe + LSTM tweet classifier, 10 epochs, no step anywhere (the "
+        "position is the epoch). val_loss is lowest at epoch 5 (0.4651) and rises to 0.5049 while the training loss "
+        "falls 0.517 -> 0.316: overfitting.",
+        {"keys": ["loss", "val_loss", "val_accuracy"]},
+        {
+            "keys": ["accuracy", "loss", "val_accuracy", "val_loss", "learning_rate"],
+            "lengths": [10],
+            "series": {
+                "loss": _series([(0, 0.5171560645103455), (9, 0.3156667649745941)]) | {"count": 10},
+                "val_loss": {
+                    "count": 10,
+                    "first": [0, 0.511763870716095],
+                    "last": [9, 0.5049303770065308],
+                    "min": [5, 0.4650532007217407],
+                    "max": [0, 0.511763870716095],
+                },
+                "val_accuracy": {
+                    "count": 10,
+                    "first": [0, 0.7809873819351196],
+                    "last": [9, 0.7998949289321899],
+                    "min": [0, 0.7809873819351196],
+                    "max": [5, 0.7998949289321899],
                 },
             },
         },

@@ -1,6 +1,13 @@
-"""A run's table written one record per file: a folder of pretty-printed JSON objects, one per epoch, numbered by it
-(AllenNLP's serialization folder: `metrics_epoch_0.json`, `metrics_epoch_1.json`, ..., each holding `epoch`,
-`training_loss`, `validation_loss`, `best_validation_loss` and a cumulative `training_duration` of `H:MM:SS.f`).
+"""A run's per-epoch values written as JSON in one of two shapes other than JSON lines.
+
+**Columns**: one JSON object whose values are lists of numbers, one per epoch (Keras' `History.history` dumped with
+`json.dump`: `{"loss": [...], "val_loss": [...], "learning_rate": [...]}`; nested objects of such lists are read with
+their keys joined by `/`). Each list is a column and the position in it the row: the step is a list named as a step
+(`epoch`), else the position, counting epochs from 0 as Keras' own CSVLogger does.
+
+**Records**: a folder of pretty-printed JSON objects, one per epoch, numbered by it (AllenNLP's serialization folder:
+`metrics_epoch_0.json`, `metrics_epoch_1.json`, ..., each holding `epoch`, `training_loss`, `validation_loss`,
+`best_validation_loss` and a cumulative `training_duration` of `H:MM:SS.f`).
 
 A **record** is one JSON object whose values are scalars (numbers, text, booleans, null), read as one row; a folder
 of them (or several named on the command line) is one run's table, its rows in the order of the number in their
@@ -25,7 +32,17 @@ from yieldgate.errors import InputError
 from yieldgate.ingest.clean import Warnings, check_columns, parse_json
 from yieldgate.util.inputs import read_regular
 
-__all__ = ["RECORD_BYTES", "has_step", "in_order", "is_record", "numbered", "record_files", "read_record"]
+__all__ = [
+    "RECORD_BYTES",
+    "columns_of",
+    "has_step",
+    "in_order",
+    "is_record",
+    "numbered",
+    "read_columns",
+    "read_record",
+    "record_files",
+]
 
 RECORD_BYTES = 1 << 20
 """A record file is one step's values: a JSON object past 1 MiB is some other document, not read as one."""
@@ -116,3 +133,50 @@ def read_record(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]
         row["epoch"] = str(number)
         warnings.add("records", f"{path.parent}: no step field in the records: the number in each name is its epoch")
     return pd.DataFrame([row]), [str(path)]
+
+
+def _leaves(doc: dict, prefix: str = "") -> dict[str, object]:
+    """The leaves of nested objects, their keys joined by `/`."""
+    out: dict[str, object] = {}
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out |= _leaves(value, name + "/")
+        else:
+            out[name] = value
+    return out
+
+
+def columns_of(doc: object) -> dict[str, list] | None:
+    """{name: values} of a JSON document in the columns shape: an object (nested objects allowed) every leaf of which
+    is a list of numbers (or nulls), all of one length; None for any other document."""
+    if not isinstance(doc, dict) or not doc:
+        return None
+    leaves = _leaves(doc)
+    if not all(isinstance(v, list) for v in leaves.values()):
+        return None
+    lists: dict[str, list] = {name: value for name, value in leaves.items() if isinstance(value, list)}
+    lengths = {len(v) for v in lists.values()}
+    numbers = all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) or x is None for v in lists.values() for x in v
+    )
+    return lists if len(lengths) == 1 and lengths != {0} and numbers else None
+
+
+def read_columns(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
+    """A JSON document of columns (`columns_of`) as a table, one row per position in its lists; without a list named
+    as a step, the position is the `epoch` (from 0)."""
+    try:
+        doc = parse_json(read_regular(path, "a JSON document of columns").decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        doc = None
+    lists = columns_of(doc)
+    if lists is None:
+        raise InputError(f"{path}: not one JSON object of equal-length lists of numbers; expected per-epoch columns")
+    check_columns(len(lists), str(path))
+    rows = len(next(iter(lists.values())))
+    frame = pd.DataFrame({name: ["" if x is None else str(x) for x in values] for name, values in lists.items()})
+    if not {name.lower() for name in lists} & set(STEP_NAMES):
+        frame["epoch"] = [str(i) for i in range(rows)]
+        warnings.add("columns", f"{path}: lists of {rows} values and no step among them: each position is an epoch")
+    return frame, [f"{path}:[{i}]" for i in range(rows)]

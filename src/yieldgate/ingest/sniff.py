@@ -13,7 +13,7 @@ from pathlib import Path
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import clip, parse_json
-from yieldgate.ingest.epochfiles import has_step, is_record, record_files
+from yieldgate.ingest.epochfiles import columns_of, has_step, is_record, record_files
 from yieldgate.util.inputs import check_regular
 
 __all__ = ["describe", "kind_of", "table_format"]
@@ -51,7 +51,8 @@ def _is_object(line: str) -> bool:
 
 def table_format(path: Path) -> str | None:
     """`parquet`, `jsonl` (one JSON object per line, whatever the name), `record` (one JSON object of numbers and
-    text: one row, `ingest.epochfiles`) or `csv` (`_is_csv`), from the file's content; None for anything else."""
+    text: one row), `columns` (one JSON object of equal-length lists of numbers: one row per position; both
+    `ingest.epochfiles`) or `csv` (`_is_csv`), from the file's content; None for anything else."""
     with path.open("rb") as f:
         if f.read(4) == b"PAR1":
             return "parquet"
@@ -63,6 +64,8 @@ def table_format(path: Path) -> str | None:
         return "jsonl"  # one object alone is a JSON document, not a log of records
     if lines[0].lstrip().startswith("{") and is_record(path):
         return "record"
+    if lines[0].lstrip().startswith("{") and _columns_shaped(path):
+        return "columns"
     return "csv" if _is_csv(lines, complete) else None
 
 
@@ -196,6 +199,18 @@ def kind_of(source: Path) -> str:
             )
         return kind
     return "textlog"  # printed lines, bracketed or with commas as they may be: the text-log reader tells
+
+
+def _columns_shaped(path: Path) -> bool:
+    """True when the file is one JSON object of equal-length lists of numbers (`epochfiles.columns_of`) that is not
+    an lm-eval aggregate (whose per-task lists sit beside a list of checkpoints: `ingest.lmeval` reads it)."""
+    from yieldgate.ingest.clean import read_json
+
+    try:
+        doc = read_json(path, "a JSON file")
+    except InputError:
+        return False
+    return columns_of(doc) is not None and not _lmeval_shaped(doc)
 
 
 def _parses(path: Path) -> bool:
