@@ -34,6 +34,7 @@ __all__ = [
     "NO_CLAIM",
     "Owner",
     "claim_fields",
+    "holder",
     "stored_owner",
     "STALE_AFTER_S",
     "HEARTBEAT_EVERY_S",
@@ -152,6 +153,13 @@ CLAIM = "owner_host, owner_pid, owner_started, owner_ns, heartbeat_at, claim_che
 """A run's writer claim and heartbeat as read (`checksum.FIELD_GROUPS["runs.claim"]`), with their checksum."""
 NO_CLAIM = group_checksum("runs.claim", (None,) * 5)
 """The claim checksum of a run no writer has claimed (an import's, a new run's)."""
+
+
+def holder(claim: Sequence[Any]) -> str:
+    """Who holds a run, from its stored `owner_host, owner_pid, owner_started, owner_ns`, in words."""
+    if claim[0] is None:
+        return "released: the attempt that claimed it has ended"
+    return f"written by {stored_owner(*claim[:4])}"
 
 
 def claim_fields(where: str, run: str, row: Sequence[Any]) -> Sequence[Any]:

@@ -19,7 +19,7 @@ from yieldgate.ledger.checksum import (
     verify_group,
     verify_record,
 )
-from yieldgate.ledger.owners import CLAIM, NO_CLAIM, STALE_AFTER_S, Owner, liveness, shares_pids
+from yieldgate.ledger.owners import CLAIM, NO_CLAIM, STALE_AFTER_S, Owner, holder, liveness, shares_pids
 from yieldgate.ledger.owners import claim_fields as _claim
 from yieldgate.ledger.owners import stored_owner as _owner
 from yieldgate.names import (
@@ -74,10 +74,6 @@ RUN_COLUMNS = (
 
 # `add_totals` looks up to this many runs by name; over it, it reads every run's totals in one pass.
 LOOKUP_RUNS = 1000
-
-
-def _steps_of(summary: Sequence[Any]) -> str:
-    return f"core step records of steps {summary[1]}-{summary[2]} (their count, tokens and wall clock)"
 
 
 def _most(a: Any, b: Any) -> Any:
@@ -245,8 +241,19 @@ class RunsMixin(LedgerConnection):
                 row = self._db.execute(
                     "SELECT owner_host, owner_pid, owner_started, owner_ns FROM runs WHERE name = ?", (run,)
                 ).fetchone()
-                now = "gone from the ledger" if row is None else f"written by {_owner(*row)}"
+                now = "gone from the ledger" if row is None else holder(row)
                 raise RunInUse(f"run {run!r} in {self.location} is no longer this process's to write: it is {now}")
+
+    def release_claim(self, run: str) -> None:
+        """End the claim on `run` of the attempt whose end the campaign recorded: a writer of it still alive (an
+        orphaned trainer) is refused from then on (RunInUse; its Tracker spills), never ending the run itself."""
+        with self.transaction():
+            self.run_id(run)
+            self._db.execute(
+                "UPDATE runs SET owner_host = NULL, owner_pid = NULL, owner_started = NULL, owner_ns = NULL, "
+                "heartbeat_at = NULL, claim_checksum = ? WHERE name = ?",
+                (NO_CLAIM, run),
+            )
 
     def run_id(self, run: str) -> int:
         row = self._query("SELECT id FROM runs WHERE name = ?", (run,))
@@ -389,7 +396,8 @@ class RunsMixin(LedgerConnection):
                 f"FROM step_blocks b JOIN runs r ON r.id = b.run_id {only}",
                 params,
             ):
-                verify_group(self.location, "step_blocks.summary", checksum, summary, run, _steps_of(summary))
+                what = f"core step records of steps {summary[1]}-{summary[2]} (their count, tokens and wall clock)"
+                verify_group(self.location, "step_blocks.summary", checksum, summary, run, what)
                 _, _, last_step, n, tokens, wall = summary
                 held = sums.get(run, (0, None, None, None))
                 sums[run] = (

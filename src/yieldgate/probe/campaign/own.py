@@ -31,6 +31,7 @@ from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger, spills
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.manifest import Manifest, ModelConfig
+from yieldgate.probe.campaign.keeper import command_line
 from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable, tracker_import_problem
 from yieldgate.probe.campaign.status import probe_status
 
@@ -237,9 +238,11 @@ def _run_command(
     with open(log, "wb") as out:
         out.write(f"$ {command}\n".encode())
         out.flush()
+        # Through a keeper (`keeper.py`): killed with the worker, the command's whole group goes with it, and the
+        # timeout is held there too (a minute past the worker's own, which stops it first while the worker lives).
+        backstop = trainer.timeout + 60.0 if trainer.timeout else None
         proc = subprocess.Popen(
-            command,
-            shell=True,
+            command_line(command, backstop),
             cwd=trainer.workdir,
             env={**os.environ, **env},
             stdout=out,
@@ -480,7 +483,8 @@ def _import(trainer: TrainerSpec, job: ProbeJob, ledger: str, run: str) -> str:
 
 
 def _record_end(ledger: str, run: str, status: str, error: str, tail: str) -> None:
-    with Ledger(ledger) as led:
+    with Ledger(ledger) as led, led.transaction():
         led.set_status(run, status)
         led.set_meta(run, "error", error)
         led.set_meta(run, "output_tail", tail)
+        led.release_claim(run)  # a trainer of this attempt still alive writes the run no more

@@ -106,7 +106,8 @@ def claim_probe(led: Ledger, run: str, key: str, meta: dict[str, Any]) -> bool:
 
 
 def record_failure(ledger: str, spec: ProbeSpec, error: str) -> None:
-    """The probe's run ends `failed`, with `error` in its meta (`error`)."""
-    with Ledger(ledger) as led:
+    """The probe's run ends `failed`, with `error` in its meta (`error`), and its attempt's claim ends."""
+    with Ledger(ledger) as led, led.transaction():
         led.set_status(spec.run, "failed")
         led.set_meta(spec.run, "error", error)
+        led.release_claim(spec.run)  # a trainer of this attempt still alive writes the run no more
