@@ -57,11 +57,26 @@ def test_half_the_tokens_at_0_8x_the_throughput():
         "time": pytest.approx(1.6),
         "sample_efficiency": pytest.approx(2.0),
         "throughput": pytest.approx(0.8),
+        "cost": None,  # no price, no cost recorded
     }
     # B reaches 10 - 2*10 = -10 at its end; A never gets there.
     assert result.effective_token_multiplier is None
     assert "b learns more per token" in result.verdict and "a moves tokens faster" in result.verdict
     assert "no noise floor" in result.verdict
+
+
+def test_compare_at_cost_says_who_reaches_the_target_for_less():
+    """Issue #44 item 10: aligned on cost, compare said only which side moves tokens faster. B needs half the tokens
+    at 0.8x the throughput (1.6x sooner) on hardware at 2.5x the price per device-hour: A reaches the target
+    1.5625x cheaper ($0.0139 vs $0.0217), and the verdict says so beside the time split."""
+    a = linear_run("a", slope=1.0, rate=100.0, manifest={"hardware": {"price_per_device_hour": 1.0}})
+    b = linear_run("b", slope=2.0, rate=80.0, manifest={"hardware": {"price_per_device_hour": 2.5}})
+    result = compare([a], [b], target_loss=5.0, at="cost")
+    assert result.cost_to_target_usd == {"a": pytest.approx(50 / 3600), "b": pytest.approx(31.25 / 3600 * 2.5)}
+    assert result.speedup["cost"] == pytest.approx(50 / (31.25 * 2.5)) and result.speedup["time"] == pytest.approx(1.6)
+    assert "a reaches the target for less (1.56x cheaper)" in result.verdict
+    unpriced = compare([linear_run("a", 1.0, 100.0)], [linear_run("b", 2.0, 80.0)], target_loss=5.0, at="time")
+    assert unpriced.cost_to_target_usd == {"a": None, "b": None} and "cheaper" not in unpriced.verdict
 
 
 def test_effective_token_multiplier():

@@ -5,7 +5,8 @@ Time-to-target decomposition (DESIGN.md, "speedups multiply"):
     speedup.time              = time_to_target(A) / time_to_target(B)
     speedup.throughput        = (tokens_to_target(B) / time_to_target(B)) / (tokens_to_target(A) / time_to_target(A))
     speedup.sample_efficiency = tokens_to_target(A) / tokens_to_target(B)
-so that time = throughput x sample_efficiency exactly. This is what tells "faster" from "learns more per token".
+so that time = throughput x sample_efficiency exactly; beside it, what reaching the target costs:
+    speedup.cost              = cost_to_target(A) / cost_to_target(B) This is what tells "faster" from "learns more per token".
 
 The target follows the metric's direction: a loss is reached at or below it, an accuracy at or above it.
 Runs without token counts are aligned on steps (and said to be); ranges that do not overlap give no point
@@ -85,7 +86,12 @@ class Comparison:
     `speedup.throughput`); None without token counts or wall-clock time."""
     steps_per_s_to_target: dict[str, float | None]
     """The same in steps (epochs) per second: the two ratios of `speedup.steps_per_s` where the runs count no tokens."""
+    cost_to_target_usd: dict[str, float | None]
+    """Each side's dollars to the target, mean over its seeds (recorded cost_usd, else the manifest's price per
+    device-hour over its wall time); None where a run has neither."""
     speedup: dict[str, float | None]
+    """time, throughput and sample efficiency (B over A; time = throughput x sample efficiency), cost (A's dollars to
+    the target over B's: how many times cheaper B reaches it), and steps/s x step efficiency without token counts."""
     effective_token_multiplier: float | None
     points: list[dict[str, Any]]
     confounders: list[dict[str, Any]]
@@ -148,15 +154,15 @@ def crossing(x: np.ndarray, y: np.ndarray, target: float, higher_is_better: bool
     return float(x0 + (y0 - target) / (y0 - y1) * (x1 - x0))
 
 
-def time_at(run: RunData, curve: pd.DataFrame, column: str, value: float) -> float | None:
-    """Wall time when the run's `column` (tokens, or step) was at `value`: from its step rows (dense), else its eval
-    points."""
+def time_at(run: RunData, curve: pd.DataFrame, column: str, value: float, what: str = "wall_s") -> float | None:
+    """Wall time (or `what`: `cost_usd`) when the run's `column` (tokens, or step) was at `value`: from its step rows
+    (dense), else its eval points (which carry the cost a price per device-hour gives)."""
     for frame in (run.steps, curve):
-        if "wall_s" not in frame or column not in frame:
+        if what not in frame or column not in frame:
             continue
-        sub = frame[[column, "wall_s"]].dropna().sort_values(column)
+        sub = frame[[column, what]].dropna().sort_values(column)
         if len(sub) >= 2 and sub[column].iloc[0] <= value <= sub[column].iloc[-1]:
-            return float(np.interp(value, sub[column], sub["wall_s"]))
+            return float(np.interp(value, sub[column], sub[what]))
     return None
 
 
@@ -200,6 +206,8 @@ class _ToTarget:
     tokens: float | None
     time: float | None
     steps: float | None
+    cost: float | None = None
+    """Dollars to the target (recorded cost_usd, else the manifest's price per device-hour)."""
 
 
 def compare(
@@ -245,6 +253,7 @@ def compare(
         "time": _ratio(ta.time, tb.time),
         "throughput": _ratio(_ratio(tb.tokens, tb.time), _ratio(ta.tokens, ta.time)),
         "sample_efficiency": _ratio(ta.tokens, tb.tokens),
+        "cost": _ratio(ta.cost, tb.cost),
         **_step_split(ta, tb, (a[0].manifest, b[0].manifest), at, said),
     }
     multiplier = _effective_multiplier(sides, names, hib, what, said)
@@ -270,6 +279,7 @@ def compare(
         tokens_to_target={names[0]: ta.tokens, names[1]: tb.tokens},
         time_to_target_s={names[0]: ta.time, names[1]: tb.time},
         steps_to_target={names[0]: ta.steps, names[1]: tb.steps},
+        cost_to_target_usd={names[0]: ta.cost, names[1]: tb.cost},
         tokens_per_s_to_target={names[0]: _ratio(ta.tokens, ta.time), names[1]: _ratio(tb.tokens, tb.time)},
         steps_per_s_to_target={names[0]: _ratio(ta.steps, ta.time), names[1]: _ratio(tb.steps, tb.time)},
         speedup=speedup,
@@ -459,11 +469,15 @@ def _to_target(
         time_at(r, c, "tokens", t) if t is not None else None if s is None else time_at(r, c, "step", s)
         for r, c, t, s in zip(group, curves, tokens, steps, strict=True)
     ]
+    costs = [
+        None if s is None else time_at(r, c, "step", s, "cost_usd")
+        for r, c, s in zip(group, curves, steps, strict=True)
+    ]
     if any(s is None for s in steps):
         said.warnings.append(f"{side} does not reach the target {target_label} in every run")
     elif any(t is None for t in times):
         said.warnings.append(f"{side} lacks wall-clock time: its time to target is unknown")
-    return _ToTarget(tokens=_mean(tokens), time=_mean(times), steps=_mean(steps))
+    return _ToTarget(tokens=_mean(tokens), time=_mean(times), steps=_mean(steps), cost=_mean(costs))
 
 
 def _step_split(
@@ -561,7 +575,18 @@ def _verdict(
         noise = f"every point at equal {at} is identical by construction: no verdict"
     else:
         noise = f"no points at equal {at} could be aligned"
-    return f"On {primary} (primary): {first}; {second}; {noise}."
+    cost = f"; {_cost_clause(names, speedup['cost'])}" if at == "cost" else ""
+    return f"On {primary} (primary): {first}; {second}{cost}; {noise}."
+
+
+def _cost_clause(names: tuple[str, str], ratio: float | None) -> str:
+    """Aligned on cost, who reaches the target for less, and how many times less (`speedup.cost`)."""
+    if ratio is None:
+        return "the cost to the target is unknown (no cost_usd recorded, and no price per device-hour)"
+    cheaper = _side(ratio, names)
+    if cheaper is None:
+        return "both reach the target at the same cost"
+    return f"{cheaper} reaches the target for less ({max(ratio, 1 / ratio):.3g}x cheaper)"
 
 
 def _learning_and_speed(

@@ -41,19 +41,22 @@ def render_comparison(result: Comparison, console: Console, *, check_flags: dict
     on_steps = s.get("step_efficiency") is not None
     unit = ("epochs" if result.aligned_on == "epochs" else "steps") if on_steps else "tokens"
     need = result.steps_to_target if on_steps else result.tokens_to_target
+    cost = result.cost_to_target_usd
+    dollars = f", cost ${fmt(cost[a])} vs ${fmt(cost[b])}" if None not in (cost[a], cost[b]) else ""
     say(
         console,
         f"target {result.metric} {fmt(result.target_loss)}: {unit} {fmt(need[a])} vs {fmt(need[b])}, time "
-        f"{fmt(result.time_to_target_s[a])} s vs {fmt(result.time_to_target_s[b])} s",
+        f"{fmt(result.time_to_target_s[a])} s vs {fmt(result.time_to_target_s[b])} s{dollars}",
     )
     split = (
         f"{unit}/s {fmt(s['steps_per_s'])} x {unit[:-1]} efficiency {fmt(s['step_efficiency'])}"
         if on_steps
         else f"throughput {fmt(s['throughput'])} x sample efficiency {fmt(s['sample_efficiency'])}"
     )
+    cheaper = "" if s.get("cost") is None else f"cost {fmt(s['cost'])}; "
     say(
         console,
-        f"speedup (B over A): time {fmt(s['time'])} = {split}; effective token multiplier "
+        f"speedup (B over A): time {fmt(s['time'])} = {split}; {cheaper}effective token multiplier "
         f"{fmt(result.effective_token_multiplier)}",
     )
     for c in result.confounders:
