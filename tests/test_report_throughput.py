@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yieldgate.analysis.compare import RunData, compare
-from yieldgate.analysis.frontier import frontier
+from yieldgate.analysis.frontier import frontier, rates_to_target
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.report.format import fmt
 from yieldgate.report.html import comparison_view, render_html
@@ -58,9 +58,9 @@ def test_the_frontier_and_the_comparison_give_each_run_the_same_throughput(a, b,
     assert f.target == pytest.approx(c.target_loss)
     for run in ("a", "b"):
         point = f.points[run]
-        assert point["tokens_per_s"] == pytest.approx(c.tokens_per_s_to_target[run], rel=1e-9)
+        assert point["tokens_per_s"] == pytest.approx(rates_to_target(c)[run], rel=1e-9)
         assert point["tokens_to_target"] / point["tokens_per_s"] == pytest.approx(c.time_to_target_s[run], rel=1e-9)
-    rates = c.tokens_per_s_to_target
+    rates = rates_to_target(c)
     assert c.speedup["throughput"] == pytest.approx(rates["b"] / rates["a"], rel=1e-9)
 
 
@@ -91,7 +91,7 @@ def test_the_page_names_one_faster_run_and_fills_the_throughput_row():
         data = collect(led, ["even", "fast-steps"])
     page = render_html(data, [])
     (c,) = data.comparisons
-    rates = c.tokens_per_s_to_target
+    rates = rates_to_target(c)
     assert rates["even"] > 2 * rates["fast-steps"]  # stalls count: slower to the target
     assert {r: p["tokens_per_s"] for r, p in data.frontier.points.items()} == pytest.approx(rates)
     header = re.search(r"<th>(tokens/s to target \(tokens over time to val/loss [^<]+\))</th>", page)

@@ -81,11 +81,6 @@ class Comparison:
     time_to_target_s: dict[str, float | None]
     steps_to_target: dict[str, float | None]
     """Steps (epochs, where the steps count them) to the target, each side's mean over its seeds."""
-    tokens_per_s_to_target: dict[str, float | None]
-    """Each side's throughput to the target: its tokens to target over its time to target (the two ratios of
-    `speedup.throughput`); None without token counts or wall-clock time."""
-    steps_per_s_to_target: dict[str, float | None]
-    """The same in steps (epochs) per second: the two ratios of `speedup.steps_per_s` where the runs count no tokens."""
     cost_to_target_usd: dict[str, float | None]
     """Each side's dollars to the target, mean over its seeds (recorded cost_usd, else the manifest's price per
     device-hour over its wall time); None where a run has neither."""
@@ -280,8 +275,6 @@ def compare(
         time_to_target_s={names[0]: ta.time, names[1]: tb.time},
         steps_to_target={names[0]: ta.steps, names[1]: tb.steps},
         cost_to_target_usd={names[0]: ta.cost, names[1]: tb.cost},
-        tokens_per_s_to_target={names[0]: _ratio(ta.tokens, ta.time), names[1]: _ratio(tb.tokens, tb.time)},
-        steps_per_s_to_target={names[0]: _ratio(ta.steps, ta.time), names[1]: _ratio(tb.steps, tb.time)},
         speedup=speedup,
         effective_token_multiplier=multiplier,
         points=points,

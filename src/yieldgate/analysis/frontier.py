@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from yieldgate.analysis.compare import RunData, crossing, run_curve, time_at
+from yieldgate.analysis.compare import Comparison, RunData, crossing, run_curve, time_at
 from yieldgate.errors import InputError
 from yieldgate.names import LOSS_METRIC, VAL_TASK
 
-__all__ = ["Frontier", "frontier", "pareto_front"]
+__all__ = ["Frontier", "frontier", "pareto_front", "rates_to_target"]
 
 
 def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
@@ -40,6 +40,18 @@ def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
         if not dominated:
             front.append(name)
     return front
+
+
+def rates_to_target(c: Comparison, *, steps: bool = False) -> dict[str, float | None]:
+    """Each side of a comparison's throughput to its target, the frontier's figure: its tokens (`steps`: its steps or
+    epochs, where the runs count no tokens) to the target over its time to it; `c.speedup["throughput"]`
+    (`steps_per_s`) is B's over A's. None where either is unknown."""
+    need = c.steps_to_target if steps else c.tokens_to_target
+    out: dict[str, float | None] = {}
+    for side in (c.a, c.b):
+        amount, took = need[side], c.time_to_target_s[side]
+        out[side] = amount / took if amount is not None and took else None
+    return out
 
 
 @dataclass

@@ -23,6 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from yieldgate._version import __version__
 from yieldgate.analysis.compare import Comparison
+from yieldgate.analysis.frontier import rates_to_target
 from yieldgate.errors import InputError, YieldgateError
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.file import holds_database
@@ -103,9 +104,7 @@ def comparison_view(c: Comparison, *, amount: str = "tokens") -> ComparisonView:
     # Without token counts the time speedup splits on steps (epochs): steps/s x steps to target.
     on_steps = c.speedup.get("step_efficiency") is not None
     unit = ("epochs" if c.aligned_on == "epochs" else "steps") if on_steps else amount
-    need, rate = (
-        (c.steps_to_target, c.steps_per_s_to_target) if on_steps else (c.tokens_to_target, c.tokens_per_s_to_target)
-    )
+    need, rate = (c.steps_to_target if on_steps else c.tokens_to_target), rates_to_target(c, steps=on_steps)
     efficiency, throughput = ("step_efficiency", "steps_per_s") if on_steps else ("sample_efficiency", "throughput")
     speedup = table(
         ["", "A", "B", "B over A"],
