@@ -100,6 +100,12 @@ def test_a_ranking_name_alone_keeps_its_direction_but_is_no_evaluator_score(name
     assert metric_direction(name) is True and not retrieval_metric(name)
 
 
+@pytest.mark.parametrize("name", ["f1_score", "accuracy_score", "precision_score", "recall_score", "acc", "recall"])
+def test_a_training_score_is_no_evaluation(name):
+    """sklearn's `f1_score` logged on training batches, or a bare `recall`, stays a training value (an extra)."""
+    assert guess(name).kind == "extra" and not retrieval_metric(name)
+
+
 def test_negative_mse_rises():
     assert metric_direction("negative_mse") is True and metric_direction("mse") is False
 

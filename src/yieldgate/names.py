@@ -464,7 +464,7 @@ _RANKING = frozenset(
     {"ndcg", "mrr", "map", "ap", "recall", "precision", "accuracy", "acc", "f1", "hit", "hits", "hit_rate", "r", "p"}
 )
 _SIMILARITY = frozenset(
-    {"cosine", "cos", "sim", "cossim", "dot", "score", "product", "euclidean", "manhattan", "max", "ip", "l2"}
+    {"cosine", "cos", "sim", "cossim", "dot", "product", "euclidean", "manhattan", "max", "ip", "l2"}
 )
 _CUTOFF = re.compile(r"^(?P<head>.+?)(?:@|_at_)(?:\d+|k)$")
 
@@ -473,7 +473,8 @@ def retrieval_metric(metric: str) -> bool:
     """True when `metric` names a retrieval or embedding evaluator's score (see `_RANKING`): a metric only an
     evaluation computes, so a column of that name is an evaluation wherever it is logged. `ndcg` or `recall` alone
     is not one (`metric_direction` knows them): it needs its cutoff or its similarity function to say so."""
-    base = re.sub(r"[-\s]", "_", metric.split(",")[0].strip().lower())
+    # `dot_score` (sentence-transformers 2) is the dot product; `score` alone is no similarity (`f1_score` is sklearn's)
+    base = re.sub(r"[-\s]", "_", metric.split(",")[0].strip().lower()).replace("dot_score", "dot")
     cut = _CUTOFF.match(base)
     tokens = [t for t in (cut["head"] if cut else base).split("_") if t]
     scored = [t for t in tokens if t not in _SIMILARITY]
