@@ -85,6 +85,7 @@ def test_a_log_that_no_reader_knows_is_refused_by_the_text_log_reader_not_the_ta
         ("step,loss,lr\n1,2.5,0.1\n2,2.4,0.1\n", "table"),
         ('"step","train/loss"\n"1","2.5"\n"2","2.4"\n', "table"),  # W&B quotes every field
         ("epoch\ttrain_loss\n0\t1.5\n1\t1.2\n", "table"),
+        ("step,loss,grad_norm layer 12\n1,2.5,0.3\n2,2.4,0.2\n", "table"),  # one name that ends in a number
         ('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.4}\n', "table"),
         (json.dumps({"log_history": [{"step": 1, "loss": 2.0}]}), "hf-trainer"),
     ],

@@ -86,7 +86,7 @@ def _is_csv(lines: list[str], complete: list[str]) -> bool:
     if fields < 2 or len(lines) < 2 or any(len(row) != fields for row in rows[1:]):
         return False
     names = [n.strip().strip('"') for n in rows[0]]
-    if any(_NAMED_VALUE.search(n) for n in names):
+    if sum(bool(_NAMED_VALUE.search(n)) for n in names) > len(names) // 2:  # most cells a `name value` pair
         return False
     return sum(not n.replace(".", "", 1).replace("-", "", 1).isdigit() for n in names) > fields // 2
 
