@@ -6,7 +6,8 @@ Time-to-target decomposition (DESIGN.md, "speedups multiply"):
     speedup.throughput        = (tokens_to_target(B) / time_to_target(B)) / (tokens_to_target(A) / time_to_target(A))
     speedup.sample_efficiency = tokens_to_target(A) / tokens_to_target(B)
 so that time = throughput x sample_efficiency exactly; beside it, what reaching the target costs:
-    speedup.cost              = cost_to_target(A) / cost_to_target(B) This is what tells "faster" from "learns more per token".
+    speedup.cost              = cost_to_target(A) / cost_to_target(B)
+This is what tells "faster" from "learns more per token".
 
 The target follows the metric's direction: a loss is reached at or below it, an accuracy at or above it.
 Runs without token counts are aligned on steps (and said to be); ranges that do not overlap give no point
@@ -29,6 +30,7 @@ from yieldgate.analysis import stats
 from yieldgate.analysis.conditions import contention, contention_warnings, host_confounders
 from yieldgate.analysis.confounders import batch_check_arguments, manifest_confounders, step_data_differences
 from yieldgate.analysis.points import TRAIN_LOSS, UNVERSIONED, cost_from_price, eval_points, train_loss_points
+from yieldgate.analysis.verdict import verdict
 from yieldgate.errors import InputError, check_choice
 from yieldgate.manifest import Manifest
 from yieldgate.names import LOSS_METRIC, VAL_TASK
@@ -244,13 +246,7 @@ def compare(
         _to_target(side, group, sides, target_loss, hib, f"{what} {target_loss:.6g}", at, said)
         for side, group in zip(names, (a, b), strict=True)
     )
-    speedup = {
-        "time": _ratio(ta.time, tb.time),
-        "throughput": _ratio(_ratio(tb.tokens, tb.time), _ratio(ta.tokens, ta.time)),
-        "sample_efficiency": _ratio(ta.tokens, tb.tokens),
-        "cost": _ratio(ta.cost, tb.cost),
-        **_step_split(ta, tb, (a[0].manifest, b[0].manifest), at, said),
-    }
+    speedup = _speedup(ta, tb, (a[0].manifest, b[0].manifest), at, said)
     multiplier = _effective_multiplier(sides, names, hib, what, said)
     confounders, confound_warnings = manifest_confounders(
         a[0].manifest, b[0].manifest, (a[0].name, b[0].name), (len(a), len(b)), metric
@@ -283,7 +279,7 @@ def compare(
         notes=said.notes,
         seeds={names[0]: len(a), names[1]: len(b)},
         primary=primary,
-        verdict=_verdict(names, primary, speedup, points, at, len(a), len(b), level),
+        verdict=verdict(names, primary, speedup, points, at, len(a), len(b), level),
         runs={names[0]: [r.name for r in a], names[1]: [r.name for r in b]},
         batch_check=batch_check_arguments(a[0].manifest, b[0].manifest),
     )
@@ -473,6 +469,19 @@ def _to_target(
     return _ToTarget(tokens=_mean(tokens), time=_mean(times), steps=_mean(steps), cost=_mean(costs))
 
 
+def _speedup(
+    ta: _ToTarget, tb: _ToTarget, manifests: tuple[Manifest | None, Manifest | None], at: Axis, said: _Remarks
+) -> dict[str, float | None]:
+    """The time speedup and its split (module docstring), the cost ratio beside it."""
+    return {
+        "time": _ratio(ta.time, tb.time),
+        "throughput": _ratio(_ratio(tb.tokens, tb.time), _ratio(ta.tokens, ta.time)),
+        "sample_efficiency": _ratio(ta.tokens, tb.tokens),
+        "cost": _ratio(ta.cost, tb.cost),
+        **_step_split(ta, tb, manifests, at, said),
+    }
+
+
 def _step_split(
     ta: _ToTarget, tb: _ToTarget, manifests: tuple[Manifest | None, Manifest | None], at: Axis, said: _Remarks
 ) -> dict[str, float | None]:
@@ -527,92 +536,3 @@ def _effective_multiplier(sides: _Sides, names: tuple[str, str], hib: bool, what
 def _xy(curve: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
     sub = curve[[column, "loss"]].dropna().sort_values(column)
     return sub[column].to_numpy(), sub["loss"].to_numpy()
-
-
-def _side(value: float | None, names: tuple[str, str]) -> str | None:
-    """Which side a speedup ratio (A over B) favours: > 1 favours B."""
-    if value is None or math.isclose(value, 1.0, rel_tol=1e-9):
-        return None
-    return names[1] if value > 1 else names[0]
-
-
-def _verdict(
-    names: tuple[str, str],
-    primary: str,
-    speedup: dict[str, float | None],
-    points: list[dict[str, Any]],
-    at: str,
-    na: int,
-    nb: int,
-    level: float,
-) -> str:
-    first, second = _learning_and_speed(names, primary, speedup, points, at)
-    judged = [p for p in points if p["within_noise"] is not None]
-    family = judged[0]["family"] if judged else 1
-    level_note = (
-        (f" ({level:.0%} family-wise over {family} points)" if family > 1 else f" (at {level:.0%})") if judged else ""
-    )
-    if first.startswith("no difference"):
-        return first
-    if na < 2 and nb < 2:
-        noise = "with one seed per side no noise floor is known"
-    elif judged and all(p["within_noise"] for p in judged):
-        noise = f"the loss difference at equal {at} is within the seed noise{level_note}"
-    elif judged:
-        beyond = sum(not p["within_noise"] for p in judged)
-        noise = (
-            f"the loss difference at equal {at} is beyond the seed noise at {beyond} of {len(judged)} "
-            f"points{level_note}"
-        )
-    elif points:
-        noise = f"every point at equal {at} is identical by construction: no verdict"
-    else:
-        noise = f"no points at equal {at} could be aligned"
-    cost = f"; {_cost_clause(names, speedup['cost'])}" if at == "cost" else ""
-    return f"On {primary} (primary): {first}; {second}{cost}; {noise}."
-
-
-def _cost_clause(names: tuple[str, str], ratio: float | None) -> str:
-    """Aligned on cost, who reaches the target for less, and how many times less (`speedup.cost`)."""
-    if ratio is None:
-        return "the cost to the target is unknown (no cost_usd recorded, and no price per device-hour)"
-    cheaper = _side(ratio, names)
-    if cheaper is None:
-        return "both reach the target at the same cost"
-    return f"{cheaper} reaches the target for less ({max(ratio, 1 / ratio):.3g}x cheaper)"
-
-
-def _learning_and_speed(
-    names: tuple[str, str], primary: str, speedup: dict[str, float | None], points: list[dict[str, Any]], at: str
-) -> tuple[str, str]:
-    """The verdict's two clauses, the primary first: who learns more per token (per step or epoch where the runs count
-    no tokens and the time speedup splits on steps), and who moves them faster; or that there is no difference."""
-    on_steps = speedup.get("step_efficiency") is not None
-    unit = ("epoch" if at == "epochs" else "step") if on_steps else "token"
-    se = speedup["step_efficiency"] if on_steps else speedup["sample_efficiency"]
-    tp = speedup["steps_per_s"] if on_steps else speedup["throughput"]
-    learn, fast = _side(se, names), _side(tp, names)
-    if points and learn is None and fast is None and all(p["diff"] == 0 for p in points):
-        if tp is not None or speedup["time"] is None or math.isclose(speedup["time"], 1.0, rel_tol=1e-9):
-            no_diff = f"no difference: the two sides learn the same per {unit} and move {unit}s at the same rate"
-            return no_diff, no_diff
-    learning = (
-        f"{learn} learns more per {unit} ({max(se, 1 / se):.3g}x fewer {unit}s to target)"
-        if learn and se
-        else f"neither side learns more per {unit}"
-        if se
-        else "learning per token is unknown" + (" (no token counts)" if speedup["time"] is not None else "")
-    )
-    t, sooner = speedup["time"], _side(speedup["time"], names)
-    throughput = (
-        f"{fast} moves {unit}s faster ({max(tp, 1 / tp):.3g}x {unit}s/s)"
-        if fast and tp
-        else "neither side is faster"
-        if tp
-        else f"{sooner} reaches the target sooner ({max(t, 1 / t):.3g}x less wall-clock time)"
-        if sooner and t
-        else "throughput is unknown (no wall-clock time)"
-        if t is None
-        else "throughput is unknown (no token counts)"
-    )
-    return (learning, throughput) if primary == "learning" else (throughput, learning)

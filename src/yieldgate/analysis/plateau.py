@@ -14,9 +14,9 @@ measurable: its plateau starts at its first evaluation. Otherwise the stop that 
 better than the law by more than the evaluation noise allows: (RSS_law - RSS_stopped) / sigma^2 above `THRESHOLD`,
 sigma the noise of one evaluation read from residuals against a local fit (`fit.eval_noise`, which does not depend
 on the law being right). Both models describe the same curve at any cadence, so a finer cadence only adds evidence:
-the start moves by an evaluation interval or so (within 10% of the run over the generated resolvable cases). A run whose law keeps falling,
-however slowly, has no plateau; a stretch with fewer than `MIN_EVALS` evaluations after the start cannot be judged
-(`unresolved`).
+the start moves by an evaluation interval or so (within 10% of the run over the generated resolvable cases). A run
+whose law keeps falling, however slowly, has no plateau; a stretch with fewer than `MIN_EVALS` evaluations after the
+start cannot be judged (`unresolved`).
 
 `THRESHOLD`: over 30 seeds each of a power-law run (2 + 3 (t/100)^-0.5, noise 0.01, 20 to 100 evaluations) the
 statistic's 99th percentile was 2.0 to 5.9; a plateau after half of such a run gave 117 and more at 20 evaluations
