@@ -70,7 +70,7 @@ def table_format(path: Path) -> str | None:
 
 
 # A header cell that is a name and a value (`epoch 1`, `loss: 0.5`, `lr=0.1`, `{'loss': 2.3`): a printed line
-_NAMED_VALUE = re.compile(r"[\s:=]\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$|^\s*[{\[(]")
+_NAMED_VALUE = re.compile(r"[\s:=]\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*[}\])]*\s*$|^\s*[{\[(]")
 
 
 def _is_csv(lines: list[str], complete: list[str]) -> bool:
