@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.test_columns80 import too_wide
 from tests.test_docs import DOCS, ROOT, quickstart
@@ -179,6 +180,7 @@ def test_a_newcomer_s_path_at_80_columns(newcomer: Newcomer):
     assert {r["name"] for r in json.loads(cli("runs", "--json").stdout)} == {"quickstart", "quickstart-2"}
     cli("runs")
     cli("compare", "quickstart", "quickstart-2")
+    cli("diagnose", "quickstart-2")  # below 100 columns, its findings as blocks (issue #43 item 6)
     assert "wrote report2.html" in cli("report", "quickstart", "quickstart-2", "-o", "report2.html").stdout
 
     # `serve` without its extra names it in one line; with it, it serves the runs and a run's page.
@@ -202,10 +204,60 @@ def test_a_newcomer_s_path_at_80_columns(newcomer: Newcomer):
         with urllib.request.urlopen(f"{base}/", timeout=30) as page:  # the runs table, filled from /api/runs
             assert page.status == 200 and "yieldgate: runs" in page.read().decode()
         with urllib.request.urlopen(f"{base}/api/runs", timeout=30) as page:
-            assert {r["name"] for r in json.loads(page.read())} == {"quickstart", "quickstart-2"}
+            listed = json.loads(page.read())["runs"]  # a page of runs, with its total
+            assert {r["name"] for r in listed} == {"quickstart", "quickstart-2"}
         with urllib.request.urlopen(f"{base}/run?name=quickstart-2", timeout=30) as page:
             assert page.status == 200 and "quickstart-2" in page.read().decode()
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl-C, as the banner says
         _, err = server.communicate(timeout=30)
     assert "Traceback" not in err, err
+
+
+STAMP = re.compile(r"^\[(\d+)m(\d\d)s\] ", re.MULTILINE)
+
+
+def _documents(*pages: str) -> str:
+    """JSON lines of real text: each paragraph of the named docs pages a document."""
+    paragraphs = [p for page in pages for p in (DOCS / page).read_text().split("\n\n") if len(p) > 80]
+    return "".join(json.dumps({"text": p}) + "\n" for p in paragraphs)
+
+
+def test_a_newcomer_s_own_trainer_campaigns_at_80_columns(newcomer: Newcomer):
+    """Issue #43's newcomer turns a script into probes: docs/own-trainer.md's script and campaign (its command starts
+    with `{python}`, the worker's interpreter), as three recipes and as one, run from the wheel's environment with
+    the output going to a pipe (as in CI or a Slurm log). Each `probe` prints a line as each probe ends and names
+    `yieldgate serve`, no two of its lines are more than a silent half minute apart, and `campaign` reads whole at
+    80 columns."""
+    from yieldgate.report.console.progress import EVERY_S
+
+    files, _ = quickstart((DOCS / "own-trainer.md").read_text())
+    own = newcomer.work / "own"
+    (own / "data").mkdir(parents=True)
+    (own / "train.py").write_text(files["train.py"])
+    (own / "data" / "plays.jsonl").write_text(_documents("concepts.md", "probes.md"))
+    (own / "data" / "poems.jsonl").write_text(_documents("report.md", "diagnosis.md"))
+    (own / "heldout.jsonl").write_text(_documents("gate.md"))
+    three = yaml.safe_load(files["campaign.yaml"])
+    assert three["trainer"]["command"].startswith("{python} ") and len(three["recipes"]) == 3
+    one = {**three, "name": "own-one", "recipes": {"clean": three["recipes"]["clean"]}}
+    for name, spec in (("three.yaml", three), ("one.yaml", one)):
+        (own / name).write_text(yaml.safe_dump(spec))
+    for file, campaign in (("three.yaml", three), ("one.yaml", one)):
+        done = subprocess.run(
+            ["yieldgate", "probe", file, "--workers", "2"], cwd=own, env=newcomer.env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+        shown(done.stdout, f"yieldgate probe {file}")
+        assert "Traceback" not in done.stderr, done.stderr
+        assert "serve` shows the runs live" in done.stderr, done.stderr
+        for recipe in campaign["recipes"]:
+            assert f"{campaign['name']}/{recipe}/s0/t8192: finished" in done.stderr, (recipe, done.stderr)
+        stamps = [int(m) * 60 + int(s) for m, s in STAMP.findall(done.stderr)]
+        assert stamps and max(b - a for a, b in zip([0, *stamps], stamps, strict=False)) <= EVERY_S + 5, stamps
+        listed = subprocess.run(
+            ["yieldgate", "campaign", campaign["name"]], cwd=own, env=newcomer.env, capture_output=True, text=True
+        )
+        assert listed.returncode == 0, listed.stderr[-2000:]
+        shown(listed.stdout, f"yieldgate campaign {campaign['name']}")
+        assert f"{campaign['name']}: 8,192 tokens per probe" in listed.stdout and "none)" not in listed.stdout
