@@ -175,3 +175,58 @@ def test_a_local_campaign_worker_killed_mid_probe_leaves_no_orphan(tmp_path):
         "the campaign goes on (before: the orphan later turned `failed` into `finished`)",
         "0",
     )
+
+
+def test_killing_one_local_worker_fails_its_probe_only(tmp_path):
+    """Two workers, two probes: the worker of one is SIGKILLed mid-probe. That probe fails; the other trains to its
+    end once (a process pool broke whole: it failed both, and the other trained again)."""
+    (tmp_path / "train.py").write_text(
+        "import os, sys, time\n"
+        "open(f'pid-{sys.argv[1]}', 'w').write(str(os.getpid()))\n"
+        "time.sleep(float(sys.argv[2]))\n"
+        "from yieldgate import Tracker\n"
+        "tr = Tracker()\n"
+        "tr.step(tokens=64, loss=1.0)\n"
+        "tr.eval({'val/bpb': 2.0})\n"
+        "tr.close()\n"
+    )
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    spec = {
+        "name": "two",
+        "recipes": {"a": {"sources": [{"name": "a", "path": "a.jsonl"}]}},
+        "seeds": [0, 1],
+        "budgets": [100],
+        "trainer": {"command": f"{sys.executable} train.py {{seed}} 6"},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    db = tmp_path / "l.db"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "yieldgate", "--ledger", str(db), "probe", "c.yaml", "--workers", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        pids = [tmp_path / "pid-0", tmp_path / "pid-1"]
+        _wait(lambda: all(p.exists() and p.read_text() != "" for p in pids), seconds=120)
+        trainer = int(pids[0].read_text())
+        parent = trainer
+        while "keeper" not in Path(f"/proc/{parent}/cmdline").read_text():
+            parent = int(Path(f"/proc/{parent}/stat").read_text().split(") ")[1].split()[1])
+        worker = int(Path(f"/proc/{parent}/stat").read_text().split(") ")[1].split()[1])
+        os.kill(worker, signal.SIGKILL)
+        _, err = driver.communicate(timeout=180)
+    finally:
+        driver.kill()
+    assert driver.returncode == 1, (driver.returncode, err.decode()[-2000:])
+    with Ledger(db, readonly=True) as led:
+        statuses = {r: led.run_info(r)["status"] for r in ("two/a/s0/t100", "two/a/s1/t100")}
+        attempts = led.meta("two/a/s1/t100").get("attempts")
+    assert statuses == {"two/a/s0/t100": "failed", "two/a/s1/t100": "finished"}, statuses
+    assert attempts == 1  # trained once
+    check(
+        "local campaign of two workers: one worker SIGKILLed mid-probe",
+        "its probe alone fails; the other worker's probe trains to its end once (before: the pool broke whole and "
+        "failed both probes)",
+        "0",
+    )

@@ -10,8 +10,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from yieldgate.errors import InputError, ProbesFailed, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Source
-from yieldgate.probe.campaign.run import probe_status, probe_statuses, record_failure, run_probe
+from yieldgate.probe.campaign.run import probe_statuses, record_failure, run_probe
 from yieldgate.probe.campaign.spec import Campaign, ProbeSpec, plan
+from yieldgate.probe.campaign.workers import Lost, run_in_workers
 
 if TYPE_CHECKING:
     from yieldgate.analysis.campaign import CampaignSummary
@@ -284,8 +283,8 @@ def _run_local(
     progress: Progress | None,
     gpus: int = 0,
 ) -> Iterator[dict[str, Any]]:
-    """Probes in worker processes (spawned: no state copied from the caller); with `gpus`, at most one probe per
-    group of GPUs at once."""
+    """Probes in worker processes (spawned: no state copied from the caller; `workers.run_in_workers`: a worker that
+    dies fails its own probe only); with `gpus`, at most one probe per group of GPUs at once."""
     import multiprocessing as mp
 
     if not todo:
@@ -303,46 +302,28 @@ def _run_local(
         stop = threading.Event()
         relay = threading.Thread(target=_relay, args=(queue, stop, progress), daemon=True)
         relay.start()
+        tasks = [(s.to_json(), ledger, threads, queue, slots) for s in todo]
+        by_run = {s.run: s for s in todo}
+        results = run_in_workers(ctx, tasks, workers, _local_task, _worker_init, (threads,))
         try:
-            remaining = list(todo)
-            while remaining:
-                with ProcessPoolExecutor(
-                    workers, mp_context=ctx, initializer=_worker_init, initargs=(threads,)
-                ) as pool:
-                    futures: dict[Future[dict[str, Any]], ProbeSpec] = {
-                        pool.submit(_local_task, s.to_json(), ledger, threads, queue, slots): s for s in remaining
-                    }
-                    remaining = []
-                    waiting = set(futures)
-                    try:
-                        while waiting:
-                            done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
-                            for future in done:
-                                try:
-                                    yield future.result()
-                                except BrokenProcessPool:
-                                    remaining.append(futures[future])
-                    except (KeyboardInterrupt, GeneratorExit):
-                        # Interrupted: nothing more starts, and the probes in training stop now (their runs end
-                        # `killed`, and the next run of the campaign trains them again).
-                        pool.shutdown(wait=False, cancel_futures=True)
-                        _stop_workers()
-                        raise
-                if remaining:  # a worker died: the probes it had begun fail, the others go to a new pool
-                    crashed = [s for s in remaining if _started(ledger, s)]
-                    yield from _fail(
-                        crashed, ledger, "the worker process died during the probe (killed or out of memory)"
-                    )
-                    remaining = [s for s in remaining if s not in crashed]
+            for result in results:
+                if not isinstance(result, Lost):
+                    yield result
+                    continue
+                # Its worker died (killed, out of memory): this probe alone fails; the other workers train on.
+                spec = by_run[ProbeSpec.from_json(result.task[0]).run]
+                how = f", exit code {result.exitcode}" if result.exitcode is not None else ""
+                why = f"the worker process died during the probe (killed or out of memory{how})"
+                yield from _fail([spec], ledger, why)
+        except (KeyboardInterrupt, GeneratorExit):
+            # Interrupted: nothing more starts, and the probes in training stop now (their runs end `killed`, and
+            # the next run of the campaign trains them again).
+            _stop_workers()
+            raise
         finally:
+            results.close()
             stop.set()
             relay.join(timeout=2)
-
-
-def _started(ledger: str, spec: ProbeSpec) -> bool:
-    """The probe's run was begun by this attempt and not ended (a worker that dies leaves it `running`)."""
-    with Ledger(ledger, readonly=True) as led:
-        return probe_status(led, spec.run, spec.key) in ("running", "killed")
 
 
 def _fail(specs: list[ProbeSpec], ledger: str, error: str) -> Iterator[dict[str, Any]]:
