@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from tests.support.gate_ledger import POLICY, Probe, campaign, no_warmup, power_law, turning
 from yieldgate import api
 from yieldgate.cli import app
+from yieldgate.gate.draft import RecordedDecision
 
 GOOD = Probe(curve=power_law())
 BAD = Probe(curve=turning(), train=power_law(floor=1.5))
@@ -41,7 +42,7 @@ def ledger(tmp_path_factory) -> Path:
     return campaign(tmp_path_factory.mktemp("gate") / "g.db", {"good": GOOD, "bad": BAD, "slow": SLOW})
 
 
-def decide(ledger: Path, target: str, policy_path: Path = POLICY) -> api.RecordedDecision:
+def decide(ledger: Path, target: str, policy_path: Path = POLICY) -> RecordedDecision:
     return api.gate(target, ledger=str(ledger), policy=str(policy_path), record=False)
 
 
@@ -154,3 +155,26 @@ def test_a_diverged_stage_is_held_with_its_damaged_update_named(tmp_path, probe)
     damaged = [f for f in found if f.cause == "damaged_update"]
     assert damaged and "nonfinite_eval" in damaged[0].detector.split("+")
     assert damaged[0].start_step == (110 if probe.nan_evals_only else 100)  # the first NaN evaluation, or loss
+
+
+def test_one_gate_call_reads_each_run_s_steps_at_most_once(tmp_path, monkeypatch):
+    """Issue #44, typed evidence read once: one gate call read a target run's steps six times (the detectors, the
+    forecast's stable points, tokens/s, the stage's price, joules per token); the evidence is read once
+    (`TargetEvidence.read`) and handed to pure functions. The sibling recipes' runs, read for the shared conditions,
+    are read once too."""
+    from collections import Counter
+
+    from yieldgate.ledger import Ledger
+
+    reads: Counter[str] = Counter()
+    steps = Ledger.steps
+
+    def counted(self, run, *args, **kwargs):
+        reads[run] += 1
+        return steps(self, run, *args, **kwargs)
+
+    led = campaign(tmp_path / "reads.db", {"good": GOOD, "slow": SLOW})
+    monkeypatch.setattr(Ledger, "steps", counted)
+    assert decide(led, "camp/good").decision == "approve"
+    assert set(reads) == {f"camp/{r}/s{s}" for r in ("good", "slow") for s in range(3)}
+    assert max(reads.values()) == 1, reads

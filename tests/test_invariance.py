@@ -15,6 +15,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from tests.support.gate_ledger import POLICY, Probe, campaign, power_law, turning
 from yieldgate import api
@@ -99,10 +100,10 @@ def test_another_evaluation_cadence_changes_no_decision(tmp_path):
     assert decisions(path, {r: r for r in RECIPES}) == BASELINE
 
 
-SECTIONS: dict[str, type] = {"model": ModelConfig, "optimisation": Optimisation, "hardware": Hardware}
+SECTIONS: dict[str, type[BaseModel]] = {"model": ModelConfig, "optimisation": Optimisation, "hardware": Hardware}
 
 
-def defaults(section: type) -> dict[str, Any]:
+def defaults(section: type[BaseModel]) -> dict[str, Any]:
     return {k: f.default for k, f in section.model_fields.items() if f.default is not None and not callable(f.default)}
 
 

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from yieldgate.analysis.data_detectors import (
@@ -37,6 +36,7 @@ from yieldgate.analysis.detectors import (
 from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
 from yieldgate.analysis.objective import not_cross_entropy
 from yieldgate.analysis.overfitting import overfitting
+from yieldgate.analysis.records import RunRecords, read_records, signals
 from yieldgate.analysis.spikes import eval_spikes, loss_spikes
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
@@ -171,11 +171,13 @@ def data_order(manifest: Manifest | None) -> str | None:
     return content_hash({"data": manifest.data.model_dump(mode="json"), "seed": manifest.seed}, spaced=True)
 
 
-def peer_losses(ledger: Ledger, run: str, against: Sequence[str] = ()) -> dict[str, pd.Series]:
+def peer_losses(
+    ledger: Ledger, run: str, against: Sequence[str] = (), manifest: Manifest | None = None
+) -> dict[str, pd.Series]:
     """Training loss by step of the runs that read `run`'s data in the same order: those named in `against`, and
-    those whose manifest has the same data recipe and seed (`data_order`)."""
+    those whose manifest has the same data recipe and seed (`data_order`; `manifest`: `run`'s, where read)."""
     names = set(against)
-    order = data_order(ledger.manifest(run))
+    order = data_order(manifest if manifest is not None else ledger.manifest(run))
     if order is not None:
         names |= {n for n in ledger.runs()["name"] if n != run and data_order(ledger.manifest(n)) == order}
     for name in names:
@@ -193,28 +195,13 @@ def cooldown_runs(ledger: Ledger, run: str) -> dict[str, pd.DataFrame]:
 def load_signals(ledger: Ledger, run: str, against: Sequence[str] = ()) -> RunSignals:
     """A run's steps (extras pivoted into columns), evals, manifest and notes, the training loss of the runs
     that read its data in the same order (`peer_losses`) and the runs that cool it down (`cooldown_runs`)."""
-    nullable = ledger.steps(run, nullable=True)
-    # A recorded NaN (a NaN gradient norm) is a finding; a value never recorded is not: keep them apart.
-    recorded_nan = {
-        c: nullable["step"].to_numpy()[np.isnan(nullable[c].to_numpy(dtype=float, na_value=0.0))]
-        for c in ("loss", "grad_norm")
-        if c in nullable
-    }
-    steps = nullable.astype({c: float for c in nullable.columns if c != "step"})
-    extras = ledger.extras(run)
-    if len(extras):
-        wide = extras.pivot_table(index="step", columns="key", values="value", aggfunc="last", dropna=False)
-        steps = steps.merge(wide.reset_index(), on="step", how="outer").sort_values("step", ignore_index=True)
-    return RunSignals(
-        steps=steps,
-        evals=ledger.evals(run),
-        manifest=ledger.manifest(run),
-        meta=ledger.meta(run),
-        recorded_nan=recorded_nan,
-        peers=peer_losses(ledger, run, against),
-        cooldowns=cooldown_runs(ledger, run),
-        resumes=list(ledger.events(run, kind="resume").sort_values("id")["body"]),
-    )
+    return signals_of(ledger, read_records(ledger, run), against)
+
+
+def signals_of(ledger: Ledger, records: RunRecords, against: Sequence[str] = ()) -> RunSignals:
+    """`load_signals` of a run whose records are read (`records.read_records`): only its peers and cooldowns are."""
+    run = records.name
+    return signals(records, peer_losses(ledger, run, against, records.manifest), cooldown_runs(ledger, run))
 
 
 def _key(body: dict[str, Any], start: Any, end: Any) -> tuple[Any, ...]:
@@ -227,14 +214,11 @@ def _key(body: dict[str, Any], start: Any, end: Any) -> tuple[Any, ...]:
     )
 
 
-def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
-    """Diagnose `run` and (with `store`) keep its findings as open `diagnosis` events: an open finding that is
-    found again is left as it is, one no longer found is resolved, a new one is added. `against`: other runs known
-    to read the same data in the same order (runs with the same data recipe and seed are found without it); loss
-    spikes they share at the same steps are put down to the data."""
-    sig = load_signals(ledger, run, against)
+def diagnose_signals(sig: RunSignals, run: str) -> Diagnosis:
+    """Every detector on a run's signals, with what it did not measure and a note where its loss is not a
+    cross-entropy: `diagnose` without reading or storing (pure)."""
     result = run_detectors(sig, run=run)
-    result.unmeasured = dict(ledger.meta(run).get("unmeasured", {}))
+    result.unmeasured = dict(sig.meta.get("unmeasured", {}))
     logged = [*sig.steps.columns, *(f"{t}/{m}" for t, m in zip(sig.evals["task"], sig.evals["metric"], strict=True))]
     objective = not_cross_entropy(logged, sig.steps["loss"].to_numpy(dtype=float) if "loss" in sig.steps else None)
     if objective is not None:
@@ -242,6 +226,16 @@ def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bo
             f"the loss is not a cross-entropy ({objective}): it is the fine-tuning objective, which may fall or rise "
             "as the policy moves; read the findings on it as on that objective, not as learning per token"
         )
+    return result
+
+
+def diagnose(ledger: Ledger, run: str, *, against: Sequence[str] = (), store: bool = True) -> Diagnosis:
+    """Diagnose `run` and (with `store`) keep its findings as open `diagnosis` events: an open finding that is
+    found again is left as it is, one no longer found is resolved, a new one is added. `against`: other runs known
+    to read the same data in the same order (runs with the same data recipe and seed are found without it); loss
+    spikes they share at the same steps are put down to the data."""
+    sig = load_signals(ledger, run, against)
+    result = diagnose_signals(sig, run)
     if not store:
         return result
     with ledger.transaction():

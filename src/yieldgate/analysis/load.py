@@ -14,12 +14,12 @@ from yieldgate.analysis.conditions import HOST_KEYS
 from yieldgate.analysis.confounders import unit_for
 from yieldgate.analysis.fit import stable_phase
 from yieldgate.analysis.listing import match_runs
-from yieldgate.analysis.objective import not_cross_entropy
-from yieldgate.analysis.points import TRAIN_LOSS, eval_points, to_per_byte
-from yieldgate.errors import InputError, check_choice
+from yieldgate.analysis.points import TRAIN_LOSS, eval_points
+from yieldgate.analysis.records import assemble, devices_in
+from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
-from yieldgate.names import LOSS_METRIC, PER_UNITS, STEP_UNIT, split_eval_key, stderr_of
+from yieldgate.names import LOSS_METRIC, split_eval_key, stderr_of
 
 __all__ = [
     "column_stats",
@@ -30,35 +30,14 @@ __all__ = [
     "default_metric",
     "comparison_unit",
     "stable_points",
+    "stable_points_of",
 ]
 
 
 def load_run(ledger: Ledger, name: str, *, per: str = "token") -> RunData:
     steps, evals, manifest = ledger.steps(name), ledger.evals(name), ledger.manifest(name)
-    logged = [*ledger.extra_keys(name), *(f"{t}/{m}" for t, m in zip(evals["task"], evals["metric"], strict=True))]
-    objective = not_cross_entropy(logged, steps["loss"].to_numpy(dtype=float) if "loss" in steps else None)
-    check_choice("per", per, PER_UNITS)
-    if per == "byte" and objective is not None:
-        raise InputError(f"run {name!r}: its loss is not a cross-entropy ({objective}), so it has no bits per byte")
-    if per == "byte":
-        tokenizer = manifest.data.tokenizer if manifest and manifest.data else None
-        bpt = tokenizer.bytes_per_token if tokenizer else None
-        evals, steps = to_per_byte(evals, steps, bpt, name)
-    meta = ledger.meta(name)
-    fpt = meta.get("mfu", {}).get("flops_per_token")
-    if fpt is None and manifest and manifest.model:
-        fpt = manifest.model.flops_per_token
-    epochs = meta.get(STEP_UNIT) == "epoch"
-    return RunData(
-        name=name,
-        steps=steps,
-        evals=evals,
-        manifest=manifest,
-        flops_per_token=fpt,
-        epochs=epochs,
-        objective=objective,
-        host=ledger.extras(name, keys=HOST_KEYS),
-    )
+    host = ledger.extras(name, keys=HOST_KEYS)
+    return assemble(name, steps, evals, manifest, ledger.meta(name), ledger.extra_keys(name), host, per)
 
 
 def objective_note(data: RunData, metric: str) -> str | None:
@@ -95,15 +74,11 @@ def metric_key(metric: str, per: str) -> tuple[str, str]:
 
 
 def devices_of(ledger: Ledger, run: str, manifest: Manifest | None) -> int | None:
-    """The run's device count: the manifest's `hardware.device_count` when it sets one, else the count its import
-    read from the log (or was given), else a Tracker's world size; None when nothing says."""
+    """The run's device count (`records.devices_in`) from the ledger."""
     hw = manifest.hardware if manifest else None
     if hw is not None and ("device_count" in hw.model_fields_set or hw.device_count > 1):
         return hw.device_count
-    meta = ledger.meta(run)
-    if isinstance(meta.get("devices"), dict) and isinstance(meta["devices"].get("count"), int):
-        return int(meta["devices"]["count"])
-    return hw.device_count if hw is not None else None
+    return devices_in(ledger.meta(run), manifest)
 
 
 def default_metric(data: RunData, metric: str, per: str = "token") -> tuple[str, str | None]:
@@ -136,7 +111,11 @@ def comparison_unit(ledger: Ledger, a: str, b: str, per: str | None = None) -> t
 def stable_points(ledger: Ledger, run: str, metric: str = "val/loss") -> tuple[pd.DataFrame, np.ndarray, str | None]:
     """The run's evaluations of `metric` after the first token, the mask of those in its stable-LR phase
     (`fit.stable_phase`) and that function's note."""
-    data = load_run(ledger, run)
+    return stable_points_of(load_run(ledger, run), metric)
+
+
+def stable_points_of(data: RunData, metric: str = "val/loss") -> tuple[pd.DataFrame, np.ndarray, str | None]:
+    """`stable_points` of a run already read."""
     task, name = metric_key(metric, "token")
     points = eval_points(data.evals, data.steps, task, name).dropna(subset=["tokens"])
     points = points[points["tokens"] > 0]

@@ -1,6 +1,6 @@
 """A gate decision as it is made: `Draft` (the checks so far and the context every outcome shares), what it becomes
-(`Decision`, with each `Check`), the target's runs as the gate reads them (`Target`) and the forecast's bounds against
-the threshold (`Bounds`). `gate.py` decides; `requirements.py` checks what the evidence must show."""
+(`Decision`, with each `Check`) and the forecast's bounds against the threshold (`Bounds`); the evidence it is made on
+is `target.TargetEvidence`. `gate.py` decides; `requirements.py` checks what the evidence must show."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from yieldgate.gate.policy import Policy, Stage
-from yieldgate.manifest import Manifest
 
-__all__ = ["Check", "Decision", "RecordedDecision", "Draft", "Target", "Bounds"]
+__all__ = ["Check", "Decision", "RecordedDecision", "Draft", "Bounds"]
 
 
 @dataclass
@@ -102,29 +101,6 @@ class Draft:
             policy=f"{self.policy.name}@{self.policy.version}",
             policy_hash=self.policy.content_hash(),
         )
-
-
-@dataclass(frozen=True)
-class Target:
-    """The target's runs as the gate reads them: grouped by budget (`budgets`), each with its manifest."""
-
-    runs: list[str]
-    left_out: dict[str, str]
-    groups: list[tuple[float, list[str]]]
-    manifests: dict[str, Manifest | None]
-
-    @property
-    def reached(self) -> float:  # the largest budget's tokens
-        return self.groups[-1][0]
-
-    @property
-    def last(self) -> list[str]:  # the largest budget's runs
-        return self.groups[-1][1]
-
-    @property
-    def seeds(self) -> int:
-        """Seeds behind the forecast: every budget's in a fit over three or more budgets, else the largest's."""
-        return min(len(rs) for _, rs in self.groups) if len(self.groups) >= 3 else len(self.last)
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,14 @@ import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from yieldgate.analysis import stats
-from yieldgate.analysis.compare import compare
+from yieldgate.analysis.compare import RunData, compare
 from yieldgate.analysis.fit import BILLION, Forecast, forecast
 from yieldgate.analysis.listing import match_runs
-from yieldgate.analysis.load import devices_of, load_run, stable_points
+from yieldgate.analysis.load import load_run, stable_points_of
+from yieldgate.analysis.records import devices_in
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.gate.policy import NewHardwareException, Policy
 from yieldgate.ledger import Ledger
@@ -69,39 +71,39 @@ BOOTS = 200
 quantiles of 200 refits are steady to about two percentiles."""
 
 
-def target_runs(ledger: Ledger, target: str) -> tuple[list[str], dict[str, str]]:
+def target_runs(ledger: Ledger, target: str, listing: pd.DataFrame | None = None) -> tuple[list[str], dict[str, str]]:
     """The target's runs (a run name or glob; a campaign recipe `{campaign}/{recipe}` also means its runs
     `{campaign}/{recipe}/*`), and those left out because they did not finish cleanly (run -> status): a run still
-    going or cut short has not shown what its budget buys."""
+    going or cut short has not shown what its budget buys. `listing`: `ledger.runs()`, where read."""
+    listing = ledger.runs() if listing is None else listing
     try:
         names = match_runs(ledger, target)
     except RunNotFound:
         if any(c in target for c in "*?["):
             raise
-        names = [n for n in ledger.runs()["name"] if fnmatch.fnmatchcase(n, f"{target}/*")]
+        names = [n for n in listing["name"] if fnmatch.fnmatchcase(n, f"{target}/*")]
         if not names:
             raise
-    status = ledger.runs().set_index("name")["status"]
+    status = listing.set_index("name")["status"]
     left_out = {n: str(status[n]) for n in names if status[n] not in USABLE}
     if len(left_out) == len(names):
         raise InputError(f"no finished run in {target!r}: " + ", ".join(f"{n} is {s}" for n, s in left_out.items()))
     return [n for n in names if n not in left_out], left_out
 
 
-def budgets(ledger: Ledger, runs: list[str]) -> list[tuple[float, list[str]]]:
-    """Runs grouped by budget (run meta `probe.tokens`, else the run's final tokens), smallest first; budgets
-    within 2% of each other are one (a budget rounded up to whole steps)."""
-    tokens = ledger.runs().set_index("name")["tokens"]
+def budgets(tokens: dict[str, float], metas: dict[str, dict[str, Any]]) -> list[tuple[float, list[str]]]:
+    """Runs grouped by budget (run meta `probe.tokens`, else the run's final tokens: `tokens`, as the runs listing
+    gives them), smallest first; budgets within 2% of each other are one (a budget rounded up to whole steps)."""
     budget = {}
-    for run in runs:
-        probe = ledger.meta(run).get("probe") or {}
+    for run in metas:
+        probe = metas[run].get("probe") or {}
         value = probe.get("tokens") if isinstance(probe, dict) else None
         budget[run] = float(value if value is not None else tokens.get(run, math.nan))
     unknown = [r for r, b in budget.items() if not b > 0]
     if unknown:
         raise InputError(f"run {unknown[0]!r} has recorded no tokens: the gate needs the tokens each run reached")
     groups: list[tuple[float, list[str]]] = []
-    for run in sorted(runs, key=lambda r: budget[r]):
+    for run in sorted(metas, key=lambda r: budget[r]):
         if groups and budget[run] <= groups[-1][0] * 1.02:
             groups[-1][1].append(run)
         else:
@@ -187,10 +189,11 @@ def _forecast_points(
         )
 
 
-def _finite_points(ledger: Ledger, run: str, metric: str) -> tuple[Any, np.ndarray, str | None]:
-    """`stable_points`, refused when an evaluation is NaN or infinite: a diverged run has no curve to forecast from
+def _finite_points(data: RunData, metric: str) -> tuple[Any, np.ndarray, str | None]:
+    """`stable_points_of`, refused when an evaluation is NaN or infinite: a diverged run has no curve to forecast from
     (its diagnosis, a damaged update, says why), and one NaN made every interval NaN."""
-    points, mask, note = stable_points(ledger, run, metric)
+    run = data.name
+    points, mask, note = stable_points_of(data, metric)
     if points.empty:
         raise InputError(f"run {run!r} has no evaluation of {metric}")
     bad = points[~np.isfinite(points["value"].to_numpy(dtype=float))]
@@ -202,8 +205,8 @@ def _finite_points(ledger: Ledger, run: str, metric: str) -> tuple[Any, np.ndarr
     return points, mask, note
 
 
-def _final_point(ledger: Ledger, run: str, metric: str) -> tuple[float, float]:
-    points, _, _ = _finite_points(ledger, run, metric)
+def _final_point(data: RunData, metric: str) -> tuple[float, float]:
+    points, _, _ = _finite_points(data, metric)
     return float(points["tokens"].iloc[-1]), float(points["value"].iloc[-1])
 
 
@@ -222,11 +225,11 @@ def _gap_yield(
 
 
 def forecast_yield(
-    ledger: Ledger, groups: list[tuple[float, list[str]]], next_tokens: float, level: float, metric: str
+    data: dict[str, RunData], groups: list[tuple[float, list[str]]], next_tokens: float, level: float, metric: str
 ) -> dict[str, Any]:
     """The marginal yield per billion tokens forecast from the evidence's tokens to `next_tokens` (see the
     module docstring), with the fit's and the measured yield's own estimates beside it."""
-    finals = {r: _final_point(ledger, r, metric) for _, runs in groups for r in runs}  # run -> (tokens, loss)
+    finals = {r: _final_point(data[r], metric) for _, runs in groups for r in runs}  # run -> (tokens, loss)
     last = groups[-1][1]
     at = float(np.mean([finals[r][0] for r in last]))
     per_seed: list[dict[str, Any]] = []
@@ -240,7 +243,7 @@ def forecast_yield(
     else:
         fits, recents, notes = [], [], []
         for run in last:
-            points, mask, note = _finite_points(ledger, run, metric)
+            points, mask, note = _finite_points(data[run], metric)
             used = points[mask] if mask.sum() >= 3 else points
             f = _forecast_points(
                 tuple(used["tokens"].tolist()), tuple(used["value"].tolist()), finals[run][0], next_tokens, level
@@ -301,15 +304,17 @@ def forecast_yield(
     }
 
 
-def tokens_per_s(ledger: Ledger, run: str) -> float | None:
+def tokens_per_s(data: RunData) -> float | None:
     """A run's tokens over its wall-clock time, end to end (evaluations included); None without wall time."""
-    steps = ledger.steps(run, ["tokens", "wall_s"]).dropna()
+    if "tokens" not in data.steps or "wall_s" not in data.steps:
+        return None
+    steps = data.steps[["tokens", "wall_s"]].dropna()
     if steps.empty or not steps["wall_s"].iloc[-1] > 0:
         return None
     return float(steps["tokens"].iloc[-1] / steps["wall_s"].iloc[-1])
 
 
-def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None]) -> tuple[float | None, str]:
+def cost_per_btok(runs: list[RunData], manifests: dict[str, Manifest | None]) -> tuple[float | None, str]:
     """USD per billion tokens on the target's hardware at its measured tokens/s, and how (or why unknown)."""
     hourly = [
         m.hardware.price_per_device_hour * m.hardware.device_count
@@ -318,7 +323,7 @@ def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest
     ]
     if not manifests or len(hourly) < len(manifests):
         return None, "no price: set hardware.price_per_device_hour in the manifests"
-    rates = [r for r in (tokens_per_s(ledger, run) for run in runs) if r is not None]
+    rates = [r for r in (tokens_per_s(run) for run in runs) if r is not None]
     if len(rates) < len(runs):
         return None, "no wall-clock time recorded: tokens/s unknown"
     tps = float(np.mean(rates))
@@ -326,16 +331,15 @@ def cost_per_btok(ledger: Ledger, runs: list[str], manifests: dict[str, Manifest
     return BILLION / tps / 3600 * usd, f"{tps:,.0f} tokens/s at ${usd:g} per hour"
 
 
-def stage_price(
-    ledger: Ledger, runs: list[str], manifests: dict[str, Manifest | None], tokens: float, policy: Policy
-) -> dict[str, Any]:
+def stage_price(runs: list[RunData], metas: dict[str, dict[str, Any]], tokens: float, policy: Policy) -> dict[str, Any]:
     """A stage's `tokens` priced at the target's measured throughput (tokens over wall-clock time, per run, mean
     over runs): device-hours, dollars (the policy's price per device-hour, else the manifests'), and kWh from the
     energy the runs recorded per token (`energy_j`), with dollars for it where the policy prices a kWh. A figure
     that cannot be had is None, and `missing` says why."""
     missing: dict[str, str] = {}
-    rates = [r for r in (tokens_per_s(ledger, run) for run in runs) if r is not None]
-    devices = [devices_of(ledger, r, manifests.get(r)) for r in runs]
+    manifests = {r.name: r.manifest for r in runs}
+    rates = [r for r in (tokens_per_s(run) for run in runs) if r is not None]
+    devices = [devices_in(metas[r.name], r.manifest) for r in runs]
     count = max((d for d in devices if d is not None), default=1)
     tps = float(np.mean(rates)) if len(rates) == len(runs) and rates else None
     hours = None if tps is None else tokens / tps / 3600 * count
@@ -349,7 +353,7 @@ def stage_price(
     usd = None if hours is None or hourly is None else hours * hourly
     if hourly is None:
         missing["usd"] = "no price: set prices.per_device_hour in the policy or hardware.price_per_device_hour"
-    per_token = [_joules_per_token(ledger, run) for run in runs]
+    per_token = [_joules_per_token(run) for run in runs]
     kwh = None
     if all(j is not None for j in per_token) and per_token:
         kwh = tokens * float(np.mean([j for j in per_token if j is not None])) / 3.6e6
@@ -369,8 +373,10 @@ def stage_price(
     }
 
 
-def _joules_per_token(ledger: Ledger, run: str) -> float | None:
-    steps = ledger.steps(run, ["tokens", "energy_j"]).dropna()
+def _joules_per_token(data: RunData) -> float | None:
+    if "tokens" not in data.steps or "energy_j" not in data.steps:
+        return None
+    steps = data.steps[["tokens", "energy_j"]].dropna()
     if steps.empty or not steps["tokens"].iloc[-1] > 0:
         return None
     first = steps.iloc[0]
@@ -378,11 +384,11 @@ def _joules_per_token(ledger: Ledger, run: str) -> float | None:
     return float(spent / tokens) if tokens > 0 and spent >= 0 else None
 
 
-def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:
+def regressions(runs: list[RunData]) -> dict[str, float]:
     """Per hard-slice or capability key, the mean over runs of how far the final value is worse than the run's best."""
     worse: dict[str, list[float]] = {}
     for run in runs:
-        evals = ledger.evals(run)
+        evals = run.evals
         evals = evals[(evals["task"] != "val") & ~evals["task"].str.startswith("val/")]
         for task, by_task in evals.groupby("task"):
             metrics = ["bpb"] if "bpb" in set(by_task["metric"]) else sorted(set(by_task["metric"]))
@@ -401,7 +407,7 @@ def regressions(ledger: Ledger, runs: list[str]) -> dict[str, float]:
 
 def hardware_exception(
     ledger: Ledger,
-    runs: list[str],
+    runs: list[RunData],
     manifests: dict[str, Manifest | None],
     exc: NewHardwareException,
     metric: str,
@@ -417,7 +423,7 @@ def hardware_exception(
     With `applies`, the tokens/s of both sides (tokens over wall-clock time, end to end)."""
     reference = match_runs(ledger, exc.reference)
     out: dict[str, Any] = {"reference": reference, "applies": False}
-    if set(runs) & set(reference):
+    if {r.name for r in runs} & set(reference):
         out["reason"] = "the target is its own reference"
         return out
     ref_manifest = ledger.manifest(reference[0])
@@ -431,9 +437,10 @@ def hardware_exception(
         out["reason"] = f"the manifest differs from the reference beyond hardware: {', '.join(other[:4])}"
         return out
     task, name = split_eval_key(metric)
+    references = [load_run(ledger, r) for r in reference]
     points = compare(
-        [load_run(ledger, r) for r in reference],
-        [load_run(ledger, r) for r in runs],
+        references,
+        runs,
         at="tokens",
         task=task,
         metric=name,
@@ -460,9 +467,7 @@ def hardware_exception(
             f"{worst['tokens']:,.0f} tokens (allowed ±{worst['allowed']:.4f})"
         )
         return out
-    rates = [
-        [rate for rate in (tokens_per_s(ledger, r) for r in group) if rate is not None] for group in (reference, runs)
-    ]
+    rates = [[rate for rate in (tokens_per_s(r) for r in group) if rate is not None] for group in (references, runs)]
     if len(rates[0]) < len(reference) or len(rates[1]) < len(runs):
         out["reason"] = "no wall-clock time recorded: tokens/s unknown"
         return out
@@ -471,7 +476,9 @@ def hardware_exception(
     return out
 
 
-def mixture_citation(ledger: Ledger, runs: list[str], metric: str) -> tuple[dict[str, Any] | None, str | None]:
+def mixture_citation(
+    ledger: Ledger, metas: dict[str, dict[str, Any]], metric: str
+) -> tuple[dict[str, Any] | None, str | None]:
     """(evidence, one line) of the mixture regression (`analysis.mixture`) of the imported results campaign the
     target's runs come from: its proposed mixture, the predicted `metric` there and its interval, and the fit's
     cross-validated Spearman rho. (None, None) where the runs are not of one results campaign, it carries no mixture
@@ -480,7 +487,7 @@ def mixture_citation(ledger: Ledger, runs: list[str], metric: str) -> tuple[dict
     from yieldgate.analysis.mixture import mixture_report
     from yieldgate.analysis.results import KIND, is_results, mixtures_of, result_points
 
-    names = {(ledger.meta(r).get(KIND) or {}).get("campaign") for r in runs}
+    names = {(meta.get(KIND) or {}).get("campaign") for meta in metas.values()}
     name = next(iter(names)) if len(names) == 1 else None
     if not isinstance(name, str):
         return None, None

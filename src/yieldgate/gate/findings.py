@@ -19,9 +19,11 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
-from yieldgate.analysis.diagnose import diagnose
+from yieldgate.analysis.diagnose import diagnose_signals, signals_of
+from yieldgate.analysis.records import RunRecords, read_records
 from yieldgate.ledger import Ledger
 
 __all__ = ["Findings", "run_findings", "target_findings"]
@@ -47,14 +49,17 @@ def _content_key(ledger: Ledger, run: str) -> tuple[Any, ...] | None:
     return (where, run, *(r[f] for f in fields))
 
 
-def run_findings(ledger: Ledger, run: str) -> Findings:
-    """The detectors' findings on `run` (`diagnose(store=False)`), each as a plain dict, kept by the run's content."""
+def run_findings(ledger: Ledger, run: str, records: RunRecords | None = None) -> Findings:
+    """The detectors' findings on `run` (`diagnose` on its records, nothing stored), each as a plain dict, kept by
+    the run's content; `records`: the run as read already (None: read here, only where the findings are not kept)."""
     key = _content_key(ledger, run)
     with _cache_lock:
         if key is not None and key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    found = [{"run": run, "source": "gate", **f.to_dict()} for f in diagnose(ledger, run, store=False).findings]
+    read = records if records is not None else read_records(ledger, run)
+    diagnosis = diagnose_signals(signals_of(ledger, read), run)
+    found = [{"run": run, "source": "gate", **f.to_dict()} for f in diagnosis.findings]
     if key is not None:
         with _cache_lock:
             _cache[key] = found
@@ -79,11 +84,12 @@ def _answered(finding: dict[str, Any], resolved: list[tuple[str, tuple[float, fl
     return any(cause == finding["cause"] and a <= hi and lo <= b for cause, (a, b) in resolved)
 
 
-def target_findings(ledger: Ledger, runs: list[str]) -> Findings:
-    """Every diagnosis of the target's runs that stands: the stored open ones, and the detectors' own findings that
-    no stored diagnosis answers (neither an open one of the same cause and steps, nor a resolved one)."""
+def target_findings(ledger: Ledger, runs: Mapping[str, RunRecords | None]) -> Findings:
+    """Every diagnosis of `runs` (run -> its records where read already, else None) that stands: the stored open
+    ones, and the detectors' own findings that no stored diagnosis answers (neither an open one of the same cause and
+    steps, nor a resolved one)."""
     out: Findings = []
-    for run in runs:
+    for run, read in runs.items():
         events = ledger.events(run, kind="diagnosis")
         stored = list(
             zip(events["id"], events["body"], events["start_step"], events["end_step"], events["state"], strict=True)
@@ -107,7 +113,7 @@ def target_findings(ledger: Ledger, runs: list[str]) -> Findings:
                     "evidence": body.get("evidence", {}),
                 }
             )
-        for f in run_findings(ledger, run):
+        for f in run_findings(ledger, run, read):
             if (f["cause"], f.get("start_step"), f.get("end_step")) in opened or _answered(f, resolved):
                 continue
             out.append(f)

@@ -37,27 +37,15 @@ from dataclasses import asdict
 from typing import Any
 
 from yieldgate.errors import InputError
-from yieldgate.gate.draft import Bounds, Check, Decision, Draft, Target
-from yieldgate.gate.evidence import (
-    USABLE,
-    budgets,
-    cost_per_btok,
-    forecast_yield,
-    hardware_exception,
-    mixture_citation,
-    open_faults,
-    stage_price,
-    target_runs,
-    workflow,
-    workflow_digest,
-)
-from yieldgate.gate.findings import target_findings
+from yieldgate.gate.draft import Bounds, Check, Decision, Draft
+from yieldgate.gate.evidence import cost_per_btok, forecast_yield, open_faults, stage_price, workflow, workflow_digest
 from yieldgate.gate.policy import Policy, Stage
 from yieldgate.gate.requirements import holds, supply_discount
-from yieldgate.gate.shared import is_shared, shared_conditions
+from yieldgate.gate.shared import is_shared
+from yieldgate.gate.target import TargetEvidence
 from yieldgate.ledger import Ledger
 
-__all__ = ["Check", "Decision", "gate", "record"]
+__all__ = ["Check", "Decision", "gate", "decide", "record"]
 
 
 def _stages(policy: Policy, reached: float) -> tuple[Stage | None, Stage]:
@@ -105,21 +93,23 @@ def _throughput_decision(draft: Draft, exc: dict[str, Any], tolerance: float, fa
 
 
 def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss") -> Decision:
-    """Decide whether `target`'s evidence earns its next stage under `policy`; see the module docstring."""
+    """Decide whether `target`'s evidence earns its next stage under `policy`; see the module docstring. The evidence
+    is read once (`TargetEvidence.read`); `decide` reads nothing."""
+    return decide(TargetEvidence.read(ledger, target, policy, metric), policy, metric=metric)
+
+
+def decide(t: TargetEvidence, policy: Policy, *, metric: str = "val/loss") -> Decision:
+    """The decision on evidence read already (`TargetEvidence`): pure."""
     req = policy.requirements
-    runs, left_out = target_runs(ledger, target)
-    t = Target(runs, left_out, budgets(ledger, runs), {r: ledger.manifest(r) for r in runs})
-    draft = _draft(t, target, policy)
+    draft = _draft(t, t.target, policy)
     evidence = draft.evidence
-    cited, line = mixture_citation(ledger, t.runs, metric)
+    cited, line = t.citation
     if cited is not None:
         evidence["mixture_regression"] = cited
         draft.check("mixture regression", None, line or "")
-    faults, stalls = _faults(draft, ledger, t)
-    if policy.exception is not None:
-        exc = evidence["exception"] = hardware_exception(
-            ledger, t.runs, t.manifests, policy.exception, metric, req.level
-        )
+    faults, stalls = _faults(draft, t)
+    if policy.exception is not None and t.exception is not None:
+        exc = evidence["exception"] = t.exception
         if exc["applies"]:
             return _throughput_decision(draft, exc, policy.exception.throughput_tolerance, faults)
         draft.check("new-hardware exception", None, f"ended: {exc['reason']}; learning decides")
@@ -128,7 +118,7 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     seeds = t.seeds
     enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
     try:
-        evidence["forecast"] = forecast_yield(ledger, t.groups, draft.next.tokens, req.level, metric)
+        evidence["forecast"] = forecast_yield(t.data, t.groups, draft.next.tokens, req.level, metric)
     except InputError as err:
         evidence["forecast"] = None
         draft.check("forecast", False, f"no forecast: {err}")
@@ -144,15 +134,15 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
         hi >= bounds.threshold,
         f"upper {hi:,.0f} vs {bounds.threshold:,.0f} per billion tokens{bounds.discounted}",
     )
-    usd, how = cost = cost_per_btok(ledger, t.last, {r: t.manifests[r] for r in t.last})
+    usd, how = cost = cost_per_btok(t.last_data(), {r: t.manifests[r] for r in t.last})
     evidence.update(cost_per_btok=usd, cost_basis=how)
     if usd is not None:
         evidence["yield_per_usd"] = {"yield_per_usd": bounds.point / usd, "interval": [lo / usd, hi / usd]}
-    _price(draft, ledger, t, bounds)
+    _price(draft, t, bounds)
     rejected = _rejected(draft, bounds, usd)
     if rejected is not None:
         return rejected
-    unmet = holds(draft, ledger, t, bounds, cost)
+    unmet = holds(draft, t, bounds, cost)
     if unmet:
         return draft.decide("hold", "; ".join(h[0] for h in unmet), run_next="; ".join(h[1] for h in unmet))
     return draft.decide(
@@ -163,12 +153,12 @@ def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss
     )
 
 
-def _price(draft: Draft, ledger: Ledger, t: Target, b: Bounds) -> None:
+def _price(draft: Draft, t: TargetEvidence, b: Bounds) -> None:
     """The next stage's price beside the learning it is forecast to buy (a note: the price decides only through
     the policy's `min_yield_per_usd`)."""
     nxt = draft.next
     price = draft.evidence["next_stage_price"] = stage_price(
-        ledger, t.last, {r: t.manifests[r] for r in t.last}, float(nxt.tokens), draft.policy
+        t.last_data(), {r: t.metas[r] for r in t.last}, float(nxt.tokens), draft.policy
     )
     gain = b.point * nxt.tokens / 1e9
     price["forecast_gain"] = gain
@@ -185,7 +175,7 @@ def _price(draft: Draft, ledger: Ledger, t: Target, b: Bounds) -> None:
     )
 
 
-def _draft(t: Target, target: str, policy: Policy) -> Draft:
+def _draft(t: TargetEvidence, target: str, policy: Policy) -> Draft:
     """The decision's draft, its evidence started with the runs, budgets, manifests and workflow."""
     current, nxt = _stages(policy, t.reached)
     digests = {workflow_digest(m) for m in t.manifests.values()}
@@ -210,13 +200,13 @@ def _draft(t: Target, target: str, policy: Policy) -> Draft:
     )
 
 
-def _faults(draft: Draft, ledger: Ledger, t: Target) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _faults(draft: Draft, t: TargetEvidence) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The target's diagnoses (`findings`: stored and found by the gate's own run of the detectors) kept in the
     evidence; return the open ones of a cause that is not the data's fault, and the stalls of undetermined cause,
     each checked."""
     req = draft.policy.requirements
-    found = draft.evidence["diagnosed"] = target_findings(ledger, t.runs)
-    shared = shared_conditions(ledger, t.runs, USABLE)
+    found = draft.evidence["diagnosed"] = t.findings
+    shared = t.shared
     draft.evidence["shared_conditions"] = shared.to_dict()
     faults = draft.evidence["open_diagnoses"] = open_faults(
         [f for f in found if not is_shared(f, shared)], draft.policy
@@ -275,7 +265,7 @@ def _held_before_forecast(
     faults: list[dict[str, Any]],
     stalls: list[dict[str, Any]],
     enough: bool | None,
-    t: Target,
+    t: TargetEvidence,
     metric: str,
 ) -> Decision | None:
     """A hold before the forecast is read: an open fault, a stall of unknown cause, too few seeds, or no forecast;

@@ -5,23 +5,24 @@ exploration to the one approved earlier."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from yieldgate.analysis import stats
-from yieldgate.gate.draft import Bounds, Draft, Target
+from yieldgate.gate.draft import Bounds, Draft
 from yieldgate.gate.evidence import WORKFLOW, manifest_fields, regressions
 from yieldgate.gate.supply import stage_supply, worth
-from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest, parse_manifest
+
+if TYPE_CHECKING:
+    from yieldgate.gate.target import TargetEvidence
 
 __all__ = ["holds", "supply_discount"]
 
 
-def _locked(ledger: Ledger, target: str, digest: str | None, manifest: Manifest | None) -> tuple[bool, str]:
-    """Past exploration: the workflow must be the one approved earlier for this target."""
-    approved = [
-        row
-        for row in ledger.decisions(target).to_dict("records")
-        if row["decision"] == "approve" and (row["evidence"] or {}).get("workflow")
-    ]
+def _locked(approvals: list[dict[str, Any]], digest: str | None, manifest: Manifest | None) -> tuple[bool, str]:
+    """Past exploration: the workflow must be the one approved earlier for this target (`approvals`: its approve
+    decisions, oldest first)."""
+    approved = [row for row in approvals if row["decision"] == "approve" and (row["evidence"] or {}).get("workflow")]
     if not approved:
         return True, "no earlier approval for this target: this decision fixes its workflow"
     last = approved[-1]
@@ -103,21 +104,19 @@ def _epochs(draft: Draft, holds: list[tuple[str, str]]) -> None:
         )
 
 
-def holds(
-    draft: Draft, ledger: Ledger, t: Target, bounds: Bounds, cost: tuple[float | None, str]
-) -> list[tuple[str, str]]:
+def holds(draft: Draft, t: TargetEvidence, bounds: Bounds, cost: tuple[float | None, str]) -> list[tuple[str, str]]:
     """The requirements past the forecast's optimistic bound; each unmet one as (why, what to run next)."""
     holds: list[tuple[str, str]] = []
     _interval(draft, t, bounds, holds)
     _per_dollar(draft, bounds, cost, holds)
     _epochs(draft, holds)
-    _regressions(draft, ledger, t, holds)
+    _regressions(draft, t, holds)
     _tokens_per_param(draft, t, holds)
-    _workflow(draft, ledger, t, holds)
+    _workflow(draft, t, holds)
     return holds
 
 
-def _interval(draft: Draft, t: Target, b: Bounds, holds: list[tuple[str, str]]) -> None:
+def _interval(draft: Draft, t: TargetEvidence, b: Bounds, holds: list[tuple[str, str]]) -> None:
     """The forecast interval's lower bound above the threshold; else the seeds (or budgets) that would narrow it."""
     req = draft.policy.requirements
     if draft.check(
@@ -164,10 +163,10 @@ def _per_dollar(draft: Draft, b: Bounds, cost: tuple[float | None, str], holds: 
         )
 
 
-def _regressions(draft: Draft, ledger: Ledger, t: Target, holds: list[tuple[str, str]]) -> None:
+def _regressions(draft: Draft, t: TargetEvidence, holds: list[tuple[str, str]]) -> None:
     """No hard slice or capability task of the largest budget's runs worse than the tolerance below its best."""
     tolerance = draft.policy.requirements.regression_tolerance
-    worse = draft.evidence["regressions"] = regressions(ledger, t.last)
+    worse = draft.evidence["regressions"] = regressions(t.last_data())
     bad = {k: v for k, v in worse.items() if v > tolerance}
     if draft.check(
         "no regression",
@@ -185,7 +184,7 @@ def _regressions(draft: Draft, ledger: Ledger, t: Target, holds: list[tuple[str,
     )
 
 
-def _tokens_per_param(draft: Draft, t: Target, holds: list[tuple[str, str]]) -> None:
+def _tokens_per_param(draft: Draft, t: TargetEvidence, holds: list[tuple[str, str]]) -> None:
     """The next stage's tokens per model parameter at least the policy's `min_tokens_per_param`, where it asks."""
     least, nxt = draft.policy.requirements.min_tokens_per_param, draft.next
     if least <= 0:
@@ -207,7 +206,7 @@ def _tokens_per_param(draft: Draft, t: Target, holds: list[tuple[str, str]]) -> 
         )
 
 
-def _workflow(draft: Draft, ledger: Ledger, t: Target, holds: list[tuple[str, str]]) -> None:
+def _workflow(draft: Draft, t: TargetEvidence, holds: list[tuple[str, str]]) -> None:
     """One workflow among the target's runs, and past the exploration share the one approved earlier (`_locked`)."""
     evidence, nxt = draft.evidence, draft.next
     if evidence["workflow"] is None:
@@ -216,7 +215,7 @@ def _workflow(draft: Draft, ledger: Ledger, t: Target, holds: list[tuple[str, st
         draft.check("one workflow", False, f"the target's runs differ in {', '.join(fields[:4]) or 'their manifests'}")
         holds.append(("the target mixes workflows", "gate one recipe (one workflow) at a time"))
     elif not draft.policy.is_exploration(nxt):
-        ok, why = _locked(ledger, draft.target, evidence["workflow"], t.manifests[t.runs[0]])
+        ok, why = _locked(t.approvals, evidence["workflow"], t.manifests[t.runs[0]])
         evidence["locked"] = why
         if not draft.check("workflow locked", ok, why):
             holds.append((why, "restore the approved workflow, or explore the change as a new target"))

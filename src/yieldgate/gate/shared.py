@@ -15,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
+from yieldgate.analysis.records import RunRecords
 from yieldgate.gate.findings import Findings, target_findings
 from yieldgate.ledger import Ledger
 
@@ -51,28 +54,32 @@ def is_shared(finding: dict[str, Any], shared: Shared) -> bool:
     return bool(shared.keys) and _keys(finding) <= shared.keys
 
 
-def _probe(ledger: Ledger, run: str) -> tuple[str, str] | None:
-    probe = ledger.meta(run).get("probe")
+def _probe(meta: dict[str, Any]) -> tuple[str, str] | None:
+    probe = meta.get("probe")
     if not isinstance(probe, dict) or not probe.get("campaign") or not probe.get("recipe"):
         return None
     return str(probe["campaign"]), str(probe["recipe"])
 
 
-def shared_conditions(ledger: Ledger, runs: list[str], usable: tuple[str, ...]) -> Shared:
-    """The conditions shared by every recipe of the campaign `runs` are probes of (module docstring); `usable`: the
-    run statuses whose findings are read (the gate's own)."""
-    found = {_probe(ledger, run) for run in runs}
-    if len(found) != 1 or None in found:
+def shared_conditions(
+    ledger: Ledger, known: dict[str, RunRecords], usable: tuple[str, ...], listing: pd.DataFrame
+) -> Shared:
+    """The conditions shared by every recipe of the campaign the `known` runs (read: run -> records) are
+    probes of (module docstring); the other recipes' runs are read here, each once, where their findings are not kept.
+    `usable`: the run statuses whose findings are read (the gate's own); `listing`: `ledger.runs()`."""
+    found = {_probe(r.meta) for r in known.values()}
+    one = next(iter(found)) if len(found) == 1 else None
+    if one is None:
         return Shared(campaign=None, recipes=(), keys=frozenset())
-    ((campaign, _),) = found
-    listed = ledger.runs()
-    by_recipe: dict[str, list[str]] = {}
-    for name, status in zip(listed["name"], listed["status"], strict=True):
+    campaign = one[0]
+    by_recipe: dict[str, dict[str, RunRecords | None]] = {}
+    for name, status in zip(listing["name"], listing["status"], strict=True):
         if not str(name).startswith(f"{campaign}/") or status not in usable:
             continue
-        of = _probe(ledger, str(name))
+        read = known.get(str(name))
+        of = _probe(read.meta if read is not None else ledger.meta(str(name)))
         if of is not None and of[0] == campaign:
-            by_recipe.setdefault(of[1], []).append(str(name))
+            by_recipe.setdefault(of[1], {})[str(name)] = read
     if len(by_recipe) < 2:
         return Shared(campaign=campaign, recipes=tuple(sorted(by_recipe)), keys=frozenset())
     each: list[set[tuple[str, str]]] = []
