@@ -10,7 +10,7 @@ import typer
 from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console, in_flags
 from yieldgate.errors import InputError
 from yieldgate.names import TEXTLOG_FORMATS
-from yieldgate.report.console import render_export, render_imports
+from yieldgate.report.console import render_export, render_imports, say
 
 # The options of `yieldgate import` that one kind of source reads (textlog, lm-eval, mlflow, table), and its devices.
 PatternOption = Annotated[
@@ -149,26 +149,28 @@ def import_(
     # The library's warnings name its parameters (`map`, `tokens_per_step`), the command its flags.
     for r in results:
         r.warnings = [in_flags(line, ("map", "tokens_per_step", "tokens_per_sample")) for line in r.warnings]
-    _say_how_to_count_tokens(results, _where(ctx))
     if as_json:
         _print_json([r.to_dict() for r in results])
     else:
         render_imports(results, console)
+        _say_how_to_count_tokens(results, _where(ctx))
 
 
 def _say_how_to_count_tokens(results: list, ledger: str) -> None:
-    """A run imported without token counts gets a warning that says how to give them: yields per token, comparisons at
-    equal tokens and the frontier need them, and a log that counts none was imported with nothing said."""
+    """A note for each run imported without token counts, saying how to give them: yields per token, comparisons at
+    equal tokens and the frontier need them, and a log that counts none was imported with nothing said (`--json`
+    has `tokens: null` in `runs --json`)."""
     from yieldgate import api
 
     counted = {row["name"]: row["tokens"] for row in api.list_runs([r.run for r in results], ledger=ledger).rows}
     for r in results:
         if counted.get(r.run) is None and not r.unchanged:
-            r.warnings.append(
-                f"{r.run}: no token counts in {r.source}: yields per token, comparisons at equal tokens and the "
+            say(
+                console,
+                f"note: {r.run}: no token counts in {r.source}: yields per token, comparisons at equal tokens and the "
                 "frontier need them; import it again with --replace --tokens-per-step N (the tokens of one optimizer "
                 "step: batch x sequence length x accumulation x data-parallel ranks), or --tokens-per-sample N where "
-                "samples are logged"
+                "samples are logged",
             )
 
 
