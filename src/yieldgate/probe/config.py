@@ -23,6 +23,9 @@ class Faults:
     """Start at the peak learning rate."""
     nan_at_step: int | None = None
     """Make this step's gradients NaN (the trainer skips the update, as a guarded trainer does)."""
+    diverge_at_step: int | None = None
+    """Make this step's gradients NaN and apply the update all the same, as an unguarded trainer does: the weights go
+    non-finite, and every loss and evaluation after it is NaN (a diverged run)."""
     sleep_loader_s: float = 0.0
     """Seconds the data loader sleeps before each batch (an infrastructure stall)."""
     sleep_from_step: int = 1

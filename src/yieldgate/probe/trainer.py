@@ -187,9 +187,10 @@ def run_steps(
             part_loss = part / cfg.microbatches
             (scaler.scale(part_loss) if scaler else part_loss).backward()
             loss += part.detach() / cfg.microbatches
+        diverge = cfg.faults.diverge_at_step == step
         bad = (
             float("nan")
-            if cfg.faults.nan_at_step == step
+            if cfg.faults.nan_at_step == step or diverge
             else float("inf")
             if step in cfg.faults.inf_at_steps
             else None
@@ -205,7 +206,7 @@ def run_steps(
             scaler.step(opt)
             scaler.update()
         # A guarded trainer skips a non-finite update. This is a host sync on purpose: probes are small.
-        elif torch.isfinite(grad_norm):
+        elif torch.isfinite(grad_norm) or diverge:
             opt.step()
         tr.step(
             tokens=cfg.batch_size * cfg.context,
