@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from yieldgate.analysis.fit import Forecast
     from yieldgate.analysis.waste import WasteReport
     from yieldgate.analysis.yields import YieldReport
-    from yieldgate.report.html import ReportResult
+    from yieldgate.report.sections import ReportResult
 
 
 from yieldgate.api._common import LedgerArg, _open

@@ -10,7 +10,7 @@ files with kaleido, which drives a local Chrome/Chromium.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from yieldgate.report.figures.base import Figure, esc, figure_dict
 from yieldgate.report.figures.runs import build_figures
 from yieldgate.report.format import fmt
 from yieldgate.report.jinja import Cell, Table, plot, render, table
-from yieldgate.report.sections import ReportData, collect, tokens_at_steps
+from yieldgate.report.sections import ReportData, ReportResult, collect, tokens_at_steps
 
 __all__ = [
     "ReportResult",
@@ -60,24 +60,6 @@ td.json details { color: #666; } td.json summary { cursor: pointer; }
 .reject { color: #cf222e; font-weight: bold; }
 table.manifest td, table.confounders td { overflow-wrap: anywhere; max-width: 36rem; }
 """
-
-
-@dataclass
-class ReportResult:
-    """What `write_report` wrote: the file, the runs it covers, its plots, and any PNG files."""
-
-    path: str
-    runs: list[str]
-    figures: list[str]
-    pngs: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    per: str = "token"
-    """The unit the report drew in: `token`, or `byte` (bits per byte)."""
-    frontier: dict[str, Any] | None = None
-    """With two runs or more: each run's tokens/s and tokens to target, the Pareto front (`Frontier.to_dict`)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,8 @@ import numpy as np
 import plotly.io as pio
 from markupsafe import Markup
 
-from yieldgate.report.console import evidence_lines
 from yieldgate.report.figures.base import Figure, figure_dict
-from yieldgate.report.format import fmt
+from yieldgate.report.format import evidence_lines, fmt
 
 __all__ = ["ENV", "render", "Cell", "Table", "cell", "table", "Plot", "plot", "PLOT_CONFIG"]
 

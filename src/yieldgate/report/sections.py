@@ -25,7 +25,7 @@ from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import diff
 
-__all__ = ["RunView", "ReportData", "collect", "tokens_at_steps"]
+__all__ = ["RunView", "ReportData", "ReportResult", "collect", "tokens_at_steps"]
 
 
 @dataclass
@@ -87,6 +87,24 @@ def _source(body: Any) -> Any:
 
 def _int(value: Any) -> int | None:
     return None if value is None or pd.isna(value) else int(value)
+
+
+@dataclass
+class ReportResult:
+    """What `write_report` wrote: the file, the runs it covers, its plots, and any PNG files."""
+
+    path: str
+    runs: list[str]
+    figures: list[str]
+    pngs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    per: str = "token"
+    """The unit the report drew in: `token`, or `byte` (bits per byte)."""
+    frontier: dict[str, Any] | None = None
+    """With two runs or more: each run's tokens/s and tokens to target, the Pareto front (`Frontier.to_dict`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass

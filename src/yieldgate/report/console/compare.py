@@ -17,7 +17,7 @@ from yieldgate.report.format import fmt
 if TYPE_CHECKING:
     from yieldgate.analysis.compare import Comparison
     from yieldgate.manifest import ManifestCheck
-    from yieldgate.report.html import ReportResult
+    from yieldgate.report.sections import ReportResult
 
 __all__ = ["render_comparison", "render_manifest_check", "render_manifest_diff", "render_pipelines", "render_report"]
 
