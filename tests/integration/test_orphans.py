@@ -230,3 +230,61 @@ def test_killing_one_local_worker_fails_its_probe_only(tmp_path):
         "failed both probes)",
         "0",
     )
+
+
+@pytest.mark.skipif(not os.environ.get("YIELDGATE_TEST_SLURM_CONF"), reason="no Slurm cluster: make slurm-start")
+def test_a_probe_requeued_by_slurm_runs_again_once_and_counts_once(tmp_path, monkeypatch):
+    """`scontrol requeue` of a probe's job while it trains: the job is stopped and runs again; the probe ends
+    `finished` once, counted once by the campaign, its `attempts` two (the stopped training and the whole one)."""
+    import shutil
+    import threading
+
+    from yieldgate.probe.campaign import load_campaign
+    from yieldgate.probe.campaign.executors import run_campaign
+
+    monkeypatch.setenv("SLURM_CONF", os.environ["YIELDGATE_TEST_SLURM_CONF"])
+    assert shutil.which("scontrol")
+    (tmp_path / "train.py").write_text(
+        "import os, sys, time\n"
+        "open(f'job-{os.getpid()}', 'w').write(os.environ.get('SLURM_JOB_ID', ''))\n"
+        "time.sleep(6)\n"
+        "from yieldgate import Tracker\n"
+        "tr = Tracker()\n"
+        "tr.step(tokens=64, loss=1.0)\n"
+        "tr.eval({'val/bpb': 2.0})\n"
+        "tr.close()\n"
+    )
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    spec = {
+        "name": "rq",
+        "recipes": {"a": {"sources": [{"name": "a", "path": "a.jsonl"}]}},
+        "seeds": [0],
+        "budgets": [100],
+        "trainer": {"command": f"{sys.executable} train.py", "slurm": {"array": False}},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "l.db")
+    out: dict[str, object] = {}
+    driver = threading.Thread(
+        target=lambda: out.update(done=run_campaign(load_campaign(tmp_path / "c.yaml"), db, executor="slurm"))
+    )
+    driver.start()
+    _wait(lambda: any(p.read_text() for p in tmp_path.glob("job-*")), seconds=120)
+    (first,) = list(tmp_path.glob("job-*"))
+    job = first.read_text()
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    driver.join(timeout=300)
+    done = out["done"]
+    assert done.finished == ["rq/a/s0/t100"] and not done.failed, done  # type: ignore[attr-defined]
+    assert len(list(tmp_path.glob("job-*"))) == 2  # trained again, once
+    with Ledger(db, readonly=True) as led:
+        assert led.run_info("rq/a/s0/t100")["status"] == "finished"
+        assert led.meta("rq/a/s0/t100")["attempts"] == 2
+        assert led.steps("rq/a/s0/t100")["step"].tolist() == [1]
+    check(
+        "Slurm: a probe's job requeued (`scontrol requeue`) while it trains",
+        "the job runs again and trains the probe once more; it ends `finished` once, counted once by the campaign, "
+        "its `attempts` 2",
+        "0",
+    )

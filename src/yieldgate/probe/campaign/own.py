@@ -115,6 +115,7 @@ def run_own_probe(
             "error": str(exc),
             "tail": exc.tail,
             "seconds": time.perf_counter() - started,
+            "stopped": exc.status == "killed",
         }
     out = {"run": spec.run, "key": spec.key, "status": "finished", "seconds": time.perf_counter() - started}
     if imported:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -95,7 +96,14 @@ def _slurm_task(spec: dict[str, Any], ledger: str, threads: int) -> dict[str, An
     from yieldgate.probe.campaign.run import run_probe
 
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-    return run_probe(ProbeSpec.from_json(spec), ledger, threads=threads)
+    result = run_probe(ProbeSpec.from_json(spec), ledger, threads=threads)
+    if result.get("stopped"):
+        # Stopped by SIGTERM: Slurm preempting or requeuing the job (`scontrol requeue`). This attempt leaves no
+        # result: the job ends by the signal, so a requeued job's next attempt gives the probe's one result (it was
+        # counted as a failure at once, and trained again beside it), and a cancelled one fails it.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return result
 
 
 def run_slurm(
