@@ -240,7 +240,7 @@ def test_a_probe_requeued_by_slurm_runs_again_once_and_counts_once(tmp_path, mon
     import threading
 
     from yieldgate.probe.campaign import load_campaign
-    from yieldgate.probe.campaign.executors import run_campaign
+    from yieldgate.probe.campaign.executors import CampaignRun, run_campaign
 
     monkeypatch.setenv("SLURM_CONF", os.environ["YIELDGATE_TEST_SLURM_CONF"])
     assert shutil.which("scontrol")
@@ -276,7 +276,8 @@ def test_a_probe_requeued_by_slurm_runs_again_once_and_counts_once(tmp_path, mon
     subprocess.run(["scontrol", "requeue", job], check=True)
     driver.join(timeout=300)
     done = out["done"]
-    assert done.finished == ["rq/a/s0/t100"] and not done.failed, done  # type: ignore[attr-defined]
+    assert isinstance(done, CampaignRun)
+    assert done.finished == ["rq/a/s0/t100"] and not done.failed, done
     assert len(list(tmp_path.glob("job-*"))) == 2  # trained again, once
     with Ledger(db, readonly=True) as led:
         assert led.run_info("rq/a/s0/t100")["status"] == "finished"
