@@ -16,7 +16,7 @@ from yieldgate.cli import app
 from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.ledger.copy import ledger_digest
-from yieldgate.ledger.merge import merge_ledger
+from yieldgate.ledger.merge import copy_run, merge_ledger
 from yieldgate.track.tracker import Tracker
 
 
@@ -134,11 +134,11 @@ def test_the_tracker_moves_its_own_spill_into_the_run_it_writes(tmp_path):
         tr.step(tokens=10, loss=2.0)
         with Ledger(here) as led, Ledger(spill, readonly=True) as side:
             with pytest.raises(RunInUse):
-                led.copy_run(side, "own")  # another writer
+                copy_run(led, side, "own")  # another writer
         writer = tr._writer  # noqa: SLF001 - the Tracker's own writer moves its spill in
         assert writer is not None and writer.owner is not None
         with Ledger(here) as led, Ledger(spill, readonly=True) as side:
-            assert led.copy_run(side, "own", owner=writer.owner) == 2
+            assert copy_run(led, side, "own", owner=writer.owner) == 2
 
 
 # -- the property: whatever the two ledgers hold, a merge never changes a stored value -----------------------------

@@ -28,6 +28,7 @@ import pytest
 from tests.integration.test_reliability import child, completed, printed, stored_steps
 from tests.support.reliability import check
 from yieldgate.ledger import Ledger
+from yieldgate.ledger.merge import copy_run
 
 pytestmark = pytest.mark.slow  # processes killed mid-run
 
@@ -67,7 +68,7 @@ def stored_with_spills(path: Path, spill_dirs: list[Path]) -> list[int]:
     with Ledger(path) as ledger:
         for spill in spills:
             with Ledger(spill, readonly=True) as side:
-                ledger.copy_run(side, "child")
+                copy_run(ledger, side, "child")
         steps = ledger.steps("child")["step"].tolist()
     assert len(steps) == len(set(steps)), "a step stored twice"
     return steps

@@ -29,7 +29,7 @@ else:
     np = lazy.module("numpy")
     pd = lazy.module("pandas")
 
-__all__ = ["Conflicts", "MergedRun", "MergeResult", "conflicts", "merge_ledger", "merge_run"]
+__all__ = ["Conflicts", "MergedRun", "MergeResult", "conflicts", "copy_run", "merge_ledger", "merge_run"]
 
 EVAL_KEY = ["step", "portfolio", "portfolio_version", "task", "metric"]
 
@@ -202,6 +202,13 @@ def refusal(here_ledger: Ledger, there: str, found: Conflicts) -> InputError:
         "to put the other ledger's in their place (this ledger's kept apart as superseded), or leave the run out",
         parameter="replace",
     )
+
+
+def copy_run(ledger: Ledger, source: Ledger, run: str, *, owner: Owner | None = None) -> int:
+    """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into `ledger`, adding what it
+    lacks and overwriting nothing (`merge_run`: a record held differently is refused, and so is a run a live Tracker
+    other than `owner` writes). Returns step rows copied."""
+    return merge_run(ledger, source, run, owner=owner).steps
 
 
 def merge_run(

@@ -12,7 +12,6 @@ live in a wide table stored as column blocks of consecutive steps, the namespace
 
 from __future__ import annotations
 
-from yieldgate.ledger.owners import Owner
 from yieldgate.ledger.records import RecordsMixin
 from yieldgate.ledger.runs import RunsMixin
 from yieldgate.ledger.steps import StepsMixin
@@ -25,10 +24,3 @@ class Ledger(RunsMixin, StepsMixin, RecordsMixin):
     One instance per thread; processes and hosts may share the ledger. Opening it: `connection.LedgerConnection`;
     its runs, steps and other records: `runs`, `steps`, `records`."""
 
-    def copy_run(self, source: Ledger, run: str, *, owner: Owner | None = None) -> int:
-        """Merge run `run` of another ledger (a Tracker's spill file, another node's ledger) into this one, adding
-        what this one lacks and overwriting nothing (`ledger.merge.merge_run`: a record held differently is refused,
-        and so is a run a live Tracker other than `owner` writes). Returns step rows copied."""
-        from yieldgate.ledger.merge import merge_run
-
-        return merge_run(self, source, run, owner=owner).steps

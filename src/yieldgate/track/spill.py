@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from yieldgate.ledger import EvalRecord, Ledger
+from yieldgate.ledger.merge import copy_run
 from yieldgate.ledger.owners import Owner
 from yieldgate.ledger.pg import masked
 from yieldgate.ledger.spills import META_KEY, step_ranges
@@ -127,7 +128,7 @@ class SpillFile:
             return self._vanished(ledger, path)
         try:
             with Ledger(path) as side, ledger.transaction():
-                ledger.copy_run(side, self.run, owner=owner)
+                copy_run(ledger, side, self.run, owner=owner)
                 if self.recorded:
                     _set_left(ledger, self.run, path, None)
         except Exception as exc:  # noqa: BLE001 - the spill file stays; retried at the next flush

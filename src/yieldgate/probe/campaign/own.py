@@ -29,6 +29,7 @@ from typing import Any
 
 from yieldgate.errors import RunInUse
 from yieldgate.ledger import Ledger, spills
+from yieldgate.ledger.merge import copy_run
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
 from yieldgate.manifest import Manifest, ModelConfig
 from yieldgate.probe.campaign.keeper import command_line
@@ -421,7 +422,7 @@ def _merge_spills(led: Ledger, run: str) -> None:
     for waiting in spills.waiting_spills(led, [run]):
         if waiting.steps > 0 and not waiting.gone:
             with Ledger(waiting.path, readonly=True) as side:
-                led.copy_run(side, run, owner=Owner.this_process())
+                copy_run(led, side, run, owner=Owner.this_process())
 
 
 def _finish(spec: Any, trainer: TrainerSpec, job: ProbeJob, ledger: str) -> str | None:
