@@ -94,7 +94,8 @@ EXTRA_KEYS: Final[dict[str, str]] = {
     "device/mem_used_gib": "GiB (sum over this process's GPUs)",
     "device/sm_clock_mhz": "MHz (lowest GPU)",
     "device/temp_c": "°C (hottest GPU)",
-    "device/throttle_reasons": "NVML clock-throttle reason bits (OR over GPUs)",
+    "device/throttle_reasons": "NVML clock-event reason bits that slow the clocks: power cap, thermal, hardware "
+    "slowdown (OR over GPUs; idle and operator-set clocks left out)",
     "device/pcie_tx_mb_s": "MB/s",
     "device/pcie_rx_mb_s": "MB/s",
     "dist/tokens_per_s/min": "tokens/s (slowest rank)",

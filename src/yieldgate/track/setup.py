@@ -33,6 +33,7 @@ from yieldgate.names import readable_name
 from yieldgate.track import hardware
 from yieldgate.track.config import TrackerConfig
 from yieldgate.track.derive import Derivation, Start
+from yieldgate.track.governed import Governed
 from yieldgate.track.guard import live
 from yieldgate.track.mfu import MFU_LOGGER, MfuPlan, plan_mfu
 from yieldgate.track.packet import Pending, Timer
@@ -71,6 +72,8 @@ class TrackerSetup:
     _last_ship_t: float
     _entropy_layers: dict[str, nn.Module]
     _model: nn.Module | None
+    _governed: Governed | None
+    """The gate inside the run (`policy=`), or None: ungoverned."""
 
     # -- the constructor's parts, in its order --------------------------------------------------------
 
@@ -190,7 +193,10 @@ class TrackerSetup:
             self._flops = FlopCount()
         if self._mfu.why is not None:
             self._unmeasured("mfu", self._mfu.why)
-        telemetry = hardware.Telemetry([self.device.index or 0] if self.device.type == "cuda" else None)
+        cuda = self.device.type == "cuda"
+        # "cuda" with no index is the current device (`torch.cuda.set_device`), not device 0.
+        index = self.device.index if self.device.index is not None or not cuda else torch.cuda.current_device()
+        telemetry = hardware.Telemetry([index] if cuda else None)
         if self.rank == 0:
             self._meta("mfu", self._mfu.meta)
             if model is not None:  # `diagnose` weighs tokens per parameter with it (undertrained)
@@ -198,9 +204,26 @@ class TrackerSetup:
                 self._meta("model", {"params": params, "from": "tracker: the model handed over"})
             if self._unmeasured_why:
                 self._meta("unmeasured", dict(self._unmeasured_why))
-            self._meta("telemetry", {"sources": telemetry.sources, "device": hardware.device_name(self.device)})
+            self._meta(
+                "telemetry",
+                {
+                    "sources": telemetry.sources,
+                    "device": hardware.device_name(self.device),
+                    **({"gpus": telemetry.uuids} if telemetry.uuids else {}),
+                    **({"missing": telemetry.missing} if telemetry.missing else {}),
+                },
+            )
             self._meta("devices", {"count": self.world, "from": "tracker: processes of the run"})
         return telemetry
+
+    def _govern_from(self, start: Start) -> None:
+        """A governed run: the stage boundaries a resumed run had reached were decided before; rank 0 keeps the
+        governor's note with the run (`governor` meta: what `yieldgate gate` reads to gate it as it was governed)."""
+        if self._governed is None or self._governed.governor is None:
+            return
+        self._governed.governor.begin_at(start.tokens)
+        if self.rank == 0:
+            self._meta("governor", self._governed.governor.note())
 
     def _watch_learning(self, model: nn.Module | None, optimizer: torch.optim.Optimizer | None) -> tuple[str, ...]:
         """With signals="full", hooks on the model and optimizer for the learning signals; the optimizer timer.
@@ -252,6 +275,7 @@ class TrackerSetup:
             telemetry=telemetry if self.rank == 0 else None,
             on_fault=self._fault,
             reduce=self._gather if self._group is not None else None,
+            governed=self._governed if self.rank == 0 else None,
         )
         if self.rank == 0:  # where rows would spill, kept before any could: a killed writer's spill is found
             try:
