@@ -72,7 +72,7 @@ def test_resumed_run_in_a_second_events_file(ledger, tmp_path):
     # Steps 6 and 7 repeat every value but the wall time: logged again, the later kept (one warning each).
     second = event_files(log)[1]
     *relogged, restart = res.warnings
-    assert restart.startswith(f"{second}: offset 88: the steps go back from 7 to 6 (a restart from a checkpoint?)")
+    assert restart.startswith(f"{second}: offset 88: the steps go back from 7 to 6 (a restart from a checkpoint, or a")
     assert [w.split(" with ")[0] for w in relogged] == [
         f"{second}: offset 88: step 6 logged again",
         f"{second}: offset 258: step 7 logged again",

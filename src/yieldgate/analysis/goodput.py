@@ -4,11 +4,12 @@ Two losses are counted, each where the run recorded it:
 
 - **checkpoint saves**: `time/checkpoint_s`, the seconds of each save (`with tr.checkpoint(): ...` in a Tracker
   loop, or the column of an imported log);
-- **restarts**: each `resume` event throws away the work done after the checkpoint it restarts from: its steps
-  (`old.step - resume.step`) and their time. A Tracker resumed from a checkpoint sets those records apart
-  (`Ledger.supersede`), and their time is the last set-apart `wall_s` less the wall clock at the checkpoint's step;
-  an import whose steps go back in file order records the same event with the time read off the log (`lost_s`)
-  and, where the log's clock runs on through the outage, the time the job was down (`down_s`).
+- **restarts**: each `resume` event throws away the work done after the checkpoint it restarts from: the steps done
+  again (`old.step - resume.step`, or up to `redone.step` where a relaunch got less far) and their time. A Tracker
+  resumed from a checkpoint sets those records apart (`Ledger.supersede`), and their time is the last set-apart
+  `wall_s` less the wall clock at the checkpoint's step; an import whose steps go back in file order records the same
+  event with the time read off the log (`lost_s`) and, where the log's clock runs on through the outage, the time the
+  job was down (`down_s`).
 
 goodput = (wall - checkpoint_s - lost_s - down_s) / wall, where wall is the run's last `wall_s`: a resumed Tracker
 keeps counting wall time from its last record, so the lost work is inside it, and the time the job was down
@@ -101,7 +102,9 @@ def goodput(
     steps_lost = 0
     estimated = []
     for body in resumes:
-        n = max(0, int(body["old"]["step"]) - int(body["resume"]["step"]))
+        # the steps done again: up to the last step before the crash, or where a relaunch got to if less (`redone`)
+        redone = min(int(body["old"]["step"]), int(body.get("redone", body["old"])["step"]))
+        n = max(0, redone - int(body["resume"]["step"]))
         steps_lost += n
         seconds = body.get("lost_s")
         if seconds is None and lost_wall is not None:

@@ -8,9 +8,11 @@ Real logs are messy. What each case becomes (docs/importing.md lists the same):
 - **Repeated rows** (the same step with the same values again, e.g. a log appended twice): the repeats are
   dropped, one warning with the count and the first repeat's line.
 - **Two writers of one log** (two ranks, or two launches, appending one file: each step twice, the file order
-  stepping back by a logging interval now and then): a row equal to an earlier row of its step in every value but
-  its writer's own timing, its clock near the first's, is the same record written twice: kept once, one warning.
-  It is not a restart: a restart shows its clock restarting, or other values.
+  stepping back by a logging interval now and then): a row equal to the row before it of its step in every value
+  but its writer's own timing, to the digits each printed, its clock near the first's (without a clock: stepping
+  back by two logging intervals at most), is the same record written twice: kept once, one warning. It is not a
+  restart: a restart shows its clock restarting, or other values, or goes back further (`stepback`).
+- **A restart** (the steps go back in file order): a `resume` event; only the steps done again are its lost work.
 - **A step logged again with other values** (a run resumed from an earlier checkpoint re-logs its steps):
   the later values win, column by column, one warning per step (first few, then a count).
 - **`nan` / `inf`**: kept as NaN / inf (a diverged loss is data), one warning per column with the count.
@@ -37,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
+from yieldgate.ingest.stepback import restarts, second_writer
 from yieldgate.util.inputs import read_regular
 
 __all__ = [
@@ -75,12 +78,18 @@ class Warnings:
     restarts: list[dict[str, Any]] = field(default_factory=list)
     """Where the steps go back in file order (a run restarted from a checkpoint): the bodies of the `resume`
     events the import records (`_restarts`)."""
+    reading: dict[str, str] = field(default_factory=dict)
+    """How the source was read, by what was read (`step`, `clock`, `writers`, `restarts`): what `explain` shows."""
 
     def add(self, kind: str, message: str) -> None:
         """Record one finding of `kind`; beyond the first few of a kind only the count grows."""
         self._counts[kind] += 1
         if self._counts[kind] <= _LISTED:
             self.lines.append(message)
+
+    def count(self, kind: str) -> int:
+        """How many findings of `kind` were recorded (listed or not)."""
+        return self._counts.get(kind, 0)
 
     def summary(self) -> list[str]:
         """The listed warnings, plus one line per kind that had more than could be listed."""
@@ -406,35 +415,9 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a == b) | (np.isnan(a) & np.isnan(b))
 
 
-# What each writer of a log times for itself (two ranks differ in these, never in the loss or the LR).
-_TIMING = ("wall_s", "step_s", "data_wait_s", "tokens_per_s", "mfu")
-
-
-def _second_writer(rows: Rows, table: pd.DataFrame, exact: np.ndarray) -> np.ndarray:
-    """The rows a second writer wrote: equal to an earlier row of their step and kind in every column but the
-    timing ones, and not an exact repeat; where both rows have a clock, the two within two logging intervals of
-    time of each other (a restart's clock restarts, or runs on past the work done again)."""
-    learning = [c for c in table.columns if c not in _TIMING and not c.startswith(("device/", "host/"))]
-    if len(learning) == len(table.columns) or not table.duplicated(["step", "kind"]).to_numpy().any():
-        return np.zeros(len(rows), dtype=bool)  # nothing timed, or no step logged twice: exact repeats only
-    group = table.groupby(learning, sort=False, dropna=False).ngroup().to_numpy()
-    order = np.arange(len(rows))
-    first_of = np.full(int(group.max()) + 1, len(rows))
-    np.minimum.at(first_of, group, order)
-    first = first_of[group]
-    again = (first != order) & ~exact
-    clock, timed = rows.values.get("wall_s"), rows.present.get("wall_s")
-    if again.any() and clock is not None and timed is not None and timed.any():
-        rises = np.diff(clock[timed])
-        rises = rises[np.isfinite(rises) & (rises > 0)]
-        near = np.abs(clock - clock[first]) <= (2.0 * float(np.median(rises)) if len(rises) else 0.0)
-        again &= ~(timed & timed[first]) | near
-    return again
-
-
 def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
     """Drop rows equal to an earlier row of the same step (same columns present, same values), and those a second
-    writer wrote (`_second_writer`)."""
+    writer wrote (`stepback.second_writer`)."""
     if len(rows) < 2:
         return rows
     names = sorted(rows.values)
@@ -451,13 +434,14 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
     if drop.any():
         first = rows.where[int(np.argmax(drop))]
         warnings.add("repeat", f"{first}: {int(drop.sum())} repeated row(s) (same step, same values) dropped")
-    writer = _second_writer(rows, table, drop)
+    writer = second_writer(rows, table, drop)
     if writer.any():
+        warnings.reading["writers"] = f"two: {int(writer.sum()):,} row(s) written again by a second writer, kept once"
         warnings.add(
             "writer",
             f"{rows.where[int(np.argmax(writer))]}: {int(writer.sum())} row(s) repeat an earlier row of their step "
-            "in every value but their own timing: a second writer (two ranks or two launches appending one log), "
-            "each kept once; not a restart",
+            "in every value but their own timing (to the digits each printed): a second writer (two ranks or two "
+            "launches appending one log), each kept once; not a restart",
         )
         drop = drop | writer
     # The same kind of line for a step again with other values (a run resumed from an earlier checkpoint):
@@ -479,43 +463,6 @@ def _drop_repeats(rows: Rows, warnings: Warnings) -> Rows:
             f"(was {rows.values[n][a]:g}); the later values are kept",
         )
     return rows.take(~drop)
-
-
-def _restarts(rows: Rows, warnings: Warnings) -> None:
-    """Find where a run restarted from a checkpoint: among the rows of the kind logged most (the training
-    lines), a step below the step of the row before it in file order. Each becomes a `resume` event body: the last
-    step before (`old`), the checkpoint's step (`resume`: one before the first step logged again), and, read off
-    the log's clock (`wall_s`, before clock resets are offset), `lost_s`, the time of the steps done again, and
-    `down_s`, the gap to the first line after the restart where the clock ran on through it."""
-    if len(rows) < 2:
-        return
-    kinds = pd.DataFrame({n: rows.present[n] for n in sorted(rows.values)})
-    kind = kinds.groupby(list(kinds.columns), sort=False).ngroup().to_numpy() if len(kinds.columns) else None
-    at = np.arange(len(rows)) if kind is None else np.nonzero(kind == np.bincount(kind).argmax())[0]
-    steps = rows.step[at]
-    clock = rows.values.get("wall_s")
-    timed = rows.present.get("wall_s")
-    for i in np.nonzero(steps[1:] < steps[:-1])[0] + 1:
-        last = i - 1  # the last row before the restart
-        body: dict[str, Any] = {
-            "source": "import",
-            "where": rows.where[at[i]],
-            "old": {"step": int(steps[last])},
-            "resume": {"step": int(steps[i]) - 1},
-        }
-        if clock is not None and timed is not None and timed[at[last]]:
-            # The checkpoint's row: the work from there to the crash was done again.
-            done = next((j for j in range(last, -1, -1) if steps[j] < steps[i] and timed[at[j]]), None)
-            if done is not None:
-                body["lost_s"] = max(0.0, float(clock[at[last]] - clock[at[done]]))
-            if timed[at[i]] and clock[at[i]] >= clock[at[last]]:
-                body["down_s"] = float(clock[at[i]] - clock[at[last]])
-        warnings.restarts.append(body)
-        warnings.add(
-            "restart",
-            f"{rows.where[at[i]]}: the steps go back from {int(steps[last]):,} to {int(steps[i]):,} (a restart from "
-            f"a checkpoint?): recorded as a resume event, its lost work counted in goodput",
-        )
 
 
 def _fix_clock(rows: Rows, name: str, warnings: Warnings) -> None:
@@ -556,7 +503,7 @@ def clean(rows: Rows, warnings: Warnings, clocks: tuple[str, ...] = CLOCK_COLUMN
     `clocks` are the cumulative-clock columns, by their mapped (canonical) names.
     """
     rows = _drop_repeats(rows, warnings)
-    _restarts(rows, warnings)
+    restarts(rows, warnings)
     for name in clocks:
         _fix_clock(rows, name, warnings)
     _report_nonfinite(rows, warnings)
