@@ -5,7 +5,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.support.helpers import CFG, batch
 from yieldgate.ledger import Ledger
@@ -264,3 +267,89 @@ def test_loss_variance_removes_the_trend():
     noisy = smooth + np.random.default_rng(0).normal(0, 0.1, size=200)
     assert loss_variance(noisy) == pytest.approx(0.01, rel=0.25)
     assert math.isnan(loss_variance(np.array([1.0, np.nan])))
+
+
+class _HostData(TorchDispatchMode):
+    """Counts tensors made from host data on this thread (`aten.lift_fresh`: `torch.tensor` or `as_tensor` of a number
+    or a list, indexing by a Python list). On a GPU each is a copy from pageable host memory, which synchronises the
+    training thread with the device: the CPU-side mark of a sync that `torch.cuda.set_sync_debug_mode` would name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.ops.aten.lift_fresh.default
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("host_norm", [False, True], ids=["tensor norm", "float norm"])
+def test_the_gradient_hooks_make_no_tensor_from_host_data(host_norm):
+    """The hooks and `collect` alone, on a model with a parameter the step leaves without a gradient, the pre-clip
+    norm a tensor or a Python float: no tensor made from host data (the fast variant of the Tracker's test below)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    signals = GradientSignals(model, opt)
+    signals.want_update_ratio(True)
+    with _HostData() as mode:
+        for _ in range(2):  # two microbatches
+            model[0](torch.randn(2, 4)).square().mean().backward()  # model[1] unused: its gradients stay None
+        norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        out = signals.collect(float(norm) if host_norm else norm)
+    assert mode.count == 0
+    assert signals.names == ["0", "1"]  # one layer each, weight and bias
+    assert out["small_sq"][1].item() == 0.0 and out["update_ratio"][1].item() == 0.0
+    assert float(out["big_total"]) == pytest.approx(float(norm) ** 2, rel=1e-5)
+
+
+@pytest.mark.slow  # a Tracker and 18 training steps: about a second
+@pytest.mark.parametrize("host_norm", [False, True], ids=["tensor norm", "float norm"])
+def test_the_learning_signals_make_no_tensor_from_host_data(tmp_path, host_norm):
+    """A parameter the step leaves without a gradient, and a pre-clip norm passed as a Python float: the full signals
+    made an index tensor from a Python list at every backward pass, and a tensor of the float at every step (two
+    syncs a step on a GPU). Counted after the first step over GNS, layer, update-ratio and entropy steps, the tracked
+    loop makes as many tensors from host data as the same loop untracked: none."""
+    counts = []
+    for tracked in (False, True):
+        torch.manual_seed(0)
+        model = GPT(CFG)
+        model.unused = nn.Linear(2, 2)  # its gradient stays None
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        ids = torch.randint(0, CFG.vocab_size, (4, 17))
+        cfg = TrackerConfig(layer_every=3, gns_every=2, entropy_every=4)
+        tr = Tracker("h", ledger=tmp_path / f"{tracked}.db", signals="full", model=model, optimizer=opt, config=cfg)
+        mode = _HostData()
+        for step in range(9):
+            if step == 1:
+                mode.__enter__()
+            opt.zero_grad()
+            for chunk in ids.chunk(2):
+                _, loss = model(chunk[:, :-1], chunk[:, 1:])
+                (loss / 2).backward()
+            norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            if tracked:
+                tr.step(tokens=64, loss=loss.detach(), grad_norm=float(norm) if host_norm else norm)
+        mode.__exit__(None, None, None)
+        tr.close()
+        counts.append(mode.count)
+        assert tr.faults == 0
+    assert counts == [0, 0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(absent=st.lists(st.booleans(), min_size=1, max_size=12), seed=st.integers(0, 2**16))
+def test_per_layer_squared_norms_leave_out_absent_tensors_without_host_data(absent, seed):
+    """`_layer_sq` over any pattern of absent gradients: each layer's sum of its present tensors' squared norms, the
+    absent ones adding zero; and no tensor made from host data on the way."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(*(nn.Linear(3, 3, bias=False) for _ in absent))
+    signals = GradientSignals(model, None)
+    tensors = [None if gone else torch.randn(3, 3) for gone in absent]
+    with _HostData() as mode:
+        got = signals._layer_sq(tensors)
+    want = [0.0 if t is None else float(t.square().sum()) for t in tensors]
+    assert mode.count == 0
+    assert got.tolist() == pytest.approx(want, rel=1e-5)

@@ -159,6 +159,7 @@ class GradientSignals:
         """The caller passes the pre-clip global norm: off-cadence steps take |g_B|^2 from it, no gradient pass."""
         device = self.params[0].device if self.params else torch.device("cpu")
         self._layer_index = torch.tensor(self.layer_of, device=device)
+        self._zero = torch.zeros((), device=device)
         self._handles: list[Any] = []
         if self.params:
             self._handles.append(register_multi_grad_hook(self.params, self.busy.wrap(self._on_backward), mode="all"))
@@ -167,16 +168,13 @@ class GradientSignals:
             self._handles.append(optimizer.register_step_post_hook(self.busy.wrap(self._post_step)))
 
     def _layer_sq(self, tensors: Sequence[torch.Tensor | None]) -> torch.Tensor:
-        """Squared norms per layer of one tensor per parameter (None: absent), in one fused pass."""
-        present = [t for t in tensors if t is not None]
-        if len(present) == len(tensors):
-            idx = self._layer_index
-        else:
-            idx = self._layer_index[[i for i, t in enumerate(tensors) if t is not None]]
+        """Squared norms per layer of one tensor per parameter (None: absent, as a parameter the step did not use), in
+        one fused pass. An absent one adds a zero held on the device: picking the present ones' layers by a list of
+        indices made an index tensor from host memory, a host-to-device copy that synchronises on a GPU."""
         out = torch.zeros(len(self.names), device=self._layer_index.device)
-        if present:
-            norms = torch._foreach_norm([t.detach() for t in present])
-            out.index_add_(0, idx, torch.stack(norms).float().square())
+        if tensors:
+            norms = torch._foreach_norm([t.detach() if t is not None else self._zero for t in tensors])
+            out.index_add_(0, self._layer_index, torch.stack(norms).float().square())
         return out
 
     def _on_backward(self, grads: tuple[torch.Tensor | None, ...]) -> None:
@@ -230,8 +228,12 @@ class GradientSignals:
         }
         big = st.big
         pre = None
-        if grad_norm is not None and st.optimizer_steps:
-            pre = torch.as_tensor(grad_norm, dtype=torch.float32, device=self._layer_index.device).square()
+        if isinstance(grad_norm, torch.Tensor) and st.optimizer_steps:
+            pre = grad_norm.detach().to(device=self._layer_index.device, dtype=torch.float32).square()
+        elif grad_norm is not None and st.optimizer_steps:
+            # A host number is filled in on the device by a kernel: made into a tensor in host memory and copied, it
+            # would synchronise the training thread with the GPU at every step.
+            pre = torch.full((), float(grad_norm) ** 2, device=self._layer_index.device)
         if big is not None and pre is not None:
             # Clipping scaled every gradient by one factor c = post/pre: undo it with the pre-clip norm.
             post = big.sum()
