@@ -353,3 +353,31 @@ def test_per_layer_squared_norms_leave_out_absent_tensors_without_host_data(abse
     want = [0.0 if t is None else float(t.square().sum()) for t in tensors]
     assert mode.count == 0
     assert got.tolist() == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.slow  # torch.compile's first import and trace: a few seconds
+def test_a_compiled_model_s_missing_activation_entropy_is_said_not_left_silent(tmp_path):
+    """torch.compile runs no module hook added after it compiled: the entropy hooks, armed for one step in
+    `entropy_every`, never ran and no entropy was recorded, without a word. The run now says why (its `unmeasured`
+    meta), while the gradient signals, hooked on the parameters and the optimizer, are still recorded."""
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    compiled = torch.compile(model, backend="eager")  # dynamo alone: the hooks' fate is decided there, not in inductor
+    ids = torch.randint(0, CFG.vocab_size, (4, 17))
+    cfg = TrackerConfig(entropy_every=3, layer_every=3)
+    with Tracker("c", ledger=tmp_path / "c.db", signals="full", model=model, optimizer=opt, config=cfg) as tr:
+        for _ in range(7):
+            opt.zero_grad()
+            for chunk in ids.chunk(2):
+                _, loss = compiled(chunk[:, :-1], chunk[:, 1:])
+                (loss / 2).backward()
+            norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            tr.step(tokens=64, loss=loss.detach(), grad_norm=norm)
+    with Ledger(tmp_path / "c.db", readonly=True) as led:
+        keys = set(led.extras("c")["key"])
+        why = led.meta("c")["unmeasured"]
+    assert not any(k.startswith("signals/act_entropy") for k in keys)
+    assert "signals/gns" in keys and "signals/grad_norm/blocks.0.qkv" in keys
+    assert "torch.compile" in why["signals/act_entropy"]

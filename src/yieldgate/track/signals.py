@@ -34,6 +34,7 @@ from torch import nn
 from torch.autograd.graph import register_multi_grad_hook
 
 __all__ = [
+    "ENTROPY_UNSEEN",
     "Busy",
     "FlopCount",
     "layer_groups",
@@ -256,6 +257,15 @@ class GradientSignals:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+
+
+ENTROPY_UNSEEN = (
+    "the sampled layers' forward hooks did not run in the step (a model compiled with torch.compile runs no hook "
+    "added after it compiled), or their outputs are not floating-point tensors"
+)
+"""Why a run records no activation entropy when a sampled step saw none: torch.compile runs the module hooks that
+were there when it compiled and no others (dynamo does not guard on them), so the entropy hooks, added for one step
+in `entropy_every`, are never called on a compiled model."""
 
 
 def _entropy_hook(store: list[torch.Tensor]) -> Callable[..., None]:
