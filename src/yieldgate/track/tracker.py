@@ -45,7 +45,7 @@ from yieldgate.track.mfu import matmul_params
 from yieldgate.track.packet import StepRow
 from yieldgate.track.resume import resume_point
 from yieldgate.track.setup import TrackerSetup, from_environment, load_run_manifest
-from yieldgate.track.signals import activation_entropy, gns_estimate
+from yieldgate.track.signals import ENTROPY_UNSEEN, activation_entropy, gns_estimate
 from yieldgate.track.writer import CLOSE_BUSY_TIMEOUT_S
 
 __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
@@ -394,9 +394,12 @@ class Tracker(TrackerSetup):
         """Keep the activation entropy sampled over the step just done; arm the sampling of the next one when due."""
         if self._entropy_ctx is not None:
             self._entropy_ctx.__exit__(None, None, None)
-            for name, values in (self._entropy_store or {}).items():
+            stores = self._entropy_store or {}
+            for name, values in stores.items():
                 if values:
                     self._pending.keep_entropy(name, i, torch.stack(values).mean())
+            if not any(stores.values()):
+                self._unmeasured("signals/act_entropy", ENTROPY_UNSEEN)
             self._entropy_ctx = self._entropy_store = None
         if (self._step + 1) % self.config.entropy_every == 0 and self._entropy_layers:
             self._entropy_ctx = activation_entropy(self._entropy_layers, self.busy)
