@@ -39,6 +39,13 @@ _MFU_WHY = {
     "not_transformer": "the 6N + 12LHQT formula is for decoder transformers: give model.flops_per_token in the "
     "manifest, or hand the model to the Tracker to count them",
 }
+# The matmuls' dtype read off fp32 parameters is a guess on a GPU: under torch.autocast they run in bf16 or fp16, whose
+# peak is at least twice the tf32 one (H100: 989 against 495 TFLOP/s, 67 in fp32), and MFU comes out that much too high.
+_AUTOCAST = (
+    "yieldgate: MFU of run %r is taken against the device's %s peak, the dtype of the model's parameters (fp32 where "
+    "no model is given); under torch.autocast the matmuls run in bf16 or fp16, whose peak is at least twice as high: "
+    "give optimisation.precision in the manifest (this warning is on the logger yieldgate.track.mfu)"
+)
 _NOTHING_COUNTED = (
     "torch's FLOP counter saw no matmul in a training step (a compiled model?); give model.flops_per_token in the "
     "manifest"
@@ -88,14 +95,19 @@ def _model_shape(model: nn.Module | None, manifest: Manifest | None) -> dict[str
     return shape
 
 
-def _precision(model: nn.Module | None, manifest: Manifest | None, device: torch.device) -> str:
-    """The matmuls' dtype: the manifest's, unless it says fp32 of a model whose parameters say otherwise."""
+def _precision(model: nn.Module | None, manifest: Manifest | None, device: torch.device) -> tuple[str, str]:
+    """The matmuls' dtype and where it was read: the manifest's (`manifest`) unless it says fp32 (the default) or
+    nothing, then the model's parameters' (`parameters`; fp32 on a GPU is tf32 where torch lets matmuls use it), or
+    fp32 with no model (`assumed`)."""
+    # fp32 is also the manifest's default, so it is read as "not said" (a manifest made again from a dump, as with
+    # hparams, marks every field as set).
     precision = manifest.optimisation.precision if manifest and manifest.optimisation else None
     if precision is None or (precision == "fp32" and model is not None):
         dtype = next(iter(model.parameters())).dtype if model is not None else torch.float32
         tf32 = device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
-        precision = hardware.dtype_name(dtype, tf32=tf32)
-    return precision
+        inferred = hardware.dtype_name(dtype, tf32=tf32)
+        return inferred, "parameters" if model is not None else "assumed"
+    return precision, "manifest"
 
 
 @dataclass(kw_only=True)
@@ -181,7 +193,7 @@ def plan_mfu(
             context=shape["context"],
         )
     hw = manifest.hardware if manifest else None
-    precision = _precision(model, manifest, device)
+    precision, precision_from = _precision(model, manifest, device)
     name = (hw.device_kind if hw and hw.device_kind else None) or hardware.device_name(device)
     peak = hardware.peak_flops(name, precision, override=hw.peak_flops if hw else None)
     devices = hw.device_count if hw and hw.device_count > 1 else world
@@ -202,6 +214,7 @@ def plan_mfu(
         "attention": probe.attention,
         "flops_per_token": fpt,
         "dtype": precision,
+        "dtype_from": precision_from,
         "device": name,
         "devices": devices,
         "peak_flops": peak.flops if peak else None,
@@ -219,6 +232,10 @@ def plan_mfu(
         formula=formula,
         counting=counting,
     )
+    guessed = precision_from != "manifest" and precision in ("fp32", "tf32")
+    if peak is not None and guessed and (hw is None or hw.peak_flops is None):  # an override is the user's own peak
+        # Said when the run starts: the Tracker cannot see autocast, which is on only inside the loop's forward.
+        logging.getLogger(MFU_LOGGER).warning(_AUTOCAST, run, precision)
     if not counting and (probe.flag != "ok" or peak is None):
         plan.why = _why_not(probe.flag, model is not None, fpt is not None, peak is not None, name, precision)
     elif not counting:
