@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yieldgate.analysis.goodput import goodput_of
+from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ledger import Ledger
 
@@ -179,3 +180,157 @@ def test_copies_stepping_back_up_to_three_intervals_are_one_writer_s(tmp_path_fa
         _import(led, path)
         assert _loss(led) == {r["step"]: r["loss"] for r in a}
         assert led.events("r", kind="resume").empty
+
+
+# -- 1. nested counters in printed logs ------------------------------------------------------------------------------
+
+
+def _printed(
+    epochs: int, per: int, shape: str, *, every: int = 1
+) -> tuple[list[str], dict[int, float], dict[int, float]]:
+    """A printed log of `epochs` x `per` iterations, a line every `every` (and at each epoch's last), an evaluation
+    line after each epoch; (its lines, the loss at each global step, the validation loss at each epoch's last)."""
+    lines, loss, val = ["Starting training: 3 epochs"], {}, {}
+    for e in range(1, epochs + 1):
+        for i in range(1, per + 1):
+            if i % every and i != per:
+                continue
+            step = (e - 1) * per + i
+            loss[step] = round(4.0 / (1 + step / 10), 4)
+            pair = {
+                "bracketed": f"Epoch [{e}/{epochs}] Iter [{i}/{per}]",
+                "unlabelled": f"[{e}/{epochs}][{i}/{per}]",
+                "count-first": f"Step: {i}/{per}, Epoch: {e}/{epochs},",
+                "plain": f"Epoch {e}/{epochs} iter {i}/{per}",
+            }[shape]
+            lines.append(f"{pair} loss: {loss[step]:.4f} lr: 1.0e-03")
+        val[e * per] = round(loss[e * per] + 0.1, 4)
+        lines.append(
+            f"Epoch: {e}/{epochs}, val_loss: {val[e * per]:.4f}"
+            if shape == "count-first"
+            else f"{'' if shape == 'unlabelled' else 'Epoch '}[{e}/{epochs}] val_loss: {val[e * per]:.4f}"
+        )
+    return lines, loss, val
+
+
+@pytest.mark.parametrize("shape", ["bracketed", "unlabelled", "count-first", "plain"])
+def test_a_printed_progress_pair_is_an_epoch_and_a_count_within_it(ledger, tmp_path, shape):
+    """`Epoch [3/300] Iter [50/390]`, `[3/300][50/390]`, `Step: 50/390, Epoch: 3/300`: the count that starts again
+    as its companion rises is the inner one; each evaluation after an epoch lands at the epoch's last step."""
+    lines, loss, val = _printed(12, 9, shape, every=2)
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
+    _import(ledger, tmp_path / "train.log")
+    assert _loss(ledger) == loss
+    evals = ledger.evals("r")
+    assert dict(zip(evals["step"].tolist(), evals["value"].tolist(), strict=True)) == val
+    assert ledger.events("r", kind="resume").empty
+
+
+# -- 2. multi-line records --------------------------------------------------------------------------------------------
+
+LOGS = Path(__file__).parent / "data" / "textlogs"
+
+
+def test_a_step_header_with_one_metric_a_line_is_one_record(ledger):
+    """Coqui TTS's trainer: `--> STEP: 1/3 -- GLOBAL_STEP: 1` then `| > loss: 0.0544  (0.0556)` lines; its
+    `--> EVAL PERFORMANCE` block of `avg_*` values is the evaluation of the step before, its evaluation batches
+    (`--> STEP: 0`, no total) no training step; the head's `TIME:` is the clock."""
+    res = _import(ledger, LOGS / "coqui-tts.log")
+    assert _loss(ledger) == {0: 0.0568, 1: 0.0544, 2: 0.0531, 3: 0.0519, 4: 0.0502, 5: 0.0497}
+    steps = ledger.steps("r")
+    assert steps["lr"].tolist() == [5e-06] * 6 and steps["data_wait_s"].tolist() == [0.0041] * 6
+    assert steps["wall_s"].tolist() == [0.0, 2.0, 5.0, 52.0, 54.0, 57.0]
+    evals = ledger.evals("r")
+    val = evals[(evals["task"] == "val") & (evals["metric"] == "loss")]
+    assert dict(zip(val["step"].tolist(), val["value"].tolist(), strict=True)) == {2: 0.061, 5: 0.0583}
+    assert not val["higher_is_better"].any()
+    assert ledger.events("r", kind="resume").empty and "read as kv" in res.source
+
+
+def test_a_text_log_of_counters_alone_is_refused_not_imported_empty(ledger, tmp_path):
+    """The heads of Coqui's blocks without their bodies: a step and a global step on each line, nothing measured.
+    It was imported with exit 0, holding one extra (the global step)."""
+    log = tmp_path / "heads.log"
+    log.write_text(
+        "".join(f"   --> TIME: 2024-08-05 17:17:1{s} -- STEP: {s}/3 -- GLOBAL_STEP: {s}\n" for s in range(3))
+    )
+    with pytest.raises(InputError, match=r"heads.log:1: only counters were read \(global_step, step\) on 3 line"):
+        _import(ledger, log, kind="textlog")
+    assert "r" not in set(ledger.runs()["name"])
+
+
+# -- 3. clocks ----------------------------------------------------------------------------------------------------
+
+
+def test_timestamps_on_every_line_are_the_clock_and_a_time_field_is_the_step_time(ledger, tmp_path):
+    """Every line starts with a timestamp and prints `time` (the seconds of its iteration): the timestamps are the
+    clock, gaps between launches included, and `time` is step_s (the clock was their sum, the gap lost)."""
+    log = tmp_path / "train.log"
+    lines = [
+        f"2024-01-01 10:00:{2 * k:02d},000 INFO step {10 * k} loss: {5 - k / 10:.2f} time: 0.25" for k in range(1, 6)
+    ]
+    lines += [
+        f"2024-01-01 10:10:{2 * k:02d},000 INFO step {10 * k} loss: {4 - k / 10:.2f} time: 0.26" for k in range(6, 9)
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    res = _import(ledger, log)
+    steps = ledger.steps("r")
+    assert steps["wall_s"].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 610.0, 612.0, 614.0]
+    assert steps["step_s"].tolist() == [0.25] * 5 + [0.26] * 3
+    assert res.mapping["timestamp"] == "wall_s" and res.mapping["time"] == "step_s"
+
+
+# -- 7. progress bars with their values before the bar --------------------------------------------------------------
+
+
+def test_a_bar_with_its_values_in_its_description_and_its_evaluation_bar_apart(ledger, tmp_path):
+    """`Epoch 2 loss: 0.41, acc: 0.88:  42%|████ | 5/12 [...]`, each epoch followed by `Eval loss: ...: 100%|...|
+    4/4` (no epoch, a count of its own): the training values at step = the epochs before x 12 + count, the
+    evaluation bar's values evaluations of the epoch's last step, not training steps."""
+    lines, loss, val = [], {}, {}
+    for e in range(3):
+        for n in range(3, 13, 3):
+            step = e * 12 + n
+            loss[step] = round(2.0 - step / 100, 3)
+            bar = f"{100 * n // 12:3d}%|{'#' * (n // 2):6s}| {n}/12 [00:{n:02d}<00:03,  3.9it/s]"
+            lines.append(f"Epoch {e} loss: {loss[step]:.3f}, acc: 0.5: {bar}")
+        val[e * 12 + 12] = round(1.9 - e / 10, 3)
+        lines.append(
+            f"Eval loss: {val[e * 12 + 12]:.3f}, acc: {0.6 + e / 10:.2f}: 100%|######| 4/4 [00:01<00:00, 3.1it/s]"
+        )
+    (tmp_path / "train.log").write_text("\r".join(lines) + "\n")
+    _import(ledger, tmp_path / "train.log")
+    assert _loss(ledger) == loss
+    evals = ledger.evals("r")
+    got = evals[evals["metric"] == "loss"]
+    assert dict(zip(got["step"].tolist(), got["value"].tolist(), strict=True)) == val
+    assert set(evals["task"]) == {"val"} and set(evals["metric"]) == {"loss", "acc"}
+
+
+# -- 9. values printed without a step --------------------------------------------------------------------------------
+
+
+def test_a_mapping_carries_the_epoch_named_on_its_own_line_to_a_metric_printed_alone(ledger, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(
+        "Epoch 1\niter 1 loss 3.0\niter 2 loss 2.5\nValidation accuracy: 0.61\n"
+        "Epoch 2\niter 1 loss 2.2\niter 2 loss 2.0\nValidation accuracy: 0.72\n"
+    )
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text(
+        "lines:\n"
+        "  - '^Epoch (?P<epoch>\\d+)$'\n"
+        "  - '^iter (?P<iter>\\d+) loss (?P<loss>\\S+)'\n"
+        "  - '^Validation accuracy: (?P<acc>\\S+)'\n"
+        "step: {epoch: epoch, iter: iter, iters_per_epoch: 2}\n"
+        "evals: {acc: {key: val/acc, direction: higher}}\n"
+        "carry: true\n"
+    )
+    _import(ledger, log, kind="textlog", map=[str(mapping)])
+    assert _loss(ledger) == {1: 3.0, 2: 2.5, 3: 2.2, 4: 2.0}
+    evals = ledger.evals("r")
+    assert list(zip(evals["step"], evals["metric"], evals["value"], strict=True)) == [
+        (2, "acc", 0.61),
+        (4, "acc", 0.72),
+    ]
+    assert evals["higher_is_better"].all()

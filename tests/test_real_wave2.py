@@ -140,8 +140,11 @@ def test_a_mapping_file_reads_a_log_no_reader_knows(ledger, tmp_path):
         "evals: {score: higher}\n"
         "times: {spi: per_step, w: data_wait}\n"
     )
-    with pytest.raises(InputError):  # no built-in reader knows it
-        import_run(ledger, "textlog", [str(log)], ImportOptions(run="bare"))
+    # The generic reader reads its structure (the epoch and the count within it), but none of its names: extras,
+    # with a warning that says how to name them.
+    (bare,) = import_run(ledger, "textlog", [str(log)], ImportOptions(run="bare"))
+    assert ledger.extras("bare", ["imported/obj"])["step"].tolist() == [50, 100, 150, 200]
+    assert any("none of its 3 metric name(s) is one yieldgate knows" in w for w in bare.warnings)
     _, steps, evals = _import(ledger, "textlog", log, "mapped", map=[str(mapping)])
     assert steps["step"].tolist() == [50, 100, 150, 200]  # (epoch - 1) x 100 + iteration
     assert steps["loss"].tolist() == [2.5, 2.0, 1.5, 1.2]

@@ -44,6 +44,8 @@ class Mapped:
     evals: list[EvalRecord]
     mapping: dict[str, str] = field(default_factory=dict)
     """Source name -> where it went (`loss`, `val/loss (eval)`, `imported/epoch`)."""
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    """The bodies of the `resume` events of this run's restarts (`stepback.restarts`)."""
 
 
 @dataclass
@@ -237,6 +239,7 @@ def map_rows(
     _loss_from_parts(canon, rows, targets, warnings)
     _impossible_mfu(canon, warnings)
     summed = _count_tokens(canon, rows, targets, warnings, tokens_per_step, tokens_per_sample)
+    before = len(warnings.restarts)
     canon = clean(canon, warnings)
     wall_from_step_times(canon, warnings)
     energy(canon, warnings)
@@ -245,7 +248,7 @@ def map_rows(
     mapping = {name: t.describe() for name, t in targets.items()}
     if summed is not None:
         mapping[summed] += "; tokens (running sum)"
-    return Mapped(_step_frame(canon), evals, mapping)
+    return Mapped(_step_frame(canon), evals, mapping, warnings.restarts[before:])
 
 
 def _renamed(rows: Rows, targets: Mapping[str, Target]) -> Rows:
@@ -437,7 +440,7 @@ def write_import(
             ledger.append_steps(run, mapped.steps)
         if mapped.evals:
             ledger.append_evals(run, mapped.evals)
-        for body in warnings.restarts:
+        for body in mapped.restarts:
             start, end = body["resume"]["step"], body["old"]["step"]
             ledger.add_event(run, "resume", body, start_step=start, end_step=end, state="resolved")
         entry = {

@@ -137,7 +137,7 @@ MAX_LINES = 100
 
 _TIME_KEYS = {"clock": "wall_s", "per_step": "step_s", "data_wait": "data_wait_s"}
 _STEP_KEYS = ("field", "epoch", "iter", "iters_per_epoch", "first_epoch")
-_DOC_KEYS = ("step", "loss", "evals", "times", "names", "lines", "epochs")
+_DOC_KEYS = ("step", "loss", "evals", "times", "names", "lines", "epochs", "carry")
 
 
 @dataclass
@@ -151,6 +151,14 @@ class StepRule:
     iter: str | None = None
     iters_per_epoch: str | int | None = None
     first_epoch: int = 1
+
+    def describe(self) -> str:
+        """`the field 'iteration'`, `step = (epoch - 1) x iters + iter`."""
+        if self.field is not None:
+            return f"the field {self.field!r}"
+        first = f"({self.epoch} - {self.first_epoch})" if self.first_epoch else str(self.epoch)
+        per = self.iters_per_epoch if self.iters_per_epoch is not None else 1
+        return f"step = {first} x {per}" + (f" + {self.iter}" if self.iter else " (an epoch a step)")
 
 
 @dataclass
@@ -167,6 +175,9 @@ class LogMapping:
     lines: list[str] = field(default_factory=list)
     epochs: bool = False
     """The steps count epochs (the import says so)."""
+    carry: bool = False
+    """Text logs: a line that holds only the step's fields (`Epoch 3`) gives them to the lines after it that hold
+    none (a metric printed alone: `Validation accuracy: 0.91`), until the next such line."""
 
     def step_columns(self) -> tuple[str, ...]:
         """The source fields the step rule reads (not metrics)."""
@@ -240,13 +251,14 @@ def mapping_from_doc(where: str, doc: Any) -> LogMapping:
     names: {grad_norm: gnorm}                                  # KEY: SOURCE_NAME, as --map KEY=SOURCE_NAME
     lines: ['^Epoch (?P<epoch>\\d+) .* loss (?P<total_loss>\\S+)']   # text logs: regexes with named groups
     epochs: true                                               # the steps count epochs
+    carry: true                                                # a line of the step's fields alone gives them on
     """
     if not isinstance(doc, dict):
         raise InputError(f"{where}: a mapping is an object with {', '.join(_DOC_KEYS)}", parameter="map")
     unknown = [k for k in doc if k not in _DOC_KEYS]
     if unknown:
         raise InputError(f"{where}: unknown key {unknown[0]!r}; a mapping has {', '.join(_DOC_KEYS)}", parameter="map")
-    out = LogMapping(epochs=bool(doc.get("epochs", False)))
+    out = LogMapping(epochs=bool(doc.get("epochs", False)), carry=bool(doc.get("carry", False)))
     if doc.get("step") is not None:
         out.step = _step_rule(f"{where}: step", doc["step"])
     names = doc.get("names") or {}
@@ -345,6 +357,7 @@ def load_mapping(options: Iterable[str]) -> LogMapping:
             out.directions.update(loaded.directions)
             out.lines += loaded.lines
             out.step, out.epochs = loaded.step or out.step, loaded.epochs or out.epochs
+            out.carry = loaded.carry or out.carry
         elif key in _STEP_KEYS[1:]:
             if key in step:
                 raise InputError(f"map {key}= is given twice; give it once", parameter="map")

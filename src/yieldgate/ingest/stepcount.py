@@ -18,7 +18,7 @@ A reader marks a counter it found in a progress pair or a block's head as `#<lab
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +27,7 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.stepback import TIMING, printed_places, same_as_printed
 
-__all__ = ["COUNTER", "StepReading", "counter_name", "infer_step", "is_counter", "total_name"]
+__all__ = ["COUNTER", "StepReading", "counter_name", "counts_only", "infer_step", "is_counter", "total_name"]
 
 COUNTER = "#"
 """The first character of a column a reader found as a counter (`#epoch`, `#iter/total`, `#1`): not a metric."""
@@ -53,6 +53,14 @@ def total_name(label: str) -> str:
 
 def is_counter(name: str) -> bool:
     return name.startswith(COUNTER)
+
+
+def counts_only(names: Iterable[str]) -> list[str] | None:
+    """The names, when every one is a counter (a step, an epoch, a batch, a count a reader marked) and none a value
+    of training; else None."""
+    names = list(names)
+    counted = [n for n in names if is_counter(n) or n.lower() in (*_PLAIN, "steps", "epochs", "global_iter", "total")]
+    return counted if len(counted) == len(names) else None
 
 
 @dataclass

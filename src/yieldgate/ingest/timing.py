@@ -14,7 +14,7 @@ from collections.abc import Mapping, MutableMapping
 import numpy as np
 import pandas as pd
 
-from yieldgate.aliases import Target, imported
+from yieldgate.aliases import Target, guess, imported
 from yieldgate.ingest.clean import Rows, Warnings
 
 __all__ = ["energy", "per_step_times", "wall_from_step_times"]
@@ -23,36 +23,53 @@ __all__ = ["energy", "per_step_times", "wall_from_step_times"]
 def per_step_times(
     canon: Rows, targets: MutableMapping[str, Target], overrides: Mapping[str, str], warnings: Warnings
 ) -> None:
-    """A clock (`wall_s`) that does not grow is the seconds of each logged iteration: it becomes `step_s` (its
-    target in `targets` too), and `wall_from_step_times` sums the clock from it. Of 5 rows or more, a clock does not
-    grow when it never rises, falls from one row to the next on a third of its rows or more, or falls on a tenth of
-    them (3 at least) and rises in all no more than twice what it falls (it moves about a level). A few falls, each
-    undone by what follows, are a clock reset or a resumed run, which `clean` offsets and reports. Said in a
-    warning. A name given as the clock (map wall_s=NAME) stays the clock; with a step time logged beside it, it is
-    kept as an extra."""
-    names = [name for name, target in targets.items() if target.key == "wall_s"]
-    if len(names) != 1 or names[0] in overrides or "wall_s" not in canon.values:
-        return
-    logged = canon.present["wall_s"] & np.isfinite(canon.values["wall_s"])
-    values = canon.values["wall_s"][logged]
+    """A clock that does not grow is the seconds of each logged iteration: the name read as `wall_s`, or one that
+    would have been but another clock took the key (a log's timestamps beside its per-iteration `time`), becomes
+    `step_s` (its target in `targets` too; an extra where a step time is logged already), and
+    `wall_from_step_times` sums the clock from it where no other is left. Said in a warning. A name given as the
+    clock (map wall_s=NAME) stays the clock."""
+    clocks = [
+        name
+        for name, target in targets.items()
+        if name not in overrides
+        and (target.key == "wall_s" or (target == imported(name) and guess(name).key == "wall_s"))
+    ]
+    for name in clocks:
+        key = targets[name].key
+        if key not in canon.values or not _per_step(canon.values[key][canon.present[key]]):
+            continue
+        values = canon.values[key][canon.present[key] & np.isfinite(canon.values[key])]
+        falls = int((np.diff(values) < 0).sum())
+        target = Target("core", "step_s", guess(name).scale) if "step_s" not in canon.values else imported(name)
+        if target.key != key:
+            # a clock's values are in seconds already; an extra's as logged, in its name's unit (`time_ms`)
+            scale = guess(name).scale if key != "wall_s" and target.key == "step_s" else 1.0
+            canon.values[target.key] = canon.values.pop(key) * scale
+            canon.present[target.key] = canon.present.pop(key)
+        targets[name] = target
+        warnings.add(
+            "step-time",
+            f"{canon.source}: {name} falls on {falls} of its {len(values) - 1} steps from one row to the next (median "
+            f"{float(np.median(values)):.3g} s): the seconds of each iteration, not a clock; read as {target.key}"
+            + (", and the clock as their sum" if target.key == "step_s" and "wall_s" not in canon.values else ""),
+        )
+
+
+def _per_step(values: np.ndarray) -> bool:
+    """Whether a time logged on each row is the seconds of that row's iterations, not a clock. Of 5 rows or more, a
+    clock does not grow when it never rises, falls from one row to the next on a third of its rows or more, falls
+    on a tenth of them (3 at least) and rises in all no more than twice what it falls (it moves about a level), or
+    rises on fewer than half of them and spans less than its median (it stays about a level). A few falls, each undone
+    by what follows, are a clock reset or a resumed run, which `clean` offsets and reports."""
+    values = values[np.isfinite(values)]
     if len(values) < 5:
-        return
+        return False
     diffs = np.diff(values)
     falls = int((diffs < 0).sum())
     level = falls >= 3 and 10 * falls >= len(diffs) and diffs[diffs > 0].sum() <= -2.0 * diffs[diffs < 0].sum()
-    if 3 * falls < len(diffs) and (diffs > 0).any() and not level:
-        return
-    name = names[0]
-    target = Target("core", "step_s", targets[name].scale) if "step_s" not in canon.values else imported(name)
-    canon.values[target.key] = canon.values.pop("wall_s")
-    canon.present[target.key] = canon.present.pop("wall_s")
-    targets[name] = target
-    warnings.add(
-        "step-time",
-        f"{canon.source}: {name} falls on {falls} of its {len(diffs)} steps from one row to the next (median "
-        f"{float(np.median(values)):.3g} s): the seconds of each iteration, not a clock; read as {target.key}"
-        + (", and the clock as their sum" if target.key == "step_s" else ""),
-    )
+    # a time that mostly stays as it is and spans less than its own size (0.25 s, then 0.26 s) is no clock either
+    flat = 2 * int((diffs > 0).sum()) < len(diffs) and np.ptp(values) < float(np.median(values))
+    return not (3 * falls < len(diffs) and (diffs > 0).any() and not level and not flat)
 
 
 # A logged step time this many times its neighbours' median took more than a training step: an evaluation, a

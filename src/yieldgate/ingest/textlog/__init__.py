@@ -15,7 +15,7 @@ tokens) is read by `facts`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias
@@ -27,6 +27,7 @@ from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.mapping import LogMapping, computed_step
+from yieldgate.ingest.stepcount import counts_only, infer_step
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
 from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, metriclogger, openmmlab, tqdm
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, LogFormat, strip_ansi
@@ -176,10 +177,13 @@ FORMATS: dict[str, LogFormat] = {
         LogFormat(
             "kv",
             "any `key: value` / `key=value` pairs with a step key (`step`, `iter`, `iteration N/M`, "
-            "`global_step`, ...): nanotron, TorchTitan, MaxText, DeepSpeed and most hand-written loops; and blocks "
-            "of one pair per line under a `[step=N/M]` (OLMo) or `[batch=N/M]:` (Composer) line",
-            reader=kv.read_pairs,
+            "`global_step`, ...) or progress pairs (`Epoch [3/300] Iter [50/390]`, `[3/300][50/390]`): nanotron, "
+            "TorchTitan, MaxText, DeepSpeed and most hand-written loops; and blocks of one pair per line under a "
+            "`[step=N/M]` (OLMo) or `[batch=N/M]:` (Composer) line, or `| > name: value` lines under a `--> STEP: "
+            "24/406 -- GLOBAL_STEP: 25` head (Coqui TTS's trainer)",
+            reader=kv.read_counted,
             blocks=kv.read_block,
+            context=kv.context,
         ),
     )
 }
@@ -383,19 +387,85 @@ def _read_file(
         values = numeric_column(col, frame[col], where, warnings, str(path))
         if values is not None:
             columns[col] = values
+    _refuse_counters_alone(columns, where)
     stamps = clock(lines, first_lines) if "timestamp" not in columns else None
     if stamps is not None:
         columns["timestamp"] = (stamps[0], ~np.isnan(stamps[0]))  # Unix seconds until all files are read
     declared = _declared(columns, own)
-    if user.step is not None and user.step.epoch is not None:
-        columns["step"] = computed_step(columns, user.step, str(path))
-        step_name = "step"
-    else:
-        step_name = pick_step(columns, user.names, str(path))
+    if stamps is not None and _stamped(columns, own):
+        declared.names["timestamp"] = "wall_s"
+        warnings.reading.setdefault("clock", "the timestamp each line starts with (seconds since the first)")
+    step_name = _step_of(columns, path, user, own, warnings)
+    placed = columns[step_name][1]
+    if not placed.all():
+        warnings.add(
+            "unplaced",
+            f"{where[int(np.argmin(placed))]}: {int((~placed).sum())} record(s) print no counter that places them "
+            "(no epoch beside the count within it): left out",
+        )
+        columns = {n: (v[placed], p[placed]) for n, (v, p) in columns.items()}
+        where = [w for w, keep in zip(where, placed.tolist(), strict=True) if keep]
     for name in {*(own.step_columns() if own is not None else ()), EVAL_MARK} - {step_name}:
         columns.pop(name, None)
     rows = rows_from_columns(str(path), columns, where, step_name)
     return rows, (stamps[1] if stamps is not None else None), declared
+
+
+def _refuse_counters_alone(columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str]) -> None:
+    """InputError where a file's records hold counters alone (a step, an epoch, a batch), no value of training: a log
+    read so would be imported empty."""
+    counted = counts_only(n for n in columns if n not in ("step", "timestamp", EVAL_MARK))
+    if counted is not None:
+        raise InputError(
+            f"{where[0]}: only counters were read ({', '.join(_shown(counted))}) on {len(where):,} line(s), no value "
+            "of training (a loss, a rate, a score): not a training log's values; name them with patterns, or a "
+            "mapping's lines",
+            parameter=("patterns", "map"),
+        )
+
+
+def _step_of(
+    columns: dict[str, tuple[np.ndarray, np.ndarray]],
+    path: Path,
+    user: LogMapping,
+    own: LogMapping | None,
+    warnings: Warnings,
+) -> str:
+    """The column that holds the step, and how it was read (`Warnings.reading`): the user's mapping's rule, else the
+    counters combined (`stepcount`; a format whose mapping computes the step has its own rule), else the step field
+    found by name. The counter columns (`#...`) are taken out."""
+    found = infer_step(columns, str(path))
+    counted = found if own is None or own.step is None else None
+    if user.step is not None and user.step.epoch is not None:
+        columns["step"] = computed_step(columns, user.step, str(path))
+        warnings.reading.setdefault("step", f"{user.step.describe()} (the mapping's rule)")
+        return "step"
+    if counted is not None and "step" not in user.names.values():
+        columns["step"] = (counted.step, counted.present)
+        warnings.reading.setdefault("step", counted.how)
+        return "step"
+    step_name = pick_step(columns, user.names, str(path))
+    warnings.reading.setdefault("step_field", step_name)
+    rule = (own.step if own is not None else None) or user.step
+    if rule is not None and step_name == "step":
+        warnings.reading.setdefault("step", f"{rule.describe()} (the mapping's rule)")
+    return step_name
+
+
+def _shown(names: Iterable[str]) -> list[str]:
+    """Counter columns as the log names them (`#epoch` -> `epoch`; a total left out)."""
+    return sorted({n.lstrip("#") for n in names if not n.endswith("/total")})
+
+
+_STAMPED = 0.9  # the share of a log's records that start with a timestamp for the timestamps to be its clock
+
+
+def _stamped(columns: Mapping[str, tuple[np.ndarray, np.ndarray]], own: LogMapping | None) -> bool:
+    """Whether the timestamps the records start with are the log's clock: nearly every record has one, and the
+    format reads no clock of its own (a `wall_s` it names). A per-iteration `time` beside them is then `step_s`
+    (`timing.per_step_times`), and the gaps between launches are in the clock."""
+    owned = own is not None and "wall_s" in own.names.values()
+    return not owned and "wall_s" not in columns and float(np.mean(columns["timestamp"][1])) >= _STAMPED
 
 
 def _declared(columns: Mapping[str, tuple[np.ndarray, np.ndarray]], own: LogMapping | None) -> LogMapping:

@@ -9,9 +9,11 @@ number.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
+
+import numpy as np
 
 if TYPE_CHECKING:
     from yieldgate.ingest.mapping import LogMapping
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NUM",
     "PER_DEVICE_TOKENS_PER_S",
+    "TIMED",
     "BlockReader",
     "Line",
     "LogFormat",
@@ -85,6 +88,73 @@ class Line:
         return out
 
 
+def _printed_alike(
+    a: Mapping[str, float], b: Mapping[str, float], skip: Collection[str] = (), places: Mapping[str, int] | None = None
+) -> bool:
+    """Whether two records hold the same values (those in `skip` aside), each to the digits of the one printed with
+    fewer, and at least to its name's `places` (`stepback.printed_places`)."""
+    from yieldgate.ingest.stepback import printed_alike
+
+    keys = a.keys() - set(skip)
+    return keys == b.keys() - set(skip) and all(printed_alike(a[k], b[k], (places or {}).get(k, 0)) for k in keys)
+
+
+_LAG = 8  # records: a second writer's copy of a record comes within this many after it
+
+
+@dataclass
+class _Seen:
+    """What the reading of a log's records remembers: the epoch a line said begins (`carried`), the furthest step
+    reached since the steps last went back to a record that is no copy of a recent one (a restart; a stepless record,
+    an evaluation, is at it: a second writer's copies of the steps before may come between), and the last few
+    records, whose copies a second writer prints a little later."""
+
+    carried: dict[str, float] = field(default_factory=dict)
+    reach: float | None = None  # the furthest step of this attempt: a stepless record is at it
+    count: int = 0
+    copies: int = 0  # records seen to be copies of a recent one: a second writer's
+    stepless: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    recent: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    printed: dict[str, list[float]] = field(default_factory=dict)  # the stepless records' values, by name
+
+    def copied(self, values: dict[str, float]) -> bool:
+        """Whether a stepless record repeats one of the last few (a second writer's copy); else remember it."""
+        from yieldgate.ingest.stepback import printed_places
+
+        for k, v in values.items():
+            self.printed.setdefault(k, []).append(v)
+        # the places each name is printed to, once a few show it (the first copies are told by their digits alone)
+        places = {k: printed_places(np.array(v)) if len(v) >= 4 else 0 for k, v in self.printed.items()}
+        if self.copies and any(
+            self.count - n <= _LAG and _printed_alike(values, b, (), places) for n, b in self.stepless
+        ):
+            return True  # (only where a second writer showed itself: a copy of a record with a step)
+        self.stepless = [(self.count, dict(values)), *self.stepless[:3]]
+        return False
+
+    def record(self, values: dict[str, float]) -> dict[str, float]:
+        """`values` as the record read, with the carried epoch where they print none: a second writer's copy of a
+        record of the epoch before, printed after the line that began the next, keeps its epoch."""
+        self.count += 1
+        copy = next((b for n, b in self.recent if self.count - n <= _LAG and _printed_alike(values, b, TIMED)), None)
+        step = values["step"]
+        self.copies += copy is not None
+        if self.reach is None or (step < self.reach and copy is None):
+            self.reach = step  # the steps go back, not to a copy of a step before: a restart
+        self.reach = max(self.reach, step)
+        out = values
+        if self.carried and "#epoch" not in values:
+            out = {**values, **self.carried}
+            if copy is not None and "#epoch" in copy:
+                out["#epoch"] = copy["#epoch"]
+        self.recent = [(self.count, out), *self.recent[: _LAG - 1]]
+        return out
+
+
+# What a writer times for itself, by the names the readers give it: a copy of a record differs in these.
+TIMED = ("step_s", "step_time", "time", "data_time", "wall_s", "timestamp", "#epoch", "#epoch/total")
+
+
 @dataclass(frozen=True)
 class LogFormat:
     """One trainer's log: its kinds of line, tried in order, and `reader` last."""
@@ -111,6 +181,9 @@ class LogFormat:
     """Its steps count epochs (one line per epoch), not optimizer steps."""
     mapping: LogMapping | None = None
     """The declared mapping the format is written as (`textlog.mapped`): its names, directions and step rule."""
+    context: Callable[[str], dict[str, float] | None] | None = None
+    """A reader of lines that only say which epoch begins (`Epoch 3/10`): the counters they give the records after
+    them that print none (`kv.context`)."""
 
     def records(self, lines: Sequence[str]) -> Iterator[Record]:
         """(index of the record's first line, lines it took, values) of each record in `lines`.
@@ -122,23 +195,32 @@ class LogFormat:
             return
         i, last = 0, None
         pending: list[tuple[int, dict[str, float]]] = []  # stepless values waiting for the next step (`ahead`)
+        seen = _Seen()
         while i < len(lines):
             line = strip_ansi(lines[i])
+            if self.context is not None and (found := self.context(line)) is not None:
+                seen.carried = found
+                i += 1
+                continue
             block = self.blocks(line, lines, i) if self.blocks is not None else None
             if block is not None:
                 n, values = block
-                if n > 1:
-                    last = values["step"]
-                    yield i, n, values
+                if "step" not in values and values and seen.reach is not None:
+                    if seen.copied(values):
+                        i += n
+                        continue  # the same stepless record again: a second writer's
+                    values["step"] = seen.reach  # an evaluation's block after the step it evaluates
+                if n > 1 and "step" in values:
+                    yield i, n, seen.record(values)
                 i += n
                 continue
             read = self.read(line, None if self.ahead else last)
             if read is not None:
                 last = read["step"]
-                for j, waiting in pending:
-                    yield j, 1, {**waiting, "step": last}
+                for j, held in pending:
+                    yield j, 1, {**held, "step": last}
                 pending = []
-                yield i, 1, read
+                yield i, 1, seen.record(read)
             elif self.ahead and (stepless := self._stepless(line)):
                 pending.append((i, stepless))
             i += 1

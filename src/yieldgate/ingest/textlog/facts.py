@@ -24,10 +24,10 @@ from yieldgate.ingest.textlog.base import PER_DEVICE_TOKENS_PER_S, strip_ansi
 __all__ = ["batch_tokens", "clock", "device_count", "per_device_throughput"]
 
 # A date-time at the start of a line, bare or in brackets, after at most two bracketed tags (TorchTitan's
-# `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`): ISO with `T` or a space, optional fraction (`.` or
-# logging's `,`) and zone.
+# `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`) or Coqui TTS's `--> TIME:` that heads a step's block: ISO
+# with `T` or a space, optional fraction (`.` or logging's `,`) and zone.
 _STAMP = re.compile(
-    r"^\s*(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
+    r"^\s*(?:-->\s*TIME:\s*)?(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
     r"(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])"
 )
 # nanotron's `08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | ...` (month first, as logging's

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from yieldgate.ingest.stepcount import counter_name, total_name
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, number, strip_ansi
 
-__all__ = ["read_block", "read_pairs"]
+__all__ = ["context", "progress", "read_block", "read_counted", "read_pairs"]
 
 # A key is up to eight words, each from a word's start and letters first (a timestamp or a count is not a
 # key), optionally a unit in parentheses; then `:` or `=`, a number (in brackets: DeepSpeed's `lr=[0.0001]`)
@@ -69,6 +70,23 @@ _STEP_TIMES = {
     "time_per_step",
 }
 _STEP_KEYS = {"step", "iteration", "iter", "global_step"}
+# Keys whose value is a counter (`stepcount`): the step keys, the epoch, and the names a line of pairs gives them.
+_COUNTER_KEYS = {"step", "iteration", "iter", "global_step", "epoch", "batch"}
+# A progress pair: a count and its total `N/M`, labelled by a counter word before it (`Epoch [3/300]`, `Iter 50/390`,
+# `Step: 50/390`, `STEP: 24/406`, `batch=2/4800`), or bracketed alone (`[3/300][50/390]`: told apart by position).
+_COUNTER_WORD = r"(?:global[ _]step|epochs?|ep|iters?|iterations?|it|steps?|batch)"
+_PROGRESS = re.compile(
+    rf"(?:(?<![\w.])(?P<label>{_COUNTER_WORD})\s*[:=]?\s*)?(?P<open>\[)?\s*(?<![\d/.])(?P<n>\d{{1,12}})\s*/\s*"
+    r"(?P<total>\d{1,12})\s*(?(open)\])(?![\d/.:-])",
+    re.IGNORECASE,
+)
+# An epoch named by a word and a number, without its total (`[ep 3 | it 50/100]`, `epoch 3 loss: 2.3`).
+_EPOCH_WORD = re.compile(r"(?<![\w./-])(?:epoch|ep)\s*[:=]?\s*(?P<n>\d{1,9})(?![\d./:-])", re.IGNORECASE)
+# A line that says only which epoch begins (`Epoch 3/10`, ` > EPOCH: 3/100`, `=== Epoch 3 ===`, `[Epoch 3]`): the
+# records after it are of that epoch until the next such line.
+_EPOCH_ONLY = re.compile(
+    r"^[\W_]*(?:epoch|ep)\W*[:=]?\s*\[?(?P<n>\d{1,9})(?:\s*/\s*(?P<total>\d{1,9}))?\]?[\W_]*$", re.I
+)
 # A step word after an evaluation word (TorchTitan's `validate step:  1  loss: 12.2079  tps: 7,599`): the line
 # holds an evaluation's values at that step, not the training step's.
 _EVAL_STEP = re.compile(r"\b(?:validate|validation|eval|evaluation)\s+step\s*[:=]", re.IGNORECASE)
@@ -83,6 +101,8 @@ def _key(text: str) -> str:
     dropped."""
     text = re.sub(r"\s*\(([^()]*)\)", lambda m: "_" + m.group(1).replace("/", "_per_"), _LEVEL.sub("", text.strip()))
     words = re.sub(r"-+", "_", text.lower()).split()
+    if words[-2:] == ["global", "step"]:
+        return "global_step"
     if words[-1] in _STEP_KEYS and not _NOT_THE_STEP.intersection(words[:-1]):
         return words[-1]
     return "_".join(words)
@@ -91,9 +111,31 @@ def _key(text: str) -> str:
 def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
     """Every `key: number` / `key=number` of a line, with the step from a step key or `iteration N/M`
     (`step=False`: the pairs of a block's line, which has none)."""
+    out = _pairs(line)
+    if not step:
+        return out or None
+    return _stepped(line, out, {}) if out else None
+
+
+def read_counted(line: str) -> dict[str, float] | None:
+    """`read_pairs` with the line's counters (`#epoch`, `#iter`, `#iter/total`, ... for `stepcount`): its progress
+    pairs and its step keys. A line of progress pairs and values but no step key (`[3/300][50/390] loss: 2.3`, an
+    evaluation's `Epoch [3/300] val_loss: 2.1`) is read too, its step the counters' to place."""
+    out = _pairs(line)
+    if not out:
+        return None
+    counters = progress(line)
+    counters.update(
+        (counter_name(k), v) for k, v in out.items() if k in _COUNTER_KEYS and counter_name(k) not in counters
+    )
+    found = _stepped(line, out, counters)
+    return {**found, **counters} if found is not None else None
+
+
+def _pairs(line: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if len(line) > _LONGEST or _REPR.search(line):
-        return None
+        return out
     for m in _PAIR.finditer(_TAGS.sub(" ", line)):
         if m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
             continue
@@ -114,29 +156,71 @@ def read_pairs(line: str, step: bool = True) -> dict[str, float] | None:
             if key.endswith(suffix) and key[: -len(suffix)] in _STEP_TIMES:
                 key, value = "step_s", value * scale
         out.setdefault(key, value)
-    if not step:
-        return out or None
+    return out
+
+
+def _stepped(line: str, pairs: dict[str, float], counters: dict[str, float]) -> dict[str, float] | None:
+    """The pairs of a metrics line with its `step`: a step key's, `iteration N/M`'s, else the first of `counters`
+    (the epoch's where there is one); None for a line that measures nothing, or has no step."""
+    out = dict(pairs)
     for name in ("iteration", "iter", "global_step"):
         if "step" not in out and name in out:
             out["step"] = out.pop(name)
     # DeepSpeed's `steps: 100 loss: 3.4567 iter time (s): 1.234`; a config's `steps: 100000` has no loss
     if "step" not in out and "steps" in out and any("loss" in key for key in out):
         out["step"] = out.pop("steps")
-    if not out or out.keys() == {"step"}:  # a line with a step and nothing measured is not a metrics line
+    if not out.keys() - {"step", "epoch"}:  # a line with counters and nothing measured is not a metrics line
         return None
     if "step" not in out:
         found = _STEP_OF_TOTAL.search(line) or _STEP_WORD.search(line)
-        if found is None:
+        if found is not None:
+            out["step"] = float(found["step"])
+        elif counters:  # progress pairs alone (`[3/300][50/390]`, an evaluation's `Epoch [3/300]`): `stepcount`
+            out["step"] = counters.get("#epoch", [v for k, v in counters.items() if not k.endswith("/total")][-1])
+        else:
             return None
-        out["step"] = float(found["step"])
     if _EVAL_STEP.search(line):
-        return {key if key == "step" else "val_" + key: value for key, value in out.items()}
+        out = {key if key == "step" else "val_" + key: value for key, value in out.items()}
+    return out
+
+
+def progress(line: str) -> dict[str, float]:
+    """The counters of a line's progress pairs, `#<label>` and `#<label>/total` (`stepcount`); a bracketed pair
+    without a label by its position (`#1`, `#2`); an epoch named without its total (`[ep 3 | it 50/100]`)."""
+    out: dict[str, float] = {}
+    if (m := _EPOCH_WORD.search(line)) is not None:
+        out[counter_name("epoch")] = float(m["n"])
+    if "/" not in line:
+        return out
+    position = 0
+    for m in _PROGRESS.finditer(line):
+        if m["label"] is None and m["open"] is None:
+            continue  # `3/4` in prose: no counter
+        if m["label"] is None:
+            position += 1
+        label = _key(m["label"]) if m["label"] else str(position)
+        label = {"iters": "iter", "iterations": "iteration", "steps": "step", "epochs": "epoch"}.get(label, label)
+        if counter_name(label) not in out or total_name(label) not in out:
+            out[counter_name(label)], out[total_name(label)] = float(m["n"]), float(m["total"])
+    return out
+
+
+def context(line: str) -> dict[str, float] | None:
+    """The epoch a line that says only which epoch begins gives the records after it (`#epoch`, `#epoch/total`)."""
+    m = _EPOCH_ONLY.match(line) if len(line) < 80 else None
+    if m is None:
+        return None
+    out = {counter_name("epoch"): float(m["n"])}
+    if m["total"] is not None:
+        out[total_name("epoch")] = float(m["total"])
     return out
 
 
 def read_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, float]] | None:
     """The block `line` (`lines[i]`, stripped) heads: the lines after it that start with a space and hold pairs,
     their values at the head's step; (lines it took, values), or None when the line heads no block."""
+    if line.lstrip().startswith("-->"):
+        return _arrow_block(line, lines, i)
     head = _BLOCK_HEAD.search(line) if len(line) <= _LONGEST else None
     if head is None:
         return None
@@ -147,3 +231,38 @@ def read_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, 
         values.update((k, v) for k, v in more.items() if k not in values)
         n += 1
     return n, values
+
+
+# Coqui TTS's trainer: a head `--> STEP: 24/406 -- GLOBAL_STEP: 25` (after `--> TIME: <stamp> --` in its later
+# versions), then one `| > name: value  (running average)` line per metric; `--> EVAL PERFORMANCE` heads the
+# evaluation's `avg_*` values (no step: the last one's), `--> TRAIN PERFORMACE -- ... GLOBAL_STEP: N` the epoch's
+# averages. During an evaluation its batches are `--> STEP: 27`, a bare count without a total: not training steps.
+_BULLET = re.compile(rf"^\s*\|\s*>\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<value>{NUM})(?:\s*\([^()]*\))?\s*$")
+_EVAL_HEAD = re.compile(r"\b(?:EVAL|EVALUATION|VALID|VALIDATION|TEST)\b", re.IGNORECASE)
+_SUMMARY_HEAD = re.compile(r"\bPERFORM", re.IGNORECASE)
+_BLOCK_NAMES = {"current_lr": "lr", "loader_time": "data_time"}  # Coqui's names of the learning rate and data wait
+
+
+def _arrow_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, float]] | None:
+    n, body = 1, dict[str, float]()
+    while i + n < len(lines) and (m := _BULLET.match(strip_ansi(lines[i + n]))):
+        body.setdefault(m["name"], number(m["value"]))
+        n += 1
+    if n == 1:
+        return None
+    head = line.lstrip()[3:]
+    counters = progress(head)
+    pairs = read_pairs(head, step=False) or {}
+    if _EVAL_HEAD.search(head):
+        return n, {"val_" + k.removeprefix("avg_"): v for k, v in body.items()}
+    if "global_step" in pairs:
+        counters[counter_name("global_step")] = pairs["global_step"]
+    if "step" in pairs and counter_name("step") not in counters:
+        if "global_step" not in pairs:
+            return n, {}  # an evaluation's batch (`--> STEP: 27`)
+        counters[counter_name("step")] = pairs["step"]
+    values = {_BLOCK_NAMES.get(k, k): v for k, v in body.items()}
+    if _SUMMARY_HEAD.search(head):
+        values = {f"epoch_{k}" if k.startswith("avg_") else k: v for k, v in values.items()}
+    step = pairs.get("global_step", pairs.get("step"))
+    return n, {**values, **counters, **({"step": step} if step is not None else {})}

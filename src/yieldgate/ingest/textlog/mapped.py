@@ -80,13 +80,23 @@ def mapped_format(
         found = read(line) if mapping.lines else None
         return found if found is not None or reader is None else reader(line)
 
+    counters = {*mapping.step_columns(), "step"}
+    context: dict[str, float] = {}  # with `carry`: the step's fields of the last line that held nothing else
+
     def scan(lines: Sequence[str]) -> Iterator[Record]:
         per: float | None = None
         last: float | None = None
+        context.clear()
         for i, line in enumerate(lines):
             values = fields(line)
             if not values:
                 continue
+            if mapping.carry and values.keys() <= counters:
+                context.clear()
+                context.update(values)  # `Epoch 3`: the lines after it are of epoch 3
+                continue
+            if mapping.carry:
+                values = {**context, **values}  # a line without the epoch (a metric printed alone): the last named
             size = mapping.step.iters_per_epoch if mapping.step is not None else None
             if isinstance(size, str) and size in values:
                 per = values[size]

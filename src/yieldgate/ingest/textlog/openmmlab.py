@@ -43,8 +43,10 @@ def read_line(line: str) -> dict[str, float] | None:
     """One OpenMMLab log line's fields: `epoch`, `iter`, `iters` (training lines), its pairs; an evaluation
     line's metrics under `val/<metric>` (or their own task) with `EVAL_MARK`."""
     head = _HEAD.search(line)
-    if head is None:
-        return None
+    if head is None or (head["mode"] == "Epoch" and head["a_of"] is not None and head["phase"] is None):
+        return None  # `Epoch [3/300]`: an epoch of a total, another logger's progress pair (OpenMMLab's is `[3][..]`)
+    if head["mode"] == "Iter" and head["phase"] is None and re.search(r"\bEpoch\b", line, re.IGNORECASE):
+        return None  # `Iter [50/390] Epoch [3/300]`: a count within an epoch, not an iteration-based runner's
     pairs = {m["key"]: number(m["value"]) for m in _PAIR.finditer(line, head.end())}
     if not pairs:
         return None
