@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip
 # The extras the tests and benchmarks exercise: every one (`all`), installed with the `dev` or `bench` group.
 EXTRAS := all
 
-.PHONY: demo demo-full test test-all browsers pg-start pg-stop slurm-start slurm-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint
+.PHONY: demo demo-full test test-all browsers pg-start pg-stop slurm-start slurm-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint gpu-wheels gpu-check
 
 # pip >= 25.1 reads pyproject.toml's dependency groups (`--group dev`: the contributors' tools, not extras).
 $(BIN)/python:
@@ -114,6 +114,28 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_published.py
 	@.ci/pg start >/dev/null; status=0; YIELDGATE_TEST_PG_URL="$$(cat .pg/url 2>/dev/null)" \
 		$(BIN)/python benchmarks/bench_pg.py || status=$$?; .ci/pg stop; exit $$status
+
+# The GPU check (benchmarks/gpu_check.py, issue #49) runs on a machine with a GPU, its own python3 and torch, and maybe no
+# network. `make gpu-wheels`, where there is one, fetches what that machine's Python (GPU_PYTHON_VERSION, x86-64 Linux)
+# lacks into build/gpu-wheels/ (GPU_WHEELS: the lent machines hold every other dependency); `make gpu-check` there
+# installs them into build/gpu-site/ and runs the check (GPU_CHECK_ARGS: --quick, --out FILE, --only 3,5).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_PYTHON_VERSION ?= 3.12
+GPU_WHEELS ?= 'pydantic>=2.6'
+GPU_CHECK_ARGS ?=
+
+gpu-wheels: | $(BIN)/python
+	rm -rf build/gpu-wheels && mkdir -p build/gpu-wheels
+	$(PIP) download --quiet --only-binary=:all: --python-version $(GPU_PYTHON_VERSION) --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		--dest build/gpu-wheels $(GPU_WHEELS)
+
+gpu-check:
+	@if ls build/gpu-wheels/*.whl >/dev/null 2>&1; then \
+		$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --no-compile --upgrade --target build/gpu-site \
+		build/gpu-wheels/*.whl || echo "gpu-check: build/gpu-wheels/ does not install on $(GPU_PYTHON)" \
+		"(made for Python $(GPU_PYTHON_VERSION): make gpu-wheels GPU_PYTHON_VERSION=...); going on without it"; fi
+	$(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 # Rewrites the Reliability table (docs/reliability.md) from what the reliability tests measure.
 reliability-table: $(VENV)/.dev pg-start
