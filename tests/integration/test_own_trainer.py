@@ -328,27 +328,122 @@ def test_a_real_sigkill_of_the_worker_is_not_left_running(data):
     assert "0 running, 1 failed" in out.output and "its process is gone" in out.output, out.output
 
 
-def test_the_docs_page_examples_run_as_written(data, tmp_path):
-    """docs/own-trainer.md: its files (the command trainer, the callable trainer, their campaigns) and its commands,
-    run as written in a folder holding the data the page names."""
+DOCS = Path(__file__).parents[2] / "docs"
+
+
+def docs_folder(data: Path, folder: Path) -> dict[str, str]:
+    """docs/own-trainer.md's files written into `folder`, with the data the page names: the team's Shakespeare as
+    `data/plays.jsonl`, its Milton as `data/poems.jsonl`, the held-out Shakespeare as `heldout.jsonl`. Returns the
+    page's files by name."""
     import pyarrow.parquet as pq
 
     from tests.test_docs import quickstart
 
-    files, commands = quickstart((Path(__file__).parents[2] / "docs" / "own-trainer.md").read_text())
-    assert {"train.py", "campaign.yaml", "my_trainer.py", "campaign-callable.yaml"} <= set(files)
+    files, _ = quickstart((DOCS / "own-trainer.md").read_text())
     for name, body in files.items():
-        (tmp_path / name).write_text(body)
-    (tmp_path / "data").mkdir()
-    shutil.copy(data / "shakespeare.jsonl", tmp_path / "data" / "plays.jsonl")
-    shutil.copy(data / "heldout.jsonl", tmp_path / "heldout.jsonl")
+        (folder / name).write_text(body)
+    (folder / "data").mkdir()
+    shutil.copy(data / "shakespeare.jsonl", folder / "data" / "plays.jsonl")
+    shutil.copy(data / "heldout.jsonl", folder / "heldout.jsonl")
     poems = pq.read_table(data / "milton.parquet").column("text").to_pylist()
-    (tmp_path / "data" / "poems.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in poems))
+    (folder / "data" / "poems.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in poems))
+    return files
+
+
+def shell(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`command` run by bash in `folder` as a user would, yieldgate's interpreter first on PATH, no ledger set."""
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
     env.pop("YIELDGATE_LEDGER", None)
+    return subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True)
+
+
+def text_bytes(path: Path) -> int:
+    """The UTF-8 bytes of a JSON-lines file's texts: a byte-level script's unique tokens of it (no filter, no dedup)."""
+    return sum(len(json.loads(line)["text"].encode()) for line in path.read_text().splitlines() if line.strip())
+
+
+def test_the_docs_page_examples_run_as_written(data, tmp_path):
+    """docs/own-trainer.md: its files (the command trainer, the callable trainer, their campaigns) and its commands,
+    run as written in a folder holding the data the page names; the sources' `unique_tokens:` it shows are the bytes
+    of that data's texts (train.py trains on bytes), as the page's command counts them."""
+    from tests.test_docs import quickstart
+
+    files = docs_folder(data, tmp_path)
+    assert {"train.py", "campaign.yaml", "my_trainer.py", "campaign-callable.yaml"} <= set(files)
+    _, commands = quickstart((DOCS / "own-trainer.md").read_text())
     for command in commands:
-        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True)
+        done = shell(command, tmp_path)
         assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
     with Ledger(str(tmp_path / "yieldgate.db")) as led:
         assert set(led.runs()["status"]) == {"finished"} and len(led.runs()) == 5
         assert order(summarise(led, "own").to_dict(), 8192)[-1] == "control"
+    declared = {
+        s["name"]: s["unique_tokens"]
+        for r in yaml.safe_load(files["campaign.yaml"])["recipes"].values()
+        for s in r["sources"]
+    }
+    assert declared == {n: text_bytes(tmp_path / "data" / f"{n}.jsonl") for n in ("plays", "poems")}
+
+
+def test_a_campaign_of_one_recipe_as_the_docs_write_it_is_gated_with_nothing_unknown(data, tmp_path):
+    """Issue #44 items 7 and 8: docs/own-trainer.md's script and its `clean` recipe, at three seeds and three budgets
+    (what the gate needs), summarise (one recipe ended in a traceback once), and `gate` under examples/policy.yaml
+    finds nothing unknown: each manifest's model is the script's bigram table (256 x 256 parameters, measured by its
+    Tracker; no shape declared, so none recorded: it was the reference GPT's 2 x 64), and the sources' unique
+    tokens are the `unique_tokens:` the page shows. The decision holds on a real finding: 50,000 tokens are 0.76 a
+    parameter of that table, where the policy asks 10."""
+    from yieldgate.gate.policy import load_policy
+
+    files = docs_folder(data, tmp_path)
+    spec = yaml.safe_load(files["campaign.yaml"])
+    one = {**spec, "name": "own-one", "recipes": {"clean": spec["recipes"]["clean"]}, "seeds": 3}
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump({**one, "budgets": [8192, 16384, 32768]}))
+    done = shell("yieldgate probe one.yaml --workers 2", tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, (done.stdout[-2000:], done.stderr[-3000:])
+    assert "own-one: 32,768 tokens per probe" in done.stdout and "forecast clean: 32,768 -> 65,536" in done.stdout
+    with Ledger(str(tmp_path / "yieldgate.db")) as led:
+        runs = list(led.runs()["name"])
+        manifests = [led.manifest(r) for r in runs]
+        decision = gate(led, "own-one/clean/*", load_policy(DOCS.parent / "examples" / "policy.yaml"))
+    assert len(runs) == 9
+    for m in manifests:
+        assert m is not None and m.model is not None and m.data is not None
+        assert m.model.params == 256 * 256 and m.model.layers is None and m.model.context is None
+        assert m.data.sources[0].unique_tokens == text_bytes(tmp_path / "data" / "plays.jsonl")
+    checks = {c.name: c for c in decision.checks}
+    assert not [c for c in decision.checks if "unknown" in c.detail], decision.checks
+    assert checks["data supply"].passed and checks["seeds"].passed and checks["lower bound above threshold"].passed
+    assert checks["tokens per parameter"].detail == "scout: 0.763 tokens per parameter, the policy needs 10"
+    assert decision.decision == "hold"
+
+
+def test_an_own_trainer_probe_whose_training_loss_went_nan_fails_and_is_not_ranked(data, tmp_path):
+    """Issue #44 item 8: the docs' script, where seed 1's loss turns NaN halfway (an overflow its optimizer step then
+    skips, as a GradScaler does: the weights, and so the evaluations, stay finite) ends failed, with why, and the
+    campaign ranks seed 0 alone (it ended finished and was ranked)."""
+    files = docs_folder(data, tmp_path)
+    anchor = "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+    assert anchor in files["train.py"]
+    overflow = (
+        "    if args.seed == 1 and step > steps // 2:\n"
+        "        loss = loss * float('nan')  # an overflow\n"
+        "    opt.zero_grad()\n    loss.backward()\n"
+        "    if torch.isfinite(loss):  # a step whose loss overflowed is skipped\n        opt.step()\n"
+    )
+    (tmp_path / "train.py").write_text(files["train.py"].replace(anchor, overflow))
+    spec = yaml.safe_load(files["campaign.yaml"])
+    nan = {**spec, "name": "nan", "recipes": {"clean": spec["recipes"]["clean"]}, "seeds": 2}
+    (tmp_path / "nan.yaml").write_text(yaml.safe_dump(nan))
+    done = shell("yieldgate probe nan.yaml --workers 2", tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "1 of 2 probe(s) failed; the first, nan/clean/s1/t8192: NaN loss: the training diverged" in done.stderr
+    with Ledger(str(tmp_path / "yieldgate.db")) as led:
+        status = dict(zip(led.runs()["name"], led.runs()["status"], strict=True))
+        error = led.meta("nan/clean/s1/t8192")["error"]
+        evals = led.evals("nan/clean/s1/t8192")
+        summary = summarise(led, "nan").to_dict()
+    assert status == {"nan/clean/s0/t8192": "finished", "nan/clean/s1/t8192": "failed"}
+    assert error.startswith("NaN loss: the training diverged (the training loss is nan at step 5, and non-finite at")
+    assert evals["value"].notna().all()  # the evaluations were finite: only the training loss says it
+    (entry,) = summary["rankings"]["8192"]["bpb"]["order"]
+    assert entry["recipe"] == "clean" and entry["seeds"] == 1

@@ -8,9 +8,17 @@ probe owns its run in the ledger (`Ledger.claim_run`) and hands that ownership t
 the run is live while the worker is, and a worker killed with the probe leaves a run the next campaign run takes over.
 
 A probe ends `finished` when its process exits 0, the run holds its evaluation (`val/bpb`, or `val/<source>/bpb` for
-each eval source) and no loss is NaN; `failed` otherwise (a non-zero exit, a timeout, a NaN loss, a missing
-evaluation), with the tail of its output in the run's meta (`output_tail`); `killed` when SIGTERM stopped it (a
-preemption: the next run of the campaign trains it again).
+each eval source) and no loss is NaN, held out or training (a training loss recorded NaN or infinite: a value never
+recorded is no NaN); `failed` otherwise (a non-zero exit, a timeout, a NaN loss, a missing evaluation), with the tail
+of its output in the run's meta (`output_tail`); `killed` when SIGTERM stopped it (a preemption: the next run of the
+campaign trains it again).
+
+The probe's manifest holds what the campaign says of it and nothing it does not: the model's shape and the context
+only where the campaign file declares them (`models:`, `probe.context`; `ProbeSpec.declared`), since the script
+builds its own model; the parameters the script's Tracker measured are written into it when the probe ends, where
+the gate reads them (tokens per parameter). Each source's unique tokens are measured from its files where the recipe
+names the tokenizer file the script uses (`data.source_counts`, cached), and otherwise are the recipe's own
+(`unique_tokens:`): a count in a tokenizer the script does not use is not its tokens.
 """
 
 from __future__ import annotations
@@ -27,11 +35,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from yieldgate.errors import RunInUse
+import numpy as np
+import pandas as pd
+
+from yieldgate.errors import InputError, RunInUse
 from yieldgate.ledger import Ledger, spills
 from yieldgate.ledger.merge import copy_run
 from yieldgate.ledger.owners import HEARTBEAT_EVERY_S, Owner
-from yieldgate.manifest import Manifest, ModelConfig
+from yieldgate.manifest import Manifest, ModelConfig, Recipe
 from yieldgate.probe.campaign.keeper import command_line
 from yieldgate.probe.campaign.own_spec import ProbeJob, TrainerSpec, render, resolve_callable, tracker_import_problem
 from yieldgate.probe.campaign.status import probe_status
@@ -156,23 +167,25 @@ def _recipe(spec: Any, workdir: str) -> dict[str, Any]:
 
 
 def _manifest(spec: Any, trainer: TrainerSpec) -> Manifest:
-    """The probe's manifest: its recipe (with the tokenizer's content hash where it is a file on disk), the model
-    entry, and the seed, budget and trainer in its config."""
+    """The probe's manifest: its recipe (with the tokenizer's content hash where it is a file on disk, and each
+    source's unique tokens where they can be measured, `_counted`), the model's shape and the context only where the
+    campaign declares them (`ProbeSpec.declared`), and the seed, budget and trainer in its config."""
     recipe = spec.recipe.model_copy(deep=True)
-    recipe.sequence_length = spec.probe.context
+    declared = set(spec.declared)
+    shape: dict[str, int] = {}
+    if "model" in declared:
+        m = spec.model
+        shape.update(layers=m.layers, width=m.width, heads=m.heads, head_dim=m.width // m.heads)
+    if "context" in declared:
+        recipe.sequence_length = shape["context"] = spec.probe.context
+    workdir = Path(trainer.workdir or ".")
     if recipe.tokenizer is not None and recipe.tokenizer.content_hash is None:
         where = recipe.tokenizer.path or recipe.tokenizer.name
-        recipe.tokenizer.content_hash = _content_hash(Path(trainer.workdir or ".", where))
+        recipe.tokenizer.content_hash = _content_hash(workdir / where)
     return Manifest(
         name=spec.run,
-        data=recipe,
-        model=ModelConfig(
-            layers=spec.model.layers,
-            width=spec.model.width,
-            heads=spec.model.heads,
-            head_dim=spec.model.width // spec.model.heads,
-            context=spec.probe.context,
-        ),
+        data=_counted(recipe, workdir),
+        model=ModelConfig.model_validate(shape) if shape else None,
         config={
             "seed": spec.seed,
             "tokens": spec.tokens,
@@ -180,6 +193,32 @@ def _manifest(spec: Any, trainer: TrainerSpec) -> Manifest:
             "trainer": trainer.command or trainer.call,
         },
     )
+
+
+def _counted(recipe: Recipe, workdir: Path) -> Recipe:
+    """`recipe` with each source on disk that gives no `unique_tokens` measured (`data.source_counts.measured`, after
+    the recipe's filters and dedup, cached by the files' size and time), where the recipe names its tokenizer file
+    (`tokenizer.path`): the script's tokens. Without one the built-in BPE would count tokens the script never sees,
+    so the sources are left as they are (the gate says their supply is unknown); so are they where the tokenizer or a
+    file cannot be read."""
+    from yieldgate.data.source_counts import measured
+
+    if recipe.tokenizer is None or recipe.tokenizer.path is None:
+        return recipe
+    located = recipe.model_copy(deep=True)
+    assert located.tokenizer is not None and located.tokenizer.path is not None  # a copy of the recipe's
+    located.tokenizer.path = str(workdir / Path(located.tokenizer.path).expanduser())
+    for source in located.sources:
+        if source.path:
+            source.path = str(workdir / Path(source.path).expanduser())
+    try:
+        counted = measured(located)
+    except (InputError, OSError, ValueError):
+        return recipe  # an unreadable tokenizer or file: the script's own failure will say so, not its manifest
+    out = recipe.model_copy(deep=True)
+    for source, count in zip(out.sources, counted.sources, strict=True):
+        source.unique_tokens, source.documents = count.unique_tokens, count.documents
+    return out
 
 
 def _content_hash(path: Path) -> str | None:
@@ -454,13 +493,44 @@ def _finish(spec: Any, trainer: TrainerSpec, job: ProbeJob, ledger: str) -> str 
         scored = evals[(evals["task"] + "/" + evals["metric"]).isin([*keys, "val/loss"])]["value"]
         if scored.isna().any() or not scored.map(math.isfinite).all():
             raise ProbeFailed("NaN loss: the training diverged (an evaluation is NaN or infinite)", tail)
+        diverged = _diverged(led.steps(spec.run, ["loss"], nullable=True))
+        if diverged is not None:
+            raise ProbeFailed(f"NaN loss: the training diverged ({diverged})", tail)
         status = led.run_records(spec.run, totals=False)[0]["recorded_status"]
         if status in ("failed", "killed"):
             raise ProbeFailed(f"the trainer's Tracker ended the run {status}", tail, status=status)
+        _measured_model(led, spec.run)
         led.set_status(spec.run, "finished")
         if imported:
             led.set_meta(spec.run, "imported_from", imported)
     return imported
+
+
+def _diverged(steps: pd.DataFrame) -> str | None:
+    """Where the training loss was recorded NaN or infinite, in words (None: never). `steps` holds `step` and `loss`
+    as nullable floats (`Ledger.steps(nullable=True)`): <NA> is a loss never recorded, which is no divergence."""
+    loss = steps["loss"].array
+    bad = ~loss.isna() & ~np.isfinite(loss.to_numpy(dtype="float64", na_value=0.0))
+    if not bad.any():
+        return None
+    first = int(np.argmax(bad))
+    return (
+        f"the training loss is {float(loss[first])} at step {int(steps['step'].iloc[first]):,}, and non-finite at "
+        f"{int(bad.sum()):,} of {int((~loss.isna()).sum()):,} steps recorded"
+    )
+
+
+def _measured_model(led: Ledger, run: str) -> None:
+    """The parameters of the model the script's Tracker was handed (its `model` meta) into the run's manifest, where it
+    records none: a campaign declares at most the model's shape, and the gate reads `model.params`."""
+    params = (led.meta(run).get("model") or {}).get("params")
+    manifest = led.manifest(run)
+    if not isinstance(params, int) or params < 1 or manifest is None:
+        return
+    if manifest.model is not None and manifest.model.params is not None:
+        return
+    model = (manifest.model or ModelConfig()).model_copy(update={"params": params})
+    led.set_manifest(run, manifest.model_copy(update={"model": model}))
 
 
 def _import(trainer: TrainerSpec, job: ProbeJob, ledger: str, run: str) -> str:

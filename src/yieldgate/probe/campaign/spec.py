@@ -260,6 +260,9 @@ class ProbeSpec:
     """The campaign's own trainer (None: the built-in one)."""
     ablation: dict[str, str] | None = None
     """A leave-one-out probe (`ablation`): {"base": the recipe it ablates, "left_out": the source it leaves out}."""
+    declared: tuple[str, ...] = ("model", "context")
+    """What the campaign file says of the probe's shape: `model` (its `models:`), `context` (its `probe.context`). An
+    own trainer's script builds the rest its own way: its manifest holds only these (`own._manifest`)."""
 
     def meta(self) -> dict[str, Any]:
         """What the probe's run carries in its meta under `probe` (with `ablation` only for a leave-one-out probe)."""
@@ -290,6 +293,7 @@ class ProbeSpec:
             "key": self.key,
             "trainer": self.trainer.model_dump(mode="json", by_alias=True) if self.trainer else None,
             "ablation": self.ablation,
+            "declared": list(self.declared),
         }
 
     @classmethod
@@ -309,6 +313,7 @@ class ProbeSpec:
             key=d["key"],
             trainer=TrainerSpec.model_validate(d["trainer"]) if d.get("trainer") else None,
             ablation=d.get("ablation"),
+            declared=tuple(d.get("declared", ("model", "context"))),
         )
 
 
@@ -321,6 +326,9 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
     # The own trainer joins the key only when there is one: the built-in probes' keys stay what they were.
     trainer = {"trainer": campaign.trainer.key_part()} if campaign.trainer is not None else {}
     workdir = Path(campaign.trainer.workdir or ".") if campaign.trainer is not None else Path(".")
+    # What the campaign file gives of the probe's shape (an own trainer's manifest holds only that: `own._manifest`).
+    given = (("model", bool(campaign.models)), ("context", "context" in campaign.probe.model_fields_set))
+    shape = tuple(name for name, yes in given if yes)
     specs = []
     for tokens in sorted(campaign.budgets, reverse=True):
         for name, declared in campaign.recipes.items():
@@ -359,6 +367,7 @@ def plan(campaign: Campaign) -> list[ProbeSpec]:
                             run=run,
                             key=key,
                             trainer=campaign.trainer,
+                            declared=shape,
                         )
                     )
     return specs
