@@ -187,7 +187,7 @@ COMMANDS = {
     },
     "export": {"--json", "--to"},
     "diagnose": {"--json", "--against"},
-    "probe": {"--json", "--executor", "--workers", "--address", "--ablate-sources"},
+    "probe": {"--json", "--executor", "--workers", "--address", "--ablate-sources", "--recipe", "--ablate-by"},
     "campaign": {"--json", "--propose"},
     "gate": {"--json", "--policy", "--strict"},
     "plan": {"--json", "--policy", "--flops", "--scaling", "--params"},

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from yieldgate import api
 from yieldgate.cli import app
 from yieldgate.ledger import Ledger
+from yieldgate.report.console.attribution import effect_lines
 
 pytestmark = pytest.mark.slow  # nine real probes: `make test-all`
 
@@ -67,3 +68,63 @@ def test_leave_one_out_probes_show_each_source_paying_for_its_own_capability(tmp
         assert effect["verdict"] == "helps" and effect["high"] < 0, (source, effect)
     text = runner.invoke(app, ["--ledger", str(ledger), "campaign", "abl"], env={"COLUMNS": "200"}).stdout
     assert "recipe x capability" in text and "source milton: base minus base-minus-milton" in text
+
+
+THREE = {
+    "name": "abl3",
+    "recipes": {
+        "milton": {"sources": [{"name": "milton"}], "tokenizer": {"name": "bpe-512", "vocab_size": 512}},
+        "base": {
+            "sources": [
+                {"name": "shakespeare-modern", "weight": 0.4},
+                {"name": "milton", "weight": 0.3},
+                {"name": "python-stdlib", "weight": 0.3},
+            ],
+            "tokenizer": {"name": "bpe-512", "vocab_size": 512},
+        },
+    },
+    "eval_sources": ["shakespeare-modern", "milton", "python-stdlib"],
+    "seeds": 3,
+    "budgets": [8000],
+    "probe": {"batch_size": 16, "evals": 2, "eval_sequences": 16},
+    "data": {"max_chars_per_source": 100_000, "stdlib_bytes": 200_000},
+}
+
+
+def test_leave_one_out_probes_of_the_second_recipe_move_each_weight_to_a_baseline(tmp_path):
+    """Issue #44 item 9, on real probes: `--ablate-sources --recipe base --ablate-by shakespeare-modern` ablates the
+    campaign's second recipe, each of milton and python-stdlib replaced by shakespeare-modern, the other's share held
+    (0.3). The attribution finds `base` from the probes' meta, says the weights before and after, and the known answer
+    holds: the code's share given to Shakespeare makes the model better on Shakespeare."""
+    path, ledger = tmp_path / "c.yaml", tmp_path / "ledger.db"
+    path.write_text(yaml.safe_dump(THREE, sort_keys=False))
+    runner = CliRunner()
+    args = ["--ablate-sources", "--recipe", "base", "--ablate-by", "shakespeare-modern", "--workers", "2"]
+    done = runner.invoke(app, ["--ledger", str(ledger), "probe", str(path), *args, "--json"])
+    assert done.exit_code == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["run"]["planned"] == 12 and len(out["run"]["finished"]) == 12  # 2 x 3 recipes' probes, 2 x 3 ablations
+    with Ledger(ledger, readonly=True) as led:
+        meta = led.meta("abl3/base-minus-milton+shakespeare-modern/s0/t8000")["probe"]
+    assert meta["ablation"] == {"base": "base", "by": "shakespeare-modern", "left_out": "milton"}
+    shown = out["summary"]["attribution"]
+    assert shown["base"] == "base" and set(shown["sources"]) == {"milton", "python-stdlib"}
+    milton = shown["sources"]["milton"]
+    assert milton["by"] == "shakespeare-modern" and milton["recipe"] == "base-minus-milton+shakespeare-modern"
+    assert milton["weights"]["before"] == pytest.approx(
+        {"shakespeare-modern": 0.4, "milton": 0.3, "python-stdlib": 0.3}
+    )
+    assert milton["weights"]["after"] == pytest.approx({"shakespeare-modern": 0.7, "milton": 0.0, "python-stdlib": 0.3})
+    # The known answer: the code's share given to Shakespeare makes the model better on Shakespeare beyond the seeds'
+    # noise (measured: python-stdlib's effect on shakespeare-modern +0.059 [+0.022, +0.096], "hurts"), and worse on
+    # code (-0.131 [-0.260, -0.001] on python-stdlib: code varies more from seed to seed).
+    code = shown["sources"]["python-stdlib"]["effects"]
+    assert code["val/shakespeare-modern/bpb"]["verdict"] == "hurts" and code["val/shakespeare-modern/bpb"]["low"] > 0
+    assert code["val/python-stdlib/bpb"]["estimate"] < 0, code
+    assert api.campaign_attribution("abl3", ledger=ledger) == shown  # the base found from the probes' meta
+    text = runner.invoke(app, ["--ledger", str(ledger), "campaign", "abl3"], env={"COLUMNS": "200"}).stdout
+    assert (
+        "source milton: base minus base-minus-milton+shakespeare-modern (weights milton 0.3 -> 0, shakespeare-modern"
+        in text
+    )
+    assert "(milton's weight moved to shakespeare-modern, the rest as they were)" in " ".join(effect_lines(shown))

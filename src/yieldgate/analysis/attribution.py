@@ -5,10 +5,14 @@ capability, and a recipe x capability table that shows a mixture improving one c
   sources, `campaign.probe_scores`), and each **capability**: `val/<source>/bpb` of each eval source (each source a
   probe is evaluated on when the campaign names none), each the mean over the campaign's last `last_evals`
   evaluations. Lower is better.
-- **Where**: at the budget of the campaign's leave-one-out probes (`probe.campaign.ablation`: its smallest, on its
+- **The base** is the recipe the leave-one-out probes ablate, read from their run meta (`probe.ablation.base`): the
+  one asked for, else the first in the campaign's order that has such probes, else the campaign's first recipe. Of
+  its leave-one-out probes, those of one way of leaving a source out are read: the rest renormalised in proportion
+  (the default, where there are any), or each source's weight moved to one baseline source (`ablation.by`).
+- **Where**: at the budget of those leave-one-out probes (`probe.campaign.ablation`: the campaign's smallest, on its
   first model size), or at its largest budget when it has none; on one model size (the leave-one-out probes', else
-  the smallest).
-- **The table**: a row per recipe, the **base** first (the campaign's first recipe, the one ablated). The base's
+  the smallest). Other bases' leave-one-out probes are left out of the table.
+- **The table**: a row per recipe, the **base** first. The base's
   cells are its mean over seeds with a Student t interval (`stats.mean_interval`); every other cell is the recipe
   minus the base, paired by seed (`stats.difference`, paired), its t-interval at the campaign's level held
   family-wise over the row's columns (Bonferroni: one row's cells are read together). A cell is **better** or
@@ -16,12 +20,17 @@ capability, and a recipe x capability table that shows a mixture improving one c
   is better on one capability and worse on another, and those cells are marked.
 - **A source's marginal effect** (leave-one-out): the base minus `<base>-minus-<source>` (what adding the source to
   the rest changes), the same paired interval, family-wise over the columns: negative bits per byte is a source
-  that **helps**, positive one that **hurts**, an interval holding 0 **within noise**.
+  that **helps**, positive one that **hurts**, an interval holding 0 **within noise**. Beside it, the weights the
+  two recipes trained on (each run's manifest, normalised to sum to 1), before and after: leaving a source out
+  renormalises the rest, so every other source's share grows (a source of 30% left out takes another of 30% to
+  43%), and the contrast holds that growth too; moved to a baseline source (`<base>-minus-<source>+<by>`), only the
+  baseline's share changes.
 - **The mixture regression's effect** (`mixture.fit_mixture`, issue #34), where the budget holds enough mixtures:
   recipes that differ from the base only in their sources' weights (filters, dedup, tokenizer, curriculum and each
   source's other settings equal), one point per probe, at least `FOLDS` x 2 probes and more distinct mixtures than
-  sources. Per source and column: the fit's prediction at the base mixture minus at the leave-one-out mixture (the
-  ablation's contrast, read off the fit), with a percentile interval over `BOOTS` refits on probes resampled with
+  sources. Per source and column: the fit's prediction at the base mixture minus at the leave-one-out mixture the
+  probes trained on (the ablation's contrast, read off the fit), with a percentile interval over `BOOTS` refits on
+  probes resampled with
   replacement, and the fit's derivative at the base mixture w along adding that source s (its weight up, the
   others' scaled down in proportion: d/de f((1 - e)·w + e·1_s) at e = 0; for a linear fit, the leave-one-out
   contrast is w_s / (1 - w_s) times it).
@@ -154,9 +163,11 @@ def mixture_effects(
     *,
     level: float,
     boots: int = BOOTS,
+    ablated: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """The mixture regression's per-source effect at the `base` mixture, per column (see the module docstring):
-    `weights` is probes x sources (each row summing to 1), `ys` column -> the probes' values."""
+    `weights` is probes x sources (each row summing to 1), `ys` column -> the probes' values, `ablated` source -> the
+    mixture its leave-one-out probes trained on (default: each source of the base at 0, the rest renormalised)."""
     distinct = len({tuple(np.round(row, 9)) for row in weights})
     if len(weights) < 2 * FOLDS or distinct <= len(sources):
         return {
@@ -166,8 +177,10 @@ def mixture_effects(
         }
     rng = np.random.default_rng(0)
     picks = [rng.integers(0, len(weights), len(weights)) for _ in range(boots)]
-    trained = [i for i, w in enumerate(base) if w > 0]
-    contrasts = np.array([np.vstack([base, _without(base, i)]) for i in trained])  # sources x 2 x sources
+    if ablated is None:
+        ablated = {sources[i]: _without(base, i) for i, w in enumerate(base) if w > 0}
+    trained = [sources.index(name) for name in ablated]
+    contrasts = np.array([np.vstack([base, ablated[sources[i]]]) for i in trained])  # sources x 2 x sources
 
     def effects(model: Any) -> np.ndarray:
         """The model's prediction at the base minus at each leave-one-out mixture."""
@@ -237,9 +250,9 @@ def _mixture_setting(recipe: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return rest, trained
 
 
-def _mixtures(recipes: dict[str, Any], base: str, ablations: dict[str, str]) -> dict[str, dict[str, float]]:
-    """Recipe -> its normalised training weights, for the base, its leave-one-out recipes and the campaign's
-    recipes that differ from the base only in their weights."""
+def _mixtures(recipes: dict[str, Any], base: str, trained: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Recipe -> its normalised training weights, for the base, its leave-one-out recipes (`trained`: recipe -> the
+    weights its probes trained on) and the campaign's recipes that differ from the base only in their weights."""
     rest, settings = _mixture_setting(recipes[base])
     out = {}
     for name, recipe in recipes.items():
@@ -251,16 +264,66 @@ def _mixtures(recipes: dict[str, Any], base: str, ablations: dict[str, str]) -> 
         total = sum(s.get("weight", 1.0) for s in recipe["sources"] if s["name"] in their_settings)
         out[name] = {s["name"]: s.get("weight", 1.0) / total for s in recipe["sources"] if s["name"] in their_settings}
     if base in out:
-        for source, recipe in ablations.items():
-            kept = {s: w for s, w in out[base].items() if s != source}
-            out[recipe] = {s: w / sum(kept.values()) for s, w in kept.items()}
+        out.update({recipe: {s: w for s, w in weights.items() if w > 0} for recipe, weights in trained.items()})
     return out
 
 
-def attribution(ledger: Ledger, campaign: str, *, level: float | None = None) -> dict[str, Any] | None:
+def _ablations(ledger: Ledger, runs: pd.DataFrame) -> pd.DataFrame:
+    """The leave-one-out runs among `runs`, with the recipe each ablates (`base`) and the source that took the left-out
+    weight (`by`, None where the rest was renormalised), from each run's `probe.ablation` meta."""
+    rows = runs[runs["left_out"].notna()].copy()
+    metas = [ledger.meta(run)["probe"]["ablation"] for run in rows["run"]]
+    rows["base"] = [m.get("base") for m in metas]
+    rows["by"] = [m.get("by") for m in metas]
+    return rows
+
+
+def _chosen(ablations: pd.DataFrame, recipes: list[str], base: str | None, by: str | None) -> tuple[str, str | None]:
+    """The base and the way of leaving out read (see the module docstring)."""
+    if base is None:
+        bases = set(ablations["base"])
+        base = next((r for r in recipes if r in bases), recipes[0])
+    if base not in recipes:
+        raise InputError(f"the campaign has no recipe {base!r}; its recipes: {', '.join(recipes)}")
+    ways = ablations.loc[ablations["base"] == base, "by"]
+    if by is None and len(ways) and ways.notna().all():
+        by = sorted(ways.unique())[0]
+    return base, by
+
+
+def _trained_weights(ledger: Ledger, here: pd.DataFrame, recipes: list[str]) -> dict[str, dict[str, float] | None]:
+    """Recipe -> the weights its probes trained on (the first probe's manifest, normalised to sum to 1; None without
+    one)."""
+    out: dict[str, dict[str, float] | None] = {}
+    for recipe in recipes:
+        runs = here.loc[here["recipe"] == recipe, "run"]
+        manifest = ledger.manifest(str(runs.iloc[0])) if len(runs) else None
+        sources = manifest.data.sources if manifest is not None and manifest.data is not None else []
+        total = sum(s.weight for s in sources)
+        out[recipe] = {s.name: s.weight / total for s in sources} if total > 0 else None
+    return out
+
+
+def _source_entries(
+    effects: dict[str, dict[str, Any]], base: str, by: str | None, weights: dict[str, dict[str, float] | None]
+) -> dict[str, dict[str, Any]]:
+    """Each source's effect with how it was left out: `by` (None: the rest renormalised) and the weights before
+    (the base's) and after (its leave-one-out recipe's)."""
+    out = {}
+    for source, entry in effects.items():
+        before, after = weights.get(base), weights.get(entry["recipe"])
+        moved = None if before is None or after is None else {"before": before, "after": after}
+        out[source] = {"recipe": entry["recipe"], "by": by, "weights": moved, "effects": entry["effects"]}
+    return out
+
+
+def attribution(
+    ledger: Ledger, campaign: str, *, level: float | None = None, base: str | None = None, by: str | None = None
+) -> dict[str, Any] | None:
     """A probe campaign's recipe x capability table, its sources' leave-one-out effects and, with enough mixtures,
-    the mixture regression's (see the module docstring); None for imported results or a campaign without two
-    recipes with finished probes at one budget."""
+    the mixture regression's (see the module docstring), for recipe `base` and its leave-one-out probes that move each
+    weight to `by` (defaults: the module docstring's); None for imported results or a campaign without two recipes
+    with finished probes at one budget. InputError for a `base` that is no recipe of the campaign."""
     record = ledger.campaign(campaign)
     if is_results(record):
         return None
@@ -270,7 +333,10 @@ def attribution(ledger: Ledger, campaign: str, *, level: float | None = None) ->
     runs = runs[runs["status"] == "finished"]
     if runs.empty:
         return None
-    ablated = runs[runs["left_out"].notna()]
+    ablations = _ablations(ledger, runs)
+    base, by = _chosen(ablations, list(spec["recipes"]), base, by)
+    ablated = ablations[(ablations["base"] == base) & (ablations["by"].isna() if by is None else ablations["by"] == by)]
+    runs = runs[runs["left_out"].isna() | runs["run"].isin(ablated["run"])]  # other bases' and ways' left out
     model = str(ablated["model"].iloc[0]) if len(ablated) else min(runs["model"].unique(), key=_model_size)
     budget = int(ablated["tokens"].min()) if len(ablated) else int(runs["tokens"].max())
     here = runs[(runs["tokens"] == budget) & (runs["model"] == model)]
@@ -284,14 +350,15 @@ def attribution(ledger: Ledger, campaign: str, *, level: float | None = None) ->
         for column, value in _column_values(evals, eval_sources, last_evals).items():
             if math.isfinite(value):
                 values.setdefault(row.recipe, {}).setdefault(column, {})[int(row.seed)] = value
-    base = next(iter(spec["recipes"]))
     if base not in values or len(values) < 2:
         return None
-    found = sorted({c for by in values.values() for c in by if c != BPB})
+    found = sorted({c for by_column in values.values() for c in by_column if c != BPB})
     capabilities = [f"val/{s}/bpb" for s in eval_sources if f"val/{s}/bpb" in found] or found
     columns = [BPB, *capabilities]
-    ablations = {str(r.left_out): str(r.recipe) for r in ablated.drop_duplicates("recipe").itertuples(index=False)}
-    out: dict[str, Any] = {
+    left = {str(r.left_out): str(r.recipe) for r in ablated.drop_duplicates("recipe").itertuples(index=False)}
+    weights = _trained_weights(ledger, here, [base, *left.values()]) if left else {}
+    effects = source_effects(values, base, left, columns, level=level)
+    return {
         "campaign": campaign,
         "budget": budget,
         "model": model,
@@ -303,10 +370,9 @@ def attribution(ledger: Ledger, campaign: str, *, level: float | None = None) ->
         "interval": f"recipe minus base, paired by seed, Student t, held family-wise over the row's {len(columns)} "
         "columns (Bonferroni); the base's cells: its mean over seeds, Student t",
         "table": capability_table(values, base, columns, level=level),
-        "sources": source_effects(values, base, ablations, columns, level=level),
-        "regression": _regression(here, values, spec["recipes"], base, ablations, columns, level),
+        "sources": _source_entries(effects, base, by, weights),
+        "regression": _regression(here, values, spec["recipes"], base, left, weights, columns, level),
     }
-    return out
 
 
 def _regression(
@@ -315,12 +381,15 @@ def _regression(
     recipes: dict[str, Any],
     base: str,
     ablations: dict[str, str],
+    weights: dict[str, dict[str, float] | None],
     columns: list[str],
     level: float,
 ) -> dict[str, Any]:
-    """`mixture_effects` over the probes of `here` whose recipes are mixtures of the base (`_mixtures`)."""
-    mixtures = _mixtures(recipes, base, ablations)
-    if not ablations or base not in mixtures:
+    """`mixture_effects` over the probes of `here` whose recipes are mixtures of the base (`_mixtures`), each source's
+    contrast the mixture its leave-one-out probes trained on (`weights`: recipe -> those weights)."""
+    trained = {recipe: w for recipe in ablations.values() if (w := weights.get(recipe)) is not None}
+    mixtures = _mixtures(recipes, base, trained)
+    if not ablations or base not in mixtures or len(trained) < len(ablations):
         return {"available": False, "reason": "no leave-one-out probes of a mixture to read the regression beside"}
     sources = list(mixtures[base]) + sorted({s for m in mixtures.values() for s in m} - set(mixtures[base]))
     points = [
@@ -328,9 +397,10 @@ def _regression(
         for recipe, seed in here[["recipe", "seed"]].itertuples(index=False)
         if recipe in mixtures and all(int(seed) in values[recipe].get(c, {}) for c in columns)
     ]
-    weights = np.array([[mixtures[r].get(s, 0.0) for s in sources] for r, _ in points], dtype=float).reshape(
+    weights_of = np.array([[mixtures[r].get(s, 0.0) for s in sources] for r, _ in points], dtype=float).reshape(
         len(points), len(sources)
     )
     ys = {c: np.array([values[r][c][seed] for r, seed in points], dtype=float) for c in columns}
     base_w = np.array([mixtures[base].get(s, 0.0) for s in sources], dtype=float)
-    return mixture_effects(sources, weights, ys, base_w, level=level)
+    ablated = {s: np.array([mixtures[r].get(name, 0.0) for name in sources]) for s, r in ablations.items()}
+    return mixture_effects(sources, weights_of, ys, base_w, level=level, ablated=ablated)

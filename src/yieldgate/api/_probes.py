@@ -3,6 +3,7 @@ progress, proposals and attribution."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -68,15 +69,19 @@ def campaign_progress(name: str, *, ledger: LedgerArg = None) -> tuple[dict[str,
     return record, status
 
 
-def campaign_attribution(name: str, *, ledger: LedgerArg = None, level: float | None = None) -> dict[str, Any] | None:
+def campaign_attribution(
+    name: str, *, ledger: LedgerArg = None, level: float | None = None, base: str | None = None, by: str | None = None
+) -> dict[str, Any] | None:
     """A probe campaign's recipe x capability table and its sources' marginal effects: leave-one-out probes and, with
     enough mixtures, the mixture regression's (`analysis.attribution.attribution`), read afresh from the ledger at
-    `level` (default: the campaign's); the summary `yieldgate probe` stores holds the same (`attribution`). None for
-    imported results, or without two recipes' finished probes at one budget."""
+    `level` (default: the campaign's), for recipe `base` (default: the first with leave-one-out probes, else the first)
+    and its leave-one-out probes that move each weight to `by` (default: those that renormalise the rest, where
+    there are any); the summary `yieldgate probe` stores holds the same (`attribution`). None for imported results,
+    or without two recipes' finished probes at one budget."""
     from yieldgate.analysis.attribution import attribution
 
     with _open(ledger, readonly=True) as led:
-        return attribution(led, name, level=level)
+        return attribution(led, name, level=level, base=base, by=by)
 
 
 def train(
@@ -168,21 +173,31 @@ def probe(
     workers: int | None = None,
     address: str | None = None,
     ablate_sources: bool = False,
+    ablate_recipe: str | None = None,
+    ablate_by: str | None = None,
     display: CampaignDisplay | None = None,
 ) -> CampaignProbes:
     """Run a probe campaign (`yieldgate probe`): every recipe x seed x budget the ledger does not already hold, on
     `executor` (local, ray or slurm; `workers` at once; Ray at `address`), then rank the recipes over every finished
     probe and store that summary with the campaign. With `ablate_sources`, also one leave-one-out recipe per source
-    of the first recipe at the smallest budget (`probe.campaign.ablation`; a base of one source is refused). The
-    file is read and checked before any probe trains, and before `display` is called."""
+    of recipe `ablate_recipe` (default: the first) at the smallest budget, the rest renormalised or, with `ablate_by`,
+    the source's weight moved to that baseline source (`probe.campaign.ablation`; a base with nothing to leave out is
+    refused), and the summary's attribution is that base's. The file is read and checked before any probe trains, and
+    before `display` is called."""
+    from yieldgate.analysis.attribution import attribution
     from yieldgate.analysis.campaign import summarise
     from yieldgate.probe.campaign import load_campaign, run_campaign
     from yieldgate.probe.campaign import plan as planned
     from yieldgate.probe.campaign.ablation import ablation_plan
     from yieldgate.probe.campaign.executors import CampaignProbes, preflight_campaign
 
+    if not ablate_sources and (ablate_recipe is not None or ablate_by is not None):
+        raise InputError(
+            "ablate_recipe and ablate_by say which leave-one-out probes to train: give them with ablate_sources",
+            parameter=("ablate_recipe", "ablate_by", "ablate_sources"),
+        )
     campaign = preflight_campaign(load_campaign(Path(campaign_file)), executor)
-    extra = list(ablation_plan(campaign)) if ablate_sources else []
+    extra = list(ablation_plan(campaign, ablate_recipe, ablate_by)) if ablate_sources else []
     location = _location(ledger)
     shown = display(len(planned(campaign)) + len(extra)) if display is not None else nullcontext((None, None))
     with shown as (on_step, on_result):
@@ -198,5 +213,11 @@ def probe(
         )
     with _open(location, readonly=False) as led:
         summary = summarise(led, campaign.name)
+        base = extra[0].ablation if extra and extra[0].ablation else None
+        read = summary.attribution
+        if base is not None and read is not None and (read["base"], read.get("by")) != (base["base"], base.get("by")):
+            # The summary reads the first recipe's leave-one-out probes by default; these are another base's.
+            found = attribution(led, campaign.name, level=summary.level, base=base["base"], by=base.get("by"))
+            summary = dataclasses.replace(summary, attribution=found)
         led.set_campaign_summary(campaign.name, summary.to_dict())
     return CampaignProbes(done, summary)

@@ -29,6 +29,9 @@ console = Console(markup=False)
 # speaks of its arguments (`at must be one of ...`), a command of its flags (`--at must be one of ...`). One
 # spelling per argument: an argument two commands spelled differently would need a second name in the library.
 FLAGS = {
+    "ablate_by": "--ablate-by",
+    "ablate_recipe": "--recipe",
+    "ablate_sources": "--ablate-sources",
     "append": "--append",
     "at": "--at",
     "chunk_chars": "--chunk-chars",

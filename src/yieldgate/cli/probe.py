@@ -4,7 +4,7 @@ stored results."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from yieldgate.report.console import (
     render_campaigns,
     render_training,
 )
+
+if TYPE_CHECKING:
+    from yieldgate.probe.campaign.executors import CampaignRun
 
 
 @app.command()
@@ -164,10 +167,23 @@ def probe(
         bool,
         typer.Option(
             "--ablate-sources",
-            help="Also train one leave-one-out recipe per source of the first recipe (BASE-minus-SOURCE), at the "
-            "smallest budget with its seeds, and show each source's effect.",
+            help="Also train one leave-one-out recipe per source of the first recipe (BASE-minus-SOURCE: its weight "
+            "0, the rest renormalised), at the smallest budget with its seeds, and show each source's effect with "
+            "the weights before and after.",
         ),
     ] = False,
+    ablate_recipe: Annotated[
+        str | None,
+        typer.Option("--recipe", help="With --ablate-sources: the recipe to ablate (default: the first)."),
+    ] = None,
+    ablate_by: Annotated[
+        str | None,
+        typer.Option(
+            "--ablate-by",
+            help="With --ablate-sources: move each left-out source's weight to this baseline source of the recipe, "
+            "the others' unchanged (BASE-minus-SOURCE+BASELINE), instead of renormalising the rest.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a probe campaign: every recipe x seed x budget the ledger does not already hold, then rank the
@@ -178,6 +194,8 @@ def probe(
     Example: yieldgate probe campaign.yaml --workers 2
 
     Example: yieldgate probe examples/campaign.yaml --ablate-sources
+
+    Example: yieldgate probe campaign.yaml --ablate-sources --recipe mix --ablate-by clean
     """
     from yieldgate import api
 
@@ -190,6 +208,8 @@ def probe(
             workers=workers,
             address=address,
             ablate_sources=ablate_sources,
+            ablate_recipe=ablate_recipe,
+            ablate_by=ablate_by,
             display=lambda total: CampaignProgress(Console(stderr=True), total, quiet=as_json, ledger=location),
         )
     except KeyboardInterrupt:
@@ -202,12 +222,17 @@ def probe(
         _print_json(result.to_dict())
     else:
         render_campaign_probes(result, console, Console(stderr=True))
-    failed = result.run.failed
-    if failed:  # the others are ranked and stored; the exit status still says the campaign is not whole
-        first, error = next(iter(failed.items()))
+    _exit_if_failed(result.run)
+
+
+def _exit_if_failed(run: CampaignRun) -> None:
+    """Exit status 1 with one line naming the first failure where a probe failed: the others are ranked and stored,
+    and the exit status still says the campaign is not whole."""
+    if run.failed:
+        first, error = next(iter(run.failed.items()))
         typer.echo(
-            f"error: campaign {result.run.campaign!r}: {len(failed)} of {result.run.planned} probe(s) failed; the "
-            f"first, {first}: {error} (each with its output: yieldgate campaign {result.run.campaign})",
+            f"error: campaign {run.campaign!r}: {len(run.failed)} of {run.planned} probe(s) failed; the first, "
+            f"{first}: {error} (each with its output: yieldgate campaign {run.campaign})",
             err=True,
         )
         raise typer.Exit(1)

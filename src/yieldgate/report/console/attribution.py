@@ -11,7 +11,7 @@ from rich.table import Table
 
 from yieldgate.report.format import fmt
 
-__all__ = ["attribution_table", "cells_line", "effect_lines", "render_attribution"]
+__all__ = ["attribution_table", "cells_line", "effect_lines", "render_attribution", "weights_clause"]
 
 MARKS = {"better": "▲", "worse": "▼"}
 """A cell of a row that displaces: better (▲) or worse (▼) than the base beyond its interval."""
@@ -47,7 +47,9 @@ def attribution_table(result: dict[str, Any]) -> tuple[str, list[str], list[list
     for row in result["table"]:
         name = row["recipe"] + (" (base)" if row["base"] and row["recipe"] != "base" else "")
         if row["recipe"] in left_out:
-            name += f" (without {left_out[row['recipe']]})"
+            source = left_out[row["recipe"]]
+            by = result["sources"][source].get("by")
+            name += f" (without {source}" + (f", its weight to {by})" if by else ")")
         if row["displaces"]:
             name += " displaces"
         rows.append([name, *[_cell(row["cells"].get(c), row["base"]) for c in columns]])
@@ -62,6 +64,27 @@ def cells_line(result: dict[str, Any]) -> str:
         f"{result['base']}, paired by seed, [its {level} t interval, family-wise over the row's {columns} columns]; "
         "▲ better / ▼ worse beyond it, marked where a recipe is better on one capability and worse on another"
     )
+
+
+def weights_clause(source: str, entry: dict[str, Any]) -> str:
+    """The weights the base and the leave-one-out recipe trained on, as changed: every share that moved, before ->
+    after (the left-out source first, then by name), and how (the rest renormalised, or the source's weight moved to a
+    baseline)."""
+    weights = entry.get("weights")
+    if not weights:
+        return "weights not recorded"
+    before, after = weights["before"], weights["after"]
+    moved = [
+        f"{name} {before.get(name, 0.0):.3g} -> {after.get(name, 0.0):.3g}"
+        for name in [source, *sorted({*before, *after} - {source})]  # one order, fresh or read back from storage
+        if abs(before.get(name, 0.0) - after.get(name, 0.0)) > 1e-12
+    ]
+    how = (
+        f"{source}'s weight moved to {entry['by']}, the rest as they were"
+        if entry.get("by")
+        else "the rest renormalised"
+    )
+    return f"weights {', '.join(moved)} ({how})"
 
 
 def effect_lines(result: dict[str, Any]) -> list[str]:
@@ -84,8 +107,9 @@ def effect_lines(result: dict[str, Any]) -> list[str]:
                 text += f" (regression {r['estimate']:+.3f} [{lo:+.3f}, {hi:+.3f}], d/dw {r['derivative']:+.3f})"
             parts.append(text)
         lines.append(
-            f"source {source}: {result['base']} minus {entry['recipe']} ({result['level']:.0%}, paired by seed, "
-            f"family-wise over {len(columns)} columns; negative bpb: it helps): " + "; ".join(parts)
+            f"source {source}: {result['base']} minus {entry['recipe']} ({weights_clause(source, entry)}; "
+            f"{result['level']:.0%}, paired by seed, family-wise over {len(columns)} columns; negative bpb: it "
+            "helps): " + "; ".join(parts)
         )
     if result["sources"]:
         if regression["available"]:
@@ -102,7 +126,8 @@ def effect_lines(result: dict[str, Any]) -> list[str]:
             lines.append(f"mixture regression: none ({regression['reason']})")
     else:
         lines.append(
-            "no leave-one-out probes: run `yieldgate probe CAMPAIGN_FILE --ablate-sources` for each source's effect"
+            "no leave-one-out probes: run `yieldgate probe CAMPAIGN_FILE --ablate-sources` for each source's effect "
+            "(`--recipe NAME` to ablate another recipe, `--ablate-by SOURCE` to move each weight to a baseline)"
         )
     return lines
 
