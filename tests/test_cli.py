@@ -184,6 +184,8 @@ COMMANDS = {
         "--campaign",
         "--higher-is-better",
         "--lower-is-better",
+        "--explain",
+        "--accept-implausible",
     },
     "export": {"--json", "--to"},
     "diagnose": {"--json", "--against"},

@@ -249,6 +249,7 @@ CASES = {
     "gate": Case(("gate", "camp/base", "--policy", POLICY)),
     "decisions": Case(("decisions",), before=(("gate", "camp/base", "--policy", POLICY),)),
     "import": Case(("import", "textlog", "{repo}/tests/data/textlogs/nanogpt.log", "--run", "nanogpt-shakespeare")),
+    "import-explain": Case(("import", "--explain", "{repo}/tests/data/textlogs/coqui-tts.log")),
     "merge": Case(("merge", "{data}/fixed.db", "--run", "mitos-char"), before=(("rm", "mitos-char", "--yes"),)),
     "ledger-copy": Case(("ledger", "copy", "{ledger}", "{tmp}/copy.db")),
 }

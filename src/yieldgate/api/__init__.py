@@ -41,6 +41,7 @@ from yieldgate.api._gate import (
     plan,
 )
 from yieldgate.api._io import (
+    explain_import,
     export_run,
     import_results,
     import_run,
@@ -97,6 +98,7 @@ __all__ = [
     "gate",
     "plan",
     "import_run",
+    "explain_import",
     "import_results",
     "campaign_proposals",
     "campaign_progress",

@@ -12,6 +12,7 @@ from yieldgate.errors import RunNotFound, YieldgateError
 
 if TYPE_CHECKING:
     from yieldgate.ingest.core import ImportResult
+    from yieldgate.ingest.explain import Explanation
     from yieldgate.ingest.results import ResultsImport
     from yieldgate.manifest import Manifest, ManifestCheck, ManifestDiff
     from yieldgate.report.export import ExportResult
@@ -32,6 +33,16 @@ def import_run(
     opts = ImportOptions(run=run, **options)  # checked before a ledger file is made
     with _open(ledger, readonly=False) as led:
         return run_import(led, kind, paths, opts)
+
+
+def explain_import(kind: str, sources: str | Sequence[str], *, run: str = "run", **options: Any) -> list[Explanation]:
+    """How `import_run` would read `sources`, one explanation per run, storing nothing (`yieldgate import
+    --explain`); `options` as `import_run`'s."""
+    from yieldgate.ingest import ImportOptions
+    from yieldgate.ingest.explain import explain_import as explain
+
+    paths = [sources] if isinstance(sources, str) else list(sources)
+    return explain(kind, paths, ImportOptions(run=run, **options))
 
 
 def import_results(

@@ -32,6 +32,7 @@ FLAGS = {
     "ablate_by": "--ablate-by",
     "ablate_recipe": "--recipe",
     "ablate_sources": "--ablate-sources",
+    "accept_implausible": "--accept-implausible",
     "append": "--append",
     "at": "--at",
     "chunk_chars": "--chunk-chars",

@@ -10,7 +10,7 @@ import typer
 from yieldgate.cli.common import JsonOption, _float_option, _print_json, _where, app, console, in_flags
 from yieldgate.errors import InputError
 from yieldgate.names import TEXTLOG_FORMATS
-from yieldgate.report.console import render_export, render_imports, say
+from yieldgate.report.console import render_explanations, render_export, render_imports, say
 
 # The options of `yieldgate import` that one kind of source reads (textlog, lm-eval, mlflow, table), and its devices.
 PatternOption = Annotated[
@@ -64,6 +64,24 @@ DevicesOption = Annotated[
 ]
 
 
+ExplainOption = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="Store nothing: say how the source would be read (format, step and the counters it combines, clock, "
+        "loss, evaluations and their directions, extras, restarts, writers). KIND may be left out: --explain PATH.",
+    ),
+]
+AcceptOption = Annotated[
+    bool,
+    typer.Option(
+        "--accept-implausible",
+        help="Import a reading the plausibility check refuses (restarts every few rows, a clock that runs "
+        "backwards, ...) as read; the warning stays with the import.",
+    ),
+]
+
+
 MapOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -78,7 +96,9 @@ MapOption = Annotated[
 def import_(
     ctx: typer.Context,
     kind: KindArgument,
-    sources: Annotated[list[str], typer.Argument(help="Files, directories, or an MLflow run id / experiment.")],
+    sources: Annotated[
+        list[str] | None, typer.Argument(help="Files, directories, or an MLflow run id / experiment.")
+    ] = None,
     run: RunOption = None,
     map_: MapOption = None,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="Manifest file to attach.")] = None,
@@ -108,6 +128,8 @@ def import_(
     campaign: CampaignOption = None,
     higher: HigherOption = None,
     lower: LowerOption = None,
+    explain: ExplainOption = False,
+    accept_implausible: AcceptOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Import a run logged by another tool, mapped onto yieldgate's canonical names.
@@ -116,44 +138,72 @@ def import_(
 
     Example: yieldgate import textlog train.log --run gpt2 --tokens-per-step 524288   (nanoGPT, Megatron, ...: detected)
 
+    Example: yieldgate import --explain train.log   (how it is read: step, clock, loss, evaluations; nothing stored)
+
     Example: yieldgate import results regmix.csv --campaign regmix   (published small and large runs: a campaign)
     """
     from yieldgate import api
+    from yieldgate.ingest import KINDS
 
+    sources = list(sources or [])
+    if explain and kind not in KINDS and Path(kind).exists():
+        kind, sources = "auto", [kind, *sources]  # `yieldgate import --explain PATH`
     if kind == "results":
         _import_results(ctx, sources, campaign, higher or [], lower or [], replace=replace, as_json=as_json)
         return
+    options = {
+        option: empty if ctx.params[name] is None else ctx.params[name]
+        for name, (option, empty) in _IMPORT_OPTIONS.items()
+    }
+    if explain:
+        _explain(kind, sources, run, options, as_json=as_json)
+        return
     if run is None:
         raise InputError(f"yieldgate import {kind} needs --run NAME")
-
-    results = api.import_run(
-        kind,
-        sources,
-        run=run,
-        ledger=_where(ctx),
-        map=map_ or (),
-        manifest=manifest,
-        tokens_per_step=tokens_per_step,
-        tokens_per_sample=tokens_per_sample,
-        patterns=pattern or (),
-        log_format=log_format,
-        step_pattern=step_pattern,
-        step=step,
-        experiment=experiment,
-        tracking_uri=tracking_uri,
-        join_on=join_on,
-        devices=devices,
-        replace=replace,
-        append=append,
-    )
-    # The library's warnings name its parameters (`map`, `tokens_per_step`), the command its flags.
-    for r in results:
-        r.warnings = [in_flags(line, ("map", "tokens_per_step", "tokens_per_sample")) for line in r.warnings]
+    results = api.import_run(kind, sources, run=run, ledger=_where(ctx), replace=replace, append=append, **options)
+    for r in results:  # the library's warnings name its parameters, the command's flags are --map, ...
+        r.warnings = [in_flags(line, _PARAMETERS) for line in r.warnings]
     if as_json:
         _print_json([r.to_dict() for r in results])
     else:
         render_imports(results, console)
         _say_how_to_count_tokens(results, _where(ctx))
+
+
+# The command's parameters that are `ImportOptions`' (by its names), each with its value when not given.
+_IMPORT_OPTIONS = {
+    "map_": ("map", ()),
+    "manifest": ("manifest", None),
+    "tokens_per_step": ("tokens_per_step", None),
+    "tokens_per_sample": ("tokens_per_sample", None),
+    "pattern": ("patterns", ()),
+    "log_format": ("log_format", "auto"),
+    "step_pattern": ("step_pattern", None),
+    "step": ("step", None),
+    "experiment": ("experiment", False),
+    "tracking_uri": ("tracking_uri", None),
+    "join_on": ("join_on", "step"),
+    "devices": ("devices", None),
+    "accept_implausible": ("accept_implausible", False),
+}
+
+
+def _explain(kind: str, sources: list[str], run: str | None, options: dict, *, as_json: bool) -> None:
+    """`yieldgate import --explain`: how the sources would be read, nothing stored."""
+    from yieldgate import api
+
+    name = run or (Path(sources[0]).stem if sources else "run")
+    explained = api.explain_import(kind, sources, run=name, **options)
+    for e in explained:  # the library's warnings name its parameters, the command's flags are --map, ...
+        e.warnings = [in_flags(line, _PARAMETERS) for line in e.warnings]
+    if as_json:
+        _print_json([e.to_dict() for e in explained])
+    else:
+        render_explanations(explained, console)
+
+
+# The parameters an import's warnings may name (`map`, `tokens_per_step`): the command spells its flags.
+_PARAMETERS = ("map", "tokens_per_step", "tokens_per_sample", "accept_implausible")
 
 
 def _say_how_to_count_tokens(results: list, ledger: str) -> None:

@@ -18,10 +18,11 @@ from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings
 from yieldgate.ingest.core import ImportResult, Mapped, map_rows, settle_evals, write_import
 from yieldgate.ingest.mapping import LogMapping, load_mapping
+from yieldgate.ingest.plausible import check_plausible
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.names import TEXTLOG_FORMATS
 
-__all__ = ["ImportOptions", "Read", "import_run", "KINDS"]
+__all__ = ["ImportOptions", "KINDS", "Plan", "Read", "import_run", "plan_import"]
 
 
 @dataclass(kw_only=True)
@@ -64,6 +65,8 @@ class ImportOptions:
     place. Without it (or `append`) an import into an existing run is refused."""
     append: bool = False
     """Into a run that exists: add these records after its last stored step (refused when a step is not after it)."""
+    accept_implausible: bool = False
+    """Import a reading the plausibility check refuses (`ingest.plausible`) as read, saying so among the warnings."""
 
     def __post_init__(self) -> None:
         check_choice("log_format", self.log_format, ("auto", *TEXTLOG_FORMATS))
@@ -109,6 +112,7 @@ def _table(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> l
     from yieldgate.ingest.tables import read_table
 
     paths = [Path(s) for s in sources]
+    warnings.reading.setdefault("format", "table")
     return tables_to_reads(", ".join(sources), read_table(paths, warnings, load_mapping(opts.map)))
 
 
@@ -133,6 +137,7 @@ def _textlog(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) ->
     log = read_textlog(paths, opts.patterns, warnings, load_mapping(opts.map), opts.log_format)
     per_device_throughput(log.rows, (opts.devices, "given") if opts.devices else log.devices, warnings)
     read_as = sorted(set(log.formats))
+    warnings.reading.setdefault("format", ", ".join(read_as))
     return [
         Read(
             ", ".join(sources) + ("" if read_as == ["pattern"] else f" (read as {', '.join(read_as)})"),
@@ -182,43 +187,27 @@ KINDS: dict[str, Callable[[Sequence[str], ImportOptions, Warnings], list[Read]]]
 }
 
 
-def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions) -> list[ImportResult]:
-    """Import `sources` of `kind` into the ledger as run `opts.run` (or runs `opts.run/<name>`).
+@dataclass
+class Plan:
+    """What an import would write, read and mapped, before the ledger is touched."""
 
-    Everything is read and mapped before the ledger is touched, then written in one transaction: a source
-    that does not parse leaves the ledger as it was. Importing the same source into the same run again
-    writes nothing (`ImportResult.unchanged`); another into a run that exists needs `opts.replace` or
-    `opts.append` (`ingest.guard`).
-    """
+    runs: list[tuple[str, Read, Mapped]]
+    """(run name, what was read, its records on canonical names) per run."""
+    warnings: Warnings
+
+
+def plan_import(kind: str, sources: Sequence[str], opts: ImportOptions) -> Plan:
+    """Read and map `sources` of `kind` as `import_run` would, storing nothing: every run's records, the reading
+    checked for plausibility (`ingest.plausible`)."""
     check_choice("kind", kind, KINDS)
     if not sources:
         raise InputError(f"yieldgate import {kind} needs at least one SOURCE")
-    from yieldgate.manifest import load_manifest  # pydantic, on the imports that attach a manifest only
-
-    manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
     user = load_mapping(opts.map)
     warnings = Warnings()
-    if opts.join_on == "time":
-        return [_join_telemetry(ledger, kind, sources, opts, warnings, manifest)]
-    reads = KINDS[kind](sources, opts, warnings)
     planned: list[tuple[str, Read, Mapped]] = []
-    for read in reads:
+    for read in KINDS[kind](sources, opts, warnings):
         if read.rows is not None:
-            per_step = opts.tokens_per_step
-            if per_step is None and opts.tokens_per_sample is None and read.tokens_per_step is not None:
-                per_step = read.tokens_per_step[0]
-                warnings.add(
-                    "tokens",
-                    f"{read.source}: tokens = step x {per_step:,.0f} where none is logged ({read.tokens_per_step[1]})",
-                )
-            mapped = map_rows(
-                read.rows,
-                warnings,
-                overrides=_overrides(read, user),
-                tokens_per_step=per_step,
-                tokens_per_sample=opts.tokens_per_sample,
-            )
-            _directions(mapped, {**(read.mapping.directions if read.mapping else {}), **user.directions})
+            mapped = _mapped(read, opts, user, warnings)
         else:
             mapped = Mapped(pd.DataFrame({"step": np.empty(0, dtype=np.int64)}), [])
         mapped.evals = settle_evals(mapped.evals + read.evals, read.source, warnings)
@@ -226,6 +215,55 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
             raise InputError(_nothing_read(kind, read, mapped), parameter="map")
         run = opts.run if read.suffix is None else f"{opts.run}/{read.suffix}"
         planned.append((run, read, mapped))
+    return Plan(planned, warnings)
+
+
+def _mapped(read: Read, opts: ImportOptions, user: LogMapping, warnings: Warnings) -> Mapped:
+    """One read's rows mapped, cleaned and checked for plausibility."""
+    assert read.rows is not None
+    per_step = opts.tokens_per_step
+    if per_step is None and opts.tokens_per_sample is None and read.tokens_per_step is not None:
+        per_step = read.tokens_per_step[0]
+        warnings.add(
+            "tokens", f"{read.source}: tokens = step x {per_step:,.0f} where none is logged ({read.tokens_per_step[1]})"
+        )
+    falls = warnings.count("clock")
+    mapped = map_rows(
+        read.rows,
+        warnings,
+        overrides=_overrides(read, user),
+        tokens_per_step=per_step,
+        tokens_per_sample=opts.tokens_per_sample,
+    )
+    _directions(mapped, {**(read.mapping.directions if read.mapping else {}), **user.directions})
+    check_plausible(
+        read.rows,
+        mapped,
+        warnings,
+        clock_falls=warnings.count("clock") - falls,
+        accept=opts.accept_implausible,
+        reading=warnings.reading,
+    )
+    return mapped
+
+
+def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOptions) -> list[ImportResult]:
+    """Import `sources` of `kind` into the ledger as run `opts.run` (or runs `opts.run/<name>`).
+
+    Everything is read and mapped before the ledger is touched (`plan_import`), then written in one transaction: a
+    source that does not parse, or reads implausibly, leaves the ledger as it was. Importing the same source into the
+    same run again writes nothing (`ImportResult.unchanged`); another into a run that exists needs `opts.replace` or
+    `opts.append` (`ingest.guard`).
+    """
+    check_choice("kind", kind, KINDS)
+    from yieldgate.manifest import load_manifest  # pydantic, on the imports that attach a manifest only
+
+    manifest = load_manifest(opts.manifest) if opts.manifest is not None else None
+    if opts.join_on == "time":
+        if not sources:
+            raise InputError(f"yieldgate import {kind} needs at least one SOURCE")
+        return [_join_telemetry(ledger, kind, sources, opts, Warnings(), manifest)]
+    plan = plan_import(kind, sources, opts)
     with ledger.transaction():
         return [
             write_import(
@@ -234,7 +272,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
                 mapped,
                 kind=kind,
                 source=read.source,
-                warnings=warnings,
+                warnings=plan.warnings,
                 manifest=manifest,
                 start_unix=read.start_unix,
                 summary=read.summary,
@@ -243,7 +281,7 @@ def import_run(ledger: Ledger, kind: str, sources: Sequence[str], opts: ImportOp
                 replace=opts.replace,
                 append=opts.append,
             )
-            for run, read, mapped in planned
+            for run, read, mapped in plan.runs
         ]
 
 

@@ -140,7 +140,8 @@ def _rate(steps: np.ndarray, clock: np.ndarray) -> float | None:
     """Median seconds per step between consecutive rows."""
     if len(steps) < 2:
         return None
-    rate = np.diff(clock) / np.diff(steps.astype(float))
+    with np.errstate(divide="ignore", invalid="ignore"):  # a step logged twice: no rate there
+        rate = np.diff(clock) / np.diff(steps.astype(float))
     rate = rate[np.isfinite(rate) & (rate > 0)]
     return float(np.median(rate)) if len(rate) else None
 

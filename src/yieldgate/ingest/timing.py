@@ -36,7 +36,11 @@ def per_step_times(
     ]
     for name in clocks:
         key = targets[name].key
-        if key not in canon.values or not _per_step(canon.values[key][canon.present[key]]):
+        if key not in canon.values:
+            continue
+        beside = key != "wall_s" and "wall_s" in canon.values  # another clock holds the key: is this one?
+        logged = canon.values[key][canon.present[key]]
+        if not (_apart_from(logged, canon.values["wall_s"][canon.present["wall_s"]]) if beside else _per_step(logged)):
             continue
         values = canon.values[key][canon.present[key] & np.isfinite(canon.values[key])]
         falls = int((np.diff(values) < 0).sum())
@@ -53,6 +57,15 @@ def per_step_times(
             f"{float(np.median(values)):.3g} s): the seconds of each iteration, not a clock; read as {target.key}"
             + (", and the clock as their sum" if target.key == "step_s" and "wall_s" not in canon.values else ""),
         )
+
+
+def _apart_from(values: np.ndarray, clock: np.ndarray) -> bool:
+    """Whether a time logged beside the log's clock is the seconds of each iteration: it does not keep pace with the
+    clock (it rises over the log by less than half what the clock does), where a cumulative time would."""
+    values, clock = values[np.isfinite(values)], clock[np.isfinite(clock)]
+    if len(values) < 2 or len(clock) < 2:
+        return False
+    return float(values[-1] - values[0]) < 0.5 * float(np.ptp(clock))
 
 
 def _per_step(values: np.ndarray) -> bool:

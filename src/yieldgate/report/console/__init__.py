@@ -33,7 +33,7 @@ from yieldgate.report.console.gate import (
     render_plan,
     sizing_lines,
 )
-from yieldgate.report.console.ingest import render_export, render_imports
+from yieldgate.report.console.ingest import render_explanations, render_export, render_imports
 from yieldgate.report.console.ledger import render_check, render_copy, render_merge
 from yieldgate.report.console.lines import clean, evidence_lines, fmt, say
 from yieldgate.report.console.probe import (
@@ -122,6 +122,7 @@ __all__ = [
     "render_dedup",
     "render_audit",
     "render_audit_pair",
+    "render_explanations",
     "render_imports",
     "render_export",
     "render_check",

@@ -13,9 +13,10 @@ from yieldgate.report.console.tables import print_table
 
 if TYPE_CHECKING:
     from yieldgate.ingest.core import ImportResult
+    from yieldgate.ingest.explain import Explanation
     from yieldgate.report.export import ExportResult
 
-__all__ = ["render_export", "render_imports"]
+__all__ = ["render_explanations", "render_export", "render_imports"]
 
 
 def render_imports(results: list[ImportResult], console: Console) -> None:
@@ -29,6 +30,32 @@ def render_imports(results: list[ImportResult], console: Console) -> None:
             table.add_row(name, target)
         print_table(console, table)
     for line in results[0].warnings if results else []:
+        say(console, f"warning: {line}")
+
+
+def render_explanations(explanations: list[Explanation], console: Console) -> None:
+    """`yieldgate import --explain`: per run, how the source would be read, one aspect a row; nothing is stored."""
+    for e in explanations:
+        say(console, f"{e.run}: {e.source} would be read as follows (nothing stored)")
+        table = Table("", "", show_header=False, box=None, padding=(0, 1))
+        table.add_row("format", e.format)
+        table.add_row("step", e.step)
+        table.add_row("clock", e.clock)
+        table.add_row("training loss", e.loss or "none")
+        evaluations = [f"{v.key} ({v.source}, {v.direction})" for v in e.evaluations]
+        table.add_row("evaluations", "; ".join(evaluations) or "none")
+        table.add_row("extras", "; ".join(e.extras) or "none")
+        restarts = [
+            f"{r['where']}: from step {r['from_step']:,} to {r['to_step']:,}, {r['redone_steps']:,} done again"
+            for r in e.restarts
+        ]
+        table.add_row("restarts", "; ".join(restarts) or "none")
+        table.add_row("writers", e.writers)
+        table.add_row("rows", f"{e.steps:,} steps, {e.evals:,} evaluations")
+        if e.implausible is not None:
+            table.add_row("implausible", f"{e.implausible}: an import refuses this reading unless told to accept it")
+        print_table(console, table)
+    for line in explanations[0].warnings if explanations else []:
         say(console, f"warning: {line}")
 
 
