@@ -135,14 +135,23 @@ class Nvml:
         self.uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
         self.handle = pynvml.nvmlDeviceGetHandleByUUID(self.uuid)
 
-    def joules(self) -> float | None:
-        return None if self.handle is None else self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1e3
-
-    def reasons(self) -> int | None:
+    def _read(self, name: str, *fallbacks: str) -> float | None:
+        """One reading by the first of the functions pynvml has; None without a handle or where it is unsupported."""
         if self.handle is None:
             return None
-        read = getattr(self.nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        return int((read or self.nv.nvmlDeviceGetCurrentClocksThrottleReasons)(self.handle))
+        call = next(getattr(self.nv, n) for n in (name, *fallbacks) if hasattr(self.nv, n))
+        try:
+            return float(call(self.handle))
+        except self.nv.NVMLError:
+            return None
+
+    def joules(self) -> float | None:
+        mj = self._read("nvmlDeviceGetTotalEnergyConsumption")
+        return None if mj is None else mj / 1e3
+
+    def reasons(self) -> int | None:
+        bits = self._read("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        return None if bits is None else int(bits)
 
 
 def train_on_text(check: Check, ledger: Path, nvml: Nvml) -> list[int | None]:

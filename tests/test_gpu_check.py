@@ -64,6 +64,49 @@ def test_the_hand_computation_is_the_published_formula(monkeypatch):
     assert check.peak_row("cpu", "bf16") is None
 
 
+def _gpu_run(parts, telemetry: dict) -> object:
+    """A check holding what a GPU run's telemetry part would have gathered, to read its verdicts on a CPU."""
+    check = parts.Check(torch.device("cpu"), parts.GPU, Path("."), False, [], {"telemetry": telemetry}, 0.0)
+    parts.telemetry_rows(check)
+    return {r.what: (r.verdict, r.measured) for r in check.rows}
+
+
+def test_the_telemetry_verdicts_read_a_gpu_run_s_figures(monkeypatch):
+    """Part 3's verdicts on figures a GPU run gathers (they run only there): each reading recorded, the GPU NVML reads,
+    the ledger's joules within the check's own NVML window, the per-kWh column printed; and each one failing."""
+    _load(monkeypatch)
+    parts = importlib.import_module("gpu_parts")
+    header = "┃ tokens ┃ loss start ┃ per kWh ┃"
+    good = {
+        "samples": {k: 25 for k in (*parts.TELEMETRY_KEYS, parts.SLOWDOWN)},
+        "ledger_j": 9_500.0,
+        "nvml_j": 10_000.0,
+        "sources": ["nvml", "nvml-energy"],
+        "gpus": ["GPU-1"],
+        "torch_gpu": "GPU-1",
+        "yield_per_kwh": [12.5, 3.0],
+        "yield_text": f"{header}\nyield_per_dollar: unknown",
+        "raw_reasons": [0x1, 0x4, None],
+    }
+    verdicts = _gpu_run(parts, good)
+    assert {what: v for what, (v, _) in verdicts.items()} == {
+        "NVML readings recorded (samples)": "PASS",
+        "NVML reads the GPU torch trains on": "PASS",
+        "energy per run": "PASS",
+        "yield per kWh (yieldgate yield)": "PASS",
+        "throttle: slowed samples in the ledger / raw reads here": "INFO",
+    }
+    assert "1 of 3 raw reads slowed" in verdicts["throttle: slowed samples in the ledger / raw reads here"][1]
+    bad = {
+        **good,
+        "samples": {**good["samples"], "device/sm_clock_mhz": 1},
+        "gpus": ["GPU-0"],
+        "ledger_j": 5_000.0,
+        "yield_text": "left out to fit 80 columns: per kWh, per $\nyield_per_kwh: unknown (no energy recorded)",
+    }
+    assert [v for v, _ in _gpu_run(parts, bad).values()] == ["FAIL", "FAIL", "FAIL", "FAIL", "INFO"]
+
+
 def test_make_gpu_wheels_fetches_for_the_gpu_machine_s_python_and_gpu_check_installs_them_first():
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     plan = subprocess.run(
