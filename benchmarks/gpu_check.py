@@ -129,6 +129,11 @@ def loop_part(check: Check, compiled: bool) -> None:
         check.sizes.loop, check.device, backend=backend, ledger=check.work / "loop.db", tag=tag, manifest=manifest
     )
     check.data[f"loop_{tag}"] = result
+    loop_rows(check, tag, result)
+
+
+def loop_rows(check: Check, tag: str, result: dict[str, Any]) -> None:
+    """The verdicts of parts 1, 2 and 4 on one variant's figures."""
     syncs = result["syncs"]
     added, sites = syncs["added_by_tracker"], syncs["tracker_call_sites"]
     clean = not sites and not any(added.values())
@@ -140,7 +145,7 @@ def loop_part(check: Check, compiled: bool) -> None:
     if syncs["tracker_background_sites"]:
         check.row("1", f"syncs on the Tracker's own threads, {tag}", str(syncs["tracker_background_sites"]), "", "INFO")
     check.row("1", f"Tracker faults, {tag}", str(faults), "0", "PASS" if not any(faults.values()) else "FAIL")
-    if compiled:
+    if result["compiled"]:
         n = result["graphs_compiled_while_measured"]
         check.row("1", "graphs compiled during the rounds", str(n), "0", "PASS" if n == 0 else "FAIL")
     base = result["step_ms"]["none"]

@@ -107,6 +107,48 @@ def test_the_telemetry_verdicts_read_a_gpu_run_s_figures(monkeypatch):
     assert [v for v, _ in _gpu_run(parts, bad).values()] == ["FAIL", "FAIL", "FAIL", "FAIL", "INFO"]
 
 
+def test_the_loop_verdicts_read_a_gpu_run_s_figures(monkeypatch):
+    """Parts 1, 2 and 4 on figures a GPU run gathers: a sync the Tracker added is named with its call site, syncs on
+    its own threads are listed apart, each overhead is held to its target, the MFU to the hand figure."""
+    check_module = _load(monkeypatch)
+    parts = importlib.import_module("gpu_parts")
+    check = parts.Check(torch.device("cpu"), parts.GPU, Path("."), False, [], {}, 0.0)
+    spread = lambda m: {"median": m, "q1": m - 0.001, "q3": m + 0.001, "min": m - 0.002, "max": m + 0.002, "n": 10}  # noqa: E731
+    shape = parts.GPU.loop
+    result = {
+        "compiled": "inductor",
+        "graphs_compiled_while_measured": 0,
+        "syncs": {
+            "counted": True,
+            "added_by_tracker": {"throughput": 0, "full": 20},
+            "tracker_call_sites": {"signals.py:240 in collect [MainThread]": 20},
+            "tracker_background_sites": {"writer.py:524 in _landed [yieldgate-writer]": 30},
+        },
+        "tracker_faults": {"throughput": 0, "full": 0},
+        "step_ms": {"none": spread(25.0)},
+        "overhead": {"throughput": spread(0.004), "full": spread(0.05)},
+        "stretch": {"seconds": 3.0, "tokens": shape.tokens * 150},
+        "tracked_rows": {"rows": 130, "mfu_median": None},
+        "params_unique": 46_742_528,
+        "params_position": 524_288,
+    }
+    fpt = check_module.hand_flops_per_token(46_742_528 - 524_288, shape.gpt)
+    result["tracked_rows"]["mfu_median"] = 1.01 * shape.tokens * 150 / 3.0 * fpt / 9.894e14
+    monkeypatch.setattr(parts, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(check_module, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    check_module.loop_rows(check, "compiled", result)
+    rows = {r.what: (r.verdict, r.measured) for r in check.rows}
+    assert (
+        rows["host syncs added, compiled"][0] == "FAIL"
+        and "signals.py:240 in collect" in rows["host syncs added, compiled"][1]
+    )
+    assert rows["syncs on the Tracker's own threads, compiled"][0] == "INFO"
+    assert rows["graphs compiled during the rounds"][0] == rows["Tracker faults, compiled"][0] == "PASS"
+    assert rows["throughput overhead, compiled"][0] == "PASS" and rows["full overhead, compiled"][0] == "FAIL"
+    assert rows["MFU, Tracker vs by hand, compiled"] == ("PASS", rows["MFU, Tracker vs by hand, compiled"][1])
+    assert "+1.00%" in rows["MFU, Tracker vs by hand, compiled"][1]
+
+
 def test_make_gpu_wheels_fetches_for_the_gpu_machine_s_python_and_gpu_check_installs_them_first():
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     plan = subprocess.run(
