@@ -184,6 +184,8 @@ COMMANDS = {
         "--campaign",
         "--higher-is-better",
         "--lower-is-better",
+        "--noise",
+        "--exponent",
         "--explain",
         "--accept-implausible",
     },

@@ -7,11 +7,18 @@
   ranking's ties and by its decision accuracy alike (the largest budget's resolved pairs, a smaller budget's decided
   ones): a screen whose ranking tied three recipes while its decision accuracy decided two of their pairs by another
   rule said two things of one noise.
-- `beyond_seed_noise`: the pairs whose difference of means exceeds one noise unit of such a difference (the seeds'
-  spread pooled over the recipes, `pooled_seed_std`, times sqrt(2/k)); the rest are within noise. The rule of an
-  imported results campaign (`results`), whose scales rank no seeds pair by pair, and of `benchmarks/bench_decide.py`.
+- `beyond_seed_noise`: the pairs whose difference of means exceeds one noise unit of such a difference,
+  sqrt(s_a^2 / k_a + s_b^2 / k_b), each recipe's seed spread s its own where it has `OWN_NOISE_SEEDS` or more seeds
+  and else the seeds' spread pooled over the recipes (`recipe_noise`: one pooled spread overstates the certainty of
+  the pairs of a noisier recipe; with 2-4 seeds a recipe's own variance is too uncertain to stand alone); the rest
+  are within noise. The rule of an imported results campaign (`results`), whose scales rank no seeds pair by pair,
+  of `benchmarks/bench_decide.py` and of an adaptive campaign's rounds (`adaptive`).
 - `decision_accuracy` (DataDecide, Magnusson et al. 2025): the share of pairs a smaller budget (or model size) orders
-  as the largest does, over all pairs, the pairs the largest resolves, and the pairs it decides itself.
+  as the largest does, over all pairs (with its standard error over pairs, `pair_stderr`), the pairs the largest
+  resolves, and the pairs it decides itself with the share decided (`coverage`): the three figures every decision
+  in yieldgate reports, a probe campaign and a replayed table alike.
+- `signal_to_noise`: the spread between recipes over the spread between seeds (the DataDecide and "Signal and Noise"
+  studies' measure, Heineman et al. 2025), measured on the probes alone: what picks a metric and a scoring window.
 
 Shared by a campaign's summary (`campaign`) and its transfer across model sizes (`campaign_sizes`).
 """
@@ -26,7 +33,24 @@ import numpy as np
 
 from yieldgate.analysis import stats
 
-__all__ = ["rank", "resolved_pairs", "pooled_seed_std", "beyond_seed_noise", "decision_accuracy"]
+__all__ = [
+    "rank",
+    "resolved_pairs",
+    "pooled_seed_std",
+    "recipe_noise",
+    "pair_unit",
+    "beyond_noise",
+    "beyond_seed_noise",
+    "pair_stderr",
+    "signal_to_noise",
+    "decision_accuracy",
+    "OWN_NOISE_SEEDS",
+]
+
+OWN_NOISE_SEEDS = 5
+"""Seeds from which a recipe's noise is its own spread: with 4 degrees of freedom a sample variance lies between 0.18
+and 2.4 times the true one in 90% of draws (chi-square quantiles), with two seeds' 1 between 0.004 and 3.8; below it,
+the seeds' spread pooled over the recipes."""
 
 
 def rank(by_recipe: dict[str, dict[int, float]], *, lower_is_better: bool, level: float) -> dict[str, Any]:
@@ -86,24 +110,88 @@ def resolved_pairs(ranking: dict[str, Any]) -> set[frozenset[str]]:
 
 
 def pooled_seed_std(scores: dict[str, list[float]]) -> float:
-    """The seeds' spread pooled over recipes: sqrt of the mean over recipes of the variance of a recipe's scores
-    (each recipe with two or more)."""
-    return math.sqrt(float(np.mean([np.var(values, ddof=1) for values in scores.values()])))
+    """The seeds' spread pooled over recipes: sqrt of the variances of the recipes' scores (each recipe with two or
+    more), weighted by their degrees of freedom (k - 1); with as many seeds a recipe, the mean of the variances."""
+    usable = [values for values in scores.values() if len(values) >= 2]
+    dof = sum(len(values) - 1 for values in usable)
+    return math.sqrt(sum(_squares(values) for values in usable) / dof)
+
+
+def _squares(values: list[float]) -> float:
+    """The sum of squared deviations from the mean ((k - 1) x the sample variance), in plain Python: the
+    benchmark's seed subsets ask it of a handful of values some 10^5 times, where numpy's call costs 30x the sum."""
+    mean = math.fsum(values) / len(values)
+    return math.fsum((x - mean) ** 2 for x in values)
+
+
+def _finite(by_recipe: dict[str, dict[int, float]]) -> dict[str, list[float]]:
+    return {r: [x for x in v.values() if math.isfinite(x)] for r, v in by_recipe.items()}
+
+
+def recipe_noise(by_recipe: dict[str, dict[int, float]]) -> dict[str, float] | None:
+    """Recipe -> the standard deviation of its score over seeds: its own with `OWN_NOISE_SEEDS` or more finite
+    scores, else the spread pooled over every recipe (`pooled_seed_std`). None when a recipe has fewer than two
+    finite scores: there is no spread to measure (a diverged probe's recipe is not decided on a guess)."""
+    finite = _finite(by_recipe)
+    if not finite or min(len(values) for values in finite.values()) < 2:
+        return None
+    pooled = pooled_seed_std(finite)
+    return {
+        r: math.sqrt(_squares(values) / (len(values) - 1)) if len(values) >= OWN_NOISE_SEEDS else pooled
+        for r, values in finite.items()
+    }
+
+
+def pair_unit(noise: dict[str, float], counts: dict[str, int], a: str, b: str) -> float:
+    """One noise unit of the difference of two recipes' means: sqrt(s_a^2 / k_a + s_b^2 / k_b)."""
+    return math.sqrt(noise[a] ** 2 / counts[a] + noise[b] ** 2 / counts[b])
+
+
+def beyond_noise(means: dict[str, float], counts: dict[str, int], noise: dict[str, float]) -> set[frozenset[str]]:
+    """The recipe pairs whose difference of means lies beyond one noise unit of such a difference (`pair_unit`:
+    `noise` is a recipe's standard deviation over runs, `counts` its runs)."""
+    return {
+        frozenset((a, b))
+        for a, b in itertools.combinations(sorted(means), 2)
+        if abs(means[a] - means[b]) > pair_unit(noise, counts, a, b)
+    }
 
 
 def beyond_seed_noise(by_recipe: dict[str, dict[int, float]]) -> set[frozenset[str]] | None:
-    """The recipe pairs whose difference of means lies beyond one noise unit of such a difference: the seeds' spread
-    pooled over the recipes (sqrt of the mean over recipes of the variance of a recipe's score over its k seeds) times
-    sqrt(2/k). The rest are within noise (abstain). Less strict than `rank`'s family-wise interval, which with two or
-    three seeds resolves almost nothing; the pooled spread has (k - 1) x recipes degrees of freedom, where a pair's
-    own has k - 1. None with fewer than two seeds per recipe: there is no spread to measure."""
-    finite = {r: [x for x in v.values() if math.isfinite(x)] for r, v in by_recipe.items()}
-    k = min((len(values) for values in finite.values()), default=0)
-    if k < 2:  # a diverged probe leaves its recipe fewer scores: no pair of it is decided on a guess
+    """The recipe pairs whose difference of means lies beyond one noise unit of such a difference (`beyond_noise`,
+    each recipe's spread by `recipe_noise`: with k seeds a recipe and all pooled, the pooled spread times
+    sqrt(2/k)). The rest are within noise (abstain). Less strict than `rank`'s family-wise interval, which with two
+    or three seeds resolves almost nothing; the pooled spread has (k - 1) x recipes degrees of freedom, where a
+    pair's own has k - 1. None when a recipe has fewer than two finite scores: there is no spread to measure."""
+    noise = recipe_noise(by_recipe)
+    if noise is None:
         return None
+    finite = _finite(by_recipe)
     means = {r: float(np.mean(values)) for r, values in finite.items()}
-    unit = pooled_seed_std(finite) * math.sqrt(2 / k)
-    return {frozenset((a, b)) for a, b in itertools.combinations(sorted(means), 2) if abs(means[a] - means[b]) > unit}
+    return beyond_noise(means, {r: len(values) for r, values in finite.items()}, noise)
+
+
+def pair_stderr(agreement: list[float]) -> float | None:
+    """The standard error over pairs of an accuracy that is the mean of `agreement` (each pair's 0/1, or its share
+    over seed subsets): std (ddof 1) / sqrt(pairs); 73.8% of 21 pairs is +-9.8 points. Pairs that share a recipe are
+    not independent, so it understates the spread a new set of recipes would show. None with fewer than two pairs."""
+    if len(agreement) < 2:
+        return None
+    return float(np.std(agreement, ddof=1) / math.sqrt(len(agreement)))
+
+
+def signal_to_noise(by_recipe: dict[str, dict[int, float]]) -> float | None:
+    """The spread between recipes over the spread between seeds: the standard deviation of the recipes' means (ddof
+    1) over the seeds' pooled standard deviation (`pooled_seed_std`). Unitless, so metrics of other units compare;
+    measured on the probes alone. None with fewer than two recipes or two seeds a recipe, or no spread between
+    seeds."""
+    finite = {r: v for r, v in _finite(by_recipe).items() if v}
+    if len(finite) < 2 or min(len(v) for v in finite.values()) < 2:
+        return None
+    noise = pooled_seed_std(finite)
+    if not noise > 0:
+        return None
+    return float(np.std([np.mean(v) for v in finite.values()], ddof=1) / noise)
 
 
 def decision_accuracy(
@@ -115,11 +203,13 @@ def decision_accuracy(
     seeds: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """For each budget below the largest: the share of recipe pairs ordered as the largest budget orders them
-    (by mean), over all pairs and over the pairs the largest budget resolves. `axis` names what the keys of `means`
-    are (`budget`, or `params` for model sizes: `campaign_sizes.rank_transfer`).
+    (by mean), over all pairs (`accuracy`, with `accuracy_stderr` over pairs: `pair_stderr`) and over the pairs the
+    largest budget resolves. `axis` names what the keys of `means` are (`budget`, or `params` for model sizes:
+    `campaign_sizes.rank_transfer`).
 
-    With `resolved` (budget -> the pairs that budget's own seeds decide), also the share of pairs it abstains on
-    and its accuracy on the pairs it decides (a budget missing from `resolved` gets neither); with `seeds` (budget
+    With `resolved` (budget -> the pairs that budget's own seeds decide), also the share of pairs it decides
+    (`coverage`; `abstained` is 1 - coverage) and its accuracy on the pairs it decides (`accuracy_decided`; a budget
+    missing from `resolved` gets neither); with `seeds` (budget
     -> probes per recipe), its compute: budget x seeds over one probe of the largest budget (see the module
     docstring)."""
     budgets = sorted(means)
@@ -141,6 +231,7 @@ def decision_accuracy(
             "share_of_largest": budget / budgets[-1],
             "pairs": len(pairs),
             "accuracy": float(np.mean(agree)) if agree else None,
+            "accuracy_stderr": pair_stderr([float(x) for x in agree]),
             "resolved_pairs": len(firm),
             "accuracy_resolved": float(np.mean(firm)) if firm else None,
         }
@@ -150,6 +241,7 @@ def decision_accuracy(
             decided = [ok for (a, b), ok in zip(pairs, agree, strict=True) if frozenset((a, b)) in resolved[budget]]
             out[str(budget)].update(
                 decided_pairs=len(decided),
+                coverage=len(decided) / len(pairs) if pairs else None,
                 abstained=1 - len(decided) / len(pairs) if pairs else None,
                 accuracy_decided=float(np.mean(decided)) if decided else None,
             )

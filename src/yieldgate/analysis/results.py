@@ -1,24 +1,30 @@
 """A campaign of imported results (`ingest.results`): for every smaller scale, how often it decides recipe pairs
 as the largest scale does, and whether a law fitted across sizes decides them better.
 
-- **Points**: each run's evaluations (run meta `results`: recipe, seed, params), one row per (recipe, seed, params,
+- **Points**: each run's evaluations (run meta `results`: recipe, seed, params, and its run label where the table
+  names runs of one size and seed by length: `run` or `tokens_multiplier`), one row per (recipe, seed, params, run,
   tokens, metric): value and reported standard error.
-- **Scales**: a (params N, tokens D) at which recipes were measured; a recipe's score there is its mean over seeds.
-  The **largest** is the scale of most compute (6·N·D; the larger N on a tie).
+- **Scales**: a (params N, tokens D, run label) at which recipes were measured; a recipe's score there is its mean
+  over seeds. A 5x longer run's point at D is another scale than the shorter run's final point at D (its learning
+  rate is elsewhere in its schedule). The **largest** is the scale of most compute (6·N·D; the larger N on a tie).
 - **Decision accuracy** of a smaller scale (`ranking.decision_accuracy`): the share of the recipe pairs both scales
-  measured that it orders as the largest does, over all pairs and over the pairs the largest separates beyond its
-  noise. A smaller scale that shares fewer than two recipes with the largest (published small runs often use other
-  mixtures than the large ones) is compared with the scale of most compute above it that shares two or more, and
-  says which (`against`).
-- **Abstaining within noise**: a pair is decided when its difference of means exceeds one noise unit: with two or
-  more seeds per recipe the seeds' pooled spread (`ranking.beyond_seed_noise`), else with reported standard errors
-  sqrt(se_a² + se_b²) (each recipe's standard error of its mean over seeds); with neither there is no abstention.
-  Reported: the pairs decided, the share abstained on and the accuracy on the decided pairs.
+  measured that it orders as the largest does, over all pairs (with its standard error over pairs) and over the
+  pairs the largest separates beyond its noise. A smaller scale that shares fewer than two recipes with the largest
+  (published small runs often use other mixtures than the large ones) is compared with the scale of most compute
+  above it that shares two or more, and says which (`against`).
+- **Deciding only beyond noise**: a pair is decided when its difference of means exceeds one noise unit of such a
+  difference (`ranking.beyond_noise`), the noise of one run being, in this order: the seeds' spread where every
+  recipe has two or more (`seeds`; a recipe's own with `ranking.OWN_NOISE_SEEDS` or more, else pooled), the spread
+  of the recipes that were replicated, pooled, where only some were (`replicates`), the reported standard errors
+  where every point has one (`stderr`), the noise supplied for the metric at import (`given`: a standard error of
+  one run, for a single-seed published table). With none there is no noise: nothing is decided. Reported, as for a
+  probe campaign: accuracy over all pairs, accuracy over the decided pairs, and coverage (the share decided).
 - **Compute share**: 6·N·D of a recipe's runs at the smaller scale (its seeds) over one run at the reference scale.
-- **Extrapolation** (three or more model sizes): each recipe's law across the smaller sizes (at each size's largest
-  tokens: log value linear in log N, a power law; value linear in log N where a value is not positive) predicts
-  its value at the largest size; the law's order is set beside plain ranking at the largest smaller size, pair by
-  pair, on the recipes measured at every size (`extrapolation`).
+- **Extrapolation** (`extrapolation`): each recipe's power law across the smaller sizes (at each size's final point,
+  of the run label every size has) predicts its value at the largest size, and its order is set beside plain
+  ranking at the largest smaller size, pair by pair. A law is fitted only through three or more sizes (`MIN_LAW_SIZES`:
+  through two it passes through both, noise and all), or
+  with an exponent declared at import; the one that orders more pairs right is the `default`, and says so.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from yieldgate.analysis.ranking import beyond_seed_noise, decision_accuracy
+from yieldgate.analysis.ranking import OWN_NOISE_SEEDS, beyond_noise, decision_accuracy, pooled_seed_std
 from yieldgate.errors import InputError
 from yieldgate.ledger import Ledger
 
@@ -45,9 +51,11 @@ __all__ = [
     "mixture_regressions",
 ]
 
-POINT_COLUMNS = ["run", "recipe", "seed", "params", "tokens", "metric", "value", "stderr"]
+POINT_COLUMNS = ["run", "recipe", "seed", "params", "length", "tokens", "metric", "value", "stderr"]
 KIND = "results"
 TOP = 10
+MIN_LAW_SIZES = 3
+"""Sizes below the target a law across sizes is fitted through (unless its exponent is declared)."""
 
 
 def is_results(record: dict[str, Any]) -> bool:
@@ -63,7 +71,7 @@ def result_points(ledger: Ledger, campaign: str) -> pd.DataFrame:
         info = meta.get(KIND)
         if not (isinstance(info, dict) and info.get("campaign") == campaign):
             continue
-        head = (name, info["recipe"], int(info["seed"]), int(info["params"]))
+        head = (name, info["recipe"], int(info["seed"]), int(info["params"]), str(info.get("run") or ""))
         evals = ledger.evals(name)
         for task, metric, tokens, value, stderr in zip(*(evals[c].tolist() for c in _EVAL), strict=True):
             key = metric if task == KIND else f"{task}/{metric}"
@@ -78,43 +86,56 @@ def result_points(ledger: Ledger, campaign: str) -> pd.DataFrame:
 _EVAL = ("task", "metric", "tokens", "value", "stderr")
 
 
-def _by_recipe(points: pd.DataFrame) -> dict[str, dict[int, float]]:
-    return {str(r): dict(zip(g["seed"], g["value"], strict=True)) for r, g in points.groupby("recipe")}
-
-
-def _decided(points: pd.DataFrame) -> tuple[set[frozenset[str]] | None, str | None]:
-    """The recipe pairs separated beyond one noise unit at one scale, and by what noise (`seeds`, `stderr`); (None,
+def _noise(points: pd.DataFrame, given: float | None) -> tuple[dict[str, float] | None, str | None]:
+    """Recipe -> the standard deviation of one run's value, and what it was read from (module docstring); (None,
     None) when there is no noise to measure."""
-    by = _by_recipe(points)
-    pairs = beyond_seed_noise(by)
-    if pairs is not None:
-        return pairs, "seeds"
-    if points["stderr"].isna().any():
+    runs = {str(r): g["value"].tolist() for r, g in points.groupby("recipe")}
+    replicated = {r: v for r, v in runs.items() if len(v) >= 2}
+    if replicated:
+        pooled = pooled_seed_std(replicated)
+        own = {r: float(np.std(v, ddof=1)) for r, v in replicated.items() if len(v) >= OWN_NOISE_SEEDS}
+        kind = "seeds" if len(replicated) == len(runs) else "replicates"
+        return {r: own.get(r, pooled) for r in runs}, kind
+    if not points["stderr"].isna().any():  # one run a recipe here: its reported standard error is its noise
+        se = points.groupby("recipe")["stderr"].first()
+        return {str(r): float(v) for r, v in se.items()}, "stderr"
+    if given is not None:
+        return dict.fromkeys(runs, float(given)), "given"
+    return None, None
+
+
+def _decided(points: pd.DataFrame, given: float | None = None) -> tuple[set[frozenset[str]] | None, str | None]:
+    """The recipe pairs separated beyond one noise unit at one scale, and by what noise (`_noise`); (None, None)
+    when there is no noise to measure."""
+    noise, kind = _noise(points, given)
+    if noise is None:
         return None, None
-    grouped = points.groupby("recipe")
-    mean = grouped["value"].mean()
-    se = grouped["stderr"].apply(lambda s: math.sqrt(float(np.sum(np.square(s)))) / len(s))
-    out = set()
-    for a, b in itertools.combinations(sorted(mean.index), 2):
-        if abs(mean[a] - mean[b]) > math.hypot(se[a], se[b]):
-            out.add(frozenset((str(a), str(b))))
-    return out, "stderr"
+    grouped = points.groupby("recipe")["value"]
+    means = {str(r): float(v) for r, v in grouped.mean().items()}
+    counts = {str(r): int(v) for r, v in grouped.count().items()}
+    return beyond_noise(means, counts, noise), kind
 
 
-def _scales(points: pd.DataFrame) -> list[tuple[int, int]]:
-    """The (params, tokens) of the metric's points, most compute last (the larger N on a tie)."""
-    pairs = {(int(n), int(d)) for n, d in zip(points["params"], points["tokens"], strict=True)}
-    return sorted(pairs, key=lambda s: (s[0] * s[1], s[0]))
+Scale = tuple[int, int, str]
+"""(params N, tokens D, run label)."""
 
 
-def _at(points: pd.DataFrame, scale: tuple[int, int]) -> pd.DataFrame:
-    return points[(points["params"] == scale[0]) & (points["tokens"] == scale[1])]
+def _scales(points: pd.DataFrame) -> list[Scale]:
+    """The (params, tokens, run label) of the metric's points, most compute last (the larger N on a tie)."""
+    found = {
+        (int(n), int(d), str(r)) for n, d, r in zip(points["params"], points["tokens"], points["length"], strict=True)
+    }
+    return sorted(found, key=lambda s: (s[0] * s[1], s[0], s[2]))
 
 
-def _compare(here: pd.DataFrame, ref: pd.DataFrame) -> dict[str, Any]:
+def _at(points: pd.DataFrame, scale: Scale) -> pd.DataFrame:
+    return points[(points["params"] == scale[0]) & (points["tokens"] == scale[1]) & (points["length"] == scale[2])]
+
+
+def _compare(here: pd.DataFrame, ref: pd.DataFrame, given: float | None) -> dict[str, Any]:
     """`decision_accuracy`'s entry for `here` against `ref` (the pairs of recipes both measured)."""
-    firm, _ = _decided(ref)
-    decided, noise = _decided(here)
+    firm, _ = _decided(ref, given)
+    decided, noise = _decided(here, given)
     means = {0: here.groupby("recipe")["value"].mean().to_dict(), 1: ref.groupby("recipe")["value"].mean().to_dict()}
     entry = decision_accuracy(means, firm or set(), resolved=None if decided is None else {0: decided})["0"]
     entry.pop("budget", None)
@@ -125,9 +146,10 @@ def _compare(here: pd.DataFrame, ref: pd.DataFrame) -> dict[str, Any]:
     return entry
 
 
-def scale_decisions(points: pd.DataFrame) -> dict[str, Any]:
+def scale_decisions(points: pd.DataFrame, noise: float | None = None) -> dict[str, Any]:
     """One metric's points (`result_points` of one metric): the largest scale, and each smaller scale's decision
-    accuracy, abstention and compute share against it (see the module docstring)."""
+    accuracy, coverage and compute share against it (see the module docstring); `noise`: the standard error of one
+    run supplied for the metric."""
     scales = _scales(points)
     largest = scales[-1]
     entries = []
@@ -136,7 +158,7 @@ def scale_decisions(points: pd.DataFrame) -> dict[str, Any]:
         recipes = set(here["recipe"])
         above = [s for s in scales[k + 1 :] if len(recipes & set(_at(points, s)["recipe"])) >= 2]
         seeds = int(here.groupby("recipe")["seed"].nunique().max())
-        entry: dict[str, Any] = {"params": scale[0], "tokens": scale[1], "seeds": seeds}
+        entry: dict[str, Any] = {"params": scale[0], "tokens": scale[1], "run": scale[2] or None, "seeds": seeds}
         if not above:
             entries.append(
                 {
@@ -149,20 +171,28 @@ def scale_decisions(points: pd.DataFrame) -> dict[str, Any]:
             )
             continue
         ref = largest if above[-1] == largest else above[-1]
-        entry["against"] = {"params": ref[0], "tokens": ref[1], "largest": ref == largest}
+        entry["against"] = {"params": ref[0], "tokens": ref[1], "run": ref[2] or None, "largest": ref == largest}
         entry["compute_share"] = seeds * scale[0] * scale[1] / (ref[0] * ref[1])
-        entry.update(_compare(here, _at(points, ref)))
+        entry.update(_compare(here, _at(points, ref), noise))
         entries.append(entry)
     top = _at(points, largest)
     return {
-        "largest": {"params": largest[0], "tokens": largest[1], "recipes": int(top["recipe"].nunique())},
+        "largest": {
+            "params": largest[0],
+            "tokens": largest[1],
+            "run": largest[2] or None,
+            "recipes": int(top["recipe"].nunique()),
+        },
         "scales": entries,
     }
 
 
-def _law(params: np.ndarray, values: np.ndarray, target: float) -> float:
-    """A power law's value at `target` N (log value linear in log N); linear in log N when a value is <= 0."""
+def _law(params: np.ndarray, values: np.ndarray, target: float, exponent: float | None = None) -> float:
+    """A power law's value at `target` N (log value linear in log N; with a declared `exponent`, only its constant
+    fitted); linear in log N when a value is <= 0."""
     x = np.log(params)
+    if exponent is not None:
+        return float(np.exp(np.mean(np.log(values) - exponent * x) + exponent * math.log(target)))
     if (values > 0).all():
         slope, icpt = np.polyfit(x, np.log(values), 1)
         return float(np.exp(icpt + slope * math.log(target)))
@@ -170,22 +200,49 @@ def _law(params: np.ndarray, values: np.ndarray, target: float) -> float:
     return float(icpt + slope * math.log(target))
 
 
-def extrapolation(points: pd.DataFrame, higher_is_better: bool) -> dict[str, Any]:
-    """Where three or more model sizes exist: each recipe's law over the smaller sizes predicts its value at the
-    largest size (at that size's largest tokens); its order and plain ranking at the largest smaller size are
-    scored pair by pair against the largest size's (see the module docstring)."""
+def _common_length(points: pd.DataFrame) -> str | None:
+    """The run label every model size has (the unlabelled runs first, then by name); None when there is none."""
+    labels = [set(g["length"]) for _, g in points.groupby("params")]
+    common = set.intersection(*labels) if labels else set()
+    return min(common, key=lambda r: (r != "", r)) if common else None
+
+
+def extrapolation(points: pd.DataFrame, higher_is_better: bool, exponent: float | None = None) -> dict[str, Any]:
+    """Where a law across sizes can be fitted (`MIN_LAW_SIZES` sizes below the largest, or two sizes and a declared
+    `exponent`): each recipe's law over the smaller sizes predicts its value at the largest (at each size's final
+    point of the run label every size has), and its order and plain ranking at the largest smaller size are scored
+    pair by pair against the largest size's; the better is the `default` (plain ranking on a tie: it costs less).
+    Otherwise why not, plain ranking the default."""
     sizes = sorted(int(n) for n in points["params"].unique())
-    if len(sizes) < 3:
-        return {"available": False, "reason": f"{len(sizes)} model size(s); a law across sizes needs 3 or more"}
-    final = points[points["tokens"] == points.groupby("params")["tokens"].transform("max")]
-    table = final.groupby(["recipe", "params"])["value"].mean().unstack("params")
-    table = table.dropna()
+    need = 1 if exponent is not None else MIN_LAW_SIZES
+    if len(sizes) - 1 < need:
+        how = f"with exponent {exponent:g}, one" if exponent is not None else f"{MIN_LAW_SIZES} or more"
+        return {
+            "available": False,
+            "reason": f"{len(sizes)} model size(s); a law across sizes needs {how} below the largest "
+            "(or a declared exponent)",
+            "default": "plain",
+        }
+    length = _common_length(points)
+    if length is None:
+        return {"available": False, "reason": "no run length is measured at every model size", "default": "plain"}
+    mine = points[points["length"] == length]
+    final = mine[mine["tokens"] == mine.groupby("params")["tokens"].transform("max")]
+    table = final.groupby(["recipe", "params"])["value"].mean().unstack("params").dropna()
     if len(table) < 2:
-        return {"available": False, "reason": "fewer than two recipes are measured at every model size"}
+        return {
+            "available": False,
+            "reason": "fewer than two recipes are measured at every model size",
+            "default": "plain",
+        }
+    if exponent is not None and not (table.to_numpy() > 0).all():
+        return {"available": False, "reason": "a declared exponent needs values > 0", "default": "plain"}
     small, target = sizes[:-1], sizes[-1]
     tokens = final.groupby("params")["tokens"].max()
     truth = table[target]
-    law = pd.Series({r: _law(np.array(small, float), table.loc[r, small].to_numpy(float), target) for r in table.index})
+    law = pd.Series(
+        {r: _law(np.array(small, float), table.loc[r, small].to_numpy(float), target, exponent) for r in table.index}
+    )
     plain = table[small[-1]]
     law_right = plain_right = law_only = plain_only = 0
     pairs = list(itertools.combinations(table.index, 2))
@@ -200,6 +257,8 @@ def extrapolation(points: pd.DataFrame, higher_is_better: bool) -> dict[str, Any
     return {
         "available": True,
         "sizes": sizes,
+        "run": length or None,
+        "exponent": exponent,
         "recipes": len(table),
         "pairs": len(pairs),
         "law_accuracy": law_right / len(pairs),
@@ -207,13 +266,14 @@ def extrapolation(points: pd.DataFrame, higher_is_better: bool) -> dict[str, Any
         "law_only": law_only,
         "plain_only": plain_only,
         "beats": law_right > plain_right,
+        "default": "law" if law_right > plain_right else "plain",
         "law_compute_share": sum(n * tokens[n] for n in small) / (target * tokens[target]),
         "plain_compute_share": small[-1] * tokens[small[-1]] / (target * tokens[target]),
         "law_best": str(best),
     }
 
 
-def _ranking(points: pd.DataFrame, scale: tuple[int, int], higher_is_better: bool) -> list[dict[str, Any]]:
+def _ranking(points: pd.DataFrame, scale: Scale, higher_is_better: bool) -> list[dict[str, Any]]:
     here = _at(points, scale).groupby("recipe")["value"].agg(["mean", "count"])
     here = here.sort_values("mean", ascending=not higher_is_better).head(TOP)
     return [{"recipe": str(r), "mean": float(m), "seeds": int(c)} for r, (m, c) in here.iterrows()]
@@ -229,13 +289,15 @@ def summarise_results(ledger: Ledger, campaign: str, *, level: float | None = No
         mine = points[points["metric"] == metric]
         if mine.empty:
             continue
-        decisions = scale_decisions(mine)
-        largest = (decisions["largest"]["params"], decisions["largest"]["tokens"])
+        noise = (spec.get("noise") or {}).get(metric)
+        decisions = scale_decisions(mine, noise)
+        big = decisions["largest"]
         metrics[metric] = {
             "higher_is_better": bool(higher),
+            "noise_given": noise,
             **decisions,
-            "ranking": _ranking(mine, largest, higher),
-            "extrapolation": extrapolation(mine, higher),
+            "ranking": _ranking(mine, (big["params"], big["tokens"], big["run"] or ""), higher),
+            "extrapolation": extrapolation(mine, higher, (spec.get("exponents") or {}).get(metric)),
         }
     return {
         "campaign": campaign,

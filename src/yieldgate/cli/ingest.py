@@ -54,6 +54,22 @@ LowerOption = Annotated[
     list[str] | None,
     typer.Option("--lower-is-better", help="results: a metric whose lower value is better (repeatable)."),
 ]
+NoiseOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--noise",
+        help="results: METRIC=SE, the standard error of one run's value, to decide only beyond it where the table "
+        "has one seed and no stderr (repeatable).",
+    ),
+]
+ExponentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exponent",
+        help="results: METRIC=B, a declared exponent of value ~ N^B, so that a law across sizes needs fewer than "
+        "three sizes (repeatable).",
+    ),
+]
 DevicesOption = Annotated[
     int | None,
     typer.Option(
@@ -128,6 +144,8 @@ def import_(
     campaign: CampaignOption = None,
     higher: HigherOption = None,
     lower: LowerOption = None,
+    noise: NoiseOption = None,
+    exponent: ExponentOption = None,
     explain: ExplainOption = False,
     accept_implausible: AcceptOption = False,
     as_json: JsonOption = False,
@@ -149,7 +167,8 @@ def import_(
     if explain and kind not in KINDS and Path(kind).exists():
         kind, sources = "auto", [kind, *sources]  # `yieldgate import --explain PATH`
     if kind == "results":
-        _import_results(ctx, sources, campaign, higher or [], lower or [], replace=replace, as_json=as_json)
+        per_metric = {"noise": _pairs("--noise", noise), "exponents": _pairs("--exponent", exponent)}
+        _import_results(ctx, sources, campaign, higher or [], lower or [], per_metric, replace=replace, as_json=as_json)
         return
     options = {
         option: empty if ctx.params[name] is None else ctx.params[name]
@@ -224,12 +243,28 @@ def _say_how_to_count_tokens(results: list, ledger: str) -> None:
             )
 
 
+def _pairs(flag: str, items: list[str] | None) -> dict[str, float]:
+    """`METRIC=VALUE` items as metric -> number; InputError naming the flag on one that is not."""
+    out = {}
+    for item in items or []:
+        metric, sep, value = item.rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if not sep or not metric or number is None:
+            raise InputError(f"{flag} {item!r}: give METRIC=NUMBER, e.g. {flag} val/loss=0.01")
+        out[metric] = number
+    return out
+
+
 def _import_results(
     ctx: typer.Context,
     sources: list[str],
     campaign: str | None,
     higher: list[str],
     lower: list[str],
+    per_metric: dict[str, dict[str, float]],
     *,
     replace: bool,
     as_json: bool,
@@ -247,6 +282,7 @@ def _import_results(
         higher_is_better=higher,
         lower_is_better=lower,
         replace=replace,
+        **per_metric,
     )
     if as_json:
         _print_json(result.to_dict())

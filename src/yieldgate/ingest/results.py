@@ -3,10 +3,20 @@ results TABLE`, a campaign named).
 
 **The format** (CSV or Parquet; docs/importing.md), one row per measured point: `recipe`, `params` (model
 parameters, N), `tokens` (trained so far, D), optional `seed` (0 when absent), `metric` (`<task>/<metric>`, e.g.
-`val/pile_cc/loss`, or a bare metric name, read as task `results`), `value`, optional `stderr`, and optional
-`w:<source>` columns holding the recipe's mixture weights (summing to 1 within 1e-6; one mixture per recipe).
+`val/pile_cc/loss`, or a bare metric name, read as task `results`), `value`, optional `stderr`, optional
+`w:<source>` columns holding the recipe's mixture weights (summing to 1 within 1e-6; one mixture per recipe), and,
+where one size and seed has runs of different lengths (a 5x longer run beside the compute-optimal one), optional
+`run` (a name for each run: one name is one recipe, seed and size) and/or `tokens_multiplier` (the run's length in
+compute-optimal multiples, `CHINCHILLA` = 20 tokens a parameter: a 5x run is 100 tokens a parameter; no point of it
+may lie past that length, by more than `LENGTH_SLACK`). Without them, every row of one recipe, size and seed is one
+run, and a longer run's points would be read as later evaluations of the shorter one.
 
-**What it makes.** One run per recipe x params x seed, named `<campaign>/<recipe>/s<seed>/n<params>`: its
+**Noise** for deciding only beyond it (`analysis.results`): seeds, reported `stderr`, or `noise` supplied per metric
+(the standard error of one run's value, for a single-seed table; a finite number >= 0), and `exponents` per metric
+(a declared exponent b of value ~ N^b: a law across sizes from fewer than three sizes), both kept in the spec.
+
+**What it makes.** One run per recipe x params x seed (x run), named `<campaign>/<recipe>/s<seed>/n<params>` (and
+`/<run>`, or `/x<multiplier>`, where the table names runs): its
 evaluations at their tokens (steps 1, 2, ... in token order, with a step record of the tokens at each), the
 mixture in its manifest's data sources and N in `model.params`, and the run meta `results` (campaign, recipe,
 seed, params, tokens). The campaign is registered in the ledger with spec `kind: results` (the metrics and their
@@ -15,7 +25,9 @@ campaign`, `compare`, `yield` and the gate read the runs as they read probes (th
 transaction by `api.import_results`: an importer only translates).
 
 **All or nothing.** Every row is checked before anything is written (a missing column, a weight row that does
-not sum to 1, a metric with no known direction, a value that is not finite: one line naming the row and column),
+not sum to 1, a metric with no known direction, a value or standard error that is not finite or is negative, a run
+that changes size or a point past its run's length: one line naming the row and column; a supplied noise or
+exponent that is not a finite number, or names no metric of the table: one line naming it),
 and the runs, the campaign and its summary are written in one transaction. A run that exists is refused unless
 `replace` (`ingest.guard`), so one table imported twice into one campaign is refused the second time.
 """
@@ -24,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +57,10 @@ REQUIRED = ("recipe", "params", "tokens", "metric", "value")
 WEIGHT_PREFIX = "w:"
 WEIGHT_TOLERANCE = 1e-6
 KIND = "results"
+CHINCHILLA = 20
+"""Tokens a parameter of a compute-optimal run (Hoffmann et al. 2022): a `tokens_multiplier` counts these."""
+LENGTH_SLACK = 0.05
+"""A point may lie this share past its run's stated length (published token counts are rounded)."""
 
 
 @dataclass
@@ -66,8 +82,8 @@ class ResultsImport:
         return asdict(self)
 
 
-def run_name(campaign: str, recipe: str, seed: int, params: int) -> str:
-    return f"{campaign}/{recipe}/s{seed}/n{params}"
+def run_name(campaign: str, recipe: str, seed: int, params: int, label: str = "") -> str:
+    return f"{campaign}/{recipe}/s{seed}/n{params}" + (f"/{label}" if label else "")
 
 
 def _load(path: Path) -> pd.DataFrame:
@@ -133,6 +149,46 @@ def _names(frame: pd.DataFrame, source: str) -> None:
         bad = unsafe_character(recipe) or ("'/'" if "/" in recipe else None)
         if bad:
             raise InputError(f"{_where(source, i, 'recipe')}: a recipe name may not hold {bad}; rename it")
+
+
+def _lengths(frame: pd.DataFrame, out: pd.DataFrame, source: str) -> pd.Series:
+    """Each row's run label ("" without `run` and `tokens_multiplier`): the `run` cell, else `x<multiplier>`.
+    InputError naming the row and column of a run name that changes recipe, seed or size, or a point past its
+    run's length (multiplier x 20 tokens a parameter)."""
+    label = pd.Series([""] * len(frame))
+    if "tokens_multiplier" in frame.columns:
+        mult = _numbers(frame, "tokens_multiplier", source)
+        bad = mult <= 0
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(f"{_where(source, i, 'tokens_multiplier')}: expected a number > 0, got {mult[i]:g}")
+        length = mult * CHINCHILLA * out["params"].to_numpy(dtype=float)
+        past = out["tokens"].to_numpy(dtype=float) > length * (1 + LENGTH_SLACK)
+        if past.any():
+            i = int(np.argmax(past))
+            raise InputError(
+                f"{_where(source, i, 'tokens_multiplier')}: tokens {out['tokens'][i]:,} lie past the run's length, "
+                f"{mult[i]:g} x {CHINCHILLA} tokens a parameter x {out['params'][i]:,} parameters = {length[i]:,.0f}: "
+                "the multiplier or the size is wrong"
+            )
+        label = pd.Series([f"x{m:g}" for m in mult])
+    if "run" in frame.columns:
+        first: dict[str, int] = {}
+        for i, name in enumerate(frame["run"]):
+            if not isinstance(name, str) or not name.strip():
+                raise InputError(f"{_where(source, i, 'run')}: expected a run name, got nothing")
+            held = unsafe_character(name) or ("'/'" if "/" in name else None)
+            if held:
+                raise InputError(f"{_where(source, i, 'run')}: a run name may not hold {held}; rename it")
+            j = first.setdefault(name, i)
+            for column in ("params", "recipe", "seed"):
+                if out[column][i] != out[column][j]:
+                    raise InputError(
+                        f"{_where(source, i, 'run')}: run {name!r} has {column} {out[column][j]} at row {j + 1} and "
+                        f"{out[column][i]} here: one run is one recipe, seed and model size; name the other run apart"
+                    )
+        label = frame["run"].astype(str).str.strip()
+    return label.reset_index(drop=True)
 
 
 def _source(column: str) -> str:
@@ -210,12 +266,15 @@ def read_results(
         raise InputError(f"{_where(source, i, 'stderr')}: a standard error must be >= 0, got {out['stderr'][i]:g}")
     directions = _directions(frame, source, higher_is_better, lower_is_better)
     out["params"], out["tokens"] = out["params"].astype(np.int64), out["tokens"].astype(np.int64)
-    twice = out.duplicated(["recipe", "params", "seed", "tokens", "metric"])
+    out["length"] = _lengths(frame, out, source)
+    twice = out.duplicated(["recipe", "params", "seed", "length", "tokens", "metric"])
     if twice.any():
         i = int(np.argmax(twice.to_numpy()))
+        run = f", run {out['length'][i]!r}" if out["length"][i] else ""
         raise InputError(
             f"{_where(source, i, 'value')}: a second value of {out['metric'][i]!r} for recipe {out['recipe'][i]!r}, "
-            f"params {out['params'][i]}, seed {out['seed'][i]}, tokens {out['tokens'][i]}; one row per point"
+            f"params {out['params'][i]}, seed {out['seed'][i]}{run}, tokens {out['tokens'][i]}; one row per point "
+            "(a longer run of the same size and seed is another run: name it in a run or tokens_multiplier column)"
         )
     return out, directions, _weights(frame, source)
 
@@ -251,6 +310,24 @@ def _mapped(group: pd.DataFrame, directions: dict[str, bool]) -> Mapped:
     return Mapped(steps=steps, evals=evals, mapping={m: m for m in sorted(group["metric"].unique())})
 
 
+def _per_metric(values: Mapping[str, float], name: str, metrics: dict[str, bool], *, low: float | None) -> dict:
+    """A per-metric setting (`noise`, `exponents`) checked: each a metric of the table, each a finite number (and
+    >= `low`); InputError naming the setting and the metric otherwise."""
+    out = {}
+    for metric, value in values.items():
+        if metric not in metrics:
+            raise InputError(
+                f"{name} for {metric!r}: the table has no metric {metric!r} (it has {', '.join(sorted(metrics))})",
+                parameter=name,
+            )
+        number = float(value)
+        if not math.isfinite(number) or (low is not None and number < low):
+            need = f"a finite number >= {low:g}" if low is not None else "a finite number"
+            raise InputError(f"{name} for {metric!r} must be {need}, got {value!r}", parameter=name)
+        out[metric] = number
+    return out
+
+
 def import_results(
     ledger: Ledger,
     path: str | Path,
@@ -258,22 +335,30 @@ def import_results(
     campaign: str,
     higher_is_better: Sequence[str] = (),
     lower_is_better: Sequence[str] = (),
+    noise: Mapping[str, float] | None = None,
+    exponents: Mapping[str, float] | None = None,
     replace: bool = False,
     level: float = 0.9,
 ) -> ResultsImport:
     """Import a results table as campaign `campaign` (see the module docstring): checked whole first, then
-    written in one transaction (call it inside the caller's to write the summary with it: `api.import_results`)."""
+    written in one transaction (call it inside the caller's to write the summary with it: `api.import_results`).
+    `noise`: metric -> the standard error of one run's value (a single-seed table's noise); `exponents`: metric ->
+    the declared exponent of a law across sizes."""
     if not campaign or "/" in campaign or unsafe_character(campaign):
         raise InputError(f"campaign name {campaign!r}: give a name without '/' or control characters")
     table, directions, mixtures = read_results(path, higher_is_better=higher_is_better, lower_is_better=lower_is_better)
     source = str(path)
-    spec = {
+    spec: dict[str, Any] = {
         "kind": KIND,
         "source": Path(path).name,
         "level": level,
         "metrics": directions,
         "recipes": {r: {"sources": [{"name": s, "weight": w} for s, w in m.items()]} for r, m in mixtures.items()},
     }
+    if noise:
+        spec["noise"] = _per_metric(noise, "noise", directions, low=0.0)
+    if exponents:
+        spec["exponents"] = _per_metric(exponents, "exponents", directions, low=None)
     result = ResultsImport(
         campaign=campaign,
         source=source,
@@ -286,8 +371,8 @@ def import_results(
     with ledger.transaction():
         existing = set(ledger.runs()["name"])
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        for (recipe, params, seed), group in table.groupby(["recipe", "params", "seed"], sort=True):
-            run = run_name(campaign, str(recipe), int(seed), int(params))
+        for (recipe, params, seed, length), group in table.groupby(["recipe", "params", "seed", "length"], sort=True):
+            run = run_name(campaign, str(recipe), int(seed), int(params), str(length))
             mapped = _mapped(group, directions)
             manifest = _manifest(run, int(params), mixtures.get(str(recipe), {}))
             if run in existing:  # the import guard: refused unless replace, the records set apart then
@@ -299,6 +384,8 @@ def import_results(
             else:  # a new run: what write_import writes, without its listing of every run per run
                 _write_new(ledger, run, mapped, manifest, source, digest)
             meta = {"campaign": campaign, "recipe": recipe, "seed": int(seed), "params": int(params)}
+            if length:
+                meta["run"] = str(length)
             ledger.set_meta(run, KIND, {**meta, "tokens": int(group["tokens"].max())})
             result.runs += 1
         ledger.put_campaign(campaign, spec, content_hash(spec))

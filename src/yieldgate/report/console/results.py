@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
+from yieldgate.report.console.decisions import decision_figures
 from yieldgate.report.format import fmt
 
 __all__ = ["results_lines", "proposal_lines", "render_results", "render_proposals"]
@@ -15,44 +16,53 @@ SHOWN = 0.005
 """A proposed mixture's sources below this weight are summed into one `others` entry."""
 
 
-def _scale(params: int, tokens: int) -> str:
-    return f"N = {params:,}, D = {tokens:,}"
+def _scale(params: int, tokens: int, run: str | None = None) -> str:
+    return f"N = {params:,}, D = {tokens:,}" + (f" (run {run})" if run else "")
 
 
 def _pct(share: float | None) -> str:
     return "-" if share is None else f"{share:.1%}"
 
 
+NOISE = {
+    "seeds": "the seeds' spread",
+    "replicates": "the replicated recipes' spread, pooled",
+    "stderr": "the reported standard errors",
+    "given": "the noise given at import",
+}
+
+
 def _decision_line(metric: str, e: dict[str, Any]) -> str:
+    where = _scale(e["params"], e["tokens"], e.get("run"))
     if e.get("against") is None:
-        return f"{metric} at {_scale(e['params'], e['tokens'])}: no decision ({e.get('reason', 'no larger scale')})"
+        return f"{metric} at {where}: no decision ({e.get('reason', 'no larger scale')})"
     ref = e["against"]
-    line = (
-        f"{metric} at {_scale(e['params'], e['tokens'])}: {_pct(e['accuracy'])} of {e['pairs']:,} recipe pairs "
-        f"ordered as at {_scale(ref['params'], ref['tokens'])}{'' if ref['largest'] else ' (the largest sharing them)'}"
+    against = _scale(ref["params"], ref["tokens"], ref.get("run")) + (
+        "" if ref["largest"] else " (the largest sharing them)"
     )
+    line = (
+        f"{metric} at {where}: {_pct(e['accuracy'])} of {e['pairs']:,} recipe pairs ordered as at {against} "
+        f"({decision_figures(e)}"
+    )
+    line += f", beyond {NOISE[e['noise']]})" if e.get("noise") else "; give a noise to decide beyond it)"
     if e.get("accuracy_resolved") is not None:
-        line += f"; {_pct(e['accuracy_resolved'])} of the {e['resolved_pairs']:,} it separates beyond noise"
-    if e.get("decided_pairs") is not None:
-        line += (
-            f"; abstaining within noise ({e['noise']}): decides {e['decided_pairs']:,} "
-            f"({1 - e['abstained']:.0%}), {_pct(e['accuracy_decided'])} of them right"
-        )
-    else:
-        line += "; no noise measured (one seed, no stderr): no abstention"
+        line += f"; {_pct(e['accuracy_resolved'])} of the {e['resolved_pairs']:,} the larger separates beyond noise"
     return line + f"; compute {e['compute_share']:.2%} of one run there ({e['seeds']} seed(s))"
 
 
 def _extrapolation_line(metric: str, x: dict[str, Any]) -> str:
     if not x["available"]:
-        return f"{metric} extrapolation across sizes: none ({x['reason']})"
+        return f"{metric} extrapolation across sizes: none ({x['reason']}); plain ranking is the default"
     verdict = "beats" if x["beats"] else "does not beat"
+    law = f"with exponent {x['exponent']:g}" if x.get("exponent") is not None else f"over {len(x['sizes']) - 1} sizes"
+    run = f" (runs {x['run']})" if x.get("run") else ""
     return (
-        f"{metric} extrapolation to N = {x['sizes'][-1]:,}: a per-recipe law over {len(x['sizes']) - 1} smaller sizes "
-        f"orders {_pct(x['law_accuracy'])} of {x['pairs']:,} pairs right, plain ranking at N = {x['sizes'][-2]:,} "
+        f"{metric} extrapolation to N = {x['sizes'][-1]:,}{run}: a per-recipe law {law} orders "
+        f"{_pct(x['law_accuracy'])} of {x['pairs']:,} pairs right, plain ranking at N = {x['sizes'][-2]:,} "
         f"{_pct(x['plain_accuracy'])}: the law {verdict} it (right where ranking is wrong on {x['law_only']:,} pairs, "
         f"wrong where it is right on {x['plain_only']:,}; compute {x['law_compute_share']:.2%} vs "
-        f"{x['plain_compute_share']:.2%} of one run at the target)"
+        f"{x['plain_compute_share']:.2%} of one run at the target); the default is "
+        + ("the law" if x.get("default", "law" if x["beats"] else "plain") == "law" else "plain ranking")
     )
 
 
@@ -63,9 +73,10 @@ def results_lines(summary: dict[str, Any]) -> list[str]:
         big = m["largest"]
         way = "higher" if m["higher_is_better"] else "lower"
         best = ", ".join(f"{e['recipe']} {fmt(e['mean'])}" for e in m["ranking"][:3])
+        noise = f"; noise given: {fmt(m['noise_given'])} a run" if m.get("noise_given") is not None else ""
         lines.append(
-            f"{metric} ({way} is better): largest scale {_scale(big['params'], big['tokens'])}, "
-            f"{big['recipes']:,} recipes; best there: {best}"
+            f"{metric} ({way} is better): largest scale {_scale(big['params'], big['tokens'], big.get('run'))}, "
+            f"{big['recipes']:,} recipes; best there: {best}{noise}"
         )
         lines += [_decision_line(metric, e) for e in m["scales"]]
         lines.append(_extrapolation_line(metric, m["extrapolation"]))
