@@ -45,11 +45,13 @@ FORMAT = 1
 
 def reference_campaign(campaign: Any, seeds: list[int]) -> Any:
     """The campaign reduced to its largest budget with `seeds`, named `<name>-reference` (its probes keep the keys
-    they have in the full campaign: a key does not depend on the other budgets)."""
+    they have in the full campaign: a key does not depend on the other budgets), scored by its last evaluations
+    (`last_evals`), without an adaptive mode."""
     from yieldgate.probe.campaign import Campaign
 
     spec = campaign.model_dump()
     spec.update(name=f"{campaign.name}-reference", budgets=[max(campaign.budgets)], budget_seeds={}, seeds=seeds)
+    spec.update(score_window=[], adaptive=None)
     return Campaign.model_validate(spec)
 
 
@@ -57,13 +59,15 @@ def key_parts(campaign: Any) -> dict[str, Any]:
     """What the reference's values depend on: the recipes' hashes (with eval sources and data settings), the model,
     the probe settings, eval sources, last_evals, the largest budget and the trainer."""
     from yieldgate.probe.campaign import plan
+    from yieldgate.probe.campaign.spec import probe_key_part
 
     specs = plan(reference_campaign(campaign, [0]))
-    unset = {"eval_documents"} if campaign.probe.eval_documents is None else None
     return {
         "recipes": {s.recipe_name: s.recipe_hash for s in specs},
         "models": [m.model_dump() for m in campaign.models],
-        "probe": campaign.probe.model_dump(exclude=unset),
+        # Where a probe is evaluated besides (`eval_at`) is no part of it: the reference is scored by its final
+        # evaluation, and an evaluation draws on no state of training.
+        "probe": probe_key_part(campaign.probe, evaluations=False),
         "eval_sources": list(campaign.eval_sources),
         "last_evals": campaign.last_evals,
         "tokens": max(campaign.budgets),

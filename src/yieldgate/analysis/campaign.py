@@ -49,6 +49,7 @@ import pandas as pd
 
 from yieldgate.analysis.campaign_sizes import recipe_laws, sizes_of, transfer_by_budget
 from yieldgate.analysis.fit import BILLION, forecast
+from yieldgate.analysis.metric_choice import metric_report
 from yieldgate.analysis.probe_scores import (
     BPB,
     HIGHER_IS_BETTER,
@@ -92,6 +93,16 @@ class CampaignSummary:
     attribution: dict[str, Any] | None = None
     """The recipe x capability table and each source's marginal effect (`attribution.attribution`; None without two
     recipes' finished probes at one budget)."""
+    rank_by: dict[str, Any] = field(default_factory=lambda: {"metric": BPB, "higher_is_better": False})
+    """The metric that ranks and decides, with its direction (the campaign's `rank_by`)."""
+    scored_by: str = "the last evaluation"
+    """How a probe's score is read off its evaluations (the last N, or a window of its budget)."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Every candidate metric's signal-to-noise and decision accuracy, and the recommended one
+    (`metric_choice.metric_report`)."""
+    adaptive: dict[str, Any] | None = None
+    """A campaign with adaptive seeds: its budget, each recipe's seeds there, the compute spent and its cap, and
+    whether every pair is decided (`adaptive_state`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -105,7 +116,6 @@ def summarise(
     record = ledger.campaign(campaign)
     spec = record["spec"]
     level = level if level is not None else float(spec.get("level", 0.9))
-    last_evals = int(spec.get("last_evals", 1))
     runs = probe_runs(ledger, campaign)
     if runs.empty:
         raise InputError(f"campaign {campaign!r} has no probe runs in {ledger.location}; run `yieldgate probe` first")
@@ -128,15 +138,23 @@ def summarise(
             "eval windows drawn at token positions fall on different held-out text for each: set "
             "probe.eval_documents to score every recipe on the same bytes"
         )
-    scores, finals = _gather(ledger, runs, spec, last_evals)
+    scores, finals = _gather(ledger, runs, spec)
+    metric, higher = rank_metric(spec)
     rankings: dict[str, dict[str, Any]] = {}
     for budget in sorted(scores):
         rankings[str(budget)] = {
-            key: rank(by_recipe, lower_is_better=key not in HIGHER_IS_BETTER, level=level)
+            key: rank(
+                by_recipe, lower_is_better=not higher if key == metric else key not in HIGHER_IS_BETTER, level=level
+            )
             for key, by_recipe in sorted(scores[budget].items())
-            if key != "val/loss"
+            if key in (BPB, metric, *HIGHER_IS_BETTER) or (key.startswith("hard/") and key.endswith("/bpb"))
         }
-    accuracy = screen_accuracy(rankings)
+    accuracy = screen_accuracy(rankings, metric)
+    missing = sorted({b for b, by_key in scores.items() if metric not in by_key}, key=int)
+    if missing:
+        notes.append(
+            f"no probe at {', '.join(f'{b:,}' for b in missing)} tokens has {metric}: nothing ranked by it there"
+        )
     budgets = sorted(int(b) for b in scores)
     target = next_budget or spec.get("next_budget") or (2 * max(budgets) if budgets else None)
     forecasts = {recipe: _forecast(points, target, level) for recipe, points in finals.items()}
@@ -155,7 +173,46 @@ def summarise(
         scaling=recipe_laws(ledger, runs, level=level, target_tokens=target, boots=boots) if sizes else {},
         rank_transfer=transfer_by_budget(scores, sizes, BPB, level=level) if sizes else {},
         attribution=_attribution(ledger, campaign, level),
+        rank_by={"metric": metric, "higher_is_better": higher},
+        scored_by=scored_by(spec),
+        metrics=metric_report(scores, metric, higher, bytes_only=len(_tokenizer_texts(spec)) > 1),
+        adaptive=adaptive_state(scores, spec, metric),
     )
+
+
+def adaptive_state(scores: Scores, spec: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    """An adaptive campaign's state at its budget: each recipe's seeds, the compute spent (probes x budget over
+    recipes x the largest budget) and its cap, and the recipes still in a pair within noise (`adaptive.
+    close_recipes`): `decided` when none is, else `compute` when the cap is spent, else `open`."""
+    from yieldgate.analysis.adaptive import close_recipes
+
+    adaptive = spec.get("adaptive")
+    if not adaptive or not scores:
+        return None
+    budget, largest = int(adaptive["budget"]), max(int(b) for b in spec["budgets"])
+    by_recipe = scores.get(budget, {}).get(metric, {})
+    seeds = {r: len(v) for r, v in by_recipe.items()}
+    spent = budget * sum(seeds.values()) / (largest * max(len(spec["recipes"]), 1))
+    close = close_recipes(by_recipe) if by_recipe else sorted(spec["recipes"])
+    cap = float(adaptive["compute"])
+    one_more = budget / (largest * max(len(spec["recipes"]), 1))  # the compute of one more probe
+    state = "decided" if not close else "compute" if spent + one_more > cap + 1e-12 else "open"
+    return {"budget": budget, "seeds": seeds, "compute_share": spent, "compute": cap, "close": close, "state": state}
+
+
+def rank_metric(spec: dict[str, Any]) -> tuple[str, bool]:
+    """The campaign's `rank_by` metric and whether higher is better (`bpb`, lower, by default)."""
+    rank_by = spec.get("rank_by") or {}
+    return str(rank_by.get("metric", BPB)), bool(rank_by.get("higher_is_better", False))
+
+
+def scored_by(spec: dict[str, Any]) -> str:
+    """How the campaign reads a probe's score off its evaluations, in words."""
+    window = spec.get("score_window")
+    if window:
+        return f"the mean of its evaluations at {', '.join(f'{x:g}' for x in window)} of its budget"
+    last = int(spec.get("last_evals", 1))
+    return "the last evaluation" if last == 1 else f"the mean of its last {last} evaluations"
 
 
 def screen_accuracy(rankings: dict[str, dict[str, Any]], score: str = BPB) -> dict[str, Any]:
@@ -185,18 +242,23 @@ Scores = dict[int, dict[str, dict[str, dict[int, float]]]]
 """budget -> score -> recipe (`recipe@size` with several model sizes) -> seed -> value."""
 
 
-def campaign_scores(ledger: Ledger, campaign: str, *, last_evals: int | None = None) -> Scores:
-    """Every finished probe's scores (`probe_scores`, with the campaign's `last_evals` unless given), by budget,
-    score, recipe and seed: what `summarise` ranks."""
+def campaign_scores(
+    ledger: Ledger, campaign: str, *, last_evals: int | None = None, window: list[float] | None = None
+) -> Scores:
+    """Every finished probe's scores (`probe_scores`, scored as the campaign says unless `last_evals` or a `window`
+    is given), by budget, score, recipe and seed: what `summarise` ranks."""
     spec = ledger.campaign(campaign)["spec"]
-    last = last_evals if last_evals is not None else int(spec.get("last_evals", 1))
-    return _gather(ledger, probe_runs(ledger, campaign), spec, last)[0]
+    if last_evals is not None or window is not None:
+        spec = {**spec, "last_evals": last_evals or 1, "score_window": window or []}
+    return _gather(ledger, probe_runs(ledger, campaign), spec)[0]
 
 
 def _gather(
-    ledger: Ledger, runs: pd.DataFrame, spec: dict[str, Any], last_evals: int
+    ledger: Ledger, runs: pd.DataFrame, spec: dict[str, Any]
 ) -> tuple[Scores, dict[str, list[tuple[float, float]]]]:
-    """(scores, recipe -> [(tokens, final val loss)] for the forecasts) over the finished probes of `runs`."""
+    """(scores, recipe -> [(tokens, final val loss)] for the forecasts) over the finished probes of `runs`, each
+    scored by the spec's `last_evals` or `score_window`."""
+    last_evals, window = int(spec.get("last_evals", 1)), spec.get("score_window") or None
     several = runs["model"].nunique() > 1
     scores: Scores = {}
     finals: dict[str, list[tuple[float, float]]] = {}
@@ -206,7 +268,12 @@ def _gather(
         if evals.empty:
             continue
         scored = probe_scores(
-            evals, spec.get("eval_sources"), ledger.steps(row.run, ["tokens", "lr"]), last_evals=last_evals
+            evals,
+            spec.get("eval_sources"),
+            ledger.steps(row.run, ["tokens", "lr"]),
+            last_evals=last_evals,
+            window=window,
+            budget=row.tokens,
         )
         for key, value in scored.items():
             scores.setdefault(row.tokens, {}).setdefault(key, {}).setdefault(recipe, {})[row.seed] = value

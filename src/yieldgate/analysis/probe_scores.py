@@ -11,7 +11,7 @@ import pandas as pd
 from yieldgate.analysis.fit import BILLION
 from yieldgate.ledger import Ledger
 
-__all__ = ["probe_runs", "probe_scores"]
+__all__ = ["probe_runs", "probe_scores", "scoring_steps"]
 
 BPB = "bpb"
 YIELD = "yield_per_btok"
@@ -48,26 +48,56 @@ def _at(curve: pd.DataFrame, tokens: float) -> float:
     return float(np.interp(tokens, curve["tokens"], curve["value"]))
 
 
+WINDOW_SLACK = 0.025
+"""An evaluation stands for a share s of the budget when it lies within this share of the budget of s x budget."""
+
+
+def scoring_steps(
+    evals: pd.DataFrame, *, last_evals: int = 1, window: list[float] | None = None, budget: float | None = None
+) -> list[int]:
+    """The evaluation steps a probe's score averages: its last `last_evals`, or with a `window` (shares of the
+    `budget`, or of the tokens it trained where a whole last step took it past the budget), for each share the
+    evaluation nearest it, taken when within `WINDOW_SLACK` of the budget (none there: that share is missing; none
+    at all: no score)."""
+    steps = sorted(evals["step"].unique())
+    if not window:
+        return [int(x) for x in steps[-last_evals:]]
+    if budget is None:
+        raise ValueError("a score window needs the probe's budget")
+    at = evals.groupby("step")["tokens"].max()
+    length = max(float(budget), float(at.max()) if len(at) else 0.0)
+    picked = set()
+    for share in window:
+        gap = (at - share * length).abs()
+        if len(gap) and gap.min() <= WINDOW_SLACK * length:
+            picked.add(int(gap.idxmin()))
+    return sorted(picked)
+
+
 def probe_scores(
     evals: pd.DataFrame,
     eval_sources: list[str] | None = None,
     steps: pd.DataFrame | None = None,
     *,
     last_evals: int = 1,
+    window: list[float] | None = None,
+    budget: float | None = None,
 ) -> dict[str, float]:
     """One probe's scores from its evaluations and (for the stable/cooldown split) its step records' `tokens` and
-    `lr` (see the module docstring); NaN where a score is missing. `bpb` is the mean over the last `last_evals`
-    evaluations (fewer when the probe has fewer)."""
+    `lr` (see the module docstring); NaN where a score is missing. `bpb`, and each evaluation key `<task>/<metric>`,
+    is the mean over the scoring evaluations (`scoring_steps`: the last `last_evals`, fewer when the probe has fewer,
+    or those of the score `window` of its `budget`)."""
     keys = [f"val/{s}/bpb" for s in eval_sources] if eval_sources else ["val/bpb"]
     at: list[float] = []
-    for step in sorted(evals["step"].unique())[-last_evals:]:
+    by_key: dict[str, list[float]] = {}
+    for step in scoring_steps(evals, last_evals=last_evals, window=window, budget=budget):
         here = evals[evals["step"] == step]
         value = {f"{t}/{m}": float(v) for t, m, v in zip(here["task"], here["metric"], here["value"], strict=True)}
         at.append(float(np.mean([value.get(k, math.nan) for k in keys])))
-    last = evals[evals["step"] == evals["step"].max()]
-    final = {f"{t}/{m}": float(v) for t, m, v in zip(last["task"], last["metric"], last["value"], strict=True)}
+        for key, v in value.items():
+            by_key.setdefault(key, []).append(v)
     out = {BPB: float(np.mean(at)) if at else math.nan}
-    out.update({k: v for k, v in final.items() if k.startswith("hard/") and k.endswith("/bpb")})
+    out.update({k: float(np.mean(v)) for k, v in by_key.items() if not k.startswith("val/loss")})
     loss = evals[(evals["task"] == "val") & (evals["metric"] == "loss")].sort_values("tokens")
     out["val/loss"] = float(loss["value"].iloc[-1]) if len(loss) else math.nan
     out[YIELD] = math.nan

@@ -211,6 +211,24 @@ def probe(
             on_result=on_result,
             extra=extra,
         )
+    if campaign.adaptive is not None:  # rounds of more seeds for the recipes still close (`probe.campaign.adaptive`)
+        from yieldgate.probe.campaign.adaptive import adapt
+
+        def round_(specs: list[Any]) -> None:
+            more = display(len(planned(campaign)) + len(specs)) if display is not None else nullcontext((None, None))
+            with more as (on_step, on_result):
+                run_campaign(
+                    campaign,
+                    location,
+                    executor=executor,  # type: ignore[arg-type]  # checked by preflight_campaign
+                    workers=workers,
+                    address=address,
+                    progress=on_step,
+                    on_result=on_result,
+                    extra=specs,
+                )
+
+        adapt(campaign, location, round_)
     with _open(location, readonly=False) as led:
         summary = summarise(led, campaign.name)
         base = extra[0].ablation if extra and extra[0].ablation else None

@@ -71,6 +71,8 @@ class ProbeConfig:
     """Share of steps in the final linear cooldown (to 10% of the peak)."""
     evals: int = 8
     """Evaluations over the budget (plus one at step 0)."""
+    eval_at: tuple[float, ...] = ()
+    """More evaluations, at these shares of the budget (a campaign's `score_window`: inside the LR decay)."""
     eval_sequences: int = 32
     """Held-out sequences per source per evaluation (drawn from token positions: see `eval_documents`)."""
     eval_documents: int | None = None

@@ -132,6 +132,7 @@ def train_probe(
     )
     scaler = torch.amp.GradScaler("cpu") if cfg.loss_scaler else None
     eval_at = set(np.linspace(0, steps, cfg.evals + 1).round().astype(int).tolist())
+    eval_at |= {max(1, round(share * steps)) for share in cfg.eval_at}  # an evaluation draws on no training state
     parts = Parts(model=model, opt=opt, scaler=scaler, sampler=sampler, portfolio=portfolio)
     with Tracker(
         run,

@@ -23,16 +23,21 @@ from pydantic import (
 from yieldgate.config_files import read_structured_file, validate
 from yieldgate.errors import InputError
 from yieldgate.manifest import Recipe, Source, load_recipe
+from yieldgate.names import metric_direction
 from yieldgate.probe.campaign.own_spec import TrainerSpec
 
 __all__ = [
+    "Adaptive",
     "Campaign",
+    "RankBy",
     "ModelSize",
     "ProbeSettings",
     "DataSettings",
     "ProbeSpec",
     "load_campaign",
     "plan",
+    "probe_key_part",
+    "probes_of",
     "with_eval_sources",
 ]
 
@@ -99,6 +104,18 @@ class ProbeSettings(_Model):
     eval_seed: int | None = 0
     """Seed of the eval draw, the same for every probe: seeds then differ in training only, and every probe is
     scored on the same held-out sequences (None: each probe's own seed)."""
+    eval_at: list[float] = Field(default_factory=list)
+    """More evaluations, at these shares of each probe's budget (0 < share <= 1), beside the `evals` evenly spaced
+    ones: a campaign's `score_window` adds its own. An evaluation does not change what a probe learns (it draws on no
+    random state of training)."""
+
+    @field_validator("eval_at")
+    @classmethod
+    def _shares(cls, value: list[float]) -> list[float]:
+        bad = [x for x in value if not 0 < x <= 1]
+        if bad:
+            raise ValueError(f"shares of the budget must lie in (0, 1], got {bad[0]}")
+        return sorted(set(value))
 
 
 class DataSettings(_Model):
@@ -110,6 +127,43 @@ class DataSettings(_Model):
     """Share of works held out for evaluation (split by work)."""
     stdlib_bytes: int = Field(default=2_000_000, ge=1)
     """Bytes of Python's standard library in the `python-stdlib` source."""
+
+
+class RankBy(_Model):
+    """The evaluation a campaign ranks recipes by, with its direction."""
+
+    metric: str = Field(min_length=1)
+    """An evaluation key, `<task>/<metric>` (`val/milton/bpb`, `hellaswag/acc`), or `bpb`: the mean bits per byte over
+    the campaign's eval sources (the default)."""
+    higher_is_better: bool | None = None
+    """The metric's direction; may be left out only where the metric's name says it (`bpb`, `loss`, `acc`, ...)."""
+
+    @model_validator(mode="after")
+    def _direction(self) -> RankBy:
+        if self.metric != "bpb" and "/" not in self.metric:
+            raise ValueError(f"metric {self.metric!r} must be 'bpb' or an evaluation key '<task>/<metric>'")
+        if self.higher_is_better is None:
+            known = False if self.metric == "bpb" else metric_direction(self.metric.rpartition("/")[2])
+            if known is None:
+                raise ValueError(
+                    f"metric {self.metric!r} has no known direction; give rank_by.higher_is_better (true or false)"
+                )
+            self.higher_is_better = known
+        return self
+
+
+class Adaptive(_Model):
+    """Adaptive seeds (`analysis.adaptive`): after a first pass, more seeds only for the recipes still in a pair
+    within noise, until every pair is decided or the compute is spent. The seeds drawn are the budget's own
+    (`budget_seeds`, else `seeds`), in their order: the first `first_seeds` for every recipe, then one more a round."""
+
+    budget: int = Field(ge=1)
+    """The budget (one of `budgets`, not the largest) whose seeds adapt."""
+    first_seeds: int = Field(default=2, ge=2, le=MAX_SEEDS)
+    """Seeds a recipe in the first pass (two at least: the noise must be measured)."""
+    compute: float = Field(gt=0)
+    """The compute to spend at `budget`, the first pass included, as a share of one probe of the largest budget a
+    recipe (DataDecide's compute share): 0.1 at a tenth of the largest budget pays for one probe a recipe."""
 
 
 class Campaign(_Model):
@@ -129,6 +183,17 @@ class Campaign(_Model):
     the first tokens of the data order with the smaller budget's."""
     last_evals: int = Field(default=1, ge=1)
     """Score each probe by the mean of its last N evaluations' bits per byte (1: the final evaluation)."""
+    score_window: list[float] = Field(default_factory=list)
+    """Score each probe by the mean of its evaluations at these shares of its budget instead (e.g. [0.9, 0.95, 1.0]:
+    inside the learning rate's decay, where a single final evaluation is among the noisiest scores a probe has). The
+    built-in trainer evaluates there (`probe.eval_at`); a trainer of one's own is scored by its evaluations nearest
+    each share, within 2.5% of the budget."""
+    rank_by: RankBy = Field(default_factory=lambda: RankBy(metric="bpb"))
+    """What ranks the recipes and decides (a key `<task>/<metric>` of the probes' evaluations, with its direction);
+    the summary also measures every other evaluation's signal-to-noise on the probes and recommends the best."""
+    adaptive: Adaptive | None = None
+    """Adaptive seeds at one budget (`Adaptive`): `yieldgate probe` trains the first pass, then rounds of more seeds for
+    the recipes still close, instead of `budget_seeds` there."""
     models: list[ModelSize] = Field(default_factory=list)
     """Model sizes (default: one, the probe default)."""
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
@@ -149,6 +214,14 @@ class Campaign(_Model):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A campaign without its own trainer dumps (and hashes) as before the key existed; the trainer by its aliases.
         out: dict[str, Any] = handler(self)
+        # Keys at their defaults that older campaigns did not have dump as absent, so their hashes stay.
+        for key in ("score_window", "adaptive"):
+            if not out.get(key):
+                out.pop(key, None)
+        if self.rank_by == RankBy(metric="bpb"):
+            out.pop("rank_by", None)
+        if not out.get("probe", {}).get("eval_at"):
+            out.get("probe", {}).pop("eval_at", None)
         if self.trainer is None:
             out.pop("trainer", None)
         else:
@@ -173,8 +246,15 @@ class Campaign(_Model):
         return {k: cls._count(v) for k, v in value.items()} if isinstance(value, dict) else value
 
     def seeds_of(self, budget: int) -> list[int]:
-        """The seeds of `budget`'s probes."""
+        """The seeds of `budget`'s probes (at an adaptive budget, the seeds its rounds may draw)."""
         return self.budget_seeds.get(budget, self.seeds)
+
+    def planned_seeds(self, budget: int) -> list[int]:
+        """The seeds planned at `budget`: all of `seeds_of`, or an adaptive budget's first pass."""
+        seeds = self.seeds_of(budget)
+        if self.adaptive is not None and budget == self.adaptive.budget:
+            return seeds[: self.adaptive.first_seeds]
+        return seeds
 
     @model_validator(mode="after")
     def _check(self) -> Campaign:
@@ -202,12 +282,42 @@ class Campaign(_Model):
             )
         if self.next_budget is not None and self.next_budget <= max(self.budgets):
             raise ValueError(f"next_budget ({self.next_budget}) must exceed the largest budget ({max(self.budgets)})")
+        self._check_scoring()
         if self.probe.batch_size % self.probe.microbatches:
             raise ValueError(
                 f"probe.batch_size ({self.probe.batch_size}) must be a multiple of probe.microbatches "
                 f"({self.probe.microbatches})"
             )
         return self
+
+    def _check_scoring(self) -> None:
+        """score_window against last_evals, the built-in trainer's evaluations there, and the adaptive budget."""
+        if any(not 0 < x <= 1 for x in self.score_window):
+            raise ValueError(f"score_window shares must lie in (0, 1], got {self.score_window}")
+        if self.score_window and self.last_evals != 1:
+            raise ValueError("score_window and last_evals both say how to score a probe: give one")
+        if self.score_window and self.trainer is None:  # the built-in trainer evaluates where the window scores
+            shares = sorted({*self.probe.eval_at, *(x for x in self.score_window if x < 1)})
+            self.probe = self.probe.model_copy(update={"eval_at": shares})
+        if self.adaptive is not None:
+            if self.adaptive.budget not in self.budgets:
+                raise ValueError(f"adaptive.budget ({self.adaptive.budget}) must be one of budgets {self.budgets}")
+            if len(self.models) > 1:
+                raise ValueError("adaptive seeds take one model size; give the campaign one in models")
+            if self.adaptive.budget == max(self.budgets):
+                raise ValueError("adaptive.budget must be a smaller budget than the largest (the reference)")
+            pool = len(self.seeds_of(self.adaptive.budget))
+            if pool <= self.adaptive.first_seeds:
+                raise ValueError(
+                    f"adaptive: budget {self.adaptive.budget} has {pool} seed(s), no more than first_seeds "
+                    f"({self.adaptive.first_seeds}); give it more in budget_seeds"
+                )
+            first = self.adaptive.budget * self.adaptive.first_seeds / max(self.budgets)
+            if first > self.adaptive.compute:
+                raise ValueError(
+                    f"adaptive.compute ({self.adaptive.compute:g}) is less than its first pass costs ({first:g}: "
+                    f"{self.adaptive.first_seeds} probes of {self.adaptive.budget} tokens over {max(self.budgets)})"
+                )
 
     def content_hash(self) -> str:
         return _digest(self.model_dump(mode="json"))
@@ -318,59 +428,76 @@ class ProbeSpec:
 
 
 def plan(campaign: Campaign) -> list[ProbeSpec]:
-    """Every probe of the campaign, largest budgets first."""
+    """Every probe of the campaign, largest budgets first; at an adaptive budget, its first pass only
+    (`Campaign.planned_seeds`: the rounds after it are `probes_of`)."""
+    return [
+        spec
+        for tokens in sorted(campaign.budgets, reverse=True)
+        for name in campaign.recipes
+        for spec in probes_of(campaign, name, tokens, campaign.planned_seeds(tokens))
+    ]
+
+
+def probes_of(campaign: Campaign, name: str, tokens: int, seeds: list[int]) -> list[ProbeSpec]:
+    """The probes of recipe `name` at budget `tokens` with `seeds`, for every model size."""
     models = campaign.models or [ModelSize()]
-    # A setting at its default that older probes did not have stays out of the key, so their keys still match.
-    unset = {"eval_documents"} if campaign.probe.eval_documents is None else None
-    probe_settings = campaign.probe.model_dump(exclude=unset)
+    probe_settings = probe_key_part(campaign.probe)
     # The own trainer joins the key only when there is one: the built-in probes' keys stay what they were.
     trainer = {"trainer": campaign.trainer.key_part()} if campaign.trainer is not None else {}
     workdir = Path(campaign.trainer.workdir or ".") if campaign.trainer is not None else Path(".")
+    recipe = with_eval_sources(campaign.recipes[name], campaign.eval_sources)
+    recipe_hash = _digest({"recipe": recipe.model_dump(mode="json"), "data": campaign.data.model_dump()})
+    files = _data_files(recipe, workdir)  # the team's data on disk: a rewritten file is a new key
     # What the campaign file gives of the probe's shape (an own trainer's manifest holds only that: `own._manifest`).
     given = (("model", bool(campaign.models)), ("context", "context" in campaign.probe.model_fields_set))
     shape = tuple(name for name, yes in given if yes)
     specs = []
-    for tokens in sorted(campaign.budgets, reverse=True):
-        for name, declared in campaign.recipes.items():
-            recipe = with_eval_sources(declared, campaign.eval_sources)
-            recipe_hash = _digest({"recipe": recipe.model_dump(mode="json"), "data": campaign.data.model_dump()})
-            files = _data_files(recipe, workdir)  # the team's data on disk: a rewritten file is a new key
-            for model in models:
-                for seed in campaign.seeds_of(tokens):
-                    key = _digest(
-                        {
-                            "recipe": recipe_hash,
-                            "seed": seed,
-                            "tokens": tokens,
-                            "model": model.model_dump(),
-                            "probe": probe_settings,
-                            "eval": campaign.eval_sources,
-                            **trainer,
-                            **files,
-                        }
-                    )[:20]
-                    run = f"{campaign.name}/{name}/s{seed}/t{tokens}"
-                    if len(models) > 1:
-                        run += f"/m{model.layers}x{model.width}"
-                    specs.append(
-                        ProbeSpec(
-                            campaign=campaign.name,
-                            recipe_name=name,
-                            recipe=recipe,
-                            recipe_hash=recipe_hash,
-                            seed=seed,
-                            tokens=tokens,
-                            model=model,
-                            probe=campaign.probe,
-                            data=campaign.data,
-                            eval_sources=tuple(campaign.eval_sources),
-                            run=run,
-                            key=key,
-                            trainer=campaign.trainer,
-                            declared=shape,
-                        )
-                    )
+    for model in models:
+        for seed in seeds:
+            key = _digest(
+                {
+                    "recipe": recipe_hash,
+                    "seed": seed,
+                    "tokens": tokens,
+                    "model": model.model_dump(),
+                    "probe": probe_settings,
+                    "eval": campaign.eval_sources,
+                    **trainer,
+                    **files,
+                }
+            )[:20]
+            run = f"{campaign.name}/{name}/s{seed}/t{tokens}"
+            if len(models) > 1:
+                run += f"/m{model.layers}x{model.width}"
+            specs.append(
+                ProbeSpec(
+                    campaign=campaign.name,
+                    recipe_name=name,
+                    recipe=recipe,
+                    recipe_hash=recipe_hash,
+                    seed=seed,
+                    tokens=tokens,
+                    model=model,
+                    probe=campaign.probe,
+                    data=campaign.data,
+                    eval_sources=tuple(campaign.eval_sources),
+                    run=run,
+                    key=key,
+                    trainer=campaign.trainer,
+                    declared=shape,
+                )
+            )
     return specs
+
+
+def probe_key_part(probe: ProbeSettings, *, evaluations: bool = True) -> dict[str, Any]:
+    """The probe settings as a part of a probe's key: a setting at its default that older probes did not have stays
+    out, so their keys still match. Without `evaluations`, also `eval_at`: where a probe is evaluated besides, which
+    changes its records but not what it learns (the key of a reference scored by its final evaluation)."""
+    unset = {name for name in ("eval_documents",) if getattr(probe, name) is None}
+    if not probe.eval_at or not evaluations:
+        unset.add("eval_at")
+    return probe.model_dump(exclude=unset)
 
 
 def _data_files(recipe: Recipe, workdir: Path) -> dict[str, Any]:

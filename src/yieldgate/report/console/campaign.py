@@ -8,11 +8,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from yieldgate.report.console.decisions import decision_figures, pct
 from yieldgate.report.console.tables import print_table
 from yieldgate.report.format import fmt
 
 __all__ = [
     "accuracy_lines",
+    "metric_lines",
     "forecast_lines",
     "ranking_tables",
     "render_campaign",
@@ -27,8 +29,9 @@ def ranking_tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[l
     """A campaign summary's rankings (`analysis.campaign.summarise`, as stored): per budget, smallest first, a
     title, the headers and the rows (rank, recipe, seeds, bpb with its interval, yield, hard slices, ties)."""
     level, out = summary["level"], []
+    metric = (summary.get("rank_by") or {}).get("metric", "bpb")
     for budget, scores in sorted(summary["rankings"].items(), key=lambda item: int(item[0])):
-        bpb = scores.get("bpb")
+        bpb = scores.get(metric)
         if bpb is None:
             continue
         slices = [k for k in scores if k.startswith("hard/")]
@@ -49,34 +52,79 @@ def ranking_tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[l
             ]
             for e in bpb["order"]
         ]
-        out.append((title, ["rank", "recipe", "seeds", f"bpb ± ({level:.0%})", "yield/Btok", *names, "ties"], rows))
+        out.append(
+            (title, ["rank", "recipe", "seeds", f"{metric} ± ({level:.0%})", "yield/Btok", *names, "ties"], rows)
+        )
     return out
 
 
 def accuracy_lines(summary: dict[str, Any]) -> list[str]:
     """A campaign's decision accuracy, one line per smaller budget: how often it orders recipe pairs as the
-    largest budget does."""
+    largest budget does (`decision_figures`), what it cost, and how the largest budget's firm pairs fare."""
     lines = []
+    rank_by = summary.get("rank_by")  # none in a summary stored before rank_by
+    if rank_by:
+        way = "higher" if rank_by["higher_is_better"] else "lower"
+        lines.append(f"ranked by {rank_by['metric']} ({way} is better), each probe scored by {summary['scored_by']}")
     for entry in sorted(summary["decision_accuracy"].values(), key=lambda e: e["budget"]):
-        share = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.0%}"
-        firm = (
-            ""
-            if entry["accuracy_resolved"] is None
-            else (f"; {entry['accuracy_resolved']:.0%} of the {entry['resolved_pairs']} the largest resolves")
+        cost = (
+            f", {entry['seeds']} seed(s): {entry['compute_share']:.1%} of one largest-budget probe"
+            if "compute_share" in entry  # a summary stored before compute was counted has none
+            else ""
         )
         line = (
-            f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the "
-            f"largest budget): {share} of {entry['pairs']} recipe pairs ordered as at the largest{firm}"
+            f"decision accuracy at {entry['budget']:,} tokens ({entry['share_of_largest']:.0%} of the largest "
+            f"budget{cost}) against the largest: {decision_figures(entry)}"
         )
-        if "compute_share" in entry:  # a summary stored before compute and abstention were counted has neither
-            line += f"; {entry['seeds']} seed(s) cost {entry['compute_share']:.1%} of one largest-budget probe"
-        if "abstained" in entry:  # none with one seed: no spread to abstain by
-            decided = "-" if entry["accuracy_decided"] is None else f"{entry['accuracy_decided']:.0%}"
-            line += (
-                f"; abstains on {entry['abstained']:.0%} (the pairs its ranking ties), {decided} of the "
-                f"{entry['decided_pairs']} it decides"
-            )
+        if entry.get("decided_pairs") is not None:
+            line += " (it decides the pairs its ranking does not tie)"
+        if entry["accuracy_resolved"] is not None:
+            line += f"; {entry['accuracy_resolved']:.0%} of the {entry['resolved_pairs']} the largest resolves"
         lines.append(line)
+    return lines + metric_lines(summary) + adaptive_lines(summary)
+
+
+def adaptive_lines(summary: dict[str, Any]) -> list[str]:
+    """An adaptive campaign's seeds at its budget, the compute spent and whether every pair is decided."""
+    a = summary.get("adaptive")
+    if not a:
+        return []
+    state = {
+        "decided": "every pair decided",
+        "compute": f"the compute spent with {len(a['close'])} recipe(s) still close ({', '.join(a['close'])})",
+        "open": f"{len(a['close'])} recipe(s) still close ({', '.join(a['close'])}): run yieldgate probe again",
+    }[a["state"]]
+    seeds = ", ".join(f"{r} {n}" for r, n in sorted(a["seeds"].items()))
+    return [
+        f"adaptive seeds at {a['budget']:,} tokens: {seeds}; {a['compute_share']:.1%} of one largest-budget probe a "
+        f"recipe spent of {a['compute']:.1%}; {state}"
+    ]
+
+
+SHOWN_METRICS = 6
+"""Candidate metrics shown on the console (the best signal-to-noise first; `--json` has every one)."""
+
+
+def metric_lines(summary: dict[str, Any]) -> list[str]:
+    """The candidate metrics' signal-to-noise (and decision accuracy against the largest budget's ranking), the best
+    first, and the one recommended (`analysis.metric_choice`); none in a summary stored before they were measured."""
+    report = summary.get("metrics") or {}
+    if not report.get("metrics"):
+        return []
+    rows = sorted(report["metrics"].items(), key=lambda kv: -(kv[1]["snr_mean"] or -1.0))
+    where = ", ".join(f"{int(b):,}" for b in report["budgets"])
+    lines = [
+        f"signal-to-noise (spread between recipes over spread between seeds, mean at {where} tokens): "
+        f"recommended {report['recommended'] or '- (no budget with two seeds a recipe)'}"
+        + ("" if report["recommended"] in (None, report["rank_by"]) else f", not {report['rank_by']}")
+    ]
+    for key, row in rows[:SHOWN_METRICS]:
+        accuracy = ", ".join(f"{pct(a)} at {int(b):,}" for b, a in row["accuracy"].items())
+        lines.append(
+            f"  {key} ({'higher' if row['higher_is_better'] else 'lower'} is better): signal-to-noise "
+            f"{fmt(row['snr_mean'], 2)}"
+            + (f"; orders as the largest budget's {report['rank_by']}: {accuracy}" if accuracy else "")
+        )
     return lines
 
 
