@@ -12,8 +12,9 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import norm, sem
 
 from yieldgate.probe.campaign import load_campaign
 
@@ -34,74 +35,134 @@ ref = _module("decide_reference")
 bench = _module("bench_decide")
 
 
+sc = _module("decide_scoring")
+
+
 def pair(pairs, a, b):
     return next(p for p in pairs if {p["a"], p["b"]} == {a, b})
 
 
-def test_reference_pairs_in_noise_units_with_the_chance_ten_seeds_order_them_truly():
-    # Two seeds each, 0.2 apart: every recipe's variance is 0.02, the noise unit sqrt(0.02).
-    by_recipe = {"a": {0: 1.0, 1: 1.2}, "b": {0: 1.1, 1: 1.3}, "c": {0: 2.0, 1: 2.2}}
-    pairs, sigma = bench.reference_pairs(by_recipe)
-    assert sigma == pytest.approx(math.sqrt(0.02))
-    ab = pair(pairs, "a", "b")
-    assert (ab["a"], ab["b"]) == ("a", "b") and ab["diff"] == pytest.approx(0.1)
-    assert ab["units"] == pytest.approx(0.1 / math.sqrt(0.02))
-    # The difference of two 2-seed means has a std of sigma * sqrt(1/2 + 1/2) = sigma.
-    assert ab["q"] == pytest.approx(norm.cdf(0.1 / math.sqrt(0.02)))
-    assert pair(pairs, "b", "c")["units"] == pytest.approx(0.9 / math.sqrt(0.02))
+def test_reference_pairs_read_each_recipes_own_noise():
+    # Ten seeds each (own noise, >= OWN_NOISE_SEEDS): a and b with sd 0.01, c with sd 0.03.
+    def seeds(mean, sd):
+        z = [(-1) ** s for s in range(10)]  # +-1: a sample std of sqrt(10/9)
+        return {s: mean + sd * x / math.sqrt(10 / 9) for s, x in enumerate(z)}
+
+    by_recipe = {"a": seeds(1.0, 0.01), "b": seeds(1.02, 0.01), "c": seeds(1.1, 0.03)}
+    pairs, noise = sc.reference_pairs(by_recipe)
+    assert noise == {"a": pytest.approx(0.01), "b": pytest.approx(0.01), "c": pytest.approx(0.03)}
+    ab, ac = pair(pairs, "a", "b"), pair(pairs, "a", "c")
+    assert (ab["a"], ab["b"], ab["diff"]) == ("a", "b", pytest.approx(0.02))
+    assert ab["units"] == pytest.approx(2.0) and ab["sd"] == pytest.approx(0.01 * math.sqrt(2 / 10))
+    assert ab["q"] == pytest.approx(norm.cdf(0.02 / (0.01 * math.sqrt(0.2))))
+    # a-c: 0.1 apart in units of sqrt((0.01^2 + 0.03^2) / 2) = 0.02236, where one pooled sd (0.0191) said 5.2.
+    assert ac["units"] == pytest.approx(0.1 / math.sqrt((0.01**2 + 0.03**2) / 2))
     assert [p["units"] for p in pairs] == sorted(p["units"] for p in pairs)
 
 
 def test_denoised_accuracy_takes_out_the_references_own_noise():
     q = [0.75, 1.0, 1.0]
     # A probe right on every pair agrees with the reference 0.75 of the time on the first: de-noised, it is 1.
-    assert bench.denoised([0.75, 1.0, 1.0], q) == pytest.approx(1.0)
+    assert sc.denoised([0.75, 1.0, 1.0], q) == pytest.approx(1.0)
     # A coin agrees half the time everywhere: 0.5, where accuracy / ceiling would say 0.5 / 0.917.
-    assert bench.denoised([0.5, 0.5, 0.5], q) == pytest.approx(0.5)
+    assert sc.denoised([0.5, 0.5, 0.5], q) == pytest.approx(0.5)
     # Wrong on the first pair, right on the others: (0 - 0.25 + 1 + 1) / (0.5 + 1 + 1) = 0.7.
-    assert bench.denoised([0.0, 1.0, 1.0], q) == pytest.approx(0.7)
-    assert bench.denoised([1.0, 1.0, 1.0], q) == 1.0  # (0.75 + 1 + 1) / 2.5 = 1.1, clipped
-    assert bench.denoised([1.0], [0.5]) is None  # a pair the reference orders at random says nothing
+    assert sc.denoised([0.0, 1.0, 1.0], q) == pytest.approx(0.7)
+    assert sc.denoised([1.0, 1.0, 1.0], q) == 1.0  # (0.75 + 1 + 1) / 2.5 = 1.1, clipped
+    assert sc.denoised([1.0], [0.5]) is None  # a pair the reference orders at random says nothing
 
 
-def test_decided_half_adds_the_largest_gaps_until_half_are_decided():
-    means = {"a": 0.0, "b": 1.0, "c": 3.0, "d": 7.0}  # gaps: a-d 7, b-d 6, c-d 4, a-c 3, b-c 2, a-b 1
-    f = frozenset
-    assert bench.decided_half(means, None, 6) == {f("ad"), f("bd"), f("cd")}
-    assert bench.decided_half(means, {f("ab")}, 6) == {f("ab"), f("ad"), f("bd")}
-    beyond = {f("ab"), f("ac"), f("ad"), f("bc")}
-    assert bench.decided_half(means, beyond, 6) == beyond  # more than half beyond noise: those
-
-
-def test_a_configuration_scores_all_pairs_the_separated_ones_and_the_decided_half():
-    # The reference: a < b < c < d, sigma 0.1 (two seeds 0.1414 apart); a-b 0.1 apart (1 unit), the rest >= 3 units.
+def two_seed_reference():
+    """a < b < c < d, two seeds each 0.1414 apart (sd 0.1): a-b 1 unit apart, the rest >= 3."""
     s = 0.1 / math.sqrt(2)
-    reference = {r: {0: m - s, 1: m + s} for r, m in {"a": 1.0, "b": 1.1, "c": 1.5, "d": 2.0}.items()}
-    pairs, sigma = bench.reference_pairs(reference)
-    assert sigma == pytest.approx(0.1)
+    return {r: {0: m - s, 1: m + s} for r, m in {"a": 1.0, "b": 1.1, "c": 1.5, "d": 2.0}.items()}
+
+
+def test_a_configuration_scores_all_pairs_with_its_stderr_the_decided_pairs_and_coverage():
+    pairs, noise = sc.reference_pairs(two_seed_reference())
+    assert all(v == pytest.approx(0.1) for v in noise.values())
     # One seed at a small budget orders c < b < a < d: a-b (1 unit), a-c (5) and b-c (4) wrong.
     probes = {"a": {100: 3.0}, "b": {100: 2.9}, "c": {100: 2.8}, "d": {100: 4.0}}
-    row = bench.configuration(probes, pairs, 1, 30_000, 300_000)
+    row = sc.configuration(probes, pairs, 1, 30_000, 300_000)
     assert row["compute_share"] == pytest.approx(0.1) and row["subsets"] == 1
-    assert row["accuracy"] == pytest.approx(3 / 6)  # a-d, b-d, c-d right
+    assert row["accuracy"] == pytest.approx(3 / 6) and row["stderr"] == pytest.approx(sem([0, 0, 0, 1, 1, 1]))
     assert (row["separated_pairs"], row["accuracy_separated"]) == (5, pytest.approx(3 / 5))  # all but a-b
-    # Deciding half (3 of 6) by the probes' gaps: c-d 1.2, b-d 1.1, a-d 1.0, all right.
-    assert (row["decided"], row["accuracy_decided"]) == (0.5, 1.0)
-    # Two seeds: each k-subset scored, then averaged.
-    probes2 = {r: {100: v[100], 101: v[100] + (0.01 if r == "c" else 0.0)} for r, v in probes.items()}
-    assert bench.configuration(probes2, pairs, 2, 15_000, 300_000)["compute_share"] == pytest.approx(0.1)
+    # One seed: no noise measured, nothing decided (the old rule decided the half with the largest gaps).
+    assert (row["coverage"], row["accuracy_decided"]) == (0.0, None)
+    # Two seeds 0.3 apart (unit 0.3 / sqrt(2) x sqrt(2/2) = 0.212): d's three pairs (>= 1.0) decided, right.
+    two = {r: {100: v[100] - 0.15, 101: v[100] + 0.15} for r, v in probes.items()}
+    row = sc.configuration(two, pairs, 2, 15_000, 300_000)
+    assert (row["coverage"], row["accuracy_decided"]) == (0.5, 1.0)
 
 
-def test_the_headline_is_the_most_compute_at_a_tenth_then_the_most_seeds():
-    rows = [
-        {"budget": 15_000, "seeds": 1, "compute_share": 0.05},
-        {"budget": 30_000, "seeds": 1, "compute_share": 0.10},
-        {"budget": 15_000, "seeds": 2, "compute_share": 0.10},
-        {"budget": 15_000, "seeds": 3, "compute_share": 0.15},
-    ]
-    assert bench.headline(rows) == rows[2]
-    assert bench.anchor(0.08) == pytest.approx(0.82) and bench.anchor(0.05) == pytest.approx(0.81)
-    assert bench.anchor(0.3) is None and bench.anchor(0.01) is None  # beyond DataDecide's anchors
+def test_a_reference_probe_retrained_elsewhere_is_scored_within_its_seed_noise():
+    reference = {r: {s: v + 0.001 * s for s, v in seeds.items()} for r, seeds in two_seed_reference().items()}
+    _, noise = sc.reference_pairs(reference)
+    tol = bench.check_value("a", 0, 0.9293 + 1.2e-7, 0.9293, reference)  # another CPU: 1.2e-7 bpb apart
+    assert tol == pytest.approx(0.01 * noise["a"])
+    with pytest.raises(bench.Refused, match=r"past the tolerance of 0\.00\d+ bpb \(1% of a's seed std\)"):
+        bench.check_value("a", 0, 0.9293 + 2 * tol, 0.9293, reference)
+
+
+def test_what_a_drift_of_the_tolerance_could_move():
+    pairs, _ = sc.reference_pairs(two_seed_reference())
+    quiet = sc.sensitivity(pairs, 1e-4)
+    assert quiet["flippable_pairs"] == [] and quiet["moves"] == ["de-noised accuracy (through q)", "noise units"]
+    assert quiet["units_at_most"] < 0.02 and quiet["q_at_most"] < 0.01  # 1e-4 on a seed std of 0.1
+    loud = sc.sensitivity(pairs, 0.06)  # a-b are 0.1 apart: a drift of 0.06 a probe could flip them
+    assert loud["flippable_pairs"] == ["a < b"] and loud["moves"][:2] == ["all-pairs accuracy", "decided accuracy"]
+
+
+def test_the_separated_pairs_say_what_they_cover():
+    campaign = load_campaign(DECIDE)
+    recipes = {r: x.model_dump(mode="json") for r, x in campaign.recipes.items()}
+    assert sc.difference_kinds(recipes["base"], recipes["with-folio"]) == ["source"]
+    assert sc.difference_kinds(recipes["base"], recipes["modern-heavy"]) == ["weight"]
+    assert sc.difference_kinds(recipes["base"], recipes["symbol-filter"]) == ["filter"]
+    assert sc.difference_kinds(recipes["no-dedup"], recipes["with-folio-near-dedup"]) == ["source", "dedup"]
+    far = [{"a": "base", "b": "with-folio", "units": 5.0}, {"a": "base", "b": "no-dedup", "units": 1.0}]
+    cover = sc.separated_cover(far, recipes)
+    assert cover["pairs"] == 1 and cover["kinds"] == {"source": 1} and cover["alone"] == ["source"]
+
+
+def test_the_choices_read_the_probes_signal_to_noise_alone():
+    def probes(spread, sd, seeds):  # four recipes `spread` apart, every seed +-sd
+        return {r: {s: i * spread + (sd if s % 2 else -sd) for s in range(seeds)} for i, r in enumerate("abcd")}
+
+    variants = {"x@last": {5000: probes(1.0, 1.0, 4)}, "x@window": {5000: probes(1.0, 0.5, 4)}}
+    choice = sc.choose_variant(variants)
+    assert choice["chosen"] == "x@window" and choice["snr_mean"]["x@window"] == pytest.approx(
+        2 * choice["snr_mean"]["x@last"]
+    )
+    # At 10% of 300,000 tokens: 5,000 x 6 seeds or 15,000 x 2. Signal-to-noise x sqrt(seeds): 5,000 tokens, means
+    # 0-3 over seeds +-1, 1.291 / 1.095 x sqrt(6) = 2.89; 15,000 tokens with means `spread` apart over two seeds
+    # +-1, 1.291 spread / 1.414 x sqrt(2) = 1.291 spread: it wins from a spread of 2.24.
+    assert sc.choose_budget({5000: probes(1.0, 1.0, 6), 15000: probes(2.5, 1.0, 2)}, 300_000, 0.1)["budget"] == 15000
+    pick = sc.choose_budget({5000: probes(1.0, 1.0, 6), 15000: probes(2.0, 1.0, 2)}, 300_000, 0.1)
+    assert (pick["budget"], pick["seeds"], pick["separation"]) == (
+        5000,
+        6,
+        pytest.approx(1.291 / 1.0954 * 6**0.5, rel=1e-3),
+    )
+    # The adaptive mode's budget must afford a first pass and more: 15,000 tokens (two seeds) is out.
+    assert (
+        sc.choose_budget({5000: probes(1.0, 1.0, 6), 15000: probes(9.0, 1.0, 2)}, 300_000, 0.1, first=3)["budget"]
+        == 5000
+    )
+
+
+def test_adaptive_seeds_spend_no_more_than_uniform_seeds_at_each_compute():
+    pairs, _ = sc.reference_pairs(two_seed_reference())
+    rng = np.random.default_rng(3)
+    probes = {
+        r: {100 + s: m + 0.05 * rng.normal() for s in range(6)}
+        for r, m in {"a": 1.0, "b": 1.02, "c": 1.5, "d": 2.0}.items()
+    }
+    rows = sc.adaptive_curve(probes, pairs, 5000, 300_000, first=2, orders=20)
+    assert [r["seeds"] for r in rows] == [3, 4, 5, 6]
+    for r in rows:
+        assert r["adaptive"]["compute_share"] <= r["compute_share"] + 1e-12 == r["uniform"]["compute_share"] + 1e-12
+        assert 0 <= r["adaptive"]["accuracy"] <= 1 and r["adaptive"]["subsets"] == 20
 
 
 def test_the_key_follows_the_recipes_and_settings_not_the_smaller_budgets():
@@ -160,12 +221,6 @@ def test_a_partial_reference_is_refused_with_the_command_to_finish_it(tmp_path):
     }
 
 
-def test_a_probe_that_does_not_reproduce_its_stored_value_is_refused():
-    bench.check_value("base", 0, 3.0123, 3.0123)
-    with pytest.raises(bench.Refused, match="retrains to 3.0123000000000006 bpb, the stored reference holds 3.0123"):
-        bench.check_value("base", 0, 3.0123000000000006, 3.0123)
-
-
 def test_the_benchmark_exits_2_in_one_line_on_a_stale_reference(tmp_path, monkeypatch, capsys):
     campaign = load_campaign(DECIDE)
     spec = campaign.model_dump()
@@ -190,28 +245,43 @@ def test_seed_ranges():
     assert ref.parse_seeds("0-2,7") == [0, 1, 2, 7]
 
 
-def test_the_report_judges_the_headline_and_writes_json(tmp_path):
+def test_the_benchmark_writes_the_figures_under_the_keys_the_issue_names():
     from types import SimpleNamespace
 
     campaign = load_campaign(DECIDE)
-    s = 0.1 / math.sqrt(2)
-    reference = ref.empty_reference(campaign, threads=1)
-    reference["probes"] = {
-        r: {"0": {"bpb": m - s, "key": "k", "seconds": 60.0}, "1": {"bpb": m + s, "key": "k", "seconds": 30.0}}
-        for r, m in {"a": 1.0, "b": 1.1, "c": 1.5, "d": 2.0}.items()
+    campaign.budget_seeds[5000] = list(range(100, 106))  # the 6 seeds 10% affords, not the 12 of the pool: fast
+    reference = json.loads(next(ref.DATA.glob("decide-reference-*.json")).read_text())
+    truth = bench.by_recipe(reference)
+    rng = np.random.default_rng(0)
+    small = [b for b in campaign.budgets if b != max(campaign.budgets)]
+    variants = {
+        f"{m}@{w}": {
+            b: {
+                r: {s: float(np.mean(list(v.values()))) + rng.normal(0, 0.02) for s in campaign.seeds_of(b)}
+                for r, v in truth.items()
+            }
+            for b in small
+        }
+        for m in ("bpb", "val/milton/bpb", "val/shakespeare-modern/bpb")
+        for w in ("last", "window")
     }
-    # Two seeds 0.3 apart (a noise unit of 0.21 for a difference of 2-seed means): c < b < a within it, d beyond.
-    means = {"a": 3.05, "b": 2.95, "c": 2.85, "d": 4.05}
-    small = {r: {100: m - 0.15, 101: m + 0.15} for r, m in means.items()}
-    done = SimpleNamespace(planned=8, finished=["x"] * 8, skipped=[])
-    checked = {"recipe": "a", "seed": 0, "bpb": 1.0 - s, "seconds": 5.0}
-    out = bench.report(campaign, reference, checked, {15_000: small}, done, 60.0, 2)
+    out = bench.evaluate(campaign, reference, variants, orders=10)
+    done = SimpleNamespace(planned=168, finished=["x"] * 168, skipped=[])
+    out.update(
+        bench.run_facts(
+            {"recipe": "base", "seed": 0, "bpb": 3.12, "stored": 3.12, "tolerance": 1e-4, "seconds": 5.0}, done, 60.0, 2
+        )
+    )
+    out["checks"] = {name: {"met": ok, "what": what} for name, ok, what in bench.checks(out)}
     json.dumps(out)
-    assert out["reference"]["seconds"] == 360.0 and out["separated_pairs"] == 5
-    assert (out["headline"]["budget"], out["headline"]["seeds"]) == (15_000, 2)
-    checks = out["checks"]
-    assert checks["de-noised accuracy"]["met"] is False and "misordered most" in checks["de-noised accuracy"]["what"]
-    assert checks["pairs >= 3 noise units apart"]["what"].startswith("60.0% of 5 pairs (target >= 95%): misordered")
-    assert checks["decided pairs, deciding >= half"]["met"] is True  # the three pairs of d, beyond noise, right
-    assert out["headline"]["decided"] == 0.5 and out["headline"]["accuracy_decided"] == 1.0
-    assert checks["probes' wall time"]["met"] is True and out["pass"] is False
+    for figures in (out, out["adaptive"]):
+        assert set(figures["all_pairs"]) == {"accuracy", "stderr"} and 0 <= figures["all_pairs"]["accuracy"] <= 1
+        assert figures["all_pairs"]["stderr"] > 0 and 0 <= figures["coverage"] <= 1 and "accuracy" in figures["decided"]
+    # The headline is the budget the probes' signal-to-noise picks, at 10% of the compute; adaptive at that compute.
+    top = out["headline"]
+    assert top["compute_share"] == pytest.approx(0.1) and (top["budget"], top["seeds"]) == (
+        out["choice"]["budget"]["budget"],
+        out["choice"]["budget"]["seeds"],
+    )
+    assert out["adaptive"]["compute_share"] <= 0.1 + 1e-12 and out["reference"]["separated"]["pairs"] == 12
+    assert out["checks"]["wall time"]["met"] is True
