@@ -392,6 +392,7 @@ def computed_step(
     else:
         per = np.full(n, float(rule.iters_per_epoch or 1))
     it, has_it = columns[rule.iter] if rule.iter else (np.zeros(n), np.zeros(n, dtype=bool))
-    it = np.where(has_it, it, per)  # no iteration: the end of its epoch
+    # no iteration: the end of its epoch, its last iteration (N - 1 where they count from 0)
+    it = np.where(has_it, it, per - (1 if has_it.any() and it[has_it].min() == 0 else 0))
     step = (epoch - rule.first_epoch) * per + it
     return step, has_epoch & np.isfinite(step)

@@ -253,7 +253,8 @@ def _sizes(
                 continue
         sizes[e] = int(count[at].max()) + 1 - base
     if not printed:
-        _refuse_unknown_sizes(outer, inner, [np.unique(count[at]) for at in last.values()], base, source)
+        runs = [np.unique(count[at]) for at in last.values()]
+        _refuse_unknown_sizes(outer, inner, runs, base, source, int(outer.values[outer.present].min()))
     return sizes, printed
 
 
@@ -270,7 +271,9 @@ def _interval(runs: list[np.ndarray], base: int) -> int | None:
     return int(values[np.argmax(counts)])
 
 
-def _refuse_unknown_sizes(outer: _Counter, inner: _Counter, runs: list[np.ndarray], base: int, source: str) -> None:
+def _refuse_unknown_sizes(
+    outer: _Counter, inner: _Counter, runs: list[np.ndarray], base: int, source: str, first: int
+) -> None:
     """Refuse where the logging interval is more than one and every epoch's last count is on its grid: whether the
     epoch's last iteration was logged, and so how many it has, cannot be told (`runs`: each epoch's counts)."""
     k = _interval(runs, base)
@@ -285,7 +288,7 @@ def _refuse_unknown_sizes(outer: _Counter, inner: _Counter, runs: list[np.ndarra
         f"{source}: {_shown(inner)} counts the iterations within each epoch ({_shown(outer)}){every} and every epoch's "
         f"last count is on that grid ({', '.join(map(str, sorted(set(ends.tolist()))[:3]))}): whether its last "
         f"iteration was logged, and so how many an epoch has, cannot be told; give it: map epoch={_shown(outer)} "
-        f"iter={_shown(inner)} iters_per_epoch=N",
+        f"iter={_shown(inner)} iters_per_epoch=N" + (" first_epoch=0" if first == 0 else ""),
         parameter="map",
     )
 

@@ -373,9 +373,9 @@ def _step_of(
         warnings.reading.setdefault("step", counted.how)
         return "step"
     if rule is None or rule.epoch is None:
-        step = _counting_step(columns, mapping, path, prefer_step, warnings)
-        warnings.reading.setdefault("step_field", step)
-        return step
+        found = _counting_step(columns, mapping, path, prefer_step, warnings)
+        warnings.reading.setdefault("step_field", found)
+        return found
     step, present = computed_step(columns, rule, str(path))
     for name in mapping.step_columns():
         if name != rule.epoch:

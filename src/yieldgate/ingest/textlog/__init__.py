@@ -27,7 +27,7 @@ from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.mapping import LogMapping, computed_step
-from yieldgate.ingest.stepcount import counts_only, infer_step
+from yieldgate.ingest.stepcount import counter_name, counts_only, infer_step, is_counter
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
 from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, metriclogger, openmmlab, tqdm
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, LogFormat, strip_ansi
@@ -434,12 +434,17 @@ def _step_of(
     """The column that holds the step, and how it was read (`Warnings.reading`): the user's mapping's rule, else the
     counters combined (`stepcount`; a format whose mapping computes the step has its own rule), else the step field
     found by name. The counter columns (`#...`) are taken out."""
-    found = infer_step(columns, str(path))
-    counted = found if own is None or own.step is None else None
     if user.step is not None and user.step.epoch is not None:
+        for name in user.step_columns():  # a counter as the log names it (`iter` of `iter: 50`, read as the step)
+            if name not in columns and counter_name(name) in columns:
+                columns[name] = columns[counter_name(name)]
+        for name in [n for n in columns if is_counter(n)]:
+            del columns[name]
         columns["step"] = computed_step(columns, user.step, str(path))
         warnings.reading.setdefault("step", f"{user.step.describe()} (the mapping's rule)")
         return "step"
+    found = infer_step(columns, str(path))
+    counted = found if own is None or own.step is None else None
     if counted is not None and "step" not in user.names.values():
         columns["step"] = (counted.step, counted.present)
         warnings.reading.setdefault("step", counted.how)

@@ -30,6 +30,7 @@ _TQDM = re.compile(
 )
 _TQDM_EPOCH = re.compile(r"(?i)\bepoch\s*(?P<epoch>\d+)")
 _TQDM_EVAL = re.compile(r"(?i)^\s*(?:valid|validation|val|eval|evaluating|evaluation|test|testing)\b")
+_LAG = 4  # training refreshes: a second writer's copy of an evaluation bar comes within this many after it
 _TQDM_PAIR = re.compile(rf"(?<!\w)(\w+)=((?:{NUM}))(?=,|\s|$)")  # tried once per word
 
 
@@ -68,6 +69,7 @@ class _Bars:
     trained: dict[str, float] = field(default_factory=dict)  # the training values of the last training bar read
     recent: dict[tuple[int, str], dict[str, float]] = field(default_factory=dict)  # the last few counts' values
     copies: int = 0  # counts drawn again with their values to other digits: a second writer's bars
+    trained_since: int = 0  # training refreshes read since the last evaluation bar's values
 
     def evaluates(self, m: re.Match[str]) -> bool:
         """A bar that evaluates: so described, or unlabelled after a training bar's end with a count of its own."""
@@ -92,9 +94,12 @@ def scan(lines: Sequence[str]) -> Iterator[Record]:
         if not pairs:
             continue
         if bars.evaluates(m):
-            seen = pairs == bars.validated or (bars.copies > 0 and _alike(pairs, bars.validated))
-            if bars.step >= 0 and m["n"] == m["total"] and not seen:  # (a second writer's copy is seen, too)
-                bars.validated = pairs
+            # the same validation drawn again with no training between (Lightning), or a second writer's copy
+            seen = (pairs == bars.validated and bars.trained_since == 0) or (
+                bars.copies > 0 and bars.trained_since <= _LAG and _alike(pairs, bars.validated)
+            )
+            if bars.step >= 0 and m["n"] == m["total"] and not seen:
+                bars.validated, bars.trained_since = pairs, 0
                 values = {k if k.startswith("val") else f"val_{k}": v for k, v in pairs.items()}
                 if bars.epoch is not None and bars.labelled:
                     values[counter_name("epoch")] = float(bars.epoch)
@@ -137,6 +142,7 @@ def _training(i: int, m: re.Match[str], pairs: dict[str, float], bars: _Bars) ->
             continue  # a validation's value still shown since, or the count's training values read already
         bars.shown[k] = v
         values[k] = v
+    bars.trained_since += 1
     if len(values) > 2:
         if found is not None:
             values[counter_name("epoch")] = float(this)
