@@ -135,3 +135,28 @@ def test_explain_shows_an_implausible_reading_as_read_and_says_what_is_implausib
     (e,) = json.loads(cli("import", "--explain", str(log), "--json").stdout)
     assert e["implausible"].startswith("the steps start again at 1 11 times in 120 rows")
     assert len(e["restarts"]) == 11
+
+
+def test_a_log_read_as_counters_alone_is_refused_and_its_advice_reads_it(cli, tmp_path):
+    """Values printed in a shape no reader knows (`objective 2.50`, no `:` or `=`) beside counters it does: only the
+    counters are read; refused with the advice to name the values, and the pattern it asks for reads the run."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"GLOBAL_STEP: {s} -- objective {3 - s / 10:.2f}\n" for s in range(1, 9)))
+    out = cli("import", "auto", str(log), "--run", "r", code=2)
+    assert "no line reads as a known training log" in out.stderr and "name the values with --pattern" in out.stderr
+    heads = tmp_path / "heads.log"  # a step and a global step a line: counters alone
+    heads.write_text("".join(f"STEP: {s}/8 -- GLOBAL_STEP: {s} -- objective {3 - s / 10:.2f}\n" for s in range(1, 9)))
+    out = cli("import", "auto", str(heads), "--run", "r", code=2)
+    assert "only counters were read (global_step, step) on 8 line(s)" in out.stderr
+    assert "name them with --pattern, or a mapping's lines" in out.stderr
+    cli(
+        "import",
+        "textlog",
+        str(heads),
+        "--run",
+        "r",
+        "--pattern",
+        r"GLOBAL_STEP: (?P<step>\d+) -- objective (?P<loss>\S+)",
+    )
+    with Ledger(tmp_path / "yieldgate.db", readonly=True) as led:
+        assert led.steps("r")["loss"].tolist() == [round(3 - s / 10, 2) for s in range(1, 9)]
