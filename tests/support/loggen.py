@@ -338,7 +338,7 @@ def _bar(n: int, total: int) -> str:
     return f"{100 * n // total:3d}%|{'█' * filled}{' ' * (10 - filled)}| {n}/{total}"
 
 
-def _tqdm(shape: Shape, line: _Line, start_t: dict[tuple[int, int], float]) -> str:
+def _tqdm(shape: Shape, line: _Line, start_t: dict[tuple[int, int, int], float]) -> str:
     rec, printed = line.rec, _printed(shape, line.rec, line.writer)
     elapsed = int(line.t - start_t.get((line.writer, rec.attempt, rec.epoch), line.t))  # each writer's own bar
     clock = f"[{elapsed // 60:02d}:{elapsed % 60:02d}<00:01,  9.50it/s"
@@ -419,11 +419,11 @@ def render(shape: Shape, folder: Path) -> Path:
         rows = [_row(shape, line) for line in lines]
         names = list(dict.fromkeys(n for r in rows for n in r))
         path = folder / "metrics.csv"
-        text = [",".join(names)] + [",".join(str(r.get(n, "")) for n in names) for r in rows]
-        path.write_text("\n".join(text) + "\n")
+        table = [",".join(names)] + [",".join(str(r.get(n, "")) for n in names) for r in rows]
+        path.write_text("\n".join(table) + "\n")
         return path
     out = ["Starting training", f"Config: epochs {shape.epochs}, batch size 32"]
-    starts: dict[tuple[int, int], float] = {}
+    starts: dict[tuple[int, int, int], float] = {}  # (writer, attempt, epoch): when its bar began
     epoch_seen: dict[int, int] = {}
     for line in lines:
         rec = line.rec
