@@ -8,6 +8,7 @@ spelling.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import secrets
 import unicodedata
@@ -21,6 +22,8 @@ __all__ = [
     "EXTRA_KEYS",
     "CHECKPOINT_KEY",
     "RUN_STATUSES",
+    "HELD_STATUS",
+    "held_by_governor",
     "EVENT_KINDS",
     "EVENT_STATES",
     "VAL_TASK",
@@ -107,6 +110,9 @@ EXTRA_KEYS: Final[dict[str, str]] = {
 CHECKPOINT_KEY: Final = "time/checkpoint_s"
 
 RUN_STATUSES: Final[tuple[str, ...]] = ("running", "finished", "failed", "killed", "imported")
+HELD_STATUS: Final = "held"
+"""What a run recorded `finished` reads when the gate inside it held and stopped it (`held_by_governor`): computed at
+read time, as `stale` and `crashed` are, never stored (the runs table keeps `RUN_STATUSES`)."""
 EVENT_KINDS: Final[tuple[str, ...]] = ("diagnosis", "gate", "warning", "fault", "resume")
 EVENT_STATES: Final[tuple[str, ...]] = ("open", "resolved")
 
@@ -536,3 +542,12 @@ def metric_direction(metric: str) -> bool | None:
     if head in _HIGHER_IS_BETTER:
         return True
     return False if head in _LOWER_IS_BETTER else None
+
+
+def held_by_governor(meta: str | None) -> bool:
+    """Whether a run's meta as stored (JSON text) says the gate inside it held and stopped it (`governor.held`,
+    `gate/live.py`); parsed only where the text names a hold."""
+    if not meta or '"held": {' not in meta:
+        return False
+    governor = json.loads(meta).get("governor")
+    return isinstance(governor, dict) and isinstance(governor.get("held"), dict)

@@ -132,7 +132,9 @@ def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
 
 # The layers of LAYOUT.md, lowest first: a module may import its own layer and those below, never one above.
 # Producers (the tracker, importers, probes) write the ledger; analysis reads it; the gate decides; the report
-# renders; `api` is the one door, with the CLI and the dashboard in front of it.
+# renders; `api` is the one door, with the CLI and the dashboard in front of it. The gate sits below the producers
+# (issue #48): a Tracker given a policy asks the gate at each evaluation, as it asks analysis's online detectors,
+# and the gate, which reads only the ledger through analysis, never imports a producer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "foundation",
@@ -149,9 +151,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("yieldgate.ledger",)),
     ("data", ("yieldgate.data",)),
     ("analysis", ("yieldgate.analysis",)),
+    ("gate", ("yieldgate.gate",)),
     ("producers", ("yieldgate.track", "yieldgate.ingest")),
     ("probes", ("yieldgate.probe",)),
-    ("gate", ("yieldgate.gate",)),
     ("report", ("yieldgate.report",)),
     ("door", ("yieldgate.api", "yieldgate.demo")),
     ("front", ("yieldgate.cli", "yieldgate.serve", "yieldgate.__main__", "yieldgate")),

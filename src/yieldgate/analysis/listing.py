@@ -12,7 +12,7 @@ from typing import Any
 from yieldgate.errors import InputError, RunNotFound, check_choice
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.runs import TOTAL_FIELDS
-from yieldgate.names import RUN_STATUSES, check_tag
+from yieldgate.names import HELD_STATUS, RUN_STATUSES, check_tag
 
 __all__ = ["match_runs", "match_patterns", "list_runs", "select_runs", "SORT_KEYS"]
 
@@ -56,8 +56,9 @@ SORT_KEYS = {
     "tokens": "tokens",
     "duration": "duration_s",
 }
-# Statuses a filter may ask for: the recorded ones, and the two `Ledger.runs()` computes for a dead writer.
-_STATUSES = (*RUN_STATUSES, "stale", "crashed")
+# Statuses a filter may ask for: the recorded ones, the two `Ledger.runs()` computes for a dead writer, and `held`
+# (a run stopped by the gate inside it).
+_STATUSES = (*RUN_STATUSES, "stale", "crashed", HELD_STATUS)
 
 
 def select_runs(

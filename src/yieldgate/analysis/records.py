@@ -8,7 +8,7 @@ the views to pure functions; it read a run's steps six times before (issue #44).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,17 @@ class RunRecords:
     meta: dict[str, Any] = field(default_factory=dict)
     resumes: list[dict[str, Any]] = field(default_factory=list)
     """Bodies of the run's `resume` events, oldest first."""
+
+    def upto(self, step: int) -> RunRecords:
+        """The run as it stood at `step`: its step records, extras and evaluations up to it, nothing after. The gate
+        inside a run decides on what the run had recorded by the evaluation that asks (`gate/live.py`), while the
+        loop goes on writing; read afterwards up to that step, the run gives the same evidence."""
+        return replace(
+            self,
+            steps=self.steps[self.steps["step"] <= step].reset_index(drop=True),
+            extras=self.extras[self.extras["step"] <= step].reset_index(drop=True) if len(self.extras) else self.extras,
+            evals=self.evals[self.evals["step"] <= step].reset_index(drop=True),
+        )
 
 
 def read_records(ledger: Ledger, name: str) -> RunRecords:

@@ -42,7 +42,7 @@ def runs(
             "--status",
             help="Only runs with this status (repeat: any of "
             "them): running, finished, failed, killed, imported, stale, "
-            "crashed.",
+            "crashed, held.",
             show_default=False,
         ),
     ] = None,

@@ -62,8 +62,9 @@ WORKFLOW = ("data", "model", "optimisation")
 """The manifest sections that make up the workflow locked past exploration."""
 HARDWARE = ("hardware", "library_versions")
 """The sections the new-hardware exception allows to differ from the reference."""
-USABLE = ("finished", "imported")
-"""Run statuses whose evidence the gate reads; running, failed and killed runs are left out, and listed."""
+USABLE = ("finished", "imported", "held")
+"""Run statuses whose evidence the gate reads; running, failed and killed runs are left out, and listed. A run its
+governor held (`gate/live.py`) stopped cleanly where its policy said: its evidence is whole."""
 MIXTURE_SHOWN = 0.01
 """A proposed mixture's sources below this weight are summed into `others` in the gate's one line."""
 BOOTS = 200
@@ -71,10 +72,13 @@ BOOTS = 200
 quantiles of 200 refits are steady to about two percentiles."""
 
 
-def target_runs(ledger: Ledger, target: str, listing: pd.DataFrame | None = None) -> tuple[list[str], dict[str, str]]:
+def target_runs(
+    ledger: Ledger, target: str, listing: pd.DataFrame | None = None, usable: tuple[str, ...] = USABLE
+) -> tuple[list[str], dict[str, str]]:
     """The target's runs (a run name or glob; a campaign recipe `{campaign}/{recipe}` also means its runs
     `{campaign}/{recipe}/*`), and those left out because they did not finish cleanly (run -> status): a run still
-    going or cut short has not shown what its budget buys. `listing`: `ledger.runs()`, where read."""
+    going or cut short has not shown what its budget buys. `listing`: `ledger.runs()`, where read; `usable`: the
+    statuses read (a run read as it stood at a step may be running still: `TargetEvidence.read`)."""
     listing = ledger.runs() if listing is None else listing
     try:
         names = match_runs(ledger, target)
@@ -85,7 +89,7 @@ def target_runs(ledger: Ledger, target: str, listing: pd.DataFrame | None = None
         if not names:
             raise
     status = listing.set_index("name")["status"]
-    left_out = {n: str(status[n]) for n in names if status[n] not in USABLE}
+    left_out = {n: str(status[n]) for n in names if status[n] not in usable}
     if len(left_out) == len(names):
         raise InputError(f"no finished run in {target!r}: " + ", ".join(f"{n} is {s}" for n, s in left_out.items()))
     return [n for n in names if n not in left_out], left_out

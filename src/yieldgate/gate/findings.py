@@ -49,15 +49,19 @@ def _content_key(ledger: Ledger, run: str) -> tuple[Any, ...] | None:
     return (where, run, *(r[f] for f in fields))
 
 
-def run_findings(ledger: Ledger, run: str, records: RunRecords | None = None) -> Findings:
+def run_findings(ledger: Ledger, run: str, records: RunRecords | None = None, upto: int | None = None) -> Findings:
     """The detectors' findings on `run` (`diagnose` on its records, nothing stored), each as a plain dict, kept by
-    the run's content; `records`: the run as read already (None: read here, only where the findings are not kept)."""
+    the run's content; `records`: the run as read already (None: read here, only where the findings are not kept).
+    `upto`: the run as it stood at that step (`RunRecords.upto`; `records`, where given, are cut there already)."""
     key = _content_key(ledger, run)
+    key = None if key is None else (*key, upto)
     with _cache_lock:
         if key is not None and key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
     read = records if records is not None else read_records(ledger, run)
+    if upto is not None and records is None:
+        read = read.upto(upto)
     diagnosis = diagnose_signals(signals_of(ledger, read), run)
     found = [{"run": run, "source": "gate", **f.to_dict()} for f in diagnosis.findings]
     if key is not None:
@@ -84,13 +88,16 @@ def _answered(finding: dict[str, Any], resolved: list[tuple[str, tuple[float, fl
     return any(cause == finding["cause"] and a <= hi and lo <= b for cause, (a, b) in resolved)
 
 
-def target_findings(ledger: Ledger, runs: Mapping[str, RunRecords | None]) -> Findings:
+def target_findings(ledger: Ledger, runs: Mapping[str, RunRecords | None], upto: int | None = None) -> Findings:
     """Every diagnosis of `runs` (run -> its records where read already, else None) that stands: the stored open
     ones, and the detectors' own findings that no stored diagnosis answers (neither an open one of the same cause and
-    steps, nor a resolved one)."""
+    steps, nor a resolved one). `upto`: the runs as they stood at that step: diagnoses stored of later steps are left
+    out (whether stored ones were resolved is read as it is now)."""
     out: Findings = []
     for run, read in runs.items():
         events = ledger.events(run, kind="diagnosis")
+        if upto is not None:
+            events = events[~(events["start_step"] > upto)]  # a diagnosis without a start step stands
         stored = list(
             zip(events["id"], events["body"], events["start_step"], events["end_step"], events["state"], strict=True)
         )
@@ -113,7 +120,7 @@ def target_findings(ledger: Ledger, runs: Mapping[str, RunRecords | None]) -> Fi
                     "evidence": body.get("evidence", {}),
                 }
             )
-        for f in run_findings(ledger, run, read):
+        for f in run_findings(ledger, run, read, upto):
             if (f["cause"], f.get("start_step"), f.get("end_step")) in opened or _answered(f, resolved):
                 continue
             out.append(f)

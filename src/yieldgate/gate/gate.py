@@ -92,14 +92,26 @@ def _throughput_decision(draft: Draft, exc: dict[str, Any], tolerance: float, fa
     )
 
 
-def gate(ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss") -> Decision:
+def gate(
+    ledger: Ledger, target: str, policy: Policy, *, metric: str = "val/loss", at_step: int | None = None
+) -> Decision:
     """Decide whether `target`'s evidence earns its next stage under `policy`; see the module docstring. The evidence
-    is read once (`TargetEvidence.read`); `decide` reads nothing."""
-    return decide(TargetEvidence.read(ledger, target, policy, metric), policy, metric=metric)
+    is read once (`TargetEvidence.read`; `at_step`: as it stood at that step, as the gate inside a run read it);
+    `decide` reads nothing."""
+    return decide(TargetEvidence.read(ledger, target, policy, metric, at_step=at_step), policy, metric=metric)
 
 
 def decide(t: TargetEvidence, policy: Policy, *, metric: str = "val/loss") -> Decision:
-    """The decision on evidence read already (`TargetEvidence`): pure."""
+    """The decision on evidence read already (`TargetEvidence`): pure. Evidence read live (one run, as its governor
+    reads it: `TargetEvidence.live`) is decided by the same rules; what it cannot check is said, and a decision that
+    does not approve prices the compute left unspent if the run stops there (`_unspent`)."""
+    decision = _decide(t, policy, metric)
+    if t.live and decision.decision != "approve":
+        _unspent(decision, t, policy)
+    return decision
+
+
+def _decide(t: TargetEvidence, policy: Policy, metric: str) -> Decision:
     req = policy.requirements
     draft = _draft(t, t.target, policy)
     evidence = draft.evidence
@@ -116,7 +128,10 @@ def decide(t: TargetEvidence, policy: Policy, *, metric: str = "val/loss") -> De
         draft.suffix = f"; new-hardware exception ended: {exc['reason']}"
 
     seeds = t.seeds
-    enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
+    if t.live and seeds < req.min_seeds:  # other seeds are other runs: a run governed alone has none
+        enough = draft.check("seeds", None, f"not checked live: one run, the policy needs {req.min_seeds} seeds")
+    else:
+        enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
     try:
         evidence["forecast"] = forecast_yield(t.data, t.groups, draft.next.tokens, req.level, metric)
     except InputError as err:
@@ -153,6 +168,29 @@ def decide(t: TargetEvidence, policy: Policy, *, metric: str = "val/loss") -> De
     )
 
 
+def _unspent(decision: Decision, t: TargetEvidence, policy: Policy) -> None:
+    """The compute a run read live leaves unspent if it stops at this decision: the tokens from where it stands to the
+    policy's last stage, priced as the next stage is (`stage_price`: device-hours, dollars and kWh at the run's
+    measured throughput and the prices), kept in the evidence (`unspent`) and noted among the checks."""
+    planned = float(policy.stages[-1].tokens)
+    price = stage_price(t.last_data(), t.metas, max(planned - t.reached, 0.0), policy)
+    decision.evidence["unspent"] = {**price, "at_tokens": t.reached, "planned_tokens": planned, "at_step": t.at_step}
+    parts = [
+        "? device-hours" if price["device_hours"] is None else f"{price['device_hours']:.3g} device-hours",
+        "$?" if price["usd"] is None else f"${price['usd']:.3g}",
+        "? kWh" if price["kwh"] is None else f"{price['kwh']:.3g} kWh",
+    ]
+    unknown = "; ".join(price["missing"].values())
+    decision.checks.append(
+        Check(
+            "compute saved by stopping",
+            None,
+            f"{price['tokens']:,.0f} of the {planned:,.0f} planned tokens ({price['tokens'] / planned:.0%}), "
+            f"{', '.join(parts)} at the measured throughput" + (f" ({unknown})" if unknown else ""),
+        )
+    )
+
+
 def _price(draft: Draft, t: TargetEvidence, b: Bounds) -> None:
     """The next stage's price beside the learning it is forecast to buy (a note: the price decides only through
     the policy's `min_yield_per_usd`)."""
@@ -180,6 +218,7 @@ def _draft(t: TargetEvidence, target: str, policy: Policy) -> Draft:
     current, nxt = _stages(policy, t.reached)
     digests = {workflow_digest(m) for m in t.manifests.values()}
     one = len(digests) == 1
+    read_at = {} if t.at_step is None else {"at_step": t.at_step}  # read as the runs stood at that step
     return Draft(
         target,
         policy,
@@ -196,6 +235,7 @@ def _draft(t: TargetEvidence, target: str, policy: Policy) -> Draft:
             "manifests": {r: (m.content_hash() if m else None) for r, m in t.manifests.items()},
             "workflow": next(iter(digests)) if one else None,
             "workflow_fields": workflow(t.manifests[t.runs[0]]) if one else None,
+            **read_at,
         },
     )
 
@@ -290,7 +330,7 @@ def _held_before_forecast(
             f"(`yieldgate train RECIPE --resume-from {runs[0]} --cooldown-tokens N`) and evaluate; a drop means the "
             "schedule was the limit, no drop means the data; then gate again",
         )
-    if not enough:
+    if enough is False:
         seeds, more = t.seeds, req.min_seeds - t.seeds
         return draft.decide(
             "hold",

@@ -52,10 +52,12 @@ class Stage(_Model):
 class Requirements(_Model):
     """What the evidence at one stage must show for the next stage to be approved."""
 
-    min_yield_per_btok: float = Field(gt=0)
+    min_yield_per_btok: float = Field(gt=0, allow_inf_nan=False)
     """Threshold on the forecast marginal yield of the next stage's tokens: validation-loss decrease per
-    billion tokens. Approve needs the interval's lower bound above it; reject when even its upper bound is below."""
-    min_yield_per_usd: float | None = Field(default=None, gt=0)
+    billion tokens. Approve needs the interval's lower bound above it; reject when even its upper bound is below.
+    A finite number above 0: a bar of infinity (or NaN) holds every stage, and one at or below 0 approves a loss
+    that does not fall."""
+    min_yield_per_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Optional threshold per dollar (loss decrease per USD of the next stage); needs a price in the manifest
     (`hardware.price_per_device_hour`) and recorded wall time."""
     regression_tolerance: float = Field(default=0.05, ge=0)
@@ -135,6 +137,10 @@ class Policy(_Model):
     """Optional: the new-hardware exception, where throughput decides."""
     prices: Prices | None = None
     """Optional: the prices the next stage is priced at (device-hours, kWh) in each decision."""
+    on_hold: Literal["stop", "warn"] | None = None
+    """What a run governed by this policy does when the gate inside it holds (`gate/live.py`): `stop` (the default,
+    also when unset) asks the training loop to stop (`Tracker.should_stop`, the callbacks' own stop flags); `warn`
+    stores the decision and says so, and the run goes on. The offline gate ignores it."""
 
     @field_validator("version", mode="before")
     @classmethod
@@ -167,8 +173,9 @@ class Policy(_Model):
         for key in _ADDED_LATER:  # fields added since policies were first hashed: at their default, absent
             if data["requirements"][key] is None:
                 del data["requirements"][key]
-        if data["prices"] is None:
-            del data["prices"]
+        for key in ("prices", "on_hold"):  # added later too: at their default, absent
+            if data[key] is None:
+                del data[key]
         return content_hash(data)
 
     def is_exploration(self, stage: Stage) -> bool:

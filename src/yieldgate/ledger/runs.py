@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from yieldgate import names
 from yieldgate.errors import InputError, RunInUse, RunNotFound, RunReferenced
 from yieldgate.ledger.checksum import (
     RECORD_FIELDS,
@@ -317,8 +318,9 @@ class RunsMixin(LedgerConnection):
 
         `status` is computed at read time for a run recorded `running` by a Tracker: `crashed` once its writer's
         process is gone (same host), `stale` once its heartbeat is older than `owners.STALE_AFTER_S` (a dead
-        host, or a hung process); `recorded_status` is what the ledger holds. Builds no DataFrame: `yieldgate
-        runs` lists runs without loading pandas. `name`: that run's record alone ([] if there is none).
+        host, or a hung process); `held` for a `finished` run its governor held (`names.held_by_governor`);
+        `recorded_status` is what the ledger holds. Builds no DataFrame: `yieldgate runs` lists runs without loading
+        pandas. `name`: that run's record alone ([] if there is none).
 
         `totals=False` leaves the fields read off steps and evals (`TOTAL_FIELDS`) None, for a listing that
         chooses its runs first and fills those of the ones it shows with `add_totals`. A page: `limit` runs from the
@@ -349,11 +351,11 @@ class RunsMixin(LedgerConnection):
         out = []
         for row in runs:
             verify_record(self.location, "runs", row[7], row[:7], row[0])
-            run, recorded, source, digest, created, _, note = row[:7]
+            run, recorded, source, digest, created, meta, note = row[:7]
             updated = row[8]
             host, pid, started, namespace, beat = _claim(self.location, run, row[9:])
             owner = _owner(host, pid, started, namespace) if host is not None else None
-            status = recorded
+            status = names.HELD_STATUS if recorded == "finished" and names.held_by_governor(meta) else recorded
             if recorded == "running" and owner is not None:
                 state = liveness(owner, beat, now)
                 status = recorded if state == "live" else state

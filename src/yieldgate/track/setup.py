@@ -221,7 +221,7 @@ class TrackerSetup:
         governor's note with the run (`governor` meta: what `yieldgate gate` reads to gate it as it was governed)."""
         if self._governed is None or self._governed.governor is None:
             return
-        self._governed.governor.begin_at(start.tokens)
+        self._governed.governor.begin_at(start.step, start.tokens)
         if self.rank == 0:
             self._meta("governor", self._governed.governor.note())
 

@@ -28,7 +28,7 @@ import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import torch
 from torch import nn
@@ -40,6 +40,7 @@ from yieldgate.manifest import Manifest
 from yieldgate.names import CHECKPOINT_KEY, check_run_name, unsafe_character
 from yieldgate.track.batch_check import BatchCheckResult
 from yieldgate.track.config import TrackerConfig
+from yieldgate.track.governed import governed
 from yieldgate.track.guard import contained, install_sigterm, live, whole
 from yieldgate.track.mfu import matmul_params
 from yieldgate.track.packet import StepRow
@@ -47,6 +48,9 @@ from yieldgate.track.resume import resume_point
 from yieldgate.track.setup import TrackerSetup, from_environment, load_run_manifest
 from yieldgate.track.signals import ENTROPY_UNSEEN, activation_entropy, gns_estimate
 from yieldgate.track.writer import CLOSE_BUSY_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from yieldgate.gate.draft import RecordedDecision
 
 __all__ = ["Tracker", "TrackerConfig", "matmul_params"]
 
@@ -100,6 +104,7 @@ class Tracker(TrackerSetup):
         tokens: float | None = None,
         samples: float | None = None,
         suffix_if_taken: bool = True,
+        policy: Any = None,
     ) -> None:
         """`run` names the run; None gives it a readable unique name (`brisk-otter-7`, in `tracker.run`). A name
         already in the ledger is recorded as a new run under the first free `<run>-2`, `<run>-3`, ... (a training
@@ -122,7 +127,11 @@ class Tracker(TrackerSetup):
 
         One process writes a run: a run another live process is writing is refused (RunInUse, naming it), and
         one whose writer died without closing it is taken over only with `takeover=True` (see
-        `yieldgate.ledger.owners`: dead means its process is gone, or no heartbeat for `STALE_AFTER_S`)."""
+        `yieldgate.ledger.owners`: dead means its process is gone, or no heartbeat for `STALE_AFTER_S`).
+
+        `policy` (a policy file's path, its content as a mapping, or a `Policy`; None: `$YIELDGATE_POLICY` where
+        set) governs the run: at each evaluation the stage gate decides on it, off the training thread, and a hold
+        sets `should_stop` (`gate/live.py`). A policy that cannot govern the run is refused here."""
         if signals not in ("throughput", "full"):
             raise InputError(f"signals must be 'throughput' or 'full', got {signals!r}")
         point = resume_point(step, tokens, samples)
@@ -135,6 +144,7 @@ class Tracker(TrackerSetup):
         self.location = str(ledger) if ledger is not None else default_location()
         self.manifest = load_run_manifest(manifest, hparams)
         self._init_state(scaler, optimizer)
+        self._governed = governed(policy, self.manifest, self._fault)  # refused before the run is made
         if owner is not None:  # a campaign's probe: the run is written as the worker that owns it
             self.owner = owner
         self._join_ranks()
@@ -145,6 +155,7 @@ class Tracker(TrackerSetup):
             self.device = param.device if param is not None else torch.device("cpu")
         start = self._start(resume, takeover, point)
         telemetry = self._plan_and_note(model)
+        self._govern_from(start)
         layer_names = self._watch_learning(model, optimizer)
         self._writer = self._make_writer(start, layer_names, telemetry)
         self._writer.start()
@@ -490,6 +501,17 @@ class Tracker(TrackerSetup):
         # (their counters are gathered packet by packet) even when only rank 0 evaluates.
 
     # -- lifecycle ------------------------------------------------------------------------------------
+
+    @property
+    def should_stop(self) -> bool:
+        """The run's governor (`policy=`) held it and its policy says `on_hold: stop`: end the loop (the callbacks
+        stop their trainers). Set at the evaluation that decided, off the training thread; False when ungoverned."""
+        return self._governed is not None and self._governed.should_stop
+
+    @property
+    def decision(self) -> RecordedDecision | None:
+        """The last decision the run's governor stored (its id, rationale, evidence); None before one, or ungoverned."""
+        return self._governed.decision if self._governed is not None else None
 
     @property
     def stats(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from yieldgate.manifest import Manifest
 from yieldgate.track import derive
 from yieldgate.track.config import TrackerConfig
 from yieldgate.track.derive import Derivation, Frame, joined
+from yieldgate.track.governed import Governed
 from yieldgate.track.hardware import Telemetry
 from yieldgate.track.packet import Packet
 from yieldgate.track.spill import SpillFile, spill_folder
@@ -79,11 +80,13 @@ class Writer(threading.Thread):
         telemetry: Telemetry | None,
         on_fault: Callable[[str, BaseException], None],
         reduce: Callable[[np.ndarray], np.ndarray] | None = None,
+        governed: Governed | None = None,
     ):
         """`run` names the run; None on ranks other than 0 (they reduce, they do not write). `owner` is the process
         that claimed the run: the heartbeat is stamped for it, and stops when another took the run. `manifest`
         makes the run again in a ledger file removed mid-run. `reduce`, distributed runs: all-gather a [fields,
-        rows] array from every rank -> [ranks, fields, rows]."""
+        rows] array from every rank -> [ranks, fields, rows]. `governed`: the gate inside the run, which decides
+        here, on this thread, once the evaluations it waits for are written (flushed as they arrive)."""
         super().__init__(name="yieldgate-writer", daemon=True)
         self.config = config
         self.derivation = derivation
@@ -94,6 +97,7 @@ class Writer(threading.Thread):
         self.reduce = reduce
         self.telemetry = telemetry
         self.on_fault = on_fault
+        self.governed = governed
         self._inbox: deque[Packet] = deque()
         self._wake = threading.Event()
         self._stopping = False
@@ -153,6 +157,8 @@ class Writer(threading.Thread):
             self.on_fault("writer queue full: step records dropped", RuntimeError(f"{self.dropped_rows} rows dropped"))
             return
         self._inbox.append(packet)
+        if packet.evals and self.governed is not None:
+            self._wake.set()  # the governor decides at evaluations: written now, not at the next interval
         if len(self._inbox) == self.config.queue_size // 2:
             self._wake.set()  # a very fast loop: collect before the inbox fills, not at the next interval
 
@@ -182,7 +188,8 @@ class Writer(threading.Thread):
             if stopping:
                 ledger = self._last(ledger)
                 break
-            if time.monotonic() - self._last_flush >= min(self.config.flush_every_s, HEARTBEAT_EVERY_S):
+            due = time.monotonic() - self._last_flush >= min(self.config.flush_every_s, HEARTBEAT_EVERY_S)
+            if due or (self.governed is not None and self._evals):
                 ledger = self._flush(ledger)
         if self._frames:  # neither the ledger nor a spill file took them: say so, count them
             self.dropped_rows += self.buffered_rows
@@ -287,6 +294,7 @@ class Writer(threading.Thread):
                 self.dropped_rows += self._frames.pop(0).n
             return ledger
         self.written_rows += self.buffered_rows
+        evaluated = sorted({e.step for e in self._evals})
         self._frames, self._evals = [], []
         self._held = [] if layers_due else held
         if layers_due:
@@ -296,6 +304,8 @@ class Writer(threading.Thread):
         if self.spill_path is not None:
             self._unspill(ledger)
         self._online(ledger)
+        if self.governed is not None and evaluated:
+            self.governed.evaluate(ledger, self.run_name, evaluated)  # contained: a failure leaves it ungoverned
         return ledger
 
     def _stamp(self, ledger: Ledger | None) -> None:

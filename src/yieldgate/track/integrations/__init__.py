@@ -38,6 +38,8 @@ class TrackerArgs:
     resume: bool = False
     takeover: bool = False
     """Take the run over from a writer that died without closing it (a job restarted after a crash)."""
+    policy: Any = None
+    """The policy that governs the run (`Tracker(policy=...)`); a hold stops the framework's trainer."""
 
     def open(
         self,
@@ -68,6 +70,7 @@ class TrackerArgs:
             tokens=tokens,
             hparams=hparams,
             suffix_if_taken=True,
+            policy=self.policy,
         )
 
 

@@ -39,6 +39,10 @@ What each step record holds, and where it comes from:
   (`to_dict()`, less where files go, hub settings and tokens), and `model`, the model's config (`to_dict()`, less
   its private `_` keys and the transformers version); merged over a `config` the manifest passed has.
 
+`policy=` governs the run (`Tracker(policy=...)`, docs/gate.md "The gate inside the run"): when the gate inside it
+holds, the callback sets `control.should_training_stop` at the next step's end and the Trainer stops as it does at
+`max_steps`.
+
 The run is named `run`, or `run-2`, `run-3`, ... when the script is run again and an earlier run took the name
 (`resume=True` continues that run instead); without `run`, a readable unique name. `callback.tracker.run` says
 which. The Tracker is created at `on_train_begin` (with the Trainer's model, its torch optimizer and, for fp16, its
@@ -134,8 +138,9 @@ class YieldgateCallback(TrainerCallback):
         config: TrackerConfig | None = None,
         resume: bool = False,
         takeover: bool = False,
+        policy: Any = None,
     ) -> None:
-        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume, takeover)
+        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume, takeover, policy)
         self.tracker: Tracker | None = None
         self._tokens = TokenCounter()
         self._samples = 0
@@ -228,6 +233,8 @@ class YieldgateCallback(TrainerCallback):
         # recorded now.
         if not _log_follows(args, state, control):
             self._flush()
+        if self.tracker.should_stop:  # the gate inside the run held it (`policy=`): the Trainer stops
+            control.should_training_stop = True
 
     def on_log(
         self,

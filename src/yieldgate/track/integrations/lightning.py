@@ -35,6 +35,10 @@ What each step record holds, and where it comes from:
   `save_hyperparameters()` kept), and the datamodule's under `datamodule` when it saved any; merged over a
   `config` the manifest passed has.
 
+`policy=` governs the run (`Tracker(policy=...)`, docs/gate.md "The gate inside the run"): when the gate inside it
+holds, the callback sets `trainer.should_stop` after the next optimizer step and Lightning stops as it does for
+`EarlyStopping`.
+
 The run is named `run`, or `run-2`, `run-3`, ... when the script is run again and an earlier run took the name
 (`resume=True` continues that run instead); without `run`, a readable unique name. `callback.tracker.run` says
 which. The Tracker is created at `on_train_start` (with the LightningModule, its first optimizer and the AMP
@@ -131,8 +135,9 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
         takeover: bool = False,
         counts: Callable[[Any], tuple[int | torch.Tensor, int] | None] = batch_counts,
         grad_norm: bool = True,
+        policy: Any = None,
     ) -> None:
-        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume, takeover)
+        self.args = TrackerArgs(run, ledger, manifest, signals, config, resume, takeover, policy)
         self.counts = counts
         self.grad_norm = grad_norm
         self.tracker: Tracker | None = None
@@ -208,6 +213,8 @@ class YieldgateCallback(*_callback_bases()):  # type: ignore[misc]
             tokens=self._tokens.take(), samples=self._samples, loss=mean, lr=self._lr, grad_norm=self._norm
         )
         self._samples, self._norm = 0, None
+        if self.tracker.should_stop:  # the gate inside the run held it (`policy=`): the Trainer stops
+            trainer.should_stop = True
 
     # -- validation -----------------------------------------------------------------------------------
 
