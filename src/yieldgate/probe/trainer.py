@@ -223,4 +223,6 @@ def run_steps(
             tr.eval(final)
         if progress is not None:
             progress(done, len(numbers))
+        if tr.should_stop:  # the gate inside the run held it (`YIELDGATE_POLICY`)
+            break
     return final
