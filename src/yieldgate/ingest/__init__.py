@@ -162,6 +162,7 @@ def _auto(sources: Sequence[str], opts: ImportOptions, warnings: Warnings) -> li
             "import them one kind at a time"
         )
     warnings.add("kind", f"{', '.join(sources)}: read as {found[0]} (by its content)")
+    warnings.reading["kind"] = found[0]
     return KINDS[found[0]](sources, opts, warnings)
 
 

@@ -77,7 +77,7 @@ def _clock(mapping: dict[str, str], reading: dict[str, str], form: str, mapped: 
 def _explained(run: str, kind: str, read: Read, mapped: Mapped, warnings: Warnings) -> Explanation:
     reading = warnings.reading
     step_field = reading.get("step_field")
-    form = reading.get("format", kind)
+    form = reading.get("format", reading.get("kind", kind))
     source_of = {key.split(" ")[0]: name for name, key in mapped.mapping.items()}
     seen: dict[str, Evaluation] = {}
     for rec in mapped.evals:
