@@ -538,6 +538,11 @@ def _facts(result: dict[str, Any]) -> list[str]:
     r, k, sep = result["reference"], result["check"], result["reference"]["separated"]
     noise = ", ".join(f"{n} {v:.4f}" for n, v in sorted(r["noise_bpb"].items(), key=lambda kv: kv[1]))
     lines = [
+        f"all pairs: the share of the {len(result['pairs'])} pairs ordered as the reference orders them, ± its "
+        "standard error over pairs; "
+        "decided: accuracy on the pairs beyond the probes' own seed noise, coverage their share; de-noised "
+        "(secondary): the accuracy against the true order, the reference's noise taken out, sum(agreement - (1 - q)) "
+        "/ sum(2q - 1) over the pairs (decide_scoring.py); >= 3 units: accuracy on the pairs that far apart",
         f"reference: {len(r['noise_bpb'])} recipes x {r['seeds']} seeds at {r['tokens']:,} tokens, key {r['key']}, "
         f"its own time {r['seconds'] / 60:.1f} min of probe training; seed std per recipe {noise} bpb; a perfect "
         f"probe would agree with it on {r['ceiling']:.1%} of the pairs",
