@@ -430,9 +430,10 @@ def test_regmix_pile_cc_decided_accuracy_and_coverage_at_a_given_noise_match_a_c
     standard error s given, a pair of 1M values is decided when they differ by more than s sqrt(2)."""
     if REGMIX is None:
         pytest.skip("../shared/tables/regmix is absent: RegMix's published CSVs are not on this machine")
+    folder = REGMIX
 
     def read(name: str) -> dict[str, float]:
-        with (REGMIX / name).open(newline="") as fh:
+        with (folder / name).open(newline="") as fh:
             return {r["index"]: float(r["metric/the_pile_pile_cc_val_loss"]) for r in csv.DictReader(fh)}
 
     small, large = read("test_pile_loss_1m.csv"), read("test_pile_loss_60m.csv")
