@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from yieldgate.ingest.clean import Rows, Warnings, clean, pivot, read_lines
+from yieldgate.ingest.clean import clean, pivot, read_lines
+from yieldgate.ingest.types import Rows, Warnings
 
 
 def _rows(steps, **columns):

@@ -7,8 +7,8 @@ import pytest
 
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
-from yieldgate.ingest.clean import Warnings
 from yieldgate.ingest.tensorboard import event_files, read_scalars
+from yieldgate.ingest.types import Warnings
 
 
 def _write(log, steps=range(1, 11), new_style=False, evals_every=5):

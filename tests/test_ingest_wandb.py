@@ -11,7 +11,7 @@ import pytest
 
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
-from yieldgate.ingest.clean import Warnings
+from yieldgate.ingest.types import Warnings
 from yieldgate.ingest.wandb import finished, read_log, run_logs
 
 

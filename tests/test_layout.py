@@ -34,6 +34,12 @@ def test_the_import_graph_has_no_circle(graph):
     assert cycles(graph.internal) == []
 
 
+def test_no_circle_even_through_imports_for_annotations_only():
+    """Issue #44: two circles ran only through `if TYPE_CHECKING:` imports (the report's console and page, the
+    importers' result types); modules that name each other's types still need each other."""
+    assert cycles(read_graph(PACKAGE, type_only=True).internal) == []
+
+
 def test_no_import_runs_from_a_lower_layer_to_a_higher_one(graph):
     assert arrows_up(graph) == []
 
@@ -116,6 +122,18 @@ def test_a_circle_is_caught_even_through_a_function_level_import(tmp_path):
     assert cycles(graph.internal) == [["yieldgate.analysis.a", "yieldgate.analysis.b", "yieldgate.analysis.c"]]
     assert graph.unresolved == []
     assert "yieldgate.analysis.a" not in graph.internal["yieldgate.analysis.d"]  # annotations only: no edge
+
+
+def test_a_circle_through_annotations_only_is_caught_when_asked(tmp_path):
+    root = _package(
+        tmp_path,
+        {
+            "analysis/a.py": "import typing\nif typing.TYPE_CHECKING:\n    from yieldgate.analysis.b import T\n",
+            "analysis/b.py": "from yieldgate.analysis import a\nT = int\n",
+        },
+    )
+    assert cycles(read_graph(root).internal) == []
+    assert cycles(read_graph(root, type_only=True).internal) == [["yieldgate.analysis.a", "yieldgate.analysis.b"]]
 
 
 def test_an_arrow_up_and_each_never_rule_are_caught(tmp_path):

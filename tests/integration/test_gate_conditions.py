@@ -10,6 +10,7 @@ of the clean recipe with a NaN update applied at step 100. 15 probes of ~3 s.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -23,10 +24,11 @@ from yieldgate.probe.trainer import train_probe
 pytestmark = pytest.mark.slow  # real trainings: `make test-all`
 
 
-def _campaign(db: str, campaign: str, **faults: object) -> None:
+def _campaign(db: str, campaign: str, **faults: Any) -> None:
     two, one = bench.resolve_recipe(bench.TWO), bench.resolve_recipe(bench.ONE)
+    repeat: dict[str, Any] = {"repeat_source": ("milton", 40.0)}
     for seed in range(3):
-        for name, recipe, own in (("two", two, {}), ("repeat40", one, {"repeat_source": ("milton", 40.0)})):
+        for name, recipe, own in (("two", two, {}), ("repeat40", one, repeat)):
             run = f"{campaign}/{name}/s{seed}"
             train_probe(recipe, bench.probe_config(seed, **own, **faults), run=run, ledger=db)
             with Ledger(db) as led:

@@ -1,7 +1,8 @@
 """The package's import graph, read with `ast` (nothing is imported), and the rules LAYOUT.md draws on it.
 
 A module's imports are every `import` and `from ... import` in its file, at any depth (an import inside a function
-is still a dependency), except those under `if TYPE_CHECKING:` (annotations only: nothing runs). `from pkg import
+is still a dependency), except those under `if TYPE_CHECKING:` (annotations only: nothing runs), which
+`read_graph(type_only=True)` counts too. `from pkg import
 name` is an edge to `pkg.name` when that is a module, else to `pkg`.
 """
 
@@ -48,8 +49,9 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def read_graph(root: Path) -> Graph:
-    """The import graph of the package whose folder is `root` (e.g. src/yieldgate)."""
+def read_graph(root: Path, *, type_only: bool = False) -> Graph:
+    """The import graph of the package whose folder is `root` (e.g. src/yieldgate); `type_only`: imports under `if
+    TYPE_CHECKING:` count too (a circle through annotations alone is still two modules that need each other)."""
     files = _modules(root)
     top = root.name
     graph = Graph(files)
@@ -61,7 +63,7 @@ def read_graph(root: Path) -> Graph:
 
     for module, path in files.items():
         tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_nodes(tree)
+        skip = set() if type_only else _type_checking_nodes(tree)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         inside, outside = set(), set()
         for node in ast.walk(tree):

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from yieldgate.errors import RunNotFound, YieldgateError
 
 if TYPE_CHECKING:
-    from yieldgate.ingest.core import ImportResult
     from yieldgate.ingest.explain import Explanation
     from yieldgate.ingest.results import ResultsImport
+    from yieldgate.ingest.types import ImportResult
     from yieldgate.manifest import Manifest, ManifestCheck, ManifestDiff
     from yieldgate.report.export import ExportResult
 

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError, check_choice
-from yieldgate.ingest.clean import Rows, Warnings
-from yieldgate.ingest.core import ImportResult, Mapped, map_rows, settle_evals, write_import
+from yieldgate.ingest.core import map_rows, settle_evals, write_import
 from yieldgate.ingest.mapping import LogMapping, load_mapping
 from yieldgate.ingest.plausible import check_plausible
+from yieldgate.ingest.types import ImportResult, Mapped, Rows, Warnings
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.names import TEXTLOG_FORMATS
 

@@ -28,9 +28,7 @@ import gzip
 import json
 import re
 import zlib
-from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ import pandas as pd
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.stepback import restarts, second_writer
+from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import read_regular
 
 __all__ = [
@@ -64,41 +63,6 @@ __all__ = [
 # Cumulative clocks: a value lower than the one before is a reset, not time running backwards.
 CLOCK_COLUMNS = ("wall_s",)
 
-# Warnings of one kind past this many are counted, not listed: a 1M-line log with a bad column must not
-# print a million lines.
-_LISTED = 5
-
-
-@dataclass
-class Warnings:
-    """What an import found and did about it: one line each, the first few of each kind, then a count."""
-
-    lines: list[str] = field(default_factory=list)
-    _counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    restarts: list[dict[str, Any]] = field(default_factory=list)
-    """Where the steps go back in file order (a run restarted from a checkpoint): the bodies of the `resume`
-    events the import records (`_restarts`)."""
-    reading: dict[str, str] = field(default_factory=dict)
-    """How the source was read, by what was read (`step`, `clock`, `writers`, `restarts`): what `explain` shows."""
-
-    def add(self, kind: str, message: str) -> None:
-        """Record one finding of `kind`; beyond the first few of a kind only the count grows."""
-        self._counts[kind] += 1
-        if self._counts[kind] <= _LISTED:
-            self.lines.append(message)
-
-    def count(self, kind: str) -> int:
-        """How many findings of `kind` were recorded (listed or not)."""
-        return self._counts.get(kind, 0)
-
-    def summary(self) -> list[str]:
-        """The listed warnings, plus one line per kind that had more than could be listed."""
-        more = [
-            f"... and {n - _LISTED} more of the same kind ({kind})" for kind, n in self._counts.items() if n > _LISTED
-        ]
-        return self.lines + more
-
-
 # Metrics one import takes. Every reader holds its rows column by column; a table of tens of thousands of
 # columns (a dump of per-parameter values, a transposed table) would take minutes and gigabytes to turn into
 # step records nobody reads.
@@ -113,53 +77,6 @@ def check_columns(count: int, where: str) -> None:
             f"columns you need, or split the table into tables of at most {MAX_COLUMNS:,} columns, each "
             "with the step, and import them one by one into the same run",
             parameter="run",
-        )
-
-
-@dataclass
-class Rows:
-    """A run's records in file order, before mapping: one row per log line / record.
-
-    `values[name]` holds floats and `present[name]` says where the source had the metric at all, so a
-    recorded NaN stays apart from "not logged on this line".
-    """
-
-    source: str
-    """The file (or store) read, for messages."""
-    step: np.ndarray
-    """int64 step of each row."""
-    where: list[str]
-    """Where each row came from (`train.log:17`, `events...:offset 1024`), for warnings."""
-    values: dict[str, np.ndarray] = field(default_factory=dict)
-    present: dict[str, np.ndarray] = field(default_factory=dict)
-    epochs: bool = False
-    """The steps count epochs, not optimizer steps: a per-epoch table (Keras' CSVLogger, YOLO's results.csv), a
-    Keras `model.fit` log."""
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-    @classmethod
-    def from_records(
-        cls, source: str, steps: Sequence[int], where: Sequence[str], records: Sequence[dict[str, float]]
-    ) -> Rows:
-        """Rows from one {metric: value} dict per record (a metric missing from a dict is absent there)."""
-        rows = cls(source, np.array(steps, dtype=np.int64), list(where))
-        for name in dict.fromkeys(k for r in records for k in r):
-            rows.present[name] = np.array([name in r for r in records], dtype=bool)
-            rows.values[name] = np.array([r.get(name, np.nan) for r in records], dtype=np.float64)
-        return rows
-
-    def take(self, keep: np.ndarray) -> Rows:
-        """The rows where `keep` (a bool mask or index array) selects."""
-        where = [self.where[i] for i in np.arange(len(self))[keep]]
-        return Rows(
-            self.source,
-            self.step[keep],
-            where,
-            {k: v[keep] for k, v in self.values.items()},
-            {k: p[keep] for k, p in self.present.items()},
-            self.epochs,
         )
 
 

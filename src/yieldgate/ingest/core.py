@@ -12,7 +12,6 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,12 +19,13 @@ import pandas as pd
 
 from yieldgate.aliases import STEP_NAMES, Target
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, clean, clip
+from yieldgate.ingest.clean import clean, clip
 from yieldgate.ingest.evalsteps import epoch_evals, not_computed
 from yieldgate.ingest.guard import keep_stored, make_room, refuse_live
 from yieldgate.ingest.mapping import none_known, resolve_mapping
 from yieldgate.ingest.timing import energy, per_step_times, wall_from_step_times
 from yieldgate.ingest.tokencount import read_tokens
+from yieldgate.ingest.types import ImportResult, Mapped, Rows, Warnings
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import MAX_NAME_CHARS, STEP_UNIT, split_eval_key, unsafe_character
 
@@ -33,42 +33,6 @@ if TYPE_CHECKING:
     from yieldgate.manifest import Manifest
 
 __all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "data_digest", "settle_evals"]
-
-
-@dataclass
-class Mapped:
-    """A run's records on canonical names, ready for the ledger."""
-
-    steps: pd.DataFrame
-    """`step` plus core columns and extras, as nullable floats (<NA>: not logged; NaN: logged as nan)."""
-    evals: list[EvalRecord]
-    mapping: dict[str, str] = field(default_factory=dict)
-    """Source name -> where it went (`loss`, `val/loss (eval)`, `imported/epoch`)."""
-    restarts: list[dict[str, Any]] = field(default_factory=list)
-    """The bodies of the `resume` events of this run's restarts (`stepback.restarts`)."""
-
-
-@dataclass
-class ImportResult:
-    """What one import did: per run, rows and evals written, the mapping used and the warnings."""
-
-    kind: str
-    source: str
-    run: str
-    steps: int
-    evals: int
-    mapping: dict[str, str]
-    warnings: list[str]
-    unchanged: bool = False
-    """True when this very source was already imported into the run: nothing was written."""
-    set_apart: dict[str, int] | None = None
-    """With `replace`: the run's records that the import set apart as superseded (`steps`, `extra_values`,
-    `evals`; kept, read with `Ledger.superseded`); None when nothing was replaced."""
-    kept: int = 0
-    """With `attach`: values the run already held for a column at a step, kept instead of the imported ones."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str, prefer: Sequence[str] = ()) -> str:

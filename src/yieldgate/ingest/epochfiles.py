@@ -29,7 +29,8 @@ import pandas as pd
 
 from yieldgate.aliases import STEP_NAMES
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, check_columns, parse_json
+from yieldgate.ingest.clean import check_columns, parse_json
+from yieldgate.ingest.types import Warnings
 from yieldgate.util.inputs import read_regular
 
 __all__ = [

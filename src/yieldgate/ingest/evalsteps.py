@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from yieldgate.aliases import IMPORTED
-from yieldgate.ingest.clean import Rows, Warnings
+from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.names import cannot_be_negative
 
 __all__ = ["epoch_evals", "not_computed"]

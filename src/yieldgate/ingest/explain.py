@@ -13,8 +13,7 @@ from yieldgate.ledger.records import higher_is_better
 
 if TYPE_CHECKING:
     from yieldgate.ingest import ImportOptions, Read
-    from yieldgate.ingest.clean import Warnings
-    from yieldgate.ingest.core import Mapped
+    from yieldgate.ingest.types import Mapped, Warnings
 
 __all__ = ["Evaluation", "Explanation", "explain_import"]
 

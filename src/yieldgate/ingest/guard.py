@@ -20,7 +20,7 @@ from yieldgate.ledger import Ledger
 from yieldgate.names import CORE_STEP_COLUMNS
 
 if TYPE_CHECKING:
-    from yieldgate.ingest.core import ImportResult, Mapped
+    from yieldgate.ingest.types import ImportResult, Mapped
 
 __all__ = ["refuse_live", "make_room", "keep_stored"]
 

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, clip, concat, read_json
+from yieldgate.ingest.clean import clip, concat, read_json
+from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import check_regular
 
 __all__ = ["read", "read_state"]

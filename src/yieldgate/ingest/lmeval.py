@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, clip, read_json
+from yieldgate.ingest.clean import clip, read_json
+from yieldgate.ingest.types import Warnings
 from yieldgate.ledger import EvalRecord
 from yieldgate.names import metric_direction
 from yieldgate.util.inputs import check_regular

@@ -23,7 +23,7 @@ from yieldgate.errors import InputError
 from yieldgate.names import CORE_STEP_COLUMNS, VAL_TASK, is_extra_key
 
 if TYPE_CHECKING:
-    from yieldgate.ingest.clean import Warnings
+    from yieldgate.ingest.types import Warnings
 
 __all__ = [
     "LogMapping",

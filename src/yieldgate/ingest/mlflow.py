@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, own_export, pivot
+from yieldgate.ingest.clean import own_export, pivot
+from yieldgate.ingest.types import Rows, Warnings
 
 __all__ = ["read", "read_run", "store_uri", "metric_name", "source_name"]
 

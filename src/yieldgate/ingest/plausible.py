@@ -27,8 +27,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings
-from yieldgate.ingest.core import Mapped
+from yieldgate.ingest.types import Mapped, Rows, Warnings
 
 __all__ = ["Implausible", "check_plausible"]
 

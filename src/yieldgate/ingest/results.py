@@ -45,8 +45,8 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings
-from yieldgate.ingest.core import Mapped, write_import
+from yieldgate.ingest.core import write_import
+from yieldgate.ingest.types import Mapped, Warnings
 from yieldgate.ledger import EvalRecord, Ledger
 from yieldgate.names import metric_direction, unsafe_character
 from yieldgate.util.hashing import content_hash

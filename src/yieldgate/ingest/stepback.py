@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from yieldgate.ingest.clean import Rows, Warnings
+    from yieldgate.ingest.types import Rows, Warnings
 
 __all__ = ["TIMING", "printed_alike", "printed_places", "restarts", "same_as_printed", "second_writer"]
 

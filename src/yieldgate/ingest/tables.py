@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, parse_json, read_lines, unix_seconds
+from yieldgate.ingest.clean import check_columns, clip, concat, parse_json, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.epochfiles import in_order, is_record, read_columns, read_record, record_files
 from yieldgate.ingest.mapping import LogMapping, computed_step
 from yieldgate.ingest.sniff import describe, table_format
 from yieldgate.ingest.stepcount import infer_step
+from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import check_regular
 
 __all__ = ["read_table", "rows_from_columns", "numeric_column"]

@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Warnings, read_lines, unix_seconds
+from yieldgate.ingest.clean import read_lines, unix_seconds
+from yieldgate.ingest.types import Warnings
 from yieldgate.ledger import Ledger
 
 __all__ = ["read_samples", "join_on_time", "run_start"]

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, check_columns, own_export, pivot, placeholder
+from yieldgate.ingest.clean import check_columns, own_export, pivot, placeholder
+from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_scalars", "event_files", "run_folders"]

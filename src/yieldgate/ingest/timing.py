@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.aliases import Target, guess, imported
-from yieldgate.ingest.clean import Rows, Warnings
+from yieldgate.ingest.types import Rows, Warnings
 
 __all__ = ["energy", "per_step_times", "wall_from_step_times"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings
+from yieldgate.ingest.types import Rows, Warnings
 
 __all__ = ["PER_STEP_FALLS", "read_tokens"]
 

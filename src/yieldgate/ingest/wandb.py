@@ -27,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from yieldgate.errors import InputError
-from yieldgate.ingest.clean import Rows, Warnings, check_columns, clip, concat, own_export, parse_json, placeholder
+from yieldgate.ingest.clean import check_columns, clip, concat, own_export, parse_json, placeholder
+from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import check_regular, open_regular
 
 __all__ = ["read", "read_log", "run_logs", "finished"]

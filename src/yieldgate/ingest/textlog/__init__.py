@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from yieldgate.errors import InputError, check_choice
-from yieldgate.ingest.clean import Rows, Warnings, check_columns, concat, read_lines
+from yieldgate.ingest.clean import check_columns, concat, read_lines
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.mapping import LogMapping, computed_step
 from yieldgate.ingest.stepcount import counter_name, counts_only, infer_step, is_counter
@@ -34,6 +34,7 @@ from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, Lo
 from yieldgate.ingest.textlog.facts import batch_tokens, clock, device_count, per_device_throughput
 from yieldgate.ingest.textlog.kv import read_pairs
 from yieldgate.ingest.textlog.mapped import EVAL_MARK, mapped_format
+from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import check_regular
 
 __all__ = [

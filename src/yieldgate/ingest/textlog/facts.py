@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from yieldgate.ingest.clean import Rows, Warnings, unix_seconds
+from yieldgate.ingest.clean import unix_seconds
 from yieldgate.ingest.textlog.base import PER_DEVICE_TOKENS_PER_S, strip_ansi
+from yieldgate.ingest.types import Rows, Warnings
 
 __all__ = ["batch_tokens", "clock", "device_count", "per_device_throughput"]
 

@@ -12,8 +12,8 @@ from yieldgate.report.console.lines import say
 from yieldgate.report.console.tables import print_table
 
 if TYPE_CHECKING:
-    from yieldgate.ingest.core import ImportResult
     from yieldgate.ingest.explain import Explanation
+    from yieldgate.ingest.types import ImportResult
     from yieldgate.report.export import ExportResult
 
 __all__ = ["render_explanations", "render_export", "render_imports"]
