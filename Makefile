@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip
 # The extras the tests and benchmarks exercise: every one (`all`), installed with the `dev` or `bench` group.
 EXTRAS := all
 
-.PHONY: demo demo-full test test-all browsers pg-start pg-stop slurm-start slurm-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint gpu-wheels gpu-check
+.PHONY: demo demo-full test test-all browsers pg-start pg-stop slurm-start slurm-stop bench soak clean reliability-table docs cli-reference wheel quickstart lint gpu-wheels gpu-check mutation
 
 # pip >= 25.1 reads pyproject.toml's dependency groups (`--group dev`: the contributors' tools, not extras).
 $(BIN)/python:
@@ -175,3 +175,11 @@ quickstart: wheel $(VENV)/.dev
 
 clean:
 	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .hypothesis
+
+# Mutation testing of the code that decides (issue #44 item 11): mutmut over gate/ and the diagnosis detectors
+# ([tool.mutmut] in pyproject.toml), each mutant run against the fast tier's tests that reach it. Hours on 2 cores;
+# `mutmut results` lists the survivors, docs/gate.md gives the last score.
+mutation: $(VENV)/.dev
+	$(PIP) install --quiet --group mutation
+	$(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
