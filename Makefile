@@ -12,7 +12,7 @@ EXTRAS := all
 # pip >= 25.1 reads pyproject.toml's dependency groups (`--group dev`: the contributors' tools, not extras).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet 'pip>=25.1'
+	@.ci/pip-install $(BIN)/python "pip 25.1 or newer (it reads the dependency groups)" 'pip>=25.1'
 
 # torch==2.13.0 first: on these machines it is a CPU build already on disk, and the project's own range
 # (torch>=2.3,<3) is then satisfied without pulling a multi-GB CUDA build.
