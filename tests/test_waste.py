@@ -163,3 +163,19 @@ def test_a_plateau_needs_four_evaluations_to_be_judged(tmp_path):
         _cadence_run(led, "sparse", plateau_after_half, 2000, seed=0)
     (run,) = api.waste("sparse", ledger=path).to_dict()["runs"]
     assert run["flat_tranches"]["seconds"] == 0 and run["missing"]["flat_tranches"].startswith("unresolved: 5 ")
+
+
+@pytest.mark.slow
+def test_the_report_has_a_wasted_compute_section(tmp_path):
+    """Issue #44 item 1 (and #43 item 11): the HTML report shows each run's waste as `yieldgate waste` reads it."""
+    import re
+
+    path = tmp_path / "r.db"
+    with Ledger(path) as led:
+        _cadence_run(led, "learn", learning, 250, seed=1)
+        _cadence_run(led, "flat", plateau_after_half, 250, seed=2)
+    page = api.report(["learn", "flat"], ledger=path, output=str(tmp_path / "r.html")).path
+    text = re.sub(r"<[^>]+>", " ", open(page).read())
+    section = " ".join(text[text.index("Wasted compute") :].split())[:1200]
+    assert "learn 0 - - 0.0% no: it kept to its own law" in section, section
+    assert "flat 1.389 - - 50.0% at 5,000,000 tokens" in section, section

@@ -131,13 +131,16 @@ def _pricer(ledger: Ledger, run: str, steps: Any) -> tuple[Any, dict[str, str]]:
     return spend, missing
 
 
-def _flat_seconds(ledger: Ledger, run: str, steps: Any) -> tuple[float, int, Plateau | None, str | None]:
+def _flat_seconds(
+    ledger: Ledger, run: str, steps: Any, report: YieldReport | None
+) -> tuple[float, int, Plateau | None, str | None]:
     """Wall seconds of the stable-phase tranches on the run's plateau (`plateau.plateau`), their count, the plateau,
-    and why none are read."""
-    try:
-        report = yield_report(ledger, run)
-    except InputError as exc:
-        return 0.0, 0, None, f"no tranches: {exc}"
+    and why none are read. `report`: the run's `yield_report`, where the caller has it."""
+    if report is None:
+        try:
+            report = yield_report(ledger, run)
+        except InputError as exc:
+            return 0.0, 0, None, f"no tranches: {exc}"
     clock = steps[["step", "wall_s"]].dropna() if "wall_s" in steps else steps.iloc[:0]
     if len(clock) < 2:
         return 0.0, 0, None, "no wall clock recorded"
@@ -192,11 +195,12 @@ def _diverged(steps: Any) -> tuple[int, float]:
     return int(bad.sum()), int(bad.sum()) * per_step
 
 
-def waste(ledger: Ledger, run: str) -> Waste:
-    """The compute `run` spent on flat tranches, restarts and diverged steps, priced (see the module docstring)."""
+def waste(ledger: Ledger, run: str, *, report: YieldReport | None = None) -> Waste:
+    """The compute `run` spent on flat tranches, restarts and diverged steps, priced (see the module docstring).
+    `report`: the run's `yield_report` on the validation loss, where the caller has it (the HTML report)."""
     steps = ledger.steps(run, nullable=True)
     spend, missing = _pricer(ledger, run, steps)
-    flat_s, flat_n, found, why = _flat_seconds(ledger, run, steps)
+    flat_s, flat_n, found, why = _flat_seconds(ledger, run, steps, report)
     if why is not None:
         missing["flat_tranches"] = why
     good = goodput_of(ledger, run)

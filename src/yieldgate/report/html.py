@@ -173,6 +173,40 @@ def _span(values: list[Any], fmt: Any) -> str:
     return "-".join(dict.fromkeys(fmt(v) for v in values)) or "-"
 
 
+def _waste_table(data: ReportData) -> Table | None:
+    """One row per run with a clock: wasted compute by kind (`yieldgate waste`), where it stopped learning, goodput."""
+    rows = []
+    for v in data.runs:
+        w = v.waste
+        if w is None or not w.wall_s:
+            continue
+        p = w.plateau
+        stopped = (
+            "not judged"
+            if p is None or p.unresolved is not None
+            else "no: it kept to its own law"
+            if p.start is None
+            else f"at {fmt(p.start)} {p.axis}"
+        )
+        rows.append(
+            [
+                v.name,
+                w.wasted.device_hours,
+                w.wasted.usd,
+                w.wasted.kwh,
+                f"{w.wasted.seconds / w.wall_s:.1%}",
+                stopped,
+                f"{w.counts['restarts']} ({fmt(w.restarts.seconds)} s)",
+                f"{w.counts['diverged_steps']} ({fmt(w.diverged_steps.seconds)} s)",
+                None if w.goodput is None else f"{w.goodput:.1%}",
+            ]
+        )
+    if not rows:
+        return None
+    heads = ["run", "device-hours", "$", "kWh", "of the wall time", "stopped learning", "restarts", "NaN steps"]
+    return table([*heads, "goodput"], rows)
+
+
 def _diagnoses_table(data: ReportData) -> Table | None:
     """One row per diagnosis event, then one per finding the detectors make now that no open event holds; bodies are
     rendered generically (cause, confidence, evidence, advice), and a body without an `evidence` field shows its
@@ -260,6 +294,7 @@ def render_html(data: ReportData, figures: list[Figure]) -> str:
         figures={f.id: plot(f, div_id=f.id) for f in figures},
         comparisons=[comparison_view(c, amount=data.amount) for c in data.comparisons],
         diagnoses=_diagnoses_table(data),
+        waste=_waste_table(data),
         decisions=_decisions_table(data),
         manifests=len(manifests),
         manifest=_manifest_table(data, manifests),

@@ -20,6 +20,7 @@ from yieldgate.analysis.frontier import Frontier, frontier
 from yieldgate.analysis.listing import match_runs
 from yieldgate.analysis.load import default_metric, load_run, metric_key
 from yieldgate.analysis.runs import yield_report
+from yieldgate.analysis.waste import Waste, waste
 from yieldgate.analysis.yields import YieldReport
 from yieldgate.errors import InputError, RunNotFound
 from yieldgate.ledger import Ledger
@@ -44,6 +45,8 @@ class RunView:
     `signals/update_ratio/<layer>`, `signals/loss_scale`."""
     diagnoses: pd.DataFrame
     """The run's diagnosis events (the ledger's `events` frame)."""
+    waste: Waste | None = None
+    """What the run spent on work that bought no learning (`yieldgate waste`); None without a clock or yields."""
     found: list[dict[str, Any]] | None = None
     """What `yieldgate diagnose` finds on the run now (`Finding.to_dict`, the detectors run without storing); None
     where `collect` was not asked to run them (the dashboard's live pages)."""
@@ -148,6 +151,10 @@ def _signals(ledger: Ledger, run: str) -> pd.DataFrame:
     return ledger.extras(run, keys or ["signals/gns"])  # an absent key reads as an empty frame
 
 
+LOSSES = ("val/loss", "val/bpb")
+"""The metrics whose yields the report's waste section reads (`yieldgate waste` follows the validation loss)."""
+
+
 def _view(ledger: Ledger, data: RunData, metric: str, per: str, notes: list[str], detect: bool) -> RunView:
     """One run read once: its curve, its yields (`yield_report`, what `yieldgate yield` prints), signals, diagnoses,
     and with `detect` what `yieldgate diagnose` finds now. `metric` as drawn (`val/bpb` per byte)."""
@@ -163,6 +170,9 @@ def _view(ledger: Ledger, data: RunData, metric: str, per: str, notes: list[str]
         data=data,
         curve=curve,
         yields=yields,
+        waste=None
+        if yields is None or metric not in ("val/loss", "val/bpb")
+        else waste(ledger, data.name, report=yields),
         signals=_signals(ledger, data.name),
         diagnoses=ledger.events(data.name, kind="diagnosis"),
         found=[f.to_dict() for f in diagnose(ledger, data.name, store=False).findings] if detect else None,
