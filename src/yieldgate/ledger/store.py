@@ -23,4 +23,3 @@ class Ledger(RunsMixin, StepsMixin, RecordsMixin):
     """A run ledger in one SQLite file (WAL), or in a PostgreSQL database (`postgresql://USER@HOST:PORT/DB`).
     One instance per thread; processes and hosts may share the ledger. Opening it: `connection.LedgerConnection`;
     its runs, steps and other records: `runs`, `steps`, `records`."""
-
