@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from yieldgate.errors import RunInUse
+from yieldgate.errors import RunInUse, RunNotFound
 from yieldgate.ledger import Ledger
 from yieldgate.ledger.owners import Owner
 from yieldgate.probe.campaign.spec import ProbeSpec
@@ -106,8 +106,12 @@ def claim_probe(led: Ledger, run: str, key: str, meta: dict[str, Any]) -> bool:
 
 
 def record_failure(ledger: str, spec: ProbeSpec, error: str) -> None:
-    """The probe's run ends `failed`, with `error` in its meta (`error`), and its attempt's claim ends."""
+    """The probe's run ends `failed`, with `error` in its meta (`error`), and its attempt's claim ends. A probe that
+    never started (its job cancelled while it waited) has its run made here, `failed`, so the ledger tells of it."""
     with Ledger(ledger) as led, led.transaction():
-        led.set_status(spec.run, "failed")
+        try:
+            led.set_status(spec.run, "failed")
+        except RunNotFound:
+            led.create_run(spec.run, status="failed", source="probe")
         led.set_meta(spec.run, "error", error)
         led.release_claim(spec.run)  # a trainer of this attempt still alive writes the run no more

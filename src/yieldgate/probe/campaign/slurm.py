@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import signal
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from yieldgate.errors import InputError
 from yieldgate.probe.campaign.spec import ProbeSpec
 
-__all__ = ["run_slurm", "submitit_module", "make_executor", "once_watcher"]
+__all__ = ["run_slurm", "submitit_module", "make_executor", "once_watcher", "queue_states", "PURGED"]
 
 log = logging.getLogger("yieldgate.probe")
 
@@ -57,9 +58,36 @@ def make_executor(spec: ProbeSpec, *, workers: int, threads: int, gpus: int) -> 
     return executor, array
 
 
+PURGED = "PURGED"
+"""The state of a job neither sacct nor the controller knows any more: it ended (Slurm purges an ended job's record
+`MinJobAge` seconds after its end) and, with no result written, failed."""
+
+
+def queue_states(job_ids: set[str]) -> dict[str, dict[str, str]]:
+    """The states of `job_ids` (`1234`, `1234_5` for an array's task) as the controller holds them (`squeue`), in the
+    form submitit's watcher keeps sacct's (`{id: {"JobID": id, "State": state}}`); a job the controller answered for
+    without listing it is `PURGED`. {} when squeue cannot answer (no squeue, the controller unreachable): the states
+    stay unknown and the jobs are waited on."""
+    mains = sorted({j.split("_")[0] for j in job_ids})
+    command = ["squeue", "--noheader", "--array", "--states=all", "--format=%i|%T", f"--jobs={','.join(mains)}"]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0 and "Invalid job id" not in out.stderr:  # that one: none of them is held any more
+        return {}
+    listed = dict(line.strip().split("|", 1) for line in out.stdout.splitlines() if "|" in line)
+    return {j: {"JobID": j, "State": listed.get(j, PURGED)} for j in job_ids}
+
+
 def once_watcher(submitit: Any) -> Any:
     """submitit's sacct watcher, with sacct's standard error kept from the terminal and each distinct line of it said
-    once (a warning of logger `yieldgate.probe`): submitit runs sacct at every poll, its error inherited."""
+    once (a warning of logger `yieldgate.probe`): submitit runs sacct at every poll, its error inherited.
+
+    The states of jobs sacct does not tell of are asked of the controller (`queue_states`): on a cluster without
+    accounting (`AccountingStorageType=accounting_storage/none`) sacct tells of none, so a job that died without a
+    result (killed, out of memory, its node lost) stayed `UNKNOWN` to submitit, and the campaign waited for it
+    forever."""
 
     class OnceWatcher(submitit.slurm.slurm.SlurmInfoWatcher):
         def __init__(self) -> None:
@@ -75,7 +103,16 @@ def once_watcher(submitit: Any) -> Any:
             return ["sh", "-c", 'f=$1; shift; exec "$@" 2>>"$f"', "sh", self.errors, *command]
 
         def update(self) -> None:
+            self._output = b""  # what this call of sacct prints (submitit keeps the last successful call's)
             super().update()
+            told = set(self.read_info(self._output)) if self._output else set()
+            untold = {j for j in self._registered - self._finished if j not in told}
+            if untold:
+                self._info_dict.update(queue_states(untold))
+                self._finished.update(j for j in untold if self.is_done(j, mode="cache"))
+            self._say_errors()
+
+        def _say_errors(self) -> None:
             try:
                 with open(self.errors, "r+", encoding="utf-8", errors="replace") as f:
                     text = f.read()
