@@ -118,7 +118,7 @@ def test_explain_says_how_a_log_would_be_read_and_stores_nothing(cli, tmp_path):
     assert "step step = epoch x 4 + iter: iter starts again as epoch rises" in said.replace("(epoch - 1)", "epoch")
     assert "clock the timestamp each line starts with" in said
     assert "training loss loss" in said
-    assert "val/acc (val_acc, rises); val/loss (val_loss, falls)" in said
+    assert "val/acc (val_acc, rises: its name); val/loss (val_loss, falls: its name)" in said
     assert "restarts" in said and "from step 8 to 6, 3 done again" in said
     assert "writers two: 1 row(s) written again by a second writer" in said
     assert not (tmp_path / "yieldgate.db").exists()

@@ -38,12 +38,19 @@ STEP_NAMES = (
     "current_steps",
     "_step",
     "steps",
+    "update",
+    "updates",
+    "num_updates",
+    "episode",
+    "episodes",
     "epoch",
 )
-"""`current_steps`: LLaMA-Factory's trainer_log.jsonl. `steps`: sentence-transformers' evaluator CSVs (its -1, an
-evaluation at the end of an epoch, is no step: `ingest.tables` then steps the rows by the epoch). `epoch` last: a
-per-epoch table (Keras' CSVLogger, YOLO's results.csv) has no other counter, and its rows are then epochs (the import
-says so)."""
+"""Compared without case (`EPOCH`, `Iter`). `current_steps`: LLaMA-Factory's trainer_log.jsonl. `steps`:
+sentence-transformers' evaluator CSVs (its -1, an evaluation at the end of an epoch, is no step: `ingest.tables` then
+steps the rows by the epoch). `update`, `num_updates`: fairseq's and RL trainers' optimizer updates; `episode`: an RL
+trainer's progress table (where a cumulative count of steps rises beside it, `ingest.stepcount.cumulative_beside`
+takes that). `epoch` last: a per-epoch table (Keras' CSVLogger, YOLO's results.csv) has no other counter, and its rows
+are then epochs (the import says so)."""
 
 # Seconds per unit of a name's suffix.
 _UNITS = {"_ms": 1e-3, "_s": 1.0, "_sec": 1.0, "_min": 60.0, "_h": 3600.0}
@@ -99,6 +106,8 @@ _CORE_ALIASES = {
         "loss/train/total",
         "total_loss",  # detectron2's (beside its terms loss_cls, loss_box_reg, ...): the total is the loss
         "loss_total",
+        "logloss",  # CatBoost's learn_error.tsv names its column by the loss function: `Logloss`
+        "log_loss",
     ],
     "lr": [
         "lr",

@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from yieldgate.aliases import STEP_NAMES
@@ -39,6 +40,7 @@ __all__ = [
     "has_step",
     "in_order",
     "is_record",
+    "metadata_of",
     "numbered",
     "read_columns",
     "read_record",
@@ -148,25 +150,63 @@ def _leaves(doc: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _numbers(values: list) -> bool:
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) or x is None for x in values)
+
+
 def columns_of(doc: object) -> dict[str, list] | None:
-    """{name: values} of a JSON document in the columns shape: an object (nested objects allowed) every leaf of which
-    is a list of numbers (or nulls), all of one length; None for any other document."""
+    """{name: values} of a JSON document in the columns shape: an object (nested objects allowed) whose leaves are
+    lists of numbers (or nulls), all of one length, and at most as many scalars beside them as there are lists
+    (metadata: Ludwig's `evaluation_frequency: {frequency: 1, period: epoch}`, not a row; `metadata_of`); None for
+    any other document (a configuration's few lists among its many scalars among them)."""
     if not isinstance(doc, dict) or not doc:
         return None
     leaves = _leaves(doc)
-    if not all(isinstance(v, list) for v in leaves.values()):
-        return None
     lists: dict[str, list] = {name: value for name, value in leaves.items() if isinstance(value, list)}
+    scalars = [value for value in leaves.values() if not isinstance(value, list)]
+    if not lists or len(scalars) > len(lists) or not all(map(_scalar, scalars)):
+        return None
     lengths = {len(v) for v in lists.values()}
-    numbers = all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) or x is None for v in lists.values() for x in v
-    )
-    return lists if len(lengths) == 1 and lengths != {0} and numbers else None
+    return lists if len(lengths) == 1 and lengths != {0} and all(map(_numbers, lists.values())) else None
+
+
+def metadata_of(doc: dict) -> list[str]:
+    """The names of a columns document's scalar leaves (`columns_of`): what it says of the run, not a row."""
+    return [name for name, value in _leaves(doc).items() if not isinstance(value, list)]
+
+
+# A top-level key that names a data split, and the split it is (Ludwig's `training`, `validation`, `test`)
+_SPLITS = {"training": "", "train": "", "validation": "val_", "val": "val_", "valid": "val_", "dev": "val_"}
+_SPLITS |= {"eval": "val_", "evaluation": "val_", "test": "test_"}
+
+
+def _split_losses(lists: dict[str, list]) -> dict[str, str]:
+    """{leaf: new name} for the loss of each split that has one (`training/combined/loss` -> `loss`,
+    `validation/combined/loss` -> `val_loss`, `test/combined/loss` -> `test_loss`): of the split's leaves named
+    `loss`, the one at least as high as every other at every position (the total of its output features' losses,
+    Ludwig's `combined`; with one feature all are equal, the shortest name taken). The other leaves keep their
+    names (`validation/<feature>/accuracy` is an evaluation of task `val/<feature>`, `aliases.guess`)."""
+    renamed: dict[str, str] = {}
+    for split, prefix in _SPLITS.items():
+        losses = [n for n in lists if n.lower().startswith(split + "/") and n.lower().endswith("/loss")]
+        if not losses:
+            continue
+        table = np.array([[np.nan if x is None else x for x in lists[n]] for n in losses], dtype=float)
+        top = [n for n, row in zip(losses, table, strict=True) if (np.nan_to_num(row - table, nan=0.0) >= 0).all()]
+        if top:
+            renamed[min(top, key=lambda n: (n.count("/"), len(n)))] = prefix + "loss"
+    return renamed
 
 
 def read_columns(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
     """A JSON document of columns (`columns_of`) as a table, one row per position in its lists; without a list named
-    as a step, the position is the `epoch` (from 0)."""
+    as a step, the position is the `epoch` (from 0). Lists under a split's key (`training`, `validation`, `test`)
+    are that split's values, each split's total loss its loss (`_split_losses`); scalars beside the lists are left
+    out, and said."""
     try:
         doc = parse_json(read_regular(path, "a JSON document of columns").decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -174,9 +214,20 @@ def read_columns(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str
     lists = columns_of(doc)
     if lists is None:
         raise InputError(f"{path}: not one JSON object of equal-length lists of numbers; expected per-epoch columns")
+    assert isinstance(doc, dict)
+    meta = metadata_of(doc)
+    if meta:
+        warnings.add(
+            "columns",
+            f"{path}: {len(meta)} value(s) beside the lists ({', '.join(meta[:4])}): what the file says "
+            "of the run, not rows; not imported",
+        )
     check_columns(len(lists), str(path))
+    renamed = _split_losses(lists)
     rows = len(next(iter(lists.values())))
-    frame = pd.DataFrame({name: ["" if x is None else str(x) for x in values] for name, values in lists.items()})
+    frame = pd.DataFrame(
+        {renamed.get(name, name): ["" if x is None else str(x) for x in values] for name, values in lists.items()}
+    )
     if not {name.lower() for name in lists} & set(STEP_NAMES):
         frame["epoch"] = [str(i) for i in range(rows)]
         warnings.add("columns", f"{path}: lists of {rows} values and no step among them: each position is an epoch")

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from yieldgate.ledger.records import higher_is_better
+from yieldgate.names import metric_direction
 
 if TYPE_CHECKING:
     from yieldgate.ingest import ImportOptions, Read
@@ -26,6 +27,10 @@ class Evaluation:
     source: str
     direction: str
     """`rises` (higher is better) or `falls`."""
+    direction_from: str = "its name"
+    """Where the direction comes from: `its name` (`names.metric_direction`: `loss` falls, `score` rises), `the
+    source or mapping` (a format's or the user's declared direction), or `no rule: taken as rising` (a name that does
+    not say)."""
 
 
 @dataclass(kw_only=True)
@@ -82,7 +87,11 @@ def _explained(run: str, kind: str, read: Read, mapped: Mapped, warnings: Warnin
     for rec in mapped.evals:
         key = f"{rec.task}/{rec.metric}"
         rising = higher_is_better(rec.metric) if rec.higher_is_better is None else rec.higher_is_better
-        seen.setdefault(key, Evaluation(key, source_of.get(key, key), "rises" if rising else "falls"))
+        if rec.higher_is_better is not None:
+            whence = "the source or mapping"
+        else:
+            whence = "its name" if metric_direction(rec.metric) is not None else "no rule: taken as rising"
+        seen.setdefault(key, Evaluation(key, source_of.get(key, key), "rises" if rising else "falls", whence))
     extras = [f"{name} -> {key}" for name, key in mapped.mapping.items() if "/" in key and "(eval)" not in key]
     restarts = [
         {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from yieldgate.errors import InputError
@@ -16,7 +17,7 @@ from yieldgate.ingest.clean import clip, parse_json
 from yieldgate.ingest.epochfiles import columns_of, has_step, is_record, record_files
 from yieldgate.util.inputs import check_regular
 
-__all__ = ["describe", "kind_of", "table_format"]
+__all__ = ["SPACES", "delimiter", "describe", "kind_of", "split_fields", "table_format"]
 
 _HEAD = 64 * 1024  # bytes read to tell a file's kind
 
@@ -69,26 +70,85 @@ def table_format(path: Path) -> str | None:
     return "csv" if _is_csv(lines, complete) else None
 
 
-# A header cell that is a name and a value (`epoch 1`, `loss: 0.5`, `lr=0.1`, `{'loss': 2.3`): a printed line
-_NAMED_VALUE = re.compile(r"[\s:=]\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*[}\])]*\s*$|^\s*[{\[(]")
+# A header cell that is a name and a value (`epoch 1`, `loss: 0.5`, `lr=0.1`, `{'loss': 2.3`, `Step: 10/40`,
+# `Epoch [3/300]`): a printed line
+_VALUE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_NAMED_VALUE = re.compile(rf"[\s:=]\s*\[?{_VALUE}(?:\s*/\s*{_VALUE})?\]?\s*[}}\])]*\s*$|^\s*[{{\[(]")
+_NUMBER = re.compile(rf"{_VALUE}|[-+]?(?i:nan|inf|infinity)")
+# The delimiters a table is written with, in the order a tie goes to; runs of spaces (`SPACES`) are tried last.
+_DELIMITERS = ("\t", ",", ";")
+SPACES = " "
+"""`delimiter`'s answer for a table whose columns are separated by runs of spaces (or tabs mixed with them)."""
+
+
+def split_fields(lines: Sequence[str], sep: str) -> list[list[str]] | None:
+    """The fields of each line split at `sep` (quoted fields as the csv module reads them; `SPACES`: runs of
+    whitespace), or None where the csv module cannot read them."""
+    if sep == SPACES:
+        return [line.split() for line in lines]
+    try:
+        return list(csv.reader(lines, delimiter=sep))
+    except csv.Error:
+        return None
+
+
+def delimiter(lines: Sequence[str]) -> str | None:
+    """The delimiter of a table's lines (its header first): of tab, comma and semicolon, the one that splits every
+    line into as many fields, two or more (the most fields where several do: a cell may hold another's delimiter);
+    else `SPACES` where runs of spaces split the header into two or more names and every line after it into as many
+    numbers (an aligned table: `epoch  loss  val_loss`); None for lines that are no table."""
+    lines = [line for line in lines if line.strip()]
+    if len(lines) < 2:
+        return None
+    best: tuple[int, str] | None = None
+    for sep in _DELIMITERS:
+        if sep not in lines[0]:
+            continue
+        rows = split_fields(lines, sep)
+        if rows is None or len(rows[0]) < 2 or any(len(row) != len(rows[0]) for row in rows[1:]):
+            continue
+        if best is None or len(rows[0]) > best[0]:
+            best = (len(rows[0]), sep)
+    if best is not None:
+        return best[1]
+    rows = split_fields(lines, SPACES) or []
+    names, body = rows[0], rows[1:]
+    if len(names) < 2 or any(_NUMBER.fullmatch(n) for n in names):
+        return None
+    if all(len(row) == len(names) and all(_NUMBER.fullmatch(cell) for cell in row) for row in body):
+        return SPACES
+    return None
 
 
 def _is_csv(lines: list[str], complete: list[str]) -> bool:
-    """A header of two or more comma- or tab-separated names (not numbers, not `name value` pairs as a printed log
-    line has them) and, on every complete line of the head, as many fields (quoted fields read as the csv module
-    reads them): a text log whose lines hold commas is no table."""
-    sep = "\t" if lines[0].count("\t") > lines[0].count(",") else ","
-    try:
-        rows = list(csv.reader(complete[:2000], delimiter=sep))
-    except csv.Error:
+    """A header of two or more names (not numbers, not `name value` pairs as a printed log line has them), on every
+    complete line of the head as many fields split by one delimiter (`delimiter`), and a column of numbers below the
+    header (`_numbers_below`): a text log whose lines hold commas is no table, though each holds one (Python
+    logging's `12:00:01,000`, a tqdm bar's `[00:01<00:00, 1.00it/s]`)."""
+    if len(lines) < 2:
         return False
-    fields = len(rows[0])
-    if fields < 2 or len(lines) < 2 or any(len(row) != fields for row in rows[1:]):
+    head = complete[:2000] if len(complete) >= 2 else lines[:2]
+    sep = delimiter(head)
+    rows = split_fields(head, sep) if sep is not None else None
+    if not rows:
         return False
     names = [n.strip().strip('"') for n in rows[0]]
     if sum(bool(_NAMED_VALUE.search(n)) for n in names) > len(names) // 2:  # most cells a `name value` pair
         return False
-    return sum(not n.replace(".", "", 1).replace("-", "", 1).isdigit() for n in names) > fields // 2
+    if not _numbers_below(rows):
+        return False
+    return sum(not n.replace(".", "", 1).replace("-", "", 1).isdigit() for n in names) > len(names) // 2
+
+
+def _numbers_below(rows: list[list[str]]) -> bool:
+    """Whether some column holds a number on every row after the header that fills it (one at least): a table of a
+    run counts or measures something; a log's lines cut at their one comma leave a timestamp and the message."""
+    body = rows[1:]
+    for col in range(len(rows[0])):
+        cells = [row[col].strip().strip('"') for row in body if col < len(row) and row[col].strip().strip('"')]
+        if cells and all(_NUMBER.fullmatch(cell) for cell in cells):
+            return True
+    return False
 
 
 def describe(path: Path) -> str:

@@ -27,7 +27,16 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.stepback import TIMING, printed_places, same_as_printed
 
-__all__ = ["COUNTER", "StepReading", "counter_name", "counts_only", "infer_step", "is_counter", "total_name"]
+__all__ = [
+    "COUNTER",
+    "StepReading",
+    "counter_name",
+    "counts_only",
+    "cumulative_beside",
+    "infer_step",
+    "is_counter",
+    "total_name",
+]
 
 COUNTER = "#"
 """The first character of a column a reader found as a counter (`#epoch`, `#iter/total`, `#1`): not a metric."""
@@ -180,7 +189,12 @@ def _resets_with(c: _Counter, outer: _Counter) -> bool | None:
 def _copies(columns: Mapping[str, Column], rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Of `rows` (their (epoch, count) `keys`), those that repeat an earlier one's counts with every value that is not
     a writer's own timing equal as printed: a second writer's copies (`stepback`), which say nothing new of an epoch's
-    size and whose lag would look like a restart."""
+    size and whose lag would look like a restart. (`_originals` says which row each copies.)"""
+    return _originals(columns, rows, keys) >= 0
+
+
+def _originals(columns: Mapping[str, Column], rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each of `rows`, the position in `rows` of the earlier row it copies (`_copies`), or -1."""
     from yieldgate.aliases import guess
 
     values = [
@@ -190,25 +204,30 @@ def _copies(columns: Mapping[str, Column], rows: np.ndarray, keys: np.ndarray) -
     ]
     places = [printed_places(v) for v in values]
     seen: dict[tuple[int, int], list[int]] = {}
-    out = np.zeros(len(rows), dtype=bool)
+    out = np.full(len(rows), -1, dtype=np.int64)
     for j, key in enumerate(map(tuple, keys.tolist())):
         for k in seen.get(key, ()):
             if all(same_as_printed(v[j : j + 1], v[k : k + 1], d)[0] for v, d in zip(values, places, strict=True)):
-                out[j] = True
+                out[j] = k
                 break
         else:
             seen.setdefault(key, []).append(j)
     return out
 
 
-def _last_attempt(epoch: np.ndarray, count: np.ndarray, copies: np.ndarray) -> dict[int, np.ndarray]:
-    """Per epoch, the indices of its rows in the last attempt that ran it: a new attempt begins where the (epoch,
-    count) goes back (a restart), a second writer's copies aside."""
-    attempt = np.cumsum(
+def _attempts(epoch: np.ndarray, count: np.ndarray, copies: np.ndarray) -> np.ndarray:
+    """The attempt (0, 1, ...) each row belongs to: a new one begins where the (epoch, count) goes back (a restart or
+    a new launch), a second writer's copies aside (each in the attempt of the row before it)."""
+    return np.cumsum(
         np.r_[False, (np.diff(epoch) < 0) | ((np.diff(epoch) == 0) & (np.diff(count) <= 0))]
         if not copies.any()
         else _restarts_past_copies(epoch, count, copies)
     )
+
+
+def _last_attempt(epoch: np.ndarray, count: np.ndarray, copies: np.ndarray) -> dict[int, np.ndarray]:
+    """Per epoch, the indices of its rows in the last attempt that ran it."""
+    attempt = _attempts(epoch, count, copies)
     last: dict[int, np.ndarray] = {}
     for e in np.unique(epoch).tolist():
         mine = (epoch == e) & ~copies
@@ -232,30 +251,49 @@ def _restarts_past_copies(epoch: np.ndarray, count: np.ndarray, copies: np.ndarr
 
 def _sizes(
     outer: _Counter, inner: _Counter, train: np.ndarray, base: int, copies: np.ndarray, source: str
-) -> tuple[dict[int, int], bool]:
-    """Iterations of each epoch seen (its printed total, else its largest count, in the last attempt that ran it),
-    and whether they were printed. Without totals, an epoch's largest count is its size only where its last
-    iteration is logged: where every epoch ends on the logging interval's grid, that cannot be told, and the reading
-    is refused. `copies`: which of the rows with both counters a second writer wrote."""
+) -> tuple[np.ndarray, dict[int, dict[int, int]], bool]:
+    """The attempt of each row with both counters (`_attempts`), the iterations of each epoch each attempt saw (its
+    printed total on that attempt's lines: a relaunch may print another, its loader one batch shorter; else its
+    largest count there), and whether they were printed. Without totals, an epoch's largest count is its size only
+    where its last iteration is logged: where every epoch ends on the logging interval's grid, that cannot be told,
+    and the reading is refused. `copies`: which of the rows with both counters a second writer wrote."""
     rows = np.nonzero(train)[0]
     epoch = outer.values[rows].astype(np.int64)
     count = inner.values[rows].astype(np.int64)
     totals = inner.total[rows] if inner.total is not None else None
     printed = totals is not None and bool(np.isfinite(totals).any())
-    last = _last_attempt(epoch, count, copies)
-    sizes: dict[int, int] = {}
-    for e, at in last.items():
-        if printed:
-            assert totals is not None
-            known = totals[at][np.isfinite(totals[at])]
-            if len(known):
-                sizes[e] = int(known[-1])
-                continue
-        sizes[e] = int(count[at].max()) + 1 - base
+    attempt = _attempts(epoch, count, copies)
+    sizes: dict[int, dict[int, int]] = {}
+    for a in np.unique(attempt[~copies]).tolist():
+        mine = (attempt == a) & ~copies
+        for e in np.unique(epoch[mine]).tolist():
+            at = np.nonzero(mine & (epoch == e))[0]
+            known = totals[at][np.isfinite(totals[at])] if totals is not None else np.empty(0)
+            sizes.setdefault(a, {})[e] = int(known[-1]) if len(known) else int(count[at].max()) + 1 - base
     if not printed:
-        runs = [np.unique(count[at]) for at in last.values()]
+        runs = [np.unique(count[at]) for at in _last_attempt(epoch, count, copies).values()]
         _refuse_unknown_sizes(outer, inner, runs, base, source, int(outer.values[outer.present].min()))
-    return sizes, printed
+    return attempt, sizes, printed
+
+
+def _starts(sizes: dict[int, dict[int, int]], e0: int) -> dict[int, dict[int, int]]:
+    """Per attempt, the first step of each epoch it ran (and of the two after): it begins where the run it resumed
+    had that epoch begin (a new launch at the first epoch: step 0), and each epoch adds its own size in this
+    attempt (an epoch it did not log the size of the one before). An abandoned launch's steps are counted with its
+    own sizes, not the relaunch's."""
+    timeline: dict[int, int] = {}
+    out: dict[int, dict[int, int]] = {}
+    for a, mine in sorted(sizes.items()):
+        epochs = sorted(mine)
+        size = mine[epochs[0]]
+        at = timeline.get(epochs[0], (epochs[0] - e0) * size)
+        starts: dict[int, int] = {}
+        for e in range(epochs[0], epochs[-1] + 3):
+            size = mine.get(e, size)
+            starts[e], at = at, at + size
+        out[a] = starts
+        timeline = {e: s for e, s in timeline.items() if e < epochs[0]} | starts
+    return out
 
 
 def _interval(runs: list[np.ndarray], base: int) -> int | None:
@@ -294,32 +332,36 @@ def _refuse_unknown_sizes(
 
 
 def _nested(outer: _Counter, inner: _Counter, columns: Mapping[str, Column], source: str) -> StepReading:
-    """step = start(E) + I on rows with both; an epoch's last step on rows with the epoch only."""
+    """step = start(E) + I on rows with both (a second writer's copy at its original's step); an epoch's last step on
+    rows with the epoch only."""
     train = outer.present & inner.present
     rows = np.nonzero(train)[0]
     base = 0 if inner.values[train].min() == 0 else 1
     e0 = 0 if int(outer.values[outer.present].min()) == 0 else 1
-    copies = _copies(columns, rows, np.c_[outer.values[rows], inner.values[rows]].astype(np.int64))
-    sizes, printed = _sizes(outer, inner, train, base, copies, source)
-    epochs = sorted(sizes)
+    original = _originals(columns, rows, np.c_[outer.values[rows], inner.values[rows]].astype(np.int64))
+    copies = original >= 0
+    attempt, sizes, printed = _sizes(outer, inner, train, base, copies, source)
+    epochs = sorted({e for mine in sizes.values() for e in mine})
     if epochs[-1] - epochs[0] > _MAX_EPOCHS:
         raise InputError(f"{source}: {outer.name} spans {epochs[0]}-{epochs[-1]}: not an epoch counter")
-    start: dict[int, int] = {}
-    at, size = (epochs[0] - e0) * sizes[epochs[0]], sizes[epochs[0]]
-    for e in range(epochs[0], epochs[-1] + 2):
-        size = sizes.get(e, size)
-        sizes.setdefault(e, size)
-        start[e] = at
-        at += size
+    starts = _starts(sizes, e0)
     step = np.full(len(train), np.nan)
-    step[rows] = [start[int(e)] + i for e, i in zip(outer.values[rows], inner.values[rows], strict=True)]
+    own = [starts.get(int(a), starts[max(starts)]) for a in attempt.tolist()]
+    step[rows] = [s[int(e)] + i for s, e, i in zip(own, outer.values[rows], inner.values[rows], strict=True)]
+    step[rows[copies]] = step[rows[original[copies]]]
     alone = np.nonzero(outer.present & ~inner.present)[0]
-    if len(alone):
-        ends = {e: start[e] + sizes[e] - 1 + base for e in start} if printed else None
-        _epoch_ends(step, outer.values, rows[~copies], alone, ends)
+    if len(alone) and printed:
+        before = np.maximum(np.searchsorted(rows, alone) - 1, 0)  # the attempt of the row before each
+        for i, k in zip(alone.tolist(), before.tolist(), strict=True):
+            of = starts.get(int(attempt[k]), starts[max(starts)])
+            e = int(outer.values[i])
+            step[i] = of[e + 1] - 1 + base if e + 1 in of else np.nan
+    elif len(alone):
+        _epoch_ends(step, outer.values, rows[~copies], alone)
+    sizes_seen = {size for mine in sizes.values() for size in mine.values()}
     epoch, count = _shown(outer), _shown(inner)
     first = f"({epoch} - {e0})" if e0 else epoch
-    sized = f"{sizes[epochs[0]]}" if len(set(sizes.values())) == 1 else "each epoch's own count"
+    sized = f"{next(iter(sizes_seen))}" if len(sizes_seen) == 1 else "each epoch's own count"
     how = (
         f"step = {first} x {sized} + {count}: {count} starts again as {epoch} rises"
         + (" (an epoch's size: its printed total)" if printed else " (an epoch's size: its largest count)")
@@ -328,16 +370,10 @@ def _nested(outer: _Counter, inner: _Counter, columns: Mapping[str, Column], sou
     return StepReading(step, np.isfinite(step), how, [outer.name, inner.name])
 
 
-def _epoch_ends(
-    step: np.ndarray, epoch: np.ndarray, trained: np.ndarray, alone: np.ndarray, ends: dict[int, int] | None
-) -> None:
-    """Place the rows with an epoch alone (an evaluation after it) at their epoch's last step: by its printed size
-    (`ends`), else the furthest step of that epoch logged before the row since the epoch last began again (a
-    restart; `trained`: the rows with both counters, a second writer's copies left out)."""
-    if ends is not None:
-        for i in alone.tolist():
-            step[i] = ends.get(int(epoch[i]), np.nan)
-        return
+def _epoch_ends(step: np.ndarray, epoch: np.ndarray, trained: np.ndarray, alone: np.ndarray) -> None:
+    """Place the rows with an epoch alone (an evaluation after it) at the furthest step of that epoch logged before
+    the row since the epoch last began again (a restart; `trained`: the rows with both counters, a second writer's
+    copies left out). (With printed sizes, `_nested` places them at their epoch's last step.)"""
     reached: dict[int, float] = {}
     order = np.argsort(np.r_[trained, alone], kind="stable")
     is_trained = np.r_[np.ones(len(trained), bool), np.zeros(len(alone), bool)][order]
@@ -360,7 +396,7 @@ def _global(glob: _Counter, outer: _Counter | None, columns: Mapping[str, Column
         if len(alone):
             rows = np.nonzero(glob.present & outer.present)[0]
             copies = _copies(columns, rows, np.c_[glob.values[rows]].astype(np.int64))
-            _epoch_ends(step, outer.values, rows[~copies], alone, None)
+            _epoch_ends(step, outer.values, rows[~copies], alone)
     used = [glob.name] + ([outer.name] if outer is not None else [])
     return StepReading(step, np.isfinite(step), f"the printed global step ({_shown(glob)})", used)
 
@@ -380,6 +416,44 @@ def _companion(columns: Mapping[str, Column], counters: Sequence[_Counter]) -> _
             if (moves[resets] == 1).mean() >= 0.9 and (moves[~resets] == 0).mean() >= 0.99:
                 return _Counter(name, "epoch", values, present, None)
     return None
+
+
+# The words of a column's name that say it counts steps (`steps_done`, `total_timesteps`, `env_steps`, `num_updates`)
+_STEP_WORDS = {
+    "step",
+    "steps",
+    "timestep",
+    "timesteps",
+    "update",
+    "updates",
+    "iteration",
+    "iterations",
+    "iter",
+    "iters",
+}
+_PER_ROW = 0.9  # the share of rows at which a counter rises by one for it to count the rows
+
+
+def cumulative_beside(columns: Mapping[str, Column], chosen: str) -> str | None:
+    """A column named as a count of steps (`steps_done`) that rises beside `chosen`, a counter that rises by one a row
+    (an RL trainer's `episode`, a table's `epoch`), by more than one somewhere and never falls: the steps the rows
+    stand for, counted on; of several, the one that reaches least far (the finest). None where there is none."""
+    values, present = columns[chosen]
+    rows = np.nonzero(present)[0]
+    if len(rows) < 3 or np.mean(np.diff(values[rows]) == 1) < _PER_ROW:
+        return None
+    found: tuple[float, str] | None = None
+    for name, (other, has) in columns.items():
+        if name == chosen or not set(re.split(r"[\W_]+", name.lower())) & _STEP_WORDS:
+            continue
+        if not has[rows].all() or not _whole(other, has):
+            continue
+        rise = np.diff(other[rows])
+        if (rise < 0).any() or np.mean(rise > 0) < _PER_ROW or not (rise > 1).any():
+            continue
+        if found is None or other[rows[-1]] < found[0]:
+            found = (float(other[rows[-1]]), name)
+    return found[1] if found is not None else None
 
 
 def infer_step(columns: MutableMapping[str, Column], source: str) -> StepReading | None:

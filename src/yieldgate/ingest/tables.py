@@ -23,8 +23,8 @@ from yieldgate.ingest.clean import check_columns, clip, concat, parse_json, read
 from yieldgate.ingest.core import pick_step
 from yieldgate.ingest.epochfiles import in_order, is_record, read_columns, read_record, record_files
 from yieldgate.ingest.mapping import LogMapping, computed_step
-from yieldgate.ingest.sniff import describe, table_format
-from yieldgate.ingest.stepcount import infer_step
+from yieldgate.ingest.sniff import SPACES, delimiter, describe, split_fields, table_format
+from yieldgate.ingest.stepcount import cumulative_beside, infer_step
 from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import check_regular
 
@@ -128,28 +128,38 @@ def numeric_column(
 
 
 def _whole_row(lines: list[str]) -> bool:
-    """A last CSV line without a line end is whole when it has the header's number of fields and ends in a
-    closing quote (W&B quotes every field of its exports); an unquoted one may have lost digits."""
+    """A last line without a line end is whole when it has the header's number of fields and ends in a closing quote
+    (W&B quotes every field of its exports), or, unquoted, its last column is printed to one width on every row and
+    the last row's field has it (Flair writes each row's line end before it, so its loss.tsv ends without one, its
+    F1 always to four places); a field of another width may have lost digits."""
     if len(lines) < 2:
         return False
-    try:
-        header, last = (next(csv.reader([line.rstrip("\r\n")])) for line in (lines[0], lines[-1]))
-    except (csv.Error, StopIteration):
+    text = [line.rstrip("\r\n") for line in (lines[0], *lines[1:][-2000:])]
+    split = split_fields(text, delimiter(text) or ",")
+    if not split or len(split[-1]) != len(split[0]):
         return False
-    return len(last) == len(header) and lines[-1].endswith('"') and lines[-1].count('"') % 2 == 0
+    if lines[-1].endswith('"'):
+        return lines[-1].count('"') % 2 == 0
+    widths = {len(row[-1].strip()) for row in split[1:-1] if len(row) == len(split[0])}
+    return widths == {len(split[-1][-1].strip())}
 
 
 def _read_csv(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
+    """A delimited table whatever its delimiter (`sniff.delimiter`: tab, comma, semicolon, aligned spaces; a comma
+    where none splits its lines alike, and pandas says what is wrong)."""
     lines = read_lines(path, warnings, "a CSV table", complete=_whole_row)
     if not lines:
         raise InputError(f"{path}: no complete line; expected a CSV header line and rows")
+    sep = delimiter(lines[:2000]) or ","
+    if sep == SPACES:  # an aligned table: numbers and names hold no comma
+        lines, sep = [",".join(line.split()) for line in lines], ","
     try:
-        check_columns(len(next(csv.reader([lines[0]]))), str(path))  # before pandas builds them
+        check_columns(len(next(csv.reader([lines[0]], delimiter=sep))), str(path))  # before pandas builds them
     except (csv.Error, StopIteration):
         pass  # pandas says what is wrong with the header
     try:
         frame = pd.read_csv(
-            io.StringIO("\n".join(lines) + "\n"), dtype=str, keep_default_na=False, skip_blank_lines=False
+            io.StringIO("\n".join(lines) + "\n"), sep=sep, dtype=str, keep_default_na=False, skip_blank_lines=False
         )
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a CSV table ({str(exc).strip()})") from None
@@ -269,12 +279,35 @@ def _clock(name: str, cells: pd.Series, where: Sequence[str]) -> tuple[np.ndarra
     numeric = pd.to_numeric(text.where(present), errors="coerce")
     if numeric[present].notna().all() and np.nanmedian(numeric) < 1e9:
         return None  # a count of seconds already: the mapping reads it
+    of_day = _times_of_day(text[present])
+    if of_day is not None:
+        values = np.full(len(text), np.nan)
+        values[present] = of_day
+        return values - of_day[0], present
     values = unix_seconds(text)
     bad = present & np.isnan(values)
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(f"{where[i]}: column {name!r}: expected a date-time or Unix time, got {clip(text.iloc[i])}")
     return values - np.nanmin(values[present]), present
+
+
+# A time of day without its date (Flair's loss.tsv: `12:33:21`)
+_TIME_OF_DAY = re.compile(r"^(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::(?P<s>[0-5]\d(?:\.\d+)?))?$")
+_DAY_S = 86400.0
+
+
+def _times_of_day(text: pd.Series) -> np.ndarray | None:
+    """Seconds of cells that are all times of day without a date, in row order, a day added wherever the time falls
+    by more than half a day (the run went on past midnight); None when any cell is not one."""
+    parts = text.str.extract(_TIME_OF_DAY)
+    if parts["h"].isna().any():
+        return None
+    seconds = (
+        parts["h"].astype(float) * 3600 + parts["m"].astype(float) * 60 + parts["s"].fillna("0").astype(float)
+    ).to_numpy()
+    days = np.cumsum(np.r_[0.0, np.diff(seconds) < -_DAY_S / 2])
+    return seconds + days * _DAY_S
 
 
 _SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -375,6 +408,15 @@ def _step_of(
         return "step"
     if rule is None or rule.epoch is None:
         found = _counting_step(columns, mapping, path, prefer_step, warnings)
+        counted_on = cumulative_beside(columns, found) if rule is None and not prefer_step else None
+        if counted_on is not None and "step" not in mapping.names.values():
+            how = (
+                f"the field {counted_on!r}, a count that rises beside {found!r} (which counts the rows: kept as an "
+                "extra)"
+            )
+            warnings.add("step", f"{path}: the step is {how}; name another with map step=COLUMN")
+            warnings.reading.setdefault("step", how)
+            found = counted_on
         warnings.reading.setdefault("step_field", found)
         return found
     step, present = computed_step(columns, rule, str(path))

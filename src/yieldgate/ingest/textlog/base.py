@@ -151,6 +151,8 @@ class _Seen:
         return out
 
 
+_STEPLESS = "_stepless"  # set by `LogFormat.read` on values it gave the step of the record before
+
 # What a writer times for itself, by the names the readers give it: a copy of a record differs in these.
 TIMED = ("step_s", "step_time", "time", "data_time", "wall_s", "timestamp", "#epoch", "#epoch/total")
 
@@ -194,6 +196,7 @@ class LogFormat:
             yield from self.scan([strip_ansi(line) for line in lines])
             return
         i, last = 0, None
+        counters: dict[str, float] = {}  # the counters of the record before (`read`)
         pending: list[tuple[int, dict[str, float]]] = []  # stepless values waiting for the next step (`ahead`)
         seen = _Seen()
         while i < len(lines):
@@ -214,9 +217,16 @@ class LogFormat:
                     yield i, n, seen.record(values)
                 i += n
                 continue
-            read = self.read(line, None if self.ahead else last)
+            read = self.read(line, None if self.ahead else last, counters)
+            if (
+                read is not None
+                and read.pop(_STEPLESS, 0.0)
+                and seen.copied({k: v for k, v in read.items() if k != "step" and not k.startswith("#")})
+            ):
+                i += 1
+                continue  # the same stepless record again: a second writer's
             if read is not None:
-                last = read["step"]
+                last, counters = read["step"], {k: v for k, v in read.items() if k.startswith("#")}
                 for j, held in pending:
                     yield j, 1, {**held, "step": last}
                 pending = []
@@ -229,14 +239,17 @@ class LogFormat:
         """The values of a line of this format that carries no step."""
         return next((values for kind in self.lines if (values := kind.read(line)) and "step" not in values), None)
 
-    def read(self, line: str, last_step: float | None = None) -> dict[str, float] | None:
+    def read(
+        self, line: str, last_step: float | None = None, counters: Mapping[str, float] | None = None
+    ) -> dict[str, float] | None:
         """The line's values with a whole `step`, or None when the line is not one of this format's.
-        `last_step` is the step of values that a reader returns without one."""
+        `last_step` is the step of values that a reader returns without one, `counters` (the `#` counters of the
+        record before, `stepcount`) what places them as it was placed."""
         readers = [kind.read for kind in self.lines] + ([self.reader] if self.reader is not None else [])
         for read in readers:
             values = read(line)
             if values is not None and "step" not in values and last_step is not None:
-                values["step"] = last_step
+                values = {**(counters or {}), **values, "step": last_step, _STEPLESS: 1.0}
             step = values.get("step", -1.0) if values is not None else -1.0
             if values is not None and step >= 0 and step.is_integer():
                 if values.get("mfu", 0.0) < 0:  # nanoGPT's placeholder before it has measured anything

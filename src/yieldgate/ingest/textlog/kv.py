@@ -7,7 +7,7 @@ Megatron's reader reads its pairs with it too.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from yieldgate.ingest.stepcount import counter_name, total_name
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, number, strip_ansi
@@ -24,6 +24,21 @@ _PAIR = re.compile(
     rf"(?<![\w.-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,7}}+"
     rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)\[?(?P<value>{NUM})\]?(?!%\|)"
     rf"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.]|[-:]\d)"
+)
+# `name value` pairs without a `:` or `=`, one to a segment of a line cut by ` - ` or ` | ` (Flair's ModelTrainer:
+# `epoch 1 - iter 504/5049 - loss 0.84988712 - samples/sec: 9.54 - lr: 0.000005`, `EPOCH 1 done: loss 0.3592 - lr
+# 0.0000050`): the segment's last words and the number it ends with. Up to four words, letters first.
+_SEGMENT_CUT = re.compile(r"\s+[-|]\s+")
+_SPACED = re.compile(
+    rf"(?<![\w./-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,3}}+) (?P<value>{NUM})"
+    r"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?\s*$"
+)
+# An evaluation line named by its split, after a timestamp or a log level (Flair's `TEST : loss 0.1763 - score
+# 0.9057`, `DEV : loss ...`): its values are that split's evaluations, at the step of the record before it.
+_SPLIT_HEAD = re.compile(
+    r"^[^A-Za-z]*(?:(?:DEBUG|INFO|WARN|WARNING)\b[^A-Za-z]*)?"
+    r"(?P<split>test|dev|valid|validation|val|eval|evaluation)\s*[:|]\s+(?=[A-Za-z])",
+    re.IGNORECASE,
 )
 _STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+", re.IGNORECASE)
 _LONGEST = 4096  # characters; longer lines are dumps (a config, a tensor), not a step's metrics
@@ -124,6 +139,9 @@ def read_counted(line: str) -> dict[str, float] | None:
     out = _pairs(line)
     if not out:
         return None
+    split = _SPLIT_HEAD.match(line)
+    if split is not None:  # no step of its own: the record before's (`LogFormat.read`)
+        return {f"{split['split'].lower()}_{k}": v for k, v in out.items()}
     counters = progress(line)
     counters.update(
         (counter_name(k), v) for k, v in out.items() if k in _COUNTER_KEYS and counter_name(k) not in counters
@@ -132,12 +150,21 @@ def read_counted(line: str) -> dict[str, float] | None:
     return {**found, **counters} if found is not None else None
 
 
+def _matches(line: str) -> Iterator[re.Match[str]]:
+    """The line's `key: value` / `key=value` pairs, then the `key value` pair that ends each segment of a line cut by
+    ` - ` or ` | ` (`_SPACED`)."""
+    yield from _PAIR.finditer(line)
+    segments = _SEGMENT_CUT.split(line)
+    if len(segments) > 1:
+        yield from (m for segment in segments if (m := _SPACED.search(segment)) is not None)
+
+
 def _pairs(line: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if len(line) > _LONGEST or _REPR.search(line):
         return out
-    for m in _PAIR.finditer(_TAGS.sub(" ", line)):
-        if m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
+    for m in _matches(_TAGS.sub(" ", line)):
+        if m.re is _PAIR and m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
             continue
         key, value, unit = _key(m["key"]), number(m["value"]), m["unit"] or ""
         if unit in _MULTIPLIERS:

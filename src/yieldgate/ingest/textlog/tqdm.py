@@ -25,10 +25,13 @@ __all__ = ["scan"]
 # 44.5it/s, loss=0.783]` (many hand-written loops). The count is the batches of the bar's epoch, the elapsed time
 # the bar's own, and the values after the rate its postfix.
 _TQDM = re.compile(
-    r"^(?P<desc>[^|]*?):?\s*\d+%\|[^|]*\|\s*(?P<n>\d{1,15})/(?P<total>\d{1,15})\s*"
+    r"^(?P<desc>.*?):?\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d{1,15})/(?P<total>\d{1,15})\s*"
     r"\[(?P<elapsed>\d+(?::\d+){1,2})<[^,\]]*,[^,\]]*(?:,\s*(?P<post>[^\]]*))?\]"
 )
 _TQDM_EPOCH = re.compile(r"(?i)\bepoch\s*(?P<epoch>\d+)")
+# Counters at the head of a description, joined by `|` (torchtune's `1|512|Loss: 1.0188`: the epoch, then the step),
+# or by `/` where three or more (a pair `3/10` is a count and its total): the first is the epoch, the last the step.
+_DESC_COUNTERS = re.compile(r"^\s*(?P<chain>\d{1,12}(?:\|\d{1,12})+|\d{1,12}(?:/\d{1,12}){2,})(?:[|/:]\s*|\s+|$)")
 _TQDM_EVAL = re.compile(r"(?i)^\s*(?:valid|validation|val|eval|evaluating|evaluation|test|testing)\b")
 _LAG = 4  # training refreshes: a second writer's copy of an evaluation bar comes within this many after it
 _TQDM_PAIR = re.compile(rf"(?<!\w)(\w+)=((?:{NUM}))(?=,|\s|$)")  # tried once per word
@@ -39,9 +42,25 @@ def _alike(a: dict[str, float], b: dict[str, float]) -> bool:
     return a.keys() == b.keys() and all(printed_alike(a[k], b[k]) for k in a)
 
 
+def _chain(desc: str) -> list[int]:
+    """The counters at the head of a description (`_DESC_COUNTERS`), or none."""
+    found = _DESC_COUNTERS.match(desc)
+    return [int(n) for n in re.split(r"[|/]", found["chain"])] if found is not None else []
+
+
+def _epoch_of(desc: str) -> int | None:
+    """The epoch a description names: `Epoch 3`, or the first of its head's counters (`1|512|`)."""
+    found = _TQDM_EPOCH.search(desc)
+    if found is not None:
+        return int(found["epoch"])
+    chain = _chain(desc)
+    return chain[0] if chain else None
+
+
 def _values(m: re.Match[str]) -> dict[str, float]:
-    """The bar's values: its description's `name: value` pairs (its epoch aside) and its postfix's `name=value`."""
-    desc = _TQDM_EPOCH.sub(" ", _TQDM_EVAL.sub(" ", m["desc"]))
+    """The bar's values: its description's `name: value` pairs (its epoch and head counters aside) and its postfix's
+    `name=value`."""
+    desc = _TQDM_EPOCH.sub(" ", _TQDM_EVAL.sub(" ", _DESC_COUNTERS.sub(" ", m["desc"], count=1)))
     pairs = read_pairs(desc, step=False) if ":" in desc or "=" in desc else None
     values = {k: v for k, v in (pairs or {}).items() if not k.startswith("#")}
     if m["post"]:
@@ -70,12 +89,14 @@ class _Bars:
     recent: dict[tuple[int, str], dict[str, float]] = field(default_factory=dict)  # the last few counts' values
     copies: int = 0  # counts drawn again with their values to other digits: a second writer's bars
     trained_since: int = 0  # training refreshes read since the last evaluation bar's values
+    head: tuple[list[int], dict[str, float]] = field(default_factory=lambda: ([], {}))  # the last description's
+    # head counters and values
 
     def evaluates(self, m: re.Match[str]) -> bool:
         """A bar that evaluates: so described, or unlabelled after a training bar's end with a count of its own."""
         if _TQDM_EVAL.match(m["desc"]):
             return True
-        labelled = _TQDM_EPOCH.search(m["desc"]) is not None
+        labelled = _epoch_of(m["desc"]) is not None
         return self.ended and not labelled and int(m["total"]) != self.total and self.epoch is not None
 
 
@@ -109,9 +130,13 @@ def scan(lines: Sequence[str]) -> Iterator[Record]:
 
 
 def _training(i: int, m: re.Match[str], pairs: dict[str, float], bars: _Bars) -> Iterator[Record]:
-    found = _TQDM_EPOCH.search(m["desc"])
+    chain = _chain(m["desc"])
+    if chain and (chain, pairs) == bars.head:
+        return  # the bar moved on before its description did (torchtune's): the same record drawn again
+    bars.head = (chain, pairs)
+    found = _epoch_of(m["desc"])
     bars.labelled = found is not None
-    this = int(found["epoch"]) if found else 0
+    this = found if found is not None else 0
     lower = bars.last is not None and int(m["n"]) < int(bars.last[1])
     if bars.epoch is not None and (this != bars.epoch or (lower and found is None)):
         # The next epoch's bar, a new fit's, or a bar without an epoch counting from 0 again: counted on. A bar of
@@ -146,5 +171,7 @@ def _training(i: int, m: re.Match[str], pairs: dict[str, float], bars: _Bars) ->
     if len(values) > 2:
         if found is not None:
             values[counter_name("epoch")] = float(this)
+        if len(chain) > 1:
+            values[counter_name("step")] = float(chain[-1])
         values[counter_name("iter")], values[total_name("iter")] = float(m["n"]), float(m["total"])
         yield i, 1, values

@@ -42,7 +42,7 @@ def render_explanations(explanations: list[Explanation], console: Console) -> No
         table.add_row("step", e.step)
         table.add_row("clock", e.clock)
         table.add_row("training loss", e.loss or "none")
-        evaluations = [f"{v.key} ({v.source}, {v.direction})" for v in e.evaluations]
+        evaluations = [f"{v.key} ({v.source}, {v.direction}: {v.direction_from})" for v in e.evaluations]
         table.add_row("evaluations", "; ".join(evaluations) or "none")
         table.add_row("extras", "; ".join(e.extras) or "none")
         restarts = [
