@@ -154,11 +154,12 @@ def test_times_of_day_past_midnight_stay_increasing(tmp_path_factory, start, gap
 
 
 def test_an_episode_counter_beside_a_cumulative_step_count_steps_by_the_count(tmp_path):
-    """An RL trainer's progress table: `episode` rises by one a row, `total_timesteps` by each episode's length."""
-    text = "episode,total_timesteps,ep_reward,loss\n0,100,1.0,0.50\n1,250,2.0,0.40\n2,330,3.0,0.30\n3,500,4.0,0.20\n"
+    """An RL trainer's progress table: `episode` rises by one a row, `env_steps` by each episode's length (a name
+    that is no step name: `total_timesteps` is one, and taken as the step at once)."""
+    text = "episode,env_steps,ep_reward,loss\n0,100,1.0,0.50\n1,250,2.0,0.40\n2,330,3.0,0.30\n3,500,4.0,0.20\n"
     steps, _, warnings = _import(_write(tmp_path, "progress.csv", text))
     assert _column(steps, "loss") == {100: 0.5, 250: 0.4, 330: 0.3, 500: 0.2}
-    assert any("'total_timesteps'" in w and "'episode'" in w for w in warnings)
+    assert any("'env_steps'" in w and "'episode'" in w for w in warnings)
 
 
 @_FAST
@@ -423,3 +424,46 @@ def test_explain_says_where_each_evaluation_s_direction_comes_from(tmp_path):
         "val/widgetness": ("rises", "no rule: taken as rising"),
         "val/grip": ("falls", "the source or mapping"),
     }
+
+
+# -- a step column named with spaces, dashes or dots, or under a namespace ---------------------------------------
+# A PPO trainer's progress CSV names its counter `total timesteps` (with a space); Stable-Baselines3's
+# `time/total_timesteps`. Names are compared by `ingest.core.step_key`.
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sep=st.sampled_from([" ", "-", ".", "_", "  ", " - "]),
+    prefix=st.sampled_from(["", "time/", "rollout/"]),
+    upper=st.booleans(),
+)
+def test_a_step_name_written_with_other_separators_or_a_namespace_is_the_step(sep, prefix, upper):
+    from yieldgate.ingest.core import pick_step
+
+    name = f"{prefix}total{sep}timesteps"
+    name = name.upper() if upper else name
+    assert pick_step(["ep_rew_mean", name, "total_loss", "num_episodes"], {}, "t.csv") == name
+
+
+def test_a_namespaced_name_s_last_part_is_read_only_where_no_name_is_a_step_name():
+    from yieldgate.ingest.core import pick_step
+
+    # `eval/step` may be on the evaluation rows alone: a step name as a whole (W&B's `_step`) goes first
+    assert pick_step(["_step", "eval/step"], {}, "t.csv") == "_step"
+    assert pick_step(["global_step", "train/step"], {}, "t.csv") == "global_step"
+    assert pick_step(["time/iterations", "time/total_timesteps", "loss"], {}, "t.csv") == "time/total_timesteps"
+
+
+def test_a_ppo_progress_table_with_a_spaced_counter_imports_by_it(tmp_path):
+    path = tmp_path / "run.csv"
+    path.write_text(
+        "ep_rew_mean,Progress,num_episodes,total timesteps,total_loss\n"
+        "11.6,0.0%,454,8192,\n"
+        "14.3,0.82%,813,16384,1.70\n"
+        "15.0,1.64%,1190,24576,1.41\n"
+    )
+    with Ledger(str(tmp_path / "l.db")) as led:
+        import_run(led, "auto", [str(path)], ImportOptions(run="r"))
+        steps = led.steps("r")
+    assert steps["step"].tolist() == [8192, 16384, 24576]
+    assert steps["loss"].tolist()[1:] == pytest.approx([1.70, 1.41])

@@ -37,6 +37,8 @@ STEP_NAMES = (
     "iter",
     "current_steps",
     "_step",
+    "total_timesteps",
+    "timesteps",
     "steps",
     "update",
     "updates",
@@ -45,7 +47,10 @@ STEP_NAMES = (
     "episodes",
     "epoch",
 )
-"""Compared without case (`EPOCH`, `Iter`). `current_steps`: LLaMA-Factory's trainer_log.jsonl. `steps`:
+"""Compared without case (`EPOCH`, `Iter`), with runs of spaces, dashes and dots as one underscore (`total
+timesteps`), and on a namespaced name's last part where the whole is none of them (`time/total_timesteps`:
+`ingest.core.step_key`). `total_timesteps`: an RL trainer's environment steps (Stable-Baselines3).
+`current_steps`: LLaMA-Factory's trainer_log.jsonl. `steps`:
 sentence-transformers' evaluator CSVs (its -1, an evaluation at the end of an epoch, is no step: `ingest.tables` then
 steps the rows by the epoch). `update`, `num_updates`: fairseq's and RL trainers' optimizer updates; `episode`: an RL
 trainer's progress table (where a cumulative count of steps rises beside it, `ingest.stepcount.cumulative_beside`

@@ -35,9 +35,21 @@ if TYPE_CHECKING:
 __all__ = ["ImportResult", "Mapped", "map_rows", "write_import", "pick_step", "data_digest", "settle_evals"]
 
 
+_SEPARATORS = re.compile(r"[\s.\-]+")
+
+
+def step_key(name: str, *, whole: bool = True) -> str:
+    """A column's name as step names are compared (`aliases.STEP_NAMES`): lower case, each run of spaces, dots and
+    dashes one underscore (`total timesteps` -> `total_timesteps`); with `whole=False`, the part after its last `/`
+    (`time/total_timesteps`)."""
+    key = _SEPARATORS.sub("_", name.strip().lower())
+    return key if whole else key.rsplit("/", 1)[-1]
+
+
 def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str, prefer: Sequence[str] = ()) -> str:
     """The source column that holds the step: `--map step=NAME`, else the first of `prefer` then of
-    STEP_NAMES present."""
+    STEP_NAMES present, names compared by `step_key` (a namespaced name by its last part only where no name is
+    one as a whole: `eval/step` may be on the evaluation rows alone)."""
     names = list(names)
     for src, key in overrides.items():
         if key == "step":
@@ -48,10 +60,13 @@ def pick_step(names: Iterable[str], overrides: Mapping[str, str], source: str, p
                     parameter="map",
                 )
             return src
-    lowered = {n.lower(): n for n in names}
-    for candidate in (*prefer, *STEP_NAMES):
-        if candidate in lowered:
-            return lowered[candidate]
+    for whole in (True, False):  # names as a whole; only where none is a step name, namespaced names' last parts
+        keyed: dict[str, str] = {}
+        for n in names:
+            keyed.setdefault(step_key(n, whole=whole), n)
+        for candidate in (*prefer, *STEP_NAMES):
+            if candidate.lower() in keyed:
+                return keyed[candidate.lower()]
     raise InputError(
         f"{source}: no step column among {', '.join(names[:20]) or 'no columns'}; name it with map step=COLUMN",
         parameter="map",
