@@ -120,7 +120,7 @@ def exhaustion(seeds: int, tmp: Path) -> list[dict[str, Any]]:
                 "decision": None if last is None else f"{last['decision']} {last['stage']}",
                 "held_at_tokens": None if last is None else last["evidence"]["reached_tokens"],
                 "trained_tokens": tokens,
-                "saved_share": 1 - tokens / policy.stages[-1].tokens,
+                "saved_share": 1 - tokens / policy.stages[-1].token_budget,
                 "held_loss": held_loss,
                 "full_loss": full_loss,
                 "sigma": sigma,

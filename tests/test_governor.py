@@ -333,3 +333,137 @@ def _write_rest(led: Ledger, curve, at: int, nan_from: int | None) -> None:
             for r in evals[evals["step"] > at].itertuples()
         ],
     )
+
+
+# -- stage budgets in device-hours or dollars (issue #48) --------------------------------------------------------
+# The constructed runs train 20,480 tokens/s (1,024 tokens a step, 0.05 s a step) on one device, at $2 a
+# device-hour: a stage of T tokens is T / 20,480 / 3,600 device-hours, and twice that in dollars.
+
+RATE = 20_480 * 3600  # tokens per device-hour
+
+
+def in_unit(unit: str, **changes: Any) -> dict[str, Any]:
+    """`policy_data` with the same stages given in `unit` (device_hours or usd) at the runs' throughput and price."""
+    data = policy_data(**changes)
+    per = {"device_hours": 1 / RATE, "usd": 2.0 / RATE}[unit]
+    data["stages"] = [{"name": s["name"], unit: s["tokens"] * per, "compute_share": 0.25} for s in data["stages"]]
+    return data
+
+
+@pytest.mark.slow  # two runs governed
+@pytest.mark.parametrize("unit", ["device_hours", "usd"])
+def test_stages_in_device_hours_or_dollars_decide_as_the_same_stages_in_tokens(tmp_path, unit):
+    """The exhausted run governed by stages in device-hours (or dollars): held at the same step, on the same stage,
+    with the same rationale as by the stages in tokens; the decision names the policy as written (its hash) and says
+    how its budgets read in tokens; the offline gate reads the held run to the same decision."""
+    path = running(tmp_path / f"{unit}.db", BAD)
+    governor = Governor.start(in_unit(unit), manifest=None)
+    acted = govern(path, governor)
+    assert [(s, v.decision.next_stage, v.decision.decision, v.stop) for s, v in acted] == [
+        (49, "s1", "approve", False),
+        (110, "s2", "reject", True),
+    ]
+    held = acted[-1][1].decision
+    assert held.evidence["stage_budgets"]["tokens"] == list(STAGES)
+    assert held.evidence["unspent"]["planned_tokens"] == STAGES[-1]
+    (note,) = [c.detail for c in held.checks if c.name == "stage budgets in tokens"]
+    assert note.endswith("read as 40,000, 100,000, 140,000, 600,000 tokens at the measured throughput"), note
+    with Ledger(path) as led:
+        (row,) = [r for r in led.decisions("r").to_dict("records") if r["id"] == held.id]
+        assert row["policy_hash"] == parse_policy(in_unit(unit)).content_hash()
+        assert row["policy_hash"] != parse_policy(policy_data()).content_hash()
+        led.set_status("r", "finished")
+        offline = gate(led, "r", governor.policy)
+        assert (offline.decision, offline.next_stage, offline.rationale) == ("reject", "s2", held.rationale)
+        by_tokens = gate(led, "r", parse_policy(policy_data()), at_step=110)
+        assert (by_tokens.decision, by_tokens.rationale) == (held.decision, held.rationale)
+
+
+def test_the_offline_gate_reads_stages_in_device_hours_at_the_run_s_throughput(bad):
+    """The run held by the stages in tokens, read offline under the same stages in device-hours: the same decision,
+    stage and rationale, and the budgets it read in tokens said."""
+    path, _, acted = bad
+    held = acted[-1][1].decision
+    with Ledger(path, readonly=True) as led:
+        hours = gate(led, "r", parse_policy(in_unit("device_hours")), at_step=110)
+    assert (hours.decision, hours.next_stage, hours.rationale) == (held.decision, held.next_stage, held.rationale)
+    budgets = hours.evidence["stage_budgets"]
+    assert budgets["unit"] == "device_hours" and budgets["tokens"] == list(STAGES)
+    assert budgets["written"] == pytest.approx([t / RATE for t in STAGES])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    budgets=st.lists(st.floats(0.01, 1000.0), min_size=2, max_size=5, unique=True).map(sorted),
+    tokens_per_hour=st.floats(1e3, 1e12),
+    hours=st.floats(0.0, 2000.0),
+)
+def test_a_budget_in_device_hours_is_reached_when_the_run_s_hours_reach_it(budgets, tokens_per_hour, hours):
+    """Property: read in tokens at a run's throughput, a stage of H device-hours is reached by the tokens the run
+    trains in H device-hours: the stage a run's tokens reach is the stage its hours reach (away from the rounding of
+    a budget to whole tokens)."""
+    from yieldgate.gate.live import _stage_of
+
+    converted = [b * tokens_per_hour for b in budgets]
+    if min(converted) < 1 or any(b - a < 2 for a, b in zip(converted, converted[1:], strict=False)):
+        return  # budgets that round to one token count: refused, below
+    stages = [{"name": f"s{i}", "device_hours": b, "compute_share": 0.1} for i, b in enumerate(budgets)]
+    policy = parse_policy({**policy_data(), "stages": stages}).in_tokens(tokens_per_hour, None)
+    assert [s.token_budget for s in policy.stages] == [max(1, round(c)) for c in converted]
+    if all(abs(hours - b) * tokens_per_hour > 1 for b in budgets):
+        assert _stage_of(policy, hours * tokens_per_hour) == sum(b <= hours for b in budgets) - 1
+
+
+@pytest.mark.parametrize(
+    ("stages", "message"),
+    [
+        (
+            [{"name": "a", "tokens": 1000, "compute_share": 0.5}, {"name": "b", "usd": 5, "compute_share": 0.5}],
+            "stages must give their budgets in one unit, got tokens and usd",
+        ),
+        (
+            [
+                {"name": "a", "device_hours": 2, "compute_share": 0.5},
+                {"name": "b", "device_hours": 1.5, "compute_share": 0.5},
+            ],
+            "stages must be in strictly increasing device_hours, got [2, 1.5]",
+        ),
+        (
+            [
+                {"name": "a", "tokens": 10, "usd": 1, "compute_share": 0.5},
+                {"name": "b", "usd": 5, "compute_share": 0.5},
+            ],
+            "stage 'a' needs exactly one budget of tokens, device_hours, usd, got tokens, usd",
+        ),
+        (
+            [{"name": "a", "compute_share": 0.5}, {"name": "b", "usd": 5, "compute_share": 0.5}],
+            "stage 'a' needs exactly one budget of tokens, device_hours, usd, got none",
+        ),
+    ],
+    ids=["two-units", "device-hours-out-of-order", "two-budgets", "no-budget"],
+)
+def test_stage_budgets_the_policy_cannot_hold_are_refused_in_one_line(stages, message):
+    with pytest.raises(InputError) as err:
+        parse_policy({**policy_data(), "stages": stages})
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_stages_in_dollars_without_a_price_are_refused_before_the_run_is_made(tmp_path):
+    from yieldgate.track import Tracker
+
+    data = in_unit("usd")
+    del data["prices"]
+    path = tmp_path / "refused.db"
+    with pytest.raises(InputError) as err:
+        Tracker("r", ledger=str(path), policy=data)
+    assert "gives its stages in dollars, but this run records no price" in str(err.value)
+    assert not path.exists() or Ledger(path).run_names() == []
+
+
+def test_a_policy_in_tokens_keeps_the_hash_its_decisions_name():
+    """Budgets in other units added fields to a stage: a policy in tokens hashes as before (its stored decisions
+    still name it): the hash of examples/policy.yaml, sha256 of its canonical JSON."""
+    from yieldgate.gate.policy import load_policy
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "policy.yaml"
+    assert load_policy(examples).content_hash() == "cee4321b8dae3ccc677b64b4d33e1dd8b0a87abf5da5f42b0f5ec2f6b6389763"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -110,6 +111,10 @@ def test_plan_refuses_what_it_cannot_read_in_one_line(cli, tmp_path):
     for target, word in ((str(tmp_path / "bad.yaml"), "weight"), ("nothing*", "no run named or matching")):
         result = cli("plan", target, "--policy", str(tmp_path / "p.yaml"), code=2)
         assert word in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    (tmp_path / "r.yaml").write_text("sources:\n  - {name: web, weight: 1.0, unique_tokens: 1500000}\n")
+    (tmp_path / "hours.yaml").write_text(re.sub(r"tokens: (\d+)", r"device_hours: \1", POLICY))
+    result = cli("plan", str(tmp_path / "r.yaml"), "--policy", str(tmp_path / "hours.yaml"), code=2)
+    assert "gives its stages in device_hours" in result.stderr and result.stderr.count("\n") == 1, result.stderr
 
 
 def test_a_campaign_recipe_probed_at_several_sizes_is_one_recipe_to_plan(cli, tmp_path):

@@ -87,7 +87,7 @@ class Draft:
         run_next: str | None = None,
         axis: Literal["learning", "throughput"] = "learning",
     ) -> Decision:
-        head = f"{decision} {self.next.name} ({self.next.tokens:,} tokens)"
+        head = f"{decision} {self.next.name} ({self.next.token_budget:,} tokens)"
         return Decision(
             target=self.target,
             decision=decision,

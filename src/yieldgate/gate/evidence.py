@@ -47,6 +47,9 @@ __all__ = [
     "tokens_per_s",
     "cost_per_btok",
     "stage_price",
+    "throughput",
+    "hourly_price",
+    "in_tokens",
     "regressions",
     "hardware_exception",
     "mixture_citation",
@@ -335,25 +338,47 @@ def cost_per_btok(runs: list[RunData], manifests: dict[str, Manifest | None]) ->
     return BILLION / tps / 3600 * usd, f"{tps:,.0f} tokens/s at ${usd:g} per hour"
 
 
+def throughput(runs: list[RunData], metas: dict[str, dict[str, Any]]) -> tuple[float | None, int]:
+    """The target's measured tokens/s (`tokens_per_s` of each run, mean over runs; None where a run has no wall
+    time) and its device count (the most any run names, else 1)."""
+    rates = [r for r in (tokens_per_s(run) for run in runs) if r is not None]
+    devices = [devices_in(metas.get(r.name, {}), r.manifest) for r in runs]
+    count = max((d for d in devices if d is not None), default=1)
+    return (float(np.mean(rates)) if len(rates) == len(runs) and rates else None), count
+
+
+def hourly_price(runs: list[RunData], policy: Policy) -> float | None:
+    """Dollars per device-hour: the policy's price, else the manifests' (mean), else None."""
+    prices = policy.prices
+    if prices and prices.per_device_hour:
+        return prices.per_device_hour
+    listed = [r.manifest.hardware.price_per_device_hour for r in runs if r.manifest and r.manifest.hardware]
+    if listed and all(p is not None for p in listed):
+        return float(np.mean([p for p in listed if p is not None]))
+    return None
+
+
+def in_tokens(policy: Policy, runs: list[RunData], metas: dict[str, dict[str, Any]]) -> Policy:
+    """`policy` with its stages in tokens (`Policy.in_tokens`), a budget in device-hours or dollars read at the
+    runs' measured throughput and price."""
+    if policy.unit == "tokens":
+        return policy
+    tps, count = throughput(runs, metas)
+    return policy.in_tokens(None if tps is None else tps * 3600 / count, hourly_price(runs, policy))
+
+
 def stage_price(runs: list[RunData], metas: dict[str, dict[str, Any]], tokens: float, policy: Policy) -> dict[str, Any]:
     """A stage's `tokens` priced at the target's measured throughput (tokens over wall-clock time, per run, mean
     over runs): device-hours, dollars (the policy's price per device-hour, else the manifests'), and kWh from the
     energy the runs recorded per token (`energy_j`), with dollars for it where the policy prices a kWh. A figure
     that cannot be had is None, and `missing` says why."""
     missing: dict[str, str] = {}
-    manifests = {r.name: r.manifest for r in runs}
-    rates = [r for r in (tokens_per_s(run) for run in runs) if r is not None]
-    devices = [devices_in(metas[r.name], r.manifest) for r in runs]
-    count = max((d for d in devices if d is not None), default=1)
-    tps = float(np.mean(rates)) if len(rates) == len(runs) and rates else None
+    tps, count = throughput(runs, metas)
     hours = None if tps is None else tokens / tps / 3600 * count
     if tps is None:
         missing["device_hours"] = "no wall-clock time recorded: tokens/s unknown"
     prices = policy.prices
-    hourly = prices.per_device_hour if prices and prices.per_device_hour else None
-    listed = [m.hardware.price_per_device_hour for m in manifests.values() if m and m.hardware]
-    if hourly is None and listed and all(p is not None for p in listed):
-        hourly = float(np.mean([p for p in listed if p is not None]))
+    hourly = hourly_price(runs, policy)
     usd = None if hours is None or hourly is None else hours * hourly
     if hourly is None:
         missing["usd"] = "no price: set prices.per_device_hour in the policy or hardware.price_per_device_hour"

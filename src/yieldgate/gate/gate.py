@@ -38,7 +38,15 @@ from typing import Any
 
 from yieldgate.errors import InputError
 from yieldgate.gate.draft import Bounds, Check, Decision, Draft
-from yieldgate.gate.evidence import cost_per_btok, forecast_yield, open_faults, stage_price, workflow, workflow_digest
+from yieldgate.gate.evidence import (
+    cost_per_btok,
+    forecast_yield,
+    in_tokens,
+    open_faults,
+    stage_price,
+    workflow,
+    workflow_digest,
+)
 from yieldgate.gate.policy import Policy, Stage
 from yieldgate.gate.requirements import holds, supply_discount
 from yieldgate.gate.shared import is_shared
@@ -49,7 +57,7 @@ __all__ = ["Check", "Decision", "gate", "decide", "record"]
 
 
 def _stages(policy: Policy, reached: float) -> tuple[Stage | None, Stage]:
-    done = [s for s in policy.stages if s.tokens <= reached]
+    done = [s for s in policy.stages if s.token_budget <= reached]
     current = done[-1] if done else None
     if current is policy.stages[-1]:
         raise InputError(
@@ -105,9 +113,28 @@ def decide(t: TargetEvidence, policy: Policy, *, metric: str = "val/loss") -> De
     """The decision on evidence read already (`TargetEvidence`): pure. Evidence read live (one run, as its governor
     reads it: `TargetEvidence.live`) is decided by the same rules; what it cannot check is said, and a decision that
     does not approve prices the compute left unspent if the run stops there (`_unspent`)."""
-    decision = _decide(t, policy, metric)
+    tokens = in_tokens(policy, t.last_data(), t.metas)
+    decision = _decide(t, tokens, metric)
+    if tokens is not policy:  # the stages as written: the decision names that policy
+        decision.policy_hash = policy.content_hash()
+        decision.evidence["stage_budgets"] = {
+            "unit": policy.unit,
+            "written": [s.budget for s in policy.stages],
+            "tokens": [s.token_budget for s in tokens.stages],
+        }
+        decision.checks.append(
+            Check(
+                "stage budgets in tokens",
+                None,
+                f"the stages' {policy.unit.replace('_', '-')} ("
+                + ", ".join(f"{s.name} {s.budget:.4g}" for s in policy.stages)
+                + ") read as "
+                + ", ".join(f"{s.token_budget:,}" for s in tokens.stages)
+                + " tokens at the measured throughput",
+            )
+        )
     if t.live and decision.decision != "approve":
-        _unspent(decision, t, policy)
+        _unspent(decision, t, tokens)
     return decision
 
 
@@ -133,7 +160,7 @@ def _decide(t: TargetEvidence, policy: Policy, metric: str) -> Decision:
     else:
         enough = draft.check("seeds", seeds >= req.min_seeds, f"{seeds} per budget, the policy needs {req.min_seeds}")
     try:
-        evidence["forecast"] = forecast_yield(t.data, t.groups, draft.next.tokens, req.level, metric)
+        evidence["forecast"] = forecast_yield(t.data, t.groups, draft.next.token_budget, req.level, metric)
     except InputError as err:
         evidence["forecast"] = None
         draft.check("forecast", False, f"no forecast: {err}")
@@ -172,7 +199,7 @@ def _unspent(decision: Decision, t: TargetEvidence, policy: Policy) -> None:
     """The compute a run read live leaves unspent if it stops at this decision: the tokens from where it stands to the
     policy's last stage, priced as the next stage is (`stage_price`: device-hours, dollars and kWh at the run's
     measured throughput and the prices), kept in the evidence (`unspent`) and noted among the checks."""
-    planned = float(policy.stages[-1].tokens)
+    planned = float(policy.stages[-1].token_budget)
     price = stage_price(t.last_data(), t.metas, max(planned - t.reached, 0.0), policy)
     decision.evidence["unspent"] = {**price, "at_tokens": t.reached, "planned_tokens": planned, "at_step": t.at_step}
     parts = [
@@ -196,11 +223,11 @@ def _price(draft: Draft, t: TargetEvidence, b: Bounds) -> None:
     the policy's `min_yield_per_usd`)."""
     nxt = draft.next
     price = draft.evidence["next_stage_price"] = stage_price(
-        t.last_data(), {r: t.metas[r] for r in t.last}, float(nxt.tokens), draft.policy
+        t.last_data(), {r: t.metas[r] for r in t.last}, float(nxt.token_budget), draft.policy
     )
-    gain = b.point * nxt.tokens / 1e9
+    gain = b.point * nxt.token_budget / 1e9
     price["forecast_gain"] = gain
-    parts = [f"{nxt.tokens:,} tokens"]
+    parts = [f"{nxt.token_budget:,} tokens"]
     parts.append("? device-hours" if price["device_hours"] is None else f"{price['device_hours']:.3g} device-hours")
     parts.append("$?" if price["usd"] is None else f"${price['usd']:.3g}")
     parts.append("? kWh" if price["kwh"] is None else f"{price['kwh']:.3g} kWh")
@@ -230,7 +257,7 @@ def _draft(t: TargetEvidence, target: str, policy: Policy) -> Draft:
             "budgets": [{"tokens": tokens, "runs": rs} for tokens, rs in t.groups],
             "seeds": t.seeds,
             "reached_tokens": t.reached,
-            "next_stage_tokens": nxt.tokens,
+            "next_stage_tokens": nxt.token_budget,
             "primary": policy.primary,
             "manifests": {r: (m.content_hash() if m else None) for r, m in t.manifests.items()},
             "workflow": next(iter(digests)) if one else None,
@@ -384,6 +411,6 @@ def record(ledger: Ledger, decision: Decision, policy: Policy) -> int:
         rationale=decision.rationale,
         run=runs[0] if len(runs) == 1 else None,
         stage=decision.next_stage,
-        policy=policy.model_dump(mode="json"),
+        policy=policy.stored(),
         policy_hash=decision.policy_hash,
     )

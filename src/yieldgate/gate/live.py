@@ -40,9 +40,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from yieldgate.analysis.compare import RunData
 from yieldgate.analysis.diagnose import online_findings
 from yieldgate.errors import InputError
 from yieldgate.gate.draft import Decision, RecordedDecision
+from yieldgate.gate.evidence import in_tokens
 from yieldgate.gate.gate import decide, record
 from yieldgate.gate.policy import Policy, load_policy, parse_policy
 from yieldgate.gate.target import TargetEvidence
@@ -72,10 +74,20 @@ class Verdict:
 
 
 def governable(policy: Policy, manifest: Manifest | None) -> None:
-    """Refuse, in one line, a policy this run cannot be governed by: a bar the run cannot measure. (A stage bar that
-    is not a finite number above 0, stages out of order or with shares past 1 are refused as the policy is read.)"""
+    """Refuse, in one line, a policy this run cannot be governed by: a bar or a stage budget the run cannot measure
+    (dollars without a price). (A stage bar that is not a finite number above 0, stages out of order, in two units or
+    with shares past 1 are refused as the policy is read.)"""
     req = policy.requirements
     hw = manifest.hardware if manifest is not None else None
+    priced = (policy.prices is not None and policy.prices.per_device_hour) or (
+        hw is not None and hw.price_per_device_hour is not None
+    )
+    if policy.unit == "usd" and not priced:
+        raise InputError(
+            f"policy {policy.name!r} gives its stages in dollars, but this run records no price: give the policy "
+            "prices.per_device_hour or the manifest hardware.price_per_device_hour, or give the stages in tokens or "
+            "device_hours; the run was not started"
+        )
     if req.min_yield_per_usd is not None and (hw is None or hw.price_per_device_hour is None):
         raise InputError(
             f"policy {policy.name!r} asks for requirements.min_yield_per_usd ({req.min_yield_per_usd:g} per dollar), "
@@ -149,7 +161,7 @@ class Governor:
         if self.done or step <= self.first:
             return None  # an evaluation before the run's first step (or a resumed run's) has nothing to decide on
         tokens, fault = self._screen(ledger, run, step)
-        reached = _stage_of(self.policy, tokens)
+        reached = _stage_of(self._in_tokens(ledger, run), tokens)
         if reached >= len(self.policy.stages) - 1:
             self.done = True  # the last stage is reached: the plan is done, nothing left to earn
             return None
@@ -162,6 +174,16 @@ class Governor:
         if not boundary and not self._fault(decision):
             return None
         return self._act(ledger, decision, run, step, evidence.reached, boundary)
+
+    def _in_tokens(self, ledger: Ledger, run: str) -> Policy:
+        """The policy with its stages in tokens (`evidence.in_tokens`), a budget in device-hours or dollars read at
+        the run's throughput as it stands (its tokens over its wall-clock time at the last step screened): the
+        reading the offline gate makes of the run at that step."""
+        if self.policy.unit == "tokens":
+            return self.policy
+        steps = self._window.dropna(subset=["tokens", "wall_s"]) if "wall_s" in self._window else self._window[:0]
+        data = RunData(run, steps.tail(1), pd.DataFrame(), ledger.manifest(run))
+        return in_tokens(self.policy, [data], {run: ledger.meta(run)})
 
     def _screen(self, ledger: Ledger, run: str, step: int) -> tuple[float, bool]:
         """The run's tokens at `step`, and whether the cheap detectors (`ONLINE_DETECTORS`, on the trailing window of
@@ -225,7 +247,7 @@ def _stage_of(policy: Policy, tokens: float) -> int:
     """The index of the largest stage `tokens` reached (-1: none)."""
     if not tokens > 0 or math.isnan(tokens):
         return -1
-    return sum(1 for s in policy.stages if s.tokens <= tokens) - 1
+    return sum(1 for s in policy.stages if s.token_budget <= tokens) - 1
 
 
 def _unspent_line(unspent: dict[str, Any]) -> str:

@@ -99,6 +99,12 @@ def plan_target(
     law of campaign recipe `scaling` (default: the target's own, when its campaign has 3 or more model sizes), each
     stage's predicted loss at `params` (default: the target's model's non-embedding parameters) and the
     compute-optimal N and D for `flops` (`sizing`)."""
+    if policy.unit != "tokens":
+        raise InputError(
+            f"policy {policy.name!r} gives its stages in {policy.unit}; yieldgate plan reads a recipe's supply against "
+            "stages in tokens, before any throughput is measured: give the stages in tokens (yieldgate gate reads "
+            f"{policy.unit} at the runs' throughput)"
+        )
     recipe, total = target_recipe(ledger, target)
     out = SupplyPlan(
         target=target,

@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from yieldgate.analysis.detectors import CAUSES, LOW_CONFIDENCE
 from yieldgate.config_files import read_structured_file, validate
+from yieldgate.errors import InputError
 from yieldgate.util.hashing import content_hash
 
 __all__ = [
+    "BUDGET_UNITS",
     "Stage",
     "Requirements",
     "NewHardwareException",
@@ -38,15 +40,52 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
 
+BUDGET_UNITS = ("tokens", "device_hours", "usd")
+"""What a stage's budget may be given in: tokens trained, device-hours spent, dollars spent (all cumulative)."""
+
+
 class Stage(_Model):
-    """One stage of compute: the tokens it trains to and its share of the programme's total compute."""
+    """One stage of compute: the budget it trains to (tokens, device-hours or dollars: one of them) and its share of
+    the programme's total compute."""
 
     name: str = Field(min_length=1)
     """Stage name, e.g. `probe`, `pilot`, `full`."""
-    tokens: int = Field(gt=0)
+    tokens: int | None = Field(default=None, gt=0)
     """Token budget the stage trains to (cumulative accepted tokens)."""
+    device_hours: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Or: the device-hours the stage spends by its end (cumulative; wall-clock time x the run's devices)."""
+    usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Or: the dollars the stage spends by its end (cumulative device-hours x the price per device-hour)."""
     compute_share: float = Field(gt=0, le=1)
     """Share of the total compute of all stages that this stage spends (0-1]."""
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> Stage:
+        given = [unit for unit in BUDGET_UNITS if getattr(self, unit) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"stage {self.name!r} needs exactly one budget of {', '.join(BUDGET_UNITS)}, got "
+                f"{', '.join(given) or 'none'}"
+            )
+        return self
+
+    @property
+    def unit(self) -> str:
+        """The unit the budget is given in: `tokens`, `device_hours` or `usd`."""
+        return next(unit for unit in BUDGET_UNITS if getattr(self, unit) is not None)
+
+    @property
+    def budget(self) -> float:
+        """The budget, in its unit."""
+        return float(getattr(self, self.unit))
+
+    @property
+    def token_budget(self) -> int:
+        """The budget in tokens: a stage given in device-hours or dollars is read in tokens at a run's measured
+        throughput first (`Policy.in_tokens`)."""
+        if self.tokens is None:
+            raise ValueError(f"stage {self.name!r} is a budget of {self.unit}: read it in tokens first")
+        return self.tokens
 
 
 class Requirements(_Model):
@@ -130,7 +169,7 @@ class Policy(_Model):
     """Stages whose cumulative compute share stays within this are exploration; past it the workflow (data,
     mixture, model, optimisation) is locked to the one approved earlier for the target."""
     stages: list[Stage] = Field(min_length=2)
-    """Stages in increasing tokens."""
+    """Stages in increasing budgets, all in one unit (tokens, device-hours or dollars)."""
     requirements: Requirements
     """What the evidence must show to earn the next stage."""
     exception: NewHardwareException | None = None
@@ -150,9 +189,13 @@ class Policy(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> Policy:
-        tokens = [s.tokens for s in self.stages]
-        if any(b <= a for a, b in pairwise(tokens)):
-            raise ValueError(f"stages must be in strictly increasing tokens, got {tokens}")
+        units = sorted({s.unit for s in self.stages})
+        if len(units) > 1:
+            raise ValueError(f"stages must give their budgets in one unit, got {' and '.join(units)}")
+        budgets = [s.budget for s in self.stages]
+        if any(b <= a for a, b in pairwise(budgets)):
+            shown = [int(b) if b.is_integer() else b for b in budgets]
+            raise ValueError(f"stages must be in strictly increasing {self.unit}, got {shown}")
         names = [s.name for s in self.stages]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -167,9 +210,16 @@ class Policy(_Model):
             )
         return self
 
+    def stored(self) -> dict[str, Any]:
+        """The policy as plain data, as decisions store it: a stage's budgets in the units it does not use left out
+        (a policy in tokens reads as it did before stages could be given in device-hours or dollars)."""
+        data = self.model_dump(mode="json")
+        data["stages"] = [{k: v for k, v in stage.items() if v is not None} for stage in data["stages"]]
+        return data
+
     def content_hash(self) -> str:
         """sha256 of the canonical JSON form: the same for any key order, comments or file format."""
-        data = self.model_dump(mode="json")
+        data = self.stored()
         for key in _ADDED_LATER:  # fields added since policies were first hashed: at their default, absent
             if data["requirements"][key] is None:
                 del data["requirements"][key]
@@ -177,6 +227,39 @@ class Policy(_Model):
             if data[key] is None:
                 del data[key]
         return content_hash(data)
+
+    @property
+    def unit(self) -> str:
+        """The unit every stage's budget is given in (`Stage.unit`)."""
+        return self.stages[0].unit
+
+    def in_tokens(self, tokens_per_device_hour: float | None, usd_per_device_hour: float | None) -> Policy:
+        """The policy with its stages' budgets in tokens: as it is where they are, else read at a run's measured
+        throughput (tokens per device-hour) and, for dollars, its price per device-hour. A figure it needs that is
+        unknown is refused in one line (InputError)."""
+        if self.unit == "tokens":
+            return self
+        if not (tokens_per_device_hour is not None and tokens_per_device_hour > 0):
+            raise InputError(
+                f"policy {self.name!r} gives its stages in {self.unit}, and the runs' throughput is unknown (no "
+                "tokens or wall-clock time recorded): record them, or give the stages in tokens"
+            )
+        per_unit = tokens_per_device_hour
+        if self.unit == "usd":
+            if not (usd_per_device_hour is not None and usd_per_device_hour > 0):
+                raise InputError(
+                    f"policy {self.name!r} gives its stages in dollars, and no price is known: set prices."
+                    "per_device_hour in the policy or hardware.price_per_device_hour in the manifests"
+                )
+            per_unit = tokens_per_device_hour / usd_per_device_hour
+        tokens = [max(1, round(s.budget * per_unit)) for s in self.stages]
+        if any(b <= a for a, b in pairwise(tokens)):  # budgets so close that they round to one token count
+            raise InputError(f"policy {self.name!r}: its stages read in tokens are not distinct: {tokens}")
+        stages = [
+            Stage(name=s.name, tokens=n, compute_share=s.compute_share)
+            for s, n in zip(self.stages, tokens, strict=True)
+        ]
+        return self.model_copy(update={"stages": stages})
 
     def is_exploration(self, stage: Stage) -> bool:
         """Whether the stage lies within the exploration share (cumulative compute share up to and including it)."""

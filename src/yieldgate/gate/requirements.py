@@ -43,7 +43,7 @@ def supply_discount(draft: Draft, manifest: Manifest | None, reached: float) -> 
     if manifest is None or manifest.data is None or draft.evidence["workflow"] is None:
         return 1.0
     recipe, nxt = manifest.data, draft.next
-    seen, coming = worth(recipe, 0, reached), worth(recipe, reached, nxt.tokens)
+    seen, coming = worth(recipe, 0, reached), worth(recipe, reached, nxt.token_budget)
     factor = coming / seen if seen and coming is not None else 1.0
     if seen is None or coming is None:
         unknown = ", ".join(s.name for s in recipe.sources if s.unique_tokens is None)
@@ -55,7 +55,7 @@ def supply_discount(draft: Draft, manifest: Manifest | None, reached: float) -> 
         )
     draft.evidence["supply"] = {
         "stage": nxt.name,
-        "sources": [r.to_dict() for r in stage_supply(recipe, nxt.name, reached, nxt.tokens)],
+        "sources": [r.to_dict() for r in stage_supply(recipe, nxt.name, reached, nxt.token_budget)],
         "worth_measured": seen,
         "worth_next": coming,
         "discount": factor,
@@ -194,7 +194,7 @@ def _tokens_per_param(draft: Draft, t: TargetEvidence, holds: list[tuple[str, st
         draft.check("tokens per parameter", False, "model parameters unknown (manifest model.params)")
         holds.append(("model parameters unknown", "record model.params in the manifests"))
         return
-    tpp = draft.evidence["next_tokens_per_param"] = nxt.tokens / params
+    tpp = draft.evidence["next_tokens_per_param"] = nxt.token_budget / params
     if not draft.check(
         "tokens per parameter", tpp >= least, f"{nxt.name}: {tpp:.3g} tokens per parameter, the policy needs {least:g}"
     ):

@@ -99,14 +99,14 @@ def sizing(
     out: dict[str, Any] = {"law": law.to_dict(), "params": params, "stages": [], "flops": None, "notes": []}
     if params is not None:
         for stage in stages:
-            p = law.predict(params, stage.tokens)
-            optimum = law.optimal(6.0 * params * stage.tokens)
-            ratio = stage.tokens / params
+            p = law.predict(params, stage.token_budget)
+            optimum = law.optimal(6.0 * params * stage.token_budget)
+            ratio = stage.token_budget / params
             under = ratio < optimum["tokens_per_param"] / UNDERTRAINED_FACTOR
             out["stages"].append(
                 {
                     "stage": stage.name,
-                    "tokens": stage.tokens,
+                    "tokens": stage.token_budget,
                     "prediction": p.to_dict(),
                     "tokens_per_param": ratio,
                     "optimal_tokens_per_param": optimum["tokens_per_param"],

@@ -103,7 +103,7 @@ def plan(
     named: set[str] = set()
     start = 0.0
     for stage in stages:
-        rows = stage_supply(recipe, stage.name, start, stage.tokens)
+        rows = stage_supply(recipe, stage.name, start, stage.token_budget)
         sources = []
         for r in rows:
             over = max_epochs is not None and r.epochs is not None and r.epochs > max_epochs
@@ -123,11 +123,11 @@ def plan(
             {
                 "stage": stage.name,
                 "start_tokens": start,
-                "tokens": stage.tokens,
-                "worth": worth(recipe, start, stage.tokens),
-                "tokens_per_param": stage.tokens / params if params else None,
+                "tokens": stage.token_budget,
+                "worth": worth(recipe, start, stage.token_budget),
+                "tokens_per_param": stage.token_budget / params if params else None,
                 "sources": sources,
             }
         )
-        start = stage.tokens
+        start = stage.token_budget
     return {"max_epochs": max_epochs, "params": params, "r_star": R_STAR, "stages": out, "grow": advice}
