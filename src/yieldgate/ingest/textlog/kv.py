@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 
 from yieldgate.ingest.stepcount import counter_name, total_name
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, number, strip_ansi
+from yieldgate.ingest.textlog.prose import eval_block, sentence_values
 
 __all__ = ["context", "progress", "read_block", "read_counted", "read_pairs"]
 
@@ -163,7 +164,11 @@ def _pairs(line: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if len(line) > _LONGEST or _REPR.search(line):
         return out
-    for m in _matches(_TAGS.sub(" ", line)):
+    line = _TAGS.sub(" ", line)
+    said, spans = sentence_values(line) if " " in line else ({}, [])
+    for start, end in spans:  # a sentence's words are not pairs of their own (`... iteration 100 is 1.39`)
+        line = line[:start] + " " * (end - start) + line[end:]
+    for m in _matches(line):
         if m.re is _PAIR and m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
             continue
         key, value, unit = _key(m["key"]), number(m["value"]), m["unit"] or ""
@@ -183,7 +188,7 @@ def _pairs(line: str) -> dict[str, float]:
             if key.endswith(suffix) and key[: -len(suffix)] in _STEP_TIMES:
                 key, value = "step_s", value * scale
         out.setdefault(key, value)
-    return out
+    return {**said, **{k: v for k, v in out.items() if k not in said}}
 
 
 def _stepped(line: str, pairs: dict[str, float], counters: dict[str, float]) -> dict[str, float] | None:
@@ -248,6 +253,8 @@ def read_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, 
     their values at the head's step; (lines it took, values), or None when the line heads no block."""
     if line.lstrip().startswith("-->"):
         return _arrow_block(line, lines, i)
+    if line.lstrip()[:3] in ("===", "---") and (titled := eval_block(line, lines, i)) is not None:
+        return titled
     head = _BLOCK_HEAD.search(line) if len(line) <= _LONGEST else None
     if head is None:
         return None

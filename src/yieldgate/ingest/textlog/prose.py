@@ -1,0 +1,97 @@
+"""Values a loop prints in a sentence, and evaluation blocks under a titled rule line; read by the `kv` reader.
+
+- **A value in a sentence beside its counter**: `<name> at <counter> <N> is <value>`, `<name> for <counter> <N>:
+  <value>` (Deeplearning4j's ScoreIterationListener: `Score at iteration 100 is 1.3935`; `Loss for epoch 3: 0.41`).
+  The counter is the step (or the epoch, which `stepcount` places), the name the metric.
+  A `score` printed so, at a training counter (an iteration, a step, an update, a batch), is the training loss: a
+  loop reports the objective it minimises at every iteration; an evaluation's score costs a pass over held-out data
+  and is not printed at each iteration. Deeplearning4j's `score` is `Model.score()`, the loss function's value plus
+  its regularisation terms. `score` is not an alias of the loss anywhere else: Flair's `DEV : loss 0.17 - score 0.90`
+  and a table's `score` column are evaluations or extras as their names say, and a score at an epoch
+  (`Best score at epoch 3 is 0.91`) keeps its name.
+- **An evaluation block**: a rule line whose title names an evaluation (Deeplearning4j's EvaluativeListener:
+  `========================Evaluation Metrics========================`), then indented `name: value` lines
+  (` Accuracy:        0.6318`): each value an evaluation (`val_<name>`) at the step of the record before. A line
+  counting things (` # of classes:    5`) is no metric. A titled rule that names no evaluation (`=== Training
+  Summary ===`, `=== Confusion Matrix ===`) heads no block.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from yieldgate.ingest.textlog.base import NUM, number
+
+__all__ = ["eval_block", "sentence_values"]
+
+# `Score at iteration 100 is 1.3935`, `Loss for epoch 3: 0.41`, `train loss after step 20 = 0.3`: a name of up to
+# three words (letters first), a preposition, a counter word and its whole number, then `is`/`was`/`:`/`=` and the
+# value. Bounded and possessive, so prose without the shape costs one pass.
+_COUNTER = r"(?P<counter>iterations?|iters?|steps?|updates?|batch(?:es)?|epochs?|episodes?)"
+_SENTENCE = re.compile(
+    rf"(?<![\w./-])(?P<name>[A-Za-z_][\w-]{{0,40}}+(?: [A-Za-z_][\w-]{{0,40}}+){{0,2}}) (?:at|for|after|of|in) "
+    rf"{_COUNTER}\s*#?(?P<n>\d{{1,12}})\s*(?:is|was|[:=])\s*(?P<value>{NUM})(?![\w.]|[-:]\d)",
+    re.IGNORECASE,
+)
+_ARTICLES = {"the", "a", "an", "our", "current", "info", "debug"}
+_PLURAL = {
+    "iterations": "iteration",
+    "iters": "iter",
+    "steps": "step",
+    "updates": "update",
+    "batches": "batch",
+    "epochs": "epoch",
+    "episodes": "episode",
+}
+# The counters a loop reports its objective at each turn of (a `score` there is the loss); an epoch or an episode is
+# not one: a score per epoch is as often an evaluation's.
+_TRAINING_COUNTERS = {"iteration", "iter", "step", "update", "batch"}
+
+
+def sentence_values(line: str) -> tuple[dict[str, float], list[tuple[int, int]]]:
+    """The values a line prints as sentences (`Score at iteration 100 is 1.39`): {name: value, counter: N} (a training
+    counter read as `iteration`, so it is the step; an epoch as `epoch`), and the spans they took, which the other
+    readers of the line skip."""
+    out: dict[str, float] = {}
+    spans = []
+    for m in _SENTENCE.finditer(line):
+        words = [w for w in m["name"].lower().split() if w not in _ARTICLES] or [m["name"].lower()]
+        counter = m["counter"].lower()
+        counter = _PLURAL.get(counter, counter)
+        name = "_".join(re.sub(r"-+", "_", w) for w in words)
+        if name == "score" and counter in _TRAINING_COUNTERS:
+            name = "loss"
+        out.setdefault(name, number(m["value"]))
+        out.setdefault("iteration" if counter in _TRAINING_COUNTERS else counter, float(m["n"]))
+        spans.append(m.span())
+    return out, spans
+
+
+# A rule line of `=` or `-` (at least three) around a title: `=====Evaluation Metrics=====`, `--- Validation ---`.
+_TITLED_RULE = re.compile(r"^\s*[=-]{3,}\s*(?P<title>[A-Za-z][\w &/-]{0,60}?)\s*[=-]{3,}\s*$")
+_EVAL_TITLE = re.compile(r"\b(?:eval\w*|validation|valid|test|dev)\b", re.IGNORECASE)
+_BODY = re.compile(rf"^\s+(?P<name>[A-Za-z][\w ()/-]{{0,60}}?)\s*:\s*(?P<value>{NUM})\s*$")
+
+
+def eval_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, float]] | None:
+    """The evaluation block `line` (`lines[i]`) heads: (lines it took, {`val_<name>`: value}), no step (the record
+    before's); None when the line is no rule titled with an evaluation. Its body is the indented `name: value` lines
+    after it (a `# of ...` count among them is skipped)."""
+    head = _TITLED_RULE.match(line) if len(line) < 200 and line.lstrip()[:1] in "=-" else None
+    if head is None or not _EVAL_TITLE.search(head["title"]):
+        return None
+    values: dict[str, float] = {}
+    n = 1
+    while i + n < len(lines):
+        text = lines[i + n]
+        if text.lstrip().startswith("#") and text[:1].isspace():
+            n += 1
+            continue
+        m = _BODY.match(text)
+        if m is None:
+            break
+        name = re.sub(r"[\s/-]+", "_", m["name"].strip().lower()).replace("(", "").replace(")", "")
+        values.setdefault(f"val_{name}", number(m["value"]))
+        n += 1
+    return n, values
