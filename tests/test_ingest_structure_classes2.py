@@ -133,3 +133,74 @@ def test_a_score_that_is_not_a_loop_s_per_iteration_value_is_not_the_loss(tmp_pa
     )
     _, evals, _ = _import(_write(tmp_path, "summary.log", summary))
     assert evals.empty
+
+
+# -- 2. ` : `-separated `name value` segments, abbreviated names, a bracketed split (Marian) ------------------------
+
+
+def _marian(updates: list[int], costs: list[float], valid: dict[int, float], sep: str = " : ") -> str:
+    out = [
+        "[2018-12-08 17:19:18] [data] Restoring the corpus state to epoch 30, batch 50000\n",
+        "[2018-12-08 17:19:56] Training started\n",
+    ]
+    for i, (up, cost) in enumerate(zip(updates, costs, strict=True)):
+        stamp = f"[2018-12-08 {18 + i // 60:02d}:{i % 60:02d}:13]"
+        sen = f"{391_818 + i * 1_001:,}"
+        fields = [f"Ep. {32 + i // 3}", f"Up. {up}", f"Sen. {sen}", f"Cost {cost:.8f}", "Time 397.15s"]
+        out.append(f"{stamp} {sep.join([*fields, '11345.70 words/s', 'L.r. 1.6803e-04'])}\n")
+        if up in valid:
+            head = f"{stamp} [valid] Ep. {32 + i // 3} : Up. {up}"
+            out.append(f"{head} : cross-entropy : {valid[up]} : new best\n")
+            out.append(f"{head} : perplexity : {valid[up] / 10} : stalled 1 times\n")
+    return "".join(out)
+
+
+def test_marian_s_segments_read_its_updates_cost_and_validations(tmp_path):
+    """`Ep. 32 : Up. 51000 : Sen. 391,818 : Cost 1.89 : ...`: segments cut by ` : ` hold `name value` pairs, `Up.`
+    (updates) is the step, `Cost` the loss; `[valid] ... : cross-entropy : 50.2 : new best` is an evaluation at its
+    own update, named by the segment before the value. A resumed log's first update (51000) is kept as it is."""
+    updates, costs = [51000, 52000, 53000, 54000], [1.898, 1.877, 1.861, 1.851]
+    path = _write(tmp_path, "train.log", _marian(updates, costs, {52000: 50.2476, 54000: 51.38}))
+    steps, evals, _ = _import(path)
+    assert _column(steps, "loss") == dict(zip(updates, costs, strict=True))
+    assert _column(steps, "lr") == dict.fromkeys(updates, 1.6803e-04)
+    assert _evals(evals) == {
+        ("val/loss", 52000): 50.2476,
+        ("val/loss", 54000): 51.38,
+        ("val/ppl", 52000): 5.02476,
+        ("val/ppl", 54000): 5.138,
+    }
+
+
+@_FAST
+@given(
+    sep=st.sampled_from([" : ", " | ", " - "]),
+    start=st.integers(0, 10**6),
+    interval=st.integers(1, 5000),
+    costs=st.lists(st.integers(1, 10**5), min_size=2, max_size=6),
+    step_word=st.sampled_from(["Up.", "Upd.", "It.", "step", "iteration"]),
+    loss_word=st.sampled_from(["Cost", "cost", "loss", "Loss"]),
+    seen=st.integers(1000, 10**8),
+)
+def test_segments_of_name_value_pairs_read_alike_whatever_the_cut(
+    tmp_path_factory, sep, start, interval, costs, step_word, loss_word, seen
+):
+    """Property: `name value` segments cut by ` : `, ` | ` or ` - `, the step named by an abbreviation with a dot
+    (`Up.`, `It.`) or a word, the loss `Cost` or `loss`, a count with thousands separators between them: the same
+    steps and losses."""
+    lines = [
+        sep.join([f"{step_word} {start + i * interval}", f"Sen. {seen + i:,}", f"{loss_word} {c / 1e4}"]) + "\n"
+        for i, c in enumerate(costs)
+    ]
+    steps, _, _ = _import(_write(tmp_path_factory.mktemp("seg"), "log.txt", "".join(lines)))
+    assert _column(steps, "loss") == {start + i * interval: c / 1e4 for i, c in enumerate(costs)}
+
+
+def test_a_cost_beside_a_loss_or_a_price_is_not_the_loss(tmp_path):
+    """Near misses: `cost` beside a printed loss stays `cost` (the loss is the loss); a cost with a currency unit
+    (`cost: 12.5USD`) is a price; a time of day cut by ` : ` is no pair; an evaluation tag without a step is at the
+    record before's."""
+    assert read_counted("step 5 : loss 0.30 : cost 0.41") == {"step": 5.0, "#step": 5.0, "loss": 0.3, "cost": 0.41}
+    assert read_counted("step 5 : cost: 12.5USD")["cost_usd"] == 12.5
+    assert "loss" not in (read_counted("step 5 : cost: 12.5USD") or {})
+    assert read_counted("[valid] loss: 0.52") == {"valid_loss": 0.52}

@@ -26,19 +26,22 @@ _PAIR = re.compile(
     rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)\[?(?P<value>{NUM})\]?(?!%\|)"
     rf"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?![\w.]|[-:]\d)"
 )
-# `name value` pairs without a `:` or `=`, one to a segment of a line cut by ` - ` or ` | ` (Flair's ModelTrainer:
-# `epoch 1 - iter 504/5049 - loss 0.84988712 - samples/sec: 9.54 - lr: 0.000005`, `EPOCH 1 done: loss 0.3592 - lr
-# 0.0000050`): the segment's last words and the number it ends with. Up to four words, letters first.
-_SEGMENT_CUT = re.compile(r"\s+[-|]\s+")
+# `name value` pairs without a `:` or `=`, one to a segment of a line cut by ` - `, ` | ` or ` : ` (Flair's
+# ModelTrainer: `epoch 1 - iter 504/5049 - loss 0.84988712 - samples/sec: 9.54 - lr: 0.000005`, `EPOCH 1 done: loss
+# 0.3592 - lr 0.0000050`; Marian's `Ep. 32 : Up. 51000 : Sen. 1,234,567 : Cost 1.89812 : Time 12.3s : L.r. 1.6e-04`):
+# the segment's last words and the number it ends with. Up to four words, letters first.
+_SEGMENT_CUT = re.compile(r"\s+[-|:]\s+")
 _SPACED = re.compile(
     rf"(?<![\w./-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,3}}+) (?P<value>{NUM})"
     r"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?\s*$"
 )
 # An evaluation line named by its split, after a timestamp or a log level (Flair's `TEST : loss 0.1763 - score
-# 0.9057`, `DEV : loss ...`): its values are that split's evaluations, at the step of the record before it.
+# 0.9057`, `DEV : loss ...`; Marian's bracketed `[valid] Ep. 42 : Up. 55000 : cross-entropy : 50.2476 : new best`):
+# its values are that split's evaluations, at its own step where it prints one, else at the record before's.
 _SPLIT_HEAD = re.compile(
     r"^[^A-Za-z]*(?:(?:DEBUG|INFO|WARN|WARNING)\b[^A-Za-z]*)?"
-    r"(?P<split>test|dev|valid|validation|val|eval|evaluation)\s*[:|]\s+(?=[A-Za-z])",
+    r"(?:(?P<split>test|dev|valid|validation|val|eval|evaluation)\s*[:|]\s+(?=[A-Za-z])"
+    r"|\[(?P<tag>test|dev|valid|validation|val|eval|evaluation)\]\s*(?=[A-Za-z]))",
     re.IGNORECASE,
 )
 _STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+", re.IGNORECASE)
@@ -51,6 +54,8 @@ _NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+|__\w+__")
 _REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
 _TAGS = re.compile(r"\[[^\[\]|]*\|[^\[\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
 _STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b", re.IGNORECASE)
+# A key abbreviated with a dot (Marian's `Ep.`, `Up.`, `L.r.`), by what it abbreviates; another keeps its letters.
+_ABBREVIATED = {"ep": "epoch", "up": "step", "upd": "step", "it": "step", "iter": "step", "lr": "lr"}
 _MULTIPLIERS = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _TIME_UNITS = {"ms": "_ms", "s": "_s", "sec": "_s", "secs": "_s", "min": "_min", "h": "_h"}
 # Keys that mean the step, its time or a rate only in a line of pairs (the other names are the mapping's;
@@ -141,8 +146,11 @@ def read_counted(line: str) -> dict[str, float] | None:
     if not out:
         return None
     split = _SPLIT_HEAD.match(line)
-    if split is not None:  # no step of its own: the record before's (`LogFormat.read`)
-        return {f"{split['split'].lower()}_{k}": v for k, v in out.items()}
+    if split is not None:
+        name = (split["split"] or split["tag"]).lower()
+        out = {k if k in _COUNTER_KEYS else f"{name}_{k}": v for k, v in out.items()}
+        if out.keys().isdisjoint(_COUNTER_KEYS):  # no step of its own: the record before's (`LogFormat.read`)
+            return out
     counters = progress(line)
     counters.update(
         (counter_name(k), v) for k, v in out.items() if k in _COUNTER_KEYS and counter_name(k) not in counters
@@ -172,6 +180,8 @@ def _pairs(line: str) -> dict[str, float]:
         if m.re is _PAIR and m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
             continue
         key, value, unit = _key(m["key"]), number(m["value"]), m["unit"] or ""
+        if m["key"].endswith("."):
+            key = _ABBREVIATED.get(key.replace(".", ""), key.replace(".", ""))
         if unit in _MULTIPLIERS:
             value *= _MULTIPLIERS[unit]
         elif unit == "%":
@@ -188,6 +198,8 @@ def _pairs(line: str) -> dict[str, float]:
             if key.endswith(suffix) and key[: -len(suffix)] in _STEP_TIMES:
                 key, value = "step_s", value * scale
         out.setdefault(key, value)
+    if "cost" in out and "loss" not in out and "loss" not in said:
+        out["loss"] = out.pop("cost")  # Theano's, Nematus' and Marian's name of the loss (a price has its unit)
     return {**said, **{k: v for k, v in out.items() if k not in said}}
 
 
