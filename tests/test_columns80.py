@@ -126,7 +126,7 @@ def record(name: str, *, steps: int = 5000, tags: tuple[str, ...] = ()) -> dict:
 
 def printed(width: int, draw) -> str:
     out = io.StringIO()
-    draw(Console(width=width, file=out))
+    draw(Console(width=width, file=out, emoji=False))  # as the command line prints (cli/common.py)
     return out.getvalue()
 
 
@@ -238,3 +238,12 @@ def test_runs_sort_by_steps_and_the_run_page_read_the_last_step(tmp_path):
     rows = api.list_runs([], ledger=str(ledger), sort="steps", reverse=True).rows
     assert [r["name"] for r in rows] == ["sparse", "dense"]
     assert '<span id="steps">1,000</span> steps' in page
+
+
+def test_the_command_line_prints_emoji_codes_as_written():
+    """A run name or an advice holding `:v:` (hypothesis found one) is printed as written, not as a picture."""
+    from yieldgate.cli.common import console
+
+    with console.capture() as captured:
+        console.print("advice: :v: run :thumbs_up:")
+    assert captured.get().strip() == "advice: :v: run :thumbs_up:"

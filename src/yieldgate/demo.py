@@ -102,7 +102,7 @@ def run_demo(
     location: str, *, quick: bool, console: Console | None = None, report: str | None = None
 ) -> dict[str, Any]:
     """Run the demo into the ledger at `location`; return what it measured (also printed)."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     settings = QUICK if quick else FULL
     started = time.perf_counter()
     url = Location.parse(location).is_url

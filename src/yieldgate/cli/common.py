@@ -21,8 +21,9 @@ from yieldgate.ledger import DEFAULT_LEDGER, Ledger, must_exist
 from yieldgate.report.console import clean as _clean
 
 # Markup off: a run name, task or metric key is printed as written (`[/]` in a name neither styles nor breaks a
-# table). The few lines that style words ask for markup and escape what they show.
-console = Console(markup=False)
+# table). The few lines that style words ask for markup and escape what they show. Emoji codes off: a name or an
+# advice holding `:v:` is printed as written, not as a picture.
+console = Console(markup=False, emoji=False)
 
 
 # How the command line spells each library argument an `InputError` names (`InputError.parameters`): the library

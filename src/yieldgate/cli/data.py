@@ -89,7 +89,7 @@ def _audit_pair(a: Path, b: Path, as_json: bool) -> None:
     end (`api.audit_pair`)."""
     from yieldgate import api
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, emoji=False)
     with WorkProgress(err, quiet=as_json, transient=True, lines=False) as bar:  # seconds: no lines off a terminal
         bar.update("reading the input", completed=0, total=3)
         steps = iter(range(4))

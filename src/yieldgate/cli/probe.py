@@ -63,7 +63,7 @@ def train(
     """
     from yieldgate import api
 
-    with WorkProgress(Console(stderr=True), quiet=as_json, ledger=_where(ctx)) as bar:
+    with WorkProgress(Console(stderr=True, emoji=False), quiet=as_json, ledger=_where(ctx)) as bar:
         result = api.train(
             recipe,
             tokens=tokens,
@@ -125,7 +125,7 @@ def batch_check(
         if done:
             bar.finished(f"{done} of {total} trainings done (the baseline and the candidate, seed by seed)")
 
-    with WorkProgress(Console(stderr=True), quiet=as_json, transient=True, ledger=_where(ctx)) as bar:
+    with WorkProgress(Console(stderr=True, emoji=False), quiet=as_json, transient=True, ledger=_where(ctx)) as bar:
         result = api.batch_check(
             baseline_batch=baseline_batch,
             candidate_batch=candidate_batch,
@@ -210,7 +210,9 @@ def probe(
             ablate_sources=ablate_sources,
             ablate_recipe=ablate_recipe,
             ablate_by=ablate_by,
-            display=lambda total: CampaignProgress(Console(stderr=True), total, quiet=as_json, ledger=location),
+            display=lambda total: CampaignProgress(
+                Console(stderr=True, emoji=False), total, quiet=as_json, ledger=location
+            ),
         )
     except KeyboardInterrupt:
         typer.echo(
@@ -221,7 +223,7 @@ def probe(
     if as_json:
         _print_json(result.to_dict())
     else:
-        render_campaign_probes(result, console, Console(stderr=True))
+        render_campaign_probes(result, console, Console(stderr=True, emoji=False))
     _exit_if_failed(result.run)
 
 
