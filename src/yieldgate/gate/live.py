@@ -127,6 +127,8 @@ class Governor:
     """The last step screened."""
     _window: pd.DataFrame = field(default_factory=pd.DataFrame)
     """The trailing steps the cheap detectors screen (`_screen`)."""
+    _law: tuple[float, float, float, float] | None = None
+    """(E, B, beta, rmse) of the law the last approving decision's forecast was fitted on (`_remember`)."""
 
     @classmethod
     def start(cls, policy: Policy | str | Path | Mapping[str, Any], *, manifest: Manifest | None) -> Governor:
@@ -166,14 +168,42 @@ class Governor:
             self.done = True  # the last stage is reached: the plan is done, nothing left to earn
             return None
         boundary = reached > self.stage
-        if not boundary and not fault:
+        drifted = not boundary and self._drifted(ledger, run, step, tokens)
+        if not boundary and not fault and not drifted:
             return None
         evidence = TargetEvidence.read(ledger, run, self.policy, at_step=step)
         decision = decide(evidence, self.policy)
         self.stage = max(self.stage, reached)
-        if not boundary and not self._fault(decision):
+        self._remember(decision)
+        if not boundary and not self._fault(decision) and not (drifted and self._unearned(decision)):
             return None
         return self._act(ledger, decision, run, step, evidence.reached, boundary)
+
+    def _remember(self, decision: Decision) -> None:
+        """The law the decision's forecast was fitted on (one run: its own fit), which `_drifted` holds the next
+        evaluations to; kept from each decision that approves."""
+        fits = (decision.evidence.get("forecast") or {}).get("per_seed") or []
+        if decision.decision == "approve" and len(fits) == 1 and fits[0].get("fit"):
+            fit = fits[0]["fit"]
+            self._law = (float(fit["E"]), float(fit["B"]), float(fit["beta"]), float(fit["rmse"]))
+
+    def _drifted(self, ledger: Ledger, run: str, step: int, tokens: float) -> bool:
+        """With `between_boundaries: forecast`: the held-out loss at `step` is worse than the last approved
+        forecast's law foresaw at these tokens by more than 3 times the law's scatter (its rmse): the forecast is made
+        again (`evaluate`). A check of one evaluation against a formula: no fit, no bootstrap."""
+        if self.policy.between_boundaries != "forecast" or self._law is None or not tokens > 0:
+            return False
+        evals = ledger.evals(run)
+        at = evals[(evals["step"] == step) & (evals["task"] == "val") & (evals["metric"] == "loss")]
+        if at.empty:
+            return False
+        e, b, beta, rmse = self._law
+        foreseen = e + b * tokens ** (-beta)
+        return bool(math.isfinite(rmse) and float(at["value"].iloc[-1]) > foreseen + 3 * rmse)
+
+    def _unearned(self, decision: Decision) -> bool:
+        """A decision made again within a stage (`_drifted`) that no longer approves the next stage, not held before."""
+        return decision.decision != "approve" and decision.next_stage not in self._held_stages
 
     def _in_tokens(self, ledger: Ledger, run: str) -> Policy:
         """The policy with its stages in tokens (`evidence.in_tokens`), a budget in device-hours or dollars read at

@@ -180,6 +180,12 @@ class Policy(_Model):
     """What a run governed by this policy does when the gate inside it holds (`gate/live.py`): `stop` (the default,
     also when unset) asks the training loop to stop (`Tracker.should_stop`, the callbacks' own stop flags); `warn`
     stores the decision and says so, and the run goes on. The offline gate ignores it."""
+    between_boundaries: Literal["faults", "forecast"] | None = None
+    """What the gate inside a run decides on between stage boundaries (`gate/live.py`): `faults` (the default, also
+    when unset) an open fault that is not the data's only, the yield at the boundaries; `forecast` also the yield,
+    as soon as an evaluation falls outside the law the last boundary's forecast was fitted on (worse by more than
+    3 times its scatter): the forecast is made again there, and a decision that no longer approves the next stage
+    holds the run within its stage. The offline gate ignores it."""
 
     @field_validator("version", mode="before")
     @classmethod
@@ -215,6 +221,8 @@ class Policy(_Model):
         (a policy in tokens reads as it did before stages could be given in device-hours or dollars)."""
         data = self.model_dump(mode="json")
         data["stages"] = [{k: v for k, v in stage.items() if v is not None} for stage in data["stages"]]
+        if data["between_boundaries"] is None:  # added later: at its default, absent
+            del data["between_boundaries"]
         return data
 
     def content_hash(self) -> str:
