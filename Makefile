@@ -178,7 +178,7 @@ clean:
 
 # Mutation testing of the code that decides (issue #44 item 11): mutmut over gate/ and the diagnosis detectors
 # ([tool.mutmut] in pyproject.toml), each mutant run against the fast tier's tests that reach it. Hours on 2 cores;
-# `mutmut results` lists the survivors, docs/gate.md gives the last score.
+# `mutmut results` lists the survivors; docs/gate.md ("How well the tests pin the gate") gives the last score.
 mutation: $(VENV)/.dev
 	$(PIP) install --quiet --group mutation
 	$(BIN)/mutmut run --max-children 2
