@@ -34,6 +34,7 @@ from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, Lo
 from yieldgate.ingest.textlog.facts import batch_tokens, clock, device_count, per_device_throughput
 from yieldgate.ingest.textlog.kv import read_pairs
 from yieldgate.ingest.textlog.mapped import EVAL_MARK, mapped_format
+from yieldgate.ingest.textlog.trainline import appended_section, training_metrics
 from yieldgate.ingest.types import Rows, Warnings
 from yieldgate.util.inputs import check_regular
 
@@ -406,6 +407,10 @@ def _read_file(
         )
         columns = {n: (v[placed], p[placed]) for n, (v, p) in columns.items()}
         where = [w for w, keep in zip(where, placed.tolist(), strict=True) if keep]
+    kept = appended_section(columns, step_name, declared.names, where, warnings)
+    if not kept.all():
+        columns = {n: (v[kept], p[kept]) for n, (v, p) in columns.items()}
+        where = [w for w, keep in zip(where, kept.tolist(), strict=True) if keep]
     for name in {*(own.step_columns() if own is not None else ()), EVAL_MARK} - {step_name}:
         columns.pop(name, None)
     rows = rows_from_columns(str(path), columns, where, step_name)
@@ -488,4 +493,5 @@ def _declared(columns: Mapping[str, tuple[np.ndarray, np.ndarray]], own: LogMapp
             # an evaluation line's metrics are named with their task (`val/mIoU`, `coco/bbox_mAP`); its clock is not
             if "/" in name and name not in skip and name not in out.names and (present & on_eval).any():
                 out.names[name] = name
+    out.names.update(training_metrics(columns, out.names))
     return out
