@@ -449,11 +449,13 @@ _HIGHER_IS_BETTER = frozenset(
 
 
 # Vision evaluators' scores (COCO's AP/AR family as detectron2 `bbox/AP50`, `segm/APs`, `bbox/AP-<class>` and
-# OpenMMLab `bbox_mAP_50`, `coco/bbox_mAP_s` write them; panoptic PQ; pose PCK and AUC; top-k accuracy, bare as
-# timm's `top1` or namespaced as mmpretrain's `accuracy/top1`; mmseg's aAcc/mAcc) rise. Pose and flow errors fall.
+# OpenMMLab `bbox_mAP_50`, `coco/bbox_mAP_s` write them; panoptic PQ, SQ, RQ and their things and stuff parts
+# (`PQ_th`, `PQ_st`: any other suffix is no panoptic score, e.g. `PQ_spearman` a dataset's); pose PCK and AUC;
+# top-k accuracy, bare as timm's `top1` or namespaced as mmpretrain's `accuracy/top1`; mmseg's aAcc/mAcc) rise. Pose
+# and flow errors fall.
 _VISION_HIGHER = re.compile(
     r"^(?:(?:bbox|segm|mask|box|keypoints?|kpt)_)?(?:m?ap|ar)(?:_?\d+(?:[-_:]\d+)?|_?[sml]|_(?:small|medium|large))?"
-    r"(?:-.+)?$|^(?:pq|sq|rq)(?:_\w+)?$|^pckh?(?:@[\d.]+)?$|^auc$|^(?:acc(?:uracy)?_)?top[-_]?\d+$|^[am]acc$|^miou$"
+    r"(?:-.+)?$|^(?:pq|sq|rq)(?:_(?:th|st|things|stuff))?$|^pckh?(?:@[\d.]+)?$|^auc$|^(?:acc(?:uracy)?_)?top[-_]?\d+$|^[am]acc$|^miou$"
 )
 _VISION_LOWER = frozenset({"nme", "epe", "mpjpe", "pa_mpjpe", "pa-mpjpe", "mpjpe_pa"})
 # Scores that cannot be negative: a -1 there is an evaluator's "not computed" (pycocotools' AP of an area range with
