@@ -8,12 +8,15 @@ read as it."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.ingested import column as _column
+from tests.support.ingested import evals_at as _evals
+from tests.support.ingested import imported as _import
+from tests.support.ingested import write as _write
 from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ingest.epochfiles import columns_of
 from yieldgate.ingest.explain import explain_import
@@ -22,31 +25,6 @@ from yieldgate.ingest.textlog.kv import read_counted
 from yieldgate.ledger import Ledger
 
 _FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def _write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.write_text(text)
-    return path
-
-
-def _import(path: Path, kind: str = "auto", **options):
-    """(steps, evals, warnings) of `path` imported into a new in-memory ledger."""
-    with Ledger(":memory:") as led:
-        (res,) = import_run(led, kind, [str(path)], ImportOptions(run="r", **options))
-        return led.steps("r"), led.evals("r"), res.warnings
-
-
-def _column(steps, name: str) -> dict[int, float]:
-    known = steps[["step", name]].dropna()
-    return dict(zip(known["step"].astype(int).tolist(), known[name].tolist(), strict=True))
-
-
-def _evals(evals) -> dict[tuple[str, int], float]:
-    return {
-        (f"{task}/{metric}", int(step)): value
-        for task, metric, step, value in evals[["task", "metric", "step", "value"]].itertuples(index=False)
-    }
 
 
 # -- 1. delimiters ------------------------------------------------------------------------------------------------

@@ -5,41 +5,16 @@ beside each a file that is not the class and is not read as it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from yieldgate.ingest import ImportOptions, import_run
+from tests.support.ingested import column as _column
+from tests.support.ingested import evals_at as _evals
+from tests.support.ingested import imported as _import
+from tests.support.ingested import write as _write
 from yieldgate.ingest.textlog.kv import read_counted
-from yieldgate.ledger import Ledger
 
 _FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def _write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.write_text(text)
-    return path
-
-
-def _import(path: Path, kind: str = "auto", **options):
-    """(steps, evals, warnings) of `path` imported into a new in-memory ledger."""
-    with Ledger(":memory:") as led:
-        (res,) = import_run(led, kind, [str(path)], ImportOptions(run="r", **options))
-        return led.steps("r"), led.evals("r"), res.warnings
-
-
-def _column(steps, name: str) -> dict[int, float]:
-    known = steps[["step", name]].dropna()
-    return dict(zip(known["step"].astype(int).tolist(), known[name].tolist(), strict=True))
-
-
-def _evals(evals) -> dict[tuple[str, int], float]:
-    return {
-        (f"{task}/{metric}", int(step)): value
-        for task, metric, step, value in evals[["task", "metric", "step", "value"]].itertuples(index=False)
-    }
 
 
 # -- 1. values in a sentence; evaluation blocks under a titled rule ---------------------------------------------------
