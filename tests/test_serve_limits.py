@@ -221,3 +221,39 @@ def test_the_bearer_scheme_is_matched_whatever_its_case(db):
         "(before: 401)",
         "0",
     )
+
+
+def test_computations_at_once_bound_light_computations_too(db):
+    """Issue #46 item 9: small runs' plots, each light in steps, all ran at once under 50 clients and held a page of
+    the runs list behind them for the interpreter (1.2 s for 0.05 s of work). One computation at a time by default:
+    with one running, another waits its time and is answered 503, though the steps it reads would fit."""
+    app = create_app(str(db), limits=ServeLimits(wait_s=0.2, cache_bytes=0))
+    client, work = TestClient(app), app.state.work
+    assert work.limits.computations_at_once == 1 and work.limits.steps_at_once >= 1000
+    with work.gate.hold(1, "the test"):
+        busy = client.get("/api/run/figures", params={"name": "b"})
+        page = client.get("/api/runs", params={"limit": 2})  # no computation: answered at once
+    assert busy.status_code == 503 and "1 computation(s) reading 1 steps" in busy.json()["error"]
+    assert page.status_code == 200 and [r["name"] for r in page.json()["runs"]] == ["a", "b"]
+    roomy = create_app(str(db), limits=ServeLimits(wait_s=0.2, cache_bytes=0, computations_at_once=2))
+    with roomy.state.work.gate.hold(1, "the test"):
+        assert TestClient(roomy).get("/api/run/figures", params={"name": "b"}).status_code == 200
+    with pytest.raises(ValueError, match="computations_at_once must be >= 1, got 0"):
+        ServeLimits(computations_at_once=0)
+
+
+def test_a_live_polls_curve_is_computed_once_until_the_run_changes(db):
+    """Issue #46 item 9: every live poll of a page that had not drawn the run's evaluations read the whole run again
+    for its curve (a million steps each, 3.4 s p50 under 50 clients). The curve is kept like the plots, keyed by the
+    run's evaluations and its last write: the same poll again is answered from it, and a new evaluation is read."""
+    client = TestClient(create_app(str(db)))
+    ask = {"name": "c", "after": 200, "evals": 0}
+    before = data.computations["curve"]
+    first, again = (client.get("/api/run/live", params=ask).json() for _ in range(2))
+    assert first["curve"]["step"] == [50, 100, 200] and first["curve"]["loss"] == [4.5, 4.0, 3.0]
+    assert again == first and data.computations["curve"] - before == 1
+    with Ledger(db) as led:
+        led.append_evals("c", [EvalRecord(step=150, tokens=150 * 256.0, task="val", metric="loss", value=3.5)])
+    later = client.get("/api/run/live", params=ask).json()
+    assert later["evals"] == 4 and later["curve"]["loss"] == [4.5, 4.0, 3.5, 3.0]
+    assert data.computations["curve"] - before == 2

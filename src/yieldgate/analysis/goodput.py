@@ -130,8 +130,8 @@ def goodput(
 
 
 def goodput_of(ledger: Ledger, run: str) -> Goodput | None:
-    """`goodput` of a run in the ledger."""
-    steps = ledger.steps(run)
+    """`goodput` of a run in the ledger (its clock alone is read: a million steps' every column was 100 MB more)."""
+    steps = ledger.steps(run, ["wall_s"])
     saves = ledger.extras(run, [CHECKPOINT_KEY])["value"].tolist()
     events = ledger.events(run, kind="resume")
     resumes = [{"id": int(i), **body} for i, body in zip(events["id"], events["body"], strict=True)]

@@ -195,10 +195,15 @@ def _diverged(steps: Any) -> tuple[int, float]:
     return int(bad.sum()), int(bad.sum()) * per_step
 
 
+STEP_COLUMNS = ("wall_s", "energy_j", "loss", "lr")
+"""The step columns waste reads: the clock, the energy meter, the loss (diverged steps) and the LR (warm-up's end).
+Reading only these keeps a million-step run's waste, as the dashboard draws it, from holding every column twice."""
+
+
 def waste(ledger: Ledger, run: str, *, report: YieldReport | None = None) -> Waste:
     """The compute `run` spent on flat tranches, restarts and diverged steps, priced (see the module docstring).
     `report`: the run's `yield_report` on the validation loss, where the caller has it (the HTML report)."""
-    steps = ledger.steps(run, nullable=True)
+    steps = ledger.steps(run, list(STEP_COLUMNS), nullable=True)
     spend, missing = _pricer(ledger, run, steps)
     flat_s, flat_n, found, why = _flat_seconds(ledger, run, steps, report)
     if why is not None:

@@ -352,7 +352,7 @@ def api_run_live(request: Request) -> JSONResponse:
                 curve_after=_int(q, "curve_after", "a step number"),
                 smooth=_smooth(q),
                 smooth_from=_float(q, "smooth_from", "a number"),
-                work=_work(request),
+                cache=_figures(request),
             )
         )
 

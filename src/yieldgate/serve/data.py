@@ -11,7 +11,8 @@ import base64
 import json
 import threading
 from collections import Counter, OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -40,6 +41,8 @@ __all__ = [
     "decision_records",
     "campaign_records",
 ]
+
+T = TypeVar("T")
 
 LIVE_COLUMNS = ("tokens", "wall_s", "tokens_per_s")
 """The step columns a live poll reads (the throughput trace grows from them between full redraws)."""
@@ -149,19 +152,20 @@ def run_figures(
 
 
 class FigureCache:
-    """The drawn plots of recent run pages as the JSON sent (`encode`), so a reload or a second tab of a big,
-    unchanged run costs a ledger query instead of the analysis (seconds at a million steps), and fifty tabs
-    opening one run at once draw it once (`Work.compute`). Bounded by bytes (`ServeLimits.cache_bytes`), the least
-    recently used going first. An entry is keyed by everything the plots are drawn from that can change: the
-    run's status (as computed at read time), its `updated_at` (bumped by every write of steps, evaluations,
-    status or manifest), its events (diagnoses drawn as spans) and its notes."""
+    """The drawn plots of recent run pages as the JSON sent (`encode`), and the curves live polls ask for, so a
+    reload or a second tab of a big, unchanged run costs a ledger query instead of the analysis (seconds at a million
+    steps), and fifty tabs opening one run at once draw it once (`Work.compute`). Bounded by bytes
+    (`ServeLimits.cache_bytes`, a curve counted as the JSON it is sent as), the least recently used going first. An
+    entry is keyed by everything it is drawn from that can change: the run's `updated_at` (bumped by every write of
+    steps, evaluations, status or manifest), and for the plots also the run's status (as computed at read time), its
+    events (diagnoses drawn as spans) and its notes."""
 
     def __init__(self, work: Work | None = None) -> None:
         self.work = work or Work()
         self.capacity = self.work.limits.cache_bytes
         self.hits = 0
         self.bytes = 0
-        self._items: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -176,33 +180,43 @@ class FigureCache:
             json.dumps(ledger.meta(run), sort_keys=True, default=str),
         )
 
-    def _keep(self, key: tuple[Any, ...], body: bytes) -> None:
+    def _keep(self, key: tuple[Any, ...], value: Any, size: int) -> None:
         with self._lock:
-            if key in self._items or len(body) > self.capacity:
+            if key in self._items or size > self.capacity:
                 return
-            self._items[key] = body
-            self.bytes += len(body)
+            self._items[key] = (value, size)
+            self.bytes += size
             while self.bytes > self.capacity:
-                _, dropped = self._items.popitem(last=False)
-                self.bytes -= len(dropped)
+                _, (_, dropped) = self._items.popitem(last=False)
+                self.bytes -= dropped
+
+    def cached(self, key: tuple[Any, ...], steps: int, what: str, compute: Callable[[], tuple[T, int]]) -> T:
+        """The value kept under `key`; else `compute()` (value, its size in bytes) run once for every request
+        asking meanwhile, within the gate's room for `steps`, and kept."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return cast(T, self._items[key][0])
+
+        def computed() -> T:
+            value, size = compute()
+            self._keep(key, value, size)
+            return value
+
+        return self.work.compute(key, steps, what, computed)
 
     def run_figures(self, ledger: Ledger, run: str, *, metric: str = "val/loss", smooth: float = 0.0) -> bytes:
         """`run_figures` as the JSON sent, from the cache when nothing it is drawn from changed since; else
         computed once for every request asking meanwhile, within the gate's room for the run's steps."""
         info = ledger.run_info(run)  # before the read, as `run_figures`' cursor
-        key = (run, metric, smooth, *self._signature(ledger, run, info))
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]
+        key = ("figures", run, metric, smooth, *self._signature(ledger, run, info))
 
-        def draw() -> bytes:
+        def draw() -> tuple[bytes, int]:
             body = encode(run_figures(ledger, run, metric=metric, smooth=smooth, info=info))
-            self._keep(key, body)
-            return body
+            return body, len(body)
 
-        return self.work.compute(("figures", *key), int(info["steps"]), f"the plots of run {run!r}", draw)
+        return self.cached(key, int(info["steps"]), f"the plots of run {run!r}", draw)
 
 
 def live_points(
@@ -215,15 +229,15 @@ def live_points(
     curve_after: int | None = None,
     smooth: float = 0.0,
     smooth_from: float | None = None,
-    work: Work | None = None,
+    cache: FigureCache | None = None,
 ) -> dict[str, Any]:
     """What a live page needs since its last poll: the cursor; the throughput points of the steps after `after`
     (smoothed as the page draws them, continuing from `smooth_from`, the last value drawn; downsampled like the
     plots, so a page left open on a fast run receives a bounded amount); and, when the run has more evaluations
     than the page's `evals_seen`, the points of `metric`'s curve after step `curve_after` on every axis
     (`compare.run_curve`, what the loss plots draw), so the page shows a new evaluation at once and redraws the
-    rest (yields, bands) after. The curve is the run read whole: computed once for the polls asking for it at the
-    same time, within `work`'s gate."""
+    rest (yields, bands) after. The curve is the run read whole: with a `cache`, computed once for the polls asking
+    for it at the same time, within its gate, and kept for the polls after them until the run changes."""
     info = ledger.run_info(run)
     cursor = _cursor(ledger, run, info)
     steps = ledger.steps(run, list(LIVE_COLUMNS), after=cursor["last_step"] if after is None else after)
@@ -254,10 +268,14 @@ def live_points(
             curve = run_curve(load_run(ledger, run), *metric_key(metric, "token"))
             if curve_after is not None:
                 curve = curve[curve["step"] > curve_after]
-            return {c: curve[c].tolist() for c in CURVE_COLUMNS}
+            return json_safe({c: curve[c].tolist() for c in CURVE_COLUMNS})
+
+        def sized() -> tuple[dict[str, list[Any]], int]:
+            value = read()
+            return value, len(encode(value))
 
         key = ("curve", run, metric, curve_after, cursor["evals"], info["updated_at"])
-        out["curve"] = read() if work is None else work.compute(key, int(info["steps"]), f"run {run!r}", read)
+        out["curve"] = read() if cache is None else cache.cached(key, int(info["steps"]), f"run {run!r}", sized)
     return json_safe(out)
 
 

@@ -5,8 +5,9 @@ A run page of a million steps reads the run's step table (about 330 bytes a step
 down to a few hundred kilobytes. Fifty browsers asking at once must not read it fifty times: `Flights` makes the
 requests for one key wait for the first one's answer (single-flight), and `Gate` lets the computations running at
 once read at most `ServeLimits.steps_at_once` steps together (a weighted semaphore; a computation larger than
-that runs alone). A request that finds the gate full waits up to `ServeLimits.wait_s`, then is answered 503 with
-`Retry-After` (`Busy`), so memory stays bounded however many clients come.
+that runs alone), at most `ServeLimits.computations_at_once` of them. A request that finds the gate full waits up to
+`ServeLimits.wait_s`, then is answered 503 with `Retry-After` (`Busy`), so memory stays bounded however many
+clients come, and a cheap request is not slowed by a crowd of computations.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class ServeLimits:
     """Steps the computations running at once (a run's plots, a live poll's curve, a comparison) may read together.
     A computation weighs its runs' steps (at least 1); one heavier than this runs when nothing else does. 1: one
     computation at a time."""
+    computations_at_once: int = 1
+    """Computations that may run at once, whatever their weight. The server's threads share one interpreter, so two
+    analyses at once each take twice as long, and every cheap request (a page of runs, a cached plot) waits behind
+    both for the interpreter: under 50 clients, small runs' plots computed side by side (each light in steps, so
+    the step bound let them all in) held a page of the runs list 1.2 s that takes 0.05 s alone."""
     wait_s: float = 5.0
     """How long a request waits for room at the gate before it is answered 503 with Retry-After."""
     cache_bytes: int = 64_000_000
@@ -43,6 +49,8 @@ class ServeLimits:
     def __post_init__(self) -> None:
         if self.steps_at_once < 1:
             raise ValueError(f"steps_at_once must be >= 1, got {self.steps_at_once}")
+        if self.computations_at_once < 1:
+            raise ValueError(f"computations_at_once must be >= 1, got {self.computations_at_once}")
         if not (math.isfinite(self.wait_s) and self.wait_s >= 0):
             raise ValueError(f"wait_s must be a finite number >= 0, got {self.wait_s}")
         if self.cache_bytes < 0:
@@ -82,7 +90,8 @@ class Busy(YieldgateError):
 
 
 class Gate:
-    """A weighted semaphore over steps: `hold(weight)` waits up to `wait_s` for the room, else raises Busy."""
+    """A weighted semaphore over steps and a count of computations: `hold(weight)` waits up to `wait_s` for the
+    room, else raises Busy."""
 
     def __init__(self, limits: ServeLimits) -> None:
         self.limits = limits
@@ -95,11 +104,16 @@ class Gate:
 
     @contextmanager
     def hold(self, weight: int, what: str) -> Iterator[None]:
-        """Room for a computation reading `weight` steps (clipped to 1..steps_at_once), for the `with` block."""
+        """Room for a computation reading `weight` steps (clipped to 1..steps_at_once), and a place among the
+        `computations_at_once`, for the `with` block."""
         weight = min(max(1, int(weight)), self.limits.steps_at_once)
         with self._room:
             if not self._room.wait_for(
-                lambda: self.in_use + weight <= self.limits.steps_at_once, timeout=self.limits.wait_s
+                lambda: (
+                    self.in_use + weight <= self.limits.steps_at_once
+                    and self.running < self.limits.computations_at_once
+                ),
+                timeout=self.limits.wait_s,
             ):
                 self.refused += 1
                 raise Busy(
