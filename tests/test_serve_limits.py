@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import anyio.to_thread
 import numpy as np
 import pytest
 from starlette.testclient import TestClient
@@ -257,3 +258,15 @@ def test_a_live_polls_curve_is_computed_once_until_the_run_changes(db):
     later = client.get("/api/run/live", params=ask).json()
     assert later["evals"] == 4 and later["curve"]["loss"] == [4.5, 4.0, 3.5, 3.0]
     assert data.computations["curve"] - before == 2
+
+
+def test_the_server_answers_on_as_many_threads_as_its_limits_allow(db):
+    """Issue #46 item 9: a request waiting for a computation holds one of the server's threads; with anyio's default
+    40, fifty clients left cheap requests queued for a thread. The app's lifespan sets the count from its limits."""
+    app = create_app(str(db), limits=ServeLimits(requests_at_once=123))
+    with TestClient(app) as client:
+        tokens = client.portal.call(lambda: anyio.to_thread.current_default_thread_limiter().total_tokens)
+        assert tokens == 123 and client.get("/api/runs", params={"limit": 1}).status_code == 200
+    assert ServeLimits().requests_at_once == 200
+    with pytest.raises(ValueError, match="requests_at_once must be >= 1, got 0"):
+        ServeLimits(requests_at_once=0)

@@ -15,12 +15,14 @@ Retry-After.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
@@ -430,8 +432,16 @@ def create_app(
     middleware = [Middleware(_Guard, token=token)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
-    app = Starlette(routes=ROUTES, middleware=middleware, exception_handlers={YieldgateError: failed})
+    work = Work(limits)
+
+    @asynccontextmanager
+    async def threads(app: Starlette) -> AsyncIterator[None]:
+        # Every page and API call is a plain function run on anyio's threads: as many as the limits allow.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = work.limits.requests_at_once
+        yield
+
+    app = Starlette(routes=ROUTES, middleware=middleware, exception_handlers={YieldgateError: failed}, lifespan=threads)
     app.state.location = location
-    app.state.work = Work(limits)
+    app.state.work = work
     app.state.figures = data.FigureCache(app.state.work)
     return app

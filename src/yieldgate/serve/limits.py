@@ -41,6 +41,10 @@ class ServeLimits:
     analyses at once each take twice as long, and every cheap request (a page of runs, a cached plot) waits behind
     both for the interpreter: under 50 clients, small runs' plots computed side by side (each light in steps, so
     the step bound let them all in) held a page of the runs list 1.2 s that takes 0.05 s alone."""
+    requests_at_once: int = 200
+    """Requests answered at once (the server's threads). A request waiting at the gate, or for another request's
+    computation, holds a thread while it waits: with anyio's default of 40, fifty clients left the cheap requests
+    (a page of runs, a cached plot) queued for a thread behind those waiting for a computation."""
     wait_s: float = 5.0
     """How long a request waits for room at the gate before it is answered 503 with Retry-After."""
     cache_bytes: int = 64_000_000
@@ -49,6 +53,8 @@ class ServeLimits:
     def __post_init__(self) -> None:
         if self.steps_at_once < 1:
             raise ValueError(f"steps_at_once must be >= 1, got {self.steps_at_once}")
+        if self.requests_at_once < 1:
+            raise ValueError(f"requests_at_once must be >= 1, got {self.requests_at_once}")
         if self.computations_at_once < 1:
             raise ValueError(f"computations_at_once must be >= 1, got {self.computations_at_once}")
         if not (math.isfinite(self.wait_s) and self.wait_s >= 0):

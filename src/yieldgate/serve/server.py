@@ -67,7 +67,7 @@ class Server:
         stats.t_quantile(0.9, 2)
         warm_up()
 
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on")
         try:
             uvicorn.Server(config).run(sockets=[self.sock])
         finally:
