@@ -144,7 +144,8 @@ reliability-table: $(VENV)/.dev pg-start
 		tests/integration/test_concurrency.py tests/test_security.py tests/test_ingest.py tests/integration/test_distributed.py \
 		tests/integration/test_kill_matrix.py tests/integration/test_campaign_kills.py tests/integration/test_reliability_pg.py tests/test_ledger_pg.py \
 		tests/test_liveness.py tests/test_attribution.py tests/test_serve_limits.py tests/test_ledger_merge.py \
-		tests/test_spills.py tests/test_checksum_fields.py tests/test_own_trainer_input.py tests/test_campaign_failures.py tests/integration/test_orphans.py || status=$$?; .ci/pg stop; \
+		tests/test_spills.py tests/test_checksum_fields.py tests/test_own_trainer_input.py tests/test_campaign_failures.py tests/integration/test_orphans.py \
+		tests/integration/test_ray_nodes.py || status=$$?; .ci/pg stop; \
 		exit $$status
 
 soak: $(VENV)/.dev pg-start
