@@ -11,7 +11,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -307,6 +307,21 @@ class LedgerConnection:
             return self._db.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{self.location}: read failed ({exc})") from None
+
+    def _rows(self, sql: str, params: Sequence[Any] = (), batch: int = 16) -> Generator[tuple[Any, ...], None, None]:
+        """`_query`'s rows a few at a time, so that the caller can let each go before the next come (SQLite reads
+        them as they are asked for, within one statement's snapshot; psycopg has them all already)."""
+        try:
+            cursor = self._db.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"{self.location}: read failed ({exc})") from None
+        try:
+            while rows := cursor.fetchmany(batch):
+                yield from rows
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"{self.location}: read failed ({exc})") from None
+        finally:
+            cursor.close()  # also when the caller stops early (`close()` on this generator): no statement left open
 
 
 def inserted_id(cur: Any) -> int:

@@ -54,6 +54,8 @@ _TAILS_PER_QUERY = 200
 """Extras keys whose tails one query reads (a compound SELECT; SQLite allows 500 parts)."""
 TAIL_MERGE_ROWS = 256
 COMPACT_BLOCKS = 16
+BLOCK_READ_TRIES = 3
+"""Reads of a run's blocks one at a time (`_blocks_streamed`) before they are read all at once."""
 
 
 class StepsMixin(LedgerConnection):
@@ -424,6 +426,61 @@ class StepsMixin(LedgerConnection):
         ).fetchall()
         return dict(found)
 
+    def _blocks_streamed(
+        self, run: str, run_id: int, want: list[str], bound: int
+    ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]] | None:
+        """The steps after `bound` and the `want` columns (values, missing), copied a block at a time, as the query
+        yields them, into arrays sized beforehand: a million steps' blocks held whole beside the columns copied out
+        of them were a second copy of the run (+100 MB at the peak of a run page). None when the blocks grew between
+        the count and the read (a writer appended or merged): the caller reads again."""
+        (count,) = self._query(
+            "SELECT COALESCE(SUM(n), 0) FROM step_blocks WHERE run_id = ? AND last_step > ?", (run_id, bound)
+        )
+        total = int(count[0])
+        steps = np.empty(total, dtype=np.int64)
+        values = {name: (np.empty(total), np.ones(total, dtype=bool)) for name in want}
+        at = 0
+        rows = self._rows(
+            f"SELECT {BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? ORDER BY first_step", (run_id, bound)
+        )
+        try:
+            for row in rows:
+                part = self._checked(run, run_id, None, row, want)
+                n = len(part)
+                if at + n > total:
+                    return None
+                steps[at : at + n] = part.steps
+                for name, (v, m) in part.values.items():
+                    values[name][0][at : at + n] = v
+                    values[name][1][at : at + n] = m
+                at += n
+        finally:
+            rows.close()
+        if at < total:  # a writer merged blocks meanwhile: what the read saw is whole, and shorter
+            steps = steps[:at]
+            values = {name: (v[:at], m[:at]) for name, (v, m) in values.items()}
+        return steps, values
+
+    def _blocks_at_once(
+        self, run: str, run_id: int, want: list[str], bound: int
+    ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """What `_blocks_streamed` reads, all blocks held at once (a snapshot, whatever writers do meanwhile)."""
+        blocks = self._query(
+            f"SELECT {BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? ORDER BY first_step", (run_id, bound)
+        )
+        parts = [self._checked(run, run_id, None, b, want) for b in blocks]
+        steps = np.concatenate([p.steps for p in parts]).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+        values = {}
+        for name in want:
+            vals, miss = np.empty(len(steps)), np.ones(len(steps), dtype=bool)
+            at = 0
+            for p in parts:
+                if name in p.values:
+                    vals[at : at + len(p)], miss[at : at + len(p)] = p.values[name]
+                at += len(p)
+            values[name] = (vals, miss)
+        return steps, values
+
     def steps(
         self, run: str, columns: Sequence[str] | None = None, *, nullable: bool = False, after: int | None = None
     ) -> pd.DataFrame:
@@ -438,29 +495,21 @@ class StepsMixin(LedgerConnection):
         if unknown:
             raise InputError(f"unknown core column {unknown[0]!r}; core columns are {', '.join(STEP_VALUE_COLUMNS)}")
         run_id = self.run_id(run)
-        blocks = self._query(
-            f"SELECT {BLOCK} FROM step_blocks WHERE run_id = ? AND last_step > ? ORDER BY first_step",
-            (run_id, -(2**63) if after is None else int(after)),
-        )
-        parts = [self._checked(run, run_id, None, b, want) for b in blocks]
-        steps = np.concatenate([p.steps for p in parts]) if parts else np.empty(0, dtype=np.int64)
-        out: dict[str, Any] = {"step": steps.astype(np.int64)}
+        bound = -(2**63) if after is None else int(after)
+        read = None
+        for _ in range(BLOCK_READ_TRIES):
+            read = self._blocks_streamed(run, run_id, want, bound)
+            if read is not None:
+                break
+        steps, values = read if read is not None else self._blocks_at_once(run, run_id, want, bound)
+        out: dict[str, Any] = {"step": steps}
         for name in want:
-            vals = np.empty(len(steps))
-            miss = np.ones(len(steps), dtype=bool)
-            at = 0
-            for p in parts:
-                if name in p.values:
-                    v, m = p.values[name]
-                    vals[at : at + len(p)] = v
-                    miss[at : at + len(p)] = m
-                at += len(p)
+            vals, miss = values.pop(name)
             if nullable:
                 out[name] = pd.arrays.FloatingArray(np.where(miss, 0.0, vals), miss)
             else:
                 vals[miss] = np.nan
                 out[name] = vals
-        del parts, blocks  # the decoded blocks, now copied into the columns: not held while the frame is built
         frame = pd.DataFrame(out, copy=False)  # the columns are this call's own arrays: no second copy of a big run
         return frame if after is None else frame[frame["step"] > after].reset_index(drop=True)
 
