@@ -68,7 +68,7 @@ def test_rows_written_between_the_count_and_the_read_are_read_again_not_lost(tmp
                 writer.append_steps("r", {"step": step, "tokens": step * 64.0, "loss": 5.0 / step})
             return out
 
-        reader._query = count_then_write  # type: ignore[method-assign]
+        reader._query = count_then_write
         read = reader.steps("r", ["loss"])
     assert raced == [1000] and read["step"].tolist() == list(range(1, 1101))
     assert np.allclose(read["loss"].dropna(), [5.0 / s for s in range(1, 1101) if s % 7 or s > 1000])
