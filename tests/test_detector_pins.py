@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 
 from yieldgate.analysis.data_detectors import data_exhaustion, duplicated_stream, mixture_drift
 from yieldgate.analysis.detectors import (
@@ -21,6 +22,7 @@ from yieldgate.analysis.detectors import (
     repeat_worth,
     stall,
 )
+from yieldgate.analysis.learning_detectors import early_warnings, schedule, throughput_altered_learning, undertrained
 from yieldgate.manifest import Manifest
 
 
@@ -382,3 +384,196 @@ def test_a_source_drawn_past_its_weight_has_drifted():
         "sampling (a filter or loader change) before its effect reaches the evals",
         "detector": "source_shares",
     }
+
+
+# -- how the run learns ------------------------------------------------------------------------------------------
+
+
+def test_far_below_ten_tokens_per_parameter_is_undertrained():
+    """100,000 tokens on 31,000 parameters: 3.23 per parameter, under 20 / 2; confidence 0.4 + 0.5 (1 - 3.23 x 2 /
+    20) = 0.739. At 10 per parameter exactly, nothing; the parameters may come from the Tracker's model meta."""
+    steps = _steps(101, tokens=np.arange(101) * 1000.0)
+    model = _manifest(model={"name": "m", "params": 31_000})
+    (found,) = undertrained(RunSignals(steps=steps, manifest=model))
+    per_param = 100_000 / 31_000
+    assert found.to_dict() == {
+        "cause": "undertrained",
+        "start_step": 0,
+        "end_step": 100,
+        "confidence": round(0.4 + 0.5 * (1 - per_param * 2 / 20), 3),
+        "severity": "high",
+        "evidence": {"tokens": 100_000.0, "params": 31_000, "tokens_per_param": 3.23},
+        "advice": "3.2 tokens per parameter, far below ~20: train longer or use a smaller model before reading its "
+        "loss as the data's limit",
+        "detector": "tokens_per_param",
+    }
+    assert undertrained(RunSignals(steps=steps, meta={"model": {"params": 10_000}})) == []
+    (meta,) = undertrained(RunSignals(steps=steps, meta={"model": {"params": 10_001}}))
+    assert meta.evidence["params"] == 10_001
+    with pytest.raises(NotRun, match=r"^no parameter count: the manifest gives no model.params"):
+        undertrained(RunSignals(steps=steps))
+
+
+def test_a_batch_check_that_found_learning_altered_is_a_finding_over_the_run():
+    check = {
+        "altered": True,
+        "relative_loss": 0.04,
+        "standard_error": 0.01,
+        "baseline_learning_per_token": 2.0,
+        "candidate_learning_per_token": 1.5,
+        "tokens": 1e6,
+        "other": "not evidence",
+    }
+    (found,) = throughput_altered_learning(RunSignals(steps=_steps(30), meta={"batch_check": check}))
+    assert found.to_dict() == {
+        "cause": "throughput_altered_learning",
+        "start_step": 0,
+        "end_step": 29,
+        "confidence": 0.9,
+        "severity": "high",
+        "evidence": {k: v for k, v in check.items() if k not in ("altered", "other")},
+        "advice": "the throughput change costs learning per token beyond noise: keep the small-batch setting, or "
+        "retune LR for the new batch before trusting its tokens/s",
+        "detector": "batch_check",
+    }
+    assert throughput_altered_learning(RunSignals(steps=_steps(30), meta={"batch_check": {"altered": False}})) == []
+    with pytest.raises(NotRun, match=r"^no small-batch baseline check recorded for this run"):
+        throughput_altered_learning(RunSignals(steps=_steps(30), meta={"batch_check": {"relative_loss": 0.1}}))
+
+
+HEURISTIC = (
+    "a learning signal moving before the validation loss (a falling gradient noise scale, collapsing entropy or "
+    "update ratios, more clipping) is a heuristic early warning, not an established cause; its lead is measured on "
+    "the fault suite by benchmarks/bench_diagnose.py"
+)
+
+
+def test_a_gradient_noise_scale_that_halves_before_the_validation_loss_turns_is_an_early_warning():
+    """The noise scale is 100 to step 59 and 20 after: its second quarter's median 100, its last 20, under half; it
+    first crosses 50 at step 60. The validation loss's best is 1.99 at step 60 and 2.1 at 80 is more than 1% above
+    it: it turned at 80, 20 steps after the signal (confidence 0.45)."""
+    gns = np.where(np.arange(100) < 60, 100.0, 20.0)
+    evals = _evals([("val", "loss", s, v) for s, v in ((0, 3.0), (20, 2.5), (40, 2.0), (60, 1.99), (80, 2.1))])
+    (found,) = early_warnings(RunSignals(steps=_steps(100, **{"signals/gns": gns}), evals=evals))
+    assert found.to_dict() == {
+        "cause": "early_warning",
+        "start_step": 60,
+        "end_step": 99,
+        "confidence": 0.45,
+        "severity": "low",
+        "evidence": {
+            "signal": "gns",
+            "mid_run": 100.0,
+            "last_quarter": 20.0,
+            "val_loss_turned_at": 80,
+            "lead_steps": 20,
+            "heuristic": HEURISTIC,
+        },
+        "advice": "heuristic early warning: gns fell to under half its mid-run level from step 60, 20 steps before "
+        "the validation loss turned; that this signal leads the validation loss is a heuristic, not a verdict: act "
+        "on the validation loss, not on it",
+        "detector": "early_gns",
+    }
+    later = _evals([("val", "loss", s, v) for s, v in ((0, 3.0), (20, 2.5), (40, 2.0), (60, 2.01), (80, 2.015))])
+    (quiet,) = early_warnings(RunSignals(steps=_steps(100, **{"signals/gns": gns}), evals=later))
+    assert (quiet.evidence["val_loss_turned_at"], quiet.evidence["lead_steps"], quiet.confidence) == (None, None, 0.25)
+    assert quiet.advice.startswith(
+        "heuristic early warning: gns fell to under half its mid-run level from step 60; "
+        "the validation loss has not turned; "
+    )
+    halved = np.where(np.arange(100) < 60, 100.0, 50.0)  # half exactly: not under half
+    assert early_warnings(RunSignals(steps=_steps(100, **{"signals/gns": halved}))) == []
+
+
+def test_a_rising_share_of_clipped_steps_is_an_early_warning():
+    """Every step clipped from step 70 of 100: the 20-step clipped share first passes 0.2 at step 74 (5 of 20). The
+    share's series starts at step 9 (10 steps at least); its second quarter (steps 32-54) is 0, its last (78-99) has
+    median (0.95 + 1.0) / 2."""
+    clipped = (np.arange(100) >= 70).astype(float)
+    (found,) = early_warnings(RunSignals(steps=_steps(100, clipped=clipped)))
+    assert (found.detector, found.start_step, found.end_step, found.confidence) == ("early_clipped_share", 74, 99, 0.25)
+    assert found.evidence == {
+        "signal": "clipped_share",
+        "mid_run": 0.0,
+        "last_quarter": pytest.approx(0.975),
+        "val_loss_turned_at": None,
+        "lead_steps": None,
+        "heuristic": HEURISTIC,
+    }
+    assert found.advice.startswith("heuristic early warning: clipped_share rose from step 74; the validation loss")
+    with pytest.raises(
+        NotRun, match=r"^no learning signals recorded \(signals/gns, act_entropy, update_ratio, clipped\)$"
+    ):
+        early_warnings(RunSignals(steps=_steps(100, clipped=clipped)[:39]))
+
+
+def _schedule_run(loss: np.ndarray, **extra: Any) -> RunSignals:
+    """A warmed-up run (only its first step below the peak LR of 1e-3: no missing warm-up) with this loss."""
+    lr = np.full(len(loss), 1e-3)
+    lr[0] = 1e-5
+    return RunSignals(steps=_steps(len(loss), loss=loss, lr=lr, **extra))
+
+
+def _t(values: np.ndarray) -> float:
+    """The least-squares slope's t statistic against the index, as scipy computes it."""
+    fit = scipy_stats.linregress(np.arange(len(values), dtype=float), values)
+    return float(fit.slope / fit.stderr)
+
+
+def test_a_loss_rising_at_the_peak_lr_is_the_lr_too_high():
+    """2.0 + 0.01 per step, +-0.001 alternating: the peak phase (steps 1-99, its first tenth skipped: 10-99) rises
+    from a first quarter's mean of 2.21 (steps 10-32) to a last one's of 2.885 (steps 78-99). The run learned nothing
+    before it (its start, 2.0202, is below 2.21), so the progress ratio is not a number."""
+    steps = np.arange(100)
+    loss = 2.0 + 0.01 * steps + 0.001 * (-1.0) ** steps
+    found = schedule(_schedule_run(loss))
+    assert [(f.detector, f.cause, f.start_step, f.end_step, f.confidence) for f in found] == [
+        ("lr_too_high", "schedule", 10, 99, 0.9)
+    ]
+    ev = dict(found[0].evidence)
+    assert math.isnan(ev.pop("progress_ratio"))
+    assert ev == {
+        "peak_lr": 1e-3,
+        "loss_start": 2.0202,
+        "peak_phase_first_quarter": 2.21,
+        "peak_phase_last_quarter": 2.885,
+        "second_half_slope_t": round(_t(loss[55:]), 2),
+        "diverging": True,
+    }
+    assert found[0].advice == "LR too high: the loss rises at the peak LR; lower the peak LR (try /3-/10)"
+
+
+def test_a_slow_steady_descent_is_the_lr_too_low():
+    """3.0 - 0.001 per step, +-0.0005 alternating, 100 steps: the loss falls 3.1% of its start (2.9981 to a last
+    tenth's 2.9055), under 10%, while its last quarter still falls (t far below -3). A median update ratio under 2e-3
+    raises the confidence from 0.75 to 0.9."""
+    steps = np.arange(100)
+    loss = 3.0 - 0.001 * steps + 0.0005 * (-1.0) ** steps
+    (found,) = schedule(_schedule_run(loss))
+    advice = (
+        "LR too low: the loss falls slowly and steadily, far from where it could be; raise the peak LR (try x3-x10) "
+        "and compare a short probe"
+    )
+    assert found.to_dict() == {
+        "cause": "schedule",
+        "start_step": 0,
+        "end_step": 99,
+        "confidence": 0.75,
+        "severity": "high",
+        "evidence": {
+            "peak_lr": 1e-3,
+            "relative_loss_drop": round((2.9981 - 2.9055) / 2.9981, 4),
+            "tail_slope_t": round(_t(loss[75:]), 2),
+            "update_ratio_median": None,
+        },
+        "advice": advice,
+        "detector": "lr_too_low",
+    }
+    ratios = {"signals/update_ratio/l0": np.full(100, 1e-3), "signals/update_ratio/l1": np.full(100, 3e-3)}
+    (slow,) = schedule(_schedule_run(loss, **ratios))
+    assert (slow.confidence, slow.evidence["update_ratio_median"]) == (0.75, 2e-3)  # the median at the bar: not under
+    low = {"signals/update_ratio/l0": np.full(100, 1e-3)}
+    (lower,) = schedule(_schedule_run(loss, **low))
+    assert (lower.confidence, lower.evidence["update_ratio_median"]) == (0.9, 1e-3)
+    with pytest.raises(NotRun, match=r"^39 steps with a loss: the schedule needs at least 40$"):
+        schedule(_schedule_run(loss[:39]))
