@@ -89,6 +89,15 @@ def concat(parts: list[Rows]) -> Rows:
         [w for p in parts for w in p.where],
         epochs=all(p.epochs for p in parts),
     )
+    if any(p.launch is not None for p in parts):
+        # each file's launches after those of the files before it; a file that marks none goes on the launch before
+        counted: list[np.ndarray] = []
+        last = 0
+        for p in parts:
+            own = p.launch + last + (1 if counted else 0) if p.launch is not None else np.full(len(p), last)
+            counted.append(own)
+            last = int(own.max()) if len(own) else last
+        rows.launch = np.concatenate(counted)
     for n in names:
         rows.values[n] = np.concatenate([p.values.get(n, np.full(len(p), np.nan)) for p in parts])
         rows.present[n] = np.concatenate([p.present.get(n, np.zeros(len(p), dtype=bool)) for p in parts])

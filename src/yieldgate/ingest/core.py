@@ -232,7 +232,7 @@ def map_rows(
 
 def _renamed(rows: Rows, targets: Mapping[str, Target]) -> Rows:
     """`rows` under their targets' keys, in their targets' units (the step column left out)."""
-    canon = Rows(rows.source, rows.step, rows.where)
+    canon = Rows(rows.source, rows.step, rows.where, launch=rows.launch)
     for name, target in targets.items():
         if target.kind == "step":
             continue  # the caller already took the step from it

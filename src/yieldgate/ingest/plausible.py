@@ -8,7 +8,7 @@ nothing). Every import is checked for what no real run shows:
 - **a counter that resets at regular intervals**: the steps go back to the same step again and again (a count within
   an epoch read as the step);
 - **lost work past half the run without the clock restarting**: the restarts would throw away more than half the run,
-  and the clock shows no gap where the job was down;
+  and neither the clock shows a gap where the job was down nor the log marks a new launch (its banner printed again);
 - **tokens that are not monotone**: a cumulative count that falls where the steps do not go back;
 - **a clock that runs backwards**: more than a few falls where the steps do not go back.
 
@@ -79,7 +79,8 @@ def _restarts(rows: Rows, restarts: list[dict[str, Any]], step_field: str | None
 
 
 def _lost(rows: Rows, restarts: list[dict[str, Any]]) -> Implausible | None:
-    if not restarts or any(float(r.get("down_s") or 0.0) > 0 for r in restarts):
+    # a gap in the clock, or a launch the log marks (its banner again), says the job was down and started again
+    if not restarts or any(float(r.get("down_s") or 0.0) > 0 or r.get("launch") for r in restarts):
         return None
     redone = sum(
         max(0, min(int(r["old"]["step"]), int(r.get("redone", r["old"])["step"])) - int(r["resume"]["step"]))

@@ -148,19 +148,23 @@ def _rate(steps: np.ndarray, clock: np.ndarray) -> float | None:
 
 def restarts(rows: Rows, warnings: Warnings) -> None:
     """Find where a run restarted: among the training rows, a step below the step of the row before it in file
-    order. Each becomes a `resume` event body: the last step before (`old`), the checkpoint's step (`resume`: one
-    before the first step logged again; 0 for a new launch, whose first step is the log's first or before it), the
-    furthest step done again (`redone`: where the relaunch got to before
-    its own end or restart, at most `old`), and, read off the log's clock (`wall_s`, before clock resets are offset),
-    `lost_s`, the crashed attempt's time over the steps done again, and `down_s`, the gap to the first line after
-    the restart where the clock ran on through it."""
+    order, or at it where the source marks a new launch between the two (`Rows.launch`). Each becomes a `resume`
+    event body: the last step before (`old`), the checkpoint's step (`resume`: one before the first step logged
+    again; 0 for a new launch, whose first step is the log's first or before it), the furthest step done again
+    (`redone`: where the relaunch got to before its own end or restart, at most `old`), and, read off the log's clock
+    (`wall_s`, before clock resets are offset), `lost_s`, the crashed attempt's time over the steps done again,
+    `down_s`, the gap to the first line after the restart where the clock ran on through it; `launch` where the
+    source marks a new launch there."""
     if len(rows) < 2:
         return
     at = _training_rows(rows)
     steps = rows.step[at]
     clock = rows.values.get("wall_s")
     timed = rows.present.get("wall_s")
-    backs = np.nonzero(steps[1:] < steps[:-1])[0] + 1
+    back = steps[1:] < steps[:-1]
+    if rows.launch is not None:  # a new launch the log marks, at the step the one before stopped at, restarts too
+        back |= (rows.launch[at][1:] != rows.launch[at][:-1]) & (steps[1:] == steps[:-1])
+    backs = np.nonzero(back)[0] + 1
     bounds = np.r_[0, backs, len(steps)]
     for n, i in enumerate(backs.tolist()):
         last, began = i - 1, int(bounds[n])  # the crash's row, and the first row of the attempt it ended
@@ -174,6 +178,8 @@ def restarts(rows: Rows, warnings: Warnings) -> None:
             "resume": {"step": resume},
             "redone": {"step": redone},
         }
+        if rows.launch is not None and rows.launch[at[i]] != rows.launch[at[last]]:
+            body["launch"] = True  # the log marks a new launch here (`textlog.launches`): the job was started again
         if clock is not None and timed is not None and timed[at[last]]:
             lost = _lost_seconds(steps, clock, timed, at, began, i, resume, redone)
             if lost is not None:
@@ -181,11 +187,16 @@ def restarts(rows: Rows, warnings: Warnings) -> None:
             if timed[at[i]] and clock[at[i]] >= clock[at[last]]:
                 body["down_s"] = float(clock[at[i]] - clock[at[last]])
         warnings.restarts.append(body)
+        went = (
+            f"the steps go back from {int(steps[last]):,} to {int(steps[i]):,} (a restart from a checkpoint, or a new "
+            "launch)"
+            if steps[i] < steps[last]
+            else f"a new launch the log marks begins again at step {int(steps[i]):,}"
+        )
         warnings.add(
             "restart",
-            f"{rows.where[at[i]]}: the steps go back from {int(steps[last]):,} to {int(steps[i]):,} (a restart from "
-            f"a checkpoint, or a new launch): recorded as a resume event; the {max(0, redone - resume):,} step(s) "
-            "done again are its lost work in goodput",
+            f"{rows.where[at[i]]}: {went}: recorded as a resume event; the {max(0, redone - resume):,} step(s) done "
+            "again are its lost work in goodput",
         )
 
 

@@ -251,12 +251,13 @@ def _restarts_past_copies(epoch: np.ndarray, count: np.ndarray, copies: np.ndarr
 
 def _sizes(
     outer: _Counter, inner: _Counter, train: np.ndarray, base: int, copies: np.ndarray, source: str
-) -> tuple[np.ndarray, dict[int, dict[int, int]], bool]:
+) -> tuple[np.ndarray, dict[int, dict[int, int]], str]:
     """The attempt of each row with both counters (`_attempts`), the iterations of each epoch each attempt saw (its
-    printed total on that attempt's lines: a relaunch may print another, its loader one batch shorter; else its
-    largest count there), and whether they were printed. Without totals, an epoch's largest count is its size only
-    where its last iteration is logged: where every epoch ends on the logging interval's grid, that cannot be told,
-    and the reading is refused. `copies`: which of the rows with both counters a second writer wrote."""
+    printed total on that attempt's lines: a relaunch may print another, its loader one batch shorter; else, where
+    the next epoch's counts shift the logging grid, the size that shift gives (`_shifted_size`); else its largest
+    count there), and how they were told (`printed`, `shifted`, `largest`). Without totals, an epoch's largest count
+    is its size only where its last iteration is logged: where every epoch ends on the logging interval's grid, that
+    cannot be told, and the reading is refused. `copies`: which of the rows with both counters a second writer wrote."""
     rows = np.nonzero(train)[0]
     epoch = outer.values[rows].astype(np.int64)
     count = inner.values[rows].astype(np.int64)
@@ -272,8 +273,27 @@ def _sizes(
             sizes.setdefault(a, {})[e] = int(known[-1]) if len(known) else int(count[at].max()) + 1 - base
     if not printed:
         runs = [np.unique(count[at]) for at in _last_attempt(epoch, count, copies).values()]
+        k, told = _interval(runs, base), "largest"
+        for a, mine in sizes.items():
+            for e in [e for e in mine if e + 1 in mine]:
+                this, after = (count[(attempt == a) & ~copies & (epoch == n)] for n in (e, e + 1))
+                if k is not None and (shifted := _shifted_size(this, after, k)) is not None:
+                    mine[e], told = shifted, "shifted"
         _refuse_unknown_sizes(outer, inner, runs, base, source, int(outer.values[outer.present].min()))
-    return attempt, sizes, printed
+        return attempt, sizes, told
+    return attempt, sizes, "printed"
+
+
+def _shifted_size(counts: np.ndarray, after: np.ndarray, k: int) -> int | None:
+    """The size of an epoch logged on a cadence that runs on through the epochs (every `k` iterations of the run, not
+    of the epoch: pytorch-CycleGAN prints where its total count is a multiple of the interval): the next epoch's counts
+    sit on another grid, and its first log comes `k` iterations after this epoch's last, so the epoch had `k + last -
+    first` (its counts' last, the next's first) iterations. None where the grid does not shift (a cadence within each
+    epoch, or an epoch a multiple of `k`: its size stays its largest count)."""
+    grids = {int(c) % k for c in counts.tolist()}, {int(c) % k for c in after.tolist()}
+    if k < 2 or len(grids[0]) != 1 or len(grids[1]) != 1 or grids[0] == grids[1] or not 0 < after.min() < k:
+        return None
+    return k + int(counts.max()) - int(after.min())
 
 
 def _starts(sizes: dict[int, dict[int, int]], e0: int) -> dict[int, dict[int, int]]:
@@ -340,7 +360,8 @@ def _nested(outer: _Counter, inner: _Counter, columns: Mapping[str, Column], sou
     e0 = 0 if int(outer.values[outer.present].min()) == 0 else 1
     original = _originals(columns, rows, np.c_[outer.values[rows], inner.values[rows]].astype(np.int64))
     copies = original >= 0
-    attempt, sizes, printed = _sizes(outer, inner, train, base, copies, source)
+    attempt, sizes, told = _sizes(outer, inner, train, base, copies, source)
+    printed = told == "printed"
     epochs = sorted({e for mine in sizes.values() for e in mine})
     if epochs[-1] - epochs[0] > _MAX_EPOCHS:
         raise InputError(f"{source}: {outer.name} spans {epochs[0]}-{epochs[-1]}: not an epoch counter")
@@ -364,7 +385,12 @@ def _nested(outer: _Counter, inner: _Counter, columns: Mapping[str, Column], sou
     sized = f"{next(iter(sizes_seen))}" if len(sizes_seen) == 1 else "each epoch's own count"
     how = (
         f"step = {first} x {sized} + {count}: {count} starts again as {epoch} rises"
-        + (" (an epoch's size: its printed total)" if printed else " (an epoch's size: its largest count)")
+        + {
+            "printed": " (an epoch's size: its printed total)",
+            "shifted": " (an epoch's size: where the next epoch's logs shift the grid, the logging cadence runs on "
+            "through the epochs and the shift gives it; else its largest count)",
+            "largest": " (an epoch's size: its largest count)",
+        }[told]
         + ("; a record with the epoch alone is at its last step" if len(alone) else "")
     )
     return StepReading(step, np.isfinite(step), how, [outer.name, inner.name])

@@ -71,6 +71,9 @@ class Rows:
     epochs: bool = False
     """The steps count epochs, not optimizer steps: a per-epoch table (Keras' CSVLogger, YOLO's results.csv), a
     Keras `model.fit` log."""
+    launch: np.ndarray | None = None
+    """The launch (0, 1, ...) each row belongs to, where the source marks its launches (a banner a text log prints at
+    each start, `textlog.launches`); None where it does not."""
 
     def __len__(self) -> int:
         return len(self.step)
@@ -96,6 +99,7 @@ class Rows:
             {k: v[keep] for k, v in self.values.items()},
             {k: p[keep] for k, p in self.present.items()},
             self.epochs,
+            self.launch[keep] if self.launch is not None else None,
         )
 
 

@@ -33,6 +33,7 @@ from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, metriclog
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, LogFormat, strip_ansi
 from yieldgate.ingest.textlog.facts import batch_tokens, clock, device_count, per_device_throughput
 from yieldgate.ingest.textlog.kv import read_pairs
+from yieldgate.ingest.textlog.launches import launches
 from yieldgate.ingest.textlog.mapped import EVAL_MARK, mapped_format
 from yieldgate.ingest.textlog.trainline import appended_section, training_metrics
 from yieldgate.ingest.types import Rows, Warnings
@@ -327,7 +328,7 @@ def read_textlog(
         read, name, what, fmt = _reader(custom, log_format, lines, path, warnings)
         formats.append(name)
         own = fmt.mapping if fmt is not None and fmt.mapping is not None else None
-        found = _read_file(path, lines, read, what, warnings, user, own)
+        found = _read_file(path, lines, read, what, warnings, user, own, fmt.context if fmt is not None else None)
         devices = devices or device_count(lines, path)
         tokens_per_step = tokens_per_step or batch_tokens(lines, path)
         if found is not None:
@@ -359,10 +360,12 @@ def _read_file(
     warnings: Warnings,
     user: LogMapping,
     own: LogMapping | None = None,
+    context: Callable[[str], object] | None = None,
 ) -> tuple[Rows, float | None, LogMapping] | None:
     """The rows of one file's records, the Unix time of its first timestamped line (None when no line starts
     with a timestamp, or the log has its own) and what its format declares (`_declared`); None when it has no
-    record. Its skipped lines are said in a warning."""
+    record. Its skipped lines are said in a warning; the banner each launch prints marks the launches
+    (`launches`; `context`: the format's reader of lines that say which epoch begins, which are no banner)."""
     records: list[dict[str, str]] = []
     where: list[str] = []
     first_lines: list[int] = []
@@ -383,6 +386,7 @@ def _read_file(
         )
     if not records:
         return None
+    launch = launches(lines, first_lines, used, context)
     frame = pd.DataFrame.from_records(records).fillna("")
     columns = {}
     for col in frame.columns:
@@ -407,13 +411,16 @@ def _read_file(
         )
         columns = {n: (v[placed], p[placed]) for n, (v, p) in columns.items()}
         where = [w for w, keep in zip(where, placed.tolist(), strict=True) if keep]
+        launch = launch[placed] if launch is not None else None
     kept = appended_section(columns, step_name, declared.names, where, warnings)
     if not kept.all():
         columns = {n: (v[kept], p[kept]) for n, (v, p) in columns.items()}
         where = [w for w, keep in zip(where, kept.tolist(), strict=True) if keep]
+        launch = launch[kept] if launch is not None else None
     for name in {*(own.step_columns() if own is not None else ()), EVAL_MARK} - {step_name}:
         columns.pop(name, None)
     rows = rows_from_columns(str(path), columns, where, step_name)
+    rows.launch = launch
     return rows, (stamps[1] if stamps is not None else None), declared
 
 

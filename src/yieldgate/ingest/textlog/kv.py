@@ -91,6 +91,7 @@ _STEP_TIMES = {
     "time_per_step",
 }
 _STEP_KEYS = {"step", "iteration", "iter", "global_step"}
+_PLURAL_COUNTERS = {"iters": "iter", "iterations": "iteration"}  # a count of iterations is the iteration counter
 # Keys whose value is a counter (`stepcount`): the step keys, the epoch, and the names a line of pairs gives them.
 _COUNTER_KEYS = {"step", "iteration", "iter", "global_step", "epoch", "batch"}
 # A progress pair: a count and its total `N/M`, labelled by a counter word before it (`Epoch [3/300]`, `Iter 50/390`,
@@ -122,6 +123,7 @@ def _key(text: str) -> str:
     dropped."""
     text = re.sub(r"\s*\(([^()]*)\)", lambda m: "_" + m.group(1).replace("/", "_per_"), _LEVEL.sub("", text.strip()))
     words = re.sub(r"-+", "_", text.lower()).split()
+    words[-1] = _PLURAL_COUNTERS.get(words[-1], words[-1])  # pytorch-CycleGAN's `(epoch: 3, iters: 200, ...)`
     if words[-2:] == ["global", "step"]:
         return "global_step"
     if words[-1] in _STEP_KEYS and not _NOT_THE_STEP.intersection(words[:-1]):

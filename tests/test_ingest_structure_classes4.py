@@ -1,0 +1,138 @@
+"""Logs read by their structure (issue 45), the fourth set of classes seen in real public logs that were misread or
+refused. Each on a small file written here (no real log), each rule on generated cases (hypothesis), and beside each a
+file that is not the class and is not read as it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from tests.support.ingested import column, imported, write
+from yieldgate.ingest import ImportOptions, import_run
+from yieldgate.ledger import Ledger
+
+_FAST = settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a failure is reported as found, not shrunk for minutes
+)
+
+
+# -- 1. launches appended under a repeated banner; a count within the epoch on a cadence of the whole run -------------
+
+
+@dataclass
+class _Launch:
+    """One launch of a pytorch-CycleGAN-like loop: `size` images an epoch, a line every `every` images of the run."""
+
+    size: int
+    epochs: int
+    every: int = 100
+    last: int | None = None  # the run's count of images at which it stops (its crash), else after its epochs
+
+
+def _cyclegan(launches: list[_Launch], banner_first: bool = True) -> tuple[str, list[dict[int, float]]]:
+    """pytorch-CycleGAN's loss_log.txt: a banner at each launch, then `(epoch: E, iters: I, ...) D_A: ...` where I is
+    the images within the epoch and a line is printed where the run's count is a multiple of `every`; and, per launch,
+    {step (the run's count of images): D_A}."""
+    lines, truth = [], []
+    for n, launch in enumerate(launches):
+        lines.append(f"================ Training Loss (Fri Jun {11 + n} 1{n}:00:07 2021) ================")
+        total, mine = 0, {}
+        for epoch in range(1, launch.epochs + 1):
+            for i in range(1, launch.size + 1):
+                total += 1
+                if launch.last is not None and total > launch.last:
+                    break
+                if total % launch.every == 0:
+                    d_a = round(0.5 / (1 + total / 1000) + 0.001 * n, 3)
+                    lines.append(
+                        f"(epoch: {epoch}, iters: {i}, time: 0.857, data: 0.002) D_A: {d_a:.3f} G_A: 0.660 "
+                        f"cycle_A: 1.700 idt_A: 0.559 D_B: 0.181 G_B: 0.271 cycle_B: 1.211 idt_B: 0.764 "
+                    )
+                    mine[total] = d_a
+        truth.append(mine)
+    if not banner_first:
+        lines = lines[1:]
+    return "\n".join(lines) + "\n", truth
+
+
+def _with_extras(path):
+    """(core steps, {extra key: {step: value}}, warnings) of `path` imported into a new in-memory ledger."""
+    with Ledger(":memory:") as led:
+        (res,) = import_run(led, "auto", [str(path)], ImportOptions(run="r"))
+        long = led.extras("r")
+        extras: dict[str, dict[int, float]] = {}
+        for step, key, value in long[["step", "key", "value"]].itertuples(index=False):
+            extras.setdefault(key, {})[int(step)] = float(value)
+        return led.steps("r"), extras, res.warnings
+
+
+def _restarts(warnings: list[str]) -> list[str]:
+    return [w for w in warnings if "recorded as a resume event" in w]
+
+
+def test_cyclegan_s_loss_log_reads_each_launch_from_its_banner_with_its_components_as_extras(tmp_path):
+    # launches as in the real loss_log.txt: one that logged 5 lines, one that logged once, two that ran on, the last
+    # two epochs of a dataset whose size is not a multiple of the interval
+    launches = [_Launch(2975, 1, last=500), _Launch(2975, 1, last=100), _Launch(2975, 2, last=4000), _Launch(9522, 2)]
+    text, truth = _cyclegan(launches)
+    steps, extras, warnings = _with_extras(write(tmp_path, "loss_log.txt", text))
+    assert len(_restarts(warnings)) == 3  # the launch that logged at the step the one before stopped at included
+    assert any("a new launch the log marks begins again at step 100" in w for w in warnings)
+    stored = extras["imported/d_a"]
+    assert {s: stored[s] for s in truth[-1]} == truth[-1]  # the last launch at the run's own count of images
+    assert max(stored) == 19000  # epoch 2 of 9,522 images, its last line at the run's 19,000th
+    assert steps["loss"].isna().all()  # no invented total of the components
+    assert {"imported/g_a", "imported/cycle_b", "imported/idt_b"} <= set(extras)
+
+
+@pytest.mark.slow
+@_FAST
+@given(
+    sizes=st.lists(st.integers(150, 700).filter(lambda s: s % 50), min_size=1, max_size=3),
+    epochs=st.integers(2, 4),
+    every=st.sampled_from([25, 50]),
+    data=st.data(),
+)
+def test_launches_under_a_banner_are_restarts_and_a_shifted_grid_gives_the_epoch(
+    tmp_path_factory, sizes, epochs, every, data
+):
+    """Whatever the dataset's size (never a multiple of the interval) and the launches, every launch after the first is
+    a restart, and the last one's rows are at the run's count of images (the epochs' sizes told by the shifted grid)."""
+    launches = [_Launch(size, epochs, every) for size in sizes[:-1]] + [_Launch(sizes[-1], epochs, every)]
+    stops = data.draw(st.lists(st.booleans(), min_size=len(launches) - 1, max_size=len(launches) - 1))
+    for launch, stop in zip(launches[:-1], stops, strict=True):
+        launch.last = every if stop else None  # a launch that logged once, at the first logging step
+    text, truth = _cyclegan(launches)
+    _, extras, warnings = _with_extras(write(tmp_path_factory.mktemp("cg"), "loss_log.txt", text))
+    assert len(_restarts(warnings)) == len(launches) - 1
+    stored = extras["imported/d_a"]
+    assert {s: stored[s] for s in truth[-1]} == truth[-1]
+
+
+def test_a_banner_that_comes_again_while_the_step_runs_on_marks_no_restart(tmp_path):
+    """Not the class: a banner printed again where the counters go on (a launch that continues the epochs, as
+    `--continue_train --epoch_count 3` does) is no restart, and the rows stay in order."""
+    first, _ = _cyclegan([_Launch(475, 2)])
+    again = "\n".join(
+        line.replace("(epoch: 1,", "(epoch: 3,").replace("(epoch: 2,", "(epoch: 4,") for line in first.splitlines()
+    )
+    steps, _, warnings = imported(write(tmp_path, "loss_log.txt", first + again.replace("Jun 11", "Jun 12") + "\n"))
+    assert not _restarts(warnings)
+    assert steps["step"].is_monotonic_increasing and len(steps) == len(set(steps["step"]))
+
+
+def test_an_epoch_logged_on_its_own_grid_keeps_its_largest_count(tmp_path):
+    """Not the class: a count logged every 100 within each epoch and at the epoch's last iteration (its own cadence,
+    the grid the same in each epoch) is sized by its largest count, not by a shift."""
+    lines = []
+    for epoch in (1, 2, 3):
+        for i in [*range(100, 476, 100), 475]:
+            lines.append(f"(epoch: {epoch}, iters: {i}, time: 0.1, data: 0.0) loss: {1 / (epoch * 1000 + i):.6f}")
+    steps, _, _ = imported(write(tmp_path, "train.log", "\n".join(lines) + "\n"))
+    assert sorted(column(steps, "loss")) == [e * 475 + i for e in (0, 1, 2) for i in (100, 200, 300, 400, 475)]
