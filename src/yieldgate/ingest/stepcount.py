@@ -491,7 +491,9 @@ def infer_step(columns: MutableMapping[str, Column], source: str) -> StepReading
     outer = _outer(counters) or _companion(columns, counters)
     if outer is None:
         return None
-    others = [c for c in counters if c is not outer and c.label not in _EPOCHS]
+    # a counter never printed on a record with the epoch is not counted within it (WS-DAN's `[0/250]` on its own
+    # lines, the epoch on others): no nesting can be read from the two
+    others = [c for c in counters if c is not outer and c.label not in _EPOCHS and (c.present & outer.present).any()]
     labelled = [c for c in others if c.label in _GLOBALS]
     if labelled:
         return _global(labelled[0], outer, columns)
