@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tests.support.ingested import column, imported, write
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
+from yieldgate.ingest.textlog.kv import read_counted
 from yieldgate.ledger import Ledger
 
 _FAST = settings(
@@ -175,3 +176,40 @@ def test_a_count_within_an_epoch_on_the_epoch_s_record_still_nests(tmp_path):
     lines = [f"epoch: {e} [{i}/50] loss: {1 / (e * 50 + i + 1):.5f}" for e in (1, 2) for i in (10, 20, 30, 40, 50)]
     steps, _, _ = imported(write(tmp_path, "train.log", "\n".join(lines) + "\n"))
     assert sorted(column(steps, "loss")) == [(e - 1) * 50 + i for e in (1, 2) for i in (10, 20, 30, 40, 50)]
+
+
+# -- 3. a count and its total after a name is a progress pair, not the name's value -----------------------------------
+
+
+def test_a_split_s_progress_pair_is_not_a_value(tmp_path):
+    """WS-DAN's (and PyTorch's ImageNet example's) evaluation batches, `Test: [10/242]\\tTime ... Loss ...`: `Test`
+    is no metric of value 10; before, 97 rows of an extra `test` were imported from them."""
+    assert "test" not in (read_counted("Test: [10/242]\tTime 0.646 (0.634)\tLoss 7.5117 (5.1709)") or {})
+    lines = [f"Test: [{i}/242]\tTime 0.6 (0.6)\tLoss 4.9 (5.0)" for i in range(0, 242, 10)]
+    with pytest.raises(InputError):
+        imported(write(tmp_path, "eval.log", "\n".join(lines) + "\n"))
+
+
+_COUNTER_WORDS = {"step", "steps", "iter", "iters", "iteration", "iterations", "it", "epoch", "epochs", "ep", "batch"}
+_COUNTER_WORDS |= {"cost", "loss", "global_step", "completed_step", "num_updates", "up", "upd"}
+
+
+@_FAST
+@given(
+    key=st.from_regex(r"[A-Za-z][a-z_]{0,9}", fullmatch=True).filter(lambda k: k.lower() not in _COUNTER_WORDS),
+    n=st.integers(0, 10**6),
+    total=st.integers(1, 10**6),
+    bracket=st.booleans(),
+    loss=st.floats(0.001, 10.0),
+)
+def test_no_count_of_a_total_is_read_as_a_value(key, n, total, bracket, loss):
+    pair = f"[{n}/{total}]" if bracket else f"{n}/{total}"
+    read = read_counted(f"step: 7 {key}: {pair} loss: {loss:.4f}") or {}
+    assert read.get(key.lower()) is None
+    assert read.get("loss") == pytest.approx(float(f"{loss:.4f}"))
+
+
+def test_a_bracketed_value_and_a_rate_are_still_values():
+    """Not the class: DeepSpeed's `lr=[0.0001]` and a unit after a slash (`tokens/s`) stay values."""
+    assert read_counted("steps: 100 loss: 3.4567 lr=[0.0001]")["lr"] == pytest.approx(1e-4)
+    assert read_counted("step: 3 loss: 2.5 tok/s: 1200")["tokens_per_s"] == 1200

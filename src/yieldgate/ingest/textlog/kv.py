@@ -20,7 +20,7 @@ __all__ = ["context", "progress", "read_block", "read_counted", "read_pairs"]
 # and an optional unit glued to it (`ms`, `%`, `K`, `GiB`). Possessive and bounded, so a try costs at most
 # eight words: a line of prose without a `:` is one pass, not one pass per word. A number that runs on into
 # `:12` or `-05` is a clock or a date (`eta: 0:01:23`, `datetime: 2024-05-01`), and one before `%|` is a
-# tqdm bar's share done: not values.
+# tqdm bar's share done: not values. One before `/N` is a count and its total (`_TOTAL_AFTER`).
 _PAIR = re.compile(
     rf"(?<![\w.-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,7}}+"
     rf"(?: ?\([^()]*\))?)(?P<sep>\s*[:=]\s*)\[?(?P<value>{NUM})\]?(?!%\|)"
@@ -44,6 +44,9 @@ _SPLIT_HEAD = re.compile(
     r"|\[(?P<tag>test|dev|valid|validation|val|eval|evaluation)\]\s*(?=[A-Za-z]))",
     re.IGNORECASE,
 )
+# A count's total after it (`Test: [10/242]`, an evaluation loop's progress): the pair is a counter, the value of
+# no name but a counter's (`STEP: 24/406` is the step).
+_TOTAL_AFTER = re.compile(r"\s*/\s*\d")
 _STEP_OF_TOTAL = re.compile(r"\b(?:iteration|iter|step|steps)\s*[:=]?\s*(?P<step>\d+)\s*/\s*\d+", re.IGNORECASE)
 _LONGEST = 4096  # characters; longer lines are dumps (a config, a tensor), not a step's metrics
 _BLOCK_HEAD = re.compile(r"\[(?:step|batch)=(?P<step>\d+)(?:/\d+)?[^\]]*\]:?\s*$")
@@ -182,6 +185,8 @@ def _pairs(line: str) -> dict[str, float]:
         if m.re is _PAIR and m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
             continue
         key, value, unit = _key(m["key"]), number(m["value"]), m["unit"] or ""
+        if m.re is _PAIR and key not in _COUNTER_KEYS and _TOTAL_AFTER.match(line, m.end("value")):
+            continue
         if m["key"].endswith("."):
             key = _ABBREVIATED.get(key.replace(".", ""), key.replace(".", ""))
         if unit in _MULTIPLIERS:
