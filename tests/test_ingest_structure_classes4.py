@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from tests.support.ingested import column, imported, write
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
+from yieldgate.ingest.textlog.facts import _glog_stamp
 from yieldgate.ingest.textlog.kv import read_counted
 from yieldgate.ledger import Ledger
 
@@ -213,3 +215,51 @@ def test_a_bracketed_value_and_a_rate_are_still_values():
     """Not the class: DeepSpeed's `lr=[0.0001]` and a unit after a slash (`tokens/s`) stay values."""
     assert read_counted("steps: 100 loss: 3.4567 lr=[0.0001]")["lr"] == pytest.approx(1e-4)
     assert read_counted("step: 3 loss: 2.5 tok/s: 1200")["tokens_per_s"] == 1200
+
+
+# -- 4. a timestamp of month and day without a year is the clock ------------------------------------------------------
+
+
+def _d2(seconds: list[int], start: tuple[int, int, int] = (11, 17, 15 * 3600)) -> str:
+    """detectron2's events lines, logging's `[%m/%d %H:%M:%S]` before each."""
+    month, day, base = start
+    lines = []
+    for k, s in enumerate(seconds):
+        t = base + s
+        stamp = f"[{month:02d}/{day + t // 86400:02d} {t // 3600 % 24:02d}:{t // 60 % 60:02d}:{t % 60:02d}]"
+        lines.append(
+            f"{stamp} d2.utils.events INFO:  eta: 1:00:00  iter: {20 * k + 19}  total_loss: {1 / (k + 1):.4f}  "
+            f"time: 0.6826  data_time: 0.0791  lr: 0.0002  max_mem: 11810M"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_detectron2_s_bracketed_month_day_stamps_are_the_clock(tmp_path):
+    steps, _, warnings = imported(write(tmp_path, "log.txt", _d2([0, 14, 27, 41])))
+    assert column(steps, "wall_s") == {19: 0.0, 39: 14.0, 59: 27.0, 79: 41.0}
+    assert column(steps, "step_s") == dict.fromkeys((19, 39, 59, 79), 0.6826)  # the per-iteration time beside them
+
+
+@_FAST
+@given(
+    gaps=st.lists(st.integers(1, 7200), min_size=2, max_size=30),
+    month=st.integers(1, 11),
+    day=st.integers(1, 20),
+    start=st.integers(0, 86399),
+)
+def test_month_day_stamps_give_the_seconds_between_records(tmp_path_factory, gaps, month, day, start):
+    """Whatever the day and time the log starts (within a year: no year is printed), the clock is the seconds since
+    its first record, across midnight and month days."""
+    seconds = np.cumsum([0, *gaps]).tolist()
+    steps, _, _ = imported(write(tmp_path_factory.mktemp("d2"), "log.txt", _d2(seconds, (month, day, start))))
+    assert list(column(steps, "wall_s").values()) == pytest.approx(seconds)
+
+
+def test_a_progress_pair_or_a_dated_stamp_is_not_read_as_a_month_and_day(tmp_path):
+    """Not the class: `[03/30] 12:00:00`-like counts without a time are no stamps, and where a line has a dated stamp
+    the dated stamps are the clock (a year is needed to mix the two)."""
+    assert _glog_stamp("[03/30][50/390] loss: 2.1") is None
+    assert _glog_stamp("03/30 loss: 2.1 time: 12:00:00") is None
+    text = "2024-11-17 15:16:00,000 INFO start\n" + _d2([0, 30])
+    steps, _, _ = imported(write(tmp_path, "log.txt", text))
+    assert "wall_s" not in steps or steps["wall_s"].isna().all() or set(column(steps, "wall_s")) <= {19, 39}

@@ -1,6 +1,7 @@
 """What a text log says once or in passing, beyond each line's values:
 - **Its clock.** A timestamp that starts a record's line (`2024-01-02 10:11:12,345 INFO ...`,
-  `[2024-01-02 10:11:12] iteration 10/...`, `2024-01-02T10:11:12.345Z`) gives the record's `timestamp`,
+  `[2024-01-02 10:11:12] iteration 10/...`, `2024-01-02T10:11:12.345Z`; without a year, glog's `I0317 10:00:13` and
+  detectron2's `[11/17 15:16:42]`, where no line has a dated one) gives the record's `timestamp`,
   seconds since the log's first timestamp (a line's leading one, or Megatron's `[...] datetime: ...` marks
   of its start-up phases: the job's start, setup included), which the mapping reads as `wall_s`. A log's
   own clock (`train_time`, `elapsed`) keeps precedence.
@@ -37,6 +38,9 @@ _US_STAMP = re.compile(r"^\s*(?P<m>\d{2})/(?P<d>\d{2})/(?P<y>\d{4}) (?P<t>\d{2}:
 # absl / glog's `I0317 10:00:13.224641 140234 train.py:123] ...` (MaxText, JAX, TensorFlow): month and day, no
 # year; used only where no line of the log has a dated stamp (a year is needed to mix the two).
 _GLOG = re.compile(r"^\s*[IWEF](?P<m>\d{2})(?P<d>\d{2}) (?P<t>\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)\s")
+# logging's `%m/%d %H:%M:%S`, bare or bracketed (detectron2's and fvcore's `[11/17 15:16:42] d2.utils.events INFO:
+# ...`): month and day, no year, read as glog's is.
+_MONTH_DAY = re.compile(r"^\s*\[?(?P<m>\d{2})/(?P<d>\d{2}) (?P<t>\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)(?![\d:/])")
 _GLOG_YEAR = "2000"  # a leap year, so 0229 reads; only differences between stamps are used
 _MARK = re.compile(r"\bdatetime:\s*(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")  # Megatron's phase marks
 _HEAD_LINES = 5000  # device counts are printed at start-up
@@ -80,8 +84,12 @@ def _stamp(line: str) -> str | None:
 
 
 def _glog_stamp(line: str) -> str | None:
+    """A timestamp of month and day without a year that starts `line` (glog's `I0317 10:00:13.224641`, logging's
+    `[11/17 15:16:42]`), as ISO text in a fixed year."""
     m = _GLOG.match(line) if line[:1] in " \tIWEF" else None
-    return f"{_GLOG_YEAR}-{m['m']}-{m['d']} {m['t']}" if m else None
+    if m is None and line[:1] in " \t[0123456789":
+        m = _MONTH_DAY.match(line)
+    return f"{_GLOG_YEAR}-{m['m']}-{m['d']} {m['t'].replace(',', '.')}" if m else None
 
 
 def _mark(line: str) -> str | None:
