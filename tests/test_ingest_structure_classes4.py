@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.support.ingested import column, imported, write
+from tests.support.ingested import column, evals_at, imported, write
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ingest.textlog.facts import _glog_stamp
@@ -263,3 +263,50 @@ def test_a_progress_pair_or_a_dated_stamp_is_not_read_as_a_month_and_day(tmp_pat
     text = "2024-11-17 15:16:00,000 INFO start\n" + _d2([0, 30])
     steps, _, _ = imported(write(tmp_path, "log.txt", text))
     assert "wall_s" not in steps or steps["wall_s"].isna().all() or set(column(steps, "wall_s")) <= {19, 39}
+
+
+# -- 5. several records of one epoch with no count within it: the steps count epochs ----------------------------------
+
+
+def _per_epoch(means: list[list[float]], accs: list[float] | None = None) -> str:
+    """A loop that prints its running mean loss a few times an epoch beside the epoch alone (`Epoch: 3| train loss:
+    0.41`), and perhaps a validation line after each epoch."""
+    lines = ["Training..."]
+    for e, epoch in enumerate(means, start=1):
+        lines += [f"Epoch: {e}| train loss: {v}" for v in epoch]
+        if accs is not None:
+            lines.append(f"Epoch: {e}| val_acc: {accs[e - 1]}")
+    return "\n".join(lines) + "\n"
+
+
+def test_records_that_print_only_the_epoch_are_read_at_each_epoch_s_last(tmp_path):
+    means = [[0.56, 0.47, 0.42], [0.16, 0.15, 0.14], [0.08, 0.08, 0.07]]
+    steps, evals, warnings = imported(write(tmp_path, "train.log", _per_epoch(means, [0.86, 0.90, 0.93])))
+    assert column(steps, "loss") == {1: 0.42, 2: 0.14, 3: 0.07}
+    assert {s: v for (k, s), v in evals_at(evals).items() if k == "val/acc"} == {1: 0.86, 2: 0.9, 3: 0.93}
+    assert any("records print the epoch and no count within it" in w and "steps count epochs" in w for w in warnings)
+    assert not any("logged again" in w or "second writer" in w for w in warnings)
+
+
+@_FAST
+@given(
+    means=st.lists(
+        st.lists(st.floats(0.001, 9.0).map(lambda v: round(v, 4)), min_size=2, max_size=6), min_size=2, max_size=8
+    )
+)
+def test_each_epoch_is_its_last_record_whatever_the_records_per_epoch(tmp_path_factory, means):
+    steps, _, warnings = imported(write(tmp_path_factory.mktemp("ep"), "train.log", _per_epoch(means)))
+    assert column(steps, "loss") == {e: epoch[-1] for e, epoch in enumerate(means, start=1)}
+    assert sum("steps count epochs" in w for w in warnings) == 1
+
+
+def test_one_record_an_epoch_or_a_count_within_it_is_not_the_class(tmp_path):
+    """Not the class: one line an epoch is read as before (no warning of several), and a count within the epoch
+    (`Epoch: 3| iter: 20| train loss: ...`) nests into steps as before."""
+    steps, _, warnings = imported(write(tmp_path, "one.log", _per_epoch([[0.5], [0.4], [0.3]])))
+    assert column(steps, "loss") == {1: 0.5, 2: 0.4, 3: 0.3}
+    assert not any("no count within it" in w for w in warnings)
+    lines = [f"Epoch: {e}| iter: {i}/10| train loss: {1 / (e * 10 + i):.5f}" for e in (1, 2) for i in (5, 10)]
+    steps, _, warnings = imported(write(tmp_path, "nested.log", "\n".join(lines) + "\n"))
+    assert sorted(column(steps, "loss")) == [5, 10, 15, 20]
+    assert not any("no count within it" in w for w in warnings)

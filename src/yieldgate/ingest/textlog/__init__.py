@@ -31,6 +31,7 @@ from yieldgate.ingest.stepcount import counter_name, counts_only, infer_step, is
 from yieldgate.ingest.tables import numeric_column, rows_from_columns
 from yieldgate.ingest.textlog import fairseq, hf, keras, kv, megatron, metriclogger, openmmlab, tqdm
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, Line, LogFormat, strip_ansi
+from yieldgate.ingest.textlog.epochrecords import last_of_each_epoch
 from yieldgate.ingest.textlog.facts import batch_tokens, clock, device_count, per_device_throughput
 from yieldgate.ingest.textlog.kv import read_pairs
 from yieldgate.ingest.textlog.launches import launches
@@ -401,7 +402,15 @@ def _read_file(
     if stamps is not None and _stamped(columns, own):
         declared.names["timestamp"] = "wall_s"
         warnings.reading.setdefault("clock", "the timestamp each line starts with (seconds since the first)")
+    epoch = columns.get(counter_name("epoch"))
     step_name = _step_of(columns, path, user, own, warnings)
+    by_epoch = (
+        last_of_each_epoch(columns, step_name, epoch, where, warnings) if "step" not in warnings.reading else None
+    )
+    if by_epoch is not None:
+        columns = {n: (v[by_epoch], p[by_epoch]) for n, (v, p) in columns.items()}
+        where = [w for w, keep in zip(where, by_epoch.tolist(), strict=True) if keep]
+        launch = launch[by_epoch] if launch is not None else None
     placed = columns[step_name][1]
     if not placed.all():
         warnings.add(
@@ -421,6 +430,7 @@ def _read_file(
         columns.pop(name, None)
     rows = rows_from_columns(str(path), columns, where, step_name)
     rows.launch = launch
+    rows.epochs = rows.epochs or by_epoch is not None
     return rows, (stamps[1] if stamps is not None else None), declared
 
 
