@@ -310,3 +310,36 @@ def test_one_record_an_epoch_or_a_count_within_it_is_not_the_class(tmp_path):
     steps, _, warnings = imported(write(tmp_path, "nested.log", "\n".join(lines) + "\n"))
     assert sorted(column(steps, "loss")) == [5, 10, 15, 20]
     assert not any("no count within it" in w for w in warnings)
+
+
+# -- 6. a value in a sentence after its counter ------------------------------------------------------------------------
+
+
+def test_a_validation_sentence_after_its_epoch_is_an_evaluation(tmp_path):
+    """`Epoch 1: Val acc is 86.0026%` (a mobilenetv2 liveness repo's train.log): before, no evaluation was read."""
+    text = _per_epoch([[0.5, 0.4], [0.3, 0.2]]) + "Epoch 1: Val acc is 86.0026%\nEpoch 2: Val acc is 90.9464%\n"
+    _, evals, _ = imported(write(tmp_path, "train.log", text))
+    assert evals_at(evals) == {("val/acc_pct", 1): 86.0026, ("val/acc_pct", 2): 90.9464}
+    assert set(evals["higher_is_better"]) == {True}
+
+
+@_FAST
+@given(
+    counter=st.sampled_from(["Epoch", "epoch", "Iteration", "Step"]),
+    n=st.integers(0, 10**6),
+    name=st.sampled_from(["Val acc", "loss", "validation loss", "test accuracy"]),
+    value=st.floats(0.0, 1000.0).map(lambda v: round(v, 4)),
+    sep=st.sampled_from([":", ",", " |", " -"]),
+    pct=st.booleans(),
+)
+def test_counter_first_sentences_read_their_value_and_counter(counter, n, name, value, sep, pct):
+    read = read_counted(f"{counter} {n}{sep} {name} is {value}{'%' if pct else ''}")
+    key = name.lower().replace(" ", "_") + ("_pct" if pct else "")
+    assert read is not None and read[key] == value
+    assert read["step"] == n
+
+
+def test_prose_that_goes_on_after_the_number_is_not_a_value():
+    """Not the class: `Epoch 3: the model is 5 layers deep` states a fact with a number inside a sentence."""
+    assert read_counted("Epoch 3: the model is 5 layers deep") is None
+    assert "model" not in (read_counted("Epoch 3: the model is 5 layers deep, loss: 0.2") or {})

@@ -1,7 +1,8 @@
 """Values a loop prints in a sentence, and evaluation blocks under a titled rule line; read by the `kv` reader.
 
 - **A value in a sentence beside its counter**: `<name> at <counter> <N> is <value>`, `<name> for <counter> <N>:
-  <value>` (Deeplearning4j's ScoreIterationListener: `Score at iteration 100 is 1.3935`; `Loss for epoch 3: 0.41`).
+  <value>` (Deeplearning4j's ScoreIterationListener: `Score at iteration 100 is 1.3935`; `Loss for epoch 3: 0.41`),
+  and the counter first, `<counter> <N>: <name> is <value>` (`Epoch 3: Val acc is 86.0%`).
   The counter is the step (or the epoch, which `stepcount` places), the name the metric.
   A `score` printed so, at a training counter (an iteration, a step, an update, a batch), is the training loss: a
   loop reports the objective it minimises at every iteration; an evaluation's score costs a pass over held-out data
@@ -34,6 +35,15 @@ _SENTENCE = re.compile(
     rf"{_COUNTER}\s*#?(?P<n>\d{{1,12}})\s*(?:is|was|[:=])\s*(?P<value>{NUM})(?![\w.]|[-:]\d)",
     re.IGNORECASE,
 )
+# The counter first: `Epoch 3: Val acc is 86.0%`, `Iteration 100, loss is 2.3` (a name, then `is`/`was`: a `:` after the
+# name is a pair the `kv` reader reads), the value ending the clause. A `%` after the value keeps the number, the name
+# says so (`val_acc_pct`).
+_LEADING = re.compile(
+    rf"(?<![\w./-]){_COUNTER}\s*#?(?P<n>\d{{1,12}})\s*[:,|-]\s*"
+    rf"(?P<name>[A-Za-z_][\w-]{{0,40}}+(?: [A-Za-z_][\w-]{{0,40}}+){{0,2}}) (?:is|was)\s+(?P<value>{NUM})"
+    r"(?P<pct>%)?(?=\s*(?:$|[,;|]))",  # the value ends the clause (`the model is 5 layers deep` is prose)
+    re.IGNORECASE,
+)
 _ARTICLES = {"the", "a", "an", "our", "current", "info", "debug"}
 _PLURAL = {
     "iterations": "iteration",
@@ -55,11 +65,11 @@ def sentence_values(line: str) -> tuple[dict[str, float], list[tuple[int, int]]]
     readers of the line skip."""
     out: dict[str, float] = {}
     spans = []
-    for m in _SENTENCE.finditer(line):
+    for m in [*_SENTENCE.finditer(line), *_LEADING.finditer(line)]:
         words = [w for w in m["name"].lower().split() if w not in _ARTICLES] or [m["name"].lower()]
         counter = m["counter"].lower()
         counter = _PLURAL.get(counter, counter)
-        name = "_".join(re.sub(r"-+", "_", w) for w in words)
+        name = "_".join(re.sub(r"-+", "_", w) for w in words) + ("_pct" if m.re is _LEADING and m["pct"] else "")
         if name == "score" and counter in _TRAINING_COUNTERS:
             name = "loss"
         out.setdefault(name, number(m["value"]))
