@@ -294,13 +294,10 @@ def test_the_yield_per_dollar_rejects_below_its_upper_bound(ledger, decided, tmp
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a reject on price alone blames the next stage's repetition, though nothing is discounted"
-)
 def test_a_reject_on_price_alone_does_not_blame_repetition(ledger, decided, tmp_path):
     """The pilot passes its source 0.1 times (discount 1): a reject on the yield per dollar is the price's, and the
-    rationale says `at pilot's repetition` (gate._rejected reads the undiscounted upper bound against the per-token
-    bar to decide whether repetition is to blame, whatever bar rejected)."""
+    rationale said `at pilot's repetition` (gate._rejected read the undiscounted upper bound against the per-token
+    bar to decide whether repetition is to blame, whatever bar rejected); now each bar is read against itself."""
     d = _gate(ledger, "camp/good", _policy(tmp_path, min_yield_per_usd=100))
     assert d.evidence["supply"]["discount"] == 1.0
     assert "repetition" not in d.rationale

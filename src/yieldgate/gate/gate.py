@@ -373,18 +373,18 @@ def _rejected(draft: Draft, b: Bounds, usd: float | None) -> Decision | None:
     """A reject: even the forecast's optimistic bound is below the threshold (per billion tokens, or per dollar where
     the policy asks); None otherwise."""
     least_usd, fc, nxt = draft.policy.requirements.min_yield_per_usd, draft.evidence["forecast"], draft.next
+    undiscounted = fc["interval"][1]  # the optimistic bound before the next stage's repetition discount
     if b.hi < b.threshold:
         per = f"{b.hi:,.0f} per billion tokens{b.discounted}, below {b.threshold:,.0f}"
+        repetition = undiscounted >= b.threshold
     elif least_usd is not None and usd is not None and b.hi / usd < least_usd:
         per = f"{b.hi / usd:.4g} per dollar, below {least_usd:g}"
+        repetition = undiscounted / usd >= least_usd
     else:
         return None
+    # Repetition is to blame only where the bar that rejected would have passed without the discount.
     turned = fc["capped_by_recent"] and fc["recent"]["yield_per_btok"] < 0
-    why = (
-        " (the loss has turned up)"
-        if turned
-        else (f" at {nxt.name}'s repetition" if fc["interval"][1] >= b.threshold else "")
-    )
+    why = " (the loss has turned up)" if turned else (f" at {nxt.name}'s repetition" if repetition else "")
     return draft.decide(
         "reject",
         f"even the optimistic bound of the forecast yield, {per}: the data is exhausted for this purpose{why}",
