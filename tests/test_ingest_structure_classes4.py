@@ -343,3 +343,33 @@ def test_prose_that_goes_on_after_the_number_is_not_a_value():
     """Not the class: `Epoch 3: the model is 5 layers deep` states a fact with a number inside a sentence."""
     assert read_counted("Epoch 3: the model is 5 layers deep") is None
     assert "model" not in (read_counted("Epoch 3: the model is 5 layers deep, loss: 0.2") or {})
+
+
+# -- 7. a batch's loss is the training loss ----------------------------------------------------------------------------
+
+
+def test_a_batch_loss_is_the_training_loss(tmp_path):
+    """`Epoch 3 - Batch loss: 0.52` (a T5 fine-tuning script's train.log): before, no training loss was read, only an
+    extra `batch_loss`."""
+    text = "".join(f"2025-03-02 05:16:{10 + i:02d},348 - INFO - step {i} - Batch loss: {9 - i:.4f}\n" for i in range(8))
+    steps, _, warnings = imported(write(tmp_path, "train.log", text))
+    assert column(steps, "loss") == {i: 9.0 - i for i in range(8)}
+    assert not any("none of its" in w for w in warnings)
+
+
+@_FAST
+@given(spelling=st.sampled_from(["batch_loss", "Batch loss", "batch-loss", "BATCH_LOSS"]), n=st.integers(2, 20))
+def test_every_spelling_of_a_batch_loss_is_the_loss(tmp_path_factory, spelling, n):
+    text = "".join(f"step: {i} {spelling}: {1 / (i + 1):.5f}\n" for i in range(n))
+    steps, _, _ = imported(write(tmp_path_factory.mktemp("bl"), "train.log", text))
+    assert column(steps, "loss") == {i: round(1 / (i + 1), 5) for i in range(n)}
+
+
+def test_a_validation_batch_loss_or_a_loss_beside_it_is_not_taken(tmp_path):
+    """Not the class: `val_batch_loss` is an evaluation's; where a `loss` is printed too, `loss` keeps the name."""
+    text = "".join(
+        f"step: {i} loss: {2 - i / 10:.2f} batch_loss: {3 - i / 10:.2f} val_batch_loss: 1.5\n" for i in range(4)
+    )
+    steps, evals, _ = imported(write(tmp_path, "train.log", text))
+    assert column(steps, "loss") == {i: round(2 - i / 10, 2) for i in range(4)}
+    assert set(evals_at(evals)) == {("val/batch_loss", i) for i in range(4)}

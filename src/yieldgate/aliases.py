@@ -105,6 +105,7 @@ _CORE_ALIASES = {
         "train/loss_step",
         "reduced_train_loss",
         "trn_loss",
+        "batch_loss",  # the loss of the batch just trained on, printed each step (`Epoch 3 - Batch loss: 0.52`)
         "lm_loss",
         "crossentropyloss",
         "ce_loss",
