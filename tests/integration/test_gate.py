@@ -346,12 +346,12 @@ def test_the_noise_band_is_measured_where_learning_is(tmp_path):
     everything = eval_noise(tokens, values)
     assert report.eval_noise == pytest.approx(learning_noise(tokens, values, steps, data.steps)[0])
     assert everything < 3 * report.eval_noise  # step 0's curvature is followed, not counted as noise
+    # The curve bends where the model leaves its plateau (steps 20-59): its three residuals there (0.045-0.049, the
+    # others under 0.006) are a bend, not noise (`fit._robust_sigma`); read as noise they gave sigma 0.026 and
+    # called 3 of the 10 tranches "within noise", the last three, each gaining 0.05 nats.
+    assert report.eval_noise < 0.01
     within = sum(bool(t.within_noise) for t in report.tranches)
-    if within > 2:  # known since the local cubic (2026-12-07): sigma 0.026 here, where the line gave 0.017
-        pytest.xfail(
-            f"{within} of 10 tranches read within noise: the trained evaluations bend where the schedule turns "
-            "(steps 39-78), which a cubic in log tokens does not follow, and the bend is counted as noise"
-        )
+    assert within <= 2, [(t.start_step, t.end_step, t.within_noise) for t in report.tranches]
     assert any("step 0 and warm-up" in n for n in report.notes)
 
 
