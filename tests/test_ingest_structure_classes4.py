@@ -16,6 +16,7 @@ from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ingest.textlog.facts import _glog_stamp
 from yieldgate.ingest.textlog.kv import read_counted
+from yieldgate.ingest.textlog.prose import names_then_values
 from yieldgate.ledger import Ledger
 
 _FAST = settings(
@@ -373,3 +374,57 @@ def test_a_validation_batch_loss_or_a_loss_beside_it_is_not_taken(tmp_path):
     steps, evals, _ = imported(write(tmp_path, "train.log", text))
     assert column(steps, "loss") == {i: round(2 - i / 10, 2) for i in range(4)}
     assert set(evals_at(evals)) == {("val/batch_loss", i) for i in range(4)}
+
+
+# -- 8. a line of names, then a line of as many values: one row of a table ---------------------------------------------
+
+
+def _copypaste(aps: list[list[float]], names: list[str], task: str | None = "bbox") -> str:
+    """detectron2's log: events lines every 20 iterations, and after each 100 its evaluator's `copypaste:` lines."""
+    lines, k = [], 0
+    for row in aps:
+        for _ in range(5):
+            lines.append(
+                f"[11/17 15:{k // 60:02d}:{k % 60:02d}] d2.utils.events INFO:  iter: {20 * k + 19}  total_loss: 0.5"
+            )
+            k += 1
+        head = f"[11/17 15:{k // 60:02d}:{k % 60:02d}] d2.evaluation.testing INFO: copypaste: "
+        lines += ([head + f"Task: {task}"] if task else []) + [head + ",".join(names), head + ",".join(map(str, row))]
+    return "\n".join(lines) + "\n"
+
+
+def test_detectron2_s_copypaste_rows_are_evaluations_of_their_task(tmp_path):
+    names = ["AP", "AP50", "AP75", "APs", "APm", "APl"]
+    aps = [[3.0706, 6.8876, 2.243, 0.3698, 1.2776, 3.5768], [7.3013, 15.6868, 5.7619, 0.8877, 3.4656, 9.0269]]
+    _, evals, _ = imported(write(tmp_path, "log.txt", _copypaste(aps, names)))
+    got = evals_at(evals)
+    assert {k: v for k, v in got.items() if k[0] == "bbox/AP"} == {("bbox/AP", 99): 3.0706, ("bbox/AP", 199): 7.3013}
+    assert len(got) == 12 and set(evals["higher_is_better"]) == {True}
+
+
+_METRICS = ["AP", "AP50", "AP75", "APs", "APm", "APl", "mIoU", "acc", "f1"]  # names yieldgate knows as evaluations
+
+
+@_FAST
+@given(
+    names=st.lists(st.sampled_from(_METRICS), min_size=2, max_size=8, unique=True),
+    rows=st.integers(1, 4),
+    task=st.sampled_from(["bbox", "segm", "coco"]),
+    data=st.data(),
+)
+def test_every_value_of_a_row_lands_under_its_name_and_task(tmp_path_factory, names, rows, task, data):
+    value = st.floats(0.0, 100.0).map(lambda v: round(v, 4))
+    aps = [data.draw(st.lists(value, min_size=len(names), max_size=len(names))) for _ in range(rows)]
+    _, evals, _ = imported(write(tmp_path_factory.mktemp("cp"), "log.txt", _copypaste(aps, names, task)))
+    want = {(f"{task}/{n}", 100 * r + 99): v for r, row in enumerate(aps) for n, v in zip(names, row, strict=True)}
+    assert evals_at(evals) == want
+
+
+def test_names_and_values_that_do_not_pair_are_not_a_row():
+    """Not the class: a count of values unlike the names', another prefix, or a list of words are no row."""
+    lines = ["x INFO: copypaste: AP,AP50,AP75", "x INFO: copypaste: 1.0,2.0"]
+    assert names_then_values(lines[0], lines, 0) is None
+    lines = ["x INFO: copypaste: AP,AP50", "y WARN: other: 1.0,2.0"]
+    assert names_then_values(lines[0], lines, 0) is None
+    lines = ["classes: cat,dog,bird", "classes: cat,dog,bird"]
+    assert names_then_values(lines[0], lines, 0) is None

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 from yieldgate.ingest.stepcount import counter_name, total_name
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, number, strip_ansi
-from yieldgate.ingest.textlog.prose import eval_block, sentence_values
+from yieldgate.ingest.textlog.prose import eval_block, names_then_values, sentence_values
 
 __all__ = ["context", "progress", "read_block", "read_counted", "read_pairs"]
 
@@ -274,6 +274,8 @@ def read_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, 
         return _arrow_block(line, lines, i)
     if line.lstrip()[:3] in ("===", "---") and (titled := eval_block(line, lines, i)) is not None:
         return titled
+    if (row := names_then_values(line, lines, i)) is not None:
+        return row
     head = _BLOCK_HEAD.search(line) if len(line) <= _LONGEST else None
     if head is None:
         return None

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from yieldgate.ingest.textlog.base import NUM, number
 
-__all__ = ["eval_block", "sentence_values"]
+__all__ = ["eval_block", "names_then_values", "sentence_values"]
 
 # `Score at iteration 100 is 1.3935`, `Loss for epoch 3: 0.41`, `train loss after step 20 = 0.3`: a name of up to
 # three words (letters first), a preposition, a counter word and its whole number, then `is`/`was`/`:`/`=` and the
@@ -105,3 +105,34 @@ def eval_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, 
         values.setdefault(f"val_{name}", number(m["value"]))
         n += 1
     return n, values
+
+
+# A line that ends in two or more names joined by commas, then a line that ends in as many numbers so joined, after the
+# same prefix (its digits aside: a timestamp may tick between them): detectron2's `copypaste: AP,AP50,AP75,APs,APm,APl`
+# then `copypaste: 3.0706,6.8876,2.2430,0.3698,1.2776,3.5768`, a table of one row printed for copying. A `Task: bbox`
+# line just before, with the same prefix, names their task.
+_NAMES = re.compile(r"^(?P<prefix>.*?[:|>]\s*)(?P<names>[A-Za-z][\w@.%-]{0,40}(?:,\s*[A-Za-z][\w@.%-]{0,40})+)\s*$")
+_VALUES = re.compile(rf"^(?P<prefix>.*?[:|>]\s*)(?P<values>(?:{NUM})(?:,\s*(?:{NUM}))+)\s*$")
+_TASK = re.compile(r"^(?P<prefix>.*?[:|>]\s*)Task:\s*(?P<task>[A-Za-z][\w-]{0,40})\s*$")
+
+
+def _masked(prefix: str) -> str:
+    return re.sub(r"\d", "0", prefix)
+
+
+def names_then_values(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, float]] | None:
+    """The names `line` (`lines[i]`) lists and the values the next line lists under the same prefix: (2, {name:
+    value}, each name under the task a `Task: <name>` line before gives it), or None where they are not so."""
+    head = _NAMES.match(line) if "," in line and len(line) < 500 else None
+    if head is None or i + 1 >= len(lines):
+        return None
+    row = _VALUES.match(lines[i + 1].rstrip("\n"))
+    if row is None or _masked(row["prefix"]) != _masked(head["prefix"]):
+        return None
+    names = [n.strip() for n in head["names"].split(",")]
+    values = [number(v.strip()) for v in row["values"].split(",")]
+    if len(names) != len(values) or len(set(names)) != len(names):
+        return None
+    task = _TASK.match(lines[i - 1].rstrip("\n")) if i > 0 else None
+    prefix = f"{task['task']}/" if task is not None and _masked(task["prefix"]) == _masked(head["prefix"]) else ""
+    return 2, {prefix + name: value for name, value in zip(names, values, strict=True)}
