@@ -5,6 +5,7 @@ beside each a file that is not the class and is not read as it."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from tests.support.ingested import column as _column
 from tests.support.ingested import evals_at as _evals
 from tests.support.ingested import imported as _import
 from tests.support.ingested import write as _write
+from yieldgate.errors import InputError
 from yieldgate.ingest.textlog.kv import read_counted
 
 _FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -63,7 +65,8 @@ def test_deeplearning4j_s_score_is_the_loss_and_its_evaluation_blocks_evaluation
     }
 
 
-_NAMES = {"loss": "loss", "train loss": "loss", "score": "loss", "grad norm": "grad_norm", "learning rate": "lr"}
+_NAMES = {"loss": "loss", "train loss": "loss", "score": "loss", "grad norm": "grad_norm"}
+# (The learning rate alone is a setting, no value of training: such a log is refused, the test below.)
 _COUNTERS = st.sampled_from(["iteration", "iter", "step", "update", "batch"])
 
 
@@ -88,6 +91,16 @@ def test_a_value_in_a_sentence_is_at_the_counter_beside_it(
     ]
     steps, _, _ = _import(_write(tmp_path_factory.mktemp("prose"), "log.txt", "".join(lines)))
     assert _column(steps, _NAMES[name]) == {i * interval: v / 1e4 for i, v in enumerate(values)}
+
+
+def test_a_learning_rate_in_sentences_is_read_beside_a_loss_and_alone_is_refused(tmp_path):
+    rates = "".join(f"Learning rate at iteration {i * 10} is {0.001 / (i + 1)}\n" for i in range(4))
+    with pytest.raises(InputError, match=r"only counters and settings were read \(iteration, learning_rate\)"):
+        _import(_write(tmp_path, "alone.txt", rates))
+    losses = "".join(f"Loss at iteration {i * 10} is {2.0 - i / 10}\n" for i in range(4))
+    steps, _, _ = _import(_write(tmp_path, "both.txt", rates + losses))
+    assert _column(steps, "lr") == {i * 10: 0.001 / (i + 1) for i in range(4)}
+    assert _column(steps, "loss") == {i * 10: 2.0 - i / 10 for i in range(4)}
 
 
 def test_a_score_that_is_not_a_loop_s_per_iteration_value_is_not_the_loss(tmp_path):

@@ -434,15 +434,25 @@ def _read_file(
     return rows, (stamps[1] if stamps is not None else None), declared
 
 
+_SETTING = re.compile(r"(?:^|[_/.\s-])(?:lr|learning_?rate|momentum|weight_?decay|wd)(?:\d*|_group_?\d+)$", re.I)
+"""A value the trainer sets rather than measures (the learning rate, momentum, weight decay): `lr`, `base_lr`,
+`optimizer/lr`, `lr_group0`."""
+
+
 def _refuse_counters_alone(columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str]) -> None:
-    """InputError where a file's records hold counters alone (a step, an epoch, a batch), no value of training: a log
-    read so would be imported empty."""
-    counted = counts_only(n for n in columns if n not in ("step", "timestamp", EVAL_MARK))
+    """InputError where a file's records hold counters alone (a step, an epoch, a batch), or counters and settings
+    (a learning rate the trainer prints at each epoch's start), no value of training: a log read so would be
+    imported empty, or as a run of learning rates (an ImageNet-style log whose training lines no reader took
+    imported 80 learning rates and nothing else, exit 0)."""
+    names = [n for n in columns if n not in ("step", "timestamp", EVAL_MARK)]
+    settings = [n for n in names if _SETTING.search(n)]
+    counted = counts_only(n for n in names if n not in settings)
     if counted is not None:
+        what = "counters and settings" if settings else "counters"
         raise InputError(
-            f"{where[0]}: only counters were read ({', '.join(_shown(counted))}) on {len(where):,} line(s), no value "
-            "of training (a loss, a rate, a score): not a training log's values; name them with patterns, or a "
-            "mapping's lines",
+            f"{where[0]}: only {what} were read ({', '.join(_shown(counted) + sorted(settings))}) on {len(where):,} "
+            "line(s), no value of training (a loss, a rate, a score): not a training log's values; name them with "
+            "patterns, or a mapping's lines",
             parameter=("patterns", "map"),
         )
 
