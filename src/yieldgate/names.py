@@ -466,11 +466,12 @@ _NON_NEGATIVE = frozenset({"acc", "accuracy", "precision", "recall", "f1", "iou"
 # Retrieval and embedding evaluators' scores (sentence-transformers, MTEB, BEIR) rise: a correlation of predicted with
 # gold similarity, per similarity function or not (`cosine_spearman`, `spearman_cosine`, `pearson_dot`, `spearman_max`,
 # `spearmanr`), and a ranking score at a cutoff or of a similarity function (`ndcg@10`, `cos_sim-MRR@10`,
-# `map_at_100`, `Recall@10`, `P@1`, `cosine_accuracy`, `hit_rate@5`). A threshold (`cosine_accuracy_threshold`) is
-# no score.
+# `map_at_100`, `Recall@10`, `P@1`, `cosine_accuracy`, `hit_rate@5`; `Prec@1`, the top-1 accuracy as copies of PyTorch's
+# ImageNet example name it). A threshold (`cosine_accuracy_threshold`) is no score.
 _CORRELATIONS = frozenset({"spearman", "spearmanr", "pearson", "pearsonr", "kendall", "kendalltau"})
 _RANKING = frozenset(
-    {"ndcg", "mrr", "map", "ap", "recall", "precision", "accuracy", "acc", "f1", "hit", "hits", "hit_rate", "r", "p"}
+    {"ndcg", "mrr", "map", "ap", "recall", "precision", "prec", "accuracy", "acc", "f1", "hit", "hits", "hit_rate"}
+    | {"r", "p"}
 )
 _SIMILARITY = frozenset(
     {"cosine", "cos", "sim", "cossim", "dot", "product", "euclidean", "manhattan", "max", "ip", "l2"}

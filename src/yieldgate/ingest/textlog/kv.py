@@ -30,11 +30,32 @@ _PAIR = re.compile(
 # ModelTrainer: `epoch 1 - iter 504/5049 - loss 0.84988712 - samples/sec: 9.54 - lr: 0.000005`, `EPOCH 1 done: loss
 # 0.3592 - lr 0.0000050`; Marian's `Ep. 32 : Up. 51000 : Sen. 1,234,567 : Cost 1.89812 : Time 12.3s : L.r. 1.6e-04`):
 # the segment's last words and the number it ends with. Up to four words, letters first.
-_SEGMENT_CUT = re.compile(r"\s+[-|:]\s+")
+# A tab cuts segments too, and a segment may end in its running mean in brackets: the `Name value (mean)` segments of
+# an AverageMeter's printout (PyTorch's ImageNet example and the many scripts that copy its ProgressMeter:
+# `Epoch: [0][10/250]\tTime 1.154 (1.408)\tData 0.371 (0.374)\tLoss 12.6626 (12.3890)\tAcc@1 12.5 (10.3)`, its
+# newer layout padding the numbers, `Time  1.154 ( 1.408)`, `Loss 6.9e+00 (6.9e+00)`). The value is the batch's;
+# the bracketed mean is an average of the values before it, not a metric of its own, and is not read.
+_SEGMENT_CUT = re.compile(r"\s*\t\s*|\s+[-|:]\s+")
 _SPACED = re.compile(
-    rf"(?<![\w./-])(?P<key>[A-Za-z_][\w./-]{{0,99}}+(?: [A-Za-z_][\w./-]{{0,99}}+){{0,3}}+) (?P<value>{NUM})"
-    r"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?\s*$"
+    rf"(?<![\w./@-])(?P<key>[A-Za-z_][\w./@-]{{0,99}}+(?: [A-Za-z_][\w./@-]{{0,99}}+){{0,3}}+) +(?P<value>{NUM})"
+    rf"(?P<unit>%|[A-Za-z]+(?:/[A-Za-z]+)?)?(?P<mean>\s*\(\s*(?:{NUM})\s*\))?\s*$"
 )
+# A meter's `Time` and `Data` beside their running means are the batch's time and its wait for data (the meters
+# `batch_time`, `data_time`), not a clock since the start.
+_METER_NAMES = {"time": "step_s", "data": "data_time", "batch_time": "step_s"}
+# An evaluation loop's progress (`Test: [10/242]`, `Val: [ 50/196]`): its batches' values and running means over the
+# evaluation so far. Its count is not the training step, and its lines are not training records: left out (the
+# loop's result is the summary line after it, `_SUMMARY`). Its running loss is not read as the evaluation's loss:
+# the summary does not print one, and a loop cut short would give a mean of part of the set.
+_EVAL_LOOP = re.compile(
+    r"^\W*(?:test|dev|valid|validation|val|eval|evaluation)\s*:?\s*\[\s*\d+\s*/\s*\d+\s*\]", re.IGNORECASE
+)
+# The summary an evaluation loop ends with, ` * Acc@1 75.312 Acc@5 92.104` (` * Prec@1 ... Prec@5 ...` in older
+# copies): nothing but `Name value` pairs after a star. Its values are evaluations (`val_<name>`) at the training
+# step reached, the record before it; a line with words between the pairs (` * Prec@1   k 49.2 Prec@5 001 78.8`,
+# a variant's qualifier) is not this and is not read.
+_SUMMARY = re.compile(rf"^\s*\*\s+(?P<pairs>(?:[A-Za-z_][\w@.-]* +(?:{NUM})\s*)+)$")
+_SUMMARY_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w@.-]*) +(?P<value>{NUM})")
 # An evaluation line named by its split, after a timestamp or a log level (Flair's `TEST : loss 0.1763 - score
 # 0.9057`, `DEV : loss ...`; Marian's bracketed `[valid] Ep. 42 : Up. 55000 : cross-entropy : 50.2476 : new best`):
 # its values are that split's evaluations, at its own step where it prints one, else at the record before's.
@@ -106,7 +127,11 @@ _PROGRESS = re.compile(
     re.IGNORECASE,
 )
 # An epoch named by a word and a number, without its total (`[ep 3 | it 50/100]`, `epoch 3 loss: 2.3`).
-_EPOCH_WORD = re.compile(r"(?<![\w./-])(?:epoch|ep)\s*[:=]?\s*(?P<n>\d{1,9})(?![\d./:-])", re.IGNORECASE)
+# Bracketed alone before a count (`Epoch: [3][10/250]`: epoch 3, its batch 10 of 250).
+_EPOCH_WORD = re.compile(
+    r"(?<![\w./-])(?:epoch|ep)\s*[:=]?\s*(?:\[\s*(?P<b>\d{1,9})\s*\](?=\s*\[)|(?P<n>\d{1,9})(?![\d./:-]))",
+    re.IGNORECASE,
+)
 # A line that says only which epoch begins (`Epoch 3/10`, ` > EPOCH: 3/100`, `=== Epoch 3 ===`, `[Epoch 3]`): the
 # records after it are of that epoch until the next such line.
 _EPOCH_ONLY = re.compile(
@@ -147,6 +172,10 @@ def read_counted(line: str) -> dict[str, float] | None:
     """`read_pairs` with the line's counters (`#epoch`, `#iter`, `#iter/total`, ... for `stepcount`): its progress
     pairs and its step keys. A line of progress pairs and values but no step key (`[3/300][50/390] loss: 2.3`, an
     evaluation's `Epoch [3/300] val_loss: 2.1`) is read too, its step the counters' to place."""
+    if _EVAL_LOOP.match(line):
+        return None
+    if (summary := _SUMMARY.match(line)) is not None:
+        return {f"val_{_key(m['key'])}": number(m["value"]) for m in _SUMMARY_PAIR.finditer(summary["pairs"])}
     out = _pairs(line)
     if not out:
         return None
@@ -173,6 +202,12 @@ def _matches(line: str) -> Iterator[re.Match[str]]:
         yield from (m for segment in segments if (m := _SPACED.search(segment)) is not None)
 
 
+def _named(m: re.Match[str]) -> str:
+    """A pair's key; a meter's beside its running mean by what it measures (`_METER_NAMES`)."""
+    key = _key(m["key"])
+    return _METER_NAMES.get(key, key) if m.re is _SPACED and m["mean"] is not None else key
+
+
 def _pairs(line: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if len(line) > _LONGEST or _REPR.search(line):
@@ -184,7 +219,7 @@ def _pairs(line: str) -> dict[str, float]:
     for m in _matches(line):
         if m.re is _PAIR and m["sep"] == ":" and m["value"].isdigit() and _NOT_A_KEY.fullmatch(m["key"]):
             continue
-        key, value, unit = _key(m["key"]), number(m["value"]), m["unit"] or ""
+        key, value, unit = _named(m), number(m["value"]), m["unit"] or ""
         if m.re is _PAIR and key not in _COUNTER_KEYS and _TOTAL_AFTER.match(line, m.end("value")):
             continue
         if m["key"].endswith("."):
@@ -240,7 +275,7 @@ def progress(line: str) -> dict[str, float]:
     without a label by its position (`#1`, `#2`); an epoch named without its total (`[ep 3 | it 50/100]`)."""
     out: dict[str, float] = {}
     if (m := _EPOCH_WORD.search(line)) is not None:
-        out[counter_name("epoch")] = float(m["n"])
+        out[counter_name("epoch")] = float(m["n"] if m["n"] is not None else m["b"])
     if "/" not in line:
         return out
     position = 0
