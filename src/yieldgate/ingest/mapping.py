@@ -298,6 +298,11 @@ def mapping_from_doc(where: str, doc: Any) -> LogMapping:
     return out
 
 
+MAX_NESTED_COUNT = 3
+"""The most times a part that repeats without bound may itself be repeated (`(\\d+\\.){3}`): each is one more scan of
+the line nested in the others."""
+
+
 def _bounded_regex(where: str, pattern: str) -> str:
     """`pattern` once it is a regex whose matching time grows at most polynomially with a line's length: a repeat of
     something that can itself repeat (`(a+)+`, `(\\w*\\s?)*`) backtracks exponentially on a line it almost matches (60 s
@@ -311,26 +316,42 @@ def _bounded_regex(where: str, pattern: str) -> str:
     except re.error as exc:
         raise InputError(f"{where}: {pattern!r} is not a regular expression ({exc})", parameter="map") from None
 
+    def unbounded(items: Any) -> bool:
+        """A repeat without bound somewhere in `items` (possessive ones and atomic groups aside)."""
+        for op, arg in items:
+            name = str(op)
+            if name in ("MAX_REPEAT", "MIN_REPEAT") and (arg[1] == _parser.MAXREPEAT or unbounded(arg[2])):
+                return True
+            if (name == "SUBPATTERN" and unbounded(arg[-1])) or (
+                name == "BRANCH" and any(unbounded(b) for b in arg[1])
+            ):
+                return True
+        return False
+
     def repeats(items: Any, inside: bool) -> bool:
-        """A repeat of variable length inside a repeat without bound (`inside`), in `items`."""
+        """Within `items`: a repeat of variable length, or an alternation, inside a repeat without bound (`inside`),
+        or a part that repeats without bound repeated more than `MAX_NESTED_COUNT` times."""
         for op, arg in items:
             name = str(op)
             if name in ("MAX_REPEAT", "MIN_REPEAT"):
                 low, high, body = arg
                 if inside and low != high:
                     return True
+                if high != _parser.MAXREPEAT and high > MAX_NESTED_COUNT and unbounded(body):
+                    return True  # (.*a){12}: as many nested scans as the count, n^12 on a line it almost matches
                 if repeats(body, inside or high == _parser.MAXREPEAT):
                     return True
             elif name == "SUBPATTERN" and repeats(arg[-1], inside):
                 return True
-            elif name == "BRANCH" and any(repeats(branch, inside) for branch in arg[1]):
-                return True
+            elif name == "BRANCH" and (inside or any(repeats(branch, inside) for branch in arg[1])):
+                return True  # (a|aa)+: the ways to split a line among the branches grow exponentially
         return False  # possessive repeats and atomic groups never backtrack into themselves
 
     if repeats(tree, False):
         raise InputError(
-            f"{where}: {pattern!r} repeats a part that itself repeats ((a+)+, (\\w*\\s?)*), which can take minutes "
-            "on one line it almost matches; repeat a single part (a+), or make it possessive ((a+)++)",
+            f"{where}: {pattern!r} repeats a part that itself repeats or chooses ((a+)+, (\\w*\\s?)*, (a|aa)+, "
+            "(.*a){12}), which can take minutes on one line it almost matches; repeat a single part (a+), or make "
+            "the repeat possessive ((a+)++) or the group atomic ((?>a|aa)+)",
             parameter="map",
         )
     return pattern
