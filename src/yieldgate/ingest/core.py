@@ -24,7 +24,7 @@ from yieldgate.ingest.evalsteps import epoch_evals, not_computed
 from yieldgate.ingest.guard import keep_stored, make_room, refuse_live
 from yieldgate.ingest.mapping import none_known, resolve_mapping
 from yieldgate.ingest.timing import energy, per_step_times, wall_from_step_times
-from yieldgate.ingest.tokencount import read_tokens
+from yieldgate.ingest.tokencount import read_samples, read_tokens
 from yieldgate.ingest.types import ImportResult, Mapped, Rows, Warnings
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import MAX_NAME_CHARS, STEP_UNIT, split_eval_key, unsafe_character
@@ -270,6 +270,7 @@ def _count_tokens(
             )
     given = tokens_per_step is not None or tokens_per_sample is not None
     read_tokens(canon, warnings, given=given)  # a tokens column that is not a running count: read, set aside or refused
+    read_samples(canon, warnings)  # a samples column that is not one: set aside
     summed = None if given else _tokens_from_step_counts(canon, rows, targets, warnings)
     if tokens_per_sample is not None:
         _tokens_from_samples(canon, tokens_per_sample)

@@ -15,6 +15,10 @@ Read on one value per step (the last logged, as the ledger keeps it), in step or
 
 Given `tokens_per_step` or `tokens_per_sample`, a column that is not cumulative is kept as `imported/tokens_as_logged`
 and the given count takes its place: the advice every refusal here gives.
+
+A logged `samples` column is the run's cumulative count of samples only where it is one too; one that falls or stays
+the same from step to step (PaddleOCR's `samples: 176`, the samples of the last print window) is kept as
+`imported/samples_as_logged`, said once, never stored as the count (`read_samples`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 from yieldgate.errors import InputError
 from yieldgate.ingest.types import Rows, Warnings
 
-__all__ = ["PER_STEP_FALLS", "read_tokens"]
+__all__ = ["PER_STEP_FALLS", "read_tokens", "read_samples"]
 
 PER_STEP_FALLS = 1 / 3
 """Share of a column's changes that are falls from which (up to 1 - it) the column is read as per-step counts: counts
@@ -36,12 +40,37 @@ _ADVICE = "give tokens_per_step N (or tokens_per_sample) to count the tokens, th
 _GIVEN = ("tokens_per_step", "tokens_per_sample")
 
 
-def _per_step(canon: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(steps in order, the last value logged at each, the row it came from) of the finite logged tokens."""
-    rows = np.nonzero(canon.present["tokens"] & np.isfinite(canon.values["tokens"]))[0]
+def _per_step(canon: Rows, name: str = "tokens") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(steps in order, the last value logged at each, the row it came from) of the finite logged `name`."""
+    rows = np.nonzero(canon.present[name] & np.isfinite(canon.values[name]))[0]
     steps, last = np.unique(canon.step[rows][::-1], return_index=True)
     at = rows[::-1][last]
-    return steps, canon.values["tokens"][at], at
+    return steps, canon.values[name][at], at
+
+
+_SAMPLES_ASIDE = "imported/samples_as_logged"
+
+
+def read_samples(canon: Rows, warnings: Warnings) -> None:
+    """Leave `canon`'s `samples` alone where it is a running count (never falling, rising somewhere); else keep it as
+    `imported/samples_as_logged`, with a warning: the samples of a step or of a print window, stored as the run's
+    count, made a run of 2,100 steps read 160 samples in all."""
+    if "samples" not in canon.values:
+        return
+    steps, values, _ = _per_step(canon, "samples")
+    if len(steps) < 2:
+        return
+    change = np.diff(values)
+    if (change >= 0).all() and (change > 0).any():
+        return
+    shape = "is the same at every step" if not change.any() else f"falls at {int((change < 0).sum())} step(s)"
+    canon.values[_SAMPLES_ASIDE] = canon.values.pop("samples")
+    canon.present[_SAMPLES_ASIDE] = canon.present.pop("samples")
+    warnings.add(
+        "samples",
+        f"{canon.source}: samples {shape}: the samples of a step or of a print window, not a running count; kept as "
+        f"{_SAMPLES_ASIDE}",
+    )
 
 
 def _set_aside(canon: Rows, warnings: Warnings, why: str) -> None:
