@@ -117,6 +117,12 @@ def _table(name: str, data: str | bytes, *extra: str) -> Callable[[Path], list[s
     return lambda tmp: ["import", "table", str(make(tmp)), "--run", "new", *extra]
 
 
+def _regex_map(line: str, pattern: str) -> Callable[[Path], list[str]]:
+    """`import textlog` of a one-line log with a mapping whose `lines` is `pattern`."""
+    log, mapping = _file("train.log", line + "\n"), _file("m.yaml", f"lines: ['{pattern}']\n")
+    return lambda tmp: ["import", "textlog", str(log(tmp)), "--run", "new", "--map", str(mapping(tmp))]
+
+
 def _run_name(name: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["import", "table", str(tmp / "base.csv"), "--run", name]
 
@@ -483,42 +489,18 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
     # Issue #46, item 8: inputs that hung, printed a traceback or were taken silently.
     (
         "text-log mapping whose `lines` regex backtracks exponentially (`(a+)+`: 60 s on a 41-character line)",
-        lambda tmp: [
-            "import",
-            "textlog",
-            str(_file("train.log", "a" * 40 + "b\n")(tmp)),
-            "--run",
-            "new",
-            "--map",
-            str(_file("m.yaml", "lines: ['^(?P<loss>a+)+$']\n")(tmp)),
-        ],
+        _regex_map("a" * 40 + "b", "^(?P<loss>a+)+$"),
         "repeats a part that itself repeats",
     ),
     (
         "text-log mapping whose `lines` regex chooses between overlapping branches inside a repeat (`(a¦aa)+b`, "
         "54 s on a 41-character line)",
-        lambda tmp: [
-            "import",
-            "textlog",
-            str(_file("train.log", "a" * 40 + "\n")(tmp)),
-            "--run",
-            "new",
-            "--map",
-            str(_file("m.yaml", "lines: ['^(?P<loss>(a|aa)+)b$']\n")(tmp)),
-        ],
+        _regex_map("a" * 40, "^(?P<loss>(a|aa)+)b$"),
         "(a|aa)+",
     ),
     (
         "text-log mapping whose `lines` regex repeats a scan 12 times (`(.*a){12}x`: n^12 on a line)",
-        lambda tmp: [
-            "import",
-            "textlog",
-            str(_file("train.log", "a" * 40 + "\n")(tmp)),
-            "--run",
-            "new",
-            "--map",
-            str(_file("m.yaml", "lines: ['^(?P<loss>(.*a){12})x$']\n")(tmp)),
-        ],
+        _regex_map("a" * 40, "^(?P<loss>(.*a){12})x$"),
         "repeats a part that itself repeats or chooses",
     ),
     (

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.ingested import FAST as _FAST
 from tests.support.ingested import column, evals_at, imported, write
 from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
@@ -18,14 +19,6 @@ from yieldgate.ingest.textlog.facts import _glog_stamp
 from yieldgate.ingest.textlog.kv import read_counted
 from yieldgate.ingest.textlog.prose import names_then_values
 from yieldgate.ledger import Ledger
-
-_FAST = settings(
-    max_examples=10,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a failure is reported as found, not shrunk for minutes
-)
-
 
 # -- 1. launches appended under a repeated banner; a count within the epoch on a cadence of the whole run -------------
 

@@ -7,19 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.ingested import FAST as _FAST
 from tests.support.ingested import column, evals_at, imported, write
 from yieldgate.ingest.textlog.kv import read_counted
-
-_FAST = settings(
-    max_examples=10,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a failure is reported as found, not shrunk for minutes
-)
-
 
 # -- 1. tab-separated `Name value (running mean)` segments: PyTorch's ImageNet example and its copies ------------------
 

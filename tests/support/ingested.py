@@ -5,8 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import HealthCheck, Phase, settings
+
 from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ledger import Ledger
+
+FAST = settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a failure is reported as found, not shrunk for minutes
+)
+"""The structure tests' hypothesis settings: few examples (each imports a log), a failure reported unshrunk."""
 
 
 def write(folder: Path, name: str, text: str) -> Path:
