@@ -6,10 +6,12 @@ the count made a run of 2,100 steps read 160 samples in all. One that falls or s
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.ingested import column, write
+from yieldgate.errors import InputError
 from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ledger import Ledger
 
@@ -35,6 +37,9 @@ def test_the_samples_of_a_print_window_are_kept_aside_not_stored_as_the_count(tm
     aside = extras[extras["key"] == "imported/samples_as_logged"]
     assert aside["value"].tolist() == [176.0] + [160.0] * 7
     assert any("samples falls at 1 step(s)" in w and "not a running count" in w for w in warnings)
+    with pytest.raises(InputError, match=r"its samples are no running count \(kept as imported/samples_as_logged\)"):
+        with Ledger(":memory:") as led:
+            import_run(led, "auto", [str(tmp_path / "train.log")], ImportOptions(run="r", tokens_per_sample=512))
 
 
 def test_a_running_count_of_samples_is_stored(tmp_path):

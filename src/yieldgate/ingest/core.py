@@ -24,7 +24,7 @@ from yieldgate.ingest.evalsteps import epoch_evals, not_computed
 from yieldgate.ingest.guard import keep_stored, make_room, refuse_live
 from yieldgate.ingest.mapping import none_known, resolve_mapping
 from yieldgate.ingest.timing import energy, per_step_times, wall_from_step_times
-from yieldgate.ingest.tokencount import read_samples, read_tokens
+from yieldgate.ingest.tokencount import SAMPLES_ASIDE, read_samples, read_tokens
 from yieldgate.ingest.types import ImportResult, Mapped, Rows, Warnings
 from yieldgate.ledger import EvalRecord, Ledger, fold_stderr
 from yieldgate.names import MAX_NAME_CHARS, STEP_UNIT, split_eval_key, unsafe_character
@@ -82,9 +82,14 @@ def _tokens_from_samples(canon: Rows, per_sample: float) -> None:
     if per_sample <= 0:
         raise InputError(f"tokens_per_sample must be > 0, got {per_sample:g}", parameter="tokens_per_sample")
     if "samples" not in canon.values or not canon.present["samples"].any():
+        has = (
+            "its samples are no running count (kept as imported/samples_as_logged)"
+            if SAMPLES_ASIDE in canon.values
+            else "this source has none"
+        )
         raise InputError(
             f"{canon.source}: tokens_per_sample needs logged samples (e.g. Megatron's consumed "
-            "samples) and this source has none; use tokens_per_step N",
+            f"samples) and {has}; use tokens_per_step N",
             parameter=("tokens_per_sample", "tokens_per_step"),
         )
     logged = canon.present["samples"]

@@ -28,7 +28,7 @@ import numpy as np
 from yieldgate.errors import InputError
 from yieldgate.ingest.types import Rows, Warnings
 
-__all__ = ["PER_STEP_FALLS", "read_tokens", "read_samples"]
+__all__ = ["PER_STEP_FALLS", "SAMPLES_ASIDE", "read_tokens", "read_samples"]
 
 PER_STEP_FALLS = 1 / 3
 """Share of a column's changes that are falls from which (up to 1 - it) the column is read as per-step counts: counts
@@ -48,7 +48,7 @@ def _per_step(canon: Rows, name: str = "tokens") -> tuple[np.ndarray, np.ndarray
     return steps, canon.values[name][at], at
 
 
-_SAMPLES_ASIDE = "imported/samples_as_logged"
+SAMPLES_ASIDE = "imported/samples_as_logged"
 
 
 def read_samples(canon: Rows, warnings: Warnings) -> None:
@@ -64,12 +64,12 @@ def read_samples(canon: Rows, warnings: Warnings) -> None:
     if (change >= 0).all() and (change > 0).any():
         return
     shape = "is the same at every step" if not change.any() else f"falls at {int((change < 0).sum())} step(s)"
-    canon.values[_SAMPLES_ASIDE] = canon.values.pop("samples")
-    canon.present[_SAMPLES_ASIDE] = canon.present.pop("samples")
+    canon.values[SAMPLES_ASIDE] = canon.values.pop("samples")
+    canon.present[SAMPLES_ASIDE] = canon.present.pop("samples")
     warnings.add(
         "samples",
         f"{canon.source}: samples {shape}: the samples of a step or of a print window, not a running count; kept as "
-        f"{_SAMPLES_ASIDE}",
+        f"{SAMPLES_ASIDE}",
     )
 
 
