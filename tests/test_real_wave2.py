@@ -140,11 +140,13 @@ def test_a_mapping_file_reads_a_log_no_reader_knows(ledger, tmp_path):
         "evals: {score: higher}\n"
         "times: {spi: per_step, w: data_wait}\n"
     )
-    # The generic reader reads its structure (the epoch and the count within it), but none of its names: extras,
-    # with a warning that says how to name them.
-    (bare,) = import_run(ledger, "textlog", [str(log)], ImportOptions(run="bare"))
+    # The generic reader reads its structure (the epoch and the count within it, a score printed alone as the
+    # evaluation of the step before it), but not the loss's name: an extra, the mapping names it.
+    import_run(ledger, "textlog", [str(log)], ImportOptions(run="bare"))
     assert ledger.extras("bare", ["imported/obj"])["step"].tolist() == [50, 100, 150, 200]
-    assert any("none of its 3 metric name(s) is one yieldgate knows" in w for w in bare.warnings)
+    assert ledger.steps("bare")["loss"].isna().all()
+    bare_evals = ledger.evals("bare")
+    assert list(zip(bare_evals["step"], bare_evals["value"], strict=True)) == [(100, 0.40), (200, 0.55)]
     _, steps, evals = _import(ledger, "textlog", log, "mapped", map=[str(mapping)])
     assert steps["step"].tolist() == [50, 100, 150, 200]  # (epoch - 1) x 100 + iteration
     assert steps["loss"].tolist() == [2.5, 2.0, 1.5, 1.2]

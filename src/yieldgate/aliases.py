@@ -98,6 +98,7 @@ _CORE_ALIASES = {
     "loss": [
         "loss",
         "train_loss",
+        "loss_train",  # the split after the name, as `Loss/train` has it
         "train/loss",
         "training_loss",
         "loss/train",
@@ -241,6 +242,7 @@ _OTHER_ALIASES = {
     # detectron2's accuracy of the training batch's masks, on every training row: not an evaluation
     "mask_rcnn/accuracy": Target("extra", f"{IMPORTED}/mask_rcnn/accuracy"),
     "time/train": Target("core", "wall_s", 3600.0),
+    "time/time_elapsed": Target("core", "wall_s"),  # Stable-Baselines3's logger: seconds since learning began
     "train_time/train": Target("core", "wall_s", 3600.0),
 }
 # Ultralytics YOLO's results.csv scores the validation set under `metrics/`: `metrics/mAP50(B)`,

@@ -433,6 +433,11 @@ _HIGHER_IS_BETTER = frozenset(
         "ndcg",
         "bertscore",
         "score",
+        "fscore",
+        "fmeasure",
+        "f_score",
+        "f_measure",
+        "hmean",  # the harmonic mean of precision and recall, as PaddleOCR's detection metric names its F-score
         # vision: top-k accuracy (timm's `top1`, torchvision's and DeiT's `acc1`), overlap and image quality
         "top1",
         "top5",
@@ -468,6 +473,10 @@ _NON_NEGATIVE = frozenset({"acc", "accuracy", "precision", "recall", "f1", "iou"
 # `spearmanr`), and a ranking score at a cutoff or of a similarity function (`ndcg@10`, `cos_sim-MRR@10`,
 # `map_at_100`, `Recall@10`, `P@1`, `cosine_accuracy`, `hit_rate@5`; `Prec@1`, the top-1 accuracy as copies of PyTorch's
 # ImageNet example name it). A threshold (`cosine_accuracy_threshold`) is no score.
+# A reinforcement-learning agent's reward or return rises (Stable-Baselines3's `eval/mean_reward`, its rollout's
+# `ep_rew_mean`, `episode_return`); its spread over episodes (`std_reward`) says nothing of which way is better.
+_RETURNS = frozenset({"reward", "rewards", "rew", "return", "returns"})
+_SPREADS = frozenset({"std", "stddev", "var", "variance"})
 _CORRELATIONS = frozenset({"spearman", "spearmanr", "pearson", "pearsonr", "kendall", "kendalltau"})
 _RANKING = frozenset(
     {"ndcg", "mrr", "map", "ap", "recall", "precision", "prec", "accuracy", "acc", "f1", "hit", "hits", "hit_rate"}
@@ -537,6 +546,8 @@ def metric_direction(metric: str) -> bool | None:
     if base in _HIGHER_IS_BETTER or base.startswith(("pass@", "rouge", "bleu")) or _VISION_HIGHER.match(base):
         return True
     if retrieval_metric(base):
+        return True
+    if _RETURNS.intersection(tokens := re.split(r"[_/]", base)) and _SPREADS.isdisjoint(tokens):
         return True
     negated = base.removeprefix("negative_").removeprefix("neg_")
     if negated != base and metric_direction(negated) is False:  # sentence-transformers' `negative_mse`

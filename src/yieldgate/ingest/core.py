@@ -143,6 +143,28 @@ def _loss_from_parts(canon: Rows, rows: Rows, targets: Mapping[str, Target], war
     warnings.add("loss", f"{canon.source}: no total training loss logged: loss = {' + '.join(parts)}")
 
 
+# Names of a loss's terms without the word (Gluon's SSD prints `CrossEntropy=..., SmoothL1=...` and no total)
+_TERM_NAMES = frozenset({"crossentropy", "smoothl1", "l1", "l2", "mse", "nll", "bce", "focal", "kl", "kld", "ctc"})
+
+
+def _no_loss_said(canon: Rows, targets: Mapping[str, Target], warnings: Warnings) -> None:
+    """Say where a source has no training loss but values that look like its terms: which are kept as extras, and
+    how to read one as the loss. Their sum is not taken: how the trainer weighs them is not in the log."""
+    if "loss" in canon.values:
+        return
+    terms = [
+        name
+        for name, t in targets.items()
+        if t.kind == "extra" and ("loss" in name.lower() or re.sub(r"[\W_]", "", name.lower()) in _TERM_NAMES)
+    ]
+    if terms:
+        warnings.add(
+            "loss",
+            f"{canon.source}: no training loss: {', '.join(terms[:6])} look like terms of one and are kept as extras "
+            f"(how they are weighed is not logged); where one is the loss, import again with map loss={terms[0]}",
+        )
+
+
 # A count of the tokens one step trained on, logged where no cumulative count is: MaxText's `total_weights` (the
 # step's non-padding target tokens, its metric_logger's line; `learning/total_weights` in its TensorBoard files).
 _STEP_TOKENS = re.compile(r"^(?:learning/)?total_weights$")
@@ -221,6 +243,7 @@ def map_rows(
     not_computed(canon, eval_keys, warnings)
     epoch_evals(canon, eval_keys, warnings)
     _loss_from_parts(canon, rows, targets, warnings)
+    _no_loss_said(canon, targets, warnings)
     _impossible_mfu(canon, warnings)
     summed = _count_tokens(canon, rows, targets, warnings, tokens_per_step, tokens_per_sample)
     before = len(warnings.restarts)

@@ -9,6 +9,10 @@ their keys joined by `/`). Each list is a column and the position in it the row:
 `metrics_epoch_0.json`, `metrics_epoch_1.json`, ..., each holding `epoch`, `training_loss`, `validation_loss`,
 `best_validation_loss` and a cumulative `training_duration` of `H:MM:SS.f`).
 
+**Array**: one JSON list of such objects, one per logging interval (Chainer's LogReport writes `result/log` so:
+`[{"epoch": 1, "iteration": 600, "main/loss": ..., "validation/main/loss": ..., "elapsed_time": ...}, ...]`), is the
+same table as JSON lines of those objects would be; each object names its step.
+
 A **record** is one JSON object whose values are scalars (numbers, text, booleans, null), read as one row; a folder
 of them (or several named on the command line) is one run's table, its rows in the order of the number in their
 names (`metrics_epoch_10.json` after `metrics_epoch_9.json`, whatever the shell's sort). Only the files that share
@@ -42,8 +46,10 @@ __all__ = [
     "is_record",
     "metadata_of",
     "numbered",
+    "read_array",
     "read_columns",
     "read_record",
+    "rows_of",
     "record_files",
 ]
 
@@ -136,6 +142,34 @@ def read_record(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]
         row["epoch"] = str(number)
         warnings.add("records", f"{path.parent}: no step field in the records: the number in each name is its epoch")
     return pd.DataFrame([row]), [str(path)]
+
+
+def rows_of(doc: object) -> list[dict] | None:
+    """The rows of a JSON document in the array shape: a list of two or more objects of scalars, each with a step
+    field of its own (`epoch`, `iteration`, `step`); None for any other document."""
+    if not isinstance(doc, list) or len(doc) < 2:
+        return None
+    for row in doc:
+        if not isinstance(row, dict) or not row or not all(map(_scalar, row.values())):
+            return None
+        if not {str(k).lower() for k in row} & set(STEP_NAMES):
+            return None
+    return doc
+
+
+def read_array(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
+    """A JSON list of step records (`rows_of`) as a table, a row per object, as JSON lines of them would read."""
+    try:
+        doc = parse_json(read_regular(path, "a JSON list of records").decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        doc = None
+    rows = rows_of(doc)
+    if rows is None:
+        raise InputError(f"{path}: not a JSON list of objects of numbers, each with its step; expected step records")
+    keys = dict.fromkeys(str(k) for row in rows for k in row)
+    check_columns(len(keys), str(path))
+    cells = [{str(k): "" if v is None else str(v) for k, v in row.items()} for row in rows]
+    return pd.DataFrame.from_records(cells).fillna(""), [f"{path}: object {i + 1}" for i in range(len(rows))]
 
 
 def _leaves(doc: dict, prefix: str = "") -> dict[str, object]:

@@ -96,6 +96,7 @@ def resolve_mapping(
             f"map ...={missing[0]}: no metric {missing[0]!r} in the source; it has {', '.join(sorted(names)[:20])}",
             parameter="map",
         )
+    known = set(names)
     for name in names:
         if name in overrides:
             out[name] = _target_of(overrides[name])
@@ -106,12 +107,34 @@ def resolve_mapping(
         if name == step_name:
             out[name] = Target("step", "step")
             continue
-        target = guess(name)
+        target = guess(name) if not _training_twin(name, known) else _training_target(name)
         if target.kind != "extra" and (target.key in taken or target.key == "step"):
             target = imported(name)
         out[name] = target
         taken.add(target.key)
     return out
+
+
+# The splits a held-out metric is named under, before the name of what it evaluates (`validation/main/loss`).
+_EVAL_SPLITS = ("validation", "val", "valid", "eval", "evaluation", "test", "dev")
+
+
+def _training_twin(name: str, names: set[str]) -> bool:
+    """True for `main/loss` beside `validation/main/loss`: a namespaced metric that the source also has under an
+    evaluation split is the training side of that metric (Chainer's LogReport names its reporter's values so), not
+    an evaluation of a task named `main`."""
+    return (
+        "/" in name
+        and name.split("/")[0].lower() not in _EVAL_SPLITS
+        and any(f"{split}/{name}" in names for split in _EVAL_SPLITS)
+    )
+
+
+def _training_target(name: str) -> Target:
+    """A training twin's target (`_training_twin`): its metric as the training's (`main/loss` is the loss), else an
+    extra under its own name."""
+    target = guess("train/" + name.rsplit("/", 1)[1])
+    return target if target.kind == "core" else imported(name)
 
 
 def none_known(source: str, targets: Mapping[str, Target], warnings: Warnings) -> None:

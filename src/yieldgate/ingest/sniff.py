@@ -14,7 +14,7 @@ from pathlib import Path
 
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import clip, parse_json
-from yieldgate.ingest.epochfiles import columns_of, has_step, is_record, record_files
+from yieldgate.ingest.epochfiles import columns_of, has_step, is_record, record_files, rows_of
 from yieldgate.util.inputs import check_regular
 
 __all__ = ["SPACES", "delimiter", "describe", "kind_of", "split_fields", "table_format"]
@@ -52,8 +52,9 @@ def _is_object(line: str) -> bool:
 
 def table_format(path: Path) -> str | None:
     """`parquet`, `jsonl` (one JSON object per line, whatever the name), `record` (one JSON object of numbers and
-    text: one row), `columns` (one JSON object of equal-length lists of numbers: one row per position; both
-    `ingest.epochfiles`) or `csv` (`_is_csv`), from the file's content; None for anything else."""
+    text: one row), `columns` (one JSON object of equal-length lists of numbers: one row per position), `array` (a
+    JSON list of objects of numbers, each with its step: one row per object; the three `ingest.epochfiles`) or `csv`
+    (`_is_csv`), from the file's content; None for anything else."""
     with path.open("rb") as f:
         if f.read(4) == b"PAR1":
             return "parquet"
@@ -67,6 +68,8 @@ def table_format(path: Path) -> str | None:
         return "record"
     if lines[0].lstrip().startswith("{") and _columns_shaped(path):
         return "columns"
+    if lines[0].lstrip().startswith("[") and _rows_shaped(path):
+        return "array"
     return "csv" if _is_csv(lines, complete) else None
 
 
@@ -271,6 +274,17 @@ def _columns_shaped(path: Path) -> bool:
     except InputError:
         return False
     return columns_of(doc) is not None and not _lmeval_shaped(doc)
+
+
+def _rows_shaped(path: Path) -> bool:
+    """True when the file is one JSON list of step records (`epochfiles.rows_of`)."""
+    from yieldgate.ingest.clean import read_json
+
+    try:
+        doc = read_json(path, "a JSON file")
+    except InputError:
+        return False
+    return rows_of(doc) is not None
 
 
 def _parses(path: Path) -> bool:

@@ -21,7 +21,7 @@ import pandas as pd
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import check_columns, clip, concat, parse_json, read_lines, unix_seconds
 from yieldgate.ingest.core import pick_step
-from yieldgate.ingest.epochfiles import in_order, is_record, read_columns, read_record, record_files
+from yieldgate.ingest.epochfiles import in_order, is_record, read_array, read_columns, read_record, record_files
 from yieldgate.ingest.mapping import LogMapping, computed_step
 from yieldgate.ingest.sniff import SPACES, delimiter, describe, split_fields, table_format
 from yieldgate.ingest.stepcount import cumulative_beside, infer_step
@@ -336,7 +336,8 @@ def _columns(path: Path, warnings: Warnings) -> tuple[dict[str, tuple[np.ndarray
     fmt = _format_of(path)
     if fmt == "parquet":
         return _read_parquet(path, warnings)
-    reader = {"jsonl": _read_jsonl, "record": read_record, "columns": read_columns}.get(fmt, _read_csv)
+    readers = {"jsonl": _read_jsonl, "record": read_record, "columns": read_columns, "array": read_array}
+    reader = readers.get(fmt, _read_csv)
     frame, where = reader(path, warnings)
     columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in frame.columns:

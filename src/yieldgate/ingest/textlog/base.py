@@ -199,15 +199,18 @@ class LogFormat:
         counters: dict[str, float] = {}  # the counters of the record before (`read`)
         pending: list[tuple[int, dict[str, float]]] = []  # stepless values waiting for the next step (`ahead`)
         seen = _Seen()
+        begun = False  # a line began an epoch after the last record: a stepless block after it is of that epoch
         while i < len(lines):
             line = strip_ansi(lines[i])
             if self.context is not None and (found := self.context(line)) is not None:
-                seen.carried = found
+                seen.carried, begun = found, True
                 i += 1
                 continue
             block = self.blocks(line, lines, i) if self.blocks is not None else None
             if block is not None:
                 n, values = block
+                if "step" not in values and values and begun and "#epoch" in seen.carried:
+                    values["step"] = seen.carried["#epoch"]  # a block of an epoch's values after the line began it
                 if "step" not in values and values and seen.reach is not None:
                     if seen.copied(values):
                         i += n
@@ -226,6 +229,7 @@ class LogFormat:
                 i += 1
                 continue  # the same stepless record again: a second writer's
             if read is not None:
+                begun = False
                 last, counters = read["step"], {k: v for k, v in read.items() if k.startswith("#")}
                 for j, held in pending:
                     yield j, 1, {**held, "step": last}

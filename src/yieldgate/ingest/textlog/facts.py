@@ -27,10 +27,11 @@ __all__ = ["batch_tokens", "clock", "device_count", "per_device_throughput"]
 
 # A date-time at the start of a line, bare or in brackets, after at most two bracketed tags (TorchTitan's
 # `[titan] 2025-01-02 10:11:12,345 - root - INFO - ...`) or Coqui TTS's `--> TIME:` that heads a step's block: ISO
-# with `T` or a space, optional fraction (`.` or logging's `,`) and zone.
+# with `T` or a space, optional fraction (`.` or logging's `,`) and zone; the date's parts split by `-` or by `/`
+# (PaddlePaddle's logger: `[2022/12/09 15:54:51] root INFO: ...`).
 _STAMP = re.compile(
     r"^\s*(?:-->\s*TIME:\s*)?(?:\[[A-Za-z][^\]]{0,40}\]\s*){0,2}\[?"
-    r"(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])"
+    r"(?P<ts>\d{4}(?P<sep>[-/])\d{2}(?P=sep)\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)(?![\d:])"
 )
 # nanotron's `08/31/2024 14:37:31 [INFO|DP=0|PP=0|TP=0]: iteration: 1 / 15 | ...` (month first, as logging's
 # `%m/%d/%Y %H:%M:%S` writes it).
@@ -77,7 +78,7 @@ def _stamp(line: str) -> str | None:
         return None
     text = strip_ansi(line)
     if m := _STAMP.match(text):
-        return m["ts"].replace(",", ".")
+        return m["ts"].replace(",", ".").replace("/", "-")
     if m := _US_STAMP.match(text):
         return f"{m['y']}-{m['m']}-{m['d']} {m['t'].replace(',', '.')}"
     return None

@@ -11,7 +11,8 @@ from collections.abc import Iterator, Sequence
 
 from yieldgate.ingest.stepcount import counter_name, total_name
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, number, strip_ansi
-from yieldgate.ingest.textlog.prose import eval_block, names_then_values, sentence_values
+from yieldgate.ingest.textlog.prose import eval_block, names_then_values, sentence_values, split_table
+from yieldgate.names import metric_direction
 
 __all__ = ["context", "progress", "read_block", "read_counted", "read_pairs"]
 
@@ -60,11 +61,17 @@ _SUMMARY_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w@.-]*) +(?P<value>{NUM})")
 # 0.9057`, `DEV : loss ...`; Marian's bracketed `[valid] Ep. 42 : Up. 55000 : cross-entropy : 50.2476 : new best`):
 # its values are that split's evaluations, at its own step where it prints one, else at the record before's.
 _SPLIT_HEAD = re.compile(
-    r"^[^A-Za-z]*(?:(?:DEBUG|INFO|WARN|WARNING)\b[^A-Za-z]*)?"
+    r"^[^A-Za-z]*(?:(?:[\w.]{1,40}\s+)?(?:DEBUG|INFO|WARN|WARNING)\b[^A-Za-z]*)?"
     r"(?:(?P<split>test|dev|valid|validation|val|eval|evaluation)\s*[:|]\s+(?=[A-Za-z])"
-    r"|\[(?P<tag>test|dev|valid|validation|val|eval|evaluation)\]\s*(?=[A-Za-z]))",
+    r"|\[(?P<tag>test|dev|valid|validation|val|eval|evaluation)\]\s*(?=[A-Za-z[]))",
     re.IGNORECASE,
 )
+# A batch of an evaluation loop counted within it, after its split's tag (PaddleClas' `[Eval][Epoch 2][Iter: 20/25]`):
+# its values are the batch's, not the evaluation's (the `[Avg]` line after the loop has those), nor a training step's.
+_IN_LOOP = re.compile(r"\b(?:iter|iteration|step|batch)s?\s*[:=]?\s*\d+\s*/\s*\d+", re.IGNORECASE)
+# A training line of an epoch's means, tagged so (PaddleClas' `[Train][Epoch 2/400][Avg]`): its values are kept
+# apart from the batches' (`epoch_avg_<name>`).
+_AVERAGED = re.compile(r"\[(?:avg|average|mean)\]", re.IGNORECASE)
 # A count's total after it (`Test: [10/242]`, an evaluation loop's progress): the pair is a counter, the value of
 # no name but a counter's (`STEP: 24/406` is the step).
 _TOTAL_AFTER = re.compile(r"\s*/\s*\d")
@@ -77,6 +84,8 @@ _NOT_A_KEY = re.compile(r"[\w-]+\.[\w.]+|[\w.-]+-\d+|__\w+__")
 # `Namespace(lr=0.001, steps=...)`, `TrainConfig(step=0, ...)`: an object's repr is a configuration
 _REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
 _TAGS = re.compile(r"\[[^\[\]|]*\|[^\[\]]*\]")  # `[INFO|DP=0|PP=0|TP=0]`: the logger's tags, not metrics
+# `train_net.py[line:177]`: the line a message was logged from (logging's `%(filename)s[line:%(lineno)d]`), no value
+_LOCATION = re.compile(r"\[\s*(?:line|lineno)\s*[:=]\s*\d+\s*\]", re.IGNORECASE)
 _STEP_WORD = re.compile(r"\b(?:step|iter|iteration)\s+(?P<step>\d+)\b", re.IGNORECASE)
 # A key abbreviated with a dot (Marian's `Ep.`, `Up.`, `L.r.`), by what it abbreviates; another keeps its letters.
 _ABBREVIATED = {"ep": "epoch", "up": "step", "upd": "step", "it": "step", "iter": "step", "lr": "lr"}
@@ -137,12 +146,21 @@ _EPOCH_WORD = re.compile(
 _EPOCH_ONLY = re.compile(
     r"^[\W_]*(?:epoch|ep)\W*[:=]?\s*\[?(?P<n>\d{1,9})(?:\s*/\s*(?P<total>\d{1,9}))?\]?[\W_]*$", re.I
 )
+# What a logger writes before a message: a timestamp, the level and the logger's name, each cut by ` - ` or `: `
+# (Python logging's `%(asctime)s - %(levelname)s - %(name)s - %(message)s`), or a bracketed timestamp alone
+# (`[2022-06-26 21:43:24,027]Epoch: 0001`).
+_MESSAGE = re.compile(
+    r"^(?:.*?\b(?:DEBUG|INFO|WARN|WARNING)\b(?:\s*[-:|]\s*[\w.]+)?\s*[-:|]\s+|\s*\[[\d/:,. T-]{8,40}\]\s*)"
+)
 # A step word after an evaluation word (TorchTitan's `validate step:  1  loss: 12.2079  tps: 7,599`): the line
 # holds an evaluation's values at that step, not the training step's.
 _EVAL_STEP = re.compile(r"\b(?:validate|validation|eval|evaluation)\s+step\s*[:=]", re.IGNORECASE)
 # Words before a step key that make it a bound or a setting, not the step (`max iteration: 5000`).
 _NOT_THE_STEP = {"max", "maximum", "total", "num", "number", "warmup"}
 _LEVEL = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\s+")  # the logger's, before the message
+# An evaluation's own speed beside its scores (`fps`, `ips`, `speed`): no score, not read from a line of scores.
+_EVAL_SPEEDS = {"fps", "ips", "speed", "samples_per_sec", "samples_per_second", "it_per_s"}
+_BEST = re.compile(r"\bbest\b", re.IGNORECASE)
 
 
 def _key(text: str) -> str:
@@ -181,16 +199,40 @@ def read_counted(line: str) -> dict[str, float] | None:
         return None
     split = _SPLIT_HEAD.match(line)
     if split is not None:
+        if _IN_LOOP.search(line, split.end()):
+            return None
         name = (split["split"] or split["tag"]).lower()
-        out = {k if k in _COUNTER_KEYS else f"{name}_{k}": v for k, v in out.items()}
+        # a best-so-far beside the split's values (PaddleClas' `[Eval][Epoch 2][best metric: 0.0051]`) is an earlier
+        # evaluation again, not one of this step
+        out = {k if k in _COUNTER_KEYS else f"{name}_{k}": v for k, v in out.items() if not k.startswith("best")}
+        if not out:
+            return None
         if out.keys().isdisjoint(_COUNTER_KEYS):  # no step of its own: the record before's (`LogFormat.read`)
             return out
+    if _AVERAGED.search(line):  # the epoch's means (`[Train][Epoch 2/400][Avg]loss: 6.9`): no batch's values
+        out = {k if k in _COUNTER_KEYS else f"epoch_avg_{k}": v for k, v in out.items()}
     counters = progress(line)
     counters.update(
         (counter_name(k), v) for k, v in out.items() if k in _COUNTER_KEYS and counter_name(k) not in counters
     )
     found = _stepped(line, out, counters)
+    if found is None and not counters:
+        return _scores_alone(line, out)
     return {**found, **counters} if found is not None else None
+
+
+def _scores_alone(line: str, pairs: dict[str, float]) -> dict[str, float] | None:
+    """The values of a line of scores and nothing else, with no step (CSRA's `mAP: 0.936` after `Test on Epoch 3`,
+    PaddleOCR's `cur metric, precision: 0.84, recall: 0.94, hmean: 0.88, fps: 0.56`): an evaluation's, at the step
+    of the record before (`LogFormat.read`). Scores are the metrics that rise (`metric_direction`), beside at most
+    the evaluation's speed; a loss or a name of unknown direction makes it no such line (a training value printed
+    apart is not an evaluation), and so does a best-so-far (`best metric, hmean: ...`: an evaluation again)."""
+    scores = {k: v for k, v in pairs.items() if k not in _EVAL_SPEEDS}
+    if not scores or _BEST.search(line) or any(k.startswith("train") for k in scores):
+        return None
+    if not all(metric_direction(k) is True for k in scores):
+        return None
+    return {f"val_{k}": v for k, v in scores.items()}
 
 
 def _matches(line: str) -> Iterator[re.Match[str]]:
@@ -212,7 +254,7 @@ def _pairs(line: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if len(line) > _LONGEST or _REPR.search(line):
         return out
-    line = _TAGS.sub(" ", line)
+    line = _LOCATION.sub(" ", _TAGS.sub(" ", line))
     said, spans = sentence_values(line) if " " in line else ({}, [])
     for start, end in spans:  # a sentence's words are not pairs of their own (`... iteration 100 is 1.39`)
         line = line[:start] + " " * (end - start) + line[end:]
@@ -292,8 +334,10 @@ def progress(line: str) -> dict[str, float]:
 
 
 def context(line: str) -> dict[str, float] | None:
-    """The epoch a line that says only which epoch begins gives the records after it (`#epoch`, `#epoch/total`)."""
-    m = _EPOCH_ONLY.match(line) if len(line) < 80 else None
+    """The epoch a line that says only which epoch begins gives the records after it (`#epoch`, `#epoch/total`); the
+    line bare or as a logger's message (`2022-09-19 20:28:43,879 - INFO - allennlp.training.trainer - Epoch 0/9`)."""
+    message = _MESSAGE.sub("", line, count=1) if len(line) < 200 else line
+    m = _EPOCH_ONLY.match(message) if len(message) < 80 else None
     if m is None:
         return None
     out = {counter_name("epoch"): float(m["n"])}
@@ -311,6 +355,8 @@ def read_block(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, 
         return titled
     if (row := names_then_values(line, lines, i)) is not None:
         return row
+    if (table := split_table(line, lines, i)) is not None:
+        return table
     head = _BLOCK_HEAD.search(line) if len(line) <= _LONGEST else None
     if head is None:
         return None

@@ -15,6 +15,10 @@
   (` Accuracy:        0.6318`): each value an evaluation (`val_<name>`) at the step of the record before. A line
   counting things (` # of classes:    5`) is no metric. A titled rule that names no evaluation (`=== Training
   Summary ===`, `=== Confusion Matrix ===`) heads no block.
+- **A table of splits**: a head naming two or more splits between bars (AllenNLP's trainer after each epoch:
+  `Training |  Validation`), then a row per metric under the same prefix, `loss | 0.510 | 0.543` (`N/A` where a split
+  has none): the training column's values are the training's, the others evaluations (`val_<name>`, `test_<name>`).
+  Its step is the epoch a line said began (`Epoch 0/9`), else the record before's.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Sequence
 
 from yieldgate.ingest.textlog.base import NUM, number
 
-__all__ = ["eval_block", "names_then_values", "sentence_values"]
+__all__ = ["eval_block", "names_then_values", "sentence_values", "split_table"]
 
 # `Score at iteration 100 is 1.3935`, `Loss for epoch 3: 0.41`, `train loss after step 20 = 0.3`: a name of up to
 # three words (letters first), a preposition, a counter word and its whole number, then `is`/`was`/`:`/`=` and the
@@ -136,3 +140,37 @@ def names_then_values(line: str, lines: Sequence[str], i: int) -> tuple[int, dic
     task = _TASK.match(lines[i - 1].rstrip("\n")) if i > 0 else None
     prefix = f"{task['task']}/" if task is not None and _masked(task["prefix"]) == _masked(head["prefix"]) else ""
     return 2, {prefix + name: value for name, value in zip(names, values, strict=True)}
+
+
+# A table of splits: its head's split names between bars, then `name | value | value` rows (`N/A` where none).
+_SPLIT_NAMES = {"training": "", "train": "", "validation": "val_", "valid": "val_", "val": "val_", "dev": "val_"}
+_SPLIT_NAMES |= {"test": "test_", "eval": "val_", "evaluation": "val_"}
+_SPLIT_HEAD = re.compile(r"^(?P<prefix>.*?[-:|>\]]\s+)?(?P<splits>[A-Za-z]{3,10}(?:\s*\|\s*[A-Za-z]{3,10})+)\s*$")
+_SPLIT_ROW = re.compile(
+    rf"^(?P<prefix>.*?[-:|>\]]\s+)?(?P<name>[A-Za-z_][\w@.-]{{0,60}})\s*(?P<cells>(?:\|\s*(?:{NUM}|N/A)\s*)+)$"
+)
+
+
+def split_table(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str, float]] | None:
+    """The table of splits `line` (`lines[i]`) heads (see the module's notes): (lines it took, values), no step; None
+    where the line heads none."""
+    head = _SPLIT_HEAD.match(line) if "|" in line and len(line) < 300 else None
+    if head is None:
+        return None
+    splits = [w.strip().lower() for w in head["splits"].split("|")]
+    if not all(w in _SPLIT_NAMES for w in splits) or len(set(splits)) != len(splits):
+        return None
+    values: dict[str, float] = {}
+    n = 1
+    while i + n < len(lines) and (row := _SPLIT_ROW.match(lines[i + n].rstrip("\n"))) is not None:
+        if _masked((row["prefix"] or "").rstrip()) != _masked((head["prefix"] or "").rstrip()):
+            break
+        cells = [c.strip() for c in row["cells"].split("|")[1:]]
+        if len(cells) != len(splits):
+            break
+        name = row["name"].lower()
+        for split, cell in zip(splits, cells, strict=True):
+            if cell != "N/A":
+                values.setdefault(_SPLIT_NAMES[split] + name, number(cell))
+        n += 1
+    return (n, values) if n > 1 else None
