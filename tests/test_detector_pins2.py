@@ -1,0 +1,348 @@
+"""Second pass of the pins on the code that decides (issue #44 item 11): the gate's evidence functions and the
+plateau test, each answer compared whole against values worked out by hand from the small records built here (each
+test says how). Mutation testing (`make mutation-sample`) found their messages, boundaries and roundings read by no
+test: a change to them passed the fast tier."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yieldgate.analysis.compare import RunData
+from yieldgate.analysis.plateau import Plateau, plateau
+from yieldgate.errors import InputError
+from yieldgate.gate import evidence
+from yieldgate.gate.policy import parse_policy
+from yieldgate.manifest import Manifest
+from yieldgate.util.hashing import content_hash
+
+
+def _manifest(**sections: Any) -> Manifest:
+    return Manifest.model_validate(sections)
+
+
+def _policy(prices: dict[str, float] | None = None, **requirements: Any) -> Any:
+    data: dict[str, Any] = {
+        "name": "p",
+        "version": 1,
+        "stages": [
+            {"name": "s1", "tokens": 1000, "compute_share": 0.1},
+            {"name": "s2", "tokens": 2000, "compute_share": 0.9},
+        ],
+        "requirements": {"min_yield_per_btok": 1.0, **requirements},
+    }
+    if prices is not None:
+        data["prices"] = prices
+    return parse_policy(data)
+
+
+def _run(name: str, steps: dict[str, list[float]] | None = None, manifest: Manifest | None = None) -> RunData:
+    evals = pd.DataFrame(columns=["task", "metric", "step", "value", "higher_is_better"])
+    return RunData(name=name, steps=pd.DataFrame(steps or {"step": [0]}), evals=evals, manifest=manifest)
+
+
+# -- budgets and the workflow ----------------------------------------------------------------------------------
+
+
+def test_budgets_group_runs_within_two_percent_of_each_group_s_first_budget():
+    """a's probe says 1000 tokens; b has no probe and reached 1020 (1000 * 1.02: the same budget, `<=`); c reached
+    1021, past 1020 measured from the group's first budget: a budget of its own. d's probe has no tokens and e's
+    probe is not a mapping: both read the tokens they reached."""
+    tokens = {"a": 5.0, "b": 1020.0, "c": 1021.0, "d": 2000.0, "e": 2040.0}
+    metas: dict[str, dict[str, Any]] = {
+        "e": {"probe": "x"},
+        "d": {"probe": {"tokens": None}},
+        "c": {},
+        "b": {"probe": None},
+        "a": {"probe": {"tokens": 1000}},
+    }
+    assert evidence.budgets(tokens, metas) == [(1000.0, ["a", "b"]), (1021.0, ["c"]), (2000.0, ["d", "e"])]
+
+
+@pytest.mark.parametrize("reached", [{"a": 1.0}, {"a": 1.0, "b": 0.0}, {"a": 1.0, "b": math.nan}])
+def test_a_run_without_tokens_is_refused_by_name(reached):
+    """b reached no tokens (absent, 0, NaN): the gate cannot place it on a budget."""
+    with pytest.raises(InputError) as err:
+        evidence.budgets(reached, {"a": {}, "b": {}})
+    assert str(err.value) == "run 'b' has recorded no tokens: the gate needs the tokens each run reached"
+
+
+def test_the_workflow_leaves_out_what_resolved_on_a_seed_s_split():
+    """The sources' unique and accepted tokens, the data's accepted tokens and the tokenizer's hash and bytes per
+    token are left out; the seed and hardware are not workflow sections at all."""
+    sections = {
+        "seed": 3,
+        "hardware": {"device_count": 2},
+        "model": {"name": "m", "params": 100},
+        "data": {
+            "accepted_tokens": 5,
+            "sources": [{"name": "a", "weight": 1.0, "unique_tokens": 10, "accepted_tokens": 3}],
+            "tokenizer": {"name": "t", "content_hash": "x", "bytes_per_token": 4.0, "vocab_size": 50},
+        },
+    }
+    m = _manifest(**sections)
+    got = evidence.workflow(m)
+    assert set(got) == {"data", "model", "optimisation"}
+    assert got["optimisation"] is None
+    assert got["model"]["params"] == 100
+    assert got["data"]["sources"] == [{"name": "a", "weight": 1.0, "path": None, "domain": None, "shuffled_share": 0.0}]
+    assert got["data"]["tokenizer"] == {"name": "t", "vocab_size": 50}
+    assert "accepted_tokens" not in got["data"]
+    # Another seed's split resolves to other counts: the same workflow, the same digest.
+    other = {**sections, "seed": 4, "data": {**sections["data"], "accepted_tokens": 7}}
+    other["data"]["sources"] = [{"name": "a", "weight": 1.0, "unique_tokens": 11, "accepted_tokens": 4}]
+    other["data"]["tokenizer"] = {**sections["data"]["tokenizer"], "content_hash": "y", "bytes_per_token": 3.0}
+    assert evidence.workflow(_manifest(**other)) == got
+    assert evidence.workflow_digest(m) == content_hash(got, spaced=True)
+    assert evidence.workflow_digest(m) != content_hash(got)
+    assert evidence.workflow(None) == {}
+    assert evidence.workflow_digest(None) is None
+
+
+def test_manifest_fields_leave_out_the_resolution_fields_and_keep_the_sections_asked():
+    a = _manifest(seed=1, hardware={"device_count": 2}, model={"name": "m", "params": 100})
+    b = _manifest(seed=2, hardware={"device_count": 4}, model={"name": "m", "params": 200})
+    a.data = b.data = None
+    assert evidence.manifest_fields(a, b) == ["hardware.device_count", "model.params"]
+    assert evidence.manifest_fields(a, b, ("model",)) == ["model.params"]
+    assert evidence.manifest_fields(a, b, ("hardware", "library_versions")) == ["hardware.device_count"]
+    c = _manifest(data={"sources": [{"name": "s", "weight": 1.0, "unique_tokens": 10}]})
+    d = _manifest(data={"sources": [{"name": "s", "weight": 1.0, "unique_tokens": 20}]})
+    assert evidence.manifest_fields(c, d) == []
+
+
+# -- open faults -----------------------------------------------------------------------------------------------
+
+
+def test_open_faults_are_the_blocking_causes_above_the_confidence_whole():
+    """The default bar is 0.3: a finding at 0.3 is a note, one at 0.31 blocks, one without a confidence counts as
+    certain; a data cause does not block unless asked."""
+    findings = [
+        {"run": "r1", "cause": "schedule", "confidence": 0.3, "start_step": 1, "end_step": 2},
+        {
+            "run": "r1",
+            "cause": "schedule",
+            "confidence": 0.31,
+            "start_step": 3,
+            "end_step": 4,
+            "event": 7,
+            "detector": "schedule",
+            "advice": "lower it",
+        },
+        {"run": "r2", "cause": "infrastructure_stall", "start_step": 5},
+        {"run": "r2", "cause": "data_exhaustion", "confidence": 0.9, "start_step": 6, "end_step": 8},
+    ]
+    policy = _policy()
+    assert evidence.open_faults(findings, policy) == [
+        {"event": 7, "run": "r1", "cause": "schedule", "detector": "schedule", "confidence": 0.31,
+         "steps": [3, 4], "advice": "lower it"},
+        {"event": None, "run": "r2", "cause": "infrastructure_stall", "detector": None, "confidence": None,
+         "steps": [5, None], "advice": ""},
+    ]  # fmt: skip
+    assert [f["cause"] for f in evidence.open_faults(findings, policy, ["data_exhaustion"])] == ["data_exhaustion"]
+    strict = _policy(diagnosis_confidence=0.9)
+    assert [f["cause"] for f in evidence.open_faults(findings, strict)] == ["infrastructure_stall"]
+
+
+# -- throughput, cost and a stage's price ----------------------------------------------------------------------
+
+
+def test_tokens_per_s_is_the_last_logged_tokens_over_the_last_wall_time():
+    """The last row has no wall time: the row before it decides (2000 tokens in 2 s)."""
+    run = _run("r", {"step": [0, 1, 2], "tokens": [1000.0, 2000.0, 3000.0], "wall_s": [1.0, 2.0, math.nan]})
+    assert evidence.tokens_per_s(run) == 1000.0
+    assert evidence.tokens_per_s(_run("r", {"step": [0], "tokens": [5.0]})) is None
+    assert evidence.tokens_per_s(_run("r", {"step": [0], "wall_s": [5.0]})) is None
+    assert evidence.tokens_per_s(_run("r", {"step": [0, 1], "tokens": [5.0, 6.0], "wall_s": [0.0, 0.0]})) is None
+    assert evidence.tokens_per_s(_run("r", {"step": [0], "tokens": [math.nan], "wall_s": [1.0]})) is None
+
+
+def _timed(name: str, tps: float = 1000.0, manifest: Manifest | None = None, **extra: list[float]) -> RunData:
+    return _run(name, {"step": [0, 1], "tokens": [0.0, 2 * tps], "wall_s": [0.0, 2.0], **extra}, manifest)
+
+
+def test_the_cost_of_a_billion_tokens_reads_the_manifests_price_and_the_runs_rate():
+    """Runs at 1000 and 3000 tokens/s (mean 2000) on 2 devices at $1.5 and 1 device at $4 (mean $3.5 an hour of
+    the run): 1e9 / 2000 s = 138.9 h, at $3.5: $486.1."""
+    hw = {"a": _manifest(hardware={"device_count": 2, "price_per_device_hour": 1.5}),
+          "b": _manifest(hardware={"price_per_device_hour": 4.0})}  # fmt: skip
+    runs = [_timed("a", 1000.0), _timed("b", 3000.0)]
+    usd, how = evidence.cost_per_btok(runs, hw)
+    assert usd == pytest.approx(1e9 / 2000 / 3600 * 3.5)
+    assert how == "2,000 tokens/s at $3.5 per hour"
+    no_price = "no price: set hardware.price_per_device_hour in the manifests"
+    assert evidence.cost_per_btok(runs, {}) == (None, no_price)
+    assert evidence.cost_per_btok(runs, {**hw, "b": _manifest(hardware={})}) == (None, no_price)
+    assert evidence.cost_per_btok(runs, {**hw, "b": None}) == (None, no_price)
+    untimed = [runs[0], _run("b")]
+    assert evidence.cost_per_btok(untimed, hw) == (None, "no wall-clock time recorded: tokens/s unknown")
+
+
+def test_throughput_is_the_mean_rate_and_the_most_devices_any_run_names():
+    runs = [_timed("a", 1000.0, _manifest(hardware={"device_count": 2})), _timed("b", 2000.0), _timed("c", 3000.0)]
+    metas = {"b": {"devices": {"count": 4}}}
+    assert evidence.throughput(runs, metas) == (2000.0, 4)
+    assert evidence.throughput(runs[2:], {}) == (3000.0, 1)
+    assert evidence.throughput([runs[0], _run("d")], metas) == (None, 2)
+    assert evidence.throughput([], {}) == (None, 1)
+
+
+def test_the_hourly_price_is_the_policy_s_else_the_manifests_mean():
+    priced = [_run("a", manifest=_manifest(hardware={"price_per_device_hour": 2.0})),
+              _run("b", manifest=_manifest(hardware={"price_per_device_hour": 3.0})),
+              _run("c")]  # fmt: skip
+    assert evidence.hourly_price(priced, _policy(prices={"per_device_hour": 9.0})) == 9.0
+    assert evidence.hourly_price(priced, _policy(prices={"per_kwh": 0.2})) == 2.5
+    assert evidence.hourly_price(priced, _policy()) == 2.5
+    unpriced = [*priced, _run("d", manifest=_manifest(hardware={}))]
+    assert evidence.hourly_price(unpriced, _policy()) is None
+    assert evidence.hourly_price([_run("c")], _policy()) is None
+
+
+def test_a_stage_is_priced_in_device_hours_dollars_and_energy():
+    """3.6e6 tokens at 1000 tokens/s on 2 devices: 1 h of wall time, 2 device-hours, at $5: $10. The runs spent
+    1000 J over 2000 tokens (from their first logged row: 100 J at 0 tokens): 0.5 J a token, 1.8e6 J = 0.5 kWh,
+    at $0.2 a kWh: $0.1."""
+    energy = {"energy_j": [100.0, 1100.0]}
+    runs = [_timed("a", 1000.0, _manifest(hardware={"device_count": 2}), **energy), _timed("b", 1000.0, **energy)]
+    policy = _policy(prices={"per_device_hour": 5.0, "per_kwh": 0.2})
+    assert evidence.stage_price(runs, {}, 3.6e6, policy) == {
+        "tokens": 3.6e6,
+        "tokens_per_s": 1000.0,
+        "devices": 2,
+        "device_hours": 2.0,
+        "usd": 10.0,
+        "usd_per_device_hour": 5.0,
+        "kwh": pytest.approx(0.5),
+        "energy_usd": pytest.approx(0.1),
+        "missing": {},
+    }
+    no_kwh_price = evidence.stage_price(runs, {}, 3.6e6, _policy(prices={"per_device_hour": 5.0}))
+    assert no_kwh_price["kwh"] == pytest.approx(0.5)
+    assert no_kwh_price["energy_usd"] is None
+    assert no_kwh_price["missing"] == {}
+    assert evidence.stage_price([_run("c")], {}, 3.6e6, _policy()) == {
+        "tokens": 3.6e6,
+        "tokens_per_s": None,
+        "devices": 1,
+        "device_hours": None,
+        "usd": None,
+        "usd_per_device_hour": None,
+        "kwh": None,
+        "energy_usd": None,
+        "missing": {
+            "device_hours": "no wall-clock time recorded: tokens/s unknown",
+            "usd": "no price: set prices.per_device_hour in the policy or hardware.price_per_device_hour",
+            "kwh": "no energy recorded (energy_j) by the runs",
+        },
+    }
+    # Timed and priced, but one run recorded no energy: no kWh, and only that is missing.
+    mixed = evidence.stage_price([runs[0], _timed("b", 1000.0)], {}, 3.6e6, policy)
+    assert (mixed["usd"], mixed["kwh"], mixed["energy_usd"]) == (10.0, None, None)
+    assert mixed["missing"] == {"kwh": "no energy recorded (energy_j) by the runs"}
+    assert evidence.stage_price([], {}, 3.6e6, policy)["missing"]["kwh"] == "no energy recorded (energy_j) by the runs"
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        ({"tokens": [0.0, 2000.0], "energy_j": [100.0, 1100.0]}, 0.5),
+        ({"tokens": [1000.0, 2000.0], "energy_j": [100.0, 100.0]}, 0.0),  # no energy spent: 0 J a token
+        ({"tokens": [1000.0, 1000.0], "energy_j": [100.0, 200.0]}, None),  # no tokens between the rows
+        ({"tokens": [0.0, 2000.0], "energy_j": [200.0, 100.0]}, None),  # a counter that went back
+        ({"tokens": [0.0, 0.0], "energy_j": [0.0, 100.0]}, None),
+        ({"tokens": [math.nan, math.nan], "energy_j": [1.0, 2.0]}, None),
+        ({"tokens": [0.0, 2000.0]}, None),
+        ({"energy_j": [0.0, 2000.0]}, None),
+    ],
+)
+def test_joules_per_token_are_the_energy_over_the_tokens_between_the_first_and_last_rows(steps, expected):
+    run = _run("r", {"step": [0, 1], **steps})
+    assert evidence._joules_per_token(run) == expected
+
+
+# -- regressions -----------------------------------------------------------------------------------------------
+
+
+def test_regressions_are_the_final_value_against_the_best_per_task_mean_over_runs():
+    """arc/acc (higher is better) peaks at 0.5 and ends at 0.4 in one run (0.1 worse) and ends at its best in the
+    other (0): mean 0.05. hard/web reads its bpb alone (its loss is not read): lowest 1.0, last 1.3: 0.3 in the one
+    run that has it. The validation tasks are not regressions; a task evaluated once has no best to fall from."""
+    rows_a = [
+        ("arc", "acc", 1, 0.3, True), ("arc", "acc", 2, 0.5, True), ("arc", "acc", 3, 0.4, True),
+        ("hard/web", "bpb", 1, 1.2, False), ("hard/web", "bpb", 2, 1.0, False), ("hard/web", "bpb", 3, 1.3, False),
+        ("hard/web", "loss", 1, 1.0, False), ("hard/web", "loss", 3, 9.0, False),
+        ("val", "loss", 1, 2.0, False), ("val", "loss", 2, 3.0, False),
+        ("val/web", "loss", 1, 2.0, False), ("val/web", "loss", 2, 3.0, False),
+        ("once", "acc", 1, 0.5, True),
+    ]  # fmt: skip
+    rows_b = [("arc", "acc", 3, 0.6, True), ("arc", "acc", 1, 0.2, True), ("mmlu", "acc", 1, 0.3, True),
+              ("mmlu", "acc", 2, 0.25, True), ("mmlu", "f1", 1, 0.5, True), ("mmlu", "f1", 2, 0.5, True)]  # fmt: skip
+    cols = ["task", "metric", "step", "value", "higher_is_better"]
+
+    def run(name: str, rows: list[tuple[Any, ...]]) -> RunData:
+        return RunData(name=name, steps=pd.DataFrame({"step": [0]}), evals=pd.DataFrame(rows, columns=cols))
+
+    got = evidence.regressions([run("a", rows_a), run("b", rows_b)])
+    assert list(got) == ["arc/acc", "hard/web/bpb", "mmlu/acc", "mmlu/f1"]
+    assert got == {
+        "arc/acc": pytest.approx(0.05),
+        "hard/web/bpb": pytest.approx(0.3),
+        "mmlu/acc": pytest.approx(0.05),
+        "mmlu/f1": 0.0,
+    }
+
+
+# -- the mixture's one line ------------------------------------------------------------------------------------
+
+
+def test_a_mixture_s_small_sources_are_summed_into_others():
+    """d at 0.01 is shown (at the bar); c and e (0.006 + 0.004) are summed; the shown ones go heaviest first."""
+    mixture = {"b": 0.37, "c": 0.006, "a": 0.6, "d": 0.01, "e": 0.004}
+    assert evidence._shown(mixture) == "a 0.60, b 0.37, d 0.01, others 0.01"
+    assert evidence._shown({"a": 0.5, "b": 0.5}) == "b 0.50, a 0.50"
+    assert evidence._shown({"a": 1.0, "z": 0.0}) == "a 1.00"
+
+
+# -- the plateau test ------------------------------------------------------------------------------------------
+
+
+def test_a_curve_too_short_to_judge_is_unresolved_with_its_count():
+    """Three evaluations for the law before a start and four from it on, sharing the start: six at least."""
+    x = np.arange(1.0, 6.0)
+    assert plateau(x, 3.0 / x, 0.01) == Plateau(
+        start=None,
+        statistic=None,
+        evaluations=0,
+        unresolved="5 stable-phase evaluations: a plateau is judged over 4 or more after 3 or more on the law "
+        "before it",
+    )
+
+
+@pytest.mark.parametrize("sigma", [0.0, -1.0, math.nan, math.inf])
+def test_six_evaluations_without_noise_to_judge_against_are_unresolved(sigma):
+    x = np.arange(1.0, 7.0)
+    got = plateau(x, 3.0 / x, sigma)
+    assert got == Plateau(start=None, statistic=None, evaluations=0, unresolved="no evaluation noise to judge against")
+
+
+def test_a_curve_that_never_learned_is_a_plateau_from_its_first_evaluation():
+    x = np.arange(10.0, 110.0, 10.0)
+    got = plateau(x, np.full(10, 2.0), 0.01)
+    assert got == Plateau(start=10.0, statistic=None, evaluations=10)
+    assert got.to_dict() == {"start": 10.0, "statistic": None, "evaluations": 10, "unresolved": None,
+                             "axis": "tokens"}  # fmt: skip
+
+
+def test_the_plateau_s_statistic_is_rounded_to_one_decimal_in_its_dict():
+    assert Plateau(start=5.0, statistic=12.349, evaluations=4, axis="steps").to_dict() == {
+        "start": 5.0,
+        "statistic": 12.3,
+        "evaluations": 4,
+        "unresolved": None,
+        "axis": "steps",
+    }
