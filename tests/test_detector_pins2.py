@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 
 from yieldgate.analysis.compare import RunData
+from yieldgate.analysis.data_detectors import non_iid_stream
+from yieldgate.analysis.detectors import CAUSES, Finding, NotRun, RunSignals
 from yieldgate.analysis.plateau import Plateau, plateau
 from yieldgate.errors import InputError
 from yieldgate.gate import evidence
@@ -38,6 +40,14 @@ def _policy(prices: dict[str, float] | None = None, **requirements: Any) -> Any:
     if prices is not None:
         data["prices"] = prices
     return parse_policy(data)
+
+
+def _steps(n: int, **columns: Any) -> pd.DataFrame:
+    return pd.DataFrame({"step": np.arange(n), **columns})
+
+
+def _evals(rows: list[tuple[str, str, int, float]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["task", "metric", "step", "value"])
 
 
 def _run(name: str, steps: dict[str, list[float]] | None = None, manifest: Manifest | None = None) -> RunData:
@@ -346,3 +356,132 @@ def test_the_plateau_s_statistic_is_rounded_to_one_decimal_in_its_dict():
         "unresolved": None,
         "axis": "steps",
     }
+
+
+# -- what the detectors read of a run ----------------------------------------------------------------------------
+
+
+def test_a_run_s_epochs_come_from_its_step_unit_its_epoch_counter_or_its_tokens_over_its_unique_data():
+    """Steps 3-7 counting epochs: 5 epochs. An imported epoch counter: its largest value. Else 800 tokens over
+    100 + 300 unique: 2 epochs; a source with no unique count, no tokens or no unique data leave it unknown."""
+    steps = pd.DataFrame({"step": [3, 4, 5, 6, 7], "tokens": [0.0, 200.0, 400.0, 800.0, math.nan]})
+    assert RunSignals(steps=steps, meta={"step_unit": "epoch"}).epochs() == 5.0
+    assert RunSignals(steps=steps.iloc[:0], meta={"step_unit": "epoch"}).epochs() is None
+    counted = steps.assign(**{"imported/epoch": [1.0, 4.0, 2.0, math.nan, math.nan]})
+    assert RunSignals(steps=counted, meta={"step_unit": "steps"}).epochs() == 4.0
+    sources = [{"name": "a", "weight": 0.5, "unique_tokens": 100}, {"name": "b", "weight": 0.5, "unique_tokens": 300}]
+    declared = _manifest(data={"sources": sources})
+    assert RunSignals(steps=steps, manifest=declared).epochs() == 2.0
+    assert RunSignals(steps=counted.assign(**{"imported/epoch": math.nan}), manifest=declared).epochs() == 2.0
+    partly = _manifest(data={"sources": [sources[0], {"name": "b", "weight": 0.5}]})
+    assert RunSignals(steps=steps, manifest=partly).epochs() is None
+    assert RunSignals(steps=steps.drop(columns="tokens"), manifest=declared).epochs() is None
+    assert RunSignals(steps=steps.assign(tokens=math.nan), manifest=declared).epochs() is None
+    assert RunSignals(steps=steps, manifest=_manifest(model={"name": "m"})).epochs() is None
+    assert RunSignals(steps=steps).epochs() is None
+
+
+@pytest.mark.parametrize(
+    ("resumes", "expected"),
+    [
+        ([], None),
+        ([{"redone": {"step": 50}, "old": {"step": 80}}], 50),
+        ([{"redone": {"step": 80}, "old": {"step": 80}}], None),  # relaunched where it stopped: nothing abandoned
+        ([{"redone": {"step": 90}, "old": {"step": 80}}], None),
+        ([{"redone": {"step": 50}, "old": {"step": 80}}, {"redone": {"step": 90}, "old": {"step": 95}}], 90),
+        ([{"redone": {"step": 50}, "old": {"step": 80}}, {"redone": {"step": 99}, "old": {"step": 95}}], None),
+        ([{"redone": {"step": 50}, "old": {"step": 80}}, {"redone": 7, "old": {"step": 95}}], 50),
+        ([{"redone": {"step": 50}, "old": {"step": 80}}, {"redone": {"step": 9}}], 50),
+        ([{"redone": {}, "old": {"step": 80}}], None),
+        ([{"redone": {"step": 50}, "old": {}}], None),
+    ],
+)
+def test_the_final_step_is_where_the_last_relaunch_stopped_short(resumes, expected):
+    assert RunSignals(steps=_steps(3), resumes=resumes).final_step() == expected
+
+
+def test_a_column_is_read_by_step_without_its_missing_rows_or_refused_in_one_line():
+    sig = RunSignals(steps=pd.DataFrame({"step": [10, 20, 30], "lr": [1.0, math.nan, 3.0], "x": [math.nan] * 3}))
+    got = sig.column("lr", "why")
+    assert got.to_dict() == {10: 1.0, 30: 3.0}
+    with pytest.raises(NotRun) as err:
+        sig.column("x", "the Tracker records it")
+    assert str(err.value) == "no 'x' recorded (the Tracker records it)"
+    with pytest.raises(NotRun) as err:
+        sig.column("grad_norm", "a log without it")
+    assert str(err.value) == "no 'grad_norm' recorded (a log without it)"
+    sig.steps["tokens/a"] = 1.0
+    sig.steps["tokens/b"] = math.nan
+    assert sig.prefixed("tokens/") == ["tokens/a"]
+
+
+def test_the_validation_loss_of_a_task_is_its_loss_evaluations_by_step():
+    evals = _evals(
+        [("val", "loss", 30, 2.0), ("val", "loss", 10, 3.0), ("val", "acc", 20, 0.5), ("val/web", "loss", 20, 4.0)]
+    )
+    sig = RunSignals(steps=_steps(3), evals=evals)
+    assert sig.val_loss().to_dict() == {10: 3.0, 30: 2.0}
+    assert list(sig.val_loss().index) == [10, 30]
+    assert sig.val_loss("val/web").to_dict() == {20: 4.0}
+    assert sig.val_loss("arc").empty
+    assert RunSignals(steps=_steps(3)).val_loss().empty
+
+
+def test_a_finding_rounds_its_confidence_and_refuses_an_unknown_cause():
+    f = Finding(cause="early_warning", start_step=1, end_step=2, confidence=0.12345, evidence={}, advice="a",
+                detector="d")  # fmt: skip
+    assert f.to_dict() == {"cause": "early_warning", "start_step": 1, "end_step": 2, "confidence": 0.123,
+                           "severity": "low", "evidence": {}, "advice": "a", "detector": "d"}  # fmt: skip
+    with pytest.raises(ValueError) as err:
+        Finding(cause="gremlins", start_step=1, end_step=2, confidence=0.5, evidence={}, advice="", detector="d")
+    assert str(err.value) == f"finding cause must be one of {', '.join(CAUSES)}, got 'gremlins'"
+
+
+# -- a non-i.i.d. stream ---------------------------------------------------------------------------------------
+
+
+def _alternating(n: int = 40, **extra: Any) -> pd.DataFrame:
+    """100 tokens a step, all from source a on even steps and all from b on odd ones (each half of the whole)."""
+    a = np.cumsum(np.where(np.arange(n) % 2 == 0, 100.0, 0.0))
+    b = np.cumsum(np.where(np.arange(n) % 2 == 1, 100.0, 0.0))
+    return _steps(n, loss=np.full(n, 2.0), **{"tokens/a": a, "tokens/b": b}, **extra)
+
+
+def test_single_source_batches_far_above_iid_draws_are_a_non_iid_stream():
+    """Sequences of 50 tokens: 2 samples a step, so i.i.d. draws give a one-source batch with probability
+    0.5^2 + 0.5^2 = 0.5; every batch is one source (1.0): 0.5 above, confidence 0.5 + 0.5 / 2 = 0.75. The loss has
+    20 values after the first 20: too few for its autocorrelation. The loss variance's median (NaN skipped) is read."""
+    var = np.ones(40)
+    var[:5] = math.nan
+    var[5:8] = 9.0
+    sig = RunSignals(
+        steps=_alternating(**{"signals/loss_var": var}),
+        manifest=_manifest(data={"sources": [{"name": "a", "weight": 1.0}], "sequence_length": 50}),
+    )
+    (found,) = non_iid_stream(sig)
+    assert found.to_dict() == {
+        "cause": "non_iid_stream",
+        "start_step": 0,
+        "end_step": 39,
+        "confidence": 0.75,
+        "severity": "high",
+        "evidence": {"single_source_batches": 1.0, "expected_if_iid": 0.5, "loss_var_median": 1.0},
+        "advice": "batches are not i.i.d. draws of the mixture: shuffle across sources and documents, and give every "
+        "loader worker its own slice of one shared shuffle",
+        "detector": "batch_composition",
+    }
+
+
+def test_a_stream_over_repeated_epochs_does_not_read_its_loss_autocorrelation():
+    """800 + 800 unique tokens and 4000 drawn: 2.5 epochs. With one sample a step (sequences of 100 from the
+    manifest's model context), i.i.d. draws are one source every time: no excess, no finding on composition."""
+    sources = [{"name": "a", "weight": 0.5, "unique_tokens": 800}, {"name": "b", "weight": 0.5, "unique_tokens": 800}]
+    steps = _alternating(60, tokens=100.0 * np.arange(1, 61))
+    sig = RunSignals(steps=steps, manifest=_manifest(data={"sources": sources}, model={"name": "m", "context": 100}))
+    assert non_iid_stream(sig) == []
+    # The same with the context read from the sample counts (4000 tokens over 40 samples: 100 a sample).
+    counted = _alternating(40, tokens=100.0 * np.arange(1, 41), samples=np.arange(1.0, 41.0))
+    assert non_iid_stream(RunSignals(steps=counted)) == []
+    with pytest.raises(NotRun) as err:
+        non_iid_stream(RunSignals(steps=_alternating(40).drop(columns="loss")))
+    assert str(err.value) == "no 'loss' recorded (a log without training loss)"
