@@ -12,9 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from yieldgate.analysis import learning_detectors
 from yieldgate.analysis.compare import RunData
 from yieldgate.analysis.data_detectors import non_iid_stream
 from yieldgate.analysis.detectors import CAUSES, Finding, NotRun, RunSignals
+from yieldgate.analysis.learning_detectors import early_warnings, throughput_altered_learning, undertrained
 from yieldgate.analysis.plateau import Plateau, plateau
 from yieldgate.errors import InputError
 from yieldgate.gate import evidence
@@ -485,3 +487,122 @@ def test_a_stream_over_repeated_epochs_does_not_read_its_loss_autocorrelation():
     with pytest.raises(NotRun) as err:
         non_iid_stream(RunSignals(steps=_alternating(40).drop(columns="loss")))
     assert str(err.value) == "no 'loss' recorded (a log without training loss)"
+
+
+# -- the learning detectors' small pieces ----------------------------------------------------------------------
+
+
+def test_the_slope_t_statistic_of_a_noisy_line_and_of_exact_ones():
+    """0, 1, 0, 1: slope 0.2, intercept 0.2, residuals -0.2, 0.6, -0.6, 0.2 (sum of squares 0.8), se
+    sqrt(0.8 / 2 / 5) = sqrt(0.08): t = 0.2 / sqrt(0.08) = 1 / sqrt(2). An exact line has no residual: its t is
+    infinite with the slope's sign (in float arithmetic a residual of 1e-16 is left: t reads some 1e15), and 0 for
+    a flat line at 0."""
+    assert learning_detectors._slope_t(np.array([0.0, 1.0, 0.0, 1.0])) == pytest.approx(1 / math.sqrt(2))
+    assert learning_detectors._slope_t(np.array([3.0, 4.0, 3.0, 4.0])) == pytest.approx(1 / math.sqrt(2))
+    assert learning_detectors._slope_t(np.array([1.0, 0.0, 1.0, 0.0])) == pytest.approx(-1 / math.sqrt(2))
+    assert learning_detectors._slope_t(np.array([1.0, 2.0, 3.0, 4.0])) > 1e12
+    assert learning_detectors._slope_t(np.array([3.0, 2.0, 1.0])) < -1e12
+    assert learning_detectors._slope_t(np.array([0.0, 0.0, 0.0, 0.0])) == 0.0
+
+
+def test_an_early_jump_is_a_rise_beyond_six_robust_deviations_of_the_step_changes():
+    """Changes 1, -1, 1, -1, 7: median 1, absolute deviations 0, 2, 0, 2, 6 (median 2), robust sigma 2.9652: the
+    rise of 7 is 6 above the median, not 6 * 2.9652. With changes 0, 0, 0, 0, 4 the spread is 0: any rise above the
+    median is a jump, a fall never is; under four points nothing is read."""
+    jump = learning_detectors._early_jump
+    assert jump(np.array([0.0, 1.0, 0.0, 1.0, 0.0, 7.0])) is False
+    assert jump(np.array([0.0, 1.0, 0.0, 1.0, 0.0, 19.0])) is True  # 19 - 1 = 18 > 17.79
+    assert jump(np.array([1.0, 1.0, 1.0, 1.0, 1.0, 5.0])) is True
+    assert jump(np.array([5.0, 5.0, 5.0, 5.0, 5.0, 1.0])) is False
+    assert jump(np.array([1.0, 1.0, 5.0])) is False
+    assert jump(np.array([1.0, 1.0, 1.0, 5.0])) is True
+
+
+def test_the_untrained_loss_is_the_log_of_the_vocabulary():
+    def sig(**sections: Any) -> RunSignals:
+        return RunSignals(steps=_steps(3), manifest=_manifest(**sections) if sections else None)
+
+    tokenizer = {"sources": [{"name": "a", "weight": 1.0}], "tokenizer": {"name": "t", "vocab_size": 100}}
+    assert learning_detectors._untrained_loss(sig(model={"name": "m", "vocab_size": 50})) == math.log(50)
+    assert learning_detectors._untrained_loss(sig(model={"name": "m", "vocab_size": 50}, data=tokenizer)) == math.log(
+        50
+    )
+    assert learning_detectors._untrained_loss(sig(model={"name": "m"}, data=tokenizer)) == math.log(100)
+    assert learning_detectors._untrained_loss(sig(data=tokenizer)) == math.log(100)
+    assert learning_detectors._untrained_loss(sig(model={"name": "m", "vocab_size": 1})) is None
+    assert learning_detectors._untrained_loss(sig(model={"name": "m"})) is None
+    assert learning_detectors._untrained_loss(sig()) is None
+
+
+def test_activations_collapse_below_a_quarter_of_their_largest_entropy():
+    """Width 16: ln 16 = 2.7726. A median entropy of 0.5 is 0.1803 of it (a collapse); 0.7 is 0.2525 (not)."""
+    cols = {"signals/act_entropy/l0": [0.4, 0.5, 0.6], "signals/act_entropy/l1": [0.5, 0.5, 9.0]}
+    m16 = _manifest(model={"name": "m", "width": 16})
+    assert learning_detectors._entropy_collapse(RunSignals(steps=_steps(3, **cols), manifest=m16)) == 0.1803
+    high = {k: [0.7] * 3 for k in cols}
+    assert learning_detectors._entropy_collapse(RunSignals(steps=_steps(3, **high), manifest=m16)) is None
+    m1 = _manifest(model={"name": "m", "width": 1})
+    assert learning_detectors._entropy_collapse(RunSignals(steps=_steps(3, **cols), manifest=m1)) is None
+    assert learning_detectors._entropy_collapse(RunSignals(steps=_steps(3, **cols))) is None
+    assert learning_detectors._entropy_collapse(RunSignals(steps=_steps(3), manifest=m16)) is None
+
+
+def test_undertrained_reads_the_tracker_s_model_and_stops_at_ten_tokens_per_parameter():
+    """1,000 parameters (from the run's model meta): 5,000 tokens are 5 a parameter, confidence
+    0.4 + 0.5 * (1 - 5 * 2 / 20) = 0.65; 10,000 are 10, not far below."""
+    tokens = np.array([1000.0, 3000.0, 5000.0])
+    sig = RunSignals(steps=pd.DataFrame({"step": [10, 20, 30], "tokens": tokens}), meta={"model": {"params": 1000}})
+    assert [f.to_dict() for f in undertrained(sig)] == [
+        {
+            "cause": "undertrained",
+            "start_step": 10,
+            "end_step": 30,
+            "confidence": 0.65,
+            "severity": "high",
+            "evidence": {"tokens": 5000.0, "params": 1000, "tokens_per_param": 5.0},
+            "advice": "5.0 tokens per parameter, far below ~20: train longer or use a smaller model before reading "
+            "its loss as the data's limit",
+            "detector": "tokens_per_param",
+        }
+    ]
+    sig.steps["tokens"] = tokens * 2
+    assert undertrained(sig) == []
+    with pytest.raises(NotRun) as err:
+        undertrained(RunSignals(steps=sig.steps, manifest=_manifest(model={"name": "m"}), meta={"model": None}))
+    assert str(err.value) == (
+        "no parameter count: the manifest gives no model.params and no model was handed to the Tracker"
+    )
+    with pytest.raises(NotRun) as err:
+        undertrained(RunSignals(steps=_steps(3), meta={"model": {"params": 10}}))
+    assert str(err.value) == "no 'tokens' recorded (accepted tokens per step)"
+
+
+def test_a_batch_check_is_read_only_where_it_says_whether_learning_was_altered():
+    with pytest.raises(NotRun) as err:
+        throughput_altered_learning(RunSignals(steps=_steps(3), meta={"batch_check": {"tokens": 5}}))
+    assert str(err.value) == (
+        "no small-batch baseline check recorded for this run (run meta 'batch_check', the fields of "
+        "track.batch_check.BatchCheckResult)"
+    )
+    assert throughput_altered_learning(RunSignals(steps=_steps(3), meta={"batch_check": {"altered": False}})) == []
+    (found,) = throughput_altered_learning(
+        RunSignals(steps=_steps(0), meta={"batch_check": {"altered": True, "tokens": 7}})
+    )
+    assert (found.start_step, found.end_step, found.evidence) == (
+        0,
+        0,
+        {
+            "relative_loss": None,
+            "standard_error": None,
+            "baseline_learning_per_token": None,
+            "candidate_learning_per_token": None,
+            "tokens": 7,
+        },
+    )
+
+
+def test_early_warnings_need_a_learning_signal():
+    few = {"signals/gns": [1.0] * 7 + [math.nan], "clipped": [1.0] * 39 + [math.nan]}
+    with pytest.raises(NotRun) as err:
+        early_warnings(RunSignals(steps=_steps(40, **{k: v + [math.nan] * (40 - len(v)) for k, v in few.items()})))
+    assert str(err.value) == "no learning signals recorded (signals/gns, act_entropy, update_ratio, clipped)"
