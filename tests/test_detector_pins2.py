@@ -11,12 +11,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 
-from yieldgate.analysis import learning_detectors
+from yieldgate.analysis import data_detectors, learning_detectors
 from yieldgate.analysis.compare import RunData
 from yieldgate.analysis.data_detectors import non_iid_stream
 from yieldgate.analysis.detectors import CAUSES, Finding, NotRun, RunSignals
-from yieldgate.analysis.learning_detectors import early_warnings, throughput_altered_learning, undertrained
+from yieldgate.analysis.learning_detectors import (
+    early_warnings,
+    schedule,
+    throughput_altered_learning,
+    undertrained,
+)
 from yieldgate.analysis.plateau import Plateau, plateau
 from yieldgate.errors import InputError
 from yieldgate.gate import evidence
@@ -606,3 +612,134 @@ def test_early_warnings_need_a_learning_signal():
     with pytest.raises(NotRun) as err:
         early_warnings(RunSignals(steps=_steps(40, **{k: v + [math.nan] * (40 - len(v)) for k, v in few.items()})))
     assert str(err.value) == "no learning signals recorded (signals/gns, act_entropy, update_ratio, clipped)"
+
+
+# -- a plateau at the peak LR ----------------------------------------------------------------------------------
+
+
+def _plateau_run(n: int, **extra: Any) -> tuple[pd.DataFrame, np.ndarray]:
+    """Loss 5.0 over steps 0-4, 3.0 over 5-15, then flat at 2.0 +-0.001 alternating; LR 1e-5 at step 0, the peak
+    1e-3 up to step 159. The peak phase is steps 1-159, its first tenth (15 steps) skipped: 16-159, 144 steps, four
+    quarters of 36 with means of 2.0; it learned nothing after 3.0 of progress before it (ratio 0), over more than a
+    quarter of the run: a plateau."""
+    steps = np.arange(n)
+    loss = np.where(steps < 5, 5.0, np.where(steps < 16, 3.0, 2.0 + 0.001 * (-1.0) ** steps))
+    lr = np.where(steps == 0, 1e-5, np.where(steps < 160, 1e-3, 1e-4))
+    frame = _steps(n, loss=loss, lr=lr, **extra)
+    return frame, loss
+
+
+def _plateau_evidence(loss: np.ndarray) -> dict[str, Any]:
+    fit = scipy_stats.linregress(np.arange(72, dtype=float), loss[88:160])  # the phase's second half
+    return {
+        "peak_lr": 1e-3,
+        "loss_start": 5.0,
+        "peak_phase_first_quarter": 2.0,
+        "peak_phase_last_quarter": 2.0,
+        "progress_ratio": 0.0,
+        "second_half_slope_t": round(float(fit.slope / fit.stderr), 2),
+    }
+
+
+def test_a_plateau_with_no_cooldown_is_stalled_with_both_causes_named():
+    frame, loss = _plateau_run(160)
+    (found,) = schedule(RunSignals(steps=frame))
+    candidates = [
+        {
+            "cause": "schedule",
+            "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower",
+        },
+        {"cause": "data_exhaustion", "why": "the data has no more to teach this model"},
+    ]
+    assert found.to_dict() == {
+        "cause": "stalled",
+        "start_step": 16,
+        "end_step": 159,
+        "confidence": 0.5,
+        "severity": "high",
+        "evidence": {**_plateau_evidence(loss), "candidates": candidates, "experiment": learning_detectors.COOLDOWN},
+        "advice": "learning stalled at constant LR from step 16, cause undetermined: schedule or data_exhaustion; "
+        f"to tell them apart, {learning_detectors.COOLDOWN}: a drop means the schedule was the limit, no drop means "
+        "the data",
+        "detector": "plateau",
+    }
+    # Three epochs over the data (its own counter) make the data the likelier limit: named first, with its epochs.
+    (repeated,) = schedule(RunSignals(steps=frame.assign(**{"imported/epoch": 3.0})))
+    assert repeated.evidence["candidates"] == [
+        {"cause": "data_exhaustion", "why": "the data has no more to teach this model (3 epochs over it)"},
+        candidates[0],
+    ]
+    assert repeated.advice.startswith("learning stalled at constant LR from step 16, cause undetermined: "
+                                      "data_exhaustion or schedule; ")  # fmt: skip
+    (once,) = schedule(RunSignals(steps=frame.assign(**{"imported/epoch": 1.0})))
+    assert once.evidence["candidates"][0] == {
+        "cause": "schedule",
+        "why": "the loss sits at the noise floor the constant LR sets; a lower LR would go lower",
+    }
+    assert once.evidence["candidates"][1]["why"] == "the data has no more to teach this model (1 epochs over it)"
+
+
+def test_a_plateau_that_falls_once_the_lr_cools_down_was_the_schedule():
+    """Steps 160-169 run at 0.9e-3 (below the peak phase's 95%, above half the peak: no cooldown yet) at 2.0; from
+    170 the LR is 1e-4 and the loss falls from 1.95 by 0.005 a step to 1.805 at 199. The cooldown's last 30 // 4 = 7
+    losses (1.835-1.805) average 1.82: a drop of 0.18 from the plateau's last quarter (2.0). Its standard error: the
+    step noise (the alternation's step-to-step spread 0.002 over sqrt 2, 0.0014142) times sqrt(1/36 + 1/7): 0.00058."""
+    frame, loss = _plateau_run(200)
+    frame.loc[160:169, "lr"] = 0.9e-3
+    frame.loc[160:169, "loss"] = 2.0
+    frame.loc[170:, "loss"] = 1.95 - 0.005 * np.arange(30)
+    (found,) = schedule(RunSignals(steps=frame))
+    assert found.to_dict() == {
+        "cause": "schedule",
+        "start_step": 16,
+        "end_step": 199,
+        "confidence": 0.8,
+        "severity": "high",
+        "evidence": {
+            **_plateau_evidence(loss),
+            "cooldown_from_step": 170,
+            "cooldown_drop": 0.18,
+            "cooldown_drop_se": 0.00058,
+        },
+        "advice": "the loss plateaued at the peak LR and fell by 0.18 once the LR cooled down: the LR's noise floor "
+        "was the limit; lower the peak LR or cool down earlier",
+        "detector": "plateau_cooldown",
+    }
+
+
+def test_a_plateau_that_a_linked_cooldown_run_does_not_lower_was_the_data():
+    """The run stops at step 159. Two linked cooldown runs: the last one listed branched off at step 10, before the
+    plateau began at 16 (it says nothing about it: skipped); the other cools down over steps 170-189 at 1.999. Its
+    last 5 losses average 1.999: a drop of 0.001, within 3 standard errors of 0.0014142 * sqrt(1/36 + 1/5) =
+    0.00067."""
+    frame, loss = _plateau_run(160)
+    cooled = pd.DataFrame({"step": np.arange(170, 190), "loss": 1.999, "lr": 1e-4})
+    early = pd.DataFrame({"step": np.arange(10, 40), "loss": 1.0, "lr": 1e-4})
+    (found,) = schedule(RunSignals(steps=frame, cooldowns={"cool": cooled, "early": early}))
+    assert found.to_dict() == {
+        "cause": "data_exhaustion",
+        "start_step": 16,
+        "end_step": 189,
+        "confidence": 0.7,
+        "severity": "high",
+        "evidence": {
+            **_plateau_evidence(loss),
+            "cooldown_from_step": 170,
+            "cooldown_drop": 0.001,
+            "cooldown_drop_se": 0.00067,
+            "cooldown_run": "cool",
+        },
+        "advice": "the loss plateaued at the peak LR and did not fall in the cooldown run 'cool' (by 0.001, within 3 "
+        "standard errors of 0.00067): the data (for this model), not the schedule, is the limit; add fresh data "
+        "before more compute",
+        "detector": "plateau_cooldown",
+    }
+
+
+def test_one_sample_a_step_is_enough_to_read_the_context_from():
+    """4000 tokens over at most 1 sample: a context of 4000 tokens (the manifest gives none)."""
+    sig = RunSignals(steps=_steps(3, tokens=[1000.0, 2000.0, 4000.0], samples=[0.0, 1.0, math.nan]))
+    assert data_detectors._context(sig) == 4000.0
+    with pytest.raises(NotRun) as err:
+        data_detectors._context(RunSignals(steps=_steps(3, tokens=[1.0, 2.0, 3.0], samples=[0.0, 0.0, 0.0])))
+    assert str(err.value) == "no sequence length (manifest) or sample counts to turn tokens into samples"
