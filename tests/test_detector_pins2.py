@@ -5,6 +5,7 @@ test: a change to them passed the fast tier."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -23,10 +24,12 @@ from yieldgate.analysis.learning_detectors import (
     throughput_altered_learning,
     undertrained,
 )
+from yieldgate.analysis.load import load_run
 from yieldgate.analysis.plateau import Plateau, plateau
 from yieldgate.errors import InputError
 from yieldgate.gate import evidence
-from yieldgate.gate.policy import parse_policy
+from yieldgate.gate.policy import NewHardwareException, parse_policy
+from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest
 from yieldgate.util.hashing import content_hash
 
@@ -743,3 +746,62 @@ def test_one_sample_a_step_is_enough_to_read_the_context_from():
     with pytest.raises(NotRun) as err:
         data_detectors._context(RunSignals(steps=_steps(3, tokens=[1.0, 2.0, 3.0], samples=[0.0, 0.0, 0.0])))
     assert str(err.value) == "no sequence length (manifest) or sample counts to turn tokens into samples"
+
+
+# -- the new-hardware exception's last two conditions ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def new_hardware(tmp_path_factory) -> tuple[Ledger, list[RunData]]:
+    """Two seeds of one recipe on the reference hardware (`ref`) and the same two on another device (`new`): the
+    same curves, evaluation for evaluation (their last at 149,504 tokens), 20,480 tokens/s each."""
+    from tests.support.gate_ledger import Probe, campaign, power_law
+
+    web = {"data": {"sources": [{"name": "web", "weight": 1.0}]}}
+    path = campaign(
+        tmp_path_factory.mktemp("hw") / "h.db",
+        {"ref": Probe(curve=power_law(), manifest=web),
+         "new": Probe(curve=power_law(), manifest={**web, "hardware": {"device_kind": "gpu-x"}})},
+        seeds=2,
+    )  # fmt: skip
+    led = Ledger(path)
+    return led, [load_run(led, f"camp/new/s{i}") for i in range(2)]
+
+
+def _exception(led: Ledger, runs: list[RunData]) -> dict[str, Any]:
+    manifests = {r.name: led.manifest(r.name) for r in runs}
+    exc = NewHardwareException(reference="camp/ref/*")
+    return evidence.hardware_exception(led, runs, manifests, exc, "val/loss")
+
+
+def test_the_exception_needs_the_target_s_wall_clock_time(new_hardware):
+    led, runs = new_hardware
+    untimed = [dataclasses.replace(r, steps=r.steps.drop(columns="wall_s")) for r in runs]
+    out = _exception(led, untimed)
+    assert (out["applies"], out["reason"], out["differs"]) == (
+        False,
+        "no wall-clock time recorded: tokens/s unknown",
+        [],
+    )
+    assert "tokens_per_s" not in out
+
+
+def test_the_worst_departure_is_the_one_furthest_past_its_allowance(new_hardware):
+    """Both seeds' last evaluation (149,504 tokens, an aligned point) raised by 0.03: the seeds' spread is
+    unchanged, so every compared point allows the tolerance 0.02; the others differ by 0 (0.02 inside), the last by
+    0.03 (0.01 past it): that one is the departure named."""
+    led, runs = new_hardware
+
+    def raised(r: RunData) -> RunData:
+        evals = r.evals.copy()
+        evals.loc[evals["step"] == evals["step"].max(), "value"] += 0.03
+        return dataclasses.replace(r, evals=evals)
+
+    out = _exception(led, [raised(r) for r in runs])
+    assert (out["applies"], out["reason"]) == (
+        False,
+        "the loss curve departs from the reference by +0.0300 at 149,504 tokens (allowed ±0.0200)",
+    )
+    compared = [p for p in out["curve"]["points"] if not p["identical_by_construction"]]
+    assert [p["allowed"] for p in compared] == [0.02] * 5
+    assert [p["diff"] for p in compared[:4]] == [0.0] * 4
