@@ -26,6 +26,7 @@ from yieldgate.analysis.learning_detectors import (
 )
 from yieldgate.analysis.load import load_run
 from yieldgate.analysis.plateau import Plateau, plateau
+from yieldgate.analysis.results import KIND
 from yieldgate.errors import InputError
 from yieldgate.gate import evidence
 from yieldgate.gate.policy import NewHardwareException, parse_policy
@@ -805,3 +806,40 @@ def test_the_worst_departure_is_the_one_furthest_past_its_allowance(new_hardware
     compared = [p for p in out["curve"]["points"] if not p["identical_by_construction"]]
     assert [p["allowed"] for p in compared] == [0.02] * 5
     assert [p["diff"] for p in compared[:4]] == [0.0] * 4
+
+
+def test_two_seeds_at_one_budget_pool_their_own_fits_and_name_the_interval_so(new_hardware):
+    """One budget: each seed's stable-phase fit, pooled; the interval named is over the 2 seeds, of their fitted
+    forecasts or, where the measured yield's upper bound is the lower, of their recent measured yields."""
+    led, runs = new_hardware
+    data = {r.name: r for r in runs}
+    groups = [(149_504.0, [r.name for r in runs])]
+    out = evidence.forecast_yield(data, groups, 1e6, 0.8, "val/loss")
+    assert out["method"] == "each seed's stable-phase fit, pooled over 2 seeds (mean, t-interval)"
+    assert (out["metric"], out["at_tokens"], out["next_tokens"], out["level"]) == ("val/loss", 149_504.0, 1e6, 0.8)
+    capped = out["capped_by_recent"]
+    named = "recent measured yields" if capped else "fitted forecasts"
+    assert out["interval_of"] == f"the 80% t-interval over 2 seeds of their {named}"
+    chosen = out["recent"] if capped else out["forecast"]
+    assert capped == (out["recent"]["interval"][1] < out["forecast"]["interval"][1])
+    assert [out["yield_per_btok"], out["interval"]] == [chosen["yield_per_btok"], chosen["interval"]]
+    assert [p["run"] for p in out["per_seed"]] == ["camp/new/s0", "camp/new/s1"]
+    assert all(
+        set(p)
+        == {"run", "yield_per_btok", "interval", "recent_yield_per_btok", "recent_interval", "fit", "stable_phase"}
+        and len(p["interval"]) == 2
+        and p["interval"][0] <= p["yield_per_btok"] <= p["interval"][1]
+        and len(p["recent_interval"]) == 2
+        for p in out["per_seed"]
+    )
+    one = evidence.forecast_yield(data, [(149_504.0, ["camp/new/s0"])], 1e6, 0.8, "val/loss")
+    assert one["method"] == "each seed's stable-phase fit, pooled over 1 seed (mean, t-interval)"
+    named = "recent measured yield" if one["capped_by_recent"] else "fitted forecast"
+    assert one["interval_of"] == f"one seed's {named}, 80% interval"
+
+
+def test_a_mixture_is_cited_only_for_runs_of_one_results_campaign(new_hardware):
+    led, _ = new_hardware
+    two = {"a": {KIND: {"campaign": "x"}}, "b": {KIND: {"campaign": "y"}}}
+    assert evidence.mixture_citation(led, two, "val/loss") == (None, None)
+    assert evidence.mixture_citation(led, {"a": {}, "b": {KIND: None}}, "val/loss") == (None, None)
