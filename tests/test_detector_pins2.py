@@ -17,7 +17,7 @@ from scipy import stats as scipy_stats
 from yieldgate.analysis import data_detectors, learning_detectors
 from yieldgate.analysis.compare import RunData
 from yieldgate.analysis.data_detectors import non_iid_stream
-from yieldgate.analysis.detectors import CAUSES, Finding, NotRun, RunSignals
+from yieldgate.analysis.detectors import CAUSES, Finding, NotRun, RunSignals, nonfinite_and_skipped
 from yieldgate.analysis.learning_detectors import (
     early_warnings,
     schedule,
@@ -843,3 +843,31 @@ def test_a_mixture_is_cited_only_for_runs_of_one_results_campaign(new_hardware):
     two = {"a": {KIND: {"campaign": "x"}}, "b": {KIND: {"campaign": "y"}}}
     assert evidence.mixture_citation(led, two, "val/loss") == (None, None)
     assert evidence.mixture_citation(led, {"a": {}, "b": {KIND: None}}, "val/loss") == (None, None)
+
+
+def test_skips_five_steps_apart_merge_and_a_scale_not_yet_or_no_longer_logged_is_none():
+    """The skip counter rises at 10 (to 1), 15 (2) and 21 (3): 15 is 5 after 10 (one span, 2 skipped, confidence
+    0.8), 21 is 6 after 15 (a span of its own, 1 skipped, 0.7). The loss scale is logged over steps 12-20 only
+    (1024, then 512 from 15): none before the first span, 512 at its end; 512 before the second, none after it."""
+    skipped = np.zeros(30)
+    skipped[10:], skipped[15:], skipped[21:] = 1.0, 2.0, 3.0
+    scale = np.full(30, math.nan)
+    scale[12:15], scale[15:21] = 1024.0, 512.0
+    sig = RunSignals(steps=_steps(30, **{"signals/skipped_steps": skipped, "signals/loss_scale": scale}))
+    assert [(f.start_step, f.end_step, f.confidence, f.evidence) for f in nonfinite_and_skipped(sig)] == [
+        (10, 15, 0.8, {"skipped_steps": 2, "loss_scale_before": None, "loss_scale_after": 512.0}),
+        (21, 21, 0.7, {"skipped_steps": 1, "loss_scale_before": 512.0, "loss_scale_after": None}),
+    ]
+
+
+def test_evaluations_without_values_are_not_read_for_non_finite_ones():
+    sig = RunSignals(steps=_steps(3, loss=[1.0, 2.0, 3.0]), evals=pd.DataFrame({"task": ["val"], "step": [1]}))
+    assert nonfinite_and_skipped(sig) == []
+    evals = _evals(
+        [("val", "loss", 1_000, math.nan), ("val", "loss", 2_500, math.inf), ("arc", "acc", 1_500, -math.inf)]
+    )
+    found = nonfinite_and_skipped(RunSignals(steps=_steps(3), evals=evals))
+    assert [f.advice.split(": the weights")[0] for f in found] == [
+        "arc/acc evaluated to NaN or infinity at step 1,500",
+        "val/loss evaluated to NaN or infinity at 2 evaluations, steps 1,000-2,500",
+    ]
