@@ -871,3 +871,84 @@ def test_evaluations_without_values_are_not_read_for_non_finite_ones():
         "arc/acc evaluated to NaN or infinity at step 1,500",
         "val/loss evaluated to NaN or infinity at 2 evaluations, steps 1,000-2,500",
     ]
+
+
+# -- a missing warm-up -----------------------------------------------------------------------------------------
+
+
+def _no_warmup_run(first_lr: float = 1e-3, manifest: Manifest | None = None, **extra: Any) -> RunSignals:
+    """100 steps at the peak LR 1e-3 from the first (or `first_lr` there), the loss falling 0.01 a step from 3.0: a
+    healthy descent (no early jump, far from slow, no plateau), so only the warm-up is read."""
+    lr = np.full(100, 1e-3)
+    lr[0] = first_lr
+    return RunSignals(steps=_steps(100, loss=3.0 - 0.01 * np.arange(100), lr=lr, **extra), manifest=manifest)
+
+
+WARM_UP = "warm up over the first ~1-5% of steps"
+
+
+@pytest.mark.parametrize(
+    ("first_lr", "vocab", "clipped", "confidence", "extra", "advice"),
+    [
+        # Every early step clipped: unstable early, a finding whatever the start.
+        (1e-3, None, 1.0, 0.85, {}, f"no warm-up: the first step ran at the peak LR; {WARM_UP}"),
+        # ln 40 = 3.689: 80% of it is 2.951, and the first loss (3.0) is above: from scratch.
+        (1e-3, 40, None, 0.6, {}, f"no warm-up: the first step ran at the peak LR; {WARM_UP}"),
+        # A ramp that starts at 60% of the peak: a short warm-up, a note.
+        (6e-4, None, None, 0.3, {}, f"a short warm-up: the first step ran at 60% of the peak LR; {WARM_UP}"),
+        # ln 50 = 3.912: 80% of it is 3.130, above the first loss: not from scratch, a note.
+        (
+            1e-3,
+            50,
+            0.5,
+            0.3,
+            {"first_loss": 3.0, "untrained_loss": 3.912},
+            "a note: the first step ran at the peak LR (no warm-up), and the loss shows no early instability and did "
+            "not start untrained (a fine-tune needs little warm-up): nothing says the schedule cost this run",
+        ),
+        (
+            1e-3,
+            None,
+            None,
+            0.3,
+            {"first_loss": 3.0, "untrained_loss": None},
+            "a note: the first step ran at the peak LR (no warm-up), and the loss shows no early instability and is "
+            "not known to start untrained (a fine-tune needs little warm-up): nothing says the schedule cost this run",
+        ),
+    ],
+)
+def test_a_missing_warm_up_is_a_finding_where_the_run_was_unstable_or_untrained(
+    first_lr, vocab, clipped, confidence, extra, advice
+):
+    """The first tenth is steps 0-9 (its clipped share: the `clipped` mean there; 0.5 is not over half); the span
+    read is steps 0-10."""
+    columns = {} if clipped is None else {"clipped": np.full(100, clipped)}
+    manifest = None if vocab is None else _manifest(model={"name": "m", "vocab_size": vocab})
+    found = schedule(_no_warmup_run(first_lr, manifest, **columns))
+    assert [f.to_dict() for f in found] == [
+        {
+            "cause": "schedule",
+            "start_step": 0,
+            "end_step": 10,
+            "confidence": confidence,
+            "severity": "high",
+            "evidence": {
+                "peak_lr": 1e-3,
+                "first_lr": first_lr,
+                "early_loss_jump": False,
+                "early_clipped_share": clipped,
+                **extra,
+            },
+            "advice": advice,
+            "detector": "no_warmup",
+        }
+    ]
+
+
+def test_a_first_step_below_half_the_peak_is_a_warm_up():
+    assert schedule(_no_warmup_run(4.99e-4)) == []
+    (at_half,) = schedule(_no_warmup_run(5e-4))  # at half the peak: a short warm-up
+    assert (at_half.confidence, at_half.advice) == (
+        0.3,
+        f"a short warm-up: the first step ran at 50% of the peak LR; {WARM_UP}",
+    )
