@@ -952,3 +952,32 @@ def test_a_first_step_below_half_the_peak_is_a_warm_up():
         0.3,
         f"a short warm-up: the first step ran at 50% of the peak LR; {WARM_UP}",
     )
+
+
+def test_the_mixture_regression_is_cited_in_one_line_whole(tmp_path, cli, ledger_path):
+    """Twelve mixtures of code and prose at N = 1,000 (`tests/test_gate_mixture.py`'s table): the line names the
+    model, the 12 mixtures, N, the rho, the proposal (heaviest first), the prediction and its 90% interval, and says
+    what it is not."""
+    from tests.test_gate_mixture import mixtures_table
+
+    cli("import", "results", str(mixtures_table(tmp_path / "r.csv", 12)), "--campaign", "mix")
+    led = Ledger(ledger_path)
+    run = "mix/m03/s0/n1000"
+    cited, line = evidence.mixture_citation(led, {run: led.meta(run)}, "val/loss")
+    assert cited is not None
+    assert (cited["campaign"], cited["metric"], cited["available"], cited["runs"], cited["params"], cited["level"]) == (
+        "mix",
+        "val/loss",
+        True,
+        12,
+        1000,
+        0.9,
+    )
+    lo, hi = cited["interval"]
+    shown = ", ".join(f"{s} {w:.2f}" for s, w in sorted(cited["mixture"].items(), key=lambda sw: -sw[1]))
+    assert line == (
+        f"campaign mix: {cited['model']} fit over 12 mixtures at N = 1,000 (cross-validated rho {cited['cv_rho']:.3f})"
+        f" proposes {shown}, val/loss predicted {cited['predicted']:.4g} [{lo:.4g}, {hi:.4g}] at 90% (at N = 1,000: "
+        "it ranks mixtures, it does not forecast the large run)"
+    )
+    assert evidence.mixture_citation(led, {run: led.meta(run)}, "val/acc") == (None, None)
