@@ -16,7 +16,7 @@ from scipy import stats as scipy_stats
 
 from yieldgate.analysis import data_detectors, learning_detectors
 from yieldgate.analysis.compare import RunData
-from yieldgate.analysis.data_detectors import non_iid_stream
+from yieldgate.analysis.data_detectors import data_exhaustion, duplicated_stream, mixture_drift, non_iid_stream
 from yieldgate.analysis.detectors import CAUSES, Finding, NotRun, RunSignals, nonfinite_and_skipped
 from yieldgate.analysis.learning_detectors import (
     early_warnings,
@@ -981,3 +981,51 @@ def test_the_mixture_regression_is_cited_in_one_line_whole(tmp_path, cli, ledger
         "it ranks mixtures, it does not forecast the large run)"
     )
     assert evidence.mixture_citation(led, {run: led.meta(run)}, "val/acc") == (None, None)
+
+
+# -- the data detectors' refusals and bars ---------------------------------------------------------------------
+
+
+def _drawn(a: float, b: float, n: int = 10, **sections: Any) -> RunSignals:
+    """Two sources drawn at a and b tokens a step over n steps, under a manifest of equal weights (`sections`)."""
+    steps = _steps(n, **{"tokens/a": a * np.arange(1, n + 1), "tokens/b": b * np.arange(1, n + 1)})
+    data = {"sources": [{"name": "a", "weight": 1.0}, {"name": "b", "weight": 1.0}], **sections}
+    return RunSignals(steps=steps, manifest=_manifest(data=data))
+
+
+def test_mixture_drift_needs_fifty_samples_a_shuffled_recipe_and_its_weights():
+    """10 steps of 10 + 10 tokens: 200 tokens; sequences of 4 make 50 samples (enough), of 5 make 40 (too few).
+    Drawn at the weights (a half each): no drift."""
+    assert mixture_drift(_drawn(10.0, 10.0, sequence_length=4)) == []
+    with pytest.raises(NotRun) as err:
+        mixture_drift(_drawn(10.0, 10.0, sequence_length=5))
+    assert str(err.value) == "40 samples seen: too few to measure shares"
+    with pytest.raises(NotRun) as err:
+        mixture_drift(_drawn(10.0, 10.0, sequence_length=4, curriculum={"kind": "ordered_by_source"}))
+    assert str(err.value) == "curriculum 'ordered_by_source': the intended share changes by design"
+    with pytest.raises(NotRun) as err:
+        mixture_drift(RunSignals(steps=_drawn(10.0, 10.0).steps))
+    assert str(err.value) == "no manifest recipe: the intended weights are unknown"
+    with pytest.raises(NotRun) as err:
+        mixture_drift(RunSignals(steps=_steps(10, loss=np.ones(10))))
+    assert str(err.value) == "no per-source token counts (tokens/<source>) recorded"
+
+
+def test_a_source_drawn_exactly_four_times_is_not_exhausted():
+    """a: 100 unique tokens, 40 drawn a step over 10 steps: 4 epochs, at the bar (more than 4 is exhaustion); b: 50
+    unique, 21 a step: 4.2 epochs, exhausted from step 9 (4.2 at the last step; 3.78 at the one before)."""
+    steps = _steps(10, **{"tokens/a": 40.0 * np.arange(1, 11), "tokens/b": 21.0 * np.arange(1, 11)})
+    sources = [{"name": "a", "weight": 0.5, "unique_tokens": 100}, {"name": "b", "weight": 0.5, "unique_tokens": 50}]
+    (found,) = data_exhaustion(RunSignals(steps=steps, manifest=_manifest(data={"sources": sources})))
+    worth = math.exp(-3.2 / 15.4)
+    assert (found.start_step, found.end_step, found.evidence["source"], found.evidence["epochs"]) == (9, 9, "b", 4.2)
+    assert found.evidence["next_token_worth"] == round(worth, 3)
+    assert found.confidence == pytest.approx(1 - worth)
+    with pytest.raises(NotRun) as err:
+        data_exhaustion(RunSignals(steps=steps, manifest=_manifest(data={"sources": [{"name": "a", "weight": 1}]})))
+    assert str(err.value) == "the manifest declares no unique tokens per source (data.sources[].unique_tokens)"
+
+
+def test_a_repeat_rate_at_five_percent_over_what_the_data_explains_is_not_a_duplicated_stream():
+    rate = {"stream/repeat_rate": np.full(20, 0.05)}
+    assert duplicated_stream(RunSignals(steps=_steps(20, **rate))) == []
