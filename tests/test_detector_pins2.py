@@ -1021,6 +1021,12 @@ def test_a_source_drawn_exactly_four_times_is_not_exhausted():
     assert (found.start_step, found.end_step, found.evidence["source"], found.evidence["epochs"]) == (9, 9, "b", 4.2)
     assert found.evidence["next_token_worth"] == round(worth, 3)
     assert found.confidence == pytest.approx(1 - worth)
+    # b's own validation loss over six evaluations: its second half (2.7, 2.75, 2.8) rose by 0.1 from its first to
+    # its last, and ends above its lowest: 0.1 more confidence.
+    evals = _evals([("val/b", "loss", k, v) for k, v in enumerate([3.0, 2.9, 2.8, 2.7, 2.75, 2.8])])
+    (seen,) = data_exhaustion(RunSignals(steps=steps, evals=evals, manifest=_manifest(data={"sources": sources})))
+    assert seen.evidence["val_change_second_half"] == 0.1
+    assert seen.confidence == pytest.approx(1 - worth + 0.1)
     with pytest.raises(NotRun) as err:
         data_exhaustion(RunSignals(steps=steps, manifest=_manifest(data={"sources": [{"name": "a", "weight": 1}]})))
     assert str(err.value) == "the manifest declares no unique tokens per source (data.sources[].unique_tokens)"
