@@ -848,15 +848,16 @@ def test_a_mixture_is_cited_only_for_runs_of_one_results_campaign(new_hardware):
 def test_skips_five_steps_apart_merge_and_a_scale_not_yet_or_no_longer_logged_is_none():
     """The skip counter rises at 10 (to 1), 15 (2) and 21 (3): 15 is 5 after 10 (one span, 2 skipped, confidence
     0.8), 21 is 6 after 15 (a span of its own, 1 skipped, 0.7). The loss scale is logged over steps 12-20 only
-    (1024, then 512 from 15): none before the first span, 512 at its end; 512 before the second, none after it."""
+    (1024, then 512 from 15, 256 at 20): none before the first span, 512 at its end; the last before the second
+    (256), none after it."""
     skipped = np.zeros(30)
     skipped[10:], skipped[15:], skipped[21:] = 1.0, 2.0, 3.0
     scale = np.full(30, math.nan)
-    scale[12:15], scale[15:21] = 1024.0, 512.0
+    scale[12:15], scale[15:20], scale[20] = 1024.0, 512.0, 256.0
     sig = RunSignals(steps=_steps(30, **{"signals/skipped_steps": skipped, "signals/loss_scale": scale}))
     assert [(f.start_step, f.end_step, f.confidence, f.evidence) for f in nonfinite_and_skipped(sig)] == [
         (10, 15, 0.8, {"skipped_steps": 2, "loss_scale_before": None, "loss_scale_after": 512.0}),
-        (21, 21, 0.7, {"skipped_steps": 1, "loss_scale_before": 512.0, "loss_scale_after": None}),
+        (21, 21, 0.7, {"skipped_steps": 1, "loss_scale_before": 256.0, "loss_scale_after": None}),
     ]
 
 
@@ -1035,3 +1036,31 @@ def test_a_source_drawn_exactly_four_times_is_not_exhausted():
 def test_a_repeat_rate_at_five_percent_over_what_the_data_explains_is_not_a_duplicated_stream():
     rate = {"stream/repeat_rate": np.full(20, 0.05)}
     assert duplicated_stream(RunSignals(steps=_steps(20, **rate))) == []
+
+
+def test_a_plateau_is_never_also_the_lr_too_low():
+    """The plateau run with a start of 2.1 (not 5.0 and 3.0) and a cooldown over steps 160-199 falling from 1.99 by
+    0.001 a step: over the run the loss fell by (2.1 - 1.9595) / 2.1 = 6.7% (under 10%), and its last quarter still
+    falls far beyond its noise, the signs of an LR too low; but the run stalled at its peak LR (the cooldown says it
+    was the schedule), and a stalled run is not read for a slow descent."""
+    frame, _ = _plateau_run(200)
+    frame.loc[:15, "loss"] = 2.1
+    frame.loc[160:, "loss"] = 1.99 - 0.001 * np.arange(40)
+    assert [f.detector for f in schedule(RunSignals(steps=frame))] == ["plateau_cooldown"]
+
+
+def test_a_loss_that_moves_in_runs_is_a_non_iid_stream_without_source_counts():
+    """A loss swinging 0.1 around 2.0 with a period of 16 steps: over its 80 steps after the first 20, a rolling
+    median over 21 steps (more than a period) is about 2.0, so the residuals are the swing, whose lag-1
+    autocorrelation is about cos(2 pi / 16) = 0.92 (above 0.45): confidence 0.4 + rho - 0.45. Without per-source
+    counts the evidence says the batches were not checked."""
+    loss = 2.0 + 0.1 * np.sin(2 * np.pi * np.arange(100) / 16)
+    (found,) = non_iid_stream(RunSignals(steps=_steps(100, loss=loss)))
+    rho = found.evidence["loss_autocorr_lag1"]
+    assert 0.85 < rho < 0.97
+    assert found.evidence == {
+        "note": "no per-source counts: batch composition not checked",
+        "loss_autocorr_lag1": rho,
+    }
+    assert (found.start_step, found.end_step, found.detector) == (0, 99, "batch_composition")
+    assert found.confidence == pytest.approx(0.4 + rho - 0.45, abs=1e-3)
