@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from tests.support.ingested import FAST as _FAST
 from tests.support.ingested import column, evals_at, imported, write
+from yieldgate.ingest import ImportOptions, import_run
 from yieldgate.ingest.textlog.kv import read_counted
+from yieldgate.ledger import Ledger
 from yieldgate.names import metric_direction
 
 # -- 1. a date split by `/` is a date: PaddlePaddle's logger `[2022/12/09 15:54:51] root INFO: ...` ------------------
@@ -171,8 +173,10 @@ def test_scores_printed_alone_are_the_evaluation_of_the_record_before(tmp_path, 
     assert evals_at(got) == pytest.approx(evals)  # the best-so-far line adds none
 
 
-def test_a_loss_printed_alone_is_no_evaluation(tmp_path):
-    text = "".join(f"step: {s}, loss: {1.0 / s:.4f}\nloss: {0.5 / s:.4f}\n" for s in (1, 2, 3, 4))
+@pytest.mark.parametrize("alone", ["loss: {v:.4f}", "average reward score: {v:.4f}"])
+def test_a_loss_or_a_reward_printed_alone_is_no_evaluation(tmp_path, alone):
+    """A training value printed apart (a loss; a rollout's reward, which DeepSpeed-Chat prints after every step)."""
+    text = "".join(f"step: {s}, loss: {1.0 / s:.4f}\n" + alone.format(v=0.5 / s) + "\n" for s in (1, 2, 3, 4))
     steps, got, _ = imported(write(tmp_path, "train.log", text))
     assert got.empty
     assert column(steps, "loss") == pytest.approx({s: round(1.0 / s, 4) for s in (1, 2, 3, 4)})
@@ -302,3 +306,90 @@ def test_an_epoch_begun_behind_a_logger_s_prefix_places_the_counts_within_it(tmp
             lines.append(f"[{stamp}]iter:{i:04d} loss_train: {losses[step]:.4f} acc_train: {0.5003 + step / 100:.4f}")
     steps, _, _ = imported(write(tmp_path, "train.log", "\n".join(lines) + "\n"))
     assert column(steps, "loss") == pytest.approx(losses)  # `loss_train`: the split after the name
+
+
+# -- 10. a value named as an evaluation's printed alone; a cross-entropy named `xent` ---------------------------------
+
+
+def test_a_line_of_values_named_as_evaluations_is_the_evaluation_of_the_step_before(tmp_path):
+    """OpenNMT-py's layout: `Step N/T; acc: ..; ppl: ..; xent: ..` lines, then `Validation perplexity: p` and
+    `Validation accuracy: a` each alone: evaluations at the step before, whichever way each goes."""
+    lines, losses, evals = [], {}, {}
+    for step in range(50, 501, 50):
+        losses[step] = round(9.0 / (step / 50), 4)
+        lines.append(
+            f"[2020-05-01 10:00:{step // 50:02d},000 INFO] Step {step}/20000; acc:  10.12; ppl: 11400.1; "
+            f"xent: {losses[step]:.4f}; lr: 1.00000; 5043/ 4977 tok/s;      9 sec"
+        )
+        if step % 250 == 0:
+            evals[("val/ppl", step)] = round(1.0 + 100 / step, 4)
+            evals[("val/acc", step)] = round(50 + step / 100, 4)
+            lines.append(
+                f"[2020-05-01 10:00:{step // 50:02d},500 INFO] Validation perplexity: {evals[('val/ppl', step)]}"
+            )
+            lines.append(
+                f"[2020-05-01 10:00:{step // 50:02d},600 INFO] Validation accuracy: {evals[('val/acc', step)]}"
+            )
+    steps, got, _ = imported(write(tmp_path, "train.log", "\n".join(lines) + "\n"))
+    assert column(steps, "loss") == pytest.approx(losses)  # `xent`: the cross-entropy the loop minimises
+    assert evals_at(got) == pytest.approx(evals)
+    assert dict(zip(got["metric"], got["higher_is_better"], strict=False)) == {"ppl": False, "acc": True}
+
+
+# -- 11. a record or two among hundreds of other lines is no training log ----------------------------------------------
+
+
+def test_a_record_or_two_in_a_long_file_is_refused_not_imported(tmp_path):
+    from yieldgate.errors import InputError
+
+    prose = [f"This paragraph {i} explains the layers of the network and how to build it." for i in range(300)]
+    text = "\n".join([*prose[:150], "batch=32 subdivisions=8 train = 1", *prose[150:]]) + "\n"
+    with pytest.raises(InputError, match=r"only 1 record\(s\) read among 301 lines, measuring nothing"):
+        imported(write(tmp_path, "README.md", text))
+    short = "\n".join(["batch=32 subdivisions=8 train = 1", "step: 1, loss: 2.0"]) + "\n"  # a short file: read
+    steps, _, _ = imported(write(tmp_path, "short.log", short))
+    assert len(steps) >= 1
+
+
+# -- 12. a score no split names, beside a training loss named by its split: the validation's (fastai's Recorder) -------
+
+
+@pytest.mark.parametrize(("metric", "rises"), [("accuracy", True), ("error_rate", False), ("f1_score", True)])
+def test_a_score_beside_split_named_losses_is_the_validation_s_and_beside_bare_ones_the_training_s(
+    tmp_path, metric, rises
+):
+    rows = [(e, 0.8 / (e + 1), 0.5 + e / 100, 0.85 + e / 100) for e in range(5)]
+    fastai = f"epoch,train_loss,valid_loss,{metric},time\n" + "".join(
+        f"{e},{t:.4f},{v:.4f},{a:.4f},04:39\n" for e, t, v, a in rows
+    )
+    _, got, _ = imported(write(tmp_path, "history.csv", fastai))
+    assert set(got["metric"]) == {"loss", {"accuracy": "acc"}.get(metric, metric)}
+    assert set(zip(got["metric"], got["higher_is_better"], strict=True)) >= {("loss", False)}
+    assert got.loc[got["metric"] != "loss", "higher_is_better"].tolist() == [rises] * 5
+    keras = f"epoch,loss,{metric},val_loss,val_{metric}\n" + "".join(
+        f"{e},{t:.4f},{a:.4f},{v:.4f},{a - 0.01:.4f}\n" for e, t, v, a in rows
+    )
+    steps, got, _ = imported(write(tmp_path, "training_log.csv", keras))
+    assert len(got) == 10  # val_loss and val_<metric>: the bare metric is the training's
+    assert column(steps, "loss") == pytest.approx({e: round(t, 4) for e, t, _, _ in rows})
+
+
+def test_ray_tune_s_training_iteration_is_a_step_column(tmp_path):
+    text = "episode_reward_mean,training_iteration,info/learner/default_policy/vf_loss\n" + "".join(
+        f"{10 + i},{91 + i},{1.0 / (i + 1):.4f}\n" for i in range(5)
+    )
+    with Ledger(":memory:") as led:  # refused before: no step column
+        import_run(led, "auto", [str(write(tmp_path, "progress.csv", text))], ImportOptions(run="r"))
+        extras = led.extras("r", ["imported/episode_reward_mean"])
+    assert extras["step"].tolist() == [91, 92, 93, 94, 95]
+
+
+def test_mxnet_s_speedometer_prints_the_epoch_and_the_batches_done_in_it():
+    line = "2018-10-11 09:16:49,200 INFO - Epoch[5] Batch [0-20]\tSpeed: 25.77 samples/sec\tM0_RPNAcc=0.996745"
+    assert read_counted(line) == {
+        "speed": 25.77,
+        "m0_rpnacc": 0.996745,
+        "step": 5.0,
+        "#epoch": 5.0,
+        "#batch": 20.0,
+    }

@@ -35,6 +35,7 @@ STEP_NAMES = (
     "train/global_step",
     "iteration",
     "iter",
+    "training_iteration",  # Ray Tune's and RLlib's progress.csv
     "current_steps",
     "_step",
     "total_timesteps",
@@ -109,6 +110,7 @@ _CORE_ALIASES = {
         "batch_loss",  # the loss of the batch just trained on, printed each step (`Epoch 3 - Batch loss: 0.52`)
         "lm_loss",
         "crossentropyloss",
+        "xent",  # cross-entropy, as OpenNMT-py's `Step 50/20000; acc: 10.1; ppl: 11400; xent: 9.34` prints it
         "ce_loss",
         "loss/train/total",
         "total_loss",  # detectron2's (beside its terms loss_cls, loss_box_reg, ...): the total is the loss

@@ -10,6 +10,7 @@ formats are written as such mappings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ import pandas as pd
 
 from yieldgate.aliases import EXTRA_NAMESPACES, IMPORTED, Target, guess, imported, split_unit
 from yieldgate.errors import InputError
-from yieldgate.names import CORE_STEP_COLUMNS, VAL_TASK, is_extra_key
+from yieldgate.names import CORE_STEP_COLUMNS, VAL_TASK, is_extra_key, metric_direction
 
 if TYPE_CHECKING:
     from yieldgate.ingest.types import Warnings
@@ -108,6 +109,8 @@ def resolve_mapping(
             out[name] = Target("step", "step")
             continue
         target = guess(name) if not _training_twin(name, known) else _training_target(name)
+        if target.kind == "extra" and _validation_score(name, known):
+            target = guess(f"valid_{name}")
         if target.kind != "extra" and (target.key in taken or target.key == "step"):
             target = imported(name)
         out[name] = target
@@ -135,6 +138,22 @@ def _training_target(name: str) -> Target:
     extra under its own name."""
     target = guess("train/" + name.rsplit("/", 1)[1])
     return target if target.kind == "core" else imported(name)
+
+
+_TRAIN_NAMED = re.compile(r"^(?:train|training)[_/]", re.IGNORECASE)
+_VALID_NAMED = re.compile(r"^(?:val|valid|validation|eval|dev)[_/]", re.IGNORECASE)
+
+
+def _validation_score(name: str, names: set[str]) -> bool:
+    """True for fastai's `accuracy` beside `train_loss` and `valid_loss`: where a table names its training values by
+    their split and has a validation split, a score named by no split (and with no twin under one) is computed on the
+    validation set, as fastai's Recorder computes its metrics; where the training's values go unnamed (Keras' `loss`,
+    `accuracy` beside `val_accuracy`), it is the training's."""
+    if "/" in name or metric_direction(name) is None or "loss" in name.lower():
+        return False
+    if not any(_TRAIN_NAMED.match(n) for n in names) or not any(_VALID_NAMED.match(n) for n in names):
+        return False
+    return not any(n.lower().endswith(name.lower()) and n != name for n in names)
 
 
 def none_known(source: str, targets: Mapping[str, Target], warnings: Warnings) -> None:

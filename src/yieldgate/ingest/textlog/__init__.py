@@ -23,6 +23,7 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 
+from yieldgate.aliases import guess
 from yieldgate.errors import InputError, check_choice
 from yieldgate.ingest.clean import check_columns, concat, read_lines
 from yieldgate.ingest.core import pick_step
@@ -395,6 +396,7 @@ def _read_file(
         if values is not None:
             columns[col] = values
     _refuse_counters_alone(columns, where)
+    _refuse_a_stray_record(columns, where, len(lines), patterned=own is not None and bool(own.lines))
     stamps = clock(lines, first_lines) if "timestamp" not in columns else None
     if stamps is not None:
         columns["timestamp"] = (stamps[0], ~np.isnan(stamps[0]))  # Unix seconds until all files are read
@@ -455,6 +457,31 @@ def _refuse_counters_alone(columns: Mapping[str, tuple[np.ndarray, np.ndarray]],
             "patterns, or a mapping's lines",
             parameter=("patterns", "map"),
         )
+
+
+_STRAY_RECORDS = 3  # records: this few (or one in a hundred lines) measuring nothing, among many lines, read no run
+_STRAY_LINES = 200  # lines: a file this long holding that few records is no log of a training
+_TIMES_AND_SETTINGS = ("wall_s", "step_s", "data_wait_s", "lr")
+
+
+def _refuse_a_stray_record(
+    columns: Mapping[str, tuple[np.ndarray, np.ndarray]], where: Sequence[str], lines: int, patterned: bool
+) -> None:
+    """InputError where a long file gives a few records (three, or one in a hundred lines) that measure nothing
+    (no loss, evaluation, rate or count of tokens): a log pasted into a README read as its configuration's `batch=32
+    ... train=1`. A training log prints a record every few lines; a few records of settings among thousands of other
+    lines are of something else. A mapping's own lines are trusted."""
+    if patterned or len(where) > max(_STRAY_RECORDS, lines // 100) or lines < _STRAY_LINES:
+        return
+    measured = [n for n in columns if (t := guess(n)).kind in ("core", "eval") and t.key not in _TIMES_AND_SETTINGS]
+    if measured:
+        return
+    read = ", ".join(sorted(n for n in columns if n not in ("step", "timestamp"))[:6])
+    raise InputError(
+        f"{where[0]}: only {len(where)} record(s) read among {lines:,} lines, measuring nothing ({read}): no training "
+        "log's records as read; name the values with patterns, or a mapping's lines",
+        parameter=("patterns", "map"),
+    )
 
 
 def _step_of(

@@ -217,6 +217,7 @@ class LogFormat:
                         continue  # the same stepless record again: a second writer's
                     values["step"] = seen.reach  # an evaluation's block after the step it evaluates
                 if n > 1 and "step" in values:
+                    begun = False
                     yield i, n, seen.record(values)
                 i += n
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from yieldgate.aliases import guess
 from yieldgate.ingest.stepcount import counter_name, total_name
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, number, strip_ansi
 from yieldgate.ingest.textlog.prose import eval_block, names_then_values, sentence_values, split_table
@@ -138,9 +139,13 @@ _PROGRESS = re.compile(
 # An epoch named by a word and a number, without its total (`[ep 3 | it 50/100]`, `epoch 3 loss: 2.3`).
 # Bracketed alone before a count (`Epoch: [3][10/250]`: epoch 3, its batch 10 of 250).
 _EPOCH_WORD = re.compile(
-    r"(?<![\w./-])(?:epoch|ep)\s*[:=]?\s*(?:\[\s*(?P<b>\d{1,9})\s*\](?=\s*\[)|(?P<n>\d{1,9})(?![\d./:-]))",
+    r"(?<![\w./-])(?:epoch|ep)\s*[:=]?\s*(?:\[\s*(?P<b>\d{1,9})\s*\]|(?P<n>\d{1,9})(?![\d./:-]))",
     re.IGNORECASE,
 )
+# A range of batches within an epoch, MXNet's Speedometer (`Epoch[5] Batch [0-20]\tSpeed: 25.77 samples/sec\t...`):
+# its values are running means since the range's start; the range's end counts the batches done in the epoch.
+_BATCH_RANGE = re.compile(r"(?<![\w.])batch\s*\[\s*\d{1,12}\s*-\s*(?P<end>\d{1,12})\s*\]", re.IGNORECASE)
+# (Bracketed alone, `Epoch[5]`, as MXNet prints it: epoch 5.)
 # A line that says only which epoch begins (`Epoch 3/10`, ` > EPOCH: 3/100`, `=== Epoch 3 ===`, `[Epoch 3]`): the
 # records after it are of that epoch until the next such line.
 _EPOCH_ONLY = re.compile(
@@ -161,6 +166,7 @@ _LEVEL = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\s+")  # the lo
 # An evaluation's own speed beside its scores (`fps`, `ips`, `speed`): no score, not read from a line of scores.
 _EVAL_SPEEDS = {"fps", "ips", "speed", "samples_per_sec", "samples_per_second", "it_per_s"}
 _BEST = re.compile(r"\bbest\b", re.IGNORECASE)
+_REWARD = re.compile(r"(?:^|_)(?:reward|rewards|rew|return|returns)(?:_|$)")
 
 
 def _key(text: str) -> str:
@@ -223,15 +229,18 @@ def read_counted(line: str) -> dict[str, float] | None:
 
 def _scores_alone(line: str, pairs: dict[str, float]) -> dict[str, float] | None:
     """The values of a line of scores and nothing else, with no step (CSRA's `mAP: 0.936` after `Test on Epoch 3`,
-    PaddleOCR's `cur metric, precision: 0.84, recall: 0.94, hmean: 0.88, fps: 0.56`): an evaluation's, at the step
-    of the record before (`LogFormat.read`). Scores are the metrics that rise (`metric_direction`), beside at most
+    PaddleOCR's `cur metric, precision: 0.84, recall: 0.94, hmean: 0.88, fps: 0.56`, OpenNMT's `Validation perplexity:
+    1.79`): an evaluation's, at the step of the record before (`LogFormat.read`). Names that say their split are
+    evaluations whichever way they go. Scores are the metrics that rise (`metric_direction`), beside at most
     the evaluation's speed; a loss or a name of unknown direction makes it no such line (a training value printed
     apart is not an evaluation), and so does a best-so-far (`best metric, hmean: ...`: an evaluation again)."""
     scores = {k: v for k, v in pairs.items() if k not in _EVAL_SPEEDS}
     if not scores or _BEST.search(line) or any(k.startswith("train") for k in scores):
         return None
-    if not all(metric_direction(k) is True for k in scores):
-        return None
+    if all(guess(k).kind == "eval" for k in scores):  # named as an evaluation's (`validation_perplexity: 1.79`)
+        return scores
+    if not all(metric_direction(k) is True for k in scores) or any(_REWARD.search(k) for k in scores):
+        return None  # a reward printed alone is the rollout's, at every step (DeepSpeed-Chat's `average reward score`)
     return {f"val_{k}": v for k, v in scores.items()}
 
 
@@ -318,6 +327,8 @@ def progress(line: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if (m := _EPOCH_WORD.search(line)) is not None:
         out[counter_name("epoch")] = float(m["n"] if m["n"] is not None else m["b"])
+    if (r := _BATCH_RANGE.search(line)) is not None:
+        out[counter_name("batch")] = float(r["end"])
     if "/" not in line:
         return out
     position = 0
