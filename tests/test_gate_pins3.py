@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,8 @@ from tests.support.gate_ledger import Probe, campaign, power_law, write_probe
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
-from yieldgate.gate.policy import Stage, parse_policy
+from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
+from yieldgate.gate.policy import Policy, Stage, parse_policy
 from yieldgate.gate.sizing import _flops_for_params, _flops_for_tokens, campaign_law, sizing, supply_tokens
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest, Recipe
@@ -438,3 +440,98 @@ def test_a_drift_is_a_loss_worse_than_the_approved_law_by_more_than_three_times_
     faults = Governor.start(_live(), manifest=None)
     faults._law = (1.0, 180.0, 0.5, 0.1)
     assert not faults._drifted(one_run, "r", 12, 12_288.0)  # drift is watched only with `between_boundaries: forecast`
+
+
+# `yieldgate plan` on a target read from a file (`gate/plan.py`).
+
+MANIFEST = {
+    "data": {"sources": [{"name": "web", "weight": 1.0, "unique_tokens": 100_000}]},
+    "model": {"name": "m", "params": 50_000, "non_embedding_params": 20_000, "layers": 2, "width": 16},
+}
+
+
+def _write(path: Path, data: dict[str, Any]) -> str:
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_a_manifest_file_gives_its_recipe_its_parameters_and_its_planned_size(tmp_path):
+    target = _write(tmp_path / "m.yaml", MANIFEST)
+    with Ledger(tmp_path / "l.db") as led:
+        recipe, params = target_recipe(led, target)
+        assert (recipe.sources[0].name, recipe.sources[0].unique_tokens, params) == ("web", 100_000, 50_000)
+        assert _target_probe(led, target) == (None, 20_000)  # the sizing's N is the non-embedding count
+        bare = _write(tmp_path / "bare.yaml", {"data": MANIFEST["data"]})
+        assert target_recipe(led, bare)[1] is None and _target_probe(led, bare) == (None, None)
+        recipe_file = _write(tmp_path / "r.yaml", MANIFEST["data"])
+        recipe, params = target_recipe(led, recipe_file)
+        assert (recipe.sources[0].unique_tokens, params) == (100_000, None)
+        assert _target_probe(led, recipe_file) == (None, None)
+        empty = _write(tmp_path / "e.yaml", {"data": None, "model": MANIFEST["model"]})
+        with pytest.raises(InputError) as err:
+            target_recipe(led, empty)
+        assert str(err.value) == f"{empty}: the manifest has no data recipe (data.sources)"
+
+
+def _plan_policy(**top: Any) -> Policy:
+    stages = [{"name": "pilot", "tokens": 200_000, "compute_share": 0.2}, {"name": "full", "tokens": 1_000_000}]
+    stages[1]["compute_share"] = 0.8
+    return parse_policy(
+        {"name": "p", "version": 3, "stages": stages, "requirements": {"min_yield_per_btok": 1, "max_epochs": 4}, **top}
+    )
+
+
+def test_plan_of_a_file_reads_its_supply_against_the_stages_and_needs_a_law_for_a_flop_budget(tmp_path):
+    target = _write(tmp_path / "m.yaml", MANIFEST)
+    with Ledger(tmp_path / "l.db") as led:
+        out = plan_target(led, target, _plan_policy())
+        assert (out.target, out.policy, out.max_epochs, out.params, out.sizing) == (target, "p@3", 4, 50_000, None)
+        # 200,000 then 1,000,000 tokens of 100,000 unique: 2 then 10 epochs; web passes 4 at the full stage.
+        assert [(s["stage"], s["start_tokens"], s["tokens"]) for s in out.stages] == [
+            ("pilot", 0.0, 200_000),
+            ("full", 200_000, 1_000_000),
+        ]
+        assert [s["tokens_per_param"] for s in out.stages] == [4.0, 20.0]
+        assert [s["sources"][0]["over_limit"] for s in out.stages] == [False, True]
+        assert out.grow == [
+            {
+                "source": "web",
+                "stage": "full",
+                "epochs": 10.0,
+                "unique_tokens": 100_000,
+                "needed_unique_tokens": 250_000,
+            }
+        ]
+        assert set(out.to_dict()) == {"target", "policy", "max_epochs", "params", "r_star", "stages", "grow"}
+        assert out.to_dict()["grow"] == out.grow
+        with pytest.raises(InputError) as err:
+            plan_target(led, target, _plan_policy(), flops=1e15)
+        assert str(err.value) == (
+            f"a FLOP budget needs an L(N, D) law, and {target!r} is no probe of a campaign of 3 or more model sizes: "
+            "name the campaign recipe to fit it from (CAMPAIGN/RECIPE)"
+        )
+        hours = parse_policy(
+            {
+                "name": "h",
+                "version": 1,
+                "stages": [
+                    {"name": "a", "device_hours": 1, "compute_share": 0.5},
+                    {"name": "b", "device_hours": 2, "compute_share": 0.5},
+                ],
+                "requirements": {"min_yield_per_btok": 1},
+            }
+        )
+        with pytest.raises(InputError) as err:
+            plan_target(led, target, hours)
+        assert str(err.value) == (
+            "policy 'h' gives its stages in device_hours; yieldgate plan reads a recipe's supply against stages in "
+            "tokens, before any throughput is measured: give the stages in tokens (yieldgate gate reads device_hours "
+            "at the runs' throughput)"
+        )
+
+
+def test_a_target_in_the_ledger_gives_its_own_campaign_recipe_and_size(two_recipes):
+    assert _target_probe(two_recipes, "camp/a/s0") == ("camp/a", 12_000)
+    assert _sizes(two_recipes, "camp/a") == 1  # one model size: no law of its own
+    recipe, params = target_recipe(two_recipes, "camp/a/s0")
+    assert (recipe.sources[0].name, recipe.sources[0].unique_tokens, params) == ("a-text", 5_000_000, 31_000)
