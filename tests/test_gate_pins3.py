@@ -18,15 +18,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
 from tests.support.gate_ledger import Probe, campaign, power_law, write_probe
+from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
+from yieldgate.gate.draft import Bounds, Check, Decision, Draft, RecordedDecision
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
 from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
 from yieldgate.gate.policy import Policy, Stage, parse_policy
+from yieldgate.gate.shared import Shared, _probe, is_shared, shared_conditions
 from yieldgate.gate.sizing import _flops_for_params, _flops_for_tokens, campaign_law, sizing, supply_tokens
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest, Recipe
@@ -535,3 +539,90 @@ def test_a_target_in_the_ledger_gives_its_own_campaign_recipe_and_size(two_recip
     assert _sizes(two_recipes, "camp/a") == 1  # one model size: no law of its own
     recipe, params = target_recipe(two_recipes, "camp/a/s0")
     assert (recipe.sources[0].name, recipe.sources[0].unique_tokens, params) == ("a-text", 5_000_000, 31_000)
+
+
+# Conditions shared by a campaign's recipes (`gate/shared.py`) and a decision as it is drafted (`gate/draft.py`).
+
+
+def test_a_finding_is_shared_when_every_detector_behind_it_found_its_cause_on_every_recipe():
+    both = Shared(campaign="c", recipes=("a", "b"), keys=frozenset({("schedule", "warmup"), ("schedule", "lr_jump")}))
+    assert is_shared({"cause": "schedule", "detector": "warmup+lr_jump"}, both)
+    assert is_shared({"cause": "schedule", "detector": "warmup"}, both)
+    assert not is_shared({"cause": "schedule", "detector": "warmup+spike"}, both)
+    assert not is_shared({"cause": "data", "detector": "warmup"}, both)
+    none = Shared(campaign="c", recipes=("a", "b"), keys=frozenset())
+    assert not is_shared({"cause": "schedule", "detector": "warmup"}, none)
+    blank = Shared(campaign="c", recipes=("a",), keys=frozenset({("schedule", "")}))
+    assert is_shared({"cause": "schedule", "detector": None}, blank)  # a finding naming no detector
+    assert both.to_dict() == {
+        "campaign": "c",
+        "recipes": ["a", "b"],
+        "conditions": [{"cause": "schedule", "detector": "lr_jump"}, {"cause": "schedule", "detector": "warmup"}],
+    }
+
+
+def _records(name: str, meta: dict[str, Any]) -> RunRecords:
+    empty = pd.DataFrame()
+    return RunRecords(name=name, steps=empty, extras=empty, evals=empty, manifest=None, meta=meta)
+
+
+def test_shared_conditions_need_one_campaign_and_two_recipes_of_it_read(two_recipes):
+    listing = pd.DataFrame(
+        {"name": ["camp/a/s0", "camp/b/s0", "campx/b/s0"], "status": ["finished", "failed", "finished"]}
+    )
+    known = {"camp/a/s0": _records("camp/a/s0", {"probe": {"campaign": "camp", "recipe": "a"}})}
+    # camp/b/s0 has not a usable status; campx/... is another campaign's name: one recipe, nothing shared.
+    assert shared_conditions(two_recipes, known, ("finished",), listing) == Shared(
+        campaign="camp", recipes=("a",), keys=frozenset()
+    )
+    assert shared_conditions(two_recipes, {}, ("finished",), listing) == Shared(
+        campaign=None, recipes=(), keys=frozenset()
+    )
+    plain = {"r": _records("r", {"probe": {"campaign": "camp"}})}  # no recipe: not a campaign's probe
+    assert shared_conditions(two_recipes, plain, ("finished",), listing).campaign is None
+    two = {**known, "x": _records("x", {"probe": {"campaign": "other", "recipe": "a"}})}
+    assert shared_conditions(two_recipes, two, ("finished",), listing).campaign is None
+
+
+def test_a_probe_is_named_by_its_campaign_and_recipe_or_not_at_all():
+    assert _probe({"probe": {"campaign": "c", "recipe": 5}}) == ("c", "5")
+    for meta in ({}, {"probe": "c/r"}, {"probe": {"campaign": "", "recipe": "r"}}, {"probe": {"campaign": "c"}}):
+        assert _probe(meta) is None
+
+
+def test_a_draft_decides_with_its_head_its_suffix_and_the_policy_named():
+    policy = parse_policy(_live())
+    stages = policy.stages
+    draft = Draft(target="t", policy=policy, current=stages[0], next=stages[1], evidence={"k": 1}, suffix=" (x)")
+    assert draft.check("a", True, "fine") is True and draft.check("b", None, "a note") is None
+    decision = draft.decide("hold", "why", run_next="more seeds")
+    assert decision == Decision(
+        target="t",
+        decision="hold",
+        stage="s0",
+        next_stage="s1",
+        rationale="hold s1 (100,000 tokens): why (x)",
+        axis="learning",
+        evidence={"k": 1},
+        checks=[Check("a", True, "fine"), Check("b", None, "a note")],
+        what_to_run_next="more seeds",
+        policy="live@2",
+        policy_hash=policy.content_hash(),
+    )
+    first = Draft(target="t", policy=policy, current=None, next=stages[0], evidence={}).decide(
+        "approve", "ok", axis="throughput"
+    )
+    assert (first.stage, first.rationale, first.axis, first.what_to_run_next) == (
+        None,
+        "approve s0 (40,000 tokens): ok",
+        "throughput",
+        None,
+    )
+    kept = RecordedDecision.of(decision, 7)
+    assert kept.to_dict() == {"id": 7, **decision.to_dict()} and list(kept.to_dict())[:2] == ["id", "target"]
+    assert decision.to_dict()["checks"][0] == {"name": "a", "passed": True, "detail": "fine"}
+
+
+def test_a_bound_says_it_was_discounted_only_below_a_factor_of_one():
+    assert Bounds(point=1.0, lo=0.5, hi=2.0, threshold=1.0, factor=1.0).discounted == ""
+    assert Bounds(point=1.0, lo=0.5, hi=2.0, threshold=1.0, factor=0.999).discounted == " (discounted for repetition)"
