@@ -27,6 +27,7 @@ from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
 from yieldgate.gate.draft import Bounds, Check, Decision, Draft, RecordedDecision
+from yieldgate.gate.gate import _throughput_decision
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
 from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
 from yieldgate.gate.policy import Policy, Stage, parse_policy
@@ -264,8 +265,9 @@ def two_recipes(tmp_path_factory) -> Iterator[Ledger]:
     )
     with Ledger(path) as led:
         led.put_campaign("camp", {"recipes": ["a", "b"]}, "h")
-        for recipe in ("a", "b"):  # as `yieldgate probe` stores a probe: with its model's shape
-            run = f"camp/{recipe}/s0"
+        write_probe(led, "solo/a/s0", "a", 0, Probe(curve=power_law()), "solo")  # a campaign of one recipe
+        led.put_campaign("solo", {"recipes": ["a"]}, "h")
+        for run in ("camp/a/s0", "camp/b/s0", "solo/a/s0"):  # as `yieldgate probe` stores a probe: with its model
             led.set_meta(run, "probe", {**led.meta(run)["probe"], "model": {"layers": 1, "width": 32}})
         yield led
 
@@ -280,6 +282,15 @@ def test_campaign_law_names_the_recipe_it_needs(two_recipes):
     with pytest.raises(InputError) as err:
         campaign_law(two_recipes, "other/a", level=0.8)
     assert str(err.value).startswith("no campaign named 'other' in ")
+    # A campaign of one recipe needs no recipe named: its law is fitted (here refused: one model size).
+    fit = (
+        "an L(N, D) fit needs probes of at least 3 model sizes, got 1 (N = 12,000): add sizes to the campaign's "
+        "`models`"
+    )
+    for ref in ("solo", "solo/a"):
+        with pytest.raises(InputError) as err:
+            campaign_law(two_recipes, ref, level=0.8)
+        assert str(err.value) == fit
 
 
 # The governor (`gate/live.py`): its note, its budgets read live, its screen between boundaries.
@@ -402,6 +413,7 @@ def test_the_screen_reads_only_the_steps_since_the_last_and_reports_the_tokens(o
     assert governor._screen(one_run, "r", 12) == (12_288.0, False)
     assert governor._screen(one_run, "r", 24) == (24_576.0, False)
     assert list(governor._window["step"]) == list(range(25)) and governor._seen == 24
+    assert list(governor._window.index) == list(range(25))  # one label a step: the detectors index the window
     assert governor._screen(one_run, "r", 24) == (24_576.0, False)  # nothing new: the window is kept
     assert len(governor._window) == 25
 
@@ -471,6 +483,10 @@ def test_a_manifest_file_gives_its_recipe_its_parameters_and_its_planned_size(tm
         recipe, params = target_recipe(led, recipe_file)
         assert (recipe.sources[0].unique_tokens, params) == (100_000, None)
         assert _target_probe(led, recipe_file) == (None, None)
+        broken = _write(tmp_path / "b.yaml", {**MANIFEST, "model": {"params": 0}})
+        with pytest.raises(InputError) as err:
+            _target_probe(led, broken)
+        assert str(err.value) == f"{broken}: model.params: must be >= 1, got 0"
         empty = _write(tmp_path / "e.yaml", {"data": None, "model": MANIFEST["model"]})
         with pytest.raises(InputError) as err:
             target_recipe(led, empty)
@@ -626,3 +642,99 @@ def test_a_draft_decides_with_its_head_its_suffix_and_the_policy_named():
 def test_a_bound_says_it_was_discounted_only_below_a_factor_of_one():
     assert Bounds(point=1.0, lo=0.5, hi=2.0, threshold=1.0, factor=1.0).discounted == ""
     assert Bounds(point=1.0, lo=0.5, hi=2.0, threshold=1.0, factor=0.999).discounted == " (discounted for repetition)"
+
+
+# The new-hardware exception's decision (`gate._throughput_decision`) and the governor's reading of a decision.
+
+
+def _draft() -> Draft:
+    policy = parse_policy(_live())
+    return Draft(target="t", policy=policy, current=policy.stages[0], next=policy.stages[1], evidence={})
+
+
+EXCEPTION_NOTE = Check(
+    "new-hardware exception",
+    None,
+    "holds: only hardware differs and the loss curve matches the reference within noise; throughput decides",
+)
+
+
+@pytest.mark.parametrize(
+    ("tokens_per_s", "faults", "detail", "decision", "why", "run_next"),
+    [
+        (
+            1_500.0,
+            [],
+            "1,500 vs 2,000 tokens/s (x0.750, floor x0.75)",
+            "approve",
+            "same recipe on new hardware, same learning curve, x0.750 tokens/s",
+            None,
+        ),
+        (
+            1_499.0,
+            [],
+            "1,499 vs 2,000 tokens/s (x0.750, floor x0.75)",  # x0.7495, just under the floor
+            "hold",
+            "the new hardware moves x0.750 the reference's tokens/s (floor x0.75)",
+            "find the throughput loss (data wait, precision, layout) first",
+        ),
+        (
+            2_500.0,
+            [{"cause": "schedule"}, {"cause": "infrastructure_stall"}, {"cause": "schedule"}],
+            "2,500 vs 2,000 tokens/s (x1.250, floor x0.75)",
+            "hold",
+            "open infrastructure_stall, schedule diagnosis on the new hardware",
+            "fix it, rerun, and run `yieldgate diagnose` again",
+        ),
+    ],
+)
+def test_the_new_hardware_exception_decides_on_throughput_at_its_floor(
+    tokens_per_s, faults, detail, decision, why, run_next
+):
+    """A tolerance of 0.25: the floor is x0.75 of the reference's 2,000 tokens/s, met exactly at 1,500."""
+    ratio = tokens_per_s / 2_000
+    exc = {"throughput_ratio": ratio, "tokens_per_s": tokens_per_s, "reference_tokens_per_s": 2_000.0}
+    out = _throughput_decision(_draft(), exc, 0.25, faults)
+    assert (out.decision, out.rationale, out.axis, out.what_to_run_next) == (
+        decision,
+        f"{decision} s1 (100,000 tokens): {why}",
+        "throughput",
+        run_next,
+    )
+    assert out.checks == [EXCEPTION_NOTE, Check("throughput not worse", tokens_per_s >= 1_500, detail)]
+
+
+def _decision(decision: str, *, stage: str = "s1", fault: bool | None = None, fits: Any = None) -> Decision:
+    checks = [] if fault is None else [Check("no open non-data fault", not fault, "")]
+    evidence = {"forecast": None if fits is None else {"per_seed": fits}}
+    return Decision(
+        target="r",
+        decision=decision,  # type: ignore[arg-type]
+        stage="s0",
+        next_stage=stage,
+        rationale="",
+        axis="learning",
+        evidence=evidence,
+        checks=checks,
+    )
+
+
+def test_the_governor_keeps_the_law_of_an_approval_on_one_fit_and_acts_on_a_fault_once_a_stage():
+    governor = Governor.start(_live(), manifest=None)
+    fit = {"E": 1.5, "B": 80, "beta": 0.4, "rmse": 0.01, "A": 9}
+    governor._remember(_decision("hold", fits=[{"fit": fit}]))
+    assert governor._law is None  # a hold's forecast is not held to
+    governor._remember(_decision("approve", fits=[{"fit": fit}, {"fit": fit}]))
+    assert governor._law is None  # two seeds' fits: no one law
+    governor._remember(_decision("approve", fits=[{"fit": None}]))
+    governor._remember(_decision("approve"))
+    assert governor._law is None
+    governor._remember(_decision("approve", fits=[{"fit": fit}]))
+    assert governor._law == (1.5, 80.0, 0.4, 0.01)
+    assert governor._fault(_decision("hold", fault=True)) and governor._fault(_decision("reject", fault=True))
+    assert not governor._fault(_decision("approve", fault=True))
+    assert not governor._fault(_decision("hold", fault=False)) and not governor._fault(_decision("hold"))
+    assert governor._unearned(_decision("hold")) and not governor._unearned(_decision("approve"))
+    governor._held_stages.add("s1")
+    assert not governor._fault(_decision("hold", fault=True)) and not governor._unearned(_decision("reject"))
+    assert governor._fault(_decision("hold", stage="s2", fault=True))
