@@ -24,7 +24,7 @@ import pytest
 import scipy.stats  # noqa: F401  the gate imports it on first use: a second of import, timed as no test's
 import yaml
 
-from tests.support.gate_ledger import Probe, campaign, power_law, write_probe
+from tests.support.gate_ledger import Probe, campaign, manifest_of, power_law, write_probe
 from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
@@ -33,7 +33,7 @@ from yieldgate.gate.gate import _throughput_decision, gate
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
 from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
 from yieldgate.gate.policy import Policy, Stage, parse_policy
-from yieldgate.gate.requirements import _epochs, _tokens_per_param
+from yieldgate.gate.requirements import _epochs, _tokens_per_param, _workflow
 from yieldgate.gate.shared import Shared, _probe, is_shared, shared_conditions
 from yieldgate.gate.sizing import _flops_for_params, _flops_for_tokens, campaign_law, sizing, supply_tokens
 from yieldgate.gate.supply import stage_supply
@@ -870,3 +870,44 @@ def test_a_decision_on_stages_in_device_hours_says_how_they_read_in_tokens(one_r
         "tokens": list(LIVE_STAGES),
     }
     assert decision.policy_hash == policy.content_hash() != parse_policy(_live()).content_hash()
+
+
+def test_a_target_mixing_workflows_holds_naming_the_first_four_fields_that_differ():
+    base = manifest_of("rec", 0, {})
+    other = manifest_of("rec", 1, {"optimisation": {"lr": 1e-3, "batch_size": 32}, "model": {"width": 64}})
+    third = manifest_of("rec", 2, {"model": {"layers": 2}, "data": {"sources": [{"name": "rec-text", "weight": 2.0}]}})
+    runs = {"a": base, "b": other, "c": third, "d": None}
+    draft, holds = _draft_with(), []
+    draft.evidence["workflow"] = None
+    _workflow(draft, SimpleNamespace(manifests=runs, runs=list(runs)), holds)
+    # Five fields differ (the seeds are no part of the workflow): data.sources[rec-text].weight, model.layers,
+    # model.width, optimisation.batch_size and optimisation.lr, sorted; the first four are named.
+    assert draft.checks == [
+        Check(
+            "one workflow",
+            False,
+            "the target's runs differ in data.sources[rec-text].weight, model.layers, model.width, "
+            "optimisation.batch_size",
+        )
+    ]
+    assert holds == [("the target mixes workflows", "gate one recipe (one workflow) at a time")]
+    draft, holds = _draft_with(), []
+    draft.evidence["workflow"] = None
+    _workflow(draft, SimpleNamespace(manifests={"a": base, "b": manifest_of("rec", 1, {})}, runs=["a", "b"]), holds)
+    assert draft.checks == [Check("one workflow", False, "the target's runs differ in their manifests")]
+    holds = []
+    # A stage whose cumulative share (0.25) is the exploration share exactly is explored: no lock asked.
+    policy = parse_policy({**_live(), "exploration_share": 0.25})
+    exploring = Draft(target="t", policy=policy, current=None, next=policy.stages[0], evidence={"workflow": "w"})
+    _workflow(exploring, SimpleNamespace(manifests={"a": base}, runs=["a"]), holds)
+    assert (exploring.checks, holds) == (
+        [Check("workflow locked", None, "s0 is within the exploration share (25%)")],
+        [],
+    )
+
+
+def test_the_shared_conditions_read_the_target_s_runs_as_given_not_again(two_recipes):
+    """The gate hands its runs read (at a step, for a governed run): their meta is taken from them, not the ledger."""
+    listing = pd.DataFrame({"name": ["camp/a/s0"], "status": ["finished"]})
+    renamed = {"camp/a/s0": _records("camp/a/s0", {"probe": {"campaign": "camp", "recipe": "z"}})}
+    assert shared_conditions(two_recipes, renamed, ("finished",), listing).recipes == ("z",)
