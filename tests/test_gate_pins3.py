@@ -29,6 +29,7 @@ from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
 from yieldgate.gate.draft import Bounds, Check, Decision, Draft, RecordedDecision
+from yieldgate.gate.findings import _answered, _step, _steps
 from yieldgate.gate.gate import _throughput_decision, gate
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
 from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
@@ -911,3 +912,15 @@ def test_the_shared_conditions_read_the_target_s_runs_as_given_not_again(two_rec
     listing = pd.DataFrame({"name": ["camp/a/s0"], "status": ["finished"]})
     renamed = {"camp/a/s0": _records("camp/a/s0", {"probe": {"campaign": "camp", "recipe": "z"}})}
     assert shared_conditions(two_recipes, renamed, ("finished",), listing).recipes == ("z",)
+
+
+def test_a_finding_is_answered_by_a_resolved_diagnosis_of_its_cause_over_steps_that_touch_it():
+    assert (_step(None), _step(math.nan), _step(7.0), _step(0)) == (None, None, 7, 0)
+    assert _steps(None, math.nan) == (-math.inf, math.inf) and _steps(3, 9.0) == (3.0, 9.0)
+    finding = {"cause": "schedule", "start_step": 10, "end_step": 20}
+    for span, answered in (((20, 30), True), ((0, 10), True), ((21, 30), False), ((0, 9), False), ((12, 14), True)):
+        assert _answered(finding, [("schedule", span)]) is answered, span
+    assert not _answered(finding, [("damaged_update", (0, 100))])
+    assert not _answered(finding, [])
+    assert _answered({"cause": "schedule"}, [("schedule", (500.0, 600.0))])  # a finding of no steps spans the run
+    assert _answered({"cause": "schedule", "start_step": 10, "end_step": None}, [("schedule", (99, 100))])
