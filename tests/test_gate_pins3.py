@@ -924,3 +924,63 @@ def test_a_finding_is_answered_by_a_resolved_diagnosis_of_its_cause_over_steps_t
     assert not _answered(finding, [])
     assert _answered({"cause": "schedule"}, [("schedule", (500.0, 600.0))])  # a finding of no steps spans the run
     assert _answered({"cause": "schedule", "start_step": 10, "end_step": None}, [("schedule", (99, 100))])
+
+
+# The policy (`gate/policy.py`): what it refuses, and its stages read in tokens.
+
+
+def _stages(*pairs: tuple[str, float, float], unit: str = "tokens") -> list[dict[str, Any]]:
+    return [{"name": n, unit: b, "compute_share": c} for n, b, c in pairs]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"stages": _stages(("a", 1, 0.5), ("a", 2, 0.5))}, "stage names must be unique, repeated: a"),
+        ({"stages": _stages(("a", 1, 0.6), ("b", 2, 0.5))}, "stage compute shares add up to 1.1, more than 1"),
+        (
+            {"stages": _stages(("a", 1.5, 0.5), ("b", 1.5, 0.5), unit="device_hours")},
+            "stages must be in strictly increasing device_hours, got [1.5, 1.5]",
+        ),
+        (
+            {"primary": "throughput"},
+            "primary: throughput needs an exception (kind: new_hardware, reference: RUN_OR_GLOB): throughput decides "
+            "only against a reference whose learning it is shown to keep",
+        ),
+    ],
+)
+def test_a_policy_that_cannot_be_read_is_refused_with_what_is_wrong(changes, message):
+    with pytest.raises(InputError) as err:
+        parse_policy({**_live(), **changes})
+    assert str(err.value) == f"policy: {message}"
+
+
+def test_stages_in_device_hours_or_dollars_read_in_tokens_at_a_throughput_and_a_price():
+    hours = parse_policy({**_live(), "stages": _stages(("a", 0.0001, 0.5), ("b", 0.01, 0.5), unit="device_hours")})
+    # 0.1 tokens round to none: a stage is at least one token.
+    assert [s.tokens for s in hours.in_tokens(1_000.0, None).stages] == [1, 10]
+    for rate in (None, 0.0):
+        with pytest.raises(InputError) as err:
+            hours.in_tokens(rate, 2.0)
+        assert str(err.value) == (
+            "policy 'live' gives its stages in device_hours, and the runs' throughput is unknown (no tokens or "
+            "wall-clock time recorded): record them, or give the stages in tokens"
+        )
+    close = parse_policy({**_live(), "stages": _stages(("a", 1.0, 0.5), ("b", 1.0001, 0.5), unit="device_hours")})
+    with pytest.raises(InputError) as err:
+        close.in_tokens(1_000.0, None)
+    assert str(err.value) == "policy 'live': its stages read in tokens are not distinct: [1000, 1000]"
+    usd = parse_policy({**_live(), "stages": _stages(("a", 1.0, 0.5), ("b", 2.0, 0.5), unit="usd")})
+    read = usd.in_tokens(1_000.0, 2.0)  # 1,000 tokens a device-hour at $2: 500 tokens a dollar
+    assert [(s.name, s.tokens, s.compute_share) for s in read.stages] == [("a", 500, 0.5), ("b", 1_000, 0.5)]
+    for price in (None, 0.0):
+        with pytest.raises(InputError) as err:
+            usd.in_tokens(1_000.0, price)
+        assert str(err.value) == (
+            "policy 'live' gives its stages in dollars, and no price is known: set prices.per_device_hour in the "
+            "policy or hardware.price_per_device_hour in the manifests"
+        )
+    with pytest.raises(ValueError, match=r"^stage 'a' is a budget of usd: read it in tokens first$"):
+        _ = usd.stages[0].token_budget
+    with pytest.raises(ValueError, match=r"^stage 'x' is not in policy 'live'$"):
+        usd.is_exploration(Stage(name="x", tokens=1, compute_share=0.1))
