@@ -38,6 +38,7 @@ from yieldgate.gate.requirements import _epochs, _tokens_per_param, _workflow
 from yieldgate.gate.shared import Shared, _probe, is_shared, shared_conditions
 from yieldgate.gate.sizing import _flops_for_params, _flops_for_tokens, campaign_law, sizing, supply_tokens
 from yieldgate.gate.supply import stage_supply
+from yieldgate.gate.target import TargetEvidence
 from yieldgate.ledger import Ledger
 from yieldgate.manifest import Manifest, Recipe
 
@@ -984,3 +985,36 @@ def test_stages_in_device_hours_or_dollars_read_in_tokens_at_a_throughput_and_a_
         _ = usd.stages[0].token_budget
     with pytest.raises(ValueError, match=r"^stage 'x' is not in policy 'live'$"):
         usd.is_exploration(Stage(name="x", tokens=1, compute_share=0.1))
+
+
+def test_a_run_still_running_is_read_only_at_a_step_and_a_metric_never_evaluated_holds_for_its_forecast(one_run):
+    """Read at step 49 (50,176 tokens) on a metric the run never evaluated: held for the forecast, the checks before
+    it passed, and the 549,824 tokens left of the 600,000 planned priced at 20,480 tokens/s and the manifest's $0.5
+    per device-hour (549,824 / 20,480 / 3,600 = 0.00746 device-hours, $0.00373)."""
+    policy = parse_policy(_live(requirements={"min_seeds": 1}))
+    with pytest.raises(InputError) as err:
+        TargetEvidence.read(one_run, "r", policy)  # offline, a running run is no evidence
+    assert str(err.value) == "no finished run in 'r': r is running"
+    decision = gate(one_run, "r", policy, metric="val/bpb", at_step=49)
+    assert (decision.decision, decision.rationale, decision.what_to_run_next) == (
+        "hold",
+        "hold s1 (100,000 tokens): no forecast: run 'r' has no evaluation of val/bpb",
+        "record evaluations of val/bpb",
+    )
+    assert decision.checks == [
+        Check(
+            "no open non-data fault",
+            True,
+            "no diagnosis of schedule, damaged_update, infrastructure_stall above confidence 0.3 (the detectors ran on "
+            "1 run)",
+        ),
+        Check("no stall of unknown cause", True, "no plateau at constant LR without a cooldown after it"),
+        Check("seeds", True, "1 per budget, the policy needs 1"),
+        Check("forecast", False, "no forecast: run 'r' has no evaluation of val/bpb"),
+        Check(
+            "compute saved by stopping",
+            None,
+            "549,824 of the 600,000 planned tokens (92%), 0.00746 device-hours, $0.00373, ? kWh at the measured "
+            "throughput (no energy recorded (energy_j) by the runs)",
+        ),
+    ]
