@@ -14,6 +14,8 @@ The laws here are written by hand, not fitted, so that every number has a closed
 from __future__ import annotations
 
 import math
+import os
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,8 +30,9 @@ from tests.support.gate_ledger import Probe, campaign, manifest_of, power_law, w
 from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
+from yieldgate.gate import findings as gate_findings
 from yieldgate.gate.draft import Bounds, Check, Decision, Draft, RecordedDecision
-from yieldgate.gate.findings import _answered, _step, _steps
+from yieldgate.gate.findings import _answered, _content_key, _step, _steps, run_findings
 from yieldgate.gate.gate import _throughput_decision, gate
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
 from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
@@ -1018,3 +1021,16 @@ def test_a_run_still_running_is_read_only_at_a_step_and_a_metric_never_evaluated
             "throughput (no energy recorded (energy_j) by the runs)",
         ),
     ]
+
+
+def test_findings_are_kept_by_the_ledger_s_path_and_the_run_and_the_least_recently_used_go_first(
+    two_recipes, monkeypatch
+):
+    key = _content_key(two_recipes, "camp/a/s0")
+    assert key is not None and key[:2] == (os.path.realpath(str(two_recipes.location)), "camp/a/s0")
+    assert _content_key(two_recipes, "no/such/run") is None
+    monkeypatch.setattr(gate_findings, "_cache", OrderedDict())
+    monkeypatch.setattr(gate_findings, "CACHE_RUNS", 2)
+    for run in ("camp/a/s0", "camp/b/s0", "camp/a/s0", "solo/a/s0"):  # a read again: b is the least recent
+        run_findings(two_recipes, run)
+    assert [k[1] for k in gate_findings._cache] == ["camp/a/s0", "solo/a/s0"]
