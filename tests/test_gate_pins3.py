@@ -26,13 +26,13 @@ import pytest
 import scipy.stats  # noqa: F401  the gate imports it on first use: a second of import, timed as no test's
 import yaml
 
-from tests.support.gate_ledger import Probe, campaign, manifest_of, power_law, write_probe
+from tests.support.gate_ledger import Probe, campaign, manifest_of, no_warmup, power_law, write_probe
 from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
 from yieldgate.gate import findings as gate_findings
 from yieldgate.gate.draft import Bounds, Check, Decision, Draft, RecordedDecision
-from yieldgate.gate.findings import _answered, _content_key, _step, _steps, run_findings
+from yieldgate.gate.findings import _answered, _content_key, _step, _steps, run_findings, target_findings
 from yieldgate.gate.gate import _throughput_decision, gate
 from yieldgate.gate.live import Governor, _stage_of, _unspent_line, governable, load
 from yieldgate.gate.plan import _sizes, _target_probe, plan_target, target_recipe
@@ -1034,3 +1034,44 @@ def test_findings_are_kept_by_the_ledger_s_path_and_the_run_and_the_least_recent
     for run in ("camp/a/s0", "camp/b/s0", "camp/a/s0", "solo/a/s0"):  # a read again: b is the least recent
         run_findings(two_recipes, run)
     assert [k[1] for k in gate_findings._cache] == ["camp/a/s0", "solo/a/s0"]
+
+
+def test_the_findings_that_stand_are_the_open_stored_ones_and_the_detectors_not_answered(tmp_path):
+    """A probe at its peak LR from the first step: the detectors find the schedule fault (no warm-up, steps 0-14) and
+    an undertrained model (steps 0-146)."""
+    with Ledger(tmp_path / "f.db") as led:
+        write_probe(led, "r", "rec", 0, Probe(curve=power_law(), lr=no_warmup))
+        assert [(f["cause"], f["start_step"], f["end_step"]) for f in target_findings(led, {"r": None})] == [
+            ("undertrained", 0, 146),
+            ("schedule", 0, 14),
+        ]
+        # A resolved diagnosis of the schedule over steps 14-30 (touching the finding's) answers it.
+        led.resolve_event(led.add_event("r", "diagnosis", {"cause": "schedule"}, start_step=14, end_step=30))
+        # An open stored diagnosis of the same cause and steps as a finding stands instead of it.
+        same = led.add_event("r", "diagnosis", {"cause": "undertrained"}, start_step=0, end_step=146)
+        led.add_event("r", "diagnosis", {"note": "no cause"}, start_step=0, end_step=1)  # not a finding
+        later = led.add_event(
+            "r",
+            "diagnosis",
+            {"cause": "data_exhaustion", "confidence": 0.9, "detector": "d", "advice": "grow"},
+            start_step=100,
+            end_step=120,
+        )
+        stored = {"confidence": None, "detector": None, "advice": "", "evidence": {}}
+        assert target_findings(led, {"r": None}) == [
+            {"run": "r", "event": same, "cause": "undertrained", **stored, "start_step": 0, "end_step": 146},
+            {
+                "run": "r",
+                "event": later,
+                "cause": "data_exhaustion",
+                "confidence": 0.9,
+                "start_step": 100,
+                "end_step": 120,
+                "detector": "d",
+                "advice": "grow",
+                "evidence": {},
+            },
+        ]
+        # Read as the run stood at a step: a diagnosis stored of later steps is left out; one from that step stands.
+        assert later in [f.get("event") for f in target_findings(led, {"r": None}, upto=100)]
+        assert later not in [f.get("event") for f in target_findings(led, {"r": None}, upto=99)]
