@@ -412,6 +412,12 @@ def test_budgets_in_device_hours_are_read_at_the_throughput_screened_so_far(one_
     assert list(governor._window["step"]) == list(range(13))
     read = governor._in_tokens(one_run, "r")
     assert [s.tokens for s in read.stages] == list(LIVE_STAGES)
+    # In dollars at the manifest's $0.5 per device-hour (the policy names no price): 147,456,000 tokens a dollar.
+    usd = _live("device_hours")
+    usd["stages"] = [{"name": f"s{i}", "usd": t / RATE * 0.5, "compute_share": 0.25} for i, t in enumerate(LIVE_STAGES)]
+    priced = Governor.start(usd, manifest=one_run.manifest("r"))
+    assert priced.evaluate(one_run, "r", 12) is None
+    assert [s.tokens for s in priced._in_tokens(one_run, "r").stages] == list(LIVE_STAGES)
     # A policy already in tokens is read as it is.
     tokens = Governor.start(_live(), manifest=None)
     assert tokens._in_tokens(one_run, "r") is tokens.policy
