@@ -27,6 +27,7 @@ import scipy.stats  # noqa: F401  the gate imports it on first use: a second of 
 import yaml
 
 from tests.support.gate_ledger import Probe, campaign, manifest_of, no_warmup, power_law, write_probe
+from yieldgate import EvalRecord
 from yieldgate.analysis.records import RunRecords
 from yieldgate.analysis.scaling import ScalingLaw
 from yieldgate.errors import InputError
@@ -1081,3 +1082,31 @@ def test_the_findings_that_stand_are_the_open_stored_ones_and_the_detectors_not_
         # Read as the run stood at a step: a diagnosis stored of later steps is left out; one from that step stands.
         assert later in [f.get("event") for f in target_findings(led, {"r": None}, upto=100)]
         assert later not in [f.get("event") for f in target_findings(led, {"r": None}, upto=99)]
+
+
+def test_the_next_stage_s_price_names_the_energy_the_runs_recorded(tmp_path):
+    """The probe again, its steps with 0.5 J a token: the last stage's 600,000 tokens cost 300,000 J = 0.0833 kWh,
+    beside 600,000 / 73,728,000 = 0.00814 device-hours and $0.00407 at the manifest's $0.5."""
+    with Ledger(tmp_path / "e.db") as led:
+        write_probe(led, "p", "rec", 0, Probe(curve=power_law()))
+        steps = led.steps("p")
+        led.create_run("e", manifest=led.manifest("p"), source="probe")
+        led.append_steps(
+            "e",
+            {
+                **{c: steps[c].tolist() for c in ("step", "tokens", "wall_s", "loss", "lr")},
+                "energy_j": (steps["tokens"] * 0.5).tolist(),
+            },
+        )
+        led.append_evals(
+            "e",
+            [EvalRecord(**r) for r in led.evals("p")[["step", "tokens", "task", "metric", "value"]].to_dict("records")],
+        )
+        led.set_status("e", "finished")
+        decision = gate(led, "e", parse_policy(_live(requirements={"min_seeds": 1})))
+    (price,) = [c for c in decision.checks if c.name == "next stage's price"]
+    assert price.detail.startswith(
+        "s3: 600,000 tokens, 0.00814 device-hours, $0.00407, 0.0833 kWh at the measured throughput, for a forecast "
+    )
+    assert price.detail.endswith(" drop in val/loss")
+    assert decision.evidence["next_stage_price"]["kwh"] == pytest.approx(600_000 * 0.5 / 3.6e6)
