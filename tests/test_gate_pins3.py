@@ -1110,3 +1110,23 @@ def test_the_next_stage_s_price_names_the_energy_the_runs_recorded(tmp_path):
     )
     assert price.detail.endswith(" drop in val/loss")
     assert decision.evidence["next_stage_price"]["kwh"] == pytest.approx(600_000 * 0.5 / 3.6e6)
+
+
+def test_a_stored_stall_of_unknown_cause_holds_for_the_cooldown_probe(tmp_path):
+    with Ledger(tmp_path / "s.db") as led:
+        write_probe(led, "r", "rec", 0, Probe(curve=power_law()))
+        led.add_event("r", "diagnosis", {"cause": "stalled", "confidence": 0.9}, start_step=80, end_step=146)
+        decision = gate(led, "r", parse_policy(_live(requirements={"min_seeds": 1})))
+    assert (decision.decision, decision.rationale, decision.what_to_run_next) == (
+        "hold",
+        "hold s3 (600,000 tokens): learning stalled at constant LR on r, cause not known: the LR's noise floor "
+        "(schedule) or the data; the flat curve neither earns the next stage nor shows the data exhausted",
+        "the cooldown probe: continue r with its LR cooled down over ~10% of its tokens (`yieldgate train RECIPE "
+        "--resume-from r --cooldown-tokens N`) and evaluate; a drop means the schedule was the limit, no drop means "
+        "the data; then gate again",
+    )
+    (stall,) = [c for c in decision.checks if c.name == "no stall of unknown cause"]
+    assert stall == Check(
+        "no stall of unknown cause", False, "learning stalled at constant LR on r: schedule or data, not yet told apart"
+    )
+    assert [(f["cause"], f["steps"]) for f in decision.evidence["undetermined_stalls"]] == [("stalled", [80, 146])]
