@@ -1,7 +1,9 @@
 """What the gate's planning and governing code decides and says, pinned whole (issue #44 item 11, second pass):
 the code no fast test ran before (the supply-limited branch of `gate/sizing.py`, the governor's notes and its budgets
-read live in `gate/live.py`, a target's probe and recipe read from a file in `gate/plan.py`), and boundaries no case
-sat on. Mutation testing (`make mutation-sample`) found these paths' changes untold apart.
+read live in `gate/live.py`, a target's probe and recipe read from a file in `gate/plan.py`), the rules of
+`requirements.py`, `policy.py`, `findings.py`, `shared.py` and `draft.py` read whole, and boundaries no case sat on.
+Mutation testing (`make mutation-sample`) found these paths' changes untold apart. Two strict xfails mark what looks
+wrong in src: a source of no unique tokens refused as a FLOP budget, and `_epochs` on a source never drawn from.
 
 The laws here are written by hand, not fitted, so that every number has a closed form:
 
