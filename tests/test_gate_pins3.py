@@ -2,8 +2,8 @@
 the code no fast test ran before (the supply-limited branch of `gate/sizing.py`, the governor's notes and its budgets
 read live in `gate/live.py`, a target's probe and recipe read from a file in `gate/plan.py`), the rules of
 `requirements.py`, `policy.py`, `findings.py`, `shared.py` and `draft.py` read whole, and boundaries no case sat on.
-Mutation testing (`make mutation-sample`) found these paths' changes untold apart. Two strict xfails mark what looks
-wrong in src: a source of no unique tokens refused as a FLOP budget, and `_epochs` on a source never drawn from.
+Mutation testing (`make mutation-sample`) found these paths' changes untold apart. Two of these tests found bugs, since
+fixed: a source of no unique tokens refused as a FLOP budget, and `_epochs` failing on a source never drawn from.
 
 The laws here are written by hand, not fitted, so that every number has a closed form:
 
@@ -258,14 +258,15 @@ def test_a_law_not_identified_refuses_with_its_reason():
     assert out["notes"][-1] == reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a source of 0 unique tokens gives a supply of 0, and sizing asks the law's "
-    "optimum at 0 FLOPs, which refuses with a message about the FLOP budget instead of naming the supply",
-)
 def test_a_supply_of_no_tokens_is_said_not_refused_as_a_flop_budget():
+    """A source of 0 unique tokens (the manifest allows it) supplies nothing: said, not asked of the law at 0 FLOPs
+    (which refused with a message about the FLOP budget, naming no supply)."""
     out = sizing(_law(), [], params=None, flops=6e12, recipe=_recipe({"name": "web", "unique_tokens": 0}), max_epochs=4)
     assert out["flops"]["supply_tokens"] == 0.0 and out["flops"]["undertrained"] is True
+    assert out["flops"]["supply_params"] is None and out["flops"]["supply_flops"] is None
+    assert out["flops"]["advice"] == (
+        "the sources supply no tokens within 4 epochs (a source drawn from holds no unique tokens): grow the sources"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -821,16 +822,14 @@ def test_the_data_supply_unknown_holds_with_what_to_record():
     assert (draft.checks, holds) == ([], [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a source drawn from not at all (weight 0) with no unique-token count has epochs None, which `_epochs` "
-    "compares with max_epochs: TypeError instead of a check",
-)
 def test_a_source_not_drawn_from_with_no_unique_count_does_not_break_the_supply_check():
+    """A source of weight 0 with no unique-token count (epochs None) is passed no times: it limits nothing and is not
+    listed (it was compared with max_epochs: a TypeError instead of a check)."""
     draft, holds = _draft_with(max_epochs=4), []
     draft.evidence["supply"] = _supply(WEB_CODE)
     _epochs(draft, holds)
     assert draft.checks[0].passed is True and holds == []
+    assert "held" not in draft.checks[0].detail
 
 
 def _model(params: int | None) -> Manifest:

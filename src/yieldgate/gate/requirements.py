@@ -89,8 +89,9 @@ def _epochs(draft: Draft, holds: list[tuple[str, str]]) -> None:
             )
         )
         return
-    over = sorted((r for r in supply["sources"] if r["epochs"] > limit), key=lambda r: -r["epochs"])
-    passes = ", ".join(f"{r['source']} x{r['epochs']:.3g}" for r in supply["sources"])
+    drawn = [r for r in supply["sources"] if r["drawn_tokens"] > 0]  # a source of weight 0 is passed no times
+    over = sorted((r for r in drawn if r["epochs"] > limit), key=lambda r: -r["epochs"])
+    passes = ", ".join(f"{r['source']} x{r['epochs']:.3g}" for r in drawn)
     if draft.check("data supply", not over, f"{nxt.name} passes {passes}; the policy allows {limit:g}"):
         return
     for r in over:

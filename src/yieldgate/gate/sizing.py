@@ -102,7 +102,7 @@ def sizing(
             p = law.predict(params, stage.token_budget)
             optimum = law.optimal(6.0 * params * stage.token_budget)
             ratio = stage.token_budget / params
-            under = ratio < optimum["tokens_per_param"] / UNDERTRAINED_FACTOR
+            under = bool(ratio < optimum["tokens_per_param"] / UNDERTRAINED_FACTOR)
             out["stages"].append(
                 {
                     "stage": stage.name,
@@ -127,43 +127,59 @@ def sizing(
         out["notes"].append(refused)
         out["flops_refused"] = {"flops": flops, "reason": refused}
     elif flops is not None:
-        opt = law.optimal(flops)
-        epochs = max_epochs if max_epochs is not None else EPOCHS_FRESH
-        supply = supply_tokens(recipe, epochs) if recipe is not None else None
-        entry: dict[str, Any] = {
-            **opt,
-            "intervals": law.optimal_interval(flops),
-            "prediction": law.predict(opt["params"], opt["tokens"]).to_dict(),
-            "max_epochs": epochs,
-            "supply_tokens": supply,
-            "undertrained": False,
-            "advice": None,
-        }
-        if supply is not None and supply < opt["tokens"]:
-            # The largest compute the supply trains compute-optimally: D_opt(C) = supply, with D_opt = C / (6 N_opt).
-            c_supply = _flops_for_tokens(law, supply)
-            n_supply = law.optimal(c_supply)["params"]
-            named = _within(law, n_supply)
-            entry.update(
-                undertrained=supply / opt["params"] < opt["tokens_per_param"] / UNDERTRAINED_FACTOR,
-                supply_params=n_supply if named else None,
-                supply_flops=c_supply,
-                advice=(
-                    f"the compute-optimal model (N = {opt['params']:,.0f}) needs {opt['tokens']:,.0f} tokens; the "
-                    f"sources supply {supply:,.0f} within {epochs:g} epochs, {supply / opt['params']:.3g} tokens per "
-                    f"parameter against the fitted optimum's {opt['tokens_per_param']:.3g}: grow the sources"
-                    + (
-                        f", or train N = {n_supply:,.0f} (compute-optimal for that supply at {c_supply:.3g} FLOPs)"
-                        if named
-                        else f" (the size compute-optimal for that supply lies more than {EXTRAPOLATION:g}x outside "
-                        "the probed sizes: not named)"
-                    )
-                ),
-            )
-        elif supply is None:
-            out["notes"].append("token supply unknown (data.sources[].unique_tokens): not checked against D_opt")
-        out["flops"] = entry
+        out["flops"] = _at_flops(law, flops, recipe, max_epochs, out["notes"])
     return out
+
+
+def _at_flops(
+    law: ScalingLaw, flops: float, recipe: Recipe | None, max_epochs: float | None, notes: list[str]
+) -> dict[str, Any]:
+    """The compute-optimal size for `flops` and whether the recipe's sources supply its tokens (`supply_tokens`),
+    with the size the supply allows where they fall short; a note where the supply is unknown."""
+    opt = law.optimal(flops)
+    epochs = max_epochs if max_epochs is not None else EPOCHS_FRESH
+    supply = supply_tokens(recipe, epochs) if recipe is not None else None
+    entry: dict[str, Any] = {
+        **opt,
+        "intervals": law.optimal_interval(flops),
+        "prediction": law.predict(opt["params"], opt["tokens"]).to_dict(),
+        "max_epochs": epochs,
+        "supply_tokens": supply,
+        "undertrained": False,
+        "advice": None,
+    }
+    if supply is not None and supply <= 0:  # a source drawn from holds no unique tokens: no size trains on it
+        entry.update(
+            undertrained=True,
+            supply_params=None,
+            supply_flops=None,
+            advice=f"the sources supply no tokens within {epochs:g} epochs (a source drawn from holds no unique "
+            "tokens): grow the sources",
+        )
+    elif supply is not None and supply < opt["tokens"]:
+        # The largest compute the supply trains compute-optimally: D_opt(C) = supply, with D_opt = C / (6 N_opt).
+        c_supply = _flops_for_tokens(law, supply)
+        n_supply = law.optimal(c_supply)["params"]
+        named = _within(law, n_supply)
+        entry.update(
+            undertrained=bool(supply / opt["params"] < opt["tokens_per_param"] / UNDERTRAINED_FACTOR),
+            supply_params=n_supply if named else None,
+            supply_flops=c_supply,
+            advice=(
+                f"the compute-optimal model (N = {opt['params']:,.0f}) needs {opt['tokens']:,.0f} tokens; the "
+                f"sources supply {supply:,.0f} within {epochs:g} epochs, {supply / opt['params']:.3g} tokens per "
+                f"parameter against the fitted optimum's {opt['tokens_per_param']:.3g}: grow the sources"
+                + (
+                    f", or train N = {n_supply:,.0f} (compute-optimal for that supply at {c_supply:.3g} FLOPs)"
+                    if named
+                    else f" (the size compute-optimal for that supply lies more than {EXTRAPOLATION:g}x outside "
+                    "the probed sizes: not named)"
+                )
+            ),
+        )
+    elif supply is None:
+        notes.append("token supply unknown (data.sources[].unique_tokens): not checked against D_opt")
+    return entry
 
 
 def _within(law: ScalingLaw, params: float) -> bool:
