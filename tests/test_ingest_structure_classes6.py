@@ -393,3 +393,31 @@ def test_mxnet_s_speedometer_prints_the_epoch_and_the_batches_done_in_it():
         "#epoch": 5.0,
         "#batch": 20.0,
     }
+
+
+# -- advice that works: the refusal of an epoch's unknown size, run on the command line as it is printed ------------
+
+
+def test_the_advice_for_an_epoch_s_unknown_size_runs_on_the_command_line_as_printed(tmp_path, cli):
+    """Every epoch's last logged count on the logging grid (every 20, 140 per epoch): its size cannot be told. The
+    refusal's advice, with N given, is run as printed (`--map` before each value: one `--map a=b c=d` took `c=d` for a
+    file), and reads the run."""
+    import shlex
+
+    lines, losses = [], {}
+    for e in range(1, 4):
+        lines.append(f"[2022-06-26 21:43:24,027]Epoch: {e:04d}")
+        for i in range(20, 141, 20):
+            step = (e - 1) * 140 + i
+            losses[step] = round(3.0 / step, 5) + 0.00001
+            lines.append(
+                f"[2022-06-26 21:{10 + step // 60 % 50:02d}:{step % 60:02d},483]iter:{i:04d} "
+                f"loss_train: {losses[step]:.5f}"
+            )
+    log = write(tmp_path, "train.log", "\n".join(lines) + "\n")
+    refused = cli("import", "auto", str(log), "--run", "r", code=2)
+    advice = refused.stderr.rsplit("give it: ", 1)[1].strip()
+    assert advice == "--map epoch=epoch --map iter=iter --map iters_per_epoch=N"
+    cli("import", "auto", str(log), "--run", "r", *shlex.split(advice.replace("=N", "=140")))
+    with Ledger(cli.ledger_path) as led:
+        assert column(led.steps("r"), "loss") == pytest.approx(losses)

@@ -42,10 +42,10 @@ def advice_read(shape: Shape, message: str, folder: Path) -> list[str] | None:
     """A refusal that asks for the iterations of an epoch, run as it says with the shape's own count: how the run it
     reads differs from the one written (None when the refusal gives other advice, or a loader that shrank after a
     resume needs more than one count)."""
-    m = re.search(r"map (epoch=\S+ iter=\S+ iters_per_epoch=N(?: first_epoch=0)?)", message)
+    m = re.search(r"map (epoch=\S+ map iter=\S+ map iters_per_epoch=N(?: map first_epoch=0)?)", message)
     if m is None or shape.shrink:
         return None
-    options = [p.replace("=N", f"={shape.iters}") for p in m[1].split()]
+    options = [p.replace("=N", f"={shape.iters}") for p in m[1].split() if p != "map"]
     with Ledger(":memory:") as led:
         import_run(led, "auto", [str(render(shape, folder))], ImportOptions(run="r", map=options))
         return compare(led, "r", expected(shape))

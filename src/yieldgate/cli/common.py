@@ -73,10 +73,15 @@ def _in_flags(exc: InputError) -> str:
 
 
 def in_flags(message: str, parameters: Iterable[str]) -> str:
-    """`message` with each of `parameters` (the first time it stands as a word) spelled as its flag."""
+    """`message` with each of `parameters` (the first time it stands as a word, and every time it gives a value,
+    `map iter=batch map iters_per_epoch=N`, so advice of several values runs as written) spelled as its flag."""
     for parameter in parameters:
-        word = re.compile(rf"(?<![\w./'\"-]){re.escape(parameter)}(?![\w/'\"-])")
-        message = word.sub(FLAGS.get(parameter, parameter), message, count=1)
+        flag = FLAGS.get(parameter, parameter)
+        valued = re.compile(rf"(?<![\w./'\"-]){re.escape(parameter)}(?= [\w/.-]+=)")
+        message, given = valued.subn(flag, message)
+        if not given:
+            word = re.compile(rf"(?<![\w./'\"-]){re.escape(parameter)}(?![\w/'\"-])")
+            message = word.sub(flag, message, count=1)
     return message
 
 

@@ -346,7 +346,7 @@ def _refuse_unknown_sizes(
         f"{source}: {_shown(inner)} counts the iterations within each epoch ({_shown(outer)}){every} and every epoch's "
         f"last count is on that grid ({', '.join(map(str, sorted(set(ends.tolist()))[:3]))}): whether its last "
         f"iteration was logged, and so how many an epoch has, cannot be told; give it: map epoch={_shown(outer)} "
-        f"iter={_shown(inner)} iters_per_epoch=N" + (" first_epoch=0" if first == 0 else ""),
+        f"map iter={_shown(inner)} map iters_per_epoch=N" + (" map first_epoch=0" if first == 0 else ""),
         parameter="map",
     )
 
