@@ -477,6 +477,20 @@ _NON_NEGATIVE = frozenset({"acc", "accuracy", "precision", "recall", "f1", "iou"
 # `ep_rew_mean`, `episode_return`); its spread over episodes (`std_reward`) says nothing of which way is better.
 _RETURNS = frozenset({"reward", "rewards", "rew", "return", "returns"})
 _SPREADS = frozenset({"std", "stddev", "var", "variance"})
+
+SPLIT_PREFIXES = {"training": "", "train": "", "validation": "val_", "val": "val_", "valid": "val_", "dev": "val_"}
+SPLIT_PREFIXES |= {"eval": "val_", "evaluation": "val_", "test": "test_"}
+"""The words a data split is named by (a table's `validation` key, a printed `Training | Validation` head) and the
+prefix its values take: none for the training's, `val_` for a held-out split's, `test_` for the test set's."""
+
+
+def is_reward(metric: str) -> bool:
+    """True when `metric` names a reinforcement-learning reward or return (`mean_reward`, `ep_rew_mean`,
+    `episode_return`), not its spread over episodes (`std_reward`)."""
+    tokens = re.split(r"[_/]", metric.split(",")[0].strip().lower())
+    return bool(_RETURNS.intersection(tokens)) and _SPREADS.isdisjoint(tokens)
+
+
 _CORRELATIONS = frozenset({"spearman", "spearmanr", "pearson", "pearsonr", "kendall", "kendalltau"})
 _RANKING = frozenset(
     {"ndcg", "mrr", "map", "ap", "recall", "precision", "prec", "accuracy", "acc", "f1", "hit", "hits", "hit_rate"}
@@ -547,7 +561,7 @@ def metric_direction(metric: str) -> bool | None:
         return True
     if retrieval_metric(base):
         return True
-    if _RETURNS.intersection(tokens := re.split(r"[_/]", base)) and _SPREADS.isdisjoint(tokens):
+    if is_reward(base):
         return True
     negated = base.removeprefix("negative_").removeprefix("neg_")
     if negated != base and metric_direction(negated) is False:  # sentence-transformers' `negative_mse`

@@ -36,6 +36,7 @@ from yieldgate.aliases import STEP_NAMES
 from yieldgate.errors import InputError
 from yieldgate.ingest.clean import check_columns, parse_json
 from yieldgate.ingest.types import Warnings
+from yieldgate.names import SPLIT_PREFIXES
 from yieldgate.util.inputs import read_regular
 
 __all__ = [
@@ -157,13 +158,17 @@ def rows_of(doc: object) -> list[dict] | None:
     return doc
 
 
+def _parsed(path: Path, expected: str) -> object:
+    """The file as one JSON document; None where it is not JSON text (the shape checks then refuse it)."""
+    try:
+        return parse_json(read_regular(path, expected).decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
 def read_array(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str]]:
     """A JSON list of step records (`rows_of`) as a table, a row per object, as JSON lines of them would read."""
-    try:
-        doc = parse_json(read_regular(path, "a JSON list of records").decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        doc = None
-    rows = rows_of(doc)
+    rows = rows_of(_parsed(path, "a JSON list of records"))
     if rows is None:
         raise InputError(f"{path}: not a JSON list of objects of numbers, each with its step; expected step records")
     keys = dict.fromkeys(str(k) for row in rows for k in row)
@@ -213,19 +218,15 @@ def metadata_of(doc: dict) -> list[str]:
     return [name for name, value in _leaves(doc).items() if not isinstance(value, list)]
 
 
-# A top-level key that names a data split, and the split it is (Ludwig's `training`, `validation`, `test`)
-_SPLITS = {"training": "", "train": "", "validation": "val_", "val": "val_", "valid": "val_", "dev": "val_"}
-_SPLITS |= {"eval": "val_", "evaluation": "val_", "test": "test_"}
-
-
 def _split_losses(lists: dict[str, list]) -> dict[str, str]:
-    """{leaf: new name} for the loss of each split that has one (`training/combined/loss` -> `loss`,
+    """{leaf: new name} for the loss of each split (a top-level key `names.SPLIT_PREFIXES` knows: Ludwig's
+    `training`, `validation`, `test`) that has one (`training/combined/loss` -> `loss`,
     `validation/combined/loss` -> `val_loss`, `test/combined/loss` -> `test_loss`): of the split's leaves named
     `loss`, the one at least as high as every other at every position (the total of its output features' losses,
     Ludwig's `combined`; with one feature all are equal, the shortest name taken). The other leaves keep their
     names (`validation/<feature>/accuracy` is an evaluation of task `val/<feature>`, `aliases.guess`)."""
     renamed: dict[str, str] = {}
-    for split, prefix in _SPLITS.items():
+    for split, prefix in SPLIT_PREFIXES.items():
         losses = [n for n in lists if n.lower().startswith(split + "/") and n.lower().endswith("/loss")]
         if not losses:
             continue
@@ -241,10 +242,7 @@ def read_columns(path: Path, warnings: Warnings) -> tuple[pd.DataFrame, list[str
     as a step, the position is the `epoch` (from 0). Lists under a split's key (`training`, `validation`, `test`)
     are that split's values, each split's total loss its loss (`_split_losses`); scalars beside the lists are left
     out, and said."""
-    try:
-        doc = parse_json(read_regular(path, "a JSON document of columns").decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        doc = None
+    doc = _parsed(path, "a JSON document of columns")
     lists = columns_of(doc)
     if lists is None:
         raise InputError(f"{path}: not one JSON object of equal-length lists of numbers; expected per-epoch columns")

@@ -21,7 +21,7 @@ import pandas as pd
 
 from yieldgate.aliases import EXTRA_NAMESPACES, IMPORTED, Target, guess, imported, split_unit
 from yieldgate.errors import InputError
-from yieldgate.names import CORE_STEP_COLUMNS, VAL_TASK, is_extra_key, metric_direction
+from yieldgate.names import CORE_STEP_COLUMNS, SPLIT_PREFIXES, VAL_TASK, is_extra_key, metric_direction
 
 if TYPE_CHECKING:
     from yieldgate.ingest.types import Warnings
@@ -119,7 +119,7 @@ def resolve_mapping(
 
 
 # The splits a held-out metric is named under, before the name of what it evaluates (`validation/main/loss`).
-_EVAL_SPLITS = ("validation", "val", "valid", "eval", "evaluation", "test", "dev")
+_EVAL_SPLITS = tuple(split for split, prefix in SPLIT_PREFIXES.items() if prefix)
 
 
 def _training_twin(name: str, names: set[str]) -> bool:
@@ -141,7 +141,7 @@ def _training_target(name: str) -> Target:
 
 
 _TRAIN_NAMED = re.compile(r"^(?:train|training)[_/]", re.IGNORECASE)
-_VALID_NAMED = re.compile(r"^(?:val|valid|validation|eval|dev)[_/]", re.IGNORECASE)
+_HELD_OUT_NAMED = re.compile(rf"^(?:{'|'.join(_EVAL_SPLITS)})[_/]", re.IGNORECASE)
 
 
 def _validation_score(name: str, names: set[str]) -> bool:
@@ -151,7 +151,7 @@ def _validation_score(name: str, names: set[str]) -> bool:
     `accuracy` beside `val_accuracy`), it is the training's."""
     if "/" in name or metric_direction(name) is None or "loss" in name.lower():
         return False
-    if not any(_TRAIN_NAMED.match(n) for n in names) or not any(_VALID_NAMED.match(n) for n in names):
+    if not any(_TRAIN_NAMED.match(n) for n in names) or not any(_HELD_OUT_NAMED.match(n) for n in names):
         return False
     return not any(n.lower().endswith(name.lower()) and n != name for n in names)
 

@@ -177,12 +177,22 @@ def describe(path: Path) -> str:
     return f"plain text (first line {clip(lines[0])})"
 
 
-def _json_kind(path: Path) -> str | None:
+_UNREAD = object()  # `_document`'s answer for a file that is no JSON document (JSON's own `null` is None)
+
+
+def _document(path: Path) -> object:
+    """The whole file as one JSON document, or `_UNREAD` where it is not one."""
     from yieldgate.ingest.clean import read_json
 
     try:
-        doc = read_json(path, "a JSON file")
+        return read_json(path, "a JSON file")
     except InputError:
+        return _UNREAD
+
+
+def _json_kind(path: Path) -> str | None:
+    doc = _document(path)
+    if doc is _UNREAD:
         return None
     if isinstance(doc, dict) and isinstance(doc.get("log_history"), list):
         return "hf-trainer"
@@ -267,32 +277,15 @@ def kind_of(source: Path) -> str:
 def _columns_shaped(path: Path) -> bool:
     """True when the file is one JSON object of equal-length lists of numbers (`epochfiles.columns_of`) that is not
     an lm-eval aggregate (whose per-task lists sit beside a list of checkpoints: `ingest.lmeval` reads it)."""
-    from yieldgate.ingest.clean import read_json
-
-    try:
-        doc = read_json(path, "a JSON file")
-    except InputError:
-        return False
-    return columns_of(doc) is not None and not _lmeval_shaped(doc)
+    doc = _document(path)
+    return doc is not _UNREAD and columns_of(doc) is not None and not _lmeval_shaped(doc)
 
 
 def _rows_shaped(path: Path) -> bool:
     """True when the file is one JSON list of step records (`epochfiles.rows_of`)."""
-    from yieldgate.ingest.clean import read_json
-
-    try:
-        doc = read_json(path, "a JSON file")
-    except InputError:
-        return False
-    return rows_of(doc) is not None
+    return rows_of(_document(path)) is not None
 
 
 def _parses(path: Path) -> bool:
     """True when the whole file is one JSON document (a log whose lines start with `[` or `{` is not)."""
-    from yieldgate.ingest.clean import read_json
-
-    try:
-        read_json(path, "a JSON file")
-    except InputError:
-        return False
-    return True
+    return _document(path) is not _UNREAD

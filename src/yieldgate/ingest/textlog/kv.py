@@ -13,7 +13,7 @@ from yieldgate.aliases import guess
 from yieldgate.ingest.stepcount import counter_name, total_name
 from yieldgate.ingest.textlog.base import NUM, PER_DEVICE_TOKENS_PER_S, number, strip_ansi
 from yieldgate.ingest.textlog.prose import eval_block, names_then_values, sentence_values, split_table
-from yieldgate.names import metric_direction
+from yieldgate.names import is_reward, metric_direction
 
 __all__ = ["context", "progress", "read_block", "read_counted", "read_pairs"]
 
@@ -166,7 +166,6 @@ _LEVEL = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\s+")  # the lo
 # An evaluation's own speed beside its scores (`fps`, `ips`, `speed`): no score, not read from a line of scores.
 _EVAL_SPEEDS = {"fps", "ips", "speed", "samples_per_sec", "samples_per_second", "it_per_s"}
 _BEST = re.compile(r"\bbest\b", re.IGNORECASE)
-_REWARD = re.compile(r"(?:^|_)(?:reward|rewards|rew|return|returns)(?:_|$)")
 
 
 def _key(text: str) -> str:
@@ -239,7 +238,7 @@ def _scores_alone(line: str, pairs: dict[str, float]) -> dict[str, float] | None
         return None
     if all(guess(k).kind == "eval" for k in scores):  # named as an evaluation's (`validation_perplexity: 1.79`)
         return scores
-    if not all(metric_direction(k) is True for k in scores) or any(_REWARD.search(k) for k in scores):
+    if not all(metric_direction(k) is True for k in scores) or any(map(is_reward, scores)):
         return None  # a reward printed alone is the rollout's, at every step (DeepSpeed-Chat's `average reward score`)
     return {f"val_{k}": v for k, v in scores.items()}
 

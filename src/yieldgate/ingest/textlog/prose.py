@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 
 from yieldgate.ingest.textlog.base import NUM, number
+from yieldgate.names import SPLIT_PREFIXES
 
 __all__ = ["eval_block", "names_then_values", "sentence_values", "split_table"]
 
@@ -143,8 +144,6 @@ def names_then_values(line: str, lines: Sequence[str], i: int) -> tuple[int, dic
 
 
 # A table of splits: its head's split names between bars, then `name | value | value` rows (`N/A` where none).
-_SPLIT_NAMES = {"training": "", "train": "", "validation": "val_", "valid": "val_", "val": "val_", "dev": "val_"}
-_SPLIT_NAMES |= {"test": "test_", "eval": "val_", "evaluation": "val_"}
 _SPLIT_HEAD = re.compile(r"^(?P<prefix>.*?[-:|>\]]\s+)?(?P<splits>[A-Za-z]{3,10}(?:\s*\|\s*[A-Za-z]{3,10})+)\s*$")
 _SPLIT_ROW = re.compile(
     rf"^(?P<prefix>.*?[-:|>\]]\s+)?(?P<name>[A-Za-z_][\w@.-]{{0,60}})\s*(?P<cells>(?:\|\s*(?:{NUM}|N/A)\s*)+)$"
@@ -158,7 +157,7 @@ def split_table(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str,
     if head is None:
         return None
     splits = [w.strip().lower() for w in head["splits"].split("|")]
-    if not all(w in _SPLIT_NAMES for w in splits) or len(set(splits)) != len(splits):
+    if not all(w in SPLIT_PREFIXES for w in splits) or len(set(splits)) != len(splits):
         return None
     values: dict[str, float] = {}
     n = 1
@@ -171,6 +170,6 @@ def split_table(line: str, lines: Sequence[str], i: int) -> tuple[int, dict[str,
         name = row["name"].lower()
         for split, cell in zip(splits, cells, strict=True):
             if cell != "N/A":
-                values.setdefault(_SPLIT_NAMES[split] + name, number(cell))
+                values.setdefault(SPLIT_PREFIXES[split] + name, number(cell))
         n += 1
     return (n, values) if n > 1 else None
